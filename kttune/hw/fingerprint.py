@@ -1,0 +1,50 @@
+"""What makes two hardware profiles comparable, hashed.
+
+Two profiles with the same fingerprint were measured on the same kind of machine with the same
+software that decides the timings (CPU model and ISA, cores, NUMA layout, RAM size class, GPUs with
+their VRAM and PCIe link, driver, torch, kt-kernel and its CPU variant, sglang). Free memory,
+hostnames and timestamps are left out on purpose.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from kttune.hw.profile import Inventory
+
+# ISA flags that change which kt-kernel variant runs, and so the CPU timings.
+RELEVANT_ISA = ("amx_bf16", "amx_int8", "amx_tile", "avx512f", "avx512_bf16", "avx512_vnni", "avx512_vbmi", "avx_vnni", "avx2", "fma")
+
+
+def fingerprint_fields(inv: Inventory) -> dict:
+    cpu = inv.cpu
+    sw = inv.software
+    return {
+        "cpu_model": cpu.model,
+        "physical_cores": cpu.physical_cores,
+        "logical_cpus": cpu.logical_cpus,
+        "numa": [len(n.cpus) for n in cpu.numa_nodes],
+        "isa": sorted(f for f in cpu.isa if f in RELEVANT_ISA),
+        "ram_gib": round(cpu.ram_total_bytes / 1024**3 / 16) * 16,  # 16 GiB classes: VMs report odd sizes
+        "gpus": [
+            {
+                "name": g.name,
+                "vram_gib": round(g.vram_total_bytes / 1024**3),
+                "pcie": [g.pcie_gen_max, g.pcie_width_max],
+                "numa": g.numa_node,
+            }
+            for g in inv.gpus
+        ],
+        "driver": sw.nvidia_driver,
+        "torch": (sw.torch or "").split("+")[0] or None,
+        "kt_kernel": sw.kt_kernel,
+        "kt_cpu_variant": sw.kt_cpu_variant,
+        "sglang": sw.sglang,
+    }
+
+
+def fingerprint(inv: Inventory) -> str:
+    """A short stable hash of `fingerprint_fields` (16 hex digits)."""
+    blob = json.dumps(fingerprint_fields(inv), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -1,0 +1,298 @@
+"""The hardware profile: the contract between measuring (`kttune.probes`) and modeling (`kttune.cost`).
+
+A versioned JSON document holding the machine's inventory and measured curves (time against size,
+with spread). Probes write it; the cost model reads it. Pure Python (no torch).
+
+Curve kinds and their x axis (`Curve.x_unit`) and the `params` each carries:
+
+| kind            | x       | params                                                                 |
+|-----------------|---------|------------------------------------------------------------------------|
+| cpu_moe         | tokens  | method, threads, threadpools, hidden, inter, experts, top_k, cpu_experts |
+| stage_a_write   | bytes   | method, threads (bytes = expert bytes written into a pinned slot)      |
+| h2d, d2h        | bytes   | gpu (index or "all"), pinned (bool), numa (node of the host buffer)    |
+| stage_c_repack  | bytes   | method (bytes of expert weights post-processed on the GPU)             |
+| gpu_moe         | tokens  | method, hidden, inter, experts, top_k                                  |
+| gpu_gemm        | tokens  | hidden, out (a bf16 [tokens, hidden] x [hidden, out] matmul)           |
+| attention       | context | attention (mla/gqa), heads, kv_heads, head_dim, v_head_dim, kv_lora_rank, qk_rope_head_dim (one layer, a prefill of `context` tokens from empty) |
+| pipeline        | bytes   | method, experts, threads (one full MoE layer streamed A -> B -> C; extra: per-stage ms, overlap) |
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from kttune.errors import UserError
+
+PROFILE_FORMAT = "kttune-hardware-profile"
+PROFILE_VERSION = 1
+
+CURVE_KINDS = (
+    "cpu_moe",
+    "stage_a_write",
+    "h2d",
+    "d2h",
+    "stage_c_repack",
+    "gpu_moe",
+    "gpu_gemm",
+    "attention",
+    "pipeline",
+)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured size: median time and spread over `n` repeats (after warm-up)."""
+
+    x: float
+    t_ms: float
+    t_ms_p10: float | None = None
+    t_ms_p90: float | None = None
+    n: int = 1
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Curve:
+    kind: str
+    x_unit: str
+    points: tuple[Point, ...]
+    params: dict[str, Any] = field(default_factory=dict)
+    backend: str = ""  # what ran: "kt-kernel:amx", "torch-cpu", "torch-cuda", "triton", "datasheet", ...
+    skipped: tuple[dict[str, Any], ...] = ()  # [{"x": size, "reason": "..."}]
+
+    def matches(self, **want: Any) -> bool:
+        return all(self.params.get(k) == v for k, v in want.items())
+
+    @property
+    def xs(self) -> list[float]:
+        return [p.x for p in self.points]
+
+    @property
+    def ts(self) -> list[float]:
+        return [p.t_ms for p in self.points]
+
+
+@dataclass(frozen=True)
+class NumaNode:
+    id: int
+    cpus: tuple[int, ...]
+    mem_total_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class CpuInfo:
+    model: str
+    vendor: str = ""
+    physical_cores: int = 0
+    logical_cpus: int = 0
+    sockets: int = 1
+    numa_nodes: tuple[NumaNode, ...] = ()
+    isa: tuple[str, ...] = ()  # "amx_bf16", "amx_int8", "avx512f", "avx512_bf16", "avx512_vnni", "avx2", ...
+    ram_total_bytes: int = 0
+    ram_available_bytes: int = 0
+    mem_bandwidth_gbps: float | None = None  # datasheet or measured STREAM-like figure
+
+    def has(self, flag: str) -> bool:
+        return flag in self.isa
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    index: int
+    name: str
+    vram_total_bytes: int
+    vram_free_bytes: int = 0
+    pcie_gen: int | None = None
+    pcie_width: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_max: int | None = None
+    numa_node: int | None = None
+    compute_capability: str | None = None
+    uuid: str | None = None
+
+
+@dataclass(frozen=True)
+class SoftwareInfo:
+    python: str = ""
+    torch: str | None = None
+    torch_cuda: str | None = None
+    kt_kernel: str | None = None
+    kt_cpu_variant: str | None = None
+    sglang: str | None = None
+    sglang_is_kt_fork: bool | None = None
+    sglang_has_layerwise_threshold: bool | None = None
+    sgl_kernel: str | None = None
+    nvidia_driver: str | None = None
+    cuda_driver: str | None = None
+    nvml: str | None = None  # why NVML is absent, or its version
+
+
+@dataclass(frozen=True)
+class Inventory:
+    cpu: CpuInfo
+    gpus: tuple[GpuInfo, ...] = ()
+    software: SoftwareInfo = field(default_factory=SoftwareInfo)
+    hostname: str = ""
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Provenance:
+    kind: str  # "measured" | "datasheet" | "mixed"
+    machine: str  # human name of the machine, e.g. "H200 PCIe Gen5 x16 + Xeon (AMX), 16 cores"
+    created: str = ""  # ISO timestamp
+    tool_version: str = ""
+    command: str = ""
+    notes: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()  # datasheets or other profiles merged in
+
+
+@dataclass(frozen=True)
+class TimerInfo:
+    clock: str = "time.perf_counter"
+    resolution_ns: float | None = None
+    clocksource: str | None = None  # /sys/.../current_clocksource (tsc, kvm-clock, ...)
+
+
+@dataclass(frozen=True)
+class HardwareProfile:
+    provenance: Provenance
+    inventory: Inventory
+    curves: tuple[Curve, ...]
+    fingerprint: str = ""
+    timer: TimerInfo = field(default_factory=TimerInfo)
+    format: str = PROFILE_FORMAT
+    version: int = PROFILE_VERSION
+
+    # ---- queries ---------------------------------------------------------------------------
+    def curves_of(self, kind: str, **want: Any) -> list[Curve]:
+        return [c for c in self.curves if c.kind == kind and c.matches(**want)]
+
+    def has(self, kind: str) -> bool:
+        return any(c.kind == kind for c in self.curves)
+
+    @property
+    def num_gpus(self) -> int:
+        return len(self.inventory.gpus)
+
+    def replace_curves(self, kind_filter: Iterable[str], new: Iterable[Curve]) -> "HardwareProfile":
+        """A copy whose curves of the given kinds are replaced by `new` (merging probe results)."""
+        kinds = set(kind_filter)
+        kept = tuple(c for c in self.curves if c.kind not in kinds)
+        from dataclasses import replace
+
+        return replace(self, curves=kept + tuple(new))
+
+
+# ---- (de)serialisation ----------------------------------------------------------------------
+
+def profile_to_dict(p: HardwareProfile) -> dict[str, Any]:
+    d = asdict(p)
+    return {"format": d.pop("format"), "version": d.pop("version"), **d}
+
+
+def _tuple(xs: Iterable[Any] | None) -> tuple:
+    return tuple(xs or ())
+
+
+def _curve_from_dict(d: dict[str, Any]) -> Curve:
+    kind = d["kind"]
+    if kind not in CURVE_KINDS:
+        raise ValueError(f"unknown curve kind {kind!r}")
+    pts = tuple(Point(**pt) for pt in d["points"])
+    return Curve(
+        kind=kind,
+        x_unit=d["x_unit"],
+        points=pts,
+        params=dict(d.get("params", {})),
+        backend=d.get("backend", ""),
+        skipped=tuple(dict(s) for s in d.get("skipped", ())),
+    )
+
+
+def profile_from_dict(d: dict[str, Any], origin: str = "profile") -> HardwareProfile:
+    if d.get("format") != PROFILE_FORMAT:
+        raise UserError(
+            f"{origin} is not a kttune hardware profile (format {d.get('format')!r})",
+            "pass a file written by `kttune probe` or one from profiles/ (`kttune profiles`)",
+        )
+    if d.get("version") != PROFILE_VERSION:
+        raise UserError(
+            f"{origin} has profile format version {d.get('version')!r}, this kttune reads version {PROFILE_VERSION}",
+            "re-run `kttune probe` to write a current profile, or use the kttune release that wrote it",
+        )
+    try:
+        inv = d["inventory"]
+        cpu = dict(inv["cpu"])
+        cpu["numa_nodes"] = tuple(
+            NumaNode(id=n["id"], cpus=_tuple(n.get("cpus")), mem_total_bytes=n.get("mem_total_bytes", 0))
+            for n in cpu.get("numa_nodes", ())
+        )
+        cpu["isa"] = _tuple(cpu.get("isa"))
+        inventory = Inventory(
+            cpu=CpuInfo(**cpu),
+            gpus=tuple(GpuInfo(**g) for g in inv.get("gpus", ())),
+            software=SoftwareInfo(**inv.get("software", {})),
+            hostname=inv.get("hostname", ""),
+            notes=_tuple(inv.get("notes")),
+        )
+        prov = dict(d["provenance"])
+        prov["notes"] = _tuple(prov.get("notes"))
+        prov["sources"] = _tuple(prov.get("sources"))
+        return HardwareProfile(
+            provenance=Provenance(**prov),
+            inventory=inventory,
+            curves=tuple(_curve_from_dict(c) for c in d.get("curves", ())),
+            fingerprint=d.get("fingerprint", ""),
+            timer=TimerInfo(**d.get("timer", {})),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise UserError(
+            f"{origin} is a malformed kttune profile ({type(e).__name__}: {e})",
+            "re-run `kttune probe` to write it again",
+        ) from None
+
+
+def load_profile(path: str | os.PathLike) -> HardwareProfile:
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"profile {str(p)!r} does not exist", "pass a file written by `kttune probe`, or a name from `kttune profiles`")
+    try:
+        d = json.loads(p.read_text())
+    except json.JSONDecodeError as e:
+        raise UserError(f"profile {str(p)!r} is not valid JSON (line {e.lineno}: {e.msg})", "re-run `kttune probe` to write it again") from None
+    return profile_from_dict(d, origin=f"profile {str(p)!r}")
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
+    """Write JSON to `path` atomically (temp file in the same directory, then rename)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f, indent=1, sort_keys=False, default=_json_default)
+            f.write("\n")
+        os.replace(tmp, p)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return p
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, (set, frozenset)):
+        return sorted(o)
+    if hasattr(o, "item"):  # numpy scalars
+        return o.item()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def save_profile(p: HardwareProfile, path: str | os.PathLike) -> Path:
+    return write_json_atomic(path, profile_to_dict(p))

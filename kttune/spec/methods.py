@@ -1,0 +1,152 @@
+"""KT methods (`--kt-method`), expert weight formats and bytes per expert.
+
+One source of truth for the byte formulas of `reference/kt-sglang.md` §7 and the layerwise support
+matrix of §3.4 (sglang-kt 0.7.2 + kt-kernel 0.7.2). Pure Python.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kttune.errors import UserError
+
+FP8_BLOCK = 128  # DeepSeek-style 128x128 block scales
+
+
+@dataclass(frozen=True)
+class WeightFormat:
+    """How one expert's three matrices (gate, up: I x H; down: H x I) are stored."""
+
+    name: str
+    weight_bits: float  # bits per weight element
+    description: str
+
+
+FORMATS: dict[str, WeightFormat] = {
+    f.name: f
+    for f in (
+        WeightFormat("bf16", 16, "bf16"),
+        WeightFormat("fp8_block", 8, "fp8 e4m3 + fp32 scale per 128x128 block"),
+        WeightFormat("fp8_channel", 8, "fp8 e4m3 + fp32 scale per output channel"),
+        WeightFormat("int4_g32", 4, "int4 packed + bf16 scale per 32 (compressed-tensors)"),
+        WeightFormat("mxfp4", 4, "e2m1 + ue8m0 scale per 32"),
+        WeightFormat("mxfp8", 8, "e4m3 + ue8m0 scale per 32"),
+        WeightFormat("nvfp4", 4, "e2m1 + e4m3 scale per 16"),
+        WeightFormat("gptq_int4", 4, "int4 packed + fp16 scale per 128 (GPTQ)"),
+        WeightFormat("amx_int4", 4, "AMX int4 + fp32 scale per output channel (converted)"),
+        WeightFormat("amx_int8", 8, "AMX int8 + fp32 scale per output channel (converted)"),
+        WeightFormat("gguf_q4k", 4.5, "GGUF Q4_K (about 4.5 bits per weight)"),
+    )
+}
+
+
+def bytes_per_expert(fmt: str, hidden: int, inter: int) -> int:
+    """Bytes of one routed expert (gate + up + down) in format `fmt` with hidden size H and expert
+    width I (pass I/tp for one GPU rank's shard). Source: kt-sglang.md §7 table."""
+    h, i = hidden, inter
+    n = 3 * h * i  # weight elements
+    if fmt == "bf16":
+        return 2 * n
+    if fmt == "fp8_block":
+        blocks = 2 * math.ceil(i / FP8_BLOCK) * math.ceil(h / FP8_BLOCK) + math.ceil(h / FP8_BLOCK) * math.ceil(
+            i / FP8_BLOCK
+        )
+        return n + 4 * blocks
+    if fmt == "fp8_channel":
+        return n + 4 * (2 * i + h)
+    if fmt == "int4_g32":
+        return n // 2 + (n // 32) * 2
+    if fmt == "mxfp4":
+        return n // 2 + n // 32
+    if fmt == "mxfp8":
+        return n + n // 32
+    if fmt == "nvfp4":
+        return n // 2 + n // 16
+    if fmt == "gptq_int4":
+        return n // 2 + (n // 128) * 2
+    if fmt == "amx_int4":
+        return n // 2 + 4 * (2 * i + h)
+    if fmt == "amx_int8":
+        return n + 4 * (2 * i + h)
+    if fmt == "gguf_q4k":
+        return int(n * 4.5 / 8)
+    raise ValueError(f"unknown weight format {fmt!r}")
+
+
+def mxfp4_layerwise_slot_bytes_per_expert(hidden: int, inter: int) -> int:
+    """MXFP4 layerwise keeps a raw slot with fp32 scales plus a Marlin-prepared copy
+    (sglang-kt `_mxfp4_raw_slot_storage_nbytes`; kt-sglang.md §7, §3.3)."""
+    n = 3 * hidden * inter
+    raw = n // 2 + (n // 32) * 4
+    return raw + bytes_per_expert("mxfp4", hidden, inter)
+
+
+@dataclass(frozen=True)
+class KtMethod:
+    """One `--kt-method` value of kt-kernel 0.7.2."""
+
+    name: str
+    cpu_format: str  # format of the experts in host RAM
+    native: bool  # CPU and GPU use the same checkpoint (`--kt-weight-path` = `--model`)
+    layerwise: bool  # `--kt-gpu-prefill-token-threshold` > 0 allowed (kt-sglang.md §3.4)
+    # Experts the layerwise path re-sends from the CPU even when they are GPU-resident (§3.2):
+    # BF16 and MXFP4 copy resident experts GPU->GPU; FP8*, MXFP8 and RAWINT4 re-send all.
+    layerwise_resends_gpu_experts: bool
+    needs_fp8_tp_divisibility: bool  # FP8 block weights need (I/tp) % 128 == 0
+    wrapper: str
+
+
+METHODS: dict[str, KtMethod] = {
+    m.name: m
+    for m in (
+        KtMethod("RAWINT4", "int4_g32", True, True, True, False, "NativeMoEWrapper"),
+        KtMethod("FP8", "fp8_block", True, True, True, True, "NativeMoEWrapper"),
+        KtMethod("FP8_PERCHANNEL", "fp8_channel", True, True, True, False, "NativeMoEWrapper"),
+        KtMethod("BF16", "bf16", True, True, False, False, "NativeMoEWrapper"),
+        KtMethod("MXFP4", "mxfp4", True, True, False, False, "NativeMoEWrapper"),
+        KtMethod("MXFP8", "mxfp8", True, True, True, False, "NativeMoEWrapper"),
+        KtMethod("NVFP4", "nvfp4", True, False, True, False, "NativeMoEWrapper"),
+        KtMethod("GPTQ_INT4", "gptq_int4", True, False, True, False, "NativeMoEWrapper"),
+        KtMethod("AMXINT4", "amx_int4", False, False, True, False, "AMXMoEWrapper"),
+        KtMethod("AMXINT8", "amx_int8", False, False, True, False, "AMXMoEWrapper"),
+        KtMethod("LLAMAFILE", "gguf_q4k", False, False, True, False, "LlamafileMoEWrapper"),
+        KtMethod("MOE_INT4", "amx_int4", False, False, True, False, "GeneralMoEWrapper"),
+        KtMethod("MOE_INT8", "amx_int8", False, False, True, False, "GeneralMoEWrapper"),
+    )
+}
+
+# Native checkpoint format -> the KT method that serves it without conversion.
+NATIVE_METHOD_FOR_FORMAT = {
+    "bf16": "BF16",
+    "fp8_block": "FP8",
+    "fp8_channel": "FP8_PERCHANNEL",
+    "int4_g32": "RAWINT4",
+    "mxfp4": "MXFP4",
+    "mxfp8": "MXFP8",
+    "nvfp4": "NVFP4",
+    "gptq_int4": "GPTQ_INT4",
+}
+
+
+def get_method(name: str) -> KtMethod:
+    key = name.strip().upper().replace("-", "_")
+    if key not in METHODS:
+        raise UserError(
+            f"unknown KT method {name!r}",
+            "use one of " + ", ".join(METHODS),
+        )
+    return METHODS[key]
+
+
+def gpu_format(method: KtMethod, checkpoint_format: str) -> str:
+    """Format of GPU-resident experts. Native methods use the method's format; converted CPU formats
+    (AMX*, LLAMAFILE, MOE_*) leave the GPU experts in the original checkpoint (§7)."""
+    return method.cpu_format if method.native else checkpoint_format
+
+
+def layerwise_slot_bytes_per_expert(method: KtMethod, hidden: int, inter_per_rank: int) -> int:
+    """Bytes one expert takes in the lazily allocated full-layer slot on one GPU rank (§3.5)."""
+    if method.cpu_format == "mxfp4":
+        return mxfp4_layerwise_slot_bytes_per_expert(hidden, inter_per_rank)
+    return bytes_per_expert(method.cpu_format, hidden, inter_per_rank)

@@ -1,0 +1,70 @@
+"""The model as kttune sees it: an architecture reduced to what the memory and cost models need.
+
+Built by `kttune.spec.hf_config` from a HuggingFace config.json (or a catalog entry). Pure data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    family: str  # HF model_type of the language model (deepseek_v3, kimi_k2, qwen3_moe, ...)
+    hidden_size: int
+    num_layers: int  # num_hidden_layers (MTP / next-n layers excluded)
+    moe_layer_ids: tuple[int, ...]  # decoder layers whose MLP is routed MoE
+    num_experts: int  # routed experts per MoE layer (E)
+    top_k: int  # experts per token (k)
+    moe_intermediate_size: int  # per-expert FFN width (I)
+    shared_expert_intermediate_size: int  # total width of shared expert(s) per MoE layer, 0 if none
+    dense_intermediate_size: int  # FFN width of dense (non-MoE) layers
+    vocab_size: int
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+    # attention
+    attention: str  # "mla" | "gqa"
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int  # q/k head dim (MLA: qk_nope + qk_rope)
+    v_head_dim: int
+    kv_lora_rank: int = 0  # MLA only
+    q_lora_rank: int = 0  # MLA only (0 = no q compression)
+    qk_rope_head_dim: int = 0  # MLA only
+    full_attention_layer_ids: tuple[int, ...] = ()  # layers that keep a KV cache growing with context
+    sliding_window: int = 0  # gpt-oss sliding layers (KV capped at the window)
+    sliding_layer_ids: tuple[int, ...] = ()
+    linear_attention_layer_ids: tuple[int, ...] = ()  # Qwen3-Next Gated DeltaNet layers (no KV)
+    # weights
+    checkpoint_format: str = "bf16"  # native expert format (see kttune.spec.methods.FORMATS)
+    default_method: str = "BF16"  # KT method detected from quantization_config
+    non_expert_dtype_bytes: int = 2
+    non_expert_bytes_measured: int | None = None  # exact bytes from safetensors headers, if read
+    non_expert_params_estimate: int = 0  # from the architecture, used when headers are absent
+    source: str = ""  # where this spec came from (catalog name, directory, provenance grade)
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    # ---- derived -----------------------------------------------------------------------------
+    @property
+    def num_moe_layers(self) -> int:
+        return len(self.moe_layer_ids)
+
+    @property
+    def kv_layer_count(self) -> int:
+        return len(self.full_attention_layer_ids) + len(self.sliding_layer_ids)
+
+    @property
+    def params_per_expert(self) -> int:
+        return 3 * self.hidden_size * self.moe_intermediate_size
+
+    @property
+    def non_expert_bytes(self) -> int:
+        """Bytes of everything but the routed experts (attention, dense MLPs, shared experts,
+        embeddings, norms, routers): measured from safetensors headers when available."""
+        if self.non_expert_bytes_measured is not None:
+            return self.non_expert_bytes_measured
+        return self.non_expert_params_estimate * self.non_expert_dtype_bytes
+
+    def with_overrides(self, **kw) -> "ModelSpec":
+        return replace(self, **kw)

@@ -1,0 +1,48 @@
+"""Parsing and printing of sizes. Binary units (GiB) are what NVML and torch report; SGLang logs GB
+as GiB too. `32G`, `32GB` and `32GiB` all mean 32 GiB here, as in nvidia-smi and SGLang logs."""
+
+from __future__ import annotations
+
+import re
+
+from kttune.errors import UserError
+
+GIB = 1024**3
+MIB = 1024**2
+
+_UNITS = {
+    "": GIB,  # a bare number is GiB: `--vram 24`
+    "b": 1,
+    "k": 1024, "kb": 1024, "kib": 1024,
+    "m": MIB, "mb": MIB, "mib": MIB,
+    "g": GIB, "gb": GIB, "gib": GIB,
+    "t": 1024**4, "tb": 1024**4, "tib": 1024**4,
+}
+_SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size_bytes(text: str, what: str = "--vram") -> int:
+    """`32G`, `32GiB`, `24GB`, `32000M`, `80` (GiB) -> bytes. Raises UserError on anything else."""
+    m = _SIZE_RE.match(str(text))
+    unit = m.group(2).lower() if m else None
+    if not m or unit not in _UNITS:
+        raise UserError(
+            f"cannot read {what} {text!r} as a size",
+            "write it like 32G, 32GiB, 24GB or 32000M",
+        )
+    value = float(m.group(1)) * _UNITS[unit]
+    if value <= 0:
+        raise UserError(f"{what} {text!r} must be positive", "give a size such as 24G")
+    return int(value)
+
+
+def gib(n_bytes: float) -> float:
+    return n_bytes / GIB
+
+
+def fmt_bytes(n_bytes: float) -> str:
+    if abs(n_bytes) >= GIB:
+        return f"{n_bytes / GIB:.2f} GiB"
+    if abs(n_bytes) >= MIB:
+        return f"{n_bytes / MIB:.1f} MiB"
+    return f"{n_bytes / 1024:.1f} KiB"

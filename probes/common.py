@@ -1,0 +1,103 @@
+"""Timing discipline shared by every probe (BRIEF §7): warm-up, repeats, median and spread,
+`time.perf_counter`, a check of the timer's resolution, and a reporter for progress.
+
+GPU probes pass `sync=torch.cuda.synchronize` (or time with CUDA events themselves): an async launch
+is never timed on its own.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Protocol
+
+from kttune.hw.profile import Point, TimerInfo
+
+
+def timer_info() -> TimerInfo:
+    """Measure perf_counter's resolution (smallest non-zero step seen) and read the clocksource."""
+    steps = []
+    for _ in range(200):
+        t0 = time.perf_counter()
+        t1 = time.perf_counter()
+        while t1 == t0:
+            t1 = time.perf_counter()
+        steps.append(t1 - t0)
+    src = None
+    p = Path("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+    if p.exists():
+        src = p.read_text().strip()
+    return TimerInfo(clock="time.perf_counter", resolution_ns=min(steps) * 1e9, clocksource=src)
+
+
+def quantiles(samples_ms: list[float]) -> tuple[float, float, float]:
+    """(p10, median, p90) of a list of timings."""
+    s = sorted(samples_ms)
+    med = statistics.median(s)
+    if len(s) < 3:
+        return s[0], med, s[-1]
+    q = statistics.quantiles(s, n=10, method="inclusive")
+    return q[0], med, q[-1]
+
+
+def measure(
+    fn: Callable[[], object],
+    *,
+    x: float,
+    warmup: int = 2,
+    repeats: int = 5,
+    sync: Callable[[], object] | None = None,
+    min_total_s: float = 0.0,
+    max_repeats: int = 50,
+    extra: dict | None = None,
+) -> Point:
+    """Time `fn` after `warmup` calls: at least `repeats` runs, more (up to `max_repeats`) until
+    `min_total_s` has passed. `sync` is called before starting and before stopping the clock."""
+    for _ in range(warmup):
+        fn()
+    if sync:
+        sync()
+    samples: list[float] = []
+    start = time.perf_counter()
+    while len(samples) < repeats or (time.perf_counter() - start < min_total_s and len(samples) < max_repeats):
+        if sync:
+            sync()
+        t0 = time.perf_counter()
+        fn()
+        if sync:
+            sync()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    p10, med, p90 = quantiles(samples)
+    return Point(x=x, t_ms=med, t_ms_p10=p10, t_ms_p90=p90, n=len(samples), extra=dict(extra or {}))
+
+
+def point_from_samples(x: float, samples_ms: list[float], extra: dict | None = None) -> Point:
+    p10, med, p90 = quantiles(samples_ms)
+    return Point(x=x, t_ms=med, t_ms_p10=p10, t_ms_p90=p90, n=len(samples_ms), extra=dict(extra or {}))
+
+
+class Reporter(Protocol):
+    """What probes report progress to. The CLI passes a rich Progress-backed one; tests pass
+    `NullReporter`."""
+
+    def plan(self, total_steps: int, title: str) -> None: ...
+
+    def step(self, description: str, advance: float = 1.0) -> None: ...
+
+    def note(self, message: str) -> None: ...  # e.g. "skipped 8192 tokens: needs 40 GiB RAM, 20 free"
+
+
+class NullReporter:
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+
+    def plan(self, total_steps: int, title: str) -> None:
+        pass
+
+    def step(self, description: str, advance: float = 1.0) -> None:
+        pass
+
+    def note(self, message: str) -> None:
+        self.notes.append(message)
