@@ -278,6 +278,7 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
         with os.fdopen(fd, "w") as f:
             json.dump(obj, f, indent=1, sort_keys=False, default=_json_default)
             f.write("\n")
+        os.chmod(tmp, 0o644)
         os.replace(tmp, p)
     except BaseException:
         if os.path.exists(tmp):

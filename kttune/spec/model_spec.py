@@ -42,6 +42,9 @@ class ModelSpec:
     non_expert_dtype_bytes: int = 2
     non_expert_bytes_measured: int | None = None  # exact bytes from safetensors headers, if read
     non_expert_params_estimate: int = 0  # from the architecture, used when headers are absent
+    # Bytes of that estimate as stored (quantized checkpoints keep attention/shared Linears in the
+    # checkpoint format, embeddings and norms in 16 bit); None = params x non_expert_dtype_bytes.
+    non_expert_bytes_estimate: int | None = None
     source: str = ""  # where this spec came from (catalog name, directory, provenance grade)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -64,6 +67,8 @@ class ModelSpec:
         embeddings, norms, routers): measured from safetensors headers when available."""
         if self.non_expert_bytes_measured is not None:
             return self.non_expert_bytes_measured
+        if self.non_expert_bytes_estimate is not None:
+            return self.non_expert_bytes_estimate
         return self.non_expert_params_estimate * self.non_expert_dtype_bytes
 
     def with_overrides(self, **kw) -> "ModelSpec":

@@ -1,0 +1,31 @@
+"""A launch configuration: the flags kttune chooses, with units in the names."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    method: str  # --kt-method
+    tp: int  # --tensor-parallel-size
+    num_gpu_experts: int  # --kt-num-gpu-experts, per MoE layer
+    chunked_prefill_size: int  # --chunked-prefill-size (tokens per prefill forward)
+    gpu_prefill_token_threshold: int  # --kt-gpu-prefill-token-threshold, 0 = layerwise off
+    max_total_tokens: int  # --max-total-tokens (KV pool size in tokens)
+    cpuinfer_threads: int  # --kt-cpuinfer
+    threadpool_count: int = 1  # --kt-threadpool-count (one pool per NUMA node)
+    max_running_requests: int = 32  # --max-running-requests
+    cuda_graph_max_bs: int = 32  # --cuda-graph-max-bs
+    kv_cache_dtype_bytes: int = 2  # --kv-cache-dtype auto (bf16) = 2
+    context_length: int = 0  # --context-length; 0 = model's max_position_embeddings
+    page_size: int = 1
+
+    def layerwise_can_fire(self, method_supports_layerwise: bool) -> bool:
+        """Layerwise fires only for a forward of >= threshold tokens, and a forward never exceeds the
+        chunk (BRIEF §3), so it can fire only when 0 < threshold <= chunk."""
+        t = self.gpu_prefill_token_threshold
+        return method_supports_layerwise and 0 < t <= self.chunked_prefill_size
+
+    def to_dict(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,304 @@
+"""The timed components of both prefill paths and of decode, fitted from a hardware profile and
+evaluated at a model's shapes. Pure (numpy for the fits, no torch).
+
+`Components` is built once per (profile, model, method, tp) and then evaluated many times by the
+search, so every fit is done in the constructor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kttune.cost.features import (
+    ATTENTION_FEATURES, COPY_FEATURES, GEMM_FEATURES, MOE_FEATURES,
+    attention_prefill_flops, copy_features, gemm_features, moe_features,
+)
+from kttune.cost.fit import LinearFit, fit_nonneg, interp_loglog
+from kttune.errors import UserError
+from kttune.hw.profile import Curve, HardwareProfile
+from kttune.spec.methods import METHODS, bytes_per_expert, get_method, gpu_format
+from kttune.spec.model_spec import ModelSpec
+
+# Overlap of the per-expert A -> B -> C pipeline (layer time / slowest stage alone) when the profile
+# has no pipeline measurement: a plain torch pipeline measured 1.30x on an 11 GB layer and 1.64x on
+# a 1.2 GB layer on the H200 box (issue 4); 1.3 is the optimistic end.
+DEFAULT_OVERLAP_RATIO = 1.3
+# One dist.barrier per expert in the layerwise load when TP > 1 (kt_ep_wrapper L1428), µs.
+TP_BARRIER_US = 30.0
+# Hybrid path fixed cost per MoE layer: cpu_stream fork, host callback, event waits (kt-sglang §2.1).
+HYBRID_SYNC_MS = 0.05
+# Per prefill forward: scheduler, sampling, launch overhead outside the layers.
+FORWARD_OVERHEAD_MS = 2.0
+
+# HBM bandwidth (GB/s) by GPU name, from datasheets; used for decode weight reads only when the
+# profile holds no GPU MoE curve to fit it from.
+HBM_GBPS_DATASHEET = {
+    "H200": 4800, "H100": 3350, "H800": 3350, "H20": 4000, "A100": 2039, "A800": 2039, "L40S": 864,
+    "L40": 864, "RTX 4090": 1008, "RTX 5090": 1792, "RTX 3090": 936, "RTX 6000 Ada": 960, "A6000": 768,
+}
+
+
+@dataclass
+class Components:
+    profile: HardwareProfile
+    model: ModelSpec
+    method_name: str
+    tp: int = 1
+    notes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.method = get_method(self.method_name)
+        m = self.model
+        self.i_tp = m.moe_intermediate_size // self.tp
+        self.cpu_bytes_per_expert = bytes_per_expert(self.method.cpu_format, m.hidden_size, m.moe_intermediate_size)
+        self.gpu_bytes_per_expert = bytes_per_expert(gpu_format(self.method, m.checkpoint_format), m.hidden_size, self.i_tp)
+        self._cpu_fits: dict[tuple[int, int], tuple[LinearFit, Curve | None]] = {}
+        self._cpu_method = self._pick_cpu_method()
+        self._gpu_moe_fit = self._fit_gpu_moe()
+        self._attn_fit = self._fit_attention()
+        self._gemm_fit = self._fit_gemm()
+        self._h2d_fit = self._fit_copy("h2d")
+        self._d2h_fit = self._fit_copy("d2h") if self.profile.has("d2h") else self._h2d_fit
+        self._stage_a_fits: dict[int, LinearFit] = {}
+        self._stage_c_fit = self._fit_stage_c()
+        self.overlap_ratio = self._overlap_ratio()
+        self.hbm_ms_per_byte = self._hbm_ms_per_byte()
+        self._per_layer_dense_params = self._dense_params_per_layer()
+
+    # ---- CPU experts ---------------------------------------------------------------------------
+    def _pick_cpu_method(self) -> str:
+        have = {c.params.get("method") for c in self.profile.curves_of("cpu_moe")}
+        if not have:
+            raise UserError(
+                "the hardware profile has no CPU MoE measurements",
+                "run `kttune probe` on this machine or pass a shipped profile with --profile",
+            )
+        if self.method.name in have:
+            return self.method.name
+        # Closest measured method: same bits per weight first, then BF16.
+        bits = {n: METHODS[n].cpu_format for n in have if n in METHODS}
+        same = [n for n, f in bits.items() if _bits(f) == _bits(self.method.cpu_format)]
+        sub = sorted(same)[0] if same else ("BF16" if "BF16" in have else sorted(have)[0])
+        self.notes.append(
+            f"CPU MoE for {self.method.name} was not measured on this profile; used the {sub} curves, "
+            f"rescaled by bytes per expert ({_bits(self.method.cpu_format):g} vs {_bits(METHODS[sub].cpu_format):g} bits)"
+        )
+        return sub
+
+    def cpu_thread_options(self) -> list[int]:
+        return sorted({int(c.params["threads"]) for c in self.profile.curves_of("cpu_moe", method=self._cpu_method)})
+
+    def _cpu_fit(self, threads: int, pools: int) -> tuple[LinearFit, Curve | None]:
+        key = (threads, pools)
+        if key not in self._cpu_fits:
+            curves = self.profile.curves_of("cpu_moe", method=self._cpu_method, threads=threads)
+            if not curves:
+                opts = self.cpu_thread_options()
+                raise UserError(
+                    f"no CPU MoE measurement with {threads} threads for {self._cpu_method}",
+                    f"use one of {opts} threads, or probe with `kttune probe --threads {threads}`",
+                )
+            pooled = [c for c in curves if c.params.get("threadpools", 1) == pools] or curves
+            rows, ys = [], []
+            for c in pooled:
+                p = c.params
+                bpe = bytes_per_expert(METHODS[p["method"]].cpu_format, p["hidden"], p["inter"])
+                for pt in c.points:
+                    rows.append(moe_features(pt.x, p["hidden"], p["inter"], p["experts"], p["top_k"],
+                                             p.get("cpu_experts", p["experts"]), bpe))
+                    ys.append(pt.t_ms)
+            fit = fit_nonneg(MOE_FEATURES, rows, ys)
+            m = self.model
+            same_shape = [c for c in pooled if c.params["hidden"] == m.hidden_size and c.params["inter"] == m.moe_intermediate_size]
+            table = _residual_table(fit, same_shape[0]) if same_shape and self._cpu_method == self.method.name else None
+            self._cpu_fits[key] = (fit, table)
+        return self._cpu_fits[key]
+
+    def cpu_moe_ms(self, tokens: float, cpu_experts: int, threads: int, pools: int = 1) -> float:
+        """One kt-kernel MoE forward of `tokens` tokens over `cpu_experts` experts on the CPU."""
+        if cpu_experts <= 0 or tokens <= 0:
+            return 0.0
+        m = self.model
+        fit, residual = self._cpu_fit(threads, pools)
+        t = fit(moe_features(tokens, m.hidden_size, m.moe_intermediate_size, m.num_experts, m.top_k,
+                             cpu_experts, self.cpu_bytes_per_expert))
+        return t * residual(tokens) if residual else t
+
+    # ---- GPU -----------------------------------------------------------------------------------
+    def _fit_gpu_moe(self) -> LinearFit:
+        curves = self.profile.curves_of("gpu_moe", method=self.method.name) or self.profile.curves_of("gpu_moe")
+        if not curves:
+            raise UserError("the hardware profile has no GPU MoE measurements",
+                            "pass a profile with GPU curves (--profile), e.g. a shipped one from `kttune profiles`")
+        if not self.profile.curves_of("gpu_moe", method=self.method.name):
+            self.notes.append(f"GPU MoE for {self.method.name} not measured; used {curves[0].params.get('method')} curves rescaled by bytes")
+        rows, ys = [], []
+        for c in curves:
+            p = c.params
+            fmt = METHODS[p["method"]].cpu_format if p["method"] in METHODS else "bf16"
+            bpe = bytes_per_expert(fmt, p["hidden"], p["inter"])
+            for pt in c.points:
+                rows.append(moe_features(pt.x, p["hidden"], p["inter"], p["experts"], p["top_k"], p["experts"], bpe))
+                ys.append(pt.t_ms)
+        return fit_nonneg(MOE_FEATURES, rows, ys)
+
+    def gpu_moe_ms(self, tokens: float, gpu_experts: int) -> float:
+        """Fused MoE on one rank over `gpu_experts` of the layer's experts (I/tp shards)."""
+        if gpu_experts <= 0 or tokens <= 0:
+            return 0.0
+        m = self.model
+        return self._gpu_moe_fit(moe_features(tokens, m.hidden_size, self.i_tp, m.num_experts, m.top_k,
+                                              gpu_experts, self.gpu_bytes_per_expert))
+
+    def _fit_attention(self) -> LinearFit:
+        kind = self.model.attention
+        curves = self.profile.curves_of("attention", attention=kind) or self.profile.curves_of("attention")
+        if not curves:
+            raise UserError("the hardware profile has no attention measurements", "pass a profile with GPU curves (--profile)")
+        rows, ys = [], []
+        for c in curves:
+            p = c.params
+            for pt in c.points:
+                rows.append((1.0, attention_prefill_flops(pt.x, 0, p["heads"], p["head_dim"], p["v_head_dim"])))
+                ys.append(pt.t_ms)
+        return fit_nonneg(ATTENTION_FEATURES, rows, ys)
+
+    def attention_ms(self, tokens: float, prefix: float) -> float:
+        """Prefill attention of one full-attention layer on one rank (heads / tp)."""
+        m = self.model
+        heads = max(1, m.num_attention_heads // self.tp)
+        return self._attn_fit((1.0, attention_prefill_flops(tokens, prefix, heads, m.head_dim, m.v_head_dim)))
+
+    def _fit_gemm(self) -> LinearFit:
+        curves = self.profile.curves_of("gpu_gemm")
+        if not curves:
+            raise UserError("the hardware profile has no GPU GEMM measurements", "pass a profile with GPU curves (--profile)")
+        rows, ys = [], []
+        for c in curves:
+            for pt in c.points:
+                rows.append(gemm_features(pt.x, c.params["hidden"], c.params["out"]))
+                ys.append(pt.t_ms)
+        return fit_nonneg(GEMM_FEATURES, rows, ys)
+
+    def _dense_params_per_layer(self) -> float:
+        m = self.model
+        emb = m.vocab_size * m.hidden_size * (1 if m.tie_word_embeddings else 2)
+        params = m.non_expert_bytes / max(1, m.non_expert_dtype_bytes)
+        return max(0.0, params - emb) / m.num_layers
+
+    def dense_ms(self, tokens: float) -> float:
+        """Non-expert matmuls of one decoder layer (attention projections, dense or shared MLP) on one
+        rank, as a [tokens, H] x [H, P/(H tp)] GEMM with P the layer's non-expert parameters."""
+        m = self.model
+        n = self._per_layer_dense_params / m.hidden_size / self.tp
+        return self._gemm_fit(gemm_features(tokens, m.hidden_size, int(n)))
+
+    def _hbm_ms_per_byte(self) -> float:
+        b = self._gpu_moe_fit.coef[1]
+        if b > 0:
+            return b
+        for key, gbps in HBM_GBPS_DATASHEET.items():
+            if any(key in g.name for g in self.profile.inventory.gpus):
+                self.notes.append(f"HBM bandwidth from the {key} datasheet ({gbps} GB/s)")
+                return 1e3 / (gbps * 1e9)
+        self.notes.append("HBM bandwidth unknown; assumed 1000 GB/s")
+        return 1e3 / 1e12
+
+    def decode_dense_ms(self, batch: int, context: float) -> float:
+        """One decode step's non-expert work on one rank: weight reads plus the KV read of `batch`
+        requests at `context` tokens, both HBM-bound."""
+        from kttune.memory.vram import kv_cell_bytes
+
+        m = self.model
+        weights = m.non_expert_bytes / self.tp
+        kv = batch * context * kv_cell_bytes(m, self.tp)
+        return (weights + kv) * self.hbm_ms_per_byte + m.num_layers * self._gemm_fit.coef[0]
+
+    # ---- copies and the layerwise stages ---------------------------------------------------------
+    def _fit_copy(self, kind: str) -> LinearFit:
+        curves = [c for c in self.profile.curves_of(kind) if c.params.get("pinned", True) and c.params.get("gpu") != "all"]
+        if not curves:
+            raise UserError(f"the hardware profile has no {kind.upper()} copy measurements",
+                            "pass a profile with GPU curves (--profile)")
+        rows, ys = [], []
+        for c in curves:
+            for pt in c.points:
+                rows.append(copy_features(pt.x))
+                ys.append(pt.t_ms)
+        return fit_nonneg(COPY_FEATURES, rows, ys)
+
+    def h2d_ms(self, nbytes: float) -> float:
+        return self._h2d_fit(copy_features(nbytes)) if nbytes > 0 else 0.0
+
+    def d2h_ms(self, nbytes: float) -> float:
+        return self._d2h_fit(copy_features(nbytes)) if nbytes > 0 else 0.0
+
+    def stage_a_ms(self, nbytes: float, threads: int) -> float:
+        """Stage A: kt-kernel writes `nbytes` of expert weights in GPU layout into a pinned slot."""
+        if threads not in self._stage_a_fits:
+            curves = self.profile.curves_of("stage_a_write", method=self.method.name)
+            if not curves:
+                curves = self.profile.curves_of("stage_a_write")
+                if not curves:
+                    raise UserError("the hardware profile has no stage-A (write_weight_scale_to_buffer) measurements",
+                                    "run `kttune probe` or pass a shipped profile with --profile")
+                self.notes.append(f"stage A for {self.method.name} not measured; used {curves[0].params.get('method')} bytes/s")
+            ths = sorted({int(c.params.get("threads", 1)) for c in curves})
+            best = max([t for t in ths if t <= threads] or ths[:1])
+            sel = [c for c in curves if int(c.params.get("threads", 1)) == best]
+            rows, ys = [], []
+            for c in sel:
+                for pt in c.points:
+                    rows.append(copy_features(pt.x))
+                    ys.append(pt.t_ms)
+            self._stage_a_fits[threads] = fit_nonneg(COPY_FEATURES, rows, ys)
+        return self._stage_a_fits[threads](copy_features(nbytes))
+
+    def _fit_stage_c(self) -> LinearFit | None:
+        if self.method.cpu_format != "int4_g32":
+            return None  # FP8 / BF16 / MXFP8 are byte copies; no per-expert post-processing
+        curves = self.profile.curves_of("stage_c_repack", method=self.method.name) or self.profile.curves_of("stage_c_repack")
+        if not curves:
+            self.notes.append("stage C (int4 repack) not measured; assumed free")
+            return None
+        rows, ys = [], []
+        for c in curves:
+            for pt in c.points:
+                rows.append(copy_features(pt.x))
+                ys.append(pt.t_ms)
+        return fit_nonneg(COPY_FEATURES, rows, ys)
+
+    def stage_c_ms(self, nbytes: float) -> float:
+        return self._stage_c_fit(copy_features(nbytes)) if self._stage_c_fit else 0.0
+
+    def _overlap_ratio(self) -> float:
+        ratios = [pt.extra["overlap_ratio"] for c in self.profile.curves_of("pipeline") for pt in c.points
+                  if "overlap_ratio" in pt.extra]
+        if ratios:
+            ratios.sort()
+            return float(ratios[len(ratios) // 2])
+        self.notes.append(f"pipeline overlap not measured; assumed layer time = {DEFAULT_OVERLAP_RATIO}x slowest stage")
+        return DEFAULT_OVERLAP_RATIO
+
+
+def _bits(fmt: str) -> float:
+    from kttune.spec.methods import FORMATS
+
+    return FORMATS[fmt].weight_bits
+
+
+def _residual_table(fit: LinearFit, curve: Curve):
+    """Measured / fitted on a curve of the model's own shape, as a function of tokens: keeps what the
+    three-term fit cannot express (cache effects, kernel switch points) where it was measured, and
+    holds the last ratio past the largest measured size."""
+    p = curve.params
+    bpe = bytes_per_expert(METHODS[p["method"]].cpu_format, p["hidden"], p["inter"])
+    xs, ratios = [], []
+    for pt in sorted(curve.points, key=lambda q: q.x):
+        f = fit(moe_features(pt.x, p["hidden"], p["inter"], p["experts"], p["top_k"], p.get("cpu_experts", p["experts"]), bpe))
+        if f > 0:
+            xs.append(pt.x)
+            ratios.append(pt.t_ms / f)
+    if not xs:
+        return None
+    return lambda t: interp_loglog(xs, ratios, t) if t <= xs[-1] else ratios[-1]

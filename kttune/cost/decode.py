@@ -1,0 +1,19 @@
+"""Decode step time (always the hybrid path: one token per request, BRIEF §3)."""
+
+from __future__ import annotations
+
+from kttune.config import LaunchConfig
+from kttune.cost.components import Components
+from kttune.cost.prefill import hybrid_moe_layer
+
+
+def decode_step_ms(c: Components, cfg: LaunchConfig, batch: int, context: float) -> float:
+    """One decode iteration of `batch` requests at an average `context` tokens: every MoE layer on
+    the hybrid path with M = batch, plus the HBM-bound non-expert weights and KV reads. The GPU
+    experts matter here: the CPU handles (E - n)/E of the routed pairs."""
+    moe = c.model.num_moe_layers * hybrid_moe_layer(c, cfg, batch).total_ms
+    return moe + c.decode_dense_ms(batch, context)
+
+
+def decode_tokens_per_s(c: Components, cfg: LaunchConfig, batch: int, context: float) -> float:
+    return batch / (decode_step_ms(c, cfg, batch, context) / 1e3)

@@ -1,0 +1,154 @@
+"""Prefill time of both paths, per MoE layer, per forward (chunk) and per prompt.
+
+Follows sglang-kt 0.7.2 as kt-sglang.md §2-§3 describes it:
+- hybrid (forward of M tokens < threshold): per MoE layer the CPU experts (rank 0, full I) and the
+  rank's GPU experts run concurrently, then the CPU output is copied back:
+  max(T_cpu(M, E-n), T_gpu(M, n)) + D2H(hidden, ids, weights) + H2D(out) + sync.
+- layerwise (M >= threshold > 0, native methods only): per MoE layer, serially, load the whole layer
+  through the per-expert pipeline A (CPU write) -> B (H2D) -> C (repack), then run all E experts on
+  the GPU. BF16/MXFP4 copy resident GPU experts GPU->GPU, the others re-send every expert.
+- every layer also runs attention and its dense matmuls on the GPU, the same on both paths.
+- a prompt of L tokens runs floor(L/C) forwards of C tokens and a tail of L mod C; each forward picks
+  its path by its own token count (BRIEF §3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kttune.config import LaunchConfig
+from kttune.cost.components import FORWARD_OVERHEAD_MS, HYBRID_SYNC_MS, TP_BARRIER_US, Components
+
+
+@dataclass(frozen=True)
+class LayerTimes:
+    """One MoE layer's MoE time for one forward, with the parts that explain it (ms)."""
+
+    path: str  # "hybrid" | "layerwise"
+    total_ms: float
+    cpu_ms: float = 0.0
+    gpu_ms: float = 0.0
+    transfer_ms: float = 0.0
+    load_ms: float = 0.0
+    stage_a_ms: float = 0.0
+    stage_b_ms: float = 0.0
+    stage_c_ms: float = 0.0
+
+
+def hybrid_moe_layer(c: Components, cfg: LaunchConfig, tokens: int) -> LayerTimes:
+    m = c.model
+    n = min(cfg.num_gpu_experts, m.num_experts)
+    cpu = c.cpu_moe_ms(tokens, m.num_experts - n, cfg.cpuinfer_threads, cfg.threadpool_count)
+    gpu = c.gpu_moe_ms(tokens, n)
+    h = m.hidden_size
+    xfer = c.d2h_ms(tokens * (h * 2 + m.top_k * 12)) + c.h2d_ms(tokens * h * 2) if n < m.num_experts else 0.0
+    return LayerTimes("hybrid", max(cpu, gpu) + xfer + HYBRID_SYNC_MS, cpu_ms=cpu, gpu_ms=gpu, transfer_ms=xfer)
+
+
+def layerwise_load_ms(c: Components, cfg: LaunchConfig) -> tuple[float, float, float, float]:
+    """(load, A, B, C) in ms for streaming one MoE layer to the GPU. Stage A writes each expert
+    (every TP shard) on the CPU; stage B copies each rank's shard over its own link, all ranks at
+    once; stage C post-processes on each GPU. Pipelined per expert: fill + E_s x slowest stage x the
+    measured overlap ratio, plus a barrier per expert when TP > 1."""
+    m = c.model
+    n = min(cfg.num_gpu_experts, m.num_experts)
+    streamed = m.num_experts if c.method.layerwise_resends_gpu_experts else m.num_experts - n
+    if streamed <= 0:
+        return 0.0, 0.0, 0.0, 0.0
+    a = c.stage_a_ms(c.cpu_bytes_per_expert, cfg.cpuinfer_threads)
+    b = c.h2d_ms(c.gpu_bytes_per_expert)
+    cc = c.stage_c_ms(c.gpu_bytes_per_expert)
+    slowest = max(a, b, cc)
+    load = (a + b + cc - slowest) + streamed * slowest * c.overlap_ratio
+    if cfg.tp > 1:
+        load += streamed * TP_BARRIER_US / 1e3
+    return load, streamed * a, streamed * b, streamed * cc
+
+
+def layerwise_moe_layer(c: Components, cfg: LaunchConfig, tokens: int) -> LayerTimes:
+    load, a, b, cc = layerwise_load_ms(c, cfg)
+    gpu = c.gpu_moe_ms(tokens, c.model.num_experts)
+    return LayerTimes("layerwise", load + gpu, gpu_ms=gpu, load_ms=load, stage_a_ms=a, stage_b_ms=b, stage_c_ms=cc)
+
+
+def forward_path(c: Components, cfg: LaunchConfig, tokens: int) -> str:
+    t = cfg.gpu_prefill_token_threshold
+    return "layerwise" if c.method.layerwise and t > 0 and tokens >= t else "hybrid"
+
+
+def moe_layer(c: Components, cfg: LaunchConfig, tokens: int) -> LayerTimes:
+    if forward_path(c, cfg, tokens) == "layerwise":
+        return layerwise_moe_layer(c, cfg, tokens)
+    return hybrid_moe_layer(c, cfg, tokens)
+
+
+def non_moe_ms(c: Components, tokens: int, prefix: int) -> float:
+    """Attention (full-attention layers; sliding layers see at most the window; linear-attention
+    layers are counted as dense) and dense matmuls of every decoder layer for one forward."""
+    m = c.model
+    t = len(m.full_attention_layer_ids) * c.attention_ms(tokens, prefix)
+    if m.sliding_layer_ids:
+        t += len(m.sliding_layer_ids) * c.attention_ms(tokens, min(prefix, m.sliding_window))
+    return t + m.num_layers * c.dense_ms(tokens)
+
+
+@dataclass(frozen=True)
+class ForwardTimes:
+    tokens: int
+    prefix: int
+    path: str
+    moe_ms: float
+    other_ms: float
+    layer: LayerTimes
+
+    @property
+    def total_ms(self) -> float:
+        return self.moe_ms + self.other_ms + FORWARD_OVERHEAD_MS
+
+
+def forward_time(c: Components, cfg: LaunchConfig, tokens: int, prefix: int = 0) -> ForwardTimes:
+    layer = moe_layer(c, cfg, tokens)
+    return ForwardTimes(tokens, prefix, layer.path, c.model.num_moe_layers * layer.total_ms,
+                        non_moe_ms(c, tokens, prefix), layer)
+
+
+def chunks_of(prompt_tokens: int, chunk: int) -> list[int]:
+    """Forward sizes SGLang runs for one prompt: floor(L/C) chunks of C, then the tail."""
+    full, tail = divmod(prompt_tokens, chunk)
+    return [chunk] * full + ([tail] if tail else [])
+
+
+def prefill_forwards(c: Components, cfg: LaunchConfig, prompt_tokens: int) -> list[ForwardTimes]:
+    out, prefix = [], 0
+    for size in chunks_of(prompt_tokens, cfg.chunked_prefill_size):
+        out.append(forward_time(c, cfg, size, prefix))
+        prefix += size
+    return out
+
+
+def prefill_time_ms(c: Components, cfg: LaunchConfig, prompt_tokens: int) -> float:
+    """Whole-prompt prefill time (TTFT with an idle server) in ms."""
+    return sum(f.total_ms for f in prefill_forwards(c, cfg, prompt_tokens))
+
+
+def crossover_tokens(c: Components, cfg: LaunchConfig, max_tokens: int | None = None) -> int | None:
+    """Smallest forward size M (multiple of 64) at which the layerwise path is no slower than the
+    hybrid path for one forward from an empty prefix; None if it never is up to `max_tokens`."""
+    if not c.method.layerwise:
+        return None
+    hi = max_tokens or max(cfg.chunked_prefill_size, 65536)
+    hi_lw = layerwise_moe_layer(c, cfg, hi).total_ms
+    if hi_lw > hybrid_moe_layer(c, cfg, hi).total_ms:
+        return None
+    lo = 64
+    if layerwise_moe_layer(c, cfg, lo).total_ms <= hybrid_moe_layer(c, cfg, lo).total_ms:
+        return lo
+    # layerwise - hybrid decreases with M (fixed load cost, CPU time grows): bisect on multiples of 64
+    a, b = lo // 64, hi // 64
+    while b - a > 1:
+        mid = (a + b) // 2
+        if layerwise_moe_layer(c, cfg, mid * 64).total_ms <= hybrid_moe_layer(c, cfg, mid * 64).total_ms:
+            b = mid
+        else:
+            a = mid
+    return b * 64

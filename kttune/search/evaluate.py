@@ -1,0 +1,76 @@
+"""Evaluate one launch configuration against a workload with the cost and memory models: the
+objectives the search optimises and the constraints it must respect. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kttune.config import LaunchConfig
+from kttune.cost.components import Components
+from kttune.cost.decode import decode_step_ms
+from kttune.cost.prefill import prefill_time_ms
+from kttune.memory.host import HostRamBreakdown, host_ram_breakdown
+from kttune.memory.vram import VramBreakdown, vram_breakdown
+from kttune.search.workload import Workload
+
+
+@dataclass(frozen=True)
+class Budget:
+    vram_bytes_per_gpu: int
+    host_ram_bytes: int
+    vram_margin: float = 0.05  # share of the budget kept free for what the model does not see
+
+    @property
+    def usable_vram_bytes(self) -> int:
+        return int(self.vram_bytes_per_gpu * (1.0 - self.vram_margin))
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    cfg: LaunchConfig
+    mean_ttft_ms: float  # request-weighted mean prefill time over the workload's prompts
+    ttft_ms: tuple[tuple[int, float], ...]  # (prompt tokens, prefill ms) per representative length
+    decode_batch: int  # requests decoded at once (concurrency capped by the KV pool)
+    tbt_ms: float  # decode step time at that batch
+    decode_tok_s: float  # decode_batch / tbt
+    vram: VramBreakdown
+    host: HostRamBreakdown
+    constraints: dict[str, float] = field(default_factory=dict)  # each <= 0 when satisfied
+
+    @property
+    def feasible(self) -> bool:
+        return all(v <= 0 for v in self.constraints.values())
+
+    @property
+    def violated(self) -> list[str]:
+        return [k for k, v in self.constraints.items() if v > 0]
+
+
+def decode_context(workload: Workload) -> float:
+    """Average context of a decoding request: its prompt plus half its output."""
+    return workload.mean_prompt_tokens + workload.output_tokens / 2
+
+
+def evaluate(comp: Components, cfg: LaunchConfig, workload: Workload, budget: Budget) -> Evaluation:
+    model = comp.model
+    ttft = tuple((p, prefill_time_ms(comp, cfg, p)) for p in workload.prompt_tokens)
+    mean_ttft = sum(w * t for (_, t), w in zip(ttft, workload.weights))
+    ctx = decode_context(workload)
+    batch = int(min(workload.concurrency, cfg.max_running_requests, cfg.max_total_tokens // max(1.0, ctx)))
+    tbt = decode_step_ms(comp, cfg, max(1, batch), ctx)
+    vram = vram_breakdown(model, cfg)
+    host = host_ram_breakdown(model, cfg)
+    longest = workload.max_prompt_tokens + workload.output_tokens
+    cons = {
+        # the first chunk-sized prompt allocates the layerwise slot lazily: check the runtime peak
+        "vram": (vram.runtime_peak_bytes - budget.usable_vram_bytes) / 2**30,
+        "host_ram": (host.total_bytes - budget.host_ram_bytes) / 2**30,
+        # layerwise can only fire when a forward reaches the threshold, and the chunk caps a forward
+        "threshold_le_chunk": float(cfg.gpu_prefill_token_threshold - cfg.chunked_prefill_size)
+        if cfg.gpu_prefill_token_threshold > 0 else -1.0,
+        # the KV pool must hold the workload's longest request
+        "kv_holds_longest": float(longest - cfg.max_total_tokens) / 1024,
+    }
+    if workload.tbt_slo_ms is not None:
+        cons["tbt_slo"] = tbt - workload.tbt_slo_ms
+    return Evaluation(cfg, mean_ttft, ttft, max(1, batch), tbt, max(1, batch) / (tbt / 1e3), vram, host, cons)

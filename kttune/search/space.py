@@ -1,0 +1,108 @@
+"""The search space: which flags are searched, over which values, and the structural rules of
+BRIEF §3 that shape it (threshold fixed at 0 for methods without layerwise; the rest are
+constraints). Fixed for a study: everything here derives from the study's inputs."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kttune.config import LaunchConfig
+from kttune.cost.components import Components
+from kttune.memory.vram import gpu_expert_bytes, max_kv_tokens_that_fit
+from kttune.search.evaluate import Budget
+from kttune.search.workload import Workload
+
+CHUNK_CHOICES = (1024, 2048, 4096, 8192, 16384, 32768)
+THRESHOLD_CHOICES = (0, 512, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768)
+KV_UNIT = 1024  # --max-total-tokens is searched in units of 1024 tokens
+MIN_USEFUL_KV_TOKENS = 4096
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    chunks: tuple[int, ...]
+    thresholds: tuple[int, ...]  # (0,) when the method has no layerwise path
+    gpu_experts_max: int
+    kv_units_min: int
+    kv_units_max: int
+    threads: tuple[int, ...]
+    threadpools: int
+    max_running_requests: int
+    tp: int
+    method: str
+
+    def config(self, chunk: int, threshold: int, gpu_experts: int, kv_units: int, threads: int) -> LaunchConfig:
+        return LaunchConfig(
+            method=self.method, tp=self.tp, num_gpu_experts=gpu_experts, chunked_prefill_size=chunk,
+            gpu_prefill_token_threshold=threshold, max_total_tokens=kv_units * KV_UNIT,
+            cpuinfer_threads=threads, threadpool_count=self.threadpools,
+            max_running_requests=self.max_running_requests, cuda_graph_max_bs=max(1, self.max_running_requests),
+        )
+
+    def suggest(self, trial) -> LaunchConfig:
+        chunk = trial.suggest_categorical("chunk", list(self.chunks))
+        threshold = trial.suggest_categorical("threshold", list(self.thresholds)) if len(self.thresholds) > 1 else 0
+        n = trial.suggest_int("gpu_experts", 0, self.gpu_experts_max)
+        kv = trial.suggest_int("kv_k", self.kv_units_min, self.kv_units_max, log=True)
+        threads = trial.suggest_categorical("threads", list(self.threads)) if len(self.threads) > 1 else self.threads[0]
+        return self.config(chunk, threshold, n, kv, threads)
+
+    def params_of(self, cfg: LaunchConfig) -> dict:
+        p = {"chunk": cfg.chunked_prefill_size, "gpu_experts": cfg.num_gpu_experts,
+             "kv_k": max(self.kv_units_min, min(self.kv_units_max, cfg.max_total_tokens // KV_UNIT))}
+        if len(self.thresholds) > 1:
+            p["threshold"] = cfg.gpu_prefill_token_threshold
+        if len(self.threads) > 1:
+            p["threads"] = cfg.cpuinfer_threads
+        return p
+
+    def as_dict(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
+
+def minimal_config(comp: Components, tp: int, threads: int, threadpools: int, kv_tokens: int, running: int) -> LaunchConfig:
+    """The least VRAM a KT launch can take: no GPU experts, the smallest chunk, layerwise off."""
+    return LaunchConfig(method=comp.method.name, tp=tp, num_gpu_experts=0, chunked_prefill_size=CHUNK_CHOICES[0],
+                        gpu_prefill_token_threshold=0, max_total_tokens=kv_tokens, cpuinfer_threads=threads,
+                        threadpool_count=threadpools, max_running_requests=running, cuda_graph_max_bs=max(1, running))
+
+
+def build_space(comp: Components, workload: Workload, budget: Budget, tp: int) -> SearchSpace:
+    """Bounds from the model, the profile and the budget. Raises nothing: callers check
+    `kv_units_max >= kv_units_min` (see kttune.search.study.check_budget)."""
+    model = comp.model
+    ctx = model.max_position_embeddings
+    chunks = tuple(c for c in CHUNK_CHOICES if c <= max(CHUNK_CHOICES[0], ctx))
+    thresholds = tuple(t for t in THRESHOLD_CHOICES if t <= chunks[-1]) if comp.method.layerwise else (0,)
+    threads = tuple(comp.cpu_thread_options())
+    pools = max(1, len(comp.profile.inventory.cpu.numa_nodes))
+    running = max(1, workload.concurrency)
+    smallest = minimal_config(comp, tp, threads[0], pools, 0, running)
+    kv_max_tokens = max_kv_tokens_that_fit(model, smallest, budget.usable_vram_bytes, page=KV_UNIT)
+    longest = workload.max_prompt_tokens + workload.output_tokens
+    kv_min = max(MIN_USEFUL_KV_TOKENS, longest)
+    # the KV pool need not exceed every request at its full length at once
+    kv_cap = max(kv_min, running * (workload.max_prompt_tokens + workload.output_tokens), 2 * kv_min)
+    kv_units_min = math.ceil(kv_min / KV_UNIT)
+    kv_units_max = min(kv_max_tokens, kv_cap) // KV_UNIT
+    # GPU experts: as many per layer as could fit with the smallest everything else
+    per_layer = gpu_expert_bytes(model, comp.method, smallest.__class__(**{**smallest.to_dict(), "num_gpu_experts": 1}))
+    spare = kv_max_tokens - kv_min
+    from kttune.memory.vram import kv_cell_bytes
+
+    n_fit = int(spare * kv_cell_bytes(model, tp) // per_layer) if per_layer > 0 and spare > 0 else 0
+    return SearchSpace(chunks=chunks, thresholds=thresholds, gpu_experts_max=max(0, min(model.num_experts, n_fit)),
+                       kv_units_min=kv_units_min, kv_units_max=max(kv_units_min, kv_units_max), threads=threads,
+                       threadpools=pools, max_running_requests=running, tp=tp, method=comp.method.name)
+
+
+def kt_run_default(space: SearchSpace, cores: int) -> LaunchConfig:
+    """What `kt run` launches when not told otherwise (kt-sglang.md §1.4): 1 GPU expert, chunk 4096,
+    threshold 4096 (kttune keeps 0 for methods without layerwise: 4096 crashes them), ~0.8 x threads."""
+    want = int(0.8 * cores)
+    th = min(space.threads, key=lambda t: (abs(t - want), t))
+    chunk = 4096 if 4096 in space.chunks else space.chunks[-1]
+    thr = 4096 if 4096 in space.thresholds else 0
+    kv = max(space.kv_units_min, min(space.kv_units_max, 40000 // KV_UNIT))
+    return space.config(chunk, thr, min(1, space.gpu_experts_max), kv, th)

@@ -1,0 +1,200 @@
+"""The search: Optuna over the launch flags, with the memory model as constraints and the cost
+model as objectives (mean prefill time down, decode throughput up). Studies persist in Optuna
+storage, resume after interruption and are reproducible with a seed.
+
+Side effects (storage) live here; evaluation is pure (kttune.search.evaluate).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import optuna
+
+from kttune.config import LaunchConfig
+from kttune.cost.components import Components
+from kttune.errors import InfeasibleError, UserError
+from kttune.hw.profile import HardwareProfile, profile_to_dict
+from kttune.memory.vram import vram_breakdown
+from kttune.paths import default_study_storage
+from kttune.search.evaluate import Budget, Evaluation, evaluate
+from kttune.search.pick import pareto_front, pick
+from kttune.search.space import KV_UNIT, MIN_USEFUL_KV_TOKENS, SearchSpace, build_space, kt_run_default, minimal_config
+from kttune.search.workload import Workload
+from kttune.spec.methods import get_method
+from kttune.spec.model_spec import ModelSpec
+
+SPACE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    model: ModelSpec
+    method: str
+    profile: HardwareProfile
+    workload: Workload
+    budget: Budget
+    tp: int = 1
+    trials: int = 300
+    seed: int | None = None
+    storage: str | None = None  # Optuna URL (sqlite:///x.db) or a journal file path; None = cache dir
+    study_name: str | None = None
+
+
+@dataclass
+class SearchResult:
+    best: Evaluation
+    pareto: list[Evaluation]
+    baseline: Evaluation | None
+    space: SearchSpace
+    study_name: str
+    storage: str
+    trials_total: int
+    trials_new: int
+    trials_feasible: int
+    wall_s: float
+    notes: list[str] = field(default_factory=list)
+
+
+def check_request(req: SearchRequest) -> None:
+    """Structural rules that no search can satisfy (BRIEF §3)."""
+    method = get_method(req.method)
+    if req.tp < 1:
+        raise UserError(f"--gpus {req.tp} must be at least 1", "pass the number of GPUs (tensor-parallel size)")
+    if req.trials < 1:
+        raise UserError(f"--trials {req.trials} must be at least 1", "pass a positive trial count, e.g. --trials 300")
+    i = req.model.moe_intermediate_size
+    if method.needs_fp8_tp_divisibility and (i // req.tp) % 128 != 0 or i % req.tp != 0:
+        ok = [t for t in (1, 2, 4, 8) if i % t == 0 and (not method.needs_fp8_tp_divisibility or (i // t) % 128 == 0)]
+        raise UserError(
+            f"{req.model.name} with {method.name} cannot run on {req.tp} GPUs: expert width {i}/{req.tp} is not a multiple of 128"
+            if method.needs_fp8_tp_divisibility else f"expert width {i} does not split over {req.tp} GPUs",
+            f"use --gpus {max(ok) if ok else 1} or fewer",
+        )
+
+
+def check_budget(comp: Components, space: SearchSpace, req: SearchRequest) -> None:
+    """Nothing fits: say what the least a launch needs is, and where it goes."""
+    if space.kv_units_max * KV_UNIT >= space.kv_units_min * KV_UNIT and space.kv_units_max >= space.kv_units_min and \
+            _min_fits(comp, space, req):
+        return
+    kv_min = max(MIN_USEFUL_KV_TOKENS, req.workload.max_prompt_tokens + req.workload.output_tokens)
+    least = minimal_config(comp, req.tp, space.threads[0], space.threadpools, MIN_USEFUL_KV_TOKENS, space.max_running_requests)
+    b = vram_breakdown(req.model, least)
+    parts = ", ".join(f"{k.replace('_', ' ')} {v / 2**30:.2f}" for k, v in b.items() if v > 0)
+    need = b.runtime_peak_bytes / (1.0 - req.budget.vram_margin)
+    if need > req.budget.vram_bytes_per_gpu:
+        raise InfeasibleError(
+            f"{req.model.name} needs at least {need / 2**30:.1f} GiB per GPU with 0 GPU experts and a {MIN_USEFUL_KV_TOKENS}-token KV pool "
+            f"(GiB: {parts}; plus {req.budget.vram_margin:.0%} margin), the budget is {req.budget.vram_bytes_per_gpu / 2**30:.1f} GiB",
+            "raise --vram, add GPUs with --gpus, or pick a smaller model",
+        )
+    raise InfeasibleError(
+        f"the budget fits a KV pool smaller than the workload's longest request ({kv_min} tokens)",
+        "raise --vram, or use a workload with shorter prompts",
+    )
+
+
+def _min_fits(comp: Components, space: SearchSpace, req: SearchRequest) -> bool:
+    least = minimal_config(comp, req.tp, space.threads[0], space.threadpools, space.kv_units_min * KV_UNIT, space.max_running_requests)
+    ev = evaluate(comp, least, req.workload, req.budget)
+    return ev.constraints["vram"] <= 0
+
+
+def study_key(req: SearchRequest, space: SearchSpace) -> str:
+    """Same inputs -> same study (so a rerun resumes it); any change of model, profile contents,
+    budget, workload or space -> a new one."""
+    blob = json.dumps({
+        "v": SPACE_VERSION, "model": req.model.__dict__, "method": req.method, "tp": req.tp,
+        "profile": hashlib.sha256(json.dumps(profile_to_dict(req.profile), sort_keys=True, default=str).encode()).hexdigest(),
+        "workload": req.workload.__dict__, "budget": req.budget.__dict__, "space": space.as_dict(), "seed": req.seed,
+    }, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def open_storage(storage: str | None):
+    """An Optuna storage: an RDB URL as given, else a journal file (crash-safe, no server)."""
+    url = storage or default_study_storage()
+    if "://" in url:
+        try:
+            return optuna.storages.RDBStorage(url), url
+        except Exception as e:  # bad URL, missing driver
+            raise UserError(f"cannot open Optuna storage {url!r} ({type(e).__name__}: {e})",
+                            "pass a journal file path or a URL like sqlite:///kttune.db") from None
+    path = Path(url).expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+    return JournalStorage(JournalFileBackend(str(path))), str(path)
+
+
+def _feasible(trial: optuna.trial.FrozenTrial) -> bool:
+    cons = trial.constraints
+    return bool(cons) and all(c <= 0 for c in cons.values())
+
+
+def run_search(req: SearchRequest, on_trial: Callable[[int, int, Evaluation | None], None] | None = None) -> SearchResult:
+    check_request(req)
+    t0 = time.perf_counter()
+    comp = Components(req.profile, req.model, req.method, req.tp)
+    space = build_space(comp, req.workload, req.budget, req.tp)
+    check_budget(comp, space, req)
+    storage, storage_url = open_storage(req.storage)
+    name = req.study_name or f"kttune-{req.model.name}-{req.method}-tp{req.tp}-{study_key(req, space)}"
+    sampler = optuna.samplers.NSGAIISampler(seed=req.seed, population_size=min(50, max(10, req.trials // 10)))
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(study_name=name, storage=storage, sampler=sampler,
+                                directions=["minimize", "maximize"], load_if_exists=True)
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    cores = req.profile.inventory.cpu.physical_cores or max(space.threads) + 1
+    baseline_cfg = kt_run_default(space, cores)
+    if not study.trials:
+        study.enqueue_trial(space.params_of(baseline_cfg))
+    remaining = max(0, req.trials - len(done))
+    best_so_far: list[Evaluation | None] = [None]
+
+    def objective(trial: optuna.Trial) -> tuple[float, float]:
+        cfg = space.suggest(trial)
+        ev = evaluate(comp, cfg, req.workload, req.budget)
+        for key, value in ev.constraints.items():
+            trial.set_constraint(key, value)  # <= 0 is feasible; NSGA-II ranks feasible first
+        trial.set_user_attr("tbt_ms", ev.tbt_ms)
+        trial.set_user_attr("runtime_peak_gib", ev.vram.runtime_peak_bytes / 2**30)
+        if ev.feasible and (best_so_far[0] is None or ev.mean_ttft_ms < best_so_far[0].mean_ttft_ms):
+            best_so_far[0] = ev
+        return ev.mean_ttft_ms / 1e3, ev.decode_tok_s
+
+    def callback(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        if on_trial:
+            on_trial(len(done) + callback.count + 1, req.trials, best_so_far[0])
+        callback.count += 1
+
+    callback.count = 0
+    if remaining:
+        study.optimize(objective, n_trials=remaining, callbacks=[callback], gc_after_trial=False)
+
+    trials = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    feasible = [t for t in trials if _feasible(t)]
+    if not feasible:
+        raise InfeasibleError(
+            f"no configuration among {len(trials)} trials fits the budget",
+            "raise --vram or --trials, or use a workload with shorter prompts",
+        )
+    configs = {}
+    for t in feasible:
+        p = dict(t.params)
+        p.setdefault("threshold", 0)
+        p.setdefault("threads", space.threads[0])
+        configs[t.number] = space.config(p["chunk"], p["threshold"], p["gpu_experts"], p["kv_k"], p["threads"])
+    evals = {num: evaluate(comp, cfg, req.workload, req.budget) for num, cfg in configs.items()}
+    front = pareto_front(list(evals.values()))
+    best = pick(front, req.workload.decode_weight)
+    baseline = evaluate(comp, baseline_cfg, req.workload, req.budget)
+    return SearchResult(best=best, pareto=front, baseline=baseline, space=space, study_name=name, storage=storage_url,
+                        trials_total=len(trials), trials_new=callback.count, trials_feasible=len(feasible),
+                        wall_s=time.perf_counter() - t0, notes=list(dict.fromkeys(comp.notes)))

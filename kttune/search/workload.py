@@ -1,0 +1,143 @@
+"""Workloads: what the server will be asked to do. A prompt-length distribution (reduced to a few
+weighted representative lengths), the output length, the decode concurrency to serve, and how much
+decode speed matters against prefill. Named presets ship in profiles/workloads/; users pass a JSON
+file of their own."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from kttune.errors import UserError
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    prompt_tokens: tuple[int, ...]  # representative prompt lengths
+    weights: tuple[float, ...]  # their shares of requests (sum to 1)
+    output_tokens: int = 512  # mean generated tokens per request
+    concurrency: int = 8  # decode batch to serve at once
+    decode_weight: float = 0.3  # 0 = only prefill matters, 1 = only decode
+    ttft_slo_ms: float | None = None
+    tbt_slo_ms: float | None = None
+    description: str = ""
+
+    @property
+    def mean_prompt_tokens(self) -> float:
+        return sum(p * w for p, w in zip(self.prompt_tokens, self.weights))
+
+    @property
+    def max_prompt_tokens(self) -> int:
+        return max(self.prompt_tokens)
+
+    def clipped(self, context_len: int) -> "Workload":
+        """Prompts longer than the model's context (minus the output) are clipped to fit."""
+        cap = max(1, context_len - self.output_tokens)
+        if self.max_prompt_tokens <= cap:
+            return self
+        from dataclasses import replace
+
+        return replace(self, prompt_tokens=tuple(min(p, cap) for p in self.prompt_tokens))
+
+
+def _representatives(samples: list[int], bins: int = 12) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """Reduce a list of prompt lengths to at most `bins` quantile representatives (bin medians),
+    each weighted by its share of requests."""
+    s = sorted(samples)
+    if len(s) <= bins:
+        counts: dict[int, int] = {}
+        for x in s:
+            counts[x] = counts.get(x, 0) + 1
+        xs = sorted(counts)
+        return tuple(xs), tuple(counts[x] / len(s) for x in xs)
+    reps, ws = [], []
+    for b in range(bins):
+        lo, hi = b * len(s) // bins, (b + 1) * len(s) // bins
+        part = s[lo:hi]
+        if part:
+            reps.append(part[len(part) // 2])
+            ws.append(len(part) / len(s))
+    return tuple(reps), tuple(ws)
+
+
+def workload_from_dict(d: dict, name: str, origin: str) -> Workload:
+    try:
+        if "samples" in d:
+            samples = [int(x) for x in d["samples"]]
+            if not samples:
+                raise ValueError("samples is empty")
+            prompts, weights = _representatives(samples)
+        else:
+            prompts = tuple(int(x) for x in d["prompt_tokens"])
+            raw = [float(x) for x in d.get("weights", [1.0] * len(prompts))]
+            if len(raw) != len(prompts):
+                raise ValueError("prompt_tokens and weights differ in length")
+            total = sum(raw)
+            if total <= 0:
+                raise ValueError("weights must sum to a positive number")
+            weights = tuple(w / total for w in raw)
+        if not prompts or min(prompts) <= 0:
+            raise ValueError("prompt lengths must be positive")
+        wl = Workload(
+            name=d.get("name", name),
+            prompt_tokens=tuple(prompts),
+            weights=tuple(weights),
+            output_tokens=int(d.get("output_tokens", 512)),
+            concurrency=int(d.get("concurrency", 8)),
+            decode_weight=float(d.get("decode_weight", 0.3)),
+            ttft_slo_ms=float(d["ttft_slo_ms"]) if d.get("ttft_slo_ms") is not None else None,
+            tbt_slo_ms=float(d["tbt_slo_ms"]) if d.get("tbt_slo_ms") is not None else None,
+            description=d.get("description", ""),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise UserError(
+            f"{origin} is not a valid workload ({e})",
+            'write {"prompt_tokens": [...], "weights": [...], "output_tokens": N, "concurrency": N, '
+            '"decode_weight": 0..1} or {"samples": [prompt lengths...]}',
+        ) from None
+    if wl.output_tokens < 1 or wl.concurrency < 1:
+        raise UserError(f"{origin}: output_tokens and concurrency must be at least 1", "fix the workload file")
+    if not 0.0 <= wl.decode_weight <= 1.0:
+        raise UserError(f"{origin}: decode_weight {wl.decode_weight} is outside 0..1", "use 0 (prefill only) to 1 (decode only)")
+    return wl
+
+
+def preset_names() -> list[str]:
+    root = resources.files("kttune.profiles") / "workloads"
+    return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".json"))
+
+
+def load_workload(spec: str) -> Workload:
+    """A preset name (`kttune workloads` lists them) or a path to a JSON file."""
+    path = Path(spec)
+    if path.suffix == ".json" or path.exists():
+        if not path.is_file():
+            raise UserError(f"workload file {spec!r} does not exist", "pass a JSON file or a preset: " + ", ".join(preset_names()))
+        try:
+            d = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise UserError(f"workload file {spec!r} is not valid JSON (line {e.lineno}: {e.msg})", "fix the file") from None
+        if isinstance(d, list):
+            d = {"samples": d}
+        return workload_from_dict(d, path.stem, f"workload file {spec!r}")
+    names = preset_names()
+    if spec not in names:
+        import difflib
+
+        close = difflib.get_close_matches(spec, names, n=3)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        raise UserError(f"unknown workload {spec!r}", f"{hint}presets: {', '.join(names)}; or pass a JSON file")
+    d = json.loads((resources.files("kttune.profiles") / "workloads" / f"{spec}.json").read_text())
+    return workload_from_dict(d, spec, f"preset {spec!r}")
+
+
+def lognormal_samples(median: float, sigma: float, n: int = 2000, lo: int = 16, hi: int = 1 << 20) -> list[int]:
+    """Deterministic quantiles of a log-normal (for writing presets): n evenly spaced quantiles."""
+    from statistics import NormalDist
+
+    nd = NormalDist()
+    return [int(min(hi, max(lo, median * math.exp(sigma * nd.inv_cdf((i + 0.5) / n))))) for i in range(n)]

@@ -1,0 +1,506 @@
+"""Read a HuggingFace config.json into a `ModelSpec`.
+
+Key spellings per family follow `reference/models.md` §2 ("Robust lookup order" and its traps):
+DeepSeek-V3/R1/V3.1 and Kimi-K2 (MLA), GLM-4.x (`glm4_moe`), Qwen3-MoE, Qwen3-Next (hybrid linear
+attention), MiniMax-M2 (`minimax_m2`), gpt-oss (`gpt_oss`) and Mixtral. Unknown families are read with
+the same generic rules and a note. The quantization_config dialects (HF-FP8, compressed-tensors, mxfp4,
+gptq) map to a checkpoint format and the KT method that serves it natively (kt-sglang.md §7).
+Pure Python: no torch, no files.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from kttune.errors import UserError
+from kttune.spec.methods import FORMATS, NATIVE_METHOD_FOR_FORMAT, get_method
+from kttune.spec.model_spec import ModelSpec
+
+MLA_FAMILIES = ("deepseek_v3", "deepseek_v2", "kimi_k2")
+# Families whose `intermediate_size` is the per-expert width (they have no moe_intermediate_size).
+EXPERT_WIDTH_IN_INTERMEDIATE_SIZE = ("minimax_m2", "minimax", "gpt_oss", "mixtral")
+KNOWN_FAMILIES = MLA_FAMILIES + ("glm4_moe", "qwen3_moe", "qwen3_next", "qwen2_moe") + EXPERT_WIDTH_IN_INTERMEDIATE_SIZE
+
+_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
+
+
+def _first(cfg: dict, *keys: str) -> Any:
+    """The first key of `keys` present in `cfg` with a non-null value (robust lookup order)."""
+    for k in keys:
+        v = cfg.get(k)
+        if v is not None:
+            return v
+    return None
+
+
+def _int(cfg: dict, name: str, *keys: str, default: int | None = None) -> int:
+    v = _first(cfg, *keys)
+    if v is None:
+        if default is not None:
+            return default
+        raise UserError(
+            f"config.json of {name} has no {' / '.join(keys)}",
+            "point --model at a HuggingFace causal-LM checkpoint directory (its config.json names the architecture)",
+        )
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        raise UserError(
+            f"config.json of {name}: {keys[0]} = {v!r} is not an integer", "fix or re-download config.json"
+        ) from None
+
+
+def language_config(config: dict) -> dict:
+    """The language model's config: multimodal successors (Kimi-K2.5 `kimi_k25`) nest it under
+    `text_config`; keys only the outer level holds (quantization_config, dtype) are carried over."""
+    inner = config.get("text_config")
+    if not isinstance(inner, dict):
+        return config
+    merged = dict(inner)
+    for k in ("quantization_config", "torch_dtype", "dtype", "tie_word_embeddings"):
+        if merged.get(k) is None and config.get(k) is not None:
+            merged[k] = config[k]
+    return merged
+
+
+# ---- quantization_config -> checkpoint format and KT method ------------------------------------------
+
+
+def _unsupported_quant(name: str, what: str) -> UserError:
+    return UserError(
+        f"{name}: unsupported quantization_config ({what})",
+        "pass --kt-method (e.g. --kt-method AMXINT4 with CPU weights converted by "
+        "kt-kernel/scripts/convert_cpu_weights.py) to say how KTransformers serves its experts",
+    )
+
+
+def _compressed_tensors_format(qc: dict, name: str) -> str:
+    groups = qc.get("config_groups") or {}
+    weights = None
+    for g in groups.values() if isinstance(groups, dict) else ():
+        if isinstance(g, dict) and isinstance(g.get("weights"), dict):
+            weights = g["weights"]
+            break
+    if weights is None:
+        raise _unsupported_quant(name, "quant_method 'compressed-tensors' without config_groups weights")
+    bits = weights.get("num_bits")
+    wtype = str(weights.get("type", "int")).lower()
+    strategy = str(weights.get("strategy", "")).lower()
+    group = weights.get("group_size")
+    fmt_str = str(qc.get("format", "")).lower()
+    if wtype == "float" and bits == 8:
+        if strategy == "channel":
+            return "fp8_channel"
+        if strategy == "block":
+            return "fp8_block"
+    if wtype == "float" and bits == 4 and (group == 16 or "nvfp4" in fmt_str):
+        return "nvfp4"
+    if wtype == "int" and bits == 4 and strategy == "group" and group == 32:
+        return "int4_g32"
+    raise _unsupported_quant(
+        name,
+        f"quant_method 'compressed-tensors', {wtype} {bits}-bit strategy {strategy or '?'}"
+        + (f" group_size {group}" if group else ""),
+    )
+
+
+def checkpoint_format_from_quant(config: dict, name: str = "model") -> str:
+    """The native expert format (`kttune.spec.methods.FORMATS`) of a checkpoint, from its
+    quantization_config. Raises `UserError` for dialects kttune does not model."""
+    qc = config.get("quantization_config")
+    if not qc:
+        return "bf16"
+    if not isinstance(qc, dict):
+        raise _unsupported_quant(name, f"quantization_config is a {type(qc).__name__}, not an object")
+    qm = str(qc.get("quant_method", "")).lower().replace("_", "-")
+    if qm == "fp8":
+        block = qc.get("weight_block_size")
+        if block:
+            if list(block) == [1, 32] and str(qc.get("scale_fmt", "ue8m0")).lower() == "ue8m0":
+                return "mxfp8"  # e4m3 + ue8m0 per 32 (MiniMax-M3 style)
+            return "fp8_block"
+        return "fp8_channel"
+    if qm == "compressed-tensors":
+        return _compressed_tensors_format(qc, name)
+    if qm == "mxfp4":
+        return "mxfp4"
+    if qm == "mxfp8":
+        return "mxfp8"
+    if qm == "nvfp4" or qm == "modelopt-fp4":
+        return "nvfp4"
+    if qm == "gptq":
+        bits = qc.get("bits", 4)
+        if bits != 4:
+            raise _unsupported_quant(name, f"quant_method 'gptq' with {bits} bits")
+        return "gptq_int4"
+    raise _unsupported_quant(name, f"quant_method {qc.get('quant_method')!r}")
+
+
+# Bytes per weight of a non-expert Linear stored in a quantized format (weight + scale share).
+def _linear_bytes_per_param(fmt: str, hidden: int) -> float:
+    return {
+        "fp8_block": 1 + 4 / (128 * 128),
+        "fp8_channel": 1 + 4 / max(hidden, 1),
+        "int4_g32": 0.5 + 2 / 32,
+        "mxfp4": 0.5 + 1 / 32,
+        "mxfp8": 1 + 1 / 32,
+        "nvfp4": 0.5 + 1 / 16,
+        "gptq_int4": 0.5 + 2 / 128,
+    }.get(fmt, 2.0)
+
+
+def _ignore_list(qc: dict) -> list[str] | None:
+    """Modules a quantization_config leaves unquantized, or None when the list is absent/unreadable."""
+    v = qc.get("modules_to_not_convert")
+    if v is None:
+        v = qc.get("ignore")
+    if v is None:
+        v = qc.get("ignored_layers")
+    if isinstance(v, list):
+        return [str(x) for x in v]
+    return None
+
+
+def _ignored(module: str, patterns: list[str]) -> bool:
+    for p in patterns:
+        if p.startswith("re:"):
+            if re.match(p[3:], module):
+                return True
+        elif "*" in p:
+            if fnmatch.fnmatch(module, p) or fnmatch.fnmatch(module, p + ".*"):
+                return True
+        elif p in module:  # HF modules_to_not_convert is a substring match
+            return True
+    return False
+
+
+# ---- layers ------------------------------------------------------------------------------------------
+
+
+def _moe_layer_ids(cfg: dict, num_layers: int) -> tuple[int, ...]:
+    if "first_k_dense_replace" in cfg or "moe_layer_freq" in cfg:
+        # DeepSeek/Kimi/GLM: layer i is MoE iff i >= first_k_dense_replace and i % moe_layer_freq == 0
+        k = int(cfg.get("first_k_dense_replace") or 0)
+        freq = int(cfg.get("moe_layer_freq") or 1)
+        return tuple(i for i in range(num_layers) if i >= k and i % freq == 0)
+    if "mlp_only_layers" in cfg or "decoder_sparse_step" in cfg:
+        # Qwen MoE: MoE iff not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0
+        dense = set(cfg.get("mlp_only_layers") or [])
+        step = int(cfg.get("decoder_sparse_step") or 1)
+        return tuple(i for i in range(num_layers) if i not in dense and (i + 1) % step == 0)
+    return tuple(range(num_layers))  # MiniMax, gpt-oss, Mixtral: every layer is MoE
+
+
+@dataclass(frozen=True)
+class _AttentionLayers:
+    full: tuple[int, ...]
+    sliding: tuple[int, ...]
+    linear: tuple[int, ...]
+    sliding_window: int
+
+
+def _attention_layers(cfg: dict, family: str, num_layers: int, notes: list[str]) -> _AttentionLayers:
+    layers = range(num_layers)
+    window = int(cfg.get("sliding_window") or 0)
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and len(types) >= num_layers:
+        kinds = [str(t) for t in types[:num_layers]]
+    elif family == "qwen3_next" or "full_attention_interval" in cfg:
+        n = int(cfg.get("full_attention_interval") or 4)
+        kinds = ["full_attention" if (i + 1) % n == 0 else "linear_attention" for i in layers]
+    elif isinstance(cfg.get("attn_type_list"), list) and len(cfg["attn_type_list"]) >= num_layers:
+        # MiniMax: 1 = softmax (full) attention, 0 = lightning (linear) attention
+        kinds = ["full_attention" if int(t) == 1 else "linear_attention" for t in cfg["attn_type_list"][:num_layers]]
+    elif cfg.get("use_sliding_window") and window:
+        # Qwen2/3: layers from max_window_layers on use the sliding window
+        start = int(cfg.get("max_window_layers") or 0)
+        kinds = ["sliding_attention" if i >= start else "full_attention" for i in layers]
+    else:
+        if window and family == "mixtral":
+            notes.append(f"sliding_window {window} ignored: SGLang runs Mixtral with full attention")
+        kinds = ["full_attention"] * num_layers
+    full = tuple(i for i, t in enumerate(kinds) if t == "full_attention")
+    sliding = tuple(i for i, t in enumerate(kinds) if t in ("sliding_attention", "sliding"))
+    linear = tuple(i for i, t in enumerate(kinds) if t in ("linear_attention", "linear"))
+    other = set(kinds) - {"full_attention", "sliding_attention", "sliding", "linear_attention", "linear"}
+    if other:
+        raise UserError(
+            f"unknown layer_types {sorted(other)} in config.json",
+            "kttune knows full_attention, sliding_attention and linear_attention layers; report the model",
+        )
+    return _AttentionLayers(full, sliding, linear, window if sliding else 0)
+
+
+# ---- parameter counts ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NonExpertParams:
+    """Parameters outside the routed experts, by part (estimate from the architecture)."""
+
+    embedding: int
+    lm_head: int
+    attention_linear: int  # q/k/v/o (MLA: q_a/q_b, kv_a, kv_b, o; Gated DeltaNet projections)
+    dense_mlp: int
+    shared_experts: int
+    routers: int
+    other: int  # norms, biases, convs, sinks
+
+    @property
+    def total(self) -> int:
+        return (
+            self.embedding + self.lm_head + self.attention_linear + self.dense_mlp + self.shared_experts
+            + self.routers + self.other
+        )
+
+
+def _mla_attention_params(cfg: dict, h: int, heads: int) -> tuple[int, int]:
+    q_lora = int(cfg.get("q_lora_rank") or 0)
+    kv_lora = int(cfg["kv_lora_rank"])
+    rope = int(cfg.get("qk_rope_head_dim") or 0)
+    nope = int(cfg.get("qk_nope_head_dim") or 0)
+    v = int(cfg.get("v_head_dim") or nope)
+    qk = nope + rope
+    linear = (h * q_lora + q_lora * heads * qk) if q_lora else h * heads * qk
+    linear += h * (kv_lora + rope)  # kv_a_proj_with_mqa
+    linear += kv_lora * heads * (nope + v)  # kv_b_proj
+    linear += heads * v * h  # o_proj
+    norms = q_lora + kv_lora  # q_a_layernorm, kv_a_layernorm
+    return linear, norms
+
+
+def _gqa_attention_params(cfg: dict, family: str, h: int, heads: int, kv: int, hd: int) -> tuple[int, int]:
+    q_out = heads * hd
+    # Qwen3-Next's gated attention projects q and an output gate of the same size in q_proj.
+    q_mult = 2 if family == "qwen3_next" and cfg.get("attn_output_gate", True) else 1
+    linear = h * q_out * q_mult + 2 * h * kv * hd + q_out * h
+    other = 0
+    if cfg.get("attention_bias"):
+        other += q_out * q_mult + 2 * kv * hd
+        if family == "gpt_oss":
+            other += h + heads  # o_proj bias and attention sinks
+    if family in ("qwen3_moe", "qwen3_next") or cfg.get("use_qk_norm"):
+        if str(cfg.get("qk_norm_type", "")).lower() == "per_layer":  # MiniMax: norm over all heads
+            other += q_out + kv * hd
+        else:
+            other += 2 * hd
+    return linear, other
+
+
+def _linear_attention_params(cfg: dict, h: int) -> tuple[int, int]:
+    """Qwen3-Next Gated DeltaNet layer (transformers `Qwen3NextGatedDeltaNet`)."""
+    nk = int(cfg.get("linear_num_key_heads") or 16)
+    nv = int(cfg.get("linear_num_value_heads") or 32)
+    dk = int(cfg.get("linear_key_head_dim") or 128)
+    dv = int(cfg.get("linear_value_head_dim") or 128)
+    conv = int(cfg.get("linear_conv_kernel_dim") or 4)
+    key_dim, value_dim = nk * dk, nv * dv
+    linear = h * (2 * key_dim + 2 * value_dim) + h * 2 * nv + value_dim * h  # in_proj_qkvz, in_proj_ba, out_proj
+    other = (2 * key_dim + value_dim) * conv + 2 * nv + dv  # conv1d, A_log + dt_bias, gated norm
+    return linear, other
+
+
+# ---- the reader -------------------------------------------------------------------------------------
+
+
+def spec_from_config(config: dict, name: str, source: str, method: str | None = None) -> ModelSpec:
+    """Build a `ModelSpec` from a raw HF config.json dict (`_`-prefixed provenance keys are ignored).
+
+    `method` (a `--kt-method` value) replaces the detected default method; the checkpoint format stays
+    the checkpoint's. Raises `UserError` for dense models, missing keys and unknown quantization.
+    """
+    return _read(config, name, source, method)[0]
+
+
+def _read(
+    config: dict, name: str, source: str, method: str | None, strict_quant: bool = True
+) -> tuple[ModelSpec, NonExpertParams]:
+    if not isinstance(config, dict):
+        raise UserError(f"config.json of {name} is not a JSON object", "fix or re-download config.json")
+    cfg = language_config(config)
+    notes: list[str] = []
+    family = str(cfg.get("model_type") or config.get("model_type") or "unknown")
+    if cfg is not config:
+        notes.append(f"language model read from text_config ({config.get('model_type')} -> {family})")
+    if family not in KNOWN_FAMILIES:
+        notes.append(f"model_type {family!r} is not one kttune was tested on; keys read by the generic rules")
+
+    # Expert count: never num_experts_per_tok (that is top-k; kt's tuna_engine reads it as E).
+    num_experts = _first(cfg, "n_routed_experts", "num_experts", "num_local_experts")
+    if num_experts is None or int(num_experts) <= 1:
+        raise UserError(
+            f"{name} is a dense model (no routed experts); kttune tunes MoE models served with KTransformers",
+            "pick an MoE model (run `kttune models` for the catalog) or a checkpoint whose config.json has "
+            "n_routed_experts / num_experts / num_local_experts",
+        )
+    num_experts = int(num_experts)
+    h = _int(cfg, name, "hidden_size")
+    num_layers = _int(cfg, name, "num_hidden_layers", "num_layers", "n_layers")
+    top_k = _int(cfg, name, "num_experts_per_tok", "experts_per_token", "moe_topk")
+    if family in EXPERT_WIDTH_IN_INTERMEDIATE_SIZE:
+        expert_width = _int(cfg, name, "intermediate_size")
+        dense_width = 0
+    else:
+        expert_width = _int(cfg, name, "moe_intermediate_size", "intermediate_size")
+        dense_width = int(cfg.get("intermediate_size") or 0)
+    if "n_shared_experts" in cfg and family not in EXPERT_WIDTH_IN_INTERMEDIATE_SIZE:
+        shared_width = int(cfg.get("n_shared_experts") or 0) * expert_width  # a count of expert-wide MLPs
+    else:
+        shared_width = int(_first(cfg, "shared_expert_intermediate_size", "shared_intermediate_size") or 0)
+
+    moe_ids = _moe_layer_ids(cfg, num_layers)
+    if not moe_ids:
+        raise UserError(
+            f"{name} is a dense model (no routed experts); kttune tunes MoE models served with KTransformers",
+            "check first_k_dense_replace / mlp_only_layers / decoder_sparse_step in config.json",
+        )
+    dense_ids = [i for i in range(num_layers) if i not in set(moe_ids)]
+    if dense_ids and dense_width == 0:
+        raise UserError(f"config.json of {name} has dense layers but no intermediate_size", "fix config.json")
+
+    heads = _int(cfg, name, "num_attention_heads", "n_heads")
+    kv_heads = _int(cfg, name, "num_key_value_heads", "num_attention_heads", "n_heads")
+    vocab = _int(cfg, name, "vocab_size")
+    max_pos = _int(cfg, name, "max_position_embeddings", "seq_length", default=0)
+    tie = bool(cfg.get("tie_word_embeddings", False))
+    mla = family in MLA_FAMILIES or int(cfg.get("kv_lora_rank") or 0) > 0
+
+    layers = _attention_layers(cfg, family, num_layers, notes)
+    if mla:
+        rope = int(cfg.get("qk_rope_head_dim") or 0)
+        nope = int(cfg.get("qk_nope_head_dim") or 0)
+        head_dim = int(cfg.get("head_dim") or 0) if not (nope or rope) else nope + rope
+        v_head_dim = int(cfg.get("v_head_dim") or nope)
+        attn_linear, attn_other = _mla_attention_params(cfg, h, heads)
+    else:
+        head_dim = int(cfg.get("head_dim") or h // heads)
+        v_head_dim = head_dim
+        attn_linear, attn_other = _gqa_attention_params(cfg, family, h, heads, kv_heads, head_dim)
+    lin_linear, lin_other = (0, 0)
+    if layers.linear:
+        lin_linear, lin_other = _linear_attention_params(cfg, h)
+    n_softmax = len(layers.full) + len(layers.sliding)
+    n_linear = len(layers.linear)
+
+    n_moe = len(moe_ids)
+    # DeepSeek noaux_tc / MiniMax use_routing_bias / gpt-oss router bias: one bias per expert.
+    router_bias = cfg.get("topk_method") == "noaux_tc" or bool(cfg.get("use_routing_bias")) or family in (
+        "gpt_oss",
+        "glm4_moe",
+        "kimi_k2",
+        "deepseek_v3",
+    )
+    shared_gate = h if family in ("qwen3_next", "qwen2_moe") and shared_width else 0
+    params = NonExpertParams(
+        embedding=vocab * h,
+        lm_head=0 if tie else vocab * h,
+        attention_linear=attn_linear * n_softmax + lin_linear * n_linear,
+        dense_mlp=3 * h * dense_width * len(dense_ids),
+        shared_experts=(3 * h * shared_width + shared_gate) * n_moe,
+        routers=(h * num_experts + (num_experts if router_bias else 0)) * n_moe,
+        other=attn_other * n_softmax + lin_other * n_linear + 2 * h * num_layers + h,
+    )
+
+    if method is None and not strict_quant:
+        method = "BF16"  # parameter counts only: any quantization will do
+    ckpt_format = checkpoint_format_from_quant(cfg, name) if method is None else None
+    default_method = NATIVE_METHOD_FOR_FORMAT.get(ckpt_format) if ckpt_format else None
+    if method is not None:
+        m = get_method(method)
+        try:
+            ckpt_format = checkpoint_format_from_quant(cfg, name)
+        except UserError:
+            ckpt_format = m.cpu_format if m.native else "bf16"
+            notes.append(
+                f"checkpoint quantization not modelled; GPU-side experts assumed {ckpt_format} for --kt-method {m.name}"
+            )
+        if m.native and m.cpu_format != ckpt_format:
+            notes.append(
+                f"--kt-method {m.name} reads {m.cpu_format} experts from --kt-weight-path; "
+                f"this checkpoint holds {ckpt_format}"
+            )
+        default_method = m.name
+    assert ckpt_format in FORMATS and default_method
+
+    dtype_bytes = _DTYPE_BYTES.get(str(_first(cfg, "torch_dtype", "dtype") or "bfloat16").lower(), 2)
+    est_bytes = _non_expert_bytes_estimate(cfg, params, ckpt_format, dtype_bytes, h)
+
+    spec = ModelSpec(
+        name=name,
+        family=family,
+        hidden_size=h,
+        num_layers=num_layers,
+        moe_layer_ids=moe_ids,
+        num_experts=num_experts,
+        top_k=top_k,
+        moe_intermediate_size=expert_width,
+        shared_expert_intermediate_size=shared_width,
+        dense_intermediate_size=dense_width,
+        vocab_size=vocab,
+        max_position_embeddings=max_pos,
+        tie_word_embeddings=tie,
+        attention="mla" if mla else "gqa",
+        num_attention_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        v_head_dim=v_head_dim,
+        kv_lora_rank=int(cfg.get("kv_lora_rank") or 0) if mla else 0,
+        q_lora_rank=int(cfg.get("q_lora_rank") or 0) if mla else 0,
+        qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 0) if mla else 0,
+        full_attention_layer_ids=layers.full,
+        sliding_window=layers.sliding_window,
+        sliding_layer_ids=layers.sliding,
+        linear_attention_layer_ids=layers.linear,
+        checkpoint_format=ckpt_format,
+        default_method=default_method,
+        non_expert_dtype_bytes=dtype_bytes,
+        non_expert_params_estimate=params.total,
+        non_expert_bytes_estimate=est_bytes,
+        source=source,
+        notes=tuple(notes),
+    )
+    return spec, params
+
+
+def non_expert_params(config: dict, name: str = "model") -> NonExpertParams:
+    """The per-part non-expert parameter estimate of a raw config (for reports and tests)."""
+    return _read(config, name, "", method=None, strict_quant=False)[1]
+
+
+def _non_expert_bytes_estimate(cfg: dict, p: NonExpertParams, fmt: str, dtype_bytes: int, h: int) -> int:
+    """Bytes of the non-expert weights as stored: in a quantized checkpoint the attention, dense-MLP and
+    shared-expert Linears are quantized too unless the quantization_config's ignore list names them
+    (DeepSeek/Qwen3/MiniMax FP8 quantize attention; Kimi-K2-Thinking INT4 and gpt-oss MXFP4 do not).
+    Embeddings, lm_head, routers and norms stay in the 16-bit dtype."""
+    qc = cfg.get("quantization_config")
+    if not isinstance(qc, dict) or fmt == "bf16":
+        return p.total * dtype_bytes
+    ignore = _ignore_list(qc) or []
+    q_bytes = _linear_bytes_per_param(fmt, h)
+    parts = (
+        (p.attention_linear, "model.layers.0.self_attn.o_proj"),
+        (p.dense_mlp, "model.layers.0.mlp.down_proj"),
+        (p.shared_experts, "model.layers.9.mlp.shared_experts.down_proj"),
+    )
+    total = float(p.embedding + p.lm_head + p.routers + p.other) * dtype_bytes
+    for n, module in parts:
+        if family_module_ignored(module, ignore):
+            total += n * dtype_bytes
+        else:
+            total += n * q_bytes
+    return int(math.ceil(total))
+
+
+def family_module_ignored(module: str, ignore: list[str]) -> bool:
+    """Whether a representative module name is left unquantized (also tries the shared_expert and
+    Gated-DeltaNet spellings)."""
+    alts = [module]
+    if "shared_experts" in module:
+        alts.append(module.replace("shared_experts", "shared_expert"))
+    if "self_attn" in module:
+        alts.append(module.replace("self_attn", "linear_attn"))
+    return any(_ignored(m, ignore) for m in alts)

@@ -1,0 +1,39 @@
+"""Shared test setup: GPU tests are marked `gpu` and skipped where CUDA is absent; kt-kernel tests
+are marked `kt` and skipped where kt-kernel cannot be imported."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+def _has_kt() -> bool:
+    return importlib.util.find_spec("kt_kernel") is not None
+
+
+def pytest_collection_modifyitems(config, items):
+    cuda = _has_cuda()
+    kt = _has_kt()
+    for item in items:
+        if "gpu" in item.keywords and not cuda:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
+        if "kt" in item.keywords and not kt:
+            item.add_marker(pytest.mark.skip(reason="needs kt-kernel (pip install --no-deps kt-kernel==0.7.2)"))
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path, monkeypatch):
+    """Every test gets its own kttune cache dir, so no test reads a profile or study of another."""
+    monkeypatch.setenv("KTTUNE_CACHE_DIR", str(tmp_path / "kttune-cache"))
+    yield

@@ -1,0 +1,122 @@
+"""The shipped model catalog: every entry is a raw HF config plus a `_kttune` block, and loads."""
+
+from __future__ import annotations
+
+import json
+from importlib.resources import files
+
+import pytest
+
+from kttune.errors import UserError
+from kttune.spec.catalog import (
+    CatalogEntry,
+    catalog_config,
+    catalog_entries,
+    catalog_meta,
+    catalog_names,
+    close_catalog_names,
+    resolve_catalog_name,
+)
+from kttune.spec.loader import load_model
+
+REQUIRED = [
+    "kimi-k2-thinking", "kimi-k2-instruct", "deepseek-v3", "deepseek-v3.1", "deepseek-r1", "minimax-m2",
+    "minimax-m2.1", "qwen3-235b-a22b", "qwen3-235b-a22b-fp8", "qwen3-30b-a3b", "qwen3-30b-a3b-fp8",
+    "qwen3-next-80b-a3b", "glm-4.7", "glm-4.5-air", "gpt-oss-20b", "gpt-oss-120b", "mixtral-8x7b",
+]
+
+
+def test_required_names_present():
+    names = catalog_names()
+    assert set(REQUIRED) <= set(names)
+    assert names == sorted(names)
+
+
+def test_files_are_package_data():
+    d = files("kttune.profiles") / "models"
+    on_disk = sorted(f.name[:-5] for f in d.iterdir() if f.name.endswith(".json"))
+    assert on_disk == catalog_names()
+
+
+@pytest.mark.parametrize("name", REQUIRED)
+def test_entry_is_raw_config_plus_kttune_block(name):
+    cfg = catalog_config(name)
+    assert not [k for k in cfg if k.startswith("_")] and "source" not in cfg
+    assert "model_type" in cfg and "hidden_size" in (cfg.get("text_config") or cfg)
+    meta = catalog_meta(name)
+    assert meta["name"] == name
+    assert meta["grade"] and meta["source"] and "/" in meta["hf_repo"]
+    assert isinstance(meta["notes"], list)
+
+
+def test_catalog_config_is_a_copy():
+    cfg = catalog_config("deepseek-v3")
+    cfg["hidden_size"] = 1
+    assert catalog_config("deepseek-v3")["hidden_size"] == 7168
+
+
+def test_entries_load_and_match_reference_arithmetic():
+    entries = catalog_entries()
+    assert [e.name for e in entries] == catalog_names()
+    for e in entries:
+        assert isinstance(e, CatalogEntry)
+        ref = catalog_meta(e.name)["reference_derived"]
+        spec = load_model(e.name)
+        assert (e.num_experts, e.top_k, e.num_moe_layers) == (ref["expert_count"], ref["top_k"], ref["num_moe_layers"])
+        assert spec.params_per_expert == ref["params_per_routed_expert"]
+        assert e.total_params > ref["routed_expert_params_total"] > e.active_params > 0
+        assert e.default_method == spec.default_method and e.family == spec.family
+        assert spec.source.startswith(f"catalog:{e.name}")
+
+
+def test_entry_values():
+    by = {e.name: e for e in catalog_entries()}
+    assert by["kimi-k2-thinking"].default_method == "RAWINT4"
+    assert by["gpt-oss-120b"].checkpoint_format == "mxfp4"
+    assert by["qwen3-30b-a3b-fp8"].default_method == "FP8"
+    assert by["deepseek-v3"].total_params / 1e9 == pytest.approx(671, rel=0.02)
+    assert by["deepseek-v3"].active_params / 1e9 == pytest.approx(37, rel=0.05)
+    assert by["glm-4.5-air"].grade == "C"
+
+
+@pytest.mark.parametrize(
+    "query, name",
+    [
+        ("DeepSeek-V3", "deepseek-v3"),
+        ("deepseek-ai/DeepSeek-V3.1", "deepseek-v3.1"),
+        ("Qwen/Qwen3-30B-A3B", "qwen3-30b-a3b"),
+        ("qwen3_30b_a3b_fp8", "qwen3-30b-a3b-fp8"),
+        ("  GLM-4.5-Air ", "glm-4.5-air"),
+        ("mistralai/Mixtral-8x7B-v0.1", "mixtral-8x7b"),
+        ("Qwen3-Next-80B-A3B-Thinking", "qwen3-next-80b-a3b"),
+        ("openai/gpt-oss-120b", "gpt-oss-120b"),
+        ("moonshotai/Kimi-K2-Thinking", "kimi-k2-thinking"),
+        ("llama-3-70b", None),
+    ],
+)
+def test_resolve(query, name):
+    assert resolve_catalog_name(query) == name
+
+
+def test_close_names_and_unknown_error():
+    assert close_catalog_names("deepseekv3")[0] == "deepseek-v3"
+    assert "kimi-k2-thinking" in close_catalog_names("kimi-k2-thinkin")
+    with pytest.raises(UserError, match="unknown model 'glm-5'.*did you mean glm-4.*kttune models"):
+        catalog_config("glm-5")
+
+
+def test_no_modules_list_is_trimmed_text():
+    for name in catalog_names():
+        qc = catalog_config(name).get("quantization_config") or {}
+        for key in ("modules_to_not_convert", "ignore"):
+            assert not isinstance(qc.get(key), str), name
+    q = catalog_config("qwen3-30b-a3b-fp8")["quantization_config"]["modules_to_not_convert"]
+    assert len(q) == 145 and "lm_head" in q
+
+
+def test_json_files_parse_strictly():
+    d = files("kttune.profiles") / "models"
+    for f in d.iterdir():
+        if f.name.endswith(".json"):
+            doc = json.loads(f.read_text(encoding="utf-8"))
+            assert next(iter(doc)) == "_kttune"
