@@ -30,6 +30,199 @@ def _register_optional(module: str) -> None:
     mod.register(app)
 
 
+# ---- shared options --------------------------------------------------------------------------
+MODEL_HELP = "Catalog name (`kttune models`), HF repo id, or a directory holding config.json (+ safetensors)."
+VRAM_HELP = "VRAM budget per GPU: 32G, 32GiB, 24GB or 32000M (binary units; a bare number is GiB)."
+PROFILE_HELP = "Hardware profile: a file from `kttune probe`, or a shipped name (`kttune profiles`). Default: this machine's probe, else the shipped default."
+WORKLOAD_HELP = "Workload preset (`kttune workloads`) or a JSON file of prompt lengths."
+
+
+def _console(json_out: bool):
+    from rich.console import Console
+
+    return Console(stderr=json_out)
+
+
+def _emit_json(obj) -> None:
+    import json
+
+    typer.echo(json.dumps(obj, indent=1, default=str))
+
+
+@app.command()
+def search(
+    model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
+    vram: str = typer.Option(..., "--vram", help=VRAM_HELP),
+    gpus: int = typer.Option(1, "--gpus", help="GPUs (tensor-parallel size); --vram is per GPU."),
+    profile: str = typer.Option(None, "--profile", help=PROFILE_HELP),
+    workload: str = typer.Option("rag", "--workload", "-w", help=WORKLOAD_HELP),
+    method: str = typer.Option(None, "--kt-method", help="Override the KT method detected from quantization_config."),
+    trials: int = typer.Option(300, "--trials", help="Optuna trials (model-evaluated: about 4 ms each)."),
+    storage: str = typer.Option(None, "--storage", help="Optuna storage: a journal file path or an RDB URL (sqlite:///x.db). Default: a journal in the user cache dir. Rerunning the same search resumes it."),
+    seed: int = typer.Option(None, "--seed", help="Sampler seed, for a reproducible search."),
+    host_ram: str = typer.Option(None, "--host-ram", help="Host RAM of the target machine (default: the profile's)."),
+    vram_margin: float = typer.Option(0.05, "--vram-margin", help="Share of the VRAM budget kept free for what the model does not see."),
+    model_path: str = typer.Option(None, "--model-path", help="Model directory to put in the launch command."),
+    weight_path: str = typer.Option(None, "--kt-weight-path", help="CPU weight directory (converted weights for AMX methods)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (the report goes to stderr)."),
+):
+    """Search the launch flags under a VRAM budget and print the sglang-kt launch command."""
+    from kttune import api
+    from kttune.emit import report, result
+
+    console = _console(json_out)
+    mp = model_path or (model if _is_dir(model) else None)
+    inp = api.resolve_inputs(model, vram, gpus, profile, workload, method, host_ram, vram_margin, mp, weight_path)
+    report.header(console, inp)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("searching"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  TextColumn("{task.fields[best]}"), console=console, transient=True) as prog:
+        task = prog.add_task("search", total=trials, best="")
+
+        def on_trial(done: int, total: int, best) -> None:
+            text = f"best mean prefill {best.mean_ttft_ms / 1e3:.2f} s" if best else ""
+            prog.update(task, completed=done, best=text)
+
+        try:
+            res = api.search(inp, trials=trials, seed=seed, storage=storage, on_trial=on_trial)
+        except KeyboardInterrupt:
+            console.print("[yellow]interrupted: finished trials are saved; rerun the same command to resume[/]")
+            raise typer.Exit(130)
+    from kttune.emit.explain import explain
+    from kttune.cost.components import Components
+
+    comp = Components(inp.profile, inp.model, inp.method, inp.tp)
+    ex = explain(comp, res.best.cfg, inp.workload, inp.budget)
+    argv = api.command_for(inp, res.best)
+    report.render_search_summary(console, res)
+    report.render_explanation(console, inp, ex, argv, "sglang-kt launch command")
+    if json_out:
+        out = result.context_dict(inp.model, inp.profile, inp.workload, inp.budget, inp.method)
+        out.update(pick=result.evaluation_dict(res.best), command=argv,
+                   crossover_tokens=ex.crossover_tokens, reasons=list(ex.reasons), notes=list(ex.notes + inp.paths.notes),
+                   pareto=[result.evaluation_dict(e) for e in res.pareto],
+                   kt_run_default=result.evaluation_dict(res.baseline) if res.baseline else None,
+                   study={"name": res.study_name, "storage": res.storage, "trials": res.trials_total,
+                          "new_trials": res.trials_new, "feasible": res.trials_feasible, "wall_s": res.wall_s,
+                          "space": res.space.as_dict()})
+        _emit_json(out)
+
+
+def _is_dir(p: str) -> bool:
+    import os
+
+    return os.path.isdir(p)
+
+
+@app.command()
+def explain(
+    model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
+    vram: str = typer.Option(..., "--vram", help=VRAM_HELP),
+    gpu_experts: int = typer.Option(..., "--gpu-experts", help="--kt-num-gpu-experts (per MoE layer)."),
+    chunk: int = typer.Option(8192, "--chunk", help="--chunked-prefill-size (tokens)."),
+    threshold: int = typer.Option(0, "--threshold", help="--kt-gpu-prefill-token-threshold (tokens; 0 = layerwise off)."),
+    max_total_tokens: int = typer.Option(65536, "--max-total-tokens", help="KV pool size in tokens."),
+    cpuinfer: int = typer.Option(None, "--cpuinfer", help="--kt-cpuinfer threads (default: the most measured below the core count)."),
+    gpus: int = typer.Option(1, "--gpus", help="GPUs (tensor-parallel size)."),
+    profile: str = typer.Option(None, "--profile", help=PROFILE_HELP),
+    workload: str = typer.Option("rag", "--workload", "-w", help=WORKLOAD_HELP),
+    method: str = typer.Option(None, "--kt-method", help="Override the detected KT method."),
+    host_ram: str = typer.Option(None, "--host-ram", help="Host RAM of the target machine (default: the profile's)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the explanation as JSON on stdout."),
+):
+    """Explain a given flag set: prefill per prompt length on both paths, the crossover, decode, VRAM."""
+    from kttune import api
+    from kttune.emit import report, result
+
+    console = _console(json_out)
+    inp = api.resolve_inputs(model, vram, gpus, profile, workload, method, host_ram,
+                             model_path=model if _is_dir(model) else None)
+    report.header(console, inp)
+    ex, _ = api.explain_flags(inp, gpu_experts, chunk, threshold, max_total_tokens, cpuinfer)
+    argv = api.command_for(inp, ex.evaluation)
+    report.render_explanation(console, inp, ex, argv, "sglang-kt launch command for these flags")
+    if json_out:
+        out = result.context_dict(inp.model, inp.profile, inp.workload, inp.budget, inp.method)
+        out.update(evaluation=result.evaluation_dict(ex.evaluation), command=argv, crossover_tokens=ex.crossover_tokens,
+                   by_prompt_tokens=[{"prompt_tokens": r.prompt_tokens, "hybrid_ms": r.hybrid_ms, "layerwise_ms": r.layerwise_ms,
+                                      "picked_ms": r.chosen_ms, "forwards": r.chosen_paths} for r in ex.rows],
+                   reasons=list(ex.reasons), notes=list(ex.notes))
+        _emit_json(out)
+    if not ex.evaluation.feasible:
+        raise typer.Exit(1)
+
+
+@app.command()
+def models(json_out: bool = typer.Option(False, "--json", help="Print the catalog as JSON.")):
+    """List the built-in model catalog."""
+    from dataclasses import asdict
+
+    from rich.table import Table
+
+    from kttune.spec.catalog import catalog_entries
+
+    entries = catalog_entries()
+    if json_out:
+        _emit_json([asdict(e) for e in entries])
+        return
+    t = Table(title="kttune model catalog", show_edge=False)
+    for col in ("name", "HF repo", "family", "experts", "top-k", "MoE layers", "checkpoint", "KT method", "grade"):
+        t.add_column(col)
+    for e in entries:
+        t.add_row(e.name, e.hf_repo, e.family, str(e.num_experts), str(e.top_k), str(e.num_moe_layers),
+                  e.checkpoint_format, e.default_method, e.grade)
+    _console(False).print(t)
+
+
+@app.command()
+def profiles(json_out: bool = typer.Option(False, "--json", help="Print as JSON.")):
+    """List the shipped hardware profiles (and whether this machine has a probed one)."""
+    from rich.table import Table
+
+    from kttune.hw.registry import cached_profile_for_this_machine, default_shipped_name, load_shipped, shipped_names
+
+    rows = []
+    default = default_shipped_name()
+    for n in shipped_names():
+        p = load_shipped(n)
+        rows.append({"name": n, "kind": p.provenance.kind, "machine": p.provenance.machine, "default": n == default,
+                     "curves": len(p.curves)})
+    cached = cached_profile_for_this_machine()
+    if json_out:
+        _emit_json({"shipped": rows, "this_machine": cached.fingerprint if cached else None})
+        return
+    t = Table(title="shipped hardware profiles", show_edge=False)
+    for col in ("name", "kind", "machine", "curves"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r["name"] + (" (default)" if r["default"] else ""), r["kind"], r["machine"], str(r["curves"]))
+    c = _console(False)
+    c.print(t)
+    c.print("this machine: " + (f"probed profile {cached.fingerprint} is used by default" if cached
+                                else "not probed (`kttune probe` measures it)"))
+
+
+@app.command()
+def workloads(json_out: bool = typer.Option(False, "--json", help="Print as JSON.")):
+    """List the workload presets."""
+    from rich.table import Table
+
+    from kttune.search.workload import load_workload, preset_names
+
+    wls = [load_workload(n) for n in preset_names()]
+    if json_out:
+        _emit_json([w.__dict__ for w in wls])
+        return
+    t = Table(title="workload presets (or pass --workload FILE.json)", show_edge=False)
+    for col in ("name", "mean prompt", "longest", "output", "concurrency", "decode weight", "description"):
+        t.add_column(col)
+    for w in wls:
+        t.add_row(w.name, f"{w.mean_prompt_tokens:,.0f}", f"{w.max_prompt_tokens:,}", str(w.output_tokens), str(w.concurrency),
+                  f"{w.decode_weight:g}", w.description)
+    _console(False).print(t)
+
+
 _register_optional("kttune.cli_probe")
 
 

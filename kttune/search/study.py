@@ -20,6 +20,7 @@ from kttune.config import LaunchConfig
 from kttune.cost.components import Components
 from kttune.errors import InfeasibleError, UserError
 from kttune.hw.profile import HardwareProfile, profile_to_dict
+from kttune.memory.host import host_ram_breakdown
 from kttune.memory.vram import vram_breakdown
 from kttune.paths import default_study_storage
 from kttune.search.evaluate import Budget, Evaluation, evaluate
@@ -80,6 +81,16 @@ def check_request(req: SearchRequest) -> None:
 
 def check_budget(comp: Components, space: SearchSpace, req: SearchRequest) -> None:
     """Nothing fits: say what the least a launch needs is, and where it goes."""
+    least_host = host_ram_breakdown(req.model, minimal_config(comp, req.tp, space.threads[0], space.threadpools,
+                                                               MIN_USEFUL_KV_TOKENS, space.max_running_requests))
+    if least_host.total_bytes > req.budget.host_ram_bytes:
+        raise InfeasibleError(
+            f"{req.model.name} with {req.method} needs {least_host.total_bytes / 2**30:.0f} GiB of host RAM "
+            f"(experts {least_host.cpu_experts / 2**30:.0f} GiB, all kept in RAM whatever the GPU-expert count; "
+            f"scratch {least_host.cpu_scratch / 2**30:.1f}; base {least_host.base / 2**30:.0f}), "
+            f"the machine has {req.budget.host_ram_bytes / 2**30:.0f} GiB",
+            "pass --host-ram if the profile's RAM is not the target machine's, or pick a smaller model or method",
+        )
     if space.kv_units_max * KV_UNIT >= space.kv_units_min * KV_UNIT and space.kv_units_max >= space.kv_units_min and \
             _min_fits(comp, space, req):
         return
@@ -146,14 +157,19 @@ def run_search(req: SearchRequest, on_trial: Callable[[int, int, Evaluation | No
     check_budget(comp, space, req)
     storage, storage_url = open_storage(req.storage)
     name = req.study_name or f"kttune-{req.model.name}-{req.method}-tp{req.tp}-{study_key(req, space)}"
-    sampler = optuna.samplers.NSGAIISampler(seed=req.seed, population_size=min(50, max(10, req.trials // 10)))
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(study_name=name, storage=storage, sampler=sampler,
-                                directions=["minimize", "maximize"], load_if_exists=True)
-    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    # The persistent study is the record (it resumes); trials run in an in-memory twin seeded with
+    # every persisted trial, and each finished trial is written back with one append. The journal
+    # fsyncs every write, and a trial makes about 15 writes when run against it directly.
+    persisted = optuna.create_study(study_name=name, storage=storage, directions=["minimize", "maximize"],
+                                    load_if_exists=True)
+    done = [t for t in persisted.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    sampler = optuna.samplers.NSGAIISampler(seed=req.seed, population_size=min(50, max(10, req.trials // 10)))
+    study = optuna.create_study(sampler=sampler, directions=["minimize", "maximize"])
+    study.add_trials(done)
     cores = req.profile.inventory.cpu.physical_cores or max(space.threads) + 1
     baseline_cfg = kt_run_default(space, cores)
-    if not study.trials:
+    if not done:
         study.enqueue_trial(space.params_of(baseline_cfg))
     remaining = max(0, req.trials - len(done))
     best_so_far: list[Evaluation | None] = [None]
@@ -163,18 +179,19 @@ def run_search(req: SearchRequest, on_trial: Callable[[int, int, Evaluation | No
         ev = evaluate(comp, cfg, req.workload, req.budget)
         for key, value in ev.constraints.items():
             trial.set_constraint(key, value)  # <= 0 is feasible; NSGA-II ranks feasible first
-        trial.set_user_attr("tbt_ms", ev.tbt_ms)
-        trial.set_user_attr("runtime_peak_gib", ev.vram.runtime_peak_bytes / 2**30)
         if ev.feasible and (best_so_far[0] is None or ev.mean_ttft_ms < best_so_far[0].mean_ttft_ms):
             best_so_far[0] = ev
         return ev.mean_ttft_ms / 1e3, ev.decode_tok_s
 
-    def callback(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        if on_trial:
-            on_trial(len(done) + callback.count + 1, req.trials, best_so_far[0])
-        callback.count += 1
+    new_count = [0]
 
-    callback.count = 0
+    def callback(_study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        if trial.state == optuna.trial.TrialState.COMPLETE:
+            persisted.add_trial(trial)
+        new_count[0] += 1
+        if on_trial:
+            on_trial(len(done) + new_count[0], req.trials, best_so_far[0])
+
     if remaining:
         study.optimize(objective, n_trials=remaining, callbacks=[callback], gc_after_trial=False)
 
@@ -196,5 +213,5 @@ def run_search(req: SearchRequest, on_trial: Callable[[int, int, Evaluation | No
     best = pick(front, req.workload.decode_weight)
     baseline = evaluate(comp, baseline_cfg, req.workload, req.budget)
     return SearchResult(best=best, pareto=front, baseline=baseline, space=space, study_name=name, storage=storage_url,
-                        trials_total=len(trials), trials_new=callback.count, trials_feasible=len(feasible),
+                        trials_total=len(trials), trials_new=new_count[0], trials_feasible=len(feasible),
                         wall_s=time.perf_counter() - t0, notes=list(dict.fromkeys(comp.notes)))

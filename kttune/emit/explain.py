@@ -1,0 +1,76 @@
+"""Why a configuration performs as predicted: both paths per prompt length, the crossover, the
+VRAM against the budget. Pure data; kttune.emit.report renders it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from kttune.config import LaunchConfig
+from kttune.cost.components import Components
+from kttune.cost.prefill import crossover_tokens, forward_path, hybrid_moe_layer, layerwise_moe_layer, prefill_forwards, prefill_time_ms
+from kttune.search.evaluate import Budget, Evaluation, evaluate
+from kttune.search.workload import Workload
+
+LENGTHS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+
+
+@dataclass(frozen=True)
+class LengthRow:
+    prompt_tokens: int
+    hybrid_ms: float  # every forward on the hybrid path (threshold 0)
+    layerwise_ms: float | None  # every forward layerwise (None: method has no layerwise path)
+    chosen_ms: float
+    chosen_paths: str  # e.g. "2 layerwise + 1 hybrid"
+
+    def tok_s(self, ms: float | None) -> float | None:
+        return None if ms is None else self.prompt_tokens / (ms / 1e3)
+
+
+@dataclass(frozen=True)
+class Explanation:
+    evaluation: Evaluation
+    rows: tuple[LengthRow, ...]
+    crossover_tokens: int | None
+    layer_hybrid_ms: float  # one MoE layer at a full chunk, hybrid
+    layer_layerwise_ms: float | None
+    layerwise_load_ms: float | None
+    reasons: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+def explain(comp: Components, cfg: LaunchConfig, workload: Workload, budget: Budget) -> Explanation:
+    ev = evaluate(comp, cfg, workload, budget)
+    ctx = comp.model.max_position_embeddings
+    lengths = sorted({L for L in LENGTHS if L <= ctx} | set(workload.prompt_tokens[:: max(1, len(workload.prompt_tokens) // 4)]))
+    hybrid_cfg = replace(cfg, gpu_prefill_token_threshold=0)
+    lw_cfg = replace(cfg, gpu_prefill_token_threshold=1) if comp.method.layerwise else None
+    rows = []
+    for L in lengths:
+        fw = prefill_forwards(comp, cfg, L)
+        n_lw = sum(f.path == "layerwise" for f in fw)
+        parts = [f"{n_lw} layerwise"] if n_lw else []
+        if len(fw) - n_lw:
+            parts.append(f"{len(fw) - n_lw} hybrid")
+        rows.append(LengthRow(L, prefill_time_ms(comp, hybrid_cfg, L),
+                              prefill_time_ms(comp, lw_cfg, L) if lw_cfg else None,
+                              sum(f.total_ms for f in fw), " + ".join(parts)))
+    cross = crossover_tokens(comp, cfg)
+    chunk = cfg.chunked_prefill_size
+    lh = hybrid_moe_layer(comp, cfg, chunk).total_ms
+    ll = layerwise_moe_layer(comp, cfg, chunk) if comp.method.layerwise else None
+    reasons = []
+    t = cfg.gpu_prefill_token_threshold
+    if not comp.method.layerwise:
+        reasons.append(f"{comp.method.name} has no layerwise path in sglang-kt 0.7.2 (a threshold > 0 crashes it): threshold stays 0")
+    elif t == 0:
+        reasons.append("layerwise is off (threshold 0): "
+                       + (f"it only beats hybrid from {cross} tokens per forward" if cross else "it never beats the hybrid path here"))
+    else:
+        reasons.append(f"forwards of >= {t} tokens go layerwise, shorter ones (and every chunk tail) hybrid")
+        if cross is not None:
+            reasons.append(f"the paths cross at {cross} tokens per forward (one MoE layer: layerwise streams "
+                           f"{comp.model.num_experts} experts, then computes; hybrid is bound by the CPU experts)")
+        if t > chunk:
+            reasons.append(f"threshold {t} > chunk {chunk}: layerwise can never fire")
+    return Explanation(ev, tuple(rows), cross, lh, ll.total_ms if ll else None, ll.load_ms if ll else None,
+                       tuple(reasons), tuple(dict.fromkeys(comp.notes)))

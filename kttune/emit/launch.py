@@ -1,0 +1,88 @@
+"""The sglang-kt launch command for a configuration (kt-sglang.md §1, §8). Every flag that must be
+set is set: `--kt-weight-path` and `--kt-num-gpu-experts` always (either missing silently turns KT
+off), the threshold explicitly (0 = off), `--max-total-tokens` so the lazily allocated layerwise
+slot keeps its headroom, and `--kt-cpuinfer` / `--kt-threadpool-count` as chosen."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from kttune.config import LaunchConfig
+from kttune.memory.vram import VramBreakdown, mem_fraction_static
+from kttune.spec.methods import get_method
+from kttune.spec.model_spec import ModelSpec
+
+ENV = {"PYTORCH_ALLOC_CONF": "expandable_segments:True", "SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
+
+
+@dataclass(frozen=True)
+class LaunchPaths:
+    model_path: str
+    weight_path: str
+    notes: tuple[str, ...] = ()
+
+
+def default_paths(model: ModelSpec, method_name: str, model_path: str | None, weight_path: str | None) -> LaunchPaths:
+    """Where the weights are: given paths, else placeholders named after the model."""
+    method = get_method(method_name)
+    notes = []
+    repo = model.name
+    if model.source.startswith("catalog:") and "(" in model.source:
+        repo = model.source.split("(", 1)[1].split(",")[0].split(")")[0].strip()  # "Org/Repo"
+    mp = model_path or f"/path/to/{repo.split('/')[-1]}"
+    if not model_path:
+        notes.append(f"replace {mp} with the model's directory")
+    if weight_path:
+        wp = weight_path
+    elif method.native:
+        wp = mp  # native methods read the experts from the model directory itself
+    else:
+        wp = f"/path/to/{repo.split('/')[-1]}-CPU-weight-{method.name}"
+        notes.append(f"{method.name} needs converted CPU weights (kt-kernel scripts/convert_cpu_weights.py); replace {wp}")
+    return LaunchPaths(mp, wp, tuple(notes))
+
+
+def launch_argv(model: ModelSpec, cfg: LaunchConfig, vram: VramBreakdown, vram_budget_bytes: int,
+                paths: LaunchPaths, port: int = 30000) -> list[str]:
+    method = get_method(cfg.method)
+    argv = [
+        "python", "-m", "sglang.launch_server",
+        "--model", paths.model_path,
+        "--trust-remote-code",
+        "--kt-weight-path", paths.weight_path,
+        "--kt-method", method.name,
+        "--kt-cpuinfer", str(cfg.cpuinfer_threads),
+        "--kt-threadpool-count", str(cfg.threadpool_count),
+        "--kt-num-gpu-experts", str(cfg.num_gpu_experts),
+        "--kt-gpu-prefill-token-threshold", str(cfg.gpu_prefill_token_threshold if method.layerwise else 0),
+        "--chunked-prefill-size", str(cfg.chunked_prefill_size),
+        "--max-total-tokens", str(cfg.max_total_tokens),
+        "--max-running-requests", str(cfg.max_running_requests),
+        "--cuda-graph-max-bs", str(cfg.cuda_graph_max_bs),
+        "--mem-fraction-static", f"{mem_fraction_static(vram, vram_budget_bytes):g}",
+        "--tensor-parallel-size", str(cfg.tp),
+        "--attention-backend", "triton" if model.attention == "mla" else "flashinfer",
+        "--disable-shared-experts-fusion",
+        "--enable-mixed-chunk",
+        "--watchdog-timeout", "3000",
+        "--port", str(port),
+    ]
+    if "FP8" in method.name:
+        argv += ["--fp8-gemm-backend", "triton"]
+    return argv
+
+
+def launch_command(argv: list[str], multiline: bool = True) -> str:
+    env = " ".join(f"{k}={v}" for k, v in ENV.items())
+    if not multiline:
+        return env + " " + shlex.join(argv)
+    lines, i = [env + " " + shlex.join(argv[:3])], 3
+    while i < len(argv):
+        if argv[i].startswith("--") and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            lines.append(f"  {argv[i]} {shlex.quote(argv[i + 1])}")
+            i += 2
+        else:
+            lines.append(f"  {argv[i]}")
+            i += 1
+    return " \\\n".join(lines)

@@ -1,0 +1,118 @@
+"""Human-readable reports (rich): what was picked, why, and where the VRAM goes."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+
+from kttune.emit.explain import Explanation
+from kttune.emit.launch import launch_command
+from kttune.memory.vram import VramBreakdown
+
+GIB = 1024**3
+
+
+def _ms(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v / 1e3:.2f} s" if v >= 1000 else f"{v:.1f} ms"
+
+
+def _tok_s(tokens: int, ms: float | None) -> str:
+    return "-" if ms is None else f"{tokens / (ms / 1e3):,.0f}"
+
+
+def header(console: Console, inp) -> None:
+    p = inp.profile.provenance
+    kind = {"datasheet": "[yellow]derived from datasheets[/]", "measured": "[green]measured[/]",
+            "mixed": "[yellow]measured + shipped parts[/]"}.get(p.kind, p.kind)
+    console.print(f"[bold]{inp.model.name}[/] ({inp.model.family}, {inp.model.num_experts} experts x top-{inp.model.top_k}, "
+                  f"{inp.model.num_moe_layers} MoE layers) with [bold]{inp.method}[/] on {inp.tp} GPU(s), "
+                  f"{inp.budget.vram_bytes_per_gpu / GIB:.1f} GiB VRAM each, {inp.budget.host_ram_bytes / GIB:.0f} GiB host RAM")
+    console.print(f"profile: {p.machine} ({kind}); workload: {inp.workload.name} "
+                  f"(mean prompt {inp.workload.mean_prompt_tokens:,.0f} tokens, {inp.workload.concurrency} concurrent, "
+                  f"decode weight {inp.workload.decode_weight:g})")
+
+
+def vram_table(b: VramBreakdown, budget_bytes: int, usable_bytes: int) -> Table:
+    t = Table(title="VRAM per GPU (rank 0)", show_edge=False)
+    t.add_column("item")
+    t.add_column("GiB", justify="right")
+    t.add_column("when")
+    labels = {
+        "cuda_context": ("CUDA context + NCCL", "startup"), "non_expert_weights": ("non-expert weights / TP", "startup"),
+        "gpu_experts": ("resident GPU experts", "startup"), "kv_cache": ("KV cache (--max-total-tokens)", "startup"),
+        "req_to_token_pool": ("request pool", "startup"), "cuda_graphs": ("CUDA graphs + KT output buffers", "startup"),
+        "kt_staging": ("KT staging buffer", "startup"), "prefill_activations": ("prefill activations (chunk)", "each prefill"),
+        "layerwise_slot": ("layerwise full-layer slot", "lazily, first long prompt"),
+        "layerwise_moe_activations": ("layerwise MoE activations (chunk)", "lazily"),
+        "layerwise_transients": ("layerwise repack transients", "lazily"),
+    }
+    for k, v in b.items():
+        if v:
+            name, when = labels.get(k, (k, ""))
+            t.add_row(name, f"{v / GIB:.2f}", when)
+    t.add_row("[bold]runtime peak[/]", f"[bold]{b.runtime_peak_bytes / GIB:.2f}[/]", "")
+    t.add_row("budget (usable after margin)", f"{budget_bytes / GIB:.2f} ({usable_bytes / GIB:.2f})", "")
+    return t
+
+
+def lengths_table(ex: Explanation) -> Table:
+    t = Table(title="Prefill per prompt length (idle server)", show_edge=False)
+    for col in ("prompt tokens", "hybrid only", "tok/s", "layerwise only", "tok/s", "picked", "tok/s", "forwards"):
+        t.add_column(col, justify="right" if col != "forwards" else "left")
+    for r in ex.rows:
+        t.add_row(f"{r.prompt_tokens:,}", _ms(r.hybrid_ms), _tok_s(r.prompt_tokens, r.hybrid_ms), _ms(r.layerwise_ms),
+                  _tok_s(r.prompt_tokens, r.layerwise_ms), _ms(r.chosen_ms), _tok_s(r.prompt_tokens, r.chosen_ms), r.chosen_paths)
+    return t
+
+
+def render_explanation(console: Console, inp, ex: Explanation, argv: list[str], title: str) -> None:
+    ev = ex.evaluation
+    cfg = ev.cfg
+    console.print(lengths_table(ex))
+    cross = f"{ex.crossover_tokens:,} tokens per forward" if ex.crossover_tokens else "none (layerwise never wins)"
+    lw = (f"layerwise {_ms(ex.layer_layerwise_ms)} (load {_ms(ex.layerwise_load_ms)})" if ex.layer_layerwise_ms is not None
+          else "layerwise n/a")
+    console.print(f"one MoE layer at a {cfg.chunked_prefill_size:,}-token chunk: hybrid {_ms(ex.layer_hybrid_ms)}, {lw}; "
+                  f"crossover: {cross}")
+    for r in ex.reasons:
+        console.print(f"  - {r}")
+    console.print(f"decode: {ev.decode_batch} requests at once, {ev.tbt_ms:.1f} ms per step, {ev.decode_tok_s:,.1f} tok/s "
+                  f"(CPU handles {(1 - cfg.num_gpu_experts / inp.model.num_experts):.0%} of routed experts)")
+    console.print(vram_table(ev.vram, inp.budget.vram_bytes_per_gpu, inp.budget.usable_vram_bytes))
+    console.print(f"host RAM: {ev.host.total_bytes / GIB:.1f} GiB (experts {ev.host.cpu_experts / GIB:.1f}, "
+                  f"CPU scratch {ev.host.cpu_scratch / GIB:.1f}, base {ev.host.base / GIB:.0f}) of "
+                  f"{inp.budget.host_ram_bytes / GIB:.0f} GiB")
+    if not ev.feasible:
+        console.print(f"[red]does not fit: {', '.join(ev.violated)}[/]")
+    for n in ex.notes + inp.paths.notes:
+        console.print(f"[dim]note: {n}[/]")
+    console.print(Panel(launch_command(argv), title=title, expand=False))
+
+
+def render_search_summary(console: Console, result) -> None:
+    b = result.best
+    t = Table(title=f"Pareto front ({len(result.pareto)} of {result.trials_feasible} feasible trials)", show_edge=False)
+    for col in ("gpu experts", "chunk", "threshold", "max tokens", "threads", "mean prefill", "decode tok/s", "peak GiB"):
+        t.add_column(col, justify="right")
+    rows = list(result.pareto)
+    if result.baseline is not None:
+        rows.append(result.baseline)
+    for e in rows:
+        c = e.cfg
+        mark = " *" if e is b else (" (kt run default)" if e is result.baseline else "")
+        style = "bold green" if e is b else ("dim" if e is result.baseline else None)
+        t.add_row(f"{c.num_gpu_experts}{mark}", f"{c.chunked_prefill_size:,}", f"{c.gpu_prefill_token_threshold:,}",
+                  f"{c.max_total_tokens:,}", str(c.cpuinfer_threads), _ms(e.mean_ttft_ms), f"{e.decode_tok_s:,.1f}",
+                  f"{e.vram.runtime_peak_bytes / GIB:.1f}" + ("" if e.feasible else " [red]over[/]"), style=style)
+    console.print(t)
+    base = result.baseline
+    if base is not None:
+        gain = base.mean_ttft_ms / b.mean_ttft_ms
+        fit = "" if base.feasible else f" (and it does not fit: {', '.join(base.violated)})"
+        console.print(f"against `kt run` defaults: mean prefill {gain:.2f}x faster, decode "
+                      f"{b.decode_tok_s / base.decode_tok_s:.2f}x{fit}")
+    console.print(f"[dim]study {result.study_name}: {result.trials_total} trials ({result.trials_new} new) in "
+                  f"{result.wall_s:.1f} s, storage {result.storage}[/]")

@@ -1,0 +1,92 @@
+"""Finding a hardware profile: a path, a shipped profile's name, or by default the profile
+`kttune probe` cached for this machine (CPU curves measured here) completed with the GPU curves of
+the default shipped profile when this machine's own GPU curves are missing."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from importlib import resources
+from pathlib import Path
+
+from kttune.errors import UserError
+from kttune.hw.profile import HardwareProfile, Provenance, load_profile, profile_from_dict
+
+# The shipped profile used when nothing else is given; measured profiles come first.
+DEFAULT_SHIPPED = ("h200-pcie5-xeon-amx-16c", "datasheet-h200-pcie5-xeon-amx-16c")
+GPU_KINDS = ("h2d", "d2h", "stage_c_repack", "gpu_moe", "gpu_gemm", "attention", "pipeline")
+CPU_KINDS = ("cpu_moe", "stage_a_write")
+
+
+def shipped_names() -> list[str]:
+    root = resources.files("kttune.profiles")
+    return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".json"))
+
+
+def load_shipped(name: str) -> HardwareProfile:
+    import json
+
+    f = resources.files("kttune.profiles") / f"{name}.json"
+    return profile_from_dict(json.loads(f.read_text()), origin=f"shipped profile {name!r}")
+
+
+def default_shipped_name() -> str:
+    names = set(shipped_names())
+    for n in DEFAULT_SHIPPED:
+        if n in names:
+            return n
+    raise UserError("no shipped hardware profile found", "reinstall kttune, or pass --profile FILE")
+
+
+def resolve_profile(arg: str | None) -> HardwareProfile:
+    """`--profile` value -> profile. None: this machine's cached probe merged with the default
+    shipped profile's GPU parts, or the default shipped profile if this machine was never probed."""
+    if arg:
+        if Path(arg).exists() or arg.endswith(".json") or "/" in arg:
+            return load_profile(arg)
+        if arg in shipped_names():
+            return load_shipped(arg)
+        import difflib
+
+        close = difflib.get_close_matches(arg, shipped_names(), n=3)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        raise UserError(f"no profile named {arg!r}", f"{hint}pass a file, or one of: {', '.join(shipped_names())}")
+    shipped = load_shipped(default_shipped_name())
+    cached = cached_profile_for_this_machine()
+    if cached is None:
+        return shipped
+    return complete_with(cached, shipped)
+
+
+def cached_profile_for_this_machine() -> HardwareProfile | None:
+    """The profile `kttune probe` wrote for this machine's fingerprint, if any."""
+    try:
+        from kttune.hw.fingerprint import fingerprint
+        from kttune.paths import profile_cache_path
+        from kttune.probes.inventory import collect_inventory
+    except ImportError:
+        return None
+    try:
+        path = profile_cache_path(fingerprint(collect_inventory()))
+    except Exception:
+        return None
+    return load_profile(path) if path.is_file() else None
+
+
+def complete_with(measured: HardwareProfile, base: HardwareProfile) -> HardwareProfile:
+    """`measured` with each GPU curve kind it lacks taken from `base`, and provenance saying so."""
+    missing = [k for k in GPU_KINDS if not measured.has(k) and base.has(k)]
+    if not missing:
+        return measured
+    extra = tuple(c for c in base.curves if c.kind in missing)
+    prov = measured.provenance
+    merged = Provenance(
+        kind="mixed" if base.provenance.kind != prov.kind else prov.kind,
+        machine=prov.machine,
+        created=prov.created,
+        tool_version=prov.tool_version,
+        command=prov.command,
+        notes=prov.notes + (f"{', '.join(missing)} curves taken from {base.provenance.kind} profile "
+                            f"'{base.provenance.machine}' (this machine's GPU parts were not measured)",),
+        sources=prov.sources + (base.provenance.machine,),
+    )
+    return replace(measured, curves=measured.curves + extra, provenance=merged)
