@@ -32,7 +32,7 @@ def parse_size_bytes(text: str, what: str = "--vram") -> int:
         )
     value = float(m.group(1)) * _UNITS[unit]
     if value <= 0:
-        raise UserError(f"{what} {text!r} must be positive", "give a size such as 24G")
+        raise UserError(f"{what} {text!r} must be positive", "give a size such as 32G or 24GB")
     return int(value)
 
 

@@ -50,9 +50,7 @@ def layerwise_load_ms(c: Components, cfg: LaunchConfig) -> tuple[float, float, f
     (every TP shard) on the CPU; stage B copies each rank's shard over its own link, all ranks at
     once; stage C post-processes on each GPU. Pipelined per expert: fill + E_s x slowest stage x the
     measured overlap ratio, plus a barrier per expert when TP > 1."""
-    m = c.model
-    n = min(cfg.num_gpu_experts, m.num_experts)
-    streamed = m.num_experts if c.method.layerwise_resends_gpu_experts else m.num_experts - n
+    streamed = streamed_experts_per_layer(c, cfg)
     if streamed <= 0:
         return 0.0, 0.0, 0.0, 0.0
     a = c.stage_a_ms(c.cpu_bytes_per_expert, cfg.cpuinfer_threads)
@@ -152,3 +150,17 @@ def crossover_tokens(c: Components, cfg: LaunchConfig, max_tokens: int | None = 
         else:
             a = mid
     return b * 64
+
+
+def streamed_experts_per_layer(c: Components, cfg: LaunchConfig) -> int:
+    """Experts the layerwise path sends CPU -> GPU for one MoE layer (kt-sglang.md §3.2)."""
+    n = min(cfg.num_gpu_experts, c.model.num_experts)
+    return c.model.num_experts if c.method.layerwise_resends_gpu_experts else c.model.num_experts - n
+
+
+def layerwise_traffic_bytes(c: Components, cfg: LaunchConfig, prompt_tokens: int) -> int:
+    """Expert-weight bytes one prompt streams over PCIe (per GPU link): every layerwise forward loads
+    every MoE layer once, so traffic = layerwise forwards x MoE layers x streamed experts x bytes
+    (BRIEF §4: the cost Layered Prefill removes by loading each layer once per prompt)."""
+    forwards = sum(1 for size in chunks_of(prompt_tokens, cfg.chunked_prefill_size) if forward_path(c, cfg, size) == "layerwise")
+    return forwards * c.model.num_moe_layers * streamed_experts_per_layer(c, cfg) * c.gpu_bytes_per_expert

@@ -149,6 +149,26 @@ def _feasible(trial: optuna.trial.FrozenTrial) -> bool:
     return bool(cons) and all(c <= 0 for c in cons.values())
 
 
+def snap_threshold_to_crossover(comp: Components, ev: Evaluation, space: SearchSpace, req: SearchRequest) -> Evaluation:
+    """When the workload cannot tell thresholds apart (no prompt reaches them, or several give the
+    same times), put the threshold where the two paths cross: right for prompts outside the workload
+    too. Kept only if it predicts the same or better on the workload and still fits."""
+    from dataclasses import replace
+
+    from kttune.cost.prefill import crossover_tokens
+
+    if len(space.thresholds) <= 1 or ev.cfg.gpu_prefill_token_threshold == 0:
+        return ev
+    cross = crossover_tokens(comp, ev.cfg)
+    options = [t for t in space.thresholds if t and cross is not None and t >= cross and t <= ev.cfg.chunked_prefill_size]
+    if not options or options[0] == ev.cfg.gpu_prefill_token_threshold:
+        return ev
+    alt = evaluate(comp, replace(ev.cfg, gpu_prefill_token_threshold=options[0]), req.workload, req.budget)
+    if alt.feasible and alt.mean_ttft_ms <= ev.mean_ttft_ms * 1.0005 and alt.decode_tok_s >= ev.decode_tok_s * 0.9995:
+        return alt
+    return ev
+
+
 def run_search(req: SearchRequest, on_trial: Callable[[int, int, Evaluation | None], None] | None = None) -> SearchResult:
     check_request(req)
     t0 = time.perf_counter()
@@ -210,7 +230,7 @@ def run_search(req: SearchRequest, on_trial: Callable[[int, int, Evaluation | No
         configs[t.number] = space.config(p["chunk"], p["threshold"], p["gpu_experts"], p["kv_k"], p["threads"])
     evals = {num: evaluate(comp, cfg, req.workload, req.budget) for num, cfg in configs.items()}
     front = pareto_front(list(evals.values()))
-    best = pick(front, req.workload.decode_weight)
+    best = snap_threshold_to_crossover(comp, pick(front, req.workload.decode_weight), space, req)
     baseline = evaluate(comp, baseline_cfg, req.workload, req.budget)
     return SearchResult(best=best, pareto=front, baseline=baseline, space=space, study_name=name, storage=storage_url,
                         trials_total=len(trials), trials_new=new_count[0], trials_feasible=len(feasible),

@@ -1,0 +1,114 @@
+"""`kttune search` end to end on real catalog configs: the printed command obeys BRIEF §3."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kttune.cli import main
+from kttune.spec.catalog import catalog_names
+from kttune.spec.methods import get_method
+
+
+def flag(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+def check_command(argv: list[str], result: dict) -> None:
+    assert argv[:3] == ["python", "-m", "sglang.launch_server"]
+    method = get_method(flag(argv, "--kt-method"))
+    # both flags whose absence silently turns KT off are always emitted
+    assert flag(argv, "--kt-weight-path")
+    n = int(flag(argv, "--kt-num-gpu-experts"))
+    assert 0 <= n <= result["model"]["experts"]
+    thr = int(flag(argv, "--kt-gpu-prefill-token-threshold"))
+    chunk = int(flag(argv, "--chunked-prefill-size"))
+    if not method.layerwise:
+        assert thr == 0
+    if thr:
+        assert thr <= chunk
+    assert int(flag(argv, "--max-total-tokens")) > 0
+    assert int(flag(argv, "--kt-cpuinfer")) >= 1 and int(flag(argv, "--kt-threadpool-count")) >= 1
+    assert 0 < float(flag(argv, "--mem-fraction-static")) <= 0.98
+    peak = result["pick"]["vram_bytes_per_gpu"]["runtime_peak_bytes"]
+    assert peak <= result["budget"]["vram_bytes_per_gpu"]
+
+
+def run_json(capsys, argv) -> dict:
+    code = main(argv + ["--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return json.loads(out.out)
+
+
+def test_readme_main_job(capsys, tmp_path):
+    res = run_json(capsys, ["search", "--model", "qwen3-30b-a3b", "--vram", "32G", "--storage", str(tmp_path / "s.journal")])
+    check_command(res["command"], res)
+    assert res["profile"]["kind"] in ("measured", "datasheet", "mixed")
+    assert res["study"]["trials"] == 300
+
+
+@pytest.mark.parametrize("name", catalog_names())
+def test_every_catalog_model_at_a_budget_where_it_fits(capsys, tmp_path, name):
+    res = run_json(capsys, ["search", "--model", name, "--vram", "80G", "--host-ram", "2T", "--trials", "40",
+                            "--seed", "3", "--storage", str(tmp_path / "s.journal")])
+    check_command(res["command"], res)
+
+
+def test_amx_method_search_keeps_threshold_zero(capsys, tmp_path):
+    res = run_json(capsys, ["search", "--model", "deepseek-v3", "--kt-method", "AMXINT4", "--vram", "48G",
+                            "--host-ram", "1T", "--trials", "40", "--storage", str(tmp_path / "s.journal")])
+    check_command(res["command"], res)
+    assert flag(res["command"], "--kt-gpu-prefill-token-threshold") == "0"
+    assert "CPU-weight" in flag(res["command"], "--kt-weight-path")
+
+
+def test_tensor_parallel_search(capsys, tmp_path):
+    res = run_json(capsys, ["search", "--model", "minimax-m2.1", "--vram", "48G", "--gpus", "4", "--host-ram", "512G",
+                            "--trials", "40", "--storage", str(tmp_path / "s.journal")])
+    check_command(res["command"], res)
+    assert flag(res["command"], "--tensor-parallel-size") == "4"
+
+
+def test_explain_prints_both_paths_and_the_crossover(capsys):
+    res = run_json(capsys, ["explain", "--model", "minimax-m2.1", "--vram", "48G", "--host-ram", "512G",
+                            "--gpu-experts", "8", "--chunk", "16384", "--threshold", "4096", "--max-total-tokens", "32768"])
+    rows = {r["prompt_tokens"]: r for r in res["by_prompt_tokens"]}
+    assert rows[65536]["forwards"] == "4 layerwise"
+    assert rows[2048]["forwards"] == "1 hybrid"
+    assert res["crossover_tokens"] > 0
+    check_command(res["command"], {**res, "pick": res["evaluation"]})
+
+
+def test_models_and_profiles_and_workloads_list(capsys):
+    assert main(["models", "--json"]) == 0
+    names = [m["name"] for m in json.loads(capsys.readouterr().out)]
+    assert {"kimi-k2-thinking", "deepseek-v3", "minimax-m2.1", "qwen3-235b-a22b", "qwen3-30b-a3b", "glm-4.7",
+            "qwen3-next-80b-a3b"} <= set(names)
+    assert main(["profiles", "--json"]) == 0
+    prof = json.loads(capsys.readouterr().out)
+    assert any(p["default"] for p in prof["shipped"])
+    assert main(["workloads", "--json"]) == 0
+    assert "rag" in [w["name"] for w in json.loads(capsys.readouterr().out)]
+
+
+def test_model_directory_with_safetensors(capsys, tmp_path):
+    """A model directory: config.json from the catalog plus a safetensors file whose header gives
+    the exact non-expert bytes."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from kttune.spec.catalog import catalog_config
+
+    d = tmp_path / "Qwen3-30B-A3B"
+    d.mkdir()
+    cfg = {k: v for k, v in catalog_config("qwen3-30b-a3b").items() if not k.startswith("_")}
+    (d / "config.json").write_text(json.dumps(cfg))
+    save_file({"model.embed_tokens.weight": np.zeros((1024, 64), dtype=np.float16),
+               "model.layers.0.mlp.experts.0.gate_proj.weight": np.zeros((8, 8), dtype=np.float16)},
+              str(d / "model.safetensors"))
+    res = run_json(capsys, ["search", "--model", str(d), "--vram", "32G", "--trials", "30", "--storage", str(tmp_path / "s.journal")])
+    assert res["model"]["non_expert_bytes_measured"] is True
+    assert res["model"]["non_expert_bytes"] == 1024 * 64 * 2
+    assert flag(res["command"], "--model") == str(d)

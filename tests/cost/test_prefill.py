@@ -1,0 +1,109 @@
+"""Both prefill paths, the per-forward switch, the crossover and the traffic law."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kttune.cost.components import Components
+from kttune.cost.decode import decode_step_ms
+from kttune.cost.prefill import (
+    chunks_of, crossover_tokens, forward_path, hybrid_moe_layer, layerwise_moe_layer, layerwise_traffic_bytes,
+    prefill_forwards, prefill_time_ms,
+)
+from tests.helpers import cfg, model, profile
+
+
+def comp(name="minimax-m2.1", method="FP8", tp=1):
+    return Components(profile(), model(name), method, tp)
+
+
+@settings(max_examples=50, deadline=None)
+@given(L=st.integers(1, 200_000), C=st.sampled_from([1024, 2048, 4096, 8192, 16384]))
+def test_chunks_cover_the_prompt(L, C):
+    parts = chunks_of(L, C)
+    assert sum(parts) == L
+    assert all(p == C for p in parts[:-1]) and 0 < parts[-1] <= C
+
+
+def test_full_chunks_go_layerwise_and_a_short_tail_goes_hybrid():
+    c = comp()
+    k = cfg("FP8", chunked_prefill_size=8192, gpu_prefill_token_threshold=4096)
+    fw = prefill_forwards(c, k, 2 * 8192 + 1000)
+    assert [f.path for f in fw] == ["layerwise", "layerwise", "hybrid"]
+    assert [f.prefix for f in fw] == [0, 8192, 16384]
+
+
+def test_threshold_above_chunk_never_fires():
+    c = comp()
+    k = cfg("FP8", chunked_prefill_size=4096, gpu_prefill_token_threshold=8192)
+    assert all(f.path == "hybrid" for f in prefill_forwards(c, k, 100_000))
+
+
+def test_methods_without_layerwise_always_run_hybrid():
+    c = comp("deepseek-v3", "AMXINT4")
+    assert forward_path(c, cfg("AMXINT4", gpu_prefill_token_threshold=1), 8192) == "hybrid"
+    assert crossover_tokens(c, cfg("AMXINT4")) is None
+
+
+def test_crossover_separates_the_paths():
+    c = comp()
+    k = cfg("FP8", num_gpu_experts=4)
+    x = crossover_tokens(c, k)
+    assert x is not None and 64 < x < 65536
+    assert layerwise_moe_layer(c, k, x).total_ms <= hybrid_moe_layer(c, k, x).total_ms
+    assert layerwise_moe_layer(c, k, x - 64).total_ms > hybrid_moe_layer(c, k, x - 64).total_ms
+
+
+@settings(max_examples=30, deadline=None)
+@given(L=st.integers(20_000, 200_000), C=st.sampled_from([4096, 8192, 16384]))
+def test_traffic_is_forwards_times_layers_times_layer_bytes(L, C):
+    c = comp()
+    k = cfg("FP8", chunked_prefill_size=C, gpu_prefill_token_threshold=2048)
+    m = c.model
+    n_lw = sum(1 for s in chunks_of(L, C) if s >= 2048)
+    assert layerwise_traffic_bytes(c, k, L) == n_lw * m.num_moe_layers * m.num_experts * c.gpu_bytes_per_expert
+
+
+@settings(max_examples=20, deadline=None)
+@given(L=st.integers(40_000, 200_000))
+def test_layerwise_prefill_time_falls_as_the_chunk_grows(L):
+    # each layerwise chunk re-streams every layer: a bigger chunk streams fewer times
+    c = comp()
+    times = [prefill_time_ms(c, cfg("FP8", chunked_prefill_size=C, gpu_prefill_token_threshold=1024), L)
+             for C in (4096, 8192, 16384)]
+    assert times[0] > times[1] > times[2]
+
+
+def test_gpu_experts_speed_up_the_hybrid_path_and_decode():
+    c = comp()
+    k0, k32 = cfg("FP8", num_gpu_experts=0), cfg("FP8", num_gpu_experts=32)
+    assert hybrid_moe_layer(c, k32, 2048).total_ms < hybrid_moe_layer(c, k0, 2048).total_ms
+    assert decode_step_ms(c, k32, 4, 4096) < decode_step_ms(c, k0, 4, 4096)
+
+
+def test_bf16_skips_streaming_resident_gpu_experts_but_fp8_resends_them():
+    # kt-sglang.md §3.2: BF16/MXFP4 copy resident experts GPU->GPU; FP8 re-sends every expert
+    bf = Components(profile(), model("qwen3-30b-a3b"), "BF16")
+    assert layerwise_moe_layer(bf, cfg("BF16", num_gpu_experts=64), 8192).load_ms < \
+        layerwise_moe_layer(bf, cfg("BF16", num_gpu_experts=0), 8192).load_ms
+    fp = comp()
+    assert layerwise_moe_layer(fp, cfg("FP8", num_gpu_experts=64), 8192).load_ms == \
+        pytest.approx(layerwise_moe_layer(fp, cfg("FP8", num_gpu_experts=0), 8192).load_ms)
+
+
+def test_cpu_experts_run_on_rank0_so_tp_does_not_speed_them_up():
+    c1, c2 = comp(tp=1), comp(tp=2)
+    k = cfg("FP8")
+    assert hybrid_moe_layer(c2, replace(k, tp=2), 1024).cpu_ms == pytest.approx(hybrid_moe_layer(c1, k, 1024).cpu_ms)
+    # the layerwise copies run over every link at once: each rank copies half
+    assert layerwise_moe_layer(c2, replace(k, tp=2), 8192).stage_b_ms < layerwise_moe_layer(c1, k, 8192).stage_b_ms
+
+
+def test_a_full_core_thread_pool_is_slower():
+    # BRIEF §3: with kt-cpuinfer = cores the driving thread starves (8 ms vs 0.3 ms per 1-token forward)
+    c = comp()
+    assert c.cpu_moe_ms(1, 256, 16) > 5 * c.cpu_moe_ms(1, 256, 15)

@@ -1,0 +1,124 @@
+"""The VRAM model against SGLang's own sizing and KT's documented layerwise figures."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kttune.memory.vram import kv_cell_bytes, layerwise_slot_bytes, max_kv_tokens_that_fit, vram_breakdown
+from kttune.spec.methods import get_method
+from tests.helpers import cfg, model
+
+GB = 1e9
+GIB = 2**30
+
+
+def layerwise_extra(name: str, method: str, chunk: int = 1024) -> int:
+    b = vram_breakdown(model(name), cfg(method, chunked_prefill_size=chunk, gpu_prefill_token_threshold=chunk))
+    return b.layerwise_extra_bytes
+
+
+def test_kimi_k2_thinking_layerwise_extra_matches_kt_docs():
+    # KT kt-kernel/README.md: "one MoE layer extra VRAM (~9 GB+ Kimi-K2-Thinking)"; docs: "~9GB +
+    # incremental cost with prefill length"
+    slot = layerwise_slot_bytes(model("kimi-k2-thinking"), get_method("RAWINT4"), 1)
+    assert slot == 384 * 24_772_608  # E x RAWINT4 bytes per expert at gs32
+    assert 8.5 * GB <= slot <= 9.9 * GB
+    extra = layerwise_extra("kimi-k2-thinking", "RAWINT4", chunk=1024)
+    assert 9.0 * GB <= extra <= 10.5 * GB  # "~9 GB+": the slot plus small-chunk activations
+
+
+def test_minimax_m21_layerwise_extra_matches_kt_docs():
+    # KT kt-kernel/README.md: "~3.6 GB MiniMax-M2.1"
+    slot = layerwise_slot_bytes(model("minimax-m2.1"), get_method("FP8"), 1)
+    assert 3.4 * GB <= slot <= 3.8 * GB
+    assert abs(slot / GIB - 3.38) < 0.01  # kt-sglang.md §3.5: 3.38 GiB at tp1
+    extra = layerwise_extra("minimax-m2.1", "FP8", chunk=1024)
+    assert 3.6 * GB <= extra <= 4.2 * GB
+
+
+def test_layerwise_extra_grows_with_chunk():
+    assert layerwise_extra("kimi-k2-thinking", "RAWINT4", 16384) > layerwise_extra("kimi-k2-thinking", "RAWINT4", 1024)
+
+
+def test_mla_kv_cell_matches_sglang():
+    # kt-sglang.md §4: Kimi-K2 (512+64) x 61 x 2 = 70,272 B -> 65,536 tokens = 4.29 GiB per GPU, not divided by TP
+    k2 = model("kimi-k2-thinking")
+    assert kv_cell_bytes(k2, 1) == 70_272
+    assert kv_cell_bytes(k2, 4) == 70_272
+    assert round(65536 * kv_cell_bytes(k2, 1) / GIB, 2) == 4.29
+
+
+def test_gqa_kv_cell_splits_heads_over_tp():
+    q = model("qwen3-235b-a22b")  # 4 KV heads x (128 + 128) x 94 layers x 2 B
+    assert kv_cell_bytes(q, 1) == 4 * 256 * 94 * 2
+    assert kv_cell_bytes(q, 2) == 2 * 256 * 94 * 2
+    assert kv_cell_bytes(q, 8) == 1 * 256 * 94 * 2  # a KV head is replicated, never split
+
+
+def test_hybrid_attention_models_cache_only_attention_layers():
+    nxt = model("qwen3-next-80b-a3b")  # 12 of 48 layers hold KV: 2 heads x (256 + 256)
+    assert kv_cell_bytes(nxt, 1) == 2 * 512 * 12 * 2
+
+
+@pytest.mark.parametrize("name,method,gib", [("deepseek-v3", "FP8", 2.38), ("kimi-k2-thinking", "RAWINT4", 1.38),
+                                             ("minimax-m2", "FP8", 0.82)])
+def test_one_gpu_expert_per_layer_costs_documented_vram(name, method, gib):
+    # kt-sglang.md §4: "1 per-layer expert costs L_moe x B_gpu: DS-V3 FP8 2.38 GiB, Kimi-K2 RAWINT4 1.38 GiB, MiniMax-M2 FP8 0.82 GiB"
+    m = model(name)
+    one = vram_breakdown(m, cfg(method, num_gpu_experts=1)).gpu_experts
+    assert abs(one / GIB - gib) < 0.01
+
+
+def test_gpu_experts_shard_over_tp():
+    m = model("deepseek-v3")
+    tp1 = vram_breakdown(m, cfg("FP8", num_gpu_experts=4)).gpu_experts
+    tp2 = vram_breakdown(m, cfg("FP8", num_gpu_experts=4, tp=2)).gpu_experts
+    assert abs(tp2 / tp1 - 0.5) < 0.01
+
+
+def test_converted_methods_keep_gpu_experts_in_checkpoint_format():
+    # AMXINT4 CPU weights are converted; GPU experts come from the original (FP8 for DeepSeek) checkpoint
+    m = model("deepseek-v3")
+    amx = vram_breakdown(m, cfg("AMXINT4", num_gpu_experts=2)).gpu_experts
+    fp8 = vram_breakdown(m, cfg("FP8", num_gpu_experts=2)).gpu_experts
+    assert amx == fp8
+
+
+@pytest.mark.parametrize("threshold,chunk,method,fires", [
+    (0, 8192, "FP8", False),  # threshold 0 = off
+    (4096, 8192, "FP8", True),
+    (8192, 8192, "FP8", True),  # >= fires
+    (16384, 8192, "FP8", False),  # a forward never exceeds the chunk
+    (4096, 8192, "AMXINT4", False),  # no layerwise path for AMX methods
+])
+def test_layerwise_slot_only_when_layerwise_can_fire(threshold, chunk, method, fires):
+    b = vram_breakdown(model("minimax-m2.1"), cfg(method, gpu_prefill_token_threshold=threshold, chunked_prefill_size=chunk))
+    assert (b.layerwise_slot > 0) == fires
+    assert b.startup_bytes == vram_breakdown(model("minimax-m2.1"), cfg(method, chunked_prefill_size=chunk)).startup_bytes
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(0, 64), chunk=st.sampled_from([1024, 2048, 4096, 8192, 16384]),
+       kv=st.integers(4096, 300_000), lw=st.booleans())
+def test_vram_is_monotone_in_experts_chunk_and_kv(n, chunk, kv, lw):
+    m = model("qwen3-30b-a3b")
+    c = cfg("BF16", num_gpu_experts=n, chunked_prefill_size=chunk, max_total_tokens=kv,
+            gpu_prefill_token_threshold=1024 if lw else 0)
+    peak = vram_breakdown(m, c).runtime_peak_bytes
+    assert vram_breakdown(m, replace(c, num_gpu_experts=n + 1)).runtime_peak_bytes > peak
+    assert vram_breakdown(m, replace(c, max_total_tokens=kv + 1024)).runtime_peak_bytes > peak
+    assert vram_breakdown(m, replace(c, chunked_prefill_size=chunk * 2)).runtime_peak_bytes > peak
+
+
+def test_max_kv_tokens_fits_and_one_more_page_does_not():
+    m = model("qwen3-30b-a3b")
+    c = cfg("BF16", num_gpu_experts=8, gpu_prefill_token_threshold=4096)
+    budget = 40 * GIB
+    kv = max_kv_tokens_that_fit(m, c, budget)
+    assert kv > 0
+    assert vram_breakdown(m, replace(c, max_total_tokens=kv)).runtime_peak_bytes <= budget
+    assert vram_breakdown(m, replace(c, max_total_tokens=kv + 1024)).runtime_peak_bytes > budget

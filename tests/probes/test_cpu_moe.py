@@ -1,0 +1,156 @@
+"""The CPU expert probe: kt-kernel's real MoE kernels agree with the torch reference within each
+method's quantization error, and the probe's figures come from them."""
+
+from __future__ import annotations
+
+import pytest
+
+from kttune.probes import cpu_moe as cm
+from kttune.probes.inventory import collect_cpu, numa_nodes_with_cpus, usable_cores
+
+REQUIRED_PARAMS = {"method", "threads", "threadpools", "hidden", "inter", "experts", "top_k", "cpu_experts"}
+
+# Relative mean-absolute error of one kt-kernel forward against moe_forward on the weights the
+# kernel really holds (dequantized): only the kernel's bf16 activations/accumulation differ
+# (measured on AVX2: 0.3 %). AMXINT4/AMXINT8 quantize inside kt-kernel (per output channel), so
+# their reference is the bf16 input and the bound is their quantization error.
+KERNEL_TOL = {"BF16": 0.02, "FP8": 0.02, "RAWINT4": 0.02, "AMXINT8": 0.10, "AMXINT4": 0.40}
+# ... and against the unquantized bf16 weights: the method's quantization error
+# (measured on AVX2: FP8 block 4.8 %, RAWINT4 group-32 17 %).
+QUANT_TOL = {"BF16": 0.02, "FP8": 0.10, "RAWINT4": 0.30, "AMXINT8": 0.10, "AMXINT4": 0.40}
+
+
+def rel_err(a, b) -> float:
+    return ((a.float() - b.float()).abs().mean() / b.float().abs().mean()).item()
+
+
+@pytest.fixture(scope="module")
+def kt():
+    k = cm.load_kt_kernel()
+    if k is None:
+        pytest.skip(f"kt-kernel not importable: {cm.kt_kernel_error()}")
+    return k
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    return collect_cpu()
+
+
+def test_token_and_thread_series():
+    assert cm.token_series(256, quick=True) == [1, 4, 16, 64, 256]
+    assert cm.token_series(100, quick=False) == [1, 2, 4, 8, 16, 32, 64, 100]
+    assert cm.thread_series(16, quick=False) == [1, 2, 4, 8, 14, 15, 16]
+    assert cm.thread_series(16, quick=True) == [15, 16]  # the cliff: full pool and one fewer
+    assert cm.thread_series(2, quick=True) == [1, 2]
+    assert cm.thread_series(1, quick=True) == [1]
+    assert cm.pool_split(15, 2) == [8, 7]  # as kt-kernel's _get_cpu_infer splits --kt-cpuinfer
+
+
+def test_layer_that_does_not_fit_shrinks_experts_with_a_reason():
+    shape = cm.ExpertShape(hidden=7168, inter=2048, experts=384, top_k=8)
+    w, s = cm.host_bytes_needed("BF16", shape, 4096)
+    fitted, max_tok, skipped = cm._fit_shape("BF16", shape, 4096, 1, budget=(w + s) // 10)
+    assert fitted.experts < 384 and fitted.experts >= 16
+    assert max_tok == 4096
+    assert "experts reduced from 384" in skipped[0]["reason"]
+    with pytest.raises(MemoryError):
+        cm._fit_shape("BF16", shape, 4096, 1, budget=1024)
+
+
+@pytest.mark.kt
+def test_kernel_classes_come_from_the_loaded_variant(kt, cpu):
+    names = set(dir(kt.ext.moe))
+    methods = cm.supported_methods(kt, cpu.isa)
+    assert {"BF16", "FP8", "RAWINT4"} <= set(methods)
+    for m in methods:
+        assert cm.kt_class_name(kt, m, cpu.isa) in names
+    if cpu.has("amx_int8"):
+        assert {"AMXINT4", "AMXINT8"} <= set(methods)
+
+
+@pytest.mark.kt
+@pytest.mark.parametrize("method", cm.PROBE_METHODS)
+@pytest.mark.parametrize("threads", ["one", "all"])
+def test_one_kt_forward_agrees_with_torch_reference(kt, cpu, method, threads):
+    import torch
+
+    from kttune.kernels.cpu_moe import TorchCpuMoE, moe_forward, random_routing
+
+    if method not in cm.supported_methods(kt, cpu.isa):
+        pytest.skip(f"{method} has no kernel in kt-kernel {kt.variant}")
+    shape = cm.ExpertShape(hidden=512, inter=256, experts=8, top_k=4)
+    dense = TorchCpuMoE.random(shape.experts, shape.hidden, shape.inter, torch.bfloat16, seed=5)
+    weights, (g, u, d) = cm.quantized_weights(method, dense.gate, dense.up, dense.down)
+    n = 1 if threads == "one" else usable_cores(cpu)
+    x = torch.randn(9, shape.hidden, generator=torch.Generator().manual_seed(6)).to(torch.bfloat16)
+    ids, w = random_routing(9, shape.experts, shape.top_k, seed=7)
+    out = torch.full((9, shape.hidden), float("nan"), dtype=torch.bfloat16)
+    with cm.KtMoeLayer(kt, method, shape, weights, threads=n, max_tokens=16, isa=cpu.isa) as layer:
+        assert layer.kernel_class == cm.kt_class_name(kt, method, cpu.isa)
+        layer.forward(x, ids, w, out)
+    assert torch.isfinite(out.float()).all()
+    assert rel_err(out, moe_forward(x, ids, w, g, u, d)) < KERNEL_TOL[method]
+    assert rel_err(out, moe_forward(x, ids, w, dense.gate, dense.up, dense.down)) < QUANT_TOL[method]
+
+
+@pytest.mark.kt
+def test_building_a_layer_prints_nothing_on_stdout(kt, cpu, capfd):
+    shape = cm.ExpertShape(hidden=256, inter=128, experts=4, top_k=2)
+    w = cm.random_weights("BF16", shape)
+    with cm.KtMoeLayer(kt, "BF16", shape, w, threads=1, max_tokens=4, isa=cpu.isa):
+        pass
+    assert capfd.readouterr().out == ""
+
+
+@pytest.mark.kt
+def test_probe_figures_come_from_kt_kernel(kt, cpu):
+    cores = usable_cores(cpu)
+    opts = cm.CpuMoeOptions(
+        shapes=(cm.ExpertShape(512, 256, 16, 4),), tokens=(1, 8, 32), threads=(1,), quick=True,
+        warmup=1, repeats=3, min_total_s=0.0,
+    )
+    curves = cm.probe_cpu_moe(opts, cpu, cores=cores, numa_ids=numa_nodes_with_cpus(cpu))
+    assert {c.params["method"] for c in curves} == set(cm.supported_methods(kt, cpu.isa))
+    for c in curves:
+        assert c.kind == "cpu_moe" and c.x_unit == "tokens"
+        assert REQUIRED_PARAMS <= set(c.params)
+        assert c.backend == f"kt-kernel:{kt.variant}"
+        assert c.params["kernel"] in dir(kt.ext.moe)
+        assert [p.x for p in c.points] == [1, 8, 32]
+        assert all(p.t_ms > 0 and p.t_ms_p10 <= p.t_ms <= p.t_ms_p90 and p.n >= 3 for p in c.points)
+
+
+def test_torch_fallback_is_labelled(monkeypatch, cpu):
+    monkeypatch.setattr(cm, "load_kt_kernel", lambda: None)
+    opts = cm.CpuMoeOptions(
+        shapes=(cm.ExpertShape(256, 128, 8, 2),), tokens=(1, 4), threads=(1,), quick=True,
+        warmup=1, repeats=3, min_total_s=0.0,
+    )
+    plan = cm.plan_cpu_moe(opts, cpu, 1, [0])
+    assert any("torch fallback" in n for n in plan.notes)
+    curves = cm.probe_cpu_moe(opts, cpu, cores=1, numa_ids=[0], plan=plan)
+    assert len(curves) == 1
+    assert curves[0].backend == "torch-cpu" and curves[0].params["method"] == "BF16"
+    assert [p.x for p in curves[0].points] == [1, 4]
+
+
+def test_unknown_or_unsupported_method_is_a_user_error(cpu):
+    from kttune.errors import UserError
+
+    opts = cm.CpuMoeOptions(shapes=(cm.QUICK_SHAPE,), tokens=(1,), methods=("NOPE",))
+    with pytest.raises(UserError, match="NOPE"):
+        cm.plan_cpu_moe(opts, cpu, 2, [0])
+
+
+def test_slow_sizes_are_skipped_with_a_reason():
+    from kttune.probes.common import NullReporter
+
+    task = cm.CpuMoeTask(cm.QUICK_SHAPE, "BF16", 1, 1, (1, 10, 100))
+    opts = cm.CpuMoeOptions(shapes=(cm.QUICK_SHAPE,), tokens=(1, 10, 100), max_point_s=0.05, warmup=0, repeats=1)
+    import time
+
+    pts, skipped = cm._measure_curve(lambda n: (lambda: time.sleep(0.01)), task, [1, 10, 100], opts, NullReporter(), "t")
+    assert [p.x for p in pts] == [1]
+    assert [s["x"] for s in skipped] == [10, 100]
+    assert "budget" in skipped[0]["reason"]

@@ -1,0 +1,116 @@
+"""`kttune probe` end to end through the CLI: a real probe writes a profile that loads, to --out and
+to the fingerprint cache; `kttune profile show` prints it; bad input exits 2 with one line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kttune.cli import main
+from kttune.hw.fingerprint import fingerprint
+from kttune.hw.profile import load_profile
+from kttune.paths import profile_cache_path
+from kttune.probes.inventory import collect_inventory, usable_cores
+from kttune.probes.run import ProbeOptions, run_probe, thread_cliff_notes
+
+
+@pytest.fixture(scope="module")
+def quick_profile(tmp_path_factory):
+    """One real `kttune probe --quick --out FILE` (the full quick probe: about 30 s on 2 cores)."""
+    import os
+
+    tmp = tmp_path_factory.mktemp("probe")
+    cache = tmp / "cache"
+    old = os.environ.get("KTTUNE_CACHE_DIR")
+    os.environ["KTTUNE_CACHE_DIR"] = str(cache)
+    try:
+        rc = main(["probe", "--quick", "--out", str(tmp / "p.json")])
+    finally:
+        if old is None:
+            os.environ.pop("KTTUNE_CACHE_DIR", None)
+        else:
+            os.environ["KTTUNE_CACHE_DIR"] = old
+    return rc, tmp / "p.json", cache
+
+
+@pytest.mark.kt
+@pytest.mark.slow
+def test_quick_probe_writes_a_valid_profile(quick_profile):
+    import kt_kernel
+
+    rc, out, cache = quick_profile
+    assert rc == 0
+    p = load_profile(out)
+    assert p.provenance.kind == "measured"
+    assert p.provenance.machine and "cores" in p.provenance.machine
+    assert p.fingerprint == fingerprint(collect_inventory())
+    assert (cache / "profiles" / f"{p.fingerprint}.json").is_file()
+    moe = p.curves_of("cpu_moe")
+    assert moe and all(c.backend == f"kt-kernel:{kt_kernel.__cpu_variant__}" for c in moe)
+    cores = usable_cores(p.inventory.cpu)
+    assert {c.params["threads"] for c in moe} >= {cores, max(1, cores - 1)}  # the cliff is measured
+    assert {c.params["method"] for c in moe} >= {"BF16", "FP8", "RAWINT4"}
+    assert p.curves_of("stage_a_write")
+    assert p.timer.resolution_ns and p.timer.resolution_ns > 0
+
+
+@pytest.mark.kt
+@pytest.mark.slow
+def test_profile_show_prints_tables_and_json(quick_profile, capsys):
+    _, out, _ = quick_profile
+    assert main(["profile", "show", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "CPU MoE layer forward" in text and "Stage A" in text and "fingerprint" in text
+    assert main(["profile", "show", str(out), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["format"] == "kttune-hardware-profile"
+
+
+@pytest.mark.kt
+def test_json_output_is_clean_and_cache_is_written(tmp_path, capfd):
+    rc = main(["probe", "--quick", "--methods", "BF16", "--threads", "1", "--max-tokens", "4", "--json"])
+    assert rc == 0
+    out = capfd.readouterr().out  # file descriptor 1: kt-kernel's C++ printf must not land here
+    d = json.loads(out)
+    assert [c["params"]["method"] for c in d["curves"] if c["kind"] == "cpu_moe"] == ["BF16"]
+    assert profile_cache_path(d["fingerprint"]).is_file()
+
+
+@pytest.mark.kt
+def test_run_probe_options_without_cache(tmp_path):
+    opts = ProbeOptions(quick=True, methods=("RAWINT4",), threads=(1,), max_tokens=4, stage_a=False,
+                        out=tmp_path / "x.json", write_cache=False)
+    p = run_probe(opts)
+    assert (tmp_path / "x.json").is_file()
+    assert not profile_cache_path(p.fingerprint).exists()
+    [c] = p.curves_of("cpu_moe")
+    assert [pt.x for pt in c.points] == [1, 4]
+    assert not p.curves_of("stage_a_write")
+
+
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["probe", "--threads", "0"], "--threads"),
+        (["probe", "--threads", "x"], "--threads"),
+        (["probe", "--methods", "NOPE", "--quick"], "NOPE"),
+        (["probe", "--max-tokens", "0", "--quick"], "--max-tokens"),
+        (["profile", "show", "/nonexistent/profile.json"], "does not exist"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(argv, needle, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err and err[-1].startswith("error:") and needle in err[-1]
+
+
+def test_thread_cliff_note():
+    from kttune.hw.profile import Curve, Point
+
+    def c(threads, t):
+        return Curve("cpu_moe", "tokens", (Point(1, t),), {"method": "AMXINT4", "threads": threads, "hidden": 7168, "inter": 2048, "experts": 384})
+
+    notes = thread_cliff_notes([c(16, 8.0), c(15, 0.3)], cores=16)
+    assert len(notes) == 1 and "starves the driving thread" in notes[0]
+    assert thread_cliff_notes([c(16, 0.31), c(15, 0.3)], cores=16) == []

@@ -1,0 +1,92 @@
+"""The search end to end on the model-evaluated objective, with real Optuna storage."""
+
+from __future__ import annotations
+
+import pytest
+
+from kttune.errors import InfeasibleError, UserError
+from kttune.search.evaluate import Budget
+from kttune.search.study import SearchRequest, run_search
+from kttune.search.workload import load_workload
+from kttune.spec.methods import get_method
+from tests.helpers import model, profile
+
+GIB = 2**30
+
+
+def request(tmp_path, name="qwen3-30b-a3b", method=None, vram=32, ram=128, trials=120, seed=7, tp=1, wl="rag", storage=None):
+    m = model(name)
+    return SearchRequest(model=m, method=method or m.default_method, profile=profile(), workload=load_workload(wl).clipped(m.max_position_embeddings),
+                         budget=Budget(vram * GIB, ram * GIB), tp=tp, trials=trials, seed=seed,
+                         storage=storage or str(tmp_path / "study.journal"))
+
+
+def check_rules(res, req):
+    method = get_method(req.method)
+    for ev in [res.best, *res.pareto]:
+        c = ev.cfg
+        assert ev.feasible
+        assert ev.vram.runtime_peak_bytes <= req.budget.usable_vram_bytes
+        assert c.max_total_tokens >= req.workload.max_prompt_tokens + req.workload.output_tokens
+        if c.gpu_prefill_token_threshold:
+            assert method.layerwise and c.gpu_prefill_token_threshold <= c.chunked_prefill_size
+        assert 0 <= c.num_gpu_experts <= req.model.num_experts
+
+
+def test_search_obeys_the_rules_and_beats_kt_defaults(tmp_path):
+    req = request(tmp_path)
+    res = run_search(req)
+    check_rules(res, req)
+    assert res.trials_total == 120 and res.trials_new == 120
+    assert res.best.mean_ttft_ms <= res.baseline.mean_ttft_ms
+
+
+def test_amx_methods_keep_threshold_zero(tmp_path):
+    req = request(tmp_path, "deepseek-v3", "AMXINT4", vram=48, ram=1024, trials=60)
+    res = run_search(req)
+    assert res.space.thresholds == (0,)
+    assert all(e.cfg.gpu_prefill_token_threshold == 0 for e in res.pareto)
+
+
+def test_search_resumes_from_its_storage(tmp_path):
+    store = str(tmp_path / "resume.journal")
+    first = run_search(request(tmp_path, trials=40, storage=store))
+    assert first.trials_new == 40
+    again = run_search(request(tmp_path, trials=70, storage=store))
+    assert again.study_name == first.study_name
+    assert again.trials_total == 70 and again.trials_new == 30
+    done = run_search(request(tmp_path, trials=70, storage=store))
+    assert done.trials_new == 0
+
+
+def test_same_seed_same_pick(tmp_path):
+    a = run_search(request(tmp_path, trials=80, storage=str(tmp_path / "a.journal")))
+    b = run_search(request(tmp_path, trials=80, storage=str(tmp_path / "b.journal")))
+    assert a.best.cfg == b.best.cfg
+
+
+def test_sqlite_storage_works(tmp_path):
+    res = run_search(request(tmp_path, trials=30, storage=f"sqlite:///{tmp_path}/s.db"))
+    assert res.trials_total == 30
+
+
+def test_budget_too_small_names_the_minimum_and_its_breakdown(tmp_path):
+    with pytest.raises(InfeasibleError, match=r"needs at least [0-9.]+ GiB per GPU.*non expert weights"):
+        run_search(request(tmp_path, "qwen3-235b-a22b", vram=8, ram=1024))
+
+
+def test_host_ram_too_small_is_reported(tmp_path):
+    with pytest.raises(InfeasibleError, match="host RAM"):
+        run_search(request(tmp_path, "kimi-k2-thinking", vram=80, ram=128))
+
+
+def test_fp8_tp_divisibility(tmp_path):
+    # MiniMax-M2 I=1536: FP8 block weights need (I/tp) % 128 == 0 -> at most TP 4
+    with pytest.raises(UserError, match="--gpus 4"):
+        run_search(request(tmp_path, "minimax-m2.1", vram=80, ram=512, tp=8))
+
+
+def test_more_vram_never_predicts_slower(tmp_path):
+    small = run_search(request(tmp_path, vram=24, trials=150, storage=str(tmp_path / "s.journal")))
+    big = run_search(request(tmp_path, vram=80, trials=150, storage=str(tmp_path / "b.journal")))
+    assert min(e.mean_ttft_ms for e in big.pareto) <= min(e.mean_ttft_ms for e in small.pareto) * 1.05
