@@ -59,6 +59,7 @@ class Components:
         self._gemm_fit = self._fit_gemm()
         self._h2d_fit = self._fit_copy("h2d")
         self._d2h_fit = self._fit_copy("d2h") if self.profile.has("d2h") else self._h2d_fit
+        self._h2d_all_fit = self._fit_copy_all_links() if self.tp > 1 else None
         self._stage_a_fits: dict[int, LinearFit] = {}
         self._stage_c_fit = self._fit_stage_c()
         self.overlap_ratio = self._overlap_ratio()
@@ -227,8 +228,30 @@ class Components:
                 ys.append(pt.t_ms)
         return fit_nonneg(COPY_FEATURES, rows, ys)
 
+    def _fit_copy_all_links(self) -> LinearFit | None:
+        """H2D with every GPU copying at once (`gpu: "all"` curves, x = total bytes), if measured."""
+        curves = [c for c in self.profile.curves_of("h2d", gpu="all") if c.params.get("pinned", True)]
+        if not curves:
+            self.notes.append(f"H2D over {self.tp} links at once not measured; assumed each link runs at its single-GPU rate")
+            return None
+        rows, ys = [], []
+        for c in curves:
+            for pt in c.points:
+                rows.append(copy_features(pt.x))
+                ys.append(pt.t_ms)
+        return fit_nonneg(COPY_FEATURES, rows, ys)
+
     def h2d_ms(self, nbytes: float) -> float:
         return self._h2d_fit(copy_features(nbytes)) if nbytes > 0 else 0.0
+
+    def h2d_all_ranks_ms(self, nbytes_per_rank: float) -> float:
+        """Every TP rank copying its shard at once (layerwise stage B): limited by the measured
+        all-GPU aggregate when the profile has it, else by one link."""
+        if nbytes_per_rank <= 0:
+            return 0.0
+        if self._h2d_all_fit is not None:
+            return max(self.h2d_ms(nbytes_per_rank), self._h2d_all_fit(copy_features(nbytes_per_rank * self.tp)))
+        return self.h2d_ms(nbytes_per_rank)
 
     def d2h_ms(self, nbytes: float) -> float:
         return self._d2h_fit(copy_features(nbytes)) if nbytes > 0 else 0.0

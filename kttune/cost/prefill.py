@@ -54,7 +54,7 @@ def layerwise_load_ms(c: Components, cfg: LaunchConfig) -> tuple[float, float, f
     if streamed <= 0:
         return 0.0, 0.0, 0.0, 0.0
     a = c.stage_a_ms(c.cpu_bytes_per_expert, cfg.cpuinfer_threads)
-    b = c.h2d_ms(c.gpu_bytes_per_expert)
+    b = c.h2d_all_ranks_ms(c.gpu_bytes_per_expert)
     cc = c.stage_c_ms(c.gpu_bytes_per_expert)
     slowest = max(a, b, cc)
     load = (a + b + cc - slowest) + streamed * slowest * c.overlap_ratio
