@@ -234,7 +234,9 @@ def probe(
     methods: Optional[list[str]] = typer.Option(None, "--methods", help="KT methods to measure, comma-separated or repeated (default: all the host's kt-kernel runs: AMXINT4, AMXINT8, BF16, FP8, RAWINT4)."),
     threads: Optional[list[str]] = typer.Option(None, "--threads", help="CPU worker thread counts (--kt-cpuinfer), comma-separated or repeated. Default: a series that includes cores-1 and cores."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Largest token count of the CPU MoE curves (the largest chunk). Default 256 with --quick, else 8192."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Also write the profile (JSON) to this file. It is always cached by fingerprint for `kttune search`."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Also write the profile (JSON) to this file. It is always cached by fingerprint for `kttune search`; curves of the cached profile that this run does not re-measure are kept (see --fresh)."),
+    fresh: bool = typer.Option(False, "--fresh", help="Do not keep curves of this machine's cached profile that this run does not re-measure."),
+    cpu_only: bool = typer.Option(False, "--cpu-only", help="Skip the GPU probes (CPU expert kernels and stage A only)."),
     as_json: bool = typer.Option(False, "--json", help="Print the profile as JSON on stdout instead of tables."),
 ) -> None:
     """Measure this machine (inventory, kt-kernel CPU MoE per method/tokens/threads, stage A writes,
@@ -251,10 +253,16 @@ def probe(
         threads=_parse_threads(threads),
         max_tokens=max_tokens,
         out=out,
+        gpu=not cpu_only,
+        merge_cached=not fresh,
         command="kttune " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("kttune") else "kttune probe",
     )
+    from kttune.probes.cpu_moe import quiet_stdout
+
     err = Console(stderr=True)
-    with RichReporter(err) as rep:
+    # Native code (kt-kernel, CUDA libraries) prints to file descriptor 1: keep stdout for the
+    # tables and --json alone.
+    with RichReporter(err) as rep, quiet_stdout(to_stderr=True):
         profile = run_probe(opts, rep)
     if as_json:
         typer.echo(json.dumps(profile_to_dict(profile), indent=1))

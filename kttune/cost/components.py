@@ -8,6 +8,7 @@ search, so every fit is done in the constructor.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from kttune.cost.features import (
     ATTENTION_FEATURES, COPY_FEATURES, GEMM_FEATURES, MOE_FEATURES,
@@ -63,6 +64,7 @@ class Components:
         self._stage_a_fits: dict[int, LinearFit] = {}
         self._stage_c_fit = self._fit_stage_c()
         self.overlap_ratio = self._overlap_ratio()
+        self._pipeline_fit = self._fit_pipeline()
         self.hbm_ms_per_byte = self._hbm_ms_per_byte()
         self._per_layer_dense_params = self._dense_params_per_layer()
 
@@ -99,16 +101,9 @@ class Components:
                     f"no CPU MoE measurement with {threads} threads for {self._cpu_method}",
                     f"use one of {opts} threads, or probe with `kttune probe --threads {threads}`",
                 )
-            pooled = [c for c in curves if c.params.get("threadpools", 1) == pools] or curves
-            rows, ys = [], []
-            for c in pooled:
-                p = c.params
-                bpe = bytes_per_expert(METHODS[p["method"]].cpu_format, p["hidden"], p["inter"])
-                for pt in c.points:
-                    rows.append(moe_features(pt.x, p["hidden"], p["inter"], p["experts"], p["top_k"],
-                                             p.get("cpu_experts", p["experts"]), bpe))
-                    ys.append(pt.t_ms)
-            fit = fit_nonneg(MOE_FEATURES, rows, ys)
+            pooled = nearest_shapes([c for c in curves if c.params.get("threadpools", 1) == pools] or curves,
+                                    self.model.params_per_expert)
+            fit = fit_curves(pooled, MOE_FEATURES, _moe_row)
             m = self.model
             same_shape = [c for c in pooled if c.params["hidden"] == m.hidden_size and c.params["inter"] == m.moe_intermediate_size]
             table = _residual_table(fit, same_shape[0]) if same_shape and self._cpu_method == self.method.name else None
@@ -133,15 +128,8 @@ class Components:
                             "pass a profile with GPU curves (--profile), e.g. a shipped one from `kttune profiles`")
         if not self.profile.curves_of("gpu_moe", method=self.method.name):
             self.notes.append(f"GPU MoE for {self.method.name} not measured; used {curves[0].params.get('method')} curves rescaled by bytes")
-        rows, ys = [], []
-        for c in curves:
-            p = c.params
-            fmt = METHODS[p["method"]].cpu_format if p["method"] in METHODS else "bf16"
-            bpe = bytes_per_expert(fmt, p["hidden"], p["inter"])
-            for pt in c.points:
-                rows.append(moe_features(pt.x, p["hidden"], p["inter"], p["experts"], p["top_k"], p["experts"], bpe))
-                ys.append(pt.t_ms)
-        return fit_nonneg(MOE_FEATURES, rows, ys)
+        # GPU MoE curves run every expert of the layer: cpu_experts is absent and defaults to all
+        return fit_curves(curves, MOE_FEATURES, _moe_row)
 
     def gpu_moe_ms(self, tokens: float, gpu_experts: int) -> float:
         """Fused MoE on one rank over `gpu_experts` of the layer's experts (I/tp shards)."""
@@ -156,13 +144,8 @@ class Components:
         curves = self.profile.curves_of("attention", attention=kind) or self.profile.curves_of("attention")
         if not curves:
             raise UserError("the hardware profile has no attention measurements", "pass a profile with GPU curves (--profile)")
-        rows, ys = [], []
-        for c in curves:
-            p = c.params
-            for pt in c.points:
-                rows.append((1.0, attention_prefill_flops(pt.x, 0, p["heads"], p["head_dim"], p["v_head_dim"])))
-                ys.append(pt.t_ms)
-        return fit_nonneg(ATTENTION_FEATURES, rows, ys)
+        return fit_curves(curves, ATTENTION_FEATURES, lambda c, x: (
+            1.0, attention_prefill_flops(x, 0, c.params["heads"], c.params["head_dim"], c.params["v_head_dim"])))
 
     def attention_ms(self, tokens: float, prefix: float) -> float:
         """Prefill attention of one full-attention layer on one rank (heads / tp)."""
@@ -174,12 +157,7 @@ class Components:
         curves = self.profile.curves_of("gpu_gemm")
         if not curves:
             raise UserError("the hardware profile has no GPU GEMM measurements", "pass a profile with GPU curves (--profile)")
-        rows, ys = [], []
-        for c in curves:
-            for pt in c.points:
-                rows.append(gemm_features(pt.x, c.params["hidden"], c.params["out"]))
-                ys.append(pt.t_ms)
-        return fit_nonneg(GEMM_FEATURES, rows, ys)
+        return fit_curves(curves, GEMM_FEATURES, lambda c, x: gemm_features(x, c.params["hidden"], c.params["out"]))
 
     def _dense_params_per_layer(self) -> float:
         m = self.model
@@ -221,12 +199,7 @@ class Components:
         if not curves:
             raise UserError(f"the hardware profile has no {kind.upper()} copy measurements",
                             "pass a profile with GPU curves (--profile)")
-        rows, ys = [], []
-        for c in curves:
-            for pt in c.points:
-                rows.append(copy_features(pt.x))
-                ys.append(pt.t_ms)
-        return fit_nonneg(COPY_FEATURES, rows, ys)
+        return fit_curves(curves, COPY_FEATURES, _copy_row)
 
     def _fit_copy_all_links(self) -> LinearFit | None:
         """H2D with every GPU copying at once (`gpu: "all"` curves, x = total bytes), if measured."""
@@ -234,12 +207,7 @@ class Components:
         if not curves:
             self.notes.append(f"H2D over {self.tp} links at once not measured; assumed each link runs at its single-GPU rate")
             return None
-        rows, ys = [], []
-        for c in curves:
-            for pt in c.points:
-                rows.append(copy_features(pt.x))
-                ys.append(pt.t_ms)
-        return fit_nonneg(COPY_FEATURES, rows, ys)
+        return fit_curves(curves, COPY_FEATURES, _copy_row)
 
     def h2d_ms(self, nbytes: float) -> float:
         return self._h2d_fit(copy_features(nbytes)) if nbytes > 0 else 0.0
@@ -269,12 +237,7 @@ class Components:
             ths = sorted({int(c.params.get("threads", 1)) for c in curves})
             best = max([t for t in ths if t <= threads] or ths[:1])
             sel = [c for c in curves if int(c.params.get("threads", 1)) == best]
-            rows, ys = [], []
-            for c in sel:
-                for pt in c.points:
-                    rows.append(copy_features(pt.x))
-                    ys.append(pt.t_ms)
-            self._stage_a_fits[threads] = fit_nonneg(COPY_FEATURES, rows, ys)
+            self._stage_a_fits[threads] = fit_curves(sel, COPY_FEATURES, _copy_row)
         return self._stage_a_fits[threads](copy_features(nbytes))
 
     def _fit_stage_c(self) -> LinearFit | None:
@@ -284,15 +247,28 @@ class Components:
         if not curves:
             self.notes.append("stage C (int4 repack) not measured; assumed free")
             return None
-        rows, ys = [], []
-        for c in curves:
-            for pt in c.points:
-                rows.append(copy_features(pt.x))
-                ys.append(pt.t_ms)
-        return fit_nonneg(COPY_FEATURES, rows, ys)
+        return fit_curves(curves, COPY_FEATURES, _copy_row)
 
     def stage_c_ms(self, nbytes: float) -> float:
         return self._stage_c_fit(copy_features(nbytes)) if self._stage_c_fit else 0.0
+
+    def _fit_pipeline(self) -> LinearFit | None:
+        """Layer load time against streamed bytes, from the measured A -> B -> C pipeline of this
+        method (one GPU). None when not measured for the method: then the stages are composed."""
+        curves = self.profile.curves_of("pipeline", method=self.method.name)
+        if not curves:
+            return None
+        self._pipeline_threads = {int(c.params.get("threads", 0)) for c in curves}
+        return fit_curves(curves, COPY_FEATURES, _copy_row)
+
+    def pipeline_layer_ms(self, streamed_experts: int, threads: int) -> float | None:
+        """Measured pipeline time for streaming `streamed_experts` experts of this model (TP 1), or
+        None when the profile holds no pipeline curve for the method at this thread count, or
+        TP > 1 (each rank then copies a shard over its own link while rank 0 writes every shard):
+        the caller composes the stages then."""
+        if self._pipeline_fit is None or self.tp != 1 or streamed_experts <= 0 or threads not in self._pipeline_threads:
+            return None
+        return self._pipeline_fit(copy_features(streamed_experts * self.cpu_bytes_per_expert))
 
     def _overlap_ratio(self) -> float:
         ratios = [pt.extra["overlap_ratio"] for c in self.profile.curves_of("pipeline") for pt in c.points
@@ -302,6 +278,41 @@ class Components:
             return float(ratios[len(ratios) // 2])
         self.notes.append(f"pipeline overlap not measured; assumed layer time = {DEFAULT_OVERLAP_RATIO}x slowest stage")
         return DEFAULT_OVERLAP_RATIO
+
+
+def fit_curves(curves: list[Curve], names: tuple[str, ...], features: Callable[[Curve, float], tuple]) -> LinearFit:
+    """Fit every point of `curves` with `features(curve, x)` (one place for the loop every
+    component shares)."""
+    rows, ys = [], []
+    for c in curves:
+        for pt in c.points:
+            rows.append(features(c, pt.x))
+            ys.append(pt.t_ms)
+    return fit_nonneg(names, rows, ys)
+
+
+def _copy_row(c: Curve, x: float) -> tuple:
+    return copy_features(x)
+
+
+def _moe_row(c: Curve, x: float) -> tuple:
+    p = c.params
+    fmt = METHODS[p["method"]].cpu_format if p.get("method") in METHODS else "bf16"
+    return moe_features(x, p["hidden"], p["inter"], p["experts"], p["top_k"], p.get("cpu_experts", p["experts"]),
+                        bytes_per_expert(fmt, p["hidden"], p["inter"]))
+
+
+def nearest_shapes(curves: list[Curve], params_per_expert: int, span: float = 8.0) -> list[Curve]:
+    """The curves whose expert size is within `span`x of the one nearest the model's: a tiny quick
+    shape runs the kernels far from their efficient regime, so it only enters the fit when nothing
+    closer was measured."""
+    import math
+
+    def dist(c: Curve) -> float:
+        return abs(math.log(3 * c.params["hidden"] * c.params["inter"] / params_per_expert))
+
+    best = min(dist(c) for c in curves)
+    return [c for c in curves if dist(c) <= best + math.log(span)]
 
 
 def _bits(fmt: str) -> float:
@@ -314,11 +325,9 @@ def _residual_table(fit: LinearFit, curve: Curve):
     """Measured / fitted on a curve of the model's own shape, as a function of tokens: keeps what the
     three-term fit cannot express (cache effects, kernel switch points) where it was measured, and
     holds the last ratio past the largest measured size."""
-    p = curve.params
-    bpe = bytes_per_expert(METHODS[p["method"]].cpu_format, p["hidden"], p["inter"])
     xs, ratios = [], []
     for pt in sorted(curve.points, key=lambda q: q.x):
-        f = fit(moe_features(pt.x, p["hidden"], p["inter"], p["experts"], p["top_k"], p.get("cpu_experts", p["experts"]), bpe))
+        f = fit(_moe_row(curve, pt.x))
         if f > 0:
             xs.append(pt.x)
             ratios.append(pt.t_ms / f)

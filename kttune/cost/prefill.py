@@ -48,18 +48,23 @@ def hybrid_moe_layer(c: Components, cfg: LaunchConfig, tokens: int) -> LayerTime
 def layerwise_load_ms(c: Components, cfg: LaunchConfig) -> tuple[float, float, float, float]:
     """(load, A, B, C) in ms for streaming one MoE layer to the GPU. Stage A writes each expert
     (every TP shard) on the CPU; stage B copies each rank's shard over its own link, all ranks at
-    once; stage C post-processes on each GPU. Pipelined per expert: fill + E_s x slowest stage x the
-    measured overlap ratio, plus a barrier per expert when TP > 1."""
+    once; stage C post-processes on each GPU. The load is the measured pipeline of this method when
+    the profile has it (TP 1), else composed per expert: fill + E_s x slowest stage x the measured
+    overlap ratio, plus a barrier per expert when TP > 1. A, B, C are each stage alone, summed."""
     streamed = streamed_experts_per_layer(c, cfg)
     if streamed <= 0:
         return 0.0, 0.0, 0.0, 0.0
     a = c.stage_a_ms(c.cpu_bytes_per_expert, cfg.cpuinfer_threads)
     b = c.h2d_all_ranks_ms(c.gpu_bytes_per_expert)
     cc = c.stage_c_ms(c.gpu_bytes_per_expert)
-    slowest = max(a, b, cc)
-    load = (a + b + cc - slowest) + streamed * slowest * c.overlap_ratio
-    if cfg.tp > 1:
-        load += streamed * TP_BARRIER_US / 1e3
+    measured = c.pipeline_layer_ms(streamed, cfg.cpuinfer_threads)
+    if measured is not None:
+        load = measured  # the whole pipeline, measured for this method on this machine
+    else:
+        slowest = max(a, b, cc)
+        load = (a + b + cc - slowest) + streamed * slowest * c.overlap_ratio
+        if cfg.tp > 1:
+            load += streamed * TP_BARRIER_US / 1e3
     return load, streamed * a, streamed * b, streamed * cc
 
 

@@ -69,7 +69,7 @@ def test_profile_show_prints_tables_and_json(quick_profile, capsys):
 
 @pytest.mark.kt
 def test_json_output_is_clean_and_cache_is_written(tmp_path, capfd):
-    rc = main(["probe", "--quick", "--methods", "BF16", "--threads", "1", "--max-tokens", "4", "--json"])
+    rc = main(["probe", "--quick", "--cpu-only", "--methods", "BF16", "--threads", "1", "--max-tokens", "4", "--json"])
     assert rc == 0
     out = capfd.readouterr().out  # file descriptor 1: kt-kernel's C++ printf must not land here
     d = json.loads(out)
@@ -114,3 +114,18 @@ def test_thread_cliff_note():
     notes = thread_cliff_notes([c(16, 8.0), c(15, 0.3)], cores=16)
     assert len(notes) == 1 and "starves the driving thread" in notes[0]
     assert thread_cliff_notes([c(16, 0.31), c(15, 0.3)], cores=16) == []
+
+
+@pytest.mark.kt
+def test_separate_runs_accumulate_in_the_cache(tmp_path):
+    base = dict(quick=True, threads=(1,), max_tokens=4, stage_a=False, gpu=False)
+    first = run_probe(ProbeOptions(methods=("BF16",), **base))
+    second = run_probe(ProbeOptions(methods=("RAWINT4",), **base))
+    assert first.fingerprint == second.fingerprint
+    assert sorted(c.params["method"] for c in second.curves_of("cpu_moe")) == ["BF16", "RAWINT4"]
+    assert any("kept 1 curves" in n for n in second.provenance.notes)
+    again = run_probe(ProbeOptions(methods=("RAWINT4",), **base))  # re-measured: replaced, not doubled
+    assert sorted(c.params["method"] for c in again.curves_of("cpu_moe")) == ["BF16", "RAWINT4"]
+    fresh = run_probe(ProbeOptions(methods=("RAWINT4",), merge_cached=False, **base))
+    assert [c.params["method"] for c in fresh.curves_of("cpu_moe")] == ["RAWINT4"]
+    assert load_profile(profile_cache_path(fresh.fingerprint)).curves_of("cpu_moe")[0].params["method"] == "RAWINT4"

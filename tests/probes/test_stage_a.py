@@ -36,6 +36,14 @@ def test_writer_puts_the_expert_into_the_slot(kt, method, gpu_tp):
     cpu = collect_cpu()
     shape = cm.ExpertShape(hidden=256, inter=256, experts=4, top_k=2)
     w = cm.random_weights(method, shape, seed=3)
+    for t in (w.gate, w.up, w.down, w.gate_scale):  # make each expert distinct
+        if t is None:
+            continue
+        for x in range(shape.experts):
+            if t.dtype == torch.uint8:
+                t[x] = t[x] ^ (x + 1)
+            else:
+                t[x] = t[x] * (x + 2)
     sizes = sa.slot_buffer_bytes(method, shape.hidden, shape.inter, gpu_tp)
     slots = {k: [torch.zeros(max(v, 1), dtype=torch.uint8) for _ in range(gpu_tp)] for k, v in sizes.items()}
     ptr = {k: [t.data_ptr() if sizes[k] else 0 for t in ts] for k, ts in slots.items()}

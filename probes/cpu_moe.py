@@ -1,0 +1,736 @@
+"""CPU expert kernel probe: kt-kernel's real MoE kernels, driven through its extension module.
+
+kt-kernel's Python wrapper (`KTMoEWrapper`) needs pinned memory and a GPU stream; its extension
+does not. This module drives the extension as `NativeMoEWrapper.load_weights` /
+`AMXMoEWrapper.load_weights_from_tensors` and `BaseMoEWrapper.submit_forward` do (kt-kernel 0.7.2,
+`kt_kernel/utils/amx.py`, `experts_base.py`): one `CPUInfer` worker pool per thread count, split
+into one sub-pool per NUMA node like `--kt-threadpool-count` (`_get_cpu_infer`: pool i gets
+`n // p + (i < n % p)` threads), a `MOEConfig` with per-expert weight pointers, the method's MoE
+class picked from what the loaded variant compiled in, `load_weights_task`, then
+`forward_task(...)` submitted and `sync()`ed per timed forward.
+
+Measured per method, expert shape and thread count: the time of one MoE layer forward against the
+token count (`Curve(kind="cpu_moe", x_unit="tokens")`, params as in `kttune.hw.profile`). Routing is
+uniform random top-k. Thread counts include the whole pool (`threads == cores`), where the driving
+thread is starved (BRIEF §3: 8 ms vs 0.3 ms for one token on the GPU box).
+
+Without kt-kernel the same curves come from `kttune.kernels.cpu_moe` (torch), labelled
+`backend="torch-cpu"`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+from kttune.errors import UserError
+from kttune.hw.profile import CpuInfo, Curve, Point
+from kttune.kernels.kt_pool import cpu_infer, pool_split
+from kttune.probes.common import NullReporter, Reporter, measure
+
+FP8_BLOCK = 128
+INT4_GROUP = 32
+
+# Methods this probe can build weights for, in the order they are measured.
+PROBE_METHODS = ("AMXINT4", "AMXINT8", "BF16", "FP8", "RAWINT4")
+
+# kt-kernel MoE classes per method, most preferred first (the order kt-kernel 0.7.2's own
+# selection uses: `utils/amx.py` `_select_rawint4_backend`, FP8/BF16 "prefer AMX, fall back to
+# AVX2"). A class is used only if the loaded extension variant compiled it in; `needs` names host
+# ISA flags a class needs beyond that (kt-kernel checks AVX-VNNI at run time).
+KT_CLASS_PREFERENCE: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
+    "AMXINT4": (("AMXInt4_MOE", ()),),
+    "AMXINT8": (("AMXInt8_MOE", ()),),
+    "BF16": (("AMXBF16_MOE", ()), ("AVX2BF16_MOE", ())),
+    "FP8": (("AMXFP8_MOE", ()), ("AVX2FP8_MOE", ())),
+    "RAWINT4": (
+        ("AMXInt4_KGroup_MOE", ()),
+        ("AVXVNNI256RawInt4_MOE", ("avx_vnni",)),
+        ("AVX2RawInt4_MOE", ()),
+    ),
+}
+
+# Source weights in host RAM, per method (`kttune.spec.methods.FORMATS`). AMXINT4/AMXINT8 are
+# quantized online by kt-kernel from bf16, as `AMXMoEWrapper.load_weights_from_tensors` does.
+SOURCE_FORMAT = {"BF16": "bf16", "FP8": "fp8_block", "RAWINT4": "int4_g32", "AMXINT4": "bf16", "AMXINT8": "bf16"}
+KERNEL_FORMAT = {"BF16": "bf16", "FP8": "fp8_block", "RAWINT4": "int4_g32", "AMXINT4": "amx_int4", "AMXINT8": "amx_int8"}
+
+
+@dataclass(frozen=True)
+class ExpertShape:
+    """One MoE layer's routed experts: hidden size H, expert width I, E experts, top-k."""
+
+    hidden: int
+    inter: int
+    experts: int
+    top_k: int
+    name: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.name or f"H{self.hidden} I{self.inter} E{self.experts} k{self.top_k}"
+
+
+# Without a model: a small shape for --quick (fits anywhere, seconds per curve on 2 cores) and two
+# representative shapes for the full probe (Qwen3-30B-A3B's and DeepSeek-V3's experts).
+QUICK_SHAPE = ExpertShape(hidden=1024, inter=512, experts=32, top_k=8, name="small H1024 I512 E32 k8")
+FULL_SHAPES = (
+    ExpertShape(hidden=2048, inter=768, experts=128, top_k=8, name="Qwen3-30B-A3B experts"),
+    ExpertShape(hidden=7168, inter=2048, experts=256, top_k=8, name="DeepSeek-V3 experts"),
+)
+
+
+def shape_from_model(model: Any) -> ExpertShape:
+    """The expert shape of a `kttune.spec.model_spec.ModelSpec`."""
+    return ExpertShape(
+        hidden=int(model.hidden_size),
+        inter=int(model.moe_intermediate_size),
+        experts=int(model.num_experts),
+        top_k=int(model.top_k),
+        name=f"{model.name} experts",
+    )
+
+
+def token_series(max_tokens: int, quick: bool) -> list[int]:
+    """1 up to `max_tokens` geometrically (x4 in quick mode, x2 otherwise), ending at max_tokens."""
+    step = 4 if quick else 2
+    xs, t = [], 1
+    while t < max_tokens:
+        xs.append(t)
+        t *= step
+    xs.append(max_tokens)
+    return sorted(set(xs))
+
+
+def thread_series(cores: int, quick: bool) -> list[int]:
+    """Thread counts to measure on `cores` cores: always the whole pool (`cores`, where the driving
+    thread starves) and one fewer; the full probe adds powers of two and cores/2, cores-2."""
+    want = {cores, cores - 1}
+    if not quick:
+        p = 1
+        while p < cores:
+            want.add(p)
+            p *= 2
+        want |= {cores // 2, cores - 2}
+    elif cores <= 2:
+        want.add(1)
+    return sorted(t for t in want if 1 <= t <= cores)
+
+
+# ---- kt-kernel discovery -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KtKernel:
+    """The imported extension: module, the CPU variant it loaded, and its version."""
+
+    ext: Any
+    variant: str
+    version: str
+
+    @property
+    def backend(self) -> str:
+        return f"kt-kernel:{self.variant}"
+
+
+_KT: KtKernel | None = None
+_KT_ERROR: str | None = None
+
+
+def load_kt_kernel() -> KtKernel | None:
+    """Import kt-kernel once; None (reason in `kt_kernel_error()`) if it is not importable."""
+    global _KT, _KT_ERROR
+    if _KT is not None or _KT_ERROR is not None:
+        return _KT
+    try:
+        with quiet_stdout():
+            import kt_kernel
+        ext = kt_kernel.kt_kernel_ext
+        _KT = KtKernel(ext=ext, variant=str(kt_kernel.__cpu_variant__), version=str(getattr(kt_kernel, "__version__", "")))
+    except Exception as e:  # ImportError, or its variant check raising RuntimeError
+        _KT_ERROR = f"{type(e).__name__}: {e}"
+    return _KT
+
+
+def kt_kernel_error() -> str | None:
+    return _KT_ERROR
+
+
+def kt_class_name(kt: KtKernel, method: str, isa: Sequence[str] = ()) -> str | None:
+    """The MoE class kt-kernel would run `method` with on this host, or None if not compiled in."""
+    names = set(dir(kt.ext.moe))
+    for name, needs in KT_CLASS_PREFERENCE.get(method, ()):
+        if name in names and all(f in isa for f in needs):
+            return name
+    return None
+
+
+def supported_methods(kt: KtKernel | None, isa: Sequence[str] = ()) -> list[str]:
+    """The probe's methods the host can run (all of `PROBE_METHODS` with a compiled class)."""
+    if kt is None:
+        return ["BF16"]
+    return [m for m in PROBE_METHODS if kt_class_name(kt, m, isa)]
+
+
+# ---- quiet C++ stdout --------------------------------------------------------------------------------
+
+
+def _libc_fflush() -> None:
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except Exception:
+        pass
+
+
+@contextlib.contextmanager
+def quiet_stdout(to_stderr: bool = False) -> Iterator[None]:
+    """Send file descriptor 1 to /dev/null (or to stderr): kt-kernel's C++ prints construction and
+    pool messages with printf, which would corrupt `--json` output."""
+    try:
+        sys.stdout.flush()
+    except Exception:
+        pass
+    _libc_fflush()
+    try:
+        saved = os.dup(1)
+    except OSError:
+        yield
+        return
+    devnull = os.dup(2) if to_stderr else os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        _libc_fflush()
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+
+
+# ---- weights -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ExpertWeights:
+    """One layer's experts in a kt-kernel source format. Matrices are `[E, ...]` tensors; kt-kernel
+    gets one pointer per expert (`MOEConfig.gate_projs[numa][expert]`) as NativeMoEWrapper passes,
+    or the flat bf16 pointer (`MOEConfig.gate_proj`) for the AMX online-quantized methods."""
+
+    method: str
+    gate: Any  # [E, I, H] (bf16 / uint8 e4m3 / uint8 packed int4 [E, I, H/2])
+    up: Any
+    down: Any  # [E, H, I] (int4: [E, H, I/2])
+    gate_scale: Any = None  # FP8: fp32 [E, ceil(I/128), ceil(H/128)]; RAWINT4: bf16 [E, I, H/32]
+    up_scale: Any = None
+    down_scale: Any = None
+
+    @property
+    def nbytes(self) -> int:
+        ts = [self.gate, self.up, self.down, self.gate_scale, self.up_scale, self.down_scale]
+        return sum(t.numel() * t.element_size() for t in ts if t is not None)
+
+
+def random_weights(method: str, shape: ExpertShape, seed: int = 0) -> ExpertWeights:
+    """Random weights of the right format and shape. Timing does not depend on the values, so one
+    random expert is drawn and copied into every expert's own memory (memcpy speed: a 384-expert
+    layer takes seconds, not minutes). FP8 bytes avoid the e4m3fn NaN codes."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    e, h, i = shape.experts, shape.hidden, shape.inter
+
+    def stack(one: Any) -> Any:
+        t = torch.empty((e,) + tuple(one.shape), dtype=one.dtype)
+        t.copy_(one.unsqueeze(0).expand_as(t))
+        return t
+
+    if SOURCE_FORMAT[method] == "bf16":
+
+        def mat(n: int, k: int) -> Any:
+            return stack((torch.randn(n, k, generator=g) / math.sqrt(k)).to(torch.bfloat16))
+
+        return ExpertWeights(method, mat(i, h), mat(i, h), mat(h, i))
+    if method == "FP8":
+
+        def q(n: int, k: int) -> Any:
+            t = torch.randint(0, 256, (n, k), dtype=torch.uint8, generator=g)
+            t[(t & 0x7F) == 0x7F] = 0  # e4m3fn NaN
+            return stack(t)
+
+        def s(n: int, k: int) -> Any:
+            return stack(torch.rand(math.ceil(n / FP8_BLOCK), math.ceil(k / FP8_BLOCK), generator=g) * 1e-3 + 1e-4)
+
+        return ExpertWeights(method, q(i, h), q(i, h), q(h, i), s(i, h), s(i, h), s(h, i))
+    if method == "RAWINT4":
+
+        def q(n: int, k: int) -> Any:
+            return stack(torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, generator=g))
+
+        def s(n: int, k: int) -> Any:
+            return stack((torch.rand(n, k // INT4_GROUP, generator=g) * 1e-2 + 1e-3).to(torch.bfloat16))
+
+        return ExpertWeights(method, q(i, h), q(i, h), q(h, i), s(i, h), s(i, h), s(h, i))
+    raise ValueError(f"no weight builder for method {method!r}")
+
+
+def quantized_weights(method: str, gate: Any, up: Any, down: Any) -> tuple[ExpertWeights, tuple[Any, Any, Any]]:
+    """Weights of `method` made from dense `[E, I, H]`/`[E, H, I]` weights, and the dense fp32
+    weights the kernel will effectively use (dequantized), for checking kt-kernel against
+    `kttune.kernels.cpu_moe.moe_forward`. AMXINT4/AMXINT8 quantize inside kt-kernel: their
+    reference is the bf16 input."""
+    import torch
+
+    from kttune.kernels import cpu_moe as ref
+
+    if SOURCE_FORMAT[method] == "bf16":
+        w = ExpertWeights(method, gate.to(torch.bfloat16).contiguous(), up.to(torch.bfloat16).contiguous(), down.to(torch.bfloat16).contiguous())
+        return w, (w.gate.float(), w.up.float(), w.down.float())
+    if method == "FP8":
+        quant, dequant = ref.quantize_fp8_block, ref.dequant_fp8_block
+    elif method == "RAWINT4":
+        quant, dequant = ref.quantize_int4_group, ref.dequant_int4_group
+    else:
+        raise ValueError(f"no quantizer for method {method!r}")
+    mats, scales, dense = [], [], []
+    for full in (gate, up, down):
+        qs = [quant(full[x].float()) for x in range(full.shape[0])]
+        mats.append(torch.stack([a for a, _ in qs]).contiguous())
+        scales.append(torch.stack([b for _, b in qs]).contiguous())
+        dense.append(torch.stack([dequant(a, b) for a, b in qs]))
+    return ExpertWeights(method, *mats, *scales), (dense[0], dense[1], dense[2])
+
+
+def host_bytes_needed(method: str, shape: ExpertShape, max_tokens: int, threadpools: int = 1) -> tuple[int, int]:
+    """(weights, scratch) bytes of host RAM a kt-kernel layer needs at its peak: the source weights,
+    kt-kernel's own copy (BF16/FP8 copy through a per-pool temporary; AMX quantizes from a bf16
+    temporary) and the forward scratch sized by `max_len` (`operators/avx2/moe_base.hpp`: per pool,
+    `max_len * k + E` rows of activations and fp32 outputs). Approximate, on the safe side."""
+    from kttune.spec.methods import bytes_per_expert
+
+    e, h, i = shape.experts, shape.hidden, shape.inter
+    src = e * bytes_per_expert(SOURCE_FORMAT[method], h, i)
+    if method in ("BF16", "FP8"):
+        weights = 3 * src
+    elif method == "RAWINT4":
+        weights = 2 * src
+    else:  # AMX online quantization: bf16 source + bf16 per-pool temporary + quantized copy
+        weights = 2 * src + e * bytes_per_expert(KERNEL_FORMAT[method], h, i)
+    rows = max_tokens * shape.top_k + e
+    scratch = threadpools * rows * (10 * h + 14 * i + 320) + (threadpools + 1) * max_tokens * h * 4
+    return int(weights), int(scratch * 1.25)
+
+
+def available_ram_bytes() -> int:
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
+# ---- one kt-kernel layer -------------------------------------------------------------------------------
+
+
+class KtMoeLayer:
+    """One MoE layer on kt-kernel's extension, run on the process's worker pool for its thread count.
+
+    `forward(x, ids, weights, out)` runs one layer forward on `x` bf16 `[T, H]` with routing ids
+    int64 `[T, k]` and weights fp32 `[T, k]` into `out` bf16 `[T, H]` (submit + sync, as sglang
+    does per layer). `write_expert(...)` runs `write_weight_scale_to_buffer_task` (stage A)."""
+
+    def __init__(
+        self,
+        kt: KtKernel,
+        method: str,
+        shape: ExpertShape,
+        weights: ExpertWeights,
+        *,
+        threads: int,
+        threadpools: int = 1,
+        numa_nodes: Sequence[int] | None = None,
+        max_tokens: int = 1024,
+        isa: Sequence[str] = (),
+    ) -> None:
+        import torch
+
+        cls_name = kt_class_name(kt, method, isa)
+        if cls_name is None:
+            raise RuntimeError(f"kt-kernel {kt.variant} has no MoE class for {method}")
+        if threadpools < 1 or threads < threadpools:
+            raise ValueError(f"need threads >= threadpools >= 1 (got {threads} threads, {threadpools} pools)")
+        if shape.inter % threadpools:
+            raise ValueError(f"expert width {shape.inter} is not divisible by {threadpools} thread pools")
+        self.kt, self.method, self.shape, self.weights = kt, method, shape, weights
+        self.kernel_class = cls_name
+        self.threads, self.threadpools, self.max_tokens = threads, threadpools, max_tokens
+        ext = kt.ext
+        nodes = list(numa_nodes) if numa_nodes is not None else list(range(threadpools))
+        with quiet_stdout():
+            self.cpu_infer = cpu_infer(ext, threads, threadpools, nodes)
+            # The C++ side reads these through raw pointers: keep them alive as long as the layer.
+            self._mask = torch.zeros(shape.experts, dtype=torch.bool)
+            self._map = torch.arange(shape.experts, dtype=torch.int64)
+            cfg = ext.moe.MOEConfig(shape.experts, shape.top_k, shape.hidden, shape.inter, self._mask.data_ptr())
+            cfg.layer_idx = 0
+            cfg.pool = self.cpu_infer.backend_
+            # AMX kernels size their activation buffers in M_STEP rows (32): keep max_len a
+            # multiple of 64, as --chunked-prefill-size values are.
+            cfg.max_len = max(64, -(-max_tokens // 64) * 64)
+            if method in ("AMXINT4", "AMXINT8"):
+                cfg.gate_proj = weights.gate.data_ptr()
+                cfg.up_proj = weights.up.data_ptr()
+                cfg.down_proj = weights.down.data_ptr()
+                cfg.load = False
+                cfg.save = False
+            else:
+                cfg.gate_projs = [_expert_ptrs(weights.gate)]
+                cfg.up_projs = [_expert_ptrs(weights.up)]
+                cfg.down_projs = [_expert_ptrs(weights.down)]
+                none = [0] * shape.experts
+                cfg.gate_scales = [_expert_ptrs(weights.gate_scale) if weights.gate_scale is not None else none]
+                cfg.up_scales = [_expert_ptrs(weights.up_scale) if weights.up_scale is not None else none]
+                cfg.down_scales = [_expert_ptrs(weights.down_scale) if weights.down_scale is not None else none]
+                if method == "FP8":
+                    cfg.quant_config.bits = 8
+                    cfg.quant_config.group_size = FP8_BLOCK
+                    cfg.quant_config.zero_point = False
+                elif method == "RAWINT4":
+                    cfg.quant_config.bits = 4
+                    cfg.quant_config.group_size = shape.hidden // weights.gate_scale.shape[-1]
+                    cfg.quant_config.zero_point = False
+            self._cfg = cfg
+            self.moe = getattr(ext.moe, cls_name)(cfg)
+            self.cpu_infer.submit(self.moe.load_weights_task(self._map.data_ptr()))
+            self.cpu_infer.sync()
+        self._bsz = torch.zeros(1, dtype=torch.int32)
+
+    @property
+    def can_write_buffer(self) -> bool:
+        return hasattr(self.moe, "write_weight_scale_to_buffer_task")
+
+    def forward(self, x: Any, ids: Any, weights: Any, out: Any) -> None:
+        t = x.shape[0]
+        if t > self.max_tokens:
+            raise ValueError(f"{t} tokens exceed the layer's max_len {self.max_tokens}")
+        self._bsz[0] = t
+        self.cpu_infer.submit(
+            self.moe.forward_task(
+                self._bsz.data_ptr(), ids.shape[1], ids.data_ptr(), weights.data_ptr(), x.data_ptr(), out.data_ptr(), False
+            )
+        )
+        self.cpu_infer.sync()
+
+    def write_expert(self, expert_id: int, w13: Sequence[int], w13_scale: Sequence[int], w2: Sequence[int], w2_scale: Sequence[int]) -> None:
+        """Stage A: write one expert, in GPU layout split over `len(w13)` GPU TP ranks, into the
+        slot buffers at those addresses (`write_weight_scale_to_buffer_task`)."""
+        self.cpu_infer.submit(
+            self.moe.write_weight_scale_to_buffer_task(len(w13), expert_id, list(w13), list(w13_scale), list(w2), list(w2_scale))
+        )
+        self.cpu_infer.sync()
+
+    def close(self) -> None:
+        """Free the MoE object (its weights and scratch). The worker pool stays: the process keeps
+        one per thread configuration (kttune.kernels.kt_pool)."""
+        with quiet_stdout():
+            for name in ("moe", "_cfg"):
+                if hasattr(self, name):
+                    delattr(self, name)
+            gc.collect()
+
+    def __enter__(self) -> "KtMoeLayer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _expert_ptrs(t: Any) -> list[int]:
+    base = t.data_ptr()
+    stride = t[0].numel() * t.element_size()
+    return [base + e * stride for e in range(t.shape[0])]
+
+
+# ---- the probe -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CpuMoeOptions:
+    """What to measure. Empty `methods`/`threads` mean: every method the host supports; the
+    default thread series (`thread_series`). `max_point_s` caps one forward's predicted time: larger
+    token counts are skipped with that reason (quick mode keeps the whole probe under a minute)."""
+
+    shapes: tuple[ExpertShape, ...]
+    tokens: tuple[int, ...]
+    methods: tuple[str, ...] = ()
+    threads: tuple[int, ...] = ()
+    quick: bool = False
+    sweep_threads_on_first_shape_only: bool = True
+    max_point_s: float = 5.0
+    warmup: int = 2
+    repeats: int = 5
+    min_total_s: float = 0.3
+    max_repeats: int = 30
+    ram_fraction: float = 0.7  # of the RAM available when a layer is built
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class CpuMoeTask:
+    shape: ExpertShape
+    method: str
+    threads: int
+    threadpools: int
+    tokens: tuple[int, ...]
+
+
+@dataclass
+class CpuMoePlan:
+    tasks: list[CpuMoeTask]
+    backend: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def steps(self) -> int:
+        return sum(1 + len(t.tokens) for t in self.tasks)
+
+
+def plan_cpu_moe(opts: CpuMoeOptions, cpu: CpuInfo, cores: int, numa_ids: Sequence[int]) -> CpuMoePlan:
+    """The list of (shape, method, thread count) curves to measure. Raises UserError on a method
+    or thread count that this host cannot run."""
+    kt = load_kt_kernel()
+    supported = supported_methods(kt, cpu.isa)
+    notes: list[str] = []
+    if opts.methods:
+        methods = []
+        for m in opts.methods:
+            key = m.strip().upper().replace("-", "_")
+            if key not in PROBE_METHODS:
+                raise UserError(f"the CPU probe cannot measure method {m!r}", "use some of " + ", ".join(PROBE_METHODS))
+            if key not in supported:
+                why = "kt-kernel is not importable" if kt is None else f"kt-kernel {kt.variant} has no kernel for it"
+                raise UserError(f"method {key} cannot run on this host ({why})", "use some of " + ", ".join(supported))
+            methods.append(key)
+    else:
+        methods = supported
+    if kt is None:
+        notes.append(f"kt-kernel not importable ({kt_kernel_error()}): CPU MoE timed with the torch fallback (backend torch-cpu)")
+    all_threads = sorted(set(opts.threads)) if opts.threads else thread_series(cores, opts.quick)
+    for t in all_threads:
+        if t < 1:
+            raise UserError(f"thread count {t} is not positive", "pass --threads with counts of 1 or more")
+    if opts.threads and max(all_threads) > (os.cpu_count() or cores):
+        notes.append(f"thread counts above the {os.cpu_count()} CPUs oversubscribe the cores")
+    edge = sorted({t for t in all_threads if t >= max(1, cores - 1)}) or all_threads
+    # Thread counts away from the edge only locate the optimum: every other token count suffices.
+    sparse = tuple(sorted(set(opts.tokens[::2]) | {max(opts.tokens)})) if opts.tokens else ()
+    pools = max(1, len(numa_ids))
+    tasks = []
+    for si, shape in enumerate(opts.shapes):
+        shape_threads = all_threads if (si == 0 or not opts.sweep_threads_on_first_shape_only) else edge
+        for method in methods:
+            for t in shape_threads:
+                p = min(pools, t)
+                while shape.inter % p:
+                    p -= 1
+                tokens = tuple(opts.tokens) if (t in edge or opts.threads or opts.quick) else sparse
+                tasks.append(CpuMoeTask(shape, method, t, p, tokens))
+    return CpuMoePlan(tasks=tasks, backend=kt.backend if kt else "torch-cpu", notes=notes)
+
+
+def _fit_shape(method: str, shape: ExpertShape, max_tokens: int, pools: int, budget: int) -> tuple[ExpertShape, int, list[dict]]:
+    """Shrink the layer to fit `budget` bytes: first fewer experts (down to 2 x top-k), then fewer
+    tokens. Returns (shape, max_tokens, skipped entries with reasons)."""
+    skipped: list[dict] = []
+    gib = 1024**3
+    e = shape.experts
+    w, s = host_bytes_needed(method, shape, max_tokens, pools)
+    while w + s > budget and e > 2 * shape.top_k:
+        e = max(2 * shape.top_k, e // 2)
+        w, s = host_bytes_needed(method, ExpertShape(shape.hidden, shape.inter, e, shape.top_k, shape.name), max_tokens, pools)
+    if e != shape.experts:
+        w0, s0 = host_bytes_needed(method, shape, max_tokens, pools)
+        skipped.append(
+            {
+                "x": None,
+                "reason": f"experts reduced from {shape.experts} to {e}: {method} layer needs {(w0 + s0) / gib:.1f} GiB, "
+                f"{budget / gib:.1f} GiB usable",
+            }
+        )
+        shape = ExpertShape(shape.hidden, shape.inter, e, shape.top_k, shape.name)
+    t = max_tokens
+    while w + s > budget and t > 1:
+        t //= 2
+        w, s = host_bytes_needed(method, shape, t, pools)
+    if t != max_tokens:
+        skipped.append({"x": None, "reason": f"tokens above {t} skipped: scratch for {max_tokens} tokens does not fit in RAM"})
+    if w + s > budget:
+        raise MemoryError(f"{method} {shape.label} needs {(w + s) / gib:.1f} GiB, {budget / gib:.1f} GiB usable")
+    return shape, t, skipped
+
+
+def _inputs(tokens: int, shape: ExpertShape, seed: int) -> tuple[Any, Any, Any, Any]:
+    import torch
+
+    from kttune.kernels.cpu_moe import random_routing
+
+    g = torch.Generator().manual_seed(seed + tokens)
+    x = torch.randn(tokens, shape.hidden, generator=g).to(torch.bfloat16)
+    ids, w = random_routing(tokens, shape.experts, shape.top_k, seed=seed + tokens)
+    out = torch.empty(tokens, shape.hidden, dtype=torch.bfloat16)
+    return x, ids, w, out
+
+
+def _measure_curve(
+    run: Callable[[int], Callable[[], object]],
+    task: CpuMoeTask,
+    tokens: Sequence[int],
+    opts: CpuMoeOptions,
+    reporter: Reporter,
+    label: str,
+) -> tuple[list[Point], list[dict]]:
+    """Time `run(tokens)()` for each token count; skip sizes whose predicted time (linear from the
+    last measured point) exceeds `opts.max_point_s`."""
+    points: list[Point] = []
+    skipped: list[dict] = []
+    for n in tokens:
+        if points:
+            last = points[-1]
+            predicted_s = last.t_ms / 1e3 * n / last.x
+            if predicted_s > opts.max_point_s:
+                skipped.append(
+                    {"x": n, "reason": f"predicted {predicted_s:.1f} s per forward > {opts.max_point_s:g} s budget per point"}
+                )
+                reporter.step(f"{label}: skip {n} tokens")
+                continue
+        fn = run(n)
+        pt = measure(
+            fn,
+            x=n,
+            warmup=opts.warmup,
+            repeats=opts.repeats,
+            min_total_s=opts.min_total_s,
+            max_repeats=opts.max_repeats,
+        )
+        points.append(pt)
+        reporter.step(f"{label}: {n} tok {pt.t_ms:.2f} ms")
+    return points, skipped
+
+
+def probe_cpu_moe(
+    opts: CpuMoeOptions,
+    cpu: CpuInfo,
+    reporter: Reporter | None = None,
+    *,
+    cores: int | None = None,
+    numa_ids: Sequence[int] | None = None,
+    plan: CpuMoePlan | None = None,
+) -> list[Curve]:
+    """Measure the CPU MoE curves of `plan` (default: `plan_cpu_moe(opts, ...)`). One curve per
+    (shape, method, threads). Never raises for a size that does not fit: it shrinks or skips it and
+    says why (in `Curve.skipped` and to the reporter)."""
+    from kttune.probes.inventory import numa_nodes_with_cpus, usable_cores
+
+    reporter = reporter or NullReporter()
+    cores = cores or usable_cores(cpu)
+    numa_ids = list(numa_ids) if numa_ids is not None else list(numa_nodes_with_cpus(cpu))
+    plan = plan or plan_cpu_moe(opts, cpu, cores, numa_ids)
+    for n in plan.notes:
+        reporter.note(n)
+    kt = load_kt_kernel()
+    curves: list[Curve] = []
+    weights_cache: dict[tuple, tuple[ExpertShape, int, list[dict], Any]] = {}
+    for task in plan.tasks:
+        label = f"cpu_moe {task.method} {task.threads}t"
+        key = (task.method, task.shape)
+        try:
+            if key not in weights_cache:
+                weights_cache.clear()
+                gc.collect()
+                budget = int(available_ram_bytes() * opts.ram_fraction)
+                shape, max_tok, skipped0 = _fit_shape(task.method, task.shape, max(task.tokens), task.threadpools, budget)
+                for s in skipped0:
+                    reporter.note(f"{label} {task.shape.label}: {s['reason']}")
+                w = random_weights(task.method, shape, seed=opts.seed) if kt is not None else None
+                weights_cache[key] = (shape, max_tok, skipped0, w)
+            shape, max_tok, skipped0, w = weights_cache[key]
+        except MemoryError as e:
+            reporter.note(f"{label}: skipped, {e}")
+            reporter.step(f"{label}: skipped", advance=1 + len(task.tokens))
+            continue
+        tokens = [n for n in task.tokens if n <= max_tok]
+        skipped = list(skipped0) + [{"x": n, "reason": "does not fit in RAM"} for n in task.tokens if n > max_tok]
+        if skipped[len(skipped0):]:
+            reporter.step(f"{label}: skipped sizes", advance=len(task.tokens) - len(tokens))
+        if kt is not None:
+            try:
+                layer = KtMoeLayer(
+                    kt, task.method, shape, w, threads=task.threads, threadpools=task.threadpools,
+                    numa_nodes=numa_ids, max_tokens=max(tokens), isa=cpu.isa,
+                )
+            except Exception as e:
+                reporter.note(f"{label}: kt-kernel could not build the layer ({type(e).__name__}: {e}); skipped")
+                reporter.step(f"{label}: failed", advance=1 + len(tokens))
+                continue
+            reporter.step(f"{label}: loaded {layer.kernel_class}")
+            try:
+
+                def run(n: int) -> Callable[[], object]:
+                    x, ids, rw, out = _inputs(n, shape, opts.seed)
+                    return lambda: layer.forward(x, ids, rw, out)
+
+                points, skipped_t = _measure_curve(run, task, tokens, opts, reporter, label)
+            finally:
+                layer.close()
+            backend, kernel = kt.backend, layer.kernel_class
+        else:
+            points, skipped_t = _torch_curve(task, shape, tokens, opts, reporter, label)
+            backend, kernel = "torch-cpu", "kttune.kernels.cpu_moe.moe_forward(bf16)"
+        curves.append(
+            Curve(
+                kind="cpu_moe",
+                x_unit="tokens",
+                points=tuple(points),
+                params={
+                    "method": task.method,
+                    "threads": task.threads,
+                    "threadpools": task.threadpools,
+                    "hidden": shape.hidden,
+                    "inter": shape.inter,
+                    "experts": shape.experts,
+                    "top_k": shape.top_k,
+                    "cpu_experts": shape.experts,
+                    "kernel": kernel,
+                },
+                backend=backend,
+                skipped=tuple(skipped + skipped_t),
+            )
+        )
+    weights_cache.clear()
+    gc.collect()
+    return curves
+
+
+def _torch_curve(task: CpuMoeTask, shape: ExpertShape, tokens: Sequence[int], opts: CpuMoeOptions, reporter: Reporter, label: str):
+    """The fallback: the same layer in torch (bf16 weights, bf16 compute) with `threads` intra-op
+    threads."""
+    import torch
+
+    from kttune.kernels.cpu_moe import TorchCpuMoE
+
+    layer = TorchCpuMoE.random(shape.experts, shape.hidden, shape.inter, torch.bfloat16, seed=opts.seed)
+    reporter.step(f"{label}: torch layer built")
+    before = torch.get_num_threads()
+    torch.set_num_threads(task.threads)
+    try:
+
+        def run(n: int) -> Callable[[], object]:
+            x, ids, rw, _ = _inputs(n, shape, opts.seed)
+            return lambda: layer.forward(x, ids, rw)
+
+        return _measure_curve(run, task, tokens, opts, reporter, label)
+    finally:
+        torch.set_num_threads(before)

@@ -1,0 +1,59 @@
+"""Prefill attention time of one layer against context length (a chunk of `context` tokens from an
+empty cache), for the model's attention: GQA by torch SDPA, MLA in its prefill form (latent expanded
+by kv_b_proj, then SDPA). See `kttune.kernels.attention`."""
+
+from __future__ import annotations
+
+from kttune.hw.profile import Curve, Point
+from kttune.probes.common import NullReporter, Reporter
+from kttune.probes.gpu_common import AttentionShape, cuda_time_point
+
+CONTEXTS = (512, 1024, 2048, 4096, 8192, 16384, 32768)
+CONTEXTS_QUICK = (1024, 4096, 16384)
+
+
+def attention_flops(shape: AttentionShape, t: int) -> float:
+    """Causal attention FLOPs (QK^T and PV, half the square) plus the MLA kv expansion GEMM."""
+    f = 2 * shape.heads * t * t * (shape.head_dim + shape.v_head_dim) / 2
+    if shape.attention == "mla":
+        nope = shape.head_dim - shape.qk_rope_head_dim
+        f += 2 * t * shape.kv_lora_rank * shape.heads * (nope + shape.v_head_dim)
+    return f
+
+
+def probe_attention(shape: AttentionShape, *, quick: bool = False, gpu: int = 0, reporter: Reporter | None = None) -> Curve:
+    import torch
+
+    from kttune.kernels import attention as attn
+
+    rep = reporter or NullReporter()
+    device = torch.device("cuda", gpu)
+    bf = torch.bfloat16
+    pts, skipped = [], []
+    backend = "torch SDPA"
+    for t in CONTEXTS_QUICK if quick else CONTEXTS:
+        rep.step(f"attention {shape.name} {shape.attention} {t}", 0)
+        try:
+            if shape.attention == "mla":
+                dims = attn.MlaDims(shape.heads, shape.kv_lora_rank, shape.head_dim - shape.qk_rope_head_dim,
+                                    shape.qk_rope_head_dim, shape.v_head_dim)
+                q = torch.randn(t, shape.heads, shape.head_dim, device=device, dtype=bf)
+                c = torch.randn(t, shape.kv_lora_rank, device=device, dtype=bf)
+                kr = torch.randn(t, shape.qk_rope_head_dim, device=device, dtype=bf)
+                w = torch.randn(shape.heads * (dims.qk_nope_head_dim + dims.v_head_dim), shape.kv_lora_rank, device=device, dtype=bf) * 0.05
+                fn = lambda: attn.mla_prefill(q, c, kr, w, dims)  # noqa: E731
+                backend = "torch kv_b_proj matmul + SDPA (MLA prefill, non-absorbed)"
+            else:
+                q = torch.randn(t, shape.heads, shape.head_dim, device=device, dtype=bf)
+                k = torch.randn(t, shape.kv_heads, shape.head_dim, device=device, dtype=bf)
+                v = torch.randn(t, shape.kv_heads, shape.v_head_dim, device=device, dtype=bf)
+                fn = lambda: attn.gqa_prefill(q, k, v)  # noqa: E731
+                backend = "torch SDPA causal (GQA)"
+            p = cuda_time_point(fn, x=t, warmup=2, repeats=5, min_total_ms=50, max_repeats=20)
+        except torch.cuda.OutOfMemoryError:
+            torch.cuda.empty_cache()
+            skipped.append({"x": t, "reason": "CUDA out of memory"})
+            continue
+        tf = attention_flops(shape, t) / (p.t_ms * 1e-3) / 1e12
+        pts.append(Point(p.x, p.t_ms, p.t_ms_p10, p.t_ms_p90, p.n, {"tflops": round(tf, 2)}))
+    return Curve("attention", "context", tuple(pts), shape.params() | {"model": shape.name}, backend=backend, skipped=tuple(skipped))

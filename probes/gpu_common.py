@@ -1,0 +1,282 @@
+"""What the GPU probes share: the expert and attention shapes they measure, NUMA placement of host
+buffers next to a GPU, the PCIe link's theoretical rate, and CUDA-event timing.
+
+Imports torch lazily where it can, so `kttune.probes` stays importable on machines without it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from kttune.hw.profile import Point
+from kttune.probes.common import quantiles
+from kttune.spec.methods import bytes_per_expert, get_method
+
+# ---- shapes ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MoeShape:
+    """One MoE layer's routed experts as the GPU sees them (tp = 1)."""
+
+    name: str
+    hidden: int
+    inter: int
+    experts: int
+    top_k: int
+    method: str  # KT method of the layerwise path (BF16, FP8, FP8_PERCHANNEL, RAWINT4, ...)
+
+    @property
+    def fmt(self) -> str:
+        return get_method(self.method).cpu_format
+
+    @property
+    def bytes_per_expert(self) -> int:
+        return bytes_per_expert(self.fmt, self.hidden, self.inter)
+
+    @property
+    def layer_bytes(self) -> int:
+        return self.experts * self.bytes_per_expert
+
+    def with_method(self, method: str) -> "MoeShape":
+        return MoeShape(self.name, self.hidden, self.inter, self.experts, self.top_k, method)
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    name: str
+    attention: str  # "gqa" | "mla"
+    heads: int
+    kv_heads: int
+    head_dim: int  # q/k head dim (MLA: qk_nope + qk_rope)
+    v_head_dim: int
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+
+    def params(self) -> dict:
+        return {
+            "attention": self.attention,
+            "heads": self.heads,
+            "kv_heads": self.kv_heads,
+            "head_dim": self.head_dim,
+            "v_head_dim": self.v_head_dim,
+            "kv_lora_rank": self.kv_lora_rank,
+            "qk_rope_head_dim": self.qk_rope_head_dim,
+        }
+
+
+@dataclass(frozen=True)
+class ShapeSet:
+    """The shapes a GPU probe run measures: from the user's model, or a representative set."""
+
+    moe: tuple[MoeShape, ...]
+    attention: tuple[AttentionShape, ...]
+    gemm: tuple[tuple[int, int], ...]  # (hidden, out) of bf16 GEMMs
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+# Representative shapes when no model is given (reference/models.json): a small bf16 MoE and the
+# DeepSeek-V3 / Kimi-K2 expert shape in its FP8 and RAWINT4 checkpoints.
+QWEN3_30B_A3B = MoeShape("Qwen3-30B-A3B", 2048, 768, 128, 8, "BF16")
+DEEPSEEK_V3 = MoeShape("DeepSeek-V3", 7168, 2048, 256, 8, "FP8")
+KIMI_K2 = MoeShape("Kimi-K2", 7168, 2048, 384, 8, "RAWINT4")
+QWEN3_ATTN = AttentionShape("Qwen3-30B-A3B", "gqa", 32, 4, 128, 128)
+DEEPSEEK_ATTN = AttentionShape("DeepSeek-V3", "mla", 128, 128, 192, 128, kv_lora_rank=512, qk_rope_head_dim=64)
+
+LAYERWISE_GPU_METHODS = ("BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4")
+
+
+def shapes_for(model) -> ShapeSet:
+    """Shapes of `model` (a `kttune.spec.model_spec.ModelSpec`), or the representative set if None."""
+    if model is None:
+        return ShapeSet(
+            moe=(QWEN3_30B_A3B, DEEPSEEK_V3, KIMI_K2),
+            attention=(QWEN3_ATTN, DEEPSEEK_ATTN),
+            gemm=((2048, 2048), (2048, 6144), (7168, 7168), (7168, 18432)),
+            notes=("no model given: representative shapes Qwen3-30B-A3B (bf16), DeepSeek-V3 (FP8), Kimi-K2 (RAWINT4)",),
+        )
+    method = model.default_method.upper()
+    notes = []
+    if method not in LAYERWISE_GPU_METHODS:
+        notes.append(f"{model.name}: method {method} has no layerwise GPU path; GPU experts measured as BF16")
+        method = "BF16"
+    moe = MoeShape(model.name, model.hidden_size, model.moe_intermediate_size, model.num_experts, model.top_k, method)
+    if model.attention == "mla":
+        attn = AttentionShape(
+            model.name, "mla", model.num_attention_heads, model.num_attention_heads, model.head_dim,
+            model.v_head_dim, model.kv_lora_rank, model.qk_rope_head_dim,
+        )
+    else:
+        attn = AttentionShape(model.name, "gqa", model.num_attention_heads, model.num_kv_heads, model.head_dim, model.v_head_dim)
+    h = model.hidden_size
+    gemm = ((h, h), (h, max(model.dense_intermediate_size, model.shared_expert_intermediate_size, h) * 2))
+    return ShapeSet(moe=(moe,), attention=(attn,), gemm=gemm, notes=tuple(notes))
+
+
+# ---- PCIe ----------------------------------------------------------------------------------------
+
+# Per-lane raw signalling rate in GT/s and line-code efficiency, PCIe gen 1..6.
+_PCIE_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+_PCIE_CODE = {1: 8 / 10, 2: 8 / 10, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 242 / 256}
+
+
+def pcie_theoretical_gbps(gen: int | None, width: int | None) -> float | None:
+    """One direction's theoretical rate in GB/s (1e9 B/s): lanes x GT/s x line-code efficiency / 8.
+    Gen5 x16: 16 x 32 x 128/130 / 8 = 63.0 GB/s. Before TLP/DLLP protocol overhead (a 256 B max
+    payload with ~24 B of header and framing leaves about 91% of it, ~57 GB/s, for data); the probes
+    report their ratio against this raw figure. Gen6 uses PAM4 + FLIT (242/256)."""
+    if not gen or not width or gen not in _PCIE_GTS:
+        return None
+    return width * _PCIE_GTS[gen] * _PCIE_CODE[gen] / 8
+
+
+# ---- NUMA ----------------------------------------------------------------------------------------
+
+
+def gpu_numa_node(index: int, pci_bus_id: str | None = None) -> int | None:
+    """NUMA node of GPU `index` from sysfs (via NVML's PCI bus id); None when unknown (-1 in sysfs)."""
+    bus = pci_bus_id
+    if bus is None:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            h = pynvml.nvmlDeviceGetHandleByIndex(index)
+            bus = pynvml.nvmlDeviceGetPciInfo(h).busId
+            bus = bus.decode() if isinstance(bus, bytes) else bus
+        except Exception:
+            return None
+    bus = bus.lower()
+    # NVML gives "00000000:17:00.0"; sysfs uses a 4-digit domain.
+    parts = bus.split(":")
+    if len(parts) == 3 and len(parts[0]) > 4:
+        bus = parts[0][-4:] + ":" + parts[1] + ":" + parts[2]
+    p = Path("/sys/bus/pci/devices") / bus / "numa_node"
+    try:
+        n = int(p.read_text().strip())
+    except (OSError, ValueError):
+        n = -1
+    if n >= 0:
+        return n
+    # sysfs says -1 (no affinity reported, common in VMs): on a one-node host that node is 0
+    nodes = [d for d in Path("/sys/devices/system/node").glob("node[0-9]*")] if Path("/sys/devices/system/node").exists() else []
+    return 0 if len(nodes) == 1 else None
+
+
+def node_cpus(node: int) -> set[int]:
+    p = Path(f"/sys/devices/system/node/node{node}/cpulist")
+    try:
+        text = p.read_text().strip()
+    except OSError:
+        return set()
+    cpus: set[int] = set()
+    for part in text.split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            cpus.update(range(int(a), int(b) + 1))
+        elif part:
+            cpus.add(int(part))
+    return cpus
+
+
+@contextmanager
+def bound_to_node(node: int | None) -> Iterator[int | None]:
+    """Run the block with this process bound to `node`'s CPUs, so pinned buffers allocated (and first
+    touched) inside land on that node's memory. Restores the previous affinity. Yields the node
+    actually bound (None when unknown or binding failed)."""
+    if node is None or not hasattr(os, "sched_setaffinity"):
+        yield None
+        return
+    cpus = node_cpus(node) & os.sched_getaffinity(0)
+    if not cpus:
+        yield None
+        return
+    old = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, cpus)
+        yield node
+    finally:
+        os.sched_setaffinity(0, old)
+
+
+# ---- timing --------------------------------------------------------------------------------------
+
+
+def cuda_time_point(
+    fn: Callable[[], object],
+    *,
+    x: float,
+    warmup: int = 2,
+    repeats: int = 5,
+    min_total_ms: float = 200.0,
+    max_repeats: int = 50,
+    stream=None,
+    extra: dict | None = None,
+) -> Point:
+    """Median/p10/p90 of `fn` timed with CUDA events on `stream` (each repeat its own event pair,
+    the host synchronised on the end event). Repeats until `repeats` runs and `min_total_ms` of GPU
+    time, at most `max_repeats`."""
+    import torch
+
+    stream = stream or torch.cuda.current_stream()
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    samples: list[float] = []
+    total = 0.0
+    while len(samples) < repeats or (total < min_total_ms and len(samples) < max_repeats):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record(stream)
+        with torch.cuda.stream(stream):
+            fn()
+        end.record(stream)
+        end.synchronize()
+        ms = start.elapsed_time(end)
+        samples.append(ms)
+        total += ms
+    p10, med, p90 = quantiles(samples)
+    return Point(x=x, t_ms=med, t_ms_p10=p10, t_ms_p90=p90, n=len(samples), extra=dict(extra or {}))
+
+
+def wall_time_point(fn: Callable[[], object], *, x: float, warmup: int = 1, repeats: int = 3, extra: dict | None = None) -> Point:
+    """Host wall-clock timing for work that ends synchronised (e.g. a pipeline that syncs itself)."""
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    p10, med, p90 = quantiles(samples)
+    return Point(x=x, t_ms=med, t_ms_p10=p10, t_ms_p90=p90, n=len(samples), extra=dict(extra or {}))
+
+
+def free_host_bytes() -> int:
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except Exception:
+        return 0
+
+
+def fill_random_(t, seed: int = 0, block_bytes: int = 64 << 20) -> None:
+    """Fill a (large) tensor with non-zero random bytes quickly: one random block, tiled. Byte values
+    are kept away from fp8 NaN encodings (0x7f/0xff) so any dtype view is finite."""
+    import torch
+
+    flat = t.view(torch.uint8).view(-1)
+    g = torch.Generator().manual_seed(seed)
+    n = min(block_bytes, flat.numel())
+    block = torch.randint(1, 0x70, (n,), dtype=torch.uint8, generator=g)
+    block |= (torch.randint(0, 2, (n,), dtype=torch.uint8, generator=g) << 7)
+    blk = block.to(flat.device)
+    for off in range(0, flat.numel(), n):
+        m = min(n, flat.numel() - off)
+        flat[off : off + m].copy_(blk[:m])

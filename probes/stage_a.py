@@ -1,0 +1,231 @@
+"""Stage A probe: kt-kernel's `write_weight_scale_to_buffer_task` throughput per method.
+
+Stage A of the layerwise pipeline (kt-sglang.md §3.2): rank 0's kt-kernel threads write one expert,
+already in the GPU layout and split into TP shards, into a host slot; stage B copies the slot to the
+GPU. This probe times exactly that call on a layer built the way `probes/cpu_moe.py` builds it, for
+experts of a few sizes, writing experts in turn (so the source is not cache-hot). The slot is pinned
+memory when CUDA is available, a plain host buffer otherwise (recorded per point as `pinned`).
+
+`Curve(kind="stage_a_write", x_unit="bytes", params={method, threads})`: x is the bytes of one
+expert written into the slot (weights + scales, all TP shards), t_ms the time per expert.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from kttune.errors import UserError
+from kttune.hw.profile import CpuInfo, Curve
+from kttune.probes.common import NullReporter, Reporter, measure
+from kttune.probes.cpu_moe import (
+    FP8_BLOCK,
+    INT4_GROUP,
+    ExpertShape,
+    KtMoeLayer,
+    available_ram_bytes,
+    host_bytes_needed,
+    kt_class_name,
+    load_kt_kernel,
+    random_weights,
+)
+
+# Methods whose kt-kernel classes implement the writer and that layerwise prefill streams
+# (kt-sglang.md §3.4); the AMX-converted methods never stream.
+STAGE_A_METHODS = ("BF16", "FP8", "RAWINT4")
+
+
+def slot_buffer_bytes(method: str, hidden: int, inter: int, gpu_tp: int = 1) -> dict[str, int]:
+    """Bytes of one GPU TP rank's slot buffers for one expert, in the layout sglang-kt allocates
+    and kt-kernel writes (`operators/avx2/*-moe.hpp` `write_weights_to_buffer`): w13 = gate then
+    up `[2 * I/tp, H]`, w2 = down `[H, I/tp]`, and their scales."""
+    i = inter // gpu_tp
+    h = hidden
+    if method == "BF16":
+        return {"w13": 2 * i * h * 2, "w13_scale": 0, "w2": h * i * 2, "w2_scale": 0}
+    if method == "FP8":
+        return {
+            "w13": 2 * i * h,
+            "w13_scale": 2 * math.ceil(i / FP8_BLOCK) * math.ceil(h / FP8_BLOCK) * 4,
+            "w2": h * i,
+            "w2_scale": math.ceil(h / FP8_BLOCK) * math.ceil(i / FP8_BLOCK) * 4,
+        }
+    if method == "RAWINT4":
+        return {"w13": i * h, "w13_scale": 2 * i * (h // INT4_GROUP) * 2, "w2": h * i // 2, "w2_scale": h * (i // INT4_GROUP) * 2}
+    raise ValueError(f"no stage A slot layout for method {method!r}")
+
+
+def expert_write_bytes(method: str, hidden: int, inter: int, gpu_tp: int = 1) -> int:
+    """Bytes one expert puts into the slots of all `gpu_tp` ranks."""
+    return gpu_tp * sum(slot_buffer_bytes(method, hidden, inter, gpu_tp).values())
+
+
+@dataclass(frozen=True)
+class StageAOptions:
+    hidden: int
+    inters: tuple[int, ...]
+    methods: tuple[str, ...] = ()
+    threads: tuple[int, ...] = ()
+    gpu_tp: int = 1
+    layer_bytes: int = 256 * 1024**2  # source bytes per layer: experts cycle through this much RAM
+    warmup: int = 3
+    repeats: int = 10
+    min_total_s: float = 0.2
+    max_repeats: int = 200
+    ram_fraction: float = 0.5
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class StageATask:
+    method: str
+    threads: int
+    threadpools: int
+    inters: tuple[int, ...]
+
+
+@dataclass
+class StageAPlan:
+    tasks: list[StageATask]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def steps(self) -> int:
+        return sum(len(t.inters) for t in self.tasks)
+
+
+def stage_a_threads(cores: int, quick: bool) -> list[int]:
+    want = {cores, cores - 1} if quick else {1, cores // 2, cores - 1, cores}
+    return sorted(t for t in want if 1 <= t <= cores)
+
+
+def plan_stage_a(opts: StageAOptions, cpu: CpuInfo, cores: int, numa_ids: Sequence[int], quick: bool) -> StageAPlan:
+    kt = load_kt_kernel()
+    if kt is None:
+        return StageAPlan([], ["stage A skipped: kt-kernel is not importable (its writer is what stage A measures)"])
+    names = set(dir(kt.ext.moe))
+    runnable = []
+    for m in STAGE_A_METHODS:
+        cls = kt_class_name(kt, m, cpu.isa)
+        if cls and hasattr(getattr(kt.ext.moe, cls), "write_weight_scale_to_buffer_task") and cls in names:
+            runnable.append(m)
+    notes = []
+    if opts.methods:
+        methods = [m.strip().upper().replace("-", "_") for m in opts.methods]
+        unknown = [m for m in methods if m not in STAGE_A_METHODS]
+        for m in unknown:
+            notes.append(f"stage A skips {m}: only {', '.join(STAGE_A_METHODS)} stream experts in layerwise prefill")
+        methods = [m for m in methods if m in runnable]
+    else:
+        methods = runnable
+    threads = sorted(set(opts.threads)) if opts.threads else stage_a_threads(cores, quick)
+    if any(t < 1 for t in threads):
+        raise UserError("thread counts must be positive", "pass --threads with counts of 1 or more")
+    pools = max(1, len(numa_ids))
+    tasks = []
+    for m in methods:
+        for t in threads:
+            p = min(pools, t)
+            inters = tuple(i for i in opts.inters if i % p == 0 and (i // p) % INT4_GROUP == 0)
+            tasks.append(StageATask(m, t, p, inters))
+    return StageAPlan(tasks, notes)
+
+
+def _slot_tensor(nbytes: int, pinned: bool) -> Any:
+    import torch
+
+    return torch.zeros(max(nbytes, 64), dtype=torch.uint8, pin_memory=pinned)
+
+
+def probe_stage_a(
+    opts: StageAOptions,
+    cpu: CpuInfo,
+    reporter: Reporter | None = None,
+    *,
+    cores: int,
+    numa_ids: Sequence[int],
+    quick: bool = False,
+    plan: StageAPlan | None = None,
+) -> list[Curve]:
+    """One stage_a_write curve per (method, threads) over the expert sizes of `opts.inters`."""
+    import torch
+
+    reporter = reporter or NullReporter()
+    plan = plan or plan_stage_a(opts, cpu, cores, numa_ids, quick)
+    for n in plan.notes:
+        reporter.note(n)
+    kt = load_kt_kernel()
+    if kt is None:
+        return []
+    pinned = bool(torch.cuda.is_available())
+    curves = []
+    for task in plan.tasks:
+        label = f"stage_a {task.method} {task.threads}t"
+        points, skipped = [], []
+        kernel = ""
+        for inter in task.inters:
+            nbytes = expert_write_bytes(task.method, opts.hidden, inter, opts.gpu_tp)
+            src_bytes = sum(slot_buffer_bytes(task.method, opts.hidden, inter).values())
+            experts = max(4, min(64, math.ceil(opts.layer_bytes / max(src_bytes, 1))))
+            shape = ExpertShape(opts.hidden, inter, experts, 1)
+            need = sum(host_bytes_needed(task.method, shape, 1, task.threadpools)) + 2 * nbytes
+            budget = int(available_ram_bytes() * opts.ram_fraction)
+            if need > budget:
+                reason = f"needs {need / 1024**3:.1f} GiB, {budget / 1024**3:.1f} GiB usable"
+                skipped.append({"x": nbytes, "reason": reason})
+                reporter.note(f"{label} I={inter}: skipped, {reason}")
+                reporter.step(f"{label}: skip I={inter}")
+                continue
+            try:
+                weights = random_weights(task.method, shape, seed=opts.seed)
+                layer = KtMoeLayer(
+                    kt, task.method, shape, weights, threads=task.threads, threadpools=task.threadpools,
+                    numa_nodes=numa_ids, max_tokens=1, isa=cpu.isa,
+                )
+            except Exception as e:
+                skipped.append({"x": nbytes, "reason": f"kt-kernel could not build the layer: {type(e).__name__}: {e}"})
+                reporter.note(f"{label} I={inter}: skipped ({type(e).__name__}: {e})")
+                reporter.step(f"{label}: failed I={inter}")
+                continue
+            kernel = layer.kernel_class
+            try:
+                sizes = slot_buffer_bytes(task.method, opts.hidden, inter, opts.gpu_tp)
+                slots = {k: [_slot_tensor(v, pinned) for _ in range(opts.gpu_tp)] for k, v in sizes.items()}
+                ptr = {k: [t.data_ptr() if sizes[k] else 0 for t in ts] for k, ts in slots.items()}
+                state = {"e": 0}
+
+                def write_one() -> None:
+                    e = state["e"]
+                    state["e"] = (e + 1) % experts
+                    layer.write_expert(e, ptr["w13"], ptr["w13_scale"], ptr["w2"], ptr["w2_scale"])
+
+                pt = measure(
+                    write_one, x=nbytes, warmup=opts.warmup, repeats=opts.repeats,
+                    min_total_s=opts.min_total_s, max_repeats=opts.max_repeats,
+                    extra={"hidden": opts.hidden, "inter": inter, "gpu_tp": opts.gpu_tp, "pinned": pinned,
+                           "layer_experts": experts, "kernel": kernel},
+                )
+                points.append(pt)
+                reporter.step(f"{label}: I={inter} {nbytes / pt.t_ms / 1e6:.1f} GB/s")
+            except Exception as e:
+                skipped.append({"x": nbytes, "reason": f"write failed: {type(e).__name__}: {e}"})
+                reporter.note(f"{label} I={inter}: write failed ({type(e).__name__}: {e})")
+                reporter.step(f"{label}: failed I={inter}")
+            finally:
+                layer.close()
+                del weights
+                gc.collect()
+        if points or skipped:
+            curves.append(
+                Curve(
+                    kind="stage_a_write",
+                    x_unit="bytes",
+                    points=tuple(sorted(points, key=lambda p: p.x)),
+                    params={"method": task.method, "threads": task.threads, "threadpools": task.threadpools, "kernel": kernel},
+                    backend=kt.backend,
+                    skipped=tuple(skipped),
+                )
+            )
+    return curves

@@ -1,0 +1,58 @@
+"""Pure parts of the GPU probes: link rates, sizes, shapes, NUMA parsing."""
+
+import os
+
+import pytest
+
+from kttune.probes import gpu_copy
+from kttune.probes.gpu_common import (
+    DEEPSEEK_V3,
+    bound_to_node,
+    node_cpus,
+    pcie_theoretical_gbps,
+    shapes_for,
+)
+
+
+def test_pcie_rates():
+    assert pcie_theoretical_gbps(5, 16) == pytest.approx(63.015, abs=1e-3)
+    assert pcie_theoretical_gbps(4, 16) == pytest.approx(31.508, abs=1e-3)
+    assert pcie_theoretical_gbps(3, 8) == pytest.approx(7.877, abs=1e-3)
+    assert pcie_theoretical_gbps(None, 16) is None
+
+
+def test_copy_sizes_end_at_the_layer():
+    s = gpu_copy.copy_sizes(3 * 2**30 + 5)
+    assert s[0] == 2**20 and s[-1] == 3 * 2**30 + 5 and s == sorted(s)
+    assert gpu_copy.copy_sizes(2**20) == [2**20]
+
+
+def test_representative_shapes_and_layer_bytes():
+    ss = shapes_for(None)
+    names = [m.name for m in ss.moe]
+    assert "Qwen3-30B-A3B" in names and "DeepSeek-V3" in names
+    assert DEEPSEEK_V3.layer_bytes == 256 * DEEPSEEK_V3.bytes_per_expert
+    assert {a.attention for a in ss.attention} == {"gqa", "mla"}
+
+
+def test_shapes_for_model():
+    from kttune.spec.model_spec import ModelSpec
+
+    m = ModelSpec(
+        name="m", family="qwen3_moe", hidden_size=2048, num_layers=2, moe_layer_ids=(0, 1), num_experts=128, top_k=8,
+        moe_intermediate_size=768, shared_expert_intermediate_size=0, dense_intermediate_size=6144, vocab_size=10,
+        max_position_embeddings=4096, tie_word_embeddings=False, attention="gqa", num_attention_heads=32,
+        num_kv_heads=4, head_dim=128, v_head_dim=128, default_method="AMXINT4",
+    )
+    ss = shapes_for(m)
+    assert ss.moe[0].method == "BF16" and ss.notes  # AMXINT4 has no layerwise GPU path
+    assert ss.attention[0].kv_heads == 4
+
+
+def test_bound_to_node_restores_affinity():
+    if not hasattr(os, "sched_getaffinity"):
+        pytest.skip("no affinity API")
+    before = os.sched_getaffinity(0)
+    with bound_to_node(0 if node_cpus(0) else None):
+        pass
+    assert os.sched_getaffinity(0) == before
