@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
+from kttune.kernels.routing import random_routing  # noqa: F401  (the probes and tests route with it)
+
 FP8_BLOCK = 128
 FP8_E4M3_MAX = 448.0
 INT4_GROUP = 32
@@ -91,15 +93,6 @@ class TorchCpuMoE:
 
     def forward(self, x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor) -> torch.Tensor:
         return moe_forward(x, topk_ids, topk_weights, self.gate, self.up, self.down, compute_dtype=self.dtype)
-
-
-def random_routing(tokens: int, experts: int, top_k: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Uniform routing: each token picks `top_k` distinct experts uniformly at random; weights are
-    a softmax of random logits. Returns (`ids` int64 `[T, k]`, `weights` fp32 `[T, k]`)."""
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.rand(tokens, experts, generator=g).argsort(dim=1)[:, :top_k].contiguous()
-    weights = torch.softmax(torch.randn(tokens, top_k, generator=g), dim=1).contiguous()
-    return ids.to(torch.int64), weights.to(torch.float32)
 
 
 # ---- FP8 block (e4m3fn + fp32 per 128x128 block) ---------------------------------------------

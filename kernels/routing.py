@@ -8,15 +8,16 @@ from dataclasses import dataclass
 import torch
 
 
-def random_routing(tokens: int, experts: int, top_k: int, device, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Uniform random top-k routing (distinct experts per token) with softmax-like weights summing to 1.
-    Returns (topk_ids int64 [tokens, k], topk_weights float32 [tokens, k])."""
+def random_routing(tokens: int, experts: int, top_k: int, device="cpu", seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Uniform random top-k routing (distinct experts per token) with positive weights summing to 1,
+    as the probes feed both the CPU and the GPU MoE. Returns (topk_ids int64 [tokens, k],
+    topk_weights float32 [tokens, k]), contiguous."""
     g = torch.Generator(device="cpu").manual_seed(seed)
     scores = torch.rand(tokens, experts, generator=g)
     ids = scores.topk(top_k, dim=-1).indices
     w = torch.rand(tokens, top_k, generator=g) + 0.1
     w = w / w.sum(-1, keepdim=True)
-    return ids.to(device), w.to(device)
+    return ids.to(torch.int64).contiguous().to(device), w.to(torch.float32).contiguous().to(device)
 
 
 @dataclass(frozen=True)
