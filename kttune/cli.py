@@ -101,6 +101,7 @@ def search(
         out = result.context_dict(inp.model, inp.profile, inp.workload, inp.budget, inp.method)
         out.update(pick=result.evaluation_dict(res.best), command=argv,
                    crossover_tokens=ex.crossover_tokens, reasons=list(ex.reasons), notes=list(ex.notes + inp.paths.notes),
+                   model_fits=ex.fits,
                    pareto=[result.evaluation_dict(e) for e in res.pareto],
                    kt_run_default=result.evaluation_dict(res.baseline) if res.baseline else None,
                    study={"name": res.study_name, "storage": res.storage, "trials": res.trials_total,
@@ -147,7 +148,7 @@ def explain(
         out.update(evaluation=result.evaluation_dict(ex.evaluation), command=argv, crossover_tokens=ex.crossover_tokens,
                    by_prompt_tokens=[{"prompt_tokens": r.prompt_tokens, "hybrid_ms": r.hybrid_ms, "layerwise_ms": r.layerwise_ms,
                                       "picked_ms": r.chosen_ms, "forwards": r.chosen_paths} for r in ex.rows],
-                   reasons=list(ex.reasons), notes=list(ex.notes))
+                   reasons=list(ex.reasons), notes=list(ex.notes), model_fits=ex.fits)
         _emit_json(out)
     if not ex.evaluation.feasible:
         raise typer.Exit(1)

@@ -88,6 +88,17 @@ class Components:
         )
         return sub
 
+    def fit_report(self, threads: int, pools: int = 1) -> dict[str, dict]:
+        """Each fitted component with its coefficients and relative RMS error over the points it was
+        fitted on: how far the model is from its own measurements."""
+        fits = {"cpu_moe": self._cpu_fit(threads, pools)[0], "gpu_moe": self._gpu_moe_fit, "attention": self._attn_fit,
+                "gemm": self._gemm_fit, "h2d": self._h2d_fit, "stage_a": self._stage_a_fit(threads)}
+        if self._stage_c_fit is not None:
+            fits["stage_c"] = self._stage_c_fit
+        if self._pipeline_fit is not None:
+            fits["pipeline"] = self._pipeline_fit
+        return {k: v.as_dict() for k, v in fits.items()}
+
     def cpu_thread_options(self) -> list[int]:
         return sorted({int(c.params["threads"]) for c in self.profile.curves_of("cpu_moe", method=self._cpu_method)})
 
@@ -226,6 +237,9 @@ class Components:
 
     def stage_a_ms(self, nbytes: float, threads: int) -> float:
         """Stage A: kt-kernel writes `nbytes` of expert weights in GPU layout into a pinned slot."""
+        return self._stage_a_fit(threads)(copy_features(nbytes))
+
+    def _stage_a_fit(self, threads: int) -> LinearFit:
         if threads not in self._stage_a_fits:
             curves = self.profile.curves_of("stage_a_write", method=self.method.name)
             if not curves:
@@ -238,7 +252,7 @@ class Components:
             best = max([t for t in ths if t <= threads] or ths[:1])
             sel = [c for c in curves if int(c.params.get("threads", 1)) == best]
             self._stage_a_fits[threads] = fit_curves(sel, COPY_FEATURES, _copy_row)
-        return self._stage_a_fits[threads](copy_features(nbytes))
+        return self._stage_a_fits[threads]
 
     def _fit_stage_c(self) -> LinearFit | None:
         if self.method.cpu_format != "int4_g32":

@@ -36,6 +36,7 @@ class Explanation:
     layerwise_load_ms: float | None
     reasons: tuple[str, ...]
     notes: tuple[str, ...]
+    fits: dict  # each fitted component: coefficients and relative RMS error on its own points
 
 
 def explain(comp: Components, cfg: LaunchConfig, workload: Workload, budget: Budget) -> Explanation:
@@ -72,5 +73,10 @@ def explain(comp: Components, cfg: LaunchConfig, workload: Workload, budget: Bud
                            f"{comp.model.num_experts} experts, then computes; hybrid is bound by the CPU experts)")
         if t > chunk:
             reasons.append(f"threshold {t} > chunk {chunk}: layerwise can never fire")
+    fits = comp.fit_report(cfg.cpuinfer_threads, cfg.threadpool_count)
+    loose = [f"{k} {v['rel_rmse']:.0%}" for k, v in fits.items() if v["rel_rmse"] > 0.2]
+    notes = list(dict.fromkeys(comp.notes))
+    if loose:
+        notes.append("fits with more than 20% relative RMS error on their own measurements: " + ", ".join(loose))
     return Explanation(ev, tuple(rows), cross, lh, ll.total_ms if ll else None, ll.load_ms if ll else None,
-                       tuple(reasons), tuple(dict.fromkeys(comp.notes)))
+                       tuple(reasons), tuple(notes), fits)
