@@ -79,6 +79,9 @@ def test_explain_prints_both_paths_and_the_crossover(capsys):
     assert rows[2048]["forwards"] == "1 hybrid"
     assert res["crossover_tokens"] > 0
     check_command(res["command"], {**res, "pick": res["evaluation"]})
+    fits = res["model_fits"]
+    assert {"cpu_moe", "gpu_moe", "h2d", "stage_a"} <= set(fits)
+    assert all(f["rel_rmse"] >= 0 and f["n_points"] > 0 for f in fits.values())
 
 
 def test_models_and_profiles_and_workloads_list(capsys):
