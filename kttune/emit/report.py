@@ -30,7 +30,8 @@ def header(console: Console, inp) -> None:
     console.print(f"[bold]{inp.model.name}[/] ({inp.model.family}, {inp.model.num_experts} experts x top-{inp.model.top_k}, "
                   f"{inp.model.num_moe_layers} MoE layers) with [bold]{inp.method}[/] on {inp.tp} GPU(s), "
                   f"{inp.budget.vram_bytes_per_gpu / GIB:.1f} GiB VRAM each, {inp.budget.host_ram_bytes / GIB:.0f} GiB host RAM")
-    console.print(f"profile: {p.machine} ({kind}); workload: {inp.workload.name} "
+    borrowed = f"; GPU curves from {', '.join(p.sources)}" if p.sources and p.kind != "datasheet" else ""
+    console.print(f"profile: {p.machine} ({kind}{borrowed}); workload: {inp.workload.name} "
                   f"(mean prompt {inp.workload.mean_prompt_tokens:,.0f} tokens, {inp.workload.concurrency} concurrent, "
                   f"decode weight {inp.workload.decode_weight:g})")
 
