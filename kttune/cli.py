@@ -147,7 +147,8 @@ def explain(
         out = result.context_dict(inp.model, inp.profile, inp.workload, inp.budget, inp.method)
         out.update(evaluation=result.evaluation_dict(ex.evaluation), command=argv, crossover_tokens=ex.crossover_tokens,
                    by_prompt_tokens=[{"prompt_tokens": r.prompt_tokens, "hybrid_ms": r.hybrid_ms, "layerwise_ms": r.layerwise_ms,
-                                      "picked_ms": r.chosen_ms, "forwards": r.chosen_paths} for r in ex.rows],
+                                      "picked_ms": r.chosen_ms, "forwards": r.chosen_paths,
+                                      "expert_traffic_bytes": r.traffic_bytes} for r in ex.rows],
                    reasons=list(ex.reasons), notes=list(ex.notes), model_fits=ex.fits)
         _emit_json(out)
     if not ex.evaluation.feasible:

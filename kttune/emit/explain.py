@@ -7,7 +7,9 @@ from dataclasses import dataclass, replace
 
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
-from kttune.cost.prefill import crossover_tokens, forward_path, hybrid_moe_layer, layerwise_moe_layer, prefill_forwards, prefill_time_ms
+from kttune.cost.prefill import (
+    crossover_tokens, hybrid_moe_layer, layerwise_moe_layer, layerwise_traffic_bytes, prefill_forwards, prefill_time_ms,
+)
 from kttune.search.evaluate import Budget, Evaluation, evaluate
 from kttune.search.workload import Workload
 
@@ -21,6 +23,7 @@ class LengthRow:
     layerwise_ms: float | None  # every forward layerwise (None: method has no layerwise path)
     chosen_ms: float
     chosen_paths: str  # e.g. "2 layerwise + 1 hybrid"
+    traffic_bytes: int = 0  # expert weights streamed CPU -> GPU per link for this prompt (picked flags)
 
     def tok_s(self, ms: float | None) -> float | None:
         return None if ms is None else self.prompt_tokens / (ms / 1e3)
@@ -54,7 +57,7 @@ def explain(comp: Components, cfg: LaunchConfig, workload: Workload, budget: Bud
             parts.append(f"{len(fw) - n_lw} hybrid")
         rows.append(LengthRow(L, prefill_time_ms(comp, hybrid_cfg, L),
                               prefill_time_ms(comp, lw_cfg, L) if lw_cfg else None,
-                              sum(f.total_ms for f in fw), " + ".join(parts)))
+                              sum(f.total_ms for f in fw), " + ".join(parts), layerwise_traffic_bytes(comp, cfg, L)))
     cross = crossover_tokens(comp, cfg)
     chunk = cfg.chunked_prefill_size
     lh = hybrid_moe_layer(comp, cfg, chunk).total_ms

@@ -61,11 +61,12 @@ def vram_table(b: VramBreakdown, budget_bytes: int, usable_bytes: int) -> Table:
 
 def lengths_table(ex: Explanation) -> Table:
     t = Table(title="Prefill per prompt length (idle server)", show_edge=False)
-    for col in ("prompt tokens", "hybrid only", "tok/s", "layerwise only", "tok/s", "picked", "tok/s", "forwards"):
-        t.add_column(col, justify="right" if col != "forwards" else "left")
+    for col in ("prompt tokens", "hybrid only", "tok/s", "layerwise only", "tok/s", "picked", "tok/s", "forwards", "PCIe GB"):
+        t.add_column(col, justify="left" if col == "forwards" else "right")
     for r in ex.rows:
         t.add_row(f"{r.prompt_tokens:,}", _ms(r.hybrid_ms), _tok_s(r.prompt_tokens, r.hybrid_ms), _ms(r.layerwise_ms),
-                  _tok_s(r.prompt_tokens, r.layerwise_ms), _ms(r.chosen_ms), _tok_s(r.prompt_tokens, r.chosen_ms), r.chosen_paths)
+                  _tok_s(r.prompt_tokens, r.layerwise_ms), _ms(r.chosen_ms), _tok_s(r.prompt_tokens, r.chosen_ms), r.chosen_paths,
+                  f"{r.traffic_bytes / 1e9:,.0f}" if r.traffic_bytes else "-")
     return t
 
 
