@@ -18,6 +18,12 @@ def _has_cuda() -> bool:
         return False
 
 
+# Without a GPU, run the Triton kernels through Triton's CPU interpreter (slow, but it checks their
+# logic); set before any test module imports triton, since @triton.jit reads it at decoration.
+if not _has_cuda() and importlib.util.find_spec("triton") is not None:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
 def _has_kt() -> bool:
     return importlib.util.find_spec("kt_kernel") is not None
 
