@@ -62,7 +62,7 @@ def explain_flags(inp: Inputs, gpu_experts: int, chunk: int, threshold: int, max
                   cpuinfer: int | None = None, threadpools: int | None = None) -> tuple[Explanation, Components]:
     for name, v in (("--gpu-experts", gpu_experts), ("--threshold", threshold)):
         if v < 0:
-            raise UserError(f"{name} {v} is negative", f"pass 0 or more")
+            raise UserError(f"{name} {v} is negative", "pass 0 or more")
     for name, v in (("--chunk", chunk), ("--max-total-tokens", max_total_tokens)):
         if v <= 0:
             raise UserError(f"{name} {v} must be positive", "pass a token count such as 8192")

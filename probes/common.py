@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol
 

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from kttune.errors import UserError
 from kttune.hw.profile import CpuInfo, Curve, Point
-from kttune.kernels.kt_pool import cpu_infer, pool_split
+from kttune.kernels.kt_pool import cpu_infer
 from kttune.probes.common import NullReporter, Reporter, measure
 
 FP8_BLOCK = 128

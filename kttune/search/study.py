@@ -16,7 +16,6 @@ from typing import Callable
 
 import optuna
 
-from kttune.config import LaunchConfig
 from kttune.cost.components import Components
 from kttune.errors import InfeasibleError, UserError
 from kttune.hw.profile import HardwareProfile, profile_to_dict

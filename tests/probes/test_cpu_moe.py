@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from kttune.kernels.kt_pool import pool_split
 from kttune.probes import cpu_moe as cm
 from kttune.probes.inventory import collect_cpu, numa_nodes_with_cpus, usable_cores
 
@@ -45,7 +46,7 @@ def test_token_and_thread_series():
     assert cm.thread_series(16, quick=True) == [15, 16]  # the cliff: full pool and one fewer
     assert cm.thread_series(2, quick=True) == [1, 2]
     assert cm.thread_series(1, quick=True) == [1]
-    assert cm.pool_split(15, 2) == [8, 7]  # as kt-kernel's _get_cpu_infer splits --kt-cpuinfer
+    assert pool_split(15, 2) == [8, 7]  # as kt-kernel's _get_cpu_infer splits --kt-cpuinfer
 
 
 def test_layer_that_does_not_fit_shrinks_experts_with_a_reason():
