@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
-from kttune.memory.vram import gpu_expert_bytes, max_kv_tokens_that_fit
+from kttune.memory.vram import gpu_expert_bytes, kv_cell_bytes, max_kv_tokens_that_fit
 from kttune.search.evaluate import Budget
 from kttune.search.workload import Workload
 
@@ -83,14 +83,12 @@ def build_space(comp: Components, workload: Workload, budget: Budget, tp: int) -
     longest = workload.max_prompt_tokens + workload.output_tokens
     kv_min = max(MIN_USEFUL_KV_TOKENS, longest)
     # the KV pool need not exceed every request at its full length at once
-    kv_cap = max(kv_min, running * (workload.max_prompt_tokens + workload.output_tokens), 2 * kv_min)
+    kv_cap = max(running * longest, 2 * kv_min)
     kv_units_min = math.ceil(kv_min / KV_UNIT)
     kv_units_max = min(kv_max_tokens, kv_cap) // KV_UNIT
     # GPU experts: as many per layer as could fit with the smallest everything else
     per_layer = gpu_expert_bytes(model, comp.method, smallest.__class__(**{**smallest.to_dict(), "num_gpu_experts": 1}))
     spare = kv_max_tokens - kv_min
-    from kttune.memory.vram import kv_cell_bytes
-
     n_fit = int(spare * kv_cell_bytes(model, tp) // per_layer) if per_layer > 0 and spare > 0 else 0
     return SearchSpace(chunks=chunks, thresholds=thresholds, gpu_experts_max=max(0, min(model.num_experts, n_fit)),
                        kv_units_min=kv_units_min, kv_units_max=max(kv_units_min, kv_units_max), threads=threads,

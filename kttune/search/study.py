@@ -90,8 +90,7 @@ def check_budget(comp: Components, space: SearchSpace, req: SearchRequest) -> No
             f"the machine has {req.budget.host_ram_bytes / 2**30:.0f} GiB",
             "pass --host-ram if the profile's RAM is not the target machine's, or pick a smaller model or method",
         )
-    if space.kv_units_max * KV_UNIT >= space.kv_units_min * KV_UNIT and space.kv_units_max >= space.kv_units_min and \
-            _min_fits(comp, space, req):
+    if space.kv_units_max >= space.kv_units_min and _min_fits(comp, space, req):
         return
     kv_min = max(MIN_USEFUL_KV_TOKENS, req.workload.max_prompt_tokens + req.workload.output_tokens)
     least = minimal_config(comp, req.tp, space.threads[0], space.threadpools, MIN_USEFUL_KV_TOKENS, space.max_running_requests)
