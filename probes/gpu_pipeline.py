@@ -161,33 +161,25 @@ class LayerPipeline:
             self.writer.wait()
         return (time.perf_counter() - t0) * 1e3
 
-    def stage_b_alone_ms(self) -> float:
+    def _steps_alone_ms(self, stream, step) -> float:
+        """Every step of one stage alone on its stream, timed with CUDA events."""
         import torch
 
         torch.cuda.synchronize(self.device)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        with torch.cuda.stream(self.copy_stream):
+        with torch.cuda.stream(stream):
             start.record()
             for s in range(len(self.steps)):
-                self._copy(s)
+                step(s)
             end.record()
         end.synchronize()
         return start.elapsed_time(end)
+
+    def stage_b_alone_ms(self) -> float:
+        return self._steps_alone_ms(self.copy_stream, self._copy)
 
     def stage_c_alone_ms(self) -> float:
-        import torch
-
-        if not self.repack:
-            return 0.0
-        torch.cuda.synchronize(self.device)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        with torch.cuda.stream(self.post_stream):
-            start.record()
-            for s in range(len(self.steps)):
-                self._post(s)
-            end.record()
-        end.synchronize()
-        return start.elapsed_time(end)
+        return self._steps_alone_ms(self.post_stream, self._post) if self.repack else 0.0
 
     # -- overlapped ------------------------------------------------------------------------------
     def run(self) -> tuple[float, float, float]:
