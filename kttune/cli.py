@@ -230,7 +230,7 @@ _register_optional("kttune.cli_probe")
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        app(args=argv, standalone_mode=False)
+        app(args=argv, standalone_mode=False, prog_name="kttune")
     except UserError as e:
         typer.echo(f"error: {e.line()}", err=True)
         return 2
@@ -239,14 +239,29 @@ def main(argv: list[str] | None = None) -> int:
     except (typer.Abort, KeyboardInterrupt):
         typer.echo("aborted", err=True)
         return 130
-    except Exception as e:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            return 2
-        raise
+    except Exception as e:  # click usage errors (unknown option, bad value) arrive here in non-standalone mode
+        if not isinstance(e, _click_exception_types()):
+            raise
+        ctx = getattr(e, "ctx", None)
+        where = ctx.command_path if ctx is not None else "kttune"
+        msg = " ".join(e.format_message().split()).rstrip(".")  # one line
+        typer.echo(f"error: {msg}; see `{where} --help`", err=True)
+        return 2
     return 0
+
+
+def _click_exception_types() -> tuple[type, ...]:
+    """ClickException as typer raises it: typer >= 0.24 vendors click as `typer._click`; older
+    typers use click itself."""
+    import importlib
+
+    found = []
+    for mod in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            found.append(importlib.import_module(mod).ClickException)
+        except ImportError:
+            pass
+    return tuple(found)
 
 
 if __name__ == "__main__":

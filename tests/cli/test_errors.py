@@ -134,3 +134,22 @@ def test_console_script_exit_code_and_no_traceback(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2
     assert "Traceback" not in p.stderr and p.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "argv,needles",
+    [
+        (["search", "--model", "deepseek-v3", "--vram", "80G", "--tp", "2"], ("--tp", "--gpus", "--help")),
+        (["search", "--model", "deepseek-v3", "--vram", "80G", "--trials", "x"], ("--trials", "--help")),
+        (["frobnicate"], ("frobnicate", "kttune --help")),
+    ],
+)
+def test_usage_errors_are_one_line(capsys, argv, needles):
+    # click's usage errors (typer vendors click as typer._click since 0.24) get the same one-line form
+    assert_one_line_error(*run(capsys, argv)[::2], *needles)
+
+
+def test_unknown_option_through_the_console_entry(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "kttune.cli", "probe", "--bogus"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2
+    assert "Traceback" not in p.stderr and p.stderr.count("\n") == 1 and "--bogus" in p.stderr
