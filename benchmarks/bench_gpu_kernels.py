@@ -104,14 +104,15 @@ def main(argv=None) -> int:
     if not args.no_pipeline:
         from kttune.probes import gpu_pipeline
 
-        curve, results, notes = gpu_pipeline.probe_pipeline_layer(
-            QWEN3_30B_A3B, configs=gpu_pipeline.QUICK_CONFIGS, repeats=2, expert_fractions=(1.0,))
+        curves, results, notes = gpu_pipeline.probe_pipeline_layer(
+            QWEN3_30B_A3B, configs=gpu_pipeline.QUICK_CONFIGS, repeats=2, expert_fractions=(1.0,),
+            threads_options=gpu_pipeline.default_thread_options(quick=True))
         for nt in notes:
             print("note:", nt)
-        if curve:
+        for curve in curves:
             p = curve.points[-1]
-            row("layerwise pipeline", f"{QWEN3_30B_A3B.name} BF16 layer", p.x / (p.t_ms * 1e-3) / 1e9, "GB/s", h2d, "pinned H2D",
-                p.t_ms, curve.backend)
+            row("layerwise pipeline", f"{QWEN3_30B_A3B.name} BF16 layer, {curve.params['threads']} thr",
+                p.x / (p.t_ms * 1e-3) / 1e9, "GB/s", h2d, "pinned H2D", p.t_ms, curve.backend)
 
     w = max(len(r["kernel"]) for r in rows)
     print(f"{'kernel':<{w}}  {'shape':<28} {'value':>9} {'unit':<8} {'of ceiling':>10}  ceiling")

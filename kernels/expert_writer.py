@@ -138,6 +138,7 @@ class TorchExpertWriter:
 
     backend = "torch-cpu copy_"
     asynchronous = False
+    stream_capable = False
 
     def __init__(self, host: HostExperts):
         self.host = host
@@ -206,6 +207,7 @@ class KtExpertWriter:
     on kt-kernel's `threads` worker threads."""
 
     asynchronous = True
+    stream_capable = True  # kt-kernel's submit_with_cuda_stream (needs a CUDA stream: GPU only)
 
     def __init__(self, host: HostExperts, threads: int, numa_node: int = 0):
         from kt_kernel import kt_kernel_ext as ext
@@ -252,15 +254,27 @@ class KtExpertWriter:
         self.cpu.submit(self.moe.load_weights_task(phys.data_ptr()))
         self.cpu.sync()
 
-    def submit(self, experts: range, slot: HostSlot) -> None:
+    def _tasks(self, experts: range, slot: HostSlot):
         v = slot.views
         for j, e in enumerate(experts):
             ptr = lambda name: [v[name][j].data_ptr()] if name in v else [0]  # noqa: E731
-            task = self.moe.write_weight_scale_to_buffer_task(1, int(e), ptr("w13"), ptr("s13"), ptr("w2"), ptr("s2"))
+            yield self.moe.write_weight_scale_to_buffer_task(1, int(e), ptr("w13"), ptr("s13"), ptr("w2"), ptr("s2"))
+
+    def submit(self, experts: range, slot: HostSlot) -> None:
+        for task in self._tasks(experts, slot):
             self.cpu.submit(task)
 
     def wait(self) -> None:
         self.cpu.sync()
+
+    def submit_on_stream(self, stream, experts: range, slot: HostSlot) -> None:
+        """Enqueue the writes of `experts` on CUDA `stream` and make the stream wait for them: kt-kernel
+        submits each task from a host callback when the stream reaches it (`submit_with_cuda_stream`)
+        and a second callback blocks the stream until the pool is done (`sync_with_cuda_stream`)."""
+        h = int(stream.cuda_stream)
+        for task in self._tasks(experts, slot):
+            self.cpu.submit_with_cuda_stream(h, task)
+        self.cpu.sync_with_cuda_stream(h, 0)
 
     def close(self) -> None:
         if self.cpu is not None:

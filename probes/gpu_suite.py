@@ -92,12 +92,12 @@ def _plan(inventory, model, quick: bool, rep: Reporter, only) -> list:
         for s in shapes.moe:
             def pipe(s=s):
                 cfgs = gpu_pipeline.QUICK_CONFIGS if quick else gpu_pipeline.DEFAULT_CONFIGS
-                curve, _, notes = gpu_pipeline.probe_pipeline_layer(s, configs=cfgs, repeats=2 if quick else 3, reporter=rep,
-                                                                    threads_options=gpu_pipeline.default_thread_options(quick),
-                                                                    expert_fractions=(1.0,) if quick else (0.25, 0.5, 1.0))
+                curves, _, notes = gpu_pipeline.probe_pipeline_layer(s, configs=cfgs, repeats=2 if quick else 3, reporter=rep,
+                                                                     threads_options=gpu_pipeline.default_thread_options(quick),
+                                                                     expert_fractions=(1.0,) if quick else (0.25, 0.5, 1.0))
                 for n in notes:
                     rep.note(n)
-                return [curve] if curve else []
+                return curves
             steps.append((f"pipeline {s.name} {s.method}", pipe))
     if "moe" in want:
         for s in shapes.moe:

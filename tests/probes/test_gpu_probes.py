@@ -21,9 +21,13 @@ def test_copy_probe_small():
         assert all(p.t_ms > 0 and p.extra["gbps"] > 0 for p in c.points)
 
 
+CONFIGS = [(2, 3, 1, "host"), (2, 1, 4, "host"), (3, 1, 2, "stream"), (2, 2, 1, "stream")]
+
+
 @pytest.mark.parametrize("method", ["BF16", "RAWINT4", "FP8"])
 @pytest.mark.parametrize("prefer_kt", [False, True])
-def test_pipeline_delivers_the_layer(method, prefer_kt):
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: "-".join(map(str, c)))
+def test_pipeline_delivers_the_layer(method, prefer_kt, cfg):
     """After an overlapped run the GPU layer holds every expert, repacked where the method needs it."""
     import torch
 
@@ -32,7 +36,9 @@ def test_pipeline_delivers_the_layer(method, prefer_kt):
 
     host = HostExperts(method, 1024, 512, 10, seed=5)
     writer, _ = make_writer(host, threads=4, prefer_kt=prefer_kt)
-    pl = LayerPipeline(host, writer, PipelineConfig(slots=2, group=3), "cuda")
+    if cfg[3] == "stream" and not writer.stream_capable:
+        pytest.skip(f"{writer.backend} cannot submit on a CUDA stream")
+    pl = LayerPipeline(host, writer, PipelineConfig(*cfg), "cuda")
     for t in pl.gpu.dst.values():
         t.view(torch.uint8).fill_(0xEE)
     pl.run()
