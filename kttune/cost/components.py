@@ -64,6 +64,8 @@ class Components:
         self._stage_a_fits: dict[int, LinearFit] = {}
         self._stage_c_fit = self._fit_stage_c()
         self.overlap_ratio = self._overlap_ratio()
+        self._pipeline_fits: dict[int, LinearFit] = {}  # stage A threads -> layer load fit
+        self._pipeline_points: dict[int, list[tuple[float, float]]] = {}  # stage A threads -> (bytes, ms)
         self._pipeline_fit = self._fit_pipeline()
         self.hbm_ms_per_byte = self._hbm_ms_per_byte()
         self._per_layer_dense_params = self._dense_params_per_layer()
@@ -272,17 +274,27 @@ class Components:
         curves = self.profile.curves_of("pipeline", method=self.method.name)
         if not curves:
             return None
-        self._pipeline_threads = {int(c.params.get("threads", 0)) for c in curves}
-        return fit_curves(curves, COPY_FEATURES, _copy_row)
+        by_threads: dict[int, list[Curve]] = {}
+        for c in curves:
+            by_threads.setdefault(int(c.params.get("threads") or 0), []).append(c)
+        self._pipeline_fits = {t: fit_curves(cs, COPY_FEATURES, _copy_row) for t, cs in by_threads.items()}
+        self._pipeline_points = {t: sorted((p.x, p.t_ms) for c in cs for p in c.points) for t, cs in by_threads.items()}
+        # the reported fit: the thread count measured with the most points
+        return self._pipeline_fits[max(by_threads, key=lambda t: sum(len(c.points) for c in by_threads[t]))]
 
     def pipeline_layer_ms(self, streamed_experts: int, threads: int) -> float | None:
         """Measured pipeline time for streaming `streamed_experts` experts of this model (TP 1), or
         None when the profile holds no pipeline curve for the method at this thread count, or
         TP > 1 (each rank then copies a shard over its own link while rank 0 writes every shard):
-        the caller composes the stages then."""
-        if self._pipeline_fit is None or self.tp != 1 or streamed_experts <= 0 or threads not in self._pipeline_threads:
+        the caller composes the stages then. Inside the measured byte range the curve's points are
+        interpolated (log-log); outside it, the linear fit extrapolates."""
+        if self._pipeline_fit is None or self.tp != 1 or streamed_experts <= 0 or threads not in self._pipeline_fits:
             return None
-        return self._pipeline_fit(copy_features(streamed_experts * self.cpu_bytes_per_expert))
+        nbytes = streamed_experts * self.cpu_bytes_per_expert
+        pts = self._pipeline_points[threads]
+        if len(pts) > 1 and pts[0][0] <= nbytes <= pts[-1][0]:  # inside the measured range: the points
+            return interp_loglog([x for x, _ in pts], [y for _, y in pts], nbytes)
+        return self._pipeline_fits[threads](copy_features(nbytes))
 
     def _overlap_ratio(self) -> float:
         ratios = [pt.extra["overlap_ratio"] for c in self.profile.curves_of("pipeline") for pt in c.points
