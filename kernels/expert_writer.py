@@ -173,24 +173,6 @@ def kt_available() -> bool:
         return False
 
 
-def _kt_classes(method: str) -> list[tuple[str, type]]:
-    """kt-kernel MoE classes for `method`, fastest first (a class compiled in may still refuse this
-    CPU at construction: the caller tries them in order)."""
-    from kt_kernel import kt_kernel_ext as ext
-
-    moe = ext.moe
-    order = {
-        "BF16": ("AMXBF16_MOE", "AVX2BF16_MOE"),
-        "RAWINT4": ("AMXInt4_KGroup_MOE", "AVXVNNI256RawInt4_MOE", "AVX2RawInt4_MOE"),
-        "FP8": ("AMXFP8_MOE", "AVX2FP8_MOE"),
-        "FP8_PERCHANNEL": ("AMXFP8PerChannel_MOE",),
-    }[method]
-    found = [(n, getattr(moe, n)) for n in order if hasattr(getattr(moe, n, None), "write_weight_scale_to_buffer_task")]
-    if not found:
-        raise RuntimeError(f"kt-kernel has no {method} MoE with write_weight_scale_to_buffer_task ({', '.join(order)})")
-    return found
-
-
 def kt_cpu_infer(threads: int, numa_node: int = 0):
     """The process's kt-kernel CPUInfer with one pool of `threads` workers on `numa_node`
     (kttune.kernels.kt_pool: pools are built once per process, as sglang-kt does)."""
@@ -212,47 +194,27 @@ class KtExpertWriter:
     def __init__(self, host: HostExperts, threads: int, numa_node: int = 0):
         from kt_kernel import kt_kernel_ext as ext
 
+        from kttune.kernels.kt_moe import KtMoe, class_candidates
+
         self.host = host
         self.threads = threads
         self.cpu = kt_cpu_infer(threads, numa_node)
-        E, H, I = host.experts, host.hidden, host.inter
-        self._mask = torch.zeros(E, dtype=torch.bool)
-        cfg = ext.moe.MOEConfig(E, 1, H, I, self._mask.data_ptr())
-        cfg.layer_idx = 0
-        cfg.pool = self.cpu.backend_
-        cfg.max_len = 1
-        cfg.gate_projs = [[t.data_ptr() for t in host.gate]]
-        cfg.up_projs = [[t.data_ptr() for t in host.up]]
-        cfg.down_projs = [[t.data_ptr() for t in host.down]]
-        if host.gate_scale is None:
-            cfg.gate_scales = [[0] * E]
-            cfg.up_scales = [[0] * E]
-            cfg.down_scales = [[0] * E]
-        else:
-            cfg.gate_scales = [[t.data_ptr() for t in host.gate_scale]]
-            cfg.up_scales = [[t.data_ptr() for t in host.up_scale]]
-            cfg.down_scales = [[t.data_ptr() for t in host.down_scale]]
-        qc = cfg.quant_config
-        if host.method == "RAWINT4":
-            qc.bits, qc.group_size, qc.zero_point = 4, 32, False
-        elif host.method == "FP8":
-            qc.bits, qc.group_size, qc.zero_point = 8, FP8_BLOCK, False
-        elif host.method == "FP8_PERCHANNEL":
-            qc.bits, qc.per_channel, qc.zero_point = 8, True, False
+        names = class_candidates(ext.moe, host.method, writer=True)
+        if not names:
+            raise RuntimeError(f"kt-kernel has no {host.method} MoE with write_weight_scale_to_buffer_task")
         errors = []
-        for name, cls in _kt_classes(host.method):
+        for name in names:  # a class compiled in may still refuse this CPU at construction
             try:
-                self.moe = cls(cfg)
+                self._kt = KtMoe(ext, self.cpu, name, host.method, hidden=host.hidden, inter=host.inter, top_k=1,
+                                 max_len=1, gate=host.gate, up=host.up, down=host.down, gate_scale=host.gate_scale,
+                                 up_scale=host.up_scale, down_scale=host.down_scale)
                 break
             except RuntimeError as ex:
                 errors.append(f"{name}: {ex}")
         else:
             raise RuntimeError("; ".join(errors))
+        self.moe = self._kt.moe
         self.backend = f"kt-kernel:{getattr(ext, '__cpu_variant__', '?')} {name}.write_weight_scale_to_buffer_task"
-        self._cfg = cfg
-        phys = torch.arange(E, dtype=torch.int64)
-        self.cpu.submit(self.moe.load_weights_task(phys.data_ptr()))
-        self.cpu.sync()
 
     def _tasks(self, experts: range, slot: HostSlot):
         v = slot.views
@@ -280,4 +242,5 @@ class KtExpertWriter:
         if self.cpu is not None:
             self.cpu.sync()
         self.moe = None
+        self._kt = None
         self.cpu = None

@@ -31,30 +31,15 @@ from typing import Any, Callable, Iterator, Sequence
 
 from kttune.errors import UserError
 from kttune.hw.profile import CpuInfo, Curve, Point
+from kttune.kernels.kt_moe import KT_CLASS_PREFERENCE, KtMoe, class_candidates  # noqa: F401 - re-exported
 from kttune.kernels.kt_pool import cpu_infer
+from kttune.spec.methods import FP8_BLOCK
 from kttune.probes.common import NullReporter, Reporter, measure
 
-FP8_BLOCK = 128
 INT4_GROUP = 32
 
 # Methods this probe can build weights for, in the order they are measured.
 PROBE_METHODS = ("AMXINT4", "AMXINT8", "BF16", "FP8", "RAWINT4")
-
-# kt-kernel MoE classes per method, most preferred first (the order kt-kernel 0.7.2's own
-# selection uses: `utils/amx.py` `_select_rawint4_backend`, FP8/BF16 "prefer AMX, fall back to
-# AVX2"). A class is used only if the loaded extension variant compiled it in; `needs` names host
-# ISA flags a class needs beyond that (kt-kernel checks AVX-VNNI at run time).
-KT_CLASS_PREFERENCE: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
-    "AMXINT4": (("AMXInt4_MOE", ()),),
-    "AMXINT8": (("AMXInt8_MOE", ()),),
-    "BF16": (("AMXBF16_MOE", ()), ("AVX2BF16_MOE", ())),
-    "FP8": (("AMXFP8_MOE", ()), ("AVX2FP8_MOE", ())),
-    "RAWINT4": (
-        ("AMXInt4_KGroup_MOE", ()),
-        ("AVXVNNI256RawInt4_MOE", ("avx_vnni",)),
-        ("AVX2RawInt4_MOE", ()),
-    ),
-}
 
 # Source weights in host RAM, per method (`kttune.spec.methods.FORMATS`). AMXINT4/AMXINT8 are
 # quantized online by kt-kernel from bf16, as `AMXMoEWrapper.load_weights_from_tensors` does.
@@ -164,11 +149,8 @@ def kt_kernel_error() -> str | None:
 
 def kt_class_name(kt: KtKernel, method: str, isa: Sequence[str] = ()) -> str | None:
     """The MoE class kt-kernel would run `method` with on this host, or None if not compiled in."""
-    names = set(dir(kt.ext.moe))
-    for name, needs in KT_CLASS_PREFERENCE.get(method, ()):
-        if name in names and all(f in isa for f in needs):
-            return name
-    return None
+    found = class_candidates(kt.ext.moe, method, isa)
+    return found[0] if found else None
 
 
 def supported_methods(kt: KtKernel | None, isa: Sequence[str] = ()) -> list[str]:
@@ -371,41 +353,13 @@ class KtMoeLayer:
         nodes = list(numa_nodes) if numa_nodes is not None else list(range(threadpools))
         with quiet_stdout():
             self.cpu_infer = cpu_infer(ext, threads, threadpools, nodes)
-            # The C++ side reads these through raw pointers: keep them alive as long as the layer.
-            self._mask = torch.zeros(shape.experts, dtype=torch.bool)
-            self._map = torch.arange(shape.experts, dtype=torch.int64)
-            cfg = ext.moe.MOEConfig(shape.experts, shape.top_k, shape.hidden, shape.inter, self._mask.data_ptr())
-            cfg.layer_idx = 0
-            cfg.pool = self.cpu_infer.backend_
             # AMX kernels size their activation buffers in M_STEP rows (32): keep max_len a
             # multiple of 64, as --chunked-prefill-size values are.
-            cfg.max_len = max(64, -(-max_tokens // 64) * 64)
-            if method in ("AMXINT4", "AMXINT8"):
-                cfg.gate_proj = weights.gate.data_ptr()
-                cfg.up_proj = weights.up.data_ptr()
-                cfg.down_proj = weights.down.data_ptr()
-                cfg.load = False
-                cfg.save = False
-            else:
-                cfg.gate_projs = [_expert_ptrs(weights.gate)]
-                cfg.up_projs = [_expert_ptrs(weights.up)]
-                cfg.down_projs = [_expert_ptrs(weights.down)]
-                none = [0] * shape.experts
-                cfg.gate_scales = [_expert_ptrs(weights.gate_scale) if weights.gate_scale is not None else none]
-                cfg.up_scales = [_expert_ptrs(weights.up_scale) if weights.up_scale is not None else none]
-                cfg.down_scales = [_expert_ptrs(weights.down_scale) if weights.down_scale is not None else none]
-                if method == "FP8":
-                    cfg.quant_config.bits = 8
-                    cfg.quant_config.group_size = FP8_BLOCK
-                    cfg.quant_config.zero_point = False
-                elif method == "RAWINT4":
-                    cfg.quant_config.bits = 4
-                    cfg.quant_config.group_size = shape.hidden // weights.gate_scale.shape[-1]
-                    cfg.quant_config.zero_point = False
-            self._cfg = cfg
-            self.moe = getattr(ext.moe, cls_name)(cfg)
-            self.cpu_infer.submit(self.moe.load_weights_task(self._map.data_ptr()))
-            self.cpu_infer.sync()
+            self._kt = KtMoe(ext, self.cpu_infer, cls_name, method, hidden=shape.hidden, inter=shape.inter,
+                             top_k=shape.top_k, max_len=max(64, -(-max_tokens // 64) * 64), gate=weights.gate,
+                             up=weights.up, down=weights.down, gate_scale=weights.gate_scale,
+                             up_scale=weights.up_scale, down_scale=weights.down_scale)
+            self.moe = self._kt.moe
         self._bsz = torch.zeros(1, dtype=torch.int32)
 
     @property
@@ -436,7 +390,7 @@ class KtMoeLayer:
         """Free the MoE object (its weights and scratch). The worker pool stays: the process keeps
         one per thread configuration (kttune.kernels.kt_pool)."""
         with quiet_stdout():
-            for name in ("moe", "_cfg"):
+            for name in ("moe", "_kt"):
                 if hasattr(self, name):
                     delattr(self, name)
             gc.collect()
@@ -446,12 +400,6 @@ class KtMoeLayer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _expert_ptrs(t: Any) -> list[int]:
-    base = t.data_ptr()
-    stride = t[0].numel() * t.element_size()
-    return [base + e * stride for e in range(t.shape[0])]
 
 
 # ---- the probe -------------------------------------------------------------------------------------------
