@@ -167,7 +167,7 @@ class LayerPipeline:
         cuda = self.device.type == "cuda"  # on a CPU device (tests) the stages run one after another
         self.slots = [HostSlot(host.kinds, config.group, pin=cuda) for _ in range(config.slots)]
         self.steps = [range(e0, min(e0 + config.group, self.experts)) for e0 in range(0, self.experts, config.group)]
-        pb = config.post_batch if self.repack else 1
+        pb = self.post_batch = config.post_batch if self.repack else 1
         self.ring_size = 2 * pb  # stage B fills one half of the ring while stage C reads the other
         # stage C batches: consecutive steps [s0, s1) repacked together
         self.batches = [(s0, min(s0 + pb, len(self.steps))) for s0 in range(0, len(self.steps), pb)]
@@ -208,7 +208,11 @@ class LayerPipeline:
         self.repack_backend = b1
 
     def _batch_of(self, s: int) -> int:
-        return s // (self.batches[0][1] - self.batches[0][0])
+        return s // self.post_batch
+
+    def _closes_batch(self, s: int) -> bool:
+        """Step s is the last of its stage C batch (the repack runs after its copy)."""
+        return self.repack and s == self.batches[self._batch_of(s)][1] - 1
 
     # -- stages alone ---------------------------------------------------------------------------
     def stage_a_alone_ms(self) -> float:
@@ -245,14 +249,13 @@ class LayerPipeline:
             self.writer.submit(self.steps[s], self.slots[s % len(self.slots)])
             self.writer.wait()
             self._copy(s)
-            b = self._batch_of(s)
-            if self.repack and s == self.batches[b][1] - 1:
-                self._post(b)
+            if self._closes_batch(s):
+                self._post(self._batch_of(s))
 
     # -- overlapped ------------------------------------------------------------------------------
     def _issue_copy_and_post(self, s: int, after, h2d_done: list, post_done: list, timing: list | None):
         """Queue copy(s) on the copy stream (after event `after`, if any) and, when s closes a stage C
-        batch, that batch's repack on the post stream. Returns copy(s)'s completion event."""
+        batch, that batch's repack on the post stream."""
         import torch
 
         with torch.cuda.stream(self.copy_stream):
@@ -270,14 +273,13 @@ class LayerPipeline:
             self._copy(s)
             ce.record()
         h2d_done[s % len(self.slots)] = ce
-        if self.repack and s == self.batches[b][1] - 1:
+        if self._closes_batch(s):
             with torch.cuda.stream(self.post_stream):
                 self.post_stream.wait_event(ce)
                 self._post(b)
                 ev = torch.cuda.Event()
                 ev.record()
                 post_done[b % 2] = ev
-        return ce
 
     def _run_host(self, copy_times, host: dict) -> float:
         """Host-driven layer; returns host ms spent waiting on stage A."""
