@@ -58,7 +58,7 @@ def expert_ptrs(t: Any) -> list[int]:
 class KtMoe:
     """A kt-kernel MoE layer of class `cls_name` over the `[E, ...]` host tensors gate/up/down (and
     scales), on worker pool `cpu` (a CPUInfer), with its weights loaded. Keeps alive every tensor the
-    C++ side reads through raw pointers."""
+    C++ side reads through raw pointers; dropping the object frees the layer."""
 
     def __init__(self, ext: Any, cpu: Any, cls_name: str, method: str, *, hidden: int, inter: int, top_k: int,
                  max_len: int, gate: Any, up: Any, down: Any, gate_scale: Any = None, up_scale: Any = None,
@@ -98,7 +98,3 @@ class KtMoe:
         self.moe = getattr(ext.moe, cls_name)(cfg)
         cpu.submit(self.moe.load_weights_task(self._map.data_ptr()))
         cpu.sync()
-
-    def close(self) -> None:
-        self.moe = None
-        self._cfg = None

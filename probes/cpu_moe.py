@@ -31,10 +31,10 @@ from typing import Any, Callable, Iterator, Sequence
 
 from kttune.errors import UserError
 from kttune.hw.profile import CpuInfo, Curve, Point
-from kttune.kernels.kt_moe import KT_CLASS_PREFERENCE, KtMoe, class_candidates  # noqa: F401 - re-exported
+from kttune.kernels.kt_moe import KtMoe, class_candidates
 from kttune.kernels.kt_pool import cpu_infer
-from kttune.spec.methods import FP8_BLOCK
 from kttune.probes.common import NullReporter, Reporter, measure
+from kttune.spec.methods import FP8_BLOCK
 
 INT4_GROUP = 32
 
