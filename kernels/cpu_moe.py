@@ -6,13 +6,7 @@ One MoE layer of SwiGLU experts, as kt-kernel computes it (kt-kernel `operators/
 `out[t] += w * down_e(silu(gate_e x_t) * up_e x_t)`, with gate/up `[I, H]` and down `[H, I]` row-major
 (`[out_features, in_features]`, the HF checkpoint layout).
 
-Also here: the expert weight formats kt-kernel's native methods read (kt-sglang.md §7), with a
-quantizer (to build test weights) and a dequantizer (to give the reference the exact weights the
-kernel sees) for each:
-
-- FP8 (block): e4m3fn bytes `[N, K]` + fp32 scale per 128x128 block `[ceil(N/128), ceil(K/128)]`.
-- RAWINT4: int4 packed two per byte, low nibble first, stored as `q + 8` (compressed-tensors
-  pack-quantized, symmetric), `[N, K/2]` uint8 + bf16 scale per group of `K` `[N, K/group]`.
+The weight formats and their (de)quantisers live in `kttune.kernels.expert_weights`.
 
 torch is imported here at module import: this module is for probes and tests, not for the models.
 """
@@ -25,10 +19,6 @@ from dataclasses import dataclass
 import torch
 
 from kttune.kernels.routing import random_routing  # noqa: F401  (the probes and tests route with it)
-
-FP8_BLOCK = 128
-FP8_E4M3_MAX = 448.0
-INT4_GROUP = 32
 
 
 # ---- the MoE --------------------------------------------------------------------------------
@@ -93,56 +83,3 @@ class TorchCpuMoE:
 
     def forward(self, x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor) -> torch.Tensor:
         return moe_forward(x, topk_ids, topk_weights, self.gate, self.up, self.down, compute_dtype=self.dtype)
-
-
-# ---- FP8 block (e4m3fn + fp32 per 128x128 block) ---------------------------------------------
-
-
-def quantize_fp8_block(w: torch.Tensor, block: int = FP8_BLOCK) -> tuple[torch.Tensor, torch.Tensor]:
-    """`w` `[N, K]` -> (e4m3fn bytes as uint8 `[N, K]`, fp32 scale `[ceil(N/b), ceil(K/b)]`) with
-    `w ~= fp8 * scale` per block (DeepSeek `weight_scale_inv` convention)."""
-    n, k = w.shape
-    nb, kb = math.ceil(n / block), math.ceil(k / block)
-    wf = w.to(torch.float32)
-    padded = torch.zeros(nb * block, kb * block)
-    padded[:n, :k] = wf
-    blocks = padded.view(nb, block, kb, block)
-    amax = blocks.abs().amax(dim=(1, 3)).clamp(min=1e-12)
-    scale = amax / FP8_E4M3_MAX
-    q = (blocks / scale[:, None, :, None]).view(nb * block, kb * block)[:n, :k]
-    fp8 = q.to(torch.float8_e4m3fn)
-    return fp8.view(torch.uint8).contiguous(), scale.contiguous()
-
-
-def dequant_fp8_block(q: torch.Tensor, scale: torch.Tensor, block: int = FP8_BLOCK) -> torch.Tensor:
-    """Inverse of `quantize_fp8_block`: fp32 `[N, K]`."""
-    n, k = q.shape
-    w = q.view(torch.float8_e4m3fn).to(torch.float32)
-    s = scale.repeat_interleave(block, 0)[:n].repeat_interleave(block, 1)[:, :k]
-    return w * s
-
-
-# ---- RAWINT4 (int4 + bf16 scale per group of K) ------------------------------------------------
-
-
-def quantize_int4_group(w: torch.Tensor, group: int = INT4_GROUP) -> tuple[torch.Tensor, torch.Tensor]:
-    """`w` `[N, K]` -> (packed uint8 `[N, K/2]`, bf16 scale `[N, K/group]`): symmetric int4 in
-    [-8, 7] stored as `q + 8`, element 2j in the low nibble of byte j."""
-    n, k = w.shape
-    if k % group or k % 2:
-        raise ValueError(f"K={k} must be a multiple of the group size {group}")
-    wg = w.to(torch.float32).view(n, k // group, group)
-    scale = (wg.abs().amax(dim=2) / 7.0).clamp(min=1e-8).to(torch.bfloat16)
-    q = torch.round(wg / scale.to(torch.float32).unsqueeze(2)).clamp(-8, 7).to(torch.int16) + 8
-    q = q.view(n, k).to(torch.uint8)
-    packed = (q[:, 0::2] | (q[:, 1::2] << 4)).contiguous()
-    return packed, scale.contiguous()
-
-
-def dequant_int4_group(packed: torch.Tensor, scale: torch.Tensor, group: int = INT4_GROUP) -> torch.Tensor:
-    """Inverse of `quantize_int4_group`: fp32 `[N, K]`."""
-    n = packed.shape[0]
-    lo = (packed & 0xF).to(torch.int16)
-    hi = (packed >> 4).to(torch.int16)
-    q = torch.stack((lo, hi), dim=2).view(n, -1).to(torch.float32) - 8.0
-    return q * scale.to(torch.float32).repeat_interleave(group, dim=1)

@@ -24,10 +24,8 @@ import torch
 import torch.nn.functional as F
 
 from kttune.kernels import int4 as int4_fmt
+from kttune.kernels.expert_weights import quantize_fp8_channel as quantize_fp8_per_channel
 from kttune.kernels.routing import align_block_size, group_by_expert
-
-FP8_MAX = 448.0
-
 
 def _combine(y_slots: torch.Tensor, topk_weights: torch.Tensor, tokens: int, top_k: int) -> torch.Tensor:
     """Weighted sum over each token's k expert outputs ([M*k, H] slot order -> [M, H] bf16)."""
@@ -147,22 +145,13 @@ class Fp8Weights:
         return self.w13.float() * self.s13.unsqueeze(-1), self.w2.float() * self.s2.unsqueeze(-1)
 
 
-def quantize_fp8_per_channel(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """[.., N, K] -> (e4m3 [.., N, K], fp32 scale [.., N]) with one scale per output row."""
-    s = (w.float().abs().amax(dim=-1) / FP8_MAX).clamp_min(1e-12)
-    q = (w.float() / s.unsqueeze(-1)).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
-    return q, s
-
-
 def quantize_fp8_weights(w13: torch.Tensor, w2: torch.Tensor) -> Fp8Weights:
     q13, s13 = quantize_fp8_per_channel(w13)
     q2, s2 = quantize_fp8_per_channel(w2)
     return Fp8Weights(q13, s13, q2, s2)
 
 
-def _quant_rows(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    s = (a.float().abs().amax(dim=-1) / FP8_MAX).clamp_min(1e-12)
-    return (a.float() / s.unsqueeze(-1)).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn), s
+_quant_rows = quantize_fp8_per_channel  # activations: one scale per token row
 
 
 _FP8_MODE: dict[str, str] = {}

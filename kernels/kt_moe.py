@@ -1,14 +1,26 @@
-"""One kt-kernel MoE layer built from host expert weights: the `MOEConfig` sglang-kt's wrappers fill
-(`NativeMoEWrapper.load_weights`, `AMXMoEWrapper.load_weights_from_tensors`, kt-kernel 0.7.2
-`kt_kernel/utils/amx.py`), the class picked from what the loaded extension variant compiled in, and
-`load_weights_task`. Shared by the CPU MoE probe (`forward_task`) and the layerwise stage A writer
-(`write_weight_scale_to_buffer_task`).
+"""One kt-kernel MoE layer over host experts (`kttune.kernels.expert_weights.HostExperts`).
+
+It is built the way sglang-kt's wrappers build it (`NativeMoEWrapper.load_weights`,
+`AMXMoEWrapper.load_weights_from_tensors`, kt-kernel 0.7.2 `kt_kernel/utils/amx.py`; see
+docs/weight-formats.md): a `MOEConfig` with per-expert weight pointers (one flat bf16 pointer per
+matrix for the online-quantised AMX methods), the method's class picked from what the loaded
+extension variant compiled in, then `load_weights_task`. The layer then serves
+
+- the CPU side of the hybrid path: `forward` (submit + sync) or `submit_on_stream` / `sync_on_stream`
+  (kt-kernel's `submit_with_cuda_stream` / `sync_with_cuda_stream`, as sglang-kt's KT wrapper runs
+  CPU experts behind the D2H copies); experts whose entry in `gpu_mask` is true are skipped by the
+  C++ side (they run on the GPU);
+- stage A of the layerwise path: `write_task` (`write_weight_scale_to_buffer_task`).
 """
 
 from __future__ import annotations
 
+import gc
 from typing import Any, Sequence
 
+from kttune.kernels.expert_weights import ONLINE_QUANTIZED, HostExperts
+from kttune.kernels.kt_ext import KtKernel, load_kt_kernel, quiet_stdout
+from kttune.kernels.kt_pool import cpu_infer
 from kttune.spec.methods import FP8_BLOCK
 
 # kt-kernel MoE classes per method, most preferred first (the order kt-kernel 0.7.2's own
@@ -28,10 +40,6 @@ KT_CLASS_PREFERENCE: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     ),
 }
 
-# AMXINT4/AMXINT8 are quantized online by kt-kernel from one flat bf16 pointer per matrix; the
-# other methods take one pointer per expert.
-ONLINE_QUANTIZED = ("AMXINT4", "AMXINT8")
-
 
 def class_candidates(moe_module: Any, method: str, isa: Sequence[str] | None = None, *, writer: bool = False) -> list[str]:
     """kt-kernel MoE class names for `method`, most preferred first, that the loaded variant
@@ -48,6 +56,12 @@ def class_candidates(moe_module: Any, method: str, isa: Sequence[str] | None = N
     return out
 
 
+def kt_class_name(kt: KtKernel, method: str, isa: Sequence[str] = ()) -> str | None:
+    """The MoE class kt-kernel would run `method` with on this host, or None if not compiled in."""
+    found = class_candidates(kt.ext.moe, method, isa)
+    return found[0] if found else None
+
+
 def expert_ptrs(t: Any) -> list[int]:
     """One address per expert of an `[E, ...]` tensor."""
     base = t.data_ptr()
@@ -55,46 +69,131 @@ def expert_ptrs(t: Any) -> list[int]:
     return [base + e * stride for e in range(t.shape[0])]
 
 
-class KtMoe:
-    """A kt-kernel MoE layer of class `cls_name` over the `[E, ...]` host tensors gate/up/down (and
-    scales), on worker pool `cpu` (a CPUInfer), with its weights loaded. Keeps alive every tensor the
-    C++ side reads through raw pointers; dropping the object frees the layer."""
+class KtMoeLayer:
+    """One MoE layer on kt-kernel's extension, on the process's worker pool for its thread count.
 
-    def __init__(self, ext: Any, cpu: Any, cls_name: str, method: str, *, hidden: int, inter: int, top_k: int,
-                 max_len: int, gate: Any, up: Any, down: Any, gate_scale: Any = None, up_scale: Any = None,
-                 down_scale: Any = None) -> None:
+    `forward(x, ids, weights, out)`: `x` bf16 `[T, H]`, routing ids int64 `[T, k]`, weights fp32
+    `[T, k]`, `out` bf16 `[T, H]`. Keeps alive every tensor the C++ side reads through raw pointers;
+    `close()` frees the layer (the worker pool stays: kttune.kernels.kt_pool)."""
+
+    def __init__(self, host: HostExperts, *, top_k: int, threads: int, threadpools: int = 1,
+                 numa_nodes: Sequence[int] | None = None, max_tokens: int = 1024, isa: Sequence[str] | None = (),
+                 kt: KtKernel | None = None, writer: bool = False) -> None:
         import torch
 
-        method = method.upper()
-        experts = gate.shape[0]
-        self.cls_name, self.method = cls_name, method
-        self._tensors = (gate, up, down, gate_scale, up_scale, down_scale)
-        self._mask = torch.zeros(experts, dtype=torch.bool)
+        kt = kt or load_kt_kernel()
+        if kt is None:
+            raise RuntimeError("kt-kernel is not importable")
+        method = host.method
+        names = class_candidates(kt.ext.moe, method, isa, writer=writer)
+        if not names:
+            raise RuntimeError(f"kt-kernel {kt.variant} has no {method} MoE class"
+                               + (" with write_weight_scale_to_buffer_task" if writer else ""))
+        if threadpools < 1 or threads < threadpools:
+            raise ValueError(f"need threads >= threadpools >= 1 (got {threads} threads, {threadpools} pools)")
+        if host.inter % threadpools:
+            raise ValueError(f"expert width {host.inter} is not divisible by {threadpools} thread pools")
+        self.kt, self.host, self.method, self.variant = kt, host, method, kt.variant
+        self.threads, self.threadpools = threads, threadpools
+        # AMX kernels size activation buffers in M_STEP rows (32): keep max_len a multiple of 64, as
+        # --chunked-prefill-size values are.
+        self.max_tokens = max(64, -(-max_tokens // 64) * 64)
+        nodes = list(numa_nodes) if numa_nodes is not None else list(range(threadpools))
+        experts = host.experts
+        self.gpu_mask = torch.zeros(experts, dtype=torch.bool)  # true: expert runs on the GPU, skipped here
         self._map = torch.arange(experts, dtype=torch.int64)
-        cfg = ext.moe.MOEConfig(experts, top_k, hidden, inter, self._mask.data_ptr())
+        self._bsz = torch.zeros(1, dtype=torch.int32)
+        errors = []
+        with quiet_stdout():
+            self.cpu_infer = cpu_infer(kt.ext, threads, threadpools, nodes)
+            for name in names:  # a class compiled in may still refuse this CPU at construction
+                try:
+                    self.moe = self._build(kt.ext, name, top_k, threadpools)
+                    self.kernel_class = name
+                    break
+                except RuntimeError as ex:
+                    errors.append(f"{name}: {ex}")
+            else:
+                raise RuntimeError("; ".join(errors))
+
+    @classmethod
+    def for_writer(cls, host: HostExperts, *, threads: int, numa_nodes: Sequence[int] = (0,)) -> "KtMoeLayer":
+        """A layer used only by stage A (top-1, one token of scratch)."""
+        return cls(host, top_k=1, threads=threads, numa_nodes=numa_nodes, max_tokens=1, isa=None, writer=True)
+
+    def _build(self, ext: Any, cls_name: str, top_k: int, pools: int) -> Any:
+        h = self.host
+        cfg = ext.moe.MOEConfig(h.experts, top_k, h.hidden, h.inter, self.gpu_mask.data_ptr())
         cfg.layer_idx = 0
-        cfg.pool = cpu.backend_
-        cfg.max_len = max_len
-        if method in ONLINE_QUANTIZED:
-            cfg.gate_proj, cfg.up_proj, cfg.down_proj = gate.data_ptr(), up.data_ptr(), down.data_ptr()
+        cfg.pool = self.cpu_infer.backend_
+        cfg.max_len = self.max_tokens
+        if self.method in ONLINE_QUANTIZED:
+            cfg.gate_proj, cfg.up_proj, cfg.down_proj = h.gate.data_ptr(), h.up.data_ptr(), h.down.data_ptr()
             cfg.load = False
             cfg.save = False
         else:
-            cfg.gate_projs = [expert_ptrs(gate)]
-            cfg.up_projs = [expert_ptrs(up)]
-            cfg.down_projs = [expert_ptrs(down)]
-            none = [0] * experts
-            cfg.gate_scales = [expert_ptrs(gate_scale) if gate_scale is not None else none]
-            cfg.up_scales = [expert_ptrs(up_scale) if up_scale is not None else none]
-            cfg.down_scales = [expert_ptrs(down_scale) if down_scale is not None else none]
+            none = [0] * h.experts
+            cfg.gate_projs, cfg.up_projs, cfg.down_projs = [expert_ptrs(h.gate)], [expert_ptrs(h.up)], [expert_ptrs(h.down)]
+            cfg.gate_scales = [expert_ptrs(h.gate_scale) if h.gate_scale is not None else none]
+            cfg.up_scales = [expert_ptrs(h.up_scale) if h.up_scale is not None else none]
+            cfg.down_scales = [expert_ptrs(h.down_scale) if h.down_scale is not None else none]
             qc = cfg.quant_config
-            if method == "FP8":
+            if self.method == "FP8":
                 qc.bits, qc.group_size, qc.zero_point = 8, FP8_BLOCK, False
-            elif method == "FP8_PERCHANNEL":
+            elif self.method == "FP8_PERCHANNEL":
                 qc.bits, qc.per_channel, qc.zero_point = 8, True, False
-            elif method == "RAWINT4":
-                qc.bits, qc.group_size, qc.zero_point = 4, hidden // gate_scale.shape[-1], False
+            elif self.method == "RAWINT4":
+                qc.bits, qc.group_size, qc.zero_point = 4, h.hidden // h.gate_scale.shape[-1], False
         self._cfg = cfg
-        self.moe = getattr(ext.moe, cls_name)(cfg)
-        cpu.submit(self.moe.load_weights_task(self._map.data_ptr()))
-        cpu.sync()
+        moe = getattr(ext.moe, cls_name)(cfg)
+        self.cpu_infer.submit(moe.load_weights_task(self._map.data_ptr()))
+        self.cpu_infer.sync()
+        return moe
+
+    @property
+    def can_write_buffer(self) -> bool:
+        return hasattr(self.moe, "write_weight_scale_to_buffer_task")
+
+    def _forward_task(self, x: Any, ids: Any, weights: Any, out: Any) -> Any:
+        t = x.shape[0]
+        if t > self.max_tokens:
+            raise ValueError(f"{t} tokens exceed the layer's max_len {self.max_tokens}")
+        self._bsz[0] = t
+        return self.moe.forward_task(self._bsz.data_ptr(), ids.shape[1], ids.data_ptr(), weights.data_ptr(),
+                                     x.data_ptr(), out.data_ptr(), False)
+
+    def forward(self, x: Any, ids: Any, weights: Any, out: Any) -> None:
+        """One layer forward on host tensors, submitted and waited for."""
+        self.cpu_infer.submit(self._forward_task(x, ids, weights, out))
+        self.cpu_infer.sync()
+
+    def submit_on_stream(self, stream_handle: int, x: Any, ids: Any, weights: Any, out: Any) -> None:
+        """Enqueue the forward on a CUDA stream (host tensors, pinned): kt-kernel submits it from a host
+        callback when the stream reaches it, after the copies queued before it."""
+        self.cpu_infer.submit_with_cuda_stream(stream_handle, self._forward_task(x, ids, weights, out))
+
+    def sync_on_stream(self, stream_handle: int) -> None:
+        """Make the stream wait until the pool has finished (kt-kernel's `sync_with_cuda_stream`)."""
+        self.cpu_infer.sync_with_cuda_stream(stream_handle, 0)
+
+    def write_task(self, expert: int, w13: Sequence[int], s13: Sequence[int], w2: Sequence[int], s2: Sequence[int]) -> Any:
+        """Stage A task: write one expert, in GPU layout split over `len(w13)` GPU TP ranks, into the
+        slot buffers at those addresses."""
+        return self.moe.write_weight_scale_to_buffer_task(len(w13), int(expert), list(w13), list(s13), list(w2), list(s2))
+
+    def write_expert(self, expert: int, w13: Sequence[int], s13: Sequence[int], w2: Sequence[int], s2: Sequence[int]) -> None:
+        self.cpu_infer.submit(self.write_task(expert, w13, s13, w2, s2))
+        self.cpu_infer.sync()
+
+    def close(self) -> None:
+        with quiet_stdout():
+            for name in ("moe", "_cfg"):
+                if hasattr(self, name):
+                    delattr(self, name)
+            gc.collect()
+
+    def __enter__(self) -> "KtMoeLayer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,79 @@
+"""kt-kernel's extension module, imported once per process, and a guard that keeps its C++ printf
+output off stdout (it would corrupt `--json` output)."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+
+@dataclass(frozen=True)
+class KtKernel:
+    """The imported extension: module, the CPU variant it loaded, and its version."""
+
+    ext: Any
+    variant: str
+    version: str
+
+    @property
+    def backend(self) -> str:
+        return f"kt-kernel:{self.variant}"
+
+
+_KT: KtKernel | None = None
+_KT_ERROR: str | None = None
+
+
+def load_kt_kernel() -> KtKernel | None:
+    """Import kt-kernel once; None (reason in `kt_kernel_error()`) if it is not importable."""
+    global _KT, _KT_ERROR
+    if _KT is not None or _KT_ERROR is not None:
+        return _KT
+    try:
+        with quiet_stdout():
+            import kt_kernel
+        _KT = KtKernel(ext=kt_kernel.kt_kernel_ext, variant=str(kt_kernel.__cpu_variant__),
+                       version=str(getattr(kt_kernel, "__version__", "")))
+    except Exception as e:  # ImportError, or its variant check raising RuntimeError
+        _KT_ERROR = f"{type(e).__name__}: {e}"
+    return _KT
+
+
+def kt_kernel_error() -> str | None:
+    return _KT_ERROR
+
+
+def _libc_fflush() -> None:
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except Exception:
+        pass
+
+
+@contextlib.contextmanager
+def quiet_stdout(to_stderr: bool = False) -> Iterator[None]:
+    """Send file descriptor 1 to /dev/null (or to stderr) for the block: kt-kernel's C++ prints
+    construction and pool messages with printf."""
+    try:
+        sys.stdout.flush()
+    except Exception:
+        pass
+    _libc_fflush()
+    try:
+        saved = os.dup(1)
+    except OSError:
+        yield
+        return
+    devnull = os.dup(2) if to_stderr else os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        _libc_fflush()
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
