@@ -35,7 +35,7 @@ def main(argv=None) -> int:
         return 1
     from kttune.kernels import grouped_moe as gm
     from kttune.kernels import int4 as int4_fmt
-    from kttune.kernels.expert_writer import expert_tensor_kinds
+    from kttune.kernels.expert_weights import slot_kinds
     from kttune.kernels.routing import random_routing
     from kttune.probes import gpu_attention, gpu_gemm
     from kttune.probes.gpu_common import DEEPSEEK_ATTN, DEEPSEEK_V3, QWEN3_30B_A3B, QWEN3_ATTN, cuda_time_point
@@ -63,7 +63,7 @@ def main(argv=None) -> int:
 
     # ---- stage C repack ------------------------------------------------------------------------
     for shape in (QWEN3_30B_A3B, DEEPSEEK_V3):
-        kinds = {k.name: k for k in expert_tensor_kinds("RAWINT4", shape.hidden, shape.inter)}
+        kinds = {k.name: k for k in slot_kinds("RAWINT4", shape.hidden, shape.inter)}
         per = sum(k.nbytes for k in kinds.values())
         for c in (1, 16) if args.quick else (1, 4, 16, 64):
             src = {nm: (torch.randint(-(2**31), 2**31 - 1, (c,) + k.shape, dtype=torch.int32, device=dev) if k.dtype == torch.int32

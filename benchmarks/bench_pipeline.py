@@ -82,9 +82,9 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("no CUDA GPU: nothing to benchmark")
         return 1
-    from kttune.kernels.expert_writer import HostExperts
+    from kttune.kernels.expert_weights import HostExperts, make_writer
     from kttune.probes import gpu_common
-    from kttune.probes.gpu_pipeline import LayerPipeline, default_threads, make_writer
+    from kttune.probes.gpu_pipeline import LayerPipeline, default_threads
 
     shapes = {s.name: s for s in (gpu_common.QWEN3_30B_A3B, gpu_common.DEEPSEEK_V3, gpu_common.KIMI_K2)}
     shape = shapes[args.shape]
@@ -97,7 +97,7 @@ def main(argv=None) -> int:
     numa = gpu_common.gpu_numa_node(0)
     with gpu_common.bound_to_node(numa):
         t0 = time.perf_counter()
-        host = HostExperts(shape.method, shape.hidden, shape.inter, shape.experts)
+        host = HostExperts.random(shape.method, shape.hidden, shape.inter, shape.experts)
         print(json.dumps({"host_layer_gib": round(host.nbytes / 2**30, 2), "prep_s": round(time.perf_counter() - t0, 1)}), flush=True)
         for t in threads:
             t0 = time.perf_counter()

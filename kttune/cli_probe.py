@@ -257,7 +257,7 @@ def probe(
         merge_cached=not fresh,
         command="kttune " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("kttune") else "kttune probe",
     )
-    from kttune.probes.cpu_moe import quiet_stdout
+    from kttune.kernels.kt_ext import quiet_stdout
 
     err = Console(stderr=True)
     # Native code (kt-kernel, CUDA libraries) prints to file descriptor 1: keep stdout for the

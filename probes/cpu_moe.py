@@ -15,36 +15,26 @@ uniform random top-k. Thread counts include the whole pool (`threads == cores`),
 thread is starved (BRIEF §3: 8 ms vs 0.3 ms for one token on the GPU box).
 
 Without kt-kernel the same curves come from `kttune.kernels.cpu_moe` (torch), labelled
-`backend="torch-cpu"`.
+`backend="torch-cpu"`. The layer itself is `kttune.kernels.kt_moe.KtMoeLayer` over experts of
+`kttune.kernels.expert_weights`; this module plans and measures.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import gc
-import math
 import os
-import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 from kttune.errors import UserError
 from kttune.hw.profile import CpuInfo, Curve, Point
-from kttune.kernels.kt_moe import KtMoe, class_candidates
-from kttune.kernels.kt_pool import cpu_infer
+from kttune.kernels.expert_weights import HostExperts, expert_nbytes
+from kttune.kernels.kt_ext import KtKernel, kt_kernel_error, load_kt_kernel
+from kttune.kernels.kt_moe import KtMoeLayer, kt_class_name
 from kttune.probes.common import NullReporter, Reporter, measure
-from kttune.spec.methods import FP8_BLOCK
-
-INT4_GROUP = 32
 
 # Methods this probe can build weights for, in the order they are measured.
 PROBE_METHODS = ("AMXINT4", "AMXINT8", "BF16", "FP8", "RAWINT4")
-
-# Source weights in host RAM, per method (`kttune.spec.methods.FORMATS`). AMXINT4/AMXINT8 are
-# quantized online by kt-kernel from bf16, as `AMXMoEWrapper.load_weights_from_tensors` does.
-SOURCE_FORMAT = {"BF16": "bf16", "FP8": "fp8_block", "RAWINT4": "int4_g32", "AMXINT4": "bf16", "AMXINT8": "bf16"}
-KERNEL_FORMAT = {"BF16": "bf16", "FP8": "fp8_block", "RAWINT4": "int4_g32", "AMXINT4": "amx_int4", "AMXINT8": "amx_int8"}
 
 
 @dataclass(frozen=True)
@@ -108,51 +98,6 @@ def thread_series(cores: int, quick: bool) -> list[int]:
     return sorted(t for t in want if 1 <= t <= cores)
 
 
-# ---- kt-kernel discovery -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class KtKernel:
-    """The imported extension: module, the CPU variant it loaded, and its version."""
-
-    ext: Any
-    variant: str
-    version: str
-
-    @property
-    def backend(self) -> str:
-        return f"kt-kernel:{self.variant}"
-
-
-_KT: KtKernel | None = None
-_KT_ERROR: str | None = None
-
-
-def load_kt_kernel() -> KtKernel | None:
-    """Import kt-kernel once; None (reason in `kt_kernel_error()`) if it is not importable."""
-    global _KT, _KT_ERROR
-    if _KT is not None or _KT_ERROR is not None:
-        return _KT
-    try:
-        with quiet_stdout():
-            import kt_kernel
-        ext = kt_kernel.kt_kernel_ext
-        _KT = KtKernel(ext=ext, variant=str(kt_kernel.__cpu_variant__), version=str(getattr(kt_kernel, "__version__", "")))
-    except Exception as e:  # ImportError, or its variant check raising RuntimeError
-        _KT_ERROR = f"{type(e).__name__}: {e}"
-    return _KT
-
-
-def kt_kernel_error() -> str | None:
-    return _KT_ERROR
-
-
-def kt_class_name(kt: KtKernel, method: str, isa: Sequence[str] = ()) -> str | None:
-    """The MoE class kt-kernel would run `method` with on this host, or None if not compiled in."""
-    found = class_candidates(kt.ext.moe, method, isa)
-    return found[0] if found else None
-
-
 def supported_methods(kt: KtKernel | None, isa: Sequence[str] = ()) -> list[str]:
     """The probe's methods the host can run (all of `PROBE_METHODS` with a compiled class)."""
     if kt is None:
@@ -160,149 +105,21 @@ def supported_methods(kt: KtKernel | None, isa: Sequence[str] = ()) -> list[str]
     return [m for m in PROBE_METHODS if kt_class_name(kt, m, isa)]
 
 
-# ---- quiet C++ stdout --------------------------------------------------------------------------------
-
-
-def _libc_fflush() -> None:
-    try:
-        ctypes.CDLL(None).fflush(None)
-    except Exception:
-        pass
-
-
-@contextlib.contextmanager
-def quiet_stdout(to_stderr: bool = False) -> Iterator[None]:
-    """Send file descriptor 1 to /dev/null (or to stderr): kt-kernel's C++ prints construction and
-    pool messages with printf, which would corrupt `--json` output."""
-    try:
-        sys.stdout.flush()
-    except Exception:
-        pass
-    _libc_fflush()
-    try:
-        saved = os.dup(1)
-    except OSError:
-        yield
-        return
-    devnull = os.dup(2) if to_stderr else os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
-        yield
-    finally:
-        _libc_fflush()
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(devnull)
-
-
-# ---- weights -------------------------------------------------------------------------------------------
-
-
-@dataclass
-class ExpertWeights:
-    """One layer's experts in a kt-kernel source format. Matrices are `[E, ...]` tensors; kt-kernel
-    gets one pointer per expert (`MOEConfig.gate_projs[numa][expert]`) as NativeMoEWrapper passes,
-    or the flat bf16 pointer (`MOEConfig.gate_proj`) for the AMX online-quantized methods."""
-
-    method: str
-    gate: Any  # [E, I, H] (bf16 / uint8 e4m3 / uint8 packed int4 [E, I, H/2])
-    up: Any
-    down: Any  # [E, H, I] (int4: [E, H, I/2])
-    gate_scale: Any = None  # FP8: fp32 [E, ceil(I/128), ceil(H/128)]; RAWINT4: bf16 [E, I, H/32]
-    up_scale: Any = None
-    down_scale: Any = None
-
-    @property
-    def nbytes(self) -> int:
-        ts = [self.gate, self.up, self.down, self.gate_scale, self.up_scale, self.down_scale]
-        return sum(t.numel() * t.element_size() for t in ts if t is not None)
-
-
-def random_weights(method: str, shape: ExpertShape, seed: int = 0) -> ExpertWeights:
-    """Random weights of the right format and shape. Timing does not depend on the values, so one
-    random expert is drawn and copied into every expert's own memory (memcpy speed: a 384-expert
-    layer takes seconds, not minutes). FP8 bytes avoid the e4m3fn NaN codes."""
-    import torch
-
-    g = torch.Generator().manual_seed(seed)
-    e, h, i = shape.experts, shape.hidden, shape.inter
-
-    def stack(one: Any) -> Any:
-        t = torch.empty((e,) + tuple(one.shape), dtype=one.dtype)
-        t.copy_(one.unsqueeze(0).expand_as(t))
-        return t
-
-    if SOURCE_FORMAT[method] == "bf16":
-
-        def mat(n: int, k: int) -> Any:
-            return stack((torch.randn(n, k, generator=g) / math.sqrt(k)).to(torch.bfloat16))
-
-        return ExpertWeights(method, mat(i, h), mat(i, h), mat(h, i))
-    if method == "FP8":
-
-        def q(n: int, k: int) -> Any:
-            t = torch.randint(0, 256, (n, k), dtype=torch.uint8, generator=g)
-            t[(t & 0x7F) == 0x7F] = 0  # e4m3fn NaN
-            return stack(t)
-
-        def s(n: int, k: int) -> Any:
-            return stack(torch.rand(math.ceil(n / FP8_BLOCK), math.ceil(k / FP8_BLOCK), generator=g) * 1e-3 + 1e-4)
-
-        return ExpertWeights(method, q(i, h), q(i, h), q(h, i), s(i, h), s(i, h), s(h, i))
-    if method == "RAWINT4":
-
-        def q(n: int, k: int) -> Any:
-            return stack(torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, generator=g))
-
-        def s(n: int, k: int) -> Any:
-            return stack((torch.rand(n, k // INT4_GROUP, generator=g) * 1e-2 + 1e-3).to(torch.bfloat16))
-
-        return ExpertWeights(method, q(i, h), q(i, h), q(h, i), s(i, h), s(i, h), s(h, i))
-    raise ValueError(f"no weight builder for method {method!r}")
-
-
-def quantized_weights(method: str, gate: Any, up: Any, down: Any) -> tuple[ExpertWeights, tuple[Any, Any, Any]]:
-    """Weights of `method` made from dense `[E, I, H]`/`[E, H, I]` weights, and the dense fp32
-    weights the kernel will effectively use (dequantized), for checking kt-kernel against
-    `kttune.kernels.cpu_moe.moe_forward`. AMXINT4/AMXINT8 quantize inside kt-kernel: their
-    reference is the bf16 input."""
-    import torch
-
-    from kttune.kernels import cpu_moe as ref
-
-    if SOURCE_FORMAT[method] == "bf16":
-        w = ExpertWeights(method, gate.to(torch.bfloat16).contiguous(), up.to(torch.bfloat16).contiguous(), down.to(torch.bfloat16).contiguous())
-        return w, (w.gate.float(), w.up.float(), w.down.float())
-    if method == "FP8":
-        quant, dequant = ref.quantize_fp8_block, ref.dequant_fp8_block
-    elif method == "RAWINT4":
-        quant, dequant = ref.quantize_int4_group, ref.dequant_int4_group
-    else:
-        raise ValueError(f"no quantizer for method {method!r}")
-    mats, scales, dense = [], [], []
-    for full in (gate, up, down):
-        qs = [quant(full[x].float()) for x in range(full.shape[0])]
-        mats.append(torch.stack([a for a, _ in qs]).contiguous())
-        scales.append(torch.stack([b for _, b in qs]).contiguous())
-        dense.append(torch.stack([dequant(a, b) for a, b in qs]))
-    return ExpertWeights(method, *mats, *scales), (dense[0], dense[1], dense[2])
-
-
 def host_bytes_needed(method: str, shape: ExpertShape, max_tokens: int, threadpools: int = 1) -> tuple[int, int]:
     """(weights, scratch) bytes of host RAM a kt-kernel layer needs at its peak: the source weights,
     kt-kernel's own copy (BF16/FP8 copy through a per-pool temporary; AMX quantizes from a bf16
     temporary) and the forward scratch sized by `max_len` (`operators/avx2/moe_base.hpp`: per pool,
     `max_len * k + E` rows of activations and fp32 outputs). Approximate, on the safe side."""
-    from kttune.spec.methods import bytes_per_expert
+    from kttune.spec.methods import bytes_per_expert, get_method
 
     e, h, i = shape.experts, shape.hidden, shape.inter
-    src = e * bytes_per_expert(SOURCE_FORMAT[method], h, i)
+    src = e * expert_nbytes(method, h, i)
     if method in ("BF16", "FP8"):
         weights = 3 * src
     elif method == "RAWINT4":
         weights = 2 * src
     else:  # AMX online quantization: bf16 source + bf16 per-pool temporary + quantized copy
-        weights = 2 * src + e * bytes_per_expert(KERNEL_FORMAT[method], h, i)
+        weights = 2 * src + e * bytes_per_expert(get_method(method).cpu_format, h, i)
     rows = max_tokens * shape.top_k + e
     scratch = threadpools * rows * (10 * h + 14 * i + 320) + (threadpools + 1) * max_tokens * h * 4
     return int(weights), int(scratch * 1.25)
@@ -312,94 +129,6 @@ def available_ram_bytes() -> int:
     import psutil
 
     return int(psutil.virtual_memory().available)
-
-
-# ---- one kt-kernel layer -------------------------------------------------------------------------------
-
-
-class KtMoeLayer:
-    """One MoE layer on kt-kernel's extension, run on the process's worker pool for its thread count.
-
-    `forward(x, ids, weights, out)` runs one layer forward on `x` bf16 `[T, H]` with routing ids
-    int64 `[T, k]` and weights fp32 `[T, k]` into `out` bf16 `[T, H]` (submit + sync, as sglang
-    does per layer). `write_expert(...)` runs `write_weight_scale_to_buffer_task` (stage A)."""
-
-    def __init__(
-        self,
-        kt: KtKernel,
-        method: str,
-        shape: ExpertShape,
-        weights: ExpertWeights,
-        *,
-        threads: int,
-        threadpools: int = 1,
-        numa_nodes: Sequence[int] | None = None,
-        max_tokens: int = 1024,
-        isa: Sequence[str] = (),
-    ) -> None:
-        import torch
-
-        cls_name = kt_class_name(kt, method, isa)
-        if cls_name is None:
-            raise RuntimeError(f"kt-kernel {kt.variant} has no MoE class for {method}")
-        if threadpools < 1 or threads < threadpools:
-            raise ValueError(f"need threads >= threadpools >= 1 (got {threads} threads, {threadpools} pools)")
-        if shape.inter % threadpools:
-            raise ValueError(f"expert width {shape.inter} is not divisible by {threadpools} thread pools")
-        self.kt, self.method, self.shape, self.weights = kt, method, shape, weights
-        self.kernel_class = cls_name
-        self.threads, self.threadpools, self.max_tokens = threads, threadpools, max_tokens
-        ext = kt.ext
-        nodes = list(numa_nodes) if numa_nodes is not None else list(range(threadpools))
-        with quiet_stdout():
-            self.cpu_infer = cpu_infer(ext, threads, threadpools, nodes)
-            # AMX kernels size their activation buffers in M_STEP rows (32): keep max_len a
-            # multiple of 64, as --chunked-prefill-size values are.
-            self._kt = KtMoe(ext, self.cpu_infer, cls_name, method, hidden=shape.hidden, inter=shape.inter,
-                             top_k=shape.top_k, max_len=max(64, -(-max_tokens // 64) * 64), gate=weights.gate,
-                             up=weights.up, down=weights.down, gate_scale=weights.gate_scale,
-                             up_scale=weights.up_scale, down_scale=weights.down_scale)
-            self.moe = self._kt.moe
-        self._bsz = torch.zeros(1, dtype=torch.int32)
-
-    @property
-    def can_write_buffer(self) -> bool:
-        return hasattr(self.moe, "write_weight_scale_to_buffer_task")
-
-    def forward(self, x: Any, ids: Any, weights: Any, out: Any) -> None:
-        t = x.shape[0]
-        if t > self.max_tokens:
-            raise ValueError(f"{t} tokens exceed the layer's max_len {self.max_tokens}")
-        self._bsz[0] = t
-        self.cpu_infer.submit(
-            self.moe.forward_task(
-                self._bsz.data_ptr(), ids.shape[1], ids.data_ptr(), weights.data_ptr(), x.data_ptr(), out.data_ptr(), False
-            )
-        )
-        self.cpu_infer.sync()
-
-    def write_expert(self, expert_id: int, w13: Sequence[int], w13_scale: Sequence[int], w2: Sequence[int], w2_scale: Sequence[int]) -> None:
-        """Stage A: write one expert, in GPU layout split over `len(w13)` GPU TP ranks, into the
-        slot buffers at those addresses (`write_weight_scale_to_buffer_task`)."""
-        self.cpu_infer.submit(
-            self.moe.write_weight_scale_to_buffer_task(len(w13), expert_id, list(w13), list(w13_scale), list(w2), list(w2_scale))
-        )
-        self.cpu_infer.sync()
-
-    def close(self) -> None:
-        """Free the MoE object (its weights and scratch). The worker pool stays: the process keeps
-        one per thread configuration (kttune.kernels.kt_pool)."""
-        with quiet_stdout():
-            for name in ("moe", "_kt"):
-                if hasattr(self, name):
-                    delattr(self, name)
-            gc.collect()
-
-    def __enter__(self) -> "KtMoeLayer":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 # ---- the probe -------------------------------------------------------------------------------------------
@@ -602,7 +331,7 @@ def probe_cpu_moe(
                 shape, max_tok, skipped0 = _fit_shape(task.method, task.shape, max(task.tokens), task.threadpools, budget)
                 for s in skipped0:
                     reporter.note(f"{label} {task.shape.label}: {s['reason']}")
-                w = random_weights(task.method, shape, seed=opts.seed) if kt is not None else None
+                w = HostExperts.random(task.method, shape.hidden, shape.inter, shape.experts, seed=opts.seed) if kt is not None else None
                 weights_cache[key] = (shape, max_tok, skipped0, w)
             shape, max_tok, skipped0, w = weights_cache[key]
         except MemoryError as e:
@@ -616,8 +345,8 @@ def probe_cpu_moe(
         if kt is not None:
             try:
                 layer = KtMoeLayer(
-                    kt, task.method, shape, w, threads=task.threads, threadpools=task.threadpools,
-                    numa_nodes=numa_ids, max_tokens=max(tokens), isa=cpu.isa,
+                    w, top_k=shape.top_k, threads=task.threads, threadpools=task.threadpools,
+                    numa_nodes=numa_ids, max_tokens=max(tokens), isa=cpu.isa, kt=kt,
                 )
             except Exception as e:
                 reporter.note(f"{label}: kt-kernel could not build the layer ({type(e).__name__}: {e}); skipped")

@@ -264,19 +264,3 @@ def free_host_bytes() -> int:
         return int(psutil.virtual_memory().available)
     except Exception:
         return 0
-
-
-def fill_random_(t, seed: int = 0, block_bytes: int = 64 << 20) -> None:
-    """Fill a (large) tensor with non-zero random bytes quickly: one random block, tiled. Byte values
-    are kept away from fp8 NaN encodings (0x7f/0xff) so any dtype view is finite."""
-    import torch
-
-    flat = t.view(torch.uint8).view(-1)
-    g = torch.Generator().manual_seed(seed)
-    n = min(block_bytes, flat.numel())
-    block = torch.randint(1, 0x70, (n,), dtype=torch.uint8, generator=g)
-    block |= (torch.randint(0, 2, (n,), dtype=torch.uint8, generator=g) << 7)
-    blk = block.to(flat.device)
-    for off in range(0, flat.numel(), n):
-        m = min(n, flat.numel() - off)
-        flat[off : off + m].copy_(blk[:m])

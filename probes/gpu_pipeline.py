@@ -156,7 +156,7 @@ class LayerPipeline:
     def __init__(self, host, writer, config: PipelineConfig, device, experts: int | None = None, diagnose: bool = False):
         import torch
 
-        from kttune.kernels.expert_writer import HostSlot
+        from kttune.kernels.expert_weights import HostSlot
 
         if config.driver == "stream" and not getattr(writer, "stream_capable", False):
             raise ValueError(f"driver 'stream' needs a writer that submits on CUDA streams ({writer.backend} does not)")
@@ -165,17 +165,18 @@ class LayerPipeline:
         self.experts = experts or host.experts
         self.repack = host.method == "RAWINT4"
         cuda = self.device.type == "cuda"  # on a CPU device (tests) the stages run one after another
-        self.slots = [HostSlot(host.kinds, config.group, pin=cuda) for _ in range(config.slots)]
+        kinds = host.slot_kinds()
+        self.slots = [HostSlot(kinds, config.group, pin=cuda) for _ in range(config.slots)]
         self.steps = [range(e0, min(e0 + config.group, self.experts)) for e0 in range(0, self.experts, config.group)]
         pb = self.post_batch = config.post_batch if self.repack else 1
         self.ring_size = 2 * pb  # stage B fills one half of the ring while stage C reads the other
         # stage C batches: consecutive steps [s0, s1) repacked together
         self.batches = [(s0, min(s0 + pb, len(self.steps))) for s0 in range(0, len(self.steps), pb)]
-        self.gpu = GpuLayer(host.kinds, self.experts, self.ring_size, config.group, self.device, self.repack)
+        self.gpu = GpuLayer(kinds, self.experts, self.ring_size, config.group, self.device, self.repack)
         self.copy_stream = torch.cuda.Stream(self.device) if cuda else None
         self.post_stream = torch.cuda.Stream(self.device) if cuda else None
         self.writer_stream = torch.cuda.Stream(self.device) if cuda and config.driver == "stream" else None
-        self.layer_bytes = self.experts * sum(k.nbytes for k in host.kinds)
+        self.layer_bytes = self.experts * sum(k.nbytes for k in kinds)
         self.repack_backend = None
         self.diagnose = diagnose  # per-step timing (costs host time on the driving thread)
 
@@ -391,20 +392,6 @@ class LayerPipeline:
         )
 
 
-def make_writer(host, threads: int, prefer_kt: bool = True):
-    from kttune.kernels.expert_writer import KtExpertWriter, TorchExpertWriter, kt_available
-
-    notes = []
-    if prefer_kt and kt_available():
-        try:
-            return KtExpertWriter(host, threads), notes
-        except Exception as e:  # kt-kernel present but refuses this method/CPU
-            notes.append(f"kt-kernel writer unavailable for {host.method}: {e}; stage A by torch CPU copies")
-    elif prefer_kt:
-        notes.append("kt-kernel not importable: stage A by torch CPU copies (not kt-kernel's writer)")
-    return TorchExpertWriter(host), notes
-
-
 # Measured on the GPU box (Kimi-K2 int4 layer, 9.5 GB; benchmarks/bench_pipeline.py): slots of one
 # or two experts keep stage A fast (groups of 4 made it 15-40% slower: the slots leave the LLC); the
 # stream driver and batched repacks take the host loop off the critical path. Byte-copy methods
@@ -464,15 +451,15 @@ def probe_pipeline_layer(
     (x axis = bytes streamed). Returns (one curve per thread count, all results, notes)."""
     import torch
 
-    from kttune.kernels.expert_writer import HostExperts, expert_bytes, expert_tensor_kinds
+    from kttune.kernels.expert_weights import HostExperts, kinds_nbytes, make_writer, slot_kinds
 
     rep = reporter or NullReporter()
     notes: list[str] = []
     try:
-        kinds = expert_tensor_kinds(shape.method, shape.hidden, shape.inter)
+        kinds = slot_kinds(shape.method, shape.hidden, shape.inter)
     except ValueError as e:
         return [], [], [str(e)]
-    layer_bytes = shape.experts * expert_bytes(kinds)
+    layer_bytes = shape.experts * kinds_nbytes(kinds)
     need_host = 2.2 * layer_bytes  # host experts + kt-kernel's own copy
     if free_host_bytes() and need_host > 0.8 * free_host_bytes():
         return [], [], [f"{shape.name} {shape.method}: pipeline skipped, needs ~{need_host / 2**30:.0f} GiB host RAM, {free_host_bytes() / 2**30:.0f} free"]
@@ -485,7 +472,7 @@ def probe_pipeline_layer(
     per_thread: list[tuple[int, str, list[tuple[PipelineResult, int]]]] = []  # threads, writer, (result, experts)
     with bound_to_node(numa):
         rep.step(f"pipeline {shape.name} {shape.method}: preparing {layer_bytes / 2**30:.1f} GiB layer", 0)
-        host = HostExperts(shape.method, shape.hidden, shape.inter, shape.experts)
+        host = HostExperts.random(shape.method, shape.hidden, shape.inter, shape.experts)
         for t in tuple(threads_options or (threads or default_threads(),)):
             writer, wnotes = make_writer(host, t, prefer_kt)
             notes += wnotes

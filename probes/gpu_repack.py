@@ -13,12 +13,12 @@ EXPERT_COUNTS = (1, 2, 4, 16, 64)
 def probe_repack(shape: MoeShape, *, quick: bool = False, gpu: int = 0, reporter: Reporter | None = None) -> list[Curve]:
     import torch
 
-    from kttune.kernels.expert_writer import expert_tensor_kinds
+    from kttune.kernels.expert_weights import slot_kinds
     from kttune.kernels.int4 import repack_int4
 
     rep = reporter or NullReporter()
     device = torch.device("cuda", gpu)
-    kinds = {k.name: k for k in expert_tensor_kinds("RAWINT4", shape.hidden, shape.inter)}
+    kinds = {k.name: k for k in slot_kinds("RAWINT4", shape.hidden, shape.inter)}
     per_expert = sum(k.nbytes for k in kinds.values())
     counts = (1, 4, 64) if quick else EXPERT_COUNTS
     n = max(counts)

@@ -19,12 +19,12 @@ from kttune.errors import UserError
 from kttune.hw.fingerprint import fingerprint
 from kttune.hw.profile import Curve, HardwareProfile, Inventory, Provenance, save_profile
 from kttune.paths import profile_cache_path
+from kttune.kernels.kt_ext import load_kt_kernel
 from kttune.probes.common import NullReporter, Reporter, timer_info
 from kttune.probes.cpu_moe import (
     FULL_SHAPES,
     QUICK_SHAPE,
     CpuMoeOptions,
-    load_kt_kernel,
     plan_cpu_moe,
     probe_cpu_moe,
     shape_from_model,

@@ -15,51 +15,19 @@ from __future__ import annotations
 import gc
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Sequence
 
 from kttune.errors import UserError
 from kttune.hw.profile import CpuInfo, Curve
+from kttune.kernels.expert_weights import INT4_GROUP, HostExperts, HostSlot, expert_nbytes, slot_kinds, write_nbytes
+from kttune.kernels.kt_ext import load_kt_kernel
+from kttune.kernels.kt_moe import KtMoeLayer, kt_class_name
 from kttune.probes.common import NullReporter, Reporter, measure
-from kttune.probes.cpu_moe import (
-    FP8_BLOCK,
-    INT4_GROUP,
-    ExpertShape,
-    KtMoeLayer,
-    available_ram_bytes,
-    host_bytes_needed,
-    kt_class_name,
-    load_kt_kernel,
-    random_weights,
-)
+from kttune.probes.cpu_moe import ExpertShape, available_ram_bytes, host_bytes_needed
 
 # Methods whose kt-kernel classes implement the writer and that layerwise prefill streams
-# (kt-sglang.md §3.4); the AMX-converted methods never stream.
+# (docs/weight-formats.md); the AMX-converted methods never stream.
 STAGE_A_METHODS = ("BF16", "FP8", "RAWINT4")
-
-
-def slot_buffer_bytes(method: str, hidden: int, inter: int, gpu_tp: int = 1) -> dict[str, int]:
-    """Bytes of one GPU TP rank's slot buffers for one expert, in the layout sglang-kt allocates
-    and kt-kernel writes (`operators/avx2/*-moe.hpp` `write_weights_to_buffer`): w13 = gate then
-    up `[2 * I/tp, H]`, w2 = down `[H, I/tp]`, and their scales."""
-    i = inter // gpu_tp
-    h = hidden
-    if method == "BF16":
-        return {"w13": 2 * i * h * 2, "w13_scale": 0, "w2": h * i * 2, "w2_scale": 0}
-    if method == "FP8":
-        return {
-            "w13": 2 * i * h,
-            "w13_scale": 2 * math.ceil(i / FP8_BLOCK) * math.ceil(h / FP8_BLOCK) * 4,
-            "w2": h * i,
-            "w2_scale": math.ceil(h / FP8_BLOCK) * math.ceil(i / FP8_BLOCK) * 4,
-        }
-    if method == "RAWINT4":
-        return {"w13": i * h, "w13_scale": 2 * i * (h // INT4_GROUP) * 2, "w2": h * i // 2, "w2_scale": h * (i // INT4_GROUP) * 2}
-    raise ValueError(f"no stage A slot layout for method {method!r}")
-
-
-def expert_write_bytes(method: str, hidden: int, inter: int, gpu_tp: int = 1) -> int:
-    """Bytes one expert puts into the slots of all `gpu_tp` ranks."""
-    return gpu_tp * sum(slot_buffer_bytes(method, hidden, inter, gpu_tp).values())
 
 
 @dataclass(frozen=True)
@@ -133,12 +101,6 @@ def plan_stage_a(opts: StageAOptions, cpu: CpuInfo, cores: int, numa_ids: Sequen
     return StageAPlan(tasks, notes)
 
 
-def _slot_tensor(nbytes: int, pinned: bool) -> Any:
-    import torch
-
-    return torch.zeros(max(nbytes, 64), dtype=torch.uint8, pin_memory=pinned)
-
-
 def probe_stage_a(
     opts: StageAOptions,
     cpu: CpuInfo,
@@ -166,8 +128,8 @@ def probe_stage_a(
         points, skipped = [], []
         kernel = ""
         for inter in task.inters:
-            nbytes = expert_write_bytes(task.method, opts.hidden, inter, opts.gpu_tp)
-            src_bytes = sum(slot_buffer_bytes(task.method, opts.hidden, inter).values())
+            nbytes = write_nbytes(task.method, opts.hidden, inter, opts.gpu_tp)
+            src_bytes = expert_nbytes(task.method, opts.hidden, inter)
             experts = max(4, min(64, math.ceil(opts.layer_bytes / max(src_bytes, 1))))
             shape = ExpertShape(opts.hidden, inter, experts, 1)
             need = sum(host_bytes_needed(task.method, shape, 1, task.threadpools)) + 2 * nbytes
@@ -179,10 +141,10 @@ def probe_stage_a(
                 reporter.step(f"{label}: skip I={inter}")
                 continue
             try:
-                weights = random_weights(task.method, shape, seed=opts.seed)
+                weights = HostExperts.random(task.method, opts.hidden, inter, experts, seed=opts.seed)
                 layer = KtMoeLayer(
-                    kt, task.method, shape, weights, threads=task.threads, threadpools=task.threadpools,
-                    numa_nodes=numa_ids, max_tokens=1, isa=cpu.isa,
+                    weights, top_k=1, threads=task.threads, threadpools=task.threadpools,
+                    numa_nodes=numa_ids, max_tokens=1, isa=cpu.isa, kt=kt, writer=True,
                 )
             except Exception as e:
                 skipped.append({"x": nbytes, "reason": f"kt-kernel could not build the layer: {type(e).__name__}: {e}"})
@@ -191,15 +153,15 @@ def probe_stage_a(
                 continue
             kernel = layer.kernel_class
             try:
-                sizes = slot_buffer_bytes(task.method, opts.hidden, inter, opts.gpu_tp)
-                slots = {k: [_slot_tensor(v, pinned) for _ in range(opts.gpu_tp)] for k, v in sizes.items()}
-                ptr = {k: [t.data_ptr() if sizes[k] else 0 for t in ts] for k, ts in slots.items()}
+                kinds = slot_kinds(task.method, opts.hidden, inter, opts.gpu_tp)
+                slots = [HostSlot(kinds, 1, pin=pinned) for _ in range(opts.gpu_tp)]
+                ptr = list(zip(*(sl.ptrs(0) for sl in slots)))  # (w13 per rank, s13 per rank, ...)
                 state = {"e": 0}
 
                 def write_one() -> None:
                     e = state["e"]
                     state["e"] = (e + 1) % experts
-                    layer.write_expert(e, ptr["w13"], ptr["w13_scale"], ptr["w2"], ptr["w2_scale"])
+                    layer.write_expert(e, *ptr)
 
                 pt = measure(
                     write_one, x=nbytes, warmup=opts.warmup, repeats=opts.repeats,
