@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from kttune.kernels.kt_ext import kt_kernel_error, load_kt_kernel
+from kttune.kernels.kt_moe import kt_class_name
 from kttune.kernels.kt_pool import pool_split
 from kttune.probes import cpu_moe as cm
 from kttune.probes.inventory import collect_cpu, numa_nodes_with_cpus, usable_cores
@@ -28,9 +30,9 @@ def rel_err(a, b) -> float:
 
 @pytest.fixture(scope="module")
 def kt():
-    k = cm.load_kt_kernel()
+    k = load_kt_kernel()
     if k is None:
-        pytest.skip(f"kt-kernel not importable: {cm.kt_kernel_error()}")
+        pytest.skip(f"kt-kernel not importable: {kt_kernel_error()}")
     return k
 
 
@@ -66,7 +68,7 @@ def test_kernel_classes_come_from_the_loaded_variant(kt, cpu):
     methods = cm.supported_methods(kt, cpu.isa)
     assert {"BF16", "FP8", "RAWINT4"} <= set(methods)
     for m in methods:
-        assert cm.kt_class_name(kt, m, cpu.isa) in names
+        assert kt_class_name(kt, m, cpu.isa) in names
     if cpu.has("amx_int8"):
         assert {"AMXINT4", "AMXINT8"} <= set(methods)
 
@@ -78,18 +80,21 @@ def test_one_kt_forward_agrees_with_torch_reference(kt, cpu, method, threads):
     import torch
 
     from kttune.kernels.cpu_moe import TorchCpuMoE, moe_forward, random_routing
+    from kttune.kernels.expert_weights import HostExperts
+    from kttune.kernels.kt_moe import KtMoeLayer, kt_class_name
 
     if method not in cm.supported_methods(kt, cpu.isa):
         pytest.skip(f"{method} has no kernel in kt-kernel {kt.variant}")
     shape = cm.ExpertShape(hidden=512, inter=256, experts=8, top_k=4)
     dense = TorchCpuMoE.random(shape.experts, shape.hidden, shape.inter, torch.bfloat16, seed=5)
-    weights, (g, u, d) = cm.quantized_weights(method, dense.gate, dense.up, dense.down)
+    weights = HostExperts.from_dense(method, dense.gate, dense.up, dense.down)
+    g, u, d = weights.dense()
     n = 1 if threads == "one" else usable_cores(cpu)
     x = torch.randn(9, shape.hidden, generator=torch.Generator().manual_seed(6)).to(torch.bfloat16)
     ids, w = random_routing(9, shape.experts, shape.top_k, seed=7)
     out = torch.full((9, shape.hidden), float("nan"), dtype=torch.bfloat16)
-    with cm.KtMoeLayer(kt, method, shape, weights, threads=n, max_tokens=16, isa=cpu.isa) as layer:
-        assert layer.kernel_class == cm.kt_class_name(kt, method, cpu.isa)
+    with KtMoeLayer(weights, top_k=shape.top_k, threads=n, max_tokens=16, isa=cpu.isa) as layer:
+        assert layer.kernel_class == kt_class_name(kt, method, cpu.isa)
         layer.forward(x, ids, w, out)
     assert torch.isfinite(out.float()).all()
     assert rel_err(out, moe_forward(x, ids, w, g, u, d)) < KERNEL_TOL[method]
@@ -98,9 +103,11 @@ def test_one_kt_forward_agrees_with_torch_reference(kt, cpu, method, threads):
 
 @pytest.mark.kt
 def test_building_a_layer_prints_nothing_on_stdout(kt, cpu, capfd):
-    shape = cm.ExpertShape(hidden=256, inter=128, experts=4, top_k=2)
-    w = cm.random_weights("BF16", shape)
-    with cm.KtMoeLayer(kt, "BF16", shape, w, threads=1, max_tokens=4, isa=cpu.isa):
+    from kttune.kernels.expert_weights import HostExperts
+    from kttune.kernels.kt_moe import KtMoeLayer
+
+    w = HostExperts.random("BF16", 256, 128, 4)
+    with KtMoeLayer(w, top_k=2, threads=1, max_tokens=4, isa=cpu.isa):
         pass
     assert capfd.readouterr().out == ""
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from kttune.kernels import triton_int4
-from kttune.kernels.expert_writer import HostExperts, TorchExpertWriter
+from kttune.kernels.expert_weights import HostExperts, TorchExpertWriter
 from kttune.probes.gpu_pipeline import LayerPipeline, PipelineConfig
 
 
@@ -24,7 +24,7 @@ def test_serial_run_delivers_every_expert(method, cfg):
     if method == "RAWINT4" and not triton_int4.available("cpu"):
         pytest.skip("the int4 repack needs Triton (CPU interpreter here)")
     experts = 10  # not a multiple of group or post_batch: the last step and batch are partial
-    host = HostExperts(method, 256, 128, experts, seed=3)
+    host = HostExperts.random(method, 256, 128, experts, seed=3)
     pl = LayerPipeline(host, TorchExpertWriter(host), cfg, "cpu")
     for t in pl.gpu.dst.values():
         t.view(torch.uint8).fill_(0xEE)
@@ -49,6 +49,6 @@ def test_config_validation():
 
 
 def test_stream_driver_needs_a_stream_writer():
-    host = HostExperts("BF16", 256, 128, 4)
+    host = HostExperts.random("BF16", 256, 128, 4)
     with pytest.raises(ValueError, match="stream"):
         LayerPipeline(host, TorchExpertWriter(host), PipelineConfig(2, 1, driver="stream"), "cpu")

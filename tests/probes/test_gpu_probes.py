@@ -31,10 +31,10 @@ def test_pipeline_delivers_the_layer(method, prefer_kt, cfg):
     """After an overlapped run the GPU layer holds every expert, repacked where the method needs it."""
     import torch
 
-    from kttune.kernels.expert_writer import HostExperts
-    from kttune.probes.gpu_pipeline import LayerPipeline, PipelineConfig, make_writer
+    from kttune.kernels.expert_weights import HostExperts, make_writer
+    from kttune.probes.gpu_pipeline import LayerPipeline, PipelineConfig
 
-    host = HostExperts(method, 1024, 512, 10, seed=5)
+    host = HostExperts.random(method, 1024, 512, 10, seed=5)
     writer, _ = make_writer(host, threads=4, prefer_kt=prefer_kt)
     if cfg[3] == "stream" and not writer.stream_capable:
         pytest.skip(f"{writer.backend} cannot submit on a CUDA stream")
