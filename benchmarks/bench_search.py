@@ -32,10 +32,10 @@ def main() -> None:
         for name in a.models:
             inp = api.resolve_inputs(name, a.vram, host_ram="2T")
             t0 = time.perf_counter()
-            res = api.search(inp, trials=a.trials, seed=0, storage=os.path.join(d, f"{name}.journal"))
+            res = api.search(inp, trials=a.trials, seed=0, storage=os.path.join(d, f"{name}.journal")).result
             wall = time.perf_counter() - t0
             c = res.best.cfg
-            rows.append({"model": name, "method": inp.method, "trials": res.trials_new, "wall_s": round(wall, 2),
+            rows.append({"model": name, "method": inp.request.method, "trials": res.trials_new, "wall_s": round(wall, 2),
                          "ms_per_trial": round(wall / max(1, res.trials_new) * 1e3, 2), "feasible": res.trials_feasible,
                          "pick": f"n={c.num_gpu_experts} chunk={c.chunked_prefill_size} thr={c.gpu_prefill_token_threshold} "
                                  f"kv={c.max_total_tokens} threads={c.cpuinfer_threads}"})

@@ -1,4 +1,6 @@
-"""The library calls behind the CLI: the same functions serve `kttune search` and Python users."""
+"""The library calls behind the CLI: the same functions serve `kttune` and Python users. Each
+returns a result object holding what a command prints: the data, the explanation, the launch
+argv, and `to_dict()`, the JSON-ready form (assembled in kttune.emit.result)."""
 
 from __future__ import annotations
 
@@ -7,34 +9,91 @@ from typing import Callable
 
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
+from kttune.emit import result as result_json
 from kttune.emit.explain import Explanation, explain
 from kttune.emit.launch import LaunchPaths, default_paths, launch_argv
 from kttune.errors import UserError
-from kttune.hw.profile import HardwareProfile
-from kttune.hw.registry import resolve_profile
 from kttune.search.evaluate import Budget, Evaluation
-from kttune.search.study import SearchRequest, SearchResult, check_request, run_search
+from kttune.search.study import SearchRequest, SearchResult, StudyOptions, check_request, run_search
 from kttune.search.workload import Workload, load_workload
+from kttune.spec.catalog import CatalogEntry
 from kttune.spec.loader import load_model
 from kttune.spec.methods import get_method
-from kttune.spec.model_spec import ModelSpec
 from kttune.units import parse_size_bytes
 
 
 @dataclass(frozen=True)
 class Inputs:
-    model: ModelSpec
-    method: str
-    profile: HardwareProfile
-    workload: Workload
-    budget: Budget
-    tp: int
+    """A resolved request (model, method, profile, workload, budget, TP: the fields live in
+    `SearchRequest` alone) and where the weights are, for the launch command."""
+
+    request: SearchRequest
     paths: LaunchPaths
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    """`kttune search`: the study's result, the explanation of its pick and the launch argv."""
+
+    inputs: Inputs
+    result: SearchResult
+    explanation: Explanation  # of result.best, made from the search's own evaluation of it
+    argv: tuple[str, ...]
+
+    @property
+    def best(self) -> Evaluation:
+        return self.result.best
+
+    def to_dict(self) -> dict:
+        return result_json.search_dict(self.inputs.request, self.inputs.paths, self.result, self.explanation, list(self.argv))
+
+
+@dataclass(frozen=True)
+class ExplainOutcome:
+    """`kttune explain`: a given flag set, explained, and its launch argv."""
+
+    inputs: Inputs
+    explanation: Explanation
+    argv: tuple[str, ...]
+
+    @property
+    def evaluation(self) -> Evaluation:
+        return self.explanation.evaluation
+
+    @property
+    def feasible(self) -> bool:
+        return self.explanation.evaluation.feasible
+
+    def to_dict(self) -> dict:
+        return result_json.explain_dict(self.inputs.request, self.inputs.paths, self.explanation, list(self.argv))
+
+
+@dataclass(frozen=True)
+class ShippedProfile:
+    name: str
+    kind: str  # provenance kind: measured, datasheet, mixed
+    machine: str
+    default: bool
+    curves: int
+
+
+@dataclass(frozen=True)
+class ProfileListing:
+    """`kttune profiles`: the shipped profiles and this machine's probed one, if any."""
+
+    shipped: tuple[ShippedProfile, ...]
+    this_machine: str | None  # fingerprint of this machine's cached profile
+
+    def to_dict(self) -> dict:
+        return result_json.profiles_dict(self)
 
 
 def resolve_inputs(model: str, vram: str, gpus: int = 1, profile: str | None = None, workload: str = "rag",
                    method: str | None = None, host_ram: str | None = None, vram_margin: float = 0.05,
                    model_path: str | None = None, weight_path: str | None = None) -> Inputs:
+    """The CLI's strings resolved into a request; bad input raises UserError."""
+    from kttune.hw.registry import resolve_profile
+
     if gpus < 1:
         raise UserError(f"--gpus {gpus} must be at least 1", "pass the number of GPUs SGLang will use (tensor parallel)")
     if not 0.0 <= vram_margin < 0.5:
@@ -48,44 +107,89 @@ def resolve_inputs(model: str, vram: str, gpus: int = 1, profile: str | None = N
     if not ram:
         raise UserError("the profile does not say how much host RAM the machine has", "pass --host-ram, e.g. --host-ram 512G")
     budget = Budget(vram_bytes_per_gpu=budget_bytes, host_ram_bytes=ram, vram_margin=vram_margin)
-    return Inputs(spec, meth, prof, wl, budget, gpus, default_paths(spec, meth, model_path, weight_path or None))
+    req = SearchRequest(model=spec, method=meth, profile=prof, workload=wl, budget=budget, tp=gpus)
+    return Inputs(req, default_paths(spec, meth, model_path, weight_path or None))
 
 
 def search(inp: Inputs, trials: int = 300, seed: int | None = None, storage: str | None = None,
-           on_trial: Callable[[int, int, Evaluation | None], None] | None = None) -> SearchResult:
-    req = SearchRequest(model=inp.model, method=inp.method, profile=inp.profile, workload=inp.workload,
-                        budget=inp.budget, tp=inp.tp, trials=trials, seed=seed, storage=storage)
-    return run_search(req, on_trial=on_trial)
+           on_trial: Callable[[int, int, Evaluation | None], None] | None = None,
+           study_name: str | None = None) -> SearchOutcome:
+    """Run (or resume) the search and explain its pick; the pick is evaluated once."""
+    res = run_search(inp.request, StudyOptions(trials=trials, seed=seed, storage=storage, study_name=study_name),
+                     on_trial=on_trial)
+    req = inp.request
+    comp = res.components or Components(req.profile, req.model, req.method, req.tp)
+    ex = explain(comp, res.best.cfg, req.workload, req.budget, evaluation=res.best)
+    return SearchOutcome(inp, res, ex, tuple(command_for(inp, res.best)))
 
 
-def explain_flags(inp: Inputs, gpu_experts: int, chunk: int, threshold: int, max_total_tokens: int,
-                  cpuinfer: int | None = None, threadpools: int | None = None) -> tuple[Explanation, Components]:
+def launch_config(inp: Inputs, gpu_experts: int, chunk: int, threshold: int, max_total_tokens: int,
+                  cpuinfer: int | None = None, threadpools: int | None = None,
+                  components: Components | None = None) -> LaunchConfig:
+    """A user-given flag set, checked against the model, the method and the profile's measured
+    thread counts. `cpuinfer` None: the most measured threads below the core count."""
+    req = inp.request
     for name, v in (("--gpu-experts", gpu_experts), ("--threshold", threshold)):
         if v < 0:
             raise UserError(f"{name} {v} is negative", "pass 0 or more")
     for name, v in (("--chunk", chunk), ("--max-total-tokens", max_total_tokens)):
         if v <= 0:
             raise UserError(f"{name} {v} must be positive", "pass a token count such as 8192")
-    if gpu_experts > inp.model.num_experts:
-        raise UserError(f"--gpu-experts {gpu_experts} exceeds the {inp.model.num_experts} experts per layer",
-                        f"pass 0..{inp.model.num_experts}")
-    method = get_method(inp.method)
+    if gpu_experts > req.model.num_experts:
+        raise UserError(f"--gpu-experts {gpu_experts} exceeds the {req.model.num_experts} experts per layer",
+                        f"pass 0..{req.model.num_experts}")
+    method = get_method(req.method)
     if threshold > 0 and not method.layerwise:
         raise UserError(f"--threshold {threshold} with {method.name}: sglang-kt 0.7.2 crashes when layerwise fires for this method",
                         "use --threshold 0, or a native method (RAWINT4, FP8, FP8_PERCHANNEL, BF16, MXFP4, MXFP8)")
-    check_request(SearchRequest(inp.model, inp.method, inp.profile, inp.workload, inp.budget, inp.tp))
-    comp = Components(inp.profile, inp.model, inp.method, inp.tp)
+    check_request(req)
+    comp = components or Components(req.profile, req.model, req.method, req.tp)
     threads = comp.cpu_thread_options()
-    th = cpuinfer if cpuinfer is not None else max([t for t in threads if t < (inp.profile.inventory.cpu.physical_cores or 10**9)] or threads)
+    cores = req.profile.inventory.cpu.physical_cores or 10**9
+    th = cpuinfer if cpuinfer is not None else max([t for t in threads if t < cores] or threads)
     if th not in threads:
         raise UserError(f"--cpuinfer {th} was not measured on this profile", f"use one of {threads}")
-    pools = threadpools or max(1, len(inp.profile.inventory.cpu.numa_nodes))
-    cfg = LaunchConfig(method=inp.method, tp=inp.tp, num_gpu_experts=gpu_experts, chunked_prefill_size=chunk,
-                       gpu_prefill_token_threshold=threshold, max_total_tokens=max_total_tokens, cpuinfer_threads=th,
-                       threadpool_count=pools, max_running_requests=inp.workload.concurrency,
-                       cuda_graph_max_bs=inp.workload.concurrency)
-    return explain(comp, cfg, inp.workload, inp.budget), comp
+    pools = threadpools or max(1, len(req.profile.inventory.cpu.numa_nodes))
+    return LaunchConfig(method=req.method, tp=req.tp, num_gpu_experts=gpu_experts, chunked_prefill_size=chunk,
+                        gpu_prefill_token_threshold=threshold, max_total_tokens=max_total_tokens, cpuinfer_threads=th,
+                        threadpool_count=pools, max_running_requests=req.workload.concurrency,
+                        cuda_graph_max_bs=req.workload.concurrency)
+
+
+def explain_flags(inp: Inputs, gpu_experts: int, chunk: int, threshold: int, max_total_tokens: int,
+                  cpuinfer: int | None = None, threadpools: int | None = None) -> ExplainOutcome:
+    """Explain a given flag set (see `launch_config` for the checks)."""
+    req = inp.request
+    comp = Components(req.profile, req.model, req.method, req.tp)
+    cfg = launch_config(inp, gpu_experts, chunk, threshold, max_total_tokens, cpuinfer, threadpools, components=comp)
+    ex = explain(comp, cfg, req.workload, req.budget)
+    return ExplainOutcome(inp, ex, tuple(command_for(inp, ex.evaluation)))
 
 
 def command_for(inp: Inputs, ev: Evaluation) -> list[str]:
-    return launch_argv(inp.model, ev.cfg, ev.vram, inp.budget.vram_bytes_per_gpu, inp.paths)
+    """The sglang-kt launch argv for an evaluated configuration."""
+    return launch_argv(inp.request.model, ev.cfg, ev.vram, inp.request.budget.vram_bytes_per_gpu, inp.paths)
+
+
+def list_models() -> list[CatalogEntry]:
+    from kttune.spec.catalog import catalog_entries
+
+    return catalog_entries()
+
+
+def list_workloads() -> list[Workload]:
+    from kttune.search.workload import preset_names
+
+    return [load_workload(n) for n in preset_names()]
+
+
+def list_profiles() -> ProfileListing:
+    from kttune.hw.registry import cached_profile_for_this_machine, default_shipped_name, load_shipped, shipped_names
+
+    default = default_shipped_name()
+    rows = []
+    for n in shipped_names():
+        p = load_shipped(n)
+        rows.append(ShippedProfile(n, p.provenance.kind, p.provenance.machine, n == default, len(p.curves)))
+    cached = cached_profile_for_this_machine()
+    return ProfileListing(tuple(rows), cached.fingerprint if cached else None)

@@ -68,46 +68,22 @@ def search(
 ):
     """Search the launch flags under a VRAM budget and print the sglang-kt launch command."""
     from kttune import api
-    from kttune.emit import report, result
+    from kttune.emit import report
+    from kttune.emit.progress import search_progress
 
     console = _console(json_out)
     mp = model_path or (model if _is_dir(model) else None)
     inp = api.resolve_inputs(model, vram, gpus, profile, workload, method, host_ram, vram_margin, mp, weight_path)
-    report.header(console, inp)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    with Progress(TextColumn("searching"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  TextColumn("{task.fields[best]}"), console=console, transient=True) as prog:
-        task = prog.add_task("search", total=trials, best="")
-
-        def on_trial(done: int, total: int, best) -> None:
-            text = f"best mean prefill {best.mean_ttft_ms / 1e3:.2f} s" if best else ""
-            prog.update(task, completed=done, best=text)
-
+    report.header(console, inp.request)
+    with search_progress(console, trials) as on_trial:
         try:
-            res = api.search(inp, trials=trials, seed=seed, storage=storage, on_trial=on_trial)
+            outcome = api.search(inp, trials=trials, seed=seed, storage=storage, on_trial=on_trial)
         except KeyboardInterrupt:
             console.print("[yellow]interrupted: finished trials are saved; rerun the same command to resume[/]")
             raise typer.Exit(130)
-    from kttune.emit.explain import explain
-    from kttune.cost.components import Components
-
-    comp = Components(inp.profile, inp.model, inp.method, inp.tp)
-    ex = explain(comp, res.best.cfg, inp.workload, inp.budget)
-    argv = api.command_for(inp, res.best)
-    report.render_search_summary(console, res)
-    report.render_explanation(console, inp, ex, argv, "sglang-kt launch command")
+    report.render_search(console, outcome)
     if json_out:
-        out = result.context_dict(inp.model, inp.profile, inp.workload, inp.budget, inp.method)
-        out.update(pick=result.evaluation_dict(res.best), command=argv,
-                   crossover_tokens=ex.crossover_tokens, reasons=list(ex.reasons), notes=list(ex.notes + inp.paths.notes),
-                   model_fits=ex.fits,
-                   pareto=[result.evaluation_dict(e) for e in res.pareto],
-                   kt_run_default=result.evaluation_dict(res.baseline) if res.baseline else None,
-                   study={"name": res.study_name, "storage": res.storage, "trials": res.trials_total,
-                          "new_trials": res.trials_new, "feasible": res.trials_feasible, "wall_s": res.wall_s,
-                          "space": res.space.as_dict()})
-        _emit_json(out)
+        _emit_json(outcome.to_dict())
 
 
 def _is_dir(p: str) -> bool:
@@ -134,95 +110,57 @@ def explain(
 ):
     """Explain a given flag set: prefill per prompt length on both paths, the crossover, decode, VRAM."""
     from kttune import api
-    from kttune.emit import report, result
+    from kttune.emit import report
 
     console = _console(json_out)
     inp = api.resolve_inputs(model, vram, gpus, profile, workload, method, host_ram,
                              model_path=model if _is_dir(model) else None)
-    report.header(console, inp)
-    ex, _ = api.explain_flags(inp, gpu_experts, chunk, threshold, max_total_tokens, cpuinfer)
-    argv = api.command_for(inp, ex.evaluation)
-    report.render_explanation(console, inp, ex, argv, "sglang-kt launch command for these flags")
+    report.header(console, inp.request)
+    outcome = api.explain_flags(inp, gpu_experts, chunk, threshold, max_total_tokens, cpuinfer)
+    report.render_explain(console, outcome)
     if json_out:
-        out = result.context_dict(inp.model, inp.profile, inp.workload, inp.budget, inp.method)
-        out.update(evaluation=result.evaluation_dict(ex.evaluation), command=argv, crossover_tokens=ex.crossover_tokens,
-                   by_prompt_tokens=[{"prompt_tokens": r.prompt_tokens, "hybrid_ms": r.hybrid_ms, "layerwise_ms": r.layerwise_ms,
-                                      "picked_ms": r.chosen_ms, "forwards": r.chosen_paths,
-                                      "expert_traffic_bytes": r.traffic_bytes} for r in ex.rows],
-                   reasons=list(ex.reasons), notes=list(ex.notes), model_fits=ex.fits)
-        _emit_json(out)
-    if not ex.evaluation.feasible:
+        _emit_json(outcome.to_dict())
+    if not outcome.feasible:
         raise typer.Exit(1)
 
 
 @app.command()
 def models(json_out: bool = typer.Option(False, "--json", help="Print the catalog as JSON.")):
     """List the built-in model catalog."""
-    from dataclasses import asdict
+    from kttune import api
+    from kttune.emit import report, result
 
-    from rich.table import Table
-
-    from kttune.spec.catalog import catalog_entries
-
-    entries = catalog_entries()
+    entries = api.list_models()
     if json_out:
-        _emit_json([asdict(e) for e in entries])
+        _emit_json(result.models_list(entries))
         return
-    t = Table(title="kttune model catalog", show_edge=False)
-    for col in ("name", "HF repo", "family", "experts", "top-k", "MoE layers", "checkpoint", "KT method", "grade"):
-        t.add_column(col)
-    for e in entries:
-        t.add_row(e.name, e.hf_repo, e.family, str(e.num_experts), str(e.top_k), str(e.num_moe_layers),
-                  e.checkpoint_format, e.default_method, e.grade)
-    _console(False).print(t)
+    _console(False).print(report.models_table(entries))
 
 
 @app.command()
 def profiles(json_out: bool = typer.Option(False, "--json", help="Print as JSON.")):
     """List the shipped hardware profiles (and whether this machine has a probed one)."""
-    from rich.table import Table
+    from kttune import api
+    from kttune.emit import report
 
-    from kttune.hw.registry import cached_profile_for_this_machine, default_shipped_name, load_shipped, shipped_names
-
-    rows = []
-    default = default_shipped_name()
-    for n in shipped_names():
-        p = load_shipped(n)
-        rows.append({"name": n, "kind": p.provenance.kind, "machine": p.provenance.machine, "default": n == default,
-                     "curves": len(p.curves)})
-    cached = cached_profile_for_this_machine()
+    listing = api.list_profiles()
     if json_out:
-        _emit_json({"shipped": rows, "this_machine": cached.fingerprint if cached else None})
+        _emit_json(listing.to_dict())
         return
-    t = Table(title="shipped hardware profiles", show_edge=False)
-    for col in ("name", "kind", "machine", "curves"):
-        t.add_column(col)
-    for r in rows:
-        t.add_row(r["name"] + (" (default)" if r["default"] else ""), r["kind"], r["machine"], str(r["curves"]))
-    c = _console(False)
-    c.print(t)
-    c.print("this machine: " + (f"probed profile {cached.fingerprint} is used by default" if cached
-                                else "not probed (`kttune probe` measures it)"))
+    report.render_profiles(_console(False), listing)
 
 
 @app.command()
 def workloads(json_out: bool = typer.Option(False, "--json", help="Print as JSON.")):
     """List the workload presets."""
-    from rich.table import Table
+    from kttune import api
+    from kttune.emit import report, result
 
-    from kttune.search.workload import load_workload, preset_names
-
-    wls = [load_workload(n) for n in preset_names()]
+    wls = api.list_workloads()
     if json_out:
-        _emit_json([w.__dict__ for w in wls])
+        _emit_json(result.workloads_list(wls))
         return
-    t = Table(title="workload presets (or pass --workload FILE.json)", show_edge=False)
-    for col in ("name", "mean prompt", "longest", "output", "concurrency", "decode weight", "description"):
-        t.add_column(col)
-    for w in wls:
-        t.add_row(w.name, f"{w.mean_prompt_tokens:,.0f}", f"{w.max_prompt_tokens:,}", str(w.output_tokens), str(w.concurrency),
-                  f"{w.decode_weight:g}", w.description)
-    _console(False).print(t)
+    _console(False).print(report.workloads_table(wls))
 
 
 _register_optional("kttune.cli_probe")

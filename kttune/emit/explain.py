@@ -42,8 +42,13 @@ class Explanation:
     fits: dict  # each fitted component: coefficients and relative RMS error on its own points
 
 
-def explain(comp: Components, cfg: LaunchConfig, workload: Workload, budget: Budget) -> Explanation:
-    ev = evaluate(comp, cfg, workload, budget)
+def explain(comp: Components, cfg: LaunchConfig, workload: Workload, budget: Budget,
+            evaluation: Evaluation | None = None) -> Explanation:
+    """Both paths per prompt length, the crossover and the reasons for `cfg`. `evaluation`: the
+    configuration's evaluation when the caller already has it (a search's pick), else it is made."""
+    if evaluation is not None and evaluation.cfg != cfg:
+        raise ValueError("explain(): the evaluation given is of another configuration")
+    ev = evaluation if evaluation is not None else evaluate(comp, cfg, workload, budget)
     ctx = comp.model.max_position_embeddings
     lengths = sorted({L for L in LENGTHS if L <= ctx} | set(workload.prompt_tokens[:: max(1, len(workload.prompt_tokens) // 4)]))
     hybrid_cfg = replace(cfg, gpu_prefill_token_threshold=0)

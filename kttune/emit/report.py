@@ -24,6 +24,7 @@ def _tok_s(tokens: int, ms: float | None) -> str:
 
 
 def header(console: Console, inp) -> None:
+    """The model, method, GPUs, budget, profile and workload of a request (`inp`: a SearchRequest)."""
     p = inp.profile.provenance
     kind = {"datasheet": "[yellow]derived from datasheets[/]", "measured": "[green]measured[/]",
             "mixed": "[yellow]measured + shipped parts[/]"}.get(p.kind, p.kind)
@@ -70,7 +71,9 @@ def lengths_table(ex: Explanation) -> Table:
     return t
 
 
-def render_explanation(console: Console, inp, ex: Explanation, argv: list[str], title: str) -> None:
+def render_explanation(console: Console, inp, ex: Explanation, argv: list[str], title: str,
+                       notes: tuple[str, ...] = ()) -> None:
+    """`inp`: the SearchRequest explained; `notes`: more notes to print (e.g. the launch paths')."""
     ev = ex.evaluation
     cfg = ev.cfg
     console.print(lengths_table(ex))
@@ -89,7 +92,7 @@ def render_explanation(console: Console, inp, ex: Explanation, argv: list[str], 
                   f"{inp.budget.host_ram_bytes / GIB:.0f} GiB")
     if not ev.feasible:
         console.print(f"[red]does not fit: {', '.join(ev.violated)}[/]")
-    for n in ex.notes + inp.paths.notes:
+    for n in ex.notes + tuple(notes):
         console.print(f"[dim]note: {n}[/]")
     console.print(Panel(launch_command(argv), title=title, expand=False))
 
@@ -118,3 +121,48 @@ def render_search_summary(console: Console, result) -> None:
                       f"{b.decode_tok_s / base.decode_tok_s:.2f}x{fit}")
     console.print(f"[dim]study {result.study_name}: {result.trials_total} trials ({result.trials_new} new) in "
                   f"{result.wall_s:.1f} s, storage {result.storage}[/]")
+
+
+def render_search(console: Console, outcome) -> None:
+    """`kttune search`: the front, the pick explained, the launch command (`outcome`: api.SearchOutcome)."""
+    render_search_summary(console, outcome.result)
+    render_explanation(console, outcome.inputs.request, outcome.explanation, list(outcome.argv),
+                       "sglang-kt launch command", outcome.inputs.paths.notes)
+
+
+def render_explain(console: Console, outcome) -> None:
+    """`kttune explain` (`outcome`: api.ExplainOutcome)."""
+    render_explanation(console, outcome.inputs.request, outcome.explanation, list(outcome.argv),
+                       "sglang-kt launch command for these flags", outcome.inputs.paths.notes)
+
+
+def models_table(entries) -> Table:
+    t = Table(title="kttune model catalog", show_edge=False)
+    for col in ("name", "HF repo", "family", "experts", "top-k", "MoE layers", "checkpoint", "KT method", "grade"):
+        t.add_column(col)
+    for e in entries:
+        t.add_row(e.name, e.hf_repo, e.family, str(e.num_experts), str(e.top_k), str(e.num_moe_layers),
+                  e.checkpoint_format, e.default_method, e.grade)
+    return t
+
+
+def render_profiles(console: Console, listing) -> None:
+    """`kttune profiles` (`listing`: api.ProfileListing)."""
+    t = Table(title="shipped hardware profiles", show_edge=False)
+    for col in ("name", "kind", "machine", "curves"):
+        t.add_column(col)
+    for r in listing.shipped:
+        t.add_row(r.name + (" (default)" if r.default else ""), r.kind, r.machine, str(r.curves))
+    console.print(t)
+    console.print("this machine: " + (f"probed profile {listing.this_machine} is used by default" if listing.this_machine
+                                      else "not probed (`kttune probe` measures it)"))
+
+
+def workloads_table(workloads) -> Table:
+    t = Table(title="workload presets (or pass --workload FILE.json)", show_edge=False)
+    for col in ("name", "mean prompt", "longest", "output", "concurrency", "decode weight", "description"):
+        t.add_column(col)
+    for w in workloads:
+        t.add_row(w.name, f"{w.mean_prompt_tokens:,.0f}", f"{w.max_prompt_tokens:,}", str(w.output_tokens), str(w.concurrency),
+                  f"{w.decode_weight:g}", w.description)
+    return t

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from importlib.metadata import PackageNotFoundError, version
 
 from kttune.hw.profile import HardwareProfile
@@ -52,3 +53,53 @@ def context_dict(model: ModelSpec, profile: HardwareProfile, workload: Workload,
         "budget": {"vram_bytes_per_gpu": budget.vram_bytes_per_gpu, "host_ram_bytes": budget.host_ram_bytes,
                    "vram_margin": budget.vram_margin},
     }
+
+
+def _request_context(req) -> dict:
+    return context_dict(req.model, req.profile, req.workload, req.budget, req.method)
+
+
+def search_dict(req, paths, res, ex, argv: list[str]) -> dict:
+    """`kttune search --json`: the context, the pick, its launch command and explanation, the
+    Pareto front, the `kt run` baseline and the study. `req` a SearchRequest, `paths` LaunchPaths,
+    `res` a SearchResult, `ex` the Explanation of `res.best`."""
+    out = _request_context(req)
+    out.update(pick=evaluation_dict(res.best), command=list(argv),
+               crossover_tokens=ex.crossover_tokens, reasons=list(ex.reasons), notes=list(ex.notes + paths.notes),
+               model_fits=ex.fits,
+               pareto=[evaluation_dict(e) for e in res.pareto],
+               kt_run_default=evaluation_dict(res.baseline) if res.baseline else None,
+               study={"name": res.study_name, "storage": res.storage, "trials": res.trials_total,
+                      "new_trials": res.trials_new, "feasible": res.trials_feasible, "wall_s": res.wall_s,
+                      "space": res.space.as_dict()})
+    return out
+
+
+def length_row_dict(r) -> dict:
+    return {"prompt_tokens": r.prompt_tokens, "hybrid_ms": r.hybrid_ms, "layerwise_ms": r.layerwise_ms,
+            "picked_ms": r.chosen_ms, "forwards": r.chosen_paths, "expert_traffic_bytes": r.traffic_bytes}
+
+
+def explain_dict(req, paths, ex, argv: list[str]) -> dict:
+    """`kttune explain --json`: the context, the evaluation of the given flags, their launch
+    command, prefill on both paths per prompt length and the crossover."""
+    out = _request_context(req)
+    out.update(evaluation=evaluation_dict(ex.evaluation), command=list(argv), crossover_tokens=ex.crossover_tokens,
+               by_prompt_tokens=[length_row_dict(r) for r in ex.rows],
+               reasons=list(ex.reasons), notes=list(ex.notes + paths.notes), model_fits=ex.fits)
+    return out
+
+
+def profiles_dict(listing) -> dict:
+    """`kttune profiles --json`."""
+    return {"shipped": [asdict(r) for r in listing.shipped], "this_machine": listing.this_machine}
+
+
+def models_list(entries) -> list[dict]:
+    """`kttune models --json`."""
+    return [asdict(e) for e in entries]
+
+
+def workloads_list(workloads) -> list[dict]:
+    """`kttune workloads --json`."""
+    return [dict(w.__dict__) for w in workloads]

@@ -16,6 +16,7 @@ from typing import Callable
 
 import optuna
 
+from kttune.config import LaunchConfig
 from kttune.cost.components import Components
 from kttune.errors import InfeasibleError, UserError
 from kttune.hw.profile import HardwareProfile, profile_to_dict
@@ -34,12 +35,21 @@ SPACE_VERSION = 1
 
 @dataclass(frozen=True)
 class SearchRequest:
+    """What is tuned: one model and KT method on one hardware profile, for a workload, under a
+    budget, on `tp` GPUs. The same request serves a search and an explanation of given flags."""
+
     model: ModelSpec
     method: str
     profile: HardwareProfile
     workload: Workload
     budget: Budget
     tp: int = 1
+
+
+@dataclass(frozen=True)
+class StudyOptions:
+    """How a search runs: the trial total, the sampler seed and where the study persists."""
+
     trials: int = 300
     seed: int | None = None
     storage: str | None = None  # Optuna URL (sqlite:///x.db) or a journal file path; None = cache dir
@@ -59,6 +69,7 @@ class SearchResult:
     trials_feasible: int
     wall_s: float
     notes: list[str] = field(default_factory=list)
+    components: Components | None = None  # the cost model the search ran on (explain the pick with it)
 
 
 def check_request(req: SearchRequest) -> None:
@@ -66,8 +77,6 @@ def check_request(req: SearchRequest) -> None:
     method = get_method(req.method)
     if req.tp < 1:
         raise UserError(f"--gpus {req.tp} must be at least 1", "pass the number of GPUs (tensor-parallel size)")
-    if req.trials < 1:
-        raise UserError(f"--trials {req.trials} must be at least 1", "pass a positive trial count, e.g. --trials 300")
     i = req.model.moe_intermediate_size
     if method.needs_fp8_tp_divisibility and (i // req.tp) % 128 != 0 or i % req.tp != 0:
         ok = [t for t in (1, 2, 4, 8) if i % t == 0 and (not method.needs_fp8_tp_divisibility or (i // t) % 128 == 0)]
@@ -115,13 +124,13 @@ def _min_fits(comp: Components, space: SearchSpace, req: SearchRequest) -> bool:
     return ev.constraints["vram"] <= 0
 
 
-def study_key(req: SearchRequest, space: SearchSpace) -> str:
+def study_key(req: SearchRequest, space: SearchSpace, seed: int | None = None) -> str:
     """Same inputs -> same study (so a rerun resumes it); any change of model, profile contents,
     budget, workload or space -> a new one."""
     blob = json.dumps({
         "v": SPACE_VERSION, "model": req.model.__dict__, "method": req.method, "tp": req.tp,
         "profile": hashlib.sha256(json.dumps(profile_to_dict(req.profile), sort_keys=True, default=str).encode()).hexdigest(),
-        "workload": req.workload.__dict__, "budget": req.budget.__dict__, "space": space.as_dict(), "seed": req.seed,
+        "workload": req.workload.__dict__, "budget": req.budget.__dict__, "space": space.as_dict(), "seed": seed,
     }, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
@@ -147,7 +156,8 @@ def _feasible(trial: optuna.trial.FrozenTrial) -> bool:
     return bool(cons) and all(c <= 0 for c in cons.values())
 
 
-def snap_threshold_to_crossover(comp: Components, ev: Evaluation, space: SearchSpace, req: SearchRequest) -> Evaluation:
+def snap_threshold_to_crossover(comp: Components, ev: Evaluation, space: SearchSpace, req: SearchRequest,
+                                evaluate_cfg: Callable[[LaunchConfig], Evaluation] | None = None) -> Evaluation:
     """When the workload cannot tell thresholds apart (no prompt reaches them, or several give the
     same times), put the threshold where the two paths cross: right for prompts outside the workload
     too. Kept only if it predicts the same or better on the workload and still fits."""
@@ -161,20 +171,27 @@ def snap_threshold_to_crossover(comp: Components, ev: Evaluation, space: SearchS
     options = [t for t in space.thresholds if t and cross is not None and t >= cross and t <= ev.cfg.chunked_prefill_size]
     if not options or options[0] == ev.cfg.gpu_prefill_token_threshold:
         return ev
-    alt = evaluate(comp, replace(ev.cfg, gpu_prefill_token_threshold=options[0]), req.workload, req.budget)
+    alt_cfg = replace(ev.cfg, gpu_prefill_token_threshold=options[0])
+    alt = evaluate_cfg(alt_cfg) if evaluate_cfg else evaluate(comp, alt_cfg, req.workload, req.budget)
     if alt.feasible and alt.mean_ttft_ms <= ev.mean_ttft_ms * 1.0005 and alt.decode_tok_s >= ev.decode_tok_s * 0.9995:
         return alt
     return ev
 
 
-def run_search(req: SearchRequest, on_trial: Callable[[int, int, Evaluation | None], None] | None = None) -> SearchResult:
+def run_search(req: SearchRequest, opts: StudyOptions = StudyOptions(),
+               on_trial: Callable[[int, int, Evaluation | None], None] | None = None) -> SearchResult:
+    """Run (or resume) the study of `req` up to `opts.trials` trials in total. Each configuration
+    is evaluated once: the trials' evaluations are kept and reused for the front, the pick and
+    the `kt run` baseline."""
     check_request(req)
+    if opts.trials < 1:
+        raise UserError(f"--trials {opts.trials} must be at least 1", "pass a positive trial count, e.g. --trials 300")
     t0 = time.perf_counter()
     comp = Components(req.profile, req.model, req.method, req.tp)
     space = build_space(comp, req.workload, req.budget, req.tp)
     check_budget(comp, space, req)
-    storage, storage_url = open_storage(req.storage)
-    name = req.study_name or f"kttune-{req.model.name}-{req.method}-tp{req.tp}-{study_key(req, space)}"
+    storage, storage_url = open_storage(opts.storage)
+    name = opts.study_name or f"kttune-{req.model.name}-{req.method}-tp{req.tp}-{study_key(req, space, opts.seed)}"
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     # The persistent study is the record (it resumes); trials run in an in-memory twin seeded with
     # every persisted trial, and each finished trial is written back with one append. The journal
@@ -182,19 +199,25 @@ def run_search(req: SearchRequest, on_trial: Callable[[int, int, Evaluation | No
     persisted = optuna.create_study(study_name=name, storage=storage, directions=["minimize", "maximize"],
                                     load_if_exists=True)
     done = [t for t in persisted.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    sampler = optuna.samplers.NSGAIISampler(seed=req.seed, population_size=min(50, max(10, req.trials // 10)))
+    sampler = optuna.samplers.NSGAIISampler(seed=opts.seed, population_size=min(50, max(10, opts.trials // 10)))
     study = optuna.create_study(sampler=sampler, directions=["minimize", "maximize"])
     study.add_trials(done)
     cores = req.profile.inventory.cpu.physical_cores or max(space.threads) + 1
     baseline_cfg = kt_run_default(space, cores)
     if not done:
         study.enqueue_trial(space.params_of(baseline_cfg))
-    remaining = max(0, req.trials - len(done))
+    remaining = max(0, opts.trials - len(done))
     best_so_far: list[Evaluation | None] = [None]
+    evaluated: dict[LaunchConfig, Evaluation] = {}
+
+    def evaluate_once(cfg: LaunchConfig) -> Evaluation:
+        if cfg not in evaluated:
+            evaluated[cfg] = evaluate(comp, cfg, req.workload, req.budget)
+        return evaluated[cfg]
 
     def objective(trial: optuna.Trial) -> tuple[float, float]:
         cfg = space.suggest(trial)
-        ev = evaluate(comp, cfg, req.workload, req.budget)
+        ev = evaluate_once(cfg)
         for key, value in ev.constraints.items():
             trial.set_constraint(key, value)  # <= 0 is feasible; NSGA-II ranks feasible first
         if ev.feasible and (best_so_far[0] is None or ev.mean_ttft_ms < best_so_far[0].mean_ttft_ms):
@@ -208,7 +231,7 @@ def run_search(req: SearchRequest, on_trial: Callable[[int, int, Evaluation | No
             persisted.add_trial(trial)
         new_count[0] += 1
         if on_trial:
-            on_trial(len(done) + new_count[0], req.trials, best_so_far[0])
+            on_trial(len(done) + new_count[0], opts.trials, best_so_far[0])
 
     if remaining:
         study.optimize(objective, n_trials=remaining, callbacks=[callback], gc_after_trial=False)
@@ -226,10 +249,10 @@ def run_search(req: SearchRequest, on_trial: Callable[[int, int, Evaluation | No
         p.setdefault("threshold", 0)
         p.setdefault("threads", space.threads[0])
         configs[t.number] = space.config(p["chunk"], p["threshold"], p["gpu_experts"], p["kv_k"], p["threads"])
-    evals = {num: evaluate(comp, cfg, req.workload, req.budget) for num, cfg in configs.items()}
+    evals = {num: evaluate_once(cfg) for num, cfg in configs.items()}
     front = pareto_front(list(evals.values()))
-    best = snap_threshold_to_crossover(comp, pick(front, req.workload.decode_weight), space, req)
-    baseline = evaluate(comp, baseline_cfg, req.workload, req.budget)
+    best = snap_threshold_to_crossover(comp, pick(front, req.workload.decode_weight), space, req, evaluate_once)
+    baseline = evaluate_once(baseline_cfg)
     return SearchResult(best=best, pareto=front, baseline=baseline, space=space, study_name=name, storage=storage_url,
                         trials_total=len(trials), trials_new=new_count[0], trials_feasible=len(feasible),
-                        wall_s=time.perf_counter() - t0, notes=list(dict.fromkeys(comp.notes)))
+                        wall_s=time.perf_counter() - t0, notes=list(dict.fromkeys(comp.notes)), components=comp)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import optuna
 import pytest
 
 from kttune.errors import InfeasibleError, UserError
-from kttune.search.evaluate import Budget
-from kttune.search.study import SearchRequest, run_search
+from kttune.search.evaluate import Budget, evaluate
+from kttune.search.study import SearchRequest, StudyOptions, run_search
 from kttune.search.workload import load_workload
 from kttune.spec.methods import get_method
 from tests.helpers import model, profile
@@ -14,11 +15,15 @@ from tests.helpers import model, profile
 GIB = 2**30
 
 
-def request(tmp_path, name="qwen3-30b-a3b", method=None, vram=32, ram=128, trials=120, seed=7, tp=1, wl="rag", storage=None):
+def request(name="qwen3-30b-a3b", method=None, vram=32, ram=128, tp=1, wl="rag"):
     m = model(name)
-    return SearchRequest(model=m, method=method or m.default_method, profile=profile(), workload=load_workload(wl).clipped(m.max_position_embeddings),
-                         budget=Budget(vram * GIB, ram * GIB), tp=tp, trials=trials, seed=seed,
-                         storage=storage or str(tmp_path / "study.journal"))
+    return SearchRequest(model=m, method=method or m.default_method, profile=profile(),
+                         workload=load_workload(wl).clipped(m.max_position_embeddings),
+                         budget=Budget(vram * GIB, ram * GIB), tp=tp)
+
+
+def options(tmp_path, trials=120, seed=7, storage=None):
+    return StudyOptions(trials=trials, seed=seed, storage=storage or str(tmp_path / "study.journal"))
 
 
 def check_rules(res, req):
@@ -34,59 +39,107 @@ def check_rules(res, req):
 
 
 def test_search_obeys_the_rules_and_beats_kt_defaults(tmp_path):
-    req = request(tmp_path)
-    res = run_search(req)
+    req = request()
+    res = run_search(req, options(tmp_path))
     check_rules(res, req)
     assert res.trials_total == 120 and res.trials_new == 120
     assert res.best.mean_ttft_ms <= res.baseline.mean_ttft_ms
 
 
 def test_amx_methods_keep_threshold_zero(tmp_path):
-    req = request(tmp_path, "deepseek-v3", "AMXINT4", vram=48, ram=1024, trials=60)
-    res = run_search(req)
+    res = run_search(request("deepseek-v3", "AMXINT4", vram=48, ram=1024), options(tmp_path, trials=60))
     assert res.space.thresholds == (0,)
     assert all(e.cfg.gpu_prefill_token_threshold == 0 for e in res.pareto)
 
 
 def test_search_resumes_from_its_storage(tmp_path):
     store = str(tmp_path / "resume.journal")
-    first = run_search(request(tmp_path, trials=40, storage=store))
+    first = run_search(request(), options(tmp_path, trials=40, storage=store))
     assert first.trials_new == 40
-    again = run_search(request(tmp_path, trials=70, storage=store))
+    again = run_search(request(), options(tmp_path, trials=70, storage=store))
     assert again.study_name == first.study_name
     assert again.trials_total == 70 and again.trials_new == 30
-    done = run_search(request(tmp_path, trials=70, storage=store))
+    done = run_search(request(), options(tmp_path, trials=70, storage=store))
     assert done.trials_new == 0
 
 
 def test_same_seed_same_pick(tmp_path):
-    a = run_search(request(tmp_path, trials=80, storage=str(tmp_path / "a.journal")))
-    b = run_search(request(tmp_path, trials=80, storage=str(tmp_path / "b.journal")))
+    a = run_search(request(), options(tmp_path, trials=80, storage=str(tmp_path / "a.journal")))
+    b = run_search(request(), options(tmp_path, trials=80, storage=str(tmp_path / "b.journal")))
     assert a.best.cfg == b.best.cfg
 
 
-def test_sqlite_storage_works(tmp_path):
-    res = run_search(request(tmp_path, trials=30, storage=f"sqlite:///{tmp_path}/s.db"))
-    assert res.trials_total == 30
+def _complete(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    return [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+
+
+def test_sqlite_storage_resumes_to_the_requested_total(tmp_path):
+    """--trials is the study's total: a rerun keeps the stored trials unchanged and adds only the
+    missing ones. Read back through Optuna's own API on the sqlite file."""
+    url = f"sqlite:///{tmp_path}/s.db"
+    first = run_search(request(), options(tmp_path, trials=25, storage=url))
+    stored = _complete(optuna.load_study(study_name=first.study_name, storage=url))
+    assert len(stored) == 25
+    before = [(t.params, t.values) for t in stored]
+
+    again = run_search(request(), options(tmp_path, trials=40, storage=url))
+    assert again.study_name == first.study_name and again.trials_new == 15
+    after = _complete(optuna.load_study(study_name=first.study_name, storage=url))
+    assert len(after) == 40
+    assert [(t.params, t.values) for t in after[:25]] == before  # the first run's trials, untouched
+    # each new trial's values are the objective of its own params
+    space, comp = again.space, again.components
+    for t in after[25:]:
+        p = {"threshold": 0, "threads": space.threads[0], **t.params}
+        ev = evaluate(comp, space.config(p["chunk"], p["threshold"], p["gpu_experts"], p["kv_k"], p["threads"]),
+                      request().workload, request().budget)
+        assert t.values == pytest.approx([ev.mean_ttft_ms / 1e3, ev.decode_tok_s])
+    # asking for no more than is stored runs nothing and changes nothing
+    same = run_search(request(), options(tmp_path, trials=40, storage=url))
+    assert same.trials_new == 0
+    assert len(_complete(optuna.load_study(study_name=first.study_name, storage=url))) == 40
+
+
+def test_each_configuration_is_evaluated_once(tmp_path, monkeypatch):
+    """The trials' evaluations serve the front, the pick and the baseline: no configuration is
+    evaluated twice in one search."""
+    import kttune.search.study as study_mod
+
+    seen: list = []
+    real = study_mod.evaluate
+
+    def counting(comp, cfg, workload, budget):
+        seen.append(cfg)
+        return real(comp, cfg, workload, budget)
+
+    monkeypatch.setattr(study_mod, "evaluate", counting)
+    res = run_search(request(), options(tmp_path, trials=60))
+    assert len(seen) == len(set(seen))
+    assert res.best.cfg in seen and res.baseline.cfg in seen
 
 
 def test_budget_too_small_names_the_minimum_and_its_breakdown(tmp_path):
     with pytest.raises(InfeasibleError, match=r"needs at least [0-9.]+ GiB per GPU.*non expert weights"):
-        run_search(request(tmp_path, "qwen3-235b-a22b", vram=8, ram=1024))
+        run_search(request("qwen3-235b-a22b", vram=8, ram=1024), options(tmp_path))
 
 
 def test_host_ram_too_small_is_reported(tmp_path):
     with pytest.raises(InfeasibleError, match="host RAM"):
-        run_search(request(tmp_path, "kimi-k2-thinking", vram=80, ram=128))
+        run_search(request("kimi-k2-thinking", vram=80, ram=128), options(tmp_path))
 
 
 def test_fp8_tp_divisibility(tmp_path):
     # MiniMax-M2 I=1536: FP8 block weights need (I/tp) % 128 == 0 -> at most TP 4
     with pytest.raises(UserError, match="--gpus 4"):
-        run_search(request(tmp_path, "minimax-m2.1", vram=80, ram=512, tp=8))
+        run_search(request("minimax-m2.1", vram=80, ram=512, tp=8), options(tmp_path))
+
+
+def test_zero_trials_is_refused(tmp_path):
+    with pytest.raises(UserError, match="--trials 0"):
+        run_search(request(), options(tmp_path, trials=0))
 
 
 def test_more_vram_never_predicts_slower(tmp_path):
-    small = run_search(request(tmp_path, vram=24, trials=150, storage=str(tmp_path / "s.journal")))
-    big = run_search(request(tmp_path, vram=80, trials=150, storage=str(tmp_path / "b.journal")))
+    small = run_search(request(vram=24), options(tmp_path, trials=150, storage=str(tmp_path / "s.journal")))
+    big = run_search(request(vram=80), options(tmp_path, trials=150, storage=str(tmp_path / "b.journal")))
     assert min(e.mean_ttft_ms for e in big.pareto) <= min(e.mean_ttft_ms for e in small.pareto) * 1.05
