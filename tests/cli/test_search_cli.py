@@ -6,9 +6,14 @@ import json
 
 import pytest
 
+from pathlib import Path
+
 from kttune.cli import main
+from kttune.hw.registry import default_shipped_name, load_shipped
 from kttune.spec.catalog import catalog_names
 from kttune.spec.methods import get_method
+
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def flag(argv: list[str], name: str) -> str:
@@ -42,11 +47,31 @@ def run_json(capsys, argv) -> dict:
     return json.loads(out.out)
 
 
-def test_readme_main_job(capsys, tmp_path):
-    res = run_json(capsys, ["search", "--model", "qwen3-30b-a3b", "--vram", "32G", "--storage", str(tmp_path / "s.journal")])
+def readme_main_job() -> list[str]:
+    """The README's main-job command line, as printed there."""
+    line = next(x for x in README.read_text().splitlines() if "# the main job" in x)
+    cmd = line.split("&&", 1)[1].split("#", 1)[0].split()
+    assert cmd[0] == "kttune"
+    return cmd[1:]
+
+
+def test_readme_main_job(capsys, tmp_path, monkeypatch):
+    """On a fresh install (empty cache: no probed profile of this machine), the README's main job
+    runs on the shipped default profile, which is a measured one, and says so."""
+    monkeypatch.setenv("KTTUNE_CACHE_DIR", str(tmp_path / "cache"))
+    code = main(readme_main_job() + ["--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    res = json.loads(out.out)
     check_command(res["command"], res)
-    assert res["profile"]["kind"] in ("measured", "datasheet", "mixed")
-    assert res["study"]["trials"] == 300
+    shipped = load_shipped(default_shipped_name())
+    assert shipped.provenance.kind == "measured"
+    assert res["profile"]["kind"] == "measured"
+    assert res["profile"]["fingerprint"] == shipped.fingerprint
+    assert res["profile"]["machine"] == shipped.provenance.machine
+    assert f"profile: {shipped.provenance.machine} (measured" in " ".join(out.err.split())
+    assert res["study"]["trials"] == 300 and res["study"]["new_trials"] == 300
+    assert res["study"]["storage"].startswith(str(tmp_path / "cache"))
 
 
 @pytest.mark.parametrize("name", catalog_names())
@@ -71,17 +96,52 @@ def test_tensor_parallel_search(capsys, tmp_path):
     assert flag(res["command"], "--tensor-parallel-size") == "4"
 
 
-def test_explain_prints_both_paths_and_the_crossover(capsys):
-    res = run_json(capsys, ["explain", "--model", "minimax-m2.1", "--vram", "48G", "--host-ram", "512G",
-                            "--gpu-experts", "8", "--chunk", "16384", "--threshold", "4096", "--max-total-tokens", "32768"])
+def test_explain_prints_both_paths_and_the_crossover(capsys, tmp_path, monkeypatch):
+    """The crossover printed and put in the JSON is the smallest 64-token multiple at which one
+    layerwise MoE layer is no slower than a hybrid one, found here by a plain scan of the cost
+    model; the per-length rows take the faster path on each side of it."""
+    from dataclasses import replace
+
+    from kttune.cost.components import Components
+    from kttune.cost.prefill import hybrid_moe_layer, layerwise_moe_layer
+    from tests.helpers import model
+
+    monkeypatch.setenv("KTTUNE_CACHE_DIR", str(tmp_path / "cache"))
+    code = main(["explain", "--model", "minimax-m2.1", "--vram", "48G", "--host-ram", "512G", "--gpu-experts", "8",
+                 "--chunk", "16384", "--threshold", "4096", "--max-total-tokens", "32768", "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    res = json.loads(out.out)
+    check_command(res["command"], {**res, "pick": res["evaluation"]})
+
+    m = model("minimax-m2.1")
+    comp = Components(load_shipped(default_shipped_name()), m, m.default_method, 1)
+    cfg = replace(comp_cfg(res), method=m.default_method)
+    cross = next(n for n in range(64, 65536 + 1, 64)
+                 if layerwise_moe_layer(comp, cfg, n).total_ms <= hybrid_moe_layer(comp, cfg, n).total_ms)
+    assert res["crossover_tokens"] == cross
+    assert f"crossover: {cross:,} tokens per forward" in " ".join(out.err.split())
+
     rows = {r["prompt_tokens"]: r for r in res["by_prompt_tokens"]}
     assert rows[65536]["forwards"] == "4 layerwise"
     assert rows[2048]["forwards"] == "1 hybrid"
-    assert res["crossover_tokens"] > 0
-    check_command(res["command"], {**res, "pick": res["evaluation"]})
+    for n, r in rows.items():
+        assert r["hybrid_ms"] > 0 and r["layerwise_ms"] > 0
+        if n <= 16384 and abs(n - cross) > 64:  # one forward: the faster path is the one the crossover says
+            assert (r["layerwise_ms"] < r["hybrid_ms"]) == (n > cross), n
+        # the picked path is the one the threshold sends the forward to (one forward up to the chunk)
+        if n <= 16384:
+            assert r["picked_ms"] == pytest.approx(r["layerwise_ms"] if n >= 4096 else r["hybrid_ms"])
     fits = res["model_fits"]
     assert {"cpu_moe", "gpu_moe", "h2d", "stage_a"} <= set(fits)
-    assert all(f["rel_rmse"] >= 0 and f["n_points"] > 0 for f in fits.values())
+    assert fits == json.loads(json.dumps(comp.fit_report(cfg.cpuinfer_threads, cfg.threadpool_count)))
+
+
+def comp_cfg(res: dict):
+    """The LaunchConfig of a JSON evaluation."""
+    from kttune.config import LaunchConfig
+
+    return LaunchConfig(**res["evaluation"]["flags"])
 
 
 def test_models_and_profiles_and_workloads_list(capsys):
