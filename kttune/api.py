@@ -13,6 +13,7 @@ from kttune.emit import result as result_json
 from kttune.emit.explain import Explanation, explain
 from kttune.emit.launch import LaunchPaths, default_paths, launch_argv
 from kttune.errors import UserError
+from kttune.hw.profile import Inventory
 from kttune.search.evaluate import Budget, Evaluation
 from kttune.search.study import SearchRequest, SearchResult, StudyOptions, check_request, run_search
 from kttune.search.workload import Workload, load_workload
@@ -20,6 +21,17 @@ from kttune.spec.catalog import CatalogEntry
 from kttune.spec.loader import load_model
 from kttune.spec.methods import get_method
 from kttune.units import parse_size_bytes
+
+
+def this_machine_inventory() -> Inventory | None:
+    """This machine's inventory, for finding its cached probe (the hardware layer is handed it and
+    never inventories the machine itself); None where the machine cannot be inventoried."""
+    from kttune.probes.inventory import collect_inventory
+
+    try:
+        return collect_inventory()
+    except Exception:  # an odd /proc or NVML must not stop a search that can use a shipped profile
+        return None
 
 
 @dataclass(frozen=True)
@@ -101,7 +113,7 @@ def resolve_inputs(model: str, vram: str, gpus: int = 1, profile: str | None = N
     budget_bytes = parse_size_bytes(vram, "--vram")
     spec = load_model(model, method)
     meth = get_method(method or spec.default_method).name
-    prof = resolve_profile(profile)
+    prof = resolve_profile(profile, this_machine_inventory())
     wl = load_workload(workload).clipped(spec.max_position_embeddings)
     ram = parse_size_bytes(host_ram, "--host-ram") if host_ram else prof.inventory.cpu.ram_total_bytes
     if not ram:
@@ -191,5 +203,5 @@ def list_profiles() -> ProfileListing:
     for n in shipped_names():
         p = load_shipped(n)
         rows.append(ShippedProfile(n, p.provenance.kind, p.provenance.machine, n == default, len(p.curves)))
-    cached = cached_profile_for_this_machine()
+    cached = cached_profile_for_this_machine(this_machine_inventory())
     return ProfileListing(tuple(rows), cached.fingerprint if cached else None)

@@ -109,7 +109,9 @@ def _resolve_profile(arg: Optional[str]) -> HardwareProfile:
     except ImportError:
         resolve_profile = None
     if resolve_profile is not None:
-        return resolve_profile(arg)
+        from kttune.api import this_machine_inventory
+
+        return resolve_profile(arg, this_machine_inventory())
     if arg:
         raise UserError(f"no profile {arg!r}", "pass a file written by `kttune probe`")
     from kttune.hw.fingerprint import fingerprint

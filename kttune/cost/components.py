@@ -7,6 +7,7 @@ search, so every fit is done in the constructor.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -17,7 +18,8 @@ from kttune.cost.features import (
 from kttune.cost.fit import LinearFit, fit_nonneg, interp_loglog
 from kttune.errors import UserError
 from kttune.hw.profile import Curve, HardwareProfile
-from kttune.spec.methods import METHODS, bytes_per_expert, get_method, gpu_format
+from kttune.memory.vram import kv_cell_bytes  # the decode KV read is the pool's per-token cell
+from kttune.spec.methods import FORMATS, METHODS, bytes_per_expert, get_method, gpu_format
 from kttune.spec.model_spec import ModelSpec
 
 # Overlap of the per-expert A -> B -> C pipeline (layer time / slowest stage alone) when the profile
@@ -199,8 +201,6 @@ class Components:
     def decode_dense_ms(self, batch: int, context: float) -> float:
         """One decode step's non-expert work on one rank: weight reads plus the KV read of `batch`
         requests at `context` tokens, both HBM-bound."""
-        from kttune.memory.vram import kv_cell_bytes
-
         m = self.model
         weights = m.non_expert_bytes / self.tp
         kv = batch * context * kv_cell_bytes(m, self.tp)
@@ -332,8 +332,6 @@ def nearest_shapes(curves: list[Curve], params_per_expert: int, span: float = 8.
     """The curves whose expert size is within `span`x of the one nearest the model's: a tiny quick
     shape runs the kernels far from their efficient regime, so it only enters the fit when nothing
     closer was measured."""
-    import math
-
     def dist(c: Curve) -> float:
         return abs(math.log(3 * c.params["hidden"] * c.params["inter"] / params_per_expert))
 
@@ -342,8 +340,6 @@ def nearest_shapes(curves: list[Curve], params_per_expert: int, span: float = 8.
 
 
 def _bits(fmt: str) -> float:
-    from kttune.spec.methods import FORMATS
-
     return FORMATS[fmt].weight_bits
 
 

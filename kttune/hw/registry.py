@@ -4,12 +4,16 @@ the default shipped profile when this machine's own GPU curves are missing."""
 
 from __future__ import annotations
 
+import difflib
+import json
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
 from kttune.errors import UserError
-from kttune.hw.profile import HardwareProfile, Provenance, load_profile, profile_from_dict
+from kttune.hw.fingerprint import fingerprint
+from kttune.hw.profile import HardwareProfile, Inventory, Provenance, load_profile, profile_from_dict
+from kttune.paths import profile_cache_path
 
 # The shipped profile used when nothing else is given; measured profiles come first.
 DEFAULT_SHIPPED = ("h200-pcie5-xeon-amx-16c", "datasheet-h200-pcie5-xeon-amx-16c")
@@ -23,8 +27,6 @@ def shipped_names() -> list[str]:
 
 
 def load_shipped(name: str) -> HardwareProfile:
-    import json
-
     f = resources.files("kttune.profiles") / f"{name}.json"
     return profile_from_dict(json.loads(f.read_text()), origin=f"shipped profile {name!r}")
 
@@ -37,38 +39,31 @@ def default_shipped_name() -> str:
     raise UserError("no shipped hardware profile found", "reinstall kttune, or pass --profile FILE")
 
 
-def resolve_profile(arg: str | None) -> HardwareProfile:
-    """`--profile` value -> profile. None: this machine's cached probe merged with the default
-    shipped profile's GPU parts, or the default shipped profile if this machine was never probed."""
+def resolve_profile(arg: str | None, this_machine: Inventory | None) -> HardwareProfile:
+    """`--profile` value -> profile. None: the cached probe of the machine `this_machine` describes
+    (the caller inventories it; the data layer never does) merged with the default shipped
+    profile's GPU parts, or the default shipped profile if that machine was never probed or
+    `this_machine` is None."""
     if arg:
         if Path(arg).exists() or arg.endswith(".json") or "/" in arg:
             return load_profile(arg)
         if arg in shipped_names():
             return load_shipped(arg)
-        import difflib
-
         close = difflib.get_close_matches(arg, shipped_names(), n=3)
         hint = f"did you mean {', '.join(close)}? " if close else ""
         raise UserError(f"no profile named {arg!r}", f"{hint}pass a file, or one of: {', '.join(shipped_names())}")
     shipped = load_shipped(default_shipped_name())
-    cached = cached_profile_for_this_machine()
+    cached = cached_profile_for_this_machine(this_machine)
     if cached is None:
         return shipped
     return complete_with(cached, shipped)
 
 
-def cached_profile_for_this_machine() -> HardwareProfile | None:
-    """The profile `kttune probe` wrote for this machine's fingerprint, if any."""
-    try:
-        from kttune.hw.fingerprint import fingerprint
-        from kttune.paths import profile_cache_path
-        from kttune.probes.inventory import collect_inventory
-    except ImportError:
+def cached_profile_for_this_machine(this_machine: Inventory | None) -> HardwareProfile | None:
+    """The profile `kttune probe` wrote for the fingerprint of `this_machine`, if any."""
+    if this_machine is None:
         return None
-    try:
-        path = profile_cache_path(fingerprint(collect_inventory()))
-    except Exception:
-        return None
+    path = profile_cache_path(fingerprint(this_machine))
     return load_profile(path) if path.is_file() else None
 
 

@@ -34,7 +34,7 @@ def test_datasheet_profiles_say_so():
 
 
 def test_unprobed_machine_gets_the_shipped_default():
-    assert resolve_profile(None).fingerprint == load_shipped(default_shipped_name()).fingerprint
+    assert resolve_profile(None, collect_inventory()).fingerprint == load_shipped(default_shipped_name()).fingerprint
 
 
 def test_this_machines_probe_is_used_with_shipped_gpu_parts():
@@ -43,7 +43,7 @@ def test_this_machines_probe_is_used_with_shipped_gpu_parts():
     cpu_only = replace(shipped, inventory=inv, fingerprint=fingerprint(inv),
                        curves=tuple(c for c in shipped.curves if c.kind in CPU_KINDS))
     save_profile(cpu_only, profile_cache_path(cpu_only.fingerprint))  # what `kttune probe` writes here
-    p = resolve_profile(None)
+    p = resolve_profile(None, inv)
     assert p.fingerprint == fingerprint(inv)
     assert p.provenance.kind == "measured"  # both parts measured (this test borrows the shipped CPU curves)
     assert any("taken from" in n for n in p.provenance.notes)
@@ -53,4 +53,4 @@ def test_this_machines_probe_is_used_with_shipped_gpu_parts():
 
 def test_unknown_profile_name_suggests():
     with pytest.raises(UserError, match="did you mean"):
-        resolve_profile("h200-pcie5-xeon-amx")
+        resolve_profile("h200-pcie5-xeon-amx", None)
