@@ -1,0 +1,219 @@
+"""The package's layers, enforced on the source: every import of every file, function-local ones
+included, parsed with `ast` (nothing is imported, so an inversion hidden inside a function is seen).
+
+    app       kttune/cli*.py  kttune/api.py  kttune/emit/      (may render: rich, typer, matplotlib)
+                 |                 |
+    measure   probes/ = kttune.probes  --->  kernels/ = kttune.kernels      (torch, pynvml, kt-kernel)
+                 |    (never the reverse)
+    core      search -> cost -> memory -> spec         (optuna, numpy; no torch, no rendering)
+                          \\-> hw ------/
+    base      units  config  errors  paths
+
+An arrow is "may import". The core is spec, hw, memory, cost, search (and sim, calibration once
+they exist) plus units, config, errors: it imports nothing above it. The rules are the table RULES;
+a new package or rule is a new row. Known violations in files other people are changing are listed
+in ALLOWED with their owner, to be emptied, never extended.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Where the installed module names come from (pyproject's package-dir): probes/ and kernels/ install
+# as kttune.probes and kttune.kernels.
+PACKAGE_DIRS = {"kttune": "kttune", "probes": "kttune.probes", "kernels": "kttune.kernels"}
+# Files outside the package, checked for the rules whose sources name them (tests may use torch).
+SCRIPT_DIRS = ("tests", "benchmarks", "scripts")
+
+CORE = ("kttune.spec", "kttune.hw", "kttune.memory", "kttune.cost", "kttune.search", "kttune.sim",
+        "kttune.calibration", "kttune.units", "kttune.config", "kttune.errors", "kttune.paths")
+APP = ("kttune.cli", "kttune.cli_*", "kttune.api", "kttune.emit")
+RENDERERS = ("rich", "matplotlib", "typer")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Modules matching `sources` (but none of `except_sources`) import nothing matching `forbidden`.
+    A pattern matches a module and its submodules; `*` is a glob."""
+
+    name: str
+    sources: tuple[str, ...]
+    forbidden: tuple[str, ...]
+    except_sources: tuple[str, ...] = ()
+
+
+RULES = (
+    Rule("the model core measures nothing, renders nothing and needs no GPU stack", CORE,
+         ("kttune.probes", "kttune.kernels", "torch", "triton", "pynvml", "kt_kernel", *RENDERERS, *APP)),
+    Rule("spec is the bottom of the core", ("kttune.spec",),
+         ("kttune.hw", "kttune.memory", "kttune.cost", "kttune.search", "kttune.sim", "kttune.calibration")),
+    Rule("hw holds data only", ("kttune.hw",),
+         ("kttune.memory", "kttune.cost", "kttune.search", "kttune.sim", "kttune.calibration")),
+    Rule("memory is formulas over spec and config", ("kttune.memory",),
+         ("kttune.hw", "kttune.cost", "kttune.search", "kttune.sim", "kttune.calibration")),
+    Rule("cost does not search", ("kttune.cost",), ("kttune.search", "kttune.sim")),
+    Rule("base modules import no kttune package", ("kttune.units", "kttune.config", "kttune.errors", "kttune.paths"),
+         ("kttune.spec", "kttune.hw", "kttune.memory", "kttune.cost", "kttune.search")),
+    Rule("kernels never import probes", ("kttune.kernels",), ("kttune.probes",)),
+    Rule("measuring code does not drive the app", ("kttune.probes", "kttune.kernels"), APP),
+    Rule("only emit and the CLI render", ("kttune", "kttune.probes", "kttune.kernels"), ("rich", "matplotlib"),
+         except_sources=APP),
+    Rule("probes/ and kernels/ are imported as kttune.probes / kttune.kernels only (a PyPI `kernels` exists)",
+         ("*",), ("probes", "kernels")),
+)
+
+# (importing module, imported module): owner, why. Empty it when the owner's branch lands.
+ALLOWED: dict[tuple[str, str], str] = {
+    # runner helper: the one expert-weight module moves fill_random_ out of probes.
+    ("kttune.kernels.expert_writer", "kttune.probes.gpu_common"): "runner: kernels -> probes inversion",
+    # deploy helper: the datasheet generator becomes a tested regenerate tool (hw -> cost.features).
+    ("kttune.hw.datasheet", "kttune.cost.features"): "deploy: datasheet derives curves from cost features",
+}
+
+
+def _matches(module: str, pattern: str) -> bool:
+    return fnmatch.fnmatchcase(module, pattern) or fnmatch.fnmatchcase(module, pattern + ".*")
+
+
+def module_name(path: Path, root: Path = ROOT) -> str | None:
+    """The name a file imports as: kttune/cost/fit.py -> kttune.cost.fit, probes/run.py ->
+    kttune.probes.run, tests/x.py -> tests.x."""
+    rel = path.relative_to(root).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    if parts[0] in PACKAGE_DIRS:
+        return ".".join([PACKAGE_DIRS[parts[0]], *parts[1:]])
+    return ".".join(parts)
+
+
+def imports_of(source: str, module: str, is_package: bool = False) -> list[tuple[str, int]]:
+    """Every module `source` imports, with its line: `import a.b`, `from a import b` (as a and a.b,
+    since b may be a submodule), relative imports resolved against `module`, and
+    `importlib.import_module("...")` / `__import__("...")` with a constant name. Anywhere in the file."""
+    found: list[tuple[str, int]] = []
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            found.append((mod, node.lineno))
+            found += [(f"{mod}.{a.name}", node.lineno) for a in node.names if a.name != "*"]
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name in ("import_module", "__import__"):
+                found.append((node.args[0].value, node.lineno))
+    return found
+
+
+def violations(sources: dict[str, tuple[str, str]], rules=RULES, allowed=ALLOWED) -> list[str]:
+    """`sources`: module name -> (where, source text). One line per import that breaks a rule."""
+    out = []
+    for module, (where, text) in sorted(sources.items()):
+        is_package = where.endswith("__init__.py")
+        seen = set()  # one line per statement and rule (`from a import b` yields a and a.b)
+        for imported, line in imports_of(text, module, is_package):
+            for rule in rules:
+                if not any(_matches(module, s) for s in rule.sources):
+                    continue
+                if any(_matches(module, s) for s in rule.except_sources):
+                    continue
+                if not any(_matches(imported, f) for f in rule.forbidden):
+                    continue
+                if any(module == src and _matches(imported, dst) for src, dst in allowed):
+                    continue
+                if (line, rule.name) not in seen:
+                    seen.add((line, rule.name))
+                    out.append(f"{where}:{line}: {module} imports {imported} ({rule.name})")
+    return out
+
+
+def repo_sources(root: Path = ROOT) -> dict[str, tuple[str, str]]:
+    files = [f for d in (*PACKAGE_DIRS, *SCRIPT_DIRS) for f in (root / d).rglob("*.py")]
+    return {module_name(f, root): (str(f.relative_to(root)), f.read_text()) for f in files}
+
+
+# ---- the tree ------------------------------------------------------------------------------------
+
+def test_the_tree_keeps_its_layers():
+    bad = violations(repo_sources())
+    assert not bad, "layer violations:\n" + "\n".join(bad)
+
+
+def test_every_allowed_violation_still_exists():
+    """An allow-list entry whose import is gone must be removed, so the list only shrinks."""
+    sources = repo_sources()
+    for (src, dst), owner in ALLOWED.items():
+        assert src in sources, f"{src} is gone: drop its ALLOWED entry ({owner})"
+        assert any(_matches(i, dst) for i, _ in imports_of(sources[src][1], src)), \
+            f"{src} no longer imports {dst}: drop its ALLOWED entry ({owner})"
+
+
+def test_the_core_is_found():
+    """The checker looks at the real files: a renamed directory must not make it vacuous."""
+    names = repo_sources()
+    for pkg in ("kttune.spec", "kttune.hw", "kttune.memory", "kttune.cost", "kttune.search",
+                "kttune.probes", "kttune.kernels", "kttune.emit"):
+        assert sum(_matches(m, pkg) for m in names) >= 2, pkg
+
+
+# ---- the checker fails where it must -------------------------------------------------------------
+
+@pytest.mark.parametrize("module, source, rule", [
+    ("kttune.cost.components", "def f():\n    from kttune.probes.inventory import collect_inventory\n", "model core"),
+    ("kttune.hw.registry", "import torch\n", "model core"),
+    ("kttune.search.pick", "def show():\n    from rich.table import Table\n", "model core"),
+    ("kttune.memory.vram", "from kttune import probes\n", "model core"),
+    ("kttune.spec.methods", "from ..cost import fit\n", "bottom of the core"),
+    ("kttune.hw.profile", "from kttune.search.study import run_search\n", "hw holds data only"),
+    ("kttune.kernels.int4", "from kttune.probes.gpu_common import fill_random_\n", "kernels never import probes"),
+    ("kttune.kernels.int4", "import importlib\nimportlib.import_module('kttune.probes.run')\n", "kernels never import probes"),
+    ("kttune.probes.run", "import matplotlib.pyplot as plt\n", "only emit and the CLI render"),
+    ("tests.cost.test_fit", "from probes.inventory import collect_inventory\n", "kttune.probes / kttune.kernels only"),
+])
+def test_the_checker_catches_an_inverted_import(module, source, rule):
+    bad = violations({module: (module.replace(".", "/") + ".py", source)})
+    assert bad and all(rule in b for b in bad[:1]), bad
+
+
+@pytest.mark.parametrize("module, source", [
+    ("kttune.search.study", "import optuna\nfrom kttune.cost.prefill import crossover_tokens\n"),
+    ("kttune.probes.cpu_moe", "def f():\n    import torch\n    from kttune.kernels.kt_moe import build\n"),
+    ("kttune.emit.report", "from rich.table import Table\nimport matplotlib\n"),
+    ("kttune.cli_probe", "from rich.console import Console\nfrom kttune.probes.run import run_probe\n"),
+    ("kttune.cost.components", "from kttune.memory.vram import kv_cell_bytes\n"),
+])
+def test_the_checker_passes_allowed_imports(module, source):
+    assert violations({module: (module.replace(".", "/") + ".py", source)}) == []
+
+
+def test_the_checker_reads_a_file_on_disk(tmp_path):
+    """The same path the tree check takes: a file written under kttune/cost/ that imports a probe
+    inside a function is reported with its line."""
+    (tmp_path / "kttune" / "cost").mkdir(parents=True)
+    (tmp_path / "kttune" / "cost" / "bad.py").write_text("x = 1\n\ndef f():\n    import kttune.probes.inventory\n")
+    bad = violations(repo_sources(tmp_path))
+    assert bad == ["kttune/cost/bad.py:4: kttune.cost.bad imports kttune.probes.inventory "
+                   "(the model core measures nothing, renders nothing and needs no GPU stack)"]
+
+
+def test_the_allow_list_is_exact():
+    """An entry excuses its own module only: the same import from another kernel still fails."""
+    src = "from kttune.probes.gpu_common import fill_random_\n"
+    assert violations({"kttune.kernels.expert_writer": ("kernels/expert_writer.py", src)}) == []
+    assert violations({"kttune.kernels.int4": ("kernels/int4.py", src)})
