@@ -38,11 +38,3 @@ def parse_size_bytes(text: str, what: str = "--vram") -> int:
 
 def gib(n_bytes: float) -> float:
     return n_bytes / GIB
-
-
-def fmt_bytes(n_bytes: float) -> str:
-    if abs(n_bytes) >= GIB:
-        return f"{n_bytes / GIB:.2f} GiB"
-    if abs(n_bytes) >= MIB:
-        return f"{n_bytes / MIB:.1f} MiB"
-    return f"{n_bytes / 1024:.1f} KiB"

@@ -68,11 +68,11 @@ def measure(
         if sync:
             sync()
         samples.append((time.perf_counter() - t0) * 1e3)
-    p10, med, p90 = quantiles(samples)
-    return Point(x=x, t_ms=med, t_ms_p10=p10, t_ms_p90=p90, n=len(samples), extra=dict(extra or {}))
+    return point_from_samples(x, samples, extra)
 
 
 def point_from_samples(x: float, samples_ms: list[float], extra: dict | None = None) -> Point:
+    """A curve point from repeated timings: the median with its 10th and 90th percentiles."""
     p10, med, p90 = quantiles(samples_ms)
     return Point(x=x, t_ms=med, t_ms_p10=p10, t_ms_p90=p90, n=len(samples_ms), extra=dict(extra or {}))
 

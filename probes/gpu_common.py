@@ -7,14 +7,13 @@ Imports torch lazily where it can, so `kttune.probes` stays importable on machin
 from __future__ import annotations
 
 import os
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
 from kttune.hw.profile import Point
-from kttune.probes.common import quantiles
+from kttune.probes.common import point_from_samples
 from kttune.spec.methods import bytes_per_expert, get_method
 
 # ---- shapes ------------------------------------------------------------------------------------
@@ -42,9 +41,6 @@ class MoeShape:
     @property
     def layer_bytes(self) -> int:
         return self.experts * self.bytes_per_expert
-
-    def with_method(self, method: str) -> "MoeShape":
-        return MoeShape(self.name, self.hidden, self.inter, self.experts, self.top_k, method)
 
 
 @dataclass(frozen=True)
@@ -240,21 +236,8 @@ def cuda_time_point(
         ms = start.elapsed_time(end)
         samples.append(ms)
         total += ms
-    p10, med, p90 = quantiles(samples)
-    return Point(x=x, t_ms=med, t_ms_p10=p10, t_ms_p90=p90, n=len(samples), extra=dict(extra or {}))
+    return point_from_samples(x, samples, extra)
 
-
-def wall_time_point(fn: Callable[[], object], *, x: float, warmup: int = 1, repeats: int = 3, extra: dict | None = None) -> Point:
-    """Host wall-clock timing for work that ends synchronised (e.g. a pipeline that syncs itself)."""
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t0) * 1e3)
-    p10, med, p90 = quantiles(samples)
-    return Point(x=x, t_ms=med, t_ms_p10=p10, t_ms_p90=p90, n=len(samples), extra=dict(extra or {}))
 
 
 def free_host_bytes() -> int:

@@ -13,7 +13,3 @@ def decode_step_ms(c: Components, cfg: LaunchConfig, batch: int, context: float)
     experts matter here: the CPU handles (E - n)/E of the routed pairs."""
     moe = c.model.num_moe_layers * hybrid_moe_layer(c, cfg, batch).total_ms
     return moe + c.decode_dense_ms(batch, context)
-
-
-def decode_tokens_per_s(c: Components, cfg: LaunchConfig, batch: int, context: float) -> float:
-    return batch / (decode_step_ms(c, cfg, batch, context) / 1e3)

@@ -176,18 +176,6 @@ class HardwareProfile:
     def has(self, kind: str) -> bool:
         return any(c.kind == kind for c in self.curves)
 
-    @property
-    def num_gpus(self) -> int:
-        return len(self.inventory.gpus)
-
-    def replace_curves(self, kind_filter: Iterable[str], new: Iterable[Curve]) -> "HardwareProfile":
-        """A copy whose curves of the given kinds are replaced by `new` (merging probe results)."""
-        kinds = set(kind_filter)
-        kept = tuple(c for c in self.curves if c.kind not in kinds)
-        from dataclasses import replace
-
-        return replace(self, curves=kept + tuple(new))
-
 
 # ---- (de)serialisation ----------------------------------------------------------------------
 

@@ -6,7 +6,6 @@ file of their own."""
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -134,10 +133,3 @@ def load_workload(spec: str) -> Workload:
     d = json.loads((resources.files("kttune.profiles") / "workloads" / f"{spec}.json").read_text())
     return workload_from_dict(d, spec, f"preset {spec!r}")
 
-
-def lognormal_samples(median: float, sigma: float, n: int = 2000, lo: int = 16, hi: int = 1 << 20) -> list[int]:
-    """Deterministic quantiles of a log-normal (for writing presets): n evenly spaced quantiles."""
-    from statistics import NormalDist
-
-    nd = NormalDist()
-    return [int(min(hi, max(lo, median * math.exp(sigma * nd.inv_cdf((i + 0.5) / n))))) for i in range(n)]
