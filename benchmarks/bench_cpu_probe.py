@@ -20,6 +20,7 @@ import time
 from kttune.hw.profile import HardwareProfile
 from kttune.probes.common import NullReporter
 from kttune.probes.run import CpuLoadMonitor, ProbeOptions, run_probe
+from kttune.units import MIB
 
 
 def _key(c) -> tuple:
@@ -108,7 +109,7 @@ def main() -> None:
     print("\nStage A write_weight_scale_to_buffer (run 1)")
     for c in sorted(a.curves_of("stage_a_write"), key=lambda c: (c.params["method"], c.params["threads"])):
         for pt in c.points:
-            print(f"  {c.params['method']:8s} threads {c.params['threads']:3d}  {pt.x / 2**20:8.2f} MiB/expert  "
+            print(f"  {c.params['method']:8s} threads {c.params['threads']:3d}  {pt.x / MIB:8.2f} MiB/expert  "
                   f"{pt.t_ms:8.3f} ms  {pt.x / pt.t_ms / 1e6:7.2f} GB/s  ({'pinned' if pt.extra.get('pinned') else 'pageable'})")
     for n in a.provenance.notes:
         print(f"note: {n}")

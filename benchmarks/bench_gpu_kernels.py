@@ -20,6 +20,8 @@ import argparse
 import json
 import sys
 
+from kttune.units import GIB
+
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -51,7 +53,7 @@ def main(argv=None) -> int:
         rows.append(r)
 
     # ---- ceilings -----------------------------------------------------------------------------
-    n = 2 << 30
+    n = 2 * GIB
     h = torch.empty(n, dtype=torch.uint8, pin_memory=True).fill_(1)
     g = torch.empty(n, dtype=torch.uint8, device=dev).fill_(2)
     g2 = torch.empty_like(g)

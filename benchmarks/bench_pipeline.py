@@ -22,8 +22,10 @@ import json
 import sys
 import time
 
+from kttune.units import GIB
 
-def host_copy_gbps(threads: int, nbytes: int = 2 << 30, repeats: int = 3) -> float:
+
+def host_copy_gbps(threads: int, nbytes: int = 2 * GIB, repeats: int = 3) -> float:
     import torch
 
     old = torch.get_num_threads()
@@ -98,7 +100,7 @@ def main(argv=None) -> int:
     with gpu_common.bound_to_node(numa):
         t0 = time.perf_counter()
         host = HostExperts.random(shape.method, shape.hidden, shape.inter, shape.experts)
-        print(json.dumps({"host_layer_gib": round(host.nbytes / 2**30, 2), "prep_s": round(time.perf_counter() - t0, 1)}), flush=True)
+        print(json.dumps({"host_layer_gib": round(host.nbytes / GIB, 2), "prep_s": round(time.perf_counter() - t0, 1)}), flush=True)
         for t in threads:
             t0 = time.perf_counter()
             writer, notes = make_writer(host, t)

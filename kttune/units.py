@@ -9,6 +9,7 @@ from kttune.errors import UserError
 
 GIB = 1024**3
 MIB = 1024**2
+GB = 10**9  # decimal: checkpoint sizes and PCIe traffic as vendors quote them
 
 _UNITS = {
     "": GIB,  # a bare number is GiB: `--vram 24`

@@ -32,6 +32,7 @@ from kttune.kernels.expert_weights import HostExperts, expert_nbytes
 from kttune.kernels.kt_ext import KtKernel, kt_kernel_error, load_kt_kernel
 from kttune.kernels.kt_moe import KtMoeLayer, kt_class_name
 from kttune.probes.common import NullReporter, Reporter, measure
+from kttune.units import GIB
 
 # Methods this probe can build weights for, in the order they are measured.
 PROBE_METHODS = ("AMXINT4", "AMXINT8", "BF16", "FP8", "RAWINT4")
@@ -222,7 +223,7 @@ def _fit_shape(method: str, shape: ExpertShape, max_tokens: int, pools: int, bud
     """Shrink the layer to fit `budget` bytes: first fewer experts (down to 2 x top-k), then fewer
     tokens. Returns (shape, max_tokens, skipped entries with reasons)."""
     skipped: list[dict] = []
-    gib = 1024**3
+    gib = GIB
     e = shape.experts
     w, s = host_bytes_needed(method, shape, max_tokens, pools)
     while w + s > budget and e > 2 * shape.top_k:

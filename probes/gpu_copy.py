@@ -15,15 +15,15 @@ import time
 from kttune.hw.profile import Curve, Point
 from kttune.probes.common import NullReporter, Reporter, quantiles
 from kttune.probes.gpu_common import bound_to_node, cuda_time_point, gpu_numa_node, pcie_theoretical_gbps
+from kttune.units import GIB, MIB
 
-MB = 1 << 20
 
 
 def copy_sizes(max_bytes: int, quick: bool = False) -> list[int]:
     """1 MB, 4 MB, 16 MB, ... (x4; x16 in quick mode) up to and including `max_bytes`."""
     step = 16 if quick else 4
     sizes = []
-    s = MB
+    s = MIB
     while s < max_bytes:
         sizes.append(s)
         s *= step
@@ -91,7 +91,7 @@ def probe_copy_gpu(
     skipped: list[dict] = []
     if max_bytes > 0.8 * free_dev:
         sizes = [s for s in sizes if s <= 0.8 * free_dev]
-        skipped.append({"x": max_bytes, "reason": f"needs {max_bytes / 2**30:.1f} GiB on GPU {index}, {free_dev / 2**30:.1f} free"})
+        skipped.append({"x": max_bytes, "reason": f"needs {max_bytes / GIB:.1f} GiB on GPU {index}, {free_dev / GIB:.1f} free"})
     top = max(sizes)
     with bound_to_node(info["numa"]) as bound:
         pinned = torch.empty(top, dtype=torch.uint8, pin_memory=True)
@@ -105,7 +105,7 @@ def probe_copy_gpu(
             for is_pinned, host in ((True, pinned), (False, pageable)):
                 pts: list[Point] = []
                 for n in sizes:
-                    rep.step(f"{direction} {'pinned' if is_pinned else 'pageable'} GPU{index} {n / MB:.0f} MB", 0)
+                    rep.step(f"{direction} {'pinned' if is_pinned else 'pageable'} GPU{index} {n / MIB:.0f} MB", 0)
                     h, g = host[:n], gpu[:n]
                     if direction == "h2d":
                         fn = (lambda g=g, h=h: g.copy_(h, non_blocking=True)) if is_pinned else (lambda g=g, h=h: g.copy_(h))
@@ -116,7 +116,7 @@ def probe_copy_gpu(
                             p = cuda_time_point(fn, x=n, stream=stream, repeats=5, min_total_ms=100, max_repeats=30)
                         else:
                             # pageable copies block the host: time them with the host clock
-                            p = _host_timed(fn, x=n, dev=dev, repeats=3 if n > (1 << 30) else 5)
+                            p = _host_timed(fn, x=n, dev=dev, repeats=3 if n > GIB else 5)
                     pts.append(Point(p.x, p.t_ms, p.t_ms_p10, p.t_ms_p90, p.n, _extra(n, p.t_ms, theo)))
                 curves.append(
                     Curve(
@@ -158,7 +158,7 @@ def probe_copy_all(max_bytes: int, *, quick: bool = False, inventory=None, repor
         return []
     infos = [link_info(i, inventory) for i in range(n_gpu)]
     theo = sum(_theoretical(i) or 0 for i in infos) or None
-    sizes = [s for s in copy_sizes(max_bytes, quick) if s >= 16 * MB]
+    sizes = [s for s in copy_sizes(max_bytes, quick) if s >= 16 * MIB]
     top = max(sizes)
     hosts, gpus, streams = [], [], []
     for i, info in enumerate(infos):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from kttune.hw.profile import Curve, Point
 from kttune.probes.common import NullReporter, Reporter
 from kttune.probes.gpu_common import MoeShape, cuda_time_point
+from kttune.units import GIB
 
 TOKENS = (1, 4, 16, 64, 256, 1024, 2048, 4096, 8192, 16384, 32768)
 TOKENS_QUICK = (1, 16, 256, 2048, 8192)
@@ -74,7 +75,7 @@ def probe_gpu_moe_shape(
         need = 1.2 * _weight_bytes(shape, method) + 8 * max(tokens) * shape.top_k * max(2 * shape.inter, shape.hidden) * 2
         free, _ = torch.cuda.mem_get_info(device)
         if need > 0.9 * free:
-            notes.append(f"gpu_moe {shape.name} {method}: skipped, needs {need / 2**30:.1f} GiB, {free / 2**30:.1f} free")
+            notes.append(f"gpu_moe {shape.name} {method}: skipped, needs {need / GIB:.1f} GiB, {free / GIB:.1f} free")
             continue
         w = _weights(shape, method, device)
         pts, skipped, backend = [], [], ""

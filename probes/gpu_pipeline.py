@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from kttune.hw.profile import Curve, Point
 from kttune.probes.common import NullReporter, Reporter, quantiles
 from kttune.probes.gpu_common import MoeShape, bound_to_node, free_host_bytes, gpu_numa_node
+from kttune.units import GIB
 
 
 @dataclass(frozen=True)
@@ -462,16 +463,16 @@ def probe_pipeline_layer(
     layer_bytes = shape.experts * kinds_nbytes(kinds)
     need_host = 2.2 * layer_bytes  # host experts + kt-kernel's own copy
     if free_host_bytes() and need_host > 0.8 * free_host_bytes():
-        return [], [], [f"{shape.name} {shape.method}: pipeline skipped, needs ~{need_host / 2**30:.0f} GiB host RAM, {free_host_bytes() / 2**30:.0f} free"]
+        return [], [], [f"{shape.name} {shape.method}: pipeline skipped, needs ~{need_host / GIB:.0f} GiB host RAM, {free_host_bytes() / GIB:.0f} free"]
     free_dev, _ = torch.cuda.mem_get_info(gpu)
     if 1.3 * layer_bytes > free_dev:
-        return [], [], [f"{shape.name} {shape.method}: pipeline skipped, layer {layer_bytes / 2**30:.1f} GiB > free VRAM"]
+        return [], [], [f"{shape.name} {shape.method}: pipeline skipped, layer {layer_bytes / GIB:.1f} GiB > free VRAM"]
     device = torch.device("cuda", gpu)
     numa = gpu_numa_node(gpu)
     results: list[PipelineResult] = []
     per_thread: list[tuple[int, str, list[tuple[PipelineResult, int]]]] = []  # threads, writer, (result, experts)
     with bound_to_node(numa):
-        rep.step(f"pipeline {shape.name} {shape.method}: preparing {layer_bytes / 2**30:.1f} GiB layer", 0)
+        rep.step(f"pipeline {shape.name} {shape.method}: preparing {layer_bytes / GIB:.1f} GiB layer", 0)
         host = HostExperts.random(shape.method, shape.hidden, shape.inter, shape.experts)
         for t in tuple(threads_options or (threads or default_threads(),)):
             writer, wnotes = make_writer(host, t, prefer_kt)

@@ -14,6 +14,7 @@ import traceback
 from kttune.hw.profile import Curve
 from kttune.probes.common import NullReporter, Reporter
 from kttune.probes.gpu_common import shapes_for
+from kttune.units import GIB
 
 
 def cuda_present() -> bool:
@@ -81,7 +82,7 @@ def _plan(inventory, model, quick: bool, rep: Reporter, only) -> list:
     if "copy" in want:
         max_layer = max(s.layer_bytes for s in shapes.moe)
         if quick:
-            max_layer = min(max_layer, 2 << 30)
+            max_layer = min(max_layer, 2 * GIB)
         steps.append(("copy", lambda: gpu_copy.probe_copy(max_layer, quick=quick, inventory=inventory, reporter=rep)))
     if "repack" in want:
         for s in shapes.moe:

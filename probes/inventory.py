@@ -19,6 +19,7 @@ import socket
 from pathlib import Path
 
 from kttune.hw.profile import CpuInfo, GpuInfo, Inventory, NumaNode, SoftwareInfo
+from kttune.units import GIB
 
 # /proc/cpuinfo flag -> the name the profile uses (kttune.hw.profile.CpuInfo.isa).
 _ISA_FLAGS = {
@@ -362,7 +363,7 @@ def machine_name(inv: Inventory) -> str:
     'Intel Xeon ..., 16 cores (AMX) + 1x NVIDIA H200 (PCIe Gen5 x16)'."""
     cpu = inv.cpu
     numa = f", {len(cpu.numa_nodes)} NUMA nodes" if len(cpu.numa_nodes) > 1 else ""
-    head = f"{cpu.model}, {cpu.physical_cores} cores ({_isa_summary(cpu)}){numa}, {cpu.ram_total_bytes / 1024**3:.0f} GiB RAM"
+    head = f"{cpu.model}, {cpu.physical_cores} cores ({_isa_summary(cpu)}){numa}, {cpu.ram_total_bytes / GIB:.0f} GiB RAM"
     if not inv.gpus:
         return head + ", no GPU"
     names: dict[str, int] = {}

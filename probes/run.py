@@ -32,6 +32,7 @@ from kttune.probes.cpu_moe import (
 )
 from kttune.probes.inventory import collect_inventory, machine_name, numa_nodes_with_cpus, usable_cores
 from kttune.probes.stage_a import StageAOptions, plan_stage_a, probe_stage_a
+from kttune.units import MIB
 
 QUICK_MAX_TOKENS = 256
 FULL_MAX_TOKENS = 8192
@@ -124,7 +125,7 @@ def stage_a_options(options: ProbeOptions) -> StageAOptions:
     methods = tuple(options.methods)
     if options.quick:
         return StageAOptions(hidden=h, inters=inters, methods=methods, threads=tuple(options.threads),
-                             layer_bytes=64 * 1024**2, warmup=2, repeats=5, min_total_s=0.2, max_repeats=200)
+                             layer_bytes=64 * MIB, warmup=2, repeats=5, min_total_s=0.2, max_repeats=200)
     return StageAOptions(hidden=h, inters=inters, methods=methods, threads=tuple(options.threads))
 
 

@@ -24,6 +24,7 @@ from kttune.kernels.kt_ext import load_kt_kernel
 from kttune.kernels.kt_moe import KtMoeLayer, kt_class_name
 from kttune.probes.common import NullReporter, Reporter, measure
 from kttune.probes.cpu_moe import ExpertShape, available_ram_bytes, host_bytes_needed
+from kttune.units import GIB, MIB
 
 # Methods whose kt-kernel classes implement the writer and that layerwise prefill streams
 # (docs/weight-formats.md); the AMX-converted methods never stream.
@@ -37,7 +38,7 @@ class StageAOptions:
     methods: tuple[str, ...] = ()
     threads: tuple[int, ...] = ()
     gpu_tp: int = 1
-    layer_bytes: int = 256 * 1024**2  # source bytes per layer: experts cycle through this much RAM
+    layer_bytes: int = 256 * MIB  # source bytes per layer: experts cycle through this much RAM
     warmup: int = 3
     repeats: int = 10
     min_total_s: float = 0.2
@@ -135,7 +136,7 @@ def probe_stage_a(
             need = sum(host_bytes_needed(task.method, shape, 1, task.threadpools)) + 2 * nbytes
             budget = int(available_ram_bytes() * opts.ram_fraction)
             if need > budget:
-                reason = f"needs {need / 1024**3:.1f} GiB, {budget / 1024**3:.1f} GiB usable"
+                reason = f"needs {need / GIB:.1f} GiB, {budget / GIB:.1f} GiB usable"
                 skipped.append({"x": nbytes, "reason": reason})
                 reporter.note(f"{label} I={inter}: skipped, {reason}")
                 reporter.step(f"{label}: skip I={inter}")

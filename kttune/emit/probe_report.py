@@ -8,12 +8,11 @@ from typing import Any
 from rich.table import Table
 
 from kttune.hw.profile import Curve, HardwareProfile
-
-GIB = 1024**3
+from kttune.units import GIB, MIB
 
 
 def _fmt_bytes(n: float) -> str:
-    for unit, div in (("GiB", GIB), ("MiB", 1024**2), ("KiB", 1024)):
+    for unit, div in (("GiB", GIB), ("MiB", MIB), ("KiB", 1024)):
         if n >= div:
             return f"{n / div:.1f} {unit}"
     return f"{n:.0f} B"

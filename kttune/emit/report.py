@@ -9,8 +9,8 @@ from rich.table import Table
 from kttune.emit.explain import Explanation
 from kttune.emit.launch import launch_command
 from kttune.memory.vram import VramBreakdown
+from kttune.units import GB, GIB
 
-GIB = 1024**3
 
 
 def _ms(v: float | None) -> str:
@@ -67,7 +67,7 @@ def lengths_table(ex: Explanation) -> Table:
     for r in ex.rows:
         t.add_row(f"{r.prompt_tokens:,}", _ms(r.hybrid_ms), _tok_s(r.prompt_tokens, r.hybrid_ms), _ms(r.layerwise_ms),
                   _tok_s(r.prompt_tokens, r.layerwise_ms), _ms(r.chosen_ms), _tok_s(r.prompt_tokens, r.chosen_ms), r.chosen_paths,
-                  f"{r.traffic_bytes / 1e9:,.0f}" if r.traffic_bytes else "-")
+                  f"{r.traffic_bytes / GB:,.0f}" if r.traffic_bytes else "-")
     return t
 
 

@@ -15,8 +15,8 @@ from kttune.hw.profile import (
     CpuInfo, Curve, GpuInfo, HardwareProfile, Inventory, NumaNode, Point, Provenance, SoftwareInfo,
 )
 from kttune.spec.methods import METHODS, bytes_per_expert
+from kttune.units import GIB
 
-GIB = 1024**3
 
 # Shapes the datasheet curves are evaluated at (a probe without --model measures the same set).
 REPRESENTATIVE_SHAPES = (

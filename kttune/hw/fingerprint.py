@@ -12,6 +12,7 @@ import hashlib
 import json
 
 from kttune.hw.profile import Inventory
+from kttune.units import GIB
 
 # ISA flags that change which kt-kernel variant runs, and so the CPU timings.
 RELEVANT_ISA = ("amx_bf16", "amx_int8", "amx_tile", "avx512f", "avx512_bf16", "avx512_vnni", "avx512_vbmi", "avx_vnni", "avx2", "fma")
@@ -26,11 +27,11 @@ def fingerprint_fields(inv: Inventory) -> dict:
         "logical_cpus": cpu.logical_cpus,
         "numa": [len(n.cpus) for n in cpu.numa_nodes],
         "isa": sorted(f for f in cpu.isa if f in RELEVANT_ISA),
-        "ram_gib": round(cpu.ram_total_bytes / 1024**3 / 16) * 16,  # 16 GiB classes: VMs report odd sizes
+        "ram_gib": round(cpu.ram_total_bytes / GIB / 16) * 16,  # 16 GiB classes: VMs report odd sizes
         "gpus": [
             {
                 "name": g.name,
-                "vram_gib": round(g.vram_total_bytes / 1024**3),
+                "vram_gib": round(g.vram_total_bytes / GIB),
                 "pcie": [g.pcie_gen_max, g.pcie_width_max],
                 "numa": g.numa_node,
             }

@@ -9,8 +9,8 @@ from dataclasses import asdict, dataclass
 from kttune.config import LaunchConfig
 from kttune.spec.methods import bytes_per_expert, get_method
 from kttune.spec.model_spec import ModelSpec
+from kttune.units import GIB
 
-GIB = 1024**3
 # Process, Python, tokenizer and pinned staging outside kt-kernel (observed order of magnitude).
 HOST_BASE_BYTES = 4 * GIB
 M_STEP = 64  # rows kt-kernel pads each expert's A/C buffers to (moe_base.hpp)

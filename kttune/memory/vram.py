@@ -11,9 +11,8 @@ from dataclasses import asdict, dataclass
 from kttune.config import LaunchConfig
 from kttune.spec.methods import KtMethod, bytes_per_expert, get_method, gpu_format, layerwise_slot_bytes_per_expert
 from kttune.spec.model_spec import ModelSpec
+from kttune.units import MIB
 
-GIB = 1024**3
-MIB = 1024**2
 
 # CUDA context, cuBLAS workspaces and allocator slack that exist before SGLang measures free memory.
 CUDA_CONTEXT_BYTES = 512 * MIB

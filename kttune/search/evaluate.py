@@ -12,6 +12,7 @@ from kttune.cost.prefill import prefill_time_ms
 from kttune.memory.host import HostRamBreakdown, host_ram_breakdown
 from kttune.memory.vram import VramBreakdown, vram_breakdown
 from kttune.search.workload import Workload
+from kttune.units import GIB
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,8 @@ def evaluate(comp: Components, cfg: LaunchConfig, workload: Workload, budget: Bu
     longest = workload.max_prompt_tokens + workload.output_tokens
     cons = {
         # the first chunk-sized prompt allocates the layerwise slot lazily: check the runtime peak
-        "vram": (vram.runtime_peak_bytes - budget.usable_vram_bytes) / 2**30,
-        "host_ram": (host.total_bytes - budget.host_ram_bytes) / 2**30,
+        "vram": (vram.runtime_peak_bytes - budget.usable_vram_bytes) / GIB,
+        "host_ram": (host.total_bytes - budget.host_ram_bytes) / GIB,
         # layerwise can only fire when a forward reaches the threshold, and the chunk caps a forward
         "threshold_le_chunk": float(cfg.gpu_prefill_token_threshold - cfg.chunked_prefill_size)
         if cfg.gpu_prefill_token_threshold > 0 else -1.0,

@@ -29,6 +29,7 @@ from kttune.search.space import KV_UNIT, MIN_USEFUL_KV_TOKENS, SearchSpace, buil
 from kttune.search.workload import Workload
 from kttune.spec.methods import get_method
 from kttune.spec.model_spec import ModelSpec
+from kttune.units import GIB
 
 SPACE_VERSION = 1
 
@@ -93,10 +94,10 @@ def check_budget(comp: Components, space: SearchSpace, req: SearchRequest) -> No
                                                                MIN_USEFUL_KV_TOKENS, space.max_running_requests))
     if least_host.total_bytes > req.budget.host_ram_bytes:
         raise InfeasibleError(
-            f"{req.model.name} with {req.method} needs {least_host.total_bytes / 2**30:.0f} GiB of host RAM "
-            f"(experts {least_host.cpu_experts / 2**30:.0f} GiB, all kept in RAM whatever the GPU-expert count; "
-            f"scratch {least_host.cpu_scratch / 2**30:.1f}; base {least_host.base / 2**30:.0f}), "
-            f"the machine has {req.budget.host_ram_bytes / 2**30:.0f} GiB",
+            f"{req.model.name} with {req.method} needs {least_host.total_bytes / GIB:.0f} GiB of host RAM "
+            f"(experts {least_host.cpu_experts / GIB:.0f} GiB, all kept in RAM whatever the GPU-expert count; "
+            f"scratch {least_host.cpu_scratch / GIB:.1f}; base {least_host.base / GIB:.0f}), "
+            f"the machine has {req.budget.host_ram_bytes / GIB:.0f} GiB",
             "pass --host-ram if the profile's RAM is not the target machine's, or pick a smaller model or method",
         )
     if space.kv_units_max >= space.kv_units_min and _min_fits(comp, space, req):
@@ -104,12 +105,12 @@ def check_budget(comp: Components, space: SearchSpace, req: SearchRequest) -> No
     kv_min = max(MIN_USEFUL_KV_TOKENS, req.workload.max_prompt_tokens + req.workload.output_tokens)
     least = minimal_config(comp, req.tp, space.threads[0], space.threadpools, MIN_USEFUL_KV_TOKENS, space.max_running_requests)
     b = vram_breakdown(req.model, least)
-    parts = ", ".join(f"{k.replace('_', ' ')} {v / 2**30:.2f}" for k, v in b.items() if v > 0)
+    parts = ", ".join(f"{k.replace('_', ' ')} {v / GIB:.2f}" for k, v in b.items() if v > 0)
     need = b.runtime_peak_bytes / (1.0 - req.budget.vram_margin)
     if need > req.budget.vram_bytes_per_gpu:
         raise InfeasibleError(
-            f"{req.model.name} needs at least {need / 2**30:.1f} GiB per GPU with 0 GPU experts and a {MIN_USEFUL_KV_TOKENS}-token KV pool "
-            f"(GiB: {parts}; plus {req.budget.vram_margin:.0%} margin), the budget is {req.budget.vram_bytes_per_gpu / 2**30:.1f} GiB",
+            f"{req.model.name} needs at least {need / GIB:.1f} GiB per GPU with 0 GPU experts and a {MIN_USEFUL_KV_TOKENS}-token KV pool "
+            f"(GiB: {parts}; plus {req.budget.vram_margin:.0%} margin), the budget is {req.budget.vram_bytes_per_gpu / GIB:.1f} GiB",
             "raise --vram, add GPUs with --gpus, or pick a smaller model",
         )
     raise InfeasibleError(

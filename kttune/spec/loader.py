@@ -19,6 +19,7 @@ from kttune.spec.hf_config import spec_from_config
 from kttune.spec.methods import bytes_per_expert, get_method
 from kttune.spec.model_spec import ModelSpec
 from kttune.spec.safetensors_headers import summarize_safetensors
+from kttune.units import GB
 
 
 def read_config_json(path: Path) -> dict:
@@ -69,17 +70,17 @@ def _load_path(path: Path, method: str | None) -> ModelSpec:
     notes = list(spec.notes)
     notes.append(
         f"non-expert bytes measured from {len(summary.files)} safetensors header(s): "
-        f"{summary.non_expert_bytes / 1e9:.2f} GB non-expert, {summary.routed_expert_bytes / 1e9:.2f} GB routed "
+        f"{summary.non_expert_bytes / GB:.2f} GB non-expert, {summary.routed_expert_bytes / GB:.2f} GB routed "
         f"experts in {summary.routed_expert_tensor_count} tensors"
-        + (f", {summary.mtp_bytes / 1e9:.2f} GB MTP layers skipped" if summary.mtp_tensor_count else "")
+        + (f", {summary.mtp_bytes / GB:.2f} GB MTP layers skipped" if summary.mtp_tensor_count else "")
     )
     expected = spec.num_experts * spec.num_moe_layers * bytes_per_expert(
         spec.checkpoint_format, spec.hidden_size, spec.moe_intermediate_size
     )
     if summary.routed_expert_tensor_count and not 0.8 < summary.routed_expert_bytes / expected < 1.25:
         notes.append(
-            f"routed-expert bytes on disk ({summary.routed_expert_bytes / 1e9:.2f} GB) differ from "
-            f"{expected / 1e9:.2f} GB expected for {spec.checkpoint_format}: check quantization_config"
+            f"routed-expert bytes on disk ({summary.routed_expert_bytes / GB:.2f} GB) differ from "
+            f"{expected / GB:.2f} GB expected for {spec.checkpoint_format}: check quantization_config"
         )
     return spec.with_overrides(non_expert_bytes_measured=summary.non_expert_bytes, notes=tuple(notes))
 

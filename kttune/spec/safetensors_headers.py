@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kttune.errors import UserError
+from kttune.units import MIB
 
 INDEX_NAME = "model.safetensors.index.json"
-_MAX_HEADER_BYTES = 256 * 1024 * 1024  # a real header is a few MB at most
+_MAX_HEADER_BYTES = 256 * MIB  # a real header is a few MB at most
 
 # `.experts.` matches routed experts in every family: DeepSeek/Kimi/GLM/Qwen `mlp.experts.{e}.*`,
 # Mixtral/MiniMax `block_sparse_moe.experts.{e}.w1`, gpt-oss fused `mlp.experts.gate_up_proj_blocks`.

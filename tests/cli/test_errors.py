@@ -11,6 +11,7 @@ import pytest
 from kttune.cli import main
 from kttune.hw.registry import load_shipped
 from kttune.hw.profile import profile_to_dict
+from kttune.units import GIB
 
 SEARCH = ["search", "--trials", "20", "--storage"]
 
@@ -76,7 +77,7 @@ def test_unparseable_vram(capsys, tmp_path, vram):
 def test_accepted_vram_spellings(vram, gib):
     from kttune.units import parse_size_bytes
 
-    assert parse_size_bytes(vram) == int(gib * 2**30)
+    assert parse_size_bytes(vram) == int(gib * GIB)
 
 
 def test_budget_too_small_prints_the_minimum_and_breakdown(capsys, tmp_path):

@@ -1,12 +1,13 @@
 from kttune.emit.launch import default_paths, launch_argv, launch_command
 from kttune.memory.vram import vram_breakdown
+from kttune.units import GIB
 from tests.helpers import cfg, model
 
 
 def argv_for(name, method, **kw):
     m = model(name)
     c = cfg(method, **kw)
-    return launch_argv(m, c, vram_breakdown(m, c), 80 * 2**30, default_paths(m, method, None, None))
+    return launch_argv(m, c, vram_breakdown(m, c), 80 * GIB, default_paths(m, method, None, None))
 
 
 def test_native_methods_read_experts_from_the_model_dir():

@@ -10,10 +10,9 @@ from hypothesis import strategies as st
 
 from kttune.memory.vram import kv_cell_bytes, layerwise_slot_bytes, max_kv_tokens_that_fit, vram_breakdown
 from kttune.spec.methods import get_method
+from kttune.units import GB, GIB
 from tests.helpers import cfg, model
 
-GB = 1e9
-GIB = 2**30
 
 
 def layerwise_extra(name: str, method: str, chunk: int = 1024) -> int:

@@ -12,6 +12,7 @@ from kttune.probes.gpu_common import (
     pcie_theoretical_gbps,
     shapes_for,
 )
+from kttune.units import GIB, MIB
 
 
 def test_pcie_rates():
@@ -22,9 +23,9 @@ def test_pcie_rates():
 
 
 def test_copy_sizes_end_at_the_layer():
-    s = gpu_copy.copy_sizes(3 * 2**30 + 5)
-    assert s[0] == 2**20 and s[-1] == 3 * 2**30 + 5 and s == sorted(s)
-    assert gpu_copy.copy_sizes(2**20) == [2**20]
+    s = gpu_copy.copy_sizes(3 * GIB + 5)
+    assert s[0] == MIB and s[-1] == 3 * GIB + 5 and s == sorted(s)
+    assert gpu_copy.copy_sizes(MIB) == [MIB]
 
 
 def test_representative_shapes_and_layer_bytes():

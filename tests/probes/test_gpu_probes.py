@@ -4,6 +4,7 @@ import pytest
 
 from kttune.probes.common import NullReporter
 from kttune.probes.gpu_common import MoeShape
+from kttune.units import MIB
 
 pytestmark = pytest.mark.gpu
 
@@ -13,11 +14,11 @@ SMALL = MoeShape("small", 1024, 512, 16, 4, "RAWINT4")
 def test_copy_probe_small():
     from kttune.probes import gpu_copy
 
-    curves = gpu_copy.probe_copy_gpu(0, 32 << 20, quick=True)
+    curves = gpu_copy.probe_copy_gpu(0, 32 * MIB, quick=True)
     kinds = {(c.kind, c.params["pinned"]) for c in curves}
     assert kinds == {("h2d", True), ("h2d", False), ("d2h", True), ("d2h", False)}
     for c in curves:
-        assert [p.x for p in c.points] == [1 << 20, 16 << 20, 32 << 20]
+        assert [p.x for p in c.points] == [MIB, 16 * MIB, 32 * MIB]
         assert all(p.t_ms > 0 and p.extra["gbps"] > 0 for p in c.points)
 
 

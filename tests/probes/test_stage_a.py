@@ -9,6 +9,7 @@ from kttune.kernels.expert_weights import write_nbytes
 from kttune.kernels.kt_ext import load_kt_kernel
 from kttune.probes import stage_a as sa
 from kttune.probes.inventory import collect_cpu
+from kttune.units import MIB
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +25,7 @@ def test_stage_a_probe_writes_curves_from_kt_kernel(kt):
     import torch
 
     cpu = collect_cpu()
-    opts = sa.StageAOptions(hidden=1024, inters=(256, 512), threads=(1,), layer_bytes=16 * 1024**2,
+    opts = sa.StageAOptions(hidden=1024, inters=(256, 512), threads=(1,), layer_bytes=16 * MIB,
                             warmup=1, repeats=3, min_total_s=0.0)
     curves = sa.probe_stage_a(opts, cpu, cores=1, numa_ids=[0], quick=True)
     assert {c.params["method"] for c in curves} == set(sa.STAGE_A_METHODS)

@@ -10,9 +10,9 @@ from kttune.search.evaluate import Budget, evaluate
 from kttune.search.study import SearchRequest, StudyOptions, run_search
 from kttune.search.workload import load_workload
 from kttune.spec.methods import get_method
+from kttune.units import GIB
 from tests.helpers import model, profile
 
-GIB = 2**30
 
 
 def request(name="qwen3-30b-a3b", method=None, vram=32, ram=128, tp=1, wl="rag"):
