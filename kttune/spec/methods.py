@@ -16,26 +16,42 @@ FP8_BLOCK = 128  # DeepSeek-style 128x128 block scales
 
 @dataclass(frozen=True)
 class WeightFormat:
-    """How one expert's three matrices (gate, up: I x H; down: H x I) are stored."""
+    """How one expert's three matrices (gate, up: I x H; down: H x I) are stored: `weight_bits` per
+    weight element plus `scale_bytes` per scale, with one scale per `group` consecutive weights
+    (scale="group"), per output row (scale="channel": I + I + H rows) or per `group` x `group` tile
+    (scale="block"). docs/weight-formats.md has the table and the upstream layouts."""
 
     name: str
-    weight_bits: float  # bits per weight element
+    weight_bits: float  # bits per weight element (GGUF Q4_K: its scales are inside the 4.5 bits)
     description: str
+    scale: str = "none"  # "none" | "group" | "channel" | "block"
+    group: int = 0
+    scale_bytes: int = 0
+
+    def scales_per_expert(self, hidden: int, inter: int) -> int:
+        n = 3 * hidden * inter
+        if self.scale == "group":
+            return n // self.group
+        if self.scale == "channel":
+            return 2 * inter + hidden
+        if self.scale == "block":
+            return 3 * math.ceil(inter / self.group) * math.ceil(hidden / self.group)
+        return 0
 
 
 FORMATS: dict[str, WeightFormat] = {
     f.name: f
     for f in (
         WeightFormat("bf16", 16, "bf16"),
-        WeightFormat("fp8_block", 8, "fp8 e4m3 + fp32 scale per 128x128 block"),
-        WeightFormat("fp8_channel", 8, "fp8 e4m3 + fp32 scale per output channel"),
-        WeightFormat("int4_g32", 4, "int4 packed + bf16 scale per 32 (compressed-tensors)"),
-        WeightFormat("mxfp4", 4, "e2m1 + ue8m0 scale per 32"),
-        WeightFormat("mxfp8", 8, "e4m3 + ue8m0 scale per 32"),
-        WeightFormat("nvfp4", 4, "e2m1 + e4m3 scale per 16"),
-        WeightFormat("gptq_int4", 4, "int4 packed + fp16 scale per 128 (GPTQ)"),
-        WeightFormat("amx_int4", 4, "AMX int4 + fp32 scale per output channel (converted)"),
-        WeightFormat("amx_int8", 8, "AMX int8 + fp32 scale per output channel (converted)"),
+        WeightFormat("fp8_block", 8, "fp8 e4m3 + fp32 scale per 128x128 block", "block", FP8_BLOCK, 4),
+        WeightFormat("fp8_channel", 8, "fp8 e4m3 + fp32 scale per output channel", "channel", 0, 4),
+        WeightFormat("int4_g32", 4, "int4 packed + bf16 scale per 32 (compressed-tensors)", "group", 32, 2),
+        WeightFormat("mxfp4", 4, "e2m1 + ue8m0 scale per 32", "group", 32, 1),
+        WeightFormat("mxfp8", 8, "e4m3 + ue8m0 scale per 32", "group", 32, 1),
+        WeightFormat("nvfp4", 4, "e2m1 + e4m3 scale per 16", "group", 16, 1),
+        WeightFormat("gptq_int4", 4, "int4 packed + fp16 scale per 128 (GPTQ)", "group", 128, 2),
+        WeightFormat("amx_int4", 4, "AMX int4 + fp32 scale per output channel (converted)", "channel", 0, 4),
+        WeightFormat("amx_int8", 8, "AMX int8 + fp32 scale per output channel (converted)", "channel", 0, 4),
         WeightFormat("gguf_q4k", 4.5, "GGUF Q4_K (about 4.5 bits per weight)"),
     )
 }
@@ -43,35 +59,13 @@ FORMATS: dict[str, WeightFormat] = {
 
 def bytes_per_expert(fmt: str, hidden: int, inter: int) -> int:
     """Bytes of one routed expert (gate + up + down) in format `fmt` with hidden size H and expert
-    width I (pass I/tp for one GPU rank's shard). Source: kt-sglang.md §7 table."""
-    h, i = hidden, inter
-    n = 3 * h * i  # weight elements
-    if fmt == "bf16":
-        return 2 * n
-    if fmt == "fp8_block":
-        blocks = 2 * math.ceil(i / FP8_BLOCK) * math.ceil(h / FP8_BLOCK) + math.ceil(h / FP8_BLOCK) * math.ceil(
-            i / FP8_BLOCK
-        )
-        return n + 4 * blocks
-    if fmt == "fp8_channel":
-        return n + 4 * (2 * i + h)
-    if fmt == "int4_g32":
-        return n // 2 + (n // 32) * 2
-    if fmt == "mxfp4":
-        return n // 2 + n // 32
-    if fmt == "mxfp8":
-        return n + n // 32
-    if fmt == "nvfp4":
-        return n // 2 + n // 16
-    if fmt == "gptq_int4":
-        return n // 2 + (n // 128) * 2
-    if fmt == "amx_int4":
-        return n // 2 + 4 * (2 * i + h)
-    if fmt == "amx_int8":
-        return n + 4 * (2 * i + h)
-    if fmt == "gguf_q4k":
-        return int(n * 4.5 / 8)
-    raise ValueError(f"unknown weight format {fmt!r}")
+    width I (pass I/tp for one GPU rank's shard): packed weights plus their scales.
+    Source: docs/weight-formats.md (bytes per expert)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown weight format {fmt!r}")
+    f = FORMATS[fmt]
+    weights = math.floor(3 * hidden * inter * f.weight_bits / 8)
+    return weights + f.scales_per_expert(hidden, inter) * f.scale_bytes
 
 
 def mxfp4_layerwise_slot_bytes_per_expert(hidden: int, inter: int) -> int:
