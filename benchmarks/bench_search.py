@@ -1,4 +1,4 @@
-"""Wall time of a model-evaluated search (issue 2 target: 1000 trials under 30 s on a 2-core box).
+"""Wall time of a model-evaluated search (target: 1000 trials under 30 s on a 2-core box).
 
     python benchmarks/bench_search.py [--trials 1000] [--models qwen3-30b-a3b kimi-k2-thinking ...]
 

@@ -2,7 +2,7 @@
 int4 MoE kernel reads.
 
 Stage A (kt-kernel `write_weight_scale_to_buffer_task`, method RAWINT4) writes each matrix as the
-checkpoint stores it (compressed-tensors "pack-quantized", symmetric, group 32; kt-sglang.md §7):
+checkpoint stores it (compressed-tensors "pack-quantized", symmetric, group 32; docs/weight-formats.md#layouts-on-disk-and-on-the-gpu):
 
     packed  int32 [out, in/8]   nibble j of word w holds element 8*w + j, stored as q + 8 (q in [-8, 7])
     scales  bf16  [out, in/32]  w[o, i] = q[o, i] * scales[o, i // 32]

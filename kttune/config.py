@@ -23,7 +23,7 @@ class LaunchConfig:
 
     def layerwise_can_fire(self, method_supports_layerwise: bool) -> bool:
         """Layerwise fires only for a forward of >= threshold tokens, and a forward never exceeds the
-        chunk (BRIEF §3), so it can fire only when 0 < threshold <= chunk."""
+        chunk (docs/sglang-kt.md#the-per-forward-switch), so it can fire only when 0 < threshold <= chunk."""
         t = self.gpu_prefill_token_threshold
         return method_supports_layerwise and 0 < t <= self.chunked_prefill_size
 

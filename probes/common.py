@@ -1,4 +1,4 @@
-"""Timing discipline shared by every probe (BRIEF §7): warm-up, repeats, median and spread,
+"""Timing discipline shared by every probe (docs/cost-model.md#measuring-honestly-the-probes): warm-up, repeats, median and spread,
 `time.perf_counter`, a check of the timer's resolution, and a reporter for progress.
 
 GPU probes pass `sync=torch.cuda.synchronize` (or time with CUDA events themselves): an async launch

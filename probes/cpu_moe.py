@@ -12,7 +12,7 @@ class picked from what the loaded variant compiled in, `load_weights_task`, then
 Measured per method, expert shape and thread count: the time of one MoE layer forward against the
 token count (`Curve(kind="cpu_moe", x_unit="tokens")`, params as in `kttune.hw.profile`). Routing is
 uniform random top-k. Thread counts include the whole pool (`threads == cores`), where the driving
-thread is starved (BRIEF §3: 8 ms vs 0.3 ms for one token on the GPU box).
+thread is starved (docs/sglang-kt.md#the-cpuinfer-thread-cliff: 8 ms vs 0.3 ms for one token on the GPU box).
 
 Without kt-kernel the same curves come from `kttune.kernels.cpu_moe` (torch), labelled
 `backend="torch-cpu"`. The layer itself is `kttune.kernels.kt_moe.KtMoeLayer` over experts of

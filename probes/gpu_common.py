@@ -76,7 +76,7 @@ class ShapeSet:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-# Representative shapes when no model is given (reference/models.json): a small bf16 MoE and the
+# Representative shapes when no model is given (docs/model-configs.md#sizes-derived-from-the-configs): a small bf16 MoE and the
 # DeepSeek-V3 / Kimi-K2 expert shape in its FP8 and RAWINT4 checkpoints.
 QWEN3_30B_A3B = MoeShape("Qwen3-30B-A3B", 2048, 768, 128, 8, "BF16")
 DEEPSEEK_V3 = MoeShape("DeepSeek-V3", 7168, 2048, 256, 8, "FP8")

@@ -1,4 +1,4 @@
-"""The layerwise three-stage pipeline over one full MoE layer (BRIEF §1, kt-sglang.md §3.2):
+"""The layerwise three-stage pipeline over one full MoE layer (docs/sglang-kt.md#the-two-prefill-paths):
 
     A  stage A writer (kt-kernel `write_weight_scale_to_buffer_task`, or torch CPU copies) fills a
        pinned host slot with the next `group` experts in GPU layout
@@ -414,7 +414,7 @@ def _cores() -> int:
 
 
 def default_threads() -> int:
-    return max(1, _cores() - 1)  # leave the driving thread a core (BRIEF §3: 16 of 16 starves it)
+    return max(1, _cores() - 1)  # leave the driving thread a core (docs/sglang-kt.md#the-cpuinfer-thread-cliff: 16 of 16 starves it)
 
 
 def default_thread_options(quick: bool = False) -> tuple[int, ...]:

@@ -277,7 +277,7 @@ class CpuLoadMonitor:
 
 def thread_cliff_notes(curves: list[Curve], cores: int, ratio: float = 2.0) -> list[str]:
     """Say where a full pool (threads == cores) is much slower on one token than one thread fewer:
-    the driving thread starves (BRIEF §3), so `--kt-cpuinfer` should stay below the core count."""
+    the driving thread starves (docs/sglang-kt.md#the-cpuinfer-thread-cliff), so `--kt-cpuinfer` should stay below the core count."""
     notes = []
     by_key: dict[tuple, dict[int, float]] = {}
     for c in curves:

@@ -24,11 +24,11 @@ from kttune.spec.model_spec import ModelSpec
 
 # Overlap of the per-expert A -> B -> C pipeline (layer time / slowest stage alone) when the profile
 # has no pipeline measurement: a plain torch pipeline measured 1.30x on an 11 GB layer and 1.64x on
-# a 1.2 GB layer on the H200 box (issue 4); 1.3 is the optimistic end.
+# a 1.2 GB layer on the H200 box (docs/cost-model.md#composition-kttunecostprefillpy-kttunecostdecodepy); 1.3 is the optimistic end.
 DEFAULT_OVERLAP_RATIO = 1.3
 # One dist.barrier per expert in the layerwise load when TP > 1 (kt_ep_wrapper L1428), µs.
 TP_BARRIER_US = 30.0
-# Hybrid path fixed cost per MoE layer: cpu_stream fork, host callback, event waits (kt-sglang §2.1).
+# Hybrid path fixed cost per MoE layer: cpu_stream fork, host callback, event waits (docs/sglang-kt.md#the-two-prefill-paths).
 HYBRID_SYNC_MS = 0.05
 # Per prefill forward: scheduler, sampling, launch overhead outside the layers.
 FORWARD_OVERHEAD_MS = 2.0

@@ -1,4 +1,4 @@
-"""Decode step time (always the hybrid path: one token per request, BRIEF §3)."""
+"""Decode step time (always the hybrid path: one token per request, docs/sglang-kt.md#the-per-forward-switch)."""
 
 from __future__ import annotations
 

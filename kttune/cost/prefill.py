@@ -1,6 +1,7 @@
 """Prefill time of both paths, per MoE layer, per forward (chunk) and per prompt.
 
-Follows sglang-kt 0.7.2 as kt-sglang.md §2-§3 describes it:
+Follows sglang-kt 0.7.2 as docs/sglang-kt.md#the-two-prefill-paths describes it (composition:
+docs/cost-model.md):
 - hybrid (forward of M tokens < threshold): per MoE layer the CPU experts (rank 0, full I) and the
   rank's GPU experts run concurrently, then the CPU output is copied back:
   max(T_cpu(M, E-n), T_gpu(M, n)) + D2H(hidden, ids, weights) + H2D(out) + sync.
@@ -9,7 +10,7 @@ Follows sglang-kt 0.7.2 as kt-sglang.md §2-§3 describes it:
   the GPU. BF16/MXFP4 copy resident GPU experts GPU->GPU, the others re-send every expert.
 - every layer also runs attention and its dense matmuls on the GPU, the same on both paths.
 - a prompt of L tokens runs floor(L/C) forwards of C tokens and a tail of L mod C; each forward picks
-  its path by its own token count (BRIEF §3).
+  its path by its own token count (docs/sglang-kt.md#the-per-forward-switch).
 """
 
 from __future__ import annotations
@@ -158,7 +159,7 @@ def crossover_tokens(c: Components, cfg: LaunchConfig, max_tokens: int | None = 
 
 
 def streamed_experts_per_layer(c: Components, cfg: LaunchConfig) -> int:
-    """Experts the layerwise path sends CPU -> GPU for one MoE layer (kt-sglang.md §3.2)."""
+    """Experts the layerwise path sends CPU -> GPU for one MoE layer (docs/sglang-kt.md#the-two-prefill-paths)."""
     n = min(cfg.num_gpu_experts, c.model.num_experts)
     return c.model.num_experts if c.method.layerwise_resends_gpu_experts else c.model.num_experts - n
 
@@ -166,6 +167,6 @@ def streamed_experts_per_layer(c: Components, cfg: LaunchConfig) -> int:
 def layerwise_traffic_bytes(c: Components, cfg: LaunchConfig, prompt_tokens: int) -> int:
     """Expert-weight bytes one prompt streams over PCIe (per GPU link): every layerwise forward loads
     every MoE layer once, so traffic = layerwise forwards x MoE layers x streamed experts x bytes
-    (BRIEF §4: the cost Layered Prefill removes by loading each layer once per prompt)."""
+    (docs/cost-model.md#layered-prefill-and-weight-traffic: the cost Layered Prefill removes by loading each layer once per prompt)."""
     forwards = sum(1 for size in chunks_of(prompt_tokens, cfg.chunked_prefill_size) if forward_path(c, cfg, size) == "layerwise")
     return forwards * c.model.num_moe_layers * streamed_experts_per_layer(c, cfg) * c.gpu_bytes_per_expert

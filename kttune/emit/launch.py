@@ -1,4 +1,4 @@
-"""The sglang-kt launch command for a configuration (kt-sglang.md §1, §8). Every flag that must be
+"""The sglang-kt launch command for a configuration (docs/sglang-kt.md#the-launch-command-kttune-emits). Every flag that must be
 set is set: `--kt-weight-path` and `--kt-num-gpu-experts` always (either missing silently turns KT
 off), the threshold explicitly (0 = off), `--max-total-tokens` so the lazily allocated layerwise
 slot keeps its headroom, and `--kt-cpuinfer` / `--kt-threadpool-count` as chosen."""

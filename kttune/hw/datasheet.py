@@ -38,7 +38,7 @@ class CpuSheet:
     isa: tuple[str, ...]
     forward_overhead_ms: float = 0.05
     write_gbps: float = 25.0  # stage A: write_weight_scale_to_buffer into a pinned slot
-    # Measured fact (BRIEF §3): a pool that fills every core starves the driving thread: a 1-token
+    # Measured fact (docs/sglang-kt.md#the-cpuinfer-thread-cliff): a pool that fills every core starves the driving thread: a 1-token
     # forward took 8 ms with 16 threads on 16 cores, 0.3 ms with 15.
     full_core_stall_ms: float = 8.0
 

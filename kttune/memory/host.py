@@ -1,4 +1,4 @@
-"""Host RAM of a configuration (kt-sglang.md §2.2, §4): all routed experts in the CPU format —
+"""Host RAM of a configuration (docs/memory.md#host-ram-hostrambreakdown): all routed experts in the CPU format —
 whatever the GPU-expert count, kt-kernel 0.7.2 loads every expert (ktransformers#2084) — plus
 per-pool CPU scratch that grows with the chunk. Pure functions."""
 

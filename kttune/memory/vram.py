@@ -1,4 +1,4 @@
-"""Per-GPU VRAM of a configuration, following SGLang's own sizing (kt-sglang.md §3.5, §4).
+"""Per-GPU VRAM of a configuration, following SGLang's own sizing, term by term as docs/memory.md lists them.
 
 Pure functions over (ModelSpec, LaunchConfig). All figures are bytes on one GPU rank; rank 0 is
 the largest (it also holds the KT staging buffers), so that is the rank reported.
@@ -62,7 +62,7 @@ def gpu_expert_bytes(model: ModelSpec, method: KtMethod, cfg: LaunchConfig) -> i
 def cuda_graph_bytes(model: ModelSpec, cfg: LaunchConfig) -> int:
     """Decode CUDA graphs: SGLang reserves cuda_graph_max_bs x 2 MB for them (server_args
     `_handle_gpu_memory_settings`); plus KT's pinned `output_gpu` of 2 x bs x H x 2 B for every
-    captured bs (kt-sglang.md §4)."""
+    captured bs (docs/memory.md#vram-terms-vrambreakdown)."""
     captured = [b for b in _CAPTURE_BS if b <= cfg.cuda_graph_max_bs] or [1]
     kt_out = sum(2 * b * model.hidden_size * 2 for b in captured)
     return cfg.cuda_graph_max_bs * 2 * MIB + kt_out
@@ -100,7 +100,7 @@ def moe_activation_bytes(model: ModelSpec, tokens: int, tp: int) -> int:
 
 def layerwise_slot_bytes(model: ModelSpec, method: KtMethod, tp: int) -> int:
     """The full-layer slot layerwise prefill allocates lazily: E x bytes per expert at I/tp; the MXFP4
-    pipeline keeps two (raw + prepared each) (kt-sglang.md §3.3, §3.5)."""
+    pipeline keeps two (raw + prepared each) (docs/memory.md#layerwise-extra)."""
     per = layerwise_slot_bytes_per_expert(method, model.hidden_size, model.moe_intermediate_size // tp)
     slots = 2 if method.cpu_format == "mxfp4" else 1
     return slots * model.num_experts * per
@@ -108,7 +108,7 @@ def layerwise_slot_bytes(model: ModelSpec, method: KtMethod, tp: int) -> int:
 
 def layerwise_transient_bytes(model: ModelSpec, method: KtMethod, tp: int) -> int:
     """INT4 post-processing keeps 4 one-expert transpose buffers and one repack output per expert in
-    flight (kt-sglang.md §3.5); byte-copy methods need none."""
+    flight (docs/memory.md#layerwise-extra); byte-copy methods need none."""
     if method.cpu_format != "int4_g32":
         return 0
     return 5 * bytes_per_expert("int4_g32", model.hidden_size, model.moe_intermediate_size // tp)

@@ -1,5 +1,5 @@
 """The search space: which flags are searched, over which values, and the structural rules of
-BRIEF §3 that shape it (threshold fixed at 0 for methods without layerwise; the rest are
+docs/sglang-kt.md that shape it (threshold fixed at 0 for methods without layerwise; the rest are
 constraints). Fixed for a study: everything here derives from the study's inputs."""
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def build_space(comp: Components, workload: Workload, budget: Budget, tp: int) -
 
 
 def kt_run_default(space: SearchSpace, cores: int) -> LaunchConfig:
-    """What `kt run` launches when not told otherwise (kt-sglang.md §1.4): 1 GPU expert, chunk 4096,
+    """What `kt run` launches when not told otherwise (docs/sglang-kt.md#what-kt-run-launches-by-default): 1 GPU expert, chunk 4096,
     threshold 4096 (kttune keeps 0 for methods without layerwise: 4096 crashes them), ~0.8 x threads."""
     want = int(0.8 * cores)
     th = min(space.threads, key=lambda t: (abs(t - want), t))

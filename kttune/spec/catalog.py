@@ -1,7 +1,7 @@
 """The built-in model catalog: public HF config.json copies shipped in `profiles/models/<name>.json`.
 
 Each file is the raw config.json plus a `_kttune` block (name, hf_repo, aliases, provenance grade,
-source, notes). Grades follow `reference/models.md` §0: A = verbatim config copy, B = official excerpt or
+source, notes). Grades follow docs/model-configs.md#catalog-grades: A = verbatim config copy, B = official excerpt or
 third-party copy, C = reconstructed.
 """
 
@@ -30,7 +30,7 @@ class CatalogEntry:
     num_moe_layers: int
     checkpoint_format: str
     default_method: str
-    grade: str  # provenance grade of the config copy (A/B/C, reference/models.md §0)
+    grade: str  # provenance grade of the config copy (A/B/C, docs/model-configs.md#catalog-grades)
     source: str
 
 

@@ -1,10 +1,10 @@
 """Read a HuggingFace config.json into a `ModelSpec`.
 
-Key spellings per family follow `reference/models.md` §2 ("Robust lookup order" and its traps):
+Key spellings per family follow docs/model-configs.md (the lookup order and its traps):
 DeepSeek-V3/R1/V3.1 and Kimi-K2 (MLA), GLM-4.x (`glm4_moe`), Qwen3-MoE, Qwen3-Next (hybrid linear
 attention), MiniMax-M2 (`minimax_m2`), gpt-oss (`gpt_oss`) and Mixtral. Unknown families are read with
 the same generic rules and a note. The quantization_config dialects (HF-FP8, compressed-tensors, mxfp4,
-gptq) map to a checkpoint format and the KT method that serves it natively (kt-sglang.md §7).
+gptq) map to a checkpoint format and the KT method that serves it natively (docs/weight-formats.md).
 Pure Python: no torch, no files.
 """
 

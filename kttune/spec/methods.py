@@ -1,7 +1,8 @@
 """KT methods (`--kt-method`), expert weight formats and bytes per expert.
 
-One source of truth for the byte formulas of `reference/kt-sglang.md` §7 and the layerwise support
-matrix of §3.4 (sglang-kt 0.7.2 + kt-kernel 0.7.2). Pure Python.
+One source of truth for the byte formulas of docs/weight-formats.md and for which methods may run
+layerwise (docs/sglang-kt.md#the-threshold-must-be-0-for-non-native-methods), for sglang-kt 0.7.2 +
+kt-kernel 0.7.2. Pure Python.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def bytes_per_expert(fmt: str, hidden: int, inter: int) -> int:
 
 def mxfp4_layerwise_slot_bytes_per_expert(hidden: int, inter: int) -> int:
     """MXFP4 layerwise keeps a raw slot with fp32 scales plus a Marlin-prepared copy
-    (sglang-kt `_mxfp4_raw_slot_storage_nbytes`; kt-sglang.md §7, §3.3)."""
+    (sglang-kt `_mxfp4_raw_slot_storage_nbytes`; docs/memory.md#layerwise-extra)."""
     n = 3 * hidden * inter
     raw = n // 2 + (n // 32) * 4
     return raw + bytes_per_expert("mxfp4", hidden, inter)
@@ -83,8 +84,8 @@ class KtMethod:
     name: str
     cpu_format: str  # format of the experts in host RAM
     native: bool  # CPU and GPU use the same checkpoint (`--kt-weight-path` = `--model`)
-    layerwise: bool  # `--kt-gpu-prefill-token-threshold` > 0 allowed (kt-sglang.md §3.4)
-    # Experts the layerwise path re-sends from the CPU even when they are GPU-resident (§3.2):
+    layerwise: bool  # `--kt-gpu-prefill-token-threshold` > 0 allowed (docs/sglang-kt.md#the-threshold-must-be-0-for-non-native-methods)
+    # Experts the layerwise path re-sends from the CPU even when they are GPU-resident (docs/sglang-kt.md#the-two-prefill-paths):
     # BF16 and MXFP4 copy resident experts GPU->GPU; FP8*, MXFP8 and RAWINT4 re-send all.
     layerwise_resends_gpu_experts: bool
     needs_fp8_tp_divisibility: bool  # FP8 block weights need (I/tp) % 128 == 0
@@ -135,12 +136,12 @@ def get_method(name: str) -> KtMethod:
 
 def gpu_format(method: KtMethod, checkpoint_format: str) -> str:
     """Format of GPU-resident experts. Native methods use the method's format; converted CPU formats
-    (AMX*, LLAMAFILE, MOE_*) leave the GPU experts in the original checkpoint (§7)."""
+    (AMX*, LLAMAFILE, MOE_*) leave the GPU experts in the original checkpoint (docs/weight-formats.md#layouts-on-disk-and-on-the-gpu)."""
     return method.cpu_format if method.native else checkpoint_format
 
 
 def layerwise_slot_bytes_per_expert(method: KtMethod, hidden: int, inter_per_rank: int) -> int:
-    """Bytes one expert takes in the lazily allocated full-layer slot on one GPU rank (§3.5)."""
+    """Bytes one expert takes in the lazily allocated full-layer slot on one GPU rank (docs/memory.md#layerwise-extra)."""
     if method.cpu_format == "mxfp4":
         return mxfp4_layerwise_slot_bytes_per_expert(hidden, inter_per_rank)
     return bytes_per_expert(method.cpu_format, hidden, inter_per_rank)

@@ -1,4 +1,4 @@
-"""Every bad input of issue 2: one line naming the problem and the fix, exit code 2, no traceback."""
+"""Every bad input the CLI rejects: one line naming the problem and the fix, exit code 2, no traceback."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`kttune search` end to end on real catalog configs: the printed command obeys BRIEF §3."""
+"""`kttune search` end to end on real catalog configs: the printed command obeys docs/sglang-kt.md."""
 
 from __future__ import annotations
 

@@ -86,7 +86,7 @@ def test_gpu_experts_speed_up_the_hybrid_path_and_decode():
 
 
 def test_bf16_skips_streaming_resident_gpu_experts_but_fp8_resends_them():
-    # kt-sglang.md §3.2: BF16/MXFP4 copy resident experts GPU->GPU; FP8 re-sends every expert
+    # docs/sglang-kt.md#the-two-prefill-paths: BF16/MXFP4 copy resident experts GPU->GPU; FP8 re-sends every expert
     bf = Components(profile(), model("qwen3-30b-a3b"), "BF16")
     assert layerwise_moe_layer(bf, cfg("BF16", num_gpu_experts=64), 8192).load_ms < \
         layerwise_moe_layer(bf, cfg("BF16", num_gpu_experts=0), 8192).load_ms
@@ -104,6 +104,6 @@ def test_cpu_experts_run_on_rank0_so_tp_does_not_speed_them_up():
 
 
 def test_a_full_core_thread_pool_is_slower():
-    # BRIEF §3: with kt-cpuinfer = cores the driving thread starves (8 ms vs 0.3 ms per 1-token forward)
+    # docs/sglang-kt.md#the-cpuinfer-thread-cliff: with kt-cpuinfer = cores the driving thread starves (8 ms vs 0.3 ms per 1-token forward)
     c = comp()
     assert c.cpu_moe_ms(1, 256, 16) > 5 * c.cpu_moe_ms(1, 256, 15)

@@ -15,7 +15,7 @@ def test_all_experts_stay_in_host_ram_whatever_the_gpu_expert_count():
 
 def test_cpu_experts_in_the_methods_format():
     m = model("kimi-k2-thinking")
-    # models.md §6: K2-Thinking routed bytes total 570.8 GB in INT4 g32
+    # docs/model-configs.md#sizes-derived-from-the-configs: K2-Thinking routed bytes total 570.8 GB in INT4 g32
     assert abs(cpu_expert_bytes(m, "RAWINT4") / GB - 570.76) < 0.1
     assert cpu_expert_bytes(m, "BF16") > 3 * cpu_expert_bytes(m, "RAWINT4")
 

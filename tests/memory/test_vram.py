@@ -34,7 +34,7 @@ def test_minimax_m21_layerwise_extra_matches_kt_docs():
     # KT kt-kernel/README.md: "~3.6 GB MiniMax-M2.1"
     slot = layerwise_slot_bytes(model("minimax-m2.1"), get_method("FP8"), 1)
     assert 3.4 * GB <= slot <= 3.8 * GB
-    assert abs(slot / GIB - 3.38) < 0.01  # kt-sglang.md §3.5: 3.38 GiB at tp1
+    assert abs(slot / GIB - 3.38) < 0.01  # docs/sglang-kt.md#the-layerwise-slot-is-lazy: 3.38 GiB at tp1
     extra = layerwise_extra("minimax-m2.1", "FP8", chunk=1024)
     assert 3.6 * GB <= extra <= 4.2 * GB
 
@@ -44,7 +44,7 @@ def test_layerwise_extra_grows_with_chunk():
 
 
 def test_mla_kv_cell_matches_sglang():
-    # kt-sglang.md §4: Kimi-K2 (512+64) x 61 x 2 = 70,272 B -> 65,536 tokens = 4.29 GiB per GPU, not divided by TP
+    # docs/memory.md#kv-bytes-per-token-kv_cell_bytes: Kimi-K2 (512+64) x 61 x 2 = 70,272 B -> 65,536 tokens = 4.29 GiB per GPU, not divided by TP
     k2 = model("kimi-k2-thinking")
     assert kv_cell_bytes(k2, 1) == 70_272
     assert kv_cell_bytes(k2, 4) == 70_272
@@ -66,7 +66,7 @@ def test_hybrid_attention_models_cache_only_attention_layers():
 @pytest.mark.parametrize("name,method,gib", [("deepseek-v3", "FP8", 2.38), ("kimi-k2-thinking", "RAWINT4", 1.38),
                                              ("minimax-m2", "FP8", 0.82)])
 def test_one_gpu_expert_per_layer_costs_documented_vram(name, method, gib):
-    # kt-sglang.md §4: "1 per-layer expert costs L_moe x B_gpu: DS-V3 FP8 2.38 GiB, Kimi-K2 RAWINT4 1.38 GiB, MiniMax-M2 FP8 0.82 GiB"
+    # docs/memory.md (resident GPU experts): "1 per-layer expert costs L_moe x B_gpu: DS-V3 FP8 2.38 GiB, Kimi-K2 RAWINT4 1.38 GiB, MiniMax-M2 FP8 0.82 GiB"
     m = model(name)
     one = vram_breakdown(m, cfg(method, num_gpu_experts=1)).gpu_experts
     assert abs(one / GIB - gib) < 0.01

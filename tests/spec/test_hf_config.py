@@ -1,4 +1,4 @@
-"""The config.json reader against the shipped raw configs of every family (reference/models.md)."""
+"""The config.json reader against the shipped raw configs of every family (docs/model-configs.md)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def spec(name: str, **kw):
 
 
 # name: (family, E, k, I, MoE layers, first MoE layer, shared width, dense width, attention, head_dim,
-#        v_head_dim, full, sliding, linear, format, method)  -- models.md §3-§6
+#        v_head_dim, full, sliding, linear, format, method)  -- docs/model-configs.md
 FAMILIES = {
     "kimi-k2-instruct": ("kimi_k2", 384, 8, 2048, 60, 1, 2048, 18432, "mla", 192, 128, 61, 0, 0, "fp8_block", "FP8"),
     "kimi-k2-thinking": ("kimi_k2", 384, 8, 2048, 60, 1, 2048, 18432, "mla", 192, 128, 61, 0, 0, "int4_g32", "RAWINT4"),
@@ -248,7 +248,7 @@ def test_checkpoint_format_helper():
     assert checkpoint_format_from_quant(catalog_config("gpt-oss-120b")) == "mxfp4"
 
 
-# ---- non-expert estimates vs published totals (models.md §6; model cards) ------------------------------
+# ---- non-expert estimates vs published totals (docs/model-configs.md#sizes-derived-from-the-configs; model cards) ------------------------------
 
 # name: (published total params, published routed-expert params or None), in billions
 PUBLISHED = {
