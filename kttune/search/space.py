@@ -5,11 +5,11 @@ constraints). Fixed for a study: everything here derives from the study's inputs
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
-from kttune.memory.vram import gpu_expert_bytes, kv_cell_bytes, max_kv_tokens_that_fit
+from kttune.memory.vram import gpu_expert_bytes, max_kv_tokens_that_fit, vram_breakdown
 from kttune.search.evaluate import Budget
 from kttune.search.workload import Workload
 
@@ -86,10 +86,12 @@ def build_space(comp: Components, workload: Workload, budget: Budget, tp: int) -
     kv_cap = max(running * longest, 2 * kv_min)
     kv_units_min = math.ceil(kv_min / KV_UNIT)
     kv_units_max = min(kv_max_tokens, kv_cap) // KV_UNIT
-    # GPU experts: as many per layer as could fit with the smallest everything else
-    per_layer = gpu_expert_bytes(model, comp.method, smallest.__class__(**{**smallest.to_dict(), "num_gpu_experts": 1}))
-    spare = kv_max_tokens - kv_min
-    n_fit = int(spare * kv_cell_bytes(model, tp) // per_layer) if per_layer > 0 and spare > 0 else 0
+    # GPU experts: as many per layer as fit beside the smallest everything else and the least KV pool
+    # the space offers (VRAM is linear in the expert count, so this is exact)
+    least = replace(smallest, max_total_tokens=kv_units_min * KV_UNIT)
+    per_layer = gpu_expert_bytes(model, comp.method, replace(least, num_gpu_experts=1))
+    spare = budget.usable_vram_bytes - vram_breakdown(model, least).runtime_peak_bytes
+    n_fit = int(spare // per_layer) if per_layer > 0 and spare > 0 else 0
     return SearchSpace(chunks=chunks, thresholds=thresholds, gpu_experts_max=max(0, min(model.num_experts, n_fit)),
                        kv_units_min=kv_units_min, kv_units_max=max(kv_units_min, kv_units_max), threads=threads,
                        threadpools=pools, max_running_requests=running, tp=tp, method=comp.method.name)

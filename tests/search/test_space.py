@@ -1,0 +1,96 @@
+"""The search space: its bounds obey the structural rules of docs/sglang-kt.md and are tight
+against the memory model (the largest values it offers fit, one more does not)."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kttune.config import LaunchConfig
+from kttune.cost.components import Components
+from kttune.memory.vram import vram_breakdown
+from kttune.search.evaluate import Budget
+from kttune.search.space import KV_UNIT, MIN_USEFUL_KV_TOKENS, build_space, kt_run_default, minimal_config
+from kttune.search.workload import load_workload
+from kttune.units import GIB
+from tests.helpers import model, profile
+
+CASES = [("qwen3-30b-a3b", "BF16"), ("qwen3-30b-a3b", "AMXINT4"), ("kimi-k2-thinking", "RAWINT4"),
+         ("deepseek-v3", "FP8"), ("minimax-m2.1", "FP8"), ("gpt-oss-120b", "MXFP4")]
+
+
+def space_for(name, method, vram_gib=80, wl="rag", tp=1):
+    m = model(name)
+    comp = Components(profile(), m, method, tp)
+    workload = load_workload(wl).clipped(m.max_position_embeddings)
+    budget = Budget(int(vram_gib * GIB), 1024 * GIB)
+    return comp, workload, budget, build_space(comp, workload, budget, tp)
+
+
+def fits(m, c: LaunchConfig, budget: Budget) -> bool:
+    return vram_breakdown(m, c).runtime_peak_bytes <= budget.usable_vram_bytes
+
+
+@pytest.mark.parametrize("name,method", CASES)
+def test_structural_rules(name, method):
+    comp, wl, budget, s = space_for(name, method)
+    assert max(s.thresholds) <= max(s.chunks)
+    assert max(s.chunks) <= max(1024, comp.model.max_position_embeddings)
+    if not comp.method.layerwise:
+        assert s.thresholds == (0,)  # the layerwise crash of non-native methods is never proposed
+    else:
+        assert 0 in s.thresholds and len(s.thresholds) > 1
+    assert s.kv_units_min * KV_UNIT >= max(MIN_USEFUL_KV_TOKENS, wl.max_prompt_tokens + wl.output_tokens)
+    assert s.kv_units_max >= s.kv_units_min
+    assert set(s.threads) == set(comp.cpu_thread_options())
+
+
+@pytest.mark.parametrize("name,method", CASES)
+def test_the_largest_offered_values_fit_and_one_more_expert_does_not(name, method):
+    comp, wl, budget, s = space_for(name, method)
+    m = comp.model
+    least = minimal_config(comp, s.tp, s.threads[0], s.threadpools, s.kv_units_min * KV_UNIT, s.max_running_requests)
+    if not fits(m, least, budget):
+        pytest.skip("nothing fits this budget")  # check_request reports it; the bounds are moot
+    most_kv = least.__class__(**{**least.to_dict(), "max_total_tokens": s.kv_units_max * KV_UNIT})
+    assert fits(m, most_kv, budget)
+    n = s.gpu_experts_max
+    at_max = least.__class__(**{**least.to_dict(), "num_gpu_experts": n})
+    assert fits(m, at_max, budget)
+    if n < m.num_experts:
+        assert not fits(m, least.__class__(**{**least.to_dict(), "num_gpu_experts": n + 1}), budget)
+
+
+@settings(max_examples=15, deadline=None)
+@given(case=st.sampled_from(CASES), small=st.integers(24, 80), extra=st.integers(1, 60))
+def test_more_vram_never_shrinks_the_space(case, small, extra):
+    *_, a = space_for(*case, vram_gib=small)
+    *_, b = space_for(*case, vram_gib=small + extra)
+    assert b.gpu_experts_max >= a.gpu_experts_max
+    assert b.kv_units_max >= a.kv_units_max
+
+
+@pytest.mark.parametrize("name,method", CASES)
+def test_suggested_configs_stay_in_bounds_and_round_trip(name, method):
+    comp, wl, budget, s = space_for(name, method)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
+    for _ in range(30):
+        trial = study.ask()
+        c = s.suggest(trial)
+        assert c.chunked_prefill_size in s.chunks and c.gpu_prefill_token_threshold in s.thresholds
+        assert 0 <= c.num_gpu_experts <= s.gpu_experts_max
+        assert s.kv_units_min * KV_UNIT <= c.max_total_tokens <= s.kv_units_max * KV_UNIT
+        assert c.cpuinfer_threads in s.threads and c.method == comp.method.name
+        assert s.params_of(c) == trial.params  # an enqueued config is the trial it came from
+        study.tell(trial, 1.0)
+
+
+@pytest.mark.parametrize("name,method", CASES)
+def test_kt_run_default_keeps_the_threshold_legal(name, method):
+    comp, wl, budget, s = space_for(name, method)
+    d = kt_run_default(s, cores=16)
+    assert d.gpu_prefill_token_threshold == (4096 if comp.method.layerwise and 4096 in s.thresholds else 0)
+    assert d.num_gpu_experts == min(1, s.gpu_experts_max)
+    assert d.chunked_prefill_size == (4096 if 4096 in s.chunks else s.chunks[-1])
