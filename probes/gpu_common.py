@@ -239,7 +239,6 @@ def cuda_time_point(
     return point_from_samples(x, samples, extra)
 
 
-
 def free_host_bytes() -> int:
     try:
         import psutil

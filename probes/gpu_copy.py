@@ -18,7 +18,6 @@ from kttune.probes.gpu_common import bound_to_node, cuda_time_point, gpu_numa_no
 from kttune.units import GIB, MIB
 
 
-
 def copy_sizes(max_bytes: int, quick: bool = False) -> list[int]:
     """1 MB, 4 MB, 16 MB, ... (x4; x16 in quick mode) up to and including `max_bytes`."""
     step = 16 if quick else 4

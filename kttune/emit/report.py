@@ -12,7 +12,6 @@ from kttune.memory.vram import VramBreakdown
 from kttune.units import GB, GIB
 
 
-
 def _ms(v: float | None) -> str:
     if v is None:
         return "-"

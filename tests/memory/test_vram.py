@@ -14,7 +14,6 @@ from kttune.units import GB, GIB
 from tests.helpers import cfg, model
 
 
-
 def layerwise_extra(name: str, method: str, chunk: int = 1024) -> int:
     b = vram_breakdown(model(name), cfg(method, chunked_prefill_size=chunk, gpu_prefill_token_threshold=chunk))
     return b.layerwise_extra_bytes

@@ -14,7 +14,6 @@ from kttune.units import GIB
 from tests.helpers import model, profile
 
 
-
 def request(name="qwen3-30b-a3b", method=None, vram=32, ram=128, tp=1, wl="rag"):
     m = model(name)
     return SearchRequest(model=m, method=method or m.default_method, profile=profile(),
