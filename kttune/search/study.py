@@ -74,7 +74,7 @@ class SearchResult:
 
 
 def check_request(req: SearchRequest) -> None:
-    """Structural rules that no search can satisfy (docs/sglang-kt.md: FP8 divisibility, the threshold rules))."""
+    """Structural rules that no search can satisfy (docs/sglang-kt.md#fp8-divisibility)."""
     method = get_method(req.method)
     if req.tp < 1:
         raise UserError(f"--gpus {req.tp} must be at least 1", "pass the number of GPUs (tensor-parallel size)")

@@ -6,7 +6,7 @@ file of their own."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
@@ -38,8 +38,6 @@ class Workload:
         cap = max(1, context_len - self.output_tokens)
         if self.max_prompt_tokens <= cap:
             return self
-        from dataclasses import replace
-
         return replace(self, prompt_tokens=tuple(min(p, cap) for p in self.prompt_tokens))
 
 
