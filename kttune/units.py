@@ -35,7 +35,3 @@ def parse_size_bytes(text: str, what: str = "--vram") -> int:
     if value <= 0:
         raise UserError(f"{what} {text!r} must be positive", "give a size such as 32G or 24GB")
     return int(value)
-
-
-def gib(n_bytes: float) -> float:
-    return n_bytes / GIB
