@@ -37,6 +37,7 @@ import torch
 
 from kttune.kernels import int4 as int4_fmt
 from kttune.spec.methods import FP8_BLOCK, bytes_per_expert, get_method
+from kttune.units import MIB
 
 FP8_E4M3_MAX = 448.0
 INT4_GROUP = int4_fmt.GROUP
@@ -176,7 +177,7 @@ _QUANT = {
 # ---- random synthesis -----------------------------------------------------------------------------------
 
 
-def fill_random_(t: torch.Tensor, seed: int = 0, block_bytes: int = 64 << 20) -> None:
+def fill_random_(t: torch.Tensor, seed: int = 0, block_bytes: int = 64 * MIB) -> None:
     """Fill a (large) tensor with non-zero random bytes quickly: one random block, tiled. Byte values
     stay away from the fp8 NaN codes (0x7f/0xff) so any fp8 view is finite."""
     flat = t.view(torch.uint8).view(-1)
@@ -238,7 +239,7 @@ class HostExperts:
         layer is at most 64 MiB, else 4."""
         layer = cls.empty(method, hidden, inter, experts)
         if distinct is None:
-            distinct = experts if layer.nbytes <= 64 << 20 else 4
+            distinct = experts if layer.nbytes <= 64 * MIB else 4
         distinct = max(1, min(distinct, experts))
         g = torch.Generator().manual_seed(seed)
         for k in layer.kinds:

@@ -1,6 +1,6 @@
 """Stage A probe: kt-kernel's `write_weight_scale_to_buffer_task` throughput per method.
 
-Stage A of the layerwise pipeline (kt-sglang.md §3.2): rank 0's kt-kernel threads write one expert,
+Stage A of the layerwise pipeline (docs/sglang-kt.md#the-two-prefill-paths): rank 0's kt-kernel threads write one expert,
 already in the GPU layout and split into TP shards, into a host slot; stage B copies the slot to the
 GPU. This probe times exactly that call on a layer built the way `probes/cpu_moe.py` builds it, for
 experts of a few sizes, writing experts in turn (so the source is not cache-hot). The slot is pinned

@@ -3,7 +3,7 @@ with the batch and the context."""
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kttune.cost.components import Components
@@ -13,7 +13,7 @@ from tests.helpers import cfg, model, profile
 COMP = Components(profile(), model("qwen3-30b-a3b"), "BF16")
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batch=st.integers(1, 256), threshold=st.sampled_from([0, 1, 64, 4096]))
 def test_decode_never_goes_layerwise(batch, threshold):
     # even a threshold the batch reaches leaves decode on the hybrid path: no layer load in the step
@@ -21,7 +21,7 @@ def test_decode_never_goes_layerwise(batch, threshold):
     assert decode_step_ms(COMP, cfg("BF16", gpu_prefill_token_threshold=threshold), batch, 4096) == plain
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batch=st.integers(1, 128), more=st.integers(1, 128), ctx=st.integers(1, 100_000), more_ctx=st.integers(1, 100_000))
 def test_a_bigger_batch_or_context_is_never_faster(batch, more, ctx, more_ctx):
     t = decode_step_ms(COMP, cfg("BF16"), batch, ctx)

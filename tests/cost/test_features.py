@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kttune.cost.features import attention_prefill_flops, expected_experts_touched, gemm_features, moe_features
@@ -26,7 +26,7 @@ def test_experts_touched_matches_a_simulation(tokens, top_k, experts, subset):
     assert expected_experts_touched(tokens, top_k, experts, subset) == pytest.approx(hit / runs, rel=0.03)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(m=st.integers(1, 10**5), k=st.integers(1, 8), e=st.integers(8, 512), s=st.integers(0, 512))
 def test_experts_touched_is_bounded_and_grows_with_tokens(m, k, e, s):
     s = min(s, e)

@@ -7,7 +7,7 @@ from dataclasses import replace
 from importlib import resources
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kttune.errors import UserError
@@ -49,7 +49,7 @@ _curves = st.lists(st.builds(Curve, kind=st.sampled_from(sorted(CURVE_KINDS)), x
                    max_size=4)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(curves=_curves)
 def test_any_curves_round_trip(curves, tmp_path_factory):
     base = load_shipped(shipped_names()[0])

