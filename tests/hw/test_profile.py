@@ -39,7 +39,7 @@ _points = st.lists(
     st.builds(Point, x=st.floats(1, 1e12), t_ms=st.floats(1e-4, 1e5), t_ms_p10=st.floats(1e-4, 1e5),
               t_ms_p90=st.floats(1e-4, 1e5), n=st.integers(0, 1000),
               extra=st.dictionaries(st.sampled_from(["gbps", "overlap", "note"]),
-                                    st.one_of(st.floats(0, 1e3), st.text(max_size=5)), max_size=2)),
+                                    st.one_of(st.floats(0, 1e3, allow_subnormal=False), st.text(max_size=5)), max_size=2)),
     min_size=1, max_size=5)
 _curves = st.lists(st.builds(Curve, kind=st.sampled_from(sorted(CURVE_KINDS)), x_unit=st.sampled_from(["tokens", "bytes"]),
                              points=_points.map(tuple),

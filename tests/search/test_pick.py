@@ -29,13 +29,13 @@ def dominates(a: Evaluation, b: Evaluation) -> bool:
 def test_the_front_is_exactly_the_undominated(es):
     front = pareto_front(es)
     assert all(not dominates(o, f) for f in front for o in es)  # nothing beats a front member
-    for e in es:  # everything else is beaten or matched by a front member
-        assert any(f.mean_ttft_ms <= e.mean_ttft_ms and f.decode_tok_s >= e.decode_tok_s for f in front)
+    for e in es:  # everything else is beaten or matched (throughputs within 1e-9 tok/s count as equal)
+        assert any(f.mean_ttft_ms <= e.mean_ttft_ms and f.decode_tok_s >= e.decode_tok_s - 1e-9 for f in front)
     assert [f.mean_ttft_ms for f in front] == sorted(f.mean_ttft_ms for f in front)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(evals, st.floats(0, 1), st.floats(0, 1))
+@given(evals, st.floats(0, 1, allow_subnormal=False), st.floats(0, 1, allow_subnormal=False))
 def test_more_decode_weight_never_picks_slower_decode(es, w1, w2):
     front = pareto_front(es)
     lo, hi = sorted((w1, w2))
