@@ -15,8 +15,7 @@ from kttune.hw.registry import default_shipped_name, load_shipped, shipped_names
 from kttune.search.evaluate import Budget, evaluate
 from kttune.search.workload import load_workload
 from kttune.spec.loader import load_model
-
-GIB = 2**30
+from kttune.units import GIB
 
 
 @pytest.fixture(autouse=True)

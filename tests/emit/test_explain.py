@@ -12,9 +12,9 @@ from kttune.cost.prefill import prefill_time_ms
 from kttune.emit.explain import explain
 from kttune.search.evaluate import Budget, evaluate
 from kttune.search.workload import load_workload
+from kttune.units import GIB
 from tests.helpers import cfg, model, profile
 
-GIB = 2**30
 BUDGET = Budget(80 * GIB, 1024 * GIB)
 
 
