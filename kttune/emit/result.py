@@ -65,7 +65,8 @@ def search_dict(req, paths, res, ex, argv: list[str]) -> dict:
     `res` a SearchResult, `ex` the Explanation of `res.best`."""
     out = _request_context(req)
     out.update(pick=evaluation_dict(res.best), command=list(argv),
-               crossover_tokens=ex.crossover_tokens, reasons=list(ex.reasons), notes=list(ex.notes + paths.notes),
+               crossover_tokens=ex.crossover_tokens, by_prompt_tokens=[length_row_dict(r) for r in ex.rows],
+               reasons=list(ex.reasons), notes=list(ex.notes + paths.notes),
                model_fits=ex.fits,
                pareto=[evaluation_dict(e) for e in res.pareto],
                kt_run_default=evaluation_dict(res.baseline) if res.baseline else None,

@@ -1,0 +1,46 @@
+"""`kttune report`: a Markdown report with PNG figures from saved kttune results. Thin: reads the
+documents, calls kttune.emit.markdown_report.write_report, prints what it wrote. Registered by
+`kttune.cli` when this module is present."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+DEFAULT_DIR = "kttune-report"
+
+
+def report(
+    files: list[Path] = typer.Argument(..., help="JSON documents: `kttune search --json`, `kttune explain --json`, "
+                                             "`kttune probe --json` (or a profile file), path-runner and simulation "
+                                             "results; a directory stands for the *.json files in it."),
+    out: Path = typer.Option(Path(DEFAULT_DIR), "--out", "-o", help="Directory for report.md and its PNG figures (created if needed)."),
+    title: Optional[str] = typer.Option(None, "--title", help="Report title (default: 'kttune report')."),
+    json_out: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
+) -> None:
+    """Write a Markdown report with figures (prefill against prompt length, VRAM, Pareto front, probe
+    curves, path-runner calibration, schedule simulation) from saved results. No display needed."""
+    from kttune.emit.markdown_report import read_inputs, write_report
+
+    written = write_report(out, read_inputs([str(f) for f in files]), title or "kttune report")
+    print_written(written, json_out)
+
+
+def print_written(written, json_out: bool = False, stderr: bool = False) -> None:
+    """Say where a report went: its Markdown file and figures (JSON with --json)."""
+    if json_out:
+        typer.echo(json.dumps({"markdown": str(written.markdown),
+                               "figures": [{"path": str(f.path), "title": f.title, "provenance": f.provenance}
+                                           for f in written.figures]}, indent=1))
+        return
+    from rich.console import Console
+
+    c = Console(stderr=stderr)
+    c.print(f"report: {written.markdown} ({len(written.figures)} figures)", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report)

@@ -1,0 +1,293 @@
+"""A Markdown report with PNG figures, written into a directory: from search/explain results,
+hardware profiles, path-runner results and simulation results (the JSON documents kttune prints).
+
+`kttune report FILE.json...` rebuilds a report from saved documents; `--report DIR` on the commands
+that produce them writes one directly. Every figure carries its provenance (kttune.emit.figures),
+repeated in the caption under it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from kttune.errors import UserError
+
+GIB = 1024**3
+
+
+@dataclass
+class ReportInputs:
+    """What a report is built from. Each list holds plain JSON-ready documents."""
+
+    results: list[dict] = field(default_factory=list)  # `kttune search --json` / `kttune explain --json`
+    profiles: list[dict] = field(default_factory=list)  # hardware profiles (`kttune probe --json`)
+    runs: list[dict] = field(default_factory=list)  # path-runner rows (schema: figures.fig_calibration)
+    sims: list[dict] = field(default_factory=list)  # simulation results (schema: figures.fig_schedules)
+
+    def empty(self) -> bool:
+        return not (self.results or self.profiles or self.runs or self.sims)
+
+
+@dataclass(frozen=True)
+class FigureFile:
+    path: Path
+    title: str
+    provenance: str
+
+
+@dataclass(frozen=True)
+class WrittenReport:
+    markdown: Path
+    figures: tuple[FigureFile, ...]
+    documents: tuple[Path, ...] = ()
+
+
+# ---- reading documents ---------------------------------------------------------------------------
+# Adapter points: the path runner and the simulator print their own JSON; `runner_rows` and
+# `sim_result` turn a document into the schemas the figures take. Extend them there.
+
+
+def runner_rows(doc: Any) -> list[dict] | None:
+    """Path-runner rows {path, tokens, chunk, predicted_ms, measured_ms} from a runner document:
+    {"runs": [rows]} or a bare list of rows. None when `doc` is not one."""
+    rows = doc.get("runs") if isinstance(doc, dict) else doc
+    if isinstance(rows, list) and rows and all(isinstance(r, dict) and "measured_ms" in r and "predicted_ms" in r
+                                               for r in rows):
+        return rows
+    return None
+
+
+def sim_result(doc: Any) -> dict | None:
+    """A simulation result {"schedules": {name: {ttft_s, tbt_s, attainment}}, "slo": {...}}, or None."""
+    if isinstance(doc, dict) and isinstance(doc.get("schedules"), dict):
+        return doc
+    return None
+
+
+def classify(doc: Any) -> str | None:
+    """"profile", "search", "explain", "runner", "sim", or None for a document no figure reads."""
+    if isinstance(doc, dict) and doc.get("format") == "kttune-hardware-profile":
+        return "profile"
+    if isinstance(doc, dict) and "pick" in doc and "pareto" in doc:
+        return "search"
+    if isinstance(doc, dict) and "evaluation" in doc and "by_prompt_tokens" in doc:
+        return "explain"
+    if runner_rows(doc) is not None:
+        return "runner"
+    if sim_result(doc) is not None:
+        return "sim"
+    return None
+
+
+def read_inputs(paths: list[str | os.PathLike]) -> ReportInputs:
+    """Load and sort the documents. A directory stands for the *.json files in it."""
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files += sorted(p.glob("*.json"))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise UserError(f"{str(p)!r} does not exist", "pass JSON files written by kttune (search/explain/probe --json)")
+    if not files:
+        raise UserError("no JSON documents to report on", "pass files written by `kttune search --json > r.json` "
+                        "or `kttune probe --json`, or a directory holding them")
+    inp = ReportInputs()
+    for f in files:
+        try:
+            doc = json.loads(f.read_text())
+        except json.JSONDecodeError as e:
+            raise UserError(f"{str(f)!r} is not valid JSON (line {e.lineno}: {e.msg})",
+                            "pass the file kttune wrote with --json (stdout only)") from None
+        kind = classify(doc)
+        if kind is None:
+            raise UserError(f"{str(f)!r} is no kttune result, profile, path-runner or simulation document",
+                            "pass the output of `kttune search/explain/probe --json`")
+        if kind in ("search", "explain"):
+            inp.results.append(doc)
+        elif kind == "profile":
+            inp.profiles.append(doc)
+        elif kind == "runner":
+            inp.runs += runner_rows(doc) or []
+        else:
+            inp.sims.append(sim_result(doc))
+    return inp
+
+
+# ---- writing ---------------------------------------------------------------------------------------
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _save_figure(fig, out_dir: Path, stem: str, title: str, figures: list[FigureFile]) -> FigureFile:
+    from kttune.emit.figures import provenance_of, save_png
+
+    path = out_dir / f"{stem}.png"
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".png", dir=out_dir)
+    os.close(fd)
+    try:
+        save_png(fig, tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    ff = FigureFile(path, title, provenance_of(fig))
+    figures.append(ff)
+    return ff
+
+
+def _figure_md(ff: FigureFile) -> list[str]:
+    return [f"![{ff.title}]({ff.path.name})", "", f"*{ff.title}.* {ff.provenance}.", ""]
+
+
+def dashboard_command(storage: str) -> str:
+    """The command that opens a study's storage in optuna-dashboard (a journal file path or an RDB URL)."""
+    import shlex
+
+    return f"optuna-dashboard {shlex.quote(storage)}"
+
+
+def _result_section(doc: dict, k: str, out_dir: Path, runs: list[dict], figures: list[FigureFile]) -> list[str]:
+    from kttune.emit import figures as F
+
+    is_search = "pick" in doc
+    ev = doc["pick"] if is_search else doc["evaluation"]
+    flags, pred = ev["flags"], ev["predicted"]
+    m, prof, wl = doc.get("model", {}), doc.get("profile", {}), doc.get("workload", {})
+    lines = [f"## {'Search' if is_search else 'Explanation'}: {m.get('name')} ({m.get('method')}) "
+             f"on {prof.get('machine')}", ""]
+    lines += [f"- profile: {prof.get('machine')} ({prof.get('kind')}, fingerprint `{prof.get('fingerprint')}`, "
+              f"created {prof.get('created')})",
+              f"- workload: {wl.get('name')} (concurrency {wl.get('concurrency')}, decode weight {wl.get('decode_weight')})",
+              f"- VRAM budget {doc['budget']['vram_bytes_per_gpu'] / GIB:.1f} GiB per GPU "
+              f"(margin {doc['budget'].get('vram_margin', 0):.0%}), host RAM {doc['budget']['host_ram_bytes'] / GIB:.0f} GiB",
+              f"- predicted: mean prefill {pred['mean_prefill_ms'] / 1e3:.2f} s over the workload, decode "
+              f"{pred['decode_tok_s']:.1f} tok/s at batch {pred['decode_batch']}, runtime peak "
+              f"{ev['vram_bytes_per_gpu']['runtime_peak_bytes'] / GIB:.1f} GiB",
+              f"- crossover of the two paths: {doc.get('crossover_tokens') or 'none'} tokens per forward", ""]
+    lines += ["| flag | value |", "|---|---|"]
+    for key, flag in (("num_gpu_experts", "--kt-num-gpu-experts"), ("chunked_prefill_size", "--chunked-prefill-size"),
+                      ("gpu_prefill_token_threshold", "--kt-gpu-prefill-token-threshold"),
+                      ("max_total_tokens", "--max-total-tokens"), ("cpuinfer_threads", "--kt-cpuinfer"),
+                      ("threadpool_count", "--kt-threadpool-count")):
+        lines.append(f"| `{flag}` | {flags[key]} |")
+    lines.append("")
+    if doc.get("command"):
+        from kttune.emit.launch import launch_command
+
+        lines += ["```bash", launch_command(doc["command"]), "```", ""]
+    for r in doc.get("reasons", ()):
+        lines.append(f"- {r}")
+    lines.append("")
+    st = doc.get("study")
+    if st:
+        lines += [f"Optuna study `{st['name']}` ({st.get('trials')} trials, {st.get('feasible')} feasible) in "
+                  f"`{st['storage']}`. Open it in optuna-dashboard (objectives: mean prefill s, decode tok/s):", "",
+                  "```bash", dashboard_command(st["storage"]), "```", ""]
+    figs: list[tuple[str, str, Callable[[], Any]]] = []
+    if doc.get("by_prompt_tokens"):
+        figs.append(("prefill", "Prefill time and throughput against prompt length",
+                     lambda: F.fig_prefill(doc, runs)))
+    if is_search:
+        figs.append(("vram", "VRAM of the pick against the budget, beside the runner-ups", lambda: F.fig_vram(doc)))
+        figs.append(("pareto", "Pareto front of the search", lambda: F.fig_pareto(doc, F.study_trials(doc))))
+    for stem, title, make in figs:
+        lines += _figure_md(_save_figure(make(), out_dir, f"{stem}{k}", title, figures))
+    return lines
+
+
+def _profile_section(doc: dict, k: str, out_dir: Path, figures: list[FigureFile]) -> list[str]:
+    from kttune.emit import figures as F
+
+    p = doc.get("provenance", {})
+    cpu = doc.get("inventory", {}).get("cpu", {})
+    gpus = doc.get("inventory", {}).get("gpus", [])
+    lines = [f"## Probe: {p.get('machine')}", "",
+             f"- {p.get('kind')} profile, fingerprint `{doc.get('fingerprint')}`, created {p.get('created')}",
+             f"- CPU: {cpu.get('model')}, {cpu.get('physical_cores')} cores; GPUs: "
+             + (", ".join(g.get("name", "?") for g in gpus) or "none"),
+             f"- command: `{p.get('command')}`", ""]
+    kinds = {c["kind"] for c in doc.get("curves", ()) if c.get("points")}
+    plan = [("cpu_moe", "cpu-moe", "CPU MoE time against tokens per method and thread count", F.fig_cpu_moe),
+            ("h2d", "h2d", "Host-device copy bandwidth against size", F.fig_h2d),
+            ("pipeline", "pipeline", "Layerwise pipeline stages against the layer time", F.fig_pipeline)]
+    for kind, stem, title, fn in plan:
+        if kind in kinds:
+            lines += _figure_md(_save_figure(fn(doc), out_dir, f"{stem}{k}", title, figures))
+    return lines
+
+
+def write_report(out_dir: str | os.PathLike, inputs: ReportInputs, title: str = "kttune report",
+                 save_documents: bool = False) -> WrittenReport:
+    """Write `report.md` and its PNG figures into `out_dir` (created if needed; files are written
+    atomically). With `save_documents`, the input documents go beside them as JSON, so that
+    `kttune report DIR` rebuilds the report."""
+    from kttune.emit import figures as F
+    from kttune.emit.result import kttune_version
+    from kttune.hw.profile import write_json_atomic
+
+    if inputs.empty():
+        raise UserError("nothing to report", "pass search, explain, probe, path-runner or simulation results")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    figures: list[FigureFile] = []
+    docs: list[Path] = []
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    lines = [f"# {title}", "", f"Written by kttune {kttune_version()} at {now}. Each figure names the profile "
+             "it rests on, where that profile was measured, and the calibration error.", ""]
+
+    def suffix(i: int, n: int) -> str:
+        return f"-{i + 1}" if n > 1 else ""
+
+    for i, doc in enumerate(inputs.results):
+        lines += _result_section(doc, suffix(i, len(inputs.results)), out, inputs.runs, figures)
+    for i, doc in enumerate(inputs.profiles):
+        lines += _profile_section(doc, suffix(i, len(inputs.profiles)), out, figures)
+    if inputs.runs:
+        ref = inputs.results[0] if inputs.results else (inputs.profiles[0] if inputs.profiles else None)
+        cal = F.calibration_error(inputs.runs)
+        lines += ["## Path runner against the cost model", "",
+                  f"{cal['n']} runs: median |measured / predicted - 1| {cal['median_abs_rel']:.1%}, "
+                  f"max {cal['max_abs_rel']:.1%}.", ""]
+        lines += _figure_md(_save_figure(F.fig_calibration(inputs.runs, ref), out, "calibration",
+                                         "Predicted against measured prefill", figures))
+    for i, sim in enumerate(inputs.sims):
+        lines += ["## Serving simulation: prefill schedules", ""]
+        for name, s in sim["schedules"].items():
+            lines.append(f"- {name}: {len(s.get('ttft_s') or ())} requests, "
+                         f"{len(s.get('attainment') or ())} arrival rates")
+        lines.append("")
+        lines += _figure_md(_save_figure(F.fig_schedules(sim, inputs.results[0] if inputs.results else None), out,
+                                         f"schedules{suffix(i, len(inputs.sims))}", "Schedules: TTFT, TBT, attainment",
+                                         figures))
+    if save_documents:
+        named = [(f"result{suffix(i, len(inputs.results))}.json", d) for i, d in enumerate(inputs.results)]
+        named += [(f"profile{suffix(i, len(inputs.profiles))}.json", d) for i, d in enumerate(inputs.profiles)]
+        if inputs.runs:
+            named.append(("runs.json", {"runs": inputs.runs}))
+        named += [(f"simulation{suffix(i, len(inputs.sims))}.json", d) for i, d in enumerate(inputs.sims)]
+        for name, d in named:
+            docs.append(write_json_atomic(out / name, d))
+    md = out / "report.md"
+    _write_text_atomic(md, "\n".join(lines).rstrip() + "\n")
+    return WrittenReport(md, tuple(figures), tuple(docs))
