@@ -188,12 +188,12 @@ def vram_candidates(doc: dict, neighbours: int = 2) -> list[tuple[str, dict]]:
     `neighbours` on each side by mean prefill time) and the `kt run` defaults, as (label, evaluation)."""
     front = sorted(doc.get("pareto") or [], key=lambda e: e["predicted"]["mean_prefill_ms"])
     pick = doc["pick"]
-    i = next((k for k, e in enumerate(front) if _same_flags(e["flags"], pick["flags"])), None)
+    # the pick may sit off the stored front (the search snaps its threshold to the crossover when
+    # the workload cannot tell thresholds apart): its neighbours are then those around its prefill time
+    front = [e for e in front if not _same_flags(e["flags"], pick["flags"])]
+    i = sum(e["predicted"]["mean_prefill_ms"] < pick["predicted"]["mean_prefill_ms"] for e in front)
     out = [("pick", pick)]
-    if i is not None:
-        others = front[max(0, i - neighbours):i] + front[i + 1:i + 1 + neighbours]
-    else:
-        others = front[:2 * neighbours]
+    others = front[max(0, i - neighbours):i] + front[i:i + neighbours]
     for e in sorted(others, key=lambda e: e["predicted"]["mean_prefill_ms"]):
         out.append(("Pareto", e))
     if doc.get("kt_run_default"):
