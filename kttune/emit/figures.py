@@ -103,6 +103,17 @@ def provenance_of(fig) -> str:
     return ""
 
 
+def _token_formatter():
+    """Tick labels for token counts on a log-2 axis: 512, 2K, 32K (K = 1024)."""
+    from matplotlib.ticker import FuncFormatter
+
+    def fmt(x: float, _pos) -> str:
+        n = int(round(x))
+        return f"{n // 1024}K" if n >= 1024 and n % 1024 == 0 else f"{n:,}"
+
+    return FuncFormatter(fmt)
+
+
 def _flags(doc: dict) -> dict:
     """Picked flags of a search result, or the evaluated flags of an explanation."""
     for key in ("pick", "evaluation"):
@@ -140,15 +151,16 @@ def fig_prefill(doc: dict, runs: Iterable[dict] | None = None):
     fig = _new_figure(8.0, 6.4)
     ax_t, ax_r = fig.subplots(2, 1, sharex=True)
     xs = [r["prompt_tokens"] for r in rows]
-    series = [("hybrid only", "hybrid_ms", "tab:orange", "-"), ("layerwise only", "layerwise_ms", "tab:blue", "-"),
-              ("picked", "picked_ms", "black", "--")]
-    for label, key, color, ls in series:
+    # the picked line runs on top of one path or the other: draw the paths wide and pale under it
+    series = [("hybrid only", "hybrid_ms", "tab:orange", "-", 4.0, 0.55), ("layerwise only", "layerwise_ms", "tab:blue", "-", 4.0, 0.55),
+              ("picked", "picked_ms", "black", "--", 1.4, 1.0)]
+    for label, key, color, ls, lw, alpha in series:
         pts = [(r["prompt_tokens"], r[key]) for r in rows if r.get(key) is not None]
         if not pts:
             continue
         px = [p for p, _ in pts]
-        ax_t.plot(px, [ms / 1e3 for _, ms in pts], ls, color=color, marker="o", ms=3, label=label)
-        ax_r.plot(px, [p / (ms / 1e3) for p, ms in pts], ls, color=color, marker="o", ms=3, label=label)
+        ax_t.plot(px, [ms / 1e3 for _, ms in pts], ls, color=color, marker="o", ms=3, lw=lw, alpha=alpha, label=label)
+        ax_r.plot(px, [p / (ms / 1e3) for p, ms in pts], ls, color=color, marker="o", ms=3, lw=lw, alpha=alpha, label=label)
     for path, color in (("hybrid", "tab:orange"), ("layerwise", "tab:blue")):
         pts = [(r["tokens"], r["measured_ms"]) for r in runs
                if r.get("path") == path and r.get("chunk") == chunk and r.get("measured_ms")]
@@ -163,8 +175,9 @@ def fig_prefill(doc: dict, runs: Iterable[dict] | None = None):
         if thr:
             ax.axvline(thr, color="tab:red", ls="-.", lw=1.5, label=f"threshold {thr:,}")
         ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.xaxis.set_major_formatter(_token_formatter())
         ax.grid(True, which="both", alpha=0.3)
-    ax_t.set_yscale("log")
     ax_t.set_ylabel("prefill time (s)")
     ax_r.set_ylabel("prefill throughput (tokens/s)")
     ax_r.set_xlabel("prompt tokens (idle server)")
