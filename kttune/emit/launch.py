@@ -77,7 +77,8 @@ def launch_command(argv: list[str], multiline: bool = True) -> str:
     env = " ".join(f"{k}={v}" for k, v in ENV.items())
     if not multiline:
         return env + " " + shlex.join(argv)
-    lines, i = [env + " " + shlex.join(argv[:3])], 3
+    # the environment on a line of its own: every line stays within 80 columns for copying
+    lines, i = [env, shlex.join(argv[:3])], 3
     while i < len(argv):
         if argv[i].startswith("--") and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
             lines.append(f"  {argv[i]} {shlex.quote(argv[i + 1])}")

@@ -33,3 +33,13 @@ def test_command_text_is_shell_ready():
     text = launch_command(argv_for("qwen3-30b-a3b", "BF16", num_gpu_experts=4))
     assert text.startswith("PYTORCH_ALLOC_CONF=expandable_segments:True")
     assert "--kt-num-gpu-experts 4 \\" in text
+
+
+def test_multiline_command_is_the_same_command_in_80_columns():
+    import shlex
+
+    argv = argv_for("kimi-k2-thinking", "RAWINT4", num_gpu_experts=43)
+    text = launch_command(argv)
+    assert all(len(line) <= 80 for line in text.splitlines())
+    # backslash-newline continues the line: the shell reads exactly the one-line command
+    assert shlex.split(text.replace("\\\n", " ")) == shlex.split(launch_command(argv, multiline=False))
