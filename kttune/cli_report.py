@@ -11,6 +11,25 @@ from typing import Optional
 import typer
 
 DEFAULT_DIR = "kttune-report"
+REPORT_HELP = ("Also write DIR/report.md with PNG figures, and the JSON documents they come from "
+               "(`kttune report DIR` rebuilds it). No display needed.")
+
+
+def report_option():
+    """The `--report DIR` option, for any command whose result has figures."""
+    return typer.Option(None, "--report", help=REPORT_HELP)
+
+
+def write_command_report(report_dir: Path, json_out: bool = False, *, results=(), profiles=(), runs=(), sims=()):
+    """What `--report DIR` does after a command: write the report of its documents (search/explain
+    results, profiles, path-runner rows, simulation results) and say where it went (on stderr
+    when stdout carries JSON)."""
+    from kttune.emit.markdown_report import ReportInputs, write_report
+
+    written = write_report(report_dir, ReportInputs(results=list(results), profiles=list(profiles), runs=list(runs),
+                                                    sims=list(sims)), save_documents=True)
+    print_written(written, stderr=json_out)
+    return written
 
 
 def report(
