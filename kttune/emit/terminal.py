@@ -76,7 +76,7 @@ def split_columns(width: int, fixed: int, build: Callable[[Sequence[int]], Any],
 
 
 def ms_short(v: float | None) -> str:
-    """A duration in at most 7 cells: 0.123 ms, 12.3 ms, 123 ms, 1.23 s, 12.3 s, 123 s, 12.3 min."""
+    """A duration in at most 8 cells: 0.123 ms, 12.3 ms, 123 ms, 1.23 s, 12.3 s, 123 s, 12.3 min, 1.5 h."""
     if v is None:
         return "-"
     if v < 1:
@@ -90,7 +90,10 @@ def ms_short(v: float | None) -> str:
         return f"{s:.2f} s"
     if s < 600:
         return f"{s:.1f} s" if s < 100 else f"{s:.0f} s"
-    return f"{s / 60:.1f} min"
+    m = s / 60
+    if round(m, 1) < 100:
+        return f"{m:.1f} min"
+    return f"{m:.0f} min" if m < 600 else f"{m / 60:.1f} h"
 
 
 def tokens_short(n: int) -> str:
