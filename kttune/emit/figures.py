@@ -60,11 +60,13 @@ def provenance_text(doc: dict, runs: Iterable[dict] | None = None) -> str:
                 "created": p.get("created")}
     else:
         prof = doc.get("profile") or {}
-    kind = {"measured": "measured on", "datasheet": "derived from datasheets for",
-            "mixed": "measured (with shipped parts) on"}.get(prof.get("kind"), f"{prof.get('kind', '?')}:")
+        if isinstance(prof, str):  # a result that names its profile only
+            prof = {"machine": prof}
+    kind = {"measured": "measured on ", "datasheet": "derived from datasheets for ",
+            "mixed": "measured (with shipped parts) on "}.get(prof.get("kind"), f"{prof['kind']}: " if prof.get("kind") else "")
     when = f", {str(prof['created'])[:10]}" if prof.get("created") else ""
     fp = f" [{prof['fingerprint']}]" if prof.get("fingerprint") else ""
-    head = f"profile {kind} {prof.get('machine', '?')}{fp}{when}"
+    head = f"profile {kind}{prof.get('machine', '?')}{fp}{when}"
     cal = calibration_error(runs)
     if cal:
         tail = (f"calibration vs path runner: median |error| {cal['median_abs_rel']:.0%}, "
@@ -529,33 +531,44 @@ def fig_schedules(sim: dict, doc: dict | None = None):
     CDFs) and SLO attainment against the arrival rate.
 
     sim: {"schedules": {name: {"ttft_s": [samples], "tbt_s": [samples],
-                               "attainment": [[rate_req_per_s, share 0..1], ...]}},
-          "slo": {"ttft_s": float, "tbt_s": float}  (optional)}
-    A schedule may omit any of its three series. doc: an optional result or profile dict for the
-    provenance line. Axes [0] TTFT, [1] TBT: one line per schedule labelled with its name, xdata the
-    sorted samples, ydata the CDF; SLO vertical lines "TTFT SLO" / "TBT SLO". Axes [2]: one line per
-    schedule, xdata rates, ydata attainment."""
+                               "attainment": [[rate_req_per_s, share 0..1], ...],
+                               "ttft_pct_s": {"50": s, "90": s, "99": s},   (optional)
+                               "tbt_pct_s": {"50": s, ...}}},                (optional)
+          "slo": {"ttft_s": float, "tbt_s": float},  (optional)
+          "tbt_what": "every inter-token gap"}  (optional: what the TBT samples are)
+    A schedule may omit any series; percentiles are drawn (markers at their quantile) only where
+    samples are absent. doc: an optional result or profile dict for the provenance line.
+    Axes [0] TTFT, [1] TBT (in ms): one line per schedule labelled with its name, xdata the sorted
+    samples, ydata the empirical CDF (or the percentiles, labelled "<name> p50/p90/p99"); SLO
+    vertical lines "TTFT SLO" / "TBT SLO". Axes [2]: one line per schedule, xdata rates, ydata
+    attainment."""
     scheds = sim.get("schedules") or {}
     if not scheds:
         raise ValueError("the simulation result has no schedules")
     slo = sim.get("slo") or {}
     fig = _new_figure(13.0, 4.4)
     ax_ttft, ax_tbt, ax_att = fig.subplots(1, 3)
-    for name, s in scheds.items():
-        if s.get("ttft_s"):
-            ax_ttft.plot(*_ecdf(s["ttft_s"]), drawstyle="steps-post", label=name)
-        if s.get("tbt_s"):
-            ax_tbt.plot(*_ecdf([v * 1e3 for v in s["tbt_s"]]), drawstyle="steps-post", label=name)
+    for i, (name, s) in enumerate(scheds.items()):
+        color = f"C{i % 10}"
+        for ax, key, scale in ((ax_ttft, "ttft", 1.0), (ax_tbt, "tbt", 1e3)):
+            samples = [v for v in s.get(f"{key}_s") or () if v is not None]
+            pct = {float(q): v for q, v in (s.get(f"{key}_pct_s") or {}).items() if v is not None}
+            if samples:
+                ax.plot(*_ecdf([v * scale for v in samples]), drawstyle="steps-post", color=color, label=name)
+            elif pct:
+                qs = sorted(pct)
+                ax.plot([pct[q] * scale for q in qs], [q / 100 for q in qs], "o--", color=color, ms=4,
+                        label=f"{name} " + "/".join(f"p{q:g}" for q in qs))
         if s.get("attainment"):
             pts = sorted((float(r), float(a)) for r, a in s["attainment"])
-            ax_att.plot([r for r, _ in pts], [a for _, a in pts], marker="o", ms=3, label=name)
+            ax_att.plot([r for r, _ in pts], [a for _, a in pts], marker="o", ms=3, color=f"C{i % 10}", label=name)
     if slo.get("ttft_s"):
         ax_ttft.axvline(slo["ttft_s"], color="tab:red", ls="--", lw=1, label="TTFT SLO")
     if slo.get("tbt_s"):
         ax_tbt.axvline(slo["tbt_s"] * 1e3, color="tab:red", ls="--", lw=1, label="TBT SLO")
     ax_ttft.set_xscale("log")
     ax_ttft.set_xlabel("time to first token (s)")
-    ax_tbt.set_xlabel("time between tokens (ms)")
+    ax_tbt.set_xlabel(f"time between tokens (ms; {sim.get('tbt_what', 'every inter-token gap')})")
     for ax in (ax_ttft, ax_tbt):
         ax.set_ylabel("share of requests")
         ax.set_ylim(0, 1.02)

@@ -64,10 +64,40 @@ def runner_rows(doc: Any) -> list[dict] | None:
 
 
 def sim_result(doc: Any) -> dict | None:
-    """A simulation result {"schedules": {name: {ttft_s, tbt_s, attainment}}, "slo": {...}}, or None."""
-    if isinstance(doc, dict) and isinstance(doc.get("schedules"), dict):
+    """A simulation result in the schema `figures.fig_schedules` takes, or None when `doc` is not
+    one. Accepts that schema itself and `kttune simulate --json` ("schema": "kttune.simulate/1":
+    a list of schedules with percentiles and optional per-request samples, capacity curves)."""
+    if not isinstance(doc, dict):
+        return None
+    if isinstance(doc.get("schedules"), dict):
         return doc
+    if str(doc.get("schema", "")).startswith("kttune.simulate/") and isinstance(doc.get("schedules"), list):
+        return _from_simulate(doc)
     return None
+
+
+def _from_simulate(doc: dict) -> dict:
+    """`kttune simulate --json` -> the fig_schedules schema. TTFT: per-request samples when the run
+    kept them, else percentiles; TBT: the per-request longest gap when sampled, else the percentiles
+    of every gap; attainment: each schedule's capacity curve."""
+    curves = {c["schedule"]: [[p["rate_per_s"], p["attainment"]] for p in c.get("curve", ())]
+              for c in doc.get("capacity") or ()}
+    scheds, sampled_gaps = {}, False
+    for s in doc["schedules"]:
+        samples = s.get("samples") or {}
+        pct = lambda d, k=1.0: {q: d.get(f"p{q}") * k for q in ("50", "90", "99") if d and d.get(f"p{q}") is not None}  # noqa: E731
+        entry = {"ttft_s": samples.get("ttft_s"), "ttft_pct_s": pct(s.get("ttft_s") or {}),
+                 "attainment": curves.get(s["schedule"], [])}
+        if samples.get("max_tbt_ms"):
+            entry["tbt_s"] = [v / 1e3 for v in samples["max_tbt_ms"] if v is not None]
+            sampled_gaps = True
+        else:
+            entry["tbt_pct_s"] = pct(s.get("tbt_ms") or {}, 1e-3)
+        scheds[s["schedule"]] = entry
+    slo = doc.get("slo") or {}
+    return {"schedules": scheds, "profile": doc.get("profile"),
+            "slo": {"ttft_s": slo.get("ttft_s"), "tbt_s": (slo["tbt_ms"] / 1e3) if slo.get("tbt_ms") else None},
+            "tbt_what": "longest gap per request" if sampled_gaps else "every inter-token gap"}
 
 
 def classify(doc: Any) -> str | None:

@@ -78,3 +78,38 @@ def test_classify_and_bad_input(tmp_path, kimi):  # noqa: F811
     (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match="no JSON documents"):
         M.read_inputs([tmp_path / "empty"])
+
+
+SIMULATE_JSON = {  # the shape of `kttune simulate --json` (schema kttune.simulate/1), two schedules
+    "schema": "kttune.simulate/1", "profile": "h200-pcie5-xeon-amx-16c", "slo": {"ttft_s": 5.0, "tbt_ms": 250.0},
+    "schedules": [
+        {"schedule": "chunked", "ttft_s": {"p50": 1.0, "p90": 4.0, "p99": 9.0}, "tbt_ms": {"p50": 60.0, "p90": 200.0, "p99": 400.0},
+         "samples": {"prompt_tokens": [100, 200, 300], "ttft_s": [0.5, 1.0, 9.0], "max_tbt_ms": [80.0, 300.0, 120.0]}},
+        {"schedule": "layered", "ttft_s": {"p50": 1.2, "p90": 3.0, "p99": 4.0}, "tbt_ms": {"p50": 55.0, "p90": 90.0, "p99": 120.0},
+         "samples": None},
+    ],
+    "capacity": [{"schedule": "chunked", "curve": [{"rate_per_s": 0.5, "attainment": 1.0}, {"rate_per_s": 1.0, "attainment": 0.6}]},
+                 {"schedule": "layered", "curve": [{"rate_per_s": 0.5, "attainment": 1.0}, {"rate_per_s": 1.0, "attainment": 0.9}]}],
+}
+
+
+def test_simulate_json_adapts_to_the_schedule_figure():
+    from kttune.emit import figures as F
+    from .test_figures import lines_by_label, vlines
+
+    sim = M.sim_result(SIMULATE_JSON)
+    assert M.classify(SIMULATE_JSON) == "sim"
+    fig = F.fig_schedules(sim)
+    ax_ttft, ax_tbt, ax_att = fig.axes[:3]
+    ttft = lines_by_label(ax_ttft)
+    assert list(ttft["chunked"].get_xdata()) == [0.5, 1.0, 9.0]  # samples: an empirical CDF
+    assert list(ttft["layered p50/p90/p99"].get_xdata()) == [1.2, 3.0, 4.0]  # percentiles only
+    assert list(ttft["layered p50/p90/p99"].get_ydata()) == pytest.approx([0.5, 0.9, 0.99])
+    tbt = lines_by_label(ax_tbt)
+    assert list(tbt["chunked"].get_xdata()) == pytest.approx([80.0, 120.0, 300.0])
+    assert list(tbt["layered p50/p90/p99"].get_xdata()) == pytest.approx([55.0, 90.0, 120.0])
+    assert "longest gap per request" in ax_tbt.get_xlabel()
+    att = lines_by_label(ax_att)
+    assert list(att["layered"].get_ydata()) == [1.0, 0.9]
+    assert vlines(ax_tbt)["TBT SLO"] == pytest.approx(250.0)
+    assert "h200-pcie5-xeon-amx-16c" in F.provenance_of(fig)
