@@ -394,8 +394,10 @@ def fig_cpu_moe(profile: dict):
 
 
 def copy_gbps(point: dict) -> float:
-    """GB/s (1e9 bytes per second) of one copy-curve point."""
-    return point["x"] / 1e9 / (point["t_ms"] / 1e3)
+    """GB/s (1e9 bytes per second) of one copy-curve point; on an all-GPUs curve x is the bytes per
+    GPU and the rate is the aggregate over its `extra.gpus` GPUs (probes/gpu_copy.py)."""
+    gpus = (point.get("extra") or {}).get("gpus", 1)
+    return point["x"] * gpus / 1e9 / (point["t_ms"] / 1e3)
 
 
 def fig_h2d(profile: dict):
@@ -403,8 +405,9 @@ def fig_h2d(profile: dict):
     all GPUs at once, with the link's theoretical rate as a horizontal line.
 
     profile: a hardware profile dict; reads its `h2d` and `d2h` curves (params gpu, pinned) and the
-    points' `extra.link_theoretical_gbps`. Lines are labelled "<kind> <pinned|pageable> gpu <g>",
-    xdata bytes, ydata GB/s (`copy_gbps`); the limit lines "link limit <g> GB/s"."""
+    points' `extra.link_theoretical_gbps`. Lines are labelled "<kind> <pinned|pageable> gpu <g>"
+    (+ " (aggregate)" for all GPUs at once), xdata bytes (per GPU), ydata GB/s (`copy_gbps`); one
+    limit line per distinct rate, "link limit <rate> GB/s" (+ " (all GPUs)")."""
     curves = _curves(profile, "h2d") + _curves(profile, "d2h")
     if not curves:
         raise ValueError("the profile has no h2d/d2h curves (measured on a machine without a GPU?)")
@@ -415,6 +418,8 @@ def fig_h2d(profile: dict):
         p = c["params"]
         pts = sorted(c["points"], key=lambda pt: pt["x"])
         label = f"{c['kind']} {'pinned' if p.get('pinned') else 'pageable'} gpu {p.get('gpu')}"
+        if p.get("gpu") == "all":
+            label += " (aggregate)"
         color = {(True, "h2d"): "tab:blue", (True, "d2h"): "tab:cyan", (False, "h2d"): "tab:orange",
                  (False, "d2h"): "tab:brown"}[(bool(p.get("pinned")), c["kind"])]
         ax.plot([pt["x"] for pt in pts], [copy_gbps(pt) for pt in pts], "-" if c["kind"] == "h2d" else ":",
@@ -422,9 +427,10 @@ def fig_h2d(profile: dict):
         for pt in pts:
             lim = (pt.get("extra") or {}).get("link_theoretical_gbps")
             if lim:
-                limits.add((round(float(lim), 2), p.get("gpu")))
-    for lim, gpu in sorted({(lim, g) for lim, g in limits}, key=str):
-        ax.axhline(lim, color="black", lw=1, ls="--", label=f"link limit {lim:g} GB/s" + (" (all GPUs)" if gpu == "all" else ""))
+                limits.add((round(float(lim), 2), p.get("gpu") == "all"))
+    for lim, every in sorted(limits):
+        ax.axhline(lim, color="black", lw=1, ls="--" if not every else "-.",
+                   label=f"link limit {lim:g} GB/s" + (" (all GPUs)" if every else ""))
     ax.set_xscale("log", base=2)
     ax.set_xlabel("bytes per copy")
     ax.set_ylabel("GB/s")

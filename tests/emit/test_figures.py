@@ -249,6 +249,22 @@ def test_h2d_bandwidth_against_the_link_limit(measured):
             assert max(ln.get_ydata()) < limit  # no copy beats the link
 
 
+def test_two_gpu_profile_aggregate_against_two_links():
+    """The two-GPU box: each GPU under one link's rate, both at once under twice that (x is bytes
+    per GPU on the all-GPUs curve)."""
+    doc = profile_to_dict(load_shipped("h200x2-pcie5-xeon-amx-32c"))
+    ax = F.fig_h2d(doc).axes[0]
+    limits = hlines(ax)
+    one, both = limits["link limit 63.02 GB/s"], limits["link limit 126.03 GB/s (all GPUs)"]
+    assert both == pytest.approx(2 * one, abs=0.02)  # both rounded to 0.01
+    lines = lines_by_label(ax)
+    agg = lines["h2d pinned gpu all (aggregate)"]
+    curve = next(c for c in doc["curves"] if c["kind"] == "h2d" and c["params"]["gpu"] == "all")
+    assert list(agg.get_ydata()) == pytest.approx([2 * pt["x"] / pt["t_ms"] / 1e6 for pt in curve["points"]])
+    assert one < max(agg.get_ydata()) < both  # two links beat one, and stay under their sum
+    assert max(lines["h2d pinned gpu 0"].get_ydata()) < one
+
+
 def test_pipeline_bars_are_the_stage_times(measured):
     fig = F.fig_pipeline(measured)
     bars = bar_containers(fig.axes[0])
