@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import sys
 
+from pathlib import Path
+
 import typer
 
+from kttune.cli_report import REPORT_HELP
 from kttune.errors import UserError
 
 app = typer.Typer(
@@ -65,6 +68,7 @@ def search(
     model_path: str = typer.Option(None, "--model-path", help="Model directory to put in the launch command."),
     weight_path: str = typer.Option(None, "--kt-weight-path", help="CPU weight directory (converted weights for AMX methods)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (the report goes to stderr)."),
+    report_dir: Path = typer.Option(None, "--report", help=REPORT_HELP),
 ):
     """Search the launch flags under a VRAM budget and print the sglang-kt launch command."""
     from kttune import api
@@ -82,8 +86,19 @@ def search(
             console.print("[yellow]interrupted: finished trials are saved; rerun the same command to resume[/]")
             raise typer.Exit(130)
     report.render_search(console, outcome)
+    doc = outcome.to_dict()
     if json_out:
-        _emit_json(outcome.to_dict())
+        _emit_json(doc)
+    if report_dir:
+        _write_report(report_dir, json_out, doc, inp.request.profile)
+
+
+def _write_report(report_dir: Path, json_out: bool, doc: dict, profile) -> None:
+    """--report DIR: the result's figures and those of the profile it rests on."""
+    from kttune.cli_report import write_command_report
+    from kttune.hw.profile import profile_to_dict
+
+    write_command_report(report_dir, json_out, results=[doc], profiles=[profile_to_dict(profile)])
 
 
 def _is_dir(p: str) -> bool:
@@ -107,6 +122,7 @@ def explain(
     method: str = typer.Option(None, "--kt-method", help="Override the detected KT method."),
     host_ram: str = typer.Option(None, "--host-ram", help="Host RAM of the target machine (default: the profile's)."),
     json_out: bool = typer.Option(False, "--json", help="Print the explanation as JSON on stdout."),
+    report_dir: Path = typer.Option(None, "--report", help=REPORT_HELP),
 ):
     """Explain a given flag set: prefill per prompt length on both paths, the crossover, decode, VRAM."""
     from kttune import api
@@ -118,8 +134,11 @@ def explain(
     report.header(console, inp.request)
     outcome = api.explain_flags(inp, gpu_experts, chunk, threshold, max_total_tokens, cpuinfer)
     report.render_explain(console, outcome)
+    doc = outcome.to_dict()
     if json_out:
-        _emit_json(outcome.to_dict())
+        _emit_json(doc)
+    if report_dir:
+        _write_report(report_dir, json_out, doc, inp.request.profile)
     if not outcome.feasible:
         raise typer.Exit(1)
 

@@ -10,6 +10,7 @@ from typing import Any, Optional
 
 import typer
 
+from kttune.cli_report import REPORT_HELP
 from kttune.errors import UserError
 from kttune.hw.profile import HardwareProfile, profile_to_dict
 
@@ -58,6 +59,7 @@ def probe(
     fresh: bool = typer.Option(False, "--fresh", help="Do not keep curves of this machine's cached profile that this run does not re-measure."),
     cpu_only: bool = typer.Option(False, "--cpu-only", help="Skip the GPU probes (CPU expert kernels and stage A only)."),
     as_json: bool = typer.Option(False, "--json", help="Print the profile as JSON on stdout instead of tables."),
+    report_dir: Optional[Path] = typer.Option(None, "--report", help=REPORT_HELP),
 ) -> None:
     """Measure this machine (inventory, kt-kernel CPU MoE per method/tokens/threads, stage A writes,
     GPU probes where present) and save a hardware profile."""
@@ -86,14 +88,34 @@ def probe(
     # tables and --json alone.
     with ProbeProgress(err) as rep, quiet_stdout(to_stderr=True):
         profile = run_probe(opts, rep)
+    if report_dir:
+        from kttune.cli_report import write_command_report
+
+        write_command_report(report_dir, True, profiles=[profile_to_dict(profile)])
     if as_json:
         typer.echo(json.dumps(profile_to_dict(profile), indent=1))
+        _native_output_to_stderr()
         return
     out_console = Console()
     render_profile(profile, out_console, inventory=False)
     for path in profile_paths(opts, profile):
         out_console.print(f"wrote {path}")
     out_console.print(f"machine: {profile.provenance.machine}; fingerprint {profile.fingerprint}")
+
+
+def _native_output_to_stderr() -> None:
+    """kt-kernel keeps its worker pools for the process (kttune/kernels/kt_pool.py) and each says
+    goodbye on file descriptor 1 when the interpreter exits: after the JSON is out, point fd 1 at
+    stderr so stdout holds the JSON alone."""
+    import os
+
+    if sys.stdout is not sys.__stdout__ or sys.stderr is not sys.__stderr__:
+        return  # output captured (tests, an embedding program): file descriptors are not ours
+    sys.stdout.flush()
+    try:
+        os.dup2(sys.stderr.fileno(), 1)
+    except (OSError, ValueError, AttributeError):  # no real file descriptors (captured streams)
+        pass
 
 
 def _resolve_profile(arg: Optional[str]) -> HardwareProfile:
