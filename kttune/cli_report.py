@@ -58,7 +58,7 @@ def print_written(written, json_out: bool = False, stderr: bool = False) -> None
     from rich.console import Console
 
     c = Console(stderr=stderr)
-    c.print(f"report: {written.markdown} ({len(written.figures)} figures)", highlight=False)
+    c.print(f"report: {written.markdown} ({len(written.figures)} figures)", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
