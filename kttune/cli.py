@@ -153,7 +153,8 @@ def models(json_out: bool = typer.Option(False, "--json", help="Print the catalo
     if json_out:
         _emit_json(result.models_list(entries))
         return
-    _console(False).print(report.models_table(entries))
+    c = _console(False)
+    c.print(report.models_table(entries, c.width))
 
 
 @app.command()
@@ -179,7 +180,7 @@ def workloads(json_out: bool = typer.Option(False, "--json", help="Print as JSON
     if json_out:
         _emit_json(result.workloads_list(wls))
         return
-    _console(False).print(report.workloads_table(wls))
+    report.render_workloads(_console(False), wls)
 
 
 _register_optional("kttune.cli_probe")

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.panel import Panel
 from rich.table import Table
 
 from kttune.emit.explain import Explanation
 from kttune.emit.launch import launch_command
+from kttune.emit.terminal import first_that_fits, ms_short, tokens_short
 from kttune.memory.vram import VramBreakdown
 from kttune.units import GB, GIB
 
@@ -37,17 +37,18 @@ def header(console: Console, inp) -> None:
 
 
 def vram_table(b: VramBreakdown, budget_bytes: int, usable_bytes: int) -> Table:
+    # one form, sized to fit 80 columns (no cell wraps): labels <= 31 cells, "when" <= 25
     t = Table(title="VRAM per GPU (rank 0)", show_edge=False)
-    t.add_column("item")
-    t.add_column("GiB", justify="right")
-    t.add_column("when")
+    t.add_column("item", no_wrap=True)
+    t.add_column("GiB", justify="right", no_wrap=True)
+    t.add_column("when", no_wrap=True)
     labels = {
         "cuda_context": ("CUDA context + NCCL", "startup"), "non_expert_weights": ("non-expert weights / TP", "startup"),
         "gpu_experts": ("resident GPU experts", "startup"), "kv_cache": ("KV cache (--max-total-tokens)", "startup"),
         "req_to_token_pool": ("request pool", "startup"), "cuda_graphs": ("CUDA graphs + KT output buffers", "startup"),
-        "kt_staging": ("KT staging buffer", "startup"), "prefill_activations": ("prefill activations (chunk)", "each prefill"),
+        "kt_staging": ("KT staging buffer", "startup"), "prefill_activations": ("prefill activations", "each prefill (chunk)"),
         "layerwise_slot": ("layerwise full-layer slot", "lazily, first long prompt"),
-        "layerwise_moe_activations": ("layerwise MoE activations (chunk)", "lazily"),
+        "layerwise_moe_activations": ("layerwise MoE activations", "lazily (chunk)"),
         "layerwise_transients": ("layerwise repack transients", "lazily"),
     }
     for k, v in b.items():
@@ -55,18 +56,47 @@ def vram_table(b: VramBreakdown, budget_bytes: int, usable_bytes: int) -> Table:
             name, when = labels.get(k, (k, ""))
             t.add_row(name, f"{v / GIB:.2f}", when)
     t.add_row("[bold]runtime peak[/]", f"[bold]{b.runtime_peak_bytes / GIB:.2f}[/]", "")
-    t.add_row("budget (usable after margin)", f"{budget_bytes / GIB:.2f} ({usable_bytes / GIB:.2f})", "")
+    t.add_row("budget", f"{budget_bytes / GIB:.2f}", "")
+    t.add_row(f"usable after {1 - usable_bytes / budget_bytes:.0%} margin", f"{usable_bytes / GIB:.2f}", "")
     return t
 
 
-def lengths_table(ex: Explanation) -> Table:
+def lengths_table(ex: Explanation, width: int | None = None) -> Table:
+    """Prefill per prompt length on both paths and the picked flags; at `width` columns the full
+    form if it fits, else the compact one (no per-path throughput, forwards as "2L+1H")."""
+    if width is None:
+        return _lengths_full(ex)
+    return first_that_fits(width, lambda: _lengths_full(ex), lambda: _lengths_compact(ex))
+
+
+def _traffic_gb(r) -> str:
+    return f"{r.traffic_bytes / GB:,.0f}" if r.traffic_bytes else "-"
+
+
+def _lengths_full(ex: Explanation) -> Table:
     t = Table(title="Prefill per prompt length (idle server)", show_edge=False)
     for col in ("prompt tokens", "hybrid only", "tok/s", "layerwise only", "tok/s", "picked", "tok/s", "forwards", "PCIe GB"):
-        t.add_column(col, justify="left" if col == "forwards" else "right")
+        t.add_column(col, justify="left" if col == "forwards" else "right", no_wrap=True)
     for r in ex.rows:
         t.add_row(f"{r.prompt_tokens:,}", _ms(r.hybrid_ms), _tok_s(r.prompt_tokens, r.hybrid_ms), _ms(r.layerwise_ms),
                   _tok_s(r.prompt_tokens, r.layerwise_ms), _ms(r.chosen_ms), _tok_s(r.prompt_tokens, r.chosen_ms), r.chosen_paths,
-                  f"{r.traffic_bytes / GB:,.0f}" if r.traffic_bytes else "-")
+                  _traffic_gb(r))
+    return t
+
+
+def short_paths(paths: str) -> str:
+    """'2 layerwise + 1 hybrid' -> '2L+1H'."""
+    return "+".join(f"{n}{kind[:1].upper()}" for n, kind in (part.split(" ", 1) for part in paths.split(" + ") if part))
+
+
+def _lengths_compact(ex: Explanation) -> Table:
+    t = Table(title="Prefill per prompt length (idle server)", show_edge=False,
+              caption="forwards: L layerwise, H hybrid; PCIe GB: expert weights streamed")
+    for col in ("prompt\ntokens", "hybrid\nonly", "layerwise\nonly", "picked", "picked\ntok/s", "forwards", "PCIe\nGB"):
+        t.add_column(col, justify="left" if col == "forwards" else "right", no_wrap=True)
+    for r in ex.rows:
+        t.add_row(f"{r.prompt_tokens:,}", ms_short(r.hybrid_ms), ms_short(r.layerwise_ms), ms_short(r.chosen_ms),
+                  _tok_s(r.prompt_tokens, r.chosen_ms), short_paths(r.chosen_paths), _traffic_gb(r))
     return t
 
 
@@ -75,7 +105,7 @@ def render_explanation(console: Console, inp, ex: Explanation, argv: list[str], 
     """`inp`: the SearchRequest explained; `notes`: more notes to print (e.g. the launch paths')."""
     ev = ex.evaluation
     cfg = ev.cfg
-    console.print(lengths_table(ex))
+    console.print(lengths_table(ex, console.width))
     cross = f"{ex.crossover_tokens:,} tokens per forward" if ex.crossover_tokens else "none (layerwise never wins)"
     lw = (f"layerwise {_ms(ex.layer_layerwise_ms)} (load {_ms(ex.layerwise_load_ms)})" if ex.layer_layerwise_ms is not None
           else "layerwise n/a")
@@ -93,25 +123,72 @@ def render_explanation(console: Console, inp, ex: Explanation, argv: list[str], 
         console.print(f"[red]does not fit: {', '.join(ev.violated)}[/]")
     for n in ex.notes + tuple(notes):
         console.print(f"[dim]note: {n}[/]")
-    console.print(Panel(launch_command(argv), title=title, expand=False))
+    # no panel around the command: its borders would be copied with it
+    console.rule(f"[bold]{title}[/]", align="left")
+    console.print(launch_command(argv), soft_wrap=True, highlight=False, markup=False)
+
+
+def _front_rows(result) -> list:
+    """The Pareto front, the pick where it sits off the front (its threshold snapped to the
+    crossover), by prefill time; then the `kt run` defaults."""
+    rows = list(result.pareto)
+    if all(e is not result.best for e in rows):
+        rows = sorted(rows + [result.best], key=lambda e: e.mean_ttft_ms)
+    if result.baseline is not None:
+        rows.append(result.baseline)
+    return rows
+
+
+def pareto_table(result, width: int | None = None) -> Table:
+    """The Pareto front with the pick and the `kt run` defaults: the full form, or at `width`
+    columns the compact one if the full form does not fit."""
+    if width is None:
+        return _pareto_full(result)
+    return first_that_fits(width, lambda: _pareto_full(result), lambda: _pareto_compact(result))
+
+
+def _pareto_title(result) -> str:
+    return f"Pareto front ({len(result.pareto)} of {result.trials_feasible} feasible trials)"
+
+
+def _row_style(result, e) -> str | None:
+    return "bold green" if e is result.best else ("dim" if e is result.baseline else None)
+
+
+def _peak(e) -> str:
+    return f"{e.vram.runtime_peak_bytes / GIB:.1f}" + ("" if e.feasible else " [red]over[/]")
+
+
+def _pareto_full(result) -> Table:
+    t = Table(title=_pareto_title(result), show_edge=False)
+    for col in ("gpu experts", "chunk", "threshold", "max tokens", "threads", "mean prefill", "decode tok/s", "peak GiB"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for e in _front_rows(result):
+        c = e.cfg
+        mark = " *" if e is result.best else (" (kt run default)" if e is result.baseline else "")
+        t.add_row(f"{c.num_gpu_experts}{mark}", f"{c.chunked_prefill_size:,}", f"{c.gpu_prefill_token_threshold:,}",
+                  f"{c.max_total_tokens:,}", str(c.cpuinfer_threads), _ms(e.mean_ttft_ms), f"{e.decode_tok_s:,.1f}",
+                  _peak(e), style=_row_style(result, e))
+    return t
+
+
+def _pareto_compact(result) -> Table:
+    t = Table(title=_pareto_title(result), show_edge=False, caption="K = 1024 tokens")
+    t.add_column("", no_wrap=True)
+    for col in ("GPU\nexperts", "chunk", "thresh", "max\ntokens", "cpu\ninfer", "mean\nprefill", "decode\ntok/s", "peak\nGiB"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for e in _front_rows(result):
+        c = e.cfg
+        mark = "pick" if e is result.best else ("kt run" if e is result.baseline else "")
+        t.add_row(mark, str(c.num_gpu_experts), tokens_short(c.chunked_prefill_size),
+                  tokens_short(c.gpu_prefill_token_threshold), tokens_short(c.max_total_tokens), str(c.cpuinfer_threads),
+                  ms_short(e.mean_ttft_ms), f"{e.decode_tok_s:,.1f}", _peak(e), style=_row_style(result, e))
+    return t
 
 
 def render_search_summary(console: Console, result) -> None:
     b = result.best
-    t = Table(title=f"Pareto front ({len(result.pareto)} of {result.trials_feasible} feasible trials)", show_edge=False)
-    for col in ("gpu experts", "chunk", "threshold", "max tokens", "threads", "mean prefill", "decode tok/s", "peak GiB"):
-        t.add_column(col, justify="right")
-    rows = list(result.pareto)
-    if result.baseline is not None:
-        rows.append(result.baseline)
-    for e in rows:
-        c = e.cfg
-        mark = " *" if e is b else (" (kt run default)" if e is result.baseline else "")
-        style = "bold green" if e is b else ("dim" if e is result.baseline else None)
-        t.add_row(f"{c.num_gpu_experts}{mark}", f"{c.chunked_prefill_size:,}", f"{c.gpu_prefill_token_threshold:,}",
-                  f"{c.max_total_tokens:,}", str(c.cpuinfer_threads), _ms(e.mean_ttft_ms), f"{e.decode_tok_s:,.1f}",
-                  f"{e.vram.runtime_peak_bytes / GIB:.1f}" + ("" if e.feasible else " [red]over[/]"), style=style)
-    console.print(t)
+    console.print(pareto_table(result, console.width))
     base = result.baseline
     if base is not None:
         gain = base.mean_ttft_ms / b.mean_ttft_ms
@@ -135,33 +212,72 @@ def render_explain(console: Console, outcome) -> None:
                        "sglang-kt launch command for these flags", outcome.inputs.paths.notes)
 
 
-def models_table(entries) -> Table:
+def models_table(entries, width: int | None = None) -> Table:
+    """The model catalog: every column, or at `width` columns (when that does not fit) name,
+    experts, MoE layers, method and grade."""
+    if width is None:
+        return _models_full(entries)
+    return first_that_fits(width, lambda: _models_full(entries), lambda: _models_compact(entries))
+
+
+def _models_full(entries) -> Table:
     t = Table(title="kttune model catalog", show_edge=False)
     for col in ("name", "HF repo", "family", "experts", "top-k", "MoE layers", "checkpoint", "KT method", "grade"):
-        t.add_column(col)
+        t.add_column(col, no_wrap=True)
     for e in entries:
         t.add_row(e.name, e.hf_repo, e.family, str(e.num_experts), str(e.top_k), str(e.num_moe_layers),
                   e.checkpoint_format, e.default_method, e.grade)
     return t
 
 
+def _models_compact(entries) -> Table:
+    t = Table(title="kttune model catalog", show_edge=False,
+              caption="HF repo, family, checkpoint: a wider terminal or --json")
+    for col, justify in (("name", "left"), ("experts\nx top-k", "right"), ("MoE\nlayers", "right"),
+                         ("KT\nmethod", "left"), ("grade", "left")):
+        t.add_column(col, justify=justify, no_wrap=True)
+    for e in entries:
+        t.add_row(e.name, f"{e.num_experts} x {e.top_k}", str(e.num_moe_layers), e.default_method,
+                  e.grade.replace(" / ", " /\n"))
+    return t
+
+
 def render_profiles(console: Console, listing) -> None:
-    """`kttune profiles` (`listing`: api.ProfileListing)."""
-    t = Table(title="shipped hardware profiles", show_edge=False)
-    for col in ("name", "kind", "machine", "curves"):
-        t.add_column(col)
-    for r in listing.shipped:
-        t.add_row(r.name + (" (default)" if r.default else ""), r.kind, r.machine, str(r.curves))
+    """`kttune profiles` (`listing`: api.ProfileListing). Where the machine column does not fit
+    the console, the machines follow the table as lines of their own."""
+    def table(with_machine: bool) -> Table:
+        t = Table(title="shipped hardware profiles", show_edge=False)
+        for col in ("name", "kind") + (("machine",) if with_machine else ()) + ("curves",):
+            t.add_column(col, no_wrap=True, justify="right" if col == "curves" else "left")
+        for r in listing.shipped:
+            t.add_row(r.name + (" (default)" if r.default else ""), r.kind, *((r.machine,) if with_machine else ()),
+                      str(r.curves))
+        return t
+
+    t = first_that_fits(console.width, lambda: table(True), lambda: table(False))
     console.print(t)
+    if len(t.columns) == 3:
+        for r in listing.shipped:
+            console.print(f"  {r.name}: {r.machine}", highlight=False)
     console.print("this machine: " + (f"probed profile {listing.this_machine} is used by default" if listing.this_machine
                                       else "not probed (`kttune probe` measures it)"))
 
 
-def workloads_table(workloads) -> Table:
+def workloads_table(workloads, describe: bool = True) -> Table:
     t = Table(title="workload presets (or pass --workload FILE.json)", show_edge=False)
-    for col in ("name", "mean prompt", "longest", "output", "concurrency", "decode weight", "description"):
-        t.add_column(col)
+    for col in ("name", "mean\nprompt", "longest", "output", "concur-\nrency", "decode\nweight") + (("description",) if describe else ()):
+        t.add_column(col, no_wrap=True, justify="left" if col in ("name", "description") else "right")
     for w in workloads:
         t.add_row(w.name, f"{w.mean_prompt_tokens:,.0f}", f"{w.max_prompt_tokens:,}", str(w.output_tokens), str(w.concurrency),
-                  f"{w.decode_weight:g}", w.description)
+                  f"{w.decode_weight:g}", *((w.description,) if describe else ()))
     return t
+
+
+def render_workloads(console: Console, workloads) -> None:
+    """`kttune workloads`: the presets; where descriptions do not fit as a column, they follow the
+    table as lines of their own."""
+    t = first_that_fits(console.width, lambda: workloads_table(workloads), lambda: workloads_table(workloads, False))
+    console.print(t)
+    if len(t.columns) == 6:
+        for w in workloads:
+            console.print(f"  {w.name}: {w.description}", highlight=False)

@@ -97,8 +97,8 @@ def ms_short(v: float | None) -> str:
 
 
 def tokens_short(n: int) -> str:
-    """A token count in few cells: multiples of 1024 from 8K up as "32K" (K = 1024, as chunk sizes
+    """A token count in few cells: multiples of 1024 from 2K up as "32K" (K = 1024, as chunk sizes
     and context lengths are spoken of), anything else exact with thousands separators."""
-    if n >= 8192 and n % 1024 == 0:
+    if n >= 2048 and n % 1024 == 0:
         return f"{n // 1024}K"
     return f"{n:,}"
