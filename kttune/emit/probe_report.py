@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
+from kttune.emit.terminal import fits, keep_title, split_columns
 from kttune.hw.profile import Curve, HardwareProfile
 from kttune.units import GIB, MIB
 
@@ -22,42 +23,58 @@ def _fmt_ms(t: float) -> str:
     return f"{t:.3f}" if t < 1 else f"{t:.2f}" if t < 100 else f"{t:.0f}"
 
 
-def cpu_moe_tables(curves: list[Curve]) -> list[Any]:
-    """One pivot per expert shape: a row per (method, threads x pools), a column per token count,
-    cells 'ms' over 'tokens/s'; the backend and kernel classes in the caption."""
+def _shapes(curves: list[Curve]) -> dict[tuple, list[Curve]]:
     shapes: dict[tuple, list[Curve]] = {}
     for c in curves:
         p = c.params
         shapes.setdefault((p.get("hidden"), p.get("inter"), p.get("experts"), p.get("top_k")), []).append(c)
+    return shapes
+
+
+def cpu_moe_tables(curves: list[Curve], width: int | None = None) -> list[Any]:
+    """One pivot per expert shape: a row per (method, threads x pools), a column per token count,
+    cells 'ms' over 'tokens/s'; the backend and kernel classes in the caption. At `width` columns a
+    pivot too wide for it is split into several of consecutive token counts."""
     tables = []
-    for (h, i, e, k), cs in shapes.items():
+    for (h, i, e, k), cs in _shapes(curves).items():
         xs = sorted({int(p.x) for c in cs for p in c.points} | {int(s["x"]) for c in cs for s in c.skipped if s.get("x")})
         kernels = sorted({f"{c.backend} {c.params.get('kernel', '')}".strip() for c in cs})
-        t = Table(
-            title=f"CPU MoE layer forward, H={h} I={i} E={e} top-{k}: ms / tokens per s",
-            caption="; ".join(kernels),
-        )
-        t.add_column("method", no_wrap=True)
-        t.add_column("threads", no_wrap=True)
-        for x in xs:
-            t.add_column(f"{x}", justify="right", no_wrap=True)
-        for c in sorted(cs, key=lambda c: (c.params.get("method", ""), c.params.get("threads", 0))):
-            pts = {int(pt.x): pt for pt in c.points}
-            skipped = {int(s["x"]) for s in c.skipped if s.get("x")}
-            cells = []
-            for x in xs:
-                if x in pts:
-                    ms = pts[x].t_ms
-                    cells.append(f"{_fmt_ms(ms)}\n{x / ms * 1e3:,.0f}/s")
-                else:
-                    cells.append("skip" if x in skipped else "")
-            pools = c.params.get("threadpools", 1)
-            t.add_row(str(c.params.get("method")), f"{c.params.get('threads')}" + (f" ({pools} pools)" if pools > 1 else ""), *cells)
-        tables.append(t)
+        rows = sorted(cs, key=lambda c: (c.params.get("method", ""), c.params.get("threads", 0)))
+
+        def build(idx, title: str, caption: str | None) -> Table:
+            t = Table(title=title, caption=caption)
+            t.add_column("method", no_wrap=True)
+            t.add_column("threads", no_wrap=True)
+            for j in idx:
+                t.add_column(f"{xs[j]}", justify="right", no_wrap=True)
+            for c in rows:
+                pts = {int(pt.x): pt for pt in c.points}
+                skipped = {int(s["x"]) for s in c.skipped if s.get("x")}
+                cells = []
+                for x in (xs[j] for j in idx):
+                    if x in pts:
+                        ms = pts[x].t_ms
+                        cells.append(f"{_fmt_ms(ms)}\n{x / ms * 1e3:,.0f}/s")
+                    else:
+                        cells.append("skip" if x in skipped else "")
+                pools = c.params.get("threadpools", 1)
+                t.add_row(str(c.params.get("method")), f"{c.params.get('threads')}" + (f" ({pools} pools)" if pools > 1 else ""),
+                          *cells)
+            return keep_title(t)
+
+        full = build(range(len(xs)), f"CPU MoE layer forward, H={h} I={i} E={e} top-{k}: ms / tokens per s", "; ".join(kernels))
+        if width is None or fits(full, width):
+            tables.append(full)
+            continue
+        short = f"CPU MoE H{h} I{i} E{e} top-{k}, ms / tok/s"
+        backends = "; ".join(sorted({c.backend for c in cs}))
+        tables += split_columns(width, 2, lambda idx: build(idx, f"{short}, {xs[idx[0]]}-{xs[idx[-1]]} tokens", backends),
+                                range(len(xs)))
     return tables
 
 
 def stage_a_table(curves: list[Curve]) -> Any:
+    """Stage A per method and thread count; the reasons of skipped sizes follow as `stage_a_skips`."""
     t = Table(title="Stage A: write_weight_scale_to_buffer (per expert)")
     for col in ("method", "threads", "expert bytes", "ms", "GB/s", "slot"):
         t.add_column(col, justify="right" if col in ("expert bytes", "ms", "GB/s") else "left", no_wrap=True)
@@ -67,58 +84,151 @@ def stage_a_table(curves: list[Curve]) -> Any:
             t.add_row(str(c.params.get("method")), str(c.params.get("threads")), _fmt_bytes(pt.x), _fmt_ms(pt.t_ms),
                       f"{pt.x / pt.t_ms / 1e6:.1f}", slot)
         for s in c.skipped:
-            t.add_row(str(c.params.get("method")), str(c.params.get("threads")), _fmt_bytes(s.get("x") or 0), "skip", "", s["reason"])
-    return t
+            t.add_row(str(c.params.get("method")), str(c.params.get("threads")), _fmt_bytes(s.get("x") or 0), "skip", "", "")
+    return keep_title(t)
 
 
-def generic_table(kind: str, curves: list[Curve]) -> Any:
-    t = Table(title=f"{kind} curves")
-    for col in ("params", "backend", "x", "ms (p10-p90)"):
-        t.add_column(col)
-    for c in curves:
-        params = ", ".join(f"{k}={v}" for k, v in c.params.items())
-        for i, pt in enumerate(c.points):
-            spread = f" ({_fmt_ms(pt.t_ms_p10)}-{_fmt_ms(pt.t_ms_p90)})" if pt.t_ms_p10 is not None and pt.t_ms_p90 is not None else ""
-            t.add_row(params if i == 0 else "", c.backend if i == 0 else "", f"{pt.x:g} {c.x_unit}", _fmt_ms(pt.t_ms) + spread)
-    return t
+def stage_a_skips(curves: list[Curve]) -> list[str]:
+    return [f"stage A {c.params.get('method')} {c.params.get('threads')} threads, {_fmt_bytes(s.get('x') or 0)} skipped: "
+            f"{s['reason']}" for c in curves for s in c.skipped]
 
 
-def inventory_table(p: HardwareProfile) -> Any:
+def curve_label(kind: str, params: dict) -> str:
+    """A short column header for one curve of a kind (two lines at most)."""
+    if kind in ("h2d", "d2h"):
+        return f"{'pinned' if params.get('pinned') else 'pageable'}\ngpu {params.get('gpu')}"
+    if kind == "gpu_moe":
+        return f"{params.get('method')}\n{params.get('model') or 'E' + str(params.get('experts'))}"
+    if kind == "gpu_gemm":
+        return f"{params.get('hidden')}\nx{params.get('out')}"
+    if kind == "attention":
+        return f"{params.get('attention')}\n{params.get('model') or ''}".rstrip()
+    if kind == "stage_c_repack":
+        return str(params.get("method"))
+    return "\n".join(f"{k}={v}" for k, v in list(params.items())[:2])
+
+
+def _copy_gbps(pt, params: dict) -> float:
+    gpus = pt.extra.get("gpus", 1) if params.get("gpu") == "all" else 1
+    return pt.x * gpus / pt.t_ms / 1e6
+
+
+def generic_table(kind: str, curves: list[Curve], width: int | None = None) -> list[Any]:
+    """A pivot of one curve kind: a row per size, a column per curve (`curve_label`), cells the
+    median ms (GB/s for host-device copies). Split into several tables when wider than `width`."""
+    if kind == "pipeline":
+        return [pipeline_table(curves)]
+    copies = kind in ("h2d", "d2h")
+    xs = sorted({pt.x for c in curves for pt in c.points})
+    unit = curves[0].x_unit if curves else ""
+
+    def row_label(x: float) -> str:
+        return _fmt_bytes(x) if unit == "bytes" else f"{x:,.0f}"
+
+    def build(idx) -> Table:
+        what = "GB/s" if copies else "median ms"
+        t = Table(title=f"{kind} curves: {what} by {unit}")
+        t.add_column(unit, justify="right", no_wrap=True)
+        for j in idx:
+            t.add_column(curve_label(kind, curves[j].params), justify="right", no_wrap=True)
+        for x in xs:
+            cells = []
+            for j in idx:
+                pt = next((pt for pt in curves[j].points if pt.x == x), None)
+                cells.append("" if pt is None else f"{_copy_gbps(pt, curves[j].params):.1f}" if copies else _fmt_ms(pt.t_ms))
+            t.add_row(row_label(x), *cells)
+        return keep_title(t)
+
+    full = build(range(len(curves)))
+    if width is None or fits(full, width):
+        return [full]
+    return split_columns(width, 1, build, range(len(curves)))
+
+
+def pipeline_table(curves: list[Curve]) -> Any:
+    """The layerwise pipeline over one full layer, per model shape and stage A thread count: each
+    stage alone against the pipelined layer time."""
+    t = Table(title="pipeline: one full MoE layer, ms (stages alone, pipelined layer)", show_edge=False)
+    for col in ("MoE layer", "A\nthreads", "GB", "A", "B", "C", "layer", "layer/\nslowest"):
+        t.add_column(col, justify="left" if col == "MoE layer" else "right", no_wrap=True)
+    for c in sorted(curves, key=lambda c: (str(c.params.get("model")), c.params.get("method"), -c.params.get("threads", 0))):
+        pt = max(c.points, key=lambda pt: pt.x)
+        x = pt.extra
+        t.add_row(f"{c.params.get('model') or ''} {c.params.get('method')}".strip(), str(c.params.get("threads")),
+                  f"{pt.x / 1e9:.1f}", *(_fmt_ms(float(x[k])) if x.get(k) else "-" for k in ("stage_a_ms", "stage_b_ms", "stage_c_ms")),
+                  _fmt_ms(float(x.get("layer_ms") or pt.t_ms)),
+                  f"{x['overlap_ratio']:.2f}" if isinstance(x.get("overlap_ratio"), (int, float)) else "")
+    return keep_title(t)
+
+
+def _wrap(text: str, width: int | None) -> str:
+    """Pre-wrap a value at word boundaries (designed line breaks, so the table does not wrap it)."""
+    if width is None:
+        return text
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, max(20, width), break_on_hyphens=False)) or text
+
+
+def inventory_table(p: HardwareProfile, width: int | None = None) -> Any:
+    """The machine: CPU, NUMA, ISA, RAM, GPUs, software, timer. Its notes and the command that
+    measured it are prose (`inventory_notes`), printed after the table."""
     inv, cpu, sw = p.inventory, p.inventory.cpu, p.inventory.software
-    t = Table(title=f"{p.provenance.kind} profile: {p.provenance.machine}", show_header=False)
-    t.add_column("", style="bold")
-    t.add_column("")
+    value_w = None if width is None else width - 19  # key column (12) + borders and padding (7)
+    t = Table(title=_wrap(f"{p.provenance.kind} profile: {p.provenance.machine}", width), show_header=False)
+    t.add_column("", style="bold", no_wrap=True)
+    t.add_column("", no_wrap=True)
     t.add_row("fingerprint", p.fingerprint)
-    t.add_row("created", f"{p.provenance.created} by {p.provenance.command or '?'} (kttune {p.provenance.tool_version or '?'})")
-    t.add_row("CPU", f"{cpu.model} ({cpu.vendor}), {cpu.physical_cores} cores / {cpu.logical_cpus} CPUs, {cpu.sockets} socket(s)")
-    t.add_row("NUMA", "; ".join(f"node {n.id}: {len(n.cpus)} CPUs, {_fmt_bytes(n.mem_total_bytes)}" for n in cpu.numa_nodes))
-    t.add_row("ISA", " ".join(cpu.isa) or "-")
+    t.add_row("created", f"{p.provenance.created} (kttune {p.provenance.tool_version or '?'})")
+    t.add_row("CPU", _wrap(f"{cpu.model} ({cpu.vendor})", value_w))
+    t.add_row("cores", f"{cpu.physical_cores} cores / {cpu.logical_cpus} CPUs, {cpu.sockets} socket(s)")
+    t.add_row("NUMA", _wrap("; ".join(f"node {n.id}: {len(n.cpus)} CPUs, {_fmt_bytes(n.mem_total_bytes)}" for n in cpu.numa_nodes),
+                            value_w))
+    t.add_row("ISA", _wrap(" ".join(cpu.isa) or "-", value_w))
     t.add_row("RAM", f"{_fmt_bytes(cpu.ram_total_bytes)} total, {_fmt_bytes(cpu.ram_available_bytes)} available")
     if inv.gpus:
         for g in inv.gpus:
-            link = f"PCIe Gen{g.pcie_gen}x{g.pcie_width} (max Gen{g.pcie_gen_max}x{g.pcie_width_max})"
-            t.add_row(f"GPU {g.index}", f"{g.name}, {_fmt_bytes(g.vram_total_bytes)} ({_fmt_bytes(g.vram_free_bytes)} free), {link}, NUMA {g.numa_node}")
+            t.add_row(f"GPU {g.index}", _wrap(f"{g.name}, {_fmt_bytes(g.vram_total_bytes)} ({_fmt_bytes(g.vram_free_bytes)} free)",
+                                              value_w))
+            t.add_row("", f"PCIe Gen{g.pcie_gen}x{g.pcie_width} (max Gen{g.pcie_gen_max}x{g.pcie_width_max}), NUMA {g.numa_node}")
     else:
-        t.add_row("GPU", "none" + (f" ({sw.nvml})" if sw.nvml else ""))
-    t.add_row("software", f"python {sw.python}, torch {sw.torch} (cuda {sw.torch_cuda}), kt-kernel {sw.kt_kernel} ({sw.kt_cpu_variant}), "
-              f"sglang {sw.sglang}{' (sglang-kt)' if sw.sglang_is_kt_fork else ''}, driver {sw.nvidia_driver} (CUDA {sw.cuda_driver})")
-    t.add_row("timer", f"{p.timer.clock}, resolution {p.timer.resolution_ns or 0:.0f} ns, clocksource {p.timer.clocksource}")
-    for n in p.provenance.notes:
-        t.add_row("note", n)
-    return t
+        t.add_row("GPU", _wrap("none" + (f" ({sw.nvml})" if sw.nvml else ""), value_w))
+    t.add_row("python, torch", f"python {sw.python}, torch {sw.torch} (cuda {sw.torch_cuda})")
+    t.add_row("kt-kernel", f"{sw.kt_kernel} ({sw.kt_cpu_variant})")
+    t.add_row("sglang", f"{sw.sglang}{' (sglang-kt)' if sw.sglang_is_kt_fork else ''}")
+    t.add_row("driver", f"{sw.nvidia_driver} (CUDA {sw.cuda_driver})")
+    t.add_row("timer", _wrap(f"{p.timer.clock}, resolution {p.timer.resolution_ns or 0:.0f} ns, "
+                             f"clocksource {p.timer.clocksource}", value_w))
+    return keep_title(t)
+
+
+def inventory_notes(p: HardwareProfile) -> list[str]:
+    """What measured the profile, and its notes: prose lines, free to wrap."""
+    return [f"measured by: {p.provenance.command or '?'}"] + [f"note: {n}" for n in p.provenance.notes]
 
 
 def render_profile(p: HardwareProfile, console: Any, inventory: bool = True) -> None:
+    width = console.width
     if inventory:
-        console.print(inventory_table(p))
+        console.print(inventory_table(p, width))
+        for line in inventory_notes(p):
+            console.print(line, highlight=False)
     kinds: dict[str, list[Curve]] = {}
     for c in p.curves:
         kinds.setdefault(c.kind, []).append(c)
     for kind, cs in kinds.items():
         if kind == "cpu_moe":
-            for t in cpu_moe_tables(cs):
-                console.print(t)
+            tables = cpu_moe_tables(cs, width)
         elif kind == "stage_a_write":
-            console.print(stage_a_table(cs))
+            tables = [stage_a_table(cs)]
         else:
-            console.print(generic_table(kind, cs))
+            tables = generic_table(kind, cs, width)
+        for t in tables:
+            console.print(t)
+        if kind == "stage_a_write":
+            for line in stage_a_skips(cs):
+                console.print(line, highlight=False)
+        elif kind != "cpu_moe":
+            backends = sorted({c.backend for c in cs if c.backend})
+            if backends:
+                console.print(f"{kind} measured with: " + "; ".join(backends), highlight=False)

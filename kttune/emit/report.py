@@ -7,7 +7,7 @@ from rich.table import Table
 
 from kttune.emit.explain import Explanation
 from kttune.emit.launch import launch_command
-from kttune.emit.terminal import first_that_fits, ms_short, tokens_short
+from kttune.emit.terminal import first_that_fits, keep_title, ms_short, tokens_short
 from kttune.memory.vram import VramBreakdown
 from kttune.units import GB, GIB
 
@@ -58,7 +58,7 @@ def vram_table(b: VramBreakdown, budget_bytes: int, usable_bytes: int) -> Table:
     t.add_row("[bold]runtime peak[/]", f"[bold]{b.runtime_peak_bytes / GIB:.2f}[/]", "")
     t.add_row("budget", f"{budget_bytes / GIB:.2f}", "")
     t.add_row(f"usable after {1 - usable_bytes / budget_bytes:.0%} margin", f"{usable_bytes / GIB:.2f}", "")
-    return t
+    return keep_title(t)
 
 
 def lengths_table(ex: Explanation, width: int | None = None) -> Table:
@@ -81,7 +81,7 @@ def _lengths_full(ex: Explanation) -> Table:
         t.add_row(f"{r.prompt_tokens:,}", _ms(r.hybrid_ms), _tok_s(r.prompt_tokens, r.hybrid_ms), _ms(r.layerwise_ms),
                   _tok_s(r.prompt_tokens, r.layerwise_ms), _ms(r.chosen_ms), _tok_s(r.prompt_tokens, r.chosen_ms), r.chosen_paths,
                   _traffic_gb(r))
-    return t
+    return keep_title(t)
 
 
 def short_paths(paths: str) -> str:
@@ -97,7 +97,7 @@ def _lengths_compact(ex: Explanation) -> Table:
     for r in ex.rows:
         t.add_row(f"{r.prompt_tokens:,}", ms_short(r.hybrid_ms), ms_short(r.layerwise_ms), ms_short(r.chosen_ms),
                   _tok_s(r.prompt_tokens, r.chosen_ms), short_paths(r.chosen_paths), _traffic_gb(r))
-    return t
+    return keep_title(t)
 
 
 def render_explanation(console: Console, inp, ex: Explanation, argv: list[str], title: str,
@@ -169,7 +169,7 @@ def _pareto_full(result) -> Table:
         t.add_row(f"{c.num_gpu_experts}{mark}", f"{c.chunked_prefill_size:,}", f"{c.gpu_prefill_token_threshold:,}",
                   f"{c.max_total_tokens:,}", str(c.cpuinfer_threads), _ms(e.mean_ttft_ms), f"{e.decode_tok_s:,.1f}",
                   _peak(e), style=_row_style(result, e))
-    return t
+    return keep_title(t)
 
 
 def _pareto_compact(result) -> Table:
@@ -183,7 +183,7 @@ def _pareto_compact(result) -> Table:
         t.add_row(mark, str(c.num_gpu_experts), tokens_short(c.chunked_prefill_size),
                   tokens_short(c.gpu_prefill_token_threshold), tokens_short(c.max_total_tokens), str(c.cpuinfer_threads),
                   ms_short(e.mean_ttft_ms), f"{e.decode_tok_s:,.1f}", _peak(e), style=_row_style(result, e))
-    return t
+    return keep_title(t)
 
 
 def render_search_summary(console: Console, result) -> None:
@@ -227,7 +227,7 @@ def _models_full(entries) -> Table:
     for e in entries:
         t.add_row(e.name, e.hf_repo, e.family, str(e.num_experts), str(e.top_k), str(e.num_moe_layers),
                   e.checkpoint_format, e.default_method, e.grade)
-    return t
+    return keep_title(t)
 
 
 def _models_compact(entries) -> Table:
@@ -239,7 +239,7 @@ def _models_compact(entries) -> Table:
     for e in entries:
         t.add_row(e.name, f"{e.num_experts} x {e.top_k}", str(e.num_moe_layers), e.default_method,
                   e.grade.replace(" / ", " /\n"))
-    return t
+    return keep_title(t)
 
 
 def render_profiles(console: Console, listing) -> None:
@@ -252,7 +252,7 @@ def render_profiles(console: Console, listing) -> None:
         for r in listing.shipped:
             t.add_row(r.name + (" (default)" if r.default else ""), r.kind, *((r.machine,) if with_machine else ()),
                       str(r.curves))
-        return t
+        return keep_title(t)
 
     t = first_that_fits(console.width, lambda: table(True), lambda: table(False))
     console.print(t)
@@ -270,7 +270,7 @@ def workloads_table(workloads, describe: bool = True) -> Table:
     for w in workloads:
         t.add_row(w.name, f"{w.mean_prompt_tokens:,.0f}", f"{w.max_prompt_tokens:,}", str(w.output_tokens), str(w.concurrency),
                   f"{w.decode_weight:g}", *((w.description,) if describe else ()))
-    return t
+    return keep_title(t)
 
 
 def render_workloads(console: Console, workloads) -> None:

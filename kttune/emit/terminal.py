@@ -38,13 +38,36 @@ class _Null:
 
 def fits(renderable: Any, width: int) -> bool:
     """True when `renderable` shows at `width` exactly as at unlimited width, line for line (no cell
-    wrapped into more lines, none cut with an ellipsis), and no line exceeds `width` cells."""
+    wrapped into more lines, none cut with an ellipsis), no line exceeds `width` cells, and a
+    table's title and caption keep their lines (rich wraps them to the table's own width)."""
     from rich.cells import cell_len
 
     narrow = rendered_lines(renderable, width)
     wide = rendered_lines(renderable, UNLIMITED)
-    return (len(narrow) == len(wide) and all(cell_len(ln) <= width for ln in narrow)
-            and sum(ln.count(ELLIPSIS) for ln in narrow) == sum(ln.count(ELLIPSIS) for ln in wide))
+    if not (len(narrow) == len(wide) and all(cell_len(ln) <= width for ln in narrow)
+            and sum(ln.count(ELLIPSIS) for ln in narrow) == sum(ln.count(ELLIPSIS) for ln in wide)):
+        return False
+    for text in (getattr(renderable, "title", None), getattr(renderable, "caption", None)):
+        for part in (_plain(text).split("\n") if isinstance(text, str) else ()):
+            if part.strip() and not any(part.strip() in ln for ln in narrow):
+                return False
+    return True
+
+
+def _plain(markup: str) -> str:
+    from rich.text import Text
+
+    return Text.from_markup(markup).plain.strip()
+
+
+def keep_title(table: Any) -> Any:
+    """Make a table at least as wide as its title and caption, so rich does not wrap them."""
+    from rich.cells import cell_len
+
+    need = max([cell_len(part) for x in (table.title, table.caption) if isinstance(x, str) and x
+                for part in _plain(x).split("\n")] or [0])
+    table.min_width = max(table.min_width or 0, need)
+    return table
 
 
 def first_that_fits(width: int, *forms: Callable[[], Any]) -> Any:
