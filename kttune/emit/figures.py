@@ -202,6 +202,8 @@ def vram_candidates(doc: dict, neighbours: int = 2) -> list[tuple[str, dict]]:
     """The configurations the VRAM figure shows: the pick, its Pareto neighbours (up to
     `neighbours` on each side by mean prefill time) and the `kt run` defaults, as (label, evaluation)."""
     front = sorted(doc.get("pareto") or [], key=lambda e: e["predicted"]["mean_prefill_ms"])
+    if "pick" not in doc:  # an explanation: the flags given, alone
+        return [("given flags", doc["evaluation"])]
     pick = doc["pick"]
     # the pick may sit off the stored front (the search snaps its threshold to the crossover when
     # the workload cannot tell thresholds apart): its neighbours are then those around its prefill time
@@ -222,7 +224,7 @@ def fig_vram(doc: dict):
 
     doc: a `kttune search --json` result: `pick`, `pareto`, `kt_run_default` (each with `flags` and
     `vram_bytes_per_gpu`, the breakdown of kttune.memory.vram), `budget` {vram_bytes_per_gpu,
-    vram_margin}. Axes [0]: one BarContainer per VRAM item (label = the item's name in VRAM_ITEMS),
+    vram_margin}; or a `kttune explain --json` result (its `evaluation`, one bar). Axes [0]: one BarContainer per VRAM item (label = the item's name in VRAM_ITEMS),
     heights in GiB, bars in `vram_candidates` order; horizontal lines "budget" and "usable (margin)"."""
     cands = vram_candidates(doc)
     budget = doc["budget"]["vram_bytes_per_gpu"] / GIB
@@ -254,7 +256,8 @@ def fig_vram(doc: dict):
     ax.set_ylim(0, max(bottoms + [budget]) * 1.08)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     model = doc.get("model", {}).get("name", "?")
-    ax.set_title(f"{model}: VRAM of the pick and the runner-ups", fontsize=10)
+    ax.set_title(f"{model}: VRAM of the pick and the runner-ups" if "pick" in doc else f"{model}: VRAM of the given flags",
+                 fontsize=10)
     _stamp(fig, provenance_text(doc))
     return fig
 

@@ -238,8 +238,9 @@ def _result_section(doc: dict, k: str, out_dir: Path, runs: list[dict], figures:
     if doc.get("by_prompt_tokens"):
         figs.append(("prefill", "Prefill time and throughput against prompt length",
                      lambda: F.fig_prefill(doc, runs)))
+    figs.append(("vram", "VRAM of the pick against the budget, beside the runner-ups" if is_search
+                 else "VRAM of the given flags against the budget", lambda: F.fig_vram(doc)))
     if is_search:
-        figs.append(("vram", "VRAM of the pick against the budget, beside the runner-ups", lambda: F.fig_vram(doc)))
         figs.append(("pareto", "Pareto front of the search", lambda: F.fig_pareto(doc, F.study_trials(doc))))
     for stem, title, make in figs:
         lines += _figure_md(_save_figure(make(), out_dir, f"{stem}{k}", title, figures))

@@ -386,3 +386,17 @@ print("ok")
     img = imread(tmp_path / "x.png")
     assert img.shape[0] > 300 and img.shape[1] > 600
 
+
+
+def test_explain_result_prefill_and_single_vram_bar(capsys):
+    code = main(["explain", "--model", "qwen3-30b-a3b", "--vram", "32G", "--gpu-experts", "40", "--chunk", "16384",
+                 "--threshold", "1024", "--max-total-tokens", "40960", "--profile", MEASURED, "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    doc = json.loads(out.out)
+    fig = F.fig_prefill(doc)
+    assert vlines(fig.axes[0])["threshold 1,024"] == 1024
+    bars = bar_containers(F.fig_vram(doc).axes[0])
+    total = sum(c.patches[0].get_height() for c in bars.values())
+    assert all(len(c.patches) == 1 for c in bars.values())
+    assert total == pytest.approx(doc["evaluation"]["vram_bytes_per_gpu"]["runtime_peak_bytes"] / GIB)
