@@ -66,7 +66,7 @@ def cpu_moe_tables(curves: list[Curve], width: int | None = None) -> list[Any]:
         if width is None or fits(full, width):
             tables.append(full)
             continue
-        short = f"CPU MoE H{h} I{i} E{e} top-{k}, ms / tok/s"
+        short = f"CPU MoE layer forward, H{h} I{i} E{e} top-{k}: ms / tok/s"
         backends = "; ".join(sorted({c.backend for c in cs}))
         tables += split_columns(width, 2, lambda idx: build(idx, f"{short}, {xs[idx[0]]}-{xs[idx[-1]]} tokens", backends),
                                 range(len(xs)))
