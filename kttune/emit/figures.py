@@ -17,7 +17,8 @@ import math
 from statistics import median
 from typing import Any, Iterable
 
-GIB = 1024**3
+from kttune.units import GB, GIB
+
 PROVENANCE_GID = "kttune-provenance"
 
 # VRAM items in stacking order, with the labels the terminal report uses (kttune.emit.report).
@@ -400,7 +401,7 @@ def copy_gbps(point: dict) -> float:
     """GB/s (1e9 bytes per second) of one copy-curve point; on an all-GPUs curve x is the bytes per
     GPU and the rate is the aggregate over its `extra.gpus` GPUs (probes/gpu_copy.py)."""
     gpus = (point.get("extra") or {}).get("gpus", 1)
-    return point["x"] * gpus / 1e9 / (point["t_ms"] / 1e3)
+    return point["x"] * gpus / GB / (point["t_ms"] / 1e3)
 
 
 def fig_h2d(profile: dict):
@@ -456,7 +457,7 @@ def pipeline_groups(profile: dict) -> list[tuple[str, dict]]:
         pt = max(c["points"], key=lambda pt: pt["x"])
         p = c["params"]
         out.append((f"{p.get('model') or p.get('method')} {p.get('method')}\n{p.get('threads')} thr, "
-                    f"{pt['x'] / 1e9:.1f} GB", pt.get("extra") or {}))
+                    f"{pt['x'] / GB:.1f} GB", pt.get("extra") or {}))
     return out
 
 

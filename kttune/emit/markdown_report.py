@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kttune.errors import UserError
+from kttune.units import GIB
 
-GIB = 1024**3
 
 
 @dataclass

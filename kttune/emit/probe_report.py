@@ -9,7 +9,7 @@ from rich.table import Table
 
 from kttune.emit.terminal import fits, keep_title, split_columns
 from kttune.hw.profile import Curve, HardwareProfile
-from kttune.units import GIB, MIB
+from kttune.units import GB, GIB, MIB
 
 
 def _fmt_bytes(n: float) -> str:
@@ -155,7 +155,7 @@ def pipeline_table(curves: list[Curve]) -> Any:
         pt = max(c.points, key=lambda pt: pt.x)
         x = pt.extra
         t.add_row(f"{c.params.get('model') or ''} {c.params.get('method')}".strip(), str(c.params.get("threads")),
-                  f"{pt.x / 1e9:.1f}", *(_fmt_ms(float(x[k])) if x.get(k) else "-" for k in ("stage_a_ms", "stage_b_ms", "stage_c_ms")),
+                  f"{pt.x / GB:.1f}", *(_fmt_ms(float(x[k])) if x.get(k) else "-" for k in ("stage_a_ms", "stage_b_ms", "stage_c_ms")),
                   _fmt_ms(float(x.get("layer_ms") or pt.t_ms)),
                   f"{x['overlap_ratio']:.2f}" if isinstance(x.get("overlap_ratio"), (int, float)) else "")
     return keep_title(t)

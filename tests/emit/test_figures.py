@@ -16,8 +16,9 @@ from kttune.hw.registry import load_shipped
 from kttune.hw.profile import profile_to_dict
 from kttune.memory.vram import vram_breakdown
 from kttune.spec.loader import load_model
+from kttune.units import GIB
 
-GIB = 1024**3
+
 MEASURED = "h200-pcie5-xeon-amx-16c"
 
 
