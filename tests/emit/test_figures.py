@@ -18,7 +18,6 @@ from kttune.memory.vram import vram_breakdown
 from kttune.spec.loader import load_model
 from kttune.units import GIB
 
-
 MEASURED = "h200-pcie5-xeon-amx-16c"
 
 
