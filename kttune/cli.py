@@ -185,6 +185,7 @@ def workloads(json_out: bool = typer.Option(False, "--json", help="Print as JSON
 
 _register_optional("kttune.cli_probe")
 _register_optional("kttune.cli_report")
+_register_optional("kttune.cli_validate")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from kttune.errors import UserError
+from kttune.hw.calibration import Calibration, calibration_from_dict
 
 PROFILE_FORMAT = "kttune-hardware-profile"
 PROFILE_VERSION = 1
@@ -166,6 +167,7 @@ class HardwareProfile:
     curves: tuple[Curve, ...]
     fingerprint: str = ""
     timer: TimerInfo = field(default_factory=TimerInfo)
+    calibrations: tuple[Calibration, ...] = ()  # corrections measured against the real paths (kttune.hw.calibration)
     format: str = PROFILE_FORMAT
     version: int = PROFILE_VERSION
 
@@ -238,6 +240,7 @@ def profile_from_dict(d: dict[str, Any], origin: str = "profile") -> HardwarePro
             curves=tuple(_curve_from_dict(c) for c in d.get("curves", ())),
             fingerprint=d.get("fingerprint", ""),
             timer=TimerInfo(**d.get("timer", {})),
+            calibrations=tuple(calibration_from_dict(c) for c in d.get("calibrations", ())),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise UserError(

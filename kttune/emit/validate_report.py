@@ -1,0 +1,77 @@
+"""The report of `kttune validate`: what the server did, prediction against measurement per prompt
+length and per layerwise part, the corrections written. Rich tables and a JSON-able dict."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from rich.console import Console
+from rich.table import Table
+
+from kttune.emit.launch import launch_command
+
+
+def _ms(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v / 1e3:.2f} s" if v >= 1000 else f"{v:.1f} ms"
+
+
+def render_validation(console: Console, outcome) -> None:
+    res = outcome.result
+    console.print("[bold]server command[/] (run in its own process group):")
+    console.print(launch_command(["python", "-m"] + res.argv[2:]), soft_wrap=True, markup=False)
+    if res.ok:
+        console.print(f"[green]server ready after {res.ready_s:.0f} s[/] and served every prompt; the first was exactly "
+                      f"the chunk size ({res.chunk_prompt_tokens:,} tokens)")
+    else:
+        kind = res.failure.kind if res.failure else "timeout"
+        console.print(f"[red]{kind}[/] during {res.stage}: {res.reason}")
+    s = res.log.startup
+    if s.weights_usage_gib is not None or s.kv_tokens is not None:
+        console.print(f"start-up: weights {s.weights_usage_gib} GiB (free after {s.weights_avail_gib}), KV pool "
+                      f"{s.kv_tokens} tokens = {s.kv_gib} GiB, free after the pools {s.pool_end_avail_gib} GiB, "
+                      f"max_total_num_tokens={s.max_total_num_tokens}")
+    cmp = res.comparison
+    if cmp is not None:
+        t = Table(title="prefill: predicted vs measured TTFT (median)", show_edge=False)
+        for col in ("prompt tokens", "forwards", "predicted", "measured", "measured / predicted"):
+            t.add_column(col, justify="right")
+        for c in cmp.lengths:
+            paths = "+".join(sorted(set(c.paths))) if len(set(c.paths)) > 1 else f"{len(c.paths)} x {c.paths[0]}"
+            t.add_row(f"{c.prompt_tokens:,}", paths, _ms(c.predicted_ms), _ms(c.measured_ms), f"{c.ratio:.3g}")
+        console.print(t)
+        if cmp.parts:
+            t = Table(title="KT layerwise log lines, per MoE layer (median)", show_edge=False)
+            for col in ("part", "predicted", "logged", "lines", "logged / predicted"):
+                t.add_column(col, justify="right")
+            for p in cmp.parts:
+                t.add_row(p.part, _ms(p.predicted_ms), _ms(p.measured_ms), str(p.samples), f"{p.ratio:.3g}")
+            console.print(t)
+        for k in cmp.corrections:
+            console.print(f"correction {k.path}/{k.part} {k.method}: x{k.factor:.3g} from {k.n} measurements")
+    if outcome.profile_written:
+        console.print(f"corrections written to {outcome.profile_written}")
+    console.print(f"server log: {res.log_path}")
+
+
+def validation_dict(outcome) -> dict:
+    res = outcome.result
+    cmp = res.comparison
+    return {
+        "ok": res.ok, "stage": res.stage, "reason": res.reason,
+        "failure": asdict(res.failure) if res.failure else None,
+        "config": outcome.cfg.to_dict(), "emitted_command": outcome.emitted_argv, "server_argv": res.argv,
+        "prompt_lengths": list(outcome.lengths), "chunk_prompt_tokens": res.chunk_prompt_tokens,
+        "ready_timeout_s": outcome.timeout_s, "ready_s": res.ready_s, "log": res.log_path,
+        "startup_memory": asdict(res.log.startup),
+        "measurements": [{"prompt_tokens": m.prompt_tokens, "server_prompt_tokens": m.server_prompt_tokens, "ttft_ms": list(m.ttft_ms),
+                          "layerwise_lines": len(m.layerwise)} for m in res.measurements],
+        "comparison": None if cmp is None else {
+            "lengths": [{**asdict(c), "ratio": c.ratio} for c in cmp.lengths],
+            "parts": [{**asdict(p), "ratio": p.ratio} for p in cmp.parts],
+            "corrections": [asdict(k) for k in cmp.corrections],
+        },
+        "profile_written": outcome.profile_written,
+        "server_info": res.server_info,
+    }
