@@ -190,7 +190,9 @@ _register_optional("kttune.cli_validate")
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        app(args=argv, standalone_mode=False, prog_name="kttune")
+        rv = app(args=argv, standalone_mode=False, prog_name="kttune")
+        if isinstance(rv, int) and rv:  # non-standalone click returns typer.Exit's code instead of raising it
+            return rv
     except UserError as e:
         typer.echo(f"error: {e.line()}", err=True)
         return 2
