@@ -1,0 +1,351 @@
+"""The measured search: Optuna trials scored by measurement instead of the model.
+
+- The evaluator is injected (`Evaluator`: `measure(cfg, lengths) -> {length: ms}`); this module
+  never imports what measures. The path runner is one evaluator, the cost model another
+  (`ModelEvaluator`, a dry run and the reference in tests).
+- Objective: prefill throughput over the workload, request-weighted: sum(w L) / sum(w t(L)),
+  maximised, over threshold, chunk, GPU experts and `--kt-cpuinfer`; the KV pool stays the model
+  search's pick (it weighs decode, which a prefill measurement cannot). Constraints stay the model's (VRAM peak, host RAM, threshold <= chunk, KV holds the
+  longest request): a configuration that breaks them is not measured.
+- The model's best candidates are enqueued first, then known baselines (kttune.search.baselines).
+- Each prompt length is one step: its throughput is reported as an intermediate value, and Optuna's
+  WilcoxonPruner stops a trial once a paired signed-rank test over the lengths measured so far says
+  it is worse than the best trial (p < 0.1). Enqueued candidates and baselines are never pruned: the
+  report needs their full measurement.
+- Studies live in any Optuna storage (`--storage`: an RDB URL such as postgresql://... or
+  sqlite:///..., or a journal file), so several identical machines can run one study; `trials`
+  counts measured trials in the study across every process, and a rerun resumes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+import socket
+import time
+import warnings
+from dataclasses import dataclass, field, replace
+from typing import Callable, Protocol, Sequence
+
+import optuna
+
+from kttune.config import LaunchConfig
+from kttune.cost.components import Components
+from kttune.cost.prefill import prefill_time_ms
+from kttune.errors import UserError
+from kttune.search.baselines import BASELINES, Baseline, baseline_config
+from kttune.search.evaluate import evaluate
+from kttune.search.space import SearchSpace, build_space
+from kttune.search.study import SearchRequest, SearchResult, check_budget, check_request, open_storage, study_key
+
+MEASURED_VERSION = 1
+
+
+class Evaluator(Protocol):
+    """What measures a launch configuration: prefill time in ms of one prompt of each length, from
+    an idle start. The measured search calls it one length at a time (so it can prune between
+    lengths); an implementation may keep per-configuration set-up between calls."""
+
+    name: str  # recorded with the study; studies of different evaluators never mix
+
+    def measure(self, cfg: LaunchConfig, lengths: Sequence[int]) -> dict[int, float]: ...
+
+
+@dataclass
+class ModelEvaluator:
+    """The cost model as an evaluator: what the measured search would find if the model were exact."""
+
+    comp: Components
+    name: str = "model"
+
+    def measure(self, cfg: LaunchConfig, lengths: Sequence[int]) -> dict[int, float]:
+        return {n: prefill_time_ms(self.comp, cfg, n) for n in lengths}
+
+
+def parse_duration_s(text: str) -> float:
+    """'10m', '90s', '1h30m', '1.5h' or a bare number of seconds."""
+    t = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", t):
+        secs = float(t)
+    else:
+        parts = re.findall(r"(\d+(?:\.\d+)?)\s*(h|m|s)", t)
+        if not parts or "".join(a + b for a, b in parts) != re.sub(r"\s+", "", t):
+            raise UserError(f"--budget {text!r} is not a duration", "write e.g. 10m, 90s, 1h30m or a number of seconds")
+        secs = sum(float(a) * {"h": 3600, "m": 60, "s": 1}[b] for a, b in parts)
+    if secs <= 0:
+        raise UserError(f"--budget {text!r} must be positive", "write e.g. 10m")
+    return secs
+
+
+def prefill_tok_s(ms_by_length: dict[int, float], lengths: Sequence[int], weights: Sequence[float]) -> float:
+    """Request-weighted prefill throughput: sum(w L) / sum(w t) in tokens per second."""
+    tokens = sum(w * n for n, w in zip(lengths, weights))
+    secs = sum(w * ms_by_length[n] / 1e3 for n, w in zip(lengths, weights))
+    return tokens / secs if secs > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class MeasuredRequest:
+    base: SearchRequest  # model, method, profile, workload, budget, tp, seed, storage
+    trials: int = 20  # measured trials in the study (all processes together)
+    budget_s: float | None = None  # wall-clock budget of this process
+    model_candidates: int = 3  # the model search's pick, then the model's fastest-prefill configurations
+    model_prefill_trials: int = 200  # model-evaluated trials that find those (about 1 s)
+    baselines: tuple[Baseline, ...] = BASELINES
+    p_threshold: float = 0.1
+
+
+@dataclass(frozen=True)
+class MeasuredConfig:
+    """A configuration and what the measured study knows about it."""
+
+    name: str  # "measured pick", "model pick", "model #2", a baseline's name, "trial 7"
+    cfg: LaunchConfig
+    fits: bool
+    predicted_tok_s: float | None
+    measured_tok_s: float | None  # None: not measured (does not fit, or not reached)
+    ms_by_length: dict[int, float] = field(default_factory=dict)
+    state: str = ""  # complete | pruned | infeasible | not run
+    source: str = ""
+    notes: tuple[str, ...] = ()
+    trial: int | None = None
+
+
+@dataclass
+class MeasuredSearchResult:
+    best: MeasuredConfig
+    model_pick: MeasuredConfig
+    model_candidates: list[MeasuredConfig]
+    baselines: list[MeasuredConfig]
+    lengths: tuple[int, ...]
+    weights: tuple[float, ...]
+    evaluator: str
+    study_name: str
+    storage: str
+    trials_measured: int  # complete + pruned with at least one measurement, whole study
+    trials_pruned: int
+    trials_infeasible: int
+    trials_new: int  # run by this process
+    wall_s: float
+    space: SearchSpace
+
+
+def measured_study_name(req: MeasuredRequest, space: SearchSpace, evaluator: str) -> str:
+    b = req.base
+    key = hashlib.sha256(json.dumps({"v": MEASURED_VERSION, "model_key": study_key(b, space), "evaluator": evaluator},
+                                    sort_keys=True).encode()).hexdigest()[:12]
+    return f"kttune-measured-{evaluator}-{b.model.name}-{b.method}-tp{b.tp}-{key}"
+
+
+def _predicted_tok_s(comp: Components, cfg: LaunchConfig, req: MeasuredRequest) -> float:
+    wl = req.base.workload
+    return prefill_tok_s(ModelEvaluator(comp).measure(cfg, wl.prompt_tokens), wl.prompt_tokens, wl.weights)
+
+
+def model_prefill_candidates(comp: Components, space: SearchSpace, req: MeasuredRequest, k: int,
+                             n_trials: int = 200, fixed: dict | None = None) -> list[LaunchConfig]:
+    """The k configurations the model predicts fastest on the measured objective (prefill
+    throughput): an in-memory model-evaluated TPE study of that one objective, then each of its k
+    best polished by coordinate ascent (every value of one flag at a time, until none improves).
+    About a second; the model search's own pick weighs decode too, so it is not enough on its own."""
+    b = req.base
+    wl = b.workload
+    cache: dict[LaunchConfig, float] = {}
+
+    def score(cfg: LaunchConfig) -> float:
+        """Predicted prefill tok/s; 0 when the configuration does not fit."""
+        if cfg not in cache:
+            ev = evaluate(comp, cfg, wl, b.budget)
+            cache[cfg] = sum(w * n for n, w in zip(wl.prompt_tokens, wl.weights)) / (ev.mean_ttft_ms / 1e3) if ev.feasible else 0.0
+        return cache[cfg]
+
+    sampler = optuna.samplers.PartialFixedSampler(fixed or {}, optuna.samplers.TPESampler(seed=b.seed, multivariate=True))
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+
+    def objective(trial: optuna.Trial) -> float:
+        v = score(space.suggest(trial))
+        if v <= 0:
+            raise optuna.TrialPruned()
+        return v
+
+    study.optimize(objective, n_trials=n_trials, gc_after_trial=False)
+    done = sorted((t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE), key=lambda t: -t.value)
+    starts: list[LaunchConfig] = []
+    for t in done:
+        p = {"threshold": 0, "threads": space.threads[0], **t.params}
+        cfg = space.config(p["chunk"], p["threshold"], p["gpu_experts"], p["kv_k"], p["threads"])
+        if cfg not in starts:
+            starts.append(cfg)
+        if len(starts) >= k:
+            break
+    def most_experts(cfg: LaunchConfig) -> LaunchConfig:
+        """The most GPU experts that still fit with the rest of `cfg` (VRAM grows with them)."""
+        lo, hi = 0, space.gpu_experts_max
+        if score(replace(cfg, num_gpu_experts=0)) <= 0:
+            return cfg
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if score(replace(cfg, num_gpu_experts=mid)) > 0 else (lo, mid - 1)
+        return replace(cfg, num_gpu_experts=lo)
+
+    # a larger chunk may fit only with fewer GPU experts: each value of a flag is also tried with
+    # the most experts that fit beside it
+    axes = {"chunked_prefill_size": space.chunks, "gpu_prefill_token_threshold": space.thresholds,
+            "num_gpu_experts": range(space.gpu_experts_max + 1), "cpuinfer_threads": space.threads}
+    out: list[LaunchConfig] = []
+    for cfg in starts:
+        for _ in range(4):
+            before = cfg
+            for name, values in axes.items():
+                tries = [replace(cfg, **{name: v}) for v in values]
+                if name != "num_gpu_experts":
+                    tries += [most_experts(c) for c in tries]
+                cfg = max(tries, key=lambda c: (score(c), c == cfg))
+            if cfg == before:
+                break
+        for c in (cfg, *starts):
+            if c not in out and score(c) > 0:
+                out.append(c)
+                break
+    return sorted(out, key=score, reverse=True)[:k]
+
+
+def _key(params: dict) -> tuple:
+    return tuple(sorted(params.items()))
+
+
+def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result: SearchResult,
+                        on_trial: Callable[[int, int, float | None], None] | None = None) -> MeasuredSearchResult:
+    """Run (or resume, or join) the measured study. `model_result` is the model search of the same
+    request (kttune.search.study.run_search): its best candidates are measured first."""
+    b = req.base
+    check_request(b)
+    if req.trials < 1:
+        raise UserError(f"--trials {req.trials} must be at least 1", "pass e.g. --trials 20")
+    t0 = time.perf_counter()
+    comp = Components(b.profile, b.model, b.method, b.tp)
+    space = build_space(comp, b.workload, b.budget, b.tp)
+    check_budget(comp, space, b)
+    lengths, weights = tuple(b.workload.prompt_tokens), tuple(b.workload.weights)
+    storage, storage_url = open_storage(b.storage)
+    name = measured_study_name(req, space, evaluator.name)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # The KV pool is the model search's choice (it weighs decode, which prefill measurements cannot);
+    # the measured study tunes the prefill flags under it.
+    fixed = {"kv_k": space.params_of(model_result.best.cfg)["kv_k"]}
+    sampler = optuna.samplers.PartialFixedSampler(
+        fixed, optuna.samplers.TPESampler(seed=b.seed, n_startup_trials=5, multivariate=True, constant_liar=True))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        pruner = optuna.pruners.WilcoxonPruner(p_threshold=req.p_threshold, n_startup_steps=2)
+    study = optuna.create_study(study_name=name, storage=storage, direction="maximize", sampler=sampler, pruner=pruner,
+                                load_if_exists=True)
+
+    cores = b.profile.inventory.cpu.physical_cores or max(space.threads) + 1
+    cands = [model_result.best.cfg] + [c for c in model_prefill_candidates(comp, space, req, req.model_candidates, req.model_prefill_trials, fixed)
+                                        if c != model_result.best.cfg][:max(0, req.model_candidates - 1)]
+    base_cfgs = [(bl, *baseline_config(bl, space, cores)) for bl in req.baselines]
+    for i, cfg in enumerate(cands):
+        study.enqueue_trial(space.params_of(cfg), user_attrs={"role": "model", "name": "model pick" if i == 0 else f"model prefill #{i}"},
+                            skip_if_exists=True)
+    for bl, cfg, _notes in base_cfgs:
+        if evaluate(comp, cfg, b.workload, b.budget).feasible:
+            study.enqueue_trial(space.params_of(cfg), user_attrs={"role": "baseline", "name": bl.name}, skip_if_exists=True)
+
+    worker = f"{socket.gethostname()}:{os.getpid()}"
+    new = [0]
+
+    def measured_count() -> int:
+        return sum(1 for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED))
+                   if t.user_attrs.get("measured"))
+
+    def objective(trial: optuna.Trial) -> float:
+        cfg = space.suggest(trial)
+        trial.set_user_attr("worker", worker)
+        ev = evaluate(comp, cfg, b.workload, b.budget)
+        if not ev.feasible:
+            trial.set_user_attr("infeasible", ev.violated)
+            raise optuna.TrialPruned(f"does not fit: {', '.join(ev.violated)}")
+        same = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+                if t.params == trial.params and t.user_attrs.get("measured")]
+        if same:  # measured before (by this process or another): reuse, measure nothing
+            trial.set_user_attr("duplicate_of", same[0].number)
+            for step, value in same[0].intermediate_values.items():
+                trial.report(value, step)
+            for k, v in same[0].user_attrs.items():
+                if k.startswith("ms_"):
+                    trial.set_user_attr(k, v)
+            return same[0].value
+        protected = trial.user_attrs.get("role") in ("model", "baseline")
+        order = list(range(len(lengths)))
+        random.Random(trial.number).shuffle(order)  # the Wilcoxon test assumes no order bias between instances
+        ms: dict[int, float] = {}
+        for step in order:
+            n = lengths[step]
+            ms[n] = float(evaluator.measure(cfg, [n])[n])
+            trial.set_user_attr(f"ms_{n}", ms[n])
+            trial.set_user_attr("measured", True)
+            trial.report(n / (ms[n] / 1e3), step)
+            if not protected and len(ms) < len(lengths) and trial.should_prune():
+                raise optuna.TrialPruned(f"worse than the best after {len(ms)} of {len(lengths)} lengths")
+        return prefill_tok_s(ms, lengths, weights)
+
+    def callback(st: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        new[0] += 1
+        done = measured_count()
+        if on_trial:
+            best = None
+            try:
+                best = st.best_value
+            except ValueError:
+                pass
+            on_trial(done, req.trials, best)
+        if done >= req.trials:
+            st.stop()
+
+    if measured_count() < req.trials:
+        # every configuration may be infeasible or a duplicate: cap the attempts of this process
+        study.optimize(objective, n_trials=max(50, 20 * req.trials), timeout=req.budget_s, callbacks=[callback],
+                       gc_after_trial=False, catch=())
+
+    trials = study.get_trials(deepcopy=False)
+    complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("measured")]
+    pruned = [t for t in trials if t.state == optuna.trial.TrialState.PRUNED and t.user_attrs.get("measured")]
+    infeasible = [t for t in trials if t.user_attrs.get("infeasible")]
+    if not complete:
+        raise UserError(f"no configuration was measured in full in study {name!r} ({len(trials)} trials)",
+                        "raise --budget or --trials, or check the evaluator")
+    by_params = {_key(t.params): t for t in complete}
+    by_params_pruned = {_key(t.params): t for t in pruned}
+
+    def describe(label: str, cfg: LaunchConfig, source: str = "", notes: tuple[str, ...] = ()) -> MeasuredConfig:
+        fits = evaluate(comp, cfg, b.workload, b.budget).feasible
+        pk = _key(space.params_of(cfg))
+        t = by_params.get(pk) or by_params_pruned.get(pk)
+        ms = {int(k[3:]): v for k, v in (t.user_attrs.items() if t else ()) if k.startswith("ms_")}
+        if t is None:
+            state, tok = ("not run" if fits else "infeasible"), None
+        elif t.state == optuna.trial.TrialState.COMPLETE:
+            state, tok = "complete", float(t.value)
+        else:
+            state, tok = "pruned", None
+        return MeasuredConfig(label, cfg, fits, _predicted_tok_s(comp, cfg, req), tok, ms, state, source, notes,
+                              t.number if t else None)
+
+    top = max(complete, key=lambda t: t.value)
+    p = dict(top.params)
+    p.setdefault("threshold", 0)
+    p.setdefault("threads", space.threads[0])
+    best_cfg = space.config(p["chunk"], p["threshold"], p["gpu_experts"], p["kv_k"], p["threads"])
+    model_confs = [describe("model pick" if i == 0 else f"model prefill #{i}", c,
+                            "kttune search's pick" if i == 0 else "the model's fastest prefill") for i, c in enumerate(cands)]
+    return MeasuredSearchResult(
+        best=describe("measured pick", best_cfg, f"trial {top.number}"),
+        model_pick=model_confs[0], model_candidates=model_confs,
+        baselines=[describe(bl.name, cfg, bl.source, notes) for bl, cfg, notes in base_cfgs],
+        lengths=lengths, weights=weights, evaluator=evaluator.name, study_name=name, storage=storage_url,
+        trials_measured=len(complete) + len(pruned), trials_pruned=len(pruned), trials_infeasible=len(infeasible),
+        trials_new=new[0], wall_s=time.perf_counter() - t0, space=space)

@@ -1,0 +1,156 @@
+"""The measured search with real Optuna storage. Its evaluator here is the cost model
+(`ModelEvaluator`): deterministic, so the pick can be held to an exhaustive grid computed
+independently; the path runner plugs into the same protocol on a real machine."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+
+import optuna
+import pytest
+from hypothesis import given, strategies as st
+
+from kttune.cost.components import Components
+from kttune.cost.prefill import prefill_time_ms
+from kttune.errors import UserError
+from kttune.search.evaluate import Budget, evaluate
+from kttune.search.measured import MeasuredRequest, ModelEvaluator, parse_duration_s, prefill_tok_s, run_measured_search
+from kttune.search.space import KV_UNIT, build_space
+from kttune.search.study import SearchRequest, run_search
+from kttune.search.workload import workload_from_dict
+from tests.helpers import model, profile
+
+GIB = 2**30
+SHIPPED = "h200-pcie5-xeon-amx-16c"
+
+
+# prompts up to 16K keep the exhaustive grid below cheap; 8 lengths give the signed-rank test room to prune
+WORKLOAD = workload_from_dict({"prompt_tokens": [300, 700, 1500, 2500, 4000, 6000, 10000, 16384],
+                               "weights": [8, 7, 6, 5, 4, 3, 2, 1], "output_tokens": 256,
+                               "concurrency": 4, "decode_weight": 0.3}, "test", "test workload")
+
+
+def base(storage: str, name="qwen3-30b-a3b", vram=32, seed=3) -> SearchRequest:
+    m = model(name)
+    return SearchRequest(model=m, method=m.default_method, profile=profile(SHIPPED),
+                         workload=WORKLOAD, budget=Budget(vram * GIB, 512 * GIB),
+                         trials=60, seed=seed, storage=storage)
+
+
+def comp_of(b: SearchRequest) -> Components:
+    return Components(b.profile, b.model, b.method, b.tp)
+
+
+def test_durations():
+    assert parse_duration_s("10m") == 600 and parse_duration_s("1h30m") == 5400 and parse_duration_s("90") == 90
+    assert parse_duration_s("1.5h") == 5400 and parse_duration_s("45s") == 45
+    for bad in ("ten minutes", "10x", "0", "-5m"):
+        with pytest.raises(UserError):
+            parse_duration_s(bad)
+
+
+@given(st.lists(st.tuples(st.integers(1, 100_000), st.floats(0.01, 1e5), st.floats(0.01, 1.0)), min_size=1, max_size=8,
+                unique_by=lambda x: x[0]),
+       st.floats(0.1, 10))
+def test_throughput_scales_inversely_with_time(rows, k):
+    lengths = [r[0] for r in rows]
+    ms = {r[0]: r[1] for r in rows}
+    w = [r[2] for r in rows]
+    a = prefill_tok_s(ms, lengths, w)
+    b = prefill_tok_s({n: k * t for n, t in ms.items()}, lengths, w)
+    assert abs(a / b - k) < 1e-9 * k
+
+
+def _grid_optimum(b: SearchRequest, kv_units: int) -> float:
+    """Exhaustive over chunk x threshold x GPU experts x threads at the measured search's KV pool,
+    computed straight from the cost model."""
+    comp = comp_of(b)
+    space = build_space(comp, b.workload, b.budget, b.tp)
+    wl = b.workload
+    best = 0.0
+    experts = sorted({round(space.gpu_experts_max * f) for f in (0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1)})
+    for chunk in space.chunks:
+        for thr in space.thresholds:
+            for n in experts:
+                for th in space.threads:
+                    cfg = space.config(chunk, thr, n, kv_units, th)
+                    if not evaluate(comp, cfg, wl, b.budget).feasible:
+                        continue
+                    ms = {p: prefill_time_ms(comp, cfg, p) for p in wl.prompt_tokens}
+                    best = max(best, prefill_tok_s(ms, wl.prompt_tokens, wl.weights))
+    return best
+
+
+def test_pick_within_3_percent_of_the_grid_in_20_trials_and_beats_baselines(tmp_path):
+    b = base(str(tmp_path / "s.journal"))
+    res = run_measured_search(MeasuredRequest(base=b, trials=20), ModelEvaluator(comp_of(b)), run_search(b))
+    assert res.trials_measured <= 21
+    assert res.best.measured_tok_s >= 0.97 * _grid_optimum(b, res.model_pick.cfg.max_total_tokens // KV_UNIT)
+    for bl in res.baselines:
+        if bl.fits:
+            assert bl.state == "complete" and res.best.measured_tok_s >= bl.measured_tok_s
+    # the model's candidates and the baselines were measured in full, never pruned
+    assert all(c.state == "complete" for c in res.model_candidates)
+    assert res.model_pick.measured_tok_s == pytest.approx(res.model_pick.predicted_tok_s)
+
+
+def test_pruned_trials_stop_early_and_are_worse(tmp_path):
+    b = base(str(tmp_path / "s.journal"), seed=11)
+    res = run_measured_search(MeasuredRequest(base=b, trials=30, model_prefill_trials=40), ModelEvaluator(comp_of(b)), run_search(b))
+    study = optuna.load_study(study_name=res.study_name, storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(res.storage)))
+    pruned = [t for t in study.trials if t.state == optuna.trial.TrialState.PRUNED and t.user_attrs.get("measured")]
+    assert res.trials_pruned == len(pruned) > 0
+    n = len(res.lengths)
+    for t in pruned:
+        assert len(t.intermediate_values) < n
+        assert t.user_attrs.get("role") is None  # enqueued candidates and baselines are never pruned
+
+
+def test_resume_keeps_what_was_measured(tmp_path):
+    b = base(str(tmp_path / "s.journal"))
+    model_res = run_search(b)
+    first = run_measured_search(MeasuredRequest(base=b, trials=8, model_prefill_trials=40), ModelEvaluator(comp_of(b)), model_res)
+    again = run_measured_search(MeasuredRequest(base=b, trials=12, model_prefill_trials=40), ModelEvaluator(comp_of(b)), model_res)
+    assert again.study_name == first.study_name
+    assert 12 <= again.trials_measured <= 13 and again.trials_measured > first.trials_measured
+    assert again.best.measured_tok_s >= first.best.measured_tok_s
+    done = run_measured_search(MeasuredRequest(base=b, trials=12, model_prefill_trials=40), ModelEvaluator(comp_of(b)), model_res)
+    assert done.trials_new == 0  # nothing left to measure
+
+
+class SlowModelEvaluator(ModelEvaluator):
+    """The model, with a pause per length, so that two processes overlap in time."""
+
+    def measure(self, cfg, lengths):
+        time.sleep(0.02)
+        return super().measure(cfg, lengths)
+
+
+def _worker(storage: str, trials: int) -> None:
+    b = base(storage)
+    run_measured_search(MeasuredRequest(base=b, trials=trials, model_prefill_trials=40), SlowModelEvaluator(comp_of(b)), run_search(b))
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "journal"])
+def test_two_processes_share_one_study(tmp_path, kind):
+    storage = f"sqlite:///{tmp_path / 's.db'}" if kind == "sqlite" else str(tmp_path / "s.journal")
+    run_search(base(storage))  # the model study exists before the two join (both would create it otherwise)
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_worker, args=(storage, 16)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    b = base(storage)
+    res = run_measured_search(MeasuredRequest(base=b, trials=16, model_prefill_trials=40), ModelEvaluator(comp_of(b)), run_search(b))
+    assert res.trials_new == 0 and 16 <= res.trials_measured <= 18
+    store = optuna.storages.RDBStorage(storage) if kind == "sqlite" else optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(storage))
+    trials = optuna.load_study(study_name=res.study_name, storage=store).trials
+    workers = {t.user_attrs.get("worker") for t in trials if t.user_attrs.get("measured")}
+    assert len(workers) == 2  # both processes measured trials of the one study
+    names = [t.user_attrs.get("name") for t in trials if t.user_attrs.get("role")]
+    assert len(names) == len(set(names))  # each enqueued candidate and baseline measured once
