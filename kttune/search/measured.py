@@ -148,8 +148,8 @@ def _predicted_tok_s(comp: Components, cfg: LaunchConfig, req: MeasuredRequest) 
 def model_prefill_candidates(comp: Components, space: SearchSpace, req: MeasuredRequest, k: int,
                              n_trials: int = 200, fixed: dict | None = None) -> list[LaunchConfig]:
     """The k configurations the model predicts fastest on the measured objective (prefill
-    throughput): an in-memory model-evaluated TPE study of that one objective, then each of its k
-    best polished by coordinate ascent (every value of one flag at a time, until none improves).
+    throughput): an in-memory model-evaluated random study of that one objective, then each of its
+    k best polished by coordinate ascent (every value of one flag at a time, until none improves).
     About a second; the model search's own pick weighs decode too, so it is not enough on its own."""
     b = req.base
     wl = b.workload
@@ -162,7 +162,10 @@ def model_prefill_candidates(comp: Components, space: SearchSpace, req: Measured
             cache[cfg] = sum(w * n for n, w in zip(wl.prompt_tokens, wl.weights)) / (ev.mean_ttft_ms / 1e3) if ev.feasible else 0.0
         return cache[cfg]
 
-    sampler = optuna.samplers.PartialFixedSampler(fixed or {}, optuna.samplers.TPESampler(seed=b.seed, multivariate=True))
+    # random exploration is enough to seed the ascent, and costs nothing next to TPE's sampling
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        sampler = optuna.samplers.PartialFixedSampler(fixed or {}, optuna.samplers.RandomSampler(seed=b.seed))
     study = optuna.create_study(direction="maximize", sampler=sampler)
 
     def objective(trial: optuna.Trial) -> float:
@@ -230,16 +233,19 @@ def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result
     space = build_space(comp, b.workload, b.budget, b.tp)
     check_budget(comp, space, b)
     lengths, weights = tuple(b.workload.prompt_tokens), tuple(b.workload.weights)
-    storage, storage_url = open_storage(b.storage)
+    if b.storage == ":memory:":  # a throwaway study (nothing resumes it)
+        storage, storage_url = optuna.storages.InMemoryStorage(), ":memory:"
+    else:
+        storage, storage_url = open_storage(b.storage)
     name = measured_study_name(req, space, evaluator.name)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     # The KV pool is the model search's choice (it weighs decode, which prefill measurements cannot);
     # the measured study tunes the prefill flags under it.
     fixed = {"kv_k": space.params_of(model_result.best.cfg)["kv_k"]}
-    sampler = optuna.samplers.PartialFixedSampler(
-        fixed, optuna.samplers.TPESampler(seed=b.seed, n_startup_trials=5, multivariate=True, constant_liar=True))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        tpe = optuna.samplers.TPESampler(seed=b.seed, n_startup_trials=5, multivariate=True, constant_liar=True)
+        sampler = optuna.samplers.PartialFixedSampler(fixed, tpe)
         pruner = optuna.pruners.WilcoxonPruner(p_threshold=req.p_threshold, n_startup_steps=2)
     study = optuna.create_study(study_name=name, storage=storage, direction="maximize", sampler=sampler, pruner=pruner,
                                 load_if_exists=True)
@@ -275,9 +281,6 @@ def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result
             trial.set_user_attr("duplicate_of", same[0].number)
             for step, value in same[0].intermediate_values.items():
                 trial.report(value, step)
-            for k, v in same[0].user_attrs.items():
-                if k.startswith("ms_"):
-                    trial.set_user_attr(k, v)
             return same[0].value
         protected = trial.user_attrs.get("role") in ("model", "baseline")
         order = list(range(len(lengths)))
@@ -286,9 +289,9 @@ def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result
         for step in order:
             n = lengths[step]
             ms[n] = float(evaluator.measure(cfg, [n])[n])
-            trial.set_user_attr(f"ms_{n}", ms[n])
-            trial.set_user_attr("measured", True)
-            trial.report(n / (ms[n] / 1e3), step)
+            if len(ms) == 1:
+                trial.set_user_attr("measured", True)
+            trial.report(n / (ms[n] / 1e3), step)  # tok/s at this length; the ms follow from it
             if not protected and len(ms) < len(lengths) and trial.should_prune():
                 raise optuna.TrialPruned(f"worse than the best after {len(ms)} of {len(lengths)} lengths")
         return prefill_tok_s(ms, lengths, weights)
@@ -325,7 +328,7 @@ def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result
         fits = evaluate(comp, cfg, b.workload, b.budget).feasible
         pk = _key(space.params_of(cfg))
         t = by_params.get(pk) or by_params_pruned.get(pk)
-        ms = {int(k[3:]): v for k, v in (t.user_attrs.items() if t else ()) if k.startswith("ms_")}
+        ms = {lengths[step]: lengths[step] * 1e3 / v for step, v in (t.intermediate_values.items() if t else ())}
         if t is None:
             state, tok = ("not run" if fits else "infeasible"), None
         elif t.state == optuna.trial.TrialState.COMPLETE:
