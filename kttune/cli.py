@@ -60,7 +60,10 @@ def search(
     profile: str = typer.Option(None, "--profile", help=PROFILE_HELP),
     workload: str = typer.Option("rag", "--workload", "-w", help=WORKLOAD_HELP),
     method: str = typer.Option(None, "--kt-method", help="Override the KT method detected from quantization_config."),
-    trials: int = typer.Option(300, "--trials", help="Optuna trials (model-evaluated: 5-8 ms each on a 2-core VM)."),
+    trials: int = typer.Option(None, "--trials", help="Optuna trials: default 300 model-evaluated (5-8 ms each on a 2-core VM), or 20 measured with --measure (in the study, across every process sharing it)."),
+    measure: bool = typer.Option(False, "--measure", help="Score trials by measurement (the path runner on this machine) instead of the model; the model's candidates and the kt run / KT doc defaults are measured first."),
+    budget: str = typer.Option(None, "--budget", help="Time budget of a measured search, e.g. 10m, 90s, 1h (this process; rerun to resume)."),
+    evaluator: str = typer.Option("runner", "--evaluator", help="What measures with --measure: runner (GPU), runner-cpu (its CPU variant), model (a dry run on the cost model)."),
     storage: str = typer.Option(None, "--storage", help="Optuna storage: a journal file path or an RDB URL (sqlite:///x.db). Default: a journal in the user cache dir. Rerunning the same search resumes it."),
     seed: int = typer.Option(None, "--seed", help="Sampler seed, for a reproducible search."),
     host_ram: str = typer.Option(None, "--host-ram", help="Host RAM of the target machine (default: the profile's)."),
@@ -79,6 +82,12 @@ def search(
     mp = model_path or (model if _is_dir(model) else None)
     inp = api.resolve_inputs(model, vram, gpus, profile, workload, method, host_ram, vram_margin, mp, weight_path)
     report.header(console, inp.request)
+    if measure or budget:
+        from kttune.cli_measured import measured_search
+
+        measured_search(console, inp, evaluator, trials, budget, seed, storage, json_out, measure)
+        return
+    trials = 300 if trials is None else trials
     with search_progress(console, trials) as on_trial:
         try:
             outcome = api.search(inp, trials=trials, seed=seed, storage=storage, on_trial=on_trial)

@@ -1,0 +1,51 @@
+"""`kttune search --measure`: the measured branch of the search command (parse, call
+kttune.api_measured, render). Kept beside kttune/cli.py so the search command stays short."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from kttune.errors import UserError
+
+
+def measured_search(console, inp, evaluator: str, trials: int | None, budget: str | None, seed: int | None,
+                    storage: str | None, json_out: bool, measure: bool) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from kttune import api
+    from kttune.api_measured import make_evaluator, measured_search as run
+    from kttune.emit.launch import launch_command
+    from kttune.emit.measured_report import measured_dict, render_measured
+    from kttune.search.measured import parse_duration_s
+
+    if not measure:
+        raise UserError("--budget applies to a measured search", "add --measure, or drop --budget")
+    budget_s = parse_duration_s(budget) if budget else None
+    n = 20 if trials is None else trials
+    ev = make_evaluator(inp, evaluator)
+    with Progress(TextColumn("measuring"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[best]}"), console=console, transient=True) as prog:
+        task = prog.add_task("measure", total=n, best="")
+
+        def on_trial(done: int, total: int, best: float | None) -> None:
+            prog.update(task, completed=min(done, total), best=f"best {best:,.0f} tok/s" if best else "")
+
+        try:
+            res = run(inp, ev, trials=n, budget_s=budget_s, seed=seed, storage=storage, on_trial=on_trial)
+        except KeyboardInterrupt:
+            console.print("[yellow]interrupted: measured trials are saved; rerun the same command to resume[/]")
+            raise typer.Exit(130)
+    render_measured(console, res)
+    from kttune.search.evaluate import evaluate
+    from kttune.cost.components import Components
+
+    best_ev = evaluate(Components(inp.profile, inp.model, inp.method, inp.tp), res.best.cfg, inp.workload, inp.budget)
+    argv = api.command_for(inp, best_ev)
+    console.print("[bold]sglang-kt launch command (measured pick)[/]")
+    console.print(launch_command(argv), soft_wrap=True, markup=False)
+    if json_out:
+        out = measured_dict(res)
+        out["command"] = argv
+        typer.echo(json.dumps(out, indent=1, default=str))

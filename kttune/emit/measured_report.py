@@ -1,0 +1,51 @@
+"""The report of `kttune search --measure`: the measured pick, the model's pick and candidates, and the
+baselines, each with its measured prefill throughput. Rich table and a JSON-able dict."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _tok(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.0f}"
+
+
+def rows(res) -> list:
+    return [res.best, *res.model_candidates, *res.baselines]
+
+
+def render_measured(console: Console, res) -> None:
+    t = Table(title=f"measured prefill throughput (evaluator: {res.evaluator}; request-weighted over "
+                    f"{len(res.lengths)} prompt lengths)", show_edge=False)
+    for col in ("configuration", "chunk", "threshold", "GPU exp.", "cpuinfer", "measured tok/s", "vs measured pick",
+                "predicted tok/s", "state"):
+        t.add_column(col, justify="right" if col not in ("configuration", "state") else "left")
+    top = res.best.measured_tok_s or 0.0
+    for r in rows(res):
+        c = r.cfg
+        rel = f"{r.measured_tok_s / top:.1%}" if r.measured_tok_s and top else "-"
+        state = r.state if r.fits else "does not fit the budget"
+        t.add_row(r.name, f"{c.chunked_prefill_size}", f"{c.gpu_prefill_token_threshold}", f"{c.num_gpu_experts}",
+                  f"{c.cpuinfer_threads}", _tok(r.measured_tok_s), rel, _tok(r.predicted_tok_s), state)
+    console.print(t)
+    for r in res.baselines:
+        if r.notes:
+            console.print(f"{r.name}: " + "; ".join(r.notes))
+    console.print(f"study {res.study_name} in {res.storage}: {res.trials_measured} measured trials "
+                  f"({res.trials_pruned} stopped early by the signed-rank test, {res.trials_new} run now), "
+                  f"{res.trials_infeasible} configurations skipped as over budget; {res.wall_s:.0f} s")
+
+
+def measured_dict(res) -> dict:
+    def one(r) -> dict:
+        return {"name": r.name, "config": r.cfg.to_dict(), "fits": r.fits, "measured_tok_s": r.measured_tok_s,
+                "predicted_tok_s": r.predicted_tok_s, "ms_by_prompt_tokens": {str(k): v for k, v in sorted(r.ms_by_length.items())},
+                "state": r.state, "source": r.source, "notes": list(r.notes), "trial": r.trial}
+
+    return {"evaluator": res.evaluator, "prompt_tokens": list(res.lengths), "weights": list(res.weights),
+            "measured_pick": one(res.best), "model_pick": one(res.model_pick),
+            "model_candidates": [one(r) for r in res.model_candidates], "baselines": [one(r) for r in res.baselines],
+            "study": {"name": res.study_name, "storage": res.storage, "measured_trials": res.trials_measured,
+                      "pruned": res.trials_pruned, "infeasible": res.trials_infeasible, "new_trials": res.trials_new,
+                      "wall_s": res.wall_s}}

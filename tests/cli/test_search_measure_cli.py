@@ -1,0 +1,48 @@
+"""`kttune search --measure` end to end (evaluator: the cost model, since the path runner needs its
+machine; the study machinery is the same)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from kttune.cli import main
+
+BASE = ["search", "-m", "qwen3-30b-a3b", "--vram", "32G", "--profile", "h200-pcie5-xeon-amx-16c", "-w", "long-context",
+        "--seed", "1"]
+
+
+def test_measured_search_json(tmp_path, capsys):
+    code = main(BASE + ["--measure", "--evaluator", "model", "--trials", "10", "--budget", "5m",
+                        "--storage", str(tmp_path / "s.journal"), "--json"])
+    cap = capsys.readouterr()
+    assert code == 0, cap.err
+    doc = json.loads(cap.out)
+    pick = doc["measured_pick"]["measured_tok_s"]
+    assert doc["model_pick"]["measured_tok_s"] <= pick
+    names = [b["name"] for b in doc["baselines"]]
+    assert names == ["kt run defaults", "kt run interactive defaults", "KT layerwise doc example"]
+    for b in doc["baselines"]:
+        assert b["state"] == ("complete" if b["fits"] else "infeasible")
+        if b["fits"]:
+            assert b["measured_tok_s"] <= pick
+    assert 10 <= doc["study"]["measured_trials"] <= 11
+    assert "--chunked-prefill-size" in doc["command"]
+
+
+@pytest.mark.parametrize("extra,needle", [(["--measure", "--budget", "ten"], "--budget"),
+                                          (["--budget", "10m"], "--measure"),
+                                          (["--measure", "--evaluator", "oracle"], "unknown evaluator")])
+def test_bad_measured_options(capsys, extra, needle):
+    code = main(BASE + extra)
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and needle in err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("kttune.probes.paths") is not None, reason="the path runner is installed")
+def test_runner_evaluator_missing_is_a_one_line_error(capsys):
+    code = main(BASE + ["--measure"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--evaluator model" in err
