@@ -1,0 +1,180 @@
+"""Ground truth for the measured search: measure an exhaustive grid over the search space with the
+same evaluator, then run `kttune search --measure` and compare its pick with the grid optimum.
+
+    python benchmarks/bench_measured_search.py --model kimi-k2-thinking --vram 140G --host-ram 1T \
+        --workload long-context --evaluator runner --out benchmarks/results/measured-search-h200
+    python benchmarks/bench_measured_search.py --quick --evaluator model --out /tmp/bms   # anywhere, seconds
+
+The grid: every chunk, threshold and `--kt-cpuinfer` of the search space (or the values given) x a
+few GPU-expert counts (0, and evenly spaced up to the most that fit beside each chunk), at the KV
+pool the measured search uses (the model search's pick). Configurations over the VRAM / host-RAM
+budget are not measured. `--quick` takes three chunks, three thresholds, two thread counts and
+two expert counts. Grid results are written as they come (rerunning with the same --out resumes).
+
+Writes <out>/bench_measured_search.json and .md: the machine, the evaluator, the grid optimum, the
+search's pick, its trials, and every baseline; and whether the pick is within 3% of the grid optimum
+in at most 20 measured trials and beats every baseline that fits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import socket
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _ints(text: str | None) -> list[int] | None:
+    return [int(x) for x in text.split(",")] if text else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="qwen3-30b-a3b")
+    ap.add_argument("--vram", default="32G")
+    ap.add_argument("--gpus", type=int, default=1)
+    ap.add_argument("--host-ram", default=None)
+    ap.add_argument("--profile", default=None)
+    ap.add_argument("--workload", default="long-context")
+    ap.add_argument("--method", default=None)
+    ap.add_argument("--evaluator", default="runner", help="runner | runner-cpu | model")
+    ap.add_argument("--trials", type=int, default=20, help="measured trials of the search (the target: at most 20)")
+    ap.add_argument("--budget", default=None, help="time budget of the search, e.g. 30m")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--quick", action="store_true", help="a small grid (3 chunks x 3 thresholds x 2 threads x 2 expert counts)")
+    ap.add_argument("--chunks", help="comma list overriding the grid's chunks")
+    ap.add_argument("--thresholds", help="comma list overriding the grid's thresholds")
+    ap.add_argument("--threads", help="comma list overriding the grid's --kt-cpuinfer values")
+    ap.add_argument("--experts", type=int, default=4, help="GPU-expert counts per (chunk, threshold, threads), 0 to the most that fit")
+    ap.add_argument("--out", default="benchmarks/results/measured-search")
+    a = ap.parse_args(argv)
+
+    from kttune import api
+    from kttune.api_measured import make_evaluator
+    from kttune.cost.components import Components
+    from kttune.search.evaluate import evaluate
+    from kttune.search.measured import MeasuredRequest, parse_duration_s, prefill_tok_s, run_measured_search
+    from kttune.search.space import KV_UNIT, build_space
+    from kttune.search.study import SearchRequest, run_search
+
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    inp = api.resolve_inputs(a.model, a.vram, a.gpus, a.profile, a.workload, a.method, a.host_ram)
+    ev = make_evaluator(inp, a.evaluator)
+    comp = Components(inp.profile, inp.model, inp.method, inp.tp)
+    wl, budget = inp.workload, inp.budget
+    space = build_space(comp, wl, budget, inp.tp)
+    base = SearchRequest(model=inp.model, method=inp.method, profile=inp.profile, workload=wl, budget=budget, tp=inp.tp,
+                         trials=300, seed=a.seed, storage=str(out / "studies.journal"))
+    model_res = run_search(base)
+    kv_units = space.params_of(model_res.best.cfg)["kv_k"]
+
+    chunks = _ints(a.chunks) or (list(space.chunks) if not a.quick else sorted({space.chunks[0], 4096 if 4096 in space.chunks else space.chunks[0], space.chunks[-1]}))
+    thresholds = _ints(a.thresholds) or (list(space.thresholds) if not a.quick else
+                                         sorted({0, *[t for t in (1024, 4096) if t in space.thresholds]}))
+    threads = _ints(a.threads) or (list(space.threads) if not a.quick else sorted({space.threads[0], *[t for t in space.threads if t < (inp.profile.inventory.cpu.physical_cores or 10**9)][-1:]}))
+    n_exp = 2 if a.quick else max(2, a.experts)
+
+    def most_experts(chunk: int, thr: int, th: int) -> int:
+        lo, hi = 0, space.gpu_experts_max
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if evaluate(comp, space.config(chunk, thr, mid, kv_units, th), wl, budget).feasible else (lo, mid - 1)
+        return lo
+
+    grid_file = out / "grid.json"
+    grid = json.loads(grid_file.read_text()) if grid_file.exists() else {}
+    configs = []
+    for chunk in chunks:
+        for thr in thresholds:
+            if thr > chunk:
+                continue
+            for th in threads:
+                if not evaluate(comp, space.config(chunk, thr, 0, kv_units, th), wl, budget).feasible:
+                    continue
+                top = most_experts(chunk, thr, th)
+                for n in sorted({round(top * i / (n_exp - 1)) for i in range(n_exp)}):
+                    configs.append(space.config(chunk, thr, n, kv_units, th))
+    print(f"grid: {len(configs)} configurations that fit x {len(wl.prompt_tokens)} prompt lengths, evaluator {ev.name}, "
+          f"{len(grid)} already measured in {grid_file}", flush=True)
+    t0 = time.perf_counter()
+    for i, cfg in enumerate(configs):
+        key = f"{cfg.chunked_prefill_size}/{cfg.gpu_prefill_token_threshold}/{cfg.num_gpu_experts}/{cfg.cpuinfer_threads}"
+        if key in grid:
+            continue
+        ms = {n: ev.measure(cfg, [n])[n] for n in wl.prompt_tokens}
+        grid[key] = {"config": cfg.to_dict(), "ms": {str(n): v for n, v in ms.items()},
+                     "tok_s": prefill_tok_s(ms, wl.prompt_tokens, wl.weights)}
+        grid_file.write_text(json.dumps(grid, indent=1))
+        print(f"  [{i + 1}/{len(configs)}] {key}: {grid[key]['tok_s']:,.0f} tok/s", flush=True)
+    grid_s = time.perf_counter() - t0
+    best_key = max(grid, key=lambda k: grid[k]["tok_s"]) if grid else None
+    optimum = grid[best_key]["tok_s"] if best_key else None
+
+    t1 = time.perf_counter()
+    mreq = MeasuredRequest(base=replace(base, storage=str(out / "measured.journal")), trials=a.trials,
+                           budget_s=parse_duration_s(a.budget) if a.budget else None)
+    res = run_measured_search(mreq, ev, model_res)
+    search_s = time.perf_counter() - t1
+    pick = res.best.measured_tok_s
+    fitting = [b for b in res.baselines if b.fits and b.measured_tok_s is not None]
+    verdict = {
+        "within_3pct_of_grid": bool(optimum and pick >= 0.97 * optimum),
+        "at_most_20_measured_trials": res.trials_measured <= 20,
+        "beats_every_fitting_baseline": all(pick >= b.measured_tok_s for b in fitting),
+    }
+    doc = {
+        "machine": {"hostname": socket.gethostname(), "platform": platform.platform(), "profile": inp.profile.provenance.machine,
+                    "profile_kind": inp.profile.provenance.kind, "cpu": inp.profile.inventory.cpu.model,
+                    "gpus": [g.name for g in inp.profile.inventory.gpus]},
+        "evaluator": ev.name, "model": inp.model.name, "method": inp.method, "tp": inp.tp, "vram": a.vram,
+        "workload": {"name": wl.name, "prompt_tokens": list(wl.prompt_tokens), "weights": list(wl.weights)},
+        "kv_tokens": kv_units * KV_UNIT, "grid": {"chunks": chunks, "thresholds": thresholds, "threads": threads,
+                                                  "expert_counts_per_cell": n_exp, "measured": len(grid), "wall_s": grid_s,
+                                                  "optimum": grid.get(best_key) if best_key else None},
+        "search": {"pick": {"config": res.best.cfg.to_dict(), "tok_s": pick}, "measured_trials": res.trials_measured,
+                   "pruned": res.trials_pruned, "wall_s": search_s, "study": res.study_name,
+                   "model_pick": {"config": res.model_pick.cfg.to_dict(), "tok_s": res.model_pick.measured_tok_s},
+                   "baselines": [{"name": b.name, "fits": b.fits, "tok_s": b.measured_tok_s, "config": b.cfg.to_dict(),
+                                  "notes": list(b.notes)} for b in res.baselines]},
+        "pick_over_grid_optimum": pick / optimum if optimum else None,
+        "verdict": verdict,
+    }
+    (out / "bench_measured_search.json").write_text(json.dumps(doc, indent=1, default=str))
+    md = [f"# Measured search against an exhaustive grid: {inp.model.name} {inp.method}, {a.vram} x {inp.tp} GPU",
+          "", f"Machine: {doc['machine']['hostname']} ({inp.profile.provenance.machine}, profile {inp.profile.provenance.kind}); "
+          f"evaluator `{ev.name}`; workload {wl.name} ({len(wl.prompt_tokens)} lengths); KV pool {kv_units * KV_UNIT} tokens.", "",
+          "| configuration | chunk | threshold | GPU experts | cpuinfer | measured tok/s | / grid optimum |",
+          "|---|---:|---:|---:|---:|---:|---:|"]
+
+    def row(name, cfg, tok):
+        rel = f"{tok / optimum:.3f}" if tok and optimum else "-"
+        md.append(f"| {name} | {cfg['chunked_prefill_size']} | {cfg['gpu_prefill_token_threshold']} | {cfg['num_gpu_experts']} | "
+                  f"{cfg['cpuinfer_threads']} | {tok:,.0f} | {rel} |" if tok else
+                  f"| {name} | {cfg['chunked_prefill_size']} | {cfg['gpu_prefill_token_threshold']} | {cfg['num_gpu_experts']} | "
+                  f"{cfg['cpuinfer_threads']} | - | - |")
+
+    if best_key:
+        row("grid optimum", grid[best_key]["config"], optimum)
+    row(f"measured pick ({res.trials_measured} trials)", res.best.cfg.to_dict(), pick)
+    row("model pick", res.model_pick.cfg.to_dict(), res.model_pick.measured_tok_s)
+    for b in res.baselines:
+        row(b.name + ("" if b.fits else " (does not fit)"), b.cfg.to_dict(), b.measured_tok_s)
+    md += ["", f"Grid: {len(grid)} configurations in {grid_s:.0f} s; search: {search_s:.0f} s, {res.trials_pruned} trials pruned.",
+           "", "Verdict: " + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in verdict.items())]
+    (out / "bench_measured_search.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+    print(f"\nwrote {out / 'bench_measured_search.json'} and .md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
