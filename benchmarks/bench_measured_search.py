@@ -25,7 +25,6 @@ import platform
 import socket
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,24 +62,23 @@ def main(argv: list[str] | None = None) -> int:
     from kttune.search.evaluate import evaluate
     from kttune.search.measured import MeasuredRequest, parse_duration_s, prefill_tok_s, run_measured_search
     from kttune.search.space import KV_UNIT, build_space
-    from kttune.search.study import SearchRequest, run_search
+    from kttune.search.study import StudyOptions, run_search
 
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     inp = api.resolve_inputs(a.model, a.vram, a.gpus, a.profile, a.workload, a.method, a.host_ram)
     ev = make_evaluator(inp, a.evaluator)
-    comp = Components(inp.profile, inp.model, inp.method, inp.tp)
-    wl, budget = inp.workload, inp.budget
-    space = build_space(comp, wl, budget, inp.tp)
-    base = SearchRequest(model=inp.model, method=inp.method, profile=inp.profile, workload=wl, budget=budget, tp=inp.tp,
-                         trials=300, seed=a.seed, storage=str(out / "studies.journal"))
-    model_res = run_search(base)
+    base = inp.request
+    comp = Components(base.profile, base.model, base.method, base.tp)
+    wl, budget = base.workload, base.budget
+    space = build_space(comp, wl, budget, base.tp)
+    model_res = run_search(base, StudyOptions(trials=300, seed=a.seed, storage=str(out / "studies.journal")))
     kv_units = space.params_of(model_res.best.cfg)["kv_k"]
 
     chunks = _ints(a.chunks) or (list(space.chunks) if not a.quick else sorted({space.chunks[0], 4096 if 4096 in space.chunks else space.chunks[0], space.chunks[-1]}))
     thresholds = _ints(a.thresholds) or (list(space.thresholds) if not a.quick else
                                          sorted({0, *[t for t in (1024, 4096) if t in space.thresholds]}))
-    threads = _ints(a.threads) or (list(space.threads) if not a.quick else sorted({space.threads[0], *[t for t in space.threads if t < (inp.profile.inventory.cpu.physical_cores or 10**9)][-1:]}))
+    threads = _ints(a.threads) or (list(space.threads) if not a.quick else sorted({space.threads[0], *[t for t in space.threads if t < (base.profile.inventory.cpu.physical_cores or 10**9)][-1:]}))
     n_exp = 2 if a.quick else max(2, a.experts)
 
     def most_experts(chunk: int, thr: int, th: int) -> int:
@@ -120,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     optimum = grid[best_key]["tok_s"] if best_key else None
 
     t1 = time.perf_counter()
-    mreq = MeasuredRequest(base=replace(base, storage=str(out / "measured.journal")), trials=a.trials,
+    mreq = MeasuredRequest(base=base, trials=a.trials, seed=a.seed, storage=str(out / "measured.journal"),
                            budget_s=parse_duration_s(a.budget) if a.budget else None)
     res = run_measured_search(mreq, ev, model_res)
     search_s = time.perf_counter() - t1
@@ -132,10 +130,10 @@ def main(argv: list[str] | None = None) -> int:
         "beats_every_fitting_baseline": all(pick >= b.measured_tok_s for b in fitting),
     }
     doc = {
-        "machine": {"hostname": socket.gethostname(), "platform": platform.platform(), "profile": inp.profile.provenance.machine,
-                    "profile_kind": inp.profile.provenance.kind, "cpu": inp.profile.inventory.cpu.model,
-                    "gpus": [g.name for g in inp.profile.inventory.gpus]},
-        "evaluator": ev.name, "model": inp.model.name, "method": inp.method, "tp": inp.tp, "vram": a.vram,
+        "machine": {"hostname": socket.gethostname(), "platform": platform.platform(), "profile": base.profile.provenance.machine,
+                    "profile_kind": base.profile.provenance.kind, "cpu": base.profile.inventory.cpu.model,
+                    "gpus": [g.name for g in base.profile.inventory.gpus]},
+        "evaluator": ev.name, "model": base.model.name, "method": base.method, "tp": base.tp, "vram": a.vram,
         "workload": {"name": wl.name, "prompt_tokens": list(wl.prompt_tokens), "weights": list(wl.weights)},
         "kv_tokens": kv_units * KV_UNIT, "grid": {"chunks": chunks, "thresholds": thresholds, "threads": threads,
                                                   "expert_counts_per_cell": n_exp, "measured": len(grid), "wall_s": grid_s,
@@ -149,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         "verdict": verdict,
     }
     (out / "bench_measured_search.json").write_text(json.dumps(doc, indent=1, default=str))
-    md = [f"# Measured search against an exhaustive grid: {inp.model.name} {inp.method}, {a.vram} x {inp.tp} GPU",
-          "", f"Machine: {doc['machine']['hostname']} ({inp.profile.provenance.machine}, profile {inp.profile.provenance.kind}); "
+    md = [f"# Measured search against an exhaustive grid: {base.model.name} {base.method}, {a.vram} x {base.tp} GPU",
+          "", f"Machine: {doc['machine']['hostname']} ({base.profile.provenance.machine}, profile {base.profile.provenance.kind}); "
           f"evaluator `{ev.name}`; workload {wl.name} ({len(wl.prompt_tokens)} lengths); KV pool {kv_units * KV_UNIT} tokens.", "",
           "| configuration | chunk | threshold | GPU experts | cpuinfer | measured tok/s | / grid optimum |",
           "|---|---:|---:|---:|---:|---:|---:|"]

@@ -8,7 +8,7 @@ from typing import Callable
 
 from kttune.errors import UserError
 from kttune.search.measured import Evaluator, MeasuredRequest, MeasuredSearchResult, ModelEvaluator, run_measured_search
-from kttune.search.study import SearchRequest, run_search
+from kttune.search.study import StudyOptions, run_search
 
 EVALUATORS = ("runner", "runner-cpu", "model")
 
@@ -19,7 +19,8 @@ def make_evaluator(inp, name: str) -> Evaluator:
     from kttune.cost.components import Components
 
     if name == "model":
-        return ModelEvaluator(Components(inp.profile, inp.model, inp.method, inp.tp))
+        r = inp.request
+        return ModelEvaluator(Components(r.profile, r.model, r.method, r.tp))
     if name in ("runner", "runner-cpu"):
         from kttune.runner_evaluator import path_runner_evaluator
 
@@ -30,7 +31,6 @@ def make_evaluator(inp, name: str) -> Evaluator:
 def measured_search(inp, evaluator: Evaluator, trials: int = 20, budget_s: float | None = None, seed: int | None = None,
                     storage: str | None = None, model_trials: int = 300,
                     on_trial: Callable[[int, int, float | None], None] | None = None) -> MeasuredSearchResult:
-    base = SearchRequest(model=inp.model, method=inp.method, profile=inp.profile, workload=inp.workload,
-                         budget=inp.budget, tp=inp.tp, trials=model_trials, seed=seed, storage=storage)
-    model_result = run_search(base)
-    return run_measured_search(MeasuredRequest(base=base, trials=trials, budget_s=budget_s), evaluator, model_result, on_trial)
+    model_result = run_search(inp.request, StudyOptions(trials=model_trials, seed=seed, storage=storage))
+    return run_measured_search(MeasuredRequest(base=inp.request, trials=trials, seed=seed, storage=storage, budget_s=budget_s),
+                               evaluator, model_result, on_trial)

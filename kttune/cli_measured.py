@@ -41,7 +41,8 @@ def measured_search(console, inp, evaluator: str, trials: int | None, budget: st
     from kttune.search.evaluate import evaluate
     from kttune.cost.components import Components
 
-    best_ev = evaluate(Components(inp.profile, inp.model, inp.method, inp.tp), res.best.cfg, inp.workload, inp.budget)
+    r = inp.request
+    best_ev = evaluate(Components(r.profile, r.model, r.method, r.tp), res.best.cfg, r.workload, r.budget)
     argv = api.command_for(inp, best_ev)
     console.print("[bold]sglang-kt launch command (measured pick)[/]")
     console.print(launch_command(argv), soft_wrap=True, markup=False)

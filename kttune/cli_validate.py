@@ -49,7 +49,7 @@ def validate(
     console = Console(stderr=json_out)
     mp = model_path or (model if os.path.isdir(model) else None)
     inp = api.resolve_inputs(model, vram, gpus, profile, workload, method, host_ram, model_path=mp, weight_path=weight_path)
-    report.header(console, inp)
+    report.header(console, inp.request)
 
     with console.status("starting the server") as status:
         def on_event(kind: str, d: dict) -> None:

@@ -21,7 +21,8 @@ class PathRunnerEvaluator:
         self.name = f"runner-{device}"
 
     def measure(self, cfg, lengths):
-        out = self._fn(self._inp.model, cfg, list(lengths), device=self.device, profile=self._inp.profile)
+        r = self._inp.request
+        out = self._fn(r.model, cfg, list(lengths), device=self.device, profile=r.profile)
         return {int(n): float(out[n]) for n in lengths}
 
 

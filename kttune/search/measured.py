@@ -89,8 +89,10 @@ def prefill_tok_s(ms_by_length: dict[int, float], lengths: Sequence[int], weight
 
 @dataclass(frozen=True)
 class MeasuredRequest:
-    base: SearchRequest  # model, method, profile, workload, budget, tp, seed, storage
+    base: SearchRequest  # model, method, profile, workload, budget, tp
     trials: int = 20  # measured trials in the study (all processes together)
+    seed: int | None = None
+    storage: str | None = None  # any Optuna storage URL, a journal file path, ":memory:"; None = the cache dir
     budget_s: float | None = None  # wall-clock budget of this process
     model_candidates: int = 3  # the model search's pick, then the model's fastest-prefill configurations
     model_prefill_trials: int = 200  # model-evaluated trials that find those (about 1 s)
@@ -135,7 +137,7 @@ class MeasuredSearchResult:
 
 def measured_study_name(req: MeasuredRequest, space: SearchSpace, evaluator: str) -> str:
     b = req.base
-    key = hashlib.sha256(json.dumps({"v": MEASURED_VERSION, "model_key": study_key(b, space), "evaluator": evaluator},
+    key = hashlib.sha256(json.dumps({"v": MEASURED_VERSION, "model_key": study_key(b, space, req.seed), "evaluator": evaluator},
                                     sort_keys=True).encode()).hexdigest()[:12]
     return f"kttune-measured-{evaluator}-{b.model.name}-{b.method}-tp{b.tp}-{key}"
 
@@ -165,7 +167,7 @@ def model_prefill_candidates(comp: Components, space: SearchSpace, req: Measured
     # random exploration is enough to seed the ascent, and costs nothing next to TPE's sampling
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        sampler = optuna.samplers.PartialFixedSampler(fixed or {}, optuna.samplers.RandomSampler(seed=b.seed))
+        sampler = optuna.samplers.PartialFixedSampler(fixed or {}, optuna.samplers.RandomSampler(seed=req.seed))
     study = optuna.create_study(direction="maximize", sampler=sampler)
 
     def objective(trial: optuna.Trial) -> float:
@@ -223,7 +225,7 @@ def _key(params: dict) -> tuple:
 def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result: SearchResult,
                         on_trial: Callable[[int, int, float | None], None] | None = None) -> MeasuredSearchResult:
     """Run (or resume, or join) the measured study. `model_result` is the model search of the same
-    request (kttune.search.study.run_search): its best candidates are measured first."""
+    request (kttune.search.study.run_search): its pick is measured first."""
     b = req.base
     check_request(b)
     if req.trials < 1:
@@ -233,10 +235,10 @@ def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result
     space = build_space(comp, b.workload, b.budget, b.tp)
     check_budget(comp, space, b)
     lengths, weights = tuple(b.workload.prompt_tokens), tuple(b.workload.weights)
-    if b.storage == ":memory:":  # a throwaway study (nothing resumes it)
+    if req.storage == ":memory:":  # a throwaway study (nothing resumes it)
         storage, storage_url = optuna.storages.InMemoryStorage(), ":memory:"
     else:
-        storage, storage_url = open_storage(b.storage)
+        storage, storage_url = open_storage(req.storage)
     name = measured_study_name(req, space, evaluator.name)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     # The KV pool is the model search's choice (it weighs decode, which prefill measurements cannot);
@@ -244,7 +246,7 @@ def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result
     fixed = {"kv_k": space.params_of(model_result.best.cfg)["kv_k"]}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        tpe = optuna.samplers.TPESampler(seed=b.seed, n_startup_trials=5, multivariate=True, constant_liar=True)
+        tpe = optuna.samplers.TPESampler(seed=req.seed, n_startup_trials=5, multivariate=True, constant_liar=True)
         sampler = optuna.samplers.PartialFixedSampler(fixed, tpe)
         pruner = optuna.pruners.WilcoxonPruner(p_threshold=req.p_threshold, n_startup_steps=2)
     study = optuna.create_study(study_name=name, storage=storage, direction="maximize", sampler=sampler, pruner=pruner,

@@ -183,21 +183,23 @@ def validate_flags(inp, gpu_experts: int, chunk: int, threshold: int, max_total_
     if not server_module_importable(python, server_module):
         raise UserError(f"{python} cannot import {server_module.split('.')[0]} (sglang-kt is not installed there)",
                         "install sglang-kt==0.7.2 and kt-kernel==0.7.2, or pass --python PATH of the environment that has them")
-    ex, comp = api.explain_flags(inp, gpu_experts, chunk, threshold, max_total_tokens, cpuinfer)
-    emitted = api.command_for(inp, ex.evaluation)
+    r = inp.request
+    comp = Components(r.profile, r.model, r.method, r.tp)
+    ex = api.explain_flags(inp, gpu_experts, chunk, threshold, max_total_tokens, cpuinfer)
+    emitted = list(ex.argv)
     cfg = ex.evaluation.cfg
-    lengths = tuple(prompt_lengths(inp.workload.prompt_tokens, cfg, inp.model.max_position_embeddings))
-    wait = timeout_s if timeout_s is not None else readiness_timeout_s(inp.model.non_expert_bytes + cpu_expert_bytes(inp.model, inp.method))
+    lengths = tuple(prompt_lengths(r.workload.prompt_tokens, cfg, r.model.max_position_embeddings))
+    wait = timeout_s if timeout_s is not None else readiness_timeout_s(r.model.non_expert_bytes + cpu_expert_bytes(r.model, r.method))
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     logp = Path(log_path) if log_path else cache_dir() / "validate" / f"server-{stamp}.log"
     from kttune.emit.launch import ENV
 
-    req = ValidateRequest(emitted_argv=emitted, cfg=cfg, lengths=lengths, vocab_size=inp.model.vocab_size, timeout_s=wait,
+    req = ValidateRequest(emitted_argv=emitted, cfg=cfg, lengths=lengths, vocab_size=r.model.vocab_size, timeout_s=wait,
                           log_path=logp, repeats=repeats, host=host, port=port, python=python, server_module=server_module,
                           env=dict(ENV))
     res = run_validation(req, comp, on_event)
     written = None
     if write_profile and res.ok and res.comparison and res.comparison.corrections:
-        target = Path(out) if out else profile_cache_path(inp.profile.fingerprint or "unfingerprinted")
-        written = str(write_corrections(inp.profile, res.comparison.corrections, target))
+        target = Path(out) if out else profile_cache_path(r.profile.fingerprint or "unfingerprinted")
+        written = str(write_corrections(r.profile, res.comparison.corrections, target))
     return ValidateOutcome(res, cfg, emitted, lengths, wait, written)

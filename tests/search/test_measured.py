@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import time
-from dataclasses import replace
 
 import optuna
 import pytest
@@ -18,7 +17,7 @@ from kttune.errors import UserError
 from kttune.search.evaluate import Budget, evaluate
 from kttune.search.measured import MeasuredRequest, ModelEvaluator, parse_duration_s, prefill_tok_s, run_measured_search
 from kttune.search.space import KV_UNIT, build_space
-from kttune.search.study import SearchRequest, run_search
+from kttune.search.study import SearchRequest, StudyOptions, run_search
 from kttune.search.workload import workload_from_dict
 from tests.helpers import model, profile
 
@@ -32,11 +31,14 @@ WORKLOAD = workload_from_dict({"prompt_tokens": [300, 700, 1500, 2500, 4000, 600
                                "concurrency": 4, "decode_weight": 0.3}, "test", "test workload")
 
 
-def base(storage: str, name="qwen3-30b-a3b", vram=32, seed=3) -> SearchRequest:
+def base(name="qwen3-30b-a3b", vram=32) -> SearchRequest:
     m = model(name)
-    return SearchRequest(model=m, method=m.default_method, profile=profile(SHIPPED),
-                         workload=WORKLOAD, budget=Budget(vram * GIB, 512 * GIB),
-                         trials=60, seed=seed, storage=storage)
+    return SearchRequest(model=m, method=m.default_method, profile=profile(SHIPPED), workload=WORKLOAD,
+                         budget=Budget(vram * GIB, 512 * GIB))
+
+
+def model_search(b: SearchRequest, storage: str, seed: int = 3):
+    return run_search(b, StudyOptions(trials=60, seed=seed, storage=storage))
 
 
 def comp_of(b: SearchRequest) -> Components:
@@ -84,9 +86,9 @@ def _grid_optimum(b: SearchRequest, kv_units: int) -> float:
 
 
 def test_pick_within_3_percent_of_the_grid_in_20_trials_and_beats_baselines(tmp_path):
-    b = base(":memory:")
-    model_res = run_search(replace(b, storage=str(tmp_path / "model.journal")))
-    res = run_measured_search(MeasuredRequest(base=b, trials=20), ModelEvaluator(comp_of(b)), model_res)
+    b = base()
+    model_res = model_search(b, str(tmp_path / "model.journal"))
+    res = run_measured_search(MeasuredRequest(base=b, trials=20, seed=3, storage=":memory:"), ModelEvaluator(comp_of(b)), model_res)
     assert res.trials_measured <= 21
     assert res.best.measured_tok_s >= 0.97 * _grid_optimum(b, res.model_pick.cfg.max_total_tokens // KV_UNIT)
     for bl in res.baselines:
@@ -98,8 +100,9 @@ def test_pick_within_3_percent_of_the_grid_in_20_trials_and_beats_baselines(tmp_
 
 
 def test_pruned_trials_stop_early_and_are_worse(tmp_path):
-    b = base(str(tmp_path / "s.journal"), seed=11)
-    res = run_measured_search(MeasuredRequest(base=b, trials=25, model_prefill_trials=40), ModelEvaluator(comp_of(b)), run_search(b))
+    b, storage = base(), str(tmp_path / "s.journal")
+    res = run_measured_search(MeasuredRequest(base=b, trials=25, seed=11, storage=storage, model_prefill_trials=40),
+                              ModelEvaluator(comp_of(b)), model_search(b, storage, seed=11))
     study = optuna.load_study(study_name=res.study_name, storage=optuna.storages.JournalStorage(
         optuna.storages.journal.JournalFileBackend(res.storage)))
     pruned = [t for t in study.trials if t.state == optuna.trial.TrialState.PRUNED and t.user_attrs.get("measured")]
@@ -111,14 +114,15 @@ def test_pruned_trials_stop_early_and_are_worse(tmp_path):
 
 
 def test_resume_keeps_what_was_measured(tmp_path):
-    b = base(str(tmp_path / "s.journal"))
-    model_res = run_search(b)
-    first = run_measured_search(MeasuredRequest(base=b, trials=8, model_prefill_trials=40), ModelEvaluator(comp_of(b)), model_res)
-    again = run_measured_search(MeasuredRequest(base=b, trials=12, model_prefill_trials=40), ModelEvaluator(comp_of(b)), model_res)
+    b, storage = base(), str(tmp_path / "s.journal")
+    model_res = model_search(b, storage)
+    opts = dict(seed=3, storage=storage, model_prefill_trials=40)
+    first = run_measured_search(MeasuredRequest(base=b, trials=8, **opts), ModelEvaluator(comp_of(b)), model_res)
+    again = run_measured_search(MeasuredRequest(base=b, trials=12, **opts), ModelEvaluator(comp_of(b)), model_res)
     assert again.study_name == first.study_name
     assert 12 <= again.trials_measured <= 13 and again.trials_measured > first.trials_measured
     assert again.best.measured_tok_s >= first.best.measured_tok_s
-    done = run_measured_search(MeasuredRequest(base=b, trials=12, model_prefill_trials=40), ModelEvaluator(comp_of(b)), model_res)
+    done = run_measured_search(MeasuredRequest(base=b, trials=12, **opts), ModelEvaluator(comp_of(b)), model_res)
     assert done.trials_new == 0  # nothing left to measure
 
 
@@ -131,14 +135,15 @@ class SlowModelEvaluator(ModelEvaluator):
 
 
 def _worker(storage: str, trials: int) -> None:
-    b = base(storage)
-    run_measured_search(MeasuredRequest(base=b, trials=trials, model_prefill_trials=20), SlowModelEvaluator(comp_of(b)), run_search(b))
+    b = base()
+    run_measured_search(MeasuredRequest(base=b, trials=trials, seed=3, storage=storage, model_prefill_trials=20),
+                        SlowModelEvaluator(comp_of(b)), model_search(b, storage))
 
 
 @pytest.mark.parametrize("kind", ["journal"])  # "sqlite" works the same (and postgresql:// on a server); slower here
 def test_two_processes_share_one_study(tmp_path, kind):
     storage = f"sqlite:///{tmp_path / 's.db'}" if kind == "sqlite" else str(tmp_path / "s.journal")
-    run_search(base(storage))  # the model study exists before the two join (both would create it otherwise)
+    model_search(base(), storage)  # the model study exists before the two join (both would create it otherwise)
     ctx = mp.get_context("spawn")
     procs = [ctx.Process(target=_worker, args=(storage, 10)) for _ in range(2)]
     for p in procs:
@@ -146,8 +151,9 @@ def test_two_processes_share_one_study(tmp_path, kind):
     for p in procs:
         p.join(120)
         assert p.exitcode == 0
-    b = base(storage)
-    res = run_measured_search(MeasuredRequest(base=b, trials=10, model_prefill_trials=20), ModelEvaluator(comp_of(b)), run_search(b))
+    b = base()
+    res = run_measured_search(MeasuredRequest(base=b, trials=10, seed=3, storage=storage, model_prefill_trials=20),
+                              ModelEvaluator(comp_of(b)), model_search(b, storage))
     assert res.trials_new == 0 and 10 <= res.trials_measured <= 12
     store = optuna.storages.RDBStorage(storage) if kind == "sqlite" else optuna.storages.JournalStorage(
         optuna.storages.journal.JournalFileBackend(storage))
