@@ -48,8 +48,11 @@ def render_validation(console: Console, outcome) -> None:
             for p in cmp.parts:
                 t.add_row(p.part, _ms(p.predicted_ms), _ms(p.measured_ms), str(p.samples), f"{p.ratio:.3g}")
             console.print(t)
+        from kttune.hw.calibration import entry_factor
+
         for k in cmp.corrections:
-            console.print(f"correction {k.path}/{k.part} {k.method}: x{k.factor:.3g} from {k.n} measurements")
+            applied = "" if ":" in k["path"] else " (MoE-layer time, applied by the cost model)"
+            console.print(f"correction {k['path']} {k['method']}: x{entry_factor(k):.3g} from {k['points']} measurements{applied}")
     if outcome.profile_written:
         console.print(f"corrections written to {outcome.profile_written}")
     console.print(f"server log: {res.log_path}")
@@ -70,7 +73,7 @@ def validation_dict(outcome) -> dict:
         "comparison": None if cmp is None else {
             "lengths": [{**asdict(c), "ratio": c.ratio} for c in cmp.lengths],
             "parts": [{**asdict(p), "ratio": p.ratio} for p in cmp.parts],
-            "corrections": [asdict(k) for k in cmp.corrections],
+            "corrections": list(cmp.corrections),
         },
         "profile_written": outcome.profile_written,
         "server_info": res.server_info,

@@ -1,69 +1,53 @@
-"""Calibration entries: multiplicative corrections of the cost model's predictions, measured against
-the real thing and kept in the hardware profile (`HardwareProfile.calibrations`).
+"""Calibration entries from a running server, in the profile's `calibration` list.
 
-One entry corrects one part of one prefill path for one KT method: `factor` = measured / predicted,
-so a calibrated prediction is `factor x prediction`. `source` says what measured it: "server"
-(`kttune validate`, TTFT and KT's log lines of a running sglang-kt server) or "runner" (the path
-runner on this machine). Pure data and lookups."""
+The list holds the path runner's corrections of the cost model (kttune.cost.calibration), as dicts:
+`method`, `path`, `a`, `b`, `points`, `raw_mape`, `held_out_mape`, `source`, where the factor
+exp(a + b ln M) multiplies the predicted MoE-layer time of `path` for a forward of M tokens.
+`kttune validate` writes entries of the same form with `source` "server" and `b` = 0 (a constant
+factor per path and method), plus keys that reader ignores: `model`, `created`, `detail`.
+
+- `path` "hybrid" / "layerwise": MoE-layer corrections the cost model applies.
+- `path` "layerwise:load" / "layerwise:compute": KT's logged `prepare weight` and `compute` per MoE
+  layer against the predicted load and GPU compute; recorded to show where a layerwise error comes
+  from, not applied.
+
+Pure dict helpers (the profile stays plain JSON)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
-PATHS = ("hybrid", "layerwise")
-# prefill: a whole forward on that path; load / compute: layerwise's two logged parts per MoE layer
-PARTS = ("prefill", "load", "compute")
-SOURCES = ("server", "runner")
+SERVER = "server"
+APPLIED_PATHS = ("hybrid", "layerwise")
+PART_PATHS = ("layerwise:load", "layerwise:compute")
 
 
-@dataclass(frozen=True)
-class Calibration:
-    path: str  # "hybrid" | "layerwise"
-    method: str  # KT method, e.g. "RAWINT4"
-    factor: float  # measured / predicted
-    source: str  # "server" | "runner"
-    part: str = "prefill"  # "prefill" | "load" | "compute"
-    n: int = 1  # measurements behind the factor
-    model: str = ""  # the model it was measured with ("" = any)
-    created: str = ""  # ISO timestamp
-    detail: dict[str, Any] = field(default_factory=dict)  # config, lengths, per-sample ratios
-
-    def __post_init__(self) -> None:
-        if self.path not in PATHS or self.part not in PARTS:
-            raise ValueError(f"calibration path/part {self.path}/{self.part} is not one of {PATHS} x {PARTS}")
-        if not (math.isfinite(self.factor) and self.factor > 0):
-            raise ValueError(f"calibration factor {self.factor} must be a positive number")
-
-    @property
-    def key(self) -> tuple[str, str, str, str, str]:
-        return (self.path, self.method, self.part, self.source, self.model)
+def server_entry(method: str, path: str, factor: float, points: int, raw_mape: float | None = None,
+                 model: str = "", created: str = "", detail: dict[str, Any] | None = None) -> dict[str, Any]:
+    if path not in APPLIED_PATHS + PART_PATHS:
+        raise ValueError(f"calibration path {path!r} is not one of {APPLIED_PATHS + PART_PATHS}")
+    if not (math.isfinite(factor) and factor > 0):
+        raise ValueError(f"calibration factor {factor} must be a positive number")
+    return {"method": method.upper(), "path": path, "a": math.log(factor), "b": 0.0, "points": int(points),
+            "raw_mape": raw_mape, "held_out_mape": None, "source": SERVER, "model": model, "created": created,
+            "detail": dict(detail or {})}
 
 
-def calibration_from_dict(d: dict[str, Any]) -> Calibration:
-    return Calibration(**{**d, "detail": dict(d.get("detail", {}))})
+def entry_factor(entry: dict[str, Any], tokens: float = 1.0) -> float:
+    return math.exp(entry["a"] + entry.get("b", 0.0) * math.log(max(1.0, tokens)))
 
 
-def merge_calibrations(old: Iterable[Calibration], new: Iterable[Calibration]) -> tuple[Calibration, ...]:
-    """`old` with every entry of the same (path, method, part, source, model) replaced by `new`."""
+def merge_server_entries(existing: Iterable[dict[str, Any]], new: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """`existing` without the server entries that `new` replaces (same method, path and model), then
+    `new` at the end: a reader that takes the first entry of a method and path prefers the path
+    runner's, whose error is checked on held-out points."""
     new = tuple(new)
-    keys = {c.key for c in new}
-    return tuple(c for c in old if c.key not in keys) + new
+    keys = {(e["method"], e["path"], e.get("model", "")) for e in new}
+    kept = tuple(e for e in existing
+                 if not (e.get("source") == SERVER and (e["method"], e["path"], e.get("model", "")) in keys))
+    return kept + new
 
 
-def calibration_factor(calibrations: Iterable[Calibration], path: str, method: str, part: str = "prefill",
-                       model: str = "", source: str | None = None) -> float:
-    """The correction for this path, part and method: the entry of this model if there is one, else
-    one for any model; "runner" before "server" unless `source` picks one. 1.0 when none applies."""
-    cands = [c for c in calibrations if c.path == path and c.method == method and c.part == part
-             and (source is None or c.source == source) and c.model in (model, "")]
-    if not cands:
-        return 1.0
-    cands.sort(key=lambda c: (c.model != model, SOURCES.index(c.source) if c.source in SOURCES else 9))
-    return cands[0].factor
-
-
-def with_calibrations(profile, new: Iterable[Calibration]):
-    """A copy of the profile with these entries merged in (see merge_calibrations)."""
-    return replace(profile, calibrations=merge_calibrations(profile.calibrations, new))
+def server_entries(entries: Iterable[dict[str, Any]], method: str | None = None) -> list[dict[str, Any]]:
+    return [e for e in entries if e.get("source") == SERVER and (method is None or e["method"] == method.upper())]

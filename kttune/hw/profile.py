@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from kttune.errors import UserError
-from kttune.hw.calibration import Calibration, calibration_from_dict
 
 PROFILE_FORMAT = "kttune-hardware-profile"
 PROFILE_VERSION = 1
@@ -167,9 +166,10 @@ class HardwareProfile:
     curves: tuple[Curve, ...]
     fingerprint: str = ""
     timer: TimerInfo = field(default_factory=TimerInfo)
-    calibrations: tuple[Calibration, ...] = ()  # corrections measured against the real paths (kttune.hw.calibration)
     format: str = PROFILE_FORMAT
     version: int = PROFILE_VERSION
+    # Path-runner corrections of the cost model (kttune.cost.calibration entries as dicts).
+    calibration: tuple[dict, ...] = ()
 
     # ---- queries ---------------------------------------------------------------------------
     def curves_of(self, kind: str, **want: Any) -> list[Curve]:
@@ -240,7 +240,7 @@ def profile_from_dict(d: dict[str, Any], origin: str = "profile") -> HardwarePro
             curves=tuple(_curve_from_dict(c) for c in d.get("curves", ())),
             fingerprint=d.get("fingerprint", ""),
             timer=TimerInfo(**d.get("timer", {})),
-            calibrations=tuple(calibration_from_dict(c) for c in d.get("calibrations", ())),
+            calibration=tuple(dict(e) for e in d.get("calibration", ())),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise UserError(

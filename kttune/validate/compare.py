@@ -1,11 +1,18 @@
 """Compare what a running server measured with what the cost model predicted, and turn the
-differences into calibration entries (kttune.hw.calibration). Pure: measurements in, results out.
+differences into calibration entries (kttune.hw.calibration: the profile's `calibration` list, in
+the path runner's form: a factor on the predicted MoE-layer time per path and method). Pure.
 
-- TTFT of a prompt whose forwards all take one path corrects that path's whole-forward prediction
-  ("prefill" part): factor = geometric mean over such prompts of measured / predicted.
-- KT's `prepare weight` and `compute` lines correct the layerwise load and compute per MoE layer
-  ("load" and "compute" parts): factor = median logged / predicted.
-- Prompts that mix paths (full layerwise chunks and a hybrid tail) are compared, not used to fit.
+Give it the raw cost model (a profile without calibration entries): the factors are relative to it.
+
+- hybrid / layerwise (applied): from the TTFT of prompts whose forwards all take one path, the MoE
+  part is what is left after the predicted attention, dense and per-forward time (floored at 10% of
+  the TTFT); factor = geometric mean over those prompts of observed / predicted MoE time. For
+  layerwise, KT's own lines are better evidence: `prepare weight` + `compute` of one MoE layer is its
+  whole MoE time, so when the log has them the factor is the geometric mean of those per-layer sums
+  against the predicted layer time.
+- layerwise:load / layerwise:compute (recorded, not applied): median logged part against the
+  predicted load and GPU compute of one MoE layer.
+- Prompts that mix paths (full layerwise chunks and a hybrid tail) are compared, not fitted.
 """
 
 from __future__ import annotations
@@ -16,8 +23,8 @@ from dataclasses import dataclass
 
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
-from kttune.cost.prefill import chunks_of, forward_path, layerwise_load_ms, prefill_time_ms
-from kttune.hw.calibration import Calibration
+from kttune.cost.prefill import chunks_of, forward_path, layerwise_load_ms, layerwise_moe_layer, prefill_forwards
+from kttune.hw.calibration import server_entry
 from kttune.validate.logs import LayerwiseRecord
 
 
@@ -36,9 +43,15 @@ class PromptMeasurement:
 class LengthCheck:
     prompt_tokens: int
     paths: tuple[str, ...]  # the path of each forward, in order
-    predicted_ms: float
+    predicted_ms: float  # whole prefill
     measured_ms: float  # median TTFT over repeats
     samples: int
+    predicted_moe_ms: float = 0.0  # the MoE part of predicted_ms
+
+    @property
+    def observed_moe_ms(self) -> float:
+        """Measured minus the predicted non-MoE time, floored at 10% of the measurement."""
+        return max(self.measured_ms - (self.predicted_ms - self.predicted_moe_ms), 0.1 * self.measured_ms)
 
     @property
     def ratio(self) -> float:
@@ -67,15 +80,23 @@ class PartCheck:
 class Comparison:
     lengths: tuple[LengthCheck, ...]
     parts: tuple[PartCheck, ...]
-    corrections: tuple[Calibration, ...]
+    corrections: tuple[dict, ...]  # kttune.hw.calibration entries
 
 
 def predicted_paths(comp: Components, cfg: LaunchConfig, prompt_tokens: int) -> tuple[str, ...]:
     return tuple(forward_path(comp, cfg, n) for n in chunks_of(prompt_tokens, cfg.chunked_prefill_size))
 
 
-def _geomean(xs: list[float]) -> float:
-    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+def _pairs(records: tuple[LayerwiseRecord, ...]) -> list[tuple[float, float]]:
+    """(prepare, compute) ms of each MoE layer, pairing a compute line with the prepare line of the
+    same layer just before it."""
+    out, pending = [], {}
+    for r in records:
+        if r.kind == "prepare":
+            pending[r.layer] = r.ms
+        elif r.layer in pending:
+            out.append((pending.pop(r.layer), r.ms))
+    return out
 
 
 def compare(comp: Components, cfg: LaunchConfig, measured: list[PromptMeasurement], model_name: str = "",
@@ -84,40 +105,51 @@ def compare(comp: Components, cfg: LaunchConfig, measured: list[PromptMeasuremen
     for m in measured:
         if not m.ttft_ms:
             continue
-        checks.append(LengthCheck(m.prompt_tokens, predicted_paths(comp, cfg, m.prompt_tokens),
-                                  prefill_time_ms(comp, cfg, m.prompt_tokens), statistics.median(m.ttft_ms), len(m.ttft_ms)))
-    detail_cfg = {"num_gpu_experts": cfg.num_gpu_experts, "chunked_prefill_size": cfg.chunked_prefill_size,
+        fw = prefill_forwards(comp, cfg, m.prompt_tokens)
+        checks.append(LengthCheck(m.prompt_tokens, tuple(f.path for f in fw), sum(f.total_ms for f in fw),
+                                  statistics.median(m.ttft_ms), len(m.ttft_ms), sum(f.moe_ms for f in fw)))
+    cfg_detail = {"num_gpu_experts": cfg.num_gpu_experts, "chunked_prefill_size": cfg.chunked_prefill_size,
                   "gpu_prefill_token_threshold": cfg.gpu_prefill_token_threshold, "cpuinfer_threads": cfg.cpuinfer_threads,
                   "tp": cfg.tp}
-    out: list[Calibration] = []
-    for path in ("hybrid", "layerwise"):
-        own = [c for c in checks if c.single_path == path and c.predicted_ms > 0 and c.measured_ms > 0]
-        if own:
-            out.append(Calibration(path=path, method=cfg.method, factor=_geomean([c.ratio for c in own]), source="server",
-                                   part="prefill", n=sum(c.samples for c in own), model=model_name, created=created,
-                                   detail={"config": detail_cfg, "ratios": {str(c.prompt_tokens): c.ratio for c in own}}))
-    parts = []
-    load_pred = layerwise_load_ms(comp, cfg)[0]
-    prepares = [r.ms for m in measured for r in m.layerwise if r.kind == "prepare"]
-    if prepares and load_pred > 0:
-        parts.append(PartCheck("load", load_pred, statistics.median(prepares), len(prepares)))
-    # compute lines: predicted for the forward size they ran at, known when a prompt's layerwise
-    # forwards all have one size (full chunks)
-    ratios, pred_c, meas_c = [], [], []
+    method = cfg.method
+
+    def entry(path: str, ratios: list[float], raw_mape: float | None, detail: dict) -> dict:
+        factor = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        return server_entry(method, path, factor, len(ratios), raw_mape, model_name, created, {"config": cfg_detail, **detail})
+
+    out: list[dict] = []
+    # per-layer evidence from KT's log: layerwise forwards of one size
+    layer_ratios, loads, computes, load_pred, comp_pred = [], [], [], layerwise_load_ms(comp, cfg)[0], []
     for m in measured:
         sizes = {n for n in chunks_of(m.prompt_tokens, cfg.chunked_prefill_size) if forward_path(comp, cfg, n) == "layerwise"}
-        comps = [r.ms for r in m.layerwise if r.kind == "compute"]
-        if len(sizes) == 1 and comps:
-            p = comp.gpu_moe_ms(sizes.pop(), comp.model.num_experts)
-            if p > 0:
-                ratios += [x / p for x in comps]
-                pred_c.append(p)
-                meas_c += comps
-    if ratios:
-        parts.append(PartCheck("compute", statistics.median(pred_c), statistics.median(meas_c), len(ratios)))
-    for pc in parts:
-        factor = pc.ratio if pc.part == "load" else statistics.median(ratios)
-        if factor > 0 and math.isfinite(factor):
-            out.append(Calibration(path="layerwise", method=cfg.method, factor=factor, source="server", part=pc.part,
-                                   n=pc.samples, model=model_name, created=created, detail={"config": detail_cfg}))
+        pairs = _pairs(m.layerwise)
+        if len(sizes) != 1 or not pairs:
+            continue
+        size = sizes.pop()
+        lt = layerwise_moe_layer(comp, cfg, size)
+        for prep, cmp_ms in pairs:
+            if lt.total_ms > 0 and prep + cmp_ms > 0:
+                layer_ratios.append((prep + cmp_ms) / lt.total_ms)
+            loads.append(prep)
+            computes.append(cmp_ms)
+            comp_pred.append(lt.gpu_ms)
+    for path in ("hybrid", "layerwise"):
+        own = [c for c in checks if c.single_path == path and c.predicted_moe_ms > 0 and c.measured_ms > 0]
+        mape = sum(abs(c.predicted_ms - c.measured_ms) / c.measured_ms for c in own) / len(own) if own else None
+        ttft = {str(c.prompt_tokens): c.observed_moe_ms / c.predicted_moe_ms for c in own}
+        if path == "layerwise" and layer_ratios:
+            out.append(entry(path, layer_ratios, mape, {"from": "KT layerwise log lines (prepare weight + compute per MoE layer)",
+                                                        "ttft_moe_ratios": ttft}))
+        elif own:
+            out.append(entry(path, [c.observed_moe_ms / c.predicted_moe_ms for c in own], mape,
+                             {"from": "TTFT less the predicted attention, dense and per-forward time", "ttft_moe_ratios": ttft}))
+    parts = []
+    if loads and load_pred > 0:
+        parts.append(PartCheck("load", load_pred, statistics.median(loads), len(loads)))
+        out.append(entry("layerwise:load", [x / load_pred for x in loads if x > 0] or [1.0], None,
+                         {"from": "KT prepare weight lines", "predicted_ms": load_pred}))
+    if computes and comp_pred and min(comp_pred) > 0:
+        parts.append(PartCheck("compute", statistics.median(comp_pred), statistics.median(computes), len(computes)))
+        out.append(entry("layerwise:compute", [x / p for x, p in zip(computes, comp_pred) if x > 0] or [1.0], None,
+                         {"from": "KT compute lines"}))
     return Comparison(tuple(checks), tuple(parts), tuple(out))

@@ -13,7 +13,7 @@ from typing import Callable
 
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
-from kttune.hw.calibration import Calibration, with_calibrations
+from kttune.hw.calibration import merge_server_entries
 from kttune.hw.profile import HardwareProfile, save_profile
 from kttune.validate.compare import Comparison, PromptMeasurement, compare
 from kttune.validate.logs import Failure, ServerLog, detect_failure, parse_layerwise, parse_log
@@ -127,10 +127,12 @@ def _settle_failure(server) -> Failure | None:
     return None
 
 
-def write_corrections(profile: HardwareProfile, corrections: tuple[Calibration, ...], out: Path) -> Path:
-    """Merge the corrections into the profile (replacing older ones of the same path, part, method,
-    source and model) and write it atomically."""
-    return save_profile(with_calibrations(profile, corrections), out)
+def write_corrections(profile: HardwareProfile, corrections: tuple[dict, ...], out: Path) -> Path:
+    """Merge the server's entries into the profile's calibration list (replacing older server
+    entries of the same method, path and model) and write it atomically."""
+    from dataclasses import replace
+
+    return save_profile(replace(profile, calibration=merge_server_entries(profile.calibration, corrections)), out)
 
 
 # ---- from the user's inputs ------------------------------------------------------------------
@@ -184,7 +186,10 @@ def validate_flags(inp, gpu_experts: int, chunk: int, threshold: int, max_total_
         raise UserError(f"{python} cannot import {server_module.split('.')[0]} (sglang-kt is not installed there)",
                         "install sglang-kt==0.7.2 and kt-kernel==0.7.2, or pass --python PATH of the environment that has them")
     r = inp.request
-    comp = Components(r.profile, r.model, r.method, r.tp)
+    # factors are relative to the raw model: compare against the profile without its calibration
+    from dataclasses import replace as _replace
+
+    comp = Components(_replace(r.profile, calibration=()), r.model, r.method, r.tp)
     ex = api.explain_flags(inp, gpu_experts, chunk, threshold, max_total_tokens, cpuinfer)
     emitted = list(ex.argv)
     cfg = ex.evaluation.cfg

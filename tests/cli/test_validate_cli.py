@@ -20,10 +20,9 @@ def test_validate_writes_corrections_into_the_profile(tmp_path, capsys, monkeypa
     doc = json.loads(cap.out)
     assert doc["ok"] and doc["prompt_lengths"][0] == 4096 and doc["measurements"][0]["server_prompt_tokens"] == 4096
     assert "--kt-gpu-prefill-token-threshold" in doc["server_argv"] and doc["server_argv"][-2:] == ["--host", "127.0.0.1"]
-    cal = load_profile(out).calibrations
-    assert {(c.path, c.part) for c in cal} == {("hybrid", "prefill"), ("layerwise", "prefill"), ("layerwise", "load"),
-                                               ("layerwise", "compute")}
-    assert {c.source for c in cal} == {"server"} and {c.method for c in cal} == {"RAWINT4"}
+    cal = load_profile(out).calibration
+    assert {e["path"] for e in cal} == {"hybrid", "layerwise", "layerwise:load", "layerwise:compute"}
+    assert {e["source"] for e in cal} == {"server"} and {e["method"] for e in cal} == {"RAWINT4"}
     assert doc["profile_written"] == str(out)
 
 

@@ -1,35 +1,36 @@
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 import pytest
 
-from kttune.hw.calibration import Calibration, calibration_factor, merge_calibrations, with_calibrations
+from kttune.hw.calibration import entry_factor, merge_server_entries, server_entries, server_entry
 from kttune.hw.profile import load_profile, save_profile
 from tests.helpers import profile
 
+RUNNER = {"method": "RAWINT4", "path": "layerwise", "a": 0.1, "b": 0.02, "points": 6, "raw_mape": 0.2,
+          "held_out_mape": 0.08, "source": "runs/kimi.json"}
 
-def test_profile_round_trip_keeps_calibrations(tmp_path):
-    p = with_calibrations(profile("h200-pcie5-xeon-amx-16c"),
-                          [Calibration("layerwise", "RAWINT4", 1.12, "server", part="load", n=24, model="Kimi-K2-Thinking",
-                                       detail={"config": {"chunked_prefill_size": 8192}})])
+
+def test_profile_round_trip_keeps_the_calibration_list(tmp_path):
+    e = server_entry("rawint4", "layerwise", 1.12, 24, 0.3, "Kimi-K2-Thinking", detail={"config": {"chunked_prefill_size": 8192}})
+    p = replace(profile("h200-pcie5-xeon-amx-16c"), calibration=(RUNNER, e))
     back = load_profile(save_profile(p, tmp_path / "p.json"))
-    assert back.calibrations == p.calibrations
-    assert calibration_factor(back.calibrations, "layerwise", "RAWINT4", "load", "Kimi-K2-Thinking") == 1.12
-    assert calibration_factor(back.calibrations, "hybrid", "RAWINT4") == 1.0
+    assert back.calibration == p.calibration
+    assert server_entries(back.calibration) == [e] and e["method"] == "RAWINT4"
+    assert math.isclose(entry_factor(e, 123456), 1.12)  # b = 0: the same at every size
 
 
-def test_merge_replaces_the_same_key_and_keeps_others():
-    a = Calibration("hybrid", "FP8", 1.5, "server")
-    b = Calibration("hybrid", "FP8", 1.5, "runner")
-    merged = merge_calibrations([a, b], [Calibration("hybrid", "FP8", 0.9, "server")])
-    assert sorted((c.source, c.factor) for c in merged) == [("runner", 1.5), ("server", 0.9)]
-    # the model's own entry before a generic one; the runner before the server
-    cs = [Calibration("hybrid", "FP8", 2.0, "server", model="M"), Calibration("hybrid", "FP8", 3.0, "runner")]
-    assert calibration_factor(cs, "hybrid", "FP8", model="M") == 2.0
-    assert calibration_factor(cs, "hybrid", "FP8", model="other") == 3.0
+def test_merge_replaces_server_entries_only_and_puts_them_after_the_runner():
+    old = server_entry("FP8", "hybrid", 1.5, 4)
+    other_model = server_entry("FP8", "hybrid", 1.3, 4, model="M")
+    merged = merge_server_entries([old, RUNNER, other_model], [server_entry("FP8", "hybrid", 0.9, 6)])
+    assert [(e["source"], round(entry_factor(e), 3)) for e in merged] == [("runs/kimi.json", 1.105), ("server", 1.3), ("server", 0.9)]
 
 
 def test_bad_entries_are_refused():
     with pytest.raises(ValueError):
-        Calibration("hybrid", "FP8", 0.0, "server")
+        server_entry("FP8", "hybrid", 0.0, 1)
     with pytest.raises(ValueError):
-        Calibration("sideways", "FP8", 1.0, "server")
+        server_entry("FP8", "sideways", 1.0, 1)
