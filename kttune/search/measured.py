@@ -47,7 +47,9 @@ MEASURED_VERSION = 1
 class Evaluator(Protocol):
     """What measures a launch configuration: prefill time in ms of one prompt of each length, from
     an idle start. The measured search calls it one length at a time (so it can prune between
-    lengths); an implementation may keep per-configuration set-up between calls."""
+    lengths); an implementation may keep per-configuration set-up between calls, or measure more
+    lengths than asked at once. A length it cannot measure is left out of the answer: the trial is
+    then recorded as not measurable."""
 
     name: str  # recorded with the study; studies of different evaluators never mix
 
@@ -290,7 +292,11 @@ def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result
         ms: dict[int, float] = {}
         for step in order:
             n = lengths[step]
-            ms[n] = float(evaluator.measure(cfg, [n])[n])
+            got = evaluator.measure(cfg, [n])
+            if n not in got:  # the evaluator could not measure it (over its time cap, too large for it)
+                trial.set_user_attr("unmeasured", n)
+                raise optuna.TrialPruned(f"the evaluator could not measure {n} tokens")
+            ms[n] = float(got[n])
             if len(ms) == 1:
                 trial.set_user_attr("measured", True)
             trial.report(n / (ms[n] / 1e3), step)  # tok/s at this length; the ms follow from it
