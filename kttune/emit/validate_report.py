@@ -28,10 +28,17 @@ def render_validation(console: Console, outcome) -> None:
         kind = res.failure.kind if res.failure else "timeout"
         console.print(f"[red]{kind}[/] during {res.stage}: {res.reason}")
     s = res.log.startup
-    if s.weights_usage_gib is not None or s.kv_tokens is not None:
-        console.print(f"start-up: weights {s.weights_usage_gib} GiB (free after {s.weights_avail_gib}), KV pool "
-                      f"{s.kv_tokens} tokens = {s.kv_gib} GiB, free after the pools {s.pool_end_avail_gib} GiB, "
-                      f"max_total_num_tokens={s.max_total_num_tokens}")
+    parts = []
+    if s.weights_usage_gib is not None:
+        parts.append(f"weights {s.weights_usage_gib:.2f} GiB ({s.weights_avail_gib:.2f} free after)")
+    if s.kv_tokens is not None:
+        parts.append(f"KV pool {s.kv_tokens:,} tokens = {s.kv_gib:.2f} GiB")
+    if s.pool_end_avail_gib is not None:
+        parts.append(f"{s.pool_end_avail_gib:.2f} GiB free after the pools")
+    if s.graph_end_avail_gib is not None:
+        parts.append(f"{s.graph_end_avail_gib:.2f} GiB free after CUDA graphs")
+    if parts:
+        console.print("start-up (server log): " + ", ".join(parts))
     cmp = res.comparison
     if cmp is not None:
         t = Table(title="prefill: predicted vs measured TTFT (median)", show_edge=False)
