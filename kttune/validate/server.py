@@ -113,7 +113,7 @@ def launch(argv: list[str], log_path: Path, env: dict[str, str] | None = None, h
            port: int = 0) -> ServerProcess:
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as logf:
+    with open(log_path, "wb") as logf:  # a fresh log per launch: an old failure must not count
         proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, env={**os.environ, **(env or {})})
     return ServerProcess(proc=proc, pgid=proc.pid, log_path=log_path, host=host, port=port, argv=list(argv))

@@ -117,3 +117,9 @@ def test_refuses_to_signal_a_group_it_did_not_create(tmp_path):
     srv = ServerProcess(proc=None, pgid=os.getpgrp(), log_path=tmp_path / "x", host="127.0.0.1", port=1)
     with pytest.raises(RuntimeError):
         srv.stop()
+
+
+def test_a_failure_left_in_an_old_log_does_not_count(tmp_path):
+    assert run_validation(_request(tmp_path, "crash")).failure is not None
+    res = run_validation(_request(tmp_path, lengths=(CHUNK,)))  # the same log file, a healthy server
+    assert res.ok, res.reason
