@@ -279,6 +279,11 @@ def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result
         if not ev.feasible:
             trial.set_user_attr("infeasible", ev.violated)
             raise optuna.TrialPruned(f"does not fit: {', '.join(ev.violated)}")
+        running = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+                   if t.number < trial.number and t.params == trial.params]
+        if running:  # another process measures it now (two processes can enqueue the same candidate)
+            trial.set_user_attr("duplicate_of", running[0].number)
+            raise optuna.TrialPruned(f"trial {running[0].number} measures the same configuration")
         same = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
                 if t.params == trial.params and t.user_attrs.get("measured")]
         if same:  # measured before (by this process or another): reuse, measure nothing

@@ -5,7 +5,6 @@ psycopg are present (skipped in CI, which tests the same with a journal file).""
 from __future__ import annotations
 
 import importlib.util
-import multiprocessing as mp
 import os
 import pwd
 import shutil
@@ -16,9 +15,8 @@ from pathlib import Path
 import optuna
 import pytest
 
-from kttune.search.measured import MeasuredRequest, ModelEvaluator, run_measured_search
 from kttune.validate.server import free_port
-from tests.search.test_measured import _worker, base, comp_of, model_search
+from tests.search.test_measured import run_two_workers_and_check
 
 
 def _have_postgres() -> bool:
@@ -54,17 +52,4 @@ def postgres_url():
 
 
 def test_two_processes_share_one_study_on_postgres(postgres_url):
-    model_search(base(), postgres_url)
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_worker, args=(postgres_url, 10)) for _ in range(2)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(180)
-        assert p.exitcode == 0
-    b = base()
-    res = run_measured_search(MeasuredRequest(base=b, trials=10, seed=3, storage=postgres_url, model_prefill_trials=20),
-                              ModelEvaluator(comp_of(b)), model_search(b, postgres_url))
-    assert res.trials_new == 0 and 10 <= res.trials_measured <= 12
-    trials = optuna.load_study(study_name=res.study_name, storage=postgres_url).trials
-    assert len({t.user_attrs.get("worker") for t in trials if t.user_attrs.get("measured")}) == 2
+    run_two_workers_and_check(postgres_url, optuna.storages.RDBStorage(postgres_url))
