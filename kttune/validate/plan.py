@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 
 from kttune.config import LaunchConfig
+from kttune.units import GIB
 
 # Readiness: SGLang loads the weights, profiles memory and captures CUDA graphs before /health
 # answers 200. Kimi-K2 takes minutes (KT's docs: "2~3 minutes"); kt's own tuner waited 60 s and
@@ -15,7 +16,7 @@ READY_LOAD_GBPS = 1.0  # a pessimistic read + convert rate for the weights (GiB/
 
 def readiness_timeout_s(weight_bytes: int, base_s: float = READY_BASE_S, load_gbps: float = READY_LOAD_GBPS) -> float:
     """Seconds to wait for a server holding `weight_bytes` of weights (GPU and CPU) to become ready."""
-    return base_s + weight_bytes / (load_gbps * 2**30)
+    return base_s + weight_bytes / (load_gbps * GIB)
 
 
 def prompt_lengths(workload_lengths: tuple[int, ...], cfg: LaunchConfig, context_len: int, max_new_tokens: int = 1) -> list[int]:

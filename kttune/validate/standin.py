@@ -37,6 +37,8 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from kttune.units import GIB
+
 _LOCK = threading.Lock()
 _STATE = {"ready": False, "failed": False}
 
@@ -209,7 +211,7 @@ def main(argv: list[str] | None = None) -> None:
     if sim.mode == "crash":
         _die(['  File "sglang/srt/managers/scheduler.py", line 3240, in run_scheduler_process',
               "ValueError: stand-in start-up crash (KTTUNE_STANDIN_MODE=crash)"])
-    kv_gib = args.max_total_tokens * 70272 / 2**30
+    kv_gib = args.max_total_tokens * 70272 / GIB  # Kimi-K2's MLA cell, as an example
     log(f"KV Cache is allocated. #tokens: {args.max_total_tokens}, KV size: {kv_gib:.2f} GB")
     log(f"Memory pool end. avail mem={96.41 - kv_gib:.2f} GB")
     log(f"max_total_num_tokens={args.max_total_tokens}, chunked_prefill_size={args.chunked_prefill_size}, "

@@ -19,9 +19,9 @@ from kttune.search.measured import MeasuredRequest, ModelEvaluator, parse_durati
 from kttune.search.space import KV_UNIT, build_space
 from kttune.search.study import SearchRequest, StudyOptions, run_search
 from kttune.search.workload import workload_from_dict
+from kttune.units import GIB
 from tests.helpers import model, profile
 
-GIB = 2**30
 SHIPPED = "h200-pcie5-xeon-amx-16c"
 
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from hypothesis import given, strategies as st
 
+from kttune.units import GIB
 from kttune.validate.plan import prompt_lengths, prompt_token_ids, readiness_timeout_s, server_argv
 from tests.helpers import cfg
 
@@ -18,7 +19,7 @@ def test_first_prompt_is_exactly_the_chunk_and_every_length_fits(lengths, chunk,
 
 def test_timeout_grows_with_the_weights():
     assert readiness_timeout_s(0) == 120.0
-    assert readiness_timeout_s(600 * 2**30) == 720.0
+    assert readiness_timeout_s(600 * GIB) == 720.0
 
 
 def test_prompts_do_not_share_a_prefix():
