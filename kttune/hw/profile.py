@@ -183,6 +183,8 @@ class HardwareProfile:
 
 def profile_to_dict(p: HardwareProfile) -> dict[str, Any]:
     d = asdict(p)
+    if not d["calibration"]:
+        del d["calibration"]  # an uncalibrated profile is written as before the list existed
     return {"format": d.pop("format"), "version": d.pop("version"), **d}
 
 
