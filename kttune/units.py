@@ -35,3 +35,19 @@ def parse_size_bytes(text: str, what: str = "--vram") -> int:
     if value <= 0:
         raise UserError(f"{what} {text!r} must be positive", "give a size such as 32G or 24GB")
     return int(value)
+
+
+_DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|min)?\s*$", re.IGNORECASE)
+_DURATION_S = {None: 1.0, "s": 1.0, "ms": 1e-3, "m": 60.0, "min": 60.0}
+
+
+def parse_duration_s(text: str, what: str, bare_unit: str = "s") -> float:
+    """`10s`, `150ms`, `2m` -> seconds; a bare number is in `bare_unit` ("s" or "ms")."""
+    m = _DURATION_RE.match(str(text))
+    if not m:
+        raise UserError(f"cannot read {what} {text!r} as a duration", "write it like 10s or 150ms")
+    unit = m.group(2).lower() if m.group(2) else bare_unit
+    value = float(m.group(1)) * _DURATION_S[unit]
+    if value <= 0:
+        raise UserError(f"{what} {text!r} must be positive", "give a duration such as 10s or 150ms")
+    return value

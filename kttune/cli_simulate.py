@@ -1,0 +1,63 @@
+"""`kttune simulate`: serve a workload in simulation under the chunked, hybrid and layered
+schedules and print them side by side. Thin: parse, call kttune.sim, render."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from kttune.units import parse_duration_s
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def simulate(
+        model: str = typer.Option(..., "--model", "-m", help="Catalog name (`kttune models`), HF repo id, or a directory with config.json."),
+        workload: str = typer.Option("summarize", "--workload", "-w", help="summarize | chat (presets with stated statistics) or a trace file (.csv / .jsonl of arrival_s, prompt_tokens, output_tokens)."),
+        rate: float = typer.Option(None, "--rate", help="Poisson arrival rate, requests/s (presets: default 0.1; traces: rescales their arrivals)."),
+        requests: int = typer.Option(1000, "--requests", help="Requests to simulate (presets)."),
+        seed: int = typer.Option(0, "--seed", help="Seed of the request sample."),
+        profile: str = typer.Option(None, "--profile", help="Hardware profile (file or shipped name, `kttune profiles`)."),
+        method: str = typer.Option(None, "--kt-method", help="Override the detected KT method."),
+        gpus: int = typer.Option(1, "--gpus", help="GPUs (tensor-parallel size)."),
+        gpu_experts: int = typer.Option(0, "--gpu-experts", help="--kt-num-gpu-experts (per MoE layer)."),
+        chunk: int = typer.Option(8192, "--chunk", help="--chunked-prefill-size (tokens)."),
+        threshold: int = typer.Option(None, "--threshold", help="--kt-gpu-prefill-token-threshold (default min(4096, chunk) for layerwise methods, else 0)."),
+        max_total_tokens: int = typer.Option(262144, "--max-total-tokens", help="KV pool size in tokens."),
+        max_running: int = typer.Option(32, "--max-running-requests", help="--max-running-requests."),
+        cpuinfer: int = typer.Option(None, "--cpuinfer", help="--kt-cpuinfer threads (default: the most measured below the core count)."),
+        schedules: str = typer.Option("chunked,hybrid,layered", "--schedules", help="Comma-separated: chunked, hybrid, layered."),
+        groups: int = typer.Option(None, "--groups", help="Layered: fixed layer-group count (default: the paper's rule, ceil(tokens / 512))."),
+        large_chunk: int = typer.Option(8192, "--large-chunk", help="Layered: prompt tokens staged at once (longer prompts are cut)."),
+        ttft_slo: str = typer.Option(None, "--ttft-slo", help="TTFT limit, e.g. 10s (default: the preset's)."),
+        tbt_slo: str = typer.Option(None, "--tbt-slo", help="Limit on every gap between tokens, e.g. 150ms (default: the preset's; traces: 5 x a 32-request decode step at 4K context)."),
+        router_skew: float = typer.Option(0.0, "--router-skew", help="Zipf exponent of expert popularity (0 = uniform routing)."),
+        capacity: bool = typer.Option(False, "--capacity", help="Also find each schedule's highest rate with >= 90% SLO attainment."),
+        samples: bool = typer.Option(False, "--samples", help="Put per-request TTFT and longest gap in the JSON (for plots)."),
+        json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (the table goes to stderr)."),
+    ):
+        """Simulate a server under token-chunked (KT path switch), pure hybrid and Layered Prefill schedules."""
+        from rich.console import Console
+
+        from kttune.emit.simulate_report import render
+        from kttune.sim.inputs import resolve
+        from kttune.sim.simulate import simulate as run
+
+        console = Console(stderr=json_out)
+        inp = resolve(model, profile, method, workload, rate if rate is not None or not _is_preset(workload) else 0.1, requests,
+                      seed, gpu_experts, chunk, threshold, max_total_tokens, max_running, cpuinfer, gpus,
+                      tuple(s.strip() for s in schedules.split(",") if s.strip()), groups, large_chunk,
+                      parse_duration_s(ttft_slo, "--ttft-slo") if ttft_slo else None,
+                      parse_duration_s(tbt_slo, "--tbt-slo", bare_unit="ms") * 1e3 if tbt_slo else None, router_skew)
+        with console.status("simulating") as st:
+            rep = run(inp, with_capacity=capacity, samples=samples, on_step=lambda msg: st.update(msg))
+        render(console, rep)
+        if json_out:
+            typer.echo(json.dumps(rep.to_dict(), indent=1))
+
+
+def _is_preset(workload: str) -> bool:
+    from kttune.sim.workload import MIXES
+
+    return workload in MIXES

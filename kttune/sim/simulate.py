@@ -1,0 +1,166 @@
+"""Simulate schedules side by side for one configuration, and find the highest arrival rate that
+keeps SLO attainment at or above a target (90% by default, as the Layered Prefill paper reports
+capacity). Pure: takes a Components and a LaunchConfig, returns frozen results."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from kttune.config import LaunchConfig
+from kttune.cost.components import Components
+from kttune.sim import engine
+from kttune.sim.costs import IterationCosts
+from kttune.sim.metrics import ScheduleResult, Slo, summarise
+from kttune.sim.workload import Request, rescale_arrivals
+
+TARGET_ATTAINMENT = 0.9
+
+
+def schedule_config(cfg: LaunchConfig, schedule: engine.Schedule) -> LaunchConfig:
+    """The flags a schedule runs with: `hybrid` turns layerwise off (threshold 0)."""
+    from dataclasses import replace
+
+    return replace(cfg, gpu_prefill_token_threshold=0) if schedule.name == "hybrid" else cfg
+
+
+def simulate_one(comp: Components, cfg: LaunchConfig, requests: list[Request], schedule: engine.Schedule, slo: Slo,
+                 router_skew: float = 0.0, samples: bool = False, costs: IterationCosts | None = None) -> ScheduleResult:
+    c = schedule_config(cfg, schedule)
+    costs = costs or IterationCosts(comp, c, router_skew)
+    return summarise(schedule.name, engine.run(costs, c, requests, schedule), slo, samples)
+
+
+@dataclass(frozen=True)
+class Capacity:
+    schedule: str
+    max_rate_per_s: float  # highest rate with attainment >= target (0: not even an idle server meets the SLO)
+    target_attainment: float
+    curve: tuple[tuple[float, float], ...]  # (rate per s, attainment), sorted by rate
+    requests_per_point: int
+
+    def to_dict(self) -> dict:
+        return {"schedule": self.schedule, "max_rate_per_s": self.max_rate_per_s, "target_attainment": self.target_attainment,
+                "curve": [{"rate_per_s": r, "attainment": a} for r, a in self.curve],
+                "requests_per_point": self.requests_per_point}
+
+
+def capacity(comp: Components, cfg: LaunchConfig, base: list[Request], schedule: engine.Schedule, slo: Slo,
+             router_skew: float = 0.0, target: float = TARGET_ATTAINMENT, steps: int = 7) -> Capacity:
+    """Highest rate keeping attainment >= target: the same requests (lengths fixed) with their
+    arrivals rescaled to each rate; doubling to bracket, then bisection on a log scale."""
+    c = schedule_config(cfg, schedule)
+    costs = IterationCosts(comp, c, router_skew)
+    seen: dict[float, float] = {}
+
+    def att(rate: float) -> float:
+        if rate not in seen:
+            tr = engine.run(costs, c, rescale_arrivals(base, rate), schedule)
+            seen[rate] = summarise(schedule.name, tr, slo).attainment
+        return seen[rate]
+
+    lo_rate = 1e-4
+    if att(lo_rate) < target:
+        return Capacity(schedule.name, 0.0, target, tuple(sorted(seen.items())), len(base))
+    # a first guess: the rate at which prefill alone keeps the server busy
+    mean_prompt = sum(r.prompt_tokens for r in base) / len(base)
+    guess = 1e3 / max(1e-3, costs.forward([(int(mean_prompt), 0)], 0, 0.0).ms)
+    lo, hi = lo_rate, None
+    r = guess
+    for _ in range(20):
+        if att(r) >= target:
+            lo = r
+            r *= 2
+        else:
+            hi = r
+            break
+    if hi is None:
+        return Capacity(schedule.name, lo, target, tuple(sorted(seen.items())), len(base))
+    if lo == lo_rate:  # the guess failed: halve until it passes
+        r = hi / 2
+        for _ in range(20):
+            if att(r) >= target:
+                lo = r
+                break
+            hi = r
+            r /= 2
+    for _ in range(steps):
+        mid = math.sqrt(lo * hi)
+        if att(mid) >= target:
+            lo = mid
+        else:
+            hi = mid
+    return Capacity(schedule.name, lo, target, tuple(sorted(seen.items())), len(base))
+
+
+@dataclass(frozen=True)
+class SimulationReport:
+    model: str
+    method: str
+    profile: str
+    flags: dict
+    workload: dict  # name, source (preset | trace), statistics, rate_per_s, requests, seed
+    slo: Slo
+    router_skew: float
+    schedules: tuple[ScheduleResult, ...]
+    capacity: tuple[Capacity, ...] = ()
+    schedule_settings: tuple[dict, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict:
+        return _clean({
+            "schema": "kttune.simulate/1", "model": self.model, "method": self.method, "profile": self.profile,
+            "flags": self.flags, "workload": self.workload, "slo": self.slo.to_dict(), "router_skew": self.router_skew,
+            "schedules": [s.to_dict() for s in self.schedules], "schedule_settings": list(self.schedule_settings),
+            "capacity": [c.to_dict() for c in self.capacity], "notes": list(self.notes)})
+
+
+def _clean(x):
+    """NaN and infinity -> None, so the JSON is standard."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x
+
+
+def paper_rule_tbt_slo_ms(costs: IterationCosts) -> float:
+    """The Layered Prefill paper's TBT limit rule: 5 x one decode step of 32 requests at a
+    4,096-token context (docs/simulate.md)."""
+    return 5.0 * costs.decode(32, 32 * 4096.0).ms
+
+
+@dataclass(frozen=True)
+class SimulationInputs:
+    """Everything `kttune simulate` needs, resolved."""
+
+    comp: Components
+    cfg: LaunchConfig
+    requests: tuple[Request, ...]
+    workload: dict
+    slo: Slo
+    schedules: tuple[engine.Schedule, ...]
+    router_skew: float = 0.0
+    profile_name: str = ""
+
+
+def simulate(inp: SimulationInputs, with_capacity: bool = False, capacity_requests: int = 300,
+             samples: bool = False, on_step=None) -> SimulationReport:
+    """Every schedule on the same requests; optionally each schedule's capacity."""
+    results, caps = [], []
+    for s in inp.schedules:
+        results.append(simulate_one(inp.comp, inp.cfg, list(inp.requests), s, inp.slo, inp.router_skew, samples))
+        if on_step:
+            on_step(f"simulated {s.name}")
+    if with_capacity:
+        base = list(inp.requests[:capacity_requests])
+        for s in inp.schedules:
+            caps.append(capacity(inp.comp, inp.cfg, base, s, inp.slo, inp.router_skew))
+            if on_step:
+                on_step(f"capacity of {s.name}")
+    return SimulationReport(
+        model=inp.comp.model.name, method=inp.comp.method.name, profile=inp.profile_name, flags=inp.cfg.to_dict(),
+        workload=inp.workload, slo=inp.slo, router_skew=inp.router_skew, schedules=tuple(results), capacity=tuple(caps),
+        schedule_settings=tuple(s.to_dict() for s in inp.schedules), notes=tuple(dict.fromkeys(inp.comp.notes)))

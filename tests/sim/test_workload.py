@@ -1,0 +1,54 @@
+"""Simulated traffic: preset statistics as stated, Poisson arrivals, trace files and their errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from kttune.errors import UserError
+from kttune.sim.workload import MIXES, load_trace, mix_statistics, poisson_requests, rescale_arrivals
+
+
+def test_presets_have_the_stated_statistics():
+    """The paper's data sets: arXiv mean prompt 9,194 tokens at about 40x the output, ShareGPT 2,340
+    at about 6x (docs/simulate.md); the presets stay within 5% / a factor 1.5."""
+    s = mix_statistics(MIXES["summarize"])
+    assert s["prompt_tokens"]["mean"] == pytest.approx(9194, rel=0.05)
+    assert 40 / 1.5 <= s["prompt_tokens"]["mean"] / s["output_tokens"]["mean"] <= 40 * 1.5
+    c = mix_statistics(MIXES["chat"])
+    assert c["prompt_tokens"]["mean"] == pytest.approx(2340, rel=0.05)
+    assert 6 / 1.5 <= c["prompt_tokens"]["mean"] / c["output_tokens"]["mean"] <= 6 * 1.5
+
+
+@settings(max_examples=10, deadline=None)
+@given(rate=st.floats(0.01, 20.0), seed=st.integers(0, 1000))
+def test_poisson_arrivals_have_the_rate(rate, seed):
+    reqs = poisson_requests(MIXES["chat"], rate, 4000, seed)
+    measured = len(reqs) / reqs[-1].arrival_s
+    assert measured == pytest.approx(rate, rel=5 / 4000**0.5)  # 5 sigma of a Poisson count
+    again = rescale_arrivals(reqs, 2 * rate)
+    assert [r.prompt_tokens for r in again] == [r.prompt_tokens for r in reqs]
+    assert (len(again) - 1) / (again[-1].arrival_s - again[0].arrival_s) == pytest.approx(2 * rate)
+
+
+def test_trace_files_csv_and_jsonl(tmp_path):
+    csv = tmp_path / "t.csv"
+    csv.write_text("arrival_s,prompt_tokens,output_tokens,extra\n2.0,100,5,x\n0.5,3000,20,y\n")
+    reqs = load_trace(str(csv))
+    assert [(r.arrival_s, r.prompt_tokens, r.output_tokens) for r in reqs] == [(0.5, 3000, 20), (2.0, 100, 5)]
+    jl = tmp_path / "t.jsonl"
+    jl.write_text("\n".join(json.dumps({"arrival_s": a, "prompt_tokens": p, "output_tokens": o}) for a, p, o in [(0, 10, 1), (1, 20, 2)]))
+    assert len(load_trace(str(jl))) == 2
+
+
+@pytest.mark.parametrize("text", ["arrival_s,prompt_tokens\n1,2\n", "arrival_s,prompt_tokens,output_tokens\n1,0,3\n",
+                                  "arrival_s,prompt_tokens,output_tokens\n", "a,b\nx,y\n"])
+def test_bad_traces_name_the_problem(tmp_path, text):
+    p = tmp_path / "bad.csv"
+    p.write_text(text)
+    with pytest.raises(UserError, match="trace file"):
+        load_trace(str(p))
+    with pytest.raises(UserError, match="does not exist"):
+        load_trace(str(tmp_path / "missing.csv"))
