@@ -111,6 +111,14 @@ def run(costs: IterationCosts, cfg: LaunchConfig, requests: list[Request], sched
     stage_g, stage_groups = 0, 1
     groups_used: dict[int, int] = {}
     done = 0
+    blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # per-iteration records, in order
+
+    def flush() -> None:
+        if iter_ms:
+            blocks.append((np.array(iter_ms), np.array(iter_dec, dtype=np.int64), np.array(iter_pre, dtype=np.int64)))
+            iter_ms.clear()
+            iter_dec.clear()
+            iter_pre.clear()
 
     def admit() -> bool:
         nonlocal kv_free, running, done
@@ -180,6 +188,25 @@ def run(costs: IterationCosts, cfg: LaunchConfig, requests: list[Request], sched
                 admit()
                 continue
             break
+        if not segs and finishes[0][0] > it:
+            # Decode only, and nothing changes before the next arrival or finish: run those
+            # iterations at once (each is a + k x summed context, which grows by `decode` a step).
+            step = costs.decode(decode, sum_ctx)
+            m = finishes[0][0] - it
+            ds = step.ms + costs.k_ms_per_ctx * decode * np.arange(m, dtype=float)
+            ends = t + np.cumsum(ds) / 1e3
+            cnt = m if ptr >= n else max(1, min(m, int(np.searchsorted(ends, arr[ptr], side="left")) + 1))
+            ds = ds[:cnt]
+            t = float(ends[cnt - 1])
+            flush()
+            blocks.append((ds, np.full(cnt, decode, dtype=np.int64), np.zeros(cnt, dtype=np.int64)))
+            gpu_busy += cnt * step.gpu_ms + costs.k_ms_per_ctx * decode * cnt * (cnt - 1) / 2
+            cpu_busy += cnt * step.cpu_ms
+            for k, v in enumerate((step.pcie_bytes, step.hbm_bytes, step.host_bytes)):
+                td[k] += cnt * v
+            sum_ctx += decode * cnt
+            it += cnt
+            continue
         ptoks = sum(s for _, s, _, _ in segs)
         step = costs.forward([(s, d) for _, s, d, _ in segs], decode, sum_ctx, groups, group)
         t += step.ms / 1e3
@@ -230,7 +257,10 @@ def run(costs: IterationCosts, cfg: LaunchConfig, requests: list[Request], sched
             done += 1
         it += 1
 
-    ims = np.array(iter_ms)
+    flush()
+    ims = np.concatenate([b[0] for b in blocks]) if blocks else np.zeros(0)
+    idec = np.concatenate([b[1] for b in blocks]) if blocks else np.zeros(0, dtype=np.int64)
+    ipre = np.concatenate([b[2] for b in blocks]) if blocks else np.zeros(0, dtype=np.int64)
     gaps = np.zeros(n)
     gaps[rejected] = np.nan
     multi = np.nonzero(start_it >= 0)[0]
@@ -240,5 +270,5 @@ def run(costs: IterationCosts, cfg: LaunchConfig, requests: list[Request], sched
         idx[1::2] = end_it[multi] + 1
         padded = np.append(ims, 0.0)
         gaps[multi] = np.maximum.reduceat(padded, idx)[0::2]
-    return Trace(arr, plen, olen, first, finish, gaps, rejected, ims, np.array(iter_dec), np.array(iter_pre), pre_max,
+    return Trace(arr, plen, olen, first, finish, gaps, rejected, ims, idec, ipre, pre_max,
                  t, gpu_busy, cpu_busy, tuple(tp), tuple(td), loads, groups_used)
