@@ -152,3 +152,18 @@ def load_trace(path: str) -> list[Request]:
         raise UserError(f"trace file {path!r} holds no requests", "add rows of arrival_s, prompt_tokens, output_tokens")
     reqs.sort()
     return [Request(i, a, pt, ot) for i, (a, pt, ot) in enumerate(reqs)]
+
+
+def requests_from_workload(prompt_tokens: tuple[int, ...], weights: tuple[float, ...], output_tokens: int, rate_per_s: float,
+                           count: int, seed: int = 0) -> list[Request]:
+    """Poisson arrivals whose prompts are drawn from a search workload's weighted representative
+    lengths (kttune.search.workload.Workload) and whose outputs are its mean output length."""
+    if rate_per_s <= 0:
+        raise UserError(f"arrival rate {rate_per_s} must be positive", "pass e.g. --rate 1.5 (requests per second)")
+    rng = random.Random(seed)
+    t, out = 0.0, []
+    prompts = rng.choices(prompt_tokens, weights=weights, k=count)
+    for i, p in enumerate(prompts):
+        t += rng.expovariate(rate_per_s)
+        out.append(Request(i, t, int(p), max(1, int(output_tokens))))
+    return out
