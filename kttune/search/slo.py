@@ -102,3 +102,55 @@ def _s(v: float) -> str:
 
 def _finite(v: float):
     return v if math.isfinite(v) else None
+
+
+class SloScorer:
+    """Adds the SLO constraint ("slo_attainment", <= 0 when met) to evaluations that fit in memory,
+    simulating each configuration once on the same requests; remembers every check."""
+
+    def __init__(self, comp: Components, workload: Workload, target: SloTarget) -> None:
+        self.comp, self.target = comp, target
+        self.requests = workload_requests(workload, target)
+        self.checks: dict[LaunchConfig, SloCheck] = {}
+
+    def __call__(self, ev):
+        from dataclasses import replace
+
+        fits = all(v <= 0 for k, v in ev.constraints.items() if k != "slo_attainment")
+        if not fits:
+            return replace(ev, constraints={**ev.constraints, "slo_attainment": 1.0})
+        if ev.cfg not in self.checks:
+            self.checks[ev.cfg] = check_slo(self.comp, ev.cfg, self.requests, self.target)
+        return replace(ev, constraints={**ev.constraints, "slo_attainment": self.checks[ev.cfg].constraint})
+
+    def best(self) -> SloCheck | None:
+        """The check with the highest attainment (the closest to the SLO)."""
+        def closeness(c: SloCheck) -> tuple[float, float]:
+            t = c.target
+            over = sum(min(1e9, need / lim) for need, lim in ((c.ttft_needed_s, t.ttft_s), (c.tbt_needed_ms, t.tbt_ms)) if lim)
+            return c.attainment, -over
+
+        return max(self.checks.values(), key=closeness, default=None)
+
+    def max_rate(self, cfg: LaunchConfig) -> float:
+        """The highest rate at which `cfg` meets the SLO (kttune.sim.simulate.capacity)."""
+        from kttune.sim.simulate import capacity
+        from kttune.sim.workload import rescale_arrivals
+
+        return capacity(self.comp, cfg, rescale_arrivals(self.requests, 1.0), engine.Schedule("chunked"), self.target.slo,
+                        target=self.target.target_attainment).max_rate_per_s
+
+    def unmet_message(self) -> tuple[str, str]:
+        """(problem, fix) when no configuration met the SLO."""
+        best = self.best()
+        t = self.target
+        if best is None:
+            return (f"no configuration fits in memory, so none can meet {t.describe()}", "raise --vram or --host-ram")
+        cfg = next(c for c, k in self.checks.items() if k is best)
+        rate = self.max_rate(cfg)
+        at = (f"; with these flags at most {rate:.3g} req/s meets both limits" if rate > 0 else
+              "; with these flags not even an idle server meets both limits")
+        return (f"no configuration meets {t.describe()}; the closest (chunk {cfg.chunked_prefill_size}, threshold "
+                f"{cfg.gpu_prefill_token_threshold}, {cfg.num_gpu_experts} GPU experts) reaches {best.attainment:.0%}: "
+                + "; ".join(best.shortfalls()) + at,
+                "lower --rate, relax the limit named, or add hardware (`kttune simulate` shows these flags under load)")

@@ -25,6 +25,7 @@ from kttune.memory.vram import vram_breakdown
 from kttune.paths import default_study_storage
 from kttune.search.evaluate import Budget, Evaluation, evaluate
 from kttune.search.pick import pareto_front, pick
+from kttune.search.slo import SloScorer, SloTarget
 from kttune.search.space import KV_UNIT, MIN_USEFUL_KV_TOKENS, SearchSpace, build_space, kt_run_default, minimal_config
 from kttune.search.workload import Workload
 from kttune.spec.methods import get_method
@@ -71,6 +72,7 @@ class SearchResult:
     wall_s: float
     notes: list[str] = field(default_factory=list)
     components: Components | None = None  # the cost model the search ran on (explain the pick with it)
+    slo: dict | None = None  # the SLO check of the pick (kttune.search.slo.SloCheck.to_dict()), when asked
 
 
 def check_request(req: SearchRequest) -> None:
@@ -180,10 +182,13 @@ def snap_threshold_to_crossover(comp: Components, ev: Evaluation, space: SearchS
 
 
 def run_search(req: SearchRequest, opts: StudyOptions = StudyOptions(),
-               on_trial: Callable[[int, int, Evaluation | None], None] | None = None) -> SearchResult:
+               on_trial: Callable[[int, int, Evaluation | None], None] | None = None,
+               slo: SloTarget | None = None) -> SearchResult:
     """Run (or resume) the study of `req` up to `opts.trials` trials in total. Each configuration
     is evaluated once: the trials' evaluations are kept and reused for the front, the pick and
-    the `kt run` baseline."""
+    the `kt run` baseline. With `slo`, a configuration must also meet the SLO at the target rate
+    in simulation (kttune.search.slo); without it, the idle-server objectives and memory
+    constraints alone."""
     check_request(req)
     if opts.trials < 1:
         raise UserError(f"--trials {opts.trials} must be at least 1", "pass a positive trial count, e.g. --trials 300")
@@ -192,7 +197,11 @@ def run_search(req: SearchRequest, opts: StudyOptions = StudyOptions(),
     space = build_space(comp, req.workload, req.budget, req.tp)
     check_budget(comp, space, req)
     storage, storage_url = open_storage(opts.storage)
-    name = opts.study_name or f"kttune-{req.model.name}-{req.method}-tp{req.tp}-{study_key(req, space, opts.seed)}"
+    scorer = SloScorer(comp, req.workload, slo) if slo else None
+    key = study_key(req, space, opts.seed)
+    if slo:
+        key += "-slo" + hashlib.sha256(json.dumps(slo.to_dict(), sort_keys=True).encode()).hexdigest()[:8]
+    name = opts.study_name or f"kttune-{req.model.name}-{req.method}-tp{req.tp}-{key}"
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     # The persistent study is the record (it resumes); trials run in an in-memory twin seeded with
     # every persisted trial, and each finished trial is written back with one append. The journal
@@ -213,7 +222,8 @@ def run_search(req: SearchRequest, opts: StudyOptions = StudyOptions(),
 
     def evaluate_once(cfg: LaunchConfig) -> Evaluation:
         if cfg not in evaluated:
-            evaluated[cfg] = evaluate(comp, cfg, req.workload, req.budget)
+            ev = evaluate(comp, cfg, req.workload, req.budget)
+            evaluated[cfg] = scorer(ev) if scorer else ev
         return evaluated[cfg]
 
     def objective(trial: optuna.Trial) -> tuple[float, float]:
@@ -239,6 +249,8 @@ def run_search(req: SearchRequest, opts: StudyOptions = StudyOptions(),
 
     trials = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     feasible = [t for t in trials if _feasible(t)]
+    if not feasible and scorer and scorer.checks:
+        raise InfeasibleError(*scorer.unmet_message())
     if not feasible:
         raise InfeasibleError(
             f"no configuration among {len(trials)} trials fits the budget",
@@ -256,4 +268,5 @@ def run_search(req: SearchRequest, opts: StudyOptions = StudyOptions(),
     baseline = evaluate_once(baseline_cfg)
     return SearchResult(best=best, pareto=front, baseline=baseline, space=space, study_name=name, storage=storage_url,
                         trials_total=len(trials), trials_new=new_count[0], trials_feasible=len(feasible),
-                        wall_s=time.perf_counter() - t0, notes=list(dict.fromkeys(comp.notes)), components=comp)
+                        wall_s=time.perf_counter() - t0, notes=list(dict.fromkeys(comp.notes)), components=comp,
+                        slo=scorer.checks[best.cfg].to_dict() if scorer else None)
