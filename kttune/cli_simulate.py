@@ -15,7 +15,7 @@ def register(app: typer.Typer) -> None:
     def simulate(
         model: str = typer.Option(..., "--model", "-m", help="Catalog name (`kttune models`), HF repo id, or a directory with config.json."),
         workload: str = typer.Option("summarize", "--workload", "-w", help="summarize | chat (presets with stated statistics) or a trace file (.csv / .jsonl of arrival_s, prompt_tokens, output_tokens)."),
-        rate: float = typer.Option(None, "--rate", help="Poisson arrival rate, requests/s (presets: default 0.1; traces: rescales their arrivals)."),
+        rate: float = typer.Option(None, "--rate", help="Poisson arrival rate, requests/s (presets: default half the rate at which idle-server prefill of the mean prompt fills the server; traces: rescales their arrivals)."),
         requests: int = typer.Option(1000, "--requests", help="Requests to simulate (presets)."),
         seed: int = typer.Option(0, "--seed", help="Seed of the request sample."),
         profile: str = typer.Option(None, "--profile", help="Hardware profile (file or shipped name, `kttune profiles`)."),
@@ -45,7 +45,7 @@ def register(app: typer.Typer) -> None:
         from kttune.sim.simulate import simulate as run
 
         console = Console(stderr=json_out)
-        inp = resolve(model, profile, method, workload, rate if rate is not None or not _is_preset(workload) else 0.1, requests,
+        inp = resolve(model, profile, method, workload, rate, requests,
                       seed, gpu_experts, chunk, threshold, max_total_tokens, max_running, cpuinfer, gpus,
                       tuple(s.strip() for s in schedules.split(",") if s.strip()), groups, large_chunk,
                       parse_duration_s(ttft_slo, "--ttft-slo") if ttft_slo else None,
@@ -55,9 +55,3 @@ def register(app: typer.Typer) -> None:
         render(console, rep)
         if json_out:
             typer.echo(json.dumps(rep.to_dict(), indent=1))
-
-
-def _is_preset(workload: str) -> bool:
-    from kttune.sim.workload import MIXES
-
-    return workload in MIXES

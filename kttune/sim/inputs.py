@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
+from kttune.cost.prefill import prefill_time_ms
 from kttune.errors import UserError
 from kttune.hw.registry import resolve_profile
 from kttune.sim import engine
@@ -17,7 +18,7 @@ from kttune.spec.methods import get_method
 
 
 def resolve(model: str, profile: str | None = None, method: str | None = None, workload: str = "summarize",
-            rate: float | None = 0.1, requests: int = 1000, seed: int = 0, gpu_experts: int = 0, chunk: int = 8192,
+            rate: float | None = None, requests: int = 1000, seed: int = 0, gpu_experts: int = 0, chunk: int = 8192,
             threshold: int | None = None, max_total_tokens: int = 262144, max_running_requests: int = 32,
             cpuinfer: int | None = None, gpus: int = 1, schedules: tuple[str, ...] = engine.SCHEDULES,
             groups: int | None = None, large_chunk: int = 8192, ttft_slo_s: float | None = None,
@@ -56,8 +57,9 @@ def resolve(model: str, profile: str | None = None, method: str | None = None, w
                        max_running_requests=max_running_requests, cuda_graph_max_bs=max_running_requests)
     if workload in MIXES:
         mix = get_mix(workload)
-        if rate is None:
-            raise UserError("a preset workload needs an arrival rate", "pass --rate, e.g. --rate 0.1 (requests per second)")
+        if rate is None:  # half the rate at which idle-server prefill of the mean prompt fills the server
+            mean_prompt = int(mix_statistics(mix)["prompt_tokens"]["mean"])
+            rate = float(f"{0.5e3 / prefill_time_ms(comp, cfg, mean_prompt):.2g}")
         reqs = poisson_requests(mix, rate, requests, seed)
         wl = {"name": mix.name, "source": "preset", "description": mix.description, "mix": mix.to_dict(),
               "statistics": mix_statistics(mix), "rate_per_s": rate, "requests": requests, "seed": seed}
