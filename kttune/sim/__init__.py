@@ -29,7 +29,8 @@ their names carry; NaN and infinity become null):
        layer_loads_per_prompt: MoE-layer loads over PCIe per prompt
        gpu_busy_s, cpu_busy_s, iterations, mean_decode_batch, longest_prefill_iteration_ms,
        groups_used: {"G": stages run with G groups}   (layered)
-       samples: null | {prompt_tokens: [..], ttft_s: [..], max_tbt_ms: [..]}  (--samples)
+       samples: null | {prompt_tokens: [..], ttft_s: [..], max_tbt_ms: [..],   (--samples; per request)
+                        tbt_hist_ms: {edges_ms: [61 log-spaced], counts: [60]}}  (every gap)
       }]
     capacity: [{schedule, max_rate_per_s, target_attainment, requests_per_point,
                 curve: [{rate_per_s, attainment}]}]                          (--capacity)

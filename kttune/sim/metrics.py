@@ -89,6 +89,16 @@ def _pct(x: np.ndarray, weights: np.ndarray | None = None) -> Percentiles:
     return Percentiles(q[0], q[1], q[2], float((xs * ws).sum() / total), float(xs[-1]))
 
 
+def _hist(x: np.ndarray, w: np.ndarray, bins: int = 60) -> dict:
+    """Every inter-token gap as a histogram on log-spaced edges (ms): gap counts per bin."""
+    if x.size == 0:
+        return {"edges_ms": [], "counts": []}
+    lo, hi = float(x.min()), float(x.max())
+    edges = np.geomspace(lo, hi * (1 + 1e-9), bins + 1) if hi > lo else np.array([lo, lo + 1e-9])
+    counts, _ = np.histogram(x, bins=edges, weights=w)
+    return {"edges_ms": np.round(edges, 3).tolist(), "counts": counts.astype(int).tolist()}
+
+
 def summarise(name: str, tr: Trace, slo: Slo, samples: bool = False) -> ScheduleResult:
     n = len(tr.arrival_s)
     ttft = tr.first_token_s - tr.arrival_s
@@ -114,5 +124,6 @@ def summarise(name: str, tr: Trace, slo: Slo, samples: bool = False) -> Schedule
         longest_prefill_iteration_ms=tr.prefill_gap_max_ms,
         groups_used={str(k): v for k, v in sorted(tr.groups_used.items())},
         samples={"prompt_tokens": tr.prompt_tokens.tolist(), "ttft_s": np.round(ttft, 4).tolist(),
-                 "max_tbt_ms": np.round(tr.max_gap_ms, 3).tolist()} if samples else None,
+                 "max_tbt_ms": np.round(tr.max_gap_ms, 3).tolist(), "tbt_hist_ms": _hist(tr.iter_ms[has], gaps_w[has])}
+        if samples else None,
     )

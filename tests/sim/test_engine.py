@@ -155,3 +155,14 @@ def test_layer_groups_split_every_layer_once(layers, g):
     gs = layer_groups(layers, moe, g)
     assert sum(a for a, _ in gs) == layers and sum(b for _, b in gs) == len(moe)
     assert max(a for a, _ in gs) - min(a for a, _ in gs) <= 1
+
+
+def test_gap_histogram_counts_every_gap_once():
+    c = comp()
+    f = _flags(c, max_total_tokens=20000, max_running_requests=8)
+    reqs = poisson_requests(MIXES["chat"], 0.2, 120, 5)
+    for s in engine.SCHEDULES:
+        r = simulate_one(c, f, reqs, engine.Schedule(s), SLO, samples=True)
+        served = [q for q in reqs if q.prompt_tokens + q.output_tokens <= 20000]
+        assert sum(r.samples["tbt_hist_ms"]["counts"]) == sum(q.output_tokens - 1 for q in served)
+        assert r.requests - r.rejected == len(served)
