@@ -15,6 +15,7 @@ from kttune.emit.launch import LaunchPaths, default_paths, launch_argv
 from kttune.errors import UserError
 from kttune.hw.profile import Inventory
 from kttune.search.evaluate import Budget, Evaluation
+from kttune.search.slo import SloTarget
 from kttune.search.study import SearchRequest, SearchResult, StudyOptions, check_request, run_search
 from kttune.search.workload import Workload, load_workload
 from kttune.spec.catalog import CatalogEntry
@@ -123,12 +124,29 @@ def resolve_inputs(model: str, vram: str, gpus: int = 1, profile: str | None = N
     return Inputs(req, default_paths(spec, meth, model_path, weight_path or None))
 
 
+def slo_target(rate_per_s: float | None, ttft_s: float | None, tbt_ms: float | None) -> SloTarget | None:
+    """The search's SLO at a load (`--rate`, `--ttft-slo`, `--tbt-slo`), or None for the
+    idle-server search."""
+    from kttune.search.slo import SloTarget
+
+    if rate_per_s is None and ttft_s is None and tbt_ms is None:
+        return None
+    if rate_per_s is None:
+        raise UserError("an SLO needs the load it must hold at", "pass --rate, e.g. --rate 1.5 (requests per second)")
+    if rate_per_s <= 0:
+        raise UserError(f"--rate {rate_per_s:g} must be positive", "pass requests per second, e.g. --rate 1.5")
+    if ttft_s is None and tbt_ms is None:
+        raise UserError("--rate without an SLO", "add --ttft-slo (e.g. 10s) and/or --tbt-slo (e.g. 150ms)")
+    return SloTarget(rate_per_s, ttft_s, tbt_ms)
+
+
 def search(inp: Inputs, trials: int = 300, seed: int | None = None, storage: str | None = None,
            on_trial: Callable[[int, int, Evaluation | None], None] | None = None,
-           study_name: str | None = None) -> SearchOutcome:
-    """Run (or resume) the search and explain its pick; the pick is evaluated once."""
+           study_name: str | None = None, slo: SloTarget | None = None) -> SearchOutcome:
+    """Run (or resume) the search and explain its pick; the pick is evaluated once. With `slo`
+    (see `slo_target`) the pick must also meet it under load, in simulation."""
     res = run_search(inp.request, StudyOptions(trials=trials, seed=seed, storage=storage, study_name=study_name),
-                     on_trial=on_trial)
+                     on_trial=on_trial, slo=slo)
     req = inp.request
     comp = res.components or Components(req.profile, req.model, req.method, req.tp)
     ex = explain(comp, res.best.cfg, req.workload, req.budget, evaluation=res.best)

@@ -72,6 +72,9 @@ def search(
     weight_path: str = typer.Option(None, "--kt-weight-path", help="CPU weight directory (converted weights for AMX methods)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (the report goes to stderr)."),
     report_dir: Path = typer.Option(None, "--report", help=REPORT_HELP),
+    rate: float = typer.Option(None, "--rate", help="With --ttft-slo/--tbt-slo: the load (requests/s) the SLO must hold at, checked in simulation (`kttune simulate`)."),
+    ttft_slo: str = typer.Option(None, "--ttft-slo", help="Time-to-first-token limit for 90% of requests at --rate, e.g. 10s."),
+    tbt_slo: str = typer.Option(None, "--tbt-slo", help="Limit on every gap between tokens for 90% of requests at --rate, e.g. 150ms."),
 ):
     """Search the launch flags under a VRAM budget and print the sglang-kt launch command."""
     from kttune import api
@@ -80,6 +83,10 @@ def search(
 
     console = _console(json_out)
     mp = model_path or (model if _is_dir(model) else None)
+    from kttune.units import parse_duration_s
+
+    slo = api.slo_target(rate, parse_duration_s(ttft_slo, "--ttft-slo") if ttft_slo else None,
+                         parse_duration_s(tbt_slo, "--tbt-slo", bare_unit="ms") * 1e3 if tbt_slo else None)
     inp = api.resolve_inputs(model, vram, gpus, profile, workload, method, host_ram, vram_margin, mp, weight_path)
     report.header(console, inp.request)
     if measure or budget:
@@ -90,7 +97,7 @@ def search(
     trials = 300 if trials is None else trials
     with search_progress(console, trials) as on_trial:
         try:
-            outcome = api.search(inp, trials=trials, seed=seed, storage=storage, on_trial=on_trial)
+            outcome = api.search(inp, trials=trials, seed=seed, storage=storage, on_trial=on_trial, slo=slo)
         except KeyboardInterrupt:
             console.print("[yellow]interrupted: finished trials are saved; rerun the same command to resume[/]")
             raise typer.Exit(130)

@@ -202,6 +202,13 @@ def render_search_summary(console: Console, result) -> None:
 def render_search(console: Console, outcome) -> None:
     """`kttune search`: the front, the pick explained, the launch command (`outcome`: api.SearchOutcome)."""
     render_search_summary(console, outcome.result)
+    slo = outcome.result.slo
+    if slo is not None:
+        t = slo["target"]
+        limits = " and ".join(([f"TTFT <= {t['ttft_s']:g} s"] if t["ttft_s"] is not None else []) +
+                              ([f"every gap <= {t['tbt_ms']:g} ms"] if t["tbt_ms"] is not None else []))
+        console.print(f"[green]SLO met[/] at {t['rate_per_s']:g} req/s ({limits}, simulated): {slo['attainment']:.0%} of "
+                      f"requests pass; 90% see TTFT <= {slo['ttft_needed_s']:.1f} s and every gap <= {slo['tbt_needed_ms']:,.0f} ms")
     render_explanation(console, outcome.inputs.request, outcome.explanation, list(outcome.argv),
                        "sglang-kt launch command", outcome.inputs.paths.notes)
 

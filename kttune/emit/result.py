@@ -73,6 +73,8 @@ def search_dict(req, paths, res, ex, argv: list[str]) -> dict:
                study={"name": res.study_name, "storage": res.storage, "trials": res.trials_total,
                       "new_trials": res.trials_new, "feasible": res.trials_feasible, "wall_s": res.wall_s,
                       "space": res.space.as_dict()})
+    if res.slo is not None:
+        out["slo"] = res.slo  # kttune.search.slo.SloCheck.to_dict() of the pick
     return out
 
 

@@ -46,3 +46,38 @@ def test_bad_input_is_one_line(capsys, extra, needle):
     err = capsys.readouterr().err
     lines = [ln for ln in err.strip().splitlines() if ln.strip()]
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], err
+
+
+def test_search_with_an_slo_reports_the_check(capsys, tmp_path):
+    code = main(["search", "-m", "qwen3-30b-a3b", "--vram", "80G", "--profile", "h200-pcie5-xeon-amx-16c", "-w", "chat",
+                 "--trials", "20", "--seed", "0", "--storage", str(tmp_path / "s.journal"),
+                 "--rate", "0.01", "--ttft-slo", "60s", "--tbt-slo", "3000ms", "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    d = json.loads(out.out)
+    assert d["slo"]["met"] and d["slo"]["target"] == {"rate_per_s": 0.01, "ttft_s": 60.0, "tbt_ms": 3000.0,
+                                                      "target_attainment": 0.9, "requests": 200, "seed": 0}
+    assert "SLO met" in out.err
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--ttft-slo", "10s"], "--rate"),
+    (["--rate", "1.5"], "--ttft-slo"),
+    (["--rate", "-1", "--tbt-slo", "150ms"], "--rate"),
+    (["--rate", "1.5", "--tbt-slo", "soon"], "--tbt-slo"),
+])
+def test_search_slo_options_bad_input(capsys, tmp_path, extra, needle):
+    code = main(["search", "-m", "qwen3-30b-a3b", "--vram", "80G", "--storage", str(tmp_path / "s.journal"), *extra])
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1 and needle in lines[0], err
+
+
+def test_search_with_an_slo_nothing_meets_names_the_limit(capsys, tmp_path):
+    code = main(["search", "-m", "qwen3-30b-a3b", "--vram", "80G", "--profile", "h200-pcie5-xeon-amx-16c", "-w", "summarize",
+                 "--trials", "15", "--seed", "0", "--storage", str(tmp_path / "s.journal"),
+                 "--rate", "1.5", "--ttft-slo", "10s", "--tbt-slo", "150ms"])
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.strip().splitlines() if ln.startswith("error: ")]
+    assert code == 2 and len(lines) == 1
+    assert "TTFT:" in lines[0] and "TBT:" in lines[0] and "over)" in lines[0] and "req/s" in lines[0]

@@ -39,20 +39,23 @@ def test_light_load_with_loose_limits_is_met_and_overload_misses_ttft():
     assert not chk.met and chk.shortfalls()[0].startswith("TTFT")
 
 
-def _request(tmp_path, wl="chat"):
+def _request(wl="chat"):
     from kttune import api
-    from kttune.search.study import SearchRequest
 
-    inp = api.resolve_inputs("qwen3-30b-a3b", "80G", profile="h200-pcie5-xeon-amx-16c", workload=wl)
-    return SearchRequest(model=inp.model, method=inp.method, profile=inp.profile, workload=inp.workload, budget=inp.budget,
-                         tp=1, trials=25, seed=0, storage=str(tmp_path / "s.journal"))
+    return api.resolve_inputs("qwen3-30b-a3b", "80G", profile="h200-pcie5-xeon-amx-16c", workload=wl).request
+
+
+def _opts(tmp_path):
+    from kttune.search.study import StudyOptions
+
+    return StudyOptions(trials=25, seed=0, storage=str(tmp_path / "s.journal"))
 
 
 def test_search_under_an_slo_picks_flags_that_meet_it(tmp_path):
     from kttune.search.study import run_search
 
     slo = SloTarget(0.01, 30.0, 3000.0, requests=60)
-    res = run_search(_request(tmp_path), slo=slo)
+    res = run_search(_request(), _opts(tmp_path), slo=slo)
     assert res.slo["met"] and res.best.feasible and res.best.constraints["slo_attainment"] <= 0
     again = check_slo(COMP.__class__(COMP.profile, COMP.model, res.best.cfg.method), res.best.cfg,
                       workload_requests(load_workload("chat"), slo), slo)
@@ -68,7 +71,7 @@ def test_search_under_an_impossible_slo_says_which_limit_and_by_how_much(tmp_pat
     from kttune.search.study import run_search
 
     with pytest.raises(InfeasibleError) as e:
-        run_search(_request(tmp_path), slo=SloTarget(0.01, 30.0, 1.0, requests=60))
+        run_search(_request(), _opts(tmp_path), slo=SloTarget(0.01, 30.0, 1.0, requests=60))
     msg = e.value.line()
     assert "TBT:" in msg and "TTFT:" not in msg and re.search(r"the limit is 1 ms \([\d,]+ ms over\)", msg), msg
     assert "not even an idle server" in msg
