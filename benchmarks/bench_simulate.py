@@ -41,6 +41,7 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     rows = []
+    load_start = os.getloadavg()[0]
     for name in a.models:
         for wl, rate in RATES.items():
             inp = resolve(name, a.profile, workload=wl, rate=rate, requests=a.requests, gpu_experts=8)
@@ -51,7 +52,7 @@ def main() -> None:
                 rows.append({"model": name, "workload": wl, "rate_per_s": rate, "schedule": s.name, "requests": r.requests,
                              "iterations": r.iterations, "simulated_s": round(r.duration_s), "wall_s": round(wall, 2)})
     where = (f"{platform.node()}: {cpu_name()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
-             f"load average {os.getloadavg()[0]:.1f} at start of report")
+             f"1-min load average {load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
     if a.json:
         print(json.dumps({"machine": where, "runs": rows}, indent=1))
         return
