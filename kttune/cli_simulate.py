@@ -40,6 +40,7 @@ def register(app: typer.Typer) -> None:
         """Simulate a server under token-chunked (KT path switch), pure hybrid and Layered Prefill schedules."""
         from rich.console import Console
 
+        from kttune.api import this_machine_inventory
         from kttune.emit.simulate_report import render
         from kttune.sim.inputs import resolve
         from kttune.sim.simulate import simulate as run
@@ -49,7 +50,8 @@ def register(app: typer.Typer) -> None:
                       seed, gpu_experts, chunk, threshold, max_total_tokens, max_running, cpuinfer, gpus,
                       tuple(s.strip() for s in schedules.split(",") if s.strip()), groups, large_chunk,
                       parse_duration_s(ttft_slo, "--ttft-slo") if ttft_slo else None,
-                      parse_duration_s(tbt_slo, "--tbt-slo", bare_unit="ms") * 1e3 if tbt_slo else None, router_skew)
+                      parse_duration_s(tbt_slo, "--tbt-slo", bare_unit="ms") * 1e3 if tbt_slo else None, router_skew,
+                      None if profile else this_machine_inventory())
         with console.status("simulating") as st:
             rep = run(inp, with_capacity=capacity, samples=samples, on_step=lambda msg: st.update(msg))
         render(console, rep)

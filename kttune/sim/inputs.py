@@ -22,7 +22,8 @@ def resolve(model: str, profile: str | None = None, method: str | None = None, w
             threshold: int | None = None, max_total_tokens: int = 262144, max_running_requests: int = 32,
             cpuinfer: int | None = None, gpus: int = 1, schedules: tuple[str, ...] = engine.SCHEDULES,
             groups: int | None = None, large_chunk: int = 8192, ttft_slo_s: float | None = None,
-            tbt_slo_ms: float | None = None, router_skew: float = 0.0) -> SimulationInputs:
+            tbt_slo_ms: float | None = None, router_skew: float = 0.0, this_machine=None) -> SimulationInputs:
+    """`this_machine`: the Inventory whose cached probe is the default profile (the caller takes it)."""
     for name, v in (("--chunk", chunk), ("--max-total-tokens", max_total_tokens), ("--max-running-requests", max_running_requests),
                     ("--large-chunk", large_chunk)):
         if v <= 0:
@@ -36,7 +37,7 @@ def resolve(model: str, profile: str | None = None, method: str | None = None, w
         raise UserError(f"unknown schedule {', '.join(bad) or '(none)'}", f"use any of {', '.join(engine.SCHEDULES)}")
     spec = load_model(model, method)
     meth = get_method(method or spec.default_method)
-    prof = resolve_profile(profile)
+    prof = resolve_profile(profile, this_machine)
     comp = Components(prof, spec, meth.name, gpus)
     threads = comp.cpu_thread_options()
     cores = prof.inventory.cpu.physical_cores or 10**9
