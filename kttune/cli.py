@@ -89,6 +89,10 @@ def search(
                          parse_duration_s(tbt_slo, "--tbt-slo", bare_unit="ms") * 1e3 if tbt_slo else None)
     inp = api.resolve_inputs(model, vram, gpus, profile, workload, method, host_ram, vram_margin, mp, weight_path)
     report.header(console, inp.request)
+    if (measure or budget) and slo is not None:
+        from kttune.errors import UserError
+
+        raise UserError("--rate/--ttft-slo/--tbt-slo apply to the model-evaluated search", "drop --measure/--budget, or the SLO options")
     if measure or budget:
         from kttune.cli_measured import measured_search
 
