@@ -28,6 +28,7 @@ import os
 import sys
 from typing import Any, Callable
 
+INTERRUPTED = "interrupted; finished work is saved: rerun the same command to resume"
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
@@ -103,15 +104,21 @@ def run_app(app: Callable[..., Any], argv: list[str] | None) -> int:
     if argv is None and "--json" in args:
         json_stdout_for_process()
     try:
+        # typer turns Ctrl-C into Exit(130), which non-standalone mode returns as the value.
         rc = app(args=args, standalone_mode=False, prog_name="kttune")
-        return rc if isinstance(rc, int) else EXIT_OK
+        rc = rc if isinstance(rc, int) else EXIT_OK
+        if rc == EXIT_INTERRUPTED:
+            error_line(INTERRUPTED)
+        return rc
     except UserError as e:
         error_line(e.line())
         return e.exit_code
     except typer.Exit as e:
+        if e.exit_code == EXIT_INTERRUPTED:
+            error_line(INTERRUPTED)
         return e.exit_code
     except (typer.Abort, KeyboardInterrupt):
-        error_line("interrupted; finished work is saved: rerun the same command to resume")
+        error_line(INTERRUPTED)
         return EXIT_INTERRUPTED
     except Exception as e:  # noqa: BLE001 -- the one place an exception becomes a line
         if isinstance(e, _click_exception_types()):

@@ -125,7 +125,7 @@ def _check_writable_file(path: Path, what: str) -> None:
 
 def _refuse_foreign(path: Path, data: bytes, what: str) -> None:
     if data.startswith(SQLITE_MAGIC):
-        raise UserError(f"{what} {path} is an SQLite database, not a journal file",
+        raise UserError(f"{what} {path} is an SQLite database, not a journal file; kttune left it untouched",
                         f"pass --storage sqlite:///{path} to use it as an Optuna RDB store")
     first = data.split(b"\n", 1)[0] + (b"\n" if b"\n" in data else b"")
     if not _is_record(first) and b"\n" in data:
