@@ -208,7 +208,7 @@ def run_search(req: SearchRequest, opts: StudyOptions = StudyOptions(),
     opened = open_storage_checked(opts.storage)
     storage, storage_url = opened.storage, opened.url
     name = opts.study_name or f"kttune-{req.model.name}-{req.method}-tp{req.tp}-{study_key(req, space, opts.seed)}"
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # a failed trial re-raises; its warning would print a traceback
     # The persistent study is the record (it resumes); trials run in an in-memory twin seeded with
     # every persisted trial, and each finished trial is written back with one append. The journal
     # fsyncs every write, and a trial makes about 15 writes when run against it directly.

@@ -251,3 +251,18 @@ def test_bad_storage(capsys, kind, content):
         assert own.read_bytes() == content
         if kind in ("foreign", "sqlite-foreign", "sqlite-tables"):
             assert "untouched" in line
+
+
+@pytest.mark.parametrize("kind", sorted({c["kind"] for c in BASE_PROFILE["curves"]}))
+def test_profile_missing_a_curve_kind_runs_or_says_what_is_missing(capsys, tmp_path, kind):
+    """A well-formed profile without one kind of curve: the search runs on what it has (optional
+    curves) or stops with one line naming the missing measurement; never a traceback."""
+    doc = {**BASE_PROFILE, "curves": [c for c in BASE_PROFILE["curves"] if c["kind"] != kind]}
+    prof = tmp_path / "p.json"
+    prof.write_text(json.dumps(doc))
+    code = main(search("--storage", str(tmp_path / "s.journal"), "--profile", str(prof)))
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err + out.out
+    if code != 0:
+        lines = [ln for ln in out.err.splitlines() if ln.strip()]
+        assert code == 2 and len(lines) == 1 and "no" in lines[0] and "measurements" in lines[0], out.err
