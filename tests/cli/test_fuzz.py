@@ -124,7 +124,8 @@ def test_bad_configs(capsys, data):
         else:
             doc = copy.deepcopy(BASE_CONFIG)
             for key in data.draw(st.lists(st.sampled_from(REQUIRED), min_size=1, max_size=3, unique=True), label="keys"):
-                if data.draw(st.booleans(), label=f"drop {key}") and key not in ("num_key_value_heads", "num_experts"):
+                # dropped only where no fallback key holds a valid value (intermediate_size does)
+                if data.draw(st.booleans(), label=f"drop {key}") and key not in ("num_key_value_heads", "num_experts", "moe_intermediate_size"):
                     del doc[key]
                 else:
                     doc[key] = data.draw(bad_values, label=key)
