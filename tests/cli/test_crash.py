@@ -154,7 +154,7 @@ def test_launch_command_is_copyable_at_40_columns(tmp_path):
     r = run(tmp_path, args(tmp_path / "s.journal", 20, "--json"), COLUMNS="40")
     assert r.returncode == 0, r.stderr
     argv = json.loads(r.stdout)["command"]
-    block = r.stderr.split("sglang-kt launch command:\n", 1)[1]
+    block = r.stderr.split("sglang-kt launch command", 1)[1].split("\n", 1)[1]  # the lines after its title
     lines = []
     for ln in block.splitlines():
         lines.append(ln)
