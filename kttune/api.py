@@ -21,7 +21,7 @@ from kttune.search.workload import Workload, load_workload
 from kttune.spec.catalog import CatalogEntry
 from kttune.spec.loader import load_model
 from kttune.spec.methods import get_method
-from kttune.units import parse_size_bytes
+from kttune.units import GIB, parse_size_bytes
 
 
 def this_machine_inventory() -> Inventory | None:
@@ -35,6 +35,12 @@ def this_machine_inventory() -> Inventory | None:
         return None
 
 
+# Bounds on sizes no real machine has (a typo such as --vram 9999T is refused, not searched).
+MAX_VRAM_BYTES_PER_GPU = 512 * GIB  # the largest GPUs hold 288 GB (B300, MI355X)
+MAX_HOST_RAM_BYTES = 64 * 1024 * GIB  # the largest single servers hold 32 TiB
+MAX_GPUS = 64
+
+
 @dataclass(frozen=True)
 class Inputs:
     """A resolved request (model, method, profile, workload, budget, TP: the fields live in
@@ -42,6 +48,9 @@ class Inputs:
 
     request: SearchRequest
     paths: LaunchPaths
+    # What the loader and the inputs say about the request (wrong method for the checkpoint,
+    # an untested family, clipped prompts): printed in the report, listed in the JSON.
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -58,7 +67,8 @@ class SearchOutcome:
         return self.result.best
 
     def to_dict(self) -> dict:
-        return result_json.search_dict(self.inputs.request, self.inputs.paths, self.result, self.explanation, list(self.argv))
+        return result_json.search_dict(self.inputs.request, self.inputs.paths, self.result, self.explanation,
+                                       list(self.argv), self.inputs.notes)
 
 
 @dataclass(frozen=True)
@@ -78,7 +88,8 @@ class ExplainOutcome:
         return self.explanation.evaluation.feasible
 
     def to_dict(self) -> dict:
-        return result_json.explain_dict(self.inputs.request, self.inputs.paths, self.explanation, list(self.argv))
+        return result_json.explain_dict(self.inputs.request, self.inputs.paths, self.explanation, list(self.argv),
+                                        self.inputs.notes)
 
 
 @dataclass(frozen=True)
@@ -111,17 +122,29 @@ def resolve_inputs(model: str, vram: str, gpus: int = 1, profile: str | None = N
         raise UserError(f"--gpus {gpus} must be at least 1", "pass the number of GPUs SGLang will use (tensor parallel)")
     if not 0.0 <= vram_margin < 0.5:
         raise UserError(f"--vram-margin {vram_margin} is outside 0..0.5", "use e.g. 0.05 for 5%")
+    if gpus > MAX_GPUS:
+        raise UserError(f"--gpus {gpus} is more GPUs than one SGLang tensor-parallel group spans",
+                        f"pass 1..{MAX_GPUS} (the GPUs of one server)")
     budget_bytes = parse_size_bytes(vram, "--vram")
+    if budget_bytes > MAX_VRAM_BYTES_PER_GPU:
+        raise UserError(f"--vram {vram} is {budget_bytes / GIB:,.0f} GiB per GPU, more than any GPU holds "
+                        f"(the largest hold 288 GB: B300, MI355X)",
+                        "--vram is per GPU: pass one card's memory, e.g. --vram 141G for an H200, and the count with --gpus")
     spec = load_model(model, method)
     meth = get_method(method or spec.default_method).name
     prof = resolve_profile(profile, this_machine_inventory())
-    wl = load_workload(workload).clipped(spec.max_position_embeddings)
-    ram = parse_size_bytes(host_ram, "--host-ram") if host_ram else prof.inventory.cpu.ram_total_bytes
+    raw_wl = load_workload(workload)
+    wl = raw_wl.clipped(spec.max_position_embeddings)
+    ram = parse_size_bytes(host_ram, "--host-ram") if host_ram is not None else prof.inventory.cpu.ram_total_bytes
     if not ram:
         raise UserError("the profile does not say how much host RAM the machine has", "pass --host-ram, e.g. --host-ram 512G")
+    if ram > MAX_HOST_RAM_BYTES:
+        raise UserError(f"--host-ram {host_ram} is {ram / (1024 * GIB):,.0f} TiB, more than any server holds",
+                        "pass the target machine's RAM, e.g. --host-ram 512G")
+    notes = tuple(spec.notes) + tuple(n for n in (raw_wl.clip_note(spec.max_position_embeddings),) if n)
     budget = Budget(vram_bytes_per_gpu=budget_bytes, host_ram_bytes=ram, vram_margin=vram_margin)
     req = SearchRequest(model=spec, method=meth, profile=prof, workload=wl, budget=budget, tp=gpus)
-    return Inputs(req, default_paths(spec, meth, model_path, weight_path or None))
+    return Inputs(req, default_paths(spec, meth, model_path, weight_path or None), notes)
 
 
 def slo_target(rate_per_s: float | None, ttft_s: float | None, tbt_ms: float | None) -> SloTarget | None:

@@ -9,7 +9,6 @@ from pathlib import Path
 import typer
 
 from kttune.cli_report import REPORT_HELP
-from kttune.errors import UserError
 
 app = typer.Typer(
     name="kttune",
@@ -41,15 +40,15 @@ WORKLOAD_HELP = "Workload preset (`kttune workloads`) or a JSON file of prompt l
 
 
 def _console(json_out: bool):
-    from rich.console import Console
+    from kttune.cli_common import console
 
-    return Console(stderr=json_out)
+    return console(json_out)
 
 
 def _emit_json(obj) -> None:
-    import json
+    from kttune.cli_common import emit_json
 
-    typer.echo(json.dumps(obj, indent=1, default=str))
+    emit_json(obj)
 
 
 @app.command()
@@ -88,7 +87,7 @@ def search(
     slo = api.slo_target(rate, parse_duration_s(ttft_slo, "--ttft-slo") if ttft_slo else None,
                          parse_duration_s(tbt_slo, "--tbt-slo", bare_unit="ms") * 1e3 if tbt_slo else None)
     inp = api.resolve_inputs(model, vram, gpus, profile, workload, method, host_ram, vram_margin, mp, weight_path)
-    report.header(console, inp.request)
+    report.header(console, inp.request, inp.notes)
     if (measure or budget) and slo is not None:
         from kttune.errors import UserError
 
@@ -103,8 +102,7 @@ def search(
         try:
             outcome = api.search(inp, trials=trials, seed=seed, storage=storage, on_trial=on_trial, slo=slo)
         except KeyboardInterrupt:
-            console.print("[yellow]interrupted: finished trials are saved; rerun the same command to resume[/]")
-            raise typer.Exit(130)
+            raise  # kttune.cli_common: "interrupted ... rerun to resume", exit 130
     report.render_search(console, outcome)
     doc = outcome.to_dict()
     if json_out:
@@ -151,7 +149,7 @@ def explain(
     console = _console(json_out)
     inp = api.resolve_inputs(model, vram, gpus, profile, workload, method, host_ram,
                              model_path=model if _is_dir(model) else None)
-    report.header(console, inp.request)
+    report.header(console, inp.request, inp.notes)
     outcome = api.explain_flags(inp, gpu_experts, chunk, threshold, max_total_tokens, cpuinfer)
     report.render_explain(console, outcome)
     doc = outcome.to_dict()
@@ -210,41 +208,11 @@ _register_optional("kttune.cli_simulate")
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        rv = app(args=argv, standalone_mode=False, prog_name="kttune")
-        if isinstance(rv, int) and rv:  # non-standalone click returns typer.Exit's code instead of raising it
-            return rv
-    except UserError as e:
-        typer.echo(f"error: {e.line()}", err=True)
-        return 2
-    except typer.Exit as e:
-        return e.exit_code
-    except (typer.Abort, KeyboardInterrupt):
-        typer.echo("aborted", err=True)
-        return 130
-    except Exception as e:  # click usage errors (unknown option, bad value) arrive here in non-standalone mode
-        if not isinstance(e, _click_exception_types()):
-            raise
-        ctx = getattr(e, "ctx", None)
-        where = ctx.command_path if ctx is not None else "kttune"
-        msg = " ".join(e.format_message().split()).rstrip(".")  # one line
-        typer.echo(f"error: {msg}; see `{where} --help`", err=True)
-        return 2
-    return 0
+    """The console script. Exit codes, one-line errors, --json stdout hygiene and safe output
+    encoding for every command: kttune.cli_common."""
+    from kttune.cli_common import run_app
 
-
-def _click_exception_types() -> tuple[type, ...]:
-    """ClickException as typer raises it: typer >= 0.24 vendors click as `typer._click`; older
-    typers use click itself."""
-    import importlib
-
-    found = []
-    for mod in ("typer._click.exceptions", "click.exceptions"):
-        try:
-            found.append(importlib.import_module(mod).ClickException)
-        except ImportError:
-            pass
-    return tuple(found)
+    return run_app(app, argv)
 
 
 if __name__ == "__main__":

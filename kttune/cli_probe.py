@@ -32,10 +32,21 @@ def _parse_threads(values: Optional[list[str]]) -> tuple[int, ...]:
             n = int(v)
         except ValueError:
             raise UserError(f"--threads {v!r} is not a whole number", "pass thread counts like --threads 15,16") from None
-        if n < 1:
-            raise UserError(f"--threads {n} is not positive", "pass thread counts of 1 or more")
+        cpus = _logical_cpus()
+        if not 1 <= n <= cpus:
+            raise UserError(f"--threads {n} is outside 1..{cpus}, the logical CPUs of this machine",
+                            f"pass thread counts from 1 to {cpus}, e.g. --threads {max(1, cpus - 1)},{cpus}")
         out.append(n)
     return tuple(sorted(set(out)))
+
+
+def _logical_cpus() -> int:
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _load_model(name: str) -> Any:
@@ -69,6 +80,15 @@ def probe(
     from kttune.emit.progress import ProbeProgress
     from kttune.probes.run import ProbeOptions, profile_paths, run_probe
 
+    from dataclasses import replace
+
+    from kttune.hw.profile import check_out_path, save_profile_with_fallback
+    from kttune.paths import cache_dir
+
+    if max_tokens is not None and not 1 <= max_tokens <= 1 << 20:
+        raise UserError(f"--max-tokens {max_tokens} is outside 1..{1 << 20}", "pass a chunk size such as 8192")
+    if out is not None:
+        out = check_out_path(out)  # refused before anything is measured
     spec = _load_model(model) if model else None
     opts = ProbeOptions(
         quick=quick,
@@ -87,20 +107,27 @@ def probe(
     # Native code (kt-kernel, CUDA libraries) prints to file descriptor 1: keep stdout for the
     # tables and --json alone.
     with ProbeProgress(err) as rep, quiet_stdout(to_stderr=True):
-        profile = run_probe(opts, rep)
+        # run_probe measures; the profile is saved here so that a path that refuses it (a full
+        # disk, a read-only cache) never loses the measurement: it falls back to another place.
+        profile = run_probe(replace(opts, out=None, write_cache=False), rep)
+    written, problems = save_profile_with_fallback(profile, profile_paths(opts, profile), [cache_dir() / "profiles"])
     if report_dir:
         from kttune.cli_report import write_command_report
 
         write_command_report(report_dir, True, profiles=[profile_to_dict(profile)])
     if as_json:
-        typer.echo(json.dumps(profile_to_dict(profile), indent=1))
-        _native_output_to_stderr()
-        return
-    out_console = Console()
-    render_profile(profile, out_console, inventory=False)
-    for path in profile_paths(opts, profile):
-        out_console.print(f"wrote {path}")
-    out_console.print(f"machine: {profile.provenance.machine}; fingerprint {profile.fingerprint}")
+        from kttune.cli_common import emit_json
+
+        emit_json(profile_to_dict(profile))
+        _native_output_to_stderr()  # in-process callers; the console script's fd 1 is already stderr
+    else:
+        out_console = Console()
+        render_profile(profile, out_console, inventory=False)
+        for path in written:
+            out_console.print(f"wrote {path}", markup=False, highlight=False)
+        out_console.print(f"machine: {profile.provenance.machine}; fingerprint {profile.fingerprint}")
+    if problems:
+        raise UserError(problems[0], "pass --out a writable file path next time")
 
 
 def _native_output_to_stderr() -> None:

@@ -18,4 +18,7 @@ class UserError(Exception):
 
 
 class InfeasibleError(UserError):
-    """The request is well-formed but nothing fits (e.g. the VRAM budget is too small)."""
+    """The request is well-formed but nothing fits (e.g. the VRAM budget is too small): the
+    answer is "no", not bad input. Exit code 1."""
+
+    exit_code = 1

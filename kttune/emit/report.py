@@ -22,8 +22,16 @@ def _tok_s(tokens: int, ms: float | None) -> str:
     return "-" if ms is None else f"{tokens / (ms / 1e3):,.0f}"
 
 
-def header(console: Console, inp) -> None:
-    """The model, method, GPUs, budget, profile and workload of a request (`inp`: a SearchRequest)."""
+def render_notes(console: Console, notes) -> None:
+    """Notes and warnings, one per line, printed whole (no markup read in them)."""
+    for n in dict.fromkeys(notes):
+        console.print(f"note: {n}", style="yellow", markup=False, highlight=False)
+
+
+def header(console: Console, inp, notes=()) -> None:
+    """The model, method, GPUs, budget, profile and workload of a request (`inp`: a SearchRequest),
+    then the inputs' notes (`notes`: e.g. a method that does not match the checkpoint, an untested
+    family, clipped prompts), printed before any long work so they are seen whatever follows."""
     p = inp.profile.provenance
     kind = {"datasheet": "[yellow]derived from datasheets[/]", "measured": "[green]measured[/]",
             "mixed": "[yellow]measured + shipped parts[/]"}.get(p.kind, p.kind)
@@ -34,6 +42,7 @@ def header(console: Console, inp) -> None:
     console.print(f"profile: {p.machine} ({kind}{borrowed}); workload: {inp.workload.name} "
                   f"(mean prompt {inp.workload.mean_prompt_tokens:,.0f} tokens, {inp.workload.concurrency} concurrent, "
                   f"decode weight {inp.workload.decode_weight:g})")
+    render_notes(console, notes)
 
 
 def vram_table(b: VramBreakdown, budget_bytes: int, usable_bytes: int) -> Table:
@@ -121,8 +130,8 @@ def render_explanation(console: Console, inp, ex: Explanation, argv: list[str], 
                   f"{inp.budget.host_ram_bytes / GIB:.0f} GiB")
     if not ev.feasible:
         console.print(f"[red]does not fit: {', '.join(ev.violated)}[/]")
-    for n in ex.notes + tuple(notes):
-        console.print(f"[dim]note: {n}[/]")
+    for n in dict.fromkeys(ex.notes + tuple(notes)):
+        console.print(f"note: {n}", style="dim", markup=False, highlight=False)
     # no panel around the command: its borders would be copied with it
     console.rule(f"[bold]{title}[/]", align="left")
     console.print(launch_command(argv), soft_wrap=True, highlight=False, markup=False)
@@ -210,7 +219,7 @@ def render_search(console: Console, outcome) -> None:
         console.print(f"[green]SLO met[/] at {t['rate_per_s']:g} req/s ({limits}, simulated): {slo['attainment']:.0%} of "
                       f"requests pass; 90% see TTFT <= {slo['ttft_needed_s']:.1f} s and every gap <= {slo['tbt_needed_ms']:,.0f} ms")
     render_explanation(console, outcome.inputs.request, outcome.explanation, list(outcome.argv),
-                       "sglang-kt launch command", outcome.inputs.paths.notes)
+                       "sglang-kt launch command", tuple(outcome.result.notes) + outcome.inputs.paths.notes)
 
 
 def render_explain(console: Console, outcome) -> None:

@@ -59,14 +59,14 @@ def _request_context(req) -> dict:
     return context_dict(req.model, req.profile, req.workload, req.budget, req.method)
 
 
-def search_dict(req, paths, res, ex, argv: list[str]) -> dict:
+def search_dict(req, paths, res, ex, argv: list[str], input_notes: tuple[str, ...] = ()) -> dict:
     """`kttune search --json`: the context, the pick, its launch command and explanation, the
     Pareto front, the `kt run` baseline and the study. `req` a SearchRequest, `paths` LaunchPaths,
     `res` a SearchResult, `ex` the Explanation of `res.best`."""
     out = _request_context(req)
     out.update(pick=evaluation_dict(res.best), command=list(argv),
                crossover_tokens=ex.crossover_tokens, by_prompt_tokens=[length_row_dict(r) for r in ex.rows],
-               reasons=list(ex.reasons), notes=list(ex.notes + paths.notes),
+               reasons=list(ex.reasons), notes=_notes(input_notes, res.notes, ex.notes, paths.notes),
                model_fits=ex.fits,
                pareto=[evaluation_dict(e) for e in res.pareto],
                kt_run_default=evaluation_dict(res.baseline) if res.baseline else None,
@@ -78,18 +78,23 @@ def search_dict(req, paths, res, ex, argv: list[str]) -> dict:
     return out
 
 
+def _notes(*groups) -> list[str]:
+    """Notes of the inputs (loader, workload), the study, the model and the paths, once each."""
+    return list(dict.fromkeys(n for g in groups for n in g))
+
+
 def length_row_dict(r) -> dict:
     return {"prompt_tokens": r.prompt_tokens, "hybrid_ms": r.hybrid_ms, "layerwise_ms": r.layerwise_ms,
             "picked_ms": r.chosen_ms, "forwards": r.chosen_paths, "expert_traffic_bytes": r.traffic_bytes}
 
 
-def explain_dict(req, paths, ex, argv: list[str]) -> dict:
+def explain_dict(req, paths, ex, argv: list[str], input_notes: tuple[str, ...] = ()) -> dict:
     """`kttune explain --json`: the context, the evaluation of the given flags, their launch
     command, prefill on both paths per prompt length and the crossover."""
     out = _request_context(req)
     out.update(evaluation=evaluation_dict(ex.evaluation), command=list(argv), crossover_tokens=ex.crossover_tokens,
                by_prompt_tokens=[length_row_dict(r) for r in ex.rows],
-               reasons=list(ex.reasons), notes=list(ex.notes + paths.notes), model_fits=ex.fits)
+               reasons=list(ex.reasons), notes=_notes(input_notes, ex.notes, paths.notes), model_fits=ex.fits)
     return out
 
 

@@ -20,6 +20,7 @@ Curve kinds and their x axis (`Curve.x_unit`) and the `params` each carries:
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -197,6 +198,12 @@ def _curve_from_dict(d: dict[str, Any]) -> Curve:
     if kind not in CURVE_KINDS:
         raise ValueError(f"unknown curve kind {kind!r}")
     pts = tuple(Point(**pt) for pt in d["points"])
+    if not pts:
+        raise ValueError(f"{kind} curve {dict(d.get('params', {}))} has no points")
+    for pt in pts:
+        if not (isinstance(pt.x, (int, float)) and isinstance(pt.t_ms, (int, float))
+                and math.isfinite(pt.x) and math.isfinite(pt.t_ms) and pt.x > 0 and pt.t_ms > 0):
+            raise ValueError(f"{kind} curve point x={pt.x!r} t_ms={pt.t_ms!r}: sizes and times must be positive numbers")
     return Curve(
         kind=kind,
         x_unit=d["x_unit"],
@@ -208,6 +215,9 @@ def _curve_from_dict(d: dict[str, Any]) -> Curve:
 
 
 def profile_from_dict(d: dict[str, Any], origin: str = "profile") -> HardwareProfile:
+    if not isinstance(d, dict):
+        raise UserError(f"{origin} holds a JSON {type(d).__name__}, not a kttune hardware profile",
+                        "pass a file written by `kttune probe` or one from profiles/ (`kttune profiles`)")
     if d.get("format") != PROFILE_FORMAT:
         raise UserError(
             f"{origin} is not a kttune hardware profile (format {d.get('format')!r})",
@@ -244,7 +254,7 @@ def profile_from_dict(d: dict[str, Any], origin: str = "profile") -> HardwarePro
             timer=TimerInfo(**d.get("timer", {})),
             calibration=tuple(dict(e) for e in d.get("calibration", ())),
         )
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise UserError(
             f"{origin} is a malformed kttune profile ({type(e).__name__}: {e})",
             "re-run `kttune probe` to write it again",
@@ -256,7 +266,10 @@ def load_profile(path: str | os.PathLike) -> HardwareProfile:
     if not p.is_file():
         raise UserError(f"profile {str(p)!r} does not exist", "pass a file written by `kttune probe`, or a name from `kttune profiles`")
     try:
-        d = json.loads(p.read_text())
+        d = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"cannot read profile {str(p)!r} ({getattr(e, 'strerror', None) or e})",
+                        "pass a JSON file written by `kttune probe`") from None
     except json.JSONDecodeError as e:
         raise UserError(f"profile {str(p)!r} is not valid JSON (line {e.lineno}: {e.msg})", "re-run `kttune probe` to write it again") from None
     return profile_from_dict(d, origin=f"profile {str(p)!r}")
@@ -290,3 +303,45 @@ def _json_default(o: Any) -> Any:
 
 def save_profile(p: HardwareProfile, path: str | os.PathLike) -> Path:
     return write_json_atomic(path, profile_to_dict(p))
+
+
+def check_out_path(path: str | os.PathLike, what: str = "--out") -> Path:
+    """Refuse, before any measuring, an output path that cannot take a file: a directory, a device,
+    a path under a file, an unwritable place. Changes nothing."""
+    p = Path(path).expanduser()
+    if p.exists() and not p.is_file():
+        raise UserError(f"{what} {p} is {'a directory' if p.is_dir() else 'not a regular file'}",
+                        f"pass {what} a file path, e.g. {p / 'profile.json' if p.is_dir() else 'profile.json'}")
+    up = p.parent
+    while not up.exists() and up != up.parent:
+        up = up.parent
+    if not up.is_dir():
+        raise UserError(f"{what} {p} lies under {up}, which is a file, not a directory", f"pass {what} a file path")
+    if not os.access(up if not p.exists() else p, os.W_OK):
+        raise UserError(f"{what} {p} is not writable", f"pass {what} a path in a writable directory")
+    return p
+
+
+def save_profile_with_fallback(p: HardwareProfile, paths: Iterable[str | os.PathLike],
+                               fallback_dirs: Iterable[str | os.PathLike] = ()) -> tuple[list[Path], list[str]]:
+    """Write `p` to each path; a path that fails is reported and, when no path took the profile,
+    it goes to the first `fallback_dirs` entry (then the temp dir) that takes it: a measured profile
+    is never lost. Returns (written paths, one line per failure saying where the profile went)."""
+    written: list[Path] = []
+    failed: list[tuple[Path, str]] = []
+    for path in paths:
+        try:
+            written.append(save_profile(p, path))
+        except OSError as e:
+            failed.append((Path(path), e.strerror or str(e)))
+    if failed and not written:
+        name = f"kttune-profile-{p.fingerprint or 'unknown'}.json"
+        for d in (*fallback_dirs, tempfile.gettempdir()):
+            try:
+                written.append(save_profile(p, Path(d) / name))
+                break
+            except OSError:
+                continue
+    where = ", ".join(map(str, written)) or "nowhere (every place refused it)"
+    problems = [f"cannot write the profile to {path} ({why}); it was saved to {where}" for path, why in failed]
+    return written, problems

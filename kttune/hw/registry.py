@@ -64,7 +64,13 @@ def cached_profile_for_this_machine(this_machine: Inventory | None) -> HardwareP
     if this_machine is None:
         return None
     path = profile_cache_path(fingerprint(this_machine))
-    return load_profile(path) if path.is_file() else None
+    if not path.is_file():
+        return None
+    try:
+        return load_profile(path)
+    except UserError as e:
+        raise UserError(f"this machine's cached profile is unusable: {e.problem}",
+                        f"re-run `kttune probe --fresh` to measure it again, or delete {path}") from None
 
 
 def complete_with(measured: HardwareProfile, base: HardwareProfile) -> HardwareProfile:

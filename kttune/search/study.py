@@ -22,10 +22,10 @@ from kttune.errors import InfeasibleError, UserError
 from kttune.hw.profile import HardwareProfile, profile_to_dict
 from kttune.memory.host import host_ram_breakdown
 from kttune.memory.vram import vram_breakdown
-from kttune.paths import default_study_storage
 from kttune.search.evaluate import Budget, Evaluation, evaluate
 from kttune.search.pick import pareto_front, pick
 from kttune.search.slo import SloScorer, SloTarget
+from kttune.search.storage import open_storage as open_storage_checked
 from kttune.search.space import KV_UNIT, MIN_USEFUL_KV_TOKENS, SearchSpace, build_space, kt_run_default, minimal_config
 from kttune.search.workload import Workload
 from kttune.spec.methods import get_method
@@ -75,19 +75,39 @@ class SearchResult:
     slo: dict | None = None  # the SLO check of the pick (kttune.search.slo.SloCheck.to_dict()), when asked
 
 
+def tp_problem(model: ModelSpec, method_name: str, tp: int) -> str | None:
+    """Why SGLang cannot shard `model` over `tp` GPUs, or None. Its rules: attention heads split
+    evenly over the ranks; KV heads split evenly when there are at least `tp` of them, else `tp`
+    must be a multiple of them (each is replicated); MLA's latent KV has no head rule; each
+    expert's width splits evenly, in 128-wide blocks for FP8 block-quantized methods."""
+    method = get_method(method_name)
+    if model.num_attention_heads % tp:
+        return f"{model.name} has {model.num_attention_heads} attention heads, which do not split over {tp} GPUs"
+    kv = model.num_kv_heads
+    if model.attention != "mla" and kv and (kv % tp if kv >= tp else tp % kv):
+        return f"{model.name} has {kv} KV heads, which neither split over nor replicate evenly on {tp} GPUs"
+    i = model.moe_intermediate_size
+    if i % tp:
+        return f"expert width {i} of {model.name} does not split over {tp} GPUs"
+    if method.needs_fp8_tp_divisibility and (i // tp) % 128:
+        return f"{model.name} with {method.name} cannot run on {tp} GPUs: expert width {i}/{tp} is not a multiple of 128"
+    return None
+
+
 def check_request(req: SearchRequest) -> None:
     """Structural rules that no search can satisfy (docs/sglang-kt.md#fp8-divisibility)."""
-    method = get_method(req.method)
     if req.tp < 1:
         raise UserError(f"--gpus {req.tp} must be at least 1", "pass the number of GPUs (tensor-parallel size)")
-    i = req.model.moe_intermediate_size
-    if method.needs_fp8_tp_divisibility and (i // req.tp) % 128 != 0 or i % req.tp != 0:
-        ok = [t for t in (1, 2, 4, 8) if i % t == 0 and (not method.needs_fp8_tp_divisibility or (i // t) % 128 == 0)]
-        raise UserError(
-            f"{req.model.name} with {method.name} cannot run on {req.tp} GPUs: expert width {i}/{req.tp} is not a multiple of 128"
-            if method.needs_fp8_tp_divisibility else f"expert width {i} does not split over {req.tp} GPUs",
-            f"use --gpus {max(ok) if ok else 1} or fewer",
-        )
+    problem = tp_problem(req.model, req.method, req.tp)
+    if problem is None:
+        return
+    ok = [t for t in range(1, 9) if tp_problem(req.model, req.method, t) is None]
+    if ok:
+        fix = f"use --gpus {', '.join(map(str, ok[:-1])) + ' or ' + str(ok[-1]) if len(ok) > 1 else ok[0]}"
+    else:
+        fix = (f"no GPU count from 1 to 8 serves it with {req.method}: pass another --kt-method "
+               "(e.g. BF16 or AMXINT4, whose experts need no 128-wide blocks)")
+    raise UserError(problem, fix)
 
 
 def check_budget(comp: Components, space: SearchSpace, req: SearchRequest) -> None:
@@ -139,19 +159,13 @@ def study_key(req: SearchRequest, space: SearchSpace, seed: int | None = None) -
 
 
 def open_storage(storage: str | None):
-    """An Optuna storage: an RDB URL as given, else a journal file (crash-safe, no server)."""
-    url = storage or default_study_storage()
-    if "://" in url:
-        try:
-            return optuna.storages.RDBStorage(url), url
-        except Exception as e:  # bad URL, missing driver
-            raise UserError(f"cannot open Optuna storage {url!r} ({type(e).__name__}: {e})",
-                            "pass a journal file path or a URL like sqlite:///kttune.db") from None
-    path = Path(url).expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    from optuna.storages.journal import JournalFileBackend, JournalStorage
+    """An Optuna storage and its URL (checked and repaired on opening: kttune.search.storage)."""
+    opened = open_storage_checked(storage)
+    return opened.storage, opened.url
 
-    return JournalStorage(JournalFileBackend(str(path))), str(path)
+
+def _complete(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    return study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
 
 
 def _feasible(trial: optuna.trial.FrozenTrial) -> bool:
@@ -196,19 +210,24 @@ def run_search(req: SearchRequest, opts: StudyOptions = StudyOptions(),
     comp = Components(req.profile, req.model, req.method, req.tp)
     space = build_space(comp, req.workload, req.budget, req.tp)
     check_budget(comp, space, req)
-    storage, storage_url = open_storage(opts.storage)
+    opened = open_storage_checked(opts.storage)
+    storage, storage_url = opened.storage, opened.url
     scorer = SloScorer(comp, req.workload, slo) if slo else None
     key = study_key(req, space, opts.seed)
     if slo:
         key += "-slo" + hashlib.sha256(json.dumps(slo.to_dict(), sort_keys=True).encode()).hexdigest()[:8]
     name = opts.study_name or f"kttune-{req.model.name}-{req.method}-tp{req.tp}-{key}"
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # a failed trial re-raises; its warning would print a traceback
     # The persistent study is the record (it resumes); trials run in an in-memory twin seeded with
     # every persisted trial, and each finished trial is written back with one append. The journal
     # fsyncs every write, and a trial makes about 15 writes when run against it directly.
-    persisted = optuna.create_study(study_name=name, storage=storage, directions=["minimize", "maximize"],
-                                    load_if_exists=True)
-    done = [t for t in persisted.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    try:
+        persisted = optuna.create_study(study_name=name, storage=storage, directions=["minimize", "maximize"],
+                                        load_if_exists=True)
+    except OSError as e:
+        raise UserError(f"cannot write the study to {storage_url} ({e.strerror or e})",
+                        "pass --storage a path in a writable directory") from None
+    done = _complete(persisted)
     sampler = optuna.samplers.NSGAIISampler(seed=opts.seed, population_size=min(50, max(10, opts.trials // 10)))
     study = optuna.create_study(sampler=sampler, directions=["minimize", "maximize"])
     study.add_trials(done)
@@ -238,16 +257,29 @@ def run_search(req: SearchRequest, opts: StudyOptions = StudyOptions(),
     new_count = [0]
 
     def callback(_study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        if trial.state == optuna.trial.TrialState.COMPLETE:
-            persisted.add_trial(trial)
+        # --trials is the study's total across every process writing to it (as Optuna's
+        # MaxTrialsCallback counts): after each write, count the stored COMPLETE trials and stop
+        # when they reach it. Each process reports the trials it added itself.
+        if trial.state != optuna.trial.TrialState.COMPLETE:
+            return
+        persisted.add_trial(trial)
         new_count[0] += 1
+        stored = len(_complete(persisted))
         if on_trial:
-            on_trial(len(done) + new_count[0], opts.trials, best_so_far[0])
+            on_trial(min(stored, opts.trials), opts.trials, best_so_far[0])
+        if stored >= opts.trials:
+            _study.stop()
 
     if remaining:
-        study.optimize(objective, n_trials=remaining, callbacks=[callback], gc_after_trial=False)
+        try:
+            study.optimize(objective, n_trials=remaining, callbacks=[callback], gc_after_trial=False)
+        except OSError as e:
+            raise UserError(f"cannot write the study to {storage_url} ({e.strerror or e}); the trials written "
+                            "before it are kept", "free space or pass --storage elsewhere, then rerun to resume") from None
 
-    trials = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    # The front is taken over every stored trial: those other processes added to the study too.
+    stored_trials = _complete(persisted)
+    trials = stored_trials or [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     feasible = [t for t in trials if _feasible(t)]
     if not feasible and scorer and scorer.checks:
         raise InfeasibleError(*scorer.unmet_message())
@@ -268,5 +300,5 @@ def run_search(req: SearchRequest, opts: StudyOptions = StudyOptions(),
     baseline = evaluate_once(baseline_cfg)
     return SearchResult(best=best, pareto=front, baseline=baseline, space=space, study_name=name, storage=storage_url,
                         trials_total=len(trials), trials_new=new_count[0], trials_feasible=len(feasible),
-                        wall_s=time.perf_counter() - t0, notes=list(dict.fromkeys(comp.notes)), components=comp,
-                        slo=scorer.checks[best.cfg].to_dict() if scorer else None)
+                        wall_s=time.perf_counter() - t0, notes=list(dict.fromkeys(list(opened.notes) + list(comp.notes))),
+                        components=comp, slo=scorer.checks[best.cfg].to_dict() if scorer else None)

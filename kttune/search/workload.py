@@ -6,11 +6,16 @@ file of their own."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
 from kttune.errors import UserError
+
+
+MAX_PROMPT_TOKENS = 1 << 24  # 16M tokens: above any served context (1M today)
+MAX_CONCURRENCY = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -34,11 +39,22 @@ class Workload:
         return max(self.prompt_tokens)
 
     def clipped(self, context_len: int) -> "Workload":
-        """Prompts longer than the model's context (minus the output) are clipped to fit."""
+        """Prompts longer than the model's context (minus the output) are clipped to fit
+        (`clip_note` says so)."""
         cap = max(1, context_len - self.output_tokens)
-        if self.max_prompt_tokens <= cap:
+        if not context_len or self.max_prompt_tokens <= cap:
             return self
         return replace(self, prompt_tokens=tuple(min(p, cap) for p in self.prompt_tokens))
+
+    def clip_note(self, context_len: int) -> str | None:
+        """What `clipped(context_len)` changes, in words; None when nothing is clipped."""
+        cap = max(1, context_len - self.output_tokens)
+        if not context_len or self.max_prompt_tokens <= cap:
+            return None
+        share = sum(w for p, w in zip(self.prompt_tokens, self.weights) if p > cap)
+        return (f"workload {self.name}: prompts longer than the model's {context_len:,}-token context minus "
+                f"{self.output_tokens} output tokens ({share:.0%} of requests, up to {self.max_prompt_tokens:,} "
+                f"tokens) are modelled clipped to {cap:,} tokens")
 
 
 def _representatives(samples: list[int], bins: int = 12) -> tuple[tuple[int, ...], tuple[float, ...]]:
@@ -73,12 +89,17 @@ def workload_from_dict(d: dict, name: str, origin: str) -> Workload:
             raw = [float(x) for x in d.get("weights", [1.0] * len(prompts))]
             if len(raw) != len(prompts):
                 raise ValueError("prompt_tokens and weights differ in length")
+            if not all(math.isfinite(w) and w >= 0 for w in raw):
+                raise ValueError("weights must be finite and not negative")
             total = sum(raw)
             if total <= 0:
                 raise ValueError("weights must sum to a positive number")
             weights = tuple(w / total for w in raw)
         if not prompts or min(prompts) <= 0:
             raise ValueError("prompt lengths must be positive")
+        if max(prompts) > MAX_PROMPT_TOKENS:
+            raise ValueError(f"a prompt of {max(prompts):,} tokens is longer than any model's context "
+                             f"(kttune takes up to {MAX_PROMPT_TOKENS:,})")
         wl = Workload(
             name=d.get("name", name),
             prompt_tokens=tuple(prompts),
@@ -90,14 +111,18 @@ def workload_from_dict(d: dict, name: str, origin: str) -> Workload:
             tbt_slo_ms=float(d["tbt_slo_ms"]) if d.get("tbt_slo_ms") is not None else None,
             description=d.get("description", ""),
         )
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as e:
         raise UserError(
             f"{origin} is not a valid workload ({e})",
             'write {"prompt_tokens": [...], "weights": [...], "output_tokens": N, "concurrency": N, '
             '"decode_weight": 0..1} or {"samples": [prompt lengths...]}',
         ) from None
-    if wl.output_tokens < 1 or wl.concurrency < 1:
-        raise UserError(f"{origin}: output_tokens and concurrency must be at least 1", "fix the workload file")
+    if not 1 <= wl.output_tokens <= MAX_PROMPT_TOKENS or not 1 <= wl.concurrency <= MAX_CONCURRENCY:
+        raise UserError(f"{origin}: output_tokens {wl.output_tokens} / concurrency {wl.concurrency} out of range",
+                        f"use output_tokens 1..{MAX_PROMPT_TOKENS:,} and concurrency 1..{MAX_CONCURRENCY}")
+    for slo in (wl.ttft_slo_ms, wl.tbt_slo_ms):
+        if slo is not None and not (math.isfinite(slo) and slo > 0):
+            raise UserError(f"{origin}: an SLO of {slo} ms is not a positive time", "fix ttft_slo_ms / tbt_slo_ms")
     if not 0.0 <= wl.decode_weight <= 1.0:
         raise UserError(f"{origin}: decode_weight {wl.decode_weight} is outside 0..1", "use 0 (prefill only) to 1 (decode only)")
     return wl
@@ -115,7 +140,10 @@ def load_workload(spec: str) -> Workload:
         if not path.is_file():
             raise UserError(f"workload file {spec!r} does not exist", "pass a JSON file or a preset: " + ", ".join(preset_names()))
         try:
-            d = json.loads(path.read_text())
+            d = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as e:
+            raise UserError(f"cannot read workload file {spec!r} ({getattr(e, 'strerror', None) or e})",
+                            "pass a UTF-8 JSON file or a preset: " + ", ".join(preset_names())) from None
         except json.JSONDecodeError as e:
             raise UserError(f"workload file {spec!r} is not valid JSON (line {e.lineno}: {e.msg})", "fix the file") from None
         if isinstance(d, list):

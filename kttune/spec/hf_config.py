@@ -316,9 +316,60 @@ def spec_from_config(config: dict, name: str, source: str, method: str | None = 
     return _read(config, name, source, method)[0]
 
 
-def _read(
+def _read(config: dict, name: str, source: str, method: str | None,
+          strict_quant: bool = True) -> tuple[ModelSpec, NonExpertParams]:
+    """`_parse` with every value it cannot use turned into one `UserError` naming the file."""
+    try:
+        spec, params = _parse(config, name, source, method, strict_quant)
+    except UserError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError, ZeroDivisionError, OverflowError, IndexError) as e:
+        raise UserError(f"config.json of {name} holds a value kttune cannot read ({type(e).__name__}: "
+                        f"{' '.join(str(e).split())[:160]})", "fix or re-download config.json") from None
+    _check_sizes(spec, name)
+    return spec, params
+
+
+def _check_sizes(spec: ModelSpec, name: str) -> None:
+    """Architecture sizes that no real checkpoint has: zero, negative, or contradicting each other."""
+    for field_name, key in (("hidden_size", "hidden_size"), ("num_layers", "num_hidden_layers"),
+                            ("top_k", "num_experts_per_tok"), ("moe_intermediate_size", "moe_intermediate_size"),
+                            ("vocab_size", "vocab_size"), ("num_attention_heads", "num_attention_heads"),
+                            ("num_kv_heads", "num_key_value_heads"), ("head_dim", "head_dim")):
+        v = getattr(spec, field_name)
+        if v < 1:
+            raise UserError(f"config.json of {name}: {key} = {v} must be at least 1", "fix or re-download config.json")
+        if v > 1 << 24:
+            raise UserError(f"config.json of {name}: {key} = {v} is larger than any real model's",
+                            "fix or re-download config.json")
+    if spec.top_k > spec.num_experts:
+        raise UserError(f"config.json of {name}: {spec.top_k} experts per token but only {spec.num_experts} experts",
+                        "fix num_experts_per_tok or the expert count in config.json")
+    if spec.num_kv_heads > spec.num_attention_heads and spec.attention != "mla":
+        raise UserError(f"config.json of {name}: {spec.num_kv_heads} KV heads exceed {spec.num_attention_heads} "
+                        "attention heads", "fix num_key_value_heads in config.json")
+    if spec.max_position_embeddings < 0 or spec.num_experts > 1 << 16:
+        raise UserError(f"config.json of {name}: max_position_embeddings / expert count out of range",
+                        "fix or re-download config.json")
+
+
+def _moe_keys_elsewhere(cfg: dict, prefix: str = "") -> list[str]:
+    """Keys naming an expert count > 1 in places kttune does not read (e.g. DBRX's
+    ffn_config.moe_num_experts): the config is MoE, not dense."""
+    found = []
+    for k, v in cfg.items():
+        path = f"{prefix}{k}"
+        if isinstance(v, dict):
+            found += _moe_keys_elsewhere(v, path + ".")
+        elif "expert" in str(k).lower() and "per_tok" not in str(k).lower() and "top" not in str(k).lower() \
+                and isinstance(v, int) and not isinstance(v, bool) and v > 1:
+            found.append(path)
+    return found
+
+
+def _parse(
     config: dict, name: str, source: str, method: str | None, strict_quant: bool = True
-) -> tuple[ModelSpec, NonExpertParams]:
+) -> tuple[ModelSpec, NonExpertParams]:  # noqa: C901
     if not isinstance(config, dict):
         raise UserError(f"config.json of {name} is not a JSON object", "fix or re-download config.json")
     cfg = language_config(config)
@@ -331,6 +382,14 @@ def _read(
 
     # Expert count: never num_experts_per_tok (that is top-k; kt's tuna_engine reads it as E).
     num_experts = _first(cfg, "n_routed_experts", "num_experts", "num_local_experts")
+    if num_experts is None and _moe_keys_elsewhere(cfg):
+        keys = ", ".join(_moe_keys_elsewhere(cfg)[:3])
+        raise UserError(
+            f"{name} is a mixture-of-experts config ({family}) whose expert count sits in {keys}, "
+            "a layout kttune does not read",
+            "kttune reads n_routed_experts / num_experts / num_local_experts; pick a supported family "
+            "(run `kttune models`)",
+        )
     if num_experts is None or int(num_experts) <= 1:
         raise UserError(
             f"{name} is a dense model (no routed experts); kttune tunes MoE models served with KTransformers",

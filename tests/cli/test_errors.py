@@ -22,8 +22,8 @@ def run(capsys, argv):
     return code, out.out, out.err
 
 
-def assert_one_line_error(code, err, *needles):
-    assert code == 2
+def assert_one_line_error(code, err, *needles, exit_code=2):
+    assert code == exit_code
     lines = [ln for ln in err.strip().splitlines() if ln.strip()]
     assert len(lines) == 1, err
     assert lines[0].startswith("error: ")
@@ -82,7 +82,8 @@ def test_accepted_vram_spellings(vram, gib):
 
 def test_budget_too_small_prints_the_minimum_and_breakdown(capsys, tmp_path):
     code, _, err = run(capsys, search_args(tmp_path, "--model", "qwen3-235b-a22b", "--vram", "8G", "--host-ram", "1T"))
-    assert_one_line_error(code, err, "at least", "GiB per GPU", "non expert weights", "kv cache", "--vram")
+    # nothing fits: the answer is "no" (exit 1), said in one line with the least it needs
+    assert_one_line_error(code, err, "at least", "GiB per GPU", "non expert weights", "kv cache", "--vram", exit_code=1)
 
 
 def test_unknown_method(capsys, tmp_path):
