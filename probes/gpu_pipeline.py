@@ -154,7 +154,8 @@ class LayerPipeline:
       the repack that last read its ring entry. No Python runs between two steps.
     """
 
-    def __init__(self, host, writer, config: PipelineConfig, device, experts: int | None = None, diagnose: bool = False):
+    def __init__(self, host, writer, config: PipelineConfig, device, experts: int | None = None, diagnose: bool = False,
+                 first: int = 0):
         import torch
 
         from kttune.kernels.expert_weights import HostSlot
@@ -168,7 +169,10 @@ class LayerPipeline:
         cuda = self.device.type == "cuda"  # on a CPU device (tests) the stages run one after another
         kinds = host.slot_kinds()
         self.slots = [HostSlot(kinds, config.group, pin=cuda) for _ in range(config.slots)]
-        self.steps = [range(e0, min(e0 + config.group, self.experts)) for e0 in range(0, self.experts, config.group)]
+        # experts first..experts-1 are streamed (the path runner's BF16 layerwise copies 0..first-1
+        # from the GPU-resident experts instead, as sglang-kt does)
+        self.first = first
+        self.steps = [range(e0, min(e0 + config.group, self.experts)) for e0 in range(first, self.experts, config.group)]
         pb = self.post_batch = config.post_batch if self.repack else 1
         self.ring_size = 2 * pb  # stage B fills one half of the ring while stage C reads the other
         # stage C batches: consecutive steps [s0, s1) repacked together
@@ -177,7 +181,7 @@ class LayerPipeline:
         self.copy_stream = torch.cuda.Stream(self.device) if cuda else None
         self.post_stream = torch.cuda.Stream(self.device) if cuda else None
         self.writer_stream = torch.cuda.Stream(self.device) if cuda and config.driver == "stream" else None
-        self.layer_bytes = self.experts * sum(k.nbytes for k in kinds)
+        self.layer_bytes = (self.experts - first) * sum(k.nbytes for k in kinds)
         self.repack_backend = None
         self.diagnose = diagnose  # per-step timing (costs host time on the driving thread)
 

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
+from kttune.cost.calibration import Calibration
 from kttune.cost.features import (
     ATTENTION_FEATURES, COPY_FEATURES, GEMM_FEATURES, MOE_FEATURES,
     attention_prefill_flops, copy_features, gemm_features, moe_features,
@@ -71,6 +72,8 @@ class Components:
         self._pipeline_fit = self._fit_pipeline()
         self.hbm_ms_per_byte = self._hbm_ms_per_byte()
         self._per_layer_dense_params = self._dense_params_per_layer()
+        self.calibration = Calibration.from_dicts(self.profile.calibration)
+        self.notes.extend(self.calibration.summary(self.method.name))
 
     # ---- CPU experts ---------------------------------------------------------------------------
     def _pick_cpu_method(self) -> str:

@@ -43,7 +43,8 @@ def hybrid_moe_layer(c: Components, cfg: LaunchConfig, tokens: int) -> LayerTime
     gpu = c.gpu_moe_ms(tokens, n)
     h = m.hidden_size
     xfer = c.d2h_ms(tokens * (h * 2 + m.top_k * 12)) + c.h2d_ms(tokens * h * 2) if n < m.num_experts else 0.0
-    return LayerTimes("hybrid", max(cpu, gpu) + xfer + HYBRID_SYNC_MS, cpu_ms=cpu, gpu_ms=gpu, transfer_ms=xfer)
+    total = c.calibration.apply(c.method.name, "hybrid", max(cpu, gpu) + xfer + HYBRID_SYNC_MS, tokens)
+    return LayerTimes("hybrid", total, cpu_ms=cpu, gpu_ms=gpu, transfer_ms=xfer)
 
 
 def layerwise_load_ms(c: Components, cfg: LaunchConfig) -> tuple[float, float, float, float]:
@@ -72,7 +73,8 @@ def layerwise_load_ms(c: Components, cfg: LaunchConfig) -> tuple[float, float, f
 def layerwise_moe_layer(c: Components, cfg: LaunchConfig, tokens: int) -> LayerTimes:
     load, a, b, cc = layerwise_load_ms(c, cfg)
     gpu = c.gpu_moe_ms(tokens, c.model.num_experts)
-    return LayerTimes("layerwise", load + gpu, gpu_ms=gpu, load_ms=load, stage_a_ms=a, stage_b_ms=b, stage_c_ms=cc)
+    total = c.calibration.apply(c.method.name, "layerwise", load + gpu, tokens)
+    return LayerTimes("layerwise", total, gpu_ms=gpu, load_ms=load, stage_a_ms=a, stage_b_ms=b, stage_c_ms=cc)
 
 
 def forward_path(c: Components, cfg: LaunchConfig, tokens: int) -> str:
