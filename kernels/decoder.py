@@ -163,38 +163,53 @@ class AttentionShape:
     window: int = 0
 
 
-class Attention:
-    """One layer's attention block with random weights on `device`, sharded to `heads/tp` heads."""
+def _rows(w: torch.Tensor, parts: int, r: int) -> torch.Tensor:
+    n = w.shape[0] // parts
+    return w[r * n:(r + 1) * n].contiguous()
 
-    def __init__(self, s: AttentionShape, device, seed: int = 0, tp: int = 1):
+
+def _cols(w: torch.Tensor, parts: int, r: int) -> torch.Tensor:
+    n = w.shape[1] // parts
+    return w[:, r * n:(r + 1) * n].contiguous()
+
+
+class Attention:
+    """One layer's attention block with random weights on `device`. Under TP (`tp` ranks, this one
+    `rank`) the weights are the rank's slices of the same full weights: heads/tp query heads (and KV
+    heads, replicated where there are fewer than tp), the o projection's matching input columns."""
+
+    def __init__(self, s: AttentionShape, device, seed: int = 0, tp: int = 1, rank: int = 0):
         g = torch.Generator().manual_seed(seed)
         self.s, self.tp = s, tp
         self.heads = s.heads // tp
         h = s.hidden
+        cpu = "cpu"
         self.w: dict[str, torch.Tensor] = {}
         if s.kind == "mla":
             dr, dn, dv = s.rope_dim, s.head_dim - s.rope_dim, s.v_head_dim
             self.dims = MlaDims(self.heads, s.kv_lora_rank, dn, dr, dv)
             if s.q_lora_rank:
-                self.w["q_a"] = _w((s.q_lora_rank, h), g, device)
-                self.w["q_a_norm"] = torch.ones(s.q_lora_rank, dtype=torch.bfloat16, device=device)
-                self.w["q_b"] = _w((self.heads * s.head_dim, s.q_lora_rank), g, device)
+                self.w["q_a"] = _w((s.q_lora_rank, h), g, cpu)
+                self.w["q_a_norm"] = torch.ones(s.q_lora_rank, dtype=torch.bfloat16)
+                self.w["q_b"] = _rows(_w((s.heads * s.head_dim, s.q_lora_rank), g, cpu), tp, rank)
             else:
-                self.w["q"] = _w((self.heads * s.head_dim, h), g, device)
-            self.w["kv_a"] = _w((s.kv_lora_rank + dr, h), g, device)
-            self.w["kv_a_norm"] = torch.ones(s.kv_lora_rank, dtype=torch.bfloat16, device=device)
-            self.w["kv_b"] = _w((self.heads * (dn + dv), s.kv_lora_rank), g, device)
-            self.w["o"] = _w((h, self.heads * dv), g, device)
+                self.w["q"] = _rows(_w((s.heads * s.head_dim, h), g, cpu), tp, rank)
+            self.w["kv_a"] = _w((s.kv_lora_rank + dr, h), g, cpu)
+            self.w["kv_a_norm"] = torch.ones(s.kv_lora_rank, dtype=torch.bfloat16)
+            self.w["kv_b"] = _rows(_w((s.heads * (dn + dv), s.kv_lora_rank), g, cpu), tp, rank)
+            self.w["o"] = _cols(_w((h, s.heads * dv), g, cpu), tp, rank)
         else:
-            kvh = max(1, s.kv_heads // tp)
-            self.kv_heads = kvh
-            self.w["q"] = _w((self.heads * s.head_dim, h), g, device)
-            self.w["k"] = _w((kvh * s.head_dim, h), g, device)
-            self.w["v"] = _w((kvh * s.v_head_dim, h), g, device)
-            self.w["o"] = _w((h, self.heads * s.v_head_dim), g, device)
+            kv_parts = min(tp, s.kv_heads)
+            kv_rank = rank * kv_parts // tp
+            self.kv_heads = s.kv_heads // kv_parts
+            self.w["q"] = _rows(_w((s.heads * s.head_dim, h), g, cpu), tp, rank)
+            self.w["k"] = _rows(_w((s.kv_heads * s.head_dim, h), g, cpu), kv_parts, kv_rank)
+            self.w["v"] = _rows(_w((s.kv_heads * s.v_head_dim, h), g, cpu), kv_parts, kv_rank)
+            self.w["o"] = _cols(_w((h, s.heads * s.v_head_dim), g, cpu), tp, rank)
             if s.qk_norm:
-                self.w["q_norm"] = torch.ones(s.head_dim, dtype=torch.bfloat16, device=device)
-                self.w["k_norm"] = torch.ones(s.head_dim, dtype=torch.bfloat16, device=device)
+                self.w["q_norm"] = torch.ones(s.head_dim, dtype=torch.bfloat16)
+                self.w["k_norm"] = torch.ones(s.head_dim, dtype=torch.bfloat16)
+        self.w = {k: v.to(device) for k, v in self.w.items()}
 
     @property
     def nbytes(self) -> int:
@@ -248,14 +263,16 @@ class LayerWeights:
     extra: dict = field(default_factory=dict)
 
     @classmethod
-    def random(cls, hidden: int, experts: int, shared_inter: int, router: RouterSpec, device, seed: int = 0, tp: int = 1) -> "LayerWeights":
+    def random(cls, hidden: int, experts: int, shared_inter: int, router: RouterSpec, device, seed: int = 0, tp: int = 1,
+               rank: int = 0) -> "LayerWeights":
         g = torch.Generator().manual_seed(seed + 17)
         ones = torch.ones(hidden, dtype=torch.bfloat16, device=device)
         bias = (torch.rand(experts, generator=g) * 0.1).to(device) if router.bias else None
         w13 = w2 = None
-        if shared_inter:
-            s = shared_inter // tp
-            w13, w2 = _w((2 * s, hidden), g, device), _w((hidden, s), g, device)
+        if shared_inter:  # gate and up rows, and down columns, of the rank's I/tp share
+            full13, full2 = _w((2 * shared_inter, hidden), g, "cpu"), _w((hidden, shared_inter), g, "cpu")
+            w13 = torch.cat([_rows(full13[:shared_inter], tp, rank), _rows(full13[shared_inter:], tp, rank)]).to(device)
+            w2 = _cols(full2, tp, rank).to(device)
         return cls(ones, ones.clone(), _w((experts, hidden), g, device), bias, w13, w2)
 
     @property

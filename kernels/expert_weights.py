@@ -338,12 +338,12 @@ class TorchExpertWriter:
     asynchronous = False
     stream_capable = False
 
-    def __init__(self, host: HostExperts):
-        self.host = host
+    def __init__(self, host: HostExperts, tp: int = 1, rank: int = 0):
+        self.host, self.tp, self.rank = host, tp, rank
 
     def submit(self, experts: range, slot: HostSlot) -> None:
         for j, e in enumerate(experts):
-            for name, src in self.host.expected(e).items():
+            for name, src in self.host.expected(e, self.tp, self.rank).items():
                 slot.views[name][j].copy_(src)
 
     def wait(self) -> None:

@@ -155,7 +155,7 @@ class LayerPipeline:
     """
 
     def __init__(self, host, writer, config: PipelineConfig, device, experts: int | None = None, diagnose: bool = False,
-                 first: int = 0):
+                 first: int = 0, tp: int = 1, barrier=None):
         import torch
 
         from kttune.kernels.expert_weights import HostSlot
@@ -167,7 +167,8 @@ class LayerPipeline:
         self.experts = experts or host.experts
         self.repack = host.method == "RAWINT4"
         cuda = self.device.type == "cuda"  # on a CPU device (tests) the stages run one after another
-        kinds = host.slot_kinds()
+        kinds = host.slot_kinds(tp)
+        self.barrier = barrier  # TP: called after each step's write (sglang-kt's per-expert barrier)
         self.slots = [HostSlot(kinds, config.group, pin=cuda) for _ in range(config.slots)]
         # experts first..experts-1 are streamed (the path runner's BF16 layerwise copies 0..first-1
         # from the GPU-resident experts instead, as sglang-kt does)
@@ -254,6 +255,8 @@ class LayerPipeline:
         for s in range(len(self.steps)):
             self.writer.submit(self.steps[s], self.slots[s % len(self.slots)])
             self.writer.wait()
+            if self.barrier is not None:
+                self.barrier()
             self._copy(s)
             if self._closes_batch(s):
                 self._post(self._batch_of(s))

@@ -162,16 +162,21 @@ class PathRunner:
         n = st.opts.gpu_experts
         first = 0 if st.streams_resident else n
         if st.pipeline is None:  # sglang-kt allocates the full-layer slot at the first layerwise forward
-            if self.dist.tp > 1:
-                raise NotImplementedError("layerwise at TP > 1 runs through probes.paths.tp")
-            st.pipeline = LayerPipeline(st.host, st.writer, self.pipeline_config, st.device, first=first)
+            tp = self.dist.tp
+            cfg = self.pipeline_config
+            if tp > 1:  # per-expert steps, each closed by a barrier of all ranks, host-driven
+                from kttune.probes.gpu_pipeline import PipelineConfig
+
+                cfg = PipelineConfig(2, 1)
+            st.pipeline = LayerPipeline(st.host, st.writer, cfg, st.device, first=first, tp=tp,
+                                        barrier=self.dist.barrier if tp > 1 else None)
             self.backends["layerwise_writer"] = getattr(st.writer, "backend", "")
             self.backends["layerwise_pipeline"] = self.pipeline_config.label()
         pl = st.pipeline
         if first and layer.resident is not None:  # resident experts copied GPU -> GPU
             for name, t in layer.resident.t.items():
                 pl.gpu.dst[name][:n].copy_(t)
-        if st.is_cuda:
+        if st.is_cuda and self.dist.tp == 1:
             pl.run()
         else:
             pl.run_serial()
@@ -211,6 +216,7 @@ class PathRunner:
                 moe.append((t2 - t_attn) * 1e3)
                 lay.append((t2 - t0) * 1e3)
             forwards.append(ForwardRecord(m, prefix, path, tuple(lay), tuple(att), tuple(moe)))
+            self.last_hidden = x  # the last forward's output (the TP tests compare it)
             prefix += m
         peak = torch.cuda.max_memory_allocated(st.device) if cuda else 0
         peak_r = torch.cuda.max_memory_reserved(st.device) if cuda else 0

@@ -125,8 +125,9 @@ def build_stack(spec: ModelSpec, router: RouterSpec, method: str, opts: StackOpt
     host = HostExperts.random(method, spec.hidden_size, spec.moe_intermediate_size, e, seed=opts.seed)
     layers = []
     for j, lid in enumerate(ids):
-        attn = Attention(attention_shape(spec, lid), dev, seed=opts.seed + 100 * j, tp=opts.tp)
-        w = LayerWeights.random(spec.hidden_size, e, spec.shared_expert_intermediate_size, router, dev, seed=opts.seed + j, tp=opts.tp)
+        attn = Attention(attention_shape(spec, lid), dev, seed=opts.seed + 100 * j, tp=opts.tp, rank=opts.rank)
+        w = LayerWeights.random(spec.hidden_size, e, spec.shared_expert_intermediate_size, router, dev, seed=opts.seed + j,
+                                tp=opts.tp, rank=opts.rank)
         res = GpuExperts.from_host(host, range(n), dev, opts.tp, opts.rank) if n else None
         layers.append(Layer(lid, attn, w, res))
     cpu, backend, writer = None, "", None
@@ -154,7 +155,12 @@ def build_stack(spec: ModelSpec, router: RouterSpec, method: str, opts: StackOpt
         g, u, d = host.dense()
         cpu_dense = (g.to(torch.bfloat16), u.to(torch.bfloat16), d.to(torch.bfloat16))
         backend = "torch-cpu (kttune.kernels.cpu_moe.moe_forward)"
-    if is_rank0 and get_method(method).layerwise:
+    if opts.tp > 1 and get_method(method).layerwise:
+        # each rank streams its own I/tp share (sglang-kt: rank 0's kt-kernel threads write every
+        # rank's share into shared pinned memory; here each process writes its own, then barriers)
+        writer = TorchExpertWriter(host, opts.tp, opts.rank)
+        notes.append("TP layerwise: stage A by torch copies of each rank's share, one barrier per expert")
+    elif is_rank0 and get_method(method).layerwise:
         if cpu is not None and cpu.can_write_buffer:
             from kttune.kernels.expert_weights import KtExpertWriter
 
