@@ -411,7 +411,7 @@ DEFAULT_CONFIGS = (
     PipelineConfig(2, 2, 1, "stream"),
     PipelineConfig(3, 1, 4, "stream"),
 )
-QUICK_CONFIGS = (PipelineConfig(2, 2, 1, "stream"), PipelineConfig(3, 1, 4, "stream"))
+QUICK_CONFIGS = (PipelineConfig(2, 2, 1, "stream"),)
 
 
 def _cores() -> int:
@@ -425,12 +425,11 @@ def default_threads() -> int:
 
 
 def default_thread_options(quick: bool = False) -> tuple[int, ...]:
-    """Stage A thread counts to try: cores-1 (the driving thread keeps a core) and cores-3 (room for
-    the CUDA driver's callback thread too: kt-kernel's workers spin, and on the 16-core GPU box 15
-    of them made the Kimi-K2 layer 1.5x slower than 13), plus cores-5 in a full probe."""
-    n = _cores()
-    opts = (n - 1, n - 3) if quick else (n - 1, n - 3, n - 5)
-    return tuple(sorted({max(1, t) for t in opts}, reverse=True))
+    """Stage A thread counts to try: those of every kt-kernel probe (`kt_thread_counts`): on the
+    16-core GPU box 15 workers made the Kimi-K2 layer 1.5x slower than 13."""
+    from kttune.probes.common import kt_thread_counts
+
+    return tuple(sorted(kt_thread_counts(_cores(), quick), reverse=True))
 
 
 def runnable_configs(configs, writer) -> tuple[PipelineConfig, ...]:

@@ -116,26 +116,54 @@ def run_paths(req: PathsRequest, progress: Progress | None = None) -> PathsResul
 
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
         torch.set_num_threads(max(1, cores - max(1, req.cpuinfer or 1)))
-    for n in req.gpu_experts:
-        say(f"building {req.layers} layers of {spec.name} {method}, {n} GPU experts")
-        t0 = time.perf_counter()
-        st = build_stack(run_spec, router, method, StackOptions(
-            layers=req.layers, gpu_experts=min(n, run_spec.num_experts), cpuinfer=req.cpuinfer, max_tokens=max_fwd,
-            cpu_max_tokens=min(req.cpu_max_tokens, max_fwd), seed=req.seed, device=req.device))
-        res.notes.append(f"n={n}: stack built in {time.perf_counter() - t0:.1f} s; " + "; ".join(st.notes))
-        runner = PathRunner(st)
-        jobs: list[tuple[int, int, int, str | None]] = []  # prompt, chunk, threshold, force
-        for m in req.sweep:
-            for f in ("hybrid", "layerwise") if get_method(method).layerwise else ("hybrid",):
-                jobs.append((m, m, m, f))
-        for c in req.chunks:
-            thr = c if req.threshold is None else req.threshold
-            for p in req.prompts:
-                jobs.append((p, c, thr, None))
-                for f in req.force:
+    say(f"building {req.layers} layers of {spec.name} {method}")
+    t0 = time.perf_counter()
+    st = build_stack(run_spec, router, method, StackOptions(
+        layers=req.layers, gpu_experts=0, cpuinfer=req.cpuinfer, max_tokens=max_fwd,
+        cpu_max_tokens=min(req.cpu_max_tokens, max_fwd), seed=req.seed, device=req.device))
+    res.notes.append(f"stack built in {time.perf_counter() - t0:.1f} s" + ("; " + "; ".join(st.notes) if st.notes else ""))
+    try:
+        for n in req.gpu_experts:
+            st.set_gpu_experts(min(n, run_spec.num_experts))
+            _run_grid(req, res, st, n, spec, method, comps, profile, max_fwd, say)
+    finally:
+        st.close()
+        del st
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    torch.set_num_threads(threads_before)
+    if not req.small:
+        res.summary = summarize(res.runs, profile, spec)
+    return res
+
+
+def _run_grid(req, res, st, n, spec, method, comps, profile, max_fwd, say) -> None:
+    import torch
+
+    from kttune.probes.paths.runner import PathRunner, chunks_of, forward_path
+    from kttune.spec.methods import get_method
+
+    runner = PathRunner(st)
+    layerwise = get_method(method).layerwise
+    jobs: list[tuple[int, int, int, str | None]] = []  # prompt, chunk, threshold, force
+    for m in req.sweep:
+        for f in ("hybrid", "layerwise") if layerwise else ("hybrid",):
+            jobs.append((m, m, m, f))
+    seen = set()
+    for c in req.chunks:
+        thr = c if req.threshold is None else req.threshold
+        for p in req.prompts:
+            for f in (None,) + tuple(req.force):
+                key = (tuple(chunks_of(p, c)), thr, f)  # the same forwards under another chunk: once
+                if key not in seen:
+                    seen.add(key)
                     jobs.append((p, c, thr, f))
+    if True:
         try:
-            runner.run_prompt(min(64, max_fwd), min(64, max_fwd), 0, "hybrid")  # warm-up (kernels, pools)
+            w = min(64, max_fwd)
+            runner.run_prompt(w, w, 0, "hybrid")  # warm-up (kernels, pools)
+            if layerwise:
+                runner.run_prompt(w, w, w, "layerwise")  # and the slot, Triton compiles
             for p, c, thr, f in jobs:
                 label = f"L={p} chunk={c} thr={thr} n={n}" + (f" forced {f}" if f else "")
                 why = _skip_reason(comps, st, runner, spec, method, n, p, c, thr, f, req, chunks_of, forward_path)
@@ -158,14 +186,7 @@ def run_paths(req: PathsRequest, progress: Progress | None = None) -> PathsResul
                 res.predictions.append({} if req.small else _predict(comps, profile, spec, run))
                 say(f"  {run.measured_ms:.1f} ms measured ({len(run.forwards)} forwards: {','.join(run.paths)})")
         finally:
-            st.close()
-            del runner, st
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-    torch.set_num_threads(threads_before)
-    if not req.small:
-        res.summary = summarize(res.runs, profile, spec)
-    return res
+            del runner
 
 
 def _components(profile, spec, method):

@@ -102,6 +102,23 @@ class PathStack:
         """Whether the layerwise load re-sends GPU-resident experts (docs/weight-formats.md)."""
         return get_method(self.method).layerwise_resends_gpu_experts
 
+    def set_gpu_experts(self, n: int) -> None:
+        """Move the GPU/CPU split to n experts per layer (resident experts rebuilt, kt-kernel's mask
+        updated, the layerwise slot re-allocated at the next layerwise forward)."""
+        if not 0 <= n <= self.spec.num_experts:
+            raise ValueError(f"gpu experts {n} outside 0..{self.spec.num_experts}")
+        self.opts = replace(self.opts, gpu_experts=n)
+        for layer in self.layers:
+            layer.resident = None
+        self.pipeline = None
+        if self.is_cuda:
+            torch.cuda.empty_cache()
+        for layer in self.layers:
+            layer.resident = GpuExperts.from_host(self.host, range(n), self.device, self.opts.tp, self.opts.rank) if n else None
+        if self.cpu is not None:
+            self.cpu.gpu_mask.zero_()
+            self.cpu.gpu_mask[:n] = True
+
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()  # a KtExpertWriter over self.cpu leaves the layer to us
