@@ -113,7 +113,7 @@ def test_gpu_paths_agree_and_record_memory(name, method):
         yh, ids, w = r.moe_output(h, "hybrid")
         gate, up, down = st.host.dense()
         ref = moe_reference(h, torch.cat([gate, up], 1), down, ids, w)
-        tol = 0.06 if method == "FP8" else 0.03  # FP8 on CUDA: block scales read as row scales
+        tol = 0.08 if method == "FP8" else 0.03  # FP8 on CUDA: activations quantised to fp8 per token
         assert _rel(yh.cpu(), ref) < tol
         yl, _, _ = r.moe_output(h, "layerwise")
         assert _rel(yl.cpu(), yh.cpu()) < tol
