@@ -17,9 +17,9 @@ from pathlib import Path
 
 # model: (method, K layers, GPU expert counts, sweep sizes, threshold)
 GRID = {
-    "qwen3-30b-a3b": ("BF16", 2, (0, 32), (256, 1024, 2048, 4096, 8192), 2048),
-    "kimi-k2-thinking": ("RAWINT4", 2, (0, 32), (128, 256, 512, 1024, 2048), 1024),
-    "deepseek-v3": ("FP8", 2, (0, 16), (128, 256, 512, 1024, 2048), 1024),
+    "qwen3-30b-a3b": ("BF16", 2, (0, 32), (256, 512, 1024, 2048, 4096), 2048),
+    "kimi-k2-thinking": ("RAWINT4", 2, (0, 32), (32, 64, 128, 256, 512, 1024, 2048), 1024),
+    "deepseek-v3": ("FP8", 2, (0, 16), (32, 64, 128, 256, 512, 1024), 1024),
 }
 PROMPTS = (256, 1024, 5000, 16384, 32768, 65536)
 CHUNKS = (4096, 16384, 65536)
@@ -33,6 +33,7 @@ def main() -> None:
     ap.add_argument("--max-run-s", type=float, default=12.0)
     ap.add_argument("--budget-s", type=float, default=480.0, help="stop starting models after this")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--repeat-below-s", type=float, default=2.5)
     a = ap.parse_args()
 
     import torch
@@ -55,7 +56,8 @@ def main() -> None:
             continue
         method, k, ns, sweep, thr = GRID[name]
         req = PathsRequest(model=name, method=method, layers=k, gpu_experts=ns, chunks=CHUNKS, prompts=PROMPTS,
-                           threshold=thr, sweep=sweep, cpuinfer=a.cpuinfer, max_run_s=a.max_run_s)
+                           threshold=thr, sweep=sweep, cpuinfer=a.cpuinfer, max_run_s=a.max_run_s,
+                           repeat_below_s=a.repeat_below_s)
         t0 = time.perf_counter()
         try:
             with quiet_stdout(to_stderr=True):

@@ -35,6 +35,7 @@ class PathsRequest:
     small: bool = False  # the model's architecture at small shapes (the CPU variant)
     cpu_max_tokens: int = 4096
     max_run_s: float = 60.0
+    repeat_below_s: float = 0.0  # runs shorter than this run twice, the faster kept
     slack: float = 1.5
     profile: str | None = None  # for the predictions (default: the shipped default profile)
     seed: int = 0
@@ -174,6 +175,12 @@ def _run_grid(req, res, st, n, spec, method, comps, profile, max_fwd, say) -> No
                 say(f"run {label}")
                 try:
                     run = runner.run_prompt(p, c, thr, f, seed=req.seed)
+                    if req.repeat_below_s and run.measured_ms < 1e3 * req.repeat_below_s:
+                        # short runs twice: the faster is kept (the first can pay a cold pool or allocator)
+                        again = runner.run_prompt(p, c, thr, f, seed=req.seed)
+                        note = f"repeated: {run.measured_ms:.1f} and {again.measured_ms:.1f} ms, the faster kept"
+                        run = min(run, again, key=lambda x: x.measured_ms)
+                        run = replace(run, notes=run.notes + (note,))
                 except (ValueError, torch.cuda.OutOfMemoryError) as e:  # type: ignore[attr-defined]
                     res.skipped.append({"prompt": p, "chunk": c, "threshold": thr, "gpu_experts": n, "force": f,
                                         "reason": f"{type(e).__name__}: {str(e)[:200]}"})

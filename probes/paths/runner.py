@@ -114,6 +114,9 @@ class PathRunner:
             g, u, d = st.cpu_dense
             out = moe_forward(h.cpu(), ids_cpu, w.cpu(), g, u, d, compute_dtype=torch.bfloat16).to(h.device)
             return lambda: out
+        # GPU-resident experts go to the CPU as -1 (kt-kernel skips them, as it does deferred
+        # experts), besides the layer's gpu_experts_mask
+        ids = ids.masked_fill(ids < st.opts.gpu_experts, -1)
         if not st.is_cuda:
             b["x"][:t].copy_(h)
             b["ids"][:t].copy_(ids)
