@@ -34,7 +34,11 @@ def main() -> None:
     ap.add_argument("--budget-s", type=float, default=480.0, help="stop starting models after this")
     ap.add_argument("--tag", default="")
     ap.add_argument("--repeat-below-s", type=float, default=2.5)
+    ap.add_argument("--resummarize", help="recompute the summaries of this results file and exit")
     a = ap.parse_args()
+    if a.resummarize:
+        resummarize(a.resummarize)
+        return
 
     import torch
 
@@ -76,6 +80,31 @@ def main() -> None:
         (out / f"paths-{a.tag or 'h200'}.md").write_text("\n".join(md))
         torch.cuda.empty_cache() if torch.cuda.is_available() else None
     print(f"done in {time.perf_counter() - t_start:.0f} s")
+
+
+def resummarize(path: str, profile: str = "h200-pcie5-xeon-amx-16c") -> None:
+    """Recompute the summaries and the Markdown of a results file (no device needed)."""
+    from kttune.emit.paths import markdown
+    from kttune.hw.registry import resolve_profile
+    from kttune.probes.paths.api import summarize
+    from kttune.probes.paths.result import PathRun
+    from kttune.spec.loader import load_model
+
+    p = Path(path)
+    d = json.loads(p.read_text())
+    md = [p.with_suffix(".md").read_text().split("\n## ")[0].split("\n\nPredictions:")[0]
+          + f"\n\nPredictions: the shipped profile `{profile}` (measured on this machine kind).\n"]
+    for blob in d["results"]:
+        if "runs" not in blob:
+            continue
+        req = blob["request"]
+        spec = load_model(req["model"], req["method"])
+        runs = [PathRun.from_dict(r) for r in blob["runs"]]
+        blob["summary"] = summarize(runs, resolve_profile(profile), spec)
+        blob["summary"]["profile"] = profile
+        md.append(markdown(blob, f"{req['model']} {req['method']}, K={req['layers']} layers, threshold {req['threshold']}"))
+    p.write_text(json.dumps(d, indent=1))
+    p.with_suffix(".md").write_text("\n".join(md))
 
 
 if __name__ == "__main__":

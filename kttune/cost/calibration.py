@@ -4,7 +4,8 @@ The cost model composes a MoE layer's time from micro-measurements; the path run
 (`kttune paths`) times the real paths end to end. For each (method, path) the correction is a
 factor on the predicted MoE-layer time that may vary with the forward size:
 
-    r(M) = exp(a + b ln M),   fitted by least squares on ln(observed / predicted)
+    r(M) = exp(a + b ln M),   fitted by least squares on ln(observed / predicted), once more
+                              without outliers beyond 3 median absolute deviations
 
 where observed = measured layer time - predicted attention/dense time (floored at 10% of the
 measurement). With fewer than three distinct forward sizes, b = 0 (a constant factor). Each entry
@@ -55,9 +56,18 @@ def _observed_moe(p: Mapping) -> float:
 
 
 def _fit_one(points: list[Mapping]) -> tuple[float, float]:
+    """Least squares, then once more without the points whose residual exceeds 3 median absolute
+    deviations (a run disturbed by something else must not move the correction of all the others)."""
     xs = [math.log(max(1, p["tokens"])) for p in points]
     ys = [math.log(_observed_moe(p) / max(p["predicted_moe_ms"], 1e-9)) for p in points]
-    return _fit_ab(xs, ys)
+    a, b = _fit_ab(xs, ys)
+    if len(xs) >= 5:
+        res = [abs(y - a - b * x) for x, y in zip(xs, ys)]
+        mad = sorted(res)[len(res) // 2]
+        keep = [i for i, r in enumerate(res) if r <= 3 * mad + 1e-12]
+        if len(keep) < len(xs):
+            a, b = _fit_ab([xs[i] for i in keep], [ys[i] for i in keep])
+    return a, b
 
 
 def _layer_ms(p: Mapping, a: float, b: float) -> float:

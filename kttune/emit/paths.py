@@ -45,7 +45,10 @@ def summary_lines(result: dict) -> list[str]:
             continue
         out.append(f"{path}: {e['points']} forwards, MAPE raw {_pct(e['mape_raw'])}, calibrated (held out) {_pct(e['mape_calibrated_held_out'])}")
     for n, c in (s.get("crossover") or {}).items():
-        out.append(f"crossover n={n}: measured {c['measured']}, predicted {c['predicted']}" + (f" (error {_pct(c['error'])})" if c.get("error") is not None else ""))
+        line = f"crossover n={n}: measured {c['measured']}, predicted {c['predicted']}" + (f" (error {_pct(c['error'])})" if c.get("error") is not None else "")
+        if "predicted_calibrated" in c:
+            line += f", calibrated on the switch runs {c['predicted_calibrated']}" + (f" (error {_pct(c['error_calibrated'])})" if c.get("error_calibrated") is not None else "")
+        out.append(line)
     for sk in result.get("skipped", []):
         out.append(f"skipped L={sk['prompt']} chunk={sk['chunk']} n={sk['gpu_experts']} {sk.get('force') or ''}: {sk['reason']}")
     return out + list(result.get("notes", []))

@@ -196,11 +196,11 @@ def _run_grid(req, res, st, n, spec, method, comps, profile, max_fwd, say) -> No
             del runner
 
 
-def _components(profile, spec, method):
+def _components(profile, spec, method, calibration: tuple = ()):
     from kttune.cost.components import Components
 
     try:
-        return Components(replace(profile, calibration=()), spec, method, 1)
+        return Components(replace(profile, calibration=calibration), spec, method, 1)
     except UserError:
         return None
 
@@ -243,6 +243,7 @@ def _predict(comps, profile, spec, run: PathRun) -> dict:
 def summarize(runs: list[PathRun], profile, spec) -> dict:
     """Per-path errors (raw, held-out calibrated), the crossover measured and predicted per GPU-expert
     count, and the memory model against the measured peaks."""
+    from kttune.cost.calibration import Calibration
     from kttune.probes.paths.compare import (
         ForwardPoint, held_out_errors, measured_crossover, predicted_crossover, predicted_runner_peak_bytes)
 
@@ -267,8 +268,16 @@ def summarize(runs: list[PathRun], profile, spec) -> dict:
         ref = next((r for r in runs if r.gpu_experts == n), None)
         meas = measured_crossover(pairs) if pairs else None
         pred = predicted_crossover(comps, ref) if ref else None
-        cross[str(n)] = {"measured": meas, "predicted": pred, "pairs": pairs,
-                         "error": (abs(pred - meas) / meas) if (meas and pred) else None}
+        # calibrated on the switch runs only: the forced single forwards that measure the crossover
+        # are held out of the fit
+        held = [p for r in runs if not r.forced_path for p in forward_points(r, comps)]
+        cal = Calibration.fit([p.to_dict() for p in held])
+        ccomps = _components(profile, spec, runs[0].method, calibration=tuple(cal.to_dicts()))
+        pred_cal = predicted_crossover(ccomps, ref) if ref and ccomps else None
+        err = lambda p: (abs(p - meas) / meas) if (meas and p) else None  # noqa: E731
+        cross[str(n)] = {"measured": meas, "predicted": pred, "error": err(pred),
+                         "predicted_calibrated": pred_cal, "error_calibrated": err(pred_cal),
+                         "calibration_points": len(held), "pairs": pairs}
     out["crossover"] = cross
     mem = []
     for r in runs:

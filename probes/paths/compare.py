@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from kttune.config import LaunchConfig
 from kttune.cost.calibration import Calibration
 from kttune.cost.components import Components
-from kttune.cost.prefill import crossover_tokens, hybrid_moe_layer, layerwise_moe_layer
+from kttune.cost.prefill import hybrid_moe_layer, layerwise_moe_layer
 from kttune.memory import vram
 from kttune.probes.paths.result import PathRun
 from kttune.spec.methods import get_method
@@ -106,8 +106,23 @@ def measured_crossover(pairs: list[tuple[int, float, float]]) -> int | None:
     return None
 
 
-def predicted_crossover(c: Components, run: PathRun) -> int | None:
-    return crossover_tokens(c, launch_config(run))
+def predicted_crossover(c: Components, run: PathRun, hi: int = 65536) -> int | None:
+    """The smallest forward size (1-token resolution) at which the model's layerwise MoE layer is no
+    slower than its hybrid one (`crossover_tokens` answers in steps of 64); None if never up to hi."""
+    cfg = launch_config(run)
+
+    def lw_wins(m: int) -> bool:
+        return layerwise_moe_layer(c, cfg, m).total_ms <= hybrid_moe_layer(c, cfg, m).total_ms
+
+    if not c.method.layerwise or not lw_wins(hi):
+        return None
+    if lw_wins(1):
+        return 1
+    a, b = 1, hi
+    while b - a > 1:
+        mid = (a + b) // 2
+        a, b = (a, mid) if lw_wins(mid) else (mid, b)
+    return b
 
 
 def predicted_runner_peak_bytes(spec: ModelSpec, run: PathRun) -> dict:
