@@ -211,6 +211,14 @@ def run_probe(options: ProbeOptions, reporter: Reporter | None = None) -> Hardwa
                 rep.note("GPU probes not run: torch has no CUDA (NVML sees GPUs)")
         else:
             curves += list(gpu_suite.run_gpu_probes(inv, options.model, options.quick, rep))
+            if len(inv.gpus) >= 2:  # tensor parallelism: each layer all-reduces twice
+                from kttune.probes.allreduce import probe_allreduce
+
+                try:
+                    curves.append(probe_allreduce(len(inv.gpus), quick=options.quick))
+                    rep.step(f"all-reduce over {len(inv.gpus)} GPUs", 0)
+                except Exception as e:  # noqa: BLE001 - the other curves stand
+                    rep.note(f"all-reduce probe failed ({type(e).__name__}: {e})")
 
     share = load.other_share()
     if share is not None and share > 0.10:

@@ -8,7 +8,8 @@ docs/cost-model.md):
 - layerwise (M >= threshold > 0, native methods only): per MoE layer, serially, load the whole layer
   through the per-expert pipeline A (CPU write) -> B (H2D) -> C (repack), then run all E experts on
   the GPU. BF16/MXFP4 copy resident GPU experts GPU->GPU, the others re-send every expert.
-- every layer also runs attention and its dense matmuls on the GPU, the same on both paths.
+- every layer also runs attention and its dense matmuls on the GPU, and at TP > 1 two all-reduces
+  (after attention, after the MoE), the same on both paths.
 - a prompt of L tokens runs floor(L/C) forwards of C tokens and a tail of L mod C; each forward picks
   its path by its own token count (docs/sglang-kt.md#the-per-forward-switch).
 """
@@ -95,7 +96,7 @@ def non_moe_ms(c: Components, tokens: int, prefix: int) -> float:
     t = len(m.full_attention_layer_ids) * c.attention_ms(tokens, prefix)
     if m.sliding_layer_ids:
         t += len(m.sliding_layer_ids) * c.attention_ms(tokens, min(prefix, m.sliding_window))
-    return t + m.num_layers * c.dense_ms(tokens)
+    return t + m.num_layers * (c.dense_ms(tokens) + c.allreduce_layer_ms(tokens))
 
 
 @dataclass(frozen=True)
