@@ -109,7 +109,7 @@ def cpu_moe_options(options: ProbeOptions) -> CpuMoeOptions:
         quick=options.quick,
     )
     if options.quick:
-        return CpuMoeOptions(**common, warmup=1, repeats=3, min_total_s=0.3, max_repeats=30, max_point_s=1.0)
+        return CpuMoeOptions(**common, warmup=1, repeats=3, min_total_s=0.1, max_repeats=10, max_point_s=1.0)
     return CpuMoeOptions(**common, warmup=2, repeats=3, min_total_s=0.3, max_repeats=30, max_point_s=2.0)
 
 
@@ -125,7 +125,7 @@ def stage_a_options(options: ProbeOptions) -> StageAOptions:
     methods = tuple(options.methods)
     if options.quick:
         return StageAOptions(hidden=h, inters=inters, methods=methods, threads=tuple(options.threads),
-                             layer_bytes=64 * MIB, warmup=2, repeats=5, min_total_s=0.2, max_repeats=200)
+                             layer_bytes=64 * MIB, warmup=1, repeats=5, min_total_s=0.05, max_repeats=50)
     return StageAOptions(hidden=h, inters=inters, methods=methods, threads=tuple(options.threads))
 
 

@@ -1,5 +1,5 @@
 """The path runner: prompts of L tokens through K decoder layers, chunk by chunk, on the hybrid and the
-layerwise prefill paths of sglang-kt 0.7.2 (docs/prefill-paths.md).
+layerwise prefill paths of sglang-kt 0.7.2 (docs/sglang-kt.md; the runner itself: docs/path-runner.md).
 
 Per forward of M tokens (a chunk, or the prompt's tail), the switch: layerwise when the method
 streams experts and `0 < threshold <= M`, otherwise hybrid (`force` overrides it, to time one path
