@@ -106,7 +106,9 @@ def calibrate(
     cal = Calibration.fit(points, source=", ".join(str(p) for p in results))
     from dataclasses import replace
 
-    prof = resolve_profile(profile)
+    from kttune.api import this_machine_inventory
+
+    prof = resolve_profile(profile, None if profile else this_machine_inventory())
     save_profile(replace(prof, calibration=tuple(cal.to_dicts())), out)
     for e in cal.entries:
         typer.echo(f"{e.method} {e.path}: factor {e.factor(1024):.2f} at 1024 tokens, {e.points} points, "

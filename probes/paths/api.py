@@ -104,7 +104,9 @@ def run_paths(req: PathsRequest, progress: Progress | None = None) -> PathsResul
         raise UserError("chunks and prompt lengths must be positive", "pass token counts such as 4096")
     router = load_router(req.model, spec.family)
     run_spec = small_spec(spec) if req.small else spec
-    profile = resolve_profile(req.profile)
+    from kttune.probes.inventory import collect_inventory
+
+    profile = resolve_profile(req.profile, None if req.profile else collect_inventory())
     comps = _components(profile, spec, method)
     res = PathsResult(req)
     if req.small:

@@ -35,7 +35,7 @@ def test_cost_model_against_the_runner(results, model):
 
     blob = next(b for b in results if b.get("request", {}).get("model") == model)
     runs = [PathRun.from_dict(r) for r in blob["runs"]]
-    s = summarize(runs, resolve_profile("h200-pcie5-xeon-amx-16c"), load_model(model, blob["request"]["method"]))
+    s = summarize(runs, resolve_profile("h200-pcie5-xeon-amx-16c", None), load_model(model, blob["request"]["method"]))
     for path in ("hybrid", "layerwise"):
         e = s["errors"][path]
         assert e["points"] >= 10
