@@ -70,13 +70,17 @@ def paths(
 
 
 def _stdout_to_stderr() -> None:
-    """kt-kernel's worker pools print a farewell with printf when the process exits: keep stdout
-    for the result alone."""
+    """kt-kernel's worker pools print a farewell with printf when the process exits: at exit, send
+    file descriptor 1 to stderr so stdout holds the result alone."""
+    import atexit
     import os
     import sys
 
-    sys.stdout.flush()
-    os.dup2(2, 1)
+    def redirect() -> None:
+        sys.stdout.flush()
+        os.dup2(2, 1)
+
+    atexit.register(redirect)
 
 
 def calibrate(

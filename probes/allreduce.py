@@ -8,24 +8,17 @@ synchronised end, rank 0's clock)."""
 
 from __future__ import annotations
 
-import os
-import socket
 from typing import Any
 
 from kttune.hw.profile import Curve, Point
 from kttune.probes.common import quantiles
+from kttune.probes.ranks import run_ranks
 
 SIZES = tuple(1 << s for s in range(16, 29, 2))  # 64 KiB .. 256 MiB
 QUICK_SIZES = (1 << 16, 1 << 20, 1 << 24, 1 << 28)
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _worker(rank: int, ranks: int, backend: str, port: int, sizes: tuple[int, ...], repeats: int, queue: Any) -> None:
+def _worker(rank: int, ranks: int, backend: str, sizes: tuple[int, ...], repeats: int, port: int, queue: Any) -> None:
     import time
 
     import torch
@@ -66,10 +59,7 @@ def _worker(rank: int, ranks: int, backend: str, port: int, sizes: tuple[int, ..
 def probe_allreduce(ranks: int, *, backend: str = "", quick: bool = False, repeats: int = 10, timeout_s: float = 300.0) -> Curve:
     """The all-reduce curve over `ranks` processes (NCCL on as many GPUs when CUDA has them, else
     gloo on the CPU)."""
-    import queue as q
-
     import torch
-    import torch.multiprocessing as mp
 
     if ranks < 2:
         raise ValueError("an all-reduce needs at least two ranks")
@@ -77,23 +67,7 @@ def probe_allreduce(ranks: int, *, backend: str = "", quick: bool = False, repea
     sizes = QUICK_SIZES if quick else SIZES
     if backend == "gloo":
         sizes = tuple(s for s in sizes if s <= 1 << 24)  # CPU copies: keep it short
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    port = _port()
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    procs = [ctx.Process(target=_worker, args=(r, ranks, backend, port, sizes, repeats, queue)) for r in range(ranks)]
-    for p in procs:
-        p.start()
-    try:
-        status, payload = queue.get(timeout=timeout_s)
-    except q.Empty:
-        status, payload = "error", f"no result within {timeout_s:.0f} s"
-    for p in procs:
-        p.join(30)
-        if p.is_alive():
-            p.kill()
-    if status != "ok":
-        raise RuntimeError(payload)
+    payload = run_ranks(_worker, ranks, (ranks, backend, sizes, repeats), timeout_s)
     pts = []
     for nbytes, samples in payload:
         p10, med, p90 = quantiles(samples)

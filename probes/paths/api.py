@@ -161,41 +161,40 @@ def _run_grid(req, res, st, n, spec, method, comps, profile, max_fwd, say) -> No
                 if key not in seen:
                     seen.add(key)
                     jobs.append((p, c, thr, f))
-    if True:
-        try:
-            w = min(64, max_fwd)
-            runner.run_prompt(w, w, 0, "hybrid")  # warm-up (kernels, pools)
-            if layerwise:
-                runner.run_prompt(w, w, w, "layerwise")  # and the slot, Triton compiles
-            for p, c, thr, f in jobs:
-                label = f"L={p} chunk={c} thr={thr} n={n}" + (f" forced {f}" if f else "")
-                why = _skip_reason(comps, st, runner, spec, method, n, p, c, thr, f, req, chunks_of, forward_path)
-                if why:
-                    res.skipped.append({"prompt": p, "chunk": c, "threshold": thr, "gpu_experts": n, "force": f, "reason": why})
-                    say(f"skip {label}: {why}")
-                    continue
-                say(f"run {label}")
-                try:
-                    run = runner.run_prompt(p, c, thr, f, seed=req.seed)
-                    if req.repeat_below_s and run.measured_ms < 1e3 * req.repeat_below_s:
-                        # short runs twice: the faster is kept (the first can pay a cold pool or allocator)
-                        again = runner.run_prompt(p, c, thr, f, seed=req.seed)
-                        note = f"repeated: {run.measured_ms:.1f} and {again.measured_ms:.1f} ms, the faster kept"
-                        run = min(run, again, key=lambda x: x.measured_ms)
-                        run = replace(run, notes=run.notes + (note,))
-                except (ValueError, torch.cuda.OutOfMemoryError) as e:  # type: ignore[attr-defined]
-                    res.skipped.append({"prompt": p, "chunk": c, "threshold": thr, "gpu_experts": n, "force": f,
-                                        "reason": f"{type(e).__name__}: {str(e)[:200]}"})
-                    if st.is_cuda:
-                        torch.cuda.empty_cache()
-                    continue
-                if req.small:
-                    run = replace(run, model=spec.name + " (small shapes)")
-                res.runs.append(run)
-                res.predictions.append({} if req.small else _predict(comps, profile, spec, run))
-                say(f"  {run.measured_ms:.1f} ms measured ({len(run.forwards)} forwards: {','.join(run.paths)})")
-        finally:
-            del runner
+    try:
+        w = min(64, max_fwd)
+        runner.run_prompt(w, w, 0, "hybrid")  # warm-up (kernels, pools)
+        if layerwise:
+            runner.run_prompt(w, w, w, "layerwise")  # and the slot, Triton compiles
+        for p, c, thr, f in jobs:
+            label = f"L={p} chunk={c} thr={thr} n={n}" + (f" forced {f}" if f else "")
+            why = _skip_reason(comps, st, runner, spec, method, n, p, c, thr, f, req, chunks_of, forward_path)
+            if why:
+                res.skipped.append({"prompt": p, "chunk": c, "threshold": thr, "gpu_experts": n, "force": f, "reason": why})
+                say(f"skip {label}: {why}")
+                continue
+            say(f"run {label}")
+            try:
+                run = runner.run_prompt(p, c, thr, f, seed=req.seed)
+                if req.repeat_below_s and run.measured_ms < 1e3 * req.repeat_below_s:
+                    # short runs twice: the faster is kept (the first can pay a cold pool or allocator)
+                    again = runner.run_prompt(p, c, thr, f, seed=req.seed)
+                    note = f"repeated: {run.measured_ms:.1f} and {again.measured_ms:.1f} ms, the faster kept"
+                    run = min(run, again, key=lambda x: x.measured_ms)
+                    run = replace(run, notes=run.notes + (note,))
+            except (ValueError, torch.cuda.OutOfMemoryError) as e:  # type: ignore[attr-defined]
+                res.skipped.append({"prompt": p, "chunk": c, "threshold": thr, "gpu_experts": n, "force": f,
+                                    "reason": f"{type(e).__name__}: {str(e)[:200]}"})
+                if st.is_cuda:
+                    torch.cuda.empty_cache()
+                continue
+            if req.small:
+                run = replace(run, model=spec.name + " (small shapes)")
+            res.runs.append(run)
+            res.predictions.append({} if req.small else _predict(comps, profile, spec, run))
+            say(f"  {run.measured_ms:.1f} ms measured ({len(run.forwards)} forwards: {','.join(run.paths)})")
+    finally:
+        del runner
 
 
 def _components(profile, spec, method, calibration: tuple = ()):

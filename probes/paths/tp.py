@@ -6,8 +6,6 @@ barrier of all ranks, as sglang-kt does. Rank 0's records come back."""
 
 from __future__ import annotations
 
-import os
-import socket
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -21,12 +19,6 @@ class TpJob:
     prompts: tuple[tuple[int, int, int, str | None], ...]  # (L, chunk, threshold, force)
     small: bool = False
     backend: str = ""  # "" = nccl when CUDA has tp GPUs, else gloo
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _worker(rank: int, job: TpJob, port: int, queue: Any) -> None:
@@ -69,25 +61,6 @@ def _worker(rank: int, job: TpJob, port: int, queue: Any) -> None:
 def run_tp(job: TpJob, timeout_s: float = 600.0) -> list[tuple[dict, Any]]:
     """Run `job` on `job.tp` processes; returns rank 0's (PathRun dict, last hidden states as a numpy
     array) per prompt."""
-    import torch.multiprocessing as mp
+    from kttune.probes.ranks import run_ranks
 
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    port = _free_port()
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    procs = [ctx.Process(target=_worker, args=(r, job, port, queue)) for r in range(job.tp)]
-    for p in procs:
-        p.start()
-    import queue as q
-
-    try:
-        status, payload = queue.get(timeout=timeout_s)
-    except q.Empty:
-        status, payload = "error", f"no result from rank 0 within {timeout_s:.0f} s"
-    for p in procs:
-        p.join(30)
-        if p.is_alive():
-            p.kill()
-    if status != "ok":
-        raise RuntimeError(payload)
-    return payload
+    return run_ranks(_worker, job.tp, (job,), timeout_s)
