@@ -86,21 +86,19 @@ def resummarize(path: str, profile: str = "h200-pcie5-xeon-amx-16c") -> None:
     """Recompute the summaries and the Markdown of a results file (no device needed)."""
     from kttune.emit.paths import markdown
     from kttune.hw.registry import resolve_profile
-    from kttune.probes.paths.api import summarize
-    from kttune.probes.paths.result import PathRun
-    from kttune.spec.loader import load_model
 
     p = Path(path)
     d = json.loads(p.read_text())
     md = [p.with_suffix(".md").read_text().split("\n## ")[0].split("\n\nPredictions:")[0]
           + f"\n\nPredictions: the shipped profile `{profile}` (measured on this machine kind).\n"]
+    from kttune.probes.paths.api import repredict
+
+    prof = resolve_profile(profile, None)
+    repredict(d, prof)
     for blob in d["results"]:
         if "runs" not in blob:
             continue
         req = blob["request"]
-        spec = load_model(req["model"], req["method"])
-        runs = [PathRun.from_dict(r) for r in blob["runs"]]
-        blob["summary"] = summarize(runs, resolve_profile(profile, None), spec)
         blob["summary"]["profile"] = profile
         md.append(markdown(blob, f"{req['model']} {req['method']}, K={req['layers']} layers, threshold {req['threshold']}"))
     p.write_text(json.dumps(d, indent=1))

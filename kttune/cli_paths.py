@@ -94,6 +94,10 @@ def calibrate(
     from kttune.hw.profile import save_profile
     from kttune.hw.registry import resolve_profile
 
+    from kttune.api import this_machine_inventory
+    from kttune.probes.paths.api import calibration_points
+
+    prof = resolve_profile(profile, None if profile else this_machine_inventory())
     points = []
     for p in results:
         if not p.is_file():
@@ -102,17 +106,12 @@ def calibrate(
             d = json.loads(p.read_text())
         except json.JSONDecodeError as e:
             raise UserError(f"{str(p)!r} is not JSON ({e.msg})", "pass files written by `kttune paths --out`") from None
-        for blob in d.get("results", [d]):
-            for r in blob.get("runs", []):
-                points += r.get("prediction", {}).get("forwards", [])
+        points += calibration_points(d, prof)
     if not points:
         raise UserError("the results hold no predicted forwards to fit", "run `kttune paths` without --small, on the machine the profile describes")
     cal = Calibration.fit(points, source=", ".join(str(p) for p in results))
     from dataclasses import replace
 
-    from kttune.api import this_machine_inventory
-
-    prof = resolve_profile(profile, None if profile else this_machine_inventory())
     save_profile(replace(prof, calibration=tuple(cal.to_dicts())), out)
     for e in cal.entries:
         typer.echo(f"{e.method} {e.path}: factor {e.factor(1024):.2f} at 1024 tokens, {e.points} points, "

@@ -289,3 +289,41 @@ def summarize(runs: list[PathRun], profile, spec) -> dict:
                         "predicted_bytes": pred, "ratio": round(pred / r.peak_allocated_bytes, 3)})
     out["memory"] = mem
     return out
+
+
+def calibration_points(results: dict, profile) -> list[dict]:
+    """The per-forward points of every run in a results dict (`PathsResult.to_dict()`, or a file of
+    several under "results"), predicted afresh by `profile` without its calibration: what
+    `Calibration.fit` needs to correct that profile."""
+    from kttune.probes.paths.compare import forward_points
+    from kttune.spec.loader import load_model
+
+    points: list[dict] = []
+    for blob in results.get("results", [results]):
+        req = blob.get("request") or {}
+        if not blob.get("runs") or req.get("small"):
+            continue
+        spec = load_model(req["model"], req.get("method"))
+        runs = [PathRun.from_dict(r) for r in blob["runs"]]
+        comps = _components(profile, spec, runs[0].method)
+        if comps is None:
+            continue
+        points += [p.to_dict() for r in runs for p in forward_points(r, comps)]
+    return points
+
+
+def repredict(results: dict, profile) -> dict:
+    """`results` with every run's prediction and every summary recomputed with `profile`."""
+    from kttune.spec.loader import load_model
+
+    for blob in results.get("results", [results]):
+        req = blob.get("request") or {}
+        if not blob.get("runs") or req.get("small"):
+            continue
+        spec = load_model(req["model"], req.get("method"))
+        runs = [PathRun.from_dict(r) for r in blob["runs"]]
+        comps = _components(profile, spec, runs[0].method)
+        for r, d in zip(runs, blob["runs"]):
+            d["prediction"] = _predict(comps, profile, spec, r)
+        blob["summary"] = summarize(runs, profile, spec)
+    return results
