@@ -291,38 +291,32 @@ def summarize(runs: list[PathRun], profile, spec) -> dict:
     return out
 
 
-def calibration_points(results: dict, profile) -> list[dict]:
-    """The per-forward points of every run in a results dict (`PathsResult.to_dict()`, or a file of
-    several under "results"), predicted afresh by `profile` without its calibration: what
-    `Calibration.fit` needs to correct that profile."""
-    from kttune.probes.paths.compare import forward_points
+def _result_blobs(results: dict, profile):
+    """(blob, spec, runs, components) for each model's result in a results dict (`PathsResult.to_dict()`
+    or a file of several under "results"), small-shape runs left out."""
     from kttune.spec.loader import load_model
 
-    points: list[dict] = []
     for blob in results.get("results", [results]):
         req = blob.get("request") or {}
         if not blob.get("runs") or req.get("small"):
             continue
         spec = load_model(req["model"], req.get("method"))
         runs = [PathRun.from_dict(r) for r in blob["runs"]]
-        comps = _components(profile, spec, runs[0].method)
-        if comps is None:
-            continue
-        points += [p.to_dict() for r in runs for p in forward_points(r, comps)]
-    return points
+        yield blob, spec, runs, _components(profile, spec, runs[0].method)
+
+
+def calibration_points(results: dict, profile) -> list[dict]:
+    """Every forward of every run, predicted afresh by `profile` without its calibration: what
+    `Calibration.fit` needs to correct that profile."""
+    from kttune.probes.paths.compare import forward_points
+
+    return [p.to_dict() for _, _, runs, comps in _result_blobs(results, profile) if comps is not None
+            for r in runs for p in forward_points(r, comps)]
 
 
 def repredict(results: dict, profile) -> dict:
     """`results` with every run's prediction and every summary recomputed with `profile`."""
-    from kttune.spec.loader import load_model
-
-    for blob in results.get("results", [results]):
-        req = blob.get("request") or {}
-        if not blob.get("runs") or req.get("small"):
-            continue
-        spec = load_model(req["model"], req.get("method"))
-        runs = [PathRun.from_dict(r) for r in blob["runs"]]
-        comps = _components(profile, spec, runs[0].method)
+    for blob, spec, runs, comps in _result_blobs(results, profile):
         for r, d in zip(runs, blob["runs"]):
             d["prediction"] = _predict(comps, profile, spec, r)
         blob["summary"] = summarize(runs, profile, spec)
