@@ -193,7 +193,11 @@ def fill_random_(t: torch.Tensor, seed: int = 0, block_bytes: int = 64 * MIB) ->
 
 def _random_expert(kind: TensorKind, g: torch.Generator) -> torch.Tensor:
     """One expert's tensor of `kind` with values a layer can compute with: bf16 weights ~ N(0, 1/in),
-    fp8/int4 weights as random codes (no NaN), scales small and positive."""
+    fp8/int4 weights as random codes (no NaN), scales small and positive. FP8 block scales are one
+    value per matrix, so reading them as per-row scales (`kttune.kernels.gpu_experts` on CUDA) computes
+    the same layer."""
+    if kind.name.endswith("scale") and kind.dtype == torch.float32 and len(kind.shape) == 2:
+        return torch.full(kind.shape, float(torch.rand((), generator=g)) * 2e-3 + 5e-4)
     if kind.name.endswith("scale"):
         return (torch.rand(kind.shape, generator=g) * 2e-3 + 5e-4).to(kind.dtype)
     if kind.dtype == torch.bfloat16:
@@ -338,12 +342,12 @@ class TorchExpertWriter:
     asynchronous = False
     stream_capable = False
 
-    def __init__(self, host: HostExperts):
-        self.host = host
+    def __init__(self, host: HostExperts, tp: int = 1, rank: int = 0):
+        self.host, self.tp, self.rank = host, tp, rank
 
     def submit(self, experts: range, slot: HostSlot) -> None:
         for j, e in enumerate(experts):
-            for name, src in self.host.expected(e).items():
+            for name, src in self.host.expected(e, self.tp, self.rank).items():
                 slot.views[name][j].copy_(src)
 
     def wait(self) -> None:

@@ -167,6 +167,10 @@ class KtMoeLayer:
         self.cpu_infer.submit(self._forward_task(x, ids, weights, out))
         self.cpu_infer.sync()
 
+    def submit(self, x: Any, ids: Any, weights: Any, out: Any) -> None:
+        """Start the forward on the worker pool and return; `cpu_infer.sync()` waits for it."""
+        self.cpu_infer.submit(self._forward_task(x, ids, weights, out))
+
     def submit_on_stream(self, stream_handle: int, x: Any, ids: Any, weights: Any, out: Any) -> None:
         """Enqueue the forward on a CUDA stream (host tensors, pinned): kt-kernel submits it from a host
         callback when the stream reaches it, after the copies queued before it."""

@@ -205,6 +205,7 @@ _register_optional("kttune.cli_probe")
 _register_optional("kttune.cli_report")
 _register_optional("kttune.cli_validate")
 _register_optional("kttune.cli_simulate")
+_register_optional("kttune.cli_paths")
 
 
 def main(argv: list[str] | None = None) -> int:

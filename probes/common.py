@@ -100,3 +100,17 @@ class NullReporter:
 
     def note(self, message: str) -> None:
         self.notes.append(message)
+
+
+def kt_thread_counts(cores: int, quick: bool) -> list[int]:
+    """The kt-kernel worker counts (`--kt-cpuinfer`) every probe measures, CPU MoE, stage A and the
+    layerwise pipeline alike, since one `--kt-cpuinfer` drives both paths: cores-5, cores-3 and
+    cores-1 in a full probe, cores-3 alone in a quick one (each count rebuilds the pipeline's
+    kt-kernel layers, 10 GB each at the 1T-class shapes). kt-kernel's workers spin, so with one per
+    core the driving thread and the CUDA callback thread starve (on the 16-core H200 box 13 workers
+    beat 15 on both paths). On hosts of four cores or fewer: cores-1 and the whole pool."""
+    if cores <= 4:
+        want = {cores - 1, cores}
+    else:
+        want = {cores - 3} if quick else {cores - 1, cores - 3, cores - 5}
+    return sorted(t for t in want if 1 <= t <= cores)

@@ -31,7 +31,7 @@ from kttune.hw.profile import CpuInfo, Curve, Point
 from kttune.kernels.expert_weights import HostExperts, expert_nbytes
 from kttune.kernels.kt_ext import KtKernel, kt_kernel_error, load_kt_kernel
 from kttune.kernels.kt_moe import KtMoeLayer, kt_class_name
-from kttune.probes.common import NullReporter, Reporter, measure
+from kttune.probes.common import NullReporter, Reporter, kt_thread_counts, measure
 from kttune.units import GIB
 
 # Methods this probe can build weights for, in the order they are measured.
@@ -85,18 +85,10 @@ def token_series(max_tokens: int, quick: bool) -> list[int]:
 
 
 def thread_series(cores: int, quick: bool) -> list[int]:
-    """Thread counts to measure on `cores` cores: always the whole pool (`cores`, where the driving
-    thread starves) and one fewer; the full probe adds powers of two and cores/2, cores-2."""
-    want = {cores, cores - 1}
-    if not quick:
-        p = 1
-        while p < cores:
-            want.add(p)
-            p *= 2
-        want |= {cores // 2, cores - 2}
-    elif cores <= 2:
-        want.add(1)
-    return sorted(t for t in want if 1 <= t <= cores)
+    """Thread counts to measure on `cores` cores: the same as stage A and the pipeline
+    (`kttune.probes.common.kt_thread_counts`), so quick and full probes, and both paths, answer for
+    the same `--kt-cpuinfer` values."""
+    return kt_thread_counts(cores, quick)
 
 
 def supported_methods(kt: KtKernel | None, isa: Sequence[str] = ()) -> list[str]:
@@ -202,7 +194,7 @@ def plan_cpu_moe(opts: CpuMoeOptions, cpu: CpuInfo, cores: int, numa_ids: Sequen
             raise UserError(f"thread count {t} is not positive", "pass --threads with counts of 1 or more")
     if opts.threads and max(all_threads) > (os.cpu_count() or cores):
         notes.append(f"thread counts above the {os.cpu_count()} CPUs oversubscribe the cores")
-    edge = sorted({t for t in all_threads if t >= max(1, cores - 1)}) or all_threads
+    edge = sorted(set(all_threads) & set(kt_thread_counts(cores, opts.quick))) or all_threads
     # Thread counts away from the edge only locate the optimum: every other token count suffices.
     sparse = tuple(sorted(set(opts.tokens[::2]) | {max(opts.tokens)})) if opts.tokens else ()
     pools = max(1, len(numa_ids))

@@ -154,7 +154,8 @@ class LayerPipeline:
       the repack that last read its ring entry. No Python runs between two steps.
     """
 
-    def __init__(self, host, writer, config: PipelineConfig, device, experts: int | None = None, diagnose: bool = False):
+    def __init__(self, host, writer, config: PipelineConfig, device, experts: int | None = None, diagnose: bool = False,
+                 first: int = 0, tp: int = 1, barrier=None):
         import torch
 
         from kttune.kernels.expert_weights import HostSlot
@@ -166,9 +167,13 @@ class LayerPipeline:
         self.experts = experts or host.experts
         self.repack = host.method == "RAWINT4"
         cuda = self.device.type == "cuda"  # on a CPU device (tests) the stages run one after another
-        kinds = host.slot_kinds()
+        kinds = host.slot_kinds(tp)
+        self.barrier = barrier  # TP: called after each step's write (sglang-kt's per-expert barrier)
         self.slots = [HostSlot(kinds, config.group, pin=cuda) for _ in range(config.slots)]
-        self.steps = [range(e0, min(e0 + config.group, self.experts)) for e0 in range(0, self.experts, config.group)]
+        # experts first..experts-1 are streamed (the path runner's BF16 layerwise copies 0..first-1
+        # from the GPU-resident experts instead, as sglang-kt does)
+        self.first = first
+        self.steps = [range(e0, min(e0 + config.group, self.experts)) for e0 in range(first, self.experts, config.group)]
         pb = self.post_batch = config.post_batch if self.repack else 1
         self.ring_size = 2 * pb  # stage B fills one half of the ring while stage C reads the other
         # stage C batches: consecutive steps [s0, s1) repacked together
@@ -177,7 +182,7 @@ class LayerPipeline:
         self.copy_stream = torch.cuda.Stream(self.device) if cuda else None
         self.post_stream = torch.cuda.Stream(self.device) if cuda else None
         self.writer_stream = torch.cuda.Stream(self.device) if cuda and config.driver == "stream" else None
-        self.layer_bytes = self.experts * sum(k.nbytes for k in kinds)
+        self.layer_bytes = (self.experts - first) * sum(k.nbytes for k in kinds)
         self.repack_backend = None
         self.diagnose = diagnose  # per-step timing (costs host time on the driving thread)
 
@@ -250,6 +255,8 @@ class LayerPipeline:
         for s in range(len(self.steps)):
             self.writer.submit(self.steps[s], self.slots[s % len(self.slots)])
             self.writer.wait()
+            if self.barrier is not None:
+                self.barrier()
             self._copy(s)
             if self._closes_batch(s):
                 self._post(self._batch_of(s))
@@ -404,7 +411,7 @@ DEFAULT_CONFIGS = (
     PipelineConfig(2, 2, 1, "stream"),
     PipelineConfig(3, 1, 4, "stream"),
 )
-QUICK_CONFIGS = (PipelineConfig(2, 2, 1, "stream"), PipelineConfig(3, 1, 4, "stream"))
+QUICK_CONFIGS = (PipelineConfig(2, 2, 1, "stream"),)
 
 
 def _cores() -> int:
@@ -418,12 +425,11 @@ def default_threads() -> int:
 
 
 def default_thread_options(quick: bool = False) -> tuple[int, ...]:
-    """Stage A thread counts to try: cores-1 (the driving thread keeps a core) and cores-3 (room for
-    the CUDA driver's callback thread too: kt-kernel's workers spin, and on the 16-core GPU box 15
-    of them made the Kimi-K2 layer 1.5x slower than 13), plus cores-5 in a full probe."""
-    n = _cores()
-    opts = (n - 1, n - 3) if quick else (n - 1, n - 3, n - 5)
-    return tuple(sorted({max(1, t) for t in opts}, reverse=True))
+    """Stage A thread counts to try: those of every kt-kernel probe (`kt_thread_counts`): on the
+    16-core GPU box 15 workers made the Kimi-K2 layer 1.5x slower than 13."""
+    from kttune.probes.common import kt_thread_counts
+
+    return tuple(sorted(kt_thread_counts(_cores(), quick), reverse=True))
 
 
 def runnable_configs(configs, writer) -> tuple[PipelineConfig, ...]:

@@ -93,7 +93,7 @@ def _plan(inventory, model, quick: bool, rep: Reporter, only) -> list:
         for s in shapes.moe:
             def pipe(s=s):
                 cfgs = gpu_pipeline.QUICK_CONFIGS if quick else gpu_pipeline.DEFAULT_CONFIGS
-                curves, _, notes = gpu_pipeline.probe_pipeline_layer(s, configs=cfgs, repeats=2 if quick else 3, reporter=rep,
+                curves, _, notes = gpu_pipeline.probe_pipeline_layer(s, configs=cfgs, repeats=1 if quick else 3, reporter=rep,
                                                                      threads_options=gpu_pipeline.default_thread_options(quick),
                                                                      expert_fractions=(1.0,) if quick else (0.25, 0.5, 1.0))
                 for n in notes:
@@ -103,7 +103,9 @@ def _plan(inventory, model, quick: bool, rep: Reporter, only) -> list:
     if "moe" in want:
         for s in shapes.moe:
             def moe(s=s):
-                curves, notes = gpu_moe.probe_gpu_moe_shape(s, quick=quick, reporter=rep)
+                # quick: each shape in its own method only (the method its layerwise path runs)
+                methods = (s.method,) if quick and s.method in gpu_moe.GPU_MOE_METHODS else gpu_moe.GPU_MOE_METHODS
+                curves, notes = gpu_moe.probe_gpu_moe_shape(s, methods, quick=quick, reporter=rep)
                 for n in notes:
                     rep.note(n)
                 return curves

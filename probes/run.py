@@ -109,7 +109,7 @@ def cpu_moe_options(options: ProbeOptions) -> CpuMoeOptions:
         quick=options.quick,
     )
     if options.quick:
-        return CpuMoeOptions(**common, warmup=1, repeats=3, min_total_s=0.3, max_repeats=30, max_point_s=1.0)
+        return CpuMoeOptions(**common, warmup=1, repeats=3, min_total_s=0.1, max_repeats=10, max_point_s=1.0)
     return CpuMoeOptions(**common, warmup=2, repeats=3, min_total_s=0.3, max_repeats=30, max_point_s=2.0)
 
 
@@ -125,7 +125,7 @@ def stage_a_options(options: ProbeOptions) -> StageAOptions:
     methods = tuple(options.methods)
     if options.quick:
         return StageAOptions(hidden=h, inters=inters, methods=methods, threads=tuple(options.threads),
-                             layer_bytes=64 * MIB, warmup=2, repeats=5, min_total_s=0.2, max_repeats=200)
+                             layer_bytes=64 * MIB, warmup=1, repeats=5, min_total_s=0.05, max_repeats=50)
     return StageAOptions(hidden=h, inters=inters, methods=methods, threads=tuple(options.threads))
 
 
@@ -211,6 +211,14 @@ def run_probe(options: ProbeOptions, reporter: Reporter | None = None) -> Hardwa
                 rep.note("GPU probes not run: torch has no CUDA (NVML sees GPUs)")
         else:
             curves += list(gpu_suite.run_gpu_probes(inv, options.model, options.quick, rep))
+            if len(inv.gpus) >= 2:  # tensor parallelism: each layer all-reduces twice
+                from kttune.probes.allreduce import probe_allreduce
+
+                try:
+                    curves.append(probe_allreduce(len(inv.gpus), quick=options.quick))
+                    rep.step(f"all-reduce over {len(inv.gpus)} GPUs", 0)
+                except Exception as e:  # noqa: BLE001 - the other curves stand
+                    rep.note(f"all-reduce probe failed ({type(e).__name__}: {e})")
 
     share = load.other_share()
     if share is not None and share > 0.10:

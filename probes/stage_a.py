@@ -22,7 +22,7 @@ from kttune.hw.profile import CpuInfo, Curve
 from kttune.kernels.expert_weights import INT4_GROUP, HostExperts, HostSlot, expert_nbytes, slot_kinds, write_nbytes
 from kttune.kernels.kt_ext import load_kt_kernel
 from kttune.kernels.kt_moe import KtMoeLayer, kt_class_name
-from kttune.probes.common import NullReporter, Reporter, measure
+from kttune.probes.common import NullReporter, Reporter, kt_thread_counts, measure
 from kttune.probes.cpu_moe import ExpertShape, available_ram_bytes, host_bytes_needed
 from kttune.units import GIB, MIB
 
@@ -66,8 +66,7 @@ class StageAPlan:
 
 
 def stage_a_threads(cores: int, quick: bool) -> list[int]:
-    want = {cores, cores - 1} if quick else {1, cores // 2, cores - 1, cores}
-    return sorted(t for t in want if 1 <= t <= cores)
+    return kt_thread_counts(cores, quick)
 
 
 def plan_stage_a(opts: StageAOptions, cpu: CpuInfo, cores: int, numa_ids: Sequence[int], quick: bool) -> StageAPlan:

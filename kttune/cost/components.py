@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
+from kttune.cost.calibration import Calibration
 from kttune.cost.features import (
     ATTENTION_FEATURES, COPY_FEATURES, GEMM_FEATURES, MOE_FEATURES,
     attention_prefill_flops, copy_features, gemm_features, moe_features,
@@ -71,6 +72,8 @@ class Components:
         self._pipeline_fit = self._fit_pipeline()
         self.hbm_ms_per_byte = self._hbm_ms_per_byte()
         self._per_layer_dense_params = self._dense_params_per_layer()
+        self.calibration = Calibration.from_dicts(self.profile.calibration)
+        self.notes.extend(self.calibration.summary(self.method.name))
 
     # ---- CPU experts ---------------------------------------------------------------------------
     def _pick_cpu_method(self) -> str:
@@ -221,6 +224,29 @@ class Components:
             self.notes.append(f"H2D over {self.tp} links at once not measured; assumed each link runs at its single-GPU rate")
             return None
         return fit_curves(curves, COPY_FEATURES, _copy_row)
+
+    def allreduce_ms(self, nbytes: float) -> float:
+        """One all_reduce of `nbytes` per rank across the `tp` ranks (0 at TP 1): fitted from the
+        profile's `allreduce` curve for this many ranks (or the nearest measured count), else a ring
+        estimate over one PCIe link, 2 (tp-1)/tp x bytes at the measured H2D rate, plus 20 µs."""
+        if self.tp <= 1 or nbytes <= 0:
+            return 0.0
+        if not hasattr(self, "_allreduce_fit"):
+            curves = self.profile.curves_of("allreduce")
+            if curves:
+                best = min(curves, key=lambda c: abs(int(c.params.get("ranks", 2)) - self.tp))
+                self._allreduce_fit = fit_curves([best], COPY_FEATURES, _copy_row)
+            else:
+                self._allreduce_fit = None
+                self.notes.append("no all-reduce curve in the profile: TP all-reduces estimated as a ring over one PCIe link")
+        if self._allreduce_fit is not None:
+            return self._allreduce_fit(copy_features(nbytes))
+        return 0.02 + self.h2d_ms(2 * (self.tp - 1) / self.tp * nbytes)
+
+    def allreduce_layer_ms(self, tokens: float) -> float:
+        """A decoder layer's TP all-reduces: after attention and after the MoE, tokens x H bf16 each
+        (sglang's tensor-parallel layer; the hybrid path's CPU output joins the MoE one)."""
+        return 2 * self.allreduce_ms(tokens * self.model.hidden_size * 2)
 
     def h2d_ms(self, nbytes: float) -> float:
         return self._h2d_fit(copy_features(nbytes)) if nbytes > 0 else 0.0

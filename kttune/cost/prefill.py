@@ -8,7 +8,8 @@ docs/cost-model.md):
 - layerwise (M >= threshold > 0, native methods only): per MoE layer, serially, load the whole layer
   through the per-expert pipeline A (CPU write) -> B (H2D) -> C (repack), then run all E experts on
   the GPU. BF16/MXFP4 copy resident GPU experts GPU->GPU, the others re-send every expert.
-- every layer also runs attention and its dense matmuls on the GPU, the same on both paths.
+- every layer also runs attention and its dense matmuls on the GPU, and at TP > 1 two all-reduces
+  (after attention, after the MoE), the same on both paths.
 - a prompt of L tokens runs floor(L/C) forwards of C tokens and a tail of L mod C; each forward picks
   its path by its own token count (docs/sglang-kt.md#the-per-forward-switch).
 """
@@ -43,7 +44,8 @@ def hybrid_moe_layer(c: Components, cfg: LaunchConfig, tokens: int) -> LayerTime
     gpu = c.gpu_moe_ms(tokens, n)
     h = m.hidden_size
     xfer = c.d2h_ms(tokens * (h * 2 + m.top_k * 12)) + c.h2d_ms(tokens * h * 2) if n < m.num_experts else 0.0
-    return LayerTimes("hybrid", max(cpu, gpu) + xfer + HYBRID_SYNC_MS, cpu_ms=cpu, gpu_ms=gpu, transfer_ms=xfer)
+    total = c.calibration.apply(c.method.name, "hybrid", max(cpu, gpu) + xfer + HYBRID_SYNC_MS, tokens)
+    return LayerTimes("hybrid", total, cpu_ms=cpu, gpu_ms=gpu, transfer_ms=xfer)
 
 
 def layerwise_load_ms(c: Components, cfg: LaunchConfig) -> tuple[float, float, float, float]:
@@ -72,7 +74,8 @@ def layerwise_load_ms(c: Components, cfg: LaunchConfig) -> tuple[float, float, f
 def layerwise_moe_layer(c: Components, cfg: LaunchConfig, tokens: int) -> LayerTimes:
     load, a, b, cc = layerwise_load_ms(c, cfg)
     gpu = c.gpu_moe_ms(tokens, c.model.num_experts)
-    return LayerTimes("layerwise", load + gpu, gpu_ms=gpu, load_ms=load, stage_a_ms=a, stage_b_ms=b, stage_c_ms=cc)
+    total = c.calibration.apply(c.method.name, "layerwise", load + gpu, tokens)
+    return LayerTimes("layerwise", total, gpu_ms=gpu, load_ms=load, stage_a_ms=a, stage_b_ms=b, stage_c_ms=cc)
 
 
 def forward_path(c: Components, cfg: LaunchConfig, tokens: int) -> str:
@@ -93,7 +96,7 @@ def non_moe_ms(c: Components, tokens: int, prefix: int) -> float:
     t = len(m.full_attention_layer_ids) * c.attention_ms(tokens, prefix)
     if m.sliding_layer_ids:
         t += len(m.sliding_layer_ids) * c.attention_ms(tokens, min(prefix, m.sliding_window))
-    return t + m.num_layers * c.dense_ms(tokens)
+    return t + m.num_layers * (c.dense_ms(tokens) + c.allreduce_layer_ms(tokens))
 
 
 @dataclass(frozen=True)

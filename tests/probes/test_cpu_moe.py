@@ -44,8 +44,8 @@ def cpu():
 def test_token_and_thread_series():
     assert cm.token_series(256, quick=True) == [1, 4, 16, 64, 256]
     assert cm.token_series(100, quick=False) == [1, 2, 4, 8, 16, 32, 64, 100]
-    assert cm.thread_series(16, quick=False) == [1, 2, 4, 8, 14, 15, 16]
-    assert cm.thread_series(16, quick=True) == [15, 16]  # the cliff: full pool and one fewer
+    assert cm.thread_series(16, quick=False) == [11, 13, 15]
+    assert cm.thread_series(16, quick=True) == [13]
     assert cm.thread_series(2, quick=True) == [1, 2]
     assert cm.thread_series(1, quick=True) == [1]
     assert pool_split(15, 2) == [8, 7]  # as kt-kernel's _get_cpu_infer splits --kt-cpuinfer
@@ -165,16 +165,25 @@ def test_slow_sizes_are_skipped_with_a_reason():
     assert "budget" in skipped[0]["reason"]
 
 
-def test_full_plan_sweeps_threads_on_the_first_shape_and_keeps_the_edge_dense(cpu):
+@pytest.mark.parametrize("cores", [1, 2, 4, 8, 16, 32, 64])
+@pytest.mark.parametrize("quick", [True, False])
+def test_one_machine_one_answer_cpu_moe_stage_a_and_pipeline_measure_the_same_threads(cores, quick, monkeypatch):
+    from kttune.probes import gpu_pipeline, stage_a
+
+    monkeypatch.setattr(gpu_pipeline, "_cores", lambda: cores)
+    moe = cm.thread_series(cores, quick)
+    assert moe == stage_a.stage_a_threads(cores, quick) == sorted(gpu_pipeline.default_thread_options(quick))
+    assert set(cm.thread_series(cores, True)) <= set(cm.thread_series(cores, False))  # quick's picks exist in full
+    assert all(1 <= t <= cores for t in moe)
+
+
+def test_full_plan_measures_every_shape_at_the_same_threads(cpu):
     tokens = tuple(cm.token_series(8192, quick=False))
     opts = cm.CpuMoeOptions(shapes=cm.FULL_SHAPES, tokens=tokens, methods=("BF16",))
     plan = cm.plan_cpu_moe(opts, cpu, cores=16, numa_ids=[0, 1])
-    first = [t for t in plan.tasks if t.shape == cm.FULL_SHAPES[0]]
-    second = [t for t in plan.tasks if t.shape == cm.FULL_SHAPES[1]]
-    assert [t.threads for t in first] == [1, 2, 4, 8, 14, 15, 16]
-    assert [t.threads for t in second] == [15, 16]
-    for t in first + second:
-        assert max(t.tokens) == 8192 and min(t.tokens) == 1
-        assert t.threadpools == (1 if t.threads == 1 else 2)  # one pool per NUMA node
-        assert (t.tokens == tokens) == (t.threads >= 15)  # the cliff edge gets every token count
+    for shape in cm.FULL_SHAPES:
+        tasks = [t for t in plan.tasks if t.shape == shape]
+        assert [t.threads for t in tasks] == [11, 13, 15]
+        for t in tasks:
+            assert t.tokens == tokens and t.threadpools == 2  # one pool per NUMA node
     assert plan.steps == sum(1 + len(t.tokens) for t in plan.tasks)

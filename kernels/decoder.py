@@ -1,0 +1,281 @@
+"""The non-expert parts of one MoE decoder layer, as sglang runs them in prefill, on any torch device:
+RMSNorm, rotary embedding, attention of the model's kind, the router, and shared-expert / dense
+SwiGLU MLPs. Random weights at the model's real shapes; bf16 compute.
+
+- GQA (Qwen3, GLM, MiniMax): q/k/v projections (Qwen3: RMSNorm on each q/k head), rotary embedding,
+  causal SDPA over the cached prefix plus the chunk, o projection.
+- MLA (DeepSeek-V3, Kimi-K2): q through the q_lora bottleneck (q_a, norm, q_b) or q_proj; the latent
+  `kv_a_proj_with_mqa` -> (c_kv, k_rope), c_kv normalised and cached with the roped k_rope; prefill
+  ("non-absorbed") attention expands the cache with `kv_b_proj` (`kttune.kernels.attention`), o proj.
+- sliding layers see at most `window` cached tokens; linear-attention layers (Qwen3-Next Gated
+  DeltaNet) run their projections only (the recurrence is not modelled; the cost model counts them
+  as dense matmuls too).
+- router: softmax top-k (renormalised where the model says so) or sigmoid scores with bias
+  correction and grouped top-k (DeepSeek-V3 `noaux_tc`: groups ranked by their top-2 sum).
+
+The prefix cache is kept per layer by the caller (`AttnCache`). Everything here is shape-faithful;
+values are random (the path runner times it and checks the MoE sums, not model quality).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from kttune.kernels.attention import MlaDims, gqa_prefill, mla_expand
+
+# ---- router --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RouterSpec:
+    """How a model picks its top-k experts (HF config keys `scoring_func`, `n_group`, `topk_group`,
+    `norm_topk_prob`, `routed_scaling_factor`, bias = `e_score_correction_bias`)."""
+
+    scoring: str = "softmax"  # softmax | sigmoid
+    n_group: int = 1
+    topk_group: int = 1
+    bias: bool = False
+    renormalize: bool = True
+    scaling: float = 1.0
+
+    @classmethod
+    def from_config(cls, cfg: dict, family: str) -> "RouterSpec":
+        """From a HF (language-model) config; DeepSeek-V3 / Kimi-K2 families default to sigmoid scores
+        with bias correction (`noaux_tc`), MiniMax-M2 to sigmoid with `use_routing_bias`."""
+        ds = family in ("deepseek_v3", "kimi_k2", "deepseek_v32", "glm4_moe")
+        scoring = str(cfg.get("scoring_func") or ("sigmoid" if ds or cfg.get("use_routing_bias") else "softmax"))
+        return cls(
+            scoring=scoring,
+            n_group=int(cfg.get("n_group") or 1),
+            topk_group=int(cfg.get("topk_group") or 1),
+            bias=bool(ds or cfg.get("use_routing_bias") or cfg.get("topk_method") == "noaux_tc"),
+            renormalize=bool(cfg.get("norm_topk_prob", True)),
+            scaling=float(cfg.get("routed_scaling_factor") or 1.0),
+        )
+
+
+def route(logits: torch.Tensor, spec: RouterSpec, top_k: int, bias: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Router logits [T, E] -> (ids int64 [T, k], weights fp32 [T, k])."""
+    lg = logits.float()
+    if spec.scoring == "softmax":
+        scores = lg.softmax(-1)
+        choice = scores
+    else:
+        scores = lg.sigmoid()
+        choice = scores + bias.float() if (spec.bias and bias is not None) else scores
+    if spec.n_group > 1:
+        t, e = choice.shape
+        g = choice.view(t, spec.n_group, e // spec.n_group)
+        group_score = g.topk(min(2, g.shape[-1]), dim=-1).values.sum(-1)
+        keep = group_score.topk(spec.topk_group, dim=-1).indices
+        mask = torch.zeros_like(group_score, dtype=torch.bool).scatter_(1, keep, True)
+        choice = choice.masked_fill(~mask.repeat_interleave(e // spec.n_group, dim=1), float("-inf"))
+    ids = choice.topk(top_k, dim=-1).indices
+    w = scores.gather(1, ids)
+    if spec.renormalize:
+        w = w / w.sum(-1, keepdim=True).clamp_min(1e-20)
+    return ids.to(torch.int64).contiguous(), w.contiguous()
+
+
+# ---- small ops -----------------------------------------------------------------------------------
+
+
+def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(x.dtype)
+
+
+def rope(x: torch.Tensor, positions: torch.Tensor, theta: float = 10000.0) -> torch.Tensor:
+    """Rotary embedding (neox half-split) of x [T, heads, d] at `positions` [T]."""
+    d = x.shape[-1]
+    inv = 1.0 / (theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d))
+    ang = positions.float().unsqueeze(1) * inv.unsqueeze(0)  # [T, d/2]
+    cos, sin = ang.cos().unsqueeze(1), ang.sin().unsqueeze(1)
+    x1, x2 = x.float()[..., : d // 2], x.float()[..., d // 2 :]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+
+
+def swiglu_mlp(x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
+    """Dense SwiGLU: w13 [2S, H] (gate rows then up rows), w2 [H, S]."""
+    h = x @ w13.t()
+    s = w13.shape[0] // 2
+    return (F.silu(h[:, :s]) * h[:, s:]) @ w2.t()
+
+
+def _w(shape: tuple[int, ...], g: torch.Generator, device, dtype=torch.bfloat16) -> torch.Tensor:
+    return (torch.randn(shape, generator=g) / math.sqrt(shape[-1])).to(dtype).to(device)
+
+
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    """q [T, Hq, D] attends causally to k/v [P+T, Hkv, D] whose last T rows are q's own tokens."""
+    t, p_t = q.shape[0], k.shape[0]
+    if p_t == t:
+        return gqa_prefill(q, k, v, scale)
+    from torch.nn.attention.bias import causal_lower_right
+
+    qh, kh, vh = (x.transpose(0, 1).unsqueeze(0) for x in (q, k, v))
+    if qh.shape[1] != kh.shape[1]:
+        rep = qh.shape[1] // kh.shape[1]
+        kh, vh = kh.repeat_interleave(rep, 1), vh.repeat_interleave(rep, 1)
+    out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=causal_lower_right(t, p_t), scale=scale)
+    return out[0].transpose(0, 1)
+
+
+# ---- attention -----------------------------------------------------------------------------------
+
+
+@dataclass
+class AttnCache:
+    """One layer's prefix: GQA k/v [P, Hkv, D]; MLA normalised c_kv [P, r] and roped k_rope [P, dr]."""
+
+    a: torch.Tensor | None = None
+    b: torch.Tensor | None = None
+
+    def extend(self, a: torch.Tensor, b: torch.Tensor, window: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        self.a = a if self.a is None else torch.cat([self.a, a])
+        self.b = b if self.b is None else torch.cat([self.b, b])
+        if window and self.a.shape[0] > window + a.shape[0]:
+            self.a, self.b = self.a[-(window + a.shape[0]):], self.b[-(window + a.shape[0]):]
+        return self.a, self.b
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (self.a, self.b) if t is not None)
+
+
+@dataclass
+class AttentionShape:
+    kind: str  # gqa | mla
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int  # q/k head dim (MLA: nope + rope)
+    v_head_dim: int
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    rope_dim: int = 0  # MLA qk_rope_head_dim
+    qk_norm: bool = False  # Qwen3
+    layer_kind: str = "full"  # full | sliding | linear
+    window: int = 0
+
+
+def _rows(w: torch.Tensor, parts: int, r: int) -> torch.Tensor:
+    n = w.shape[0] // parts
+    return w[r * n:(r + 1) * n].contiguous()
+
+
+def _cols(w: torch.Tensor, parts: int, r: int) -> torch.Tensor:
+    n = w.shape[1] // parts
+    return w[:, r * n:(r + 1) * n].contiguous()
+
+
+class Attention:
+    """One layer's attention block with random weights on `device`. Under TP (`tp` ranks, this one
+    `rank`) the weights are the rank's slices of the same full weights: heads/tp query heads (and KV
+    heads, replicated where there are fewer than tp), the o projection's matching input columns."""
+
+    def __init__(self, s: AttentionShape, device, seed: int = 0, tp: int = 1, rank: int = 0):
+        g = torch.Generator().manual_seed(seed)
+        self.s, self.tp = s, tp
+        self.heads = s.heads // tp
+        h = s.hidden
+        cpu = "cpu"
+        self.w: dict[str, torch.Tensor] = {}
+        if s.kind == "mla":
+            dr, dn, dv = s.rope_dim, s.head_dim - s.rope_dim, s.v_head_dim
+            self.dims = MlaDims(self.heads, s.kv_lora_rank, dn, dr, dv)
+            if s.q_lora_rank:
+                self.w["q_a"] = _w((s.q_lora_rank, h), g, cpu)
+                self.w["q_a_norm"] = torch.ones(s.q_lora_rank, dtype=torch.bfloat16)
+                self.w["q_b"] = _rows(_w((s.heads * s.head_dim, s.q_lora_rank), g, cpu), tp, rank)
+            else:
+                self.w["q"] = _rows(_w((s.heads * s.head_dim, h), g, cpu), tp, rank)
+            self.w["kv_a"] = _w((s.kv_lora_rank + dr, h), g, cpu)
+            self.w["kv_a_norm"] = torch.ones(s.kv_lora_rank, dtype=torch.bfloat16)
+            self.w["kv_b"] = _rows(_w((s.heads * (dn + dv), s.kv_lora_rank), g, cpu), tp, rank)
+            self.w["o"] = _cols(_w((h, s.heads * dv), g, cpu), tp, rank)
+        else:
+            kv_parts = min(tp, s.kv_heads)
+            kv_rank = rank * kv_parts // tp
+            self.kv_heads = s.kv_heads // kv_parts
+            self.w["q"] = _rows(_w((s.heads * s.head_dim, h), g, cpu), tp, rank)
+            self.w["k"] = _rows(_w((s.kv_heads * s.head_dim, h), g, cpu), kv_parts, kv_rank)
+            self.w["v"] = _rows(_w((s.kv_heads * s.v_head_dim, h), g, cpu), kv_parts, kv_rank)
+            self.w["o"] = _cols(_w((h, s.heads * s.v_head_dim), g, cpu), tp, rank)
+            if s.qk_norm:
+                self.w["q_norm"] = torch.ones(s.head_dim, dtype=torch.bfloat16)
+                self.w["k_norm"] = torch.ones(s.head_dim, dtype=torch.bfloat16)
+        self.w = {k: v.to(device) for k, v in self.w.items()}
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.w.values())
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: AttnCache) -> torch.Tensor:
+        """x [T, H] (normed) -> this rank's partial o-projection output [T, H] (sum over ranks = full)."""
+        s, w, t = self.s, self.w, x.shape[0]
+        if s.kind == "mla":
+            d = self.dims
+            q = rms_norm(x @ w["q_a"].t(), w["q_a_norm"]) @ w["q_b"].t() if "q_a" in w else x @ w["q"].t()
+            q = q.view(t, d.heads, d.qk_head_dim)
+            q = torch.cat([q[..., : d.qk_nope_head_dim], rope(q[..., d.qk_nope_head_dim :], positions)], -1)
+            kv = x @ w["kv_a"].t()
+            c = rms_norm(kv[:, : d.kv_lora_rank], w["kv_a_norm"])
+            kr = rope(kv[:, d.kv_lora_rank :].unsqueeze(1), positions)[:, 0]
+            c_all, kr_all = cache.extend(c, kr, s.window if s.layer_kind == "sliding" else 0)
+            k, v = mla_expand(c_all, kr_all, w["kv_b"], d)
+            if x.is_cuda and d.v_head_dim != d.qk_head_dim:
+                o = causal_attention(q, k, F.pad(v, (0, d.qk_head_dim - d.v_head_dim)), d.qk_head_dim**-0.5)[..., : d.v_head_dim]
+            else:
+                o = causal_attention(q, k, v, d.qk_head_dim**-0.5)
+            return o.reshape(t, -1) @ w["o"].t()
+        q = (x @ w["q"].t()).view(t, self.heads, s.head_dim)
+        k = (x @ w["k"].t()).view(t, self.kv_heads, s.head_dim)
+        v = (x @ w["v"].t()).view(t, self.kv_heads, s.v_head_dim)
+        if s.layer_kind == "linear":  # projections only (see the module docstring)
+            return v.repeat_interleave(self.heads // self.kv_heads, 1).reshape(t, -1) @ w["o"].t()
+        if s.qk_norm:
+            q, k = rms_norm(q, w["q_norm"]), rms_norm(k, w["k_norm"])
+        q, k = rope(q, positions), rope(k, positions)
+        k_all, v_all = cache.extend(k, v, s.window if s.layer_kind == "sliding" else 0)
+        o = causal_attention(q, k_all, v_all, s.head_dim**-0.5)
+        return o.reshape(t, -1) @ w["o"].t()
+
+
+# ---- the rest of the layer ---------------------------------------------------------------------------
+
+
+@dataclass
+class LayerWeights:
+    """Norms, router (gate, optional bias) and the shared experts of one MoE layer, on `device`.
+    Shared experts are sharded I/tp like every MLP under TP."""
+
+    input_norm: torch.Tensor
+    post_norm: torch.Tensor
+    gate: torch.Tensor  # router [E, H] (replicated)
+    bias: torch.Tensor | None
+    shared_w13: torch.Tensor | None = None  # [2S/tp, H]
+    shared_w2: torch.Tensor | None = None  # [H, S/tp]
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def random(cls, hidden: int, experts: int, shared_inter: int, router: RouterSpec, device, seed: int = 0, tp: int = 1,
+               rank: int = 0) -> "LayerWeights":
+        g = torch.Generator().manual_seed(seed + 17)
+        ones = torch.ones(hidden, dtype=torch.bfloat16, device=device)
+        bias = (torch.rand(experts, generator=g) * 0.1).to(device) if router.bias else None
+        w13 = w2 = None
+        if shared_inter:  # gate and up rows, and down columns, of the rank's I/tp share
+            full13, full2 = _w((2 * shared_inter, hidden), g, "cpu"), _w((hidden, shared_inter), g, "cpu")
+            w13 = torch.cat([_rows(full13[:shared_inter], tp, rank), _rows(full13[shared_inter:], tp, rank)]).to(device)
+            w2 = _cols(full2, tp, rank).to(device)
+        return cls(ones, ones.clone(), _w((experts, hidden), g, device), bias, w13, w2)
+
+    @property
+    def nbytes(self) -> int:
+        ts = [self.input_norm, self.post_norm, self.gate, self.bias, self.shared_w13, self.shared_w2]
+        return sum(t.numel() * t.element_size() for t in ts if t is not None)

@@ -1,0 +1,78 @@
+"""Rendering of path-runner results (the dict of `kttune.probes.paths.api.PathsResult.to_dict`):
+a rich table for the terminal and a Markdown table for results files."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _ms(x: Any) -> str:
+    return "" if x is None else f"{x:,.1f}"
+
+
+def _pct(x: Any) -> str:
+    return "" if x is None else f"{100 * x:.0f}%"
+
+
+def _gib(x: Any) -> str:
+    return "" if not x else f"{x / 2**30:.2f}"
+
+
+def run_rows(result: dict) -> list[list[str]]:
+    rows = []
+    for r in result["runs"]:
+        pred = r.get("prediction", {})
+        mem = pred.get("memory", {}).get("total")
+        paths = ",".join(sorted(set(f["path"] for f in r["forwards"])))
+        p = pred.get("predicted_ms")
+        err = abs(p - r["measured_ms"]) / r["measured_ms"] if p and r["measured_ms"] else None
+        rows.append([r["model"], r["method"], str(r["gpu_experts"]), str(r["prompt_tokens"]), str(r["chunk"]),
+                     str(r["threshold"]), r.get("forced_path") or "switch", paths, str(len(r["forwards"])),
+                     _ms(r["measured_ms"]), _ms(p), _pct(err), _ms(r["extrapolated_ms"]),
+                     _gib(r["peak_allocated_bytes"]), _gib(r["peak_reserved_bytes"]), _gib(mem)])
+    return rows
+
+
+HEADERS = ["model", "method", "n", "L", "chunk", "thr", "mode", "paths", "fwd", f"K-layer ms", "pred ms", "err",
+           "full-model ms", "peak GiB", "reserved GiB", "mem model GiB"]
+
+
+def summary_lines(result: dict) -> list[str]:
+    s = result.get("summary") or {}
+    out = []
+    for path, e in (s.get("errors") or {}).items():
+        if path == "entries":
+            continue
+        out.append(f"{path}: {e['points']} forwards, MAPE raw {_pct(e['mape_raw'])}, calibrated (held out) {_pct(e['mape_calibrated_held_out'])}")
+    for n, c in (s.get("crossover") or {}).items():
+        line = f"crossover n={n}: measured {c['measured']}, predicted {c['predicted']}" + (f" (error {_pct(c['error'])})" if c.get("error") is not None else "")
+        if "predicted_calibrated" in c:
+            line += f", calibrated on the switch runs {c['predicted_calibrated']}" + (f" (error {_pct(c['error_calibrated'])})" if c.get("error_calibrated") is not None else "")
+        out.append(line)
+    for sk in result.get("skipped", []):
+        out.append(f"skipped L={sk['prompt']} chunk={sk['chunk']} n={sk['gpu_experts']} {sk.get('force') or ''}: {sk['reason']}")
+    return out + list(result.get("notes", []))
+
+
+def markdown(result: dict, title: str = "") -> str:
+    lines = [f"## {title}", ""] if title else []
+    lines.append("| " + " | ".join(HEADERS) + " |")
+    lines.append("|" + "---|" * len(HEADERS))
+    for row in run_rows(result):
+        lines.append("| " + " | ".join(row) + " |")
+    lines.append("")
+    lines += [f"- {x}" for x in summary_lines(result)]
+    return "\n".join(lines) + "\n"
+
+
+def render(result: dict, console: Any) -> None:
+    from rich.table import Table
+
+    t = Table(title="path runner")
+    for h in HEADERS:
+        t.add_column(h, justify="right" if h not in ("model", "method", "mode", "paths") else "left")
+    for row in run_rows(result):
+        t.add_row(*row)
+    console.print(t)
+    for line in summary_lines(result):
+        console.print(line)

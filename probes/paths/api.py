@@ -1,0 +1,323 @@
+"""`kttune paths` as a library call: build the K layers of a model once per GPU-expert count, run a
+grid of prompts on the switch (and, with `force`, on each path alone), and hold the cost model and
+the memory model to every run.
+
+Runs whose predicted time (cost model, x `slack`) exceeds `max_run_s` are skipped with the reason,
+so a grid fits a time budget; so are forwards larger than the buffers."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from kttune.errors import UserError
+from kttune.probes.paths.result import PathRun
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class PathsRequest:
+    model: str
+    method: str | None = None
+    layers: int = 2
+    gpu_experts: tuple[int, ...] = (0,)
+    chunks: tuple[int, ...] = (4096,)
+    prompts: tuple[int, ...] = (1024, 8192)
+    threshold: int | None = None  # None: each chunk's own size (full chunks layerwise, tail hybrid)
+    force: tuple[str, ...] = ()  # also run every prompt forced onto these paths
+    sweep: tuple[int, ...] = ()  # forward sizes timed on both paths alone (crossover)
+    cpuinfer: int = 0
+    device: str = ""
+    small: bool = False  # the model's architecture at small shapes (the CPU variant)
+    cpu_max_tokens: int = 4096
+    max_run_s: float = 60.0
+    repeat_below_s: float = 0.0  # runs shorter than this run twice, the faster kept
+    slack: float = 1.5
+    profile: str | None = None  # for the predictions (default: the shipped default profile)
+    seed: int = 0
+
+
+@dataclass
+class PathsResult:
+    request: PathsRequest
+    runs: list[PathRun] = field(default_factory=list)
+    skipped: list[dict] = field(default_factory=list)
+    predictions: list[dict] = field(default_factory=list)  # one per run, same order
+    summary: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "request": {k: list(v) if isinstance(v, tuple) else v for k, v in self.request.__dict__.items()},
+            "runs": [r.to_dict() | {"prediction": p} for r, p in zip(self.runs, self.predictions)],
+            "skipped": self.skipped,
+            "summary": self.summary,
+            "notes": self.notes,
+        }
+
+
+def load_router(model: str, family: str):
+    """The router settings from the model's config.json (catalog entry or directory)."""
+    from kttune.kernels.decoder import RouterSpec
+    from kttune.spec.catalog import catalog_config, resolve_catalog_name
+
+    name = resolve_catalog_name(model)
+    cfg: dict[str, Any] = {}
+    if name:
+        cfg = catalog_config(name)
+    else:
+        p = Path(model)
+        p = p / "config.json" if p.is_dir() else p
+        if p.is_file():
+            cfg = json.loads(p.read_text())
+    cfg = cfg.get("text_config", cfg)
+    return RouterSpec.from_config(cfg, family)
+
+
+def run_paths(req: PathsRequest, progress: Progress | None = None) -> PathsResult:
+    import torch
+
+    from kttune.hw.registry import resolve_profile
+    from kttune.probes.paths.stack import StackOptions, build_stack, small_spec
+    from kttune.probes.paths.runner import PathRunner, chunks_of, forward_path
+    from kttune.spec.loader import load_model
+    from kttune.spec.methods import get_method
+
+    say = progress or (lambda s: None)
+    spec = load_model(req.model, req.method)
+    method = get_method(req.method or spec.default_method).name
+    if req.layers < 1:
+        raise UserError(f"--layers {req.layers} must be at least 1", "pass e.g. --layers 2")
+    for n in req.gpu_experts:
+        if not 0 <= n <= spec.num_experts:
+            raise UserError(f"--gpu-experts {n} is outside 0..{spec.num_experts} for {spec.name}", "pass a count per MoE layer")
+    for f in req.force:
+        if f not in ("hybrid", "layerwise"):
+            raise UserError(f"--force {f!r} is not a path", "use hybrid or layerwise")
+        if f == "layerwise" and not get_method(method).layerwise:
+            raise UserError(f"{method} has no layerwise path", "force hybrid only, or pick a native method")
+    if any(c < 1 for c in req.chunks) or any(p < 1 for p in req.prompts):
+        raise UserError("chunks and prompt lengths must be positive", "pass token counts such as 4096")
+    router = load_router(req.model, spec.family)
+    run_spec = small_spec(spec) if req.small else spec
+    from kttune.probes.inventory import collect_inventory
+
+    profile = resolve_profile(req.profile, None if req.profile else collect_inventory())
+    comps = _components(profile, spec, method)
+    res = PathsResult(req)
+    if req.small:
+        res.notes.append("small shapes (CPU variant): predictions are for the real model and are not compared")
+    max_fwd = max(list(req.chunks) + list(req.sweep) + [1])
+    threads_before = torch.get_num_threads()
+    if not torch.cuda.is_available() or req.device == "cpu":
+        # the CPU variant: torch's intra-op threads and kt-kernel's spinning workers share the cores
+        import os
+
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
+        torch.set_num_threads(max(1, cores - max(1, req.cpuinfer or 1)))
+    say(f"building {req.layers} layers of {spec.name} {method}")
+    t0 = time.perf_counter()
+    st = build_stack(run_spec, router, method, StackOptions(
+        layers=req.layers, gpu_experts=0, cpuinfer=req.cpuinfer, max_tokens=max_fwd,
+        cpu_max_tokens=min(req.cpu_max_tokens, max_fwd), seed=req.seed, device=req.device))
+    res.notes.append(f"stack built in {time.perf_counter() - t0:.1f} s" + ("; " + "; ".join(st.notes) if st.notes else ""))
+    try:
+        for n in req.gpu_experts:
+            st.set_gpu_experts(min(n, run_spec.num_experts))
+            _run_grid(req, res, st, n, spec, method, comps, profile, max_fwd, say)
+    finally:
+        st.close()
+        del st
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    torch.set_num_threads(threads_before)
+    if not req.small:
+        res.summary = summarize(res.runs, profile, spec)
+    return res
+
+
+def _run_grid(req, res, st, n, spec, method, comps, profile, max_fwd, say) -> None:
+    import torch
+
+    from kttune.probes.paths.runner import PathRunner, chunks_of, forward_path
+    from kttune.spec.methods import get_method
+
+    runner = PathRunner(st)
+    layerwise = get_method(method).layerwise
+    jobs: list[tuple[int, int, int, str | None]] = []  # prompt, chunk, threshold, force
+    for m in req.sweep:
+        for f in ("hybrid", "layerwise") if layerwise else ("hybrid",):
+            jobs.append((m, m, m, f))
+    seen = set()
+    for c in req.chunks:
+        thr = c if req.threshold is None else req.threshold
+        for p in req.prompts:
+            for f in (None,) + tuple(req.force):
+                key = (tuple(chunks_of(p, c)), thr, f)  # the same forwards under another chunk: once
+                if key not in seen:
+                    seen.add(key)
+                    jobs.append((p, c, thr, f))
+    try:
+        w = min(64, max_fwd)
+        runner.run_prompt(w, w, 0, "hybrid")  # warm-up (kernels, pools)
+        if layerwise:
+            runner.run_prompt(w, w, w, "layerwise")  # and the slot, Triton compiles
+        for p, c, thr, f in jobs:
+            label = f"L={p} chunk={c} thr={thr} n={n}" + (f" forced {f}" if f else "")
+            why = _skip_reason(comps, st, runner, spec, method, n, p, c, thr, f, req, chunks_of, forward_path)
+            if why:
+                res.skipped.append({"prompt": p, "chunk": c, "threshold": thr, "gpu_experts": n, "force": f, "reason": why})
+                say(f"skip {label}: {why}")
+                continue
+            say(f"run {label}")
+            try:
+                run = runner.run_prompt(p, c, thr, f, seed=req.seed)
+                if req.repeat_below_s and run.measured_ms < 1e3 * req.repeat_below_s:
+                    # short runs twice: the faster is kept (the first can pay a cold pool or allocator)
+                    again = runner.run_prompt(p, c, thr, f, seed=req.seed)
+                    note = f"repeated: {run.measured_ms:.1f} and {again.measured_ms:.1f} ms, the faster kept"
+                    run = min(run, again, key=lambda x: x.measured_ms)
+                    run = replace(run, notes=run.notes + (note,))
+            except (ValueError, torch.cuda.OutOfMemoryError) as e:  # type: ignore[attr-defined]
+                res.skipped.append({"prompt": p, "chunk": c, "threshold": thr, "gpu_experts": n, "force": f,
+                                    "reason": f"{type(e).__name__}: {str(e)[:200]}"})
+                if st.is_cuda:
+                    torch.cuda.empty_cache()
+                continue
+            if req.small:
+                run = replace(run, model=spec.name + " (small shapes)")
+            res.runs.append(run)
+            res.predictions.append({} if req.small else _predict(comps, profile, spec, run))
+            say(f"  {run.measured_ms:.1f} ms measured ({len(run.forwards)} forwards: {','.join(run.paths)})")
+    finally:
+        del runner
+
+
+def _components(profile, spec, method, calibration: tuple = ()):
+    from kttune.cost.components import Components
+
+    try:
+        return Components(replace(profile, calibration=calibration), spec, method, 1)
+    except UserError:
+        return None
+
+
+def _skip_reason(comps, st, runner, spec, method, n, p, c, thr, f, req, chunks_of, forward_path) -> str | None:
+    from kttune.config import LaunchConfig
+    from kttune.cost.prefill import hybrid_moe_layer, layerwise_moe_layer
+
+    sizes = chunks_of(p, c)
+    cap = st.cpu.max_tokens if st.cpu is not None else st.opts.max_tokens
+    for m in sizes:
+        if forward_path(method, m, thr, f) == "hybrid" and m > cap and n < spec.num_experts:
+            return f"hybrid forward of {m} tokens > kt-kernel max_len {cap} (its host scratch grows with it)"
+    if comps is None or req.small:
+        return None
+    cfg = LaunchConfig(method, 1, n, c, thr, max(65536, p), st.cpu.threads if st.cpu else 1)
+    est = 0.0
+    prefix = 0
+    for m in sizes:
+        path = forward_path(method, m, thr, f)
+        lt = layerwise_moe_layer(comps, cfg, m) if path == "layerwise" else hybrid_moe_layer(comps, cfg, m)
+        est += st.opts.layers * (lt.total_ms + comps.attention_ms(m, prefix) + comps.dense_ms(m))
+        prefix += m
+    if est * req.slack / 1e3 > req.max_run_s:
+        return f"predicted {est / 1e3:.1f} s x {req.slack} > {req.max_run_s:g} s cap per run"
+    return None
+
+
+def _predict(comps, profile, spec, run: PathRun) -> dict:
+    from kttune.probes.paths.compare import forward_points, predicted_runner_peak_bytes
+
+    out: dict = {"memory": predicted_runner_peak_bytes(spec, run)}
+    if comps is not None:
+        pts = forward_points(run, comps)
+        out["forwards"] = [p.to_dict() for p in pts]
+        out["predicted_ms"] = round(sum(p.predicted_ms for p in pts) * run.layers_run, 3)
+    return out
+
+
+def summarize(runs: list[PathRun], profile, spec) -> dict:
+    """Per-path errors (raw, held-out calibrated), the crossover measured and predicted per GPU-expert
+    count, and the memory model against the measured peaks."""
+    from kttune.cost.calibration import Calibration
+    from kttune.probes.paths.compare import (
+        ForwardPoint, held_out_errors, measured_crossover, predicted_crossover, predicted_runner_peak_bytes)
+
+    comps = _components(profile, spec, runs[0].method) if runs else None
+    out: dict = {}
+    if comps is None or not runs:
+        return out
+    from kttune.probes.paths.compare import forward_points
+
+    points: list[ForwardPoint] = [p for r in runs for p in forward_points(r, comps)]
+    out["errors"] = held_out_errors(points)
+    cross = {}
+    for n in sorted({r.gpu_experts for r in runs}):
+        forced = [r for r in runs if r.gpu_experts == n and r.forced_path and len(r.forwards) == 1]
+        sizes = sorted({r.prompt_tokens for r in forced})
+        pairs = []
+        for m in sizes:
+            hy = [r.forwards[0].mean_moe_ms for r in forced if r.prompt_tokens == m and r.forced_path == "hybrid"]
+            lw = [r.forwards[0].mean_moe_ms for r in forced if r.prompt_tokens == m and r.forced_path == "layerwise"]
+            if hy and lw:
+                pairs.append((m, hy[0], lw[0]))
+        ref = next((r for r in runs if r.gpu_experts == n), None)
+        meas = measured_crossover(pairs) if pairs else None
+        pred = predicted_crossover(comps, ref) if ref else None
+        # calibrated on the switch runs only: the forced single forwards that measure the crossover
+        # are held out of the fit
+        held = [p for r in runs if not r.forced_path for p in forward_points(r, comps)]
+        cal = Calibration.fit([p.to_dict() for p in held])
+        ccomps = _components(profile, spec, runs[0].method, calibration=tuple(cal.to_dicts()))
+        pred_cal = predicted_crossover(ccomps, ref) if ref and ccomps else None
+        err = lambda p: (abs(p - meas) / meas) if (meas and p) else None  # noqa: E731
+        cross[str(n)] = {"measured": meas, "predicted": pred, "error": err(pred),
+                         "predicted_calibrated": pred_cal, "error_calibrated": err(pred_cal),
+                         "calibration_points": len(held), "pairs": pairs}
+    out["crossover"] = cross
+    mem = []
+    for r in runs:
+        if r.peak_allocated_bytes:
+            pred = predicted_runner_peak_bytes(spec, r)["total"]
+            mem.append({"prompt": r.prompt_tokens, "chunk": r.chunk, "gpu_experts": r.gpu_experts, "paths": list(r.paths),
+                        "measured_peak_bytes": r.peak_allocated_bytes, "measured_reserved_bytes": r.peak_reserved_bytes,
+                        "predicted_bytes": pred, "ratio": round(pred / r.peak_allocated_bytes, 3)})
+    out["memory"] = mem
+    return out
+
+
+def _result_blobs(results: dict, profile):
+    """(blob, spec, runs, components) for each model's result in a results dict (`PathsResult.to_dict()`
+    or a file of several under "results"), small-shape runs left out."""
+    from kttune.spec.loader import load_model
+
+    for blob in results.get("results", [results]):
+        req = blob.get("request") or {}
+        if not blob.get("runs") or req.get("small"):
+            continue
+        spec = load_model(req["model"], req.get("method"))
+        runs = [PathRun.from_dict(r) for r in blob["runs"]]
+        yield blob, spec, runs, _components(profile, spec, runs[0].method)
+
+
+def calibration_points(results: dict, profile) -> list[dict]:
+    """Every forward of every run, predicted afresh by `profile` without its calibration: what
+    `Calibration.fit` needs to correct that profile."""
+    from kttune.probes.paths.compare import forward_points
+
+    return [p.to_dict() for _, _, runs, comps in _result_blobs(results, profile) if comps is not None
+            for r in runs for p in forward_points(r, comps)]
+
+
+def repredict(results: dict, profile) -> dict:
+    """`results` with every run's prediction and every summary recomputed with `profile`."""
+    for blob, spec, runs, comps in _result_blobs(results, profile):
+        for r, d in zip(runs, blob["runs"]):
+            d["prediction"] = _predict(comps, profile, spec, r)
+        blob["summary"] = summarize(runs, profile, spec)
+    return results

@@ -1,0 +1,98 @@
+"""What one path-runner run records. The JSON form (`to_dict`) is the results-file format other
+tools read (reports, memory calibration, validation); its keys are stable:
+
+PathRun.to_dict() = {
+  "model", "method", "tp", "layers_run", "model_layers", "model_moe_layers",
+  "gpu_experts", "chunk", "threshold", "cpuinfer", "prompt_tokens", "forced_path",
+  "forwards": [{"tokens", "prefix", "path", "layer_ms": [..K], "attn_ms": [..K], "moe_ms": [..K]}],
+  "measured_ms"            # the K layers, wall clock, CUDA-synchronised, whole prompt
+  "extrapolated_ms"        # to the model's full layer count (see `extrapolation`)
+  "extrapolation",         # how
+  "moe_layer_ms": {"hybrid": mean per MoE layer per forward size, "layerwise": ...} per forward,
+  "peak_allocated_bytes", "peak_reserved_bytes", "baseline_allocated_bytes",
+  "device", "backends": {...}, "notes": [...]
+}
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass(frozen=True)
+class ForwardRecord:
+    """One prefill forward (chunk) through the K layers."""
+
+    tokens: int
+    prefix: int
+    path: str  # hybrid | layerwise
+    layer_ms: tuple[float, ...]  # per layer, attention + router + MoE + shared
+    attn_ms: tuple[float, ...]  # per layer: norms, attention, router
+    moe_ms: tuple[float, ...]  # per layer: routed experts (both paths' work) + shared experts
+
+    @property
+    def total_ms(self) -> float:
+        return sum(self.layer_ms)
+
+    @property
+    def mean_moe_ms(self) -> float:
+        return sum(self.moe_ms) / len(self.moe_ms)
+
+    @property
+    def mean_attn_ms(self) -> float:
+        return sum(self.attn_ms) / len(self.attn_ms)
+
+
+@dataclass(frozen=True)
+class PathRun:
+    model: str
+    method: str
+    tp: int
+    layers_run: int
+    model_layers: int
+    model_moe_layers: int
+    gpu_experts: int
+    chunk: int
+    threshold: int
+    cpuinfer: int
+    prompt_tokens: int
+    forwards: tuple[ForwardRecord, ...]
+    forced_path: str | None = None
+    peak_allocated_bytes: int = 0
+    peak_reserved_bytes: int = 0
+    baseline_allocated_bytes: int = 0
+    device: str = ""
+    backends: dict = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def measured_ms(self) -> float:
+        return sum(f.total_ms for f in self.forwards)
+
+    @property
+    def extrapolated_ms(self) -> float:
+        """Each forward: its mean measured MoE-layer time x the model's MoE layers, plus its mean
+        attention time x all the model's layers (dense layers' MLPs are not run)."""
+        return sum(f.mean_moe_ms * self.model_moe_layers + f.mean_attn_ms * self.model_layers for f in self.forwards)
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(f.path for f in self.forwards)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["forwards"] = [asdict(f) for f in self.forwards]
+        d["measured_ms"] = round(self.measured_ms, 3)
+        d["extrapolated_ms"] = round(self.extrapolated_ms, 3)
+        d["extrapolation"] = (f"{self.layers_run} consecutive MoE decoder layers measured; per forward, mean MoE time x "
+                              f"{self.model_moe_layers} MoE layers + mean attention time x {self.model_layers} layers "
+                              "(dense layers' MLPs not run)")
+        d["notes"] = list(self.notes)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PathRun":
+        fw = tuple(ForwardRecord(f["tokens"], f["prefix"], f["path"], tuple(f["layer_ms"]), tuple(f["attn_ms"]),
+                                 tuple(f["moe_ms"])) for f in d["forwards"])
+        keys = {k: d[k] for k in cls.__dataclass_fields__ if k in d and k not in ("forwards", "notes")}
+        return cls(forwards=fw, notes=tuple(d.get("notes", ())), **keys)

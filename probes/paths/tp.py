@@ -1,0 +1,66 @@
+"""The path runner at tensor parallelism: one process per GPU (NCCL), or per CPU rank over gloo (the
+CPU variant), each building its I/tp share of the same K layers (attention heads, shared and GPU
+experts sharded; CPU experts on rank 0 at full width) and running the same prompts; each layer's
+attention and MoE outputs are all-reduced, and the layerwise load closes every expert with a
+barrier of all ranks, as sglang-kt does. Rank 0's records come back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class TpJob:
+    model: str
+    method: str
+    tp: int
+    stack: Any  # StackOptions (rank/tp/device are set per process)
+    prompts: tuple[tuple[int, int, int, str | None], ...]  # (L, chunk, threshold, force)
+    small: bool = False
+    backend: str = ""  # "" = nccl when CUDA has tp GPUs, else gloo
+
+
+def _worker(rank: int, job: TpJob, port: int, queue: Any) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from kttune.probes.paths.api import load_router
+    from kttune.probes.paths.runner import Dist, PathRunner
+    from kttune.probes.paths.stack import build_stack, small_spec
+    from kttune.spec.loader import load_model
+
+    backend = job.backend or ("nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= job.tp else "gloo")
+    device = f"cuda:{rank}" if backend == "nccl" else "cpu"
+    if backend == "nccl":
+        torch.cuda.set_device(rank)
+    else:
+        torch.set_num_threads(1)
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=job.tp)
+    try:
+        spec = load_model(job.model, job.method)
+        router = load_router(job.model, spec.family)
+        if job.small:
+            spec = small_spec(spec)
+        st = build_stack(spec, router, job.method, replace(job.stack, tp=job.tp, rank=rank, device=device))
+        runner = PathRunner(st, dist=Dist(rank, job.tp))
+        out = []
+        for p, c, t, f in job.prompts:
+            run = runner.run_prompt(p, c, t, f)
+            out.append((run.to_dict(), runner.last_hidden.float().cpu().numpy()))  # no shared tensors
+        st.close()
+        if rank == 0:
+            queue.put(("ok", out))
+    except Exception as e:  # noqa: BLE001 - report to the parent
+        queue.put(("error", f"rank {rank}: {type(e).__name__}: {e}"))
+        raise
+    finally:
+        dist.destroy_process_group()
+
+
+def run_tp(job: TpJob, timeout_s: float = 600.0) -> list[tuple[dict, Any]]:
+    """Run `job` on `job.tp` processes; returns rank 0's (PathRun dict, last hidden states as a numpy
+    array) per prompt."""
+    from kttune.probes.ranks import run_ranks
+
+    return run_ranks(_worker, job.tp, (job,), timeout_s)
