@@ -195,6 +195,7 @@ def workloads(json_out: bool = typer.Option(False, "--json", help="Print as JSON
 _register_optional("kttune.cli_probe")
 _register_optional("kttune.cli_report")
 _register_optional("kttune.cli_validate")
+_register_optional("kttune.cli_derive")
 
 
 def main(argv: list[str] | None = None) -> int:

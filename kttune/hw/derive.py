@@ -443,3 +443,29 @@ def _machine_name(inv: Inventory) -> str:
     g = inv.gpus[0] if inv.gpus else None
     gpus = f"{len(inv.gpus)}x {g.name} (PCIe Gen{g.pcie_gen} x{g.pcie_width})" if g else "no GPU"
     return f"{gpus} + {inv.cpu.model}, {inv.cpu.physical_cores} cores (derived)"
+
+
+# ---- building a change from plain values (the CLI's inputs) -----------------------------------------
+
+ISA_FLAGS = {
+    "amx": ("amx_bf16", "amx_int8", "amx_tile", "avx2", "avx512_bf16", "avx512_vnni", "avx512bw", "avx512f", "fma"),
+    "avx512": ("avx2", "avx512_bf16", "avx512_vnni", "avx512bw", "avx512f", "fma"),
+    "avx2": ("avx2", "fma"),
+}
+
+
+def cpu_target(cores: int, isa: str | None = None, numa_nodes: int = 1, mem_channels: int | None = None,
+               mem_mts: int = 4800, ram_gib: float | None = None, model: str = "") -> CpuTarget:
+    """A CpuTarget from CLI values; UserError on impossible ones."""
+    if cores < 2:
+        raise UserError(f"--cpu-cores {cores} is too few", "kt-kernel needs at least 2 cores (one drives, the rest compute)")
+    if numa_nodes < 1 or cores % numa_nodes:
+        raise UserError(f"--numa {numa_nodes} does not divide {cores} cores", "pass a NUMA node count that divides the cores")
+    if isa is not None and isa.lower() not in ISA_FLAGS:
+        raise UserError(f"unknown --cpu-isa {isa!r}", f"use one of: {', '.join(ISA_FLAGS)}")
+    if mem_channels is not None and mem_channels < 1:
+        raise UserError(f"--mem-channels {mem_channels} is not a channel count", "pass the populated DDR channels, e.g. 8")
+    bw = dram_gbps(mem_channels, mem_mts) if mem_channels else None
+    return CpuTarget(cores=cores, isa=ISA_FLAGS[isa.lower()] if isa else None, numa_nodes=numa_nodes,
+                     mem_bandwidth_gbps=bw, ram_bytes=int(ram_gib * 1024**3) if ram_gib else None,
+                     model=model or f"{cores}-core CPU ({isa or 'same ISA'}, {numa_nodes} NUMA node(s))")
