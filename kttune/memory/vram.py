@@ -26,6 +26,22 @@ _CAPTURE_BS = [1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 
                136, 144, 152, 160, 168, 176, 184, 192, 200, 208, 216, 224, 232, 240, 248, 256]
 
 
+# Share of the VRAM budget kept free for what the model does not see (allocator fragmentation,
+# kernels' workspaces); `kttune search` and `kttune explain` take it as --vram-margin.
+DEFAULT_VRAM_MARGIN = 0.05
+
+
+def usable_vram_bytes(vram_bytes_per_gpu: int, margin: float = DEFAULT_VRAM_MARGIN) -> int:
+    """The margin rule, the one place it is applied: a launch fits when its runtime peak is at most
+    the budget less `margin` of it."""
+    return int(vram_bytes_per_gpu * (1.0 - margin))
+
+
+def vram_needed_bytes(runtime_peak_bytes: int, margin: float = DEFAULT_VRAM_MARGIN) -> float:
+    """The budget a runtime peak needs under the margin rule (the inverse of `usable_vram_bytes`)."""
+    return runtime_peak_bytes / (1.0 - margin)
+
+
 def context_length(model: ModelSpec, cfg: LaunchConfig) -> int:
     return cfg.context_length or model.max_position_embeddings
 

@@ -21,7 +21,7 @@ from kttune.cost.components import Components
 from kttune.errors import InfeasibleError, UserError
 from kttune.hw.profile import HardwareProfile, profile_to_dict
 from kttune.memory.host import host_ram_breakdown
-from kttune.memory.vram import vram_breakdown
+from kttune.memory.vram import vram_breakdown, vram_needed_bytes
 from kttune.paths import default_study_storage
 from kttune.search.evaluate import Budget, Evaluation, evaluate
 from kttune.search.pick import pareto_front, pick
@@ -106,7 +106,7 @@ def check_budget(comp: Components, space: SearchSpace, req: SearchRequest) -> No
     least = minimal_config(comp, req.tp, space.threads[0], space.threadpools, MIN_USEFUL_KV_TOKENS, space.max_running_requests)
     b = vram_breakdown(req.model, least)
     parts = ", ".join(f"{k.replace('_', ' ')} {v / GIB:.2f}" for k, v in b.items() if v > 0)
-    need = b.runtime_peak_bytes / (1.0 - req.budget.vram_margin)
+    need = vram_needed_bytes(b.runtime_peak_bytes, req.budget.vram_margin)
     if need > req.budget.vram_bytes_per_gpu:
         raise InfeasibleError(
             f"{req.model.name} needs at least {need / GIB:.1f} GiB per GPU with 0 GPU experts and a {MIN_USEFUL_KV_TOKENS}-token KV pool "
