@@ -106,3 +106,31 @@ def test_bad_change_is_a_user_error():
         gpu_spec("rtx9999")
     with pytest.raises(UserError):
         derive_profile(load_shipped(SRC), Change(n_gpus=0))
+
+
+def test_allreduce_is_datasheet_without_a_measurement_and_grows_with_gpus():
+    src = load_shipped(SRC)  # one GPU: nothing to fit
+    two = derive_profile(src, Change(n_gpus=2)).profile.curves_of("allreduce")
+    eight = derive_profile(src, Change(n_gpus=8)).profile.curves_of("allreduce")
+    nv = derive_profile(src, Change(n_gpus=8, link="nvlink")).profile.curves_of("allreduce")
+    assert two[0].params["label"] == "datasheet" and two[0].params["gpus"] == 2
+    for a, b, c in zip(two[0].points, eight[0].points, nv[0].points):
+        assert b.t_ms > a.t_ms and c.t_ms < b.t_ms
+    assert not derive_profile(src, Change(n_gpus=1)).profile.curves_of("allreduce")
+
+
+def test_a_measured_allreduce_is_fitted_and_moved_to_more_gpus():
+    from dataclasses import replace as dc_replace
+
+    from kttune.hw.profile import Curve, Point
+
+    src = load_shipped(DST)  # two GPUs
+    lat, bw = 0.025, 40.0  # ms per step, GB/s
+    xs = [2.0 ** e for e in range(16, 30, 2)]
+    meas = Curve("allreduce", "bytes", tuple(Point(x=x, t_ms=allreduce_ms(x, 2, bw, lat)) for x in xs),
+                 {"gpus": 2, "link": "pcie", "dtype": "bf16"}, backend="nccl")
+    src = dc_replace(src, curves=src.curves + (meas,))
+    four = derive_profile(src, Change(n_gpus=4)).profile.curves_of("allreduce")[0]
+    assert four.params["label"] == "scaled"
+    for p in four.points:  # the ring model with the fitted latency and link, at 4 GPUs
+        assert p.t_ms == pytest.approx(allreduce_ms(p.x, 4, bw, lat), rel=1e-6)
