@@ -72,14 +72,15 @@ def measure_point(method: str, hidden: int, inter: int, experts: int, top_k: int
     keeps the largest request the process ever made."""
     import torch
 
+    from kttune.kernels.expert_weights import HostExperts
+    from kttune.kernels.kt_ext import load_kt_kernel, quiet_stdout
+    from kttune.kernels.kt_moe import KtMoeLayer
     from kttune.kernels.kt_pool import cpu_infer
-    from kttune.probes.cpu_moe import ExpertShape, KtMoeLayer, load_kt_kernel, quiet_stdout, random_weights
 
     kt = load_kt_kernel()
     if kt is None:
         raise RuntimeError("kt-kernel is not importable")
-    shape = ExpertShape(hidden=hidden, inter=inter, experts=experts, top_k=top_k)
-    weights = [random_weights(method, shape, seed=i) for i in range(layers)]
+    weights = [HostExperts.random(method, hidden, inter, experts, seed=i) for i in range(layers)]
     x = torch.randn(max_len, hidden).to(torch.bfloat16)
     ids = torch.randint(0, experts, (max_len, top_k), dtype=torch.int64)
     w = torch.full((max_len, top_k), 1.0 / top_k, dtype=torch.float32)
@@ -87,7 +88,7 @@ def measure_point(method: str, hidden: int, inter: int, experts: int, top_k: int
     with quiet_stdout():
         cpu_infer(kt.ext, threads, 1, [0])  # the worker pool exists before the baseline
     vms0, rss0 = _vm()
-    built = [KtMoeLayer(kt, method, shape, wt, threads=threads, max_tokens=max_len) for wt in weights]
+    built = [KtMoeLayer(wt, top_k=top_k, threads=threads, max_tokens=max_len, kt=kt) for wt in weights]
     vms1, _ = _vm()
     for layer in built:
         layer.forward(x, ids, w, out)
