@@ -342,6 +342,11 @@ def derive_profile(measured: HardwareProfile, change: Change, created: str = "")
     for c in curves:
         labels[c.params["label"]] = labels.get(c.params["label"], 0) + 1
     kind = "measured" if set(labels) == {"measured"} else "mixed" if "measured" in labels else "datasheet"
+    errs = sorted({(c.kind, c.params["label"], c.params["expected_error"]) for c in curves if c.params["label"] != "measured"})
+    if errs:
+        worst = max(e for *_, e in errs)
+        notes.append("expected error: " + ", ".join(sorted({f"{k} {lab} within {e:g}x" for k, lab, e in errs}))
+                     + f" (worst {worst:g}x; the CPU scaling was checked 16 -> 32 cores on measured boxes: worst 1.37x)")
     what = []
     if gpu_changed:
         what.append(f"GPU {tgt_gpu.key}")
