@@ -20,7 +20,7 @@ The rules, each stated once here and in docs/derive.md:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, Iterable
 
 from kttune.errors import UserError
@@ -30,6 +30,9 @@ from kttune.hw.profile import (
     CURVE_KINDS, CpuInfo, Curve, GpuInfo, HardwareProfile, Inventory, NumaNode, Point, Provenance,
 )
 
+# HardwareProfile fields a derive step rewrites or keeps; any other field is reset to its default
+# when the machine changes.
+_PROFILE_CORE_FIELDS = ("provenance", "inventory", "curves", "fingerprint", "timer", "format", "version")
 # Kernel launch and sync time that does not scale with the GPU (ms).
 GPU_LAUNCH_FLOOR_MS = 0.01
 # Serial share of a CPU MoE call when the measured profile has no thread sweep to fit it on.
@@ -362,8 +365,13 @@ def derive_profile(measured: HardwareProfile, change: Change, created: str = "")
                f"where a curve's label is 'scaled' or 'datasheet'; run `kttune probe` on the real machine",) + tuple(notes),
         sources=(measured.provenance.machine,) + ((tgt_gpu.source,) if gpu_changed else ()),
     )
-    prof = HardwareProfile(provenance=prov, inventory=new_inv, curves=tuple(curves), fingerprint=fingerprint(new_inv),
-                           timer=measured.timer)
+    # Anything else the measured profile carries (e.g. path-runner calibration) holds for that
+    # machine only: kept when nothing changed, dropped otherwise.
+    changed = gpu_changed or cpu_changed or n_tgt != n_src
+    extra = {f.name: f.default_factory() if f.default_factory is not MISSING else f.default
+             for f in fields(measured) if changed and f.name not in _PROFILE_CORE_FIELDS}
+    prof = replace(measured, provenance=prov, inventory=new_inv, curves=tuple(curves),
+                   fingerprint=fingerprint(new_inv), **extra)
     return Derived(profile=prof, assumptions=tuple(notes), labels=labels)
 
 
