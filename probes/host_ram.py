@@ -15,6 +15,7 @@ import argparse
 import json
 import subprocess
 import sys
+import time
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
@@ -36,6 +37,7 @@ class HostRamPoint:
     reserved_bytes: int  # growth of mapped (non-PROT_NONE) address space from building the layers
     resident_bytes: int  # VmRSS growth after building them and one forward of max_len tokens
     weights_source_bytes: int  # the caller's source weights (allocated before the baseline)
+    build_ms: float = 0.0  # wall time of building the layers (weights load included)
 
 
 def _status_kib(field: str) -> int:
@@ -88,14 +90,16 @@ def measure_point(method: str, hidden: int, inter: int, experts: int, top_k: int
     with quiet_stdout():
         cpu_infer(kt.ext, threads, 1, [0])  # the worker pool exists before the baseline
     vms0, rss0 = _vm()
+    t0 = time.perf_counter()
     built = [KtMoeLayer(wt, top_k=top_k, threads=threads, max_tokens=max_len, kt=kt) for wt in weights]
+    build_ms = (time.perf_counter() - t0) * 1e3
     vms1, _ = _vm()
     for layer in built:
         layer.forward(x, ids, w, out)
     _, rss2 = _vm()
     return HostRamPoint(method=method, kernel=built[0].kernel_class, hidden=hidden, inter=inter, experts=experts,
                         top_k=top_k, max_len=max_len, layers=layers, threads=threads, reserved_bytes=vms1 - vms0,
-                        resident_bytes=rss2 - rss0, weights_source_bytes=sum(wt.nbytes for wt in weights))
+                        resident_bytes=rss2 - rss0, weights_source_bytes=sum(wt.nbytes for wt in weights), build_ms=build_ms)
 
 
 def run_point(method: str, hidden: int, inter: int, experts: int, top_k: int, max_len: int, layers: int = 1,
@@ -119,10 +123,10 @@ def predicted_bytes(p: HostRamPoint) -> int:
 
 
 def host_ram_curve(points: Sequence[HostRamPoint]) -> Curve:
-    """One `host_ram` profile curve: x = max_len, extra = reserved/resident/predicted bytes. t_ms is
-    unused (0)."""
+    """One `host_ram` profile curve: x = max_len, t_ms = the time building the layers took, extra =
+    reserved/resident/predicted bytes."""
     p0 = points[0]
-    pts = tuple(Point(x=p.max_len, t_ms=0.0, n=1, extra={
+    pts = tuple(Point(x=p.max_len, t_ms=max(p.build_ms, 1e-3), n=1, extra={
         "reserved_bytes": p.reserved_bytes, "resident_bytes": p.resident_bytes,
         "predicted_bytes": predicted_bytes(p)}) for p in sorted(points, key=lambda q: q.max_len))
     return Curve("host_ram", "tokens", pts, {"method": p0.method, "hidden": p0.hidden, "inter": p0.inter,
