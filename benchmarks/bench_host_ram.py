@@ -23,6 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from kttune.probes.host_ram import predicted_bytes, run_point
+from kttune.units import MIB
 
 GRID = [
     # (methods, hidden, inter, experts, top_k, layers, chunks)
@@ -63,9 +64,9 @@ def main() -> None:
                        "line_over_reserved": line / p.reserved_bytes, "held_out": p.max_len > x1}
                 rows.append(row)
                 print(f"{m:8s} {p.kernel:20s} H{h} I{i} E{e} L{layers} max_len {p.max_len:6d}: reserved "
-                      f"{p.reserved_bytes / 2**20:8.1f} MiB, resident {p.resident_bytes / 2**20:8.1f} MiB, "
-                      f"formula {pred / 2**20:8.1f} MiB ({pred / p.reserved_bytes:5.3f}x reserved), "
-                      f"line fit {line / 2**20:8.1f} MiB{' (held out)' if p.max_len > x1 else ''}", flush=True)
+                      f"{p.reserved_bytes / MIB:8.1f} MiB, resident {p.resident_bytes / MIB:8.1f} MiB, "
+                      f"formula {pred / MIB:8.1f} MiB ({pred / p.reserved_bytes:5.3f}x reserved), "
+                      f"line fit {line / MIB:8.1f} MiB{' (held out)' if p.max_len > x1 else ''}", flush=True)
     worst = max(abs(r["pred_over_reserved"] - 1) for r in rows)
     print(f"formula vs reserved: worst relative error {worst:.3f} over {len(rows)} points")
     machine = f"{platform.node()} ({_cpu_model()}, {__import__('os').cpu_count()} CPUs)"

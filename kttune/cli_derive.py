@@ -45,7 +45,7 @@ def derive(
         raise UserError("CPU options given without --cpu-cores", "pass --cpu-cores N with the other CPU options")
     if gpu is None and gpus is None and cpu_cores is None:
         raise UserError("nothing to change", "pass --gpu, --gpus or --cpu-cores")
-    measured = resolve_profile(source)
+    measured = resolve_profile(source, None)  # a file or a shipped name: no inventory needed
     cpu = cpu_target(cpu_cores, cpu_isa, numa, mem_channels, mem_mts, ram_gib) if cpu_cores is not None else None
     created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     d = derive_profile(measured, Change(gpu=gpu, n_gpus=gpus, cpu=cpu, link=link), created=created)

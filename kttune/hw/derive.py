@@ -29,6 +29,7 @@ from kttune.hw.gpu_table import GpuSpec, gpu_spec, pcie_gbps, spec_for_name
 from kttune.hw.profile import (
     CURVE_KINDS, CpuInfo, Curve, GpuInfo, HardwareProfile, Inventory, NumaNode, Point, Provenance,
 )
+from kttune.units import GIB
 
 # HardwareProfile fields a derive step rewrites or keeps; any other field is reset to its default
 # when the machine changes.
@@ -484,5 +485,5 @@ def cpu_target(cores: int, isa: str | None = None, numa_nodes: int = 1, mem_chan
         raise UserError(f"--mem-channels {mem_channels} is not a channel count", "pass the populated DDR channels, e.g. 8")
     bw = dram_gbps(mem_channels, mem_mts) if mem_channels else None
     return CpuTarget(cores=cores, isa=ISA_FLAGS[isa.lower()] if isa else None, numa_nodes=numa_nodes,
-                     mem_bandwidth_gbps=bw, ram_bytes=int(ram_gib * 1024**3) if ram_gib else None,
+                     mem_bandwidth_gbps=bw, ram_bytes=int(ram_gib * GIB) if ram_gib else None,
                      model=model or f"{cores}-core CPU ({isa or 'same ISA'}, {numa_nodes} NUMA node(s))")

@@ -7,8 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kttune.errors import UserError
-
-GB = 10**9
+from kttune.units import GB
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from kttune.config import LaunchConfig
 from kttune.memory import vram
 from kttune.spec.methods import get_method
 from kttune.spec.loader import load_model
+from kttune.units import GIB
 from tests.helpers import cfg, model
 
 RESULTS = sorted(Path(__file__).resolve().parents[2].glob("benchmarks/results/paths-*.json"))
@@ -39,7 +40,7 @@ def test_peak_is_persistent_plus_the_largest_phase_never_the_sum(name, chunk, tp
 
 
 def test_margin_rule_round_trips():
-    assert vram.vram_needed_bytes(vram.usable_vram_bytes(100 * 2**30, 0.05), 0.05) == pytest.approx(100 * 2**30, rel=1e-9)
+    assert vram.vram_needed_bytes(vram.usable_vram_bytes(100 * GIB, 0.05), 0.05) == pytest.approx(100 * GIB, rel=1e-9)
 
 
 def _runs():
