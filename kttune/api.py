@@ -14,7 +14,9 @@ from kttune.emit.explain import Explanation, explain
 from kttune.emit.launch import LaunchPaths, default_paths, launch_argv
 from kttune.errors import UserError
 from kttune.hw.profile import Inventory
+from kttune.memory.vram import DEFAULT_VRAM_MARGIN
 from kttune.search.evaluate import Budget, Evaluation
+from kttune.search.space import parse_chunks
 from kttune.search.study import SearchRequest, SearchResult, StudyOptions, check_request, run_search
 from kttune.search.workload import Workload, load_workload
 from kttune.spec.catalog import CatalogEntry
@@ -101,8 +103,8 @@ class ProfileListing:
 
 
 def resolve_inputs(model: str, vram: str, gpus: int = 1, profile: str | None = None, workload: str = "rag",
-                   method: str | None = None, host_ram: str | None = None, vram_margin: float = 0.05,
-                   model_path: str | None = None, weight_path: str | None = None) -> Inputs:
+                   method: str | None = None, host_ram: str | None = None, vram_margin: float = DEFAULT_VRAM_MARGIN,
+                   model_path: str | None = None, weight_path: str | None = None, chunks: str | None = None) -> Inputs:
     """The CLI's strings resolved into a request; bad input raises UserError."""
     from kttune.hw.registry import resolve_profile
 
@@ -119,7 +121,8 @@ def resolve_inputs(model: str, vram: str, gpus: int = 1, profile: str | None = N
     if not ram:
         raise UserError("the profile does not say how much host RAM the machine has", "pass --host-ram, e.g. --host-ram 512G")
     budget = Budget(vram_bytes_per_gpu=budget_bytes, host_ram_bytes=ram, vram_margin=vram_margin)
-    req = SearchRequest(model=spec, method=meth, profile=prof, workload=wl, budget=budget, tp=gpus)
+    req = SearchRequest(model=spec, method=meth, profile=prof, workload=wl, budget=budget, tp=gpus,
+                        chunks=parse_chunks(chunks) if chunks else ())
     return Inputs(req, default_paths(spec, meth, model_path, weight_path or None))
 
 

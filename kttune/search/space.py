@@ -131,7 +131,10 @@ def build_space(comp: Components, workload: Workload, budget: Budget, tp: int,
     threads = tuple(comp.cpu_thread_options())
     pools = max(1, len(comp.profile.inventory.cpu.numa_nodes))
     running = max(1, workload.concurrency)
-    wanted = tuple(chunks) if chunks else tuple(c for c in CHUNK_CHOICES if c <= max(CHUNK_CHOICES[0], ctx))
+    if chunks and not [c for c in chunks if c <= ctx]:
+        raise UserError(f"every --chunks value exceeds {model.name}'s context of {ctx} tokens",
+                        f"pass chunks of at most {ctx} tokens")
+    wanted = tuple(c for c in (chunks or CHUNK_CHOICES) if c <= max(CHUNK_CHOICES[0] if not chunks else 0, ctx))
     longest_kv = max(MIN_USEFUL_KV_TOKENS, workload.max_prompt_tokens + workload.output_tokens)
     fit, why = chunks_that_fit(comp, budget, tp, threads[0], pools, longest_kv, running, wanted)
     if chunks and not fit:

@@ -45,6 +45,7 @@ class SearchRequest:
     workload: Workload
     budget: Budget
     tp: int = 1
+    chunks: tuple[int, ...] = ()  # the user's chunk choices (kttune.search.space.parse_chunks); () = the defaults
 
 
 @dataclass(frozen=True)
@@ -189,7 +190,7 @@ def run_search(req: SearchRequest, opts: StudyOptions = StudyOptions(),
         raise UserError(f"--trials {opts.trials} must be at least 1", "pass a positive trial count, e.g. --trials 300")
     t0 = time.perf_counter()
     comp = Components(req.profile, req.model, req.method, req.tp)
-    space = build_space(comp, req.workload, req.budget, req.tp)
+    space = build_space(comp, req.workload, req.budget, req.tp, chunks=req.chunks or None)
     check_budget(comp, space, req)
     storage, storage_url = open_storage(opts.storage)
     name = opts.study_name or f"kttune-{req.model.name}-{req.method}-tp{req.tp}-{study_key(req, space, opts.seed)}"
