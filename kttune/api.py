@@ -14,8 +14,10 @@ from kttune.emit.explain import Explanation, explain
 from kttune.emit.launch import LaunchPaths, default_paths, launch_argv
 from kttune.errors import UserError
 from kttune.hw.profile import Inventory
+from kttune.memory.vram import DEFAULT_VRAM_MARGIN
 from kttune.search.evaluate import Budget, Evaluation
 from kttune.search.slo import SloTarget
+from kttune.search.space import parse_chunks
 from kttune.search.study import SearchRequest, SearchResult, StudyOptions, check_request, run_search
 from kttune.search.workload import Workload, load_workload
 from kttune.spec.catalog import CatalogEntry
@@ -113,8 +115,8 @@ class ProfileListing:
 
 
 def resolve_inputs(model: str, vram: str, gpus: int = 1, profile: str | None = None, workload: str = "rag",
-                   method: str | None = None, host_ram: str | None = None, vram_margin: float = 0.05,
-                   model_path: str | None = None, weight_path: str | None = None) -> Inputs:
+                   method: str | None = None, host_ram: str | None = None, vram_margin: float = DEFAULT_VRAM_MARGIN,
+                   model_path: str | None = None, weight_path: str | None = None, chunks: str | None = None) -> Inputs:
     """The CLI's strings resolved into a request; bad input raises UserError."""
     from kttune.hw.registry import resolve_profile
 
@@ -143,7 +145,8 @@ def resolve_inputs(model: str, vram: str, gpus: int = 1, profile: str | None = N
                         "pass the target machine's RAM, e.g. --host-ram 512G")
     notes = tuple(spec.notes) + tuple(n for n in (raw_wl.clip_note(spec.max_position_embeddings),) if n)
     budget = Budget(vram_bytes_per_gpu=budget_bytes, host_ram_bytes=ram, vram_margin=vram_margin)
-    req = SearchRequest(model=spec, method=meth, profile=prof, workload=wl, budget=budget, tp=gpus)
+    req = SearchRequest(model=spec, method=meth, profile=prof, workload=wl, budget=budget, tp=gpus,
+                        chunks=parse_chunks(chunks) if chunks else ())
     return Inputs(req, default_paths(spec, meth, model_path, weight_path or None), notes)
 
 

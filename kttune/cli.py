@@ -9,6 +9,8 @@ from pathlib import Path
 import typer
 
 from kttune.cli_report import REPORT_HELP
+from kttune.errors import UserError
+from kttune.memory.vram import DEFAULT_VRAM_MARGIN
 
 app = typer.Typer(
     name="kttune",
@@ -36,6 +38,7 @@ def _register_optional(module: str) -> None:
 MODEL_HELP = "Catalog name (`kttune models`), HF repo id, or a directory holding config.json (+ safetensors)."
 VRAM_HELP = "VRAM budget per GPU: 32G, 32GiB, 24GB or 32000M (binary units; a bare number is GiB)."
 PROFILE_HELP = "Hardware profile: a file from `kttune probe`, or a shipped name (`kttune profiles`). Default: this machine's probe, else the shipped default."
+MARGIN_HELP = "Share of the VRAM budget kept free for what the model does not see (the same rule in search and explain)."
 WORKLOAD_HELP = "Workload preset (`kttune workloads`) or a JSON file of prompt lengths."
 
 
@@ -66,7 +69,8 @@ def search(
     storage: str = typer.Option(None, "--storage", help="Optuna storage: a journal file path or an RDB URL (sqlite:///x.db). Default: a journal in the user cache dir. Rerunning the same search resumes it."),
     seed: int = typer.Option(None, "--seed", help="Sampler seed, for a reproducible search."),
     host_ram: str = typer.Option(None, "--host-ram", help="Host RAM of the target machine (default: the profile's)."),
-    vram_margin: float = typer.Option(0.05, "--vram-margin", help="Share of the VRAM budget kept free for what the model does not see."),
+    vram_margin: float = typer.Option(DEFAULT_VRAM_MARGIN, "--vram-margin", help=MARGIN_HELP),
+    chunks: str = typer.Option(None, "--chunks", help="Chunk sizes to search instead of the defaults (1024..131072), e.g. 8192,65536; multiples of 64."),
     model_path: str = typer.Option(None, "--model-path", help="Model directory to put in the launch command."),
     weight_path: str = typer.Option(None, "--kt-weight-path", help="CPU weight directory (converted weights for AMX methods)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (the report goes to stderr)."),
@@ -86,7 +90,7 @@ def search(
 
     slo = api.slo_target(rate, parse_duration_s(ttft_slo, "--ttft-slo") if ttft_slo else None,
                          parse_duration_s(tbt_slo, "--tbt-slo", bare_unit="ms") * 1e3 if tbt_slo else None)
-    inp = api.resolve_inputs(model, vram, gpus, profile, workload, method, host_ram, vram_margin, mp, weight_path)
+    inp = api.resolve_inputs(model, vram, gpus, profile, workload, method, host_ram, vram_margin, mp, weight_path, chunks)
     report.header(console, inp.request, inp.notes)
     if (measure or budget) and slo is not None:
         from kttune.errors import UserError
@@ -139,6 +143,7 @@ def explain(
     workload: str = typer.Option("rag", "--workload", "-w", help=WORKLOAD_HELP),
     method: str = typer.Option(None, "--kt-method", help="Override the detected KT method."),
     host_ram: str = typer.Option(None, "--host-ram", help="Host RAM of the target machine (default: the profile's)."),
+    vram_margin: float = typer.Option(DEFAULT_VRAM_MARGIN, "--vram-margin", help=MARGIN_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the explanation as JSON on stdout."),
     report_dir: Path = typer.Option(None, "--report", help=REPORT_HELP),
 ):
@@ -147,7 +152,7 @@ def explain(
     from kttune.emit import report
 
     console = _console(json_out)
-    inp = api.resolve_inputs(model, vram, gpus, profile, workload, method, host_ram,
+    inp = api.resolve_inputs(model, vram, gpus, profile, workload, method, host_ram, vram_margin,
                              model_path=model if _is_dir(model) else None)
     report.header(console, inp.request, inp.notes)
     outcome = api.explain_flags(inp, gpu_experts, chunk, threshold, max_total_tokens, cpuinfer)
@@ -206,6 +211,7 @@ _register_optional("kttune.cli_report")
 _register_optional("kttune.cli_validate")
 _register_optional("kttune.cli_simulate")
 _register_optional("kttune.cli_paths")
+_register_optional("kttune.cli_derive")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -74,10 +74,7 @@ RULES = (
 )
 
 # (importing module, imported module): owner, why. Empty it when the owner's branch lands.
-ALLOWED: dict[tuple[str, str], str] = {
-    # deploy helper: the datasheet generator becomes a tested regenerate tool (hw -> cost.features).
-    ("kttune.hw.datasheet", "kttune.cost.features"): "deploy: datasheet derives curves from cost features",
-}
+ALLOWED: dict[tuple[str, str], str] = {}
 
 
 def _matches(module: str, pattern: str) -> bool:

@@ -30,10 +30,10 @@ VRAM_ITEMS = (
     ("req_to_token_pool", "request pool"),
     ("cuda_graphs", "CUDA graphs + KT buffers"),
     ("kt_staging", "KT staging buffer"),
-    ("prefill_activations", "prefill activations"),
     ("layerwise_slot", "layerwise full-layer slot"),
-    ("layerwise_moe_activations", "layerwise MoE activations"),
-    ("layerwise_transients", "layerwise repack transients"),
+    # persistent activations plus the largest phase of a layer (docs/memory.md#activations-by-phase):
+    # the phases are not stacked, they do not coexist
+    ("prefill_activations", "activation peak (largest phase)"),
 )
 
 

@@ -55,10 +55,15 @@ def vram_table(b: VramBreakdown, budget_bytes: int, usable_bytes: int) -> Table:
         "cuda_context": ("CUDA context + NCCL", "startup"), "non_expert_weights": ("non-expert weights / TP", "startup"),
         "gpu_experts": ("resident GPU experts", "startup"), "kv_cache": ("KV cache (--max-total-tokens)", "startup"),
         "req_to_token_pool": ("request pool", "startup"), "cuda_graphs": ("CUDA graphs + KT output buffers", "startup"),
-        "kt_staging": ("KT staging buffer", "startup"), "prefill_activations": ("prefill activations", "each prefill (chunk)"),
+        "kt_staging": ("KT staging buffer", "startup"),
         "layerwise_slot": ("layerwise full-layer slot", "lazily, first long prompt"),
-        "layerwise_moe_activations": ("layerwise MoE activations", "lazily (chunk)"),
-        "layerwise_transients": ("layerwise repack transients", "lazily"),
+        # activations (docs/memory.md#activations-by-phase): persistent + the LARGEST phase count
+        "activations_persistent": ("activations: hidden+residual", "each prefill (chunk)"),
+        "attention_phase": ("  attention phase", "one phase at a time"),
+        "router_phase": ("  router phase", "one phase at a time"),
+        "hybrid_moe_phase": ("  hybrid MoE phase", "one phase at a time"),
+        "layerwise_moe_activations": ("  layerwise MoE phase", "one phase, lazily"),
+        "layerwise_transients": ("  + repack transients", "with layerwise MoE"),
     }
     for k, v in b.items():
         if v:

@@ -15,6 +15,7 @@ Curve kinds and their x axis (`Curve.x_unit`) and the `params` each carries:
 | gpu_gemm        | tokens  | hidden, out (a bf16 [tokens, hidden] x [hidden, out] matmul)           |
 | attention       | context | attention (mla/gqa), heads, kv_heads, head_dim, v_head_dim, kv_lora_rank, qk_rope_head_dim (one layer, a prefill of `context` tokens from empty) |
 | pipeline        | bytes   | method, experts, threads (one full MoE layer streamed A -> B -> C; extra: per-stage ms, overlap) |
+| host_ram        | tokens  | method, hidden, inter, experts, top_k, layers, threadpools, kernel (x = max_len; t_ms = time to build the layers; extra: reserved, resident, predicted bytes) |
 | allreduce       | bytes   | ranks, backend (nccl/gloo), dtype (one all_reduce of a tensor of x bytes per rank) |
 """
 
@@ -43,6 +44,7 @@ CURVE_KINDS = (
     "gpu_gemm",
     "attention",
     "pipeline",
+    "host_ram",
     "allreduce",
 )
 

@@ -26,6 +26,22 @@ _CAPTURE_BS = [1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 
                136, 144, 152, 160, 168, 176, 184, 192, 200, 208, 216, 224, 232, 240, 248, 256]
 
 
+# Share of the VRAM budget kept free for what the model does not see (allocator fragmentation,
+# kernels' workspaces); `kttune search` and `kttune explain` take it as --vram-margin.
+DEFAULT_VRAM_MARGIN = 0.05
+
+
+def usable_vram_bytes(vram_bytes_per_gpu: int, margin: float = DEFAULT_VRAM_MARGIN) -> int:
+    """The margin rule, the one place it is applied: a launch fits when its runtime peak is at most
+    the budget less `margin` of it."""
+    return int(vram_bytes_per_gpu * (1.0 - margin))
+
+
+def vram_needed_bytes(runtime_peak_bytes: int, margin: float = DEFAULT_VRAM_MARGIN) -> float:
+    """The budget a runtime peak needs under the margin rule (the inverse of `usable_vram_bytes`)."""
+    return runtime_peak_bytes / (1.0 - margin)
+
+
 def context_length(model: ModelSpec, cfg: LaunchConfig) -> int:
     return cfg.context_length or model.max_position_embeddings
 
@@ -73,20 +89,105 @@ def staging_bytes(model: ModelSpec, cfg: LaunchConfig) -> int:
     return cfg.chunked_prefill_size * model.hidden_size * 2
 
 
-def prefill_activation_bytes(model: ModelSpec, cfg: LaunchConfig, tokens: int | None = None) -> int:
-    """Activations of one prefill forward of `tokens` (default: the chunk) outside the MoE kernel:
-    residual/normed hidden states and attention projections (about 10 copies of H), q/k/v heads
-    of the rank, and the widest dense or shared-expert MLP intermediate (gate+up), in bf16, with
-    logits for one token per request. An estimate to calibrate against SGLang's log; SGLang itself
-    reserves a much cruder 1.5 MB per chunk token when it picks --mem-fraction-static."""
-    m = tokens if tokens is not None else cfg.chunked_prefill_size
+BF16 = 2
+FP32 = 4
+
+
+@dataclass(frozen=True)
+class ActivationPhases:
+    """Activation bytes of one prefill forward of M tokens on one rank, by phase of a decoder layer
+    as SGLang runs it (docs/memory.md lists the tensors and the upstream code). A layer's phases run
+    one after the other and PyTorch's caching allocator reuses what a finished phase freed, so the
+    peak is `persistent` plus the largest phase, not the sum."""
+
+    persistent: int  # hidden_states and residual, alive across every layer of the forward
+    attention: int  # input norm, q/k/v (MLA: latent, expansion or absorbed q), attention output, o_proj (+ all-reduce)
+    router: int  # post-attention norm, router logits and scores in fp32, top-k ids and weights
+    hybrid_moe: int  # hybrid path: GPU-expert fused MoE, gpu_out/cpu_out, shared experts (+ all-reduce)
+    layerwise_moe: int  # layerwise path: fused MoE over every expert of the layer (0 when it cannot fire)
+
+    @property
+    def phase_peak_bytes(self) -> int:
+        return max(self.attention, self.router, self.hybrid_moe, self.layerwise_moe)
+
+    @property
+    def largest_phase(self) -> str:
+        return max(("attention", self.attention), ("router", self.router), ("hybrid_moe", self.hybrid_moe),
+                   ("layerwise_moe", self.layerwise_moe), key=lambda kv: kv[1])[0]
+
+    @property
+    def peak_bytes(self) -> int:
+        return self.persistent + self.phase_peak_bytes
+
+
+def attention_phase_bytes(model: ModelSpec, tokens: int, tp: int) -> int:
+    """Alive at once in one layer's attention (SGLang deepseek_v2.py / qwen3_moe.py forward): the
+    normed input, the projections of the rank's heads and the attention output, o_proj's output and,
+    at TP > 1, the all-reduce output. MLA takes the larger of its two prefill paths: the expanded
+    path (kv_b_proj expands the latent to per-head K and V: no prefix) and the absorbed one (q
+    projected into the latent space: chunks after the first)."""
+    m, h = tokens, model.hidden_size
+    heads = max(1, model.num_attention_heads // tp)
+    per = 2 * h  # normed input, o_proj output
+    if model.attention == "mla":
+        rope, lora = model.qk_rope_head_dim, model.kv_lora_rank
+        nope = model.head_dim - rope
+        common = model.q_lora_rank + heads * model.head_dim + (lora + rope)  # q_a, q, kv_a latent
+        expanded = heads * (nope + model.v_head_dim) + heads * model.head_dim + heads * model.v_head_dim
+        absorbed = heads * (lora + rope) + heads * lora + heads * model.v_head_dim
+        per += common + max(expanded, absorbed)
+    else:
+        kv_heads = max(1, model.num_kv_heads // tp)
+        per += (heads + 2 * kv_heads) * model.head_dim + heads * model.v_head_dim
+    if tp > 1:
+        per += h
+    return m * per * BF16
+
+
+def router_phase_bytes(model: ModelSpec, tokens: int) -> int:
+    """The MoE gate (SGLang topk.py): normed input, fp32 router logits plus the scores grouped top-k
+    derives from them, and the top-k ids (int32) and weights (fp32)."""
+    return tokens * (model.hidden_size * BF16 + 2 * model.num_experts * FP32 + model.top_k * (4 + FP32))
+
+
+def _shared_and_output_bytes(model: ModelSpec, tokens: int, tp: int) -> int:
+    """Normed MoE input, the MoE output, the shared experts' gate+up and down intermediates and, at
+    TP > 1, the all-reduce output."""
     h = model.hidden_size
-    q_width = model.num_attention_heads * (model.head_dim + model.v_head_dim) // cfg.tp
-    mlp_width = 2 * max(model.dense_intermediate_size, model.shared_expert_intermediate_size) // cfg.tp
-    per_token = (10 * h + q_width + mlp_width) * 2
-    # the router's logits and top-k, and the hybrid path's gpu_out/cpu_out buffers
-    per_token += model.num_experts * 4 + model.top_k * 8 + 2 * h * 2
-    return m * per_token
+    shared = 3 * model.shared_expert_intermediate_size // tp
+    return tokens * (2 * h + shared + (h if tp > 1 else 0)) * BF16
+
+
+def hybrid_moe_phase_bytes(model: ModelSpec, cfg: LaunchConfig, tokens: int) -> int:
+    """The hybrid CPU/GPU MoE (kt_ep_wrapper): fused MoE over the GPU experts when there are any,
+    the gpu_out and cpu_out buffers (cpu_out copied back from pinned host memory), shared experts."""
+    fused = moe_activation_bytes(model, tokens, cfg.tp) if cfg.num_gpu_experts > 0 else 0
+    return fused + 2 * tokens * model.hidden_size * BF16 + _shared_and_output_bytes(model, tokens, cfg.tp)
+
+
+def activation_phases(model: ModelSpec, cfg: LaunchConfig, tokens: int | None = None) -> ActivationPhases:
+    """The phases of a prefill forward of `tokens` (default: the chunk). The layerwise path runs the
+    chunk when it can fire; shorter prompts take the hybrid path."""
+    m = tokens if tokens is not None else cfg.chunked_prefill_size
+    method = get_method(cfg.method)
+    lw = cfg.layerwise_can_fire(method.layerwise) and m >= cfg.gpu_prefill_token_threshold
+    hybrid_tokens = min(m, cfg.gpu_prefill_token_threshold - 1) if lw else m
+    layerwise = 0
+    if lw:
+        layerwise = (moe_activation_bytes(model, m, cfg.tp) + _shared_and_output_bytes(model, m, cfg.tp)
+                     + layerwise_transient_bytes(model, method, cfg.tp))
+    return ActivationPhases(
+        persistent=2 * m * model.hidden_size * BF16,
+        attention=attention_phase_bytes(model, m, cfg.tp),
+        router=router_phase_bytes(model, m),
+        hybrid_moe=hybrid_moe_phase_bytes(model, cfg, max(0, hybrid_tokens)),
+        layerwise_moe=layerwise,
+    )
+
+
+def prefill_activation_bytes(model: ModelSpec, cfg: LaunchConfig, tokens: int | None = None) -> int:
+    """Peak activation bytes of one prefill forward: persistent plus the largest phase."""
+    return activation_phases(model, cfg, tokens).peak_bytes
 
 
 def moe_activation_bytes(model: ModelSpec, tokens: int, tp: int) -> int:
@@ -117,7 +218,9 @@ def layerwise_transient_bytes(model: ModelSpec, method: KtMethod, tp: int) -> in
 @dataclass(frozen=True)
 class VramBreakdown:
     """Bytes on GPU rank 0. `startup_bytes` is what SGLang holds after launch; `runtime_peak_bytes`
-    adds what the first chunk-sized prompt allocates (the lazily allocated layerwise slot included)."""
+    adds the layerwise full-layer slot (allocated lazily by the first long prompt, then kept) and the
+    activation peak of a chunk-sized prefill: the persistent activations plus the LARGEST phase
+    (`ActivationPhases`), since SGLang frees a phase's temporaries before the next phase runs."""
 
     cuda_context: int
     non_expert_weights: int
@@ -126,9 +229,12 @@ class VramBreakdown:
     req_to_token_pool: int
     cuda_graphs: int
     kt_staging: int
-    prefill_activations: int
     layerwise_slot: int
-    layerwise_moe_activations: int
+    activations_persistent: int
+    attention_phase: int
+    router_phase: int
+    hybrid_moe_phase: int
+    layerwise_moe_activations: int  # the layerwise MoE phase without its transients
     layerwise_transients: int
 
     @property
@@ -137,12 +243,28 @@ class VramBreakdown:
                 + self.req_to_token_pool + self.cuda_graphs + self.kt_staging)
 
     @property
+    def phase_peak_bytes(self) -> int:
+        return max(self.attention_phase, self.router_phase, self.hybrid_moe_phase,
+                   self.layerwise_moe_activations + self.layerwise_transients)
+
+    @property
+    def largest_phase(self) -> str:
+        return max(("attention", self.attention_phase), ("router", self.router_phase),
+                   ("hybrid_moe", self.hybrid_moe_phase),
+                   ("layerwise_moe", self.layerwise_moe_activations + self.layerwise_transients), key=lambda kv: kv[1])[0]
+
+    @property
+    def prefill_activations(self) -> int:
+        """The activation peak: persistent plus the largest phase."""
+        return self.activations_persistent + self.phase_peak_bytes
+
+    @property
     def layerwise_extra_bytes(self) -> int:
         return self.layerwise_slot + self.layerwise_moe_activations + self.layerwise_transients
 
     @property
     def runtime_peak_bytes(self) -> int:
-        return self.startup_bytes + self.prefill_activations + self.layerwise_extra_bytes
+        return self.startup_bytes + self.layerwise_slot + self.prefill_activations
 
     def items(self) -> list[tuple[str, int]]:
         return [(k, v) for k, v in asdict(self).items()]
@@ -150,6 +272,7 @@ class VramBreakdown:
     def to_dict(self) -> dict:
         d = asdict(self)
         d.update(startup_bytes=self.startup_bytes, layerwise_extra_bytes=self.layerwise_extra_bytes,
+                 prefill_activations=self.prefill_activations, largest_phase=self.largest_phase,
                  runtime_peak_bytes=self.runtime_peak_bytes)
         return d
 
@@ -157,7 +280,8 @@ class VramBreakdown:
 def vram_breakdown(model: ModelSpec, cfg: LaunchConfig) -> VramBreakdown:
     method = get_method(cfg.method)
     lw = cfg.layerwise_can_fire(method.layerwise)
-    chunk = cfg.chunked_prefill_size
+    ph = activation_phases(model, cfg)
+    transients = layerwise_transient_bytes(model, method, cfg.tp) if ph.layerwise_moe else 0
     return VramBreakdown(
         cuda_context=CUDA_CONTEXT_BYTES + (NCCL_BYTES if cfg.tp > 1 else 0),
         non_expert_weights=int(model.non_expert_bytes / cfg.tp),
@@ -166,10 +290,13 @@ def vram_breakdown(model: ModelSpec, cfg: LaunchConfig) -> VramBreakdown:
         req_to_token_pool=req_to_token_pool_bytes(model, cfg),
         cuda_graphs=cuda_graph_bytes(model, cfg),
         kt_staging=staging_bytes(model, cfg),
-        prefill_activations=prefill_activation_bytes(model, cfg),
         layerwise_slot=layerwise_slot_bytes(model, method, cfg.tp) if lw else 0,
-        layerwise_moe_activations=moe_activation_bytes(model, chunk, cfg.tp) if lw else 0,
-        layerwise_transients=layerwise_transient_bytes(model, method, cfg.tp) if lw else 0,
+        activations_persistent=ph.persistent,
+        attention_phase=ph.attention,
+        router_phase=ph.router,
+        hybrid_moe_phase=ph.hybrid_moe,
+        layerwise_moe_activations=ph.layerwise_moe - transients,
+        layerwise_transients=transients,
     )
 
 

@@ -10,7 +10,7 @@ from kttune.cost.components import Components
 from kttune.cost.decode import decode_step_ms
 from kttune.cost.prefill import prefill_time_ms
 from kttune.memory.host import HostRamBreakdown, host_ram_breakdown
-from kttune.memory.vram import VramBreakdown, vram_breakdown
+from kttune.memory.vram import DEFAULT_VRAM_MARGIN, VramBreakdown, usable_vram_bytes, vram_breakdown
 from kttune.search.workload import Workload
 from kttune.units import GIB
 
@@ -19,11 +19,11 @@ from kttune.units import GIB
 class Budget:
     vram_bytes_per_gpu: int
     host_ram_bytes: int
-    vram_margin: float = 0.05  # share of the budget kept free for what the model does not see
+    vram_margin: float = DEFAULT_VRAM_MARGIN  # kttune.memory.vram.usable_vram_bytes
 
     @property
     def usable_vram_bytes(self) -> int:
-        return int(self.vram_bytes_per_gpu * (1.0 - self.vram_margin))
+        return usable_vram_bytes(self.vram_bytes_per_gpu, self.vram_margin)
 
 
 @dataclass(frozen=True)

@@ -6,14 +6,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Sequence
 
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
+from kttune.errors import UserError
+from kttune.memory.host import host_ram_breakdown
 from kttune.memory.vram import gpu_expert_bytes, max_kv_tokens_that_fit, vram_breakdown
 from kttune.search.evaluate import Budget
 from kttune.search.workload import Workload
+from kttune.units import GIB
 
-CHUNK_CHOICES = (1024, 2048, 4096, 8192, 16384, 32768)
+# SGLang accepts any multiple of the page size; deployment guides run 65536.
+CHUNK_CHOICES = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+# User chunks must be multiples of this: SGLang needs a multiple of --page-size (1 by default, 64
+# for FlashMLA), and kt-kernel's AMX classes pad activation rows to M_STEP = 32.
+CHUNK_PAGE = 64
 THRESHOLD_CHOICES = (0, 512, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768)
 KV_UNIT = 1024  # --max-total-tokens is searched in units of 1024 tokens
 MIN_USEFUL_KV_TOKENS = 4096
@@ -61,6 +69,49 @@ class SearchSpace:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
 
 
+def parse_chunks(text: str, page: int = CHUNK_PAGE) -> tuple[int, ...]:
+    """`--chunks 8192,65536` -> (8192, 65536): positive multiples of `page`, sorted, deduplicated;
+    UserError (one line) otherwise."""
+    out = set()
+    for part in str(text).split(","):
+        part = part.strip().lower().replace("_", "")
+        if not part:
+            continue
+        mult = 1024 if part.endswith("k") else 1
+        try:
+            n = int(part[:-1] if mult > 1 else part) * mult
+        except ValueError:
+            raise UserError(f"--chunks value {part!r} is not a token count", "pass e.g. --chunks 8192,65536") from None
+        if n <= 0 or n % page:
+            raise UserError(f"--chunks value {n} is not a positive multiple of {page}",
+                            f"use a multiple of {page}, e.g. {max(page, n // page * page) or page}")
+        out.add(n)
+    if not out:
+        raise UserError("--chunks is empty", "pass e.g. --chunks 8192,65536")
+    return tuple(sorted(out))
+
+
+def chunks_that_fit(comp: Components, budget: Budget, tp: int, threads: int, pools: int, kv_tokens: int, running: int,
+                    candidates: Sequence[int]) -> tuple[tuple[int, ...], list[str]]:
+    """The candidate chunks whose least launch (no GPU experts, `kv_tokens` of KV, layerwise off)
+    fits the VRAM budget and whose kt-kernel CPU scratch (sized by max_len = the chunk; kt-kernel
+    refuses a forward longer than it, docs/memory.md) fits host RAM; and why the others do not."""
+    keep, why = [], []
+    base = minimal_config(comp, tp, threads, pools, kv_tokens, running)
+    for c in candidates:
+        cfg = replace(base, chunked_prefill_size=c)
+        peak = vram_breakdown(comp.model, cfg).runtime_peak_bytes
+        host = host_ram_breakdown(comp.model, cfg).total_bytes
+        if peak > budget.usable_vram_bytes:
+            why.append(f"chunk {c}: VRAM peak {peak / GIB:.1f} GiB > {budget.usable_vram_bytes / GIB:.1f} GiB usable")
+        elif host > budget.host_ram_bytes:
+            why.append(f"chunk {c}: host RAM {host / GIB:.0f} GiB (kt-kernel scratch grows with the chunk) "
+                       f"> {budget.host_ram_bytes / GIB:.0f} GiB")
+        else:
+            keep.append(c)
+    return tuple(keep), why
+
+
 def minimal_config(comp: Components, tp: int, threads: int, threadpools: int, kv_tokens: int, running: int) -> LaunchConfig:
     """The least VRAM a KT launch can take: no GPU experts, the smallest chunk, layerwise off."""
     return LaunchConfig(method=comp.method.name, tp=tp, num_gpu_experts=0, chunked_prefill_size=CHUNK_CHOICES[0],
@@ -68,16 +119,28 @@ def minimal_config(comp: Components, tp: int, threads: int, threadpools: int, kv
                         threadpool_count=threadpools, max_running_requests=running, cuda_graph_max_bs=max(1, running))
 
 
-def build_space(comp: Components, workload: Workload, budget: Budget, tp: int) -> SearchSpace:
-    """Bounds from the model, the profile and the budget. Raises nothing: callers check
-    `kv_units_max >= kv_units_min` (see kttune.search.study.check_budget)."""
+def build_space(comp: Components, workload: Workload, budget: Budget, tp: int,
+                chunks: Sequence[int] | None = None) -> SearchSpace:
+    """Bounds from the model, the profile and the budget. `chunks`: the user's chunk choices (see
+    `parse_chunks`) instead of CHUNK_CHOICES; either set is cut to the model's context and to what
+    fits VRAM and host RAM (`chunks_that_fit`). UserError when none of the user's chunks fits;
+    otherwise raises nothing: callers check `kv_units_max >= kv_units_min`
+    (see kttune.search.study.check_budget)."""
     model = comp.model
     ctx = model.max_position_embeddings
-    chunks = tuple(c for c in CHUNK_CHOICES if c <= max(CHUNK_CHOICES[0], ctx))
-    thresholds = tuple(t for t in THRESHOLD_CHOICES if t <= chunks[-1]) if comp.method.layerwise else (0,)
     threads = tuple(comp.cpu_thread_options())
     pools = max(1, len(comp.profile.inventory.cpu.numa_nodes))
     running = max(1, workload.concurrency)
+    if chunks and not [c for c in chunks if c <= ctx]:
+        raise UserError(f"every --chunks value exceeds {model.name}'s context of {ctx} tokens",
+                        f"pass chunks of at most {ctx} tokens")
+    wanted = tuple(c for c in (chunks or CHUNK_CHOICES) if c <= max(CHUNK_CHOICES[0] if not chunks else 0, ctx))
+    longest_kv = max(MIN_USEFUL_KV_TOKENS, workload.max_prompt_tokens + workload.output_tokens)
+    fit, why = chunks_that_fit(comp, budget, tp, threads[0], pools, longest_kv, running, wanted)
+    if chunks and not fit:
+        raise UserError(f"none of --chunks fits: {'; '.join(why)}", "pass smaller chunks, or raise --vram / --host-ram")
+    chunks = fit or wanted[:1]  # nothing fits: keep the smallest, check_budget says why
+    thresholds = tuple(t for t in THRESHOLD_CHOICES if t <= chunks[-1]) if comp.method.layerwise else (0,)
     smallest = minimal_config(comp, tp, threads[0], pools, 0, running)
     kv_max_tokens = max_kv_tokens_that_fit(model, smallest, budget.usable_vram_bytes, page=KV_UNIT)
     longest = workload.max_prompt_tokens + workload.output_tokens
@@ -98,7 +161,7 @@ def build_space(comp: Components, workload: Workload, budget: Budget, tp: int) -
 
 
 def kt_run_default(space: SearchSpace, cores: int) -> LaunchConfig:
-    """What `kt run` launches when not told otherwise (docs/sglang-kt.md#what-kt-run-launches-by-default): 1 GPU expert, chunk 4096,
+    """What `kt run` launches when not told otherwise (kt-sglang.md §1.4): 1 GPU expert, chunk 4096,
     threshold 4096 (kttune keeps 0 for methods without layerwise: 4096 crashes them), ~0.8 x threads."""
     want = int(0.8 * cores)
     th = min(space.threads, key=lambda t: (abs(t - want), t))

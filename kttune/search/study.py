@@ -21,7 +21,7 @@ from kttune.cost.components import Components
 from kttune.errors import InfeasibleError, UserError
 from kttune.hw.profile import HardwareProfile, profile_to_dict
 from kttune.memory.host import host_ram_breakdown
-from kttune.memory.vram import vram_breakdown
+from kttune.memory.vram import vram_breakdown, vram_needed_bytes
 from kttune.search.evaluate import Budget, Evaluation, evaluate
 from kttune.search.pick import pareto_front, pick
 from kttune.search.slo import SloScorer, SloTarget
@@ -46,6 +46,7 @@ class SearchRequest:
     workload: Workload
     budget: Budget
     tp: int = 1
+    chunks: tuple[int, ...] = ()  # the user's chunk choices (kttune.search.space.parse_chunks); () = the defaults
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ def check_budget(comp: Components, space: SearchSpace, req: SearchRequest) -> No
     least = minimal_config(comp, req.tp, space.threads[0], space.threadpools, MIN_USEFUL_KV_TOKENS, space.max_running_requests)
     b = vram_breakdown(req.model, least)
     parts = ", ".join(f"{k.replace('_', ' ')} {v / GIB:.2f}" for k, v in b.items() if v > 0)
-    need = b.runtime_peak_bytes / (1.0 - req.budget.vram_margin)
+    need = vram_needed_bytes(b.runtime_peak_bytes, req.budget.vram_margin)
     if need > req.budget.vram_bytes_per_gpu:
         raise InfeasibleError(
             f"{req.model.name} needs at least {need / GIB:.1f} GiB per GPU with 0 GPU experts and a {MIN_USEFUL_KV_TOKENS}-token KV pool "
@@ -208,7 +209,7 @@ def run_search(req: SearchRequest, opts: StudyOptions = StudyOptions(),
         raise UserError(f"--trials {opts.trials} must be at least 1", "pass a positive trial count, e.g. --trials 300")
     t0 = time.perf_counter()
     comp = Components(req.profile, req.model, req.method, req.tp)
-    space = build_space(comp, req.workload, req.budget, req.tp)
+    space = build_space(comp, req.workload, req.budget, req.tp, chunks=req.chunks or None)
     check_budget(comp, space, req)
     opened = open_storage_checked(opts.storage)
     storage, storage_url = opened.storage, opened.url

@@ -24,9 +24,23 @@ def test_decode_never_goes_layerwise(batch, threshold):
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batch=st.integers(1, 128), more=st.integers(1, 128), ctx=st.integers(1, 100_000), more_ctx=st.integers(1, 100_000))
 def test_a_bigger_batch_or_context_is_never_faster(batch, more, ctx, more_ctx):
+    # kt-kernel itself is faster at some larger token counts where it switches kernels (measured on
+    # the 16-core box: 64 -> 128 tokens), and the profile's CPU curves say so: a bigger batch may be
+    # faster by at most the measured curve's largest dip.
     t = decode_step_ms(COMP, cfg("BF16"), batch, ctx)
-    assert decode_step_ms(COMP, cfg("BF16"), batch + more, ctx) >= t
+    assert decode_step_ms(COMP, cfg("BF16"), batch + more, ctx) >= t * (1 - _measured_cpu_dip())
     assert decode_step_ms(COMP, cfg("BF16"), batch, ctx + more_ctx) >= t
+
+
+def _measured_cpu_dip() -> float:
+    """The largest relative drop of time with more tokens in the profile's CPU MoE curves."""
+    worst = 0.0
+    for c in COMP.profile.curves_of("cpu_moe", method="BF16"):
+        top = 0.0
+        for p in sorted(c.points, key=lambda q: q.x):
+            top = max(top, p.t_ms)
+            worst = max(worst, (top - p.t_ms) / top)
+    return worst
 
 
 def test_all_experts_on_the_gpu_leaves_only_gpu_work():

@@ -171,10 +171,10 @@ def test_vram_pick_bar_matches_the_memory_model(kimi):
     fig = F.fig_vram(kimi)
     bars = bar_containers(fig.axes[0])
     b = vram_breakdown(load_model("kimi-k2-thinking"), LaunchConfig(**kimi["pick"]["flags"]))
-    names = dict(F.VRAM_ITEMS)
-    for key, v in b.items():
-        if v and any(e["vram_bytes_per_gpu"][key] for _, e in F.vram_candidates(kimi)):
-            assert bars[names[key]].patches[0].get_height() == pytest.approx(v / GIB)
+    d = b.to_dict()
+    for key, name in F.VRAM_ITEMS:
+        if d[key] and any(e["vram_bytes_per_gpu"][key] for _, e in F.vram_candidates(kimi)):
+            assert bars[name].patches[0].get_height() == pytest.approx(d[key] / GIB)
     assert "layerwise full-layer slot" in bars  # layerwise fires: the lazily allocated slot is shown
 
 

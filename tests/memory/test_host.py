@@ -1,6 +1,13 @@
+import json
 from dataclasses import replace
+from pathlib import Path
 
-from kttune.memory.host import cpu_expert_bytes, host_ram_breakdown
+import pytest
+from hypothesis import given, strategies as st
+
+from kttune.memory.host import (
+    AVX2, ScratchShape, cpu_expert_bytes, host_ram_breakdown, kernel_family, kt_allocation_bytes, kt_scratch_bytes,
+)
 from kttune.units import GB
 from tests.helpers import cfg, model
 
@@ -26,3 +33,35 @@ def test_cpu_scratch_grows_with_the_chunk():
     small = host_ram_breakdown(m, replace(c, chunked_prefill_size=4096)).cpu_scratch
     big = host_ram_breakdown(m, replace(c, chunked_prefill_size=32768)).cpu_scratch
     assert big > 4 * small
+
+
+# ---- the scratch formula against real kt-kernel objects ------------------------------------------
+
+RESULTS = sorted(Path(__file__).resolve().parents[2].glob("benchmarks/results/host_ram-*.json"))
+
+
+def _measured_points():
+    return [p for f in RESULTS for p in json.loads(f.read_text())["points"]]
+
+
+@pytest.mark.skipif(not RESULTS, reason="no benchmarks/results/host_ram-*.json (run benchmarks/bench_host_ram.py)")
+def test_formula_within_10_percent_of_measured_kt_kernel_allocations():
+    # Every point is held out: the formula is read from kt-kernel's source, nothing is fitted.
+    pts = _measured_points()
+    assert len(pts) >= 20
+    for p in pts:
+        s = ScratchShape(hidden=p["hidden"], inter=p["inter"], experts=p["experts"], top_k=p["top_k"], max_len=p["max_len"])
+        pred = kt_allocation_bytes(p["method"], s, p["layers"], amx=p["kernel"].startswith("AMX"))
+        assert abs(pred / p["reserved_bytes"] - 1) <= 0.10, (p["method"], p["max_len"], pred, p["reserved_bytes"])
+
+
+@given(n=st.integers(64, 131072), pools=st.sampled_from([1, 2, 4]), m=st.sampled_from(["BF16", "FP8", "RAWINT4", "AMXINT4"]))
+def test_scratch_is_linear_in_max_len_and_shared_by_layers(n, pools, m):
+    s = ScratchShape(hidden=7168, inter=2048, experts=384, top_k=8, max_len=n, pools=pools)
+    fam = kernel_family(m, amx=True)
+    one, two = kt_scratch_bytes(s, fam), kt_scratch_bytes(replace(s, max_len=2 * n), fam)
+    zero = kt_scratch_bytes(replace(s, max_len=0), fam)
+    assert two - one == one - zero  # linear in max_len
+    w = kt_allocation_bytes(m, s, 2, True) - kt_allocation_bytes(m, s, 1, True)
+    assert w == kt_allocation_bytes(m, replace(s, max_len=1), 2, True) - kt_allocation_bytes(m, replace(s, max_len=1), 1, True)
+    assert kt_scratch_bytes(s, AVX2) > 0

@@ -3,6 +3,8 @@ against the memory model (the largest values it offers fit, one more does not)."
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import optuna
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -10,9 +12,13 @@ from hypothesis import strategies as st
 
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
+from kttune.errors import UserError
+from kttune.memory.host import host_ram_breakdown
 from kttune.memory.vram import vram_breakdown
 from kttune.search.evaluate import Budget
-from kttune.search.space import KV_UNIT, MIN_USEFUL_KV_TOKENS, build_space, kt_run_default, minimal_config
+from kttune.search.space import (
+    CHUNK_CHOICES, CHUNK_PAGE, KV_UNIT, MIN_USEFUL_KV_TOKENS, build_space, kt_run_default, minimal_config, parse_chunks,
+)
 from kttune.search.workload import load_workload
 from kttune.units import GIB
 from tests.helpers import model, profile
@@ -94,3 +100,60 @@ def test_kt_run_default_keeps_the_threshold_legal(name, method):
     assert d.gpu_prefill_token_threshold == (4096 if comp.method.layerwise and 4096 in s.thresholds else 0)
     assert d.num_gpu_experts == min(1, s.gpu_experts_max)
     assert d.chunked_prefill_size == (4096 if 4096 in s.chunks else s.chunks[-1])
+
+
+# ---- chunk choices: up to 131072, the user's own, cut to what fits VRAM and host RAM -----------------
+
+
+def comp(name="kimi-k2-thinking", method="RAWINT4", tp=1):
+    return Components(profile(), model(name), method, tp)
+
+
+def test_default_choices_reach_131072():
+    assert CHUNK_CHOICES[-1] == 131072 and 65536 in CHUNK_CHOICES
+
+
+def test_parse_chunks_accepts_k_and_sorts():
+    assert parse_chunks("65536, 8k,8192") == (8192, 65536)
+
+
+@pytest.mark.parametrize("bad", ["", "abc", "1000", "-64", "0"])
+def test_parse_chunks_rejects_with_one_line(bad):
+    with pytest.raises(UserError) as e:
+        parse_chunks(bad)
+    assert "\n" not in str(e.value)
+
+
+@given(n=st.integers(1, 4096))
+def test_multiples_of_the_page_pass_others_fail(n):
+    parse_chunks(str(n * CHUNK_PAGE))
+    if n % CHUNK_PAGE:
+        with pytest.raises(UserError):
+            parse_chunks(str(n))
+
+
+def test_large_chunks_dropped_when_host_ram_or_vram_cannot_hold_them():
+    c = comp()
+    wl = load_workload("rag")
+    big = Budget(80 * GIB, 4096 * GIB)
+    tight_host = Budget(80 * GIB, 560 * GIB)  # the experts fit, the scratch of the largest chunks does not
+    s_big = build_space(c, wl, big, 4)
+    s_tight = build_space(c, wl, tight_host, 4)
+    assert 131072 in s_big.chunks
+    assert max(s_tight.chunks) < 131072
+    # an independent check of the bound: the least launch at each kept chunk fits both budgets
+    for ch in s_tight.chunks:
+        cfg = minimal_config(c, 4, s_tight.threads[0], s_tight.threadpools, 4096, s_tight.max_running_requests)
+        cfg = replace(cfg, chunked_prefill_size=ch)
+        assert host_ram_breakdown(c.model, cfg).total_bytes <= tight_host.host_ram_bytes
+        assert vram_breakdown(c.model, cfg).runtime_peak_bytes <= tight_host.usable_vram_bytes
+
+
+def test_user_chunks_replace_the_defaults_and_none_fitting_is_a_user_error():
+    c = comp()
+    wl = load_workload("rag")
+    s = build_space(c, wl, Budget(80 * GIB, 4096 * GIB), 4, chunks=(8192, 65536))
+    assert s.chunks == (8192, 65536)
+    with pytest.raises(UserError) as e:
+        build_space(c, wl, Budget(80 * GIB, 540 * GIB), 4, chunks=(131072,))
+    assert "131072" in str(e.value) and "host RAM" in str(e.value)

@@ -1,0 +1,81 @@
+"""Host RAM that real kt-kernel MoE objects allocate, against kttune.memory.host's formula.
+
+For each method, expert shape, layer count and max_len (the chunk), builds the layers in a fresh
+process (`kttune.probes.host_ram.run_point`) and records the reserved (mapped) and resident growth.
+Then it compares two predictions with the measurement:
+  - the formula read from kt-kernel's source (`kt_allocation_bytes`, no fitted parameter), and
+  - a straight line fitted on the two smallest chunks of each series, checked on the larger
+    (held-out) chunks: how far a fit from small probes would carry.
+
+    python benchmarks/bench_host_ram.py                      # the default grid (about 5 minutes on 2 cores)
+    python benchmarks/bench_host_ram.py --quick
+    python benchmarks/bench_host_ram.py --out benchmarks/results/host_ram-<machine>.json
+
+Results: benchmarks/results/host_ram-<machine>.json (read by tests/memory/test_host.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+from dataclasses import asdict
+from pathlib import Path
+
+from kttune.probes.host_ram import predicted_bytes, run_point
+from kttune.units import MIB
+
+GRID = [
+    # (methods, hidden, inter, experts, top_k, layers, chunks)
+    (("BF16", "FP8", "RAWINT4", "AMXINT4", "AMXINT8"), 1024, 512, 32, 8, 1, (256, 1024, 4096, 8192)),
+    (("BF16", "RAWINT4"), 1024, 512, 32, 8, 2, (256, 1024, 4096, 8192)),
+    (("FP8", "RAWINT4"), 1024, 512, 64, 8, 1, (256, 1024, 4096)),
+    (("RAWINT4", "FP8"), 2048, 768, 128, 8, 1, (256, 1024, 4096)),
+]
+QUICK = [(("BF16", "RAWINT4"), 1024, 512, 32, 8, 1, (256, 1024, 4096))]
+
+
+def _cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default="")
+    a = ap.parse_args()
+    rows = []
+    for methods, h, i, e, k, layers, chunks in QUICK if a.quick else GRID:
+        for m in methods:
+            series = [run_point(m, h, i, e, k, n, layers) for n in chunks]
+            (x0, y0), (x1, y1) = [(p.max_len, p.reserved_bytes) for p in series[:2]]
+            slope = (y1 - y0) / (x1 - x0)
+            for p in series:
+                pred = predicted_bytes(p)
+                line = y0 + slope * (p.max_len - x0)
+                row = {**asdict(p), "predicted_bytes": pred, "pred_over_reserved": pred / p.reserved_bytes,
+                       "pred_over_resident": pred / p.resident_bytes, "line_fit_bytes": int(line),
+                       "line_over_reserved": line / p.reserved_bytes, "held_out": p.max_len > x1}
+                rows.append(row)
+                print(f"{m:8s} {p.kernel:20s} H{h} I{i} E{e} L{layers} max_len {p.max_len:6d}: reserved "
+                      f"{p.reserved_bytes / MIB:8.1f} MiB, resident {p.resident_bytes / MIB:8.1f} MiB, "
+                      f"formula {pred / MIB:8.1f} MiB ({pred / p.reserved_bytes:5.3f}x reserved), "
+                      f"line fit {line / MIB:8.1f} MiB{' (held out)' if p.max_len > x1 else ''}", flush=True)
+    worst = max(abs(r["pred_over_reserved"] - 1) for r in rows)
+    print(f"formula vs reserved: worst relative error {worst:.3f} over {len(rows)} points")
+    machine = f"{platform.node()} ({_cpu_model()}, {__import__('os').cpu_count()} CPUs)"
+    out = Path(a.out or f"benchmarks/results/host_ram-{'quick' if a.quick else 'grid'}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"machine": machine, "command": "python benchmarks/bench_host_ram.py"
+                               + (" --quick" if a.quick else ""), "points": rows}, indent=1) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

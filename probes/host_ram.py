@@ -1,0 +1,175 @@
+"""Host RAM that real kt-kernel MoE objects allocate, as a function of max_len (the chunk), layers,
+experts and method: reserved address space (growth of the process's mappings, as VmSize counts them less glibc's
+PROT_NONE arena reservations) right after construction, and resident
+memory (VmRSS growth) after one forward of max_len tokens. Each point runs in a fresh Python process,
+so kt-kernel's process-wide shared scratch starts empty.
+
+Entry points: `measure_point(...)` (in this process), `run_point(...)` (in a fresh process),
+`probe_host_ram(...)` (a series, as one `host_ram` curve per (method, shape, layers) for the profile),
+and `python -m kttune.probes.host_ram --method BF16 --chunks 256,1024 ...` (prints JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+from kttune.hw.profile import Curve, Point
+from kttune.memory.host import ScratchShape, kt_allocation_bytes
+
+
+@dataclass(frozen=True)
+class HostRamPoint:
+    method: str
+    kernel: str
+    hidden: int
+    inter: int
+    experts: int
+    top_k: int
+    max_len: int
+    layers: int
+    threads: int
+    reserved_bytes: int  # growth of mapped (non-PROT_NONE) address space from building the layers
+    resident_bytes: int  # VmRSS growth after building them and one forward of max_len tokens
+    weights_source_bytes: int  # the caller's source weights (allocated before the baseline)
+    build_ms: float = 0.0  # wall time of building the layers (weights load included)
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def _mapped_rw_bytes() -> int:
+    """Bytes of readable or writable mappings (/proc/self/maps). VmSize also counts the PROT_NONE
+    reservations glibc makes for each new thread's malloc arena (64 MiB each), which are address
+    space nobody allocated; they are left out here."""
+    total = 0
+    with open("/proc/self/maps") as f:
+        for line in f:
+            addr, perms = line.split()[:2]
+            if perms.startswith("---"):
+                continue
+            lo, hi = (int(a, 16) for a in addr.split("-"))
+            total += hi - lo
+    return total
+
+
+def _vm() -> tuple[int, int]:
+    return _mapped_rw_bytes(), _status_kib("VmRSS") * 1024
+
+
+def measure_point(method: str, hidden: int, inter: int, experts: int, top_k: int, max_len: int,
+                  layers: int = 1, threads: int = 1) -> HostRamPoint:
+    """Build `layers` kt-kernel MoE layers of `method` with max_len `max_len` in this process and
+    measure what they allocate. Call it in a fresh process (`run_point`): kt-kernel's shared scratch
+    keeps the largest request the process ever made."""
+    import torch
+
+    from kttune.kernels.expert_weights import HostExperts
+    from kttune.kernels.kt_ext import load_kt_kernel, quiet_stdout
+    from kttune.kernels.kt_moe import KtMoeLayer
+    from kttune.kernels.kt_pool import cpu_infer
+
+    kt = load_kt_kernel()
+    if kt is None:
+        raise RuntimeError("kt-kernel is not importable")
+    weights = [HostExperts.random(method, hidden, inter, experts, seed=i) for i in range(layers)]
+    x = torch.randn(max_len, hidden).to(torch.bfloat16)
+    ids = torch.randint(0, experts, (max_len, top_k), dtype=torch.int64)
+    w = torch.full((max_len, top_k), 1.0 / top_k, dtype=torch.float32)
+    out = torch.empty(max_len, hidden, dtype=torch.bfloat16)
+    with quiet_stdout():
+        cpu_infer(kt.ext, threads, 1, [0])  # the worker pool exists before the baseline
+    vms0, rss0 = _vm()
+    t0 = time.perf_counter()
+    built = [KtMoeLayer(wt, top_k=top_k, threads=threads, max_tokens=max_len, kt=kt) for wt in weights]
+    build_ms = (time.perf_counter() - t0) * 1e3
+    vms1, _ = _vm()
+    for layer in built:
+        layer.forward(x, ids, w, out)
+    _, rss2 = _vm()
+    return HostRamPoint(method=method, kernel=built[0].kernel_class, hidden=hidden, inter=inter, experts=experts,
+                        top_k=top_k, max_len=max_len, layers=layers, threads=threads, reserved_bytes=vms1 - vms0,
+                        resident_bytes=rss2 - rss0, weights_source_bytes=sum(wt.nbytes for wt in weights), build_ms=build_ms)
+
+
+def run_point(method: str, hidden: int, inter: int, experts: int, top_k: int, max_len: int, layers: int = 1,
+              threads: int = 1, timeout_s: float = 600) -> HostRamPoint:
+    """`measure_point` in a fresh Python process."""
+    args = [sys.executable, "-m", "kttune.probes.host_ram", "--one", "--method", method, "--hidden", str(hidden),
+            "--inter", str(inter), "--experts", str(experts), "--top-k", str(top_k), "--chunks", str(max_len),
+            "--layers", str(layers), "--threads", str(threads)]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s)
+    if done.returncode != 0:
+        raise RuntimeError(f"host RAM point failed: {done.stderr.strip().splitlines()[-1:]}")
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    return HostRamPoint(**json.loads(lines[-1]))
+
+
+def predicted_bytes(p: HostRamPoint) -> int:
+    """kttune.memory.host's prediction of what `p` measured (AMX layouts for an AMX class)."""
+    amx = p.kernel.startswith("AMX")
+    s = ScratchShape(hidden=p.hidden, inter=p.inter, experts=p.experts, top_k=p.top_k, max_len=p.max_len)
+    return kt_allocation_bytes(p.method, s, p.layers, amx)
+
+
+def host_ram_curve(points: Sequence[HostRamPoint]) -> Curve:
+    """One `host_ram` profile curve: x = max_len, t_ms = the time building the layers took, extra =
+    reserved/resident/predicted bytes."""
+    p0 = points[0]
+    pts = tuple(Point(x=p.max_len, t_ms=max(p.build_ms, 1e-3), n=1, extra={
+        "reserved_bytes": p.reserved_bytes, "resident_bytes": p.resident_bytes,
+        "predicted_bytes": predicted_bytes(p)}) for p in sorted(points, key=lambda q: q.max_len))
+    return Curve("host_ram", "tokens", pts, {"method": p0.method, "hidden": p0.hidden, "inter": p0.inter,
+                                             "experts": p0.experts, "top_k": p0.top_k, "layers": p0.layers,
+                                             "threadpools": 1, "kernel": p0.kernel}, backend=f"kt-kernel:{p0.kernel}")
+
+
+def probe_host_ram(methods: Sequence[str], hidden: int, inter: int, experts: int, top_k: int,
+                   chunks: Sequence[int], layers: int = 1, threads: int = 1,
+                   progress: Any = None) -> list[Curve]:
+    """The probe step: one fresh process per (method, chunk); one curve per method."""
+    curves = []
+    for method in methods:
+        pts = []
+        for n in chunks:
+            pts.append(run_point(method, hidden, inter, experts, top_k, n, layers, threads))
+            if progress is not None:
+                progress(method, n)
+        curves.append(host_ram_curve(pts))
+    return curves
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--method", default="BF16")
+    ap.add_argument("--hidden", type=int, default=1024)
+    ap.add_argument("--inter", type=int, default=512)
+    ap.add_argument("--experts", type=int, default=32)
+    ap.add_argument("--top-k", type=int, default=8)
+    ap.add_argument("--chunks", default="256,1024")
+    ap.add_argument("--layers", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--one", action="store_true", help="measure in this process (used by run_point)")
+    a = ap.parse_args(argv)
+    chunks = [int(c) for c in a.chunks.split(",")]
+    if a.one:
+        p = measure_point(a.method, a.hidden, a.inter, a.experts, a.top_k, chunks[0], a.layers, a.threads)
+        print(json.dumps(asdict(p)))
+        return
+    for n in chunks:
+        p = run_point(a.method, a.hidden, a.inter, a.experts, a.top_k, n, a.layers, a.threads)
+        print(json.dumps({**asdict(p), "predicted_bytes": predicted_bytes(p)}))
+
+
+if __name__ == "__main__":
+    main()
