@@ -47,6 +47,8 @@ def _int(cfg: dict, name: str, *keys: str, default: int | None = None) -> int:
             "point --model at a HuggingFace causal-LM checkpoint directory (its config.json names the architecture)",
         )
     try:
+        if isinstance(v, bool):  # JSON true/false: int(True) would read as 1
+            raise TypeError
         return int(v)
     except (TypeError, ValueError):
         raise UserError(
