@@ -130,6 +130,15 @@ def _short_cfg(flags: dict) -> str:
             f"thr {flags['gpu_prefill_token_threshold']:,}, {flags['cpuinfer_threads']} thr")
 
 
+def runner_points_for(doc: dict, runs: Iterable[dict] | None) -> list[dict]:
+    """The path-runner rows that measure the configuration of a search/explain result: rows naming
+    a model, method or GPU-expert count must match the result's (rows that name none all match)."""
+    flags = _flags(doc)
+    want = {"model": (doc.get("model") or {}).get("name"), "method": flags.get("method"),
+            "gpu_experts": flags.get("num_gpu_experts")}
+    return [r for r in runs or () if all(r.get(k) is None or v is None or r[k] == v for k, v in want.items())]
+
+
 # ---- (1) prefill against prompt length ------------------------------------------------------------
 
 
@@ -140,8 +149,10 @@ def fig_prefill(doc: dict, runs: Iterable[dict] | None = None):
     doc: a `kttune search --json` or `kttune explain --json` result. Reads `by_prompt_tokens`
     (rows of {prompt_tokens, hybrid_ms, layerwise_ms (None without a layerwise path), picked_ms}),
     `crossover_tokens`, the flags under `pick` (or `evaluation`), `profile` and `model_fits`.
-    runs: optional path-runner rows (schema in `fig_calibration`); those at the chosen chunk whose
-    path is "hybrid" or "layerwise" are drawn as measured points (`measured_ms` is whole-prompt time).
+    runs: optional path-runner rows (schema in `fig_calibration`); those of the same model, method
+    and GPU-expert count (`runner_points_for`) whose path is "hybrid" or "layerwise", at the chosen
+    chunk or a prompt that fits one chunk either way, are drawn as measured points: the whole-model
+    time `extrapolated_ms` where the row has it (the runner measures K layers), else `measured_ms`.
 
     Axes: [0] time (s) against prompt tokens, [1] throughput (tokens/s); both log-x. Lines are
     labelled "hybrid only", "layerwise only", "picked"; vertical lines "crossover N" and
@@ -164,9 +175,11 @@ def fig_prefill(doc: dict, runs: Iterable[dict] | None = None):
         px = [p for p, _ in pts]
         ax_t.plot(px, [ms / 1e3 for _, ms in pts], ls, color=color, marker="o", ms=3, lw=lw, alpha=alpha, label=label)
         ax_r.plot(px, [p / (ms / 1e3) for p, ms in pts], ls, color=color, marker="o", ms=3, lw=lw, alpha=alpha, label=label)
+    runs = runner_points_for(doc, runs)
     for path, color in (("hybrid", "tab:orange"), ("layerwise", "tab:blue")):
-        pts = [(r["tokens"], r["measured_ms"]) for r in runs
-               if r.get("path") == path and r.get("chunk") == chunk and r.get("measured_ms")]
+        pts = [(r["tokens"], r.get("extrapolated_ms") or r["measured_ms"]) for r in runs
+               if r.get("path") == path and r.get("measured_ms")
+               and (r.get("chunk") == chunk or r["tokens"] <= min(r.get("chunk") or 0, chunk))]
         if pts:
             ax_t.scatter([p for p, _ in pts], [ms / 1e3 for _, ms in pts], marker="D", s=30, color=color,
                          edgecolor="black", zorder=5, label=f"measured {path}")
@@ -495,7 +508,7 @@ def fig_calibration(runs: list[dict], doc: dict | None = None):
     """Predicted against measured prefill time from the path runner, one point per run, coloured by
     path, with the y = x line and the error in the title.
 
-    runs: rows of {"path": "hybrid"|"layerwise", "tokens": int (prompt or forward tokens),
+    runs: rows of {"path": "hybrid"|"layerwise"|"switch", "tokens": int (prompt or forward tokens),
     "chunk": int, "predicted_ms": float, "measured_ms": float}, optionally "gpu_experts": int.
     Extra keys are ignored. doc: an optional result or profile dict, for the provenance line.
     Axes [0]: one collection per path labelled with the path (offsets = (predicted, measured) ms),
@@ -505,7 +518,7 @@ def fig_calibration(runs: list[dict], doc: dict | None = None):
         raise ValueError("no path-runner rows with both predicted_ms and measured_ms")
     fig = _new_figure(6.0, 5.4)
     ax = fig.subplots()
-    colors = {"hybrid": "tab:orange", "layerwise": "tab:blue"}
+    colors = {"hybrid": "tab:orange", "layerwise": "tab:blue", "switch": "tab:green"}
     for path in sorted({r["path"] for r in rows}):
         rs = [r for r in rows if r["path"] == path]
         ax.scatter([r["predicted_ms"] for r in rs], [r["measured_ms"] for r in rs], s=30, label=path,
@@ -522,7 +535,7 @@ def fig_calibration(runs: list[dict], doc: dict | None = None):
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     cal = calibration_error(rows)
-    ax.set_title(f"Path runner against the cost model: median |error| {cal['median_abs_rel']:.0%}, "
+    ax.set_title(f"Path runner against the cost model\nmedian |error| {cal['median_abs_rel']:.0%}, "
                  f"max {cal['max_abs_rel']:.0%} ({cal['n']} runs)", fontsize=10)
     _stamp(fig, provenance_text(doc or {}, rows))
     return fig

@@ -54,13 +54,39 @@ class WrittenReport:
 
 
 def runner_rows(doc: Any) -> list[dict] | None:
-    """Path-runner rows {path, tokens, chunk, predicted_ms, measured_ms} from a runner document:
-    {"runs": [rows]} or a bare list of rows. None when `doc` is not one."""
+    """Path-runner rows {path, tokens, chunk, predicted_ms, measured_ms, ...} from a runner document,
+    or None when `doc` is not one. Accepts `kttune paths --json` ({"request", "runs": [PathRun.to_dict
+    with "prediction"]}, docs/path-runner.md), a results file holding several under "results"
+    (benchmarks/results/paths-*.json), and rows already in this schema ({"runs": rows} or a list).
+
+    From a PathRun: `path` is the forced path, else the one path its forwards took, else "switch";
+    `tokens` the prompt; `measured_ms` the K layers' wall clock over the whole prompt and
+    `predicted_ms` the raw cost model's time for the same K layers and forwards (None for
+    small-shape runs, which are not predicted); `extrapolated_ms` the measured time carried to the
+    whole model (what fig_prefill draws); also model, method, gpu_experts, threshold, layers."""
+    if isinstance(doc, dict) and isinstance(doc.get("results"), list):
+        parts = [runner_rows(d) for d in doc["results"]]
+        if parts and all(p is not None for p in parts):
+            return [r for p in parts for r in p]
+        return None
     rows = doc.get("runs") if isinstance(doc, dict) else doc
-    if isinstance(rows, list) and rows and all(isinstance(r, dict) and "measured_ms" in r and "predicted_ms" in r
-                                               for r in rows):
+    if not (isinstance(rows, list) and rows and all(isinstance(r, dict) and "measured_ms" in r for r in rows)):
+        return None
+    if all("forwards" in r and "prompt_tokens" in r for r in rows):
+        return [_from_path_run(r) for r in rows]
+    if all("predicted_ms" in r for r in rows):
         return rows
     return None
+
+
+def _from_path_run(r: dict) -> dict:
+    paths = sorted({f["path"] for f in r["forwards"]})
+    path = r.get("forced_path") or (paths[0] if len(paths) == 1 else "switch")
+    return {"path": path, "tokens": r["prompt_tokens"], "chunk": r["chunk"],
+            "predicted_ms": (r.get("prediction") or {}).get("predicted_ms"), "measured_ms": r["measured_ms"],
+            "extrapolated_ms": r.get("extrapolated_ms"), "model": r.get("model"), "method": r.get("method"),
+            "gpu_experts": r.get("gpu_experts"), "threshold": r.get("threshold"), "layers": r.get("layers_run"),
+            "forwards": len(r["forwards"]), "device": r.get("device")}
 
 
 def sim_result(doc: Any) -> dict | None:
@@ -268,6 +294,33 @@ def _profile_section(doc: dict, k: str, out_dir: Path, figures: list[FigureFile]
     return lines
 
 
+def _runner_section(inputs: ReportInputs, out: Path, figures: list[FigureFile]) -> list[str]:
+    """The path runner's runs: calibration figure and error where they were predicted; a table of
+    the measured times in every case."""
+    from kttune.emit import figures as F
+
+    runs = inputs.runs
+    ref = inputs.results[0] if inputs.results else (inputs.profiles[0] if inputs.profiles else None)
+    if ref is None and any(r.get("device") for r in runs):
+        ref = {"profile": {"machine": next(r["device"] for r in runs if r.get("device"))}}
+    lines = ["## Path runner against the cost model", ""]
+    cal = F.calibration_error(runs)
+    if cal:
+        lines += [f"{cal['n']} runs: median |measured / predicted - 1| {cal['median_abs_rel']:.1%}, "
+                  f"max {cal['max_abs_rel']:.1%} (the K layers run, whole prompt).", ""]
+        lines += _figure_md(_save_figure(F.fig_calibration(runs, ref), out, "calibration",
+                                         "Predicted against measured prefill", figures))
+    else:
+        lines += [f"{len(runs)} runs, none predicted (small-shape runs are not compared with the cost "
+                  "model), so no calibration figure.", ""]
+    lines += ["| model | path | n | prompt | chunk | measured ms | predicted ms |", "|---|---|---|---|---|---|---|"]
+    for r in runs:
+        p = r.get("predicted_ms")
+        lines.append(f"| {r.get('model') or ''} {r.get('method') or ''} | {r['path']} | {r.get('gpu_experts', '')} | "
+                     f"{r['tokens']} | {r.get('chunk', '')} | {r['measured_ms']:,.1f} | {'' if p is None else f'{p:,.1f}'} |")
+    return lines + [""]
+
+
 def write_report(out_dir: str | os.PathLike, inputs: ReportInputs, title: str = "kttune report",
                  save_documents: bool = False) -> WrittenReport:
     """Write `report.md` and its PNG figures into `out_dir` (created if needed; files are written
@@ -295,13 +348,7 @@ def write_report(out_dir: str | os.PathLike, inputs: ReportInputs, title: str = 
     for i, doc in enumerate(inputs.profiles):
         lines += _profile_section(doc, suffix(i, len(inputs.profiles)), out, figures)
     if inputs.runs:
-        ref = inputs.results[0] if inputs.results else (inputs.profiles[0] if inputs.profiles else None)
-        cal = F.calibration_error(inputs.runs)
-        lines += ["## Path runner against the cost model", "",
-                  f"{cal['n']} runs: median |measured / predicted - 1| {cal['median_abs_rel']:.1%}, "
-                  f"max {cal['max_abs_rel']:.1%}.", ""]
-        lines += _figure_md(_save_figure(F.fig_calibration(inputs.runs, ref), out, "calibration",
-                                         "Predicted against measured prefill", figures))
+        lines += _runner_section(inputs, out, figures)
     for i, sim in enumerate(inputs.sims):
         lines += ["## Serving simulation: prefill schedules", ""]
         for name, s in sim["schedules"].items():

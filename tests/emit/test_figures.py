@@ -132,12 +132,20 @@ def test_prefill_draws_runner_points_at_the_chosen_chunk_only(kimi):
     chunk = kimi["pick"]["flags"]["chunked_prefill_size"]
     runs = [{"path": "layerwise", "tokens": 8192, "chunk": chunk, "predicted_ms": 16000.0, "measured_ms": 17500.0},
             {"path": "hybrid", "tokens": 1024, "chunk": chunk, "predicted_ms": 47000.0, "measured_ms": 44000.0},
-            {"path": "layerwise", "tokens": 8192, "chunk": chunk // 2, "predicted_ms": 1.0, "measured_ms": 2.0}]
+            {"path": "layerwise", "tokens": 8192, "chunk": 2048, "predicted_ms": 1.0, "measured_ms": 2.0},
+            # one forward of 512 tokens at chunk 512 is the same forward as at the chosen chunk
+            {"path": "hybrid", "tokens": 512, "chunk": 512, "predicted_ms": 9000.0, "measured_ms": 9000.0, "extrapolated_ms": 30000.0},
+            # another GPU-expert count measures another configuration
+            {"path": "hybrid", "tokens": 1024, "chunk": chunk, "gpu_experts": kimi["pick"]["flags"]["num_gpu_experts"] + 1,
+             "predicted_ms": 1.0, "measured_ms": 1.0}]
+    assert chunk > 8192
     fig = F.fig_prefill(kimi, runs)
     ax_t = fig.axes[0]
     assert collection(ax_t, "measured layerwise").get_offsets().tolist() == [[8192, 17.5]]
-    assert collection(ax_t, "measured hybrid").get_offsets().tolist() == [[1024, 44.0]]
-    assert "median |error| 9%" in F.provenance_of(fig)  # |17.5/16 - 1| = 9.4%, |44/47 - 1| = 6.4%, |2/1 - 1| = 100%
+    # the whole-model time (extrapolated_ms) where the row has one
+    assert sorted(collection(ax_t, "measured hybrid").get_offsets().tolist()) == [[512, 30.0], [1024, 44.0]]
+    # |17.5/16 - 1| = 9.4%, |44/47 - 1| = 6.4%, |2/1 - 1| = 100%, 0%; the other GPU-expert count left out
+    assert "median |error| 8%" in F.provenance_of(fig) and "over 4 runs" in F.provenance_of(fig)
 
 
 # ---- (2) VRAM ---------------------------------------------------------------------------------------
