@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 
+from kttune.cli_report import report_option, write_command_report
 from kttune.errors import UserError
 
 
@@ -41,6 +42,7 @@ def paths(
     profile: Optional[str] = typer.Option(None, "--profile", help="Profile for the predictions (default: as `kttune search`)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Also write the JSON result to this file."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON result on stdout instead of tables."),
+    report_dir: Optional[Path] = report_option(),
 ) -> None:
     """Run the hybrid and layerwise prefill paths end to end on K layers at the model's real shapes,
     time them (per layer, per prompt, extrapolated to the whole model), record peak GPU memory, and
@@ -66,6 +68,10 @@ def paths(
         typer.echo(json.dumps(result, indent=1))
     else:
         render(result, Console())
+    if report_dir:
+        from kttune.emit.markdown_report import runner_rows
+
+        write_command_report(report_dir, as_json, runs=runner_rows(result) or ())
     _stdout_to_stderr()
 
 

@@ -4,8 +4,11 @@ schedules and print them side by side. Thin: parse, call kttune.sim, render."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
+
+from kttune.cli_report import report_option, write_command_report
 
 from kttune.units import parse_duration_s
 
@@ -36,6 +39,7 @@ def register(app: typer.Typer) -> None:
         capacity: bool = typer.Option(False, "--capacity", help="Also find each schedule's highest rate with >= 90% SLO attainment."),
         samples: bool = typer.Option(False, "--samples", help="Put per-request TTFT and longest gap in the JSON (for plots)."),
         json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (the table goes to stderr)."),
+        report_dir: Path = report_option(),
     ):
         """Simulate a server under token-chunked (KT path switch), pure hybrid and Layered Prefill schedules."""
         from rich.console import Console
@@ -57,3 +61,7 @@ def register(app: typer.Typer) -> None:
         render(console, rep)
         if json_out:
             typer.echo(json.dumps(rep.to_dict(), indent=1))
+        if report_dir:
+            from kttune.emit.markdown_report import sim_result
+
+            write_command_report(report_dir, json_out, sims=[sim_result(rep.to_dict())])

@@ -600,7 +600,8 @@ def fig_schedules(sim: dict, doc: dict | None = None):
     ax_att.set_ylim(0, 1.02)
     for ax in (ax_ttft, ax_tbt, ax_att):
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:  # the attainment axis is empty without a capacity search
+            ax.legend(fontsize=7)
     fig.suptitle("Prefill schedules in the serving simulation", fontsize=10)
     _stamp(fig, provenance_text(doc or sim))
     return fig
