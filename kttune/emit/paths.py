@@ -65,14 +65,64 @@ def markdown(result: dict, title: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def render(result: dict, console: Any) -> None:
+def _full_table(result: dict):
     from rich.table import Table
 
     t = Table(title="path runner")
     for h in HEADERS:
-        t.add_column(h, justify="right" if h not in ("model", "method", "mode", "paths") else "left")
+        t.add_column(h, justify="right" if h not in ("model", "method", "mode", "paths") else "left", no_wrap=True)
     for row in run_rows(result):
         t.add_row(*row)
-    console.print(t)
+    return t
+
+
+def _forwards_short(r: dict) -> str:
+    """The forwards a run made, counted per path: '3L+1H' (L layerwise, H hybrid), in run order."""
+    out: list[list] = []
+    for f in r["forwards"]:
+        k = f["path"][:1].upper()
+        if out and out[-1][1] == k:
+            out[-1][0] += 1
+        else:
+            out.append([1, k])
+    return "+".join(f"{n}{k}" for n, k in out)
+
+
+def _k(n: int) -> str:
+    return f"{n // 1024}K" if n >= 1024 and n % 1024 == 0 else str(n)
+
+
+def _compact_table(result: dict):
+    """The 80-column form: model and method in the title, times in short units, the memory model
+    and reserved bytes left to the JSON."""
+    from rich import box
+    from rich.table import Table
+
+    from kttune.emit.terminal import keep_title, ms_short, tokens_short
+
+    runs = result["runs"]
+    names = sorted({f"{r['model']} {r['method']}" for r in runs})
+    t = Table(title=f"path runner: {', '.join(names)}" if len(names) == 1 else "path runner", show_edge=False,
+              caption="mode: one path forced, or the switch at threshold thr; L layerwise, H hybrid", box=box.SIMPLE_HEAD)
+    cols = (["model"] if len(names) > 1 else []) + ["n", "L", "chunk", "mode", "fwd", "K-layer", "pred", "err",
+                                                     "full\nmodel", "peak\nGiB"]
+    for h in cols:
+        t.add_column(h, justify="left" if h in ("model", "mode", "fwd") else "right", no_wrap=True)
+    for r in runs:
+        pred = (r.get("prediction") or {}).get("predicted_ms")
+        err = abs(pred - r["measured_ms"]) / r["measured_ms"] if pred and r["measured_ms"] else None
+        mode = f"{r['forced_path'][:1].upper()} only" if r.get("forced_path") else f"thr {_k(r['threshold'])}"
+        cells = [str(r["gpu_experts"]), tokens_short(r["prompt_tokens"]), tokens_short(r["chunk"]), mode,
+                 _forwards_short(r), ms_short(r["measured_ms"]), ms_short(pred) if pred else "", _pct(err),
+                 ms_short(r["extrapolated_ms"]), _gib(r["peak_allocated_bytes"])]
+        t.add_row(*(([f"{r['model']} {r['method']}"] if len(names) > 1 else []) + cells))
+    return keep_title(t)
+
+
+def render(result: dict, console: Any) -> None:
+    from kttune.emit.terminal import first_that_fits
+
+    if result["runs"]:
+        console.print(first_that_fits(console.width, lambda: _full_table(result), lambda: _compact_table(result)))
     for line in summary_lines(result):
         console.print(line)

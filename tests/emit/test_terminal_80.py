@@ -113,3 +113,45 @@ def test_catalog_listings_fit_80_columns():
     check(c, 3)
     text = c.export_text()
     assert "kimi-k2-thinking" in text and "long-context" in text and "h200-pcie5-xeon-amx-16c (default)" in text
+
+
+def test_simulate_fits_80_columns():
+    """The schedules side by side (with the capacity row) on the measured profile."""
+    from kttune.emit import simulate_report
+    from kttune.sim.inputs import resolve
+    from kttune.sim.simulate import simulate
+
+    inp = resolve("qwen3-30b-a3b", MEASURED, None, "summarize", None, 40, 0, 0, 8192, None, 262144, 32, None, 1,
+                  ("chunked", "hybrid", "layered"), None, 8192, None, None, 0.0, None)
+    rep = simulate(inp, with_capacity=True)
+    c = RecordingConsole()
+    simulate_report.render(c, rep)
+    check(c, 1)
+    text = c.export_text()
+    # nothing lost by the compact form: every schedule's TTFT p99 and rejected count are printed
+    for r in rep.schedules:
+        assert simulate_report.ms_short(1e3 * r.ttft_s.p99) in text
+    assert "max rate at >= 90% SLO" in text
+    wide = RecordingConsole(width=200)
+    simulate_report.render(wide, rep)
+    assert "TTFT p50 / p90 / p99" in wide.export_text()
+
+
+def test_paths_fits_80_columns():
+    """The path runner's table on the H200 results (the widest numbers measured)."""
+    import json
+    from pathlib import Path
+
+    from kttune.emit import paths
+
+    doc = json.loads((Path(__file__).resolve().parents[2] / "benchmarks/results/paths-h200-pcie5-xeon-amx-16c.json").read_text())
+    for res in doc["results"]:
+        c = RecordingConsole()
+        paths.render(res, c)
+        check(c, 1)
+        text = c.export_text()
+        assert f"path runner: {res['runs'][0]['model']} {res['runs'][0]['method']}" in text
+        assert text.count("thr ") + text.count(" only ") >= len(res["runs"])  # one row per run
+    wide = RecordingConsole(width=250)
+    paths.render(doc["results"][0], wide)
+    assert "mem model GiB" in wide.export_text()
