@@ -25,9 +25,6 @@ class LengthRow:
     chosen_paths: str  # e.g. "2 layerwise + 1 hybrid"
     traffic_bytes: int = 0  # expert weights streamed CPU -> GPU per link for this prompt (picked flags)
 
-    def tok_s(self, ms: float | None) -> float | None:
-        return None if ms is None else self.prompt_tokens / (ms / 1e3)
-
 
 @dataclass(frozen=True)
 class Explanation:
