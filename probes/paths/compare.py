@@ -125,27 +125,67 @@ def predicted_crossover(c: Components, run: PathRun, hi: int = 65536) -> int | N
     return b
 
 
+def runner_moe_bytes(spec: ModelSpec, backend: str, tokens: int, tp: int = 1) -> int:
+    """Bytes the runner's own GPU MoE (kttune.kernels.grouped_moe) holds at its peak for `tokens`
+    tokens, from its buffer shapes (M tokens, k = top-k, H hidden, I = moe_intermediate/tp), at the
+    final combine where everything below is alive at once:
+
+    - torch-grouped_mm (bf16): the gathered input [M*k, H] bf16, gate/up [M*k, 2I] bf16, the expert
+      outputs sorted and unsorted [M*k, H] bf16 each, the combine's fp32 copy and weighted product
+      [M*k, H] fp32 each, the fp32 sum [M, H], the expert order [M*k] int64;
+    - torch-scaled_grouped_mm (fp8): the same plus the fp8 input [M*k, H], the fp8 intermediate
+      [M*k, I] and the per-row scales [M*k] fp32 twice;
+    - triton-w4a16 (int4): no gathered input (the kernel reads rows through the sorted ids), gate/up,
+      the expert outputs [M*k, H] bf16, the combine's two fp32 [M*k, H], the fp32 sum, the sorted ids.
+
+    SGLang's fused MoE holds far less (`kttune.memory.vram.moe_activation_bytes`: its intermediate
+    caches, with gate/up and the down output sharing one buffer); the difference is the runner's own
+    temporaries (`runner_moe_temporaries` in `predicted_runner_peak_bytes`)."""
+    m, k, h, i = tokens, spec.top_k, spec.hidden_size, spec.moe_intermediate_size // tp
+    mk = m * k
+    if backend.startswith("triton"):
+        return mk * h * (2 + 4 + 4) + mk * 2 * i * 2 + m * h * 4 + mk * 4
+    grouped = mk * h * (2 + 2 + 2 + 4 + 4) + mk * 2 * i * 2 + m * h * 4 + mk * 8
+    if "scaled" in backend or "fp8" in backend:
+        return grouped + mk * h + mk * i + 2 * mk * 4
+    return grouped
+
+
 def predicted_runner_peak_bytes(spec: ModelSpec, run: PathRun) -> dict:
-    """The memory model's terms for what the runner holds on the device at its peak (bytes)."""
+    """What the runner holds on the device at its peak (bytes), term by term; the one source of truth
+    for it (`kttune paths` reports it, tests/memory/test_vram_phases.py holds it to the measured peaks).
+
+    SGLang's terms from `kttune.memory.vram`: K layers' non-expert weights (embeddings left out: the
+    runner has none), n resident experts per layer, KV for the whole prompt on K layers, the KT staging
+    buffer, the full-layer slot (sglang-kt and the runner allocate it at the first layerwise forward and
+    keep it: held whenever the method has a layerwise path and the run or an earlier one went
+    layerwise), and the activations by phase (`activation_phases(...).peak_bytes`: persistent plus the
+    largest phase, never the sum) for the run's largest forward. Runner-only: `runner_moe_temporaries`,
+    what its own MoE kernels hold beyond SGLang's fused-MoE caches (`runner_moe_bytes`), when a forward
+    ran the GPU MoE over a layer's experts (layerwise) or over the resident ones (hybrid, n > 0)."""
     cfg = launch_config(run)
     method = get_method(run.method)
     k = run.layers_run
+    tokens = max((f.tokens for f in run.forwards), default=run.chunk)
     emb = spec.vocab_size * spec.hidden_size * 2 * (1 if spec.tie_word_embeddings else 2)
     per_layer = max(0, spec.non_expert_bytes - emb) / max(1, spec.num_layers)
     resident = k * run.gpu_experts * (vram.gpu_expert_bytes(spec, method, cfg) // max(1, spec.num_moe_layers * max(1, run.gpu_experts)))
     kv_per_layer = vram.kv_cell_bytes(spec, run.tp) / max(1, spec.kv_layer_count)
+    layerwise = any(f.path == "layerwise" for f in run.forwards)
+    phases = vram.activation_phases(spec, cfg, tokens)
     terms = {
         "layer_weights": int(k * per_layer),
         "resident_experts": int(resident),
         "kv_cache": int(k * kv_per_layer * run.prompt_tokens),
-        "prefill_activations": vram.prefill_activation_bytes(spec, cfg, run.chunk),
         "staging": vram.staging_bytes(spec, cfg),
+        "layerwise_slot": vram.layerwise_slot_bytes(spec, method, run.tp) if method.layerwise else 0,
+        "activations": phases.peak_bytes,
     }
-    if any(f.path == "layerwise" for f in run.forwards):
-        terms["layerwise_slot"] = vram.layerwise_slot_bytes(spec, method, run.tp)
-        terms["moe_activations"] = vram.moe_activation_bytes(spec, run.chunk, run.tp)
-        terms["layerwise_transients"] = vram.layerwise_transient_bytes(spec, method, run.tp)
-    else:
-        terms["moe_activations"] = vram.moe_activation_bytes(spec, run.chunk, run.tp) if run.gpu_experts else 0
+    lw_tokens = max((f.tokens for f in run.forwards if f.path == "layerwise"), default=0)
+    hy_tokens = max((f.tokens for f in run.forwards if f.path == "hybrid"), default=0) if run.gpu_experts else 0
+    backend = run.backends.get("layerwise_moe" if layerwise else "gpu_experts", "") or run.backends.get("layerwise_moe", "")
+    m = max(lw_tokens, hy_tokens)
+    terms["runner_moe_temporaries"] = (max(0, runner_moe_bytes(spec, backend, m, run.tp) - vram.moe_activation_bytes(spec, m, run.tp))
+                                       if m else 0)
     terms["total"] = sum(terms.values())
     return terms
