@@ -120,12 +120,12 @@ class ActivationPhases:
         return self.persistent + self.phase_peak_bytes
 
 
-def attention_phase_bytes(model: ModelSpec, tokens: int, tp: int) -> int:
+def attention_phase_bytes(model: ModelSpec, tokens: int, tp: int, mla_paths: tuple[str, ...] = ("expanded", "absorbed")) -> int:
     """Alive at once in one layer's attention (SGLang deepseek_v2.py / qwen3_moe.py forward): the
     normed input, the projections of the rank's heads and the attention output, o_proj's output and,
     at TP > 1, the all-reduce output. MLA takes the larger of its two prefill paths: the expanded
     path (kv_b_proj expands the latent to per-head K and V: no prefix) and the absorbed one (q
-    projected into the latent space: chunks after the first)."""
+    projected into the latent space: chunks after the first); `mla_paths` names the ones that can run."""
     m, h = tokens, model.hidden_size
     heads = max(1, model.num_attention_heads // tp)
     per = 2 * h  # normed input, o_proj output
@@ -135,7 +135,7 @@ def attention_phase_bytes(model: ModelSpec, tokens: int, tp: int) -> int:
         common = model.q_lora_rank + heads * model.head_dim + (lora + rope)  # q_a, q, kv_a latent
         expanded = heads * (nope + model.v_head_dim) + heads * model.head_dim + heads * model.v_head_dim
         absorbed = heads * (lora + rope) + heads * lora + heads * model.v_head_dim
-        per += common + max(expanded, absorbed)
+        per += common + max({"expanded": expanded, "absorbed": absorbed}[p] for p in mla_paths)
     else:
         kv_heads = max(1, model.num_kv_heads // tp)
         per += (heads + 2 * kv_heads) * model.head_dim + heads * model.v_head_dim

@@ -296,12 +296,12 @@ def _result_blobs(results: dict, profile):
     or a file of several under "results"), small-shape runs left out."""
     from kttune.spec.loader import load_model
 
-    for blob in results.get("results", [results]):
-        req = blob.get("request") or {}
-        if not blob.get("runs") or req.get("small"):
+    from kttune.probes.paths.result import runs_in_results
+
+    for blob, (req, runs) in zip(results.get("results", [results]), runs_in_results(results)):
+        if not runs or req.get("small"):
             continue
         spec = load_model(req["model"], req.get("method"))
-        runs = [PathRun.from_dict(r) for r in blob["runs"]]
         yield blob, spec, runs, _components(profile, spec, runs[0].method)
 
 

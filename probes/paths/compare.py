@@ -14,14 +14,14 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kttune.config import LaunchConfig
 from kttune.cost.calibration import Calibration
 from kttune.cost.components import Components
 from kttune.cost.prefill import hybrid_moe_layer, layerwise_moe_layer
 from kttune.memory import vram
-from kttune.probes.paths.result import PathRun
+from kttune.probes.paths.result import ForwardRecord, PathRun
 from kttune.spec.methods import get_method
 from kttune.spec.model_spec import ModelSpec
 
@@ -140,7 +140,7 @@ def runner_moe_bytes(spec: ModelSpec, backend: str, tokens: int, tp: int = 1) ->
 
     SGLang's fused MoE holds far less (`kttune.memory.vram.moe_activation_bytes`: its intermediate
     caches, with gate/up and the down output sharing one buffer); the difference is the runner's own
-    temporaries (`runner_moe_temporaries` in `predicted_runner_peak_bytes`)."""
+    temporaries (`runner_phases`, `predicted_runner_peak_bytes`)."""
     m, k, h, i = tokens, spec.top_k, spec.hidden_size, spec.moe_intermediate_size // tp
     mk = m * k
     if backend.startswith("triton"):
@@ -151,18 +151,76 @@ def runner_moe_bytes(spec: ModelSpec, backend: str, tokens: int, tp: int = 1) ->
     return grouped
 
 
+def forward_phases(spec: ModelSpec, run: PathRun, f: ForwardRecord) -> vram.ActivationPhases:
+    """SGLang's activation phases (`kttune.memory.vram.activation_phases`) for one forward of the run,
+    on the path that forward took."""
+    lw = f.path == "layerwise"
+    cfg = replace(launch_config(run), chunked_prefill_size=max(run.chunk, f.tokens),
+                  gpu_prefill_token_threshold=f.tokens if lw else 0)
+    return vram.activation_phases(spec, cfg, f.tokens)
+
+
+def runner_attention_bytes(spec: ModelSpec, tokens: int, prefix: int, tp: int) -> int:
+    """The runner's MLA attention (kernels/attention.py `mla_prefill`): the normed input, q_a, q, the
+    new latent and the output projection for the new tokens, as SGLang's expanded form; but the latent
+    of the whole prefix plus the new tokens expanded at once by kv_b_proj (k_nope and v, [T, heads,
+    nope + v]), the key with the rope part broadcast ([T, heads, qk]), v zero-padded to the qk head dim
+    for flash attention ([T, heads, qk]), and the padded output ([M, heads, qk])."""
+    m, t, h = tokens, prefix + tokens, spec.hidden_size
+    heads = max(1, spec.num_attention_heads // tp)
+    rope, lora, qk = spec.qk_rope_head_dim, spec.kv_lora_rank, spec.head_dim
+    nope = qk - rope
+    per_new = 2 * h + spec.q_lora_rank + heads * qk + (lora + rope) + heads * qk + (h if tp > 1 else 0)
+    pad = qk if spec.v_head_dim != qk else 0
+    return (m * per_new + t * heads * (nope + spec.v_head_dim + qk + pad)) * vram.BF16
+
+
+def runner_phases(spec: ModelSpec, run: PathRun, f: ForwardRecord) -> vram.ActivationPhases:
+    """The runner's activation phases for one forward: SGLang's (`forward_phases`) where the runner
+    allocates alike, and where it does not, its own from its buffer shapes:
+
+    - attention: MLA runs only the expanded (non-absorbed) form, over prefix and new tokens at once
+      (`runner_attention_bytes`);
+    - layerwise MoE: its GPU MoE (`runner_moe_bytes`) in place of SGLang's fused-MoE caches;
+    - hybrid MoE (probes/paths/runner.py `_hybrid`): the GPU experts' fp32 [M, H] output (zeros when
+      n = 0), the CPU output in fp32 and their fp32 sum, in place of SGLang's bf16 gpu_out and cpu_out;
+      with n > 0 (`gpu_subset_moe`, kernels/gpu_experts.py) the rows routed to the n resident experts,
+      gathered and run with k = 1 through the same GPU MoE (the expected M*k*n/E rows: the runner's
+      random router spreads tokens evenly) with their fp32 copy, in place of SGLang's fused-MoE caches
+      over M*k rows.
+    """
+    sg = forward_phases(spec, run, f)
+    m = f.tokens
+    attention = runner_attention_bytes(spec, m, f.prefix, run.tp) if spec.attention == "mla" else sg.attention
+    layerwise, hybrid = sg.layerwise_moe, sg.hybrid_moe
+    if f.path == "layerwise":
+        layerwise += runner_moe_bytes(spec, run.backends.get("layerwise_moe", ""), m, run.tp) - vram.moe_activation_bytes(spec, m, run.tp)
+    else:
+        h = spec.hidden_size
+        runner = 3 * m * h * 4  # the fp32 GPU-expert output (zeros when n = 0), cpu_out in fp32, their sum
+        sglang = 2 * m * h * vram.BF16  # gpu_out and cpu_out
+        if run.gpu_experts:
+            rows = m * spec.top_k * run.gpu_experts // spec.num_experts
+            backend = run.backends.get("gpu_experts", "") or run.backends.get("layerwise_moe", "")
+            runner += runner_moe_bytes(replace(spec, top_k=1), backend, rows, run.tp) + rows * h * (2 + 4)
+            sglang += vram.moe_activation_bytes(spec, m, run.tp)
+        hybrid += runner - sglang
+    return replace(sg, attention=attention, layerwise_moe=max(0, layerwise), hybrid_moe=max(0, hybrid))
+
+
 def predicted_runner_peak_bytes(spec: ModelSpec, run: PathRun) -> dict:
     """What the runner holds on the device at its peak (bytes), term by term; the one source of truth
     for it (`kttune paths` reports it, tests/memory/test_vram_phases.py holds it to the measured peaks).
 
     SGLang's terms from `kttune.memory.vram`: K layers' non-expert weights (embeddings left out: the
     runner has none), n resident experts per layer, KV for the whole prompt on K layers, the KT staging
-    buffer, the full-layer slot (sglang-kt and the runner allocate it at the first layerwise forward and
+    buffer (the runner's device copy of the CPU experts' output plays its part, sized for the stack's
+    largest forward, `buffer_tokens`, rather than the chunk), the full-layer slot (sglang-kt and the runner allocate it at the first layerwise forward and
     keep it: held whenever the method has a layerwise path and the run or an earlier one went
     layerwise), and the activations by phase (`activation_phases(...).peak_bytes`: persistent plus the
-    largest phase, never the sum) for the run's largest forward. Runner-only: `runner_moe_temporaries`,
-    what its own MoE kernels hold beyond SGLang's fused-MoE caches (`runner_moe_bytes`), when a forward
-    ran the GPU MoE over a layer's experts (layerwise) or over the resident ones (hybrid, n > 0)."""
+    largest phase, never the sum) for the run's largest forward. Runner-only, named:
+    `runner_activation_difference`, the runner's activation peak (`runner_phases`: its own MoE
+    temporaries, MLA's expanded form only) less SGLang's."""
     cfg = launch_config(run)
     method = get_method(run.method)
     k = run.layers_run
@@ -171,21 +229,15 @@ def predicted_runner_peak_bytes(spec: ModelSpec, run: PathRun) -> dict:
     per_layer = max(0, spec.non_expert_bytes - emb) / max(1, spec.num_layers)
     resident = k * run.gpu_experts * (vram.gpu_expert_bytes(spec, method, cfg) // max(1, spec.num_moe_layers * max(1, run.gpu_experts)))
     kv_per_layer = vram.kv_cell_bytes(spec, run.tp) / max(1, spec.kv_layer_count)
-    layerwise = any(f.path == "layerwise" for f in run.forwards)
-    phases = vram.activation_phases(spec, cfg, tokens)
+    sglang = max(forward_phases(spec, run, f).peak_bytes for f in run.forwards)
     terms = {
         "layer_weights": int(k * per_layer),
         "resident_experts": int(resident),
         "kv_cache": int(k * kv_per_layer * run.prompt_tokens),
-        "staging": vram.staging_bytes(spec, cfg),
+        "staging": vram.staging_bytes(spec, replace(cfg, chunked_prefill_size=run.buffer_tokens or run.chunk)),
         "layerwise_slot": vram.layerwise_slot_bytes(spec, method, run.tp) if method.layerwise else 0,
-        "activations": phases.peak_bytes,
+        "activations": sglang,
+        "runner_activation_difference": max(runner_phases(spec, run, f).peak_bytes for f in run.forwards) - sglang,
     }
-    lw_tokens = max((f.tokens for f in run.forwards if f.path == "layerwise"), default=0)
-    hy_tokens = max((f.tokens for f in run.forwards if f.path == "hybrid"), default=0) if run.gpu_experts else 0
-    backend = run.backends.get("layerwise_moe" if layerwise else "gpu_experts", "") or run.backends.get("layerwise_moe", "")
-    m = max(lw_tokens, hy_tokens)
-    terms["runner_moe_temporaries"] = (max(0, runner_moe_bytes(spec, backend, m, run.tp) - vram.moe_activation_bytes(spec, m, run.tp))
-                                       if m else 0)
     terms["total"] = sum(terms.values())
     return terms

@@ -10,13 +10,15 @@ PathRun.to_dict() = {
   "extrapolation",         # how
   "moe_layer_ms": {"hybrid": mean per MoE layer per forward size, "layerwise": ...} per forward,
   "peak_allocated_bytes", "peak_reserved_bytes", "baseline_allocated_bytes",
+  "buffer_tokens"          # rows of the stack's device-side buffers (its largest forward)
   "device", "backends": {...}, "notes": [...]
 }
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class PathRun:
     peak_allocated_bytes: int = 0
     peak_reserved_bytes: int = 0
     baseline_allocated_bytes: int = 0
+    buffer_tokens: int = 0  # rows the stack's device buffers are sized for (0: not recorded)
     device: str = ""
     backends: dict = field(default_factory=dict)
     notes: tuple[str, ...] = ()
@@ -96,3 +99,14 @@ class PathRun:
                                  tuple(f["moe_ms"])) for f in d["forwards"])
         keys = {k: d[k] for k in cls.__dataclass_fields__ if k in d and k not in ("forwards", "notes")}
         return cls(forwards=fw, notes=tuple(d.get("notes", ())), **keys)
+
+
+def runs_in_results(results: dict) -> Iterator[tuple[dict, list[PathRun]]]:
+    """(request, runs) for each model's result in a results dict: one `PathsResult.to_dict()` or a
+    results file `{machine, results: [{request, runs, ...}]}`. Runs recorded before `buffer_tokens`
+    existed get it from their request (the stack is sized for the largest chunk or sweep size)."""
+    for blob in results.get("results", [results]):
+        req = blob.get("request") or {}
+        rows = max(list(req.get("chunks", ())) + list(req.get("sweep", ())) + [0])
+        runs = [PathRun.from_dict(r) for r in blob.get("runs", ())]
+        yield req, [r if r.buffer_tokens or not rows else replace(r, buffer_tokens=rows) for r in runs]

@@ -228,7 +228,7 @@ class PathRunner:
             model_moe_layers=spec.num_moe_layers, gpu_experts=st.opts.gpu_experts, chunk=chunk, threshold=threshold,
             cpuinfer=getattr(st.cpu, "threads", 0) or 0, prompt_tokens=prompt_tokens, forwards=tuple(forwards),
             forced_path=force, peak_allocated_bytes=int(peak), peak_reserved_bytes=int(peak_r),
-            baseline_allocated_bytes=int(base), device=_device_name(st.device), backends=dict(self.backends),
+            baseline_allocated_bytes=int(base), buffer_tokens=st.opts.max_tokens, device=_device_name(st.device), backends=dict(self.backends),
             notes=tuple(st.notes),
         )
 
