@@ -190,13 +190,21 @@ def prefill_activation_bytes(model: ModelSpec, cfg: LaunchConfig, tokens: int | 
     return activation_phases(model, cfg, tokens).peak_bytes
 
 
+# SGLang's fused MoE runs the tokens of a forward in pieces of at most this many and sizes its
+# intermediate caches for one piece (fused_moe_triton/fused_moe.py, CHUNK_SIZE).
+FUSED_MOE_CHUNK_TOKENS = 64 * 1024
+
+
 def moe_activation_bytes(model: ModelSpec, tokens: int, tp: int) -> int:
-    """Fused-MoE intermediate caches for `tokens` over all experts (sglang fused_moe.py /
-    fused_marlin_moe.py): M*k*max(2I_tp, H)*2 + M*k*I_tp*2, plus the output M*H*2."""
+    """Fused-MoE buffers for `tokens` over all experts (sglang fused_moe_triton/fused_moe.py): one
+    cache of M*k*max(2I_tp, H) bf16 that gate/up (cache1) and the down output (cache3) share, the
+    activated cache2 of M*k*I_tp, with M = min(tokens, FUSED_MOE_CHUNK_TOKENS); plus the output
+    tokens*H, which is not chunked."""
     i_tp = model.moe_intermediate_size // tp
     k = model.top_k
     h = model.hidden_size
-    return tokens * k * max(2 * i_tp, h) * 2 + tokens * k * i_tp * 2 + tokens * h * 2
+    m = min(tokens, FUSED_MOE_CHUNK_TOKENS)
+    return m * k * max(2 * i_tp, h) * 2 + m * k * i_tp * 2 + tokens * h * 2
 
 
 def layerwise_slot_bytes(model: ModelSpec, method: KtMethod, tp: int) -> int:
