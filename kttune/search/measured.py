@@ -10,7 +10,8 @@
 - The model's best candidates are enqueued first, then known baselines (kttune.search.baselines).
 - Each prompt length is one step: its throughput is reported as an intermediate value, and Optuna's
   WilcoxonPruner stops a trial once a paired signed-rank test over the lengths measured so far says
-  it is worse than the best trial (p < 0.1). Enqueued candidates and baselines are never pruned: the
+  it is worse than the best trial (p < 0.1); where scipy (which that pruner needs) is missing,
+  Optuna's MedianPruner does the same job (`measured_pruner`). Enqueued candidates and baselines are never pruned: the
   report needs their full measurement.
 - Studies live in any Optuna storage (`--storage`: an RDB URL such as postgresql://... or
   sqlite:///..., or a journal file), so several identical machines can run one study; `trials`
@@ -220,6 +221,15 @@ def model_prefill_candidates(comp: Components, space: SearchSpace, req: Measured
     return sorted(out, key=score, reverse=True)[:k]
 
 
+def measured_pruner(p_threshold: float) -> optuna.pruners.BasePruner:
+    """WilcoxonPruner (its test runs in scipy); without scipy, MedianPruner after 2 lengths."""
+    try:
+        import scipy.stats  # noqa: F401  (WilcoxonPruner calls it)
+    except ImportError:
+        return optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1)
+    return optuna.pruners.WilcoxonPruner(p_threshold=p_threshold, n_startup_steps=2)
+
+
 def _key(params: dict) -> tuple:
     return tuple(sorted(params.items()))
 
@@ -250,7 +260,7 @@ def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         tpe = optuna.samplers.TPESampler(seed=req.seed, n_startup_trials=5, multivariate=True, constant_liar=True)
         sampler = optuna.samplers.PartialFixedSampler(fixed, tpe)
-        pruner = optuna.pruners.WilcoxonPruner(p_threshold=req.p_threshold, n_startup_steps=2)
+        pruner = measured_pruner(req.p_threshold)
     study = optuna.create_study(study_name=name, storage=storage, direction="maximize", sampler=sampler, pruner=pruner,
                                 load_if_exists=True)
 
