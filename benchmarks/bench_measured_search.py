@@ -137,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warm-up (discarded): {time.perf_counter() - tw:.1f} s", flush=True)
     t0 = time.perf_counter()
     grid_partial = False
+    unmeasurable: dict[str, dict] = {}
     for i, cfg in enumerate(configs):
         if a.grid_max_s is not None and time.perf_counter() - t0 > a.grid_max_s:
             grid_partial = True
@@ -145,7 +146,13 @@ def main(argv: list[str] | None = None) -> int:
         key = f"{cfg.chunked_prefill_size}/{cfg.gpu_prefill_token_threshold}/{cfg.num_gpu_experts}/{cfg.cpuinfer_threads}"
         if key in grid:
             continue
-        ms = {n: ev.measure(cfg, [n])[n] for n in wl.prompt_tokens}
+        got = ev.measure(cfg, list(wl.prompt_tokens))
+        if set(got) != set(wl.prompt_tokens):  # the evaluator could not measure every length (its limits)
+            why = [sk.get("reason") for sk in getattr(inner, "skipped", {}).get(cfg, [])]
+            unmeasurable[key] = {"config": cfg.to_dict(), "missing": sorted(set(wl.prompt_tokens) - set(got)), "reasons": why[:3]}
+            print(f"  [{i + 1}/{len(configs)}] {key}: not measurable ({unmeasurable[key]['missing']}: {why[:1]})", flush=True)
+            continue
+        ms = {n: got[n] for n in wl.prompt_tokens}
         grid[key] = {"config": cfg.to_dict(), "ms": {str(n): v for n, v in ms.items()},
                      "tok_s": prefill_tok_s(ms, wl.prompt_tokens, wl.weights)}
         grid_file.write_text(json.dumps(grid, indent=1))
@@ -180,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         "kv_tokens": kv_units * KV_UNIT, "grid": {"chunks": chunks, "thresholds": thresholds, "threads": threads,
                                                   "expert_counts_per_cell": n_exp, "measured": len(grid), "wall_s": grid_s,
                                                   "configurations": len(configs), "partial": grid_partial,
+                                                  "unmeasurable": unmeasurable,
                                                   "optimum": grid.get(best_key) if best_key else None},
         "shared_measurements": "one evaluator for grid and search; a configuration is measured once per process "
                                "(cache keyed by the full launch configuration, all workload lengths)",
@@ -213,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     for b in res.baselines:
         row(b.name, b.cfg.to_dict(), b.measured_tok_s, b.fits)
     md += ["", f"Grid: {len(grid)} of {len(configs)} configurations measured in {grid_s:.0f} s"
+           f"{f', {len(unmeasurable)} not measurable by the runner' if unmeasurable else ''}"
            f"{' (PARTIAL: stopped at its time cap)' if grid_partial else ''}; chunks {chunks}, thresholds {thresholds}, "
            f"--kt-cpuinfer {threads}, {n_exp} GPU-expert counts per cell (0 to the most that fit).",
            f"Search: {search_s:.0f} s, {res.trials_measured} measured trials = {distinct} distinct configurations "
