@@ -85,11 +85,16 @@ def main(argv: list[str] | None = None) -> int:
 
         def __init__(self) -> None:
             self.asked: dict[str, set] = {}
+            self.measured: dict[str, set] = {}
             self.phase = "grid"
 
         def measure(self, cfg, lengths):
+            got = inner.measure(cfg, lengths)
+            # measured = the evaluator answered at least one length; asked = every configuration tried
             self.asked.setdefault(self.phase, set()).add(cfg)
-            return inner.measure(cfg, lengths)
+            if got:
+                self.measured.setdefault(self.phase, set()).add(cfg)
+            return got
 
     ev = Counting()
     base = inp.request
@@ -161,16 +166,17 @@ def main(argv: list[str] | None = None) -> int:
     best_key = max(grid, key=lambda k: grid[k]["tok_s"]) if grid else None
     optimum = grid[best_key]["tok_s"] if best_key else None
 
-    grid_cfgs = set(ev.asked.get("grid", set()))
+    grid_cfgs = set(ev.measured.get("grid", set()))
     ev.phase = "search"
     t1 = time.perf_counter()
     mreq = MeasuredRequest(base=base, trials=a.trials, seed=a.seed, storage=str(out / "measured.journal"),
                            budget_s=parse_duration_s(a.budget) if a.budget else None)
     res = run_measured_search(mreq, ev, model_res)
     search_s = time.perf_counter() - t1
-    search_cfgs = ev.asked.get("search", set())
+    search_cfgs = ev.measured.get("search", set())
     distinct = len(search_cfgs)
     new_cfgs = len(search_cfgs - grid_cfgs)
+    unmeasurable_tries = len(ev.asked.get("search", set()) - search_cfgs)
     pick = res.best.measured_tok_s
     fitting = [b for b in res.baselines if b.fits and b.measured_tok_s is not None]
     verdict = {
@@ -194,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         "pruner": pruner_name,
         "search": {"pick": {"config": res.best.cfg.to_dict(), "tok_s": pick}, "measured_trials": res.trials_measured,
                    "distinct_configs_measured": distinct, "configs_new_to_grid": new_cfgs,
+                   "configs_tried_not_measurable": unmeasurable_tries,
                    "pick_in_grid": res.best.cfg in grid_cfgs,
                    "pruned": res.trials_pruned, "wall_s": search_s, "study": res.study_name,
                    "model_pick": {"config": res.model_pick.cfg.to_dict(), "tok_s": res.model_pick.measured_tok_s},
@@ -225,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
            f"{' (PARTIAL: stopped at its time cap)' if grid_partial else ''}; chunks {chunks}, thresholds {thresholds}, "
            f"--kt-cpuinfer {threads}, {n_exp} GPU-expert counts per cell (0 to the most that fit).",
            f"Search: {search_s:.0f} s, {res.trials_measured} measured trials = {distinct} distinct configurations "
-           f"({new_cfgs} not in the grid, measured anew), {res.trials_pruned} pruned ({pruner_name}); "
+           f"({new_cfgs} not in the grid, measured anew; {unmeasurable_tries} more tried that the evaluator could not measure), "
+           f"{res.trials_pruned} pruned ({pruner_name}); "
            "grid and search share one evaluator that measures each configuration once per process.",
            "", "Verdict: " + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in verdict.items())]
     (out / "bench_measured_search.md").write_text("\n".join(md) + "\n")
