@@ -170,3 +170,15 @@ def test_two_processes_share_one_study(tmp_path):
     (tests/search/test_measured_postgres.py)."""
     storage = str(tmp_path / "s.journal")
     run_two_workers_and_check(storage, optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(storage)))
+
+
+def test_pruner_falls_back_to_median_without_scipy(monkeypatch):
+    import sys
+
+    import optuna
+
+    from kttune.search.measured import measured_pruner
+
+    assert isinstance(measured_pruner(0.1), optuna.pruners.WilcoxonPruner)  # scipy is installed here
+    monkeypatch.setitem(sys.modules, "scipy.stats", None)  # an import of it now raises ImportError
+    assert isinstance(measured_pruner(0.1), optuna.pruners.MedianPruner)
