@@ -24,6 +24,7 @@ from pathlib import Path
 
 from kttune.probes.host_ram import predicted_bytes, run_point
 from kttune.units import MIB
+from kttune.probes.inventory import collect_cpu
 
 GRID = [
     # (methods, hidden, inter, experts, top_k, layers, chunks)
@@ -33,16 +34,6 @@ GRID = [
     (("RAWINT4", "FP8"), 2048, 768, 128, 8, 1, (256, 1024, 4096)),
 ]
 QUICK = [(("BF16", "RAWINT4"), 1024, 512, 32, 8, 1, (256, 1024, 4096))]
-
-
-def _cpu_model() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def main() -> None:
@@ -69,7 +60,7 @@ def main() -> None:
                       f"line fit {line / MIB:8.1f} MiB{' (held out)' if p.max_len > x1 else ''}", flush=True)
     worst = max(abs(r["pred_over_reserved"] - 1) for r in rows)
     print(f"formula vs reserved: worst relative error {worst:.3f} over {len(rows)} points")
-    machine = f"{platform.node()} ({_cpu_model()}, {__import__('os').cpu_count()} CPUs)"
+    machine = f"{platform.node()} ({collect_cpu().model}, {__import__('os').cpu_count()} CPUs)"
     out = Path(a.out or f"benchmarks/results/host_ram-{'quick' if a.quick else 'grid'}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"machine": machine, "command": "python benchmarks/bench_host_ram.py"

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
 from kttune.errors import UserError
+from kttune.paths import replace_atomically
 from kttune.units import GIB
 
 
@@ -180,33 +180,18 @@ def read_inputs(paths: list[str | os.PathLike]) -> ReportInputs:
 
 
 def _write_text_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
+    def write(tmp: str) -> None:
+        with open(tmp, "w") as f:
             f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+
+    replace_atomically(path, write)
 
 
 def _save_figure(fig, out_dir: Path, stem: str, title: str, figures: list[FigureFile]) -> FigureFile:
     from kttune.emit.figures import provenance_of, save_png
 
     path = out_dir / f"{stem}.png"
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".png", dir=out_dir)
-    os.close(fd)
-    try:
-        save_png(fig, tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    replace_atomically(path, lambda tmp: save_png(fig, tmp), suffix=".png")
     ff = FigureFile(path, title, provenance_of(fig))
     figures.append(ff)
     return ff

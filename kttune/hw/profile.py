@@ -280,21 +280,15 @@ def load_profile(path: str | os.PathLike) -> HardwareProfile:
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
-    """Write JSON to `path` atomically (temp file in the same directory, then rename)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
+    """Write JSON to `path` atomically (kttune.paths.replace_atomically)."""
+    from kttune.paths import replace_atomically
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w") as f:
             json.dump(obj, f, indent=1, sort_keys=False, default=_json_default)
             f.write("\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return p
+
+    return replace_atomically(path, write)
 
 
 def _json_default(o: Any) -> Any:
