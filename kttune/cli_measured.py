@@ -18,11 +18,11 @@ def measured_search(console, inp, evaluator: str, trials: int | None, budget: st
     from kttune.api_measured import make_evaluator, measured_search as run
     from kttune.emit.launch import launch_command
     from kttune.emit.measured_report import measured_dict, render_measured
-    from kttune.search.measured import parse_duration_s
+    from kttune.units import parse_duration_s
 
     if not measure:
         raise UserError("--budget applies to a measured search", "add --measure, or drop --budget")
-    budget_s = parse_duration_s(budget) if budget else None
+    budget_s = parse_duration_s(budget, "--budget") if budget else None
     n = 20 if trials is None else trials
     ev = make_evaluator(inp, evaluator)
     with Progress(TextColumn("measuring"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -37,17 +37,19 @@ def parse_size_bytes(text: str, what: str = "--vram") -> int:
     return int(value)
 
 
-_DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|min)?\s*$", re.IGNORECASE)
-_DURATION_S = {None: 1.0, "s": 1.0, "ms": 1e-3, "m": 60.0, "min": 60.0}
+_DURATION_PART = r"([0-9]*\.?[0-9]+)\s*(ms|min|h|m|s)?"
+_DURATION_RE = re.compile(rf"^\s*(?:{_DURATION_PART}\s*)+$", re.IGNORECASE)
+_DURATION_S = {"s": 1.0, "ms": 1e-3, "m": 60.0, "min": 60.0, "h": 3600.0}
 
 
 def parse_duration_s(text: str, what: str, bare_unit: str = "s") -> float:
-    """`10s`, `150ms`, `2m` -> seconds; a bare number is in `bare_unit` ("s" or "ms")."""
-    m = _DURATION_RE.match(str(text))
-    if not m:
-        raise UserError(f"cannot read {what} {text!r} as a duration", "write it like 10s or 150ms")
-    unit = m.group(2).lower() if m.group(2) else bare_unit
-    value = float(m.group(1)) * _DURATION_S[unit]
+    """`10s`, `150ms`, `2m`, `1.5h`, `1h30m` -> seconds; a bare number is in `bare_unit` ("s" or
+    "ms"). Only the last part of a compound may omit its unit (`1h30` is not accepted)."""
+    t = str(text)
+    parts = re.findall(_DURATION_PART, t, re.IGNORECASE) if _DURATION_RE.match(t) else []
+    if not parts or any(not unit for _, unit in parts[:-1]) or (len(parts) > 1 and not parts[-1][1]):
+        raise UserError(f"cannot read {what} {text!r} as a duration", "write it like 10s, 150ms, 10m or 1h30m")
+    value = sum(float(num) * _DURATION_S[(unit or bare_unit).lower()] for num, unit in parts)
     if value <= 0:
         raise UserError(f"{what} {text!r} must be positive", "give a duration such as 10s or 150ms")
     return value

@@ -24,7 +24,6 @@ import hashlib
 import json
 import os
 import random
-import re
 import socket
 import time
 import warnings
@@ -66,21 +65,6 @@ class ModelEvaluator:
 
     def measure(self, cfg: LaunchConfig, lengths: Sequence[int]) -> dict[int, float]:
         return {n: prefill_time_ms(self.comp, cfg, n) for n in lengths}
-
-
-def parse_duration_s(text: str) -> float:
-    """'10m', '90s', '1h30m', '1.5h' or a bare number of seconds."""
-    t = text.strip().lower()
-    if re.fullmatch(r"\d+(\.\d+)?", t):
-        secs = float(t)
-    else:
-        parts = re.findall(r"(\d+(?:\.\d+)?)\s*(h|m|s)", t)
-        if not parts or "".join(a + b for a, b in parts) != re.sub(r"\s+", "", t):
-            raise UserError(f"--budget {text!r} is not a duration", "write e.g. 10m, 90s, 1h30m or a number of seconds")
-        secs = sum(float(a) * {"h": 3600, "m": 60, "s": 1}[b] for a, b in parts)
-    if secs <= 0:
-        raise UserError(f"--budget {text!r} must be positive", "write e.g. 10m")
-    return secs
 
 
 def prefill_tok_s(ms_by_length: dict[int, float], lengths: Sequence[int], weights: Sequence[float]) -> float:

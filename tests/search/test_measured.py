@@ -15,7 +15,8 @@ from kttune.cost.components import Components
 from kttune.cost.prefill import prefill_time_ms
 from kttune.errors import UserError
 from kttune.search.evaluate import Budget, evaluate
-from kttune.search.measured import MeasuredRequest, ModelEvaluator, parse_duration_s, prefill_tok_s, run_measured_search
+from kttune.units import parse_duration_s
+from kttune.search.measured import MeasuredRequest, ModelEvaluator, prefill_tok_s, run_measured_search
 from kttune.search.space import KV_UNIT, build_space
 from kttune.search.study import SearchRequest, StudyOptions, run_search
 from kttune.search.workload import workload_from_dict
@@ -45,12 +46,13 @@ def comp_of(b: SearchRequest) -> Components:
     return Components(b.profile, b.model, b.method, b.tp)
 
 
-def test_durations():
-    assert parse_duration_s("10m") == 600 and parse_duration_s("1h30m") == 5400 and parse_duration_s("90") == 90
-    assert parse_duration_s("1.5h") == 5400 and parse_duration_s("45s") == 45
+def test_budget_durations():
+    assert parse_duration_s("10m", "--budget") == 600 and parse_duration_s("1h30m", "--budget") == 5400
+    assert parse_duration_s("90", "--budget") == 90
+    assert parse_duration_s("1.5h", "--budget") == 5400 and parse_duration_s("45s", "--budget") == 45
     for bad in ("ten minutes", "10x", "0", "-5m"):
         with pytest.raises(UserError):
-            parse_duration_s(bad)
+            parse_duration_s(bad, "--budget")
 
 
 @given(st.lists(st.tuples(st.integers(1, 100_000), st.floats(0.01, 1e5), st.floats(0.01, 1.0)), min_size=1, max_size=8,
