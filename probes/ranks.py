@@ -6,14 +6,9 @@ from __future__ import annotations
 
 import os
 import queue as q
-import socket
 from typing import Any, Callable
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from kttune.net import free_port
 
 
 def run_ranks(target: Callable[..., None], ranks: int, args: tuple, timeout_s: float) -> Any:

@@ -15,10 +15,11 @@ from kttune.config import LaunchConfig
 from kttune.cost.components import Components
 from kttune.hw.calibration import merge_server_entries
 from kttune.hw.profile import HardwareProfile, save_profile
+from kttune.net import free_port
 from kttune.validate.compare import Comparison, PromptMeasurement, compare
 from kttune.validate.logs import Failure, ServerLog, detect_failure, parse_layerwise, parse_log
 from kttune.validate.plan import prompt_token_ids, server_argv
-from kttune.validate.server import ServerRequestError, free_port, generate_ttft, launch, wait_ready
+from kttune.validate.server import ServerRequestError, generate_ttft, launch, wait_ready
 
 FAILURE_SETTLE_S = 10.0  # after a dropped request, how long to wait for the log to say why
 

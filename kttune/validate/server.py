@@ -17,7 +17,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -25,13 +24,6 @@ from pathlib import Path
 from typing import Callable
 
 from kttune.validate.logs import Failure, detect_failure
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nothing listens on now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 @dataclass

@@ -15,7 +15,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from kttune.validate.server import free_port
+from kttune.net import free_port
 from tests.search.test_measured import run_two_workers_and_check
 
 

@@ -14,7 +14,8 @@ import pytest
 
 from kttune.cost.components import Components
 from kttune.validate.run import ValidateRequest, run_validation
-from kttune.validate.server import ServerProcess, free_port, launch, wait_ready
+from kttune.net import free_port
+from kttune.validate.server import ServerProcess, launch, wait_ready
 from tests.helpers import cfg, model, profile
 
 CHUNK, THRESHOLD = 2048, 1024
