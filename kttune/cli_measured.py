@@ -47,6 +47,6 @@ def measured_search(console, inp, evaluator: str, trials: int | None, budget: st
     console.print("[bold]sglang-kt launch command (measured pick)[/]")
     console.print(launch_command(argv), soft_wrap=True, markup=False)
     if json_out:
-        out = measured_dict(res)
+        out = measured_dict(res, inp.notes)
         out["command"] = argv
         typer.echo(json.dumps(out, indent=1, default=str))

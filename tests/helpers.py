@@ -27,3 +27,24 @@ def cfg(method: str, **kw) -> LaunchConfig:
                 cuda_graph_max_bs=8)
     base.update(kw)
     return LaunchConfig(**base)
+
+
+TORN_TAIL = b'{"op_code": 5, "worker_id": "killed", "trial_id": 0, "param_na'  # an append cut off mid-record
+
+
+def torn_journal(path) -> bytes:
+    """A real Optuna journal file (JournalFileBackend) holding one study with one finished trial,
+    then the first bytes of one more record with no newline: what a crash mid-append leaves.
+    Returns the intact records' bytes (what a repair must cut the file back to)."""
+    import optuna
+    from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study = optuna.create_study(study_name="before-the-crash",
+                                storage=JournalStorage(JournalFileBackend(str(path))))
+    study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=1)
+    intact = path.read_bytes()
+    assert intact.endswith(b"\n")
+    with open(path, "ab") as f:
+        f.write(TORN_TAIL)
+    return intact

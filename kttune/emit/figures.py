@@ -335,11 +335,10 @@ def study_trials(doc: dict) -> list[tuple[float, float]] | None:
         return None
     import optuna
 
-    from kttune.search.study import open_storage
+    from kttune.search.storage import open_storage
 
     try:
-        storage, _ = open_storage(st["storage"])
-        study = optuna.load_study(study_name=st["name"], storage=storage)
+        study = optuna.load_study(study_name=st["name"], storage=open_storage(st["storage"]).storage)
     except Exception:  # moved or deleted storage, another study: the figure goes without the cloud
         return None
     out = []

@@ -6,6 +6,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from kttune.emit.report import render_notes
+
 
 def _tok(v: float | None) -> str:
     return "-" if v is None else f"{v:,.0f}"
@@ -35,9 +37,12 @@ def render_measured(console: Console, res) -> None:
     console.print(f"study {res.study_name} in {res.storage}: {res.trials_measured} measured trials "
                   f"({res.trials_pruned} stopped early by the signed-rank test, {res.trials_new} run now), "
                   f"{res.trials_infeasible} configurations skipped as over budget; {res.wall_s:.0f} s")
+    render_notes(console, res.notes)
 
 
-def measured_dict(res) -> dict:
+def measured_dict(res, input_notes: tuple[str, ...] = ()) -> dict:
+    """`kttune search --measure --json`; `notes`: the inputs' (`input_notes`), then the search's
+    (storage repairs, the profile's fits), once each, as `kttune search --json` has them."""
     def one(r) -> dict:
         return {"name": r.name, "config": r.cfg.to_dict(), "fits": r.fits, "measured_tok_s": r.measured_tok_s,
                 "predicted_tok_s": r.predicted_tok_s, "ms_by_prompt_tokens": {str(k): v for k, v in sorted(r.ms_by_length.items())},
@@ -48,4 +53,5 @@ def measured_dict(res) -> dict:
             "model_candidates": [one(r) for r in res.model_candidates], "baselines": [one(r) for r in res.baselines],
             "study": {"name": res.study_name, "storage": res.storage, "measured_trials": res.trials_measured,
                       "pruned": res.trials_pruned, "infeasible": res.trials_infeasible, "new_trials": res.trials_new,
-                      "wall_s": res.wall_s}}
+                      "wall_s": res.wall_s},
+            "notes": list(dict.fromkeys((*input_notes, *res.notes)))}

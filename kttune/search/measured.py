@@ -39,7 +39,8 @@ from kttune.errors import UserError
 from kttune.search.baselines import BASELINES, Baseline, baseline_config
 from kttune.search.evaluate import evaluate
 from kttune.search.space import SearchSpace, build_space
-from kttune.search.study import SearchRequest, SearchResult, check_budget, check_request, open_storage, study_key
+from kttune.search.storage import open_storage
+from kttune.search.study import SearchRequest, SearchResult, check_budget, check_request, study_key
 
 MEASURED_VERSION = 1
 
@@ -120,6 +121,9 @@ class MeasuredSearchResult:
     trials_new: int  # run by this process
     wall_s: float
     space: SearchSpace
+    # what the user should know: the model search's notes (its storage repairs, the profile's fits),
+    # then repairs made on opening this study's storage (a torn journal cut back, a stale lock removed)
+    notes: tuple[str, ...] = ()
 
 
 def measured_study_name(req: MeasuredRequest, space: SearchSpace, evaluator: str) -> str:
@@ -232,9 +236,10 @@ def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result
     check_budget(comp, space, b)
     lengths, weights = tuple(b.workload.prompt_tokens), tuple(b.workload.weights)
     if req.storage == ":memory:":  # a throwaway study (nothing resumes it)
-        storage, storage_url = optuna.storages.InMemoryStorage(), ":memory:"
+        storage, storage_url, storage_notes = optuna.storages.InMemoryStorage(), ":memory:", ()
     else:
-        storage, storage_url = open_storage(req.storage)
+        opened = open_storage(req.storage)
+        storage, storage_url, storage_notes = opened.storage, opened.url, opened.notes
     name = measured_study_name(req, space, evaluator.name)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     # The KV pool is the model search's choice (it weighs decode, which prefill measurements cannot);
@@ -358,4 +363,5 @@ def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result
         baselines=[describe(bl.name, cfg, bl.source, notes) for bl, cfg, notes in base_cfgs],
         lengths=lengths, weights=weights, evaluator=evaluator.name, study_name=name, storage=storage_url,
         trials_measured=len(complete) + len(pruned), trials_pruned=len(pruned), trials_infeasible=len(infeasible),
-        trials_new=new[0], wall_s=time.perf_counter() - t0, space=space)
+        trials_new=new[0], wall_s=time.perf_counter() - t0, space=space,
+        notes=tuple(dict.fromkeys((*model_result.notes, *storage_notes))))

@@ -25,7 +25,7 @@ from kttune.memory.vram import vram_breakdown, vram_needed_bytes
 from kttune.search.evaluate import Budget, Evaluation, evaluate
 from kttune.search.pick import pareto_front, pick
 from kttune.search.slo import SloScorer, SloTarget
-from kttune.search.storage import open_storage as open_storage_checked
+from kttune.search.storage import open_storage
 from kttune.search.space import KV_UNIT, MIN_USEFUL_KV_TOKENS, SearchSpace, build_space, kt_run_default, minimal_config
 from kttune.search.workload import Workload
 from kttune.spec.methods import get_method
@@ -159,12 +159,6 @@ def study_key(req: SearchRequest, space: SearchSpace, seed: int | None = None) -
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def open_storage(storage: str | None):
-    """An Optuna storage and its URL (checked and repaired on opening: kttune.search.storage)."""
-    opened = open_storage_checked(storage)
-    return opened.storage, opened.url
-
-
 def _complete(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     return study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
 
@@ -211,7 +205,7 @@ def run_search(req: SearchRequest, opts: StudyOptions = StudyOptions(),
     comp = Components(req.profile, req.model, req.method, req.tp)
     space = build_space(comp, req.workload, req.budget, req.tp, chunks=req.chunks or None)
     check_budget(comp, space, req)
-    opened = open_storage_checked(opts.storage)
+    opened = open_storage(opts.storage)
     storage, storage_url = opened.storage, opened.url
     scorer = SloScorer(comp, req.workload, slo) if slo else None
     key = study_key(req, space, opts.seed)

@@ -46,3 +46,26 @@ def test_runner_evaluator_missing_is_a_one_line_error(capsys):
     code = main(BASE + ["--measure"])
     err = capsys.readouterr().err
     assert code == 2 and "--evaluator model" in err
+
+
+@pytest.mark.parametrize("json_out", [True, False])
+@pytest.mark.parametrize("measure", [True, False])
+def test_a_torn_journal_repair_is_reported(tmp_path, capsys, monkeypatch, measure, json_out):
+    """A real Optuna journal torn by a crash: `kttune search` and `kttune search --measure` both cut
+    it back and say so, in the human report and in --json's `notes`."""
+    from tests.helpers import TORN_TAIL, torn_journal
+
+    monkeypatch.setenv("COLUMNS", "200")
+    journal = tmp_path / "s.journal"
+    torn_journal(journal)
+    extra = ["--measure", "--evaluator", "model", "--trials", "3"] if measure else ["--trials", "20"]
+    code = main(BASE + extra + ["--storage", str(journal)] + (["--json"] if json_out else []))
+    cap = capsys.readouterr()
+    assert code == 0, cap.err
+    human = " ".join((cap.err if json_out else cap.out).split())
+    assert f"note: journal {journal}: dropped a torn last record" in human
+    if json_out:
+        (note,) = [n for n in json.loads(cap.out)["notes"] if "dropped a torn last record" in n]
+        with open(note.rsplit("kept in ", 1)[1], "rb") as f:
+            assert f.read() == TORN_TAIL
+    assert TORN_TAIL not in journal.read_bytes()

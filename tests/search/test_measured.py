@@ -4,6 +4,7 @@ independently; the path runner plugs into the same protocol on a real machine.""
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import time
 
@@ -21,7 +22,7 @@ from kttune.search.space import KV_UNIT, build_space
 from kttune.search.study import SearchRequest, StudyOptions, run_search
 from kttune.search.workload import workload_from_dict
 from kttune.units import GIB
-from tests.helpers import model, profile
+from tests.helpers import TORN_TAIL, model, profile, torn_journal
 
 SHIPPED = "h200-pcie5-xeon-amx-16c"
 
@@ -126,6 +127,27 @@ def test_resume_keeps_what_was_measured(tmp_path):
     assert again.best.measured_tok_s >= first.best.measured_tok_s
     done = run_measured_search(MeasuredRequest(base=b, trials=12, **opts), ModelEvaluator(comp_of(b)), model_res)
     assert done.trials_new == 0  # nothing left to measure
+
+
+def test_a_torn_journal_is_repaired_and_the_result_says_so(tmp_path):
+    """The measured search opens its own storage: a journal torn by a crash is cut back to its
+    intact records, and the repair note reaches the result (the model search ran elsewhere)."""
+    b, journal = base(), tmp_path / "s.journal"
+    intact = torn_journal(journal)
+    model_res = model_search(b, str(tmp_path / "model.journal"))
+    res = run_measured_search(MeasuredRequest(base=b, trials=3, seed=3, storage=str(journal), model_prefill_trials=20),
+                              ModelEvaluator(comp_of(b)), model_res)
+    (note,) = [n for n in res.notes if "dropped a torn last record" in n]
+    assert str(journal) in note and note.rsplit("kept in ", 1)[1].startswith(str(journal) + ".torn-")
+    assert open(note.rsplit("kept in ", 1)[1], "rb").read() == TORN_TAIL  # the dropped bytes, kept
+    data = journal.read_bytes()
+    assert data.startswith(intact) and TORN_TAIL not in data  # cut back, then appended to
+    assert all(json.loads(line)["op_code"] is not None for line in data.splitlines())  # every record whole
+    # the model search's notes (the profile's fits) come first, once each
+    assert list(res.notes[:len(model_res.notes)]) == list(dict.fromkeys(model_res.notes))
+    again = run_measured_search(MeasuredRequest(base=b, trials=3, seed=3, storage=str(journal), model_prefill_trials=20),
+                                ModelEvaluator(comp_of(b)), model_res)
+    assert not any("torn" in n for n in again.notes)  # nothing left to repair
 
 
 class SlowModelEvaluator(ModelEvaluator):
