@@ -66,7 +66,7 @@ def search(
     measure: bool = typer.Option(False, "--measure", help="Score trials by measurement (the path runner on this machine) instead of the model; the model's candidates and the kt run / KT doc defaults are measured first."),
     budget: str = typer.Option(None, "--budget", help="Time budget of a measured search, e.g. 10m, 90s, 1h (this process; rerun to resume)."),
     evaluator: str = typer.Option("runner", "--evaluator", help="What measures with --measure: runner (GPU), runner-cpu (its CPU variant), model (a dry run on the cost model)."),
-    storage: str = typer.Option(None, "--storage", help="Optuna storage: a journal file path or an RDB URL (sqlite:///x.db). Default: a journal in the user cache dir. Rerunning the same search resumes it."),
+    storage: str = typer.Option(None, "--storage", help="Optuna storage: a journal file path or an RDB URL (sqlite:///x.db). Default: a journal in the user cache dir; :memory: for a throwaway study. Rerunning the same search resumes it."),
     seed: int = typer.Option(None, "--seed", help="Sampler seed, for a reproducible search."),
     host_ram: str = typer.Option(None, "--host-ram", help="Host RAM of the target machine (default: the profile's)."),
     vram_margin: float = typer.Option(DEFAULT_VRAM_MARGIN, "--vram-margin", help=MARGIN_HELP),

@@ -80,7 +80,7 @@ class MeasuredRequest:
     base: SearchRequest  # model, method, profile, workload, budget, tp
     trials: int = 20  # measured trials in the study (all processes together)
     seed: int | None = None
-    storage: str | None = None  # any Optuna storage URL, a journal file path, ":memory:"; None = the cache dir
+    storage: str | None = None  # as --storage (kttune.search.storage.open_storage); None = the cache dir
     budget_s: float | None = None  # wall-clock budget of this process
     model_candidates: int = 3  # the model search's pick, then the model's fastest-prefill configurations
     model_prefill_trials: int = 200  # model-evaluated trials that find those (about 1 s)
@@ -235,11 +235,8 @@ def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result
     space = build_space(comp, b.workload, b.budget, b.tp)
     check_budget(comp, space, b)
     lengths, weights = tuple(b.workload.prompt_tokens), tuple(b.workload.weights)
-    if req.storage == ":memory:":  # a throwaway study (nothing resumes it)
-        storage, storage_url, storage_notes = optuna.storages.InMemoryStorage(), ":memory:", ()
-    else:
-        opened = open_storage(req.storage)
-        storage, storage_url, storage_notes = opened.storage, opened.url, opened.notes
+    opened = open_storage(req.storage)
+    storage, storage_url = opened.storage, opened.url
     name = measured_study_name(req, space, evaluator.name)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     # The KV pool is the model search's choice (it weighs decode, which prefill measurements cannot);
@@ -364,4 +361,4 @@ def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result
         lengths=lengths, weights=weights, evaluator=evaluator.name, study_name=name, storage=storage_url,
         trials_measured=len(complete) + len(pruned), trials_pruned=len(pruned), trials_infeasible=len(infeasible),
         trials_new=new[0], wall_s=time.perf_counter() - t0, space=space,
-        notes=tuple(dict.fromkeys((*model_result.notes, *storage_notes))))
+        notes=tuple(dict.fromkeys((*model_result.notes, *opened.notes))))

@@ -15,7 +15,10 @@ What `open_storage` guarantees before Optuna writes a byte:
   killed process leaves behind (the next writer waits 30 s, then warns). kttune locks with
   `flock(2)` on `<journal>.flock`, which the kernel releases when the holder dies; an old
   `<journal>.lock` found at open is removed with a note.
-- **In-memory databases are refused** (`sqlite://`, `:memory:`): a study there cannot resume.
+- **In-memory SQLite databases are refused** (`sqlite://`, `sqlite:///:memory:`): a study there
+  cannot resume, and the mistake is easy to make. A throwaway study is asked for by name instead:
+  `:memory:` alone opens Optuna's `InMemoryStorage`, with a note that nothing will resume it. The
+  decision is made here, so the model search, the measured search and the figures treat it alike.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from kttune.paths import default_study_storage
 SQLITE_MAGIC = b"SQLite format 3\x00"
 STALE_LOCK_AGE_S = 2.0  # Optuna holds its symlink lock for one append (milliseconds)
 STORAGE_FIX = "pass --storage a new file path (e.g. ./kttune.journal) or sqlite:///kttune.db"
+IN_MEMORY = ":memory:"  # --storage value for a throwaway study in this process's memory
+IN_MEMORY_NOTE = "--storage :memory: keeps the study in this process only: nothing can resume or share it"
 
 
 @dataclass(frozen=True)
@@ -216,7 +221,8 @@ def open_rdb(url: str) -> OpenedStorage:
         path = _sqlite_path(url)
         if not path or "mode=memory" in url:
             raise UserError(f"--storage {url} is an in-memory database: the study would vanish when kttune exits "
-                            "and could not be resumed", "pass a file, e.g. --storage sqlite:///kttune.db")
+                            "and could not be resumed",
+                            "pass a file, e.g. --storage sqlite:///kttune.db (or --storage :memory: for a throwaway study)")
         p = Path(path).expanduser()
         if p.is_file() and p.stat().st_size:
             with open(p, "rb") as f:
@@ -250,9 +256,14 @@ def _refuse_foreign_sqlite(p: Path, url: str) -> None:
 
 
 def open_storage(storage: str | None) -> OpenedStorage:
-    """`--storage` -> an opened, checked Optuna storage. None: the journal in the cache dir."""
+    """`--storage` -> an opened, checked Optuna storage. None: the journal in the cache dir;
+    `:memory:`: Optuna's InMemoryStorage (a throwaway study, with a note saying so)."""
     if storage is not None and not storage.strip():
         raise UserError("--storage is empty", STORAGE_FIX)
+    if storage == IN_MEMORY:
+        import optuna
+
+        return OpenedStorage(optuna.storages.InMemoryStorage(), IN_MEMORY, (IN_MEMORY_NOTE,))
     if storage and "://" in storage:
         return open_rdb(storage)
     if storage is None:
