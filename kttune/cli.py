@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from kttune.cli_common import MARGIN_HELP, MODEL_HELP, PROFILE_HELP, VRAM_HELP, WORKLOAD_HELP
 from kttune.cli_report import REPORT_HELP
 from kttune.errors import UserError
 from kttune.memory.vram import DEFAULT_VRAM_MARGIN
@@ -32,14 +33,6 @@ def _register_optional(module: str) -> None:
             return
         raise
     mod.register(app)
-
-
-# ---- shared options --------------------------------------------------------------------------
-MODEL_HELP = "Catalog name (`kttune models`), HF repo id, or a directory holding config.json (+ safetensors)."
-VRAM_HELP = "VRAM budget per GPU: 32G, 32GiB, 24GB or 32000M (binary units; a bare number is GiB)."
-PROFILE_HELP = "Hardware profile: a file from `kttune probe`, or a shipped name (`kttune profiles`). Default: this machine's probe, else the shipped default."
-MARGIN_HELP = "Share of the VRAM budget kept free for what the model does not see (the same rule in search and explain)."
-WORKLOAD_HELP = "Workload preset (`kttune workloads`) or a JSON file of prompt lengths."
 
 
 def _console(json_out: bool):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from kttune.cli_common import MODEL_HELP
 from kttune.cli_report import report_option, write_command_report
 
 from kttune.units import parse_duration_s
@@ -16,7 +17,7 @@ from kttune.units import parse_duration_s
 def register(app: typer.Typer) -> None:
     @app.command()
     def simulate(
-        model: str = typer.Option(..., "--model", "-m", help="Catalog name (`kttune models`), HF repo id, or a directory with config.json."),
+        model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
         workload: str = typer.Option("summarize", "--workload", "-w", help="summarize | chat (presets with stated statistics) or a trace file (.csv / .jsonl of arrival_s, prompt_tokens, output_tokens)."),
         rate: float = typer.Option(None, "--rate", help="Poisson arrival rate, requests/s (presets: default half the rate at which idle-server prefill of the mean prompt fills the server; traces: rescales their arrivals)."),
         requests: int = typer.Option(1000, "--requests", help="Requests to simulate (presets)."),

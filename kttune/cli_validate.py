@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import typer
 
-MODEL_HELP = "Catalog name (`kttune models`), HF repo id, or a directory holding config.json (+ safetensors)."
-VRAM_HELP = "VRAM budget per GPU: 32G, 32GiB, 24GB or 32000M."
+from kttune.cli_common import MODEL_HELP, VRAM_HELP
 
 
 def validate(
