@@ -7,15 +7,9 @@ from rich.table import Table
 
 from kttune.emit.explain import Explanation
 from kttune.emit.launch import launch_command
-from kttune.emit.terminal import first_that_fits, keep_title, ms_short, tokens_short
+from kttune.emit.terminal import first_that_fits, keep_title, ms_or_s, ms_short, tokens_short
 from kttune.memory.vram import VramBreakdown
 from kttune.units import GB, GIB
-
-
-def _ms(v: float | None) -> str:
-    if v is None:
-        return "-"
-    return f"{v / 1e3:.2f} s" if v >= 1000 else f"{v:.1f} ms"
 
 
 def _tok_s(tokens: int, ms: float | None) -> str:
@@ -92,8 +86,8 @@ def _lengths_full(ex: Explanation) -> Table:
     for col in ("prompt tokens", "hybrid only", "tok/s", "layerwise only", "tok/s", "picked", "tok/s", "forwards", "PCIe GB"):
         t.add_column(col, justify="left" if col == "forwards" else "right", no_wrap=True)
     for r in ex.rows:
-        t.add_row(f"{r.prompt_tokens:,}", _ms(r.hybrid_ms), _tok_s(r.prompt_tokens, r.hybrid_ms), _ms(r.layerwise_ms),
-                  _tok_s(r.prompt_tokens, r.layerwise_ms), _ms(r.chosen_ms), _tok_s(r.prompt_tokens, r.chosen_ms), r.chosen_paths,
+        t.add_row(f"{r.prompt_tokens:,}", ms_or_s(r.hybrid_ms), _tok_s(r.prompt_tokens, r.hybrid_ms), ms_or_s(r.layerwise_ms),
+                  _tok_s(r.prompt_tokens, r.layerwise_ms), ms_or_s(r.chosen_ms), _tok_s(r.prompt_tokens, r.chosen_ms), r.chosen_paths,
                   _traffic_gb(r))
     return keep_title(t)
 
@@ -121,9 +115,9 @@ def render_explanation(console: Console, inp, ex: Explanation, argv: list[str], 
     cfg = ev.cfg
     console.print(lengths_table(ex, console.width))
     cross = f"{ex.crossover_tokens:,} tokens per forward" if ex.crossover_tokens else "none (layerwise never wins)"
-    lw = (f"layerwise {_ms(ex.layer_layerwise_ms)} (load {_ms(ex.layerwise_load_ms)})" if ex.layer_layerwise_ms is not None
+    lw = (f"layerwise {ms_or_s(ex.layer_layerwise_ms)} (load {ms_or_s(ex.layerwise_load_ms)})" if ex.layer_layerwise_ms is not None
           else "layerwise n/a")
-    console.print(f"one MoE layer at a {cfg.chunked_prefill_size:,}-token chunk: hybrid {_ms(ex.layer_hybrid_ms)}, {lw}; "
+    console.print(f"one MoE layer at a {cfg.chunked_prefill_size:,}-token chunk: hybrid {ms_or_s(ex.layer_hybrid_ms)}, {lw}; "
                   f"crossover: {cross}")
     for r in ex.reasons:
         console.print(f"  - {r}")
@@ -181,7 +175,7 @@ def _pareto_full(result) -> Table:
         c = e.cfg
         mark = " *" if e is result.best else (" (kt run default)" if e is result.baseline else "")
         t.add_row(f"{c.num_gpu_experts}{mark}", f"{c.chunked_prefill_size:,}", f"{c.gpu_prefill_token_threshold:,}",
-                  f"{c.max_total_tokens:,}", str(c.cpuinfer_threads), _ms(e.mean_ttft_ms), f"{e.decode_tok_s:,.1f}",
+                  f"{c.max_total_tokens:,}", str(c.cpuinfer_threads), ms_or_s(e.mean_ttft_ms), f"{e.decode_tok_s:,.1f}",
                   _peak(e), style=_row_style(result, e))
     return keep_title(t)
 

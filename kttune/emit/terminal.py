@@ -98,6 +98,14 @@ def split_columns(width: int, fixed: int, build: Callable[[Sequence[int]], Any],
 # ---- compact number formats ------------------------------------------------------------------------
 
 
+def ms_or_s(v: float | None) -> str:
+    """A duration for reports with room: below a second in ms to 0.1 ms ("87.5 ms"), from a
+    second on in s to 10 ms ("12.35 s"); None -> "-"."""
+    if v is None:
+        return "-"
+    return f"{v / 1e3:.2f} s" if round(v, 1) >= 1000 else f"{v:.1f} ms"  # 999.97 ms reads "1.00 s"
+
+
 def ms_short(v: float | None) -> str:
     """A duration in at most 8 cells: 0.123 ms, 12.3 ms, 123 ms, 1.23 s, 12.3 s, 123 s, 12.3 min, 1.5 h."""
     if v is None:

@@ -9,12 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kttune.emit.launch import launch_command
-
-
-def _ms(v: float | None) -> str:
-    if v is None:
-        return "-"
-    return f"{v / 1e3:.2f} s" if v >= 1000 else f"{v:.1f} ms"
+from kttune.emit.terminal import ms_or_s
 
 
 def render_validation(console: Console, outcome) -> None:
@@ -46,14 +41,14 @@ def render_validation(console: Console, outcome) -> None:
             t.add_column(col, justify="right")
         for c in cmp.lengths:
             paths = "+".join(sorted(set(c.paths))) if len(set(c.paths)) > 1 else f"{len(c.paths)} x {c.paths[0]}"
-            t.add_row(f"{c.prompt_tokens:,}", paths, _ms(c.predicted_ms), _ms(c.measured_ms), f"{c.ratio:.3g}")
+            t.add_row(f"{c.prompt_tokens:,}", paths, ms_or_s(c.predicted_ms), ms_or_s(c.measured_ms), f"{c.ratio:.3g}")
         console.print(t)
         if cmp.parts:
             t = Table(title="KT layerwise log lines, per MoE layer (median)", show_edge=False)
             for col in ("part", "predicted", "logged", "lines", "logged / predicted"):
                 t.add_column(col, justify="right")
             for p in cmp.parts:
-                t.add_row(p.part, _ms(p.predicted_ms), _ms(p.measured_ms), str(p.samples), f"{p.ratio:.3g}")
+                t.add_row(p.part, ms_or_s(p.predicted_ms), ms_or_s(p.measured_ms), str(p.samples), f"{p.ratio:.3g}")
             console.print(t)
         from kttune.hw.calibration import entry_factor
 

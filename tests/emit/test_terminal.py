@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.table import Table
 
-from kttune.emit.terminal import fits, first_that_fits, ms_short, rendered_lines, split_columns, tokens_short
+from kttune.emit.terminal import fits, first_that_fits, ms_or_s, ms_short, rendered_lines, split_columns, tokens_short
 
 
 def table(cells: list[str], no_wrap: bool = False) -> Table:
@@ -54,6 +54,24 @@ def test_split_columns_fits_and_keeps_every_column_in_order(widths, width):
 @given(st.floats(0.0, 1e8, allow_nan=False, allow_subnormal=False))  # kt-kernel, once loaded, flushes subnormals
 def test_ms_short_is_short(v):
     assert len(ms_short(v)) <= 8
+
+
+@given(st.floats(0.0, 1e8, allow_nan=False, allow_subnormal=False))
+def test_ms_or_s_reads_back(v):
+    """Milliseconds to 0.1 below a second, seconds to 0.01 from there: the text reads back to within
+    half its last digit, and a second is never written as 1000 ms."""
+    number, unit = ms_or_s(v).split()
+    got, step = (float(number), 0.1) if unit == "ms" else (float(number) * 1e3, 10.0)
+    assert abs(got - v) <= step / 2 + 1e-9 * v
+    assert (unit == "ms") == (got < 1000)
+
+
+def test_ms_or_s_none_and_the_reports_that_use_it():
+    from kttune.emit import report, validate_report
+
+    assert ms_or_s(None) == "-" and ms_or_s(87.46) == "87.5 ms" and ms_or_s(12345) == "12.35 s"
+    assert ms_or_s(999.97) == "1.00 s"  # not "1000.0 ms"
+    assert report.ms_or_s is ms_or_s and validate_report.ms_or_s is ms_or_s  # one format, no local copies
 
 
 @given(st.integers(1, 4 * 10**6))
