@@ -3,7 +3,8 @@ same evaluator, then run `kttune search --measure` and compare its pick with the
 
     python benchmarks/bench_measured_search.py --model kimi-k2-thinking --vram 140G --host-ram 1T \
         --workload long-context --evaluator runner --out benchmarks/results/measured-search-h200
-    python benchmarks/bench_measured_search.py --quick --evaluator model --out /tmp/bms   # anywhere, seconds
+    python benchmarks/bench_measured_search.py --quick --evaluator model --profile h200-pcie5-xeon-amx-16c \
+        --out /tmp/bms   # anywhere, seconds
 
 The grid: every chunk, threshold and `--kt-cpuinfer` of the search space (or the values given) x a
 few GPU-expert counts (0, and evenly spaced up to the most that fit beside each chunk), at the KV
@@ -68,11 +69,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from kttune import api
     from kttune.api_measured import make_evaluator
-    from kttune.cost.components import Components
     from kttune.search.evaluate import evaluate
-    from kttune.search.measured import MeasuredRequest, parse_duration_s, prefill_tok_s, run_measured_search
-    from kttune.search.space import KV_UNIT, build_space
-    from kttune.search.study import StudyOptions, run_search
+    from kttune.search.measured import MeasuredRequest, prefill_tok_s, run_measured_search
+    from kttune.search.space import KV_UNIT
+    from kttune.search.study import StudyOptions, prepare_search, run_search
+    from kttune.units import parse_duration_s
 
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -98,9 +99,8 @@ def main(argv: list[str] | None = None) -> int:
 
     ev = Counting()
     base = inp.request
-    comp = Components(base.profile, base.model, base.method, base.tp)
+    comp, space = prepare_search(base)  # the space both searches use
     wl, budget = base.workload, base.budget
-    space = build_space(comp, wl, budget, base.tp)
     model_res = run_search(base, StudyOptions(trials=300, seed=a.seed, storage=str(out / "studies.journal")))
     kv_units = space.params_of(model_res.best.cfg)["kv_k"]
 
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     ev.phase = "search"
     t1 = time.perf_counter()
     mreq = MeasuredRequest(base=base, trials=a.trials, seed=a.seed, storage=str(out / "measured.journal"),
-                           budget_s=parse_duration_s(a.budget) if a.budget else None)
+                           budget_s=parse_duration_s(a.budget, "--budget") if a.budget else None)
     res = run_measured_search(mreq, ev, model_res)
     search_s = time.perf_counter() - t1
     search_cfgs = ev.measured.get("search", set())

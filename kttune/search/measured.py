@@ -38,9 +38,9 @@ from kttune.cost.prefill import prefill_time_ms
 from kttune.errors import UserError
 from kttune.search.baselines import BASELINES, Baseline, baseline_config
 from kttune.search.evaluate import evaluate
-from kttune.search.space import SearchSpace, build_space
+from kttune.search.space import SearchSpace
 from kttune.search.storage import open_storage
-from kttune.search.study import SearchRequest, SearchResult, check_budget, check_request, study_key
+from kttune.search.study import SearchRequest, SearchResult, prepare_search, study_key
 
 MEASURED_VERSION = 1
 
@@ -227,13 +227,10 @@ def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result
     """Run (or resume, or join) the measured study. `model_result` is the model search of the same
     request (kttune.search.study.run_search): its pick is measured first."""
     b = req.base
-    check_request(b)
     if req.trials < 1:
         raise UserError(f"--trials {req.trials} must be at least 1", "pass e.g. --trials 20")
     t0 = time.perf_counter()
-    comp = Components(b.profile, b.model, b.method, b.tp)
-    space = build_space(comp, b.workload, b.budget, b.tp)
-    check_budget(comp, space, b)
+    comp, space = prepare_search(b)  # the model search's space: the user's chunks bound both
     lengths, weights = tuple(b.workload.prompt_tokens), tuple(b.workload.weights)
     opened = open_storage(req.storage)
     storage, storage_url = opened.storage, opened.url

@@ -190,6 +190,16 @@ def snap_threshold_to_crossover(comp: Components, ev: Evaluation, space: SearchS
     return ev
 
 
+def prepare_search(req: SearchRequest) -> tuple[Components, SearchSpace]:
+    """What every search of `req` (model-evaluated or measured) starts from: the request checked,
+    its components, the space (the user's chunks when given) and the budget checked against it."""
+    check_request(req)
+    comp = Components(req.profile, req.model, req.method, req.tp)
+    space = build_space(comp, req.workload, req.budget, req.tp, chunks=req.chunks or None)
+    check_budget(comp, space, req)
+    return comp, space
+
+
 def run_search(req: SearchRequest, opts: StudyOptions = StudyOptions(),
                on_trial: Callable[[int, int, Evaluation | None], None] | None = None,
                slo: SloTarget | None = None) -> SearchResult:
@@ -198,13 +208,10 @@ def run_search(req: SearchRequest, opts: StudyOptions = StudyOptions(),
     the `kt run` baseline. With `slo`, a configuration must also meet the SLO at the target rate
     in simulation (kttune.search.slo); without it, the idle-server objectives and memory
     constraints alone."""
-    check_request(req)
     if opts.trials < 1:
         raise UserError(f"--trials {opts.trials} must be at least 1", "pass a positive trial count, e.g. --trials 300")
     t0 = time.perf_counter()
-    comp = Components(req.profile, req.model, req.method, req.tp)
-    space = build_space(comp, req.workload, req.budget, req.tp, chunks=req.chunks or None)
-    check_budget(comp, space, req)
+    comp, space = prepare_search(req)
     opened = open_storage(opts.storage)
     storage, storage_url = opened.storage, opened.url
     scorer = SloScorer(comp, req.workload, slo) if slo else None

@@ -150,6 +150,22 @@ def test_a_torn_journal_is_repaired_and_the_result_says_so(tmp_path):
     assert not any("torn" in n for n in again.notes)  # nothing left to repair
 
 
+def test_the_users_chunks_bound_the_measured_search_as_they_bound_the_model_search(tmp_path):
+    """--chunks (SearchRequest.chunks) sets one space for both searches: the measured study never
+    tries a chunk the user did not offer, and the model's pick (chunk 12288, off the default list)
+    is measured as picked."""
+    from dataclasses import replace
+
+    b = replace(base(), chunks=(4096, 12288))
+    model_res = run_search(b, StudyOptions(trials=40, seed=3, storage=":memory:"))
+    res = run_measured_search(MeasuredRequest(base=b, trials=4, seed=3, storage=":memory:", model_prefill_trials=20),
+                              ModelEvaluator(comp_of(b)), model_res)
+    assert res.space == model_res.space and set(res.space.chunks) <= {4096, 12288}
+    assert res.model_pick.cfg == model_res.best.cfg and res.model_pick.state == "complete"
+    for c in (res.best, *res.model_candidates, *res.baselines):
+        assert c.state != "complete" or c.cfg.chunked_prefill_size in (4096, 12288), c
+
+
 class SlowModelEvaluator(ModelEvaluator):
     """The model, with a pause per length, so that two processes overlap in time."""
 
