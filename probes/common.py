@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 import time
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Callable, Protocol, Sequence
 
 from kttune.hw.profile import Point, TimerInfo
 
@@ -105,12 +105,22 @@ class NullReporter:
 def kt_thread_counts(cores: int, quick: bool) -> list[int]:
     """The kt-kernel worker counts (`--kt-cpuinfer`) every probe measures, CPU MoE, stage A and the
     layerwise pipeline alike, since one `--kt-cpuinfer` drives both paths: cores-5, cores-3 and
-    cores-1 in a full probe, cores-3 alone in a quick one (each count rebuilds the pipeline's
-    kt-kernel layers, 10 GB each at the 1T-class shapes). kt-kernel's workers spin, so with one per
-    core the driving thread and the CUDA callback thread starve (on the 16-core H200 box 13 workers
-    beat 15 on both paths). On hosts of four cores or fewer: cores-1 and the whole pool."""
+    cores-1 in a full probe, cores-5 and cores-3 in a quick one (each clamped to at least 1). kt-kernel's
+    workers spin, so with one per core the driving thread and the CUDA callback thread starve (on the
+    16-core H200 box 13 workers beat 15 on both paths, and 11 drove its layerwise pipeline best:
+    benchmarks/results/quick-probe-h200-pcie5-xeon-amx-16c.md), so a quick probe needs two counts
+    below the cliff for its search to choose between. On hosts of four cores or fewer, quick and
+    full alike: cores-1 and the whole pool. A quick probe's counts are always among a full one's."""
     if cores <= 4:
         want = {cores - 1, cores}
     else:
-        want = {cores - 3} if quick else {cores - 1, cores - 3, cores - 5}
+        offsets = (5, 3) if quick else (5, 3, 1)
+        want = {max(1, cores - k) for k in offsets}
     return sorted(t for t in want if 1 <= t <= cores)
+
+
+def probe_thread_counts(cores: int, quick: bool, threads: Sequence[int] = ()) -> list[int]:
+    """The worker counts one `kttune probe` run measures in every kt-kernel probe: `threads` (from
+    `--threads`) when given, else `kt_thread_counts(cores, quick)`. CPU MoE, stage A and the
+    layerwise pipeline all take theirs from here, so their curves answer for the same `--kt-cpuinfer`."""
+    return sorted(set(int(t) for t in threads)) if threads else kt_thread_counts(cores, quick)

@@ -31,7 +31,7 @@ from kttune.hw.profile import CpuInfo, Curve, Point
 from kttune.kernels.expert_weights import HostExperts, expert_nbytes
 from kttune.kernels.kt_ext import KtKernel, kt_kernel_error, load_kt_kernel
 from kttune.kernels.kt_moe import KtMoeLayer, kt_class_name
-from kttune.probes.common import NullReporter, Reporter, kt_thread_counts, measure
+from kttune.probes.common import NullReporter, Reporter, kt_thread_counts, measure, probe_thread_counts
 from kttune.units import GIB
 
 # Methods this probe can build weights for, in the order they are measured.
@@ -188,7 +188,7 @@ def plan_cpu_moe(opts: CpuMoeOptions, cpu: CpuInfo, cores: int, numa_ids: Sequen
         methods = supported
     if kt is None:
         notes.append(f"kt-kernel not importable ({kt_kernel_error()}): CPU MoE timed with the torch fallback (backend torch-cpu)")
-    all_threads = sorted(set(opts.threads)) if opts.threads else thread_series(cores, opts.quick)
+    all_threads = probe_thread_counts(cores, opts.quick, opts.threads)
     for t in all_threads:
         if t < 1:
             raise UserError(f"thread count {t} is not positive", "pass --threads with counts of 1 or more")

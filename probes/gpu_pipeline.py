@@ -414,6 +414,31 @@ DEFAULT_CONFIGS = (
 QUICK_CONFIGS = (PipelineConfig(2, 2, 1, "stream"),)
 
 
+# A quick probe streams at most this much of each shape's layer (as its copy probe stops at 2 GiB):
+# stage A writes one expert at a time and the copy streams slot by slot, so layer time is linear in
+# the bytes streamed once the layer is well past the last-level cache, and the curve's x axis is
+# those bytes. Building the whole 10 GB DeepSeek-V3 / Kimi-K2 layers (host weights plus kt-kernel's
+# own copy, once per thread count) was most of the quick probe's time on the H200 box
+# (benchmarks/results/quick-probe-h200-pcie5-xeon-amx-16c.md).
+QUICK_LAYER_BYTES = 2 * GIB
+QUICK_EXPERT_FRACTIONS = (0.5, 1.0)  # two points per thread count: the fit needs a slope, not a constant
+
+
+def expert_stream_bytes(shape: MoeShape) -> int:
+    """Bytes one expert of `shape` streams through the pipeline (its slot image: weights + scales, TP 1)."""
+    from kttune.kernels.expert_weights import kinds_nbytes, slot_kinds
+
+    return kinds_nbytes(slot_kinds(shape.method, shape.hidden, shape.inter))
+
+
+def layer_experts(shape: MoeShape, max_layer_bytes: int | None = None) -> int:
+    """How many of `shape`'s experts the pipeline probe builds and streams: all of them, or as many as
+    fit in `max_layer_bytes` (at least 2 x top-k, so half of them still streams several steps)."""
+    if max_layer_bytes is None:
+        return shape.experts
+    return min(shape.experts, max(2 * shape.top_k, max_layer_bytes // expert_stream_bytes(shape)))
+
+
 def _cores() -> int:
     import os
 
@@ -424,12 +449,12 @@ def default_threads() -> int:
     return max(1, _cores() - 1)  # leave the driving thread a core (docs/sglang-kt.md#the-cpuinfer-thread-cliff: 16 of 16 starves it)
 
 
-def default_thread_options(quick: bool = False) -> tuple[int, ...]:
-    """Stage A thread counts to try: those of every kt-kernel probe (`kt_thread_counts`): on the
-    16-core GPU box 15 workers made the Kimi-K2 layer 1.5x slower than 13."""
+def default_thread_options(quick: bool = False, cores: int | None = None) -> tuple[int, ...]:
+    """Stage A thread counts to try: those of every kt-kernel probe (`kt_thread_counts`), largest
+    first: on the 16-core GPU box 15 workers made the Kimi-K2 layer 1.5x slower than 13."""
     from kttune.probes.common import kt_thread_counts
 
-    return tuple(sorted(kt_thread_counts(_cores(), quick), reverse=True))
+    return tuple(sorted(kt_thread_counts(cores or _cores(), quick), reverse=True))
 
 
 def runnable_configs(configs, writer) -> tuple[PipelineConfig, ...]:
@@ -451,11 +476,17 @@ def probe_pipeline_layer(
     repeats: int = 3,
     expert_fractions=(0.25, 0.5, 1.0),
     prefer_kt: bool = True,
+    max_layer_bytes: int | None = None,
     reporter: Reporter | None = None,
 ) -> tuple[list[Curve], list[PipelineResult], list[str]]:
     """Stream one full layer of `shape` through the pipeline for each config at each stage A thread
     count of `threads_options`; per thread count, the fastest config is also run on fewer experts
-    (x axis = bytes streamed). Returns (one curve per thread count, all results, notes)."""
+    (x axis = bytes streamed). Returns (one curve per thread count, all results, notes).
+
+    The host layer is built once and serves every thread count; kt-kernel's writer layer is built
+    once per thread count (its worker pool is fixed when it loads). With `max_layer_bytes` only the
+    first `layer_experts(shape, max_layer_bytes)` experts are built and streamed (`kttune probe
+    --quick`); the curve still names the shape's expert count, its points the experts streamed."""
     import torch
 
     from kttune.kernels.expert_weights import HostExperts, kinds_nbytes, make_writer, slot_kinds
@@ -466,7 +497,12 @@ def probe_pipeline_layer(
         kinds = slot_kinds(shape.method, shape.hidden, shape.inter)
     except ValueError as e:
         return [], [], [str(e)]
-    layer_bytes = shape.experts * kinds_nbytes(kinds)
+    built = layer_experts(shape, max_layer_bytes)
+    if built < shape.experts:
+        notes.append(f"{shape.name} {shape.method}: pipeline over {built} of {shape.experts} experts "
+                     f"({built * kinds_nbytes(kinds) / GIB:.1f} of {shape.experts * kinds_nbytes(kinds) / GIB:.1f} GiB): "
+                     "layer time is linear in the bytes streamed")
+    layer_bytes = built * kinds_nbytes(kinds)
     need_host = 2.2 * layer_bytes  # host experts + kt-kernel's own copy
     if free_host_bytes() and need_host > 0.8 * free_host_bytes():
         return [], [], [f"{shape.name} {shape.method}: pipeline skipped, needs ~{need_host / GIB:.0f} GiB host RAM, {free_host_bytes() / GIB:.0f} free"]
@@ -479,7 +515,7 @@ def probe_pipeline_layer(
     per_thread: list[tuple[int, str, list[tuple[PipelineResult, int]]]] = []  # threads, writer, (result, experts)
     with bound_to_node(numa):
         rep.step(f"pipeline {shape.name} {shape.method}: preparing {layer_bytes / GIB:.1f} GiB layer", 0)
-        host = HostExperts.random(shape.method, shape.hidden, shape.inter, shape.experts)
+        host = HostExperts.random(shape.method, shape.hidden, shape.inter, built)
         for t in tuple(threads_options or (threads or default_threads(),)):
             writer, wnotes = make_writer(host, t, prefer_kt)
             notes += wnotes
@@ -498,8 +534,8 @@ def probe_pipeline_layer(
                 best = min(mine, key=lambda r: r.layer_ms)
                 runs = []
                 for frac in expert_fractions:
-                    e = max(1, int(round(shape.experts * frac)))
-                    if e == shape.experts:
+                    e = max(1, int(round(built * frac)))
+                    if e == built:
                         runs.append((best, e))
                         continue
                     pl = LayerPipeline(host, writer, best.config, device, experts=e)
@@ -519,7 +555,7 @@ def probe_pipeline_layer(
         pts = []
         for r, e in runs:
             extra = r.extra() | {"experts_streamed": e, "writer": backend, "threads": t}
-            if e == shape.experts:
+            if e == built:
                 extra["overlap_vs_best_stages"] = round(r.layer_ms / ideal, 4)
                 extra["configs"] = {x.config.label(): {
                     "layer_ms": round(x.layer_ms, 3), "overlap": round(x.overlap, 4),

@@ -1,19 +1,28 @@
 """All GPU probes in one call, for `kttune probe` (probes/run.py calls this when CUDA is present).
 
-    run_gpu_probes(inventory, model, quick, reporter) -> list[Curve]
+    run_gpu_probes(inventory, model, quick, reporter, threads=...) -> list[Curve]
 
 Order: copy bandwidth (up to one full MoE layer of the largest shape), stage C repack, the layerwise
 pipeline per shape, GPU MoE per method and shape, bf16 GEMM, attention. A probe that fails or does not
 fit is skipped with a note to the reporter; the others still run.
+
+The layerwise pipeline runs at the kt-kernel thread counts of the CPU MoE and stage A probes
+(`kttune.probes.common.probe_thread_counts`; `kttune probe` passes its own), since one
+`--kt-cpuinfer` drives both paths. Quick mode streams at most `gpu_pipeline.QUICK_LAYER_BYTES` of
+each shape's layer (two points per thread count) instead of the whole layer at three: building the
+10 GB DeepSeek-V3 / Kimi-K2 layers, once for the host and once per thread count in kt-kernel, was
+most of the quick probe's time, and a streaming pipeline's time is linear in the bytes streamed.
 """
 
 from __future__ import annotations
 
 import traceback
+from dataclasses import dataclass, field
+from typing import Sequence
 
 from kttune.hw.profile import Curve
-from kttune.probes.common import NullReporter, Reporter
-from kttune.probes.gpu_common import shapes_for
+from kttune.probes.common import NullReporter, Reporter, probe_thread_counts
+from kttune.probes.gpu_common import MoeShape, shapes_for
 from kttune.units import GIB
 
 
@@ -29,16 +38,58 @@ def cuda_present() -> bool:
 PROBES = ("copy", "repack", "pipeline", "moe", "gemm", "attention")
 
 
+def pipeline_threads(inventory, quick: bool, threads: Sequence[int] = ()) -> tuple[int, ...]:
+    """The stage A thread counts the pipeline probe runs, largest first: `threads` when given, else
+    those of the CPU probes for this inventory's usable cores (`probes/run.py` counts them the same way)."""
+    from kttune.probes import gpu_pipeline
+    from kttune.probes.inventory import usable_cores
+
+    cores = usable_cores(inventory.cpu) if inventory is not None else gpu_pipeline._cores()
+    return tuple(sorted(probe_thread_counts(cores, quick, threads), reverse=True))
+
+
+@dataclass(frozen=True)
+class PipelineStep:
+    """The layerwise pipeline probe of one shape, as planned (its thread counts, configs, layer cap)."""
+
+    shape: MoeShape
+    threads: tuple[int, ...]
+    quick: bool
+    reporter: Reporter = field(default_factory=NullReporter, compare=False, repr=False)
+
+    @property
+    def max_layer_bytes(self) -> int | None:
+        from kttune.probes import gpu_pipeline
+
+        return gpu_pipeline.QUICK_LAYER_BYTES if self.quick else None
+
+    def __call__(self) -> list[Curve]:
+        from kttune.probes import gpu_pipeline
+
+        q = self.quick
+        curves, _, notes = gpu_pipeline.probe_pipeline_layer(
+            self.shape, configs=gpu_pipeline.QUICK_CONFIGS if q else gpu_pipeline.DEFAULT_CONFIGS,
+            repeats=1 if q else 3, reporter=self.reporter, threads_options=self.threads,
+            expert_fractions=gpu_pipeline.QUICK_EXPERT_FRACTIONS if q else (0.25, 0.5, 1.0),
+            max_layer_bytes=self.max_layer_bytes,
+        )
+        for n in notes:
+            self.reporter.note(n)
+        return curves
+
+
 def count_steps(inventory, model, quick: bool, only: tuple[str, ...] | None = None) -> int:
     """How many progress steps `run_gpu_probes` reports (one per probe of one shape)."""
     if not cuda_present():
         return 0
-    return len(_plan(inventory, model, quick, NullReporter(), only))
+    return len(plan_gpu_probes(inventory, model, quick, NullReporter(), only))
 
 
-def run_gpu_probes(inventory, model, quick: bool, reporter: Reporter | None = None, *, only: tuple[str, ...] | None = None) -> list[Curve]:
+def run_gpu_probes(inventory, model, quick: bool, reporter: Reporter | None = None, *, only: tuple[str, ...] | None = None,
+                   threads: Sequence[int] = ()) -> list[Curve]:
     """Measure the GPU side of this machine. `model` is a ModelSpec or None (representative shapes).
-    `only` restricts to some of: copy, repack, pipeline, moe, gemm, attention."""
+    `only` restricts to some of: copy, repack, pipeline, moe, gemm, attention. `threads`: the
+    pipeline's stage A thread counts (default: `pipeline_threads(inventory, quick)`)."""
     rep = reporter or NullReporter()
     if not cuda_present():
         rep.note("no CUDA GPU: GPU probes skipped")
@@ -53,7 +104,7 @@ def run_gpu_probes(inventory, model, quick: bool, reporter: Reporter | None = No
     rep.note("GPU kernels timed: kttune's own (Triton repack and int4 MoE, torch grouped GEMMs, SDPA)"
              + (f"; also sglang/sgl-kernel {', '.join(ran)}" if ran else "; sglang / sgl-kernel not importable, their "
                 "gptq_marlin_repack, fused_marlin_moe and fused_moe were not run"))
-    steps = _plan(inventory, model, quick, rep, only)
+    steps = plan_gpu_probes(inventory, model, quick, rep, only, threads)
     rep.plan(len(steps), "GPU probes")
     curves: list[Curve] = []
     for name, fn in steps:
@@ -73,7 +124,8 @@ def run_gpu_probes(inventory, model, quick: bool, reporter: Reporter | None = No
     return curves
 
 
-def _plan(inventory, model, quick: bool, rep: Reporter, only) -> list:
+def plan_gpu_probes(inventory, model, quick: bool, rep: Reporter, only=None, threads: Sequence[int] = ()) -> list:
+    """The GPU probes to run, in order: (step name, callable returning curves). Imports no CUDA."""
     from kttune.probes import gpu_attention, gpu_copy, gpu_gemm, gpu_moe, gpu_pipeline, gpu_repack
 
     shapes = shapes_for(model)
@@ -90,16 +142,9 @@ def _plan(inventory, model, quick: bool, rep: Reporter, only) -> list:
                 steps.append((f"repack {s.name}", lambda s=s: gpu_repack.probe_repack(s, quick=quick, reporter=rep)))
                 break
     if "pipeline" in want:
+        ts = pipeline_threads(inventory, quick, threads)
         for s in shapes.moe:
-            def pipe(s=s):
-                cfgs = gpu_pipeline.QUICK_CONFIGS if quick else gpu_pipeline.DEFAULT_CONFIGS
-                curves, _, notes = gpu_pipeline.probe_pipeline_layer(s, configs=cfgs, repeats=1 if quick else 3, reporter=rep,
-                                                                     threads_options=gpu_pipeline.default_thread_options(quick),
-                                                                     expert_fractions=(1.0,) if quick else (0.25, 0.5, 1.0))
-                for n in notes:
-                    rep.note(n)
-                return curves
-            steps.append((f"pipeline {s.name} {s.method}", pipe))
+            steps.append((f"pipeline {s.name} {s.method}", PipelineStep(s, ts, quick, rep)))
     if "moe" in want:
         for s in shapes.moe:
             def moe(s=s):

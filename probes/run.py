@@ -20,7 +20,7 @@ from kttune.hw.fingerprint import fingerprint
 from kttune.hw.profile import Curve, HardwareProfile, Inventory, Provenance, save_profile
 from kttune.paths import profile_cache_path
 from kttune.kernels.kt_ext import load_kt_kernel
-from kttune.probes.common import NullReporter, Reporter, timer_info
+from kttune.probes.common import NullReporter, Reporter, probe_thread_counts, timer_info
 from kttune.probes.cpu_moe import (
     FULL_SHAPES,
     QUICK_SHAPE,
@@ -42,12 +42,15 @@ FULL_MAX_TOKENS = 8192
 class ProbeOptions:
     """What `kttune probe` measures.
 
-    quick: a reduced probe (one small expert shape, tokens up to 256, the thread counts around the
-        core count, fewer repeats): under a minute on a 2-core host.
+    quick: a reduced probe (one small expert shape, tokens up to 256, fewer repeats, the layerwise
+        pipeline over at most 2 GiB of each layer) at two kt-kernel thread counts, cores-5 and
+        cores-3 (`kttune.probes.common.kt_thread_counts`): under a minute on a 2-core host and on the
+        16-core H200 box.
     model: a `kttune.spec.model_spec.ModelSpec`: measure its expert shape (H, I, E, top-k) instead
         of the representative shapes (E shrinks, with a reason, if the layer does not fit in RAM).
     methods: KT methods to measure (default: every one the host's kt-kernel runs).
-    threads: worker thread counts (default: a series that includes `cores - 1` and `cores`).
+    threads: kt-kernel worker thread counts for CPU MoE, stage A and the pipeline alike (default:
+        `kt_thread_counts`: cores-5, -3, -1 in full, cores-5 and -3 in quick mode).
     max_tokens: largest token count (default 256 quick, 8192 full).
     out: also write the profile here.
     merge_cached: start from this machine's cached profile (same fingerprint) and replace only the
@@ -164,6 +167,32 @@ def _inventory_with_loaded_variant(inv: Inventory, rep: _RecordingReporter) -> I
     return replace(inv, software=replace(inv.software, kt_cpu_variant=kt.variant))
 
 
+@dataclass(frozen=True)
+class ProbePlan:
+    """What one `kttune probe` run measures on the CPU, and the kt-kernel thread counts that CPU MoE,
+    stage A and the GPU suite's layerwise pipeline all run (one `--kt-cpuinfer` drives both paths)."""
+
+    threads: tuple[int, ...]
+    moe_options: CpuMoeOptions
+    moe: Any  # CpuMoePlan
+    stage_a_options: StageAOptions
+    stage_a: Any  # StageAPlan | None
+
+
+def plan_probe(options: ProbeOptions, cpu: Any, cores: int, numa_ids: list[int]) -> ProbePlan:
+    """The CPU probes' plans for `cores` usable cores and the thread counts the pipeline gets."""
+    threads = tuple(probe_thread_counts(cores, options.quick, options.threads))
+    moe_opts = cpu_moe_options(options)
+    sa_opts = stage_a_options(options)
+    return ProbePlan(
+        threads=threads,
+        moe_options=moe_opts,
+        moe=plan_cpu_moe(moe_opts, cpu, cores, numa_ids),
+        stage_a_options=sa_opts,
+        stage_a=plan_stage_a(sa_opts, cpu, cores, numa_ids, options.quick) if options.stage_a else None,
+    )
+
+
 def run_probe(options: ProbeOptions, reporter: Reporter | None = None) -> HardwareProfile:
     """Measure this machine; write the profile to `options.out` and the cache; return it."""
     rep = _RecordingReporter(reporter or NullReporter())
@@ -180,10 +209,8 @@ def run_probe(options: ProbeOptions, reporter: Reporter | None = None) -> Hardwa
     if timer.resolution_ns is not None and timer.resolution_ns > 1000:
         rep.note(f"perf_counter resolution is {timer.resolution_ns:.0f} ns (clocksource {timer.clocksource}): sub-ms timings are coarse")
 
-    moe_opts = cpu_moe_options(options)
-    moe_plan = plan_cpu_moe(moe_opts, cpu, cores, numa_ids)
-    sa_opts = stage_a_options(options)
-    sa_plan = plan_stage_a(sa_opts, cpu, cores, numa_ids, options.quick) if options.stage_a else None
+    plan = plan_probe(options, cpu, cores, numa_ids)
+    moe_opts, moe_plan, sa_opts, sa_plan = plan.moe_options, plan.moe, plan.stage_a_options, plan.stage_a
 
     gpu_suite = _gpu_suite() if options.gpu else None
     run_gpu = gpu_suite is not None and _cuda_available()
@@ -210,7 +237,8 @@ def run_probe(options: ProbeOptions, reporter: Reporter | None = None) -> Hardwa
             if inv.gpus:
                 rep.note("GPU probes not run: torch has no CUDA (NVML sees GPUs)")
         else:
-            curves += list(gpu_suite.run_gpu_probes(inv, options.model, options.quick, rep))
+            # the pipeline runs at the CPU probes' thread counts: one --kt-cpuinfer drives both paths
+            curves += list(gpu_suite.run_gpu_probes(inv, options.model, options.quick, rep, threads=plan.threads))
             if len(inv.gpus) >= 2:  # tensor parallelism: each layer all-reduces twice
                 from kttune.probes.allreduce import probe_allreduce
 

@@ -22,7 +22,7 @@ from kttune.hw.profile import CpuInfo, Curve
 from kttune.kernels.expert_weights import INT4_GROUP, HostExperts, HostSlot, expert_nbytes, slot_kinds, write_nbytes
 from kttune.kernels.kt_ext import load_kt_kernel
 from kttune.kernels.kt_moe import KtMoeLayer, kt_class_name
-from kttune.probes.common import NullReporter, Reporter, kt_thread_counts, measure
+from kttune.probes.common import NullReporter, Reporter, kt_thread_counts, measure, probe_thread_counts
 from kttune.probes.cpu_moe import ExpertShape, available_ram_bytes, host_bytes_needed
 from kttune.units import GIB, MIB
 
@@ -88,7 +88,7 @@ def plan_stage_a(opts: StageAOptions, cpu: CpuInfo, cores: int, numa_ids: Sequen
         methods = [m for m in methods if m in runnable]
     else:
         methods = runnable
-    threads = sorted(set(opts.threads)) if opts.threads else stage_a_threads(cores, quick)
+    threads = probe_thread_counts(cores, quick, opts.threads)
     if any(t < 1 for t in threads):
         raise UserError("thread counts must be positive", "pass --threads with counts of 1 or more")
     pools = max(1, len(numa_ids))
@@ -111,7 +111,9 @@ def probe_stage_a(
     quick: bool = False,
     plan: StageAPlan | None = None,
 ) -> list[Curve]:
-    """One stage_a_write curve per (method, threads) over the expert sizes of `opts.inters`."""
+    """One stage_a_write curve per (method, threads) over the expert sizes of `opts.inters`. The host
+    experts of a (method, size) are drawn once and serve every thread count; kt-kernel's layer is
+    built per thread count (its worker pool is fixed when it loads)."""
     import torch
 
     reporter = reporter or NullReporter()
@@ -123,7 +125,11 @@ def probe_stage_a(
         return []
     pinned = bool(torch.cuda.is_available())
     curves = []
+    hosts: dict[tuple, HostExperts] = {}  # (method, inter, experts) -> host experts, this method's only
     for task in plan.tasks:
+        if any(k[0] != task.method for k in hosts):
+            hosts.clear()
+            gc.collect()
         label = f"stage_a {task.method} {task.threads}t"
         points, skipped = [], []
         kernel = ""
@@ -141,7 +147,10 @@ def probe_stage_a(
                 reporter.step(f"{label}: skip I={inter}")
                 continue
             try:
-                weights = HostExperts.random(task.method, opts.hidden, inter, experts, seed=opts.seed)
+                key = (task.method, inter, experts)
+                if key not in hosts:
+                    hosts[key] = HostExperts.random(task.method, opts.hidden, inter, experts, seed=opts.seed)
+                weights = hosts[key]
                 layer = KtMoeLayer(
                     weights, top_k=1, threads=task.threads, threadpools=task.threadpools,
                     numa_nodes=numa_ids, max_tokens=1, isa=cpu.isa, kt=kt, writer=True,
@@ -190,4 +199,6 @@ def probe_stage_a(
                     skipped=tuple(skipped),
                 )
             )
+    hosts.clear()
+    gc.collect()
     return curves

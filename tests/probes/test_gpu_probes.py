@@ -60,3 +60,22 @@ def test_suite_quick_small_model():
 
     curves = gpu_suite.run_gpu_probes(None, None, True, NullReporter(), only=("repack", "gemm"))
     assert {c.kind for c in curves} == {"stage_c_repack", "gpu_gemm"}
+
+
+def test_quick_pipeline_streams_the_capped_layer_at_every_thread_count():
+    """Quick mode: a part of the layer (whole experts within the cap), two points per thread count,
+    one curve per thread count, the curve naming the shape's expert count."""
+    from kttune.probes import gpu_pipeline
+    from kttune.probes.gpu_pipeline import expert_stream_bytes, layer_experts
+
+    shape = MoeShape("small", 1024, 512, 64, 4, "BF16")
+    cap = 20 * expert_stream_bytes(shape)
+    curves, _, notes = gpu_pipeline.probe_pipeline_layer(
+        shape, configs=gpu_pipeline.QUICK_CONFIGS, repeats=1, threads_options=(2, 1),
+        expert_fractions=gpu_pipeline.QUICK_EXPERT_FRACTIONS, max_layer_bytes=cap, reporter=NullReporter())
+    assert layer_experts(shape, cap) == 20 and any("20 of 64 experts" in n for n in notes)
+    assert sorted(c.params["threads"] for c in curves) == [1, 2]
+    for c in curves:
+        assert c.params["experts"] == 64
+        assert [p.extra["experts_streamed"] for p in c.points] == [10, 20]
+        assert c.points[-1].x == cap
