@@ -61,7 +61,7 @@ def _load_model(name: str) -> Any:
 
 
 def probe(
-    quick: bool = typer.Option(False, "--quick", help="Reduced probe: one small expert shape, tokens up to 256, thread counts around the core count. Under a minute on 2 cores."),
+    quick: bool = typer.Option(False, "--quick", help="Reduced probe: one small expert shape, tokens up to 256, kt-kernel thread counts cores-5 and cores-3 (as the full probe's cores-5, -3, -1), the layerwise pipeline over at most 2 GiB of each layer. Under a minute."),
     model: Optional[str] = typer.Option(None, "--model", help="Measure this model's expert shape (catalog name or model directory) instead of representative shapes."),
     methods: Optional[list[str]] = typer.Option(None, "--methods", help="KT methods to measure, comma-separated or repeated (default: all the host's kt-kernel runs: AMXINT4, AMXINT8, BF16, FP8, RAWINT4)."),
     threads: Optional[list[str]] = typer.Option(None, "--threads", help="CPU worker thread counts (--kt-cpuinfer), comma-separated or repeated. Default: a series that includes cores-1 and cores."),
