@@ -49,7 +49,11 @@ def test_quick_probe_writes_a_valid_profile(quick_profile):
     moe = p.curves_of("cpu_moe")
     assert moe and all(c.backend == f"kt-kernel:{kt_kernel.__cpu_variant__}" for c in moe)
     cores = usable_cores(p.inventory.cpu)
-    assert {c.params["threads"] for c in moe} >= {cores, max(1, cores - 1)}  # the cliff is measured
+    from kttune.probes.common import kt_thread_counts
+
+    threads = kt_thread_counts(cores, quick=True)
+    assert {c.params["threads"] for c in moe} == set(threads) == {int(c.params["threads"]) for c in p.curves_of("stage_a_write")}
+    assert len(threads) == 2  # the quick search picks between two counts (on 2 cores: the cliff, 1 and 2)
     assert {c.params["method"] for c in moe} >= {"BF16", "FP8", "RAWINT4"}
     assert p.curves_of("stage_a_write")
     assert p.timer.resolution_ns and p.timer.resolution_ns > 0
