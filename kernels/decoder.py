@@ -84,26 +84,56 @@ def route(logits: torch.Tensor, spec: RouterSpec, top_k: int, bias: torch.Tensor
 # ---- small ops -----------------------------------------------------------------------------------
 
 
+# Elementwise ops run in row pieces of at most this many elements, so their fp32 temporaries stay
+# small: SGLang's fused RMSNorm and rotary kernels keep none (docs/path-runner.md#memory).
+PIECE_ELEMENTS = 1 << 22
+
+
+def _row_pieces(rows: int, width: int):
+    step = max(1, PIECE_ELEMENTS // max(1, width))
+    for r0 in range(0, rows, step):
+        yield r0, min(rows, r0 + step)
+
+
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    xf = x.float()
-    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(x.dtype)
+    """RMSNorm over the last dim, computed in fp32 piece by piece into a new tensor of x's dtype."""
+    d = x.shape[-1]
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    xs, os_ = x.reshape(-1, d), out.view(-1, d)
+    wf = w.float()
+    for r0, r1 in _row_pieces(xs.shape[0], d):
+        xf = xs[r0:r1].float()
+        os_[r0:r1] = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * wf
+    return out
+
+
+def rope_(x: torch.Tensor, positions: torch.Tensor, theta: float = 10000.0) -> torch.Tensor:
+    """Rotary embedding (neox half-split) of x [T, heads, d] at `positions` [T], in place (x may be a
+    view, e.g. the rope part of MLA's query); returns x."""
+    t, heads, d = x.shape
+    inv = 1.0 / (theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d))
+    for r0, r1 in _row_pieces(t, heads * d):
+        ang = positions[r0:r1].float().unsqueeze(1) * inv.unsqueeze(0)  # [r, d/2]
+        cos, sin = ang.cos().unsqueeze(1), ang.sin().unsqueeze(1)
+        xf = x[r0:r1].float()
+        x1, x2 = xf[..., : d // 2], xf[..., d // 2 :]
+        x[r0:r1] = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+    return x
 
 
 def rope(x: torch.Tensor, positions: torch.Tensor, theta: float = 10000.0) -> torch.Tensor:
-    """Rotary embedding (neox half-split) of x [T, heads, d] at `positions` [T]."""
-    d = x.shape[-1]
-    inv = 1.0 / (theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d))
-    ang = positions.float().unsqueeze(1) * inv.unsqueeze(0)  # [T, d/2]
-    cos, sin = ang.cos().unsqueeze(1), ang.sin().unsqueeze(1)
-    x1, x2 = x.float()[..., : d // 2], x.float()[..., d // 2 :]
-    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+    """`rope_` on a copy."""
+    return rope_(x.clone(), positions, theta)
 
 
 def swiglu_mlp(x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
-    """Dense SwiGLU: w13 [2S, H] (gate rows then up rows), w2 [H, S]."""
+    """Dense SwiGLU: w13 [2S, H] (gate rows then up rows), w2 [H, S]. Holds what SGLang's does: gate/up
+    [T, 2S], the activated [T, S], the output [T, H]."""
     h = x @ w13.t()
     s = w13.shape[0] // 2
-    return (F.silu(h[:, :s]) * h[:, s:]) @ w2.t()
+    gate = h[:, :s]
+    F.silu(gate, inplace=True)
+    return torch.mul(gate, h[:, s:]) @ w2.t()
 
 
 def _w(shape: tuple[int, ...], g: torch.Generator, device, dtype=torch.bfloat16) -> torch.Tensor:
@@ -111,17 +141,24 @@ def _w(shape: tuple[int, ...], g: torch.Generator, device, dtype=torch.bfloat16)
 
 
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
-    """q [T, Hq, D] attends causally to k/v [P+T, Hkv, D] whose last T rows are q's own tokens."""
+    """q [T, Hq, D] attends causally to k/v [P+T, Hkv, D] whose last T rows are q's own tokens. Grouped
+    KV heads are read as they are (SDPA's enable_gqa; the lower-right causal mask dispatches to flash
+    attention on CUDA), not copied to every query head; builds without it copy them."""
     t, p_t = q.shape[0], k.shape[0]
     if p_t == t:
         return gqa_prefill(q, k, v, scale)
     from torch.nn.attention.bias import causal_lower_right
 
     qh, kh, vh = (x.transpose(0, 1).unsqueeze(0) for x in (q, k, v))
+    mask = causal_lower_right(t, p_t)
     if qh.shape[1] != kh.shape[1]:
-        rep = qh.shape[1] // kh.shape[1]
-        kh, vh = kh.repeat_interleave(rep, 1), vh.repeat_interleave(rep, 1)
-    out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=causal_lower_right(t, p_t), scale=scale)
+        try:
+            out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask, scale=scale, enable_gqa=True)
+            return out[0].transpose(0, 1)
+        except (TypeError, RuntimeError):
+            rep = qh.shape[1] // kh.shape[1]
+            kh, vh = kh.repeat_interleave(rep, 1), vh.repeat_interleave(rep, 1)
+    out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask, scale=scale)
     return out[0].transpose(0, 1)
 
 
@@ -130,12 +167,28 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
 
 @dataclass
 class AttnCache:
-    """One layer's prefix: GQA k/v [P, Hkv, D]; MLA normalised c_kv [P, r] and roped k_rope [P, dr]."""
+    """One layer's prefix: GQA k/v [P, Hkv, D]; MLA normalised c_kv [P, r] and roped k_rope [P, dr].
+    With a `capacity` (the prompt's length) the rows live in buffers allocated once, as SGLang's KV
+    pool holds them; without one (or with a sliding window) each chunk's rows are concatenated."""
 
     a: torch.Tensor | None = None
     b: torch.Tensor | None = None
+    capacity: int = 0
+    used: int = 0
+    _a: torch.Tensor | None = None
+    _b: torch.Tensor | None = None
 
     def extend(self, a: torch.Tensor, b: torch.Tensor, window: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.capacity and not window and self.used + a.shape[0] <= self.capacity:
+            if self._a is None:
+                self._a = torch.empty((self.capacity,) + tuple(a.shape[1:]), dtype=a.dtype, device=a.device)
+                self._b = torch.empty((self.capacity,) + tuple(b.shape[1:]), dtype=b.dtype, device=b.device)
+            n = self.used + a.shape[0]
+            self._a[self.used:n] = a
+            self._b[self.used:n] = b
+            self.used = n
+            self.a, self.b = self._a[:n], self._b[:n]
+            return self.a, self.b
         self.a = a if self.a is None else torch.cat([self.a, a])
         self.b = b if self.b is None else torch.cat([self.b, b])
         if window and self.a.shape[0] > window + a.shape[0]:
@@ -144,6 +197,8 @@ class AttnCache:
 
     @property
     def nbytes(self) -> int:
+        if self._a is not None:
+            return sum(t.numel() * t.element_size() for t in (self._a, self._b))
         return sum(t.numel() * t.element_size() for t in (self.a, self.b) if t is not None)
 
 
@@ -222,10 +277,10 @@ class Attention:
             d = self.dims
             q = rms_norm(x @ w["q_a"].t(), w["q_a_norm"]) @ w["q_b"].t() if "q_a" in w else x @ w["q"].t()
             q = q.view(t, d.heads, d.qk_head_dim)
-            q = torch.cat([q[..., : d.qk_nope_head_dim], rope(q[..., d.qk_nope_head_dim :], positions)], -1)
+            rope_(q[..., d.qk_nope_head_dim :], positions)
             kv = x @ w["kv_a"].t()
             c = rms_norm(kv[:, : d.kv_lora_rank], w["kv_a_norm"])
-            kr = rope(kv[:, d.kv_lora_rank :].unsqueeze(1), positions)[:, 0]
+            kr = rope_(kv[:, d.kv_lora_rank :].unsqueeze(1), positions)[:, 0]
             c_all, kr_all = cache.extend(c, kr, s.window if s.layer_kind == "sliding" else 0)
             k, v = mla_expand(c_all, kr_all, w["kv_b"], d)
             if x.is_cuda and d.v_head_dim != d.qk_head_dim:
@@ -240,7 +295,7 @@ class Attention:
             return v.repeat_interleave(self.heads // self.kv_heads, 1).reshape(t, -1) @ w["o"].t()
         if s.qk_norm:
             q, k = rms_norm(q, w["q_norm"]), rms_norm(k, w["k_norm"])
-        q, k = rope(q, positions), rope(k, positions)
+        q, k = rope_(q, positions), rope_(k, positions)
         k_all, v_all = cache.extend(k, v, s.window if s.layer_kind == "sliding" else 0)
         o = causal_attention(q, k_all, v_all, s.head_dim**-0.5)
         return o.reshape(t, -1) @ w["o"].t()

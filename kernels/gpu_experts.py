@@ -96,18 +96,11 @@ def _row_scales(s: torch.Tensor, rows: int) -> torch.Tensor:
 
 
 def gpu_subset_moe(experts: GpuExperts, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> tuple[torch.Tensor, str]:
-    """The hybrid path's GPU share: the (token, slot) pairs routed to the resident experts 0..n-1 (the
-    `uniform` placement puts experts 0..n-1 of each layer on the GPU); the others are the CPU's.
-    Returns fp32 [T, H] (zeros when no GPU expert is hit)."""
+    """The hybrid path's GPU share (kt_ep_wrapper's gpu_out): the fused MoE over every token slot with
+    the slots of the CPU's experts masked, as sglang's expert map masks them (the `uniform` placement
+    puts experts 0..n-1 of each layer on the GPU), so its buffers are sized for all M*k slots.
+    Returns bf16 [T, H] (zeros when there are no GPU experts)."""
     n = experts.experts
-    out = torch.zeros(x.shape[0], x.shape[1], dtype=torch.float32, device=x.device)
     if n == 0:
-        return out, "none"
-    k = ids.shape[1]
-    flat = ids.reshape(-1)
-    sel = (flat < n).nonzero().squeeze(1)
-    if sel.numel() == 0:
-        return out, "none"
-    tok = sel // k
-    y, backend = experts.forward(x.index_select(0, tok), flat[sel].unsqueeze(1), weights.reshape(-1)[sel].unsqueeze(1))
-    return out.index_add_(0, tok, y.float()), backend
+        return torch.zeros(x.shape[0], x.shape[1], dtype=torch.bfloat16, device=x.device), "none"
+    return experts.forward(x, ids.masked_fill(ids >= n, -1), weights)

@@ -14,28 +14,58 @@ tests use it):
   dequantise + per-expert matmul elsewhere.
 
 `moe_reference` is the float64 oracle all of them are checked against.
+
+Memory follows SGLang's fused MoE (docs/memory.md#the-moe-phase), so that the path runner's measured
+peaks stand for a server's: the tokens run in pieces of at most `FUSED_MOE_CHUNK_TOKENS`; per piece
+one cache of M*k*max(2I, H) bf16 holds gate/up and, once that is consumed, the expert outputs; a
+second cache of M*k*I holds the activated intermediate; the output [T, H] bf16 is written once. The
+only extra is what torch's grouped GEMMs cannot avoid, a gathered input and a GEMM output for one
+run of experts at a time (`piece_rows` rows at most; `fused_layout_transient_bytes`).
+Slots whose expert id is negative are skipped (their output is zero): the hybrid path's GPU share
+masks the experts the CPU runs this way, as sglang's expert map does.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
 from kttune.kernels import int4 as int4_fmt
 from kttune.kernels.expert_weights import quantize_fp8_channel as quantize_fp8_per_channel
-from kttune.kernels.routing import align_block_size, group_by_expert
+from kttune.kernels.routing import align_block_size
 
-def _combine(y_slots: torch.Tensor, topk_weights: torch.Tensor, tokens: int, top_k: int) -> torch.Tensor:
-    """Weighted sum over each token's k expert outputs ([M*k, H] slot order -> [M, H] bf16)."""
-    h = y_slots.shape[-1]
-    return (y_slots.view(tokens, top_k, h).float() * topk_weights.float().unsqueeze(-1)).sum(1).to(torch.bfloat16)
+# SGLang's fused MoE sizes its caches for at most this many tokens at a time (fused_moe.py CHUNK_SIZE).
+FUSED_MOE_CHUNK_TOKENS = 64 * 1024
+# Torch's grouped GEMM writes a fresh output: run the experts in runs of at most this share of the
+# piece's slots (and at least PIECE_MIN_ROWS), so the gathered input and that output stay small.
+PIECE_SHARE = 32
+PIECE_MIN_ROWS = 4096
 
 
-def _silu_mul(h13: torch.Tensor) -> torch.Tensor:
-    i = h13.shape[-1] // 2
-    return (F.silu(h13[:, :i].float()) * h13[:, i:].float()).to(torch.bfloat16)
+def piece_rows(slots: int) -> int:
+    """Rows of one expert run (one grouped GEMM call) for a piece of `slots` token slots."""
+    return max(PIECE_MIN_ROWS, -(-slots // PIECE_SHARE))
+
+
+def fused_layout_transient_bytes(tokens: int, top_k: int, hidden: int, inter: int, fp8: bool = False) -> int:
+    """Upper bound of what the driver holds beyond SGLang's caches, at the larger of its two moments
+    in one expert run of R = `piece_rows` slots (bf16 unless noted):
+
+    - the first GEMM: the gathered input [R, H] and the GEMM output [R, 2I]; fp8 adds the quantised
+      input [R, H] (1 byte) and its per-row scales;
+    - fp8 only, the activation quantisation (`quantize_fp8_channel`): the gathered input and two
+      fp32 copies of it alive at once [R, H] x 4 bytes each, before the fp8 result exists.
+
+    An expert with more slots than R runs alone, so R is exceeded only by one expert's own rows; the
+    runner's random routing spreads slots evenly (M*k/E each), well below R."""
+    m = min(tokens, FUSED_MOE_CHUNK_TOKENS)
+    r = min(m * top_k, piece_rows(m * top_k))
+    gemm = r * (hidden + 2 * inter) * 2 + (r * (hidden + 4) if fp8 else 0)
+    quant = r * hidden * (2 + 4 + 4) if fp8 else 0
+    return max(gemm, quant)
 
 
 def moe_reference(
@@ -57,6 +87,99 @@ def moe_reference(
             a = F.silu(h[:, :i]) * h[:, i:]
             y[rows] += tw[rows, j : j + 1] * (a @ w2[e].t())
     return y
+
+
+# ---- the fused layout: SGLang's buffers, torch's GEMMs ------------------------------------------
+
+# One expert run's GEMM: (rows of the run's slots [r, K] bf16, first expert, end expert, the run's
+# per-expert slot counts) -> [r, N] bf16.
+GemmRun = Callable[[torch.Tensor, int, int, list[int]], torch.Tensor]
+
+
+def expert_runs(counts: list[int], limit: int) -> list[tuple[int, int, int, int]]:
+    """Consecutive experts grouped into runs of at most `limit` slots (an expert with more runs
+    alone): (first expert, end expert, first row, end row) in the expert-sorted slot order."""
+    runs, e0, r0, rows = [], 0, 0, 0
+    for e, c in enumerate(counts):
+        if rows and rows + c > limit:
+            runs.append((e0, e, r0, r0 + rows))
+            e0, r0, rows = e, r0 + rows, 0
+        rows += c
+    if rows:
+        runs.append((e0, len(counts), r0, r0 + rows))
+    return runs
+
+
+def local_offsets(counts: list[int], device) -> torch.Tensor:
+    """Cumulative end offsets of one run's experts (torch grouped GEMMs' `offs`), int32."""
+    ends, acc = [], 0
+    for c in counts:
+        acc += c
+        ends.append(acc)
+    return torch.tensor(ends, dtype=torch.int32, device=device)
+
+
+def _sort_slots(ids: torch.Tensor, experts: int) -> tuple[torch.Tensor, list[int], int]:
+    """Slots of one piece sorted by expert, masked slots (id < 0) last: (order int64 [M*k], counts per
+    expert (host), number of valid slots)."""
+    key = torch.where(ids < 0, torch.full_like(ids, experts), ids)
+    order = torch.argsort(key, stable=True)
+    counts = torch.bincount(key, minlength=experts + 1).tolist()
+    return order, counts[:experts], ids.numel() - counts[experts]
+
+
+def _finish(y: torch.Tensor, order: torch.Tensor, valid: int, weights: torch.Tensor, out: torch.Tensor, top_k: int) -> None:
+    """y [M*k, H] in slot order -> out [M, H] = sum_j w_j y_(t, j) (sglang's moe_sum: bf16 products,
+    the k-way sum accumulated in fp32 by the reduction); masked slots count zero."""
+    if valid < y.shape[0]:
+        y.index_fill_(0, order[valid:], 0)
+    y.mul_(weights.reshape(-1, 1).to(y.dtype))
+    yk = y.view(out.shape[0], top_k, y.shape[1])
+    if y.dtype == out.dtype:
+        torch.sum(yk, dim=1, out=out)
+    else:  # the Triton interpreter's fp32 outputs
+        out.copy_(yk.sum(1))
+
+
+def fused_layout_moe(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor, experts: int, inter: int,
+                     gemm1: GemmRun, gemm2: GemmRun) -> torch.Tensor:
+    """The MoE of x [T, H] over `experts` experts of intermediate size `inter` (gate/up [2I, H], down
+    [H, I]) with SGLang's buffers (module docstring), the GEMMs by expert run. Returns bf16 [T, H]."""
+    t_all, h = x.shape
+    k = topk_ids.shape[1]
+    out = torch.empty(t_all, h, dtype=torch.bfloat16, device=x.device)
+    for t0 in range(0, t_all, FUSED_MOE_CHUNK_TOKENS):
+        t1 = min(t_all, t0 + FUSED_MOE_CHUNK_TOKENS)
+        m = t1 - t0
+        order, counts, valid = _sort_slots(topk_ids[t0:t1].reshape(-1), experts)
+        cache = torch.empty(m * k * max(2 * inter, h), dtype=torch.bfloat16, device=x.device)
+        c1 = cache[: m * k * 2 * inter].view(m * k, 2 * inter)  # gate/up, expert-sorted rows
+        c2 = torch.empty(m * k, inter, dtype=torch.bfloat16, device=x.device)
+        tok = order // k
+        xs = x[t0:t1]
+        runs = expert_runs(counts, piece_rows(m * k))
+        for e0, e1, r0, r1 in runs:
+            c1[r0:r1] = gemm1(xs.index_select(0, tok[r0:r1]), e0, e1, counts[e0:e1])
+        gate = c1[:valid, :inter]
+        F.silu(gate, inplace=True)
+        torch.mul(gate, c1[:valid, inter:], out=c2[:valid])
+        y = cache[: m * k * h].view(m * k, h)  # reuses gate/up's memory, now in slot order
+        for e0, e1, r0, r1 in runs:
+            y.index_copy_(0, order[r0:r1], gemm2(c2[r0:r1], e0, e1, counts[e0:e1]))
+        _finish(y, order, valid, topk_weights[t0:t1], out[t0:t1], k)
+    return out
+
+
+def _loop(fn: Callable[[int, torch.Tensor], torch.Tensor]) -> GemmRun:
+    """A GemmRun from a per-expert GEMM (fn(expert, rows) -> out), for builds without grouped GEMMs."""
+    def run(a: torch.Tensor, e0: int, e1: int, counts: list[int]) -> torch.Tensor:
+        outs, start = [], 0
+        for e, c in zip(range(e0, e1), counts):
+            if c:
+                outs.append(fn(e, a[start : start + c]))
+            start += c
+        return torch.cat(outs)
+    return run
 
 
 # ---- bf16 -----------------------------------------------------------------------------------------
@@ -92,16 +215,6 @@ def grouped_mm_available(device: torch.device | str) -> bool:
     return _GROUPED_OK[key]
 
 
-def _experts_loop(a_sorted: torch.Tensor, counts: list[int], fn) -> torch.Tensor:
-    outs = []
-    start = 0
-    for e, c in enumerate(counts):
-        if c:
-            outs.append(fn(e, a_sorted[start : start + c]))
-        start += c
-    return torch.cat(outs) if outs else a_sorted.new_zeros((0,))
-
-
 def moe_bf16(
     x: torch.Tensor,
     w13: torch.Tensor,
@@ -111,25 +224,18 @@ def moe_bf16(
     use_grouped: bool | None = None,
 ) -> tuple[torch.Tensor, str]:
     """bf16 MoE. Returns (y [M, H] bf16, backend)."""
-    m, k = topk_ids.shape
-    E = w13.shape[0]
-    g = group_by_expert(topk_ids, E)
-    a = x.index_select(0, g.order // k)  # [M*k, H] sorted by expert
     if use_grouped is None:
         use_grouped = grouped_mm_available(x.device)
     if use_grouped:
         fn = _grouped_mm_fn()
-        h13 = fn(a, w13.transpose(-2, -1), offs=g.offsets)
-        y_sorted = fn(_silu_mul(h13), w2.transpose(-2, -1), offs=g.offsets)
-        backend = "torch-grouped_mm"
+
+        def grouped(w):
+            return lambda a, e0, e1, counts: fn(a, w[e0:e1].transpose(-2, -1), offs=local_offsets(counts, a.device))
+
+        g1, g2, backend = grouped(w13), grouped(w2), "torch-grouped_mm"
     else:
-        counts = g.counts.tolist()
-        h13 = _experts_loop(a, counts, lambda e, t: t @ w13[e].t())
-        y_sorted = _experts_loop(_silu_mul(h13), counts, lambda e, t: t @ w2[e].t())
-        backend = "torch-loop"
-    y_slots = torch.empty_like(y_sorted)
-    y_slots[g.order] = y_sorted
-    return _combine(y_slots, topk_weights, m, k), backend
+        g1, g2, backend = _loop(lambda e, t: t @ w13[e].t()), _loop(lambda e, t: t @ w2[e].t()), "torch-loop"
+    return fused_layout_moe(x, topk_ids, topk_weights, w13.shape[0], w2.shape[2], g1, g2), backend
 
 
 # ---- fp8 (per output channel) ----------------------------------------------------------------------
@@ -196,36 +302,33 @@ def moe_fp8(
     x: torch.Tensor, w: Fp8Weights, topk_ids: torch.Tensor, topk_weights: torch.Tensor, mode: str | None = None
 ) -> tuple[torch.Tensor, str]:
     """fp8 MoE with per-token activation scales and per-channel weight scales. Returns (y, backend)."""
-    m, k = topk_ids.shape
-    E = w.w13.shape[0]
-    g = group_by_expert(topk_ids, E)
-    a = x.index_select(0, g.order // k)
     mode = mode or fp8_backend(x.device)
-    counts = g.counts.tolist()
     if mode == "scaled_grouped_mm":
-        qa, sa = _quant_rows(a)
-        h13 = torch._scaled_grouped_mm(qa, w.w13.transpose(-2, -1), sa, w.s13, offs=g.offsets, out_dtype=torch.bfloat16)
-        q2, s2 = _quant_rows(_silu_mul(h13))
-        y_sorted = torch._scaled_grouped_mm(q2, w.w2.transpose(-2, -1), s2, w.s2, offs=g.offsets, out_dtype=torch.bfloat16)
+        def grouped(wq, ws):
+            def run(a, e0, e1, counts):
+                qa, sa = _quant_rows(a)
+                return torch._scaled_grouped_mm(qa, wq[e0:e1].transpose(-2, -1), sa, ws[e0:e1],
+                                                offs=local_offsets(counts, a.device), out_dtype=torch.bfloat16)
+            return run
+
+        g1, g2 = grouped(w.w13, w.s13), grouped(w.w2, w.s2)
     elif mode == "scaled_mm":
-        def gemm(wq, ws):
+        def per_expert(wq, ws):
             def f(e, t):
                 qt, st = _quant_rows(t)
                 return torch._scaled_mm(qt, wq[e].t(), scale_a=st[:, None], scale_b=ws[e][None, :], out_dtype=torch.bfloat16)
-            return f
-        h13 = _experts_loop(a, counts, gemm(w.w13, w.s13))
-        y_sorted = _experts_loop(_silu_mul(h13), counts, gemm(w.w2, w.s2))
+            return _loop(f)
+
+        g1, g2 = per_expert(w.w13, w.s13), per_expert(w.w2, w.s2)
     else:
-        def gemm(wq, ws):
+        def dequant(wq, ws):
             def f(e, t):
                 qt, st = _quant_rows(t)
                 return ((qt.float() * st[:, None]) @ (wq[e].float() * ws[e][:, None]).t()).to(torch.bfloat16)
-            return f
-        h13 = _experts_loop(a, counts, gemm(w.w13, w.s13))
-        y_sorted = _experts_loop(_silu_mul(h13), counts, gemm(w.w2, w.s2))
-    y_slots = torch.empty_like(y_sorted)
-    y_slots[g.order] = y_sorted
-    return _combine(y_slots, topk_weights, m, k), f"torch-{mode}"
+            return _loop(f)
+
+        g1, g2 = dequant(w.w13, w.s13), dequant(w.w2, w.s2)
+    return fused_layout_moe(x, topk_ids, topk_weights, w.w13.shape[0], w.w2.shape[2], g1, g2), f"torch-{mode}"
 
 
 # ---- int4 weight-only ------------------------------------------------------------------------------
@@ -264,30 +367,42 @@ def quantize_int4_weights(w13: torch.Tensor, w2: torch.Tensor) -> Int4Weights:
 def moe_int4(
     x: torch.Tensor, w: Int4Weights, topk_ids: torch.Tensor, topk_weights: torch.Tensor, use_triton: bool | None = None
 ) -> tuple[torch.Tensor, str]:
-    """int4 weight-only MoE (bf16 activations). Triton on CUDA; dequantise + loop elsewhere."""
+    """int4 weight-only MoE (bf16 activations). Triton on CUDA (it reads rows through the sorted slot
+    ids and writes slot rows into SGLang's caches, no gather); dequantise + loop elsewhere."""
     from kttune.kernels import triton_int4
 
-    m, k = topk_ids.shape
     E = w.w13q.shape[0]
+    inter = w.w2q.shape[1] * 8
     if use_triton is None:
         use_triton = triton_int4.available(x.device.type)
-    if use_triton:
+    if not use_triton:
+        def deq(qs, ss):
+            return _loop(lambda e, t: (t.float() @ int4_fmt.dequantize_repacked(qs[e], ss[e]).t()).to(torch.bfloat16))
+
+        return fused_layout_moe(x, topk_ids, topk_weights, E, inter, deq(w.w13q, w.w13s), deq(w.w2q, w.w2s)), "torch-dequant-loop"
+    t_all, h = x.shape
+    k = topk_ids.shape[1]
+    out = torch.empty(t_all, h, dtype=torch.bfloat16, device=x.device)
+    interp = x.device.type == "cpu"
+    for t0 in range(0, t_all, FUSED_MOE_CHUNK_TOKENS):
+        t1 = min(t_all, t0 + FUSED_MOE_CHUNK_TOKENS)
+        m = t1 - t0
+        ids = topk_ids[t0:t1]
+        order, counts, valid = _sort_slots(ids.reshape(-1), E)
         bm = triton_int4.pick_block_m(m * k / E)
-        sorted_ids, block_expert, n = align_block_size(topk_ids, E, bm)
-        h13 = triton_int4.int4_moe_gemm(x, w.w13q, w.w13s, sorted_ids, block_expert, n, k, bm)
-        y_slots = triton_int4.int4_moe_gemm(_silu_mul(h13), w.w2q, w.w2s, sorted_ids, block_expert, n, 1, bm)
-        if x.device.type == "cpu":
-            return _combine(y_slots, topk_weights, m, k), "triton-w4a16 (interpreter)"
-        return _combine(y_slots, topk_weights, m, k), "triton-w4a16"
-    g = group_by_expert(topk_ids, E)
-    a = x.index_select(0, g.order // k)
-    counts = g.counts.tolist()
-
-    def gemm(qs, ss):
-        return lambda e, t: (t.float() @ int4_fmt.dequantize_repacked(qs[e], ss[e]).t()).to(torch.bfloat16)
-
-    h13 = _experts_loop(a, counts, gemm(w.w13q, w.w13s))
-    y_sorted = _experts_loop(_silu_mul(h13), counts, gemm(w.w2q, w.w2s))
-    y_slots = torch.empty_like(y_sorted)
-    y_slots[g.order] = y_sorted
-    return _combine(y_slots, topk_weights, m, k), "torch-dequant-loop"
+        key = torch.where(ids < 0, torch.full_like(ids, E), ids)
+        sorted_ids, block_expert, n = align_block_size(key, E + 1, bm)
+        blocks = sum(-(-c // bm) for c in counts)  # masked slots are the last expert's blocks: drop them
+        sorted_ids, block_expert = sorted_ids[: blocks * bm], block_expert[:blocks]
+        dt = torch.float32 if interp else torch.bfloat16
+        cache = torch.empty(m * k * max(2 * inter, h), dtype=dt, device=x.device)
+        c1 = cache[: m * k * 2 * inter].view(m * k, 2 * inter)  # slot rows
+        c2 = torch.empty(m * k, inter, dtype=torch.bfloat16, device=x.device)
+        triton_int4.int4_moe_gemm(x[t0:t1], w.w13q, w.w13s, sorted_ids, block_expert, n, k, bm, out=c1)
+        gate = c1[:, :inter]
+        F.silu(gate, inplace=True)
+        torch.mul(gate, c1[:, inter:], out=c2)
+        y = cache[: m * k * h].view(m * k, h)
+        triton_int4.int4_moe_gemm(c2, w.w2q, w.w2s, sorted_ids, block_expert, n, 1, bm, out=y)
+        _finish(y, order, valid, topk_weights[t0:t1], out[t0:t1], k)
+    return out, "triton-w4a16 (interpreter)" if interp else "triton-w4a16"

@@ -49,6 +49,7 @@ def summary_lines(result: dict) -> list[str]:
         if "predicted_calibrated" in c:
             line += f", calibrated on the switch runs {c['predicted_calibrated']}" + (f" (error {_pct(c['error_calibrated'])})" if c.get("error_calibrated") is not None else "")
         out.append(line)
+    out += [f"disturbed: {line}" for line in s.get("disturbed", [])]
     for sk in result.get("skipped", []):
         out.append(f"skipped L={sk['prompt']} chunk={sk['chunk']} n={sk['gpu_experts']} {sk.get('force') or ''}: {sk['reason']}")
     return out + list(result.get("notes", []))

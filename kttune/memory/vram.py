@@ -120,28 +120,61 @@ class ActivationPhases:
         return self.persistent + self.phase_peak_bytes
 
 
-def attention_phase_bytes(model: ModelSpec, tokens: int, tp: int, mla_paths: tuple[str, ...] = ("expanded", "absorbed")) -> int:
+# SGLang's MLA prefill over a cached prefix (deepseek_common/attention_backend_handler.py,
+# docs/memory.md#mla-attention-by-backend): the triton backend (what `kttune` launches MLA models
+# with) runs the absorbed form whenever there is a prefix; fa3, flashinfer and flashmla expand the
+# whole prefix with the new tokens at once ("one shot") from this many prefix tokens on
+# (SGLANG_CHUNKED_PREFIX_CACHE_THRESHOLD), in pieces of at most MLA_MAX_KV_CHUNK_TOKENS.
+MLA_CHUNKED_PREFIX_THRESHOLD = 8192
+MLA_MAX_KV_CHUNK_TOKENS = 128 * 1024
+MLA_ONE_SHOT_BACKENDS = ("fa3", "flashinfer", "flashmla")
+
+
+def mla_attention_form(prefix: int, backend: str = "triton") -> str:
+    """Which MLA prefill form SGLang runs for a forward over `prefix` cached tokens: "expanded"
+    (no prefix), "absorbed" or "one_shot"."""
+    if prefix <= 0:
+        return "expanded"
+    if backend in MLA_ONE_SHOT_BACKENDS and prefix >= MLA_CHUNKED_PREFIX_THRESHOLD:
+        return "one_shot"
+    return "absorbed"
+
+
+def attention_phase_bytes(model: ModelSpec, tokens: int, tp: int, mla_paths: tuple[str, ...] = ("expanded", "absorbed"),
+                          prefix: int | None = None, backend: str = "triton", form: str | None = None) -> int:
     """Alive at once in one layer's attention (SGLang deepseek_v2.py / qwen3_moe.py forward): the
     normed input, the projections of the rank's heads and the attention output, o_proj's output and,
-    at TP > 1, the all-reduce output. MLA takes the larger of its two prefill paths: the expanded
-    path (kv_b_proj expands the latent to per-head K and V: no prefix) and the absorbed one (q
-    projected into the latent space: chunks after the first); `mla_paths` names the ones that can run."""
+    at TP > 1, the all-reduce output. MLA: with `prefix` given, the form SGLang runs for it on
+    `backend` (`mla_attention_form`); without, the larger of `mla_paths`: the expanded path (kv_b_proj
+    expands the latent to per-head K and V: no prefix) and the absorbed one (q projected into the
+    latent space: chunks after the first). The one-shot form expands the fetched latent of the prefix
+    and the new tokens together: kv_b_proj's output and the keys for every one of them. `form`
+    overrides the dispatch (the path runner expands every prefix: probes/paths/compare.py)."""
     m, h = tokens, model.hidden_size
     heads = max(1, model.num_attention_heads // tp)
     per = 2 * h  # normed input, o_proj output
+    kv_rows = 0
     if model.attention == "mla":
         rope, lora = model.qk_rope_head_dim, model.kv_lora_rank
         nope = model.head_dim - rope
         common = model.q_lora_rank + heads * model.head_dim + (lora + rope)  # q_a, q, kv_a latent
-        expanded = heads * (nope + model.v_head_dim) + heads * model.head_dim + heads * model.v_head_dim
-        absorbed = heads * (lora + rope) + heads * lora + heads * model.v_head_dim
-        per += common + max({"expanded": expanded, "absorbed": absorbed}[p] for p in mla_paths)
+        forms = {"expanded": heads * (nope + model.v_head_dim) + heads * model.head_dim + heads * model.v_head_dim,
+                 "absorbed": heads * (lora + rope) + heads * lora + heads * model.v_head_dim,
+                 "one_shot": heads * model.v_head_dim}
+        if prefix is None:
+            per += common + max(forms[p] for p in mla_paths)
+        else:
+            form = form or mla_attention_form(prefix, backend)
+            per += common + forms[form]
+            if form == "one_shot":
+                t = min(prefix + m, MLA_MAX_KV_CHUNK_TOKENS)
+                kv_rows = t * (heads * (nope + model.v_head_dim) + heads * model.head_dim + (lora + rope))
     else:
         kv_heads = max(1, model.num_kv_heads // tp)
         per += (heads + 2 * kv_heads) * model.head_dim + heads * model.v_head_dim
     if tp > 1:
         per += h
-    return m * per * BF16
+    return (m * per + kv_rows) * BF16
 
 
 def router_phase_bytes(model: ModelSpec, tokens: int) -> int:
@@ -151,34 +184,38 @@ def router_phase_bytes(model: ModelSpec, tokens: int) -> int:
 
 
 def _shared_and_output_bytes(model: ModelSpec, tokens: int, tp: int) -> int:
-    """Normed MoE input, the MoE output, the shared experts' gate+up and down intermediates and, at
-    TP > 1, the all-reduce output."""
+    """The MoE block's output (routed plus shared), the shared experts' gate+up and activated
+    intermediates and, at TP > 1, the all-reduce output. The normed MoE input is the persistent
+    hidden states (SGLang's add-norm writes it in place), not counted again."""
     h = model.hidden_size
     shared = 3 * model.shared_expert_intermediate_size // tp
-    return tokens * (2 * h + shared + (h if tp > 1 else 0)) * BF16
+    return tokens * (h + shared + (h if tp > 1 else 0)) * BF16
 
 
 def hybrid_moe_phase_bytes(model: ModelSpec, cfg: LaunchConfig, tokens: int) -> int:
     """The hybrid CPU/GPU MoE (kt_ep_wrapper): fused MoE over the GPU experts when there are any,
     the gpu_out and cpu_out buffers (cpu_out copied back from pinned host memory), shared experts."""
-    fused = moe_activation_bytes(model, tokens, cfg.tp) if cfg.num_gpu_experts > 0 else 0
+    fused = moe_activation_bytes(model, tokens, cfg.tp, w8a8_activations(get_method(cfg.method))) if cfg.num_gpu_experts > 0 else 0
     return fused + 2 * tokens * model.hidden_size * BF16 + _shared_and_output_bytes(model, tokens, cfg.tp)
 
 
-def activation_phases(model: ModelSpec, cfg: LaunchConfig, tokens: int | None = None) -> ActivationPhases:
-    """The phases of a prefill forward of `tokens` (default: the chunk). The layerwise path runs the
-    chunk when it can fire; shorter prompts take the hybrid path."""
+def activation_phases(model: ModelSpec, cfg: LaunchConfig, tokens: int | None = None, prefix: int | None = None,
+                      attention_backend: str = "triton") -> ActivationPhases:
+    """The phases of a prefill forward of `tokens` (default: the chunk) after `prefix` cached tokens
+    (default: the worst of the MLA forms over the forward's own tokens; `attention_phase_bytes`). The
+    layerwise path runs the chunk when it can fire; shorter prompts take the hybrid path."""
     m = tokens if tokens is not None else cfg.chunked_prefill_size
     method = get_method(cfg.method)
     lw = cfg.layerwise_can_fire(method.layerwise) and m >= cfg.gpu_prefill_token_threshold
     hybrid_tokens = min(m, cfg.gpu_prefill_token_threshold - 1) if lw else m
     layerwise = 0
+    w8a8 = w8a8_activations(method)
     if lw:
-        layerwise = (moe_activation_bytes(model, m, cfg.tp) + _shared_and_output_bytes(model, m, cfg.tp)
+        layerwise = (moe_activation_bytes(model, m, cfg.tp, w8a8) + _shared_and_output_bytes(model, m, cfg.tp)
                      + layerwise_transient_bytes(model, method, cfg.tp))
     return ActivationPhases(
         persistent=2 * m * model.hidden_size * BF16,
-        attention=attention_phase_bytes(model, m, cfg.tp),
+        attention=attention_phase_bytes(model, m, cfg.tp, prefix=prefix, backend=attention_backend),
         router=router_phase_bytes(model, m),
         hybrid_moe=hybrid_moe_phase_bytes(model, cfg, max(0, hybrid_tokens)),
         layerwise_moe=layerwise,
@@ -195,16 +232,24 @@ def prefill_activation_bytes(model: ModelSpec, cfg: LaunchConfig, tokens: int | 
 FUSED_MOE_CHUNK_TOKENS = 64 * 1024
 
 
-def moe_activation_bytes(model: ModelSpec, tokens: int, tp: int) -> int:
+def w8a8_activations(method: KtMethod) -> bool:
+    """Whether SGLang's GPU fused MoE for this method quantises its activations to fp8 (w8a8: the FP8
+    methods' block and per-channel kernels); bf16 and int4 weight-only kernels read bf16."""
+    return method.name in ("FP8", "FP8_PERCHANNEL")
+
+
+def moe_activation_bytes(model: ModelSpec, tokens: int, tp: int, w8a8: bool = False) -> int:
     """Fused-MoE buffers for `tokens` over all experts (sglang fused_moe_triton/fused_moe.py): one
     cache of M*k*max(2I_tp, H) bf16 that gate/up (cache1) and the down output (cache3) share, the
     activated cache2 of M*k*I_tp, with M = min(tokens, FUSED_MOE_CHUNK_TOKENS); plus the output
-    tokens*H, which is not chunked."""
+    tokens*H, which is not chunked. w8a8 kernels also quantise the down GEMM's input (cache2) to fp8,
+    with an fp32 scale per 128-wide group: the larger of their two quantised inputs."""
     i_tp = model.moe_intermediate_size // tp
     k = model.top_k
     h = model.hidden_size
     m = min(tokens, FUSED_MOE_CHUNK_TOKENS)
-    return m * k * max(2 * i_tp, h) * 2 + m * k * i_tp * 2 + tokens * h * 2
+    quant = max(m * k * i_tp * (1 + FP32 / 128), m * h * (1 + FP32 / 128)) if w8a8 else 0
+    return int(m * k * max(2 * i_tp, h) * 2 + m * k * i_tp * 2 + tokens * h * 2 + quant)
 
 
 def layerwise_slot_bytes(model: ModelSpec, method: KtMethod, tp: int) -> int:

@@ -22,6 +22,7 @@ from kttune.cost.components import Components
 from kttune.cost.prefill import hybrid_moe_layer, layerwise_moe_layer
 from kttune.memory import vram
 from kttune.probes.paths.result import ForwardRecord, PathRun
+from kttune.probes.paths.stack import attention_shape
 from kttune.spec.methods import get_method
 from kttune.spec.model_spec import ModelSpec
 
@@ -52,10 +53,31 @@ class ForwardPoint:
         return self.__dict__.copy()
 
 
+# The K layers of a forward are the same shapes doing the same work: when the slowest takes more
+# than this many times the fastest, something outside the path ran in it (a kernel module loaded
+# on first use, another process); such a forward is left out of the comparison and named.
+DISTURBED_LAYER_SPREAD = 3.0
+
+
+def disturbed(f: ForwardRecord) -> bool:
+    return len(f.layer_ms) > 1 and min(f.layer_ms) > 0 and max(f.layer_ms) > DISTURBED_LAYER_SPREAD * min(f.layer_ms)
+
+
+def disturbed_forwards(runs: list[PathRun]) -> list[str]:
+    """One line per forward `forward_points` leaves out."""
+    return [f"L={r.prompt_tokens} chunk={r.chunk} n={r.gpu_experts}{' forced ' + r.forced_path if r.forced_path else ''}: "
+            f"forward of {f.tokens} tokens after {f.prefix}, {f.path}, layers "
+            + "/".join(f"{x:.0f}" for x in f.layer_ms) + f" ms (over {DISTURBED_LAYER_SPREAD:g}x apart): left out"
+            for r in runs for f in r.forwards if disturbed(f)]
+
+
 def forward_points(run: PathRun, c: Components) -> list[ForwardPoint]:
+    """Every forward of the run but the disturbed ones (`disturbed`)."""
     cfg = launch_config(run)
     out = []
     for f in run.forwards:
+        if disturbed(f):
+            continue
         layer = layerwise_moe_layer(c, cfg, f.tokens) if f.path == "layerwise" else hybrid_moe_layer(c, cfg, f.tokens)
         other = c.attention_ms(f.tokens, f.prefix) + c.dense_ms(f.tokens)
         out.append(ForwardPoint(run.model, run.method, f.path, f.tokens, f.prefix, run.gpu_experts,
@@ -125,87 +147,130 @@ def predicted_crossover(c: Components, run: PathRun, hi: int = 65536) -> int | N
     return b
 
 
-def runner_moe_bytes(spec: ModelSpec, backend: str, tokens: int, tp: int = 1) -> int:
-    """Bytes the runner's own GPU MoE (kttune.kernels.grouped_moe) holds at its peak for `tokens`
-    tokens, from its buffer shapes (M tokens, k = top-k, H hidden, I = moe_intermediate/tp), at the
-    final combine where everything below is alive at once:
-
-    - torch-grouped_mm (bf16): the gathered input [M*k, H] bf16, gate/up [M*k, 2I] bf16, the expert
-      outputs sorted and unsorted [M*k, H] bf16 each, the combine's fp32 copy and weighted product
-      [M*k, H] fp32 each, the fp32 sum [M, H], the expert order [M*k] int64;
-    - torch-scaled_grouped_mm (fp8): the same plus the fp8 input [M*k, H], the fp8 intermediate
-      [M*k, I] and the per-row scales [M*k] fp32 twice;
-    - triton-w4a16 (int4): no gathered input (the kernel reads rows through the sorted ids), gate/up,
-      the expert outputs [M*k, H] bf16, the combine's two fp32 [M*k, H], the fp32 sum, the sorted ids.
-
-    SGLang's fused MoE holds far less (`kttune.memory.vram.moe_activation_bytes`: its intermediate
-    caches, with gate/up and the down output sharing one buffer); the difference is the runner's own
-    temporaries (`runner_phases`, `predicted_runner_peak_bytes`)."""
-    m, k, h, i = tokens, spec.top_k, spec.hidden_size, spec.moe_intermediate_size // tp
-    mk = m * k
-    if backend.startswith("triton"):
-        return mk * h * (2 + 4 + 4) + mk * 2 * i * 2 + m * h * 4 + mk * 4
-    grouped = mk * h * (2 + 2 + 2 + 4 + 4) + mk * 2 * i * 2 + m * h * 4 + mk * 8
-    if "scaled" in backend or "fp8" in backend:
-        return grouped + mk * h + mk * i + 2 * mk * 4
-    return grouped
+# The attention backend whose MLA prefill the runner's attention mirrors: the prefix is expanded with
+# the new tokens at once, as SGLang's one-shot form on fa3 / flashinfer (kttune.memory.vram.mla_attention_form).
+RUNNER_ATTENTION_BACKEND = "flashinfer"
+# torch's default cuBLAS workspace on one stream (CUBLAS_WORKSPACE_CONFIG ":4096:8", 8 x 4 MiB), a
+# block the caching allocator holds from the first GEMM on.
+CUBLAS_WORKSPACE_BYTES = 32 * 2**20
 
 
 def forward_phases(spec: ModelSpec, run: PathRun, f: ForwardRecord) -> vram.ActivationPhases:
     """SGLang's activation phases (`kttune.memory.vram.activation_phases`) for one forward of the run,
-    on the path that forward took."""
+    on the path that forward took, after the forward's own prefix, on `RUNNER_ATTENTION_BACKEND`."""
     lw = f.path == "layerwise"
     cfg = replace(launch_config(run), chunked_prefill_size=max(run.chunk, f.tokens),
                   gpu_prefill_token_threshold=f.tokens if lw else 0)
-    return vram.activation_phases(spec, cfg, f.tokens)
+    return vram.activation_phases(spec, cfg, f.tokens, prefix=f.prefix, attention_backend=RUNNER_ATTENTION_BACKEND)
 
 
-def runner_attention_bytes(spec: ModelSpec, tokens: int, prefix: int, tp: int) -> int:
-    """The runner's MLA attention (kernels/attention.py `mla_prefill`): the normed input, q_a, q, the
-    new latent and the output projection for the new tokens, as SGLang's expanded form; but the latent
-    of the whole prefix plus the new tokens expanded at once by kv_b_proj (k_nope and v, [T, heads,
-    nope + v]), the key with the rope part broadcast ([T, heads, qk]), v zero-padded to the qk head dim
-    for flash attention ([T, heads, qk]), and the padded output ([M, heads, qk])."""
-    m, t, h = tokens, prefix + tokens, spec.hidden_size
+def runner_only_bytes(spec: ModelSpec, run: PathRun, f: ForwardRecord) -> dict[str, int]:
+    """What the runner holds beyond SGLang's buffers in one forward, by phase, from its own code (each
+    a named, bounded term; docs/path-runner.md#memory):
+
+    - attention: MLA expands every prefix (SGLang absorbs prefixes under
+      `vram.MLA_CHUNKED_PREFIX_THRESHOLD` tokens), and on CUDA pads the values to the key head dim
+      for flash attention (the padded values [T, heads, qk] and output [M, heads, qk]); the attention
+      output made contiguous for the o projection [M, heads*v]; Qwen3's q/k norms as new tensors;
+      the elementwise ops' fp32 pieces (kttune.kernels.decoder.PIECE_ELEMENTS, up to six temporaries);
+    - MoE (either path, when a GPU fused MoE runs): one expert run's gathered input and GEMM output
+      (kttune.kernels.grouped_moe.fused_layout_transient_bytes).
+    """
+    from kttune.kernels.decoder import PIECE_ELEMENTS
+    from kttune.kernels.grouped_moe import fused_layout_transient_bytes
+
+    m, p, tp = f.tokens, f.prefix, run.tp
     heads = max(1, spec.num_attention_heads // tp)
-    rope, lora, qk = spec.qk_rope_head_dim, spec.kv_lora_rank, spec.head_dim
-    nope = qk - rope
-    per_new = 2 * h + spec.q_lora_rank + heads * qk + (lora + rope) + heads * qk + (h if tp > 1 else 0)
-    pad = qk if spec.v_head_dim != qk else 0
-    return (m * per_new + t * heads * (nope + spec.v_head_dim + qk + pad)) * vram.BF16
+    attention = m * heads * spec.v_head_dim * vram.BF16  # the output made contiguous
+    if spec.attention == "mla":
+        sglang = vram.attention_phase_bytes(spec, m, tp, prefix=p, backend=RUNNER_ATTENTION_BACKEND)
+        form = "expanded" if p == 0 else "one_shot"
+        expand = vram.attention_phase_bytes(spec, m, tp, prefix=p, backend=RUNNER_ATTENTION_BACKEND, form=form) - sglang
+        if spec.v_head_dim != spec.head_dim and run.device.lower().startswith("nvidia"):
+            # padded values and output during flash attention; the padded values are freed before
+            # the output is made contiguous, so the larger of the two moments counts
+            pad = ((p + m) * heads * spec.head_dim + m * heads * (spec.head_dim - spec.v_head_dim)) * vram.BF16
+            attention = max(pad, m * heads * spec.head_dim * vram.BF16)
+        attention += expand
+    elif attention_shape(spec, 0).qk_norm:
+        attention += m * (heads + max(1, spec.num_kv_heads // tp)) * spec.head_dim * vram.BF16
+    attention += min(6 * PIECE_ELEMENTS, 6 * m * spec.hidden_size) * vram.FP32
+    fused = f.path == "layerwise" or run.gpu_experts > 0
+    method = get_method(run.method)
+    fp8 = vram.w8a8_activations(method)
+    i_tp = spec.moe_intermediate_size // tp
+    moe = fused_layout_transient_bytes(m, spec.top_k, spec.hidden_size, i_tp, fp8) if fused else 0
+    if fused and method.name == "FP8" and run.device.lower().startswith("nvidia"):
+        # the block scales as one fp32 scale per row, made at each call (kernels/gpu_experts.py)
+        experts = spec.num_experts if f.path == "layerwise" else run.gpu_experts
+        moe += experts * (2 * i_tp + spec.hidden_size) * vram.FP32
+    return {"attention": int(attention), "moe": int(moe)}
+
+
+def pipeline_ring_bytes(spec: ModelSpec, run: PathRun) -> int:
+    """The runner's GPU staging ring for methods its pipeline repacks (RAWINT4's stage C reads raw
+    experts from it; probes/gpu_pipeline.py `GpuLayer`): 2 x post_batch entries of `group` experts,
+    allocated with the full-layer slot and kept. sglang-kt repacks through per-expert transients
+    instead (`vram.layerwise_transient_bytes`). Read from the run's pipeline label."""
+    from kttune.kernels.expert_weights import kinds_nbytes, slot_kinds
+
+    label = run.backends.get("layerwise_pipeline", "")
+    if run.method != "RAWINT4" or not label:
+        return 0
+    fields = dict(kv.split("=", 1) for kv in label.split(",") if "=" in kv)
+    group, post = int(fields.get("group", 1)), int(fields.get("post", fields.get("post_batch", 1)))
+    return 2 * post * group * kinds_nbytes(slot_kinds(run.method, spec.hidden_size, spec.moe_intermediate_size, run.tp))
 
 
 def runner_phases(spec: ModelSpec, run: PathRun, f: ForwardRecord) -> vram.ActivationPhases:
-    """The runner's activation phases for one forward: SGLang's (`forward_phases`) where the runner
-    allocates alike, and where it does not, its own from its buffer shapes:
-
-    - attention: MLA runs only the expanded (non-absorbed) form, over prefix and new tokens at once
-      (`runner_attention_bytes`);
-    - layerwise MoE: its GPU MoE (`runner_moe_bytes`) in place of SGLang's fused-MoE caches;
-    - hybrid MoE (probes/paths/runner.py `_hybrid`): the GPU experts' fp32 [M, H] output (zeros when
-      n = 0), the CPU output in fp32 and their fp32 sum, in place of SGLang's bf16 gpu_out and cpu_out;
-      with n > 0 (`gpu_subset_moe`, kernels/gpu_experts.py) the rows routed to the n resident experts,
-      gathered and run with k = 1 through the same GPU MoE (the expected M*k*n/E rows: the runner's
-      random router spreads tokens evenly) with their fp32 copy, in place of SGLang's fused-MoE caches
-      over M*k rows.
-    """
+    """The runner's activation phases for one forward: SGLang's (`forward_phases`) plus what only the
+    runner holds (`runner_only_bytes`)."""
     sg = forward_phases(spec, run, f)
-    m = f.tokens
-    attention = runner_attention_bytes(spec, m, f.prefix, run.tp) if spec.attention == "mla" else sg.attention
-    layerwise, hybrid = sg.layerwise_moe, sg.hybrid_moe
-    if f.path == "layerwise":
-        layerwise += runner_moe_bytes(spec, run.backends.get("layerwise_moe", ""), m, run.tp) - vram.moe_activation_bytes(spec, m, run.tp)
-    else:
-        h = spec.hidden_size
-        runner = 3 * m * h * 4  # the fp32 GPU-expert output (zeros when n = 0), cpu_out in fp32, their sum
-        sglang = 2 * m * h * vram.BF16  # gpu_out and cpu_out
-        if run.gpu_experts:
-            rows = m * spec.top_k * run.gpu_experts // spec.num_experts
-            backend = run.backends.get("gpu_experts", "") or run.backends.get("layerwise_moe", "")
-            runner += runner_moe_bytes(replace(spec, top_k=1), backend, rows, run.tp) + rows * h * (2 + 4)
-            sglang += vram.moe_activation_bytes(spec, m, run.tp)
-        hybrid += runner - sglang
-    return replace(sg, attention=attention, layerwise_moe=max(0, layerwise), hybrid_moe=max(0, hybrid))
+    extra = runner_only_bytes(spec, run, f)
+    lw = f.path == "layerwise"
+    return replace(sg, attention=sg.attention + extra["attention"],
+                   layerwise_moe=sg.layerwise_moe + (extra["moe"] if lw else 0),
+                   hybrid_moe=sg.hybrid_moe + (0 if lw else extra["moe"]))
+
+
+def static_runner_bytes(spec: ModelSpec, run: PathRun) -> dict[str, int]:
+    """What the runner holds through a whole prompt (SGLang's terms for K layers; see
+    `predicted_runner_peak_bytes`)."""
+    cfg = launch_config(run)
+    method = get_method(run.method)
+    k = run.layers_run
+    emb = spec.vocab_size * spec.hidden_size * 2 * (1 if spec.tie_word_embeddings else 2)
+    per_layer = max(0, spec.non_expert_bytes - emb) / max(1, spec.num_layers)
+    resident = k * run.gpu_experts * (vram.gpu_expert_bytes(spec, method, cfg) // max(1, spec.num_moe_layers * max(1, run.gpu_experts)))
+    kv_per_layer = vram.kv_cell_bytes(spec, run.tp) / max(1, spec.kv_layer_count)
+    cuda = run.device.lower().startswith("nvidia")
+    return {
+        # as the runner holds them when recorded (bf16 projections, where a checkpoint such as
+        # DeepSeek-V3's keeps them in fp8); else the model's per-layer average
+        "layer_weights": int(run.layer_weight_bytes or k * per_layer),
+        "resident_experts": int(resident),
+        "kv_cache": int(k * kv_per_layer * run.prompt_tokens),
+        "staging": vram.staging_bytes(spec, replace(cfg, chunked_prefill_size=run.buffer_tokens or run.chunk)),
+        "layerwise_slot": vram.layerwise_slot_bytes(spec, method, run.tp) if method.layerwise else 0,
+        # torch's cuBLAS workspace for the main stream's GEMMs (in SGLang's figures, part of
+        # vram.CUDA_CONTEXT_BYTES)
+        "cublas_workspace": CUBLAS_WORKSPACE_BYTES if cuda else 0,
+        # runner-only: the pipeline's staging ring, kept with the slot
+        "pipeline_ring": pipeline_ring_bytes(spec, run) if method.layerwise else 0,
+    }
+
+
+def predicted_phase_peaks(spec: ModelSpec, run: PathRun) -> list[dict[str, int]]:
+    """Per forward, the predicted device peak of its attention block (with the router) and of its MoE
+    block: the static terms, the persistent activations and that phase (SGLang's plus the runner's
+    own); what the runner's `attn_peak_bytes` / `moe_peak_bytes` measure."""
+    static = sum(static_runner_bytes(spec, run).values())
+    out = []
+    for f in run.forwards:
+        ph = runner_phases(spec, run, f)
+        moe = ph.layerwise_moe if f.path == "layerwise" else ph.hybrid_moe
+        out.append({"attn": static + ph.persistent + max(ph.attention, ph.router), "moe": static + ph.persistent + moe})
+    return out
 
 
 def predicted_runner_peak_bytes(spec: ModelSpec, run: PathRun) -> dict:
@@ -218,26 +283,12 @@ def predicted_runner_peak_bytes(spec: ModelSpec, run: PathRun) -> dict:
     largest forward, `buffer_tokens`, rather than the chunk), the full-layer slot (sglang-kt and the runner allocate it at the first layerwise forward and
     keep it: held whenever the method has a layerwise path and the run or an earlier one went
     layerwise), and the activations by phase (`activation_phases(...).peak_bytes`: persistent plus the
-    largest phase, never the sum) for the run's largest forward. Runner-only, named:
-    `runner_activation_difference`, the runner's activation peak (`runner_phases`: its own MoE
-    temporaries, MLA's expanded form only) less SGLang's."""
-    cfg = launch_config(run)
-    method = get_method(run.method)
-    k = run.layers_run
-    tokens = max((f.tokens for f in run.forwards), default=run.chunk)
-    emb = spec.vocab_size * spec.hidden_size * 2 * (1 if spec.tie_word_embeddings else 2)
-    per_layer = max(0, spec.non_expert_bytes - emb) / max(1, spec.num_layers)
-    resident = k * run.gpu_experts * (vram.gpu_expert_bytes(spec, method, cfg) // max(1, spec.num_moe_layers * max(1, run.gpu_experts)))
-    kv_per_layer = vram.kv_cell_bytes(spec, run.tp) / max(1, spec.kv_layer_count)
+    largest phase, never the sum) for the worst forward of the run, each forward after its own prefix.
+    Runner-only, named: `runner_activation_difference`, the runner's activation peak (`runner_phases`)
+    less SGLang's, a few percent (`runner_only_bytes`)."""
+    terms = static_runner_bytes(spec, run)
     sglang = max(forward_phases(spec, run, f).peak_bytes for f in run.forwards)
-    terms = {
-        "layer_weights": int(k * per_layer),
-        "resident_experts": int(resident),
-        "kv_cache": int(k * kv_per_layer * run.prompt_tokens),
-        "staging": vram.staging_bytes(spec, replace(cfg, chunked_prefill_size=run.buffer_tokens or run.chunk)),
-        "layerwise_slot": vram.layerwise_slot_bytes(spec, method, run.tp) if method.layerwise else 0,
-        "activations": sglang,
-        "runner_activation_difference": max(runner_phases(spec, run, f).peak_bytes for f in run.forwards) - sglang,
-    }
+    terms["activations"] = sglang
+    terms["runner_activation_difference"] = max(runner_phases(spec, run, f).peak_bytes for f in run.forwards) - sglang
     terms["total"] = sum(terms.values())
     return terms

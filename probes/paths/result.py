@@ -4,13 +4,15 @@ tools read (reports, memory calibration, validation); its keys are stable:
 PathRun.to_dict() = {
   "model", "method", "tp", "layers_run", "model_layers", "model_moe_layers",
   "gpu_experts", "chunk", "threshold", "cpuinfer", "prompt_tokens", "forced_path",
-  "forwards": [{"tokens", "prefix", "path", "layer_ms": [..K], "attn_ms": [..K], "moe_ms": [..K]}],
+  "forwards": [{"tokens", "prefix", "path", "layer_ms": [..K], "attn_ms": [..K], "moe_ms": [..K],
+                "attn_peak_bytes", "moe_peak_bytes"}],   # device peaks by phase (0 off CUDA)
   "measured_ms"            # the K layers, wall clock, CUDA-synchronised, whole prompt
   "extrapolated_ms"        # to the model's full layer count (see `extrapolation`)
   "extrapolation",         # how
   "moe_layer_ms": {"hybrid": mean per MoE layer per forward size, "layerwise": ...} per forward,
   "peak_allocated_bytes", "peak_reserved_bytes", "baseline_allocated_bytes",
   "buffer_tokens"          # rows of the stack's device-side buffers (its largest forward)
+  "layer_weight_bytes"     # the K layers' attention, norms, router and shared experts, as held
   "device", "backends": {...}, "notes": [...]
 }
 """
@@ -31,6 +33,8 @@ class ForwardRecord:
     layer_ms: tuple[float, ...]  # per layer, attention + router + MoE + shared
     attn_ms: tuple[float, ...]  # per layer: norms, attention, router
     moe_ms: tuple[float, ...]  # per layer: routed experts (both paths' work) + shared experts
+    attn_peak_bytes: int = 0  # device peak while the attention block and router ran (max over layers; CUDA)
+    moe_peak_bytes: int = 0  # device peak while the MoE block ran (max over layers; CUDA)
 
     @property
     def total_ms(self) -> float:
@@ -64,6 +68,7 @@ class PathRun:
     peak_reserved_bytes: int = 0
     baseline_allocated_bytes: int = 0
     buffer_tokens: int = 0  # rows the stack's device buffers are sized for (0: not recorded)
+    layer_weight_bytes: int = 0  # the K layers' non-expert weights as the runner holds them (0: not recorded)
     device: str = ""
     backends: dict = field(default_factory=dict)
     notes: tuple[str, ...] = ()
@@ -96,7 +101,8 @@ class PathRun:
     @classmethod
     def from_dict(cls, d: dict) -> "PathRun":
         fw = tuple(ForwardRecord(f["tokens"], f["prefix"], f["path"], tuple(f["layer_ms"]), tuple(f["attn_ms"]),
-                                 tuple(f["moe_ms"])) for f in d["forwards"])
+                                 tuple(f["moe_ms"]), int(f.get("attn_peak_bytes", 0)), int(f.get("moe_peak_bytes", 0)))
+                   for f in d["forwards"])
         keys = {k: d[k] for k in cls.__dataclass_fields__ if k in d and k not in ("forwards", "notes")}
         return cls(forwards=fw, notes=tuple(d.get("notes", ())), **keys)
 

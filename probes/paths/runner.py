@@ -102,6 +102,17 @@ class PathRunner:
         self._sync()
         return time.perf_counter()
 
+    def _phase_end(self, phase: str) -> float:
+        """Synchronise, note the device peak of the phase that just ended (`self._peaks`), start the
+        next phase's, and return the time."""
+        t = self._now()
+        if self.st.is_cuda:
+            peak = torch.cuda.max_memory_allocated(self.st.device)
+            self._peaks[phase] = max(self._peaks.get(phase, 0), peak)
+            self._peaks["run"] = max(self._peaks.get("run", 0), peak)
+            torch.cuda.reset_peak_memory_stats(self.st.device)
+        return t
+
     # ---- the two MoE paths -------------------------------------------------------------------------
     def _cpu_submit(self, h: torch.Tensor, ids: torch.Tensor, w: torch.Tensor) -> Callable[[], torch.Tensor | None]:
         """Start the CPU experts (rank 0) and return a function giving their output on the device."""
@@ -132,6 +143,11 @@ class PathRunner:
         ready = torch.cuda.Event()
         ready.record(main)
         side, handle = self.side, int(self.side.cuda_stream)
+        # the side stream reads these device tensors later: tell the caching allocator, or their
+        # blocks (the masked ids above have no other reference) are handed to the main stream's next
+        # allocations before the copies have run
+        for tensor in (h, ids, w):
+            tensor.record_stream(side)
         with torch.cuda.stream(side):
             side.wait_event(ready)
             b["x"][:t].copy_(h, non_blocking=True)
@@ -150,13 +166,17 @@ class PathRunner:
         return wait_gpu
 
     def _hybrid(self, layer, h: torch.Tensor, ids: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """kt_ep_wrapper's hybrid MoE: gpu_out (the resident experts' fused MoE over every slot, the
+        CPU's masked; zeros without resident experts) plus cpu_out (the device copy of kt-kernel's
+        output), summed into gpu_out, all bf16."""
         cpu_out = self._cpu_submit(h, ids, w)
-        y = torch.zeros(h.shape[0], h.shape[1], dtype=torch.float32, device=h.device)
         if layer.resident is not None:
             y, b = gpu_subset_moe(layer.resident, h, ids, w)
             self.backends.setdefault("gpu_experts", b)
+        else:
+            y = torch.zeros(h.shape[0], h.shape[1], dtype=torch.bfloat16, device=h.device)
         c = cpu_out()
-        return y if c is None else y + c.float()
+        return y if c is None else y.add_(c.to(y.dtype))
 
     def _layerwise(self, layer, h: torch.Tensor, ids: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         from kttune.probes.gpu_pipeline import LayerPipeline
@@ -185,7 +205,7 @@ class PathRunner:
             pl.run_serial()
         y, b = GpuExperts(st.method, pl.gpu.dst).forward(h, ids, w)
         self.backends.setdefault("layerwise_moe", b)
-        return y.float()
+        return y
 
     # ---- one prompt ------------------------------------------------------------------------------
     def run_prompt(self, prompt_tokens: int, chunk: int, threshold: int, force: str | None = None, seed: int = 0) -> PathRun:
@@ -203,48 +223,57 @@ class PathRunner:
             torch.cuda.synchronize(st.device)
             torch.cuda.reset_peak_memory_stats(st.device)
         base = torch.cuda.memory_allocated(st.device) if cuda else 0
+        self._peaks: dict[str, int] = {}
+        self.last_hidden = None  # the previous prompt's output is not part of this one's peak
         g = torch.Generator().manual_seed(seed)
-        caches = [AttnCache() for _ in st.layers]
+        caches = [AttnCache(capacity=prompt_tokens) for _ in st.layers]
         forwards, prefix = [], 0
         for m in chunks_of(prompt_tokens, chunk):
             path = forward_path(st.method, m, threshold, force)
             x = (torch.randn(m, spec.hidden_size, generator=g) * 0.5).to(torch.bfloat16).to(st.device)
             pos = torch.arange(prefix, prefix + m, device=st.device)
             lay, att, moe = [], [], []
+            self._peaks = {"run": self._peaks.get("run", 0)}
             for layer, cache in zip(st.layers, caches):
-                t0 = self._now()
+                t0 = self._phase_end("between")
                 x, t_attn = self._layer(layer, cache, x, pos, path)
-                t2 = self._now()
+                t2 = self._phase_end("moe")
                 att.append((t_attn - t0) * 1e3)
                 moe.append((t2 - t_attn) * 1e3)
                 lay.append((t2 - t0) * 1e3)
-            forwards.append(ForwardRecord(m, prefix, path, tuple(lay), tuple(att), tuple(moe)))
-            self.last_hidden = x  # the last forward's output (the TP tests compare it)
+            forwards.append(ForwardRecord(m, prefix, path, tuple(lay), tuple(att), tuple(moe),
+                                          self._peaks.get("attn", 0), self._peaks.get("moe", 0)))
             prefix += m
-        peak = torch.cuda.max_memory_allocated(st.device) if cuda else 0
+        self.last_hidden = x  # the last forward's output (the TP tests compare it)
+        peak = max(torch.cuda.max_memory_allocated(st.device), self._peaks.get("run", 0)) if cuda else 0
         peak_r = torch.cuda.max_memory_reserved(st.device) if cuda else 0
         return PathRun(
             model=spec.name, method=st.method, tp=self.dist.tp, layers_run=len(st.layers), model_layers=spec.num_layers,
             model_moe_layers=spec.num_moe_layers, gpu_experts=st.opts.gpu_experts, chunk=chunk, threshold=threshold,
             cpuinfer=getattr(st.cpu, "threads", 0) or 0, prompt_tokens=prompt_tokens, forwards=tuple(forwards),
             forced_path=force, peak_allocated_bytes=int(peak), peak_reserved_bytes=int(peak_r),
-            baseline_allocated_bytes=int(base), buffer_tokens=st.opts.max_tokens, device=_device_name(st.device), backends=dict(self.backends),
+            baseline_allocated_bytes=int(base), buffer_tokens=st.opts.max_tokens,
+            layer_weight_bytes=sum(layer.attn.nbytes + layer.w.nbytes for layer in st.layers),
+            device=_device_name(st.device), backends=dict(self.backends),
             notes=tuple(st.notes),
         )
 
     def _layer(self, layer, cache: AttnCache, x: torch.Tensor, pos: torch.Tensor, path: str) -> tuple[torch.Tensor, float]:
         st, w = self.st, layer.w
+        # the residual stream is updated in place, as SGLang's fused add-norm does: hidden states,
+        # residual (x) and the normed input (h) are what persists through a layer
         a = layer.attn.forward(rms_norm(x, w.input_norm), pos, cache)
-        x = x + self.dist.all_reduce(a)
+        x.add_(self.dist.all_reduce(a))
+        del a
         h = rms_norm(x, w.post_norm)
         ids, rw = route(h @ w.gate.t(), st.router, st.spec.top_k, w.bias)
-        t_attn = self._now()
+        t_attn = self._phase_end("attn")
         routed = self._layerwise(layer, h, ids, rw) if path == "layerwise" else self._hybrid(layer, h, ids, rw)
-        out = routed * st.router.scaling
+        if st.router.scaling != 1.0:
+            routed.mul_(st.router.scaling)
         if w.shared_w13 is not None:
-            out = out + swiglu_mlp(h, w.shared_w13, w.shared_w2).float()
-        out = self.dist.all_reduce(out)
-        return (x.float() + out).to(torch.bfloat16), t_attn
+            routed.add_(swiglu_mlp(h, w.shared_w13, w.shared_w2))
+        return x.add_(self.dist.all_reduce(routed)), t_attn
 
     def moe_output(self, h: torch.Tensor, path: str, layer_index: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The routed-expert output of layer `layer_index` for normed hidden states h on `path`, with

@@ -78,14 +78,17 @@ def test_int4_cpu(m):
 
 
 @pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="set TRITON_INTERPRET=1 to run Triton kernels on CPU")
-def test_int4_triton_interpreter():
+@pytest.mark.parametrize("masked", [False, True])
+def test_int4_triton_interpreter(masked):
     pytest.importorskip("triton")
     w13, w2, x, ids, tw = _case(9, seed=4)
+    if masked:
+        ids = ids.masked_fill(ids >= 4, -1)
     w = gm.quantize_int4_weights(w13, w2)
     d13, d2 = w.dequantize()
     y, backend = gm.moe_int4(x, w, ids, tw, use_triton=True)
     assert backend.startswith("triton")
-    assert _err(y, gm.moe_reference(x, d13, d2, ids, tw)) < 2e-2
+    assert _err(y, _masked_reference(x, d13, d2, ids, tw)) < 2e-2
 
 
 @pytest.mark.gpu
@@ -123,3 +126,61 @@ def test_gpu_int4_fresh_inputs_stable():
     assert torch.isfinite(out).all()
     again = triton_int4.int4_moe_gemm(xc, i4.w13q.cuda(), i4.w13s.cuda(), sorted_ids, be, n, 8, 64)
     assert torch.equal(out, again)
+
+
+# ---- the fused layout (SGLang's buffers) ------------------------------------------------------------
+
+def _masked_reference(x, w13, w2, ids, tw):
+    """Slots with a negative id contribute nothing: the reference with those weights zeroed."""
+    keep = ids >= 0
+    return gm.moe_reference(x, w13, w2, ids.clamp_min(0), tw * keep)
+
+
+@pytest.mark.parametrize("method", ["bf16", "fp8", "int4"])
+def test_masked_slots_count_zero(method):
+    """The hybrid path's GPU share: slots of CPU experts are masked (id -1) and add nothing."""
+    w13, w2, x, ids, tw = _case(40, k=3, seed=7)
+    ids = ids.masked_fill(ids >= 5, -1)  # experts 0..4 resident
+    if method == "bf16":
+        y, _ = gm.moe_bf16(x, w13.bfloat16(), w2.bfloat16(), ids, tw, use_grouped=False)
+        ref = _masked_reference(x, w13, w2, ids, tw)
+    elif method == "fp8":
+        w = gm.quantize_fp8_weights(w13, w2)
+        y, _ = gm.moe_fp8(x, w, ids, tw, mode="dequant")
+        ref = _masked_reference(x, *w.dequantize(), ids, tw)
+    else:
+        w = gm.quantize_int4_weights(w13, w2)
+        y, _ = gm.moe_int4(x, w, ids, tw, use_triton=False)
+        ref = _masked_reference(x, *w.dequantize(), ids, tw)
+    assert _err(y, ref) < (8e-2 if method == "fp8" else 2e-2)
+    none = torch.full_like(ids, -1)
+    y0, _ = gm.moe_bf16(x, w13.bfloat16(), w2.bfloat16(), none, tw, use_grouped=False)
+    assert torch.count_nonzero(y0) == 0
+
+
+def test_token_pieces_and_expert_runs_give_the_same_result(monkeypatch):
+    """Tokens in pieces (SGLang's 64K chunking) and experts in runs (one grouped GEMM each) change
+    where buffers live, not the result: shrink both limits and compare with the one-shot run."""
+    w13, w2, x, ids, tw = _case(70, k=2, seed=8)
+    whole, _ = gm.moe_bf16(x, w13.bfloat16(), w2.bfloat16(), ids, tw, use_grouped=False)
+    monkeypatch.setattr(gm, "FUSED_MOE_CHUNK_TOKENS", 16)
+    monkeypatch.setattr(gm, "PIECE_MIN_ROWS", 5)
+    monkeypatch.setattr(gm, "PIECE_SHARE", 4)
+    pieces, _ = gm.moe_bf16(x, w13.bfloat16(), w2.bfloat16(), ids, tw, use_grouped=False)
+    assert torch.equal(whole, pieces)
+    assert _err(pieces, gm.moe_reference(x, w13, w2, ids, tw)) < 2e-2
+
+
+def test_expert_runs_partition_the_slots():
+    """Runs are consecutive, cover every slot once, and stay within the limit unless one expert alone
+    exceeds it."""
+    g = torch.Generator().manual_seed(3)
+    for _ in range(50):
+        counts = torch.randint(0, 40, (int(torch.randint(1, 30, (1,), generator=g)),), generator=g).tolist()
+        limit = int(torch.randint(1, 60, (1,), generator=g))
+        runs = gm.expert_runs(counts, limit)
+        assert sum(r1 - r0 for _, _, r0, r1 in runs) == sum(counts)
+        assert all(a[1] == b[0] and a[3] == b[2] for a, b in zip(runs, runs[1:]))
+        for e0, e1, r0, r1 in runs:
+            assert r1 - r0 == sum(counts[e0:e1])
+            assert r1 - r0 <= limit or (sum(1 for c in counts[e0:e1] if c) == 1)

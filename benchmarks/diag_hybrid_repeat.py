@@ -1,0 +1,40 @@
+"""Repeat hybrid forwards on the GPU and report, per layer, whether the normed input is finite, the
+share of slots routed to the GPU-resident experts and the output's magnitude (a check that repeated
+runs keep the CPU experts busy)."""
+
+import sys
+
+import torch
+
+from kttune.kernels.kt_ext import quiet_stdout
+from kttune.probes.paths.api import load_router
+from kttune.probes.paths.runner import PathRunner
+from kttune.probes.paths.stack import StackOptions, build_stack
+from kttune.spec.loader import load_model
+
+name, method, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+sizes = [int(s) for s in sys.argv[4].split(",")]
+spec = load_model(name, method)
+with quiet_stdout(to_stderr=True):
+    st = build_stack(spec, load_router(name, spec.family), method,
+                     StackOptions(layers=2, gpu_experts=0, cpuinfer=13, max_tokens=max(sizes), cpu_max_tokens=4096, device="cuda"))
+st.set_gpu_experts(n)
+r = PathRunner(st)
+orig = r._hybrid
+
+
+def spy(layer, h, ids, w):
+    y = orig(layer, h, ids, w)
+    torch.cuda.synchronize()
+    print(f"    h finite {bool(torch.isfinite(h).all())} absmax {h.float().abs().max().item():.3g} gpu-share "
+          f"{(ids < n).float().mean().item():.2f} y finite {bool(torch.isfinite(y).all())} absmax {y.float().abs().max().item():.3g}", flush=True)
+    return y
+
+
+r._hybrid = spy
+r.run_prompt(64, 64, 0, "hybrid")
+for L in sizes:
+    for i in range(3):
+        run = r.run_prompt(L, L, L, "hybrid")
+        print(f"{name} n={n} L={L} try {i}: {run.measured_ms:.1f} ms", flush=True)
+st.close()
