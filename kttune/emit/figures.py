@@ -42,12 +42,13 @@ VRAM_ITEMS = (
 
 def calibration_error(runs: Iterable[dict] | None) -> dict | None:
     """Median and worst |measured / predicted - 1| over path-runner rows (see `fig_calibration`),
-    or None when there are none."""
-    errs = [abs(r["measured_ms"] / r["predicted_ms"] - 1.0) for r in runs or ()
-            if r.get("measured_ms") and r.get("predicted_ms")]
+    or None when there are none. Runs the runner named disturbed are left out and counted."""
+    rows = [r for r in runs or () if r.get("measured_ms") and r.get("predicted_ms")]
+    errs = [abs(r["measured_ms"] / r["predicted_ms"] - 1.0) for r in rows if not r.get("disturbed")]
     if not errs:
         return None
-    return {"median_abs_rel": median(errs), "max_abs_rel": max(errs), "n": len(errs)}
+    return {"median_abs_rel": median(errs), "max_abs_rel": max(errs), "n": len(errs),
+            "disturbed": sum(1 for r in rows if r.get("disturbed"))}
 
 
 def provenance_text(doc: dict, runs: Iterable[dict] | None = None) -> str:
@@ -71,7 +72,8 @@ def provenance_text(doc: dict, runs: Iterable[dict] | None = None) -> str:
     cal = calibration_error(runs)
     if cal:
         tail = (f"calibration vs path runner: median |error| {cal['median_abs_rel']:.0%}, "
-                f"max {cal['max_abs_rel']:.0%} over {cal['n']} runs")
+                f"max {cal['max_abs_rel']:.0%} over {cal['n']} runs"
+                + (f" ({cal['disturbed']} disturbed left out)" if cal.get("disturbed") else ""))
     elif doc.get("model_fits"):
         worst = max(doc["model_fits"].items(), key=lambda kv: kv[1].get("rel_rmse", 0.0))
         tail = (f"not calibrated by the path runner; worst cost-model fit {worst[0]} "
@@ -519,9 +521,14 @@ def fig_calibration(runs: list[dict], doc: dict | None = None):
     ax = fig.subplots()
     colors = {"hybrid": "tab:orange", "layerwise": "tab:blue", "switch": "tab:green"}
     for path in sorted({r["path"] for r in rows}):
-        rs = [r for r in rows if r["path"] == path]
-        ax.scatter([r["predicted_ms"] for r in rs], [r["measured_ms"] for r in rs], s=30, label=path,
-                   color=colors.get(path), edgecolor="black", lw=0.4)
+        rs = [r for r in rows if r["path"] == path and not r.get("disturbed")]
+        if rs:
+            ax.scatter([r["predicted_ms"] for r in rs], [r["measured_ms"] for r in rs], s=30, label=path,
+                       color=colors.get(path), edgecolor="black", lw=0.4)
+    bad = [r for r in rows if r.get("disturbed")]
+    if bad:
+        ax.scatter([r["predicted_ms"] for r in bad], [r["measured_ms"] for r in bad], s=40, marker="x",
+                   color="0.35", label="disturbed (left out)")
     lo = min(min(r["predicted_ms"], r["measured_ms"]) for r in rows) / 1.3
     hi = max(max(r["predicted_ms"], r["measured_ms"]) for r in rows) * 1.3
     ax.plot([lo, hi], [lo, hi], color="0.4", lw=1, ls="--", label="y = x")
@@ -534,8 +541,9 @@ def fig_calibration(runs: list[dict], doc: dict | None = None):
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     cal = calibration_error(rows)
+    left = f", {cal['disturbed']} disturbed left out" if cal.get("disturbed") else ""
     ax.set_title(f"Path runner against the cost model\nmedian |error| {cal['median_abs_rel']:.0%}, "
-                 f"max {cal['max_abs_rel']:.0%} ({cal['n']} runs)", fontsize=10)
+                 f"max {cal['max_abs_rel']:.0%} ({cal['n']} runs{left})", fontsize=10)
     _stamp(fig, provenance_text(doc or {}, rows))
     return fig
 

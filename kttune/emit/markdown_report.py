@@ -63,7 +63,9 @@ def runner_rows(doc: Any) -> list[dict] | None:
     `tokens` the prompt; `measured_ms` the K layers' wall clock over the whole prompt and
     `predicted_ms` the raw cost model's time for the same K layers and forwards (None for
     small-shape runs, which are not predicted); `extrapolated_ms` the measured time carried to the
-    whole model (what fig_prefill draws); also model, method, gpu_experts, threshold, layers."""
+    whole model (what fig_prefill draws); `disturbed` when the runner named a forward of the run
+    disturbed (docs/path-runner.md: its K identical layers over 3x apart); also model, method,
+    gpu_experts, threshold, layers."""
     if isinstance(doc, dict) and isinstance(doc.get("results"), list):
         parts = [runner_rows(d) for d in doc["results"]]
         if parts and all(p is not None for p in parts):
@@ -86,7 +88,8 @@ def _from_path_run(r: dict) -> dict:
             "predicted_ms": (r.get("prediction") or {}).get("predicted_ms"), "measured_ms": r["measured_ms"],
             "extrapolated_ms": r.get("extrapolated_ms"), "model": r.get("model"), "method": r.get("method"),
             "gpu_experts": r.get("gpu_experts"), "threshold": r.get("threshold"), "layers": r.get("layers_run"),
-            "forwards": len(r["forwards"]), "device": r.get("device")}
+            "forwards": len(r["forwards"]), "device": r.get("device"),
+            "disturbed": bool((r.get("prediction") or {}).get("disturbed_forwards"))}
 
 
 def sim_result(doc: Any) -> dict | None:
@@ -292,7 +295,8 @@ def _runner_section(inputs: ReportInputs, out: Path, figures: list[FigureFile]) 
     cal = F.calibration_error(runs)
     if cal:
         lines += [f"{cal['n']} runs: median |measured / predicted - 1| {cal['median_abs_rel']:.1%}, "
-                  f"max {cal['max_abs_rel']:.1%} (the K layers run, whole prompt).", ""]
+                  f"max {cal['max_abs_rel']:.1%} (the K layers run, whole prompt)"
+                  + (f"; {cal['disturbed']} run(s) the runner named disturbed left out." if cal.get("disturbed") else "."), ""]
         lines += _figure_md(_save_figure(F.fig_calibration(runs, ref), out, "calibration",
                                          "Predicted against measured prefill", figures))
     else:

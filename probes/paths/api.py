@@ -101,6 +101,9 @@ def run_paths(req: PathsRequest, progress: Progress | None = None) -> PathsResul
             raise UserError(f"--force {f!r} is not a path", "use hybrid or layerwise")
         if f == "layerwise" and not get_method(method).layerwise:
             raise UserError(f"{method} has no layerwise path", "force hybrid only, or pick a native method")
+    if req.repeats < 1 or req.repeat_below_s < 0:
+        raise UserError(f"--repeats {req.repeats} / --repeat-below-s {req.repeat_below_s:g} must be at least 1 / 0",
+                        "pass e.g. --repeats 3 --repeat-below-s 2.5")
     if any(c < 1 for c in req.chunks) or any(p < 1 for p in req.prompts):
         raise UserError("chunks and prompt lengths must be positive", "pass token counts such as 4096")
     router = load_router(req.model, spec.family)
@@ -237,9 +240,10 @@ def _skip_reason(comps, st, runner, spec, method, n, p, c, thr, f, req, chunks_o
 
 
 def _predict(comps, profile, spec, run: PathRun) -> dict:
-    from kttune.probes.paths.compare import forward_points, predicted_runner_peak_bytes
+    from kttune.probes.paths.compare import disturbed, forward_points, predicted_runner_peak_bytes
 
-    out: dict = {"memory": predicted_runner_peak_bytes(spec, run)}
+    out: dict = {"memory": predicted_runner_peak_bytes(spec, run),
+                 "disturbed_forwards": sum(1 for f in run.forwards if disturbed(f))}
     if comps is not None:
         pts = forward_points(run, comps)
         out["forwards"] = [p.to_dict() for p in pts]

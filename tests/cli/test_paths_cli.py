@@ -17,6 +17,7 @@ from tests.cli.test_errors import assert_one_line_error, run
     (["paths", "qwen3-30b-a3b", "--chunks", "4k", "--small"], "4k"),
     (["paths", "no-such-model", "--small"], "no-such-model"),
     (["paths", "qwen3-30b-a3b", "--method", "AMXINT4", "--force", "layerwise", "--small"], "layerwise"),
+    (["paths", "qwen3-30b-a3b", "--repeats", "0", "--small"], "--repeats 0"),
     (["calibrate", "/nonexistent.json", "--out", "/tmp/x.json"], "does not exist"),
 ])
 def test_bad_input_is_one_line(capsys, argv, needle):

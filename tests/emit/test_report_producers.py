@@ -68,12 +68,15 @@ def test_calibration_scatter_is_the_rows_predicted_and_measured(h200):
     fig = F.fig_calibration(rows)
     ax = fig.axes[0]
     for path in ("hybrid", "layerwise", "switch"):
-        want = [[r["predicted_ms"], r["measured_ms"]] for r in rows if r["path"] == path]
+        want = [[r["predicted_ms"], r["measured_ms"]] for r in rows if r["path"] == path and not r["disturbed"]]
         assert np.allclose(collection(ax, path).get_offsets(), want)
-    errs = sorted(abs(r["measured_ms"] / r["predicted_ms"] - 1) for r in rows)
+    # runs the runner named disturbed are drawn apart and left out of the error
+    bad = [[r["predicted_ms"], r["measured_ms"]] for r in rows if r["disturbed"]]
+    assert bad and np.allclose(collection(ax, "disturbed (left out)").get_offsets(), bad)
+    errs = sorted(abs(r["measured_ms"] / r["predicted_ms"] - 1) for r in rows if not r["disturbed"])
     n = len(errs)
     med = errs[n // 2] if n % 2 else (errs[n // 2 - 1] + errs[n // 2]) / 2
-    assert f"median |error| {med:.0%}" in ax.get_title() and f"({n} runs)" in ax.get_title()
+    assert f"median |error| {med:.0%}" in ax.get_title() and f"({n} runs, {len(bad)} disturbed left out)" in ax.get_title()
 
 
 def test_prefill_points_are_the_matching_runs_whole_model_times(h200, explain_qwen):
@@ -98,7 +101,8 @@ def test_report_command_on_the_results_file_and_an_explanation(h200, explain_qwe
     names = [Path(f["path"]).name for f in written["figures"]]
     assert names == ["prefill.png", "vram.png", "calibration.png"]
     md = (tmp_path / "r" / "report.md").read_text()
-    assert f"{len(M.runner_rows(h200))} runs: median" in md
+    rows = M.runner_rows(h200)
+    assert f"{sum(1 for r in rows if not r['disturbed'])} runs: median" in md and "disturbed left out" in md
 
 
 def test_small_cpu_run_reports_its_measurements(tmp_path, capsys):
