@@ -6,7 +6,9 @@ so kt-kernel's process-wide shared scratch starts empty.
 
 Entry points: `measure_point(...)` (in this process), `run_point(...)` (in a fresh process),
 `probe_host_ram(...)` (a series, as one `host_ram` curve per (method, shape, layers) for the profile),
-and `python -m kttune.probes.host_ram --method BF16 --chunks 256,1024 ...` (prints JSON).
+`plan_host_ram(...)` / `run_host_ram_step(...)` (the step `kttune probe` runs: points that cannot run
+are skipped with a note), and `python -m kttune.probes.host_ram --method BF16 --chunks 256,1024 ...`
+(prints JSON).
 """
 
 from __future__ import annotations
@@ -16,11 +18,14 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 from kttune.hw.profile import Curve, Point
 from kttune.memory.host import ScratchShape, kt_allocation_bytes
+from kttune.probes.common import NullReporter, Reporter
+from kttune.probes.cpu_moe import ExpertShape, available_ram_bytes, host_bytes_needed
+from kttune.units import GIB, MIB
 
 
 @dataclass(frozen=True)
@@ -110,7 +115,8 @@ def run_point(method: str, hidden: int, inter: int, experts: int, top_k: int, ma
             "--layers", str(layers), "--threads", str(threads)]
     done = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s)
     if done.returncode != 0:
-        raise RuntimeError(f"host RAM point failed: {done.stderr.strip().splitlines()[-1:]}")
+        last = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        raise RuntimeError(f"host RAM point failed: {last}")
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
     return HostRamPoint(**json.loads(lines[-1]))
 
@@ -122,16 +128,17 @@ def predicted_bytes(p: HostRamPoint) -> int:
     return kt_allocation_bytes(p.method, s, p.layers, amx)
 
 
-def host_ram_curve(points: Sequence[HostRamPoint]) -> Curve:
+def host_ram_curve(points: Sequence[HostRamPoint], skipped: Sequence[dict] = ()) -> Curve:
     """One `host_ram` profile curve: x = max_len, t_ms = the time building the layers took, extra =
-    reserved/resident/predicted bytes."""
+    reserved/resident/predicted bytes; `skipped` the max_lens that could not run, with reasons."""
     p0 = points[0]
     pts = tuple(Point(x=p.max_len, t_ms=max(p.build_ms, 1e-3), n=1, extra={
         "reserved_bytes": p.reserved_bytes, "resident_bytes": p.resident_bytes,
         "predicted_bytes": predicted_bytes(p)}) for p in sorted(points, key=lambda q: q.max_len))
     return Curve("host_ram", "tokens", pts, {"method": p0.method, "hidden": p0.hidden, "inter": p0.inter,
                                              "experts": p0.experts, "top_k": p0.top_k, "layers": p0.layers,
-                                             "threadpools": 1, "kernel": p0.kernel}, backend=f"kt-kernel:{p0.kernel}")
+                                             "threadpools": 1, "kernel": p0.kernel}, backend=f"kt-kernel:{p0.kernel}",
+                 skipped=tuple(skipped))
 
 
 def probe_host_ram(methods: Sequence[str], hidden: int, inter: int, experts: int, top_k: int,
@@ -146,6 +153,100 @@ def probe_host_ram(methods: Sequence[str], hidden: int, inter: int, experts: int
             if progress is not None:
                 progress(method, n)
         curves.append(host_ram_curve(pts))
+    return curves
+
+
+# ---- the `kttune probe` step ---------------------------------------------------------------------
+
+# max_len series: quick stays at the small expert shape's few-second cost (two fresh processes per
+# method); full reaches the chunks where kt-kernel's reservation was seen to grow (docs/memory.md).
+QUICK_CHUNKS = (256, 1024)
+FULL_CHUNKS = (1024, 4096, 16384)
+# Quick mode keeps one layer's source weights under this (fewer experts): building it stays seconds.
+QUICK_LAYER_BYTES = 512 * MIB
+# Methods the quick step measures, the first the host runs: the int4 Kimi-K2 / DeepSeek format first.
+QUICK_METHOD_ORDER = ("RAWINT4", "BF16", "FP8", "AMXINT4", "AMXINT8")
+
+
+@dataclass(frozen=True)
+class HostRamPlan:
+    """The host-RAM step of `kttune probe`: one fresh process per (method, max_len), `threads`
+    kt-kernel workers (the forward that makes the scratch resident runs on them), one layer."""
+
+    shape: ExpertShape
+    methods: tuple[str, ...]
+    chunks: tuple[int, ...]
+    threads: int = 1
+    layers: int = 1
+    ram_fraction: float = 0.7  # of the RAM available before each point
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def steps(self) -> int:
+        return len(self.methods) * len(self.chunks)
+
+
+def plan_host_ram(shape: ExpertShape, methods: Sequence[str], quick: bool, threads: int = 1,
+                  chunks: Sequence[int] = ()) -> HostRamPlan:
+    """The step's plan for `shape` (the model's or a representative one) and `methods` (those the
+    CPU MoE probe runs here; quick mode keeps one). Without kt-kernel the plan is empty, with a note.
+    Quick mode measures fewer experts when the layer's weights exceed `QUICK_LAYER_BYTES` (the
+    scratch depends on E only through E x M_STEP rows; the curve records the E measured)."""
+    from kttune.kernels.expert_weights import expert_nbytes
+    from kttune.kernels.kt_ext import kt_kernel_error, load_kt_kernel
+
+    chunks = tuple(chunks) or (QUICK_CHUNKS if quick else FULL_CHUNKS)
+    if load_kt_kernel() is None:
+        return HostRamPlan(shape, (), chunks, threads,
+                           notes=(f"host RAM step skipped: kt-kernel is not importable ({kt_kernel_error()})",))
+    methods = tuple(methods)
+    if quick and len(methods) > 1:
+        methods = tuple(m for m in QUICK_METHOD_ORDER if m in methods)[:1] or methods[:1]
+    notes: list[str] = []
+    if quick and methods:
+        per = max(expert_nbytes(m, shape.hidden, shape.inter) for m in methods)
+        e = max(2 * shape.top_k, min(shape.experts, QUICK_LAYER_BYTES // per))
+        if e < shape.experts:
+            notes.append(f"host RAM step (quick) builds {e} of {shape.experts} experts: the scratch that grows with "
+                         "max_len depends on E only through E x M_STEP rows")
+            shape = ExpertShape(shape.hidden, shape.inter, e, shape.top_k, shape.name)
+    return HostRamPlan(shape, methods, chunks, max(1, threads), notes=tuple(notes))
+
+
+def run_host_ram_step(plan: HostRamPlan, reporter: Reporter | None = None) -> list[Curve]:
+    """Measure `plan`: one `host_ram` curve per method with at least one point. A point that cannot
+    run (not enough RAM, kt-kernel failing in its process) is skipped with a one-line note and
+    recorded in the curve's `skipped`; the other points and methods go on."""
+    reporter = reporter or NullReporter()
+    for n in plan.notes:
+        reporter.note(n)
+    s = plan.shape
+    curves = []
+    for method in plan.methods:
+        pts: list[HostRamPoint] = []
+        skipped: list[dict] = []
+        for n in plan.chunks:
+            label = f"host_ram {method} max_len {n}"
+            weights, scratch = host_bytes_needed(method, s, n)
+            need = plan.layers * weights + scratch
+            usable = int(available_ram_bytes() * plan.ram_fraction)
+            reason = ""
+            if need > usable:
+                reason = f"needs about {need / GIB:.1f} GiB, {usable / GIB:.1f} GiB usable"
+            else:
+                try:
+                    p = run_point(method, s.hidden, s.inter, s.experts, s.top_k, n, plan.layers, plan.threads)
+                except Exception as e:  # noqa: BLE001 - one point's failure leaves the others standing
+                    reason = f"{type(e).__name__}: {e}".splitlines()[0]
+            if reason:
+                skipped.append({"x": n, "reason": reason})
+                reporter.note(f"{label} skipped: {reason}")
+                reporter.step(f"{label}: skipped")
+                continue
+            pts.append(p)
+            reporter.step(f"{label}: reserved {p.reserved_bytes / MIB:.0f} MiB")
+        if pts:
+            curves.append(host_ram_curve(pts, skipped))
     return curves
 
 

@@ -1,7 +1,7 @@
 """`kttune probe`: measure this machine and write its hardware profile.
 
 Order: inventory, timer check, CPU expert kernels (`probes/cpu_moe.py`), stage A
-(`probes/stage_a.py`), then the GPU probes of `kttune.probes.gpu_suite` when that module exists and
+(`probes/stage_a.py`), kt-kernel's host RAM against max_len (`probes/host_ram.py`), then the GPU probes of `kttune.probes.gpu_suite` when that module exists and
 a CUDA GPU is present. The profile is written atomically to `ProbeOptions.out` (if given) and to
 the cache (`kttune.paths.profile_cache_path(fingerprint)`), where `kttune search` finds it.
 """
@@ -30,6 +30,7 @@ from kttune.probes.cpu_moe import (
     shape_from_model,
     token_series,
 )
+from kttune.probes.host_ram import HostRamPlan, plan_host_ram, run_host_ram_step
 from kttune.probes.inventory import collect_inventory, machine_name, numa_nodes_with_cpus, usable_cores
 from kttune.probes.stage_a import StageAOptions, plan_stage_a, probe_stage_a
 from kttune.units import MIB
@@ -55,6 +56,8 @@ class ProbeOptions:
     out: also write the profile here.
     merge_cached: start from this machine's cached profile (same fingerprint) and replace only the
         curves measured now, so CPU and GPU parts, or methods, can be probed in separate runs.
+    stage_a, host_ram, gpu: run those steps (host_ram: kt-kernel's reserved and resident host RAM
+        against max_len, `kttune.probes.host_ram`; it needs kt-kernel).
     """
 
     quick: bool = False
@@ -66,6 +69,7 @@ class ProbeOptions:
     write_cache: bool = True
     merge_cached: bool = True  # keep curves of this machine's cached profile that were not re-measured
     stage_a: bool = True
+    host_ram: bool = True
     gpu: bool = True
     command: str = ""
 
@@ -177,6 +181,7 @@ class ProbePlan:
     moe: Any  # CpuMoePlan
     stage_a_options: StageAOptions
     stage_a: Any  # StageAPlan | None
+    host_ram: HostRamPlan | None = None
 
 
 def plan_probe(options: ProbeOptions, cpu: Any, cores: int, numa_ids: list[int]) -> ProbePlan:
@@ -184,13 +189,22 @@ def plan_probe(options: ProbeOptions, cpu: Any, cores: int, numa_ids: list[int])
     threads = tuple(probe_thread_counts(cores, options.quick, options.threads))
     moe_opts = cpu_moe_options(options)
     sa_opts = stage_a_options(options)
+    moe = plan_cpu_moe(moe_opts, cpu, cores, numa_ids)
     return ProbePlan(
         threads=threads,
         moe_options=moe_opts,
-        moe=plan_cpu_moe(moe_opts, cpu, cores, numa_ids),
+        moe=moe,
         stage_a_options=sa_opts,
         stage_a=plan_stage_a(sa_opts, cpu, cores, numa_ids, options.quick) if options.stage_a else None,
+        host_ram=host_ram_plan(options, moe_opts, moe, threads) if options.host_ram else None,
     )
+
+
+def host_ram_plan(options: ProbeOptions, moe_opts: CpuMoeOptions, moe: Any, threads: tuple[int, ...]) -> HostRamPlan:
+    """The host-RAM step over the CPU MoE probe's first shape (the model's with `--model`, else the
+    small quick shape or the first representative one) and methods, at its largest thread count."""
+    methods = tuple(dict.fromkeys(t.method for t in moe.tasks))
+    return plan_host_ram(moe_opts.shapes[0], methods, options.quick, threads=max(threads, default=1))
 
 
 def run_probe(options: ProbeOptions, reporter: Reporter | None = None) -> HardwareProfile:
@@ -211,6 +225,7 @@ def run_probe(options: ProbeOptions, reporter: Reporter | None = None) -> Hardwa
 
     plan = plan_probe(options, cpu, cores, numa_ids)
     moe_opts, moe_plan, sa_opts, sa_plan = plan.moe_options, plan.moe, plan.stage_a_options, plan.stage_a
+    hr_plan = plan.host_ram
 
     gpu_suite = _gpu_suite() if options.gpu else None
     run_gpu = gpu_suite is not None and _cuda_available()
@@ -221,7 +236,7 @@ def run_probe(options: ProbeOptions, reporter: Reporter | None = None) -> Hardwa
         except Exception:
             gpu_steps = 0
     rep.grow_on_replan = run_gpu and gpu_steps == 0
-    total = moe_plan.steps + (sa_plan.steps if sa_plan else 0) + gpu_steps
+    total = moe_plan.steps + (sa_plan.steps if sa_plan else 0) + (hr_plan.steps if hr_plan else 0) + gpu_steps
     rep.plan(total, "probe" + (" (quick)" if options.quick else ""))
 
     curves: list[Curve] = []
@@ -230,6 +245,8 @@ def run_probe(options: ProbeOptions, reporter: Reporter | None = None) -> Hardwa
         rep.note(n)
     if sa_plan is not None:
         curves += probe_stage_a(sa_opts, cpu, rep, cores=cores, numa_ids=numa_ids, quick=options.quick, plan=sa_plan)
+    if hr_plan is not None:
+        curves += run_host_ram_step(hr_plan, rep)
     if options.gpu:
         if gpu_suite is None:
             rep.note("GPU probes not run: kttune.probes.gpu_suite is not available in this build")

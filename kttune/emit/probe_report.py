@@ -93,6 +93,35 @@ def stage_a_skips(curves: list[Curve]) -> list[str]:
             f"{s['reason']}" for c in curves for s in c.skipped]
 
 
+def host_ram_tables(curves: list[Curve]) -> list[Any]:
+    """kt-kernel's host RAM, one table per layer shape: a row per method and max_len with the
+    reserved (mapped) and resident growth and what `kttune.memory.host` predicts for the same
+    layers; skipped max_lens say so."""
+    tables = []
+    for (h, i, e, k), cs in _shapes(curves).items():
+        layers = cs[0].params.get("layers", 1)
+        t = Table(title=f"Host RAM of kt-kernel, H{h} I{i} E{e} top-{k} x{layers} layer(s), by max_len")
+        for col in ("method", "max_len", "reserved", "resident", "predicted", "predicted/\nreserved"):
+            t.add_column(col, justify="left" if col == "method" else "right", no_wrap=True)
+        for c in sorted(cs, key=lambda c: str(c.params.get("method"))):
+            rows = [(pt.x, pt.extra) for pt in c.points] + [(s.get("x") or 0, None) for s in c.skipped]
+            for x, ex in sorted(rows, key=lambda r: r[0]):
+                if ex is None:
+                    t.add_row(str(c.params.get("method")), f"{x:,.0f}", "skip", "", "", "")
+                    continue
+                reserved, pred = float(ex.get("reserved_bytes", 0)), float(ex.get("predicted_bytes", 0))
+                t.add_row(str(c.params.get("method")), f"{x:,.0f}", _fmt_bytes(reserved),
+                          _fmt_bytes(float(ex.get("resident_bytes", 0))), _fmt_bytes(pred),
+                          f"{pred / reserved:.2f}" if reserved > 0 else "")
+        tables.append(keep_title(t))
+    return tables
+
+
+def host_ram_skips(curves: list[Curve]) -> list[str]:
+    return [f"host RAM {c.params.get('method')} max_len {s.get('x')} skipped: {s['reason']}"
+            for c in curves for s in c.skipped]
+
+
 def curve_label(kind: str, params: dict) -> str:
     """A short column header for one curve of a kind (two lines at most)."""
     if kind in ("h2d", "d2h"):
@@ -221,12 +250,14 @@ def render_profile(p: HardwareProfile, console: Any, inventory: bool = True) -> 
             tables = cpu_moe_tables(cs, width)
         elif kind == "stage_a_write":
             tables = [stage_a_table(cs)]
+        elif kind == "host_ram":
+            tables = host_ram_tables(cs)
         else:
             tables = generic_table(kind, cs, width)
         for t in tables:
             console.print(t)
-        if kind == "stage_a_write":
-            for line in stage_a_skips(cs):
+        if kind in ("stage_a_write", "host_ram"):
+            for line in (stage_a_skips if kind == "stage_a_write" else host_ram_skips)(cs):
                 console.print(line, highlight=False)
         elif kind != "cpu_moe":
             backends = sorted({c.backend for c in cs if c.backend})

@@ -23,3 +23,24 @@ def test_every_cpu_moe_and_stage_a_point_is_printed():
                 assert f"{pt.x / pt.t_ms / 1e6:.1f}" in text
     kinds = {c.kind for c in p.curves}
     assert all(f"{k} curves" in text for k in kinds - {"cpu_moe", "stage_a_write"})
+
+
+def test_host_ram_curve_prints_a_table_with_skips_within_80_columns():
+    from dataclasses import replace
+
+    from kttune.probes.host_ram import HostRamPoint, host_ram_curve
+
+    def pt(n: int, reserved: int) -> HostRamPoint:
+        return HostRamPoint("RAWINT4", "AMXInt4_KGroup_MOE", 7168, 2048, 384, 8, n, 1, 11, reserved, reserved - 2**20, 0)
+
+    c = host_ram_curve([pt(4096, 42 * 2**30), pt(1024, 41 * 2**30)], [{"x": 16384, "reason": "needs about 80 GiB, 60 GiB usable"}])
+    prof = load_shipped(default_shipped_name())
+    console = Console(width=80, record=True)
+    render_profile(replace(prof, curves=(c,)), console, inventory=False)
+    text = console.export_text()
+    assert "Host RAM of kt-kernel, H7168 I2048 E384 top-8" in text
+    rows = [line for line in text.splitlines() if "RAWINT4" in line and "│" in line]
+    assert [r.split("│")[2].strip() for r in rows] == ["1,024", "4,096", "16,384"]
+    assert "41.0 GiB" in rows[0] and "skip" in rows[2]
+    assert "host RAM RAWINT4 max_len 16384 skipped: needs about 80 GiB" in text
+    assert max(len(line) for line in text.splitlines()) <= 80

@@ -4,6 +4,7 @@ to the fingerprint cache; `kttune profile show` prints it; bad input exits 2 wit
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -56,6 +57,8 @@ def test_quick_probe_writes_a_valid_profile(quick_profile):
     assert len(threads) == 2  # the quick search picks between two counts (on 2 cores: the cliff, 1 and 2)
     assert {c.params["method"] for c in moe} >= {"BF16", "FP8", "RAWINT4"}
     assert p.curves_of("stage_a_write")
+    [hr] = p.curves_of("host_ram")  # one method in quick mode, at the quick shape
+    assert [pt.x for pt in hr.points] == [256, 1024] and hr.params["experts"] == 32
     assert p.timer.resolution_ns and p.timer.resolution_ns > 0
 
 
@@ -65,7 +68,7 @@ def test_profile_show_prints_tables_and_json(quick_profile, capsys):
     _, out, _ = quick_profile
     assert main(["profile", "show", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "CPU MoE layer forward" in text and "Stage A" in text and "fingerprint" in text
+    assert "CPU MoE layer forward" in text and "Stage A" in text and "fingerprint" in text and "Host RAM" in text
     assert main(["profile", "show", str(out), "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["format"] == "kttune-hardware-profile"
@@ -78,6 +81,8 @@ def test_json_output_is_clean_and_cache_is_written(tmp_path, capfd):
     out = capfd.readouterr().out  # file descriptor 1: kt-kernel's C++ printf must not land here
     d = json.loads(out)
     assert [c["params"]["method"] for c in d["curves"] if c["kind"] == "cpu_moe"] == ["BF16"]
+    [hr] = [c for c in d["curves"] if c["kind"] == "host_ram"]  # the host RAM step runs, with the probe's method
+    assert hr["params"]["method"] == "BF16" and [pt["x"] for pt in hr["points"]] == [256, 1024]
     assert profile_cache_path(d["fingerprint"]).is_file()
 
 
@@ -91,6 +96,13 @@ def test_run_probe_options_without_cache(tmp_path):
     [c] = p.curves_of("cpu_moe")
     assert [pt.x for pt in c.points] == [1, 4]
     assert not p.curves_of("stage_a_write")
+    # the host RAM step's curve lands in the written profile and loads back unchanged
+    [hr] = p.curves_of("host_ram")
+    assert load_profile(tmp_path / "x.json").curves_of("host_ram") == [hr]
+    small, big = hr.points
+    assert hr.params["method"] == "RAWINT4" and big.extra["reserved_bytes"] > small.extra["reserved_bytes"]
+    skipped = run_probe(replace(opts, host_ram=False, out=None, merge_cached=False))
+    assert not skipped.curves_of("host_ram")
 
 
 @pytest.mark.parametrize(
@@ -122,7 +134,7 @@ def test_thread_cliff_note():
 
 @pytest.mark.kt
 def test_separate_runs_accumulate_in_the_cache(tmp_path):
-    base = dict(quick=True, threads=(1,), max_tokens=4, stage_a=False, gpu=False)
+    base = dict(quick=True, threads=(1,), max_tokens=4, stage_a=False, host_ram=False, gpu=False)
     first = run_probe(ProbeOptions(methods=("BF16",), **base))
     second = run_probe(ProbeOptions(methods=("RAWINT4",), **base))
     assert first.fingerprint == second.fingerprint
