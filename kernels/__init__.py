@@ -8,7 +8,8 @@
 - `cpu_moe`: the torch CPU MoE reference and fallback beside kt-kernel.
 - `int4`, `triton_int4`: the int4 g32 format, the stage C repack (Triton) and the int4 MoE GEMM.
 - `grouped_moe`, `routing`: GPU MoE compute for bf16 / fp8 / int4 experts.
-- `attention`: prefill attention (GQA by SDPA, MLA prefill form).
+- `attention`: prefill attention (GQA by SDPA, MLA prefill form); `attention_shape`: one layer's attention
+  dimensions (torch-free), what `decoder` builds and the attention probe measures.
 
 Each GPU kernel has a torch path that runs on the CPU, checked against a float64 reference.
 """

@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from kttune.kernels.attention import MlaDims, gqa_prefill, mla_expand
+from kttune.kernels.attention_shape import AttentionShape
 
 # ---- router --------------------------------------------------------------------------------------
 
@@ -200,22 +201,6 @@ class AttnCache:
         if self._a is not None:
             return sum(t.numel() * t.element_size() for t in (self._a, self._b))
         return sum(t.numel() * t.element_size() for t in (self.a, self.b) if t is not None)
-
-
-@dataclass
-class AttentionShape:
-    kind: str  # gqa | mla
-    hidden: int
-    heads: int
-    kv_heads: int
-    head_dim: int  # q/k head dim (MLA: nope + rope)
-    v_head_dim: int
-    kv_lora_rank: int = 0
-    q_lora_rank: int = 0
-    rope_dim: int = 0  # MLA qk_rope_head_dim
-    qk_norm: bool = False  # Qwen3
-    layer_kind: str = "full"  # full | sliding | linear
-    window: int = 0
 
 
 def _rows(w: torch.Tensor, parts: int, r: int) -> torch.Tensor:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from kttune.hw.profile import Curve, Point
 from kttune.probes.common import NullReporter, Reporter
-from kttune.probes.gpu_common import AttentionShape, cuda_time_point
+from kttune.kernels.attention_shape import AttentionShape
+from kttune.probes.gpu_common import cuda_time_point
 
 CONTEXTS = (512, 1024, 2048, 4096, 8192, 16384, 32768)
 CONTEXTS_QUICK = (1024, 4096, 16384)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from kttune.hw.profile import Point
+from kttune.kernels.attention_shape import AttentionShape
 from kttune.probes.common import point_from_samples
 from kttune.spec.methods import bytes_per_expert, get_method
 
@@ -44,29 +45,6 @@ class MoeShape:
 
 
 @dataclass(frozen=True)
-class AttentionShape:
-    name: str
-    attention: str  # "gqa" | "mla"
-    heads: int
-    kv_heads: int
-    head_dim: int  # q/k head dim (MLA: qk_nope + qk_rope)
-    v_head_dim: int
-    kv_lora_rank: int = 0
-    qk_rope_head_dim: int = 0
-
-    def params(self) -> dict:
-        return {
-            "attention": self.attention,
-            "heads": self.heads,
-            "kv_heads": self.kv_heads,
-            "head_dim": self.head_dim,
-            "v_head_dim": self.v_head_dim,
-            "kv_lora_rank": self.kv_lora_rank,
-            "qk_rope_head_dim": self.qk_rope_head_dim,
-        }
-
-
-@dataclass(frozen=True)
 class ShapeSet:
     """The shapes a GPU probe run measures: from the user's model, or a representative set."""
 
@@ -81,8 +59,9 @@ class ShapeSet:
 QWEN3_30B_A3B = MoeShape("Qwen3-30B-A3B", 2048, 768, 128, 8, "BF16")
 DEEPSEEK_V3 = MoeShape("DeepSeek-V3", 7168, 2048, 256, 8, "FP8")
 KIMI_K2 = MoeShape("Kimi-K2", 7168, 2048, 384, 8, "RAWINT4")
-QWEN3_ATTN = AttentionShape("Qwen3-30B-A3B", "gqa", 32, 4, 128, 128)
-DEEPSEEK_ATTN = AttentionShape("DeepSeek-V3", "mla", 128, 128, 192, 128, kv_lora_rank=512, qk_rope_head_dim=64)
+QWEN3_ATTN = AttentionShape("gqa", hidden=2048, heads=32, kv_heads=4, head_dim=128, v_head_dim=128, name="Qwen3-30B-A3B")
+DEEPSEEK_ATTN = AttentionShape("mla", hidden=7168, heads=128, kv_heads=128, head_dim=192, v_head_dim=128, kv_lora_rank=512,
+                               rope_dim=64, name="DeepSeek-V3")
 
 LAYERWISE_GPU_METHODS = ("BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4")
 
@@ -102,13 +81,14 @@ def shapes_for(model) -> ShapeSet:
         notes.append(f"{model.name}: method {method} has no layerwise GPU path; GPU experts measured as BF16")
         method = "BF16"
     moe = MoeShape(model.name, model.hidden_size, model.moe_intermediate_size, model.num_experts, model.top_k, method)
+    # The curve's shape: MLA's KV heads are its query heads; GQA carries no latent or rope split.
+    common = dict(hidden=model.hidden_size, heads=model.num_attention_heads, head_dim=model.head_dim,
+                  v_head_dim=model.v_head_dim, name=model.name)
     if model.attention == "mla":
-        attn = AttentionShape(
-            model.name, "mla", model.num_attention_heads, model.num_attention_heads, model.head_dim,
-            model.v_head_dim, model.kv_lora_rank, model.qk_rope_head_dim,
-        )
+        attn = AttentionShape("mla", kv_heads=model.num_attention_heads, kv_lora_rank=model.kv_lora_rank,
+                              rope_dim=model.qk_rope_head_dim, **common)
     else:
-        attn = AttentionShape(model.name, "gqa", model.num_attention_heads, model.num_kv_heads, model.head_dim, model.v_head_dim)
+        attn = AttentionShape("gqa", kv_heads=model.num_kv_heads, **common)
     h = model.hidden_size
     gemm = ((h, h), (h, max(model.dense_intermediate_size, model.shared_expert_intermediate_size, h) * 2))
     return ShapeSet(moe=(moe,), attention=(attn,), gemm=gemm, notes=tuple(notes))

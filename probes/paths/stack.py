@@ -17,7 +17,8 @@ from typing import Any
 
 import torch
 
-from kttune.kernels.decoder import Attention, AttentionShape, LayerWeights, RouterSpec
+from kttune.kernels.attention_shape import AttentionShape
+from kttune.kernels.decoder import Attention, LayerWeights, RouterSpec
 from kttune.kernels.expert_weights import HostExperts, TorchExpertWriter, norm_method
 from kttune.kernels.gpu_experts import GpuExperts
 from kttune.spec.methods import get_method

@@ -1,0 +1,51 @@
+"""One layer's attention dimensions: the one definition the decoder layers of the path runner
+(`kttune.kernels.decoder.Attention`) build from and the attention probe (`probes/gpu_attention.py`)
+measures and names its profile curves by. Pure Python (no torch), so the probes that only describe
+shapes stay importable without it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """kind: gqa | mla; head_dim: the q/k head dim (MLA: qk_nope + qk_rope); rope_dim: MLA's
+    qk_rope_head_dim; layer_kind: full | sliding | linear, with `window` tokens for sliding layers.
+    `name` labels a probe's curve (the model it was taken from)."""
+
+    kind: str
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    v_head_dim: int
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    rope_dim: int = 0
+    qk_norm: bool = False  # Qwen3
+    layer_kind: str = "full"
+    window: int = 0
+    name: str = ""
+
+    @property
+    def attention(self) -> str:
+        """The kind under the name the profile's `attention` curves use."""
+        return self.kind
+
+    @property
+    def qk_rope_head_dim(self) -> int:
+        return self.rope_dim
+
+    def params(self) -> dict:
+        """The `attention` curve's params (kttune/hw/profile.py): keys unchanged since the first
+        shipped profiles, so their curves still match."""
+        return {
+            "attention": self.kind,
+            "heads": self.heads,
+            "kv_heads": self.kv_heads,
+            "head_dim": self.head_dim,
+            "v_head_dim": self.v_head_dim,
+            "kv_lora_rank": self.kv_lora_rank,
+            "qk_rope_head_dim": self.rope_dim,
+        }
