@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
@@ -75,6 +76,17 @@ def point_from_samples(x: float, samples_ms: list[float], extra: dict | None = N
     """A curve point from repeated timings: the median with its 10th and 90th percentiles."""
     p10, med, p90 = quantiles(samples_ms)
     return Point(x=x, t_ms=med, t_ms_p10=p10, t_ms_p90=p90, n=len(samples_ms), extra=dict(extra or {}))
+
+
+@dataclass(frozen=True)
+class KtPoolTask:
+    """One kt-kernel set-up a CPU probe measures: a method's MoE class on `threads` worker threads
+    split into `threadpools` sub-pools (one per NUMA node, as `--kt-threadpool-count`). The CPU MoE
+    and stage A probes extend it with what they sweep."""
+
+    method: str
+    threads: int
+    threadpools: int
 
 
 class Reporter(Protocol):

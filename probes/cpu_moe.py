@@ -31,7 +31,7 @@ from kttune.hw.profile import CpuInfo, Curve, Point
 from kttune.kernels.expert_weights import HostExperts, expert_nbytes
 from kttune.kernels.kt_ext import KtKernel, kt_kernel_error, load_kt_kernel
 from kttune.kernels.kt_moe import KtMoeLayer, kt_class_name
-from kttune.probes.common import NullReporter, Reporter, kt_thread_counts, measure, probe_thread_counts
+from kttune.probes.common import KtPoolTask, NullReporter, Reporter, kt_thread_counts, measure, probe_thread_counts
 from kttune.units import GIB
 
 # Methods this probe can build weights for, in the order they are measured.
@@ -149,11 +149,10 @@ class CpuMoeOptions:
 
 
 @dataclass(frozen=True)
-class CpuMoeTask:
+class CpuMoeTask(KtPoolTask):
+    """One cpu_moe curve: the layer's expert shape and the token counts timed."""
+
     shape: ExpertShape
-    method: str
-    threads: int
-    threadpools: int
     tokens: tuple[int, ...]
 
 
@@ -207,7 +206,7 @@ def plan_cpu_moe(opts: CpuMoeOptions, cpu: CpuInfo, cores: int, numa_ids: Sequen
                 while shape.inter % p:
                     p -= 1
                 tokens = tuple(opts.tokens) if (t in edge or opts.threads or opts.quick) else sparse
-                tasks.append(CpuMoeTask(shape, method, t, p, tokens))
+                tasks.append(CpuMoeTask(method, t, p, shape=shape, tokens=tokens))
     return CpuMoePlan(tasks=tasks, backend=kt.backend if kt else "torch-cpu", notes=notes)
 
 

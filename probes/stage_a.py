@@ -22,7 +22,7 @@ from kttune.hw.profile import CpuInfo, Curve
 from kttune.kernels.expert_weights import INT4_GROUP, HostExperts, HostSlot, expert_nbytes, slot_kinds, write_nbytes
 from kttune.kernels.kt_ext import load_kt_kernel
 from kttune.kernels.kt_moe import KtMoeLayer, kt_class_name
-from kttune.probes.common import NullReporter, Reporter, kt_thread_counts, measure, probe_thread_counts
+from kttune.probes.common import KtPoolTask, NullReporter, Reporter, kt_thread_counts, measure, probe_thread_counts
 from kttune.probes.cpu_moe import ExpertShape, available_ram_bytes, host_bytes_needed
 from kttune.units import GIB, MIB
 
@@ -48,10 +48,9 @@ class StageAOptions:
 
 
 @dataclass(frozen=True)
-class StageATask:
-    method: str
-    threads: int
-    threadpools: int
+class StageATask(KtPoolTask):
+    """One stage_a_write curve: the expert widths I written."""
+
     inters: tuple[int, ...]
 
 
@@ -97,7 +96,7 @@ def plan_stage_a(opts: StageAOptions, cpu: CpuInfo, cores: int, numa_ids: Sequen
         for t in threads:
             p = min(pools, t)
             inters = tuple(i for i in opts.inters if i % p == 0 and (i // p) % INT4_GROUP == 0)
-            tasks.append(StageATask(m, t, p, inters))
+            tasks.append(StageATask(m, t, p, inters=inters))
     return StageAPlan(tasks, notes)
 
 

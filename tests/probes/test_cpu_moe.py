@@ -155,7 +155,7 @@ def test_unknown_or_unsupported_method_is_a_user_error(cpu):
 def test_slow_sizes_are_skipped_with_a_reason():
     from kttune.probes.common import NullReporter
 
-    task = cm.CpuMoeTask(cm.QUICK_SHAPE, "BF16", 1, 1, (1, 10, 100))
+    task = cm.CpuMoeTask("BF16", 1, 1, shape=cm.QUICK_SHAPE, tokens=(1, 10, 100))
     opts = cm.CpuMoeOptions(shapes=(cm.QUICK_SHAPE,), tokens=(1, 10, 100), max_point_s=0.05, warmup=0, repeats=1)
     import time
 
