@@ -12,7 +12,7 @@ from typing import Any
 
 from kttune.hw.profile import Curve, Point
 from kttune.probes.common import quantiles
-from kttune.probes.ranks import run_ranks
+from kttune.probes.ranks import rank_process_group, run_ranks
 
 SIZES = tuple(1 << s for s in range(16, 29, 2))  # 64 KiB .. 256 MiB
 QUICK_SIZES = (1 << 16, 1 << 20, 1 << 24, 1 << 28)
@@ -29,9 +29,8 @@ def _worker(rank: int, ranks: int, backend: str, sizes: tuple[int, ...], repeats
         torch.cuda.set_device(rank)
     else:
         torch.set_num_threads(1)
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=ranks)
     dev = torch.device("cuda", rank) if cuda else torch.device("cpu")
-    try:
+    with rank_process_group(rank, ranks, backend, port, queue):
         out = []
         for nbytes in sizes:
             t = torch.ones(nbytes // 2, dtype=torch.bfloat16, device=dev)
@@ -50,10 +49,6 @@ def _worker(rank: int, ranks: int, backend: str, sizes: tuple[int, ...], repeats
             out.append((nbytes, samples))
         if rank == 0:
             queue.put(("ok", out))
-    except Exception as e:  # noqa: BLE001 - reported by the parent
-        queue.put(("error", f"rank {rank}: {type(e).__name__}: {e}"))
-    finally:
-        dist.destroy_process_group()
 
 
 def probe_allreduce(ranks: int, *, backend: str = "", quick: bool = False, repeats: int = 10, timeout_s: float = 300.0) -> Curve:

@@ -23,11 +23,11 @@ class TpJob:
 
 def _worker(rank: int, job: TpJob, port: int, queue: Any) -> None:
     import torch
-    import torch.distributed as dist
 
     from kttune.probes.paths.api import load_router
     from kttune.probes.paths.runner import Dist, PathRunner
     from kttune.probes.paths.stack import build_stack, small_spec
+    from kttune.probes.ranks import rank_process_group
     from kttune.spec.loader import load_model
 
     backend = job.backend or ("nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= job.tp else "gloo")
@@ -36,8 +36,7 @@ def _worker(rank: int, job: TpJob, port: int, queue: Any) -> None:
         torch.cuda.set_device(rank)
     else:
         torch.set_num_threads(1)
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=job.tp)
-    try:
+    with rank_process_group(rank, job.tp, backend, port, queue, reraise=True):
         spec = load_model(job.model, job.method)
         router = load_router(job.model, spec.family)
         if job.small:
@@ -51,11 +50,6 @@ def _worker(rank: int, job: TpJob, port: int, queue: Any) -> None:
         st.close()
         if rank == 0:
             queue.put(("ok", out))
-    except Exception as e:  # noqa: BLE001 - report to the parent
-        queue.put(("error", f"rank {rank}: {type(e).__name__}: {e}"))
-        raise
-    finally:
-        dist.destroy_process_group()
 
 
 def run_tp(job: TpJob, timeout_s: float = 600.0) -> list[tuple[dict, Any]]:
