@@ -10,6 +10,7 @@ Then it compares two predictions with the measurement:
     python benchmarks/bench_host_ram.py                      # the default grid (about 5 minutes on 2 cores)
     python benchmarks/bench_host_ram.py --quick
     python benchmarks/bench_host_ram.py --out benchmarks/results/host_ram-<machine>.json
+    python benchmarks/bench_host_ram.py --probe-step         # times `kttune probe`'s host RAM step (quick and full plans)
 
 Results: benchmarks/results/host_ram-<machine>.json (read by tests/memory/test_host.py).
 """
@@ -40,7 +41,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default="")
+    ap.add_argument("--probe-step", action="store_true", help="time the host RAM step of `kttune probe --quick` (and the full one with --full)")
+    ap.add_argument("--full", action="store_true")
     a = ap.parse_args()
+    if a.probe_step:
+        time_probe_step(a.full)
+        return
     rows = []
     for methods, h, i, e, k, layers, chunks in QUICK if a.quick else GRID:
         for m in methods:
@@ -66,6 +72,32 @@ def main() -> None:
     out.write_text(json.dumps({"machine": machine, "command": "python benchmarks/bench_host_ram.py"
                                + (" --quick" if a.quick else ""), "points": rows}, indent=1) + "\n")
     print(f"wrote {out}")
+
+
+def time_probe_step(full: bool) -> None:
+    """Wall time of the host RAM step as `kttune probe` plans it without --model (all methods the
+    host runs; quick keeps one), on this machine."""
+    import os
+    import time
+
+    from kttune.kernels.kt_ext import load_kt_kernel
+    from kttune.probes.common import NullReporter, kt_thread_counts
+    from kttune.probes.cpu_moe import FULL_SHAPES, QUICK_SHAPE, supported_methods
+    from kttune.probes.host_ram import plan_host_ram, run_host_ram_step
+    from kttune.probes.inventory import collect_cpu, usable_cores
+
+    cpu = collect_cpu()
+    methods = supported_methods(load_kt_kernel(), cpu.isa)
+    for quick in (True, False) if full else (True,):
+        plan = plan_host_ram(QUICK_SHAPE if quick else FULL_SHAPES[0], methods, quick,
+                             threads=max(kt_thread_counts(usable_cores(cpu), quick)))
+        rep = NullReporter()
+        t0 = time.perf_counter()
+        curves = run_host_ram_step(plan, rep)
+        dt = time.perf_counter() - t0
+        print(f"{'quick' if quick else 'full'} host RAM step on {cpu.model} ({os.cpu_count()} CPUs): {plan.steps} points "
+              f"({', '.join(plan.methods)} at max_len {', '.join(map(str, plan.chunks))}; {plan.shape.label}) in {dt:.1f} s, "
+              f"{len(curves)} curves, {len(rep.notes)} notes")
 
 
 if __name__ == "__main__":
