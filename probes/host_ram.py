@@ -162,8 +162,11 @@ def probe_host_ram(methods: Sequence[str], hidden: int, inter: int, experts: int
 # method); full reaches the chunks where kt-kernel's reservation was seen to grow (docs/memory.md).
 QUICK_CHUNKS = (256, 1024)
 FULL_CHUNKS = (1024, 4096, 16384)
-# Quick mode keeps one layer's source weights under this (fewer experts): building it stays seconds.
+# One layer's source weights stay under this (fewer experts; the scratch that grows with max_len
+# depends on E only through E x M_STEP rows): quick mode's points stay seconds, the full mode's a
+# minute at most on a 16-core host, instead of building a 17 GB bf16 Kimi-K2 layer per point.
 QUICK_LAYER_BYTES = 512 * MIB
+FULL_LAYER_BYTES = 4 * GIB
 # Methods the quick step measures, the first the host runs: the int4 Kimi-K2 / DeepSeek format first.
 QUICK_METHOD_ORDER = ("RAWINT4", "BF16", "FP8", "AMXINT4", "AMXINT8")
 
@@ -190,8 +193,8 @@ def plan_host_ram(shape: ExpertShape, methods: Sequence[str], quick: bool, threa
                   chunks: Sequence[int] = ()) -> HostRamPlan:
     """The step's plan for `shape` (the model's or a representative one) and `methods` (those the
     CPU MoE probe runs here; quick mode keeps one). Without kt-kernel the plan is empty, with a note.
-    Quick mode measures fewer experts when the layer's weights exceed `QUICK_LAYER_BYTES` (the
-    scratch depends on E only through E x M_STEP rows; the curve records the E measured)."""
+    It measures fewer experts (at least 2 x top-k, with a note) when a layer's source weights would
+    exceed `QUICK_LAYER_BYTES` / `FULL_LAYER_BYTES`; the curve records the E measured."""
     from kttune.kernels.expert_weights import expert_nbytes
     from kttune.kernels.kt_ext import kt_kernel_error, load_kt_kernel
 
@@ -203,11 +206,11 @@ def plan_host_ram(shape: ExpertShape, methods: Sequence[str], quick: bool, threa
     if quick and len(methods) > 1:
         methods = tuple(m for m in QUICK_METHOD_ORDER if m in methods)[:1] or methods[:1]
     notes: list[str] = []
-    if quick and methods:
+    if methods:
         per = max(expert_nbytes(m, shape.hidden, shape.inter) for m in methods)
-        e = max(2 * shape.top_k, min(shape.experts, QUICK_LAYER_BYTES // per))
+        e = max(2 * shape.top_k, min(shape.experts, (QUICK_LAYER_BYTES if quick else FULL_LAYER_BYTES) // per))
         if e < shape.experts:
-            notes.append(f"host RAM step (quick) builds {e} of {shape.experts} experts: the scratch that grows with "
+            notes.append(f"host RAM step builds {e} of {shape.experts} experts: the scratch that grows with "
                          "max_len depends on E only through E x M_STEP rows")
             shape = ExpertShape(shape.hidden, shape.inter, e, shape.top_k, shape.name)
     return HostRamPlan(shape, methods, chunks, max(1, threads), notes=tuple(notes))

@@ -57,7 +57,7 @@ def test_probe_plan_includes_the_step_when_kt_kernel_imports_and_not_when_skippe
     assert plan_probe(ProbeOptions(quick=True, threads=(1,), host_ram=False), *args).host_ram is None
 
 
-def test_quick_plan_shrinks_a_large_model_layer_and_says_so():
+def test_plan_shrinks_a_large_model_layer_and_says_so():
     big = ExpertShape(hidden=7168, inter=2048, experts=384, top_k=8, name="Kimi-K2 experts")
     plan = plan_host_ram(big, ("BF16", "RAWINT4"), quick=True)
     if not plan.methods:
@@ -65,7 +65,9 @@ def test_quick_plan_shrinks_a_large_model_layer_and_says_so():
     assert plan.methods == ("RAWINT4",)
     assert 16 <= plan.shape.experts < 384 and (plan.shape.hidden, plan.shape.inter) == (7168, 2048)
     assert any("of 384 experts" in n for n in plan.notes)
-    assert plan_host_ram(big, ("BF16", "RAWINT4"), quick=False).methods == ("BF16", "RAWINT4")
+    full = plan_host_ram(big, ("BF16", "RAWINT4"), quick=False)
+    assert full.methods == ("BF16", "RAWINT4") and plan.shape.experts < full.shape.experts < 384
+    assert plan_host_ram(TINY, ("BF16",), quick=False).shape == TINY  # a small layer is built whole
 
 
 @pytest.mark.kt

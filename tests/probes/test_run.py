@@ -145,3 +145,12 @@ def test_separate_runs_accumulate_in_the_cache(tmp_path):
     fresh = run_probe(ProbeOptions(methods=("RAWINT4",), merge_cached=False, **base))
     assert [c.params["method"] for c in fresh.curves_of("cpu_moe")] == ["RAWINT4"]
     assert load_profile(profile_cache_path(fresh.fingerprint)).curves_of("cpu_moe")[0].params["method"] == "RAWINT4"
+
+
+@pytest.mark.kt
+def test_skip_host_ram_leaves_the_step_out(capfd):
+    rc = main(["probe", "--quick", "--cpu-only", "--skip-host-ram", "--fresh", "--methods", "BF16", "--threads", "1",
+               "--max-tokens", "1", "--json"])
+    assert rc == 0
+    kinds = {c["kind"] for c in json.loads(capfd.readouterr().out)["curves"]}
+    assert "cpu_moe" in kinds and "host_ram" not in kinds
