@@ -69,7 +69,7 @@ def probe(
     out: Optional[Path] = typer.Option(None, "--out", help="Also write the profile (JSON) to this file. It is always cached by fingerprint for `kttune search`; curves of the cached profile that this run does not re-measure are kept (see --fresh)."),
     fresh: bool = typer.Option(False, "--fresh", help="Do not keep curves of this machine's cached profile that this run does not re-measure."),
     cpu_only: bool = typer.Option(False, "--cpu-only", help="Skip the GPU probes (CPU expert kernels, stage A and host RAM only)."),
-    skip_host_ram: bool = typer.Option(False, "--skip-host-ram", help="Skip the host RAM step (kt-kernel's reserved and resident RAM against max_len, one fresh process per point)."),
+    host_ram: Optional[bool] = typer.Option(None, "--host-ram/--skip-host-ram", help="Run or skip the host RAM step (kt-kernel's reserved and resident RAM against max_len, one fresh process per point). Default: run it in a full probe, leave it out of --quick (which stays under a minute)."),
     as_json: bool = typer.Option(False, "--json", help="Print the profile as JSON on stdout instead of tables."),
     report_dir: Optional[Path] = typer.Option(None, "--report", help=REPORT_HELP),
 ) -> None:
@@ -99,7 +99,7 @@ def probe(
         max_tokens=max_tokens,
         out=out,
         gpu=not cpu_only,
-        host_ram=not skip_host_ram,
+        host_ram=host_ram,
         merge_cached=not fresh,
         command="kttune " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("kttune") else "kttune probe",
     )

@@ -57,7 +57,8 @@ class ProbeOptions:
     merge_cached: start from this machine's cached profile (same fingerprint) and replace only the
         curves measured now, so CPU and GPU parts, or methods, can be probed in separate runs.
     stage_a, host_ram, gpu: run those steps (host_ram: kt-kernel's reserved and resident host RAM
-        against max_len, `kttune.probes.host_ram`; it needs kt-kernel).
+        against max_len, `kttune.probes.host_ram`; it needs kt-kernel; by default a full probe runs it
+        and a quick one leaves it out, to stay under a minute on a KT-class box).
     """
 
     quick: bool = False
@@ -69,7 +70,7 @@ class ProbeOptions:
     write_cache: bool = True
     merge_cached: bool = True  # keep curves of this machine's cached profile that were not re-measured
     stage_a: bool = True
-    host_ram: bool = True
+    host_ram: bool | None = None  # None: in a full probe, not in a quick one
     gpu: bool = True
     command: str = ""
 
@@ -196,8 +197,13 @@ def plan_probe(options: ProbeOptions, cpu: Any, cores: int, numa_ids: list[int])
         moe=moe,
         stage_a_options=sa_opts,
         stage_a=plan_stage_a(sa_opts, cpu, cores, numa_ids, options.quick) if options.stage_a else None,
-        host_ram=host_ram_plan(options, moe_opts, moe, threads) if options.host_ram else None,
+        host_ram=host_ram_plan(options, moe_opts, moe, threads) if host_ram_runs(options) else None,
     )
+
+
+def host_ram_runs(options: ProbeOptions) -> bool:
+    """Whether the probe runs the host-RAM step: as asked, else in a full probe only."""
+    return (not options.quick) if options.host_ram is None else options.host_ram
 
 
 def host_ram_plan(options: ProbeOptions, moe_opts: CpuMoeOptions, moe: Any, threads: tuple[int, ...]) -> HostRamPlan:

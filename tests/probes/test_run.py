@@ -26,7 +26,7 @@ def quick_profile(tmp_path_factory):
     old = os.environ.get("KTTUNE_CACHE_DIR")
     os.environ["KTTUNE_CACHE_DIR"] = str(cache)
     try:
-        rc = main(["probe", "--quick", "--out", str(tmp / "p.json")])
+        rc = main(["probe", "--quick", "--host-ram", "--out", str(tmp / "p.json")])
     finally:
         if old is None:
             os.environ.pop("KTTUNE_CACHE_DIR", None)
@@ -76,7 +76,7 @@ def test_profile_show_prints_tables_and_json(quick_profile, capsys):
 
 @pytest.mark.kt
 def test_json_output_is_clean_and_cache_is_written(tmp_path, capfd):
-    rc = main(["probe", "--quick", "--cpu-only", "--methods", "BF16", "--threads", "1", "--max-tokens", "4", "--json"])
+    rc = main(["probe", "--quick", "--host-ram", "--cpu-only", "--methods", "BF16", "--threads", "1", "--max-tokens", "4", "--json"])
     assert rc == 0
     out = capfd.readouterr().out  # file descriptor 1: kt-kernel's C++ printf must not land here
     d = json.loads(out)
@@ -89,7 +89,7 @@ def test_json_output_is_clean_and_cache_is_written(tmp_path, capfd):
 @pytest.mark.kt
 def test_run_probe_options_without_cache(tmp_path):
     opts = ProbeOptions(quick=True, methods=("RAWINT4",), threads=(1,), max_tokens=4, stage_a=False,
-                        out=tmp_path / "x.json", write_cache=False)
+                        host_ram=True, out=tmp_path / "x.json", write_cache=False)
     p = run_probe(opts)
     assert (tmp_path / "x.json").is_file()
     assert not profile_cache_path(p.fingerprint).exists()
