@@ -15,7 +15,7 @@ tests use it):
 
 `moe_reference` is the float64 oracle all of them are checked against.
 
-Memory follows SGLang's fused MoE (docs/memory.md#the-moe-phase), so that the path runner's measured
+Memory follows SGLang's fused MoE (docs/memory.md#activations-by-phase), so that the path runner's measured
 peaks stand for a server's: the tokens run in pieces of at most `FUSED_MOE_CHUNK_TOKENS`; per piece
 one cache of M*k*max(2I, H) bf16 holds gate/up and, once that is consumed, the expert outputs; a
 second cache of M*k*I holds the activated intermediate; the output [T, H] bf16 is written once. The
@@ -28,6 +28,7 @@ masks the experts the CPU runs this way, as sglang's expert map does.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Callable
 
 import torch
@@ -112,20 +113,51 @@ def expert_runs(counts: list[int], limit: int) -> list[tuple[int, int, int, int]
 
 def local_offsets(counts: list[int], device) -> torch.Tensor:
     """Cumulative end offsets of one run's experts (torch grouped GEMMs' `offs`), int32."""
-    ends, acc = [], 0
-    for c in counts:
-        acc += c
-        ends.append(acc)
-    return torch.tensor(ends, dtype=torch.int32, device=device)
+    return torch.tensor(list(accumulate(counts)), dtype=torch.int32, device=device)
 
 
-def _sort_slots(ids: torch.Tensor, experts: int) -> tuple[torch.Tensor, list[int], int]:
-    """Slots of one piece sorted by expert, masked slots (id < 0) last: (order int64 [M*k], counts per
-    expert (host), number of valid slots)."""
+@dataclass(frozen=True)
+class _Slots:
+    """One piece's token slots: `key` the expert id per slot with masked slots (id < 0) as the extra
+    expert E, `order` the slots sorted by key (stable; masked last), `counts` per real expert (host),
+    `valid` the unmasked slots."""
+
+    key: torch.Tensor
+    order: torch.Tensor
+    counts: list[int]
+    valid: int
+
+
+def _sort_slots(ids: torch.Tensor, experts: int) -> _Slots:
     key = torch.where(ids < 0, torch.full_like(ids, experts), ids)
-    order = torch.argsort(key, stable=True)
-    counts = torch.bincount(key, minlength=experts + 1).tolist()
-    return order, counts[:experts], ids.numel() - counts[experts]
+    counts = torch.bincount(key.reshape(-1), minlength=experts + 1).tolist()
+    return _Slots(key, torch.argsort(key.reshape(-1), stable=True), counts[:experts], ids.numel() - counts[experts])
+
+
+def _token_pieces(tokens: int):
+    """SGLang's fused-MoE chunking: (first, end) token of each piece of at most FUSED_MOE_CHUNK_TOKENS."""
+    for t0 in range(0, tokens, FUSED_MOE_CHUNK_TOKENS):
+        yield t0, min(tokens, t0 + FUSED_MOE_CHUNK_TOKENS)
+
+
+def _piece_caches(slots: int, hidden: int, inter: int, device, dtype=torch.bfloat16):
+    """SGLang's caches for a piece of `slots` token slots: (the shared cache, its gate/up view
+    [slots, 2I], the activated cache [slots, I] bf16). The shared cache later holds the expert
+    outputs as `_outputs_view`."""
+    cache = torch.empty(slots * max(2 * inter, hidden), dtype=dtype, device=device)
+    return cache, cache[: slots * 2 * inter].view(slots, 2 * inter), torch.empty(slots, inter, dtype=torch.bfloat16, device=device)
+
+
+def _outputs_view(cache: torch.Tensor, slots: int, hidden: int) -> torch.Tensor:
+    """The expert outputs [slots, H] in the shared cache (gate/up is consumed by then)."""
+    return cache[: slots * hidden].view(slots, hidden)
+
+
+def _activate(c1: torch.Tensor, c2: torch.Tensor, inter: int, rows: int) -> None:
+    """SiluAndMul of the first `rows` gate/up rows into the activated cache, in place (no temporaries)."""
+    gate = c1[:rows, :inter]
+    F.silu(gate, inplace=True)
+    torch.mul(gate, c1[:rows, inter:], out=c2[:rows])
 
 
 def _finish(y: torch.Tensor, order: torch.Tensor, valid: int, weights: torch.Tensor, out: torch.Tensor, top_k: int) -> None:
@@ -148,25 +180,20 @@ def fused_layout_moe(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torc
     t_all, h = x.shape
     k = topk_ids.shape[1]
     out = torch.empty(t_all, h, dtype=torch.bfloat16, device=x.device)
-    for t0 in range(0, t_all, FUSED_MOE_CHUNK_TOKENS):
-        t1 = min(t_all, t0 + FUSED_MOE_CHUNK_TOKENS)
-        m = t1 - t0
-        order, counts, valid = _sort_slots(topk_ids[t0:t1].reshape(-1), experts)
-        cache = torch.empty(m * k * max(2 * inter, h), dtype=torch.bfloat16, device=x.device)
-        c1 = cache[: m * k * 2 * inter].view(m * k, 2 * inter)  # gate/up, expert-sorted rows
-        c2 = torch.empty(m * k, inter, dtype=torch.bfloat16, device=x.device)
-        tok = order // k
+    for t0, t1 in _token_pieces(t_all):
+        mk = (t1 - t0) * k
+        sl = _sort_slots(topk_ids[t0:t1], experts)
+        cache, c1, c2 = _piece_caches(mk, h, inter, x.device)  # c1: gate/up in expert-sorted rows
+        tok = sl.order // k
         xs = x[t0:t1]
-        runs = expert_runs(counts, piece_rows(m * k))
+        runs = expert_runs(sl.counts, piece_rows(mk))
         for e0, e1, r0, r1 in runs:
-            c1[r0:r1] = gemm1(xs.index_select(0, tok[r0:r1]), e0, e1, counts[e0:e1])
-        gate = c1[:valid, :inter]
-        F.silu(gate, inplace=True)
-        torch.mul(gate, c1[:valid, inter:], out=c2[:valid])
-        y = cache[: m * k * h].view(m * k, h)  # reuses gate/up's memory, now in slot order
+            c1[r0:r1] = gemm1(xs.index_select(0, tok[r0:r1]), e0, e1, sl.counts[e0:e1])
+        _activate(c1, c2, inter, sl.valid)
+        y = _outputs_view(cache, mk, h)  # now in slot order
         for e0, e1, r0, r1 in runs:
-            y.index_copy_(0, order[r0:r1], gemm2(c2[r0:r1], e0, e1, counts[e0:e1]))
-        _finish(y, order, valid, topk_weights[t0:t1], out[t0:t1], k)
+            y.index_copy_(0, sl.order[r0:r1], gemm2(c2[r0:r1], e0, e1, sl.counts[e0:e1]))
+        _finish(y, sl.order, sl.valid, topk_weights[t0:t1], out[t0:t1], k)
     return out
 
 
@@ -384,25 +411,18 @@ def moe_int4(
     k = topk_ids.shape[1]
     out = torch.empty(t_all, h, dtype=torch.bfloat16, device=x.device)
     interp = x.device.type == "cpu"
-    for t0 in range(0, t_all, FUSED_MOE_CHUNK_TOKENS):
-        t1 = min(t_all, t0 + FUSED_MOE_CHUNK_TOKENS)
-        m = t1 - t0
-        ids = topk_ids[t0:t1]
-        order, counts, valid = _sort_slots(ids.reshape(-1), E)
-        bm = triton_int4.pick_block_m(m * k / E)
-        key = torch.where(ids < 0, torch.full_like(ids, E), ids)
-        sorted_ids, block_expert, n = align_block_size(key, E + 1, bm)
-        blocks = sum(-(-c // bm) for c in counts)  # masked slots are the last expert's blocks: drop them
+    for t0, t1 in _token_pieces(t_all):
+        mk = (t1 - t0) * k
+        sl = _sort_slots(topk_ids[t0:t1], E)
+        bm = triton_int4.pick_block_m(mk / E)
+        sorted_ids, block_expert, n = align_block_size(sl.key, E + 1, bm)
+        blocks = sum(-(-c // bm) for c in sl.counts)  # masked slots are the last expert's blocks: drop them
         sorted_ids, block_expert = sorted_ids[: blocks * bm], block_expert[:blocks]
-        dt = torch.float32 if interp else torch.bfloat16
-        cache = torch.empty(m * k * max(2 * inter, h), dtype=dt, device=x.device)
-        c1 = cache[: m * k * 2 * inter].view(m * k, 2 * inter)  # slot rows
-        c2 = torch.empty(m * k, inter, dtype=torch.bfloat16, device=x.device)
+        # c1: gate/up in slot rows (the Triton interpreter writes fp32)
+        cache, c1, c2 = _piece_caches(mk, h, inter, x.device, torch.float32 if interp else torch.bfloat16)
         triton_int4.int4_moe_gemm(x[t0:t1], w.w13q, w.w13s, sorted_ids, block_expert, n, k, bm, out=c1)
-        gate = c1[:, :inter]
-        F.silu(gate, inplace=True)
-        torch.mul(gate, c1[:, inter:], out=c2)
-        y = cache[: m * k * h].view(m * k, h)
+        _activate(c1, c2, inter, mk)
+        y = _outputs_view(cache, mk, h)
         triton_int4.int4_moe_gemm(c2, w.w2q, w.w2s, sorted_ids, block_expert, n, 1, bm, out=y)
-        _finish(y, order, valid, topk_weights[t0:t1], out[t0:t1], k)
+        _finish(y, sl.order, sl.valid, topk_weights[t0:t1], out[t0:t1], k)
     return out, "triton-w4a16 (interpreter)" if interp else "triton-w4a16"
