@@ -122,11 +122,6 @@ def rope_(x: torch.Tensor, positions: torch.Tensor, theta: float = 10000.0) -> t
     return x
 
 
-def rope(x: torch.Tensor, positions: torch.Tensor, theta: float = 10000.0) -> torch.Tensor:
-    """`rope_` on a copy."""
-    return rope_(x.clone(), positions, theta)
-
-
 def swiglu_mlp(x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
     """Dense SwiGLU: w13 [2S, H] (gate rows then up rows), w2 [H, S]. Holds what SGLang's does: gate/up
     [T, 2S], the activated [T, S], the output [T, H]."""
@@ -175,19 +170,18 @@ class AttnCache:
     a: torch.Tensor | None = None
     b: torch.Tensor | None = None
     capacity: int = 0
-    used: int = 0
     _a: torch.Tensor | None = None
     _b: torch.Tensor | None = None
 
     def extend(self, a: torch.Tensor, b: torch.Tensor, window: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.capacity and not window and self.used + a.shape[0] <= self.capacity:
+        used = 0 if self.a is None else self.a.shape[0]
+        if self.capacity and not window and used + a.shape[0] <= self.capacity:
             if self._a is None:
                 self._a = torch.empty((self.capacity,) + tuple(a.shape[1:]), dtype=a.dtype, device=a.device)
                 self._b = torch.empty((self.capacity,) + tuple(b.shape[1:]), dtype=b.dtype, device=b.device)
-            n = self.used + a.shape[0]
-            self._a[self.used:n] = a
-            self._b[self.used:n] = b
-            self.used = n
+            n = used + a.shape[0]
+            self._a[used:n] = a
+            self._b[used:n] = b
             self.a, self.b = self._a[:n], self._b[:n]
             return self.a, self.b
         self.a = a if self.a is None else torch.cat([self.a, a])

@@ -90,6 +90,8 @@ class PathRunner:
             pipeline_config = PipelineConfig(2, 2, 1, "stream") if stream_ok else PipelineConfig(2, 1)
         self.pipeline_config = pipeline_config
         self.side = torch.cuda.Stream(stack.device) if cuda else None
+        self._run_peak = 0  # device peaks of the prompt being run, and of its forward's phases
+        self._peaks: dict[str, int] = {}
         self.backends: dict[str, str] = {"cpu_experts": stack.cpu_backend or "none (rank > 0)",
                                           "sglang_ops": _sglang_status()}
 
@@ -102,14 +104,15 @@ class PathRunner:
         self._sync()
         return time.perf_counter()
 
-    def _phase_end(self, phase: str) -> float:
-        """Synchronise, note the device peak of the phase that just ended (`self._peaks`), start the
-        next phase's, and return the time."""
+    def _phase_end(self, phase: str | None = None) -> float:
+        """Synchronise, note the device peak of what just ended (the prompt's in `self._run_peak`, a
+        named phase's in `self._peaks`), start the next one's, and return the time."""
         t = self._now()
         if self.st.is_cuda:
             peak = torch.cuda.max_memory_allocated(self.st.device)
-            self._peaks[phase] = max(self._peaks.get(phase, 0), peak)
-            self._peaks["run"] = max(self._peaks.get("run", 0), peak)
+            if phase:
+                self._peaks[phase] = max(self._peaks.get(phase, 0), peak)
+            self._run_peak = max(self._run_peak, peak)
             torch.cuda.reset_peak_memory_stats(self.st.device)
         return t
 
@@ -223,7 +226,7 @@ class PathRunner:
             torch.cuda.synchronize(st.device)
             torch.cuda.reset_peak_memory_stats(st.device)
         base = torch.cuda.memory_allocated(st.device) if cuda else 0
-        self._peaks: dict[str, int] = {}
+        self._run_peak = 0
         self.last_hidden = None  # the previous prompt's output is not part of this one's peak
         g = torch.Generator().manual_seed(seed)
         caches = [AttnCache(capacity=prompt_tokens) for _ in st.layers]
@@ -233,9 +236,9 @@ class PathRunner:
             x = (torch.randn(m, spec.hidden_size, generator=g) * 0.5).to(torch.bfloat16).to(st.device)
             pos = torch.arange(prefix, prefix + m, device=st.device)
             lay, att, moe = [], [], []
-            self._peaks = {"run": self._peaks.get("run", 0)}
+            self._peaks = {}  # this forward's, by phase
             for layer, cache in zip(st.layers, caches):
-                t0 = self._phase_end("between")
+                t0 = self._phase_end()
                 x, t_attn = self._layer(layer, cache, x, pos, path)
                 t2 = self._phase_end("moe")
                 att.append((t_attn - t0) * 1e3)
@@ -245,7 +248,7 @@ class PathRunner:
                                           self._peaks.get("attn", 0), self._peaks.get("moe", 0)))
             prefix += m
         self.last_hidden = x  # the last forward's output (the TP tests compare it)
-        peak = max(torch.cuda.max_memory_allocated(st.device), self._peaks.get("run", 0)) if cuda else 0
+        peak = max(torch.cuda.max_memory_allocated(st.device), self._run_peak) if cuda else 0
         peak_r = torch.cuda.max_memory_reserved(st.device) if cuda else 0
         return PathRun(
             model=spec.name, method=st.method, tp=self.dist.tp, layers_run=len(st.layers), model_layers=spec.num_layers,
