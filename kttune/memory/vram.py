@@ -121,7 +121,7 @@ class ActivationPhases:
 
 
 # SGLang's MLA prefill over a cached prefix (deepseek_common/attention_backend_handler.py,
-# docs/memory.md#mla-attention-by-backend): the triton backend (what `kttune` launches MLA models
+# docs/memory.md#activations-by-phase): the triton backend (what `kttune` launches MLA models
 # with) runs the absorbed form whenever there is a prefix; fa3, flashinfer and flashmla expand the
 # whole prefix with the new tokens at once ("one shot") from this many prefix tokens on
 # (SGLANG_CHUNKED_PREFIX_CACHE_THRESHOLD), in pieces of at most MLA_MAX_KV_CHUNK_TOKENS.
@@ -140,12 +140,12 @@ def mla_attention_form(prefix: int, backend: str = "triton") -> str:
     return "absorbed"
 
 
-def attention_phase_bytes(model: ModelSpec, tokens: int, tp: int, mla_paths: tuple[str, ...] = ("expanded", "absorbed"),
-                          prefix: int | None = None, backend: str = "triton", form: str | None = None) -> int:
+def attention_phase_bytes(model: ModelSpec, tokens: int, tp: int, prefix: int | None = None, backend: str = "triton",
+                          form: str | None = None) -> int:
     """Alive at once in one layer's attention (SGLang deepseek_v2.py / qwen3_moe.py forward): the
     normed input, the projections of the rank's heads and the attention output, o_proj's output and,
     at TP > 1, the all-reduce output. MLA: with `prefix` given, the form SGLang runs for it on
-    `backend` (`mla_attention_form`); without, the larger of `mla_paths`: the expanded path (kv_b_proj
+    `backend` (`mla_attention_form`); without, the larger of the expanded path (kv_b_proj
     expands the latent to per-head K and V: no prefix) and the absorbed one (q projected into the
     latent space: chunks after the first). The one-shot form expands the fetched latent of the prefix
     and the new tokens together: kv_b_proj's output and the keys for every one of them. `form`
@@ -162,7 +162,7 @@ def attention_phase_bytes(model: ModelSpec, tokens: int, tp: int, mla_paths: tup
                  "absorbed": heads * (lora + rope) + heads * lora + heads * model.v_head_dim,
                  "one_shot": heads * model.v_head_dim}
         if prefix is None:
-            per += common + max(forms[p] for p in mla_paths)
+            per += common + max(forms["expanded"], forms["absorbed"])
         else:
             form = form or mla_attention_form(prefix, backend)
             per += common + forms[form]

@@ -155,6 +155,11 @@ RUNNER_ATTENTION_BACKEND = "flashinfer"
 CUBLAS_WORKSPACE_BYTES = 32 * 2**20
 
 
+def _on_cuda(run: PathRun) -> bool:
+    """Whether the run's device was a GPU (`PathRun.device` names it)."""
+    return run.device.lower().startswith("nvidia")
+
+
 def forward_phases(spec: ModelSpec, run: PathRun, f: ForwardRecord) -> vram.ActivationPhases:
     """SGLang's activation phases (`kttune.memory.vram.activation_phases`) for one forward of the run,
     on the path that forward took, after the forward's own prefix, on `RUNNER_ATTENTION_BACKEND`."""
@@ -186,7 +191,7 @@ def runner_only_bytes(spec: ModelSpec, run: PathRun, f: ForwardRecord) -> dict[s
         sglang = vram.attention_phase_bytes(spec, m, tp, prefix=p, backend=RUNNER_ATTENTION_BACKEND)
         form = "expanded" if p == 0 else "one_shot"
         expand = vram.attention_phase_bytes(spec, m, tp, prefix=p, backend=RUNNER_ATTENTION_BACKEND, form=form) - sglang
-        if spec.v_head_dim != spec.head_dim and run.device.lower().startswith("nvidia"):
+        if spec.v_head_dim != spec.head_dim and _on_cuda(run):
             # padded values and output during flash attention; the padded values are freed before
             # the output is made contiguous, so the larger of the two moments counts
             pad = ((p + m) * heads * spec.head_dim + m * heads * (spec.head_dim - spec.v_head_dim)) * vram.BF16
@@ -200,7 +205,7 @@ def runner_only_bytes(spec: ModelSpec, run: PathRun, f: ForwardRecord) -> dict[s
     fp8 = vram.w8a8_activations(method)
     i_tp = spec.moe_intermediate_size // tp
     moe = fused_layout_transient_bytes(m, spec.top_k, spec.hidden_size, i_tp, fp8) if fused else 0
-    if fused and method.name == "FP8" and run.device.lower().startswith("nvidia"):
+    if fused and method.name == "FP8" and _on_cuda(run):
         # the block scales as one fp32 scale per row, made at each call (kernels/gpu_experts.py)
         experts = spec.num_experts if f.path == "layerwise" else run.gpu_experts
         moe += experts * (2 * i_tp + spec.hidden_size) * vram.FP32
@@ -218,7 +223,7 @@ def pipeline_ring_bytes(spec: ModelSpec, run: PathRun) -> int:
     if run.method != "RAWINT4" or not label:
         return 0
     fields = dict(kv.split("=", 1) for kv in label.split(",") if "=" in kv)
-    group, post = int(fields.get("group", 1)), int(fields.get("post", fields.get("post_batch", 1)))
+    group, post = int(fields.get("group", 1)), int(fields.get("post_batch", 1))
     return 2 * post * group * kinds_nbytes(slot_kinds(run.method, spec.hidden_size, spec.moe_intermediate_size, run.tp))
 
 
@@ -243,7 +248,6 @@ def static_runner_bytes(spec: ModelSpec, run: PathRun) -> dict[str, int]:
     per_layer = max(0, spec.non_expert_bytes - emb) / max(1, spec.num_layers)
     resident = k * run.gpu_experts * (vram.gpu_expert_bytes(spec, method, cfg) // max(1, spec.num_moe_layers * max(1, run.gpu_experts)))
     kv_per_layer = vram.kv_cell_bytes(spec, run.tp) / max(1, spec.kv_layer_count)
-    cuda = run.device.lower().startswith("nvidia")
     return {
         # as the runner holds them when recorded (bf16 projections, where a checkpoint such as
         # DeepSeek-V3's keeps them in fp8); else the model's per-layer average
@@ -254,7 +258,7 @@ def static_runner_bytes(spec: ModelSpec, run: PathRun) -> dict[str, int]:
         "layerwise_slot": vram.layerwise_slot_bytes(spec, method, run.tp) if method.layerwise else 0,
         # torch's cuBLAS workspace for the main stream's GEMMs (in SGLang's figures, part of
         # vram.CUDA_CONTEXT_BYTES)
-        "cublas_workspace": CUBLAS_WORKSPACE_BYTES if cuda else 0,
+        "cublas_workspace": CUBLAS_WORKSPACE_BYTES if _on_cuda(run) else 0,
         # runner-only: the pipeline's staging ring, kept with the slot
         "pipeline_ring": pipeline_ring_bytes(spec, run) if method.layerwise else 0,
     }
