@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 from dataclasses import asdict
 from pathlib import Path
 
 from kttune.probes.host_ram import predicted_bytes, run_point
 from kttune.units import MIB
-from kttune.probes.inventory import collect_cpu
+from kttune.probes.inventory import host_line
 
 GRID = [
     # (methods, hidden, inter, experts, top_k, layers, chunks)
@@ -66,7 +65,7 @@ def main() -> None:
                       f"line fit {line / MIB:8.1f} MiB{' (held out)' if p.max_len > x1 else ''}", flush=True)
     worst = max(abs(r["pred_over_reserved"] - 1) for r in rows)
     print(f"formula vs reserved: worst relative error {worst:.3f} over {len(rows)} points")
-    machine = f"{platform.node()} ({collect_cpu().model}, {__import__('os').cpu_count()} CPUs)"
+    machine = host_line()
     out = Path(a.out or f"benchmarks/results/host_ram-{'quick' if a.quick else 'grid'}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"machine": machine, "command": "python benchmarks/bench_host_ram.py"

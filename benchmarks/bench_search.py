@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import tempfile
 import time
 
@@ -39,7 +38,9 @@ def main() -> None:
                          "ms_per_trial": round(wall / max(1, res.trials_new) * 1e3, 2), "feasible": res.trials_feasible,
                          "pick": f"n={c.num_gpu_experts} chunk={c.chunked_prefill_size} thr={c.gpu_prefill_token_threshold} "
                                  f"kv={c.max_total_tokens} threads={c.cpuinfer_threads}"})
-    where = f"{platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    from kttune.probes.inventory import host_line
+
+    where = host_line()
     if a.json:
         print(json.dumps({"machine": where, "runs": rows}, indent=1))
         return

@@ -13,13 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import time
 
 from kttune.sim.engine import SCHEDULES
 from kttune.sim.inputs import resolve
 from kttune.sim.simulate import simulate_one
-from kttune.probes.inventory import collect_cpu
+from kttune.probes.inventory import host_line
 
 RATES = {"summarize": 0.05, "chat": 0.3}
 
@@ -42,7 +41,7 @@ def main() -> None:
                 wall = time.perf_counter() - t0
                 rows.append({"model": name, "workload": wl, "rate_per_s": rate, "schedule": s.name, "requests": r.requests,
                              "iterations": r.iterations, "simulated_s": round(r.duration_s), "wall_s": round(wall, 2)})
-    where = (f"{platform.node()}: {collect_cpu().model}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+    where = (f"{host_line()}, "
              f"1-min load average {load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
     if a.json:
         print(json.dumps({"machine": where, "runs": rows}, indent=1))

@@ -372,3 +372,9 @@ def machine_name(inv: Inventory) -> str:
         key = g.name + link
         names[key] = names.get(key, 0) + 1
     return head + " + " + ", ".join(f"{n}x {k}" for k, n in names.items())
+
+
+def host_line() -> str:
+    """The host a benchmark ran on, in one line for its results: node name, CPU model, logical CPUs
+    and Python version."""
+    return f"{platform.node()}: {collect_cpu().model}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
