@@ -48,6 +48,9 @@ def summary_lines(result: dict) -> list[str]:
         line = f"crossover n={n}: measured {c['measured']}, predicted {c['predicted']}" + (f" (error {_pct(c['error'])})" if c.get("error") is not None else "")
         if "predicted_calibrated" in c:
             line += f", calibrated on the switch runs {c['predicted_calibrated']}" + (f" (error {_pct(c['error_calibrated'])})" if c.get("error_calibrated") is not None else "")
+        if c.get("calibration_points_other_n"):
+            line += (f", calibrated on the other GPU-expert counts' runs {c['predicted_calibrated_other_n']}"
+                     + (f" (error {_pct(c['error_calibrated_other_n'])})" if c.get("error_calibrated_other_n") is not None else ""))
         out.append(line)
     out += [f"disturbed: {line}" for line in s.get("disturbed", [])]
     for sk in result.get("skipped", []):

@@ -281,16 +281,24 @@ def summarize(runs: list[PathRun], profile, spec) -> dict:
         ref = next((r for r in runs if r.gpu_experts == n), None)
         meas = measured_crossover(pairs) if pairs else None
         pred = predicted_crossover(comps, ref) if ref else None
-        # calibrated on the switch runs only: the forced single forwards that measure the crossover
-        # are held out of the fit
-        held = [p for r in runs if not r.forced_path for p in forward_points(r, comps)]
-        cal = Calibration.fit([p.to_dict() for p in held])
-        ccomps = _components(profile, spec, runs[0].method, calibration=tuple(cal.to_dicts()))
-        pred_cal = predicted_crossover(ccomps, ref) if ref and ccomps else None
+
+        def calibrated(points: list[ForwardPoint]) -> int | None:
+            cal = Calibration.fit([p.to_dict() for p in points])
+            ccomps = _components(profile, spec, runs[0].method, calibration=tuple(cal.to_dicts()))
+            return predicted_crossover(ccomps, ref) if ref and ccomps and points else None
+
+        # two held-out calibrations, neither sees the forced single forwards that measure this crossover:
+        # fitted on the switch runs only, and on every run of the other GPU-expert counts (the
+        # calibration carries no GPU-expert term, so this is a transfer to a configuration never run)
+        switch = [p for r in runs if not r.forced_path for p in forward_points(r, comps)]
+        others = [p for r in runs if r.gpu_experts != n for p in forward_points(r, comps)]
+        pred_cal, pred_other = calibrated(switch), calibrated(others)
         err = lambda p: (abs(p - meas) / meas) if (meas and p) else None  # noqa: E731
         cross[str(n)] = {"measured": meas, "predicted": pred, "error": err(pred),
                          "predicted_calibrated": pred_cal, "error_calibrated": err(pred_cal),
-                         "calibration_points": len(held), "pairs": pairs}
+                         "calibration_points": len(switch),
+                         "predicted_calibrated_other_n": pred_other, "error_calibrated_other_n": err(pred_other),
+                         "calibration_points_other_n": len(others), "pairs": pairs}
     out["crossover"] = cross
     mem = []
     for r in runs:

@@ -228,12 +228,15 @@ class PathRunner:
         base = torch.cuda.memory_allocated(st.device) if cuda else 0
         self._run_peak = 0
         self.last_hidden = None  # the previous prompt's output is not part of this one's peak
-        g = torch.Generator().manual_seed(seed)
+        # the prompt's hidden states are drawn on the device, as the embedding writes them there: drawn
+        # on the host, torch's intra-op threads spin on every core after the draw and slowed the first
+        # layer's CPU work by 4-20 ms on the H200 box (benchmarks/results/diag-layer-state-h200-pcie5-xeon-amx-16c.log)
+        g = torch.Generator(device=st.device).manual_seed(seed)
         caches = [AttnCache(capacity=prompt_tokens) for _ in st.layers]
         forwards, prefix = [], 0
         for m in chunks_of(prompt_tokens, chunk):
             path = forward_path(st.method, m, threshold, force)
-            x = (torch.randn(m, spec.hidden_size, generator=g) * 0.5).to(torch.bfloat16).to(st.device)
+            x = torch.randn(m, spec.hidden_size, generator=g, device=st.device, dtype=torch.bfloat16).mul_(0.5)
             pos = torch.arange(prefix, prefix + m, device=st.device)
             lay, att, moe = [], [], []
             self._peaks = {}  # this forward's, by phase
