@@ -12,6 +12,8 @@ import pytest
 from kttune.probes.paths.compare import measured_crossover
 
 RESULTS = Path(__file__).parents[3] / "benchmarks" / "results" / "paths-h200-pcie5-xeon-amx-16c.json"
+# the same grid an hour earlier on the same box (docs/path-runner.md#results: two runs)
+EARLIER = RESULTS.with_name("paths-h200-pcie5-xeon-amx-16c-earlier.json")
 
 
 def test_measured_crossover_interpolates_in_log_tokens():
@@ -21,34 +23,46 @@ def test_measured_crossover_interpolates_in_log_tokens():
     assert measured_crossover([(64, 10.0, 20.0), (256, 11.0, 20.0)]) is None
 
 
-@pytest.fixture(scope="module")
-def results():
-    return json.loads(RESULTS.read_text())["results"]
-
-
-@pytest.mark.parametrize("model", [
-    pytest.param("qwen3-30b-a3b", marks=pytest.mark.xfail(strict=True, reason=(
-        "the crossover calibrated on the switch runs misses (35% at n=0, 17% at n=32; raw 17% and 4%): "
-        "those runs' hybrid forwards are 256..1024 tokens, where the model is 15-22% fast, and the "
-        "constant factor they give overshoots at the 1-2K-token crossover (docs/path-runner.md#results)"))),
-    "kimi-k2-thinking", "deepseek-v3"])
-def test_cost_model_against_the_runner(results, model):
+def _summary(path: Path, model: str) -> dict:
     from kttune.hw.registry import resolve_profile
     from kttune.probes.paths.api import summarize
     from kttune.probes.paths.result import PathRun
     from kttune.spec.loader import load_model
 
-    blob = next(b for b in results if b.get("request", {}).get("model") == model)
+    blob = next(b for b in json.loads(path.read_text())["results"] if b.get("request", {}).get("model") == model)
     runs = [PathRun.from_dict(r) for r in blob["runs"]]
-    s = summarize(runs, resolve_profile("h200-pcie5-xeon-amx-16c", None), load_model(model, blob["request"]["method"]))
+    return summarize(runs, resolve_profile("h200-pcie5-xeon-amx-16c", None), load_model(model, blob["request"]["method"]))
+
+
+MODELS = ["qwen3-30b-a3b", "kimi-k2-thinking", "deepseek-v3"]
+
+
+_KIMI_EARLIER = pytest.mark.xfail(strict=True, reason=(
+    "Kimi-K2's hybrid layer is 26% slower in the model than in that run (raw target 25%): the box's "
+    "kt-kernel times drift 15-25% between runs an hour apart (docs/path-runner.md#results)"))
+
+
+@pytest.mark.parametrize("results,model", [(RESULTS, m) for m in MODELS] + [
+    pytest.param(EARLIER, m, marks=_KIMI_EARLIER if m == "kimi-k2-thinking" else ()) for m in MODELS],
+    ids=[f"latest-{m}" for m in MODELS] + [f"earlier-{m}" for m in MODELS])
+def test_cost_model_against_the_runner(results, model):
+    s = _summary(results, model)
     for path in ("hybrid", "layerwise"):
         e = s["errors"][path]
         assert e["points"] >= 10
+        assert e["mape_calibrated_held_out"] <= 0.10, (path, e)
         assert e["mape_raw"] <= 0.25, (path, e)
-        assert e["mape_calibrated_held_out"] <= 0.15, (path, e)
-    # the crossover calibrated on the switch runs alone (the forced runs that measure it held out)
-    errs = [c["error_calibrated"] for c in s["crossover"].values()]
-    assert min(errs) <= 0.15, s["crossover"]
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_crossover_calibrated_without_the_runs_that_measure_it(model):
+    """Calibrated on the switch runs alone (the forced single forwards that measure the crossover held
+    out), the model puts every GPU-expert count's crossover within 15% of the measured one."""
+    s = _summary(RESULTS, model)
+    assert len(s["crossover"]) == 2
+    for n, c in s["crossover"].items():
+        assert c["calibration_points"] > 0 and c["measured"], (n, c)
+        assert c["error_calibrated"] <= 0.15, (n, c)
 
 
 def _run(model: str, method: str, device: str, forwards, label: str = "slots=2,group=2,driver=stream"):

@@ -1,0 +1,87 @@
+"""Why the CPU MoE probe and the path runner's hybrid layer time kt-kernel differently: in one process,
+on one kt-kernel layer, the same forward timed the probe's way (synchronous `forward`, uniform random
+routing) and the runner's way (enqueued on a CUDA stream, the model's router), each with the other's
+routing, plus a second layer built as the probe builds it; and the outputs compared.
+
+    python benchmarks/diag_cpu_moe_modes.py qwen3-30b-a3b BF16 1024,2048
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+
+import torch
+
+from kttune.kernels.decoder import rms_norm, route
+from kttune.kernels.kt_ext import quiet_stdout
+from kttune.kernels.kt_moe import KtMoeLayer
+from kttune.kernels.routing import random_routing
+from kttune.probes.paths.api import load_router
+from kttune.probes.paths.runner import PathRunner
+from kttune.probes.paths.stack import StackOptions, build_stack
+from kttune.spec.loader import load_model
+
+
+def timed(fn, reps: int = 7) -> float:
+    fn()
+    fn()
+    xs = []
+    for _ in range(reps):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        xs.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(xs)
+
+
+def main() -> None:
+    name, method = sys.argv[1], sys.argv[2]
+    sizes = [int(x) for x in sys.argv[3].split(",")]
+    spec = load_model(name, method)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    with quiet_stdout(to_stderr=True):
+        st = build_stack(spec, load_router(name, spec.family), method,
+                         StackOptions(layers=1, gpu_experts=0, cpuinfer=13, max_tokens=max(sizes), cpu_max_tokens=max(sizes),
+                                      device=dev))
+        probe_like = KtMoeLayer(st.host, top_k=spec.top_k, threads=13, threadpools=1, numa_nodes=[0],
+                                max_tokens=max(sizes), isa=None)
+    r = PathRunner(st)
+    layer = st.layers[0]
+    print(f"# {name} {method}: runner layer {st.cpu.kernel_class}, probe-built layer {probe_like.kernel_class}", flush=True)
+    for m in sizes:
+        g = torch.Generator().manual_seed(m)
+        x = (torch.randn(m, spec.hidden_size, generator=g) * 0.5).to(torch.bfloat16)
+        h = rms_norm(x.to(dev), layer.w.post_norm)
+        ids_r, w_r = route(h @ layer.w.gate.t(), st.router, spec.top_k, layer.w.bias)
+        ids_u, w_u = random_routing(m, spec.num_experts, spec.top_k, seed=m)
+        h_cpu = h.cpu().contiguous()
+        out = torch.empty(m, spec.hidden_size, dtype=torch.bfloat16)
+        rows = {}
+        for tag, ids, w in (("router", ids_r, w_r), ("uniform", ids_u.to(dev), w_u.to(dev))):
+            ic, wc = ids.cpu().contiguous(), w.cpu().contiguous()
+            rows[f"sync forward, runner's layer, {tag}"] = timed(lambda: st.cpu.forward(h_cpu, ic, wc, out))
+            rows[f"sync forward, probe-built layer, {tag}"] = timed(lambda: probe_like.forward(h_cpu, ic, wc, out))
+            if dev == "cuda":
+                rows[f"on the CUDA stream (runner), {tag}"] = timed(lambda: r._cpu_submit(h, ids, w)())
+            st.cpu.forward(h_cpu, ic, wc, out)
+            ref = out.float().clone()
+            if dev == "cuda":
+                y = r._cpu_submit(h, ids, w)().float().cpu()
+                torch.cuda.synchronize()
+                rel = ((y - ref).abs().mean() / ref.abs().mean()).item()
+                rows[f"stream output vs sync output, {tag} (rel. mean abs diff)"] = rel
+            distinct = int(torch.unique(ic).numel())
+            rows[f"distinct experts, {tag}"] = distinct
+        for k, v in rows.items():
+            print(f"M={m:5d} {k:60s} {v:10.3f}", flush=True)
+    probe_like.close()
+    st.close()
+
+
+if __name__ == "__main__":
+    main()
