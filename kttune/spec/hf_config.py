@@ -37,6 +37,11 @@ def _first(cfg: dict, *keys: str) -> Any:
     return None
 
 
+# More decoder layers than any checkpoint has by two orders of magnitude (the deepest MoE models
+# have under 100): a larger count is a broken config.json, refused before per-layer tables are built.
+MAX_LAYERS = 1 << 12
+
+
 def _int(cfg: dict, name: str, *keys: str, default: int | None = None) -> int:
     v = _first(cfg, *keys)
     if v is None:
@@ -401,6 +406,9 @@ def _parse(
     num_experts = int(num_experts)
     h = _int(cfg, name, "hidden_size")
     num_layers = _int(cfg, name, "num_hidden_layers", "num_layers", "n_layers")
+    if num_layers > MAX_LAYERS:  # checked before the per-layer tables below are built
+        raise UserError(f"config.json of {name}: num_hidden_layers = {num_layers} is larger than any real model's",
+                        "fix or re-download config.json")
     top_k = _int(cfg, name, "num_experts_per_tok", "experts_per_token", "moe_topk")
     if family in EXPERT_WIDTH_IN_INTERMEDIATE_SIZE:
         expert_width = _int(cfg, name, "intermediate_size")
@@ -419,7 +427,8 @@ def _parse(
             f"{name} is a dense model (no routed experts); kttune tunes MoE models served with KTransformers",
             "check first_k_dense_replace / mlp_only_layers / decoder_sparse_step in config.json",
         )
-    dense_ids = [i for i in range(num_layers) if i not in set(moe_ids)]
+    moe_set = set(moe_ids)
+    dense_ids = [i for i in range(num_layers) if i not in moe_set]
     if dense_ids and dense_width == 0:
         raise UserError(f"config.json of {name} has dense layers but no intermediate_size", "fix config.json")
 

@@ -135,6 +135,17 @@ def test_bad_configs(capsys, data):
         check_bad(capsys, search("--storage", str(root / "s.journal"), model=str(mdir)), root)
 
 
+@pytest.mark.parametrize("layers", [1 << 30, (1 << 12) + 1])
+def test_huge_layer_count_is_refused_before_per_layer_tables(capsys, tmp_path, layers):
+    # a fresh clone's fuzz run once drew num_hidden_layers near 2**30: the loader built its per-layer
+    # tables first and took every byte of RAM before the size check ran
+    mdir = tmp_path / "model"
+    mdir.mkdir()
+    (mdir / "config.json").write_text(json.dumps(BASE_CONFIG | {"num_hidden_layers": layers}))
+    line = check_bad(capsys, search("--storage", str(tmp_path / "s.journal"), model=str(mdir)), tmp_path)
+    assert "num_hidden_layers" in line and str(layers) in line
+
+
 def test_dbrx_style_moe_is_not_called_dense(capsys, tmp_path):
     mdir = tmp_path / "dbrx"
     mdir.mkdir()

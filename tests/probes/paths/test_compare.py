@@ -108,3 +108,33 @@ def test_runner_only_terms_follow_the_runners_code():
     q = load_model("qwen3-30b-a3b", "BF16")
     qr = _run("qwen3-30b-a3b", "BF16", "NVIDIA H200", fw)
     assert len({runner_only_bytes(q, qr, f)["attention"] for f in qr.forwards}) == 1
+
+
+def test_held_out_crossover_calibrations_never_see_the_runs_that_measure_it():
+    """Slowing the forced hybrid forwards of n=0 moves n=0's measured crossover, but neither of its
+    calibrated predictions (fitted on the switch runs, or on the other GPU-expert count's runs); the
+    other count's prediction calibrated on n=0's runs does move."""
+    from dataclasses import replace
+
+    from kttune.hw.registry import resolve_profile
+    from kttune.probes.paths.api import summarize
+    from kttune.probes.paths.result import PathRun
+    from kttune.spec.loader import load_model
+
+    blob = next(b for b in json.loads(RESULTS.read_text())["results"] if b["request"]["model"] == "kimi-k2-thinking")
+    runs = [PathRun.from_dict(r) for r in blob["runs"]]
+
+    def slowed(r: PathRun) -> PathRun:
+        if r.gpu_experts != 0 or r.forced_path != "hybrid":
+            return r
+        fw = tuple(replace(f, layer_ms=tuple(2 * x for x in f.layer_ms), moe_ms=tuple(2 * x for x in f.moe_ms)) for f in r.forwards)
+        return replace(r, forwards=fw)
+
+    prof, spec = resolve_profile("h200-pcie5-xeon-amx-16c", None), load_model("kimi-k2-thinking", "RAWINT4")
+    before = summarize(runs, prof, spec)["crossover"]
+    after = summarize([slowed(r) for r in runs], prof, spec)["crossover"]
+    assert after["0"]["measured"] < before["0"]["measured"]
+    assert after["0"]["predicted_calibrated"] == before["0"]["predicted_calibrated"]
+    assert after["0"]["predicted_calibrated_other_n"] == before["0"]["predicted_calibrated_other_n"]
+    assert after["32"]["predicted_calibrated_other_n"] != before["32"]["predicted_calibrated_other_n"]
+    assert after["32"]["measured"] == before["32"]["measured"]
