@@ -6,8 +6,10 @@ The tensors are what stage A writes per expert (`kttune.kernels.expert_weights.s
 experts (built from host experts) and the layerwise path's full-layer slot (the pipeline's tensors).
 
 The MoE runs on kttune's kernels (`kttune.kernels.grouped_moe`): bf16 grouped GEMM, fp8 scaled
-grouped GEMM, Triton w4a16. sglang's `fused_moe` / `fused_marlin_moe` are used instead only where
-they import (not on the measured box: see the results' `backends`).
+grouped GEMM, Triton w4a16. sglang's `fused_moe` / `fused_marlin_moe` are not wired in: neither
+sglang nor sgl-kernel installs on any machine this was measured on (their wheels pin another
+torch), so no call into them could be run; the runner's `backends["sglang_ops"]` says whether they
+import where it runs.
 
 FP8 with 128x128 block scales: on CUDA the scaled GEMM takes one scale per output row, each row's
 first block scale (same bytes and GEMM shape as sglang's w8a8 block kernel, values approximate);
