@@ -8,9 +8,7 @@ routing, plus a second layer built as the probe builds it; and the outputs compa
 
 from __future__ import annotations
 
-import statistics
 import sys
-import time
 
 import torch
 
@@ -18,25 +16,16 @@ from kttune.kernels.decoder import rms_norm, route
 from kttune.kernels.kt_ext import quiet_stdout
 from kttune.kernels.kt_moe import KtMoeLayer
 from kttune.kernels.routing import random_routing
+from kttune.probes.common import measure
 from kttune.probes.paths.api import load_router
 from kttune.probes.paths.runner import PathRunner
 from kttune.probes.paths.stack import StackOptions, build_stack
 from kttune.spec.loader import load_model
 
 
-def timed(fn, reps: int = 7) -> float:
-    fn()
-    fn()
-    xs = []
-    for _ in range(reps):
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        xs.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(xs)
+def timed(fn) -> float:
+    """Median ms of 7 calls after 2, the device synchronised around each (`probes.common.measure`)."""
+    return measure(fn, x=0, warmup=2, repeats=7, sync=torch.cuda.synchronize if torch.cuda.is_available() else None).t_ms
 
 
 def main() -> None:

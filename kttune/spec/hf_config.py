@@ -42,6 +42,10 @@ def _first(cfg: dict, *keys: str) -> Any:
 MAX_LAYERS = 1 << 12
 
 
+def _larger_than_real(name: str, key: str, v: int) -> UserError:
+    return UserError(f"config.json of {name}: {key} = {v} is larger than any real model's", "fix or re-download config.json")
+
+
 def _int(cfg: dict, name: str, *keys: str, default: int | None = None) -> int:
     v = _first(cfg, *keys)
     if v is None:
@@ -347,8 +351,7 @@ def _check_sizes(spec: ModelSpec, name: str) -> None:
         if v < 1:
             raise UserError(f"config.json of {name}: {key} = {v} must be at least 1", "fix or re-download config.json")
         if v > 1 << 24:
-            raise UserError(f"config.json of {name}: {key} = {v} is larger than any real model's",
-                            "fix or re-download config.json")
+            raise _larger_than_real(name, key, v)
     if spec.top_k > spec.num_experts:
         raise UserError(f"config.json of {name}: {spec.top_k} experts per token but only {spec.num_experts} experts",
                         "fix num_experts_per_tok or the expert count in config.json")
@@ -407,8 +410,7 @@ def _parse(
     h = _int(cfg, name, "hidden_size")
     num_layers = _int(cfg, name, "num_hidden_layers", "num_layers", "n_layers")
     if num_layers > MAX_LAYERS:  # checked before the per-layer tables below are built
-        raise UserError(f"config.json of {name}: num_hidden_layers = {num_layers} is larger than any real model's",
-                        "fix or re-download config.json")
+        raise _larger_than_real(name, "num_hidden_layers", num_layers)
     top_k = _int(cfg, name, "num_experts_per_tok", "experts_per_token", "moe_topk")
     if family in EXPERT_WIDTH_IN_INTERMEDIATE_SIZE:
         expert_width = _int(cfg, name, "intermediate_size")

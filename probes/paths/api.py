@@ -256,18 +256,29 @@ def summarize(runs: list[PathRun], profile, spec) -> dict:
     count, and the memory model against the measured peaks."""
     from kttune.cost.calibration import Calibration
     from kttune.probes.paths.compare import (
-        ForwardPoint, disturbed, disturbed_forwards, held_out_errors, measured_crossover, predicted_crossover,
-        predicted_runner_peak_bytes)
+        ForwardPoint, disturbed, disturbed_forwards, forward_points, held_out_errors, measured_crossover,
+        predicted_crossover, predicted_runner_peak_bytes)
 
     comps = _components(profile, spec, runs[0].method) if runs else None
     out: dict = {}
     if comps is None or not runs:
         return out
-    from kttune.probes.paths.compare import forward_points
-
-    points: list[ForwardPoint] = [p for r in runs for p in forward_points(r, comps)]
+    by_run = [(r, forward_points(r, comps)) for r in runs]
+    points: list[ForwardPoint] = [p for _, ps in by_run for p in ps]
     out["errors"] = held_out_errors(points)
     out["disturbed"] = disturbed_forwards(runs)
+
+    def calibrated(fit_on: list[ForwardPoint]):
+        """The components with a calibration fitted on `fit_on` (None without points)."""
+        if not fit_on:
+            return None
+        return _components(profile, spec, runs[0].method, calibration=tuple(Calibration.fit([p.to_dict() for p in fit_on]).to_dicts()))
+
+    # two held-out calibrations, neither sees the forced single forwards that measure a crossover:
+    # fitted on the switch runs only, and on every run of the other GPU-expert counts (the calibration
+    # carries no GPU-expert term, so this is a transfer to a configuration never run)
+    switch = [p for r, ps in by_run if not r.forced_path for p in ps]
+    switch_comps = calibrated(switch)
     cross = {}
     for n in sorted({r.gpu_experts for r in runs}):
         forced = [r for r in runs if r.gpu_experts == n and r.forced_path and len(r.forwards) == 1 and not disturbed(r.forwards[0])]
@@ -281,18 +292,10 @@ def summarize(runs: list[PathRun], profile, spec) -> dict:
         ref = next((r for r in runs if r.gpu_experts == n), None)
         meas = measured_crossover(pairs) if pairs else None
         pred = predicted_crossover(comps, ref) if ref else None
-
-        def calibrated(points: list[ForwardPoint]) -> int | None:
-            cal = Calibration.fit([p.to_dict() for p in points])
-            ccomps = _components(profile, spec, runs[0].method, calibration=tuple(cal.to_dicts()))
-            return predicted_crossover(ccomps, ref) if ref and ccomps and points else None
-
-        # two held-out calibrations, neither sees the forced single forwards that measure this crossover:
-        # fitted on the switch runs only, and on every run of the other GPU-expert counts (the
-        # calibration carries no GPU-expert term, so this is a transfer to a configuration never run)
-        switch = [p for r in runs if not r.forced_path for p in forward_points(r, comps)]
-        others = [p for r in runs if r.gpu_experts != n for p in forward_points(r, comps)]
-        pred_cal, pred_other = calibrated(switch), calibrated(others)
+        others = [p for p in points if p.gpu_experts != n]
+        other_comps = calibrated(others)
+        pred_cal = predicted_crossover(switch_comps, ref) if ref and switch_comps else None
+        pred_other = predicted_crossover(other_comps, ref) if ref and other_comps else None
         err = lambda p: (abs(p - meas) / meas) if (meas and p) else None  # noqa: E731
         cross[str(n)] = {"measured": meas, "predicted": pred, "error": err(pred),
                          "predicted_calibrated": pred_cal, "error_calibrated": err(pred_cal),

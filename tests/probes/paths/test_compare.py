@@ -23,15 +23,22 @@ def test_measured_crossover_interpolates_in_log_tokens():
     assert measured_crossover([(64, 10.0, 20.0), (256, 11.0, 20.0)]) is None
 
 
-def _summary(path: Path, model: str) -> dict:
-    from kttune.hw.registry import resolve_profile
-    from kttune.probes.paths.api import summarize
+def _runs(path: Path, model: str) -> tuple[list, object]:
+    """The model's runs in a results file, and its spec."""
     from kttune.probes.paths.result import PathRun
     from kttune.spec.loader import load_model
 
     blob = next(b for b in json.loads(path.read_text())["results"] if b.get("request", {}).get("model") == model)
-    runs = [PathRun.from_dict(r) for r in blob["runs"]]
-    return summarize(runs, resolve_profile("h200-pcie5-xeon-amx-16c", None), load_model(model, blob["request"]["method"]))
+    return [PathRun.from_dict(r) for r in blob["runs"]], load_model(model, blob["request"]["method"])
+
+
+def _summary(path: Path, model: str, runs: list | None = None) -> dict:
+    """`summarize` of the model's runs in a results file (or of `runs` in their place)."""
+    from kttune.hw.registry import resolve_profile
+    from kttune.probes.paths.api import summarize
+
+    file_runs, spec = _runs(path, model)
+    return summarize(file_runs if runs is None else runs, resolve_profile("h200-pcie5-xeon-amx-16c", None), spec)
 
 
 MODELS = ["qwen3-30b-a3b", "kimi-k2-thinking", "deepseek-v3"]
@@ -116,23 +123,16 @@ def test_held_out_crossover_calibrations_never_see_the_runs_that_measure_it():
     other count's prediction calibrated on n=0's runs does move."""
     from dataclasses import replace
 
-    from kttune.hw.registry import resolve_profile
-    from kttune.probes.paths.api import summarize
-    from kttune.probes.paths.result import PathRun
-    from kttune.spec.loader import load_model
+    runs, _ = _runs(RESULTS, "kimi-k2-thinking")
 
-    blob = next(b for b in json.loads(RESULTS.read_text())["results"] if b["request"]["model"] == "kimi-k2-thinking")
-    runs = [PathRun.from_dict(r) for r in blob["runs"]]
-
-    def slowed(r: PathRun) -> PathRun:
+    def slowed(r):
         if r.gpu_experts != 0 or r.forced_path != "hybrid":
             return r
         fw = tuple(replace(f, layer_ms=tuple(2 * x for x in f.layer_ms), moe_ms=tuple(2 * x for x in f.moe_ms)) for f in r.forwards)
         return replace(r, forwards=fw)
 
-    prof, spec = resolve_profile("h200-pcie5-xeon-amx-16c", None), load_model("kimi-k2-thinking", "RAWINT4")
-    before = summarize(runs, prof, spec)["crossover"]
-    after = summarize([slowed(r) for r in runs], prof, spec)["crossover"]
+    before = _summary(RESULTS, "kimi-k2-thinking", runs)["crossover"]
+    after = _summary(RESULTS, "kimi-k2-thinking", [slowed(r) for r in runs])["crossover"]
     assert after["0"]["measured"] < before["0"]["measured"]
     assert after["0"]["predicted_calibrated"] == before["0"]["predicted_calibrated"]
     assert after["0"]["predicted_calibrated_other_n"] == before["0"]["predicted_calibrated_other_n"]
