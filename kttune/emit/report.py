@@ -9,7 +9,7 @@ from kttune.emit.explain import Explanation
 from kttune.emit.launch import launch_command
 from kttune.emit.terminal import first_that_fits, keep_title, ms_or_s, ms_short, tokens_short
 from kttune.memory.vram import VramBreakdown
-from kttune.units import GB, GIB
+from kttune.units import GB, GIB, times_faster
 
 
 def _tok_s(tokens: int, ms: float | None) -> str:
@@ -199,10 +199,11 @@ def render_search_summary(console: Console, result) -> None:
     console.print(pareto_table(result, console.width))
     base = result.baseline
     if base is not None:
-        gain = base.mean_ttft_ms / b.mean_ttft_ms
         fit = "" if base.feasible else f" (and it does not fit: {', '.join(base.violated)})"
-        console.print(f"against `kt run` defaults: mean prefill {gain:.2f}x faster, decode "
-                      f"{b.decode_tok_s / base.decode_tok_s:.2f}x{fit}")
+        parts = [f"{what} {times_faster(ours, theirs, lower_is_faster=low)}" for what, ours, theirs, low in (
+            ("mean prefill", b.mean_ttft_ms, base.mean_ttft_ms, True), ("decode", b.decode_tok_s, base.decode_tok_s, False))
+            if ours > 0 and theirs > 0]
+        console.print(f"against `kt run` defaults: {', '.join(parts)}{fit}")
     console.print(f"[dim]study {result.study_name}: {result.trials_total} trials ({result.trials_new} new) in "
                   f"{result.wall_s:.1f} s, storage {result.storage}[/]")
 
