@@ -61,8 +61,8 @@ def times_faster(ours: float, theirs: float, *, lower_is_faster: bool) -> str:
     `lower_is_faster`: True for times (ms), False for rates (tok/s)."""
     if ours <= 0 or theirs <= 0:
         raise ValueError(f"times_faster needs positive values, got {ours} and {theirs}")
-    speedup = theirs / ours if lower_is_faster else ours / theirs
-    factor = max(speedup, 1 / speedup)
+    factor = max(ours, theirs) / min(ours, theirs)  # the same arithmetic whichever way round
     if factor < 1.05:
         return "the same"
-    return f"{factor:.{0 if factor >= 10 else 1}f}x {'faster' if speedup > 1 else 'slower'}"
+    faster = ours < theirs if lower_is_faster else ours > theirs
+    return f"{factor:.{0 if factor >= 10 else 1}f}x {'faster' if faster else 'slower'}"
