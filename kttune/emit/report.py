@@ -236,8 +236,13 @@ def models_table(entries, width: int | None = None) -> Table:
     return first_that_fits(width, lambda: _models_full(entries), lambda: _models_compact(entries))
 
 
+# What the catalog's `grade` column says (docs/model-configs.md#catalog-grades).
+# Lines short enough for the compact table at 60 columns (a caption rich wraps does not fit).
+GRADE_LEGEND = "grade of the shipped config.json:\nA verbatim copy, B official excerpt,\nC rebuilt from a sibling model"
+
+
 def _models_full(entries) -> Table:
-    t = Table(title="kttune model catalog", show_edge=False)
+    t = Table(title="kttune model catalog", show_edge=False, caption=GRADE_LEGEND)
     for col in ("name", "HF repo", "family", "experts", "top-k", "MoE layers", "checkpoint", "KT method", "grade"):
         t.add_column(col, no_wrap=True)
     for e in entries:
@@ -248,7 +253,7 @@ def _models_full(entries) -> Table:
 
 def _models_compact(entries) -> Table:
     t = Table(title="kttune model catalog", show_edge=False,
-              caption="HF repo, family, checkpoint: a wider terminal or --json")
+              caption=f"{GRADE_LEGEND}\nHF repo, family, checkpoint: a wider terminal or --json")
     for col, justify in (("name", "left"), ("experts\nx top-k", "right"), ("MoE\nlayers", "right"),
                          ("KT\nmethod", "left"), ("grade", "left")):
         t.add_column(col, justify=justify, no_wrap=True)
