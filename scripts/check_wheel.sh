@@ -20,9 +20,9 @@ git ls-files -z --cached --others --exclude-standard \
   | while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done \
   | tar --null -T - -cf - | tar -xf - -C "$WORK/src"
 
-# Without network a build-isolated wheel needs setuptools from an index: use this Python's when it is
-# new enough (pyproject's build-system), else let pip fetch it.
-if "$PY" -c 'import setuptools, sys; sys.exit(int(setuptools.__version__.split(".")[0]) < 68)' 2>/dev/null; then
+# Without network a build-isolated wheel needs setuptools from an index: use this Python's when it
+# builds wheels by itself (setuptools >= 70.1; pyproject asks >= 68), else let pip fetch it.
+if "$PY" -c 'import setuptools, sys; sys.exit(tuple(map(int, setuptools.__version__.split(".")[:2])) < (70, 1))' 2>/dev/null; then
   iso=--no-build-isolation
 else
   iso=
