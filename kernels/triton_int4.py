@@ -96,7 +96,9 @@ if _HAVE_TRITON:
 
 def _need() -> None:
     if not _HAVE_TRITON:
-        raise RuntimeError("Triton is not importable; use the torch variants in kttune.kernels")
+        from kttune.extras import missing
+
+        raise missing("triton", "the Triton int4 kernels (the torch variants in kttune.kernels need none)")
 
 
 def transpose_last2(src: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:

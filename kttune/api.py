@@ -15,7 +15,7 @@ from kttune.emit.launch import LaunchPaths, default_paths, launch_argv
 from kttune.errors import UserError
 from kttune.hw.profile import Inventory
 from kttune.memory.vram import DEFAULT_VRAM_MARGIN
-from kttune.search.evaluate import Budget, Evaluation
+from kttune.search.evaluate import Budget, Evaluation, HostRamSource
 from kttune.search.slo import SloTarget
 from kttune.search.space import parse_chunks
 from kttune.search.study import SearchRequest, SearchResult, StudyOptions, check_request, run_search
@@ -118,7 +118,7 @@ def resolve_inputs(model: str, vram: str, gpus: int = 1, profile: str | None = N
                    method: str | None = None, host_ram: str | None = None, vram_margin: float = DEFAULT_VRAM_MARGIN,
                    model_path: str | None = None, weight_path: str | None = None, chunks: str | None = None) -> Inputs:
     """The CLI's strings resolved into a request; bad input raises UserError."""
-    from kttune.hw.registry import resolve_profile
+    from kttune.hw.registry import default_shipped_name, resolve_named_profile
 
     if gpus < 1:
         raise UserError(f"--gpus {gpus} must be at least 1", "pass the number of GPUs SGLang will use (tensor parallel)")
@@ -134,7 +134,7 @@ def resolve_inputs(model: str, vram: str, gpus: int = 1, profile: str | None = N
                         "--vram is per GPU: pass one card's memory, e.g. --vram 141G for an H200, and the count with --gpus")
     spec = load_model(model, method)
     meth = get_method(method or spec.default_method).name
-    prof = resolve_profile(profile, this_machine_inventory())
+    prof, prof_name = resolve_named_profile(profile, this_machine_inventory())
     raw_wl = load_workload(workload)
     wl = raw_wl.clipped(spec.max_position_embeddings)
     ram = parse_size_bytes(host_ram, "--host-ram") if host_ram is not None else prof.inventory.cpu.ram_total_bytes
@@ -144,7 +144,9 @@ def resolve_inputs(model: str, vram: str, gpus: int = 1, profile: str | None = N
         raise UserError(f"--host-ram {host_ram} is {ram / (1024 * GIB):,.0f} TiB, more than any server holds",
                         "pass the target machine's RAM, e.g. --host-ram 512G")
     notes = tuple(spec.notes) + tuple(n for n in (raw_wl.clip_note(spec.max_position_embeddings),) if n)
-    budget = Budget(vram_bytes_per_gpu=budget_bytes, host_ram_bytes=ram, vram_margin=vram_margin)
+    source = (HostRamSource("flag") if host_ram is not None else
+              HostRamSource("probe", default_shipped_name()) if prof_name is None else HostRamSource("profile", prof_name))
+    budget = Budget(vram_bytes_per_gpu=budget_bytes, host_ram_bytes=ram, vram_margin=vram_margin, host_ram_source=source)
     req = SearchRequest(model=spec, method=meth, profile=prof, workload=wl, budget=budget, tp=gpus,
                         chunks=parse_chunks(chunks) if chunks else ())
     return Inputs(req, default_paths(spec, meth, model_path, weight_path or None), notes)

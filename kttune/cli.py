@@ -22,6 +22,20 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from kttune.emit.result import kttune_version
+
+        typer.echo(f"kttune {kttune_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="Print kttune's version (from the installed package) and exit.")) -> None:
+    pass
+
+
 def _register_optional(module: str) -> None:
     """Command groups that live beside the spine (probes) register themselves here."""
     import importlib
@@ -74,9 +88,11 @@ def search(
 ):
     """Search the launch flags under a VRAM budget and print the sglang-kt launch command."""
     from kttune import api
+    from kttune.cli_report import check_report_extras
     from kttune.emit import report
     from kttune.emit.progress import search_progress
 
+    check_report_extras(report_dir)
     console = _console(json_out)
     mp = model_path or (model if _is_dir(model) else None)
     from kttune.units import parse_duration_s
@@ -142,8 +158,10 @@ def explain(
 ):
     """Explain a given flag set: prefill per prompt length on both paths, the crossover, decode, VRAM."""
     from kttune import api
+    from kttune.cli_report import check_report_extras
     from kttune.emit import report
 
+    check_report_extras(report_dir)
     console = _console(json_out)
     inp = api.resolve_inputs(model, vram, gpus, profile, workload, method, host_ram, vram_margin,
                              model_path=model if _is_dir(model) else None)

@@ -5,8 +5,9 @@ Exit codes (`run_app`):
   0    success
   1    the answer is "does not fit" / "nothing feasible": raise `kttune.errors.InfeasibleError`
        (a one-line error) or `typer.Exit(1)` after printing the report
-  2    bad input: raise `kttune.errors.UserError(problem, fix)`; click usage errors; an OSError on a
-       file the user named (its path and reason are printed)
+  2    bad input: raise `kttune.errors.UserError(problem, fix)`; click usage errors (a bare `kttune`
+       prints the help and which command to try); an OSError on a file the user named (its path and
+       reason are printed); a missing optional part (`kttune.extras`: the line names its install)
   130  interrupted (Ctrl-C / SIGINT): finished work must already be saved
   3    an unexpected exception: a kttune bug, still one line (`KTTUNE_TRACEBACK=1` shows the trace)
 
@@ -94,6 +95,14 @@ def _click_exception_types() -> tuple[type, ...]:
     return tuple(found)
 
 
+def no_command_line(where: str) -> str:
+    """What follows the help typer prints for a bare `kttune` (or `kttune profile`): which command to try."""
+    if where == "kttune":
+        return ("no command given; pick one of the commands above, e.g. `kttune search --model qwen3-30b-a3b "
+                "--vram 32G` (the main job, on a shipped profile)")
+    return f"no command given; pick one of the commands above (`{where} COMMAND --help` explains each)"
+
+
 def _os_error_line(e: OSError) -> str:
     where = f" {e.filename}" if getattr(e, "filename", None) else ""
     return f"cannot use{where}: {e.strerror or e}; check the path and its permissions"
@@ -132,8 +141,14 @@ def run_app(app: Callable[..., Any], argv: list[str] | None) -> int:
             ctx = getattr(e, "ctx", None)
             where = ctx.command_path if ctx is not None else "kttune"
             msg = " ".join(e.format_message().split()).rstrip(".")
-            error_line(f"{msg}; see `{where} --help`")
+            error_line(f"{msg}; see `{where} --help`" if msg else no_command_line(where))
             return EXIT_BAD_INPUT
+        if isinstance(e, ModuleNotFoundError):
+            from kttune.extras import missing_from
+
+            if (missing := missing_from(e)) is not None:
+                error_line(missing.line())
+                return EXIT_BAD_INPUT
         if isinstance(e, OSError):
             error_line(_os_error_line(e))
             return EXIT_BAD_INPUT

@@ -20,8 +20,11 @@ def measured_search(console, inp, evaluator: str, trials: int | None, budget: st
     from kttune.emit.measured_report import measured_dict, render_measured
     from kttune.units import parse_duration_s
 
+    from kttune.extras import require
+
     if not measure:
         raise UserError("--budget applies to a measured search", "add --measure, or drop --budget")
+    require("scipy", "the measured search (--measure: Optuna's Wilcoxon pruner)")
     budget_s = parse_duration_s(budget, "--budget") if budget else None
     n = 20 if trials is None else trials
     ev = make_evaluator(inp, evaluator)

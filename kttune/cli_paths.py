@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from kttune.cli_report import report_option, write_command_report
+from kttune.cli_report import check_report_extras, report_option, write_command_report
 from kttune.errors import UserError
 
 
@@ -49,6 +49,10 @@ def paths(
     """Run the hybrid and layerwise prefill paths end to end on K layers at the model's real shapes,
     time them (per layer, per prompt, extrapolated to the whole model), record peak GPU memory, and
     compare with the cost and memory models."""
+    from kttune.extras import require
+
+    require("torch", "`kttune paths`")
+    check_report_extras(report_dir)
     from rich.console import Console
 
     from kttune.emit.paths import render

@@ -75,6 +75,13 @@ def probe(
 ) -> None:
     """Measure this machine (inventory, kt-kernel CPU MoE per method/tokens/threads, stage A writes,
     kt-kernel's host RAM against max_len, GPU probes where present) and save a hardware profile."""
+    from kttune.cli_report import check_report_extras
+    from kttune.extras import require
+
+    require("torch", "`kttune probe`")
+    if host_ram:  # asked for explicitly: it measures kt-kernel's own allocations, no fallback
+        require("kt_kernel", "`kttune probe --host-ram`")
+    check_report_extras(report_dir)
     from rich.console import Console
 
     from kttune.emit.probe_report import render_profile

@@ -20,6 +20,15 @@ def report_option():
     return typer.Option(None, "--report", help=REPORT_HELP)
 
 
+def check_report_extras(report_dir: Optional[Path]) -> None:
+    """`--report DIR` draws with matplotlib: checked before the command does its work, so a missing
+    plot extra is one line (exit 2) and no half-written report."""
+    if report_dir is not None:
+        from kttune.extras import require
+
+        require("matplotlib", "--report (its figures)")
+
+
 def write_command_report(report_dir: Path, json_out: bool = False, *, results=(), profiles=(), runs=(), sims=()):
     """What `--report DIR` does after a command: write the report of its documents (search/explain
     results, profiles, path-runner rows, simulation results) and say where it went (on stderr
@@ -43,7 +52,9 @@ def report(
     """Write a Markdown report with figures (prefill against prompt length, VRAM, Pareto front, probe
     curves, path-runner calibration, schedule simulation) from saved results. No display needed."""
     from kttune.emit.markdown_report import read_inputs, write_report
+    from kttune.extras import require
 
+    require("matplotlib", "`kttune report` (its figures)")
     written = write_report(out, read_inputs([str(f) for f in files]), title or "kttune report")
     print_written(written, json_out)
 

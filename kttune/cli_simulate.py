@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from kttune.cli_common import MODEL_HELP
-from kttune.cli_report import report_option, write_command_report
+from kttune.cli_report import check_report_extras, report_option, write_command_report
 
 from kttune.units import parse_duration_s
 
@@ -43,6 +43,7 @@ def register(app: typer.Typer) -> None:
         report_dir: Path = report_option(),
     ):
         """Simulate a server under token-chunked (KT path switch), pure hybrid and Layered Prefill schedules."""
+        check_report_extras(report_dir)
         from rich.console import Console
 
         from kttune.api import this_machine_inventory

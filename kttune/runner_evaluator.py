@@ -56,6 +56,9 @@ class PathRunnerEvaluator:
 
 
 def path_runner_evaluator(inp, device: str = "cuda") -> PathRunnerEvaluator:
+    from kttune.extras import require
+
+    require("torch", f"--evaluator {'runner-cpu' if device == 'cpu' else 'runner'} (the path runner)")
     try:
         api = importlib.import_module(RUNNER_MODULE)
     except ModuleNotFoundError as e:

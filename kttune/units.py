@@ -53,3 +53,16 @@ def parse_duration_s(text: str, what: str, bare_unit: str = "s") -> float:
     if value <= 0:
         raise UserError(f"{what} {text!r} must be positive", "give a duration such as 10s or 150ms")
     return value
+
+
+def times_faster(ours: float, theirs: float, *, lower_is_faster: bool) -> str:
+    """How `ours` compares with `theirs` as words a reader takes in at once: '2.0x slower', '1.3x
+    faster' (the factor is always at least 1: never '0.49x faster'), or 'the same' within 5%.
+    `lower_is_faster`: True for times (ms), False for rates (tok/s)."""
+    if ours <= 0 or theirs <= 0:
+        raise ValueError(f"times_faster needs positive values, got {ours} and {theirs}")
+    factor = max(ours, theirs) / min(ours, theirs)  # the same arithmetic whichever way round
+    if factor < 1.05:
+        return "the same"
+    faster = ours < theirs if lower_is_faster else ours > theirs
+    return f"{factor:.{0 if factor >= 10 else 1}f}x {'faster' if faster else 'slower'}"

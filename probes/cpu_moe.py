@@ -186,7 +186,10 @@ def plan_cpu_moe(opts: CpuMoeOptions, cpu: CpuInfo, cores: int, numa_ids: Sequen
     else:
         methods = supported
     if kt is None:
-        notes.append(f"kt-kernel not importable ({kt_kernel_error()}): CPU MoE timed with the torch fallback (backend torch-cpu)")
+        from kttune.extras import KT_KERNEL_INSTALL
+
+        notes.append(f"kt-kernel not importable ({kt_kernel_error()}): CPU MoE timed with the torch fallback "
+                     f"(backend torch-cpu); for kt-kernel's own times: {KT_KERNEL_INSTALL}")
     all_threads = probe_thread_counts(cores, opts.quick, opts.threads)
     for t in all_threads:
         if t < 1:

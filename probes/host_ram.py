@@ -196,12 +196,14 @@ def plan_host_ram(shape: ExpertShape, methods: Sequence[str], quick: bool, threa
     It measures fewer experts (at least 2 x top-k, with a note) when a layer's source weights would
     exceed `QUICK_LAYER_BYTES` / `FULL_LAYER_BYTES`; the curve records the E measured."""
     from kttune.kernels.expert_weights import expert_nbytes
+    from kttune.extras import KT_KERNEL_INSTALL
     from kttune.kernels.kt_ext import kt_kernel_error, load_kt_kernel
 
     chunks = tuple(chunks) or (QUICK_CHUNKS if quick else FULL_CHUNKS)
     if load_kt_kernel() is None:
         return HostRamPlan(shape, (), chunks, threads,
-                           notes=(f"host RAM step skipped: kt-kernel is not importable ({kt_kernel_error()})",))
+                           notes=(f"host RAM step skipped: kt-kernel is not importable ({kt_kernel_error()}); "
+                                  f"{KT_KERNEL_INSTALL}",))
     methods = tuple(methods)
     if quick and len(methods) > 1:
         methods = tuple(m for m in QUICK_METHOD_ORDER if m in methods)[:1] or methods[:1]

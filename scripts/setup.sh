@@ -11,5 +11,5 @@ pip_q() { "$PY" -m pip install -q --disable-pip-version-check "$@"; }
 "$PY" -c "import torch" 2>/dev/null || pip_q "torch==${KTTUNE_TORCH_VERSION:-2.13.0}"
 "$PY" -c "import kt_kernel" 2>/dev/null || pip_q --no-deps "kt-kernel==0.7.2" \
   || echo "setup: kt-kernel could not be installed; kttune will time its torch CPU fallback instead" >&2
-pip_q -e ".[test,kt,plot]"
+pip_q -e ".[measure,test,kt,plot]"
 "$PY" -c "import kttune, optuna, typer, rich" && echo "setup: kttune ready ($("$PY" -c 'import torch; print("torch", torch.__version__)'))"

@@ -29,12 +29,14 @@ def _has_kt() -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
+    # Markers, not keywords: an item's keywords also hold the names of its directories, so a checkout
+    # in a folder named `kt` or `gpu` would skip every test (tests/test_conftest_markers.py).
     cuda = _has_cuda()
     kt = _has_kt()
     for item in items:
-        if "gpu" in item.keywords and not cuda:
+        if item.get_closest_marker("gpu") is not None and not cuda:
             item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU"))
-        if "kt" in item.keywords and not kt:
+        if item.get_closest_marker("kt") is not None and not kt:
             item.add_marker(pytest.mark.skip(reason="needs kt-kernel (pip install --no-deps kt-kernel==0.7.2)"))
 
 

@@ -319,8 +319,11 @@ def write_report(out_dir: str | os.PathLike, inputs: ReportInputs, title: str = 
     from kttune.emit.result import kttune_version
     from kttune.hw.profile import write_json_atomic
 
+    from kttune.extras import require
+
     if inputs.empty():
         raise UserError("nothing to report", "pass search, explain, probe, path-runner or simulation results")
+    require("matplotlib", "the report's figures")  # before the directory is made
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     figures: list[FigureFile] = []

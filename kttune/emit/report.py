@@ -9,7 +9,7 @@ from kttune.emit.explain import Explanation
 from kttune.emit.launch import launch_command
 from kttune.emit.terminal import first_that_fits, keep_title, ms_or_s, ms_short, tokens_short
 from kttune.memory.vram import VramBreakdown
-from kttune.units import GB, GIB
+from kttune.units import GB, GIB, times_faster
 
 
 def _tok_s(tokens: int, ms: float | None) -> str:
@@ -199,10 +199,11 @@ def render_search_summary(console: Console, result) -> None:
     console.print(pareto_table(result, console.width))
     base = result.baseline
     if base is not None:
-        gain = base.mean_ttft_ms / b.mean_ttft_ms
         fit = "" if base.feasible else f" (and it does not fit: {', '.join(base.violated)})"
-        console.print(f"against `kt run` defaults: mean prefill {gain:.2f}x faster, decode "
-                      f"{b.decode_tok_s / base.decode_tok_s:.2f}x{fit}")
+        parts = [f"{what} {times_faster(ours, theirs, lower_is_faster=low)}" for what, ours, theirs, low in (
+            ("mean prefill", b.mean_ttft_ms, base.mean_ttft_ms, True), ("decode", b.decode_tok_s, base.decode_tok_s, False))
+            if ours > 0 and theirs > 0]
+        console.print(f"against `kt run` defaults: {', '.join(parts)}{fit}")
     console.print(f"[dim]study {result.study_name}: {result.trials_total} trials ({result.trials_new} new) in "
                   f"{result.wall_s:.1f} s, storage {result.storage}[/]")
 
@@ -235,8 +236,13 @@ def models_table(entries, width: int | None = None) -> Table:
     return first_that_fits(width, lambda: _models_full(entries), lambda: _models_compact(entries))
 
 
+# What the catalog's `grade` column says (docs/model-configs.md#catalog-grades).
+# Lines short enough for the compact table at 60 columns (a caption rich wraps does not fit).
+GRADE_LEGEND = "grade of the shipped config.json:\nA verbatim copy, B official excerpt,\nC rebuilt from a sibling model"
+
+
 def _models_full(entries) -> Table:
-    t = Table(title="kttune model catalog", show_edge=False)
+    t = Table(title="kttune model catalog", show_edge=False, caption=GRADE_LEGEND)
     for col in ("name", "HF repo", "family", "experts", "top-k", "MoE layers", "checkpoint", "KT method", "grade"):
         t.add_column(col, no_wrap=True)
     for e in entries:
@@ -247,7 +253,7 @@ def _models_full(entries) -> Table:
 
 def _models_compact(entries) -> Table:
     t = Table(title="kttune model catalog", show_edge=False,
-              caption="HF repo, family, checkpoint: a wider terminal or --json")
+              caption=f"{GRADE_LEGEND}\nHF repo, family, checkpoint: a wider terminal or --json")
     for col, justify in (("name", "left"), ("experts\nx top-k", "right"), ("MoE\nlayers", "right"),
                          ("KT\nmethod", "left"), ("grade", "left")):
         t.add_column(col, justify=justify, no_wrap=True)

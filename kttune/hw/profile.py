@@ -153,8 +153,11 @@ class Provenance:
     created: str = ""  # ISO timestamp
     tool_version: str = ""
     command: str = ""
-    notes: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # what a user of the profile should know (shown by `kttune profile show`)
     sources: tuple[str, ...] = ()  # datasheets or other profiles merged in
+    # For developers: how a shipped profile was assembled (device runs, re-measurements, what a run
+    # replaced). Kept in the file (and --json), left out of the tables and reports users read.
+    lab_notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -190,6 +193,8 @@ def profile_to_dict(p: HardwareProfile) -> dict[str, Any]:
     d = asdict(p)
     if not d["calibration"]:
         del d["calibration"]  # an uncalibrated profile is written as before the list existed
+    if not d["provenance"]["lab_notes"]:
+        del d["provenance"]["lab_notes"]  # likewise a profile without lab notes (every probe's)
     return {"format": d.pop("format"), "version": d.pop("version"), **d}
 
 
@@ -250,6 +255,7 @@ def profile_from_dict(d: dict[str, Any], origin: str = "profile") -> HardwarePro
         prov = dict(d["provenance"])
         prov["notes"] = _tuple(prov.get("notes"))
         prov["sources"] = _tuple(prov.get("sources"))
+        prov["lab_notes"] = _tuple(prov.get("lab_notes"))
         return HardwareProfile(
             provenance=Provenance(**prov),
             inventory=inventory,

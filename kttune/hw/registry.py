@@ -44,19 +44,26 @@ def resolve_profile(arg: str | None, this_machine: Inventory | None) -> Hardware
     (the caller inventories it; the data layer never does) merged with the default shipped
     profile's GPU parts, or the default shipped profile if that machine was never probed or
     `this_machine` is None."""
+    return resolve_named_profile(arg, this_machine)[0]
+
+
+def resolve_named_profile(arg: str | None, this_machine: Inventory | None) -> tuple[HardwareProfile, str | None]:
+    """`resolve_profile`, and the name a user knows the profile by, for the words of a message: the
+    shipped name, the file's name, or None for this machine's own `kttune probe` profile."""
     if arg:
         if Path(arg).exists() or arg.endswith(".json") or "/" in arg:
-            return load_profile(arg)
+            return load_profile(arg), Path(arg).name
         if arg in shipped_names():
-            return load_shipped(arg)
+            return load_shipped(arg), arg
         close = difflib.get_close_matches(arg, shipped_names(), n=3)
         hint = f"did you mean {', '.join(close)}? " if close else ""
         raise UserError(f"no profile named {arg!r}", f"{hint}pass a file, or one of: {', '.join(shipped_names())}")
-    shipped = load_shipped(default_shipped_name())
+    name = default_shipped_name()
+    shipped = load_shipped(name)
     cached = cached_profile_for_this_machine(this_machine)
     if cached is None:
-        return shipped
-    return complete_with(cached, shipped)
+        return shipped, name
+    return complete_with(cached, shipped), None
 
 
 def cached_profile_for_this_machine(this_machine: Inventory | None) -> HardwareProfile | None:

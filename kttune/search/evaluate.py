@@ -16,10 +16,39 @@ from kttune.units import GIB
 
 
 @dataclass(frozen=True)
+class HostRamSource:
+    """Where a budget's host RAM comes from, so that a message that cites it says whose RAM it is
+    and how to change it."""
+
+    kind: str = "profile"  # "profile": a shipped profile or file; "probe": this machine's `kttune probe`; "flag": --host-ram
+    profile: str = ""  # the profile's name (kind "profile"); "probe": the shipped profile to plan with instead
+
+    def has(self, gib: float) -> str:
+        """'the profile's machine (h200-pcie5-xeon-amx-16c) has 126 GiB'."""
+        if self.kind == "flag":
+            return f"--host-ram gives {gib:.0f} GiB"
+        if self.kind == "probe":
+            return f"this machine has {gib:.0f} GiB (its `kttune probe` profile)"
+        return f"the profile's machine{f' ({self.profile})' if self.profile else ''} has {gib:.0f} GiB"
+
+    def fix(self) -> str:
+        if self.kind == "flag":
+            return "raise --host-ram to the target machine's RAM, or pick a smaller model or method"
+        if self.kind == "probe":
+            other = self.profile or "NAME"
+            return (f"to plan for a bigger machine pass --profile {other} (or another of `kttune profiles`) or "
+                    "--host-ram (e.g. 512G), or pick a smaller model or method")
+        return ("pass --host-ram with the target machine's RAM (e.g. 512G), --profile for another machine, "
+                "or pick a smaller model or method")
+
+
+@dataclass(frozen=True)
 class Budget:
     vram_bytes_per_gpu: int
     host_ram_bytes: int
     vram_margin: float = DEFAULT_VRAM_MARGIN  # kttune.memory.vram.usable_vram_bytes
+    # Words only: not part of what is searched (kttune.search.study.study_key leaves it out).
+    host_ram_source: HostRamSource = field(default_factory=HostRamSource, compare=False)
 
     @property
     def usable_vram_bytes(self) -> int:

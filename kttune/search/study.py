@@ -120,8 +120,8 @@ def check_budget(comp: Components, space: SearchSpace, req: SearchRequest) -> No
             f"{req.model.name} with {req.method} needs {least_host.total_bytes / GIB:.0f} GiB of host RAM "
             f"(experts {least_host.cpu_experts / GIB:.0f} GiB, all kept in RAM whatever the GPU-expert count; "
             f"scratch {least_host.cpu_scratch / GIB:.1f}; base {least_host.base / GIB:.0f}), "
-            f"the machine has {req.budget.host_ram_bytes / GIB:.0f} GiB",
-            "pass --host-ram if the profile's RAM is not the target machine's, or pick a smaller model or method",
+            f"{req.budget.host_ram_source.has(req.budget.host_ram_bytes / GIB)}",
+            req.budget.host_ram_source.fix(),
         )
     if space.kv_units_max >= space.kv_units_min and _min_fits(comp, space, req):
         return
@@ -154,9 +154,14 @@ def study_key(req: SearchRequest, space: SearchSpace, seed: int | None = None) -
     blob = json.dumps({
         "v": SPACE_VERSION, "model": req.model.__dict__, "method": req.method, "tp": req.tp,
         "profile": hashlib.sha256(json.dumps(profile_to_dict(req.profile), sort_keys=True, default=str).encode()).hexdigest(),
-        "workload": req.workload.__dict__, "budget": req.budget.__dict__, "space": space.as_dict(), "seed": seed,
+        "workload": req.workload.__dict__, "budget": _searched(req.budget), "space": space.as_dict(), "seed": seed,
     }, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def _searched(budget: Budget) -> dict:
+    """The budget's fields that change what a search finds (not the words of its messages)."""
+    return {k: v for k, v in budget.__dict__.items() if k != "host_ram_source"}
 
 
 def _complete(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:

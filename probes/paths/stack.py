@@ -156,7 +156,9 @@ def build_stack(spec: ModelSpec, router: RouterSpec, method: str, opts: StackOpt
 
         kt = load_kt_kernel()
         if kt is None:
-            notes.append(f"kt-kernel not importable ({kt_kernel_error()}): CPU experts by torch")
+            from kttune.extras import KT_KERNEL_INSTALL
+
+            notes.append(f"kt-kernel not importable ({kt_kernel_error()}): CPU experts by torch; {KT_KERNEL_INSTALL}")
         else:
             from kttune.kernels.kt_moe import KtMoeLayer
 

@@ -1,0 +1,290 @@
+"""The README's figures, made by the code at HEAD: every block of README.md between
+`<!-- figures:NAME -->` and `<!-- /figures -->` is the text `BLOCKS[NAME]` makes, and the PNGs under
+docs/figures/ carry the configuration they show in their metadata. tests/test_readme_figures.py
+checks both, so a change that moves a figure fails until this is rerun.
+
+    python scripts/readme_figures.py            # check: exit 1 and a diff where README.md is stale
+    python scripts/readme_figures.py --write    # rewrite the README blocks and the PNGs (matplotlib)
+
+Each figure is what the README's command prints on a fresh machine (no probed profile, so the
+shipped default profile), computed through kttune.api as the CLI does, studies in memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import re
+import sys
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+FIGURES = ROOT / "docs" / "figures"
+RESULTS = ROOT / "benchmarks" / "results"
+BLOCK_RE = re.compile(r"<!-- figures:(?P<name>[a-z0-9-]+) -->\n(?P<body>.*?)<!-- /figures -->", re.S)
+PNG_KEY = "Description"  # the PNG text chunk that names what a figure shows
+
+MAIN_JOB = dict(model="qwen3-30b-a3b", vram="32G", seed=1)
+DERIVE = dict(source="h200-pcie5-xeon-amx-16c", gpu="rtx5090", gpus=2, model="minimax-m2.1", vram="30G",
+              host_ram="256G", seed=1)
+RUNNER = dict(model="qwen3-30b-a3b", vram="139G", gpu_experts=0, chunk=4096, threshold=2048, cpuinfer=13,
+              profile="h200-pcie5-xeon-amx-16c", results="paths-h200-pcie5-xeon-amx-16c.json")
+
+
+def fresh_machine() -> None:
+    """As on a fresh machine: an empty kttune cache, so no probed profile of this one and the
+    shipped default profile (the tests' cache is empty already)."""
+    os.environ["KTTUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="kttune-readme-")
+
+
+def _n(v: float) -> str:
+    return f"{v:,.0f}"
+
+
+def _s(ms: float) -> str:
+    return f"{ms / 1e3:.2f} s" if ms < 10_000 else f"{ms / 1e3:.1f} s"
+
+
+def _wrap(text: str) -> str:
+    """A paragraph at the README's line width."""
+    import textwrap
+
+    return textwrap.fill(text, 100, break_on_hyphens=False, break_long_words=False) + "\n"
+
+
+def _flags(f: dict) -> str:
+    return (f"{f['num_gpu_experts']} GPU experts per layer, chunk {_n(f['chunked_prefill_size'])}, threshold "
+            f"{_n(f['gpu_prefill_token_threshold'])}, {_n(f['max_total_tokens'])} KV tokens and `--kt-cpuinfer "
+            f"{f['cpuinfer_threads']}`")
+
+
+@lru_cache(maxsize=None)
+def main_job() -> dict:
+    """`kttune search --model qwen3-30b-a3b --vram 32G --seed 1 --json` on a fresh machine."""
+    from kttune import api
+
+    inp = api.resolve_inputs(MAIN_JOB["model"], MAIN_JOB["vram"])
+    return api.search(inp, trials=300, seed=MAIN_JOB["seed"], storage=":memory:").to_dict()
+
+
+def main_job_block() -> str:
+    from kttune.units import times_faster
+
+    d = main_job()
+    pick, base = d["pick"], d["kt_run_default"]
+    p, b = pick["predicted"], base["predicted"]
+    return _wrap(
+        f"With `--seed 1` (a reproducible search; `kttune search --model {MAIN_JOB['model']} --vram {MAIN_JOB['vram']} "
+        f"--seed 1`) the main job picks {_flags(pick['flags'])}: a predicted mean prefill of "
+        f"{_s(p['mean_prefill_ms'])} over the {d['workload']['name']} workload's prompts and "
+        f"{p['decode_tok_s']:.1f} decode tok/s, against the `kt run` defaults mean prefill "
+        f"{times_faster(p['mean_prefill_ms'], b['mean_prefill_ms'], lower_is_faster=True)} and decode "
+        f"{times_faster(p['decode_tok_s'], b['decode_tok_s'], lower_is_faster=False)}; the paths cross at "
+        f"{_n(d['crossover_tokens'])} tokens per forward. Without `--seed` the sampler differs from run to run "
+        "and so may the pick.")
+
+
+def prefill_figure_block() -> str:
+    d = main_job()
+    return _wrap(f"The README's main job, `kttune search --model {MAIN_JOB['model']} --vram {MAIN_JOB['vram']} --seed 1 "
+                 f"--json > r.json && kttune report r.json` (the pick: {_flags(d['pick']['flags'])}):")
+
+
+@lru_cache(maxsize=None)
+def derive_example() -> dict:
+    """`kttune profile derive ... --gpu rtx5090 --gpus 2`, then the search on it and the same flags
+    explained on the measured profile."""
+    from kttune import api
+    from kttune.hw.derive import Change, derive_profile
+    from kttune.hw.profile import save_profile
+    from kttune.hw.registry import load_shipped
+
+    measured = load_shipped(DERIVE["source"])
+    derived = derive_profile(measured, Change(gpu=DERIVE["gpu"], n_gpus=DERIVE["gpus"]), created="")
+    path = save_profile(derived.profile, Path(tempfile.mkdtemp(prefix="kttune-readme-")) / "2x5090.json")
+    inp = api.resolve_inputs(DERIVE["model"], DERIVE["vram"], DERIVE["gpus"], str(path), host_ram=DERIVE["host_ram"])
+    found = api.search(inp, trials=300, seed=DERIVE["seed"], storage=":memory:").to_dict()
+    f = found["pick"]["flags"]
+    same = api.explain_flags(api.resolve_inputs(DERIVE["model"], DERIVE["vram"], DERIVE["gpus"], DERIVE["source"],
+                                                host_ram=DERIVE["host_ram"]),
+                             f["num_gpu_experts"], f["chunked_prefill_size"], f["gpu_prefill_token_threshold"],
+                             f["max_total_tokens"], f["cpuinfer_threads"]).to_dict()
+    return {"labels": derived.labels, "search": found, "measured_same_flags": same}
+
+
+def derive_block() -> str:
+    from kttune.hw.gpu_table import GPUS, pcie_gbps
+    from kttune.units import times_faster
+
+    d = derive_example()
+    src, tgt = GPUS["h200"], GPUS[DERIVE["gpu"]]
+    labels = d["labels"]
+    count = ", ".join(f"{labels[k]} {k}" for k in ("measured", "scaled", "datasheet") if labels.get(k))
+    p, same = d["search"]["pick"]["predicted"], d["measured_same_flags"]["evaluation"]["predicted"]
+    decode = times_faster(p["decode_tok_s"], same["decode_tok_s"], lower_is_faster=False)
+    if decode == "the same":
+        decode += " (the CPU bounds decode on this box)"
+    copies = "at the same" if (src.pcie_gen, src.pcie_width) == (tgt.pcie_gen, tgt.pcie_width) else "scaled to the"
+    return _wrap(
+        f"The first prints the GPU curves scaled by the roofline ratio (BF16 {src.bf16_tflops:g} -> {tgt.bf16_tflops:g} "
+        f"TFLOP/s, HBM {src.hbm_gbps:g} -> {tgt.hbm_gbps:g} GB/s), the copies {copies} PCIe Gen{tgt.pcie_gen} rate "
+        f"({pcie_gbps(tgt.pcie_gen, tgt.pcie_width):.1f} GB/s), the pipeline curves dropped and the all-reduce taken "
+        f"from the PCIe datasheet rate (no two-GPU measurement to fit it on); the CPU curves stay as measured "
+        f"({count} curves). The search then picks {_flags(d['search']['pick']['flags'])}, for a predicted mean "
+        f"prefill of {_s(p['mean_prefill_ms'])} on the {d['search']['workload']['name']} workload and "
+        f"{p['decode_tok_s']:.1f} decode tok/s ({_s(same['mean_prefill_ms'])} and {same['decode_tok_s']:.1f} tok/s "
+        f"with the measured H200s and the same flags): the cheaper GPUs make prefill "
+        f"{times_faster(p['mean_prefill_ms'], same['mean_prefill_ms'], lower_is_faster=True)} and decode "
+        f"{decode}.")
+
+
+def probe_quick_block() -> str:
+    """The quick probe's wall time, as benchmarks/bench_probe_quick_wall.py measured it."""
+    runs = sorted(RESULTS.glob("probe-quick-wall-*.json"))
+    if not runs:
+        raise SystemExit("no benchmarks/results/probe-quick-wall-*.json: run benchmarks/bench_probe_quick_wall.py")
+    parts = []
+    for f in runs:
+        r = json.loads(f.read_text())
+        loads = r.get("load_avg_1min_before_each_run") or []
+        load = (f"; 1-min load average {min(loads):.1f}-{max(loads):.1f} on {r['logical_cpus_visible']} CPUs"
+                if loads else "")
+        note = f" ({r['note']}{load})" if r.get("note") or load else ""
+        parts.append(f"{r['median_s']:.0f} s median, {r['min_s']:.0f}-{r['max_s']:.0f} s over {len(r['runs_s'])} runs, "
+                     f"on {r['machine']}{note}: `benchmarks/results/{f.name}`")
+    return _wrap("The quick probe end to end (Python start, the probe, its tables; "
+                 "`benchmarks/bench_probe_quick_wall.py`): " + "; ".join(parts) + ".")
+
+
+@lru_cache(maxsize=None)
+def runner_example() -> tuple[dict, list[dict]]:
+    """`kttune explain ... --json > e.json`, and the path runner's rows of the results file."""
+    from kttune import api
+    from kttune.emit.markdown_report import read_inputs
+
+    r = RUNNER
+    inp = api.resolve_inputs(r["model"], r["vram"], 1, r["profile"])
+    doc = api.explain_flags(inp, r["gpu_experts"], r["chunk"], r["threshold"], 65536, r["cpuinfer"]).to_dict()
+    runs = read_inputs([RESULTS / r["results"]]).runs
+    return doc, runs
+
+
+def calibration_block() -> str:
+    from kttune.emit.figures import calibration_error
+
+    _, runs = runner_example()
+    cal = calibration_error(runs)
+    models = sorted({r.get("model") for r in runs if r.get("measured_ms") and r.get("predicted_ms")})
+    return _wrap(f"({cal['n']} runs over {len(models)} models, median error {cal['median_abs_rel']:.0%}, worst "
+                 f"{cal['max_abs_rel']:.0%}:")
+
+
+BLOCKS = {
+    "main-job": main_job_block,
+    "prefill-figure": prefill_figure_block,
+    "derive-example": derive_block,
+    "probe-quick": probe_quick_block,
+    "calibration-figure": calibration_block,
+}
+
+
+# ---- the PNGs: what each shows, in its metadata ---------------------------------------------------
+
+
+def figure_descriptions() -> dict[str, str]:
+    """docs/figures/<name>.png -> the text its PNG metadata must hold (what configuration it shows)."""
+    d = main_job()
+    doc, runs = runner_example()
+    ef = doc["evaluation"]["flags"]
+    n = len([r for r in runs if r.get("measured_ms")])
+    return {
+        "qwen3-30b-a3b-prefill.png": f"kttune search {d['model']['name']} seed 1: {_flags(d['pick']['flags'])}",
+        "qwen3-30b-a3b-prefill-measured.png": f"kttune explain {doc['model']['name']}: {_flags(ef)}; {n} path-runner runs",
+        "paths-h200-calibration.png": f"path runner {RUNNER['results']}: {n} runs",
+    }
+
+
+def write_figures() -> list[Path]:
+    from kttune.emit import figures as F
+
+    d = main_job()
+    doc, runs = runner_example()
+    made = {"qwen3-30b-a3b-prefill.png": F.fig_prefill(d),
+            "qwen3-30b-a3b-prefill-measured.png": F.fig_prefill(doc, runs),
+            "paths-h200-calibration.png": F.fig_calibration(runs, doc)}
+    out = []
+    for name, fig in made.items():
+        path = FIGURES / name
+        fig.savefig(path, dpi=110, format="png", metadata={PNG_KEY: figure_descriptions()[name]})
+        out.append(path)
+    return out
+
+
+def png_text(path: Path) -> dict[str, str]:
+    """The tEXt/iTXt chunks of a PNG (the standard's layout: length, type, data, CRC)."""
+    import struct
+    import zlib
+
+    data = path.read_bytes()
+    pos, out = 8, {}
+    while pos + 8 <= len(data):
+        (length,), kind = struct.unpack(">I", data[pos:pos + 4]), data[pos + 4:pos + 8]
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"tEXt":
+            key, _, text = body.partition(b"\0")
+            out[key.decode("latin-1")] = text.decode("latin-1")
+        elif kind == b"iTXt":
+            key, _, rest = body.partition(b"\0")
+            compressed, rest = rest[0], rest[2:]
+            _lang, _, rest = rest.partition(b"\0")
+            _tkey, _, text = rest.partition(b"\0")
+            out[key.decode("latin-1")] = (zlib.decompress(text) if compressed else text).decode("utf-8")
+        pos += 12 + length
+    return out
+
+
+# ---- README -------------------------------------------------------------------------------------
+
+
+def rendered(readme: str) -> str:
+    """README text with every figures block made anew."""
+    names = [m.group("name") for m in BLOCK_RE.finditer(readme)]
+    unknown = sorted(set(names) - set(BLOCKS))
+    if unknown:
+        raise SystemExit(f"README.md has figures blocks no function makes: {unknown}")
+    return BLOCK_RE.sub(lambda m: f"<!-- figures:{m.group('name')} -->\n{BLOCKS[m.group('name')]()}<!-- /figures -->",
+                        readme)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true", help="rewrite README.md's blocks and docs/figures/*.png")
+    args = ap.parse_args(argv)
+    fresh_machine()
+    old = README.read_text()
+    new = rendered(old)
+    if args.write:
+        README.write_text(new)
+        for p in write_figures():
+            print(f"wrote {p.relative_to(ROOT)}")
+        print("README.md figures blocks: " + ", ".join(m.group("name") for m in BLOCK_RE.finditer(new)))
+        return 0
+    stale = [name for name, want in figure_descriptions().items()
+             if png_text(FIGURES / name).get(PNG_KEY) != want]
+    if new == old and not stale:
+        print("README.md and docs/figures are up to date")
+        return 0
+    sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True), "README.md", "made"))
+    for name in stale:
+        print(f"docs/figures/{name} shows another configuration than HEAD makes")
+    print("rerun: python scripts/readme_figures.py --write")
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""README.md's figures are what the code at HEAD makes (scripts/readme_figures.py): every generated
+block, and the configuration each PNG under docs/figures/ shows. A change that moves one fails here
+until `python scripts/readme_figures.py --write` is rerun."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from kttune.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("readme_figures", ROOT / "scripts" / "readme_figures.py")
+R = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(R)
+
+
+def test_every_readme_block_is_what_head_makes():
+    readme = R.README.read_text()
+    blocks = {m.group("name"): m.group("body") for m in R.BLOCK_RE.finditer(readme)}
+    assert set(blocks) == set(R.BLOCKS)
+    for name, make in R.BLOCKS.items():
+        assert blocks[name] == make(), f"README block {name!r} is stale: run python scripts/readme_figures.py --write"
+
+
+def test_each_figure_shows_the_configuration_head_picks():
+    for name, want in R.figure_descriptions().items():
+        assert R.png_text(R.FIGURES / name).get(R.PNG_KEY) == want, f"docs/figures/{name} is stale"
+
+
+def test_the_main_job_block_is_what_the_command_prints(capsys):
+    """The script computes through kttune.api with the study in memory; the command, with its
+    default journal storage, picks the same."""
+    assert main(["search", "--model", R.MAIN_JOB["model"], "--vram", R.MAIN_JOB["vram"], "--seed", "1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["pick"]["flags"] == R.main_job()["pick"]["flags"]
+    got, made = doc["pick"]["predicted"], R.main_job()["pick"]["predicted"]
+    assert got["mean_prefill_ms"] == pytest.approx(made["mean_prefill_ms"]) and got["decode_tok_s"] == pytest.approx(made["decode_tok_s"])
+
+
+def test_png_text_reads_what_matplotlib_writes(tmp_path):
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(1, 1))
+    fig.add_subplot().plot([0, 1])
+    text = "chunk 16,384 — é"  # outside latin-1 too: matplotlib writes it as iTXt
+    fig.savefig(tmp_path / "f.png", format="png", metadata={R.PNG_KEY: text, "Title": "plain"})
+    got = R.png_text(tmp_path / "f.png")
+    assert got[R.PNG_KEY] == text and got["Title"] == "plain"
