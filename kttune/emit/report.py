@@ -121,7 +121,8 @@ def render_explanation(console: Console, inp, ex: Explanation, argv: list[str], 
                   f"crossover: {cross}")
     for r in ex.reasons:
         console.print(f"  - {r}")
-    console.print(f"decode: {ev.decode_batch} requests at once, {ev.tbt_ms:.1f} ms per step, {ev.decode_tok_s:,.1f} tok/s "
+    console.print(f"decode: {ev.decode_batch} requests at once, {ev.tbt_ms:.1f} ms per step: "
+                  f"{ev.decode_tok_s_per_request:,.1f} tok/s per request, {ev.decode_tok_s:,.1f} tok/s for the batch "
                   f"(CPU handles {(1 - cfg.num_gpu_experts / inp.model.num_experts):.0%} of routed experts)")
     console.print(vram_table(ev.vram, inp.budget.vram_bytes_per_gpu, inp.budget.usable_vram_bytes))
     console.print(f"host RAM: {ev.host.total_bytes / GIB:.1f} GiB (experts {ev.host.cpu_experts / GIB:.1f}, "

@@ -28,6 +28,7 @@ def evaluation_dict(ev: Evaluation) -> dict:
             "decode_batch": ev.decode_batch,
             "decode_step_ms": ev.tbt_ms,
             "decode_tok_s": ev.decode_tok_s,
+            "decode_tok_s_per_request": ev.decode_tok_s_per_request,
         },
         "vram_bytes_per_gpu": ev.vram.to_dict(),
         "host_ram_bytes": ev.host.to_dict(),

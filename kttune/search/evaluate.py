@@ -33,10 +33,15 @@ class Evaluation:
     ttft_ms: tuple[tuple[int, float], ...]  # (prompt tokens, prefill ms) per representative length
     decode_batch: int  # requests decoded at once (concurrency capped by the KV pool)
     tbt_ms: float  # decode step time at that batch
-    decode_tok_s: float  # decode_batch / tbt
+    decode_tok_s: float  # decode_batch / tbt: the batch's total (decode_tok_s_per_request: each request's)
     vram: VramBreakdown
     host: HostRamBreakdown
     constraints: dict[str, float] = field(default_factory=dict)  # each <= 0 when satisfied
+
+    @property
+    def decode_tok_s_per_request(self) -> float:
+        """What one request of the batch sees: one token per decode step."""
+        return 1e3 / self.tbt_ms
 
     @property
     def feasible(self) -> bool:

@@ -39,6 +39,9 @@ def test_decode_batch_is_capped_by_concurrency_requests_and_kv(kv, running):
     e = evaluate(comp(), cfg("BF16", max_total_tokens=kv * 1024, max_running_requests=running), wl, ROOMY)
     assert 1 <= e.decode_batch <= max(1, min(wl.concurrency, running, kv * 1024 // decode_context(wl)))
     assert e.decode_tok_s == pytest.approx(e.decode_batch / (e.tbt_ms / 1e3))
+    # each request sees one token per step; the batch's total is that times the batch
+    assert e.decode_tok_s_per_request == pytest.approx(1e3 / e.tbt_ms)
+    assert e.decode_tok_s_per_request * e.decode_batch == pytest.approx(e.decode_tok_s)
 
 
 def test_a_threshold_above_the_chunk_is_infeasible_and_zero_never_is():
