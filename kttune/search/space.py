@@ -14,6 +14,7 @@ from kttune.cost.prefill import crossover_tokens
 from kttune.errors import UserError
 from kttune.memory.host import host_ram_breakdown
 from kttune.memory.vram import gpu_expert_bytes, max_kv_tokens_that_fit, vram_breakdown
+from kttune.search.admission import pool_tokens_for, request_kv_tokens
 from kttune.search.evaluate import Budget
 from kttune.search.workload import Workload
 from kttune.units import GIB
@@ -41,16 +42,22 @@ class SearchSpace:
     kv_units_max: int
     threads: tuple[int, ...]
     threadpools: int
-    max_running_requests: int
+    max_running_requests: int  # the workload's concurrency; a config's flag is what its pool holds of it
     tp: int
     method: str
+    request_kv_tokens: int = 0  # one request at the workload's mean length (kttune.search.admission)
 
     def config(self, chunk: int, threshold: int, gpu_experts: int, kv_units: int, threads: int) -> LaunchConfig:
+        """The launch config of these values; `--max-running-requests` (and the decode graphs) follow
+        from the pool: the workload's concurrency, or the requests the pool holds when fewer."""
+        running = self.max_running_requests
+        if self.request_kv_tokens:
+            running = max(1, min(running, kv_units * KV_UNIT // self.request_kv_tokens))
         return LaunchConfig(
             method=self.method, tp=self.tp, num_gpu_experts=gpu_experts, chunked_prefill_size=chunk,
             gpu_prefill_token_threshold=threshold, max_total_tokens=kv_units * KV_UNIT,
             cpuinfer_threads=threads, threadpool_count=self.threadpools,
-            max_running_requests=self.max_running_requests, cuda_graph_max_bs=max(1, self.max_running_requests),
+            max_running_requests=running, cuda_graph_max_bs=running,
         )
 
     def suggest(self, trial) -> LaunchConfig:
@@ -149,21 +156,28 @@ def build_space(comp: Components, workload: Workload, budget: Budget, tp: int,
     kv_max_tokens = max_kv_tokens_that_fit(model, smallest, budget.usable_vram_bytes, page=KV_UNIT)
     longest = workload.max_prompt_tokens + workload.output_tokens
     kv_min = max(MIN_USEFUL_KV_TOKENS, longest)
+    # The pool must also run the workload's concurrency at its mean length at once (SGLang admits no
+    # more, kttune.search.admission), where the budget allows it; else the most it can (the report
+    # says how many requests that holds).
+    kv_min = max(kv_min, min(pool_tokens_for(workload), kv_max_tokens // KV_UNIT * KV_UNIT))
     # the KV pool need not exceed every request at its full length at once
     kv_cap = max(running * longest, 2 * kv_min)
     kv_units_min = math.ceil(kv_min / KV_UNIT)
     kv_units_max = min(kv_max_tokens, kv_cap) // KV_UNIT
     # GPU experts: as many per layer as fit beside the smallest everything else and the least KV pool
-    # the space offers (VRAM is linear in the expert count, so this is exact)
+    # the space offers. VRAM is linear in the expert count from one expert on (the first also brings
+    # the hybrid MoE phase's GPU activations), so this is exact.
     least = replace(smallest, max_total_tokens=kv_units_min * KV_UNIT)
-    per_layer = gpu_expert_bytes(model, comp.method, replace(least, num_gpu_experts=1))
-    spare = budget.usable_vram_bytes - vram_breakdown(model, least).runtime_peak_bytes
-    n_fit = int(spare // per_layer) if per_layer > 0 and spare > 0 else 0
+    one = replace(least, num_gpu_experts=1)
+    per_layer = gpu_expert_bytes(model, comp.method, one)
+    spare = budget.usable_vram_bytes - vram_breakdown(model, one).runtime_peak_bytes
+    n_fit = 1 + int(spare // per_layer) if per_layer > 0 and spare >= 0 else 0
     gpu_experts_max = max(0, min(model.num_experts, n_fit))
     thresholds = threshold_choices(comp, replace(least, chunked_prefill_size=chunks[-1]), gpu_experts_max, threads)
     return SearchSpace(chunks=chunks, thresholds=thresholds, gpu_experts_max=gpu_experts_max,
                        kv_units_min=kv_units_min, kv_units_max=max(kv_units_min, kv_units_max), threads=threads,
-                       threadpools=pools, max_running_requests=running, tp=tp, method=comp.method.name)
+                       threadpools=pools, max_running_requests=running, tp=tp, method=comp.method.name,
+                       request_kv_tokens=request_kv_tokens(workload))
 
 
 def threshold_choices(comp: Components, base: LaunchConfig, gpu_experts_max: int, threads: Sequence[int]) -> tuple[int, ...]:
