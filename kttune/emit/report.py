@@ -108,9 +108,10 @@ def _lengths_compact(ex: Explanation) -> Table:
     return keep_title(t)
 
 
-def render_explanation(console: Console, inp, ex: Explanation, argv: list[str], title: str,
+def render_explanation(console: Console, inp, ex: Explanation, argv: list[str], title: str | None,
                        notes: tuple[str, ...] = ()) -> None:
-    """`inp`: the SearchRequest explained; `notes`: more notes to print (e.g. the launch paths')."""
+    """`inp`: the SearchRequest explained; `notes`: more notes to print (e.g. the launch paths');
+    `title`: the launch command's heading (None: no command printed)."""
     ev = ex.evaluation
     cfg = ev.cfg
     console.print(lengths_table(ex, console.width))
@@ -132,7 +133,13 @@ def render_explanation(console: Console, inp, ex: Explanation, argv: list[str], 
         console.print(f"[red]does not fit: {', '.join(ev.violated)}[/]")
     for n in dict.fromkeys(ex.notes + tuple(notes)):
         console.print(f"note: {n}", style="dim", markup=False, highlight=False)
-    # no panel around the command: its borders would be copied with it
+    if title is not None:
+        render_command(console, argv, title)
+
+
+def render_command(console: Console, argv: list[str], title: str) -> None:
+    """A launch command under its heading, as a plain block that pastes whole (no panel: its
+    borders would be copied with it)."""
     console.rule(f"[bold]{title}[/]", align="left")
     console.print(launch_command(argv), soft_wrap=True, highlight=False, markup=False)
 
