@@ -81,8 +81,9 @@ def launch_command(argv: list[str], multiline: bool = True) -> str:
     env = " ".join(f"{k}={v}" for k, v in ENV.items())
     if not multiline:
         return env + " " + shlex.join(argv)
-    # the environment on a line of its own: every line stays within 80 columns for copying
-    lines, i = [env, shlex.join(argv[:3])], 3
+    # one environment assignment per line, then one flag per line: every line stays within 60
+    # columns for copying (a flag with a long path excepted)
+    lines, i = [f"{k}={v}" for k, v in ENV.items()] + [shlex.join(argv[:3])], 3
     while i < len(argv):
         if argv[i].startswith("--") and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
             lines.append(f"  {argv[i]} {shlex.quote(argv[i + 1])}")
