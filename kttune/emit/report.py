@@ -183,7 +183,7 @@ def pareto_table(result, width: int | None = None) -> Table:
     if width is None:
         return _pareto_full(result)
     return first_that_fits(width, lambda: _pareto_full(result), lambda: _pareto_compact(result),
-                           lambda: _pareto_narrow(result))
+                           lambda: _pareto_compact(result, narrow=True))
 
 
 def _pareto_title(result) -> str:
@@ -213,25 +213,18 @@ def _pareto_full(result) -> Table:
     return keep_title(t)
 
 
-def _pareto_compact(result) -> Table:
-    t = Table(title=_pareto_title(result), show_edge=False, caption="K = 1024 tokens")
+def _pareto_compact(result, narrow: bool = False) -> Table:
+    """Two-line headers, K for 1024 tokens, the over-budget mark on a line of its own; `narrow` (60
+    columns): abbreviated headers with a legend, in the tight frame."""
+    if narrow:
+        t = tight_table(_pareto_title(result), "exp: GPU experts per layer; thr: threshold;\nKV: max tokens; "
+                                               "cpu: --kt-cpuinfer; K = 1024 tokens")
+        cols = ("exp", "chunk", "thr", "KV", "cpu", "mean\nprefill", "decode\ntok/s", "peak\nGiB")
+    else:
+        t = Table(title=_pareto_title(result), show_edge=False, caption="K = 1024 tokens")
+        cols = ("GPU\nexperts", "chunk", "thresh", "max\ntokens", "cpu\ninfer", "mean\nprefill", "decode\ntok/s", "peak\nGiB")
     t.add_column("", no_wrap=True)
-    for col in ("GPU\nexperts", "chunk", "thresh", "max\ntokens", "cpu\ninfer", "mean\nprefill", "decode\ntok/s", "peak\nGiB"):
-        t.add_column(col, justify="right", no_wrap=True)
-    for e in _front_rows(result):
-        c = e.cfg
-        mark = "pick" if e is result.best else ("kt run" if e is result.baseline else "")
-        t.add_row(mark, str(c.num_gpu_experts), tokens_short(c.chunked_prefill_size),
-                  tokens_short(c.gpu_prefill_token_threshold), tokens_short(c.max_total_tokens), str(c.cpuinfer_threads),
-                  ms_short(e.mean_ttft_ms), f"{e.decode_tok_s:,.1f}", _peak(e, 2), style=_row_style(result, e))
-    return keep_title(t)
-
-
-def _pareto_narrow(result) -> Table:
-    t = tight_table(_pareto_title(result), "exp: GPU experts per layer; thr: threshold;\nKV: max tokens; "
-                                           "cpu: --kt-cpuinfer; K = 1024 tokens")
-    t.add_column("", no_wrap=True)
-    for col in ("exp", "chunk", "thr", "KV", "cpu", "mean\nprefill", "decode\ntok/s", "peak\nGiB"):
+    for col in cols:
         t.add_column(col, justify="right", no_wrap=True)
     for e in _front_rows(result):
         c = e.cfg
