@@ -148,8 +148,7 @@ def explain(
     """Explain a flag set or a whole sglang-kt launch command: does it fit (VRAM by phase, host RAM),
     which path each forward takes, prefill per prompt length, decode per request and for the batch.
 
-    With a launch command, --model defaults to its --model directory (or the catalog model that
-    directory is named after) and --vram to the profile's GPU memory."""
+    With a launch command, --model defaults to its --model directory (or the catalog model that directory is named after) and --vram to the profile's GPU memory."""  # noqa: E501 (one line: typer keeps line breaks)
     from kttune import api
     from kttune.emit import report
 
