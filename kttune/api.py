@@ -15,6 +15,7 @@ from kttune.emit.launch import LaunchPaths, default_paths, launch_argv
 from kttune.errors import UserError
 from kttune.hw.profile import Inventory
 from kttune.memory.vram import DEFAULT_VRAM_MARGIN
+from kttune.search.admission import running_requests
 from kttune.search.evaluate import Budget, Evaluation, HostRamSource
 from kttune.search.slo import SloTarget
 from kttune.search.space import parse_chunks
@@ -208,10 +209,10 @@ def launch_config(inp: Inputs, gpu_experts: int, chunk: int, threshold: int, max
     if th not in threads:
         raise UserError(f"--cpuinfer {th} was not measured on this profile", f"use one of {threads}")
     pools = threadpools or max(1, len(req.profile.inventory.cpu.numa_nodes))
+    running = running_requests(max_total_tokens, req.workload)  # what the pool admits of the workload
     return LaunchConfig(method=req.method, tp=req.tp, num_gpu_experts=gpu_experts, chunked_prefill_size=chunk,
                         gpu_prefill_token_threshold=threshold, max_total_tokens=max_total_tokens, cpuinfer_threads=th,
-                        threadpool_count=pools, max_running_requests=req.workload.concurrency,
-                        cuda_graph_max_bs=req.workload.concurrency)
+                        threadpool_count=pools, max_running_requests=running, cuda_graph_max_bs=running)
 
 
 def explain_flags(inp: Inputs, gpu_experts: int, chunk: int, threshold: int, max_total_tokens: int,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from pathlib import Path
+from typing import List, Optional
 
 import typer
 
@@ -12,6 +13,7 @@ from kttune.cli_common import MARGIN_HELP, MODEL_HELP, PROFILE_HELP, VRAM_HELP, 
 from kttune.cli_report import REPORT_HELP
 from kttune.errors import UserError
 from kttune.memory.vram import DEFAULT_VRAM_MARGIN
+from kttune.spec.launch_args import names_of
 
 app = typer.Typer(
     name="kttune",
@@ -140,34 +142,63 @@ def _is_dir(p: str) -> bool:
 
 @app.command()
 def explain(
-    model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
-    vram: str = typer.Option(..., "--vram", help=VRAM_HELP),
-    gpu_experts: int = typer.Option(..., "--gpu-experts", help="--kt-num-gpu-experts (per MoE layer)."),
-    chunk: int = typer.Option(8192, "--chunk", help="--chunked-prefill-size (tokens)."),
-    threshold: int = typer.Option(0, "--threshold", help="--kt-gpu-prefill-token-threshold (tokens; 0 = layerwise off)."),
-    max_total_tokens: int = typer.Option(65536, "--max-total-tokens", help="KV pool size in tokens."),
-    cpuinfer: int = typer.Option(None, "--cpuinfer", help="--kt-cpuinfer threads (default: the most measured below the core count)."),
-    gpus: int = typer.Option(1, "--gpus", help="GPUs (tensor-parallel size)."),
+    launch: Optional[List[str]] = typer.Argument(None, metavar="[-- COMMAND...]", help="A sglang-kt launch command after `--`, e.g. `-- python -m sglang.launch_server --model ... --kt-num-gpu-experts 32`: kttune reads its flags (sglang's own names), fills what it leaves unset as sglang-kt 0.7.2 does, and compares it with the search's pick."),
+    command: str = typer.Option(None, "--command", help="The same launch command as one string (as pasted from a shell; backslash line breaks are fine)."),
+    model: str = typer.Option(None, "--model", "-m", help=MODEL_HELP),
+    vram: str = typer.Option(None, "--vram", help=VRAM_HELP),
+    gpu_experts: int = typer.Option(None, "--gpu-experts", *names_of("num_gpu_experts"), help="GPU experts per MoE layer."),
+    chunk: int = typer.Option(None, "--chunk", *names_of("chunked_prefill_size"), help="Tokens per prefill forward (default 8192)."),
+    threshold: int = typer.Option(None, "--threshold", *names_of("gpu_prefill_token_threshold"), help="Forwards of at least this many tokens go layerwise (tokens; default 0 = layerwise off)."),
+    max_total_tokens: int = typer.Option(None, *names_of("max_total_tokens"), help="KV pool size in tokens (default 65536)."),
+    cpuinfer: int = typer.Option(None, "--cpuinfer", *names_of("cpuinfer_threads"), help="kt-kernel threads (default: the most measured below the core count)."),
+    gpus: int = typer.Option(None, "--gpus", *names_of("tp"), help="GPUs (tensor-parallel size; default 1)."),
     profile: str = typer.Option(None, "--profile", help=PROFILE_HELP),
     workload: str = typer.Option("rag", "--workload", "-w", help=WORKLOAD_HELP),
-    method: str = typer.Option(None, "--kt-method", help="Override the detected KT method."),
+    method: str = typer.Option(None, *names_of("method"), help="Override the detected KT method."),
     host_ram: str = typer.Option(None, "--host-ram", help="Host RAM of the target machine (default: the profile's)."),
     vram_margin: float = typer.Option(DEFAULT_VRAM_MARGIN, "--vram-margin", help=MARGIN_HELP),
+    compare: bool = typer.Option(True, "--compare/--no-compare", help="With a launch command: run the search on the same inputs and show what it would change."),
     json_out: bool = typer.Option(False, "--json", help="Print the explanation as JSON on stdout."),
     report_dir: Path = typer.Option(None, "--report", help=REPORT_HELP),
 ):
-    """Explain a given flag set: prefill per prompt length on both paths, the crossover, decode, VRAM."""
+    """Explain a flag set or a whole sglang-kt launch command: does it fit (VRAM by phase, host RAM),
+    which path each forward takes, prefill per prompt length, decode per request and for the batch.
+
+    With a launch command, --model defaults to its --model directory (or the catalog model that directory is named after) and --vram to the profile's GPU memory."""  # noqa: E501 (one line: typer keeps line breaks)
     from kttune import api
     from kttune.cli_report import check_report_extras
     from kttune.emit import report
 
     check_report_extras(report_dir)
     console = _console(json_out)
-    inp = api.resolve_inputs(model, vram, gpus, profile, workload, method, host_ram, vram_margin,
-                             model_path=model if _is_dir(model) else None)
-    report.header(console, inp.request, inp.notes)
-    outcome = api.explain_flags(inp, gpu_experts, chunk, threshold, max_total_tokens, cpuinfer)
-    report.render_explain(console, outcome)
+    if launch or command:
+        given = {"--gpu-experts": gpu_experts, "--chunk": chunk, "--threshold": threshold,
+                 "--max-total-tokens": max_total_tokens, "--cpuinfer": cpuinfer, "--gpus": gpus, "--kt-method": method}
+        clash = [k for k, v in given.items() if v is not None]
+        if launch and command:
+            raise UserError("a launch command after -- and --command", "pass the command once")
+        if clash:
+            raise UserError(f"{', '.join(clash)} given beside a launch command", "put those flags in the command itself")
+        from kttune.api_launch import explain_command
+        from kttune.emit.launch_report import render_launch_explain
+
+        outcome = explain_command(command if command else launch, model, vram, profile, workload, host_ram, vram_margin,
+                                  compare=compare)
+        report.header(console, outcome.explained.inputs.request, outcome.explained.inputs.notes)
+        render_launch_explain(console, outcome)
+        inp = outcome.explained.inputs
+    else:
+        missing = [k for k, v in (("--model", model), ("--vram", vram), ("--gpu-experts", gpu_experts)) if v is None]
+        if missing:
+            raise UserError(f"explain needs {', '.join(missing)} (or a launch command after --)",
+                            "pass them, e.g. --model qwen3-30b-a3b --vram 32G --gpu-experts 8, or "
+                            "kttune explain -- python -m sglang.launch_server ...")
+        inp = api.resolve_inputs(model, vram, 1 if gpus is None else gpus, profile, workload, method, host_ram, vram_margin,
+                                 model_path=model if _is_dir(model) else None)
+        report.header(console, inp.request, inp.notes)
+        outcome = api.explain_flags(inp, gpu_experts, 8192 if chunk is None else chunk, threshold or 0,
+                                    65536 if max_total_tokens is None else max_total_tokens, cpuinfer)
+        report.render_explain(console, outcome)
     doc = outcome.to_dict()
     if json_out:
         _emit_json(doc)

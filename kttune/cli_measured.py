@@ -12,12 +12,11 @@ from kttune.errors import UserError
 
 def measured_search(console, inp, evaluator: str, trials: int | None, budget: str | None, seed: int | None,
                     storage: str | None, json_out: bool, measure: bool) -> None:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from kttune import api
     from kttune.api_measured import make_evaluator, measured_search as run
     from kttune.emit.launch import launch_command
     from kttune.emit.measured_report import measured_dict, render_measured
+    from kttune.emit.progress import measure_progress
     from kttune.units import parse_duration_s
 
     from kttune.extras import require
@@ -28,13 +27,7 @@ def measured_search(console, inp, evaluator: str, trials: int | None, budget: st
     budget_s = parse_duration_s(budget, "--budget") if budget else None
     n = 20 if trials is None else trials
     ev = make_evaluator(inp, evaluator)
-    with Progress(TextColumn("measuring"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[best]}"), console=console, transient=True) as prog:
-        task = prog.add_task("measure", total=n, best="")
-
-        def on_trial(done: int, total: int, best: float | None) -> None:
-            prog.update(task, completed=min(done, total), best=f"best {best:,.0f} tok/s" if best else "")
-
+    with measure_progress(console, n) as on_trial:
         try:
             res = run(inp, ev, trials=n, budget_s=budget_s, seed=seed, storage=storage, on_trial=on_trial)
         except KeyboardInterrupt:

@@ -10,6 +10,7 @@ from kttune.cost.components import Components
 from kttune.cost.prefill import (
     crossover_tokens, hybrid_moe_layer, layerwise_moe_layer, layerwise_traffic_bytes, prefill_forwards, prefill_time_ms,
 )
+from kttune.search.admission import pool_note
 from kttune.search.evaluate import Budget, Evaluation, evaluate
 from kttune.search.workload import Workload
 
@@ -81,6 +82,9 @@ def explain(comp: Components, cfg: LaunchConfig, workload: Workload, budget: Bud
     fits = comp.fit_report(cfg.cpuinfer_threads, cfg.threadpool_count)
     loose = [f"{k} {v['rel_rmse']:.0%}" for k, v in fits.items() if v["rel_rmse"] > 0.2]
     notes = list(dict.fromkeys(comp.notes))
+    pool = pool_note(cfg.max_total_tokens, cfg.max_running_requests, workload)
+    if pool:
+        notes.append(pool)
     if loose:
         notes.append("fits with more than 20% relative RMS error on their own measurements: " + ", ".join(loose))
     return Explanation(ev, tuple(rows), cross, lh, ll.total_ms if ll else None, ll.load_ms if ll else None,

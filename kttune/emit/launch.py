@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from kttune.config import LaunchConfig
 from kttune.memory.vram import VramBreakdown, mem_fraction_static
+from kttune.spec.launch_args import PROGRAMS, flag_name
 from kttune.spec.methods import get_method
 from kttune.spec.model_spec import ModelSpec
 
@@ -45,31 +46,34 @@ def default_paths(model: ModelSpec, method_name: str, model_path: str | None, we
 
 def launch_argv(model: ModelSpec, cfg: LaunchConfig, vram: VramBreakdown, vram_budget_bytes: int,
                 paths: LaunchPaths, port: int = 30000) -> list[str]:
+    """The argv, every flag named as kttune.spec.launch_args.FLAGS writes it (the table
+    `kttune explain -- COMMAND` reads it back with)."""
     method = get_method(cfg.method)
+    f = flag_name
     argv = [
-        "python", "-m", "sglang.launch_server",
-        "--model", paths.model_path,
-        "--trust-remote-code",
-        "--kt-weight-path", paths.weight_path,
-        "--kt-method", method.name,
-        "--kt-cpuinfer", str(cfg.cpuinfer_threads),
-        "--kt-threadpool-count", str(cfg.threadpool_count),
-        "--kt-num-gpu-experts", str(cfg.num_gpu_experts),
-        "--kt-gpu-prefill-token-threshold", str(cfg.gpu_prefill_token_threshold if method.layerwise else 0),
-        "--chunked-prefill-size", str(cfg.chunked_prefill_size),
-        "--max-total-tokens", str(cfg.max_total_tokens),
-        "--max-running-requests", str(cfg.max_running_requests),
-        "--cuda-graph-max-bs", str(cfg.cuda_graph_max_bs),
-        "--mem-fraction-static", f"{mem_fraction_static(vram, vram_budget_bytes):g}",
-        "--tensor-parallel-size", str(cfg.tp),
-        "--attention-backend", "triton" if model.attention == "mla" else "flashinfer",
-        "--disable-shared-experts-fusion",
-        "--enable-mixed-chunk",
-        "--watchdog-timeout", "3000",
-        "--port", str(port),
+        "python", "-m", PROGRAMS[0],
+        f("model_path"), paths.model_path,
+        f("trust_remote_code"),
+        f("weight_path"), paths.weight_path,
+        f("method"), method.name,
+        f("cpuinfer_threads"), str(cfg.cpuinfer_threads),
+        f("threadpool_count"), str(cfg.threadpool_count),
+        f("num_gpu_experts"), str(cfg.num_gpu_experts),
+        f("gpu_prefill_token_threshold"), str(cfg.gpu_prefill_token_threshold if method.layerwise else 0),
+        f("chunked_prefill_size"), str(cfg.chunked_prefill_size),
+        f("max_total_tokens"), str(cfg.max_total_tokens),
+        f("max_running_requests"), str(cfg.max_running_requests),
+        f("cuda_graph_max_bs"), str(cfg.cuda_graph_max_bs),
+        f("mem_fraction_static"), f"{mem_fraction_static(vram, vram_budget_bytes):g}",
+        f("tp"), str(cfg.tp),
+        f("attention_backend"), "triton" if model.attention == "mla" else "flashinfer",
+        f("disable_shared_experts_fusion"),
+        f("enable_mixed_chunk"),
+        f("watchdog_timeout"), "3000",
+        f("port"), str(port),
     ]
     if "FP8" in method.name:
-        argv += ["--fp8-gemm-backend", "triton"]
+        argv += [f("fp8_gemm_backend"), "triton"]
     return argv
 
 
@@ -77,8 +81,9 @@ def launch_command(argv: list[str], multiline: bool = True) -> str:
     env = " ".join(f"{k}={v}" for k, v in ENV.items())
     if not multiline:
         return env + " " + shlex.join(argv)
-    # the environment on a line of its own: every line stays within 80 columns for copying
-    lines, i = [env, shlex.join(argv[:3])], 3
+    # one environment assignment per line, then one flag per line: every line stays within 60
+    # columns for copying (a flag with a long path excepted)
+    lines, i = [f"{k}={v}" for k, v in ENV.items()] + [shlex.join(argv[:3])], 3
     while i < len(argv):
         if argv[i].startswith("--") and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
             lines.append(f"  {argv[i]} {shlex.quote(argv[i + 1])}")

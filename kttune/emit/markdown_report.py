@@ -226,7 +226,9 @@ def _result_section(doc: dict, k: str, out_dir: Path, runs: list[dict], figures:
               f"- VRAM budget {doc['budget']['vram_bytes_per_gpu'] / GIB:.1f} GiB per GPU "
               f"(margin {doc['budget'].get('vram_margin', 0):.0%}), host RAM {doc['budget']['host_ram_bytes'] / GIB:.0f} GiB",
               f"- predicted: mean prefill {pred['mean_prefill_ms'] / 1e3:.2f} s over the workload, decode "
-              f"{pred['decode_tok_s']:.1f} tok/s at batch {pred['decode_batch']}, runtime peak "
+              f"{pred['decode_tok_s']:.1f} tok/s at batch {pred['decode_batch']}"
+              + (f" ({pred['decode_tok_s_per_request']:.1f} tok/s per request)" if "decode_tok_s_per_request" in pred else "")
+              + ", runtime peak "
               f"{ev['vram_bytes_per_gpu']['runtime_peak_bytes'] / GIB:.1f} GiB",
               f"- crossover of the two paths: {doc.get('crossover_tokens') or 'none'} tokens per forward", ""]
     lines += ["| flag | value |", "|---|---|"]

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kttune.emit.report import render_notes
+from kttune.emit.terminal import first_that_fits, keep_title, tight_table, tokens_short
 
 
 def _tok(v: float | None) -> str:
@@ -17,20 +18,68 @@ def rows(res) -> list:
     return [res.best, *res.model_candidates, *res.baselines]
 
 
-def render_measured(console: Console, res) -> None:
-    t = Table(title=f"measured prefill throughput (evaluator: {res.evaluator}; request-weighted over "
-                    f"{len(res.lengths)} prompt lengths)", show_edge=False)
+def _title(res) -> str:
+    return f"measured prefill throughput (evaluator: {res.evaluator}; request-weighted over {len(res.lengths)} prompt lengths)"
+
+
+def _state(r) -> str:
+    return r.state if r.fits else "does not fit the budget"
+
+
+def _full(res) -> Table:
+    t = Table(title=_title(res), show_edge=False)
     for col in ("configuration", "chunk", "threshold", "GPU exp.", "cpuinfer", "measured tok/s", "vs measured pick",
                 "predicted tok/s", "state"):
-        t.add_column(col, justify="right" if col not in ("configuration", "state") else "left")
+        t.add_column(col, justify="right" if col not in ("configuration", "state") else "left", no_wrap=True)
     top = res.best.measured_tok_s or 0.0
     for r in rows(res):
         c = r.cfg
-        rel = f"{r.measured_tok_s / top:.1%}" if r.measured_tok_s and top else "-"
-        state = r.state if r.fits else "does not fit the budget"
         t.add_row(r.name, f"{c.chunked_prefill_size}", f"{c.gpu_prefill_token_threshold}", f"{c.num_gpu_experts}",
-                  f"{c.cpuinfer_threads}", _tok(r.measured_tok_s), rel, _tok(r.predicted_tok_s), state)
-    console.print(t)
+                  f"{c.cpuinfer_threads}", _tok(r.measured_tok_s), _rel(r, top), _tok(r.predicted_tok_s), _state(r))
+    return keep_title(t)
+
+
+def _rel(r, top: float) -> str:
+    return f"{r.measured_tok_s / top:.1%}" if r.measured_tok_s and top else "-"
+
+
+def _name(name: str, width: int) -> str:
+    """A configuration's name broken at word boundaries into at most two lines (designed breaks)."""
+    import textwrap
+
+    lines = textwrap.wrap(name, width) or [name]
+    return "\n".join(lines[:1] + [" ".join(lines[1:])]) if len(lines) > 1 else lines[0]
+
+
+def _compact(res, stacked: bool) -> Table:
+    """80 columns: abbreviated headers with a legend, names on two lines, the tight frame; 60
+    (`stacked`): each configuration on two lines, paired values sharing a cell."""
+    t = tight_table(f"measured prefill throughput ({res.evaluator}),\nrequest-weighted over {len(res.lengths)} prompt lengths",
+                    "meas.: measured tok/s; pred.: the cost model's;\nvs pick: against the measured pick; K = 1024 tokens")
+    if stacked:
+        cols = ("configuration", "chunk\nthresh", "GPU\ncpu", "meas.\nvs pick", "pred.\ntok/s", "state")
+    else:
+        cols = ("configuration", "chunk", "thresh", "GPU\nexp.", "cpu\ninfer", "meas.\ntok/s", "vs\npick", "pred.\ntok/s",
+                "state")
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("configuration", "state") else "right", no_wrap=True)
+    top = res.best.measured_tok_s or 0.0
+    for r in rows(res):
+        c = r.cfg
+        chunk, thr = tokens_short(c.chunked_prefill_size), tokens_short(c.gpu_prefill_token_threshold)
+        state = "over budget" if not r.fits else r.state
+        if stacked:
+            t.add_row(_name(r.name, 16), f"{chunk}\n{thr}", f"{c.num_gpu_experts}\n{c.cpuinfer_threads}",
+                      f"{_tok(r.measured_tok_s)}\n{_rel(r, top)}", _tok(r.predicted_tok_s), state.replace(" ", "\n", 1))
+        else:
+            t.add_row(_name(r.name, 18), chunk, thr, str(c.num_gpu_experts), str(c.cpuinfer_threads), _tok(r.measured_tok_s),
+                      _rel(r, top), _tok(r.predicted_tok_s), state)
+    return keep_title(t)
+
+
+def render_measured(console: Console, res) -> None:
+    console.print(first_that_fits(console.width, lambda: _full(res), lambda: _compact(res, False),
+                                  lambda: _compact(res, True)))
     for r in res.baselines:
         if r.notes:
             console.print(f"{r.name}: " + "; ".join(r.notes))

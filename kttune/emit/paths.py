@@ -96,28 +96,35 @@ def _k(n: int) -> str:
     return f"{n // 1024}K" if n >= 1024 and n % 1024 == 0 else str(n)
 
 
-def _compact_table(result: dict):
+def _compact_table(result: dict, narrow: bool = False):
     """The 80-column form: model and method in the title, times in short units, the memory model
-    and reserved bytes left to the JSON."""
+    and reserved bytes left to the JSON. `narrow` (60 columns): the measured K-layer time over the
+    predicted one in one cell, in the tight frame."""
     from rich import box
     from rich.table import Table
 
-    from kttune.emit.terminal import keep_title, ms_short, tokens_short
+    from kttune.emit.terminal import keep_title, ms_short, tight_table, tokens_short
 
     runs = result["runs"]
     names = sorted({f"{r['model']} {r['method']}" for r in runs})
-    t = Table(title=f"path runner: {', '.join(names)}" if len(names) == 1 else "path runner", show_edge=False,
-              caption="mode: one path forced, or the switch at threshold thr; L layerwise, H hybrid", box=box.SIMPLE_HEAD)
-    cols = (["model"] if len(names) > 1 else []) + ["n", "L", "chunk", "mode", "fwd", "K-layer", "pred", "err",
-                                                     "full\nmodel", "peak\nGiB"]
+    title = f"path runner: {', '.join(names)}" if len(names) == 1 else "path runner"
+    if narrow:
+        t = tight_table(title, "mode: one path forced, or the switch at threshold\nthr; L layerwise, H hybrid")
+    else:
+        t = Table(title=title, show_edge=False, caption="mode: one path forced, or the switch at threshold thr; "
+                  "L layerwise, H hybrid", box=box.SIMPLE_HEAD)
+    timing = ["K-layer\npred"] if narrow else ["K-layer", "pred"]
+    cols = (["model"] if len(names) > 1 else []) + ["n", "L", "chunk", "mode", "fwd", *timing, "err", "full\nmodel",
+                                                     "peak\nGiB"]
     for h in cols:
         t.add_column(h, justify="left" if h in ("model", "mode", "fwd") else "right", no_wrap=True)
     for r in runs:
         pred = (r.get("prediction") or {}).get("predicted_ms")
         err = abs(pred - r["measured_ms"]) / r["measured_ms"] if pred and r["measured_ms"] else None
         mode = f"{r['forced_path'][:1].upper()} only" if r.get("forced_path") else f"thr {_k(r['threshold'])}"
+        times = [ms_short(r["measured_ms"]), ms_short(pred) if pred else ""]
         cells = [str(r["gpu_experts"]), tokens_short(r["prompt_tokens"]), tokens_short(r["chunk"]), mode,
-                 _forwards_short(r), ms_short(r["measured_ms"]), ms_short(pred) if pred else "", _pct(err),
+                 _forwards_short(r), *(["\n".join(times)] if narrow else times), _pct(err),
                  ms_short(r["extrapolated_ms"]), _gib(r["peak_allocated_bytes"])]
         t.add_row(*(([f"{r['model']} {r['method']}"] if len(names) > 1 else []) + cells))
     return keep_title(t)
@@ -127,6 +134,7 @@ def render(result: dict, console: Any) -> None:
     from kttune.emit.terminal import first_that_fits
 
     if result["runs"]:
-        console.print(first_that_fits(console.width, lambda: _full_table(result), lambda: _compact_table(result)))
+        console.print(first_that_fits(console.width, lambda: _full_table(result), lambda: _compact_table(result),
+                                      lambda: _compact_table(result, narrow=True)))
     for line in summary_lines(result):
         console.print(line)

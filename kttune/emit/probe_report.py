@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
-from kttune.emit.terminal import fits, keep_title, split_columns
+from kttune.emit.terminal import first_that_fits, fits, keep_title, split_columns, tight_table
 from kttune.hw.profile import Curve, HardwareProfile
 from kttune.units import GB, GIB, MIB
 
@@ -66,10 +66,11 @@ def cpu_moe_tables(curves: list[Curve], width: int | None = None) -> list[Any]:
         if width is None or fits(full, width):
             tables.append(full)
             continue
-        short = f"CPU MoE layer forward, H{h} I{i} E{e} top-{k}: ms / tok/s"
+        short = f"CPU MoE layer forward, H{h} I{i} E{e} top-{k}"
         backends = "; ".join(sorted({c.backend for c in cs}))
-        tables += split_columns(width, 2, lambda idx: build(idx, f"{short}, {xs[idx[0]]}-{xs[idx[-1]]} tokens", backends),
-                                range(len(xs)))
+        sep = ": " if width >= 80 else "\n"  # the title on two lines where one would be wider than the table
+        tables += split_columns(width, 2, lambda idx: build(idx, f"{short}{sep}{xs[idx[0]]}-{xs[idx[-1]]} tokens, ms / tok/s",
+                                                            backends), range(len(xs)))
     return tables
 
 
@@ -146,7 +147,7 @@ def generic_table(kind: str, curves: list[Curve], width: int | None = None) -> l
     """A pivot of one curve kind: a row per size, a column per curve (`curve_label`), cells the
     median ms (GB/s for host-device copies). Split into several tables when wider than `width`."""
     if kind == "pipeline":
-        return [pipeline_table(curves)]
+        return [pipeline_table(curves, width)]
     copies = kind in ("h2d", "d2h")
     xs = sorted({pt.x for c in curves for pt in c.points})
     unit = curves[0].x_unit if curves else ""
@@ -174,11 +175,23 @@ def generic_table(kind: str, curves: list[Curve], width: int | None = None) -> l
     return split_columns(width, 1, build, range(len(curves)))
 
 
-def pipeline_table(curves: list[Curve]) -> Any:
+def pipeline_table(curves: list[Curve], width: int | None = None) -> Any:
     """The layerwise pipeline over one full layer, per model shape and stage A thread count: each
-    stage alone against the pipelined layer time."""
-    t = Table(title="pipeline: one full MoE layer, ms (stages alone, pipelined layer)", show_edge=False)
-    for col in ("MoE layer", "A\nthreads", "GB", "A", "B", "C", "layer", "layer/\nslowest"):
+    stage alone against the pipelined layer time; at `width` columns where that does not fit, the
+    narrow frame with shorter headers."""
+    if width is None:
+        return _pipeline_table(curves, False)
+    return first_that_fits(width, lambda: _pipeline_table(curves, False), lambda: _pipeline_table(curves, True))
+
+
+def _pipeline_table(curves: list[Curve], narrow: bool) -> Any:
+    if narrow:
+        t = tight_table("pipeline: one full MoE layer, ms\n(stages A, B, C alone; the pipelined layer)")
+        cols = ("MoE layer", "A\nthr", "GB", "A", "B", "C", "layer", "layer/\nslowest")
+    else:
+        t = Table(title="pipeline: one full MoE layer, ms (stages alone, pipelined layer)", show_edge=False)
+        cols = ("MoE layer", "A\nthreads", "GB", "A", "B", "C", "layer", "layer/\nslowest")
+    for col in cols:
         t.add_column(col, justify="left" if col == "MoE layer" else "right", no_wrap=True)
     for c in sorted(curves, key=lambda c: (str(c.params.get("model")), c.params.get("method"), -c.params.get("threads", 0))):
         pt = max(c.points, key=lambda pt: pt.x)
@@ -199,35 +212,41 @@ def _wrap(text: str, width: int | None) -> str:
     return "\n".join(textwrap.wrap(text, max(20, width), break_on_hyphens=False)) or text
 
 
+def _add(t: Table, key: str, text: str, width: int | None) -> None:
+    """A key and its value, the value wrapped at word boundaries into rows of their own (the key
+    on the first): every cell one line, however narrow the terminal."""
+    for i, line in enumerate(_wrap(text, width).split("\n")):
+        t.add_row(key if i == 0 else "", line)
+
+
 def inventory_table(p: HardwareProfile, width: int | None = None) -> Any:
     """The machine: CPU, NUMA, ISA, RAM, GPUs, software, timer. Its notes and the command that
     measured it are prose (`inventory_notes`), printed after the table."""
     inv, cpu, sw = p.inventory, p.inventory.cpu, p.inventory.software
-    value_w = None if width is None else width - 19  # key column (12) + borders and padding (7)
+    value_w = None if width is None else width - 20  # key column (13, "python, torch") + borders and padding (7)
     t = Table(title=_wrap(f"{p.provenance.kind} profile: {p.provenance.machine}", width), show_header=False)
     t.add_column("", style="bold", no_wrap=True)
     t.add_column("", no_wrap=True)
     t.add_row("fingerprint", p.fingerprint)
     t.add_row("created", f"{p.provenance.created} (kttune {p.provenance.tool_version or '?'})")
-    t.add_row("CPU", _wrap(f"{cpu.model} ({cpu.vendor})", value_w))
+    _add(t, "CPU", f"{cpu.model} ({cpu.vendor})", value_w)
     t.add_row("cores", f"{cpu.physical_cores} cores / {cpu.logical_cpus} CPUs, {cpu.sockets} socket(s)")
-    t.add_row("NUMA", _wrap("; ".join(f"node {n.id}: {len(n.cpus)} CPUs, {_fmt_bytes(n.mem_total_bytes)}" for n in cpu.numa_nodes),
-                            value_w))
-    t.add_row("ISA", _wrap(" ".join(cpu.isa) or "-", value_w))
+    _add(t, "NUMA", "; ".join(f"node {n.id}: {len(n.cpus)} CPUs, {_fmt_bytes(n.mem_total_bytes)}" for n in cpu.numa_nodes),
+         value_w)
+    _add(t, "ISA", " ".join(cpu.isa) or "-", value_w)
     t.add_row("RAM", f"{_fmt_bytes(cpu.ram_total_bytes)} total, {_fmt_bytes(cpu.ram_available_bytes)} available")
     if inv.gpus:
         for g in inv.gpus:
-            t.add_row(f"GPU {g.index}", _wrap(f"{g.name}, {_fmt_bytes(g.vram_total_bytes)} ({_fmt_bytes(g.vram_free_bytes)} free)",
-                                              value_w))
+            _add(t, f"GPU {g.index}", f"{g.name}, {_fmt_bytes(g.vram_total_bytes)} ({_fmt_bytes(g.vram_free_bytes)} free)", value_w)
             t.add_row("", f"PCIe Gen{g.pcie_gen}x{g.pcie_width} (max Gen{g.pcie_gen_max}x{g.pcie_width_max}), NUMA {g.numa_node}")
     else:
-        t.add_row("GPU", _wrap("none" + (f" ({sw.nvml})" if sw.nvml else ""), value_w))
+        _add(t, "GPU", "none" + (f" ({sw.nvml})" if sw.nvml else ""), value_w)
     t.add_row("python, torch", f"python {sw.python}, torch {sw.torch} (cuda {sw.torch_cuda})")
     t.add_row("kt-kernel", f"{sw.kt_kernel} ({sw.kt_cpu_variant})")
     t.add_row("sglang", f"{sw.sglang}{' (sglang-kt)' if sw.sglang_is_kt_fork else ''}")
     t.add_row("driver", f"{sw.nvidia_driver} (CUDA {sw.cuda_driver})")
-    t.add_row("timer", _wrap(f"{p.timer.clock}, resolution {p.timer.resolution_ns or 0:.0f} ns, "
-                             f"clocksource {p.timer.clocksource}", value_w))
+    _add(t, "timer", f"{p.timer.clock}, resolution {p.timer.resolution_ns or 0:.0f} ns, clocksource {p.timer.clocksource}",
+         value_w)
     return keep_title(t)
 
 

@@ -7,7 +7,7 @@ from rich.table import Table
 
 from kttune.emit.explain import Explanation
 from kttune.emit.launch import launch_command
-from kttune.emit.terminal import first_that_fits, keep_title, ms_or_s, ms_short, tokens_short
+from kttune.emit.terminal import first_that_fits, keep_title, ms_or_s, ms_short, tight_table, tokens_short
 from kttune.memory.vram import VramBreakdown
 from kttune.units import GB, GIB, times_faster
 
@@ -39,9 +39,23 @@ def header(console: Console, inp, notes=()) -> None:
     render_notes(console, notes)
 
 
-def vram_table(b: VramBreakdown, budget_bytes: int, usable_bytes: int) -> Table:
-    # one form, sized to fit 80 columns (no cell wraps): labels <= 31 cells, "when" <= 25
-    t = Table(title="VRAM per GPU (rank 0)", show_edge=False)
+def vram_table(b: VramBreakdown, budget_bytes: int, usable_bytes: int, width: int | None = None) -> Table:
+    """Where the VRAM goes, term by term, and when it is taken: sized for 80 columns (labels <= 31
+    cells, "when" <= 25), and at `width` where that does not fit, the narrow frame with shorter
+    labels and "when" texts."""
+    if width is None:
+        return _vram_table(b, budget_bytes, usable_bytes, False)
+    return first_that_fits(width, lambda: _vram_table(b, budget_bytes, usable_bytes, False),
+                           lambda: _vram_table(b, budget_bytes, usable_bytes, True))
+
+
+_VRAM_SHORT = {"CUDA graphs + KT output buffers": "CUDA graphs + KT outputs", "lazily, first long prompt": "lazy, 1st long prompt",
+               "KV cache (--max-total-tokens)": "KV cache (max tokens)", "activations: hidden+residual": "activations: hidden+resid."}
+
+
+def _vram_table(b: VramBreakdown, budget_bytes: int, usable_bytes: int, narrow: bool) -> Table:
+    title = "VRAM per GPU (rank 0)"
+    t = tight_table(title) if narrow else Table(title=title, show_edge=False)
     t.add_column("item", no_wrap=True)
     t.add_column("GiB", justify="right", no_wrap=True)
     t.add_column("when", no_wrap=True)
@@ -62,6 +76,8 @@ def vram_table(b: VramBreakdown, budget_bytes: int, usable_bytes: int) -> Table:
     for k, v in b.items():
         if v:
             name, when = labels.get(k, (k, ""))
+            if narrow:
+                name, when = _VRAM_SHORT.get(name, name), _VRAM_SHORT.get(when, when)
             t.add_row(name, f"{v / GIB:.2f}", when)
     t.add_row("[bold]runtime peak[/]", f"[bold]{b.runtime_peak_bytes / GIB:.2f}[/]", "")
     t.add_row("budget", f"{budget_bytes / GIB:.2f}", "")
@@ -74,7 +90,7 @@ def lengths_table(ex: Explanation, width: int | None = None) -> Table:
     form if it fits, else the compact one (no per-path throughput, forwards as "2L+1H")."""
     if width is None:
         return _lengths_full(ex)
-    return first_that_fits(width, lambda: _lengths_full(ex), lambda: _lengths_compact(ex))
+    return first_that_fits(width, lambda: _lengths_full(ex), lambda: _lengths_compact(ex), lambda: _lengths_compact(ex, True))
 
 
 def _traffic_gb(r) -> str:
@@ -97,10 +113,15 @@ def short_paths(paths: str) -> str:
     return "+".join(f"{n}{kind[:1].upper()}" for n, kind in (part.split(" ", 1) for part in paths.split(" + ") if part))
 
 
-def _lengths_compact(ex: Explanation) -> Table:
-    t = Table(title="Prefill per prompt length (idle server)", show_edge=False,
-              caption="forwards: L layerwise, H hybrid; PCIe GB: expert weights streamed")
-    for col in ("prompt\ntokens", "hybrid\nonly", "layerwise\nonly", "picked", "picked\ntok/s", "forwards", "PCIe\nGB"):
+def _lengths_compact(ex: Explanation, narrow: bool = False) -> Table:
+    """`narrow`: the 60-column frame (kttune.emit.terminal.tight_table), its legend on two lines."""
+    title = "Prefill per prompt length (idle server)"
+    if narrow:
+        t = tight_table(title, "forwards: L layerwise, H hybrid;\nPCIe GB: expert weights streamed")
+    else:
+        t = Table(title=title, show_edge=False, caption="forwards: L layerwise, H hybrid; PCIe GB: expert weights streamed")
+    for col in ("prompt\ntokens", "hybrid\nonly", "layer-\nwise only" if narrow else "layerwise\nonly", "picked",
+                "picked\ntok/s", "forwards", "PCIe\nGB"):
         t.add_column(col, justify="left" if col == "forwards" else "right", no_wrap=True)
     for r in ex.rows:
         t.add_row(f"{r.prompt_tokens:,}", ms_short(r.hybrid_ms), ms_short(r.layerwise_ms), ms_short(r.chosen_ms),
@@ -108,9 +129,10 @@ def _lengths_compact(ex: Explanation) -> Table:
     return keep_title(t)
 
 
-def render_explanation(console: Console, inp, ex: Explanation, argv: list[str], title: str,
+def render_explanation(console: Console, inp, ex: Explanation, argv: list[str], title: str | None,
                        notes: tuple[str, ...] = ()) -> None:
-    """`inp`: the SearchRequest explained; `notes`: more notes to print (e.g. the launch paths')."""
+    """`inp`: the SearchRequest explained; `notes`: more notes to print (e.g. the launch paths');
+    `title`: the launch command's heading (None: no command printed)."""
     ev = ex.evaluation
     cfg = ev.cfg
     console.print(lengths_table(ex, console.width))
@@ -121,9 +143,10 @@ def render_explanation(console: Console, inp, ex: Explanation, argv: list[str], 
                   f"crossover: {cross}")
     for r in ex.reasons:
         console.print(f"  - {r}")
-    console.print(f"decode: {ev.decode_batch} requests at once, {ev.tbt_ms:.1f} ms per step, {ev.decode_tok_s:,.1f} tok/s "
+    console.print(f"decode: {ev.decode_batch} requests at once, {ev.tbt_ms:.1f} ms per step: "
+                  f"{ev.decode_tok_s_per_request:,.1f} tok/s per request, {ev.decode_tok_s:,.1f} tok/s for the batch "
                   f"(CPU handles {(1 - cfg.num_gpu_experts / inp.model.num_experts):.0%} of routed experts)")
-    console.print(vram_table(ev.vram, inp.budget.vram_bytes_per_gpu, inp.budget.usable_vram_bytes))
+    console.print(vram_table(ev.vram, inp.budget.vram_bytes_per_gpu, inp.budget.usable_vram_bytes, console.width))
     console.print(f"host RAM: {ev.host.total_bytes / GIB:.1f} GiB (experts {ev.host.cpu_experts / GIB:.1f}, "
                   f"CPU scratch {ev.host.cpu_scratch / GIB:.1f}, base {ev.host.base / GIB:.0f}) of "
                   f"{inp.budget.host_ram_bytes / GIB:.0f} GiB")
@@ -131,7 +154,13 @@ def render_explanation(console: Console, inp, ex: Explanation, argv: list[str], 
         console.print(f"[red]does not fit: {', '.join(ev.violated)}[/]")
     for n in dict.fromkeys(ex.notes + tuple(notes)):
         console.print(f"note: {n}", style="dim", markup=False, highlight=False)
-    # no panel around the command: its borders would be copied with it
+    if title is not None:
+        render_command(console, argv, title)
+
+
+def render_command(console: Console, argv: list[str], title: str) -> None:
+    """A launch command under its heading, as a plain block that pastes whole (no panel: its
+    borders would be copied with it)."""
     console.rule(f"[bold]{title}[/]", align="left")
     console.print(launch_command(argv), soft_wrap=True, highlight=False, markup=False)
 
@@ -149,10 +178,12 @@ def _front_rows(result) -> list:
 
 def pareto_table(result, width: int | None = None) -> Table:
     """The Pareto front with the pick and the `kt run` defaults: the full form, or at `width`
-    columns the compact one if the full form does not fit."""
+    columns the compact one (two-line headers, K for 1024 tokens), else the narrow one
+    (abbreviated headers with a legend)."""
     if width is None:
         return _pareto_full(result)
-    return first_that_fits(width, lambda: _pareto_full(result), lambda: _pareto_compact(result))
+    return first_that_fits(width, lambda: _pareto_full(result), lambda: _pareto_compact(result),
+                           lambda: _pareto_compact(result, narrow=True))
 
 
 def _pareto_title(result) -> str:
@@ -163,8 +194,10 @@ def _row_style(result, e) -> str | None:
     return "bold green" if e is result.best else ("dim" if e is result.baseline else None)
 
 
-def _peak(e) -> str:
-    return f"{e.vram.runtime_peak_bytes / GIB:.1f}" + ("" if e.feasible else " [red]over[/]")
+def _peak(e, lines: int = 1) -> str:
+    """Peak VRAM in GiB, marked `over` when the configuration does not fit (on a line of its own
+    with `lines=2`, so the column stays narrow)."""
+    return f"{e.vram.runtime_peak_bytes / GIB:.1f}" + ("" if e.feasible else ("\n" if lines == 2 else " ") + "[red]over[/]")
 
 
 def _pareto_full(result) -> Table:
@@ -180,17 +213,25 @@ def _pareto_full(result) -> Table:
     return keep_title(t)
 
 
-def _pareto_compact(result) -> Table:
-    t = Table(title=_pareto_title(result), show_edge=False, caption="K = 1024 tokens")
+def _pareto_compact(result, narrow: bool = False) -> Table:
+    """Two-line headers, K for 1024 tokens, the over-budget mark on a line of its own; `narrow` (60
+    columns): abbreviated headers with a legend, in the tight frame."""
+    if narrow:
+        t = tight_table(_pareto_title(result), "exp: GPU experts per layer; thr: threshold;\nKV: max tokens; "
+                                               "cpu: --kt-cpuinfer; K = 1024 tokens")
+        cols = ("exp", "chunk", "thr", "KV", "cpu", "mean\nprefill", "decode\ntok/s", "peak\nGiB")
+    else:
+        t = Table(title=_pareto_title(result), show_edge=False, caption="K = 1024 tokens")
+        cols = ("GPU\nexperts", "chunk", "thresh", "max\ntokens", "cpu\ninfer", "mean\nprefill", "decode\ntok/s", "peak\nGiB")
     t.add_column("", no_wrap=True)
-    for col in ("GPU\nexperts", "chunk", "thresh", "max\ntokens", "cpu\ninfer", "mean\nprefill", "decode\ntok/s", "peak\nGiB"):
+    for col in cols:
         t.add_column(col, justify="right", no_wrap=True)
     for e in _front_rows(result):
         c = e.cfg
         mark = "pick" if e is result.best else ("kt run" if e is result.baseline else "")
         t.add_row(mark, str(c.num_gpu_experts), tokens_short(c.chunked_prefill_size),
                   tokens_short(c.gpu_prefill_token_threshold), tokens_short(c.max_total_tokens), str(c.cpuinfer_threads),
-                  ms_short(e.mean_ttft_ms), f"{e.decode_tok_s:,.1f}", _peak(e), style=_row_style(result, e))
+                  ms_short(e.mean_ttft_ms), f"{e.decode_tok_s:,.1f}", _peak(e, 2), style=_row_style(result, e))
     return keep_title(t)
 
 
@@ -233,7 +274,8 @@ def models_table(entries, width: int | None = None) -> Table:
     experts, MoE layers, method and grade."""
     if width is None:
         return _models_full(entries)
-    return first_that_fits(width, lambda: _models_full(entries), lambda: _models_compact(entries))
+    return first_that_fits(width, lambda: _models_full(entries), lambda: _models_compact(entries),
+                           lambda: _models_stacked(entries))
 
 
 # What the catalog's `grade` column says (docs/model-configs.md#catalog-grades).
@@ -263,6 +305,17 @@ def _models_compact(entries) -> Table:
     return keep_title(t)
 
 
+def _models_stacked(entries) -> Table:
+    """The 60-column form: each model's shape under its name."""
+    t = tight_table("kttune model catalog", f"{GRADE_LEGEND}\nHF repo, family, checkpoint:\na wider terminal or --json")
+    for col in ("name\nexperts x top-k, MoE layers", "KT\nmethod", "grade"):
+        t.add_column(col, no_wrap=True)
+    for e in entries:
+        t.add_row(f"{e.name}\n{e.num_experts} x {e.top_k}, {e.num_moe_layers} layers", e.default_method,
+                  e.grade.replace(" / ", " /\n"))
+    return keep_title(t)
+
+
 def render_profiles(console: Console, listing) -> None:
     """`kttune profiles` (`listing`: api.ProfileListing). Where the machine column does not fit
     the console, the machines follow the table as lines of their own."""
@@ -284,8 +337,9 @@ def render_profiles(console: Console, listing) -> None:
                                       else "not probed (`kttune probe` measures it)"))
 
 
-def workloads_table(workloads, describe: bool = True) -> Table:
-    t = Table(title="workload presets (or pass --workload FILE.json)", show_edge=False)
+def workloads_table(workloads, describe: bool = True, tight: bool = False) -> Table:
+    title = "workload presets (or pass --workload FILE.json)"
+    t = tight_table(title) if tight else Table(title=title, show_edge=False)
     for col in ("name", "mean\nprompt", "longest", "output", "concur-\nrency", "decode\nweight") + (("description",) if describe else ()):
         t.add_column(col, no_wrap=True, justify="left" if col in ("name", "description") else "right")
     for w in workloads:
@@ -297,7 +351,8 @@ def workloads_table(workloads, describe: bool = True) -> Table:
 def render_workloads(console: Console, workloads) -> None:
     """`kttune workloads`: the presets; where descriptions do not fit as a column, they follow the
     table as lines of their own."""
-    t = first_that_fits(console.width, lambda: workloads_table(workloads), lambda: workloads_table(workloads, False))
+    t = first_that_fits(console.width, lambda: workloads_table(workloads), lambda: workloads_table(workloads, False),
+                        lambda: workloads_table(workloads, False, True))
     console.print(t)
     if len(t.columns) == 6:
         for w in workloads:

@@ -28,6 +28,7 @@ def evaluation_dict(ev: Evaluation) -> dict:
             "decode_batch": ev.decode_batch,
             "decode_step_ms": ev.tbt_ms,
             "decode_tok_s": ev.decode_tok_s,
+            "decode_tok_s_per_request": ev.decode_tok_s_per_request,
         },
         "vram_bytes_per_gpu": ev.vram.to_dict(),
         "host_ram_bytes": ev.host.to_dict(),
@@ -111,3 +112,25 @@ def models_list(entries) -> list[dict]:
 def workloads_list(workloads) -> list[dict]:
     """`kttune workloads --json`."""
     return [dict(w.__dict__) for w in workloads]
+
+
+def launch_explain_dict(outcome) -> dict:
+    """`kttune explain -- COMMAND --json`: `explain --json` of the command's configuration, plus what
+    was read from the command and assumed for it (`launch`), and the search's pick on the same
+    inputs with the flags it changes (`kttune_pick`; null without the comparison)."""
+    ex = outcome.explained
+    out = explain_dict(ex.inputs.request, ex.inputs.paths, ex.explanation, list(ex.argv), ex.inputs.notes)
+    p, r = outcome.parsed, outcome.resolved
+    out["launch"] = {"argv": list(p.argv), "read": dict(p.values), "env": list(p.env),
+                     "ignored": [{"flag": f, "note": n} for f, n in p.ignored], "unknown": list(p.unknown),
+                     "assumed": list(r.notes), "mem_fraction_static": r.mem_fraction_static,
+                     "kv_tokens_from_mem_fraction": r.profiled_kv_tokens}
+    out["kttune_pick"] = None
+    if outcome.search is not None:
+        s = outcome.search
+        out["kttune_pick"] = {"evaluation": evaluation_dict(s.best), "command": list(s.argv),
+                              "crossover_tokens": s.explanation.crossover_tokens,
+                              "changes": [asdict(c) for c in outcome.changes],
+                              "study": {"name": s.result.study_name, "trials": s.result.trials_total}}
+    out["search_problem"] = outcome.search_problem
+    return out

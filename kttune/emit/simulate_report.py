@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from kttune.emit.terminal import first_that_fits, keep_title, ms_short
+from kttune.emit.terminal import first_that_fits, keep_title, ms_short, tight_table
 from kttune.sim.simulate import SimulationReport
 
 GB = 1e9
@@ -33,13 +33,16 @@ def render(console: Console, rep: SimulationReport) -> None:
                   f"{st['prompt_tokens']['mean']:,.0f} / p90 {st['prompt_tokens']['p90']:,} tokens, output mean "
                   f"{st['output_tokens']['mean']:,.0f}")
     console.print(f"SLO: TTFT <= {rep.slo.ttft_s:g} s and every gap <= {rep.slo.tbt_ms:g} ms")
-    console.print(first_that_fits(console.width, lambda: _full_table(rep), lambda: _compact_table(rep)))
+    console.print(first_that_fits(console.width, lambda: _full_table(rep), lambda: _compact_table(rep),
+                                  lambda: _compact_table(rep, narrow=True)))
     for n in rep.notes:
         console.print(f"[dim]note: {n}[/]")
 
 
-def _table(rep: SimulationReport, rows, caption: str | None = None) -> Table:
-    t = Table(title="schedules side by side", show_edge=False, caption=caption)
+def _table(rep: SimulationReport, rows, caption: str | None = None, narrow: bool = False) -> Table:
+    """`narrow`: the 60-column frame (kttune.emit.terminal.tight_table), the capacity in req/s bare."""
+    t = tight_table("schedules side by side", caption) if narrow else Table(title="schedules side by side", show_edge=False,
+                                                                            caption=caption)
     t.add_column("", no_wrap=True)
     for r in rep.schedules:
         t.add_column(r.schedule, justify="right", no_wrap=True)
@@ -47,8 +50,10 @@ def _table(rep: SimulationReport, rows, caption: str | None = None) -> Table:
         t.add_row(label, *(f(r) for r in rep.schedules))
     if rep.capacity:
         caps = {c.schedule: c for c in rep.capacity}
-        t.add_row(f"max rate at >= {rep.capacity[0].target_attainment:.0%} SLO",
-                  *(f"{caps[r.schedule].max_rate_per_s:.3g} req/s" if r.schedule in caps else "-" for r in rep.schedules))
+        unit = "" if narrow else " req/s"
+        label = (f"max req/s, {rep.capacity[0].target_attainment:.0%} SLO" if narrow
+                 else f"max rate at >= {rep.capacity[0].target_attainment:.0%} SLO")
+        t.add_row(label, *(f"{caps[r.schedule].max_rate_per_s:.3g}{unit}" if r.schedule in caps else "-" for r in rep.schedules))
     return keep_title(t)
 
 
@@ -74,8 +79,9 @@ def _full_table(rep: SimulationReport) -> Table:
     ])
 
 
-def _compact_table(rep: SimulationReport) -> Table:
-    """The 80-column form: one number per cell, short labels (the caption says what they mean)."""
+def _compact_table(rep: SimulationReport, narrow: bool = False) -> Table:
+    """The 80-column form: one number per cell, short labels (the caption says what they mean);
+    `narrow`: the same in the 60-column frame."""
     def ms(v: float) -> str:
         return "-" if v != v else ms_short(v)
 
@@ -96,4 +102,5 @@ def _compact_table(rep: SimulationReport) -> Table:
         ("longest prefill", lambda r: ms(r.longest_prefill_iteration_ms)),
         ("rejected", lambda r: str(r.rejected)),
     ]
-    return _table(rep, rows, caption="GB: expert weights; loads: layer loads; rejected: never fit the KV pool")
+    return _table(rep, rows, caption="GB: expert weights; loads: layer loads;" + ("\n" if narrow else " ")
+                  + "rejected: never fit the KV pool", narrow=narrow)

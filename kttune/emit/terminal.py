@@ -70,6 +70,15 @@ def keep_title(table: Any) -> Any:
     return table
 
 
+def tight_table(title: str | None = None, caption: str | None = None) -> Any:
+    """The frame of the narrowest forms (60 columns): a rule under the header, one space between
+    columns, no edge, no padding."""
+    from rich import box
+    from rich.table import Table
+
+    return Table(title=title, caption=caption, box=box.SIMPLE_HEAD, padding=(0, 0), show_edge=False)
+
+
 def first_that_fits(width: int, *forms: Callable[[], Any]) -> Any:
     """The first of the table forms (builders, widest first) that fits `width`; the last otherwise."""
     built = None

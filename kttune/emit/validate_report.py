@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kttune.emit.launch import launch_command
-from kttune.emit.terminal import ms_or_s
+from kttune.emit.terminal import first_that_fits, keep_title, ms_or_s, tight_table
 
 
 def render_validation(console: Console, outcome) -> None:
@@ -36,20 +36,10 @@ def render_validation(console: Console, outcome) -> None:
         console.print("start-up (server log): " + ", ".join(parts))
     cmp = res.comparison
     if cmp is not None:
-        t = Table(title="prefill: predicted vs measured TTFT (median)", show_edge=False)
-        for col in ("prompt tokens", "forwards", "predicted", "measured", "measured / predicted"):
-            t.add_column(col, justify="right")
-        for c in cmp.lengths:
-            paths = "+".join(sorted(set(c.paths))) if len(set(c.paths)) > 1 else f"{len(c.paths)} x {c.paths[0]}"
-            t.add_row(f"{c.prompt_tokens:,}", paths, ms_or_s(c.predicted_ms), ms_or_s(c.measured_ms), f"{c.ratio:.3g}")
-        console.print(t)
+        w = console.width
+        console.print(first_that_fits(w, lambda: _lengths_table(cmp, False), lambda: _lengths_table(cmp, True)))
         if cmp.parts:
-            t = Table(title="KT layerwise log lines, per MoE layer (median)", show_edge=False)
-            for col in ("part", "predicted", "logged", "lines", "logged / predicted"):
-                t.add_column(col, justify="right")
-            for p in cmp.parts:
-                t.add_row(p.part, ms_or_s(p.predicted_ms), ms_or_s(p.measured_ms), str(p.samples), f"{p.ratio:.3g}")
-            console.print(t)
+            console.print(first_that_fits(w, lambda: _parts_table(cmp, False), lambda: _parts_table(cmp, True)))
         from kttune.hw.calibration import entry_factor
 
         for k in cmp.corrections:
@@ -58,6 +48,32 @@ def render_validation(console: Console, outcome) -> None:
     if outcome.profile_written:
         console.print(f"corrections written to {outcome.profile_written}")
     console.print(f"server log: {res.log_path}")
+
+
+def _frame(title: str, tight: bool) -> Table:
+    return tight_table(title) if tight else Table(title=title, show_edge=False)
+
+
+def _lengths_table(cmp, tight: bool) -> Table:
+    """Prediction against the server's TTFT per prompt length; `tight`: the 60-column frame."""
+    t = _frame("prefill: predicted vs measured TTFT (median)", tight)
+    for col in ("prompt\ntokens" if tight else "prompt tokens", "forwards", "predicted", "measured",
+                "measured/\npredicted" if tight else "measured / predicted"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for c in cmp.lengths:
+        paths = "+".join(sorted(set(c.paths))) if len(set(c.paths)) > 1 else f"{len(c.paths)} x {c.paths[0]}"
+        t.add_row(f"{c.prompt_tokens:,}", paths, ms_or_s(c.predicted_ms), ms_or_s(c.measured_ms), f"{c.ratio:.3g}")
+    return keep_title(t)
+
+
+def _parts_table(cmp, tight: bool) -> Table:
+    """Prediction against KT's layerwise log lines per part; `tight`: the 60-column frame."""
+    t = _frame("KT layerwise log lines, per MoE layer (median)", tight)
+    for col in ("part", "predicted", "logged", "lines", "logged/\npredicted" if tight else "logged / predicted"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for p in cmp.parts:
+        t.add_row(p.part, ms_or_s(p.predicted_ms), ms_or_s(p.measured_ms), str(p.samples), f"{p.ratio:.3g}")
+    return keep_title(t)
 
 
 def validation_dict(outcome) -> dict:

@@ -10,6 +10,7 @@ from kttune.cost.components import Components
 from kttune.cost.decode import decode_step_ms
 from kttune.cost.prefill import prefill_time_ms
 from kttune.memory.host import HostRamBreakdown, host_ram_breakdown
+from kttune.search.admission import requests_the_pool_holds
 from kttune.memory.vram import DEFAULT_VRAM_MARGIN, VramBreakdown, usable_vram_bytes, vram_breakdown
 from kttune.search.workload import Workload
 from kttune.units import GIB
@@ -60,12 +61,17 @@ class Evaluation:
     cfg: LaunchConfig
     mean_ttft_ms: float  # request-weighted mean prefill time over the workload's prompts
     ttft_ms: tuple[tuple[int, float], ...]  # (prompt tokens, prefill ms) per representative length
-    decode_batch: int  # requests decoded at once (concurrency capped by the KV pool)
+    decode_batch: int  # requests decoded at once (concurrency capped by the flag and the KV pool)
     tbt_ms: float  # decode step time at that batch
-    decode_tok_s: float  # decode_batch / tbt
+    decode_tok_s: float  # decode_batch / tbt: the batch's total (decode_tok_s_per_request: each request's)
     vram: VramBreakdown
     host: HostRamBreakdown
     constraints: dict[str, float] = field(default_factory=dict)  # each <= 0 when satisfied
+
+    @property
+    def decode_tok_s_per_request(self) -> float:
+        """What one request of the batch sees: one token per decode step."""
+        return 1e3 / self.tbt_ms
 
     @property
     def feasible(self) -> bool:
@@ -86,7 +92,8 @@ def evaluate(comp: Components, cfg: LaunchConfig, workload: Workload, budget: Bu
     ttft = tuple((p, prefill_time_ms(comp, cfg, p)) for p in workload.prompt_tokens)
     mean_ttft = sum(w * t for (_, t), w in zip(ttft, workload.weights))
     ctx = decode_context(workload)
-    batch = int(min(workload.concurrency, cfg.max_running_requests, cfg.max_total_tokens // max(1.0, ctx)))
+    # SGLang runs no more requests than the pool admits at their prompt + output (kttune.search.admission)
+    batch = min(workload.concurrency, cfg.max_running_requests, requests_the_pool_holds(cfg.max_total_tokens, workload))
     tbt = decode_step_ms(comp, cfg, max(1, batch), ctx)
     vram = vram_breakdown(model, cfg)
     host = host_ram_breakdown(model, cfg)

@@ -10,9 +10,11 @@ from typing import Sequence
 
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
+from kttune.cost.prefill import crossover_tokens
 from kttune.errors import UserError
 from kttune.memory.host import host_ram_breakdown
 from kttune.memory.vram import gpu_expert_bytes, max_kv_tokens_that_fit, vram_breakdown
+from kttune.search.admission import pool_tokens_for, request_kv_tokens
 from kttune.search.evaluate import Budget
 from kttune.search.workload import Workload
 from kttune.units import GIB
@@ -22,7 +24,11 @@ CHUNK_CHOICES = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 # User chunks must be multiples of this: SGLang needs a multiple of --page-size (1 by default, 64
 # for FlashMLA), and kt-kernel's AMX classes pad activation rows to M_STEP = 32.
 CHUNK_PAGE = 64
-THRESHOLD_CHOICES = (0, 512, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768)
+# Fixed threshold candidates: from 64 up, since the paths of the large FP8/INT4 models (DeepSeek-V3,
+# Kimi-K2, MiniMax-M2) cross at 64-512 tokens per forward on a PCIe Gen5 box; KT's own docs use 400
+# and 500. `threshold_choices` adds the predicted crossovers of the space to these.
+THRESHOLD_CHOICES = (0, 64, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384,
+                     24576, 32768)
 KV_UNIT = 1024  # --max-total-tokens is searched in units of 1024 tokens
 MIN_USEFUL_KV_TOKENS = 4096
 
@@ -36,16 +42,22 @@ class SearchSpace:
     kv_units_max: int
     threads: tuple[int, ...]
     threadpools: int
-    max_running_requests: int
+    max_running_requests: int  # the workload's concurrency; a config's flag is what its pool holds of it
     tp: int
     method: str
+    request_kv_tokens: int = 0  # one request at the workload's mean length (kttune.search.admission)
 
     def config(self, chunk: int, threshold: int, gpu_experts: int, kv_units: int, threads: int) -> LaunchConfig:
+        """The launch config of these values; `--max-running-requests` (and the decode graphs) follow
+        from the pool: the workload's concurrency, or the requests the pool holds when fewer."""
+        running = self.max_running_requests
+        if self.request_kv_tokens:
+            running = max(1, min(running, kv_units * KV_UNIT // self.request_kv_tokens))
         return LaunchConfig(
             method=self.method, tp=self.tp, num_gpu_experts=gpu_experts, chunked_prefill_size=chunk,
             gpu_prefill_token_threshold=threshold, max_total_tokens=kv_units * KV_UNIT,
             cpuinfer_threads=threads, threadpool_count=self.threadpools,
-            max_running_requests=self.max_running_requests, cuda_graph_max_bs=max(1, self.max_running_requests),
+            max_running_requests=running, cuda_graph_max_bs=running,
         )
 
     def suggest(self, trial) -> LaunchConfig:
@@ -140,24 +152,49 @@ def build_space(comp: Components, workload: Workload, budget: Budget, tp: int,
     if chunks and not fit:
         raise UserError(f"none of --chunks fits: {'; '.join(why)}", "pass smaller chunks, or raise --vram / --host-ram")
     chunks = fit or wanted[:1]  # nothing fits: keep the smallest, check_budget says why
-    thresholds = tuple(t for t in THRESHOLD_CHOICES if t <= chunks[-1]) if comp.method.layerwise else (0,)
     smallest = minimal_config(comp, tp, threads[0], pools, 0, running)
     kv_max_tokens = max_kv_tokens_that_fit(model, smallest, budget.usable_vram_bytes, page=KV_UNIT)
     longest = workload.max_prompt_tokens + workload.output_tokens
     kv_min = max(MIN_USEFUL_KV_TOKENS, longest)
+    # The pool must also run the workload's concurrency at its mean length at once (SGLang admits no
+    # more, kttune.search.admission), where the budget allows it; else the most it can (the report
+    # says how many requests that holds).
+    kv_min = max(kv_min, min(pool_tokens_for(workload), kv_max_tokens // KV_UNIT * KV_UNIT))
     # the KV pool need not exceed every request at its full length at once
     kv_cap = max(running * longest, 2 * kv_min)
     kv_units_min = math.ceil(kv_min / KV_UNIT)
     kv_units_max = min(kv_max_tokens, kv_cap) // KV_UNIT
     # GPU experts: as many per layer as fit beside the smallest everything else and the least KV pool
-    # the space offers (VRAM is linear in the expert count, so this is exact)
+    # the space offers. VRAM is linear in the expert count from one expert on (the first also brings
+    # the hybrid MoE phase's GPU activations), so this is exact.
     least = replace(smallest, max_total_tokens=kv_units_min * KV_UNIT)
-    per_layer = gpu_expert_bytes(model, comp.method, replace(least, num_gpu_experts=1))
-    spare = budget.usable_vram_bytes - vram_breakdown(model, least).runtime_peak_bytes
-    n_fit = int(spare // per_layer) if per_layer > 0 and spare > 0 else 0
-    return SearchSpace(chunks=chunks, thresholds=thresholds, gpu_experts_max=max(0, min(model.num_experts, n_fit)),
+    one = replace(least, num_gpu_experts=1)
+    per_layer = gpu_expert_bytes(model, comp.method, one)
+    spare = budget.usable_vram_bytes - vram_breakdown(model, one).runtime_peak_bytes
+    n_fit = 1 + int(spare // per_layer) if per_layer > 0 and spare >= 0 else 0
+    gpu_experts_max = max(0, min(model.num_experts, n_fit))
+    thresholds = threshold_choices(comp, replace(least, chunked_prefill_size=chunks[-1]), gpu_experts_max, threads)
+    return SearchSpace(chunks=chunks, thresholds=thresholds, gpu_experts_max=gpu_experts_max,
                        kv_units_min=kv_units_min, kv_units_max=max(kv_units_min, kv_units_max), threads=threads,
-                       threadpools=pools, max_running_requests=running, tp=tp, method=comp.method.name)
+                       threadpools=pools, max_running_requests=running, tp=tp, method=comp.method.name,
+                       request_kv_tokens=request_kv_tokens(workload))
+
+
+def threshold_choices(comp: Components, base: LaunchConfig, gpu_experts_max: int, threads: Sequence[int]) -> tuple[int, ...]:
+    """The thresholds a search offers: (0,) for methods without a layerwise path (sglang-kt crashes
+    when it fires for them); else THRESHOLD_CHOICES plus the crossover the cost model predicts
+    (kttune.cost.prefill.crossover_tokens, a multiple of 64) at each thread count with no and with
+    the most GPU experts, at `base`'s chunk, all cut to that chunk (a forward never exceeds it)."""
+    if not comp.method.layerwise:
+        return (0,)
+    chunk = base.chunked_prefill_size
+    crossings = set()
+    for n in sorted({0, gpu_experts_max}):
+        for t in threads:
+            cross = crossover_tokens(comp, replace(base, num_gpu_experts=n, cpuinfer_threads=t))
+            if cross is not None:
+                crossings.add(cross)
+    return tuple(sorted(t for t in set(THRESHOLD_CHOICES) | crossings if t <= chunk))
 
 
 def kt_run_default(space: SearchSpace, cores: int) -> LaunchConfig:

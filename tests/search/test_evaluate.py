@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from kttune.cost.components import Components
 from kttune.cost.prefill import prefill_time_ms
-from kttune.search.evaluate import Budget, decode_context, evaluate
+from kttune.search.evaluate import Budget, evaluate
 from kttune.search.workload import load_workload
 from kttune.units import GIB
 from tests.helpers import cfg, model, profile
@@ -37,8 +37,12 @@ def test_mean_ttft_is_the_request_weighted_mean_of_its_prompts():
 def test_decode_batch_is_capped_by_concurrency_requests_and_kv(kv, running):
     wl = load_workload("chat")
     e = evaluate(comp(), cfg("BF16", max_total_tokens=kv * 1024, max_running_requests=running), wl, ROOMY)
-    assert 1 <= e.decode_batch <= max(1, min(wl.concurrency, running, kv * 1024 // decode_context(wl)))
+    # SGLang admits a request only when its prompt and output fit the pool (kttune.search.admission)
+    assert e.decode_batch == max(1, min(wl.concurrency, running, kv * 1024 // (wl.mean_prompt_tokens + wl.output_tokens)))
     assert e.decode_tok_s == pytest.approx(e.decode_batch / (e.tbt_ms / 1e3))
+    # each request sees one token per step; the batch's total is that times the batch
+    assert e.decode_tok_s_per_request == pytest.approx(1e3 / e.tbt_ms)
+    assert e.decode_tok_s_per_request * e.decode_batch == pytest.approx(e.decode_tok_s)
 
 
 def test_a_threshold_above_the_chunk_is_infeasible_and_zero_never_is():

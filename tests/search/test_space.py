@@ -157,3 +157,35 @@ def test_user_chunks_replace_the_defaults_and_none_fitting_is_a_user_error():
     with pytest.raises(UserError) as e:
         build_space(c, wl, Budget(80 * GIB, 540 * GIB), 4, chunks=(131072,))
     assert "131072" in str(e.value) and "host RAM" in str(e.value)
+
+
+# ---- thresholds reach the crossover -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name,method", [("kimi-k2-thinking", "RAWINT4"), ("deepseek-v3", "FP8"), ("minimax-m2.1", "FP8"),
+                                         ("qwen3-30b-a3b", "BF16")])
+def test_thresholds_hold_every_predicted_crossover_and_start_at_64(name, method):
+    """The crossover of a configuration the space offers (any thread count, no or the most GPU
+    experts, the largest chunk) is itself a threshold candidate, and the candidates start at 64
+    tokens: the large FP8/INT4 models cross at 64-512 tokens per forward."""
+    from kttune.cost.prefill import crossover_tokens
+
+    c, wl, budget, s = space_for(name, method, vram_gib=140)
+    assert min(t for t in s.thresholds if t) == 64
+    for n in (0, s.gpu_experts_max):
+        for t in s.threads:
+            cross = crossover_tokens(c, s.config(s.chunks[-1], 0, n, s.kv_units_min, t))
+            if cross is not None and cross <= s.chunks[-1]:
+                assert cross in s.thresholds
+
+
+def test_the_search_reaches_a_crossover_below_512():
+    """DeepSeek-V3 FP8 on the measured H200 profile crosses below 512 tokens; the pick's threshold
+    sits at the crossover, not at the old smallest candidate 512."""
+    from kttune import api
+
+    inp = api.resolve_inputs("deepseek-v3", "140G", 1, "h200-pcie5-xeon-amx-16c", "rag", host_ram="2T")
+    out = api.search(inp, trials=150, seed=1, storage=":memory:")
+    cross = out.explanation.crossover_tokens
+    assert cross is not None and cross < 512
+    assert out.best.cfg.gpu_prefill_token_threshold in (0, cross)

@@ -1,0 +1,78 @@
+"""What sglang-kt 0.7.2 picks for the memory flags a launch command leaves unset, and the KV pool it
+sizes from `--mem-fraction-static` at start-up (docs/memory.md#what-sglang-picks-when-a-flag-is-unset).
+Pure: formulas over the GPU's memory, the flags and the memory model's breakdown.
+
+Sources: `ServerArgs._handle_gpu_memory_settings` and the mem-fraction heuristic in sglang's
+`server_args.py`; `init_memory_pool` / `profile_max_num_token` in
+`model_executor/model_runner_kv_cache_mixin.py` (links in docs/memory.md). SGLang sizes by the
+GPU's capacity in MiB (`get_device_memory_capacity`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kttune.config import LaunchConfig
+from kttune.memory.vram import context_length, kv_cell_bytes, vram_breakdown
+from kttune.spec.model_spec import ModelSpec
+from kttune.units import MIB
+
+# (capacity below, MiB) -> (chunk, decode graph batch below TP 4, at TP 4 and more)
+_TIERS = ((20 * 1024, 2048, 8, 8), (35 * 1024, 2048, 24, 80), (60 * 1024, 4096, 32, 160),
+          (90 * 1024, 8192, 256, 512), (160 * 1024, 8192, 256, 512))
+_LARGEST = (16384, 256, 512)
+
+
+def _tier(vram_bytes: int) -> tuple[int, int, int]:
+    mib = vram_bytes / MIB
+    for below, chunk, bs, bs_tp4 in _TIERS:
+        if mib < below:
+            return chunk, bs, bs_tp4
+    return _LARGEST
+
+
+def default_chunked_prefill_size(vram_bytes: int) -> int:
+    """`--chunked-prefill-size` unset: 2048 below 35 GiB of GPU memory, 4096 below 60, 8192 below
+    160, else 16384."""
+    return _tier(vram_bytes)[0]
+
+
+def default_cuda_graph_max_bs(vram_bytes: int, tp: int) -> int:
+    """`--cuda-graph-max-bs` unset: 8 below 20 GiB; 24 (80 at TP >= 4) below 35; 32 (160) below 60;
+    256 (512) above."""
+    _, bs, bs_tp4 = _tier(vram_bytes)
+    return bs_tp4 if tp >= 4 else bs
+
+
+def default_mem_fraction_static(vram_bytes: int, chunk: int, cuda_graph_max_bs: int, tp: int) -> float:
+    """`--mem-fraction-static` unset: (capacity - reserved) / capacity, rounded to 0.001, where
+    reserved (MiB) = 512 + 1.5 x max(chunk, 2048) + 2 x cuda_graph_max_bs + 1024 x tp / 8, and at
+    least 10 GiB on GPUs over 60 GiB."""
+    mib = vram_bytes / MIB
+    reserved = 512 + 1.5 * max(chunk, 2048) + 2 * cuda_graph_max_bs + tp / 8 * 1024
+    if mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((mib - reserved) / mib, 3)
+
+
+def profiled_kv_tokens(model: ModelSpec, cfg: LaunchConfig, vram_bytes: int, mem_fraction_static: float) -> int:
+    """The KV pool SGLang sizes at start from the fraction: what `mem_fraction_static` of the free
+    memory at start (the GPU less the CUDA context) leaves after the weights (non-expert and the
+    resident GPU experts), in tokens of the KV cell, page-aligned; 0 or less is "Not enough memory"
+    at start. `--max-total-tokens` can only lower it."""
+    b = vram_breakdown(model, replace(cfg, max_total_tokens=0))
+    free_at_start = vram_bytes - b.cuda_context
+    rest = free_at_start * mem_fraction_static - (b.non_expert_weights + b.gpu_experts)
+    cell = kv_cell_bytes(model, cfg.tp, cfg.kv_cache_dtype_bytes)
+    if rest <= 0 or cell <= 0:
+        return 0
+    page = max(1, cfg.page_size)
+    return int(rest // cell) // page * page
+
+
+def default_max_running_requests(model: ModelSpec, cfg: LaunchConfig) -> int:
+    """`--max-running-requests` unset: min(pool / 2, the request pool's rows), the rows being
+    min(max(pool / context x 512, 2048), 4096) (each row holds one request's token indices)."""
+    pool = cfg.max_total_tokens
+    rows = min(max(int(pool / max(1, context_length(model, cfg)) * 512), 2048), 4096)
+    return max(1, min(pool // 2, rows))

@@ -1,0 +1,86 @@
+"""`kttune explain -- COMMAND` end to end: a user's sglang-kt launch command in, the answer out.
+Judged by the round trip (the command `search` prints explains to the same prediction as the
+equivalent flags) and by the launch example of KT's layerwise-prefill document."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kttune.cli import main
+
+MEASURED = "h200-pcie5-xeon-amx-16c"
+DOC_COMMAND = (Path(__file__).resolve().parents[1] / "fixtures" / "kt-layerwise-doc-launch.sh").read_text()
+
+
+def run(capsys, argv, code=0):
+    got = main(argv)
+    out = capsys.readouterr()
+    assert got == code, out.err
+    return out
+
+
+def test_the_command_search_prints_explains_to_the_same_prediction(capsys):
+    s = json.loads(run(capsys, ["search", "-m", "qwen3-30b-a3b", "--vram", "32G", "--profile", MEASURED, "--trials", "80",
+                                "--seed", "2", "--storage", ":memory:", "--json"]).out)
+    from_command = json.loads(run(capsys, ["explain", "--vram", "32G", "--profile", MEASURED, "--no-compare", "--json",
+                                           "--", *s["command"]]).out)
+    f = s["pick"]["flags"]
+    from_flags = json.loads(run(capsys, ["explain", "-m", "qwen3-30b-a3b", "--vram", "32G", "--profile", MEASURED, "--json",
+                                         "--gpu-experts", str(f["num_gpu_experts"]), "--chunk", str(f["chunked_prefill_size"]),
+                                         "--threshold", str(f["gpu_prefill_token_threshold"]),
+                                         "--max-total-tokens", str(f["max_total_tokens"]),
+                                         "--cpuinfer", str(f["cpuinfer_threads"])]).out)
+    assert from_command["evaluation"] == from_flags["evaluation"] == s["pick"]
+    assert from_command["by_prompt_tokens"] == from_flags["by_prompt_tokens"]
+    assert from_command["launch"]["unknown"] == [] and from_command["kttune_pick"] is None
+    # the model came from the command's placeholder directory, named after the catalog entry
+    assert from_command["model"]["name"] == "qwen3-30b-a3b"
+
+
+def test_the_kt_doc_example_is_answered(capsys):
+    out = run(capsys, ["explain", "-m", "minimax-m2", "--host-ram", "512G", "--profile", MEASURED, "--json",
+                       "--command", DOC_COMMAND])
+    d = json.loads(out.out)
+    assert d["launch"]["read"]["num_gpu_experts"] == 32 and d["launch"]["read"]["cpuinfer_threads"] == 64
+    fl = d["evaluation"]["flags"]
+    assert (fl["chunked_prefill_size"], fl["gpu_prefill_token_threshold"], fl["num_gpu_experts"]) == (16384, 2048, 32)
+    assert fl["cpuinfer_threads"] == 15  # 64 threads on the 16-core profile: its nearest measured count below the cores
+    assert any("--kt-cpuinfer 64" in n for n in d["launch"]["assumed"])
+    assert any("--max-total-tokens unset" in n for n in d["launch"]["assumed"])
+    pred = d["evaluation"]["predicted"]
+    assert pred["decode_tok_s_per_request"] * pred["decode_batch"] == pytest.approx(pred["decode_tok_s"])
+    assert {r["prompt_tokens"] for r in d["by_prompt_tokens"]} >= {2048, 16384, 32768}
+    assert any(r["forwards"].startswith("1 layerwise") for r in d["by_prompt_tokens"] if r["prompt_tokens"] == 16384)
+    pick = d["kttune_pick"]
+    assert pick["command"][:3] == ["python", "-m", "sglang.launch_server"]
+    assert pick["changes"] and all(c["why"] for c in pick["changes"])
+    assert pick["evaluation"]["predicted"]["mean_prefill_ms"] <= pred["mean_prefill_ms"]
+    # the report went to stderr: the read flags, the comparison and kttune's command
+    assert "read from the command" in out.err and "what kttune would change" in out.err and "kttune's launch command" in out.err
+
+
+def test_sglang_flag_names_work_as_options(capsys):
+    base = ["explain", "-m", "qwen3-30b-a3b", "--vram", "32G", "--profile", MEASURED, "--json"]
+    a = json.loads(run(capsys, base + ["--kt-num-gpu-experts", "8", "--chunked-prefill-size", "16384",
+                                       "--kt-gpu-prefill-token-threshold", "1024", "--kt-cpuinfer", "13"]).out)
+    b = json.loads(run(capsys, base + ["--gpu-experts", "8", "--chunk", "16384", "--threshold", "1024", "--cpuinfer", "13"]).out)
+    assert a["evaluation"] == b["evaluation"]
+
+
+def test_a_command_without_kt_is_the_answer_no(capsys):
+    err = run(capsys, ["explain", "--vram", "32G", "--", "python", "-m", "sglang.launch_server", "--model", "/m/Qwen3-30B-A3B",
+                       "--kt-num-gpu-experts", "8"], code=1).err
+    assert "--kt-weight-path" in err and "Traceback" not in err
+
+
+def test_bad_explain_calls_are_one_line_errors(capsys):
+    err = run(capsys, ["explain", "--vram", "32G", "--gpu-experts", "4", "--", "python", "-m", "sglang.launch_server"], code=2).err
+    assert "beside a launch command" in err
+    err = run(capsys, ["explain", "--vram", "32G"], code=2).err
+    assert "--model" in err and "sglang.launch_server" in err
+    err = run(capsys, ["explain", "--", "python", "-m", "sglang.launch_server", "--model", "/nowhere/model",
+                       "--kt-weight-path", "/w", "--kt-num-gpu-experts", "0"], code=2).err
+    assert "--model NAME" in err

@@ -1,0 +1,95 @@
+"""A launch command as the configuration sglang-kt runs (kttune.search.launch_command): SGLang's
+defaults for what it leaves unset, values fitted to the profile with a note, and the commands
+that cannot run as KT launches refused with the reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from kttune.errors import InfeasibleError, UserError
+from kttune.memory.sglang_defaults import default_mem_fraction_static, profiled_kv_tokens
+from kttune.search.launch_command import flag_changes, method_of, resolve_launch
+from kttune.search.workload import load_workload
+from kttune.spec.launch_args import parse_launch_command
+from kttune.units import GIB
+from tests.helpers import model
+
+QWEN = model("qwen3-30b-a3b")
+RAG = load_workload("rag")
+BASE = "python -m sglang.launch_server --model /m --kt-weight-path /m --kt-method BF16 --kt-cpuinfer 13 "
+
+
+def resolve(text: str, vram_gib: float = 80, threads=(11, 13, 15, 16), cores=16, numa=1):
+    p = parse_launch_command(text)
+    return resolve_launch(p, QWEN, method_of(p)[0], int(vram_gib * GIB), RAG, threads, cores, numa)
+
+
+@pytest.mark.parametrize("text,what", [
+    ("python -m sglang.launch_server --model /m --kt-num-gpu-experts 4", "no --kt-weight-path"),
+    (BASE, "neither --kt-num-gpu-experts nor --kt-gpu-experts-ratio"),
+    ("python -m sglang.launch_server --model /m --kt-weight-path /w --kt-num-gpu-experts 4 "
+     "--kt-gpu-prefill-token-threshold 1024", "crashes"),  # AMXINT4 by default: no layerwise path
+    (BASE + "--kt-num-gpu-experts 4 --mem-fraction-static 0.05", "Not enough memory"),
+])
+def test_commands_that_cannot_run_as_kt_launches_are_refused(text, what):
+    with pytest.raises(InfeasibleError) as e:
+        resolve(text)
+    assert what in e.value.problem and e.value.fix
+
+
+@pytest.mark.parametrize("tail", ["--kt-num-gpu-experts 200", "--kt-num-gpu-experts 4 --chunked-prefill-size 0",
+                                  "--kt-gpu-experts-ratio 1.5", "--kt-num-gpu-experts 4 --kv-cache-dtype int3",
+                                  "--kt-num-gpu-experts 4 --chunked-prefill-size 1000 --page-size 64"])
+def test_impossible_values_are_bad_input(tail):
+    with pytest.raises(UserError) as e:
+        resolve(BASE + tail)
+    assert not isinstance(e.value, InfeasibleError)
+
+
+def test_unset_flags_take_sglang_defaults_and_say_so():
+    r = resolve(BASE + "--kt-num-gpu-experts 4", vram_gib=80)
+    c = r.cfg
+    assert c.chunked_prefill_size == 8192 and c.cuda_graph_max_bs == 256 and c.threadpool_count == 2
+    assert r.mem_fraction_static == default_mem_fraction_static(80 * GIB, 8192, 256, 1)
+    assert c.max_total_tokens == r.profiled_kv_tokens == profiled_kv_tokens(QWEN, c, 80 * GIB, r.mem_fraction_static)
+    text = "\n".join(r.notes)
+    for flag in ("--chunked-prefill-size", "--cuda-graph-max-bs", "--mem-fraction-static", "--max-total-tokens",
+                 "--max-running-requests", "--kt-threadpool-count"):
+        assert f"{flag} unset" in text
+
+
+def test_the_cap_is_the_pool_unless_the_fraction_leaves_less():
+    r = resolve(BASE + "--kt-num-gpu-experts 4 --max-total-tokens 65536 --mem-fraction-static 0.9")
+    assert r.cfg.max_total_tokens == 65536 and not any("more than" in n for n in r.notes)
+    big = resolve(BASE + "--kt-num-gpu-experts 4 --max-total-tokens 99999999 --mem-fraction-static 0.9")
+    assert big.cfg.max_total_tokens == big.profiled_kv_tokens < 99999999
+    assert any("more than --mem-fraction-static 0.9 leaves" in n for n in big.notes)
+
+
+def test_ratio_and_thread_counts_are_fitted_with_a_note():
+    r = resolve("python -m sglang.launch_server --model /m --kt-weight-path /m --kt-method BF16 --kt-cpuinfer 64 "
+                "--kt-gpu-experts-ratio 0.1")
+    assert r.cfg.num_gpu_experts == int(128 * 48 * 0.1) // 48 == 12
+    assert r.cfg.cpuinfer_threads == 15  # the most measured below 16 cores, nearest to 64
+    assert any("--kt-cpuinfer 64" in n and "modelled with 15" in n for n in r.notes)
+    assert any("--kt-gpu-experts-ratio 0.1" in n for n in r.notes)
+    unset = resolve("python -m sglang.launch_server --model /m --kt-weight-path /m --kt-method BF16 --kt-num-gpu-experts 0")
+    assert unset.cfg.cpuinfer_threads == 15 and any("--kt-cpuinfer unset" in n for n in unset.notes)
+
+
+def test_changes_name_only_the_flags_that_differ():
+    from kttune.cost.components import Components
+    from kttune.search.evaluate import Budget, evaluate
+    from tests.helpers import profile
+
+    comp = Components(profile(), QWEN, "BF16")
+    b = Budget(80 * GIB, 1024 * GIB)
+    a = resolve(BASE + "--kt-num-gpu-experts 4 --max-total-tokens 65536 --kt-threadpool-count 1").cfg
+    ev = evaluate(comp, a, RAG, b)
+    assert flag_changes(ev, ev, None, 16, RAG) == ()
+    from dataclasses import replace
+
+    other = evaluate(comp, replace(a, num_gpu_experts=9, gpu_prefill_token_threshold=1024), RAG, b)
+    ch = flag_changes(ev, other, 1024, 16, RAG)
+    assert [c.flag for c in ch] == ["--kt-num-gpu-experts", "--kt-gpu-prefill-token-threshold"]
+    assert ch[0].yours == "4" and ch[0].kttune == "9" and "cross at 1,024" in ch[1].why
