@@ -40,8 +40,11 @@ EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 
 
 
 def error_line(message: str) -> None:
-    """Print one `error: ...` line on stderr (newlines folded)."""
-    print("error: " + " ".join(str(message).split()), file=sys.stderr, flush=True)
+    """Print one `error: ...` line on stderr (newlines folded), with any storage password this
+    process has seen blanked out (kttune.search.storage_url.redact)."""
+    from kttune.search.storage_url import redact
+
+    print("error: " + redact(" ".join(str(message).split())), file=sys.stderr, flush=True)
 
 
 def console(json_out: bool = False) -> Any:
