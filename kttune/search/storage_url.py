@@ -130,5 +130,10 @@ def with_password(storage: str, password_file: str | None = None) -> str:
     _remember(pw)
     if pw is None and u.password != MASK:
         return storage
-    u = u.set(password=pw)  # None for `***` with no password at hand: that is kttune's mask, not a password
+    if pw is None:  # `***` with no password at hand: that is kttune's mask, not a password
+        from sqlalchemy.engine import URL
+
+        u = URL.create(u.drivername, u.username, None, u.host, u.port, u.database, u.query)
+    else:
+        u = u.set(password=pw)
     return u.render_as_string(hide_password=False)
