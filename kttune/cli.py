@@ -76,6 +76,7 @@ def search(
     budget: str = typer.Option(None, "--budget", help="Time budget of a measured search, e.g. 10m, 90s, 1h (this process; rerun to resume)."),
     evaluator: str = typer.Option("runner", "--evaluator", help="What measures with --measure: runner (GPU), runner-cpu (its CPU variant), model (a dry run on the cost model)."),
     storage: str = typer.Option(None, "--storage", help="Optuna storage: a journal file path or an RDB URL (sqlite:///x.db). Default: a journal in the user cache dir; :memory: for a throwaway study. Rerunning the same search resumes it."),
+    storage_password_file: str = typer.Option(None, "--storage-password-file", help="File whose first line is the password of the --storage database URL, kept out of shell history (or set $KTTUNE_STORAGE_PASSWORD / $KTTUNE_STORAGE_PASSWORD_FILE). kttune shows the URL with the password as ***."),
     seed: int = typer.Option(None, "--seed", help="Sampler seed, for a reproducible search."),
     host_ram: str = typer.Option(None, "--host-ram", help="Host RAM of the target machine (default: the profile's)."),
     vram_margin: float = typer.Option(DEFAULT_VRAM_MARGIN, "--vram-margin", help=MARGIN_HELP),
@@ -96,6 +97,10 @@ def search(
 
     check_report_extras(report_dir)
     console = _console(json_out)
+    if storage or storage_password_file is not None:
+        from kttune.search.storage_url import with_password
+
+        storage = with_password(storage or "", storage_password_file) or None
     mp = model_path or (model if _is_dir(model) else None)
     from kttune.units import parse_duration_s
 

@@ -41,8 +41,11 @@ EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 
 
 
 def error_line(message: str) -> None:
-    """Print one `error: ...` line on stderr (newlines folded)."""
-    print("error: " + " ".join(str(message).split()), file=sys.stderr, flush=True)
+    """Print one `error: ...` line on stderr (newlines folded), with any storage password this
+    process has seen blanked out (kttune.search.storage_url.redact)."""
+    from kttune.search.storage_url import redact
+
+    print("error: " + redact(" ".join(str(message).split())), file=sys.stderr, flush=True)
 
 
 def console(json_out: bool = False) -> Any:
@@ -108,6 +111,21 @@ def _os_error_line(e: OSError) -> str:
     return f"cannot use{where}: {e.strerror or e}; check the path and its permissions"
 
 
+def _interrupted_within(e: BaseException) -> bool:
+    """Whether a Ctrl-C is what `e` arose from: a library's cleanup that failed while a
+    KeyboardInterrupt passed through it (Optuna 5.0's `_run_trial` reads an unset local in its
+    `finally` when the interrupt lands in `_tell_with_warning`: an UnboundLocalError whose context
+    is the KeyboardInterrupt)."""
+    seen: set[int] = set()
+    cur = e.__context__
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, KeyboardInterrupt):
+            return True
+        seen.add(id(cur))
+        cur = cur.__context__
+    return False
+
+
 def run_app(app: Callable[..., Any], argv: list[str] | None) -> int:
     """Run the typer app (non-standalone) and map every outcome to an exit code (see above).
     `argv` None: a process entry (the console script): --json then redirects fd 1 for good."""
@@ -152,6 +170,9 @@ def run_app(app: Callable[..., Any], argv: list[str] | None) -> int:
         if isinstance(e, OSError):
             error_line(_os_error_line(e))
             return EXIT_BAD_INPUT
+        if _interrupted_within(e):
+            error_line(INTERRUPTED)
+            return EXIT_INTERRUPTED
         if os.environ.get("KTTUNE_TRACEBACK"):
             raise
         error_line(f"unexpected {type(e).__name__}: {' '.join(str(e).split())[:300]}; this is a kttune bug: "

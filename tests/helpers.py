@@ -32,6 +32,17 @@ def cfg(method: str, **kw) -> LaunchConfig:
 TORN_TAIL = b'{"op_code": 5, "worker_id": "killed", "trial_id": 0, "param_na'  # an append cut off mid-record
 
 
+def set_aside(note: str) -> list[tuple[int, bytes]]:
+    """(byte offset, bytes) of each line a journal repair set aside, read from the side file its
+    note names (`... kept in <file>`)."""
+    import base64
+    import json
+
+    with open(note.rsplit("kept in ", 1)[1], encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    return [(r["offset"], r["text"].encode() if "text" in r else base64.b64decode(r["base64"])) for r in rows]
+
+
 def torn_journal(path) -> bytes:
     """A real Optuna journal file (JournalFileBackend) holding one study with one finished trial,
     then the first bytes of one more record with no newline: what a crash mid-append leaves.

@@ -205,10 +205,13 @@ def _figure_md(ff: FigureFile) -> list[str]:
 
 
 def dashboard_command(storage: str) -> str:
-    """The command that opens a study's storage in optuna-dashboard (a journal file path or an RDB URL)."""
+    """The command that opens a study's storage in optuna-dashboard (a journal file path or an RDB URL,
+    its password masked as everywhere kttune names a storage: kttune.search.storage_url.shown)."""
     import shlex
 
-    return f"optuna-dashboard {shlex.quote(storage)}"
+    from kttune.search.storage_url import shown
+
+    return f"optuna-dashboard {shlex.quote(shown(storage))}"
 
 
 def _result_section(doc: dict, k: str, out_dir: Path, runs: list[dict], figures: list[FigureFile]) -> list[str]:
@@ -247,8 +250,12 @@ def _result_section(doc: dict, k: str, out_dir: Path, runs: list[dict], figures:
     lines.append("")
     st = doc.get("study")
     if st:
+        from kttune.search.storage_url import MASK, shown
+
+        where = shown(st["storage"])
+        hidden = " (the password shows as `***`: put it in its place)" if f":{MASK}@" in where else ""
         lines += [f"Optuna study `{st['name']}` ({st.get('trials')} trials, {st.get('feasible')} feasible) in "
-                  f"`{st['storage']}`. Open it in optuna-dashboard (objectives: mean prefill s, decode tok/s):", "",
+                  f"`{where}`. Open it in optuna-dashboard{hidden} (objectives: mean prefill s, decode tok/s):", "",
                   "```bash", dashboard_command(st["storage"]), "```", ""]
     figs: list[tuple[str, str, Callable[[], Any]]] = []
     if doc.get("by_prompt_tokens"):

@@ -40,6 +40,7 @@ from kttune.search.baselines import BASELINES, Baseline, baseline_config
 from kttune.search.evaluate import evaluate
 from kttune.search.space import SearchSpace
 from kttune.search.storage import open_storage
+from kttune.search.twins import earlier_twin
 from kttune.search.study import SearchRequest, SearchResult, prepare_search, study_key
 
 MEASURED_VERSION = 1
@@ -260,6 +261,7 @@ def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result
 
     worker = f"{socket.gethostname()}:{os.getpid()}"
     new = [0]
+    stuck: set[int] = set()  # trials whose parameters never all arrived (kttune.search.twins)
 
     def measured_count() -> int:
         return sum(1 for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED))
@@ -272,13 +274,15 @@ def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result
         if not ev.feasible:
             trial.set_user_attr("infeasible", ev.violated)
             raise optuna.TrialPruned(f"does not fit: {', '.join(ev.violated)}")
-        running = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
-                   if t.number < trial.number and t.params == trial.params]
-        if running:  # another process measures it now (two processes can enqueue the same candidate)
-            trial.set_user_attr("duplicate_of", running[0].number)
-            raise optuna.TrialPruned(f"trial {running[0].number} measures the same configuration")
-        same = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+        twin = earlier_twin(study, trial.number, trial.params, stuck)  # kttune.search.twins: who measures it
+        if twin is not None:  # another process measures it now, or will (two processes can enqueue the same candidate)
+            trial.set_user_attr("duplicate_of", twin.number)
+            raise optuna.TrialPruned(f"trial {twin.number} measures the same configuration")
+        same = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED))
                 if t.params == trial.params and t.user_attrs.get("measured")]
+        if same and same[0].state == optuna.trial.TrialState.PRUNED:  # measured before and stopped early
+            trial.set_user_attr("duplicate_of", same[0].number)
+            raise optuna.TrialPruned(f"trial {same[0].number} measured the same configuration and was stopped early")
         if same:  # measured before (by this process or another): reuse, measure nothing
             trial.set_user_attr("duplicate_of", same[0].number)
             for step, value in same[0].intermediate_values.items():

@@ -2,19 +2,29 @@
 
 What `open_storage` guarantees before Optuna writes a byte:
 
-- **Only stores are written.** An existing file must already be an Optuna journal (every line a
-  JSON record with an `op_code`) or, for `sqlite:///`, an SQLite database that is empty or holds
+- **Only stores are written.** An existing file must already be an Optuna journal (its first lines
+  mostly JSON records with an `op_code`) or, for `sqlite:///`, an SQLite database that is empty or holds
   Optuna's tables. Anything else (a user's notes, a directory, `/dev/null`, a path under a file, a
   read-only place) is refused with a `UserError` and left untouched.
-- **A torn tail is repaired, not built upon.** A crash mid-append leaves a last line without its
-  newline; Optuna's reader skips it, but its next append would glue a record onto it and every
-  later read fails (`JournalFileBackend.read_logs` raises on a bad line that is not the last, see
-  optuna/storages/journal/_file.py). Under the lock, the journal is cut back to its intact records
-  and the dropped bytes are kept beside it in `<journal>.torn-<time>`; a note says what was dropped.
+- **A bad line is set aside, every record kept.** A crash mid-append leaves a last line without
+  its newline, and the next append glues a record onto it; a stray write can put garbage anywhere.
+  Optuna's reader raises on a bad line that is not the last (`JournalFileBackend.read_logs`,
+  optuna/storages/journal/_file.py), which makes the whole study unreadable. Under the lock, every
+  line that is not a well-formed record is moved to `<journal>.set-aside-<time>` (one JSON object per
+  line: its byte offset, size, why, its bytes) and every record before and after it stays; a note
+  says what was found where. Only if a set-aside line held a study or trial creation (later records
+  refer to one the journal no longer has) does the study resume from the records before it, since
+  the records after would land on the wrong trials (kttune.search.journal_lines). A record of a
+  newer Optuna (an op code this one does not know) is refused in one line, the file untouched.
 - **Locks cannot go stale.** Optuna's default journal lock is a symlink `<journal>.lock` that a
   killed process leaves behind (the next writer waits 30 s, then warns). kttune locks with
   `flock(2)` on `<journal>.flock`, which the kernel releases when the holder dies; an old
   `<journal>.lock` found at open is removed with a note.
+- **Schema creation is serialised.** Several processes opening a fresh SQLite or PostgreSQL
+  database at once would race in Optuna's table creation; a lock makes them take turns
+  (`_schema_lock`).
+- **No password is shown.** Errors and `OpenedStorage.url` carry the URL with its password masked
+  (kttune.search.storage_url, which also reads it from a file or the environment).
 - **In-memory SQLite databases are refused** (`sqlite://`, `sqlite:///:memory:`): a study there
   cannot resume, and the mistake is easy to make. A throwaway study is asked for by name instead:
   `:memory:` alone opens Optuna's `InMemoryStorage`, with a note that nothing will resume it. The
@@ -26,12 +36,15 @@ from __future__ import annotations
 import json
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from kttune.errors import UserError
 from kttune.paths import default_study_storage
+from kttune.search.storage_url import redact, shown, with_password
+from kttune.search.journal_lines import RECORD_START, BadLine, classify, known_op_codes, scan_journal, split_lines
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 STALE_LOCK_AGE_S = 2.0  # Optuna holds its symlink lock for one append (milliseconds)
@@ -43,7 +56,7 @@ IN_MEMORY_NOTE = "--storage :memory: keeps the study in this process only: nothi
 @dataclass(frozen=True)
 class OpenedStorage:
     storage: Any  # an optuna BaseStorage
-    url: str  # the journal path or the RDB URL
+    url: str  # the journal path, or the RDB URL as shown: its password masked (storage_url.shown)
     notes: tuple[str, ...] = ()  # repairs made on opening (torn records, stale locks)
 
 
@@ -85,28 +98,6 @@ class FlockLock(_LockBase):  # type: ignore[misc,valid-type]
 # ---- journal files --------------------------------------------------------------------------------
 
 
-def _is_record(line: bytes) -> bool:
-    if not line.endswith(b"\n"):
-        return False
-    try:
-        rec = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
-        return False
-    return isinstance(rec, dict) and "op_code" in rec
-
-
-def _intact_prefix(data: bytes) -> tuple[int, int, int]:
-    """(bytes of the intact leading records, their count, count of lines after them)."""
-    pos = count = 0
-    lines = data.splitlines(keepends=True)
-    for i, line in enumerate(lines):
-        if not _is_record(line):
-            return pos, count, len(lines) - i
-        pos += len(line)
-        count += 1
-    return pos, count, 0
-
-
 def _check_writable_file(path: Path, what: str) -> None:
     """Refuse what is not (or cannot become) a regular, writable file; never changes an existing one."""
     if path.exists() and not path.is_file():
@@ -128,40 +119,107 @@ def _check_writable_file(path: Path, what: str) -> None:
                         "pass --storage a path in a writable directory, or set KTTUNE_CACHE_DIR") from None
 
 
-def _refuse_foreign(path: Path, data: bytes, what: str) -> None:
-    if data.startswith(SQLITE_MAGIC):
+def _refuse_foreign(path: Path, head: bytes, whole: bool, what: str) -> None:
+    """Refuse a file that is not an Optuna journal, judged by its first 64 KiB (`head`; `whole`: the
+    file ends there): it is one when its complete lines are mostly records (a few bad lines are
+    repaired), or when it is a single record torn before its newline."""
+    if head.startswith(SQLITE_MAGIC):
         raise UserError(f"{what} {path} is an SQLite database, not a journal file; kttune left it untouched",
                         f"pass --storage sqlite:///{path} to use it as an Optuna RDB store")
-    first = data.split(b"\n", 1)[0] + (b"\n" if b"\n" in data else b"")
-    if not _is_record(first) and b"\n" in data:
-        raise UserError(f"{what} {path} is not an Optuna journal (its first line is not a journal record); "
-                        "kttune left it untouched", STORAGE_FIX)
-    if b"\n" not in data and not data.lstrip().startswith(b'{"op_code"'):
-        raise UserError(f"{what} {path} is not an Optuna journal; kttune left it untouched", STORAGE_FIX)
+    ops = known_op_codes()
+    lines = [line for _, line in split_lines(head)]
+    if lines and not whole and not lines[-1].endswith(b"\n"):
+        lines.pop()  # cut by the 64 KiB window, not by the file
+    kinds = [classify(line, ops)[0] for line in lines if line.endswith(b"\n")]
+    records = sum(k in ("record", "unknown") for k in kinds)
+    if not kinds and head.lstrip().startswith(RECORD_START):
+        return  # one record, torn by a crash before its newline
+    if records == 0 or records < len(kinds) - records:
+        raise UserError(f"{what} {path} is not an Optuna journal ({'none' if records == 0 else 'most'} of its first "
+                        "lines are not journal records); kttune left it untouched", STORAGE_FIX)
+
+
+def _side_file(path: Path, lines: tuple[BadLine, ...]) -> Path:
+    """Write the lines set aside, one JSON object each (offset, size, why, the bytes), beside the journal."""
+    side = path.with_name(f"{path.name}.set-aside-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+    with open(side, "w", encoding="utf-8") as f:
+        for b in lines:
+            f.write(json.dumps(b.to_dict()) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return side
+
+
+def _rewrite(path: Path, data: bytes, keep: bytes) -> None:
+    """Leave `keep` in the journal: cut in place when it is a prefix, else replace the file whole."""
+    if data.startswith(keep):
+        os.truncate(path, len(keep))
+        return
+    real = Path(os.path.realpath(path))
+    tmp = real.with_name(f".{real.name}.repair-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(keep)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, os.stat(real).st_mode & 0o7777)
+        os.replace(tmp, real)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    dfd = os.open(real.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def _where(bad: tuple[BadLine, ...], most: int = 3) -> str:
+    shown = [f"byte {b.offset}: {b.why}" for b in bad[:most]]
+    return "; ".join(shown) + (f"; and {len(bad) - most} more" if len(bad) > most else "")
 
 
 def repair_journal(path: Path, lock: FlockLock) -> list[str]:
-    """Cut a journal back to its intact records (under `lock`), keeping the dropped bytes in a
-    `.torn-<time>` file beside it. Returns the notes to print; [] when nothing was wrong."""
-    notes: list[str] = []
+    """Set aside every line of the journal that is not a well-formed Optuna record (under `lock`),
+    keeping every record before and after it; the lines go to a `.set-aside-<time>` file beside it,
+    with their byte offsets. A record of a newer Optuna is refused with the file untouched.
+    Returns the notes to print; [] when nothing was wrong. See kttune.search.journal_lines."""
     lock.acquire()
     try:
         data = path.read_bytes()
-        keep, records, dropped_lines = _intact_prefix(data)
-        if keep == len(data):
-            return notes
-        backup = path.with_name(f"{path.name}.torn-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
-        with open(backup, "wb") as f:
-            f.write(data[keep:])
-            f.flush()
-            os.fsync(f.fileno())
-        os.truncate(path, keep)
-        what = ("a torn last record" if dropped_lines == 1 else f"{dropped_lines} records from a torn one on")
-        notes.append(f"journal {path}: dropped {what} ({len(data) - keep} bytes, left by an interrupted write); "
-                     f"resuming from its {records} intact records; dropped bytes kept in {backup}")
+        scan = scan_journal(data)
+        if scan.unknown is not None:
+            import optuna
+
+            raise UserError(f"journal {path} holds a record this Optuna {optuna.__version__} cannot read (op code "
+                            f"{scan.unknown.op_code} at byte {scan.unknown.offset}, written by a newer Optuna); "
+                            "kttune left the file untouched",
+                            "upgrade Optuna to the version that wrote it (pip install -U optuna), or pass --storage another file")
+        if not scan.bad:
+            return []
+        if scan.forward_ref_at is not None:
+            first = scan.bad[0]
+            aside: tuple[BadLine, ...] = (BadLine(first.offset, data[first.offset:], "from a lost creation record on"),)
+            keep = data[:first.offset]
+            n = len(split_lines(data[first.offset:]))
+            side = _side_file(path, aside)
+            _rewrite(path, data, keep)
+            return [f"journal {path}: the line at byte {first.offset} is not an Optuna record ({first.why}) and held a "
+                    f"study or trial creation (the record at byte {scan.forward_ref_at} refers to one the journal no "
+                    f"longer has), so the study resumes from the {scan.records_before_first_bad} records before it; "
+                    f"the {n} lines from byte {first.offset} on are kept in {side}"]
+        side = _side_file(path, scan.bad)
+        _rewrite(path, data, b"".join(scan.kept))
+        if scan.torn_tail_only:
+            b = scan.bad[0]
+            return [f"journal {path}: set aside a torn last record ({len(b.data)} bytes at byte {b.offset}, left by an "
+                    f"interrupted write); resuming from its {len(scan.kept)} intact records; the bytes are kept in {side}"]
+        return [f"journal {path}: set aside {len(scan.bad)} line{'s' if len(scan.bad) > 1 else ''} that "
+                f"{'are' if len(scan.bad) > 1 else 'is'} not an Optuna record ({_where(scan.bad)}); kept all "
+                f"{len(scan.kept)} records before and after, so no finished trial leaves the study; the lines are "
+                f"kept in {side}"]
     finally:
         lock.release()
-    return notes
 
 
 def _clear_stale_optuna_lock(path: Path) -> list[str]:
@@ -190,7 +248,7 @@ def open_journal(path: Path, what: str = "--storage") -> OpenedStorage:
         except OSError as e:
             raise UserError(f"cannot read {what} {path} ({e.strerror or e})", STORAGE_FIX) from None
         if head:
-            _refuse_foreign(path, head, what)
+            _refuse_foreign(path, head, len(head) < (1 << 16) or path.stat().st_size == len(head), what)
     _check_writable_file(path, what)
     lock = FlockLock(str(path))
     try:
@@ -214,32 +272,96 @@ def _sqlite_path(url: str) -> str | None:
     return "" if path in ("", ":memory:") else path
 
 
-def open_rdb(url: str) -> OpenedStorage:
+RDB_FIX = ("check that the database server runs and that the URL's user, host, port and database are right "
+           "(a password: --storage-password-file or $KTTUNE_STORAGE_PASSWORD)")
+PG_SCHEMA_LOCK = 0x6B7474756E65  # pg_advisory_lock key ("kttune") held while Optuna creates its tables
+
+
+@contextmanager
+def _schema_lock(url: str, sqlite_file: Path | None) -> Iterator[None]:
+    """Serialise Optuna's table creation across processes. `RDBStorage(url)` creates the schema
+    (create_all, then a version row, then alembic's table) without a lock of its own, so processes
+    opening a fresh database at once collide ("table studies already exists", a UNIQUE constraint).
+    SQLite: flock on `<db>.flock` (released by the kernel if the holder dies); PostgreSQL: a
+    session-level advisory lock (released when its connection closes). Other servers: none."""
+    if sqlite_file is not None:
+        lock = FlockLock(str(sqlite_file))
+        lock.acquire()
+        try:
+            yield
+        finally:
+            lock.release()
+        return
+    if not url.lower().startswith("postgres"):
+        yield
+        return
+    import sqlalchemy
+    from sqlalchemy.pool import NullPool
+
+    engine = sqlalchemy.create_engine(url, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            conn.execute(sqlalchemy.text("select pg_advisory_lock(:k)"), {"k": PG_SCHEMA_LOCK})
+            try:
+                yield
+            finally:
+                conn.execute(sqlalchemy.text("select pg_advisory_unlock(:k)"), {"k": PG_SCHEMA_LOCK})
+    finally:
+        engine.dispose()
+
+
+DRIVER_PACKAGES = {"psycopg": "psycopg[binary]", "psycopg2": "psycopg2-binary", "pymysql": "PyMySQL",
+                   "MySQLdb": "mysqlclient", "pg8000": "pg8000"}  # module SQLAlchemy imports -> PyPI package
+
+
+def _rdb_error(show: str, e: Exception) -> UserError:
+    """A failed connection, in one line without the password: the driver's own words, redacted."""
+    msg = redact(" ".join(str(e).split()))[:200]
+    missing, cur = None, e
+    while isinstance(cur, ImportError):  # Optuna wraps the driver's ImportError in its own
+        missing, cur = cur, cur.__cause__
+    if missing is not None:
+        module = (getattr(missing, "name", None) or "").split(".")[0]
+        package = DRIVER_PACKAGES.get(module, module or "the driver its URL names")
+        return UserError(f"cannot open Optuna storage {show}: its database driver is not installed "
+                         f"({redact(str(missing))})", f"pip install {package!r}" if module else f"install {package}")
+    return UserError(f"cannot open Optuna storage {show} ({type(e).__name__}: {msg})", RDB_FIX)
+
+
+def open_rdb(storage: str) -> OpenedStorage:
+    """An RDB URL -> Optuna's RDBStorage, its tables created under a lock (`_schema_lock`). Every
+    message names the URL with its password masked (kttune.search.storage_url)."""
     import optuna
 
+    url = with_password(storage)
+    show = shown(url)
+    sqlite_file = None
     if url.lower().startswith("sqlite"):
         path = _sqlite_path(url)
         if not path or "mode=memory" in url:
-            raise UserError(f"--storage {url} is an in-memory database: the study would vanish when kttune exits "
+            raise UserError(f"--storage {show} is an in-memory database: the study would vanish when kttune exits "
                             "and could not be resumed",
                             "pass a file, e.g. --storage sqlite:///kttune.db (or --storage :memory: for a throwaway study)")
         p = Path(path).expanduser()
         if p.is_file() and p.stat().st_size:
             with open(p, "rb") as f:
                 if f.read(16) != SQLITE_MAGIC:
-                    raise UserError(f"--storage {url}: {p} is not an SQLite database; kttune left it untouched", STORAGE_FIX)
-            _refuse_foreign_sqlite(p, url)
+                    raise UserError(f"--storage {show}: {p} is not an SQLite database; kttune left it untouched", STORAGE_FIX)
+            _refuse_foreign_sqlite(p, show)
         if not p.parent.is_dir():
-            raise UserError(f"--storage {url}: directory {p.parent} does not exist", "create it, or " + STORAGE_FIX)
+            raise UserError(f"--storage {show}: directory {p.parent} does not exist", "create it, or " + STORAGE_FIX)
         _check_writable_file(p, "--storage")
+        sqlite_file = p
     try:
-        return OpenedStorage(optuna.storages.RDBStorage(url), url)
-    except Exception as e:  # bad URL, missing driver, unreachable server
-        msg = " ".join(str(e).split())[:200]
-        raise UserError(f"cannot open Optuna storage {url!r} ({type(e).__name__}: {msg})", STORAGE_FIX) from None
+        with _schema_lock(url, sqlite_file):
+            return OpenedStorage(optuna.storages.RDBStorage(url), show)
+    except UserError:
+        raise
+    except Exception as e:  # bad URL, missing driver, unreachable server, refused login
+        raise _rdb_error(show, e) from None
 
 
-def _refuse_foreign_sqlite(p: Path, url: str) -> None:
+def _refuse_foreign_sqlite(p: Path, show: str) -> None:
     import sqlite3
 
     try:
@@ -249,9 +371,9 @@ def _refuse_foreign_sqlite(p: Path, url: str) -> None:
         finally:
             con.close()
     except sqlite3.Error as e:
-        raise UserError(f"--storage {url}: cannot read {p} ({e})", STORAGE_FIX) from None
+        raise UserError(f"--storage {show}: cannot read {p} ({e})", STORAGE_FIX) from None
     if tables and not {"studies", "version_info"} <= tables:
-        raise UserError(f"--storage {url}: {p} is an SQLite database with tables of its own, not an Optuna store; "
+        raise UserError(f"--storage {show}: {p} is an SQLite database with tables of its own, not an Optuna store; "
                         "kttune left it untouched", STORAGE_FIX)
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 import optuna
 import pytest
 
+from tests.helpers import set_aside
+
 KTTUNE = shutil.which("kttune", path=str(Path(sys.executable).parent)) or "kttune"
 PROFILE = "datasheet-h200-pcie5-xeon-amx-16c"
 
@@ -101,17 +103,19 @@ def test_torn_journal_is_cut_back_with_a_backup_and_resumes(tmp_path):
     r = run(tmp_path, args(j, 60, "--json"))
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    note = next(n for n in out["notes"] if "dropped a torn last record" in n)
-    backup = Path(note.rsplit("kept in ", 1)[1])
+    note = next(n for n in out["notes"] if "set aside a torn last record" in n)
     intact = data[:-100][: data[:-100].rindex(b"\n") + 1]
-    assert backup.read_bytes() == data[len(intact):-100]  # exactly the torn bytes, kept
+    assert set_aside(note) == [(len(intact), data[len(intact):-100])]  # exactly the torn bytes and their place, kept
     assert out["study"]["trials"] == 60 == stored_complete(j)
-    # The old failure: a record glued onto the torn line, mid-file. Also cut back, then resumed.
+    # The old failure: a record glued onto the torn line, mid-file. The torn bytes are set aside,
+    # the whole record after them kept, and the study resumes.
     good = j.read_bytes()
     j.write_bytes(good[:-100] + good[good.rindex(b"\n", 0, len(good) - 1) + 1:])
     r = run(tmp_path, args(j, 70, "--json"))
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["study"]["trials"] == 70 == stored_complete(j)
+    out = json.loads(r.stdout)
+    assert any("a torn record with a whole one appended to it" in n for n in out["notes"]), out["notes"]
+    assert out["study"]["trials"] == 70 == stored_complete(j)
 
 
 def test_two_searches_on_one_study_count_their_own_trials(tmp_path):

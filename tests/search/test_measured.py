@@ -22,7 +22,7 @@ from kttune.search.space import KV_UNIT, build_space
 from kttune.search.study import SearchRequest, StudyOptions, run_search
 from kttune.search.workload import workload_from_dict
 from kttune.units import GIB
-from tests.helpers import TORN_TAIL, model, profile, torn_journal
+from tests.helpers import TORN_TAIL, model, profile, set_aside, torn_journal
 
 SHIPPED = "h200-pcie5-xeon-amx-16c"
 
@@ -137,9 +137,9 @@ def test_a_torn_journal_is_repaired_and_the_result_says_so(tmp_path):
     model_res = model_search(b, str(tmp_path / "model.journal"))
     res = run_measured_search(MeasuredRequest(base=b, trials=3, seed=3, storage=str(journal), model_prefill_trials=20),
                               ModelEvaluator(comp_of(b)), model_res)
-    (note,) = [n for n in res.notes if "dropped a torn last record" in n]
-    assert str(journal) in note and note.rsplit("kept in ", 1)[1].startswith(str(journal) + ".torn-")
-    assert open(note.rsplit("kept in ", 1)[1], "rb").read() == TORN_TAIL  # the dropped bytes, kept
+    (note,) = [n for n in res.notes if "set aside a torn last record" in n]
+    assert str(journal) in note and note.rsplit("kept in ", 1)[1].startswith(str(journal) + ".set-aside-")
+    assert set_aside(note) == [(len(intact), TORN_TAIL)]  # the torn bytes and where they were, kept
     data = journal.read_bytes()
     assert data.startswith(intact) and TORN_TAIL not in data  # cut back, then appended to
     assert all(json.loads(line)["op_code"] is not None for line in data.splitlines())  # every record whole
