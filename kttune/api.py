@@ -205,10 +205,11 @@ def launch_config(inp: Inputs, gpu_experts: int, chunk: int, threshold: int, max
     th = cpuinfer if cpuinfer is not None else max([t for t in threads if t < cores] or threads)
     if th not in threads:
         raise UserError(f"--cpuinfer {th} was not measured on this profile", f"use one of {threads}")
-    pools = threadpools or max(1, len(req.profile.inventory.cpu.numa_nodes))
+    # the sub-pools and NUMA nodes measured fastest at this thread count, unless given
+    pools, numa = (threadpools, ()) if threadpools else comp.threadpool_choice(th)
     return LaunchConfig(method=req.method, tp=req.tp, num_gpu_experts=gpu_experts, chunked_prefill_size=chunk,
                         gpu_prefill_token_threshold=threshold, max_total_tokens=max_total_tokens, cpuinfer_threads=th,
-                        threadpool_count=pools, max_running_requests=req.workload.concurrency,
+                        threadpool_count=pools, numa_nodes=numa, max_running_requests=req.workload.concurrency,
                         cuda_graph_max_bs=req.workload.concurrency)
 
 

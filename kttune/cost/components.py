@@ -108,8 +108,23 @@ class Components:
     def cpu_thread_options(self) -> list[int]:
         return sorted({int(c.params["threads"]) for c in self.profile.curves_of("cpu_moe", method=self._cpu_method)})
 
-    def _cpu_fit(self, threads: int, pools: int) -> tuple[LinearFit, Curve | None]:
-        key = (threads, pools)
+    def threadpool_options(self, threads: int) -> list[tuple[int, tuple[int, ...]]]:
+        """(sub-pools, explicit NUMA node ids or ()) measured at `threads` workers: on a multi-socket
+        host the probe measures the pool spread over every node and a pool on one node alone."""
+        return sorted({(int(c.params.get("threadpools", 1)), tuple(c.params.get("numa_nodes") or ()))
+                       for c in self.profile.curves_of("cpu_moe", method=self._cpu_method, threads=threads)})
+
+    def threadpool_choice(self, threads: int, tokens: int = 1024) -> tuple[int, tuple[int, ...]]:
+        """The measured (`--kt-threadpool-count`, `--kt-numa-nodes`) that runs a `tokens`-token forward
+        over every expert fastest at `threads` workers; without a measurement at that count, one pool
+        per NUMA node of the profile's CPU."""
+        opts = self.threadpool_options(threads)
+        if not opts:
+            return max(1, len(self.profile.inventory.cpu.numa_nodes)), ()
+        return min(opts, key=lambda o: (self.cpu_moe_ms(tokens, self.model.num_experts, threads, *o), -o[0]))
+
+    def _cpu_fit(self, threads: int, pools: int, numa: tuple[int, ...] = ()) -> tuple[LinearFit, Curve | None]:
+        key = (threads, pools, tuple(numa))
         if key not in self._cpu_fits:
             curves = self.profile.curves_of("cpu_moe", method=self._cpu_method, threads=threads)
             if not curves:
@@ -118,7 +133,9 @@ class Components:
                     f"no CPU MoE measurement with {threads} threads for {self._cpu_method}",
                     f"use one of {opts} threads, or probe with `kttune probe --threads {threads}`",
                 )
-            pooled = nearest_shapes([c for c in curves if c.params.get("threadpools", 1) == pools] or curves,
+            same = [c for c in curves if c.params.get("threadpools", 1) == pools
+                    and tuple(c.params.get("numa_nodes") or ()) == tuple(numa)]
+            pooled = nearest_shapes(same or [c for c in curves if c.params.get("threadpools", 1) == pools] or curves,
                                     self.model.params_per_expert)
             fit = fit_curves(pooled, MOE_FEATURES, _moe_row)
             m = self.model
@@ -127,12 +144,13 @@ class Components:
             self._cpu_fits[key] = (fit, table)
         return self._cpu_fits[key]
 
-    def cpu_moe_ms(self, tokens: float, cpu_experts: int, threads: int, pools: int = 1) -> float:
-        """One kt-kernel MoE forward of `tokens` tokens over `cpu_experts` experts on the CPU."""
+    def cpu_moe_ms(self, tokens: float, cpu_experts: int, threads: int, pools: int = 1, numa: tuple[int, ...] = ()) -> float:
+        """One kt-kernel MoE forward of `tokens` tokens over `cpu_experts` experts on the CPU, with
+        `threads` workers in `pools` sub-pools (on the NUMA nodes `numa`, () for kt-kernel's default)."""
         if cpu_experts <= 0 or tokens <= 0:
             return 0.0
         m = self.model
-        fit, residual = self._cpu_fit(threads, pools)
+        fit, residual = self._cpu_fit(threads, pools, numa)
         t = fit(moe_features(tokens, m.hidden_size, m.moe_intermediate_size, m.num_experts, m.top_k,
                              cpu_experts, self.cpu_bytes_per_expert))
         return t * residual(tokens) if residual else t

@@ -40,7 +40,7 @@ class LayerTimes:
 def hybrid_moe_layer(c: Components, cfg: LaunchConfig, tokens: int) -> LayerTimes:
     m = c.model
     n = min(cfg.num_gpu_experts, m.num_experts)
-    cpu = c.cpu_moe_ms(tokens, m.num_experts - n, cfg.cpuinfer_threads, cfg.threadpool_count)
+    cpu = c.cpu_moe_ms(tokens, m.num_experts - n, cfg.cpuinfer_threads, cfg.threadpool_count, cfg.numa_nodes)
     gpu = c.gpu_moe_ms(tokens, n)
     h = m.hidden_size
     xfer = c.d2h_ms(tokens * (h * 2 + m.top_k * 12)) + c.h2d_ms(tokens * h * 2) if n < m.num_experts else 0.0

@@ -54,6 +54,7 @@ def launch_argv(model: ModelSpec, cfg: LaunchConfig, vram: VramBreakdown, vram_b
         "--kt-method", method.name,
         "--kt-cpuinfer", str(cfg.cpuinfer_threads),
         "--kt-threadpool-count", str(cfg.threadpool_count),
+        *(["--kt-numa-nodes", *map(str, cfg.numa_nodes)] if cfg.numa_nodes else []),
         "--kt-num-gpu-experts", str(cfg.num_gpu_experts),
         "--kt-gpu-prefill-token-threshold", str(cfg.gpu_prefill_token_threshold if method.layerwise else 0),
         "--chunked-prefill-size", str(cfg.chunked_prefill_size),
@@ -80,10 +81,9 @@ def launch_command(argv: list[str], multiline: bool = True) -> str:
     # the environment on a line of its own: every line stays within 80 columns for copying
     lines, i = [env, shlex.join(argv[:3])], 3
     while i < len(argv):
-        if argv[i].startswith("--") and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-            lines.append(f"  {argv[i]} {shlex.quote(argv[i + 1])}")
-            i += 2
-        else:
-            lines.append(f"  {argv[i]}")
-            i += 1
+        j = i + 1
+        while argv[i].startswith("--") and j < len(argv) and not argv[j].startswith("--"):
+            j += 1  # a flag with its values (--kt-numa-nodes takes one per pool) on one line
+        lines.append("  " + " ".join([argv[i]] + [shlex.quote(v) for v in argv[i + 1:j]]))
+        i = j
     return " \\\n".join(lines)

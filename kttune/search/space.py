@@ -39,12 +39,18 @@ class SearchSpace:
     max_running_requests: int
     tp: int
     method: str
+    # per thread count, the measured fastest (--kt-threadpool-count, --kt-numa-nodes); absent: threadpools
+    pools_by_threads: tuple[tuple[int, int, tuple[int, ...]], ...] = ()
+
+    def pools(self, threads: int) -> tuple[int, tuple[int, ...]]:
+        return next(((p, n) for t, p, n in self.pools_by_threads if t == threads), (self.threadpools, ()))
 
     def config(self, chunk: int, threshold: int, gpu_experts: int, kv_units: int, threads: int) -> LaunchConfig:
+        pools, numa = self.pools(threads)
         return LaunchConfig(
             method=self.method, tp=self.tp, num_gpu_experts=gpu_experts, chunked_prefill_size=chunk,
             gpu_prefill_token_threshold=threshold, max_total_tokens=kv_units * KV_UNIT,
-            cpuinfer_threads=threads, threadpool_count=self.threadpools,
+            cpuinfer_threads=threads, threadpool_count=pools, numa_nodes=numa,
             max_running_requests=self.max_running_requests, cuda_graph_max_bs=max(1, self.max_running_requests),
         )
 
@@ -157,7 +163,8 @@ def build_space(comp: Components, workload: Workload, budget: Budget, tp: int,
     n_fit = int(spare // per_layer) if per_layer > 0 and spare > 0 else 0
     return SearchSpace(chunks=chunks, thresholds=thresholds, gpu_experts_max=max(0, min(model.num_experts, n_fit)),
                        kv_units_min=kv_units_min, kv_units_max=max(kv_units_min, kv_units_max), threads=threads,
-                       threadpools=pools, max_running_requests=running, tp=tp, method=comp.method.name)
+                       threadpools=pools, max_running_requests=running, tp=tp, method=comp.method.name,
+                       pools_by_threads=tuple((t, *comp.threadpool_choice(t)) for t in threads))
 
 
 def kt_run_default(space: SearchSpace, cores: int) -> LaunchConfig:
