@@ -398,10 +398,10 @@ def derive_profile(measured: HardwareProfile, change: Change, created: str = "")
     src_link = _link_gbps_of(inv.gpus[0]) if inv.gpus else 0.0
     tgt_link = pcie_gbps(tgt_gpu.pcie_gen, tgt_gpu.pcie_width) if gpu_changed else src_link
     if gpu_changed:
-        notes.append(f"GPU {src_gpu.key} -> {tgt_gpu.key}: GPU curves' fixed parts kept (launch-bound calls such as "
-                     f"stage C stay as measured), the rest scaled by the roofline ratio (BF16 {src_gpu.bf16_tflops:g} -> "
-                     f"{tgt_gpu.bf16_tflops:g} TFLOP/s, HBM {src_gpu.hbm_gbps:g} -> {tgt_gpu.hbm_gbps:g} GB/s); copies by "
-                     f"the PCIe ratio {src_link:.1f} -> {tgt_link:.1f} GB/s above their fixed part")
+        notes.append(f"GPU {src_gpu.key} -> {tgt_gpu.key}: GPU curves' fitted fixed parts kept (launch-bound calls such as "
+                     f"stage C stay as measured), their bytes terms scaled by the HBM ratio ({src_gpu.hbm_gbps:g} -> "
+                     f"{tgt_gpu.hbm_gbps:g} GB/s) and flops terms by the tensor-rate ratio (BF16 {src_gpu.bf16_tflops:g} -> "
+                     f"{tgt_gpu.bf16_tflops:g} TFLOP/s); copies' bytes terms by the PCIe ratio {src_link:.1f} -> {tgt_link:.1f} GB/s")
     carried_overlap = False
     for c in measured.curves:
         rule = KINDS[c.kind].derive  # the profile reader admits no kind without a row
@@ -441,7 +441,7 @@ def derive_profile(measured: HardwareProfile, change: Change, created: str = "")
     if errs:
         worst = max(e for *_, e in errs)
         notes.append("expected error: " + ", ".join(sorted({f"{k} {lab} within {e:g}x" for k, lab, e in errs}))
-                     + f" (worst {worst:g}x; the CPU scaling was checked 16 -> 32 cores on measured boxes: worst 1.37x)")
+                     + f" (worst {worst:g}x; the CPU scaling was checked 16 -> 32 cores on measured boxes: worst 1.35x)")
     what = []
     if gpu_changed:
         what.append(f"GPU {tgt_gpu.key}")
