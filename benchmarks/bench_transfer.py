@@ -37,7 +37,7 @@ from kttune.cost.transfer import (
 )
 from kttune.hw.registry import resolve_profile
 from kttune.probes.paths.compare import (
-    disturbed, launch_config, layer_terms, measured_crossover, transfer_points,
+    disturbed, launch_config, layer_terms, measured_crossover, smallest_forward_where, transfer_points,
 )
 from kttune.probes.paths.result import runs_in_results
 from kttune.spec.loader import load_model
@@ -85,18 +85,9 @@ def predicted_crossover(c: Components, run, correction: TermCorrection, hi: int 
                           layer_terms(c, cfg, m, path))
         return correction.predict(p)
 
-    def lw_wins(m: int) -> bool:
-        return moe(m, "layerwise") <= moe(m, "hybrid")
-
-    if not c.method.layerwise or not lw_wins(hi):
+    if not c.method.layerwise:
         return None
-    if lw_wins(1):
-        return 1
-    a, b = 1, hi
-    while b - a > 1:
-        mid = (a + b) // 2
-        a, b = (a, mid) if lw_wins(mid) else (mid, b)
-    return b
+    return smallest_forward_where(lambda m: moe(m, "layerwise") <= moe(m, "hybrid"), hi)
 
 
 def pct(x: float | None) -> str:

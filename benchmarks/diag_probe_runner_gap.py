@@ -41,21 +41,12 @@ def stats(samples: list[float]) -> dict:
     return {"median_ms": med, "p10_ms": p10, "p90_ms": p90, "n": len(samples)}
 
 
-def timed(fn, repeats: int, sync=None, gap_s: float = 0.0) -> dict:
-    for _ in range(2):
-        fn()
-    out = []
-    for _ in range(repeats):
-        if sync:
-            sync()
-        t0 = time.perf_counter()
-        fn()
-        if sync:
-            sync()
-        out.append((time.perf_counter() - t0) * 1e3)
-        if gap_s:
-            time.sleep(gap_s)
-    return stats(out)
+def timed(fn, repeats: int, sync=None) -> dict:
+    """2 warm-up calls, then `repeats` timed ones (`probes.common.measure`)."""
+    from kttune.probes.common import measure
+
+    p = measure(fn, x=0, warmup=2, repeats=repeats, sync=sync, max_repeats=repeats)
+    return {"median_ms": p.t_ms, "p10_ms": p.t_ms_p10, "p90_ms": p.t_ms_p90, "n": p.n}
 
 
 def diagnose(name: str, method: str, threads: int, sizes: list[int], repeats: int, small: bool, say) -> list[dict]:

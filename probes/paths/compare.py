@@ -156,11 +156,15 @@ def predicted_crossover(c: Components, run: PathRun, hi: int = 65536) -> int | N
     """The smallest forward size (1-token resolution) at which the model's layerwise MoE layer is no
     slower than its hybrid one (`crossover_tokens` answers in steps of 64); None if never up to hi."""
     cfg = launch_config(run)
+    if not c.method.layerwise:
+        return None
+    return smallest_forward_where(lambda m: layerwise_moe_layer(c, cfg, m).total_ms <= hybrid_moe_layer(c, cfg, m).total_ms, hi)
 
-    def lw_wins(m: int) -> bool:
-        return layerwise_moe_layer(c, cfg, m).total_ms <= hybrid_moe_layer(c, cfg, m).total_ms
 
-    if not c.method.layerwise or not lw_wins(hi):
+def smallest_forward_where(lw_wins, hi: int = 65536) -> int | None:
+    """The smallest forward size in 1..hi for which `lw_wins(size)` holds, by bisection (layerwise
+    minus hybrid falls with the size); None if it does not hold at `hi`."""
+    if not lw_wins(hi):
         return None
     if lw_wins(1):
         return 1
