@@ -4,7 +4,7 @@ with what was measured there (the judged 1.5x), and the derive rules obey their 
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from kttune.errors import UserError
 from kttune.hw.derive import (
@@ -235,3 +235,29 @@ def test_nccl_allreduce_grows_with_gpus_and_bytes_and_a_barrier_costs_its_latenc
         assert nccl_allreduce_ms(x, n + 1, 40, link) >= nccl_allreduce_ms(x, n, 40, link)
         assert nccl_allreduce_ms(2 * x, n, 40, link) >= nccl_allreduce_ms(x, n, 40, link)
     assert nccl_allreduce_ms(4, 2, 40, "pcie") == pytest.approx((6.6 + 2 * 1.0) / 1e3, rel=0.01)
+
+
+def test_the_32_core_box_scaled_down_to_16_cores_is_within_1_5x_of_the_16_core_box():
+    """The other direction, held out the same way: the 32-core box has no thread sweep of its own,
+    so its serial share is the default; every shared point of the 16-core box at 15 threads."""
+    src, dst = load_shipped(DST), load_shipped(SRC)
+    derived = derive_profile(src, Change(cpu=CpuTarget(cores=16, isa=dst.inventory.cpu.isa))).profile
+    ratios = []
+    for c in dst.curves_of("cpu_moe", threads=15):
+        want = {k: c.params[k] for k in ("method", "threads", "hidden", "inter", "experts", "top_k")}
+        for d in derived.curves_of("cpu_moe", **want):
+            pts = {q.x: q.t_ms for q in d.points}
+            ratios += [pts[q.x] / q.t_ms for q in c.points if q.x in pts]
+    assert len(ratios) >= 20
+    assert max(max(r, 1 / r) for r in ratios) <= 1.5
+
+
+@settings(max_examples=25, deadline=None)
+@given(bw=st.floats(20, 2000), more=st.floats(1.0, 8.0), cores=st.integers(4, 128))
+def test_more_memory_bandwidth_never_slows_a_derived_cpu_curve(bw, more, cores):
+    src = load_shipped(SRC)
+    lo = derive_profile(src, Change(cpu=CpuTarget(cores=cores, mem_bandwidth_gbps=bw))).profile
+    hi = derive_profile(src, Change(cpu=CpuTarget(cores=cores, mem_bandwidth_gbps=bw * more))).profile
+    for a, b in zip(lo.curves, hi.curves):
+        if a.kind in ("cpu_moe", "stage_a_write"):
+            assert all(q.t_ms <= p.t_ms * (1 + 1e-9) for p, q in zip(a.points, b.points))
