@@ -81,7 +81,7 @@ def diagnose(name: str, method: str, threads: int, sizes: list[int], repeats: in
     with quiet_stdout(to_stderr=True):
         st = build_stack(run_spec, load_router(name, spec.family), method,
                          StackOptions(layers=1, gpu_experts=0, cpuinfer=threads, max_tokens=max(sizes),
-                                      cpu_max_tokens=min(runner_max, max(max(sizes), 64)), device=dev))
+                                      cpu_max_tokens=max(runner_max, max(sizes)), device=dev))
     r = PathRunner(st)
     layer = st.layers[0]
     # 1. the runner end to end: forced hybrid single forwards, its MoE part
