@@ -208,11 +208,12 @@ def launch_config(inp: Inputs, gpu_experts: int, chunk: int, threshold: int, max
     th = cpuinfer if cpuinfer is not None else max([t for t in threads if t < cores] or threads)
     if th not in threads:
         raise UserError(f"--cpuinfer {th} was not measured on this profile", f"use one of {threads}")
-    pools = threadpools or max(1, len(req.profile.inventory.cpu.numa_nodes))
+    # the sub-pools and NUMA nodes measured fastest at this thread count, unless given
+    pools, numa = (threadpools, ()) if threadpools else comp.threadpool_choice(th)
     running = running_requests(max_total_tokens, req.workload)  # what the pool admits of the workload
     return LaunchConfig(method=req.method, tp=req.tp, num_gpu_experts=gpu_experts, chunked_prefill_size=chunk,
                         gpu_prefill_token_threshold=threshold, max_total_tokens=max_total_tokens, cpuinfer_threads=th,
-                        threadpool_count=pools, max_running_requests=running, cuda_graph_max_bs=running)
+                        threadpool_count=pools, numa_nodes=numa, max_running_requests=running, cuda_graph_max_bs=running)
 
 
 def explain_flags(inp: Inputs, gpu_experts: int, chunk: int, threshold: int, max_total_tokens: int,

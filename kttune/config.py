@@ -15,6 +15,7 @@ class LaunchConfig:
     max_total_tokens: int  # --max-total-tokens (KV pool size in tokens)
     cpuinfer_threads: int  # --kt-cpuinfer
     threadpool_count: int = 1  # --kt-threadpool-count (one pool per NUMA node)
+    numa_nodes: tuple[int, ...] = ()  # --kt-numa-nodes, one id per pool; () = kt-kernel's 0..pools-1
     max_running_requests: int = 32  # --max-running-requests
     cuda_graph_max_bs: int = 32  # --cuda-graph-max-bs
     kv_cache_dtype_bytes: int = 2  # --kv-cache-dtype auto (bf16) = 2

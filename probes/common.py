@@ -131,8 +131,22 @@ def kt_thread_counts(cores: int, quick: bool) -> list[int]:
     return sorted(t for t in want if 1 <= t <= cores)
 
 
-def probe_thread_counts(cores: int, quick: bool, threads: Sequence[int] = ()) -> list[int]:
+def smt_thread_counts(cores: int, logical: int, quick: bool) -> list[int]:
+    """On an SMT host (more logical CPUs than cores), the worker counts above the core count users
+    run: `kt run`'s default, 0.8 x logical threads (docs/sglang-kt.md#the-cpuinfer-thread-cliff),
+    and in a full probe also the core count itself and every logical CPU but one, so the probe sees
+    where the cliff is. Empty without SMT."""
+    if logical <= cores:
+        return []
+    want = {int(0.8 * logical)} if quick else {cores, int(0.8 * logical), logical - 1}
+    return sorted(t for t in want if cores <= t <= logical)
+
+
+def probe_thread_counts(cores: int, quick: bool, threads: Sequence[int] = (), logical: int | None = None) -> list[int]:
     """The worker counts one `kttune probe` run measures in every kt-kernel probe: `threads` (from
-    `--threads`) when given, else `kt_thread_counts(cores, quick)`. CPU MoE, stage A and the
-    layerwise pipeline all take theirs from here, so their curves answer for the same `--kt-cpuinfer`."""
-    return sorted(set(int(t) for t in threads)) if threads else kt_thread_counts(cores, quick)
+    `--threads`) when given, else `kt_thread_counts(cores, quick)` and, on an SMT host of `logical`
+    CPUs, `smt_thread_counts`. CPU MoE, stage A and the layerwise pipeline all take theirs from here,
+    so their curves answer for the same `--kt-cpuinfer`."""
+    if threads:
+        return sorted(set(int(t) for t in threads))
+    return sorted(set(kt_thread_counts(cores, quick)) | set(smt_thread_counts(cores, logical or cores, quick)))

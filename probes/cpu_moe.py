@@ -154,6 +154,7 @@ class CpuMoeTask(KtPoolTask):
 
     shape: ExpertShape
     tokens: tuple[int, ...]
+    numa_nodes: tuple[int, ...] = ()  # the pool's nodes when not every node (a one-node pool)
 
 
 @dataclass
@@ -190,7 +191,9 @@ def plan_cpu_moe(opts: CpuMoeOptions, cpu: CpuInfo, cores: int, numa_ids: Sequen
 
         notes.append(f"kt-kernel not importable ({kt_kernel_error()}): CPU MoE timed with the torch fallback "
                      f"(backend torch-cpu); for kt-kernel's own times: {KT_KERNEL_INSTALL}")
-    all_threads = probe_thread_counts(cores, opts.quick, opts.threads)
+    from kttune.probes.inventory import node_physical_cores, smt_logical
+
+    all_threads = probe_thread_counts(cores, opts.quick, opts.threads, smt_logical(cpu, cores))
     for t in all_threads:
         if t < 1:
             raise UserError(f"thread count {t} is not positive", "pass --threads with counts of 1 or more")
@@ -210,7 +213,24 @@ def plan_cpu_moe(opts: CpuMoeOptions, cpu: CpuInfo, cores: int, numa_ids: Sequen
                     p -= 1
                 tokens = tuple(opts.tokens) if (t in edge or opts.threads or opts.quick) else sparse
                 tasks.append(CpuMoeTask(method, t, p, shape=shape, tokens=tokens))
+            if si == 0 and pools > 1 and not opts.threads:
+                tasks += _one_node_tasks(opts, cpu, method, shape, numa_ids[0], node_physical_cores(cpu, numa_ids[0]))
+    if pools > 1 and not opts.threads:
+        notes.append(f"{pools} NUMA nodes: the first shape is also measured on node {numa_ids[0]} alone (one pool), "
+                     "so `--kt-threadpool-count` and `--kt-numa-nodes` are chosen from measurements")
     return CpuMoePlan(tasks=tasks, backend=kt.backend if kt else "torch-cpu", notes=notes)
+
+
+def _one_node_tasks(opts: CpuMoeOptions, cpu: CpuInfo, method: str, shape: ExpertShape, node: int,
+                    node_cores: int) -> list[CpuMoeTask]:
+    """A pool on one NUMA node (`--kt-threadpool-count 1 --kt-numa-nodes N`) at that node's own
+    thread counts (its cores less the spare ones, and above them on SMT)."""
+    from kttune.probes.inventory import smt_logical
+
+    if node_cores < 2:
+        return []
+    counts = probe_thread_counts(node_cores, opts.quick, (), smt_logical(cpu, node_cores))
+    return [CpuMoeTask(method, t, 1, shape=shape, tokens=tuple(opts.tokens), numa_nodes=(node,)) for t in counts]
 
 
 def _fit_shape(method: str, shape: ExpertShape, max_tokens: int, pools: int, budget: int) -> tuple[ExpertShape, int, list[dict]]:
@@ -341,7 +361,7 @@ def probe_cpu_moe(
             try:
                 layer = KtMoeLayer(
                     w, top_k=shape.top_k, threads=task.threads, threadpools=task.threadpools,
-                    numa_nodes=numa_ids, max_tokens=max(tokens), isa=cpu.isa, kt=kt,
+                    numa_nodes=list(task.numa_nodes) or numa_ids, max_tokens=max(tokens), isa=cpu.isa, kt=kt,
                 )
             except Exception as e:
                 reporter.note(f"{label}: kt-kernel could not build the layer ({type(e).__name__}: {e}); skipped")
@@ -370,6 +390,7 @@ def probe_cpu_moe(
                     "method": task.method,
                     "threads": task.threads,
                     "threadpools": task.threadpools,
+                    **({"numa_nodes": list(task.numa_nodes)} if task.numa_nodes else {}),
                     "hidden": shape.hidden,
                     "inter": shape.inter,
                     "experts": shape.experts,

@@ -42,10 +42,11 @@ def pipeline_threads(inventory, quick: bool, threads: Sequence[int] = ()) -> tup
     """The stage A thread counts the pipeline probe runs, largest first: `threads` when given, else
     those of the CPU probes for this inventory's usable cores (`probes/run.py` counts them the same way)."""
     from kttune.probes import gpu_pipeline
-    from kttune.probes.inventory import usable_cores
+    from kttune.probes.inventory import smt_logical, usable_cores
 
     cores = usable_cores(inventory.cpu) if inventory is not None else gpu_pipeline._cores()
-    return tuple(sorted(probe_thread_counts(cores, quick, threads), reverse=True))
+    logical = smt_logical(inventory.cpu, cores) if inventory is not None else None
+    return tuple(sorted(probe_thread_counts(cores, quick, threads, logical), reverse=True))
 
 
 @dataclass(frozen=True)

@@ -38,10 +38,13 @@ _ISA_FLAGS = {
     "fma": "fma",
 }
 
-SYS_NODE = Path("/sys/devices/system/node")
+SYS_NODE = Path("sys/devices/system/node")  # under the root the readers are given ("/" for this machine)
+SYS_CPU = Path("sys/devices/system/cpu")
 
 
 # ---- CPU ---------------------------------------------------------------------------------------
+# The readers take the root of a /proc and /sys tree ("/" for this machine): tests hand them real
+# trees of other hosts (tests/data/hosts/), SMT and multi-socket ones among them.
 
 
 def _parse_cpulist(text: str) -> tuple[int, ...]:
@@ -58,10 +61,16 @@ def _parse_cpulist(text: str) -> tuple[int, ...]:
     return tuple(cpus)
 
 
-def _read_cpuinfo(path: str = "/proc/cpuinfo") -> list[dict[str, str]]:
+def _read(path: Path) -> str | None:
     try:
-        text = Path(path).read_text()
+        return path.read_text()
     except OSError:
+        return None
+
+
+def _read_cpuinfo(path: str | os.PathLike = "/proc/cpuinfo") -> list[dict[str, str]]:
+    text = _read(Path(path))
+    if text is None:
         return []
     blocks = []
     for block in text.strip().split("\n\n"):
@@ -75,48 +84,81 @@ def _read_cpuinfo(path: str = "/proc/cpuinfo") -> list[dict[str, str]]:
     return blocks
 
 
-def _numa_nodes(ram_total: int, logical: int) -> tuple[NumaNode, ...]:
+def _meminfo_kib(text: str | None, key: str) -> int | None:
+    """A `key:  N kB` line of /proc/meminfo or a node's meminfo ("Node 0 MemTotal: N kB"), in bytes."""
+    m = re.search(rf"{key}:\s+(\d+)\s*kB", text or "")
+    return int(m.group(1)) * 1024 if m else None
+
+
+def cpu_topology(root: str | os.PathLike = "/") -> dict[int, tuple[int, int]]:
+    """Online logical CPU -> (physical package, core id), from /sys/devices/system/cpu/cpu*/topology
+    (empty when the tree has none)."""
+    base = Path(root) / SYS_CPU
+    online = _read(base / "online")
+    ids = _parse_cpulist(online) if online else tuple(
+        sorted(int(d.name[3:]) for d in base.glob("cpu[0-9]*") if d.name[3:].isdigit()))
+    out = {}
+    for i in ids:
+        t = base / f"cpu{i}" / "topology"
+        pkg, core = _read(t / "physical_package_id"), _read(t / "core_id")
+        if pkg is not None and core is not None:
+            out[i] = (int(pkg), int(core))
+    return out
+
+
+def _numa_nodes(root: str | os.PathLike, ram_total: int, logical: int) -> tuple[NumaNode, ...]:
     nodes = []
-    if SYS_NODE.is_dir():
-        for d in sorted(SYS_NODE.glob("node[0-9]*"), key=lambda p: int(p.name[4:])):
-            try:
-                cpus = _parse_cpulist((d / "cpulist").read_text())
-            except OSError:
-                cpus = ()
-            mem = 0
-            try:
-                m = re.search(r"MemTotal:\s+(\d+)\s*kB", (d / "meminfo").read_text())
-                mem = int(m.group(1)) * 1024 if m else 0
-            except OSError:
-                pass
-            nodes.append(NumaNode(id=int(d.name[4:]), cpus=cpus, mem_total_bytes=mem))
+    base = Path(root) / SYS_NODE
+    if base.is_dir():
+        for d in sorted(base.glob("node[0-9]*"), key=lambda p: int(p.name[4:])):
+            text = _read(d / "cpulist")
+            nodes.append(NumaNode(id=int(d.name[4:]), cpus=_parse_cpulist(text) if text else (),
+                                  mem_total_bytes=_meminfo_kib(_read(d / "meminfo"), "MemTotal") or 0))
     if not nodes:
         nodes.append(NumaNode(id=0, cpus=tuple(range(logical)), mem_total_bytes=ram_total))
     return tuple(nodes)
 
 
-def collect_cpu() -> CpuInfo:
-    import psutil
-
-    blocks = _read_cpuinfo()
+def collect_cpu(root: str | os.PathLike = "/") -> CpuInfo:
+    """The CPU of the machine whose /proc and /sys are under `root`: model, ISA flags, logical CPUs
+    and physical cores (SMT siblings share a core: from the topology files, else cpuinfo's physical
+    and core ids), sockets, NUMA nodes with their CPUs and memory, RAM."""
+    root = Path(root)
+    blocks = _read_cpuinfo(root / "proc" / "cpuinfo")
     first = blocks[0] if blocks else {}
     flags = set(first.get("flags", "").split())
     isa = tuple(sorted({name for flag, name in _ISA_FLAGS.items() if flag in flags}))
-    logical = psutil.cpu_count(logical=True) or os.cpu_count() or 1
-    cores = {(b.get("physical id", "0"), b.get("core id", b.get("processor", "0"))) for b in blocks}
-    physical = psutil.cpu_count(logical=False) or len(cores) or logical
-    sockets = len({b.get("physical id", "0") for b in blocks}) or 1
-    vm = psutil.virtual_memory()
+    topo = cpu_topology(root)
+    this_machine = root == Path("/")
+    if topo:
+        logical, physical, sockets = len(topo), len(set(topo.values())), len({p for p, _ in topo.values()})
+    else:
+        pairs = {(b.get("physical id", "0"), b.get("core id", b.get("processor", "0"))) for b in blocks}
+        logical = len(blocks) or os.cpu_count() or 1
+        physical, sockets = len(pairs) or logical, len({b.get("physical id", "0") for b in blocks}) or 1
+        if this_machine:
+            import psutil
+
+            logical = psutil.cpu_count(logical=True) or logical
+            physical = psutil.cpu_count(logical=False) or physical
+    meminfo = _read(root / "proc" / "meminfo")
+    total, avail = _meminfo_kib(meminfo, "MemTotal"), _meminfo_kib(meminfo, "MemAvailable")
+    if (total is None or avail is None) and this_machine:
+        import psutil
+
+        vm = psutil.virtual_memory()
+        total, avail = int(vm.total), int(vm.available)
+    total, avail = total or 0, avail or 0
     return CpuInfo(
         model=first.get("model name", platform.processor() or "unknown CPU"),
         vendor=first.get("vendor_id", ""),
         physical_cores=int(physical),
         logical_cpus=int(logical),
-        sockets=sockets,
-        numa_nodes=_numa_nodes(vm.total, logical),
+        sockets=int(sockets),
+        numa_nodes=_numa_nodes(root, total, logical),
         isa=isa,
-        ram_total_bytes=int(vm.total),
-        ram_available_bytes=int(vm.available),
+        ram_total_bytes=int(total),
+        ram_available_bytes=int(avail),
     )
 
 
@@ -128,6 +170,35 @@ def usable_cores(cpu: CpuInfo) -> int:
     except (AttributeError, OSError):
         allowed = cpu.logical_cpus
     return max(1, min(cpu.physical_cores or allowed, allowed))
+
+
+def usable_logical(cpu: CpuInfo) -> int:
+    """Logical CPUs (SMT threads included) this process may run on: the machine's, capped by its
+    CPU affinity."""
+    try:
+        allowed = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        allowed = cpu.logical_cpus
+    return max(1, min(cpu.logical_cpus or allowed, allowed))
+
+
+def smt_logical(cpu: CpuInfo, cores: int) -> int:
+    """The logical CPUs that go with `cores` physical cores (x the SMT width), capped by the CPU's
+    logical count, and, when `cpu` is this machine, by this process's affinity."""
+    width = max(1, round((cpu.logical_cpus or cores) / max(1, cpu.physical_cores or cores)))
+    n = min(cpu.logical_cpus or cores, cores * width)
+    if cpu.logical_cpus == (os.cpu_count() or 0):
+        n = min(n, usable_logical(cpu))
+    return max(cores, n)
+
+
+def node_physical_cores(cpu: CpuInfo, node_id: int) -> int:
+    """Physical cores of one NUMA node: its logical CPUs over the machine's SMT width."""
+    node = next((n for n in cpu.numa_nodes if n.id == node_id), None)
+    if node is None or not node.cpus:
+        return 0
+    smt = max(1, round((cpu.logical_cpus or len(node.cpus)) / max(1, cpu.physical_cores or len(node.cpus))))
+    return max(1, len(node.cpus) // smt)
 
 
 def numa_nodes_with_cpus(cpu: CpuInfo) -> tuple[int, ...]:

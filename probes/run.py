@@ -31,7 +31,7 @@ from kttune.probes.cpu_moe import (
     token_series,
 )
 from kttune.probes.host_ram import HostRamPlan, plan_host_ram, run_host_ram_step
-from kttune.probes.inventory import collect_inventory, machine_name, numa_nodes_with_cpus, usable_cores
+from kttune.probes.inventory import collect_inventory, machine_name, numa_nodes_with_cpus, smt_logical, usable_cores
 from kttune.probes.stage_a import StageAOptions, plan_stage_a, probe_stage_a
 from kttune.units import MIB
 
@@ -187,7 +187,7 @@ class ProbePlan:
 
 def plan_probe(options: ProbeOptions, cpu: Any, cores: int, numa_ids: list[int]) -> ProbePlan:
     """The CPU probes' plans for `cores` usable cores and the thread counts the pipeline gets."""
-    threads = tuple(probe_thread_counts(cores, options.quick, options.threads))
+    threads = tuple(probe_thread_counts(cores, options.quick, options.threads, smt_logical(cpu, cores)))
     moe_opts = cpu_moe_options(options)
     sa_opts = stage_a_options(options)
     moe = plan_cpu_moe(moe_opts, cpu, cores, numa_ids)
@@ -247,7 +247,7 @@ def run_probe(options: ProbeOptions, reporter: Reporter | None = None) -> Hardwa
 
     curves: list[Curve] = []
     curves += probe_cpu_moe(moe_opts, cpu, rep, cores=cores, numa_ids=numa_ids, plan=moe_plan)
-    for n in thread_cliff_notes(curves, cores):
+    for n in thread_cliff_notes(curves, cores, logical=smt_logical(cpu, cores)):
         rep.note(n)
     if sa_plan is not None:
         curves += probe_stage_a(sa_opts, cpu, rep, cores=cores, numa_ids=numa_ids, quick=options.quick, plan=sa_plan)
@@ -334,22 +334,37 @@ class CpuLoadMonitor:
         return max(0.0, other / (wall * (os.cpu_count() or 1)))
 
 
-def thread_cliff_notes(curves: list[Curve], cores: int, ratio: float = 2.0) -> list[str]:
-    """Say where a full pool (threads == cores) is much slower on one token than one thread fewer:
-    the driving thread starves (docs/sglang-kt.md#the-cpuinfer-thread-cliff), so `--kt-cpuinfer` should stay below the core count."""
+def thread_cliff_notes(curves: list[Curve], cores: int, ratio: float = 2.0, logical: int | None = None) -> list[str]:
+    """Where kt-kernel falls off the thread cliff (docs/sglang-kt.md#the-cpuinfer-thread-cliff): per
+    method and shape, at its smallest token count, the first worker count at or above the core count
+    that is more than `ratio` x slower than the best count below it, with the times at the counts
+    above the cores that were measured (on an SMT host: the core count, `kt run`'s 0.8 x logical
+    threads and all but one logical CPU). `--kt-cpuinfer` should stay below the cliff."""
     notes = []
-    by_key: dict[tuple, dict[int, float]] = {}
+    by_key: dict[tuple, dict[int, tuple[float, float]]] = {}
     for c in curves:
-        if c.kind != "cpu_moe" or not c.points or c.points[0].x != 1:
+        if c.kind != "cpu_moe" or not c.points or c.params.get("numa_nodes"):
             continue
         key = (c.params.get("method"), c.params.get("hidden"), c.params.get("inter"), c.params.get("experts"))
-        by_key.setdefault(key, {})[int(c.params.get("threads", 0))] = c.points[0].t_ms
+        p = min(c.points, key=lambda q: q.x)
+        by_key.setdefault(key, {})[int(c.params.get("threads", 0))] = (p.x, p.t_ms)
+    kt_run = int(0.8 * logical) if logical and logical > cores else None
     for (method, h, i, e), t in by_key.items():
-        if cores in t and cores - 1 in t and t[cores] > ratio * t[cores - 1]:
-            notes.append(
-                f"{method} H{h} I{i} E{e}: 1 token takes {t[cores]:.2f} ms with {cores} threads on {cores} cores and "
-                f"{t[cores - 1]:.2f} ms with {cores - 1}: a pool that fills every core starves the driving thread"
-            )
+        below = {n: v for n, v in t.items() if n < cores}
+        above = sorted(n for n in t if n >= cores)
+        if not below or not above:
+            continue
+        best = min(below, key=lambda n: below[n][1])
+        x, t_best = below[best]
+        cliff = next((n for n in above if t[n][0] == x and t[n][1] > ratio * t_best), None)
+        if cliff is None:
+            continue
+        tokens = f"{x:g} token" + ("s" if x != 1 else "")
+        parts = [f"{t[n][1]:.2f} ms at {n}" + (" (kt run's 0.8 x logical)" if n == kt_run else "")
+                 for n in above if t[n][0] == x]
+        notes.append(f"{method} H{h} I{i} E{e}: {tokens} take {t_best:.2f} ms with {best} threads on {cores} cores and "
+                     + ", ".join(parts) + f": the thread cliff starts at {cliff} threads (the driving thread starves), "
+                     f"keep --kt-cpuinfer below {cliff}")
     return notes
 
 

@@ -87,7 +87,9 @@ def plan_stage_a(opts: StageAOptions, cpu: CpuInfo, cores: int, numa_ids: Sequen
         methods = [m for m in methods if m in runnable]
     else:
         methods = runnable
-    threads = probe_thread_counts(cores, quick, opts.threads)
+    from kttune.probes.inventory import smt_logical
+
+    threads = probe_thread_counts(cores, quick, opts.threads, smt_logical(cpu, cores))
     if any(t < 1 for t in threads):
         raise UserError("thread counts must be positive", "pass --threads with counts of 1 or more")
     pools = max(1, len(numa_ids))

@@ -84,9 +84,10 @@ class Calibration:
     entries: tuple[CalibrationEntry, ...] = ()
 
     @classmethod
-    def fit(cls, points: Iterable[Mapping], source: str = "") -> "Calibration":
+    def fit(cls, points: Iterable[Mapping], source: str = "", held_out: bool = True) -> "Calibration":
         """Points: mappings with method, path, tokens, measured_ms (one decoder layer), predicted_moe_ms
-        and predicted_other_ms (the raw cost model's parts of that layer)."""
+        and predicted_other_ms (the raw cost model's parts of that layer). `held_out` False leaves the
+        leave-one-out error out (a fit inside another held-out loop needs none)."""
         groups: dict[tuple[str, str], list[Mapping]] = {}
         for p in points:
             groups.setdefault((str(p["method"]).upper(), str(p["path"])), []).append(p)
@@ -95,7 +96,7 @@ class Calibration:
             a, b = _fit_one(pts)
             raw = _mape([(p["predicted_moe_ms"] + p["predicted_other_ms"], p["measured_ms"]) for p in pts])
             loo = None
-            if len(pts) >= 2:
+            if held_out and len(pts) >= 2:
                 pairs = []
                 for i, p in enumerate(pts):
                     ai, bi = _fit_one(pts[:i] + pts[i + 1:])

@@ -18,6 +18,7 @@ from kttune.cost.features import (
 )
 from kttune.cost.fit import LinearFit, fit_nonneg, interp_loglog
 from kttune.errors import UserError
+from kttune.hw.derive import nccl_allreduce_ms  # the all-reduce model a derived profile's curve holds
 from kttune.hw.profile import Curve, HardwareProfile
 from kttune.memory.vram import kv_cell_bytes  # the decode KV read is the pool's per-token cell
 from kttune.spec.methods import FORMATS, METHODS, bytes_per_expert, get_method, gpu_format
@@ -27,8 +28,6 @@ from kttune.spec.model_spec import ModelSpec
 # has no pipeline measurement: a plain torch pipeline measured 1.30x on an 11 GB layer and 1.64x on
 # a 1.2 GB layer on the H200 box (docs/cost-model.md#composition-kttunecostprefillpy-kttunecostdecodepy); 1.3 is the optimistic end.
 DEFAULT_OVERLAP_RATIO = 1.3
-# One dist.barrier per expert in the layerwise load when TP > 1 (kt_ep_wrapper L1428), µs.
-TP_BARRIER_US = 30.0
 # Hybrid path fixed cost per MoE layer: cpu_stream fork, host callback, event waits (docs/sglang-kt.md#the-two-prefill-paths).
 HYBRID_SYNC_MS = 0.05
 # Per prefill forward: scheduler, sampling, launch overhead outside the layers.
@@ -109,8 +108,23 @@ class Components:
     def cpu_thread_options(self) -> list[int]:
         return sorted({int(c.params["threads"]) for c in self.profile.curves_of("cpu_moe", method=self._cpu_method)})
 
-    def _cpu_fit(self, threads: int, pools: int) -> tuple[LinearFit, Curve | None]:
-        key = (threads, pools)
+    def threadpool_options(self, threads: int) -> list[tuple[int, tuple[int, ...]]]:
+        """(sub-pools, explicit NUMA node ids or ()) measured at `threads` workers: on a multi-socket
+        host the probe measures the pool spread over every node and a pool on one node alone."""
+        return sorted({(int(c.params.get("threadpools", 1)), tuple(c.params.get("numa_nodes") or ()))
+                       for c in self.profile.curves_of("cpu_moe", method=self._cpu_method, threads=threads)})
+
+    def threadpool_choice(self, threads: int, tokens: int = 1024) -> tuple[int, tuple[int, ...]]:
+        """The measured (`--kt-threadpool-count`, `--kt-numa-nodes`) that runs a `tokens`-token forward
+        over every expert fastest at `threads` workers; without a measurement at that count, one pool
+        per NUMA node of the profile's CPU."""
+        opts = self.threadpool_options(threads)
+        if not opts:
+            return max(1, len(self.profile.inventory.cpu.numa_nodes)), ()
+        return min(opts, key=lambda o: (self.cpu_moe_ms(tokens, self.model.num_experts, threads, *o), -o[0]))
+
+    def _cpu_fit(self, threads: int, pools: int, numa: tuple[int, ...] = ()) -> tuple[LinearFit, Curve | None]:
+        key = (threads, pools, tuple(numa))
         if key not in self._cpu_fits:
             curves = self.profile.curves_of("cpu_moe", method=self._cpu_method, threads=threads)
             if not curves:
@@ -119,7 +133,9 @@ class Components:
                     f"no CPU MoE measurement with {threads} threads for {self._cpu_method}",
                     f"use one of {opts} threads, or probe with `kttune probe --threads {threads}`",
                 )
-            pooled = nearest_shapes([c for c in curves if c.params.get("threadpools", 1) == pools] or curves,
+            same = [c for c in curves if c.params.get("threadpools", 1) == pools
+                    and tuple(c.params.get("numa_nodes") or ()) == tuple(numa)]
+            pooled = nearest_shapes(same or [c for c in curves if c.params.get("threadpools", 1) == pools] or curves,
                                     self.model.params_per_expert)
             fit = fit_curves(pooled, MOE_FEATURES, _moe_row)
             m = self.model
@@ -128,12 +144,13 @@ class Components:
             self._cpu_fits[key] = (fit, table)
         return self._cpu_fits[key]
 
-    def cpu_moe_ms(self, tokens: float, cpu_experts: int, threads: int, pools: int = 1) -> float:
-        """One kt-kernel MoE forward of `tokens` tokens over `cpu_experts` experts on the CPU."""
+    def cpu_moe_ms(self, tokens: float, cpu_experts: int, threads: int, pools: int = 1, numa: tuple[int, ...] = ()) -> float:
+        """One kt-kernel MoE forward of `tokens` tokens over `cpu_experts` experts on the CPU, with
+        `threads` workers in `pools` sub-pools (on the NUMA nodes `numa`, () for kt-kernel's default)."""
         if cpu_experts <= 0 or tokens <= 0:
             return 0.0
         m = self.model
-        fit, residual = self._cpu_fit(threads, pools)
+        fit, residual = self._cpu_fit(threads, pools, numa)
         t = fit(moe_features(tokens, m.hidden_size, m.moe_intermediate_size, m.num_experts, m.top_k,
                              cpu_experts, self.cpu_bytes_per_expert))
         return t * residual(tokens) if residual else t
@@ -225,23 +242,41 @@ class Components:
             return None
         return fit_curves(curves, COPY_FEATURES, _copy_row)
 
+    def _allreduce_curve(self) -> Curve | None:
+        """The profile's all-reduce curve for this many ranks (or the nearest measured count)."""
+        if not hasattr(self, "_allreduce_best"):
+            curves = self.profile.curves_of("allreduce")
+            self._allreduce_best = min(curves, key=lambda c: abs(int(c.params.get("ranks", 2)) - self.tp)) if curves else None
+            if curves:
+                self._allreduce_fit = fit_curves([self._allreduce_best], COPY_FEATURES, _copy_row)
+            else:
+                self.notes.append("no all-reduce curve in the profile: TP all-reduces estimated with NCCL's ring cost "
+                                  "model over one link at the measured H2D rate")
+        return self._allreduce_best
+
     def allreduce_ms(self, nbytes: float) -> float:
-        """One all_reduce of `nbytes` per rank across the `tp` ranks (0 at TP 1): fitted from the
-        profile's `allreduce` curve for this many ranks (or the nearest measured count), else a ring
-        estimate over one PCIe link, 2 (tp-1)/tp x bytes at the measured H2D rate, plus 20 µs."""
+        """One all_reduce of `nbytes` per rank across the `tp` ranks (0 at TP 1): the profile's
+        `allreduce` curve for this many ranks (or the nearest measured count), its points interpolated
+        inside their range and its linear fit outside; without a curve, NCCL's ring cost model
+        (`kttune.hw.derive.nccl_allreduce_ms`) over one PCIe link at the measured H2D rate."""
         if self.tp <= 1 or nbytes <= 0:
             return 0.0
-        if not hasattr(self, "_allreduce_fit"):
-            curves = self.profile.curves_of("allreduce")
-            if curves:
-                best = min(curves, key=lambda c: abs(int(c.params.get("ranks", 2)) - self.tp))
-                self._allreduce_fit = fit_curves([best], COPY_FEATURES, _copy_row)
-            else:
-                self._allreduce_fit = None
-                self.notes.append("no all-reduce curve in the profile: TP all-reduces estimated as a ring over one PCIe link")
-        if self._allreduce_fit is not None:
-            return self._allreduce_fit(copy_features(nbytes))
-        return 0.02 + self.h2d_ms(2 * (self.tp - 1) / self.tp * nbytes)
+        curve = self._allreduce_curve()
+        if curve is None:
+            link_gbps = 1.0 / max(self._h2d_fit.coef[1], 1e-15) / 1e6
+            return nccl_allreduce_ms(nbytes, self.tp, link_gbps, "pcie")
+        xs, ts = curve.xs, curve.ts
+        if len(xs) > 1 and min(xs) <= nbytes <= max(xs):
+            return interp_loglog(xs, ts, nbytes)
+        if nbytes < min(xs):
+            return min(ts)  # smaller than anything measured: the latency of the smallest message
+        return self._allreduce_fit(copy_features(nbytes))
+
+    def barrier_ms(self) -> float:
+        """One `dist.barrier` over the TP ranks' device group, which the layerwise load runs per
+        expert (docs/sglang-kt.md#layerwise-prefill-at-tp--1): on NCCL an all-reduce of one element,
+        so the fixed cost of the smallest all-reduce (0 at TP 1)."""
+        return self.allreduce_ms(4.0) if self.tp > 1 else 0.0
 
     def allreduce_layer_ms(self, tokens: float) -> float:
         """A decoder layer's TP all-reduces: after attention and after the MoE, tokens x H bf16 each
@@ -297,7 +332,8 @@ class Components:
     def _fit_pipeline(self) -> LinearFit | None:
         """Layer load time against streamed bytes, from the measured A -> B -> C pipeline of this
         method (one GPU). None when not measured for the method: then the stages are composed."""
-        curves = self.profile.curves_of("pipeline", method=self.method.name)
+        # a derived profile carries pipelines measured on another machine for their overlap only
+        curves = [c for c in self.profile.curves_of("pipeline", method=self.method.name) if c.params.get("use") != "overlap"]
         if not curves:
             return None
         by_threads: dict[int, list[Curve]] = {}

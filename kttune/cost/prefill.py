@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kttune.config import LaunchConfig
-from kttune.cost.components import FORWARD_OVERHEAD_MS, HYBRID_SYNC_MS, TP_BARRIER_US, Components
+from kttune.cost.components import FORWARD_OVERHEAD_MS, HYBRID_SYNC_MS, Components
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class LayerTimes:
 def hybrid_moe_layer(c: Components, cfg: LaunchConfig, tokens: int) -> LayerTimes:
     m = c.model
     n = min(cfg.num_gpu_experts, m.num_experts)
-    cpu = c.cpu_moe_ms(tokens, m.num_experts - n, cfg.cpuinfer_threads, cfg.threadpool_count)
+    cpu = c.cpu_moe_ms(tokens, m.num_experts - n, cfg.cpuinfer_threads, cfg.threadpool_count, cfg.numa_nodes)
     gpu = c.gpu_moe_ms(tokens, n)
     h = m.hidden_size
     xfer = c.d2h_ms(tokens * (h * 2 + m.top_k * 12)) + c.h2d_ms(tokens * h * 2) if n < m.num_experts else 0.0
@@ -49,11 +49,15 @@ def hybrid_moe_layer(c: Components, cfg: LaunchConfig, tokens: int) -> LayerTime
 
 
 def layerwise_load_ms(c: Components, cfg: LaunchConfig) -> tuple[float, float, float, float]:
-    """(load, A, B, C) in ms for streaming one MoE layer to the GPU. Stage A writes each expert
-    (every TP shard) on the CPU; stage B copies each rank's shard over its own link, all ranks at
-    once; stage C post-processes on each GPU. The load is the measured pipeline of this method when
-    the profile has it (TP 1), else composed per expert: fill + E_s x slowest stage x the measured
-    overlap ratio, plus a barrier per expert when TP > 1. A, B, C are each stage alone, summed."""
+    """(load, A, B, C) in ms for streaming one MoE layer to the GPU, as sglang-kt 0.7.2's per-expert
+    pipeline runs it (docs/sglang-kt.md#layerwise-prefill-at-tp--1): rank 0's kt-kernel writes each
+    expert whole, every TP rank's shard of it (stage A does not shrink with TP); every rank then
+    copies its own shard (I/tp) over its own link, all at once (stage B), and post-processes it
+    (stage C). Rank 0 waits for the copy of expert e-1 before it writes expert e+1, and every rank
+    passes a `dist.barrier` before it starts a copy, so at TP > 1 each expert's copy follows a
+    barrier: the pipeline's step is max(A, B + barrier, C). The load is the measured pipeline of this
+    method when the profile has it (TP 1), else fill + E_s x step x the measured overlap ratio.
+    A, B, C are each stage alone, summed over the layer."""
     streamed = streamed_experts_per_layer(c, cfg)
     if streamed <= 0:
         return 0.0, 0.0, 0.0, 0.0
@@ -64,10 +68,8 @@ def layerwise_load_ms(c: Components, cfg: LaunchConfig) -> tuple[float, float, f
     if measured is not None:
         load = measured  # the whole pipeline, measured for this method on this machine
     else:
-        slowest = max(a, b, cc)
-        load = (a + b + cc - slowest) + streamed * slowest * c.overlap_ratio
-        if cfg.tp > 1:
-            load += streamed * TP_BARRIER_US / 1e3
+        step = max(a, b + c.barrier_ms(), cc)
+        load = (a + b + cc - max(a, b, cc)) + streamed * step * c.overlap_ratio
     return load, streamed * a, streamed * b, streamed * cc
 
 

@@ -58,6 +58,7 @@ def launch_argv(model: ModelSpec, cfg: LaunchConfig, vram: VramBreakdown, vram_b
         f("method"), method.name,
         f("cpuinfer_threads"), str(cfg.cpuinfer_threads),
         f("threadpool_count"), str(cfg.threadpool_count),
+        *([f("numa_nodes"), *map(str, cfg.numa_nodes)] if cfg.numa_nodes else []),
         f("num_gpu_experts"), str(cfg.num_gpu_experts),
         f("gpu_prefill_token_threshold"), str(cfg.gpu_prefill_token_threshold if method.layerwise else 0),
         f("chunked_prefill_size"), str(cfg.chunked_prefill_size),
@@ -85,10 +86,9 @@ def launch_command(argv: list[str], multiline: bool = True) -> str:
     # columns for copying (a flag with a long path excepted)
     lines, i = [f"{k}={v}" for k, v in ENV.items()] + [shlex.join(argv[:3])], 3
     while i < len(argv):
-        if argv[i].startswith("--") and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-            lines.append(f"  {argv[i]} {shlex.quote(argv[i + 1])}")
-            i += 2
-        else:
-            lines.append(f"  {argv[i]}")
-            i += 1
+        j = i + 1
+        while argv[i].startswith("--") and j < len(argv) and not argv[j].startswith("--"):
+            j += 1  # a flag with its values (--kt-numa-nodes takes one per pool) on one line
+        lines.append("  " + " ".join([argv[i]] + [shlex.quote(v) for v in argv[i + 1:j]]))
+        i = j
     return " \\\n".join(lines)

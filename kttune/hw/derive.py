@@ -4,17 +4,20 @@ params: `label` = "measured" (copied), "scaled" (a measured curve rescaled by a 
 a measurement, see docs/derive.md) or "datasheet" (a ratio nothing measured has checked), with
 `expected_error` the factor within which it is expected to hold. Pure.
 
-The rules, each stated once here and in docs/derive.md:
-- CPU MoE and stage A: per-core throughput of the measured kt-kernel curve, scaled by threads with
-  a serial share fitted on the measured box's own thread sweep (`serial_fraction`), by an ISA rate
-  ratio when the ISA class changes, floored by the target's memory bandwidth for the weight bytes a
-  point reads, and by a NUMA efficiency when the sub-pool count grows.
-- GPU curves: each measured point times the ratio of the target's roofline time to the measured
-  GPU's (tensor rate and HBM bandwidth from the datasheet table), above a fixed launch floor.
-- Host <-> GPU copies: the PCIe (gen x width) rate ratio; the all-GPUs-at-once copy keeps the
-  measured host limit when the host is unchanged.
-- All-reduce: alpha-beta ring model fitted on the measured curve (or datasheet link rates), moved to
-  another GPU count and link (NVLink or PCIe); see `allreduce_ms`.
+Each curve kind moves by the rule `kttune.hw.curve_kinds` names for it; every rule splits a measured
+time into what is fixed per call (launches, kt-kernel's task submission and sync, a copy's set-up)
+and what scales, and only the scaling part moves by a hardware ratio:
+- CPU MoE and stage A (`cpu_threads`): the fixed cost per call stays; of the rest, a serial share
+  fitted on the measured box's own thread sweep (`serial_fraction`) stays and the parallel part
+  scales by threads, an ISA rate ratio when the ISA class changes and a NUMA efficiency when the
+  sub-pool count grows, floored by the target's memory bandwidth for the bytes the call moves.
+- GPU curves (`gpu_roofline`): the fitted fixed part stays; the rest scales by the ratio of the
+  target's roofline time to the measured GPU's (tensor rate and HBM bandwidth from the datasheet
+  table).
+- Host <-> GPU copies (`pcie_link`): the fitted fixed part stays, the rest scales by the PCIe
+  (gen x width) rate ratio; the all-GPUs-at-once copy keeps the measured host limit.
+- All-reduce: alpha-beta ring model fitted on the measured curve, or NCCL's own latency and
+  bandwidth model at the datasheet link rate, moved to another GPU count and link (`allreduce_ms`).
 """
 
 from __future__ import annotations
@@ -24,18 +27,18 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, Iterable
 
 from kttune.errors import UserError
+from kttune.hw.curve_kinds import KINDS
 from kttune.hw.fingerprint import fingerprint
+from kttune.hw.fit import fit_nonneg
 from kttune.hw.gpu_table import GpuSpec, gpu_spec, pcie_gbps, spec_for_name
 from kttune.hw.profile import (
-    CURVE_KINDS, CpuInfo, Curve, GpuInfo, HardwareProfile, Inventory, NumaNode, Point, Provenance,
+    CpuInfo, Curve, GpuInfo, HardwareProfile, Inventory, NumaNode, Point, Provenance,
 )
 from kttune.units import GIB
 
 # HardwareProfile fields a derive step rewrites or keeps; any other field is reset to its default
 # when the machine changes.
 _PROFILE_CORE_FIELDS = ("provenance", "inventory", "curves", "fingerprint", "timer", "format", "version")
-# Kernel launch and sync time that does not scale with the GPU (ms).
-GPU_LAUNCH_FLOOR_MS = 0.01
 # Serial share of a CPU MoE call when the measured profile has no thread sweep to fit it on.
 DEFAULT_SERIAL_FRACTION = 0.3
 # Share of the datasheet DRAM bandwidth kt-kernel's weight reads reach.
@@ -60,9 +63,16 @@ ISA_RATE: dict[str, dict[str, float]] = {
 GPU_BYTES_PER_WEIGHT = {"BF16": 2.0, "FP8": 1.0, "FP8_PERCHANNEL": 1.0, "MXFP8": 1.0, "RAWINT4": 0.53,
                         "MXFP4": 0.53, "AMXINT4": 0.53, "AMXINT8": 1.0}
 FP8_METHODS = ("FP8", "FP8_PERCHANNEL", "MXFP8")
-# All-reduce: fixed latency per call (ms) by link, and the share of the link rate a ring reaches.
-ALLREDUCE_LATENCY_MS = {"nvlink": 0.015, "pcie": 0.03}
+# All-reduce without a measurement: NCCL's own cost model (NVIDIA/nccl src/graph/tuning.cc,
+# `baseLat` and `hwLat`, ring algorithm, in us): a base latency per call plus a latency per ring
+# step, for the LL protocol (small messages; a quarter of the bus bandwidth) and Simple (large).
+NCCL_BASE_LATENCY_US = {"LL": 6.6, "Simple": 8.4}
+NCCL_STEP_LATENCY_US = {"nvlink": {"LL": 0.47, "Simple": 3.4}, "pcie": {"LL": 1.0, "Simple": 5.7}}
+NCCL_PROTOCOL_BANDWIDTH_SHARE = {"LL": 0.25, "Simple": 1.0}
+# The share of the datasheet link rate a ring's bus bandwidth reaches.
 ALLREDUCE_LINK_EFFICIENCY = 0.7
+# Message sizes of a derived all-reduce curve: 4 B (a barrier) to 1 GiB.
+ALLREDUCE_SIZES = (4.0, 64.0, 1024.0) + tuple(float(2 ** e) for e in range(16, 31, 2))
 
 
 def dram_gbps(channels: int, mts: int) -> float:
@@ -114,20 +124,40 @@ def _labelled(c: Curve, label: str, err: float, points: tuple[Point, ...] | None
 # ---- CPU -----------------------------------------------------------------------------------------
 
 
+def fixed_call_ms(profile: HardwareProfile, kind: str) -> float:
+    """The fixed cost of one kt-kernel call of `kind` on the measured box (task submission, the
+    worker pool's wake-up and sync): the fastest call measured below the full pool. It bounds the
+    fixed part from above and does not scale with threads, ISA or bandwidth."""
+    cores = profile.inventory.cpu.physical_cores
+    return min((p.t_ms for c in profile.curves_of(kind) if 0 < int(c.params.get("threads", 0)) < cores
+                for p in c.points), default=0.0)
+
+
+def _point_key(c: Curve, p: Point) -> tuple:
+    """What makes two points of a CPU curve the same measurement at another thread count: the curve's
+    shape and the point's size, and the layer a stage A point was written from (its extras)."""
+    return _shape_key(c) + (p.x, p.extra.get("hidden"), p.extra.get("inter"), p.extra.get("layer_experts"))
+
+
 def serial_fraction(profile: HardwareProfile, kind: str = "cpu_moe") -> float:
-    """The share of a kt-kernel call (`kind` cpu_moe or stage_a_write) that does not speed up with
-    threads: least squares in log time over every point measured at fewer threads than the box's
-    best (cores - 1) against the same shape at cores - 1, of t(th) = t(best) x (s + (1 - s) best / th).
-    DEFAULT_SERIAL_FRACTION when there is no such sweep."""
+    """The share of a kt-kernel call (`kind` cpu_moe or stage_a_write), beyond its fixed cost
+    (`fixed_call_ms`), that does not speed up with threads: least squares in log time over every
+    point measured at fewer threads than the box's best (cores - 1) against the same point at
+    cores - 1, of t(th) - f = (t(best) - f) x (s + (1 - s) best / th). DEFAULT_SERIAL_FRACTION when
+    there is no such sweep. Points pair only with the same shape and size (a stage A point with the
+    same layer: the probe writes experts of one size from layers of different depths)."""
     best = profile.inventory.cpu.physical_cores - 1
-    ref = {_shape_key(c): {p.x: p.t_ms for p in c.points} for c in profile.curves_of(kind, threads=best)}
+    fixed = fixed_call_ms(profile, kind)
+    ref = {_point_key(c, p): p.t_ms for c in profile.curves_of(kind, threads=best) for p in c.points}
     pairs = []
     for c in profile.curves_of(kind):
         th = int(c.params.get("threads", 0))
-        r = ref.get(_shape_key(c))
-        if r is None or not 0 < th < best:
+        if not 0 < th < best:
             continue
-        pairs += [(th, p.t_ms, r[p.x]) for p in c.points if p.x in r and p.t_ms > 0 and r[p.x] > 0]
+        for p in c.points:
+            r = ref.get(_point_key(c, p))
+            if r is not None and p.t_ms > fixed and r > fixed:
+                pairs.append((th, p.t_ms - fixed, r - fixed))
     if not pairs:
         return DEFAULT_SERIAL_FRACTION
 
@@ -139,61 +169,69 @@ def serial_fraction(profile: HardwareProfile, kind: str = "cpu_moe") -> float:
 
 def _shape_key(c: Curve) -> tuple:
     p = c.params
-    return (p.get("method"), p.get("hidden"), p.get("inter"), p.get("experts"), p.get("top_k"), p.get("cpu_experts"))
+    return (c.kind, p.get("method"), p.get("hidden"), p.get("inter"), p.get("experts"), p.get("top_k"), p.get("cpu_experts"))
 
 
-def _cpu_point_bytes(c: Curve, tokens: float) -> float:
-    """Expert weight bytes a kt-kernel forward of `tokens` tokens reads (experts it touches)."""
+def _cpu_point_bytes(c: Curve, x: float) -> float:
+    """Bytes one kt-kernel call moves through DRAM: a MoE forward of `x` tokens reads the expert
+    weights it touches; a stage A write of `x` bytes reads the expert and writes its GPU-layout copy."""
     p = c.params
+    if c.kind == "stage_a_write":
+        return 2.0 * x
     if c.kind != "cpu_moe" or not p.get("hidden"):
         return 0.0
     e, k = int(p.get("cpu_experts") or p["experts"]), int(p["top_k"])
-    touched = e * (1 - (1 - min(1.0, k / e)) ** tokens)
+    touched = e * (1 - (1 - min(1.0, k / e)) ** x)
     return touched * 3 * p["hidden"] * p["inter"] * GPU_BYTES_PER_WEIGHT.get(str(p.get("method")), 1.0)
 
 
 def scale_cpu_time(t_ms: float, serial: float, threads_from: int, threads_to: int, rate_ratio: float = 1.0,
-                   numa_eff: float = 1.0, floor_ms: float = 0.0) -> float:
-    """One measured CPU time moved to another thread count and per-core rate: the serial share stays,
-    the parallel share scales with threads x rate x NUMA efficiency, not below `floor_ms` (the
-    target's memory-bandwidth time for the bytes read)."""
-    par = t_ms * (1 - serial) * threads_from / (threads_to * rate_ratio * numa_eff)
-    return t_ms * serial + max(par, floor_ms)
+                   numa_eff: float = 1.0, floor_ms: float = 0.0, fixed_ms: float = 0.0) -> float:
+    """One measured CPU time moved to another thread count and per-core rate: the fixed cost per call
+    and the serial share of the rest stay, the parallel share scales with threads x rate x NUMA
+    efficiency, not below `floor_ms` (the target's memory-bandwidth time for the bytes moved)."""
+    fixed = min(max(0.0, fixed_ms), t_ms)
+    rest = t_ms - fixed
+    par = rest * (1 - serial) * threads_from / (threads_to * rate_ratio * numa_eff)
+    return fixed + rest * serial + max(par, floor_ms)
 
 
 def derive_cpu_curves(profile: HardwareProfile, cpu: CpuTarget) -> tuple[list[Curve], list[str]]:
     src = profile.inventory.cpu
     src_cores = src.physical_cores
-    serial = {k: serial_fraction(profile, k) for k in ("cpu_moe", "stage_a_write")}
-    # A stage A call never takes less than the fastest one measured (its fixed cost per call).
-    stage_a_floor = min((p.t_ms for c in profile.curves_of("stage_a_write")
-                         if int(c.params.get("threads", 0)) < src_cores for p in c.points), default=0.0)
+    kinds = ("cpu_moe", "stage_a_write")
+    serial = {k: serial_fraction(profile, k) for k in kinds}
+    fixed = {k: fixed_call_ms(profile, k) for k in kinds}
     src_isa, tgt_isa = isa_class(src.isa), isa_class(cpu.isa if cpu.isa is not None else src.isa)
     pools = max(1, cpu.numa_nodes)
     src_pools = max(1, len(src.numa_nodes))
     numa_eff = NUMA_EFFICIENCY ** max(0, pools - src_pools)
     bw = cpu.mem_bandwidth_gbps
-    notes = [f"CPU: {src_cores} -> {cpu.cores} cores; serial share {serial['cpu_moe']:.2f} of each kt-kernel MoE "
-             f"call and {serial['stage_a_write']:.2f} of each stage A call (fitted on the measured thread sweep), "
-             f"stage A no faster than {stage_a_floor * 1e3:.0f} us per call; threads keep the measured box's spare cores "
-             f"(t -> t + {cpu.cores - src_cores})"]
+    notes = [f"CPU: {src_cores} -> {cpu.cores} cores; per call a fixed {fixed['cpu_moe'] * 1e3:.0f} us (kt-kernel MoE) "
+             f"and {fixed['stage_a_write'] * 1e3:.0f} us (stage A), the fastest calls measured; serial share of the rest "
+             f"{serial['cpu_moe']:.2f} (MoE) and {serial['stage_a_write']:.2f} (stage A), fitted on the measured thread "
+             f"sweep; threads keep the measured box's spare cores (t -> t + {cpu.cores - src_cores})"]
     if tgt_isa != src_isa:
-        notes.append(f"CPU ISA {src_isa} -> {tgt_isa}: per-core rate ratios {ISA_RATE[tgt_isa]} (datasheet, unchecked)")
+        notes.append(f"CPU ISA {src_isa} -> {tgt_isa}: per-core MoE rate ratios {ISA_RATE[tgt_isa]} (datasheet); "
+                     "stage A, a copy with re-layout, at the same per-core rate")
     if pools > src_pools:
         notes.append(f"{pools} NUMA sub-pools: parallel efficiency {numa_eff:.2f} (datasheet guess)")
     if bw:
-        notes.append(f"memory bandwidth floor {bw:g} GB/s x {DRAM_EFFICIENCY} for the weight bytes each point reads")
+        notes.append(f"memory bandwidth floor {bw:g} GB/s x {DRAM_EFFICIENCY} for the bytes each call moves "
+                     "(MoE: the experts it reads; stage A: the expert read and written)")
     else:
         notes.append("memory bandwidth not given: assumed to grow with the cores (no floor)")
     out = []
     for c in profile.curves:
-        if c.kind not in ("cpu_moe", "stage_a_write"):
+        if c.kind not in kinds:
             continue
         th = int(c.params.get("threads", 0))
         method = str(c.params.get("method", "")).upper()
         rate = ISA_RATE[tgt_isa].get(method) if tgt_isa != src_isa else 1.0
         if rate is None:
-            continue
+            continue  # the method does not run on the target's ISA class
+        if c.kind == "stage_a_write":
+            rate = 1.0
         if th >= src_cores:
             # A pool on every core starves the driving thread: calls take multiples of ~8 ms
             # whatever the core count (both measured boxes, 16 and 32 cores, show it): kept as measured.
@@ -206,9 +244,7 @@ def derive_cpu_curves(profile: HardwareProfile, cpu: CpuTarget) -> tuple[list[Cu
         pts = []
         for p in c.points:
             floor = _cpu_point_bytes(c, p.x) / (bw * DRAM_EFFICIENCY * 1e6) if bw else 0.0
-            t = scale_cpu_time(p.t_ms, serial[c.kind], th, th_to, rate, numa_eff, floor)
-            if c.kind == "stage_a_write":
-                t = max(t, stage_a_floor)
+            t = scale_cpu_time(p.t_ms, serial[c.kind], th, th_to, rate, numa_eff, floor, fixed[c.kind])
             pts.append(Point(x=p.x, t_ms=t, n=0, extra=dict(p.extra)))
         label, err = ("scaled", CPU_SCALED_ERROR) if tgt_isa == src_isa and pools <= src_pools \
             else ("datasheet", CPU_ISA_ERROR)
@@ -220,10 +256,6 @@ def derive_cpu_curves(profile: HardwareProfile, cpu: CpuTarget) -> tuple[list[Cu
 
 
 # ---- GPU -----------------------------------------------------------------------------------------
-
-
-def _roofline_ms(flops: float, nbytes: float, tflops: float, gbps: float) -> float:
-    return flops / (tflops * 1e9) + nbytes / (gbps * 1e6)
 
 
 def _gpu_point_work(c: Curve, x: float) -> tuple[float, float, bool]:
@@ -246,17 +278,57 @@ def _gpu_point_work(c: Curve, x: float) -> tuple[float, float, bool]:
     raise ValueError(c.kind)
 
 
-def scale_gpu_curve(c: Curve, src: GpuSpec, tgt: GpuSpec) -> Curve:
-    """A measured GPU curve on `src` moved to `tgt`: each point's time above the launch floor times
-    the ratio of the two roofline times."""
+def _work_rows(c: Curve) -> list[tuple[float, float, float]]:
+    """(1, bytes, flops) of each point of a GPU or copy curve."""
+    if c.kind in ("h2d", "d2h"):
+        return [(1.0, p.x, 0.0) for p in c.points]
+    return [(1.0, nbytes, flops) for flops, nbytes, _ in (_gpu_point_work(c, p.x) for p in c.points)]
+
+
+def _terms_fit(c: Curve):
+    """The curve's non-negative least-squares fit on (1, bytes, flops) of its points, as the cost
+    model fits (`kttune.hw.fit.fit_nonneg`): an overhead per call, an inverse bandwidth, an inverse
+    compute rate. None with fewer than two points (then nothing is taken as fixed)."""
+    if len(c.points) < 2:
+        return None
+    return fit_nonneg(("overhead_ms", "ms_per_byte", "ms_per_flop"), _work_rows(c), [p.t_ms for p in c.points])
+
+
+def fixed_part_ms(c: Curve) -> float:
+    """The part of each call of a GPU or copy curve that no bandwidth or compute rate moves: the
+    fitted overhead (`_terms_fit`). Launch-bound curves are all overhead: the H200 box's stage C
+    repack takes 0.25 ms for 1 to 64 experts, and scaling those 0.25 ms by an HBM ratio would charge
+    a slower GPU a per-expert cost it does not pay."""
+    f = _terms_fit(c)
+    return f.coef[0] if f is not None else 0.0
+
+
+def _moved(c: Curve, byte_ratio: float, flop_ratio: float, label: str, err: float) -> Curve:
+    """Each point with its fitted bytes term times `byte_ratio` and flops term times `flop_ratio`
+    (the target's time per byte and per flop over the measured machine's); the fixed part and what
+    the fit does not express (the point's residual) stay as measured. Never below the fixed part."""
+    rows = _work_rows(c)
+    f = _terms_fit(c)
+    if f is not None:
+        fixed, per_byte, per_flop = f.coef
+    else:  # one point: nothing tells its fixed part apart; its time moves with its work
+        _, nbytes, flops = rows[0]
+        t = c.points[0].t_ms
+        fixed, per_byte, per_flop = 0.0, (t / nbytes if nbytes > 0 else 0.0), (t / flops if nbytes <= 0 < flops else 0.0)
     pts = []
-    for p in c.points:
-        flops, nbytes, fp8 = _gpu_point_work(c, p.x)
-        a = _roofline_ms(flops, nbytes, src.fp8_or_bf16_tflops if fp8 else src.bf16_tflops, src.hbm_gbps)
-        b = _roofline_ms(flops, nbytes, tgt.fp8_or_bf16_tflops if fp8 else tgt.bf16_tflops, tgt.hbm_gbps)
-        floor = min(p.t_ms, GPU_LAUNCH_FLOOR_MS)
-        pts.append(Point(x=p.x, t_ms=floor + (p.t_ms - floor) * (b / a if a > 0 else 1.0), n=0))
-    return _labelled(c, "scaled", GPU_SCALED_ERROR, tuple(pts))
+    for p, (_, nbytes, flops) in zip(c.points, rows):
+        t = p.t_ms + per_byte * nbytes * (byte_ratio - 1) + per_flop * flops * (flop_ratio - 1)
+        pts.append(Point(x=p.x, t_ms=max(min(fixed, p.t_ms), t), n=0, extra=dict(p.extra)))
+    return _labelled(c, label, err, tuple(pts), fixed_ms=round(fixed, 6))
+
+
+def scale_gpu_curve(c: Curve, src: GpuSpec, tgt: GpuSpec) -> Curve:
+    """A measured GPU curve on `src` moved to `tgt`: the fitted bytes term scales by the HBM ratio,
+    the flops term by the tensor-rate ratio (the FP8 rate for FP8 methods when the GPU has one),
+    the fixed part and the residual stay."""
+    fp8 = str(c.params.get("method", "")).upper() in FP8_METHODS and c.kind == "gpu_moe"
+    rate = (lambda g: g.fp8_or_bf16_tflops) if fp8 else (lambda g: g.bf16_tflops)
+    return _moved(c, src.hbm_gbps / tgt.hbm_gbps, rate(src) / rate(tgt), "scaled", GPU_SCALED_ERROR)
 
 
 def _link_gbps_of(g: GpuInfo) -> float:
@@ -264,21 +336,30 @@ def _link_gbps_of(g: GpuInfo) -> float:
 
 
 def scale_copy_curve(c: Curve, ratio: float) -> Curve:
-    """A measured copy curve over a link `ratio` times as fast (time above the launch floor / ratio)."""
-    pts = tuple(Point(x=p.x, t_ms=min(p.t_ms, GPU_LAUNCH_FLOOR_MS) + max(0.0, p.t_ms - GPU_LAUNCH_FLOOR_MS) / ratio, n=0)
-                for p in c.points)
-    return _labelled(c, "scaled", COPY_SCALED_ERROR, pts)
+    """A measured copy curve over a link `ratio` times as fast: the fixed part stays, the fitted bytes
+    term / ratio."""
+    return _moved(c, 1.0 / ratio, 1.0, "scaled", COPY_SCALED_ERROR)
 
 
 # ---- all-reduce ------------------------------------------------------------------------------------
 
 
-def allreduce_ms(nbytes: float, n_gpus: int, link_gbps: float, latency_ms: float) -> float:
-    """Ring all-reduce of `nbytes` on `n_gpus` GPUs: 2(n-1) steps of `latency_ms` each and 2(n-1)/n of
-    the message over each link (the bandwidth term of NCCL's ring algorithm)."""
+def allreduce_ms(nbytes: float, n_gpus: int, link_gbps: float, latency_ms: float, base_ms: float = 0.0) -> float:
+    """Ring all-reduce of `nbytes` on `n_gpus` GPUs: a base latency, 2(n-1) steps of `latency_ms`
+    each and 2(n-1)/n of the message over each link (the bandwidth term of NCCL's ring algorithm)."""
     if n_gpus <= 1:
         return 0.0
-    return 2 * (n_gpus - 1) * latency_ms + 2 * (n_gpus - 1) / n_gpus * nbytes / (link_gbps * 1e6)
+    return base_ms + 2 * (n_gpus - 1) * latency_ms + 2 * (n_gpus - 1) / n_gpus * nbytes / (link_gbps * 1e6)
+
+
+def nccl_allreduce_ms(nbytes: float, n_gpus: int, bus_gbps: float, link: str) -> float:
+    """NCCL's own estimate of a ring all-reduce (src/graph/tuning.cc): the faster of its LL protocol
+    (low latency, a quarter of the bus bandwidth) and Simple, each a base latency plus a latency per
+    ring step plus the ring's bandwidth term. A 4-byte all-reduce (what `dist.barrier` runs on NCCL)
+    costs 6.6 + 2(n-1) us over PCIe: 8.6 us on two GPUs, 12.6 on four."""
+    return min(allreduce_ms(nbytes, n_gpus, bus_gbps * NCCL_PROTOCOL_BANDWIDTH_SHARE[p],
+                            NCCL_STEP_LATENCY_US[link][p] / 1e3, NCCL_BASE_LATENCY_US[p] / 1e3)
+               for p in ("LL", "Simple"))
 
 
 def allreduce_link_gbps(link: str, gpu: GpuSpec) -> float:
@@ -314,32 +395,42 @@ def derive_profile(measured: HardwareProfile, change: Change, created: str = "")
         cpu_curves, cpu_notes = derive_cpu_curves(measured, change.cpu)
         curves += cpu_curves
         notes += cpu_notes
-    else:
-        curves += [_labelled(c, "measured", 1.0) for c in measured.curves if c.kind in ("cpu_moe", "stage_a_write")]
     src_link = _link_gbps_of(inv.gpus[0]) if inv.gpus else 0.0
     tgt_link = pcie_gbps(tgt_gpu.pcie_gen, tgt_gpu.pcie_width) if gpu_changed else src_link
     if gpu_changed:
-        notes.append(f"GPU {src_gpu.key} -> {tgt_gpu.key}: GPU curves scaled by the roofline ratio "
-                     f"(BF16 {src_gpu.bf16_tflops:g} -> {tgt_gpu.bf16_tflops:g} TFLOP/s, HBM {src_gpu.hbm_gbps:g} -> "
-                     f"{tgt_gpu.hbm_gbps:g} GB/s); copies by the PCIe ratio {src_link:.1f} -> {tgt_link:.1f} GB/s")
+        notes.append(f"GPU {src_gpu.key} -> {tgt_gpu.key}: GPU curves' fitted fixed parts kept (launch-bound calls such as "
+                     f"stage C stay as measured), their bytes terms scaled by the HBM ratio ({src_gpu.hbm_gbps:g} -> "
+                     f"{tgt_gpu.hbm_gbps:g} GB/s) and flops terms by the tensor-rate ratio (BF16 {src_gpu.bf16_tflops:g} -> "
+                     f"{tgt_gpu.bf16_tflops:g} TFLOP/s); copies' bytes terms by the PCIe ratio {src_link:.1f} -> {tgt_link:.1f} GB/s")
+    carried_overlap = False
     for c in measured.curves:
-        if c.kind in ("cpu_moe", "stage_a_write"):
-            continue
-        if c.kind in ("gpu_moe", "gpu_gemm", "attention", "stage_c_repack"):
+        rule = KINDS[c.kind].derive  # the profile reader admits no kind without a row
+        if rule == "cpu_threads":
+            if not cpu_changed:
+                curves.append(_labelled(c, "measured", 1.0))
+        elif rule == "gpu_roofline":
             curves.append(scale_gpu_curve(c, src_gpu, tgt_gpu) if gpu_changed else _labelled(c, "measured", 1.0))
-        elif c.kind in ("h2d", "d2h"):
+        elif rule == "pcie_link":
             curves += _derive_copy(c, src_link, tgt_link, n_src, n_tgt, cpu_changed, notes)
-        elif c.kind == "pipeline":
+        elif rule == "pipeline_overlap":
             if gpu_changed or cpu_changed:
-                continue  # the cost model composes stages A, B, C when the pipeline is not measured
-            curves.append(_labelled(c, "measured", 1.0))
-        elif c.kind in ("allreduce", "all_reduce"):
+                # its times hold for the measured CPU and GPU only; its overlap ratio is the code's
+                curves.append(_labelled(c, "scaled", COPY_SCALED_ERROR, use="overlap"))
+                carried_overlap = True
+            else:
+                curves.append(_labelled(c, "measured", 1.0))
+        elif rule == "host_cpu":
+            if not cpu_changed:
+                curves.append(_labelled(c, "measured", 1.0))
+        elif rule == "allreduce":
             continue  # re-derived below
         else:
-            curves.append(_labelled(c, "measured", 1.0))
-    if gpu_changed or cpu_changed:
-        notes.append("pipeline curves dropped (measured with another GPU or CPU): the cost model composes "
-                     "stages A, B and C with its default overlap")
+            raise AssertionError(f"no derive rule {rule!r} for curve kind {c.kind!r}")
+    if carried_overlap:
+        notes.append("pipeline curves measured with another GPU or CPU: their layer times dropped, their overlap "
+                     "ratio (layer time / slowest stage) carried; the cost model composes stages A, B and C with it")
+    if cpu_changed and measured.has("host_ram"):
+        notes.append("host_ram curves dropped: they describe kt-kernel on the measured CPU")
     curves += _derive_allreduce(measured, tgt_gpu, n_src, n_tgt, change.link, notes)
     new_inv = _inventory(inv, change, tgt_gpu if gpu_changed else None, n_tgt)
     labels: dict[str, int] = {}
@@ -350,7 +441,7 @@ def derive_profile(measured: HardwareProfile, change: Change, created: str = "")
     if errs:
         worst = max(e for *_, e in errs)
         notes.append("expected error: " + ", ".join(sorted({f"{k} {lab} within {e:g}x" for k, lab, e in errs}))
-                     + f" (worst {worst:g}x; the CPU scaling was checked 16 -> 32 cores on measured boxes: worst 1.37x)")
+                     + f" (worst {worst:g}x; the CPU scaling was checked 16 -> 32 cores on measured boxes: worst 1.35x)")
     what = []
     if gpu_changed:
         what.append(f"GPU {tgt_gpu.key}")
@@ -396,14 +487,11 @@ def _derive_copy(c: Curve, src_link: float, tgt_link: float, n_src: int, n_tgt: 
 
 def _derive_allreduce(measured: HardwareProfile, tgt_gpu: GpuSpec | None, n_src: int, n_tgt: int,
                       link: str | None, notes: list[str]) -> list[Curve]:
-    kind = "allreduce" if "allreduce" in CURVE_KINDS else "all_reduce" if "all_reduce" in CURVE_KINDS else None
-    if kind is None or n_tgt <= 1 or tgt_gpu is None:
+    if n_tgt <= 1 or tgt_gpu is None:
         return []
     link = link or "pcie"
     bw = allreduce_link_gbps(link, tgt_gpu)
-    lat = ALLREDUCE_LATENCY_MS[link]
-    src = [c for c in measured.curves_of(kind) if c.points]
-    xs = tuple(float(2 ** e) for e in range(16, 31, 2))
+    src = [c for c in measured.curves_of("allreduce") if c.points]
     if src and n_src > 1:
         # Fit the measured ring, t = 2(n-1) lat + 2(n-1)/n x / bw, by least squares in (1, x).
         c0 = src[0]
@@ -416,21 +504,24 @@ def _derive_allreduce(measured: HardwareProfile, tgt_gpu: GpuSpec | None, n_src:
         lat_fit = max(0.0, (mt - slope * mx) / (2 * (n_src - 1)))
         bw_fit = f / slope / 1e6
         same_link = link == str(c0.params.get("link", "pcie"))
-        if same_link:
-            bw, lat = bw_fit, lat_fit
         notes.append(f"all-reduce: ring model fitted on the measured {n_src}-GPU curve (link {bw_fit:.1f} GB/s, "
                      f"latency {lat_fit * 1e3:.0f} us per step){'' if same_link else f'; link changed to {link}: datasheet rate {bw:.1f} GB/s'}, "
                      f"moved to {n_tgt} GPUs")
         label, err = ("scaled", 1.5) if same_link else ("datasheet", 2.0)
         xs = tuple(p.x for p in c0.points)
         params = {**c0.params, "ranks": n_tgt, "link": link}
+        if same_link:
+            pts_out = tuple(Point(x=x, t_ms=allreduce_ms(x, n_tgt, bw_fit, lat_fit), n=0) for x in xs)
+        else:
+            pts_out = tuple(Point(x=x, t_ms=allreduce_ms(x, n_tgt, bw, lat_fit), n=0) for x in xs)
     else:
-        notes.append(f"all-reduce not measured on more than one GPU: ring model at the {link} datasheet rate "
-                     f"x {ALLREDUCE_LINK_EFFICIENCY} ({bw:.1f} GB/s), {lat * 1e3:.0f} us per step")
+        notes.append(f"all-reduce not measured on more than one GPU: NCCL's ring cost model (LL and Simple protocols, "
+                     f"its base and per-step latencies) at the {link} datasheet rate x {ALLREDUCE_LINK_EFFICIENCY} "
+                     f"({bw:.1f} GB/s); a 4-byte all-reduce (a barrier) {nccl_allreduce_ms(4, n_tgt, bw, link) * 1e3:.1f} us")
         label, err = "datasheet", 2.0
         params = {"ranks": n_tgt, "link": link, "dtype": "bf16"}
-    pts = tuple(Point(x=x, t_ms=allreduce_ms(x, n_tgt, bw, lat), n=0) for x in xs)
-    return [Curve(kind, "bytes", pts, {**params, "label": label, "expected_error": err}, backend="derived")]
+        pts_out = tuple(Point(x=x, t_ms=nccl_allreduce_ms(x, n_tgt, bw, link), n=0) for x in ALLREDUCE_SIZES)
+    return [Curve("allreduce", "bytes", pts_out, {**params, "label": label, "expected_error": err}, backend="derived")]
 
 
 def _inventory(inv: Inventory, change: Change, gpu: GpuSpec | None, n_gpus: int) -> Inventory:

@@ -30,23 +30,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from kttune.errors import UserError
+from kttune.hw.curve_kinds import CURVE_KINDS  # the kinds and their derive rules, one table
 
 PROFILE_FORMAT = "kttune-hardware-profile"
 PROFILE_VERSION = 1
-
-CURVE_KINDS = (
-    "cpu_moe",
-    "stage_a_write",
-    "h2d",
-    "d2h",
-    "stage_c_repack",
-    "gpu_moe",
-    "gpu_gemm",
-    "attention",
-    "pipeline",
-    "host_ram",
-    "allreduce",
-)
 
 
 @dataclass(frozen=True)

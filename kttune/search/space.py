@@ -46,6 +46,11 @@ class SearchSpace:
     tp: int
     method: str
     request_kv_tokens: int = 0  # one request at the workload's mean length (kttune.search.admission)
+    # per thread count, the measured fastest (--kt-threadpool-count, --kt-numa-nodes); absent: threadpools
+    pools_by_threads: tuple[tuple[int, int, tuple[int, ...]], ...] = ()
+
+    def pools(self, threads: int) -> tuple[int, tuple[int, ...]]:
+        return next(((p, n) for t, p, n in self.pools_by_threads if t == threads), (self.threadpools, ()))
 
     def config(self, chunk: int, threshold: int, gpu_experts: int, kv_units: int, threads: int) -> LaunchConfig:
         """The launch config of these values; `--max-running-requests` (and the decode graphs) follow
@@ -53,10 +58,11 @@ class SearchSpace:
         running = self.max_running_requests
         if self.request_kv_tokens:
             running = max(1, min(running, kv_units * KV_UNIT // self.request_kv_tokens))
+        pools, numa = self.pools(threads)
         return LaunchConfig(
             method=self.method, tp=self.tp, num_gpu_experts=gpu_experts, chunked_prefill_size=chunk,
             gpu_prefill_token_threshold=threshold, max_total_tokens=kv_units * KV_UNIT,
-            cpuinfer_threads=threads, threadpool_count=self.threadpools,
+            cpuinfer_threads=threads, threadpool_count=pools, numa_nodes=numa,
             max_running_requests=running, cuda_graph_max_bs=running,
         )
 
@@ -177,7 +183,8 @@ def build_space(comp: Components, workload: Workload, budget: Budget, tp: int,
     return SearchSpace(chunks=chunks, thresholds=thresholds, gpu_experts_max=gpu_experts_max,
                        kv_units_min=kv_units_min, kv_units_max=max(kv_units_min, kv_units_max), threads=threads,
                        threadpools=pools, max_running_requests=running, tp=tp, method=comp.method.name,
-                       request_kv_tokens=request_kv_tokens(workload))
+                       request_kv_tokens=request_kv_tokens(workload),
+                       pools_by_threads=tuple((t, *comp.threadpool_choice(t)) for t in threads))
 
 
 def threshold_choices(comp: Components, base: LaunchConfig, gpu_experts_max: int, threads: Sequence[int]) -> tuple[int, ...]:

@@ -33,6 +33,7 @@ FLAGS: tuple[LaunchFlag, ...] = (
     LaunchFlag("method", ("--kt-method",), str, "the CPU expert format"),
     LaunchFlag("cpuinfer_threads", ("--kt-cpuinfer",), int, "kt-kernel worker threads"),
     LaunchFlag("threadpool_count", ("--kt-threadpool-count",), int, "kt-kernel thread pools (one per NUMA node)"),
+    LaunchFlag("numa_nodes", ("--kt-numa-nodes",), list, "NUMA node of each thread pool (one id per pool)"),
     LaunchFlag("num_gpu_experts", ("--kt-num-gpu-experts",), int, "GPU-resident experts per MoE layer"),
     LaunchFlag("gpu_experts_ratio", ("--kt-gpu-experts-ratio",), float, "GPU-resident share of all experts"),
     LaunchFlag("gpu_prefill_token_threshold", ("--kt-gpu-prefill-token-threshold",), int,
@@ -88,7 +89,6 @@ IGNORED: tuple[tuple[tuple[str, ...], bool, str], ...] = (
     (("--init-expert-location",), True, "expert frequencies for placement: modelled as uniform placement"),
     (("--kt-enable-dynamic-expert-update",), False,
      "re-picks each layer's GPU experts after a layerwise forward; not modelled (the GPU-expert count stays)"),
-    (("--kt-numa-nodes",), True, "NUMA ids of the pools: the pool count is --kt-threadpool-count"),
     (("--enable-p2p-check",), False, "checks GPU peer access at start: no effect on the prediction"),
     (("--max-prefill-tokens",), True, "caps the prompt tokens added per prefill batch beyond one request's chunk: "
                                       "the prediction is one prompt at a time"),
@@ -214,6 +214,16 @@ def parse_launch_command(command: str | Sequence[str]) -> ParsedLaunch:
                     raise UserError(f"{name} is a switch and takes no value", f"write {name} alone")
                 values[flag.key] = True
                 i += 1
+                continue
+            if flag.kind is list:
+                items, i = ([inline] if eq else []), i + 1
+                while not eq and i < len(words) and not words[i].startswith("--"):
+                    items.append(words[i])
+                    i += 1
+                if not items:
+                    raise UserError(f"{name} has no value", f"write {name} VALUE ... ({flag.meaning})")
+                values[flag.key] = tuple(_value(LaunchFlag(flag.key, flag.names, int, flag.meaning), name, t)
+                                         for t in ",".join(items).replace(",", " ").split())
                 continue
             if eq:
                 text, i = inline, i + 1

@@ -30,6 +30,9 @@ class PathsRequest:
     threshold: int | None = None  # None: each chunk's own size (full chunks layerwise, tail hybrid)
     force: tuple[str, ...] = ()  # also run every prompt forced onto these paths
     sweep: tuple[int, ...] = ()  # forward sizes timed on both paths alone (crossover)
+    # explicit (prompt, chunk, threshold, GPU experts) runs instead of the chunks x prompts grid (a
+    # space-filling design); `gpu_experts` should hold every count they name
+    points: tuple[tuple[int, int, int, int], ...] = ()
     cpuinfer: int = 0
     device: str = ""
     small: bool = False  # the model's architecture at small shapes (the CPU variant)
@@ -115,7 +118,7 @@ def run_paths(req: PathsRequest, progress: Progress | None = None) -> PathsResul
     res = PathsResult(req)
     if req.small:
         res.notes.append("small shapes (CPU variant): predictions are for the real model and are not compared")
-    max_fwd = max(list(req.chunks) + list(req.sweep) + [1])
+    max_fwd = max(list(req.chunks) + list(req.sweep) + [c for _, c, _, _ in req.points] + [1])
     threads_before = torch.get_num_threads()
     if not torch.cuda.is_available() or req.device == "cpu":
         # the CPU variant: torch's intra-op threads and kt-kernel's spinning workers share the cores
@@ -157,14 +160,14 @@ def _run_grid(req, res, st, n, spec, method, comps, profile, max_fwd, say) -> No
         for f in ("hybrid", "layerwise") if layerwise else ("hybrid",):
             jobs.append((m, m, m, f))
     seen = set()
-    for c in req.chunks:
-        thr = c if req.threshold is None else req.threshold
-        for p in req.prompts:
-            for f in (None,) + tuple(req.force):
-                key = (tuple(chunks_of(p, c)), thr, f)  # the same forwards under another chunk: once
-                if key not in seen:
-                    seen.add(key)
-                    jobs.append((p, c, thr, f))
+    grid = [(p, c, thr) for p, c, thr, pn in req.points if pn == n] if req.points else [
+        (p, c, c if req.threshold is None else req.threshold) for c in req.chunks for p in req.prompts]
+    for p, c, thr in grid:
+        for f in (None,) + tuple(req.force):
+            key = (tuple(chunks_of(p, c)), thr, f)  # the same forwards under another chunk: once
+            if key not in seen:
+                seen.add(key)
+                jobs.append((p, c, thr, f))
     try:
         w = min(64, max_fwd)
         runner.run_prompt(w, w, 0, "hybrid")  # warm-up (kernels, pools)

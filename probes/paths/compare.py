@@ -85,6 +85,30 @@ def forward_points(run: PathRun, c: Components) -> list[ForwardPoint]:
     return out
 
 
+def layer_terms(c: Components, cfg: LaunchConfig, tokens: int, path: str) -> dict[str, float]:
+    """The raw cost model's correctable parts of one MoE layer (`kttune.cost.transfer.TERMS`):
+    hybrid, the overlapped expert time max(CPU, GPU) and the copies with their sync; layerwise, the
+    load and the GPU MoE. `c` must carry no calibration."""
+    if path == "layerwise":
+        lt = layerwise_moe_layer(c, cfg, tokens)
+        return {"fixed_ms": 1.0, "load": lt.load_ms, "gpu_moe": lt.gpu_ms}
+    lt = hybrid_moe_layer(c, cfg, tokens)
+    experts = max(lt.cpu_ms, lt.gpu_ms)
+    return {"fixed_ms": 1.0, "experts": experts, "copies": lt.total_ms - experts}
+
+
+def transfer_points(run: PathRun, c: Components) -> list:
+    """Every forward of the run but the disturbed ones as `kttune.cost.transfer.TransferPoint`s: the
+    measured layer time, the correctable parts (`layer_terms`) and the rest (attention, dense)."""
+    from kttune.cost.transfer import TransferPoint
+
+    cfg = launch_config(run)
+    return [TransferPoint(run.model, run.method, f.path, f.tokens, f.prefix, run.gpu_experts, run.cpuinfer,
+                          sum(f.layer_ms) / len(f.layer_ms), c.attention_ms(f.tokens, f.prefix) + c.dense_ms(f.tokens),
+                          layer_terms(c, cfg, f.tokens, f.path))
+            for f in run.forwards if not disturbed(f)]
+
+
 def ape(pred: float, meas: float) -> float:
     return abs(pred - meas) / meas if meas > 0 else float("nan")
 
@@ -132,11 +156,15 @@ def predicted_crossover(c: Components, run: PathRun, hi: int = 65536) -> int | N
     """The smallest forward size (1-token resolution) at which the model's layerwise MoE layer is no
     slower than its hybrid one (`crossover_tokens` answers in steps of 64); None if never up to hi."""
     cfg = launch_config(run)
+    if not c.method.layerwise:
+        return None
+    return smallest_forward_where(lambda m: layerwise_moe_layer(c, cfg, m).total_ms <= hybrid_moe_layer(c, cfg, m).total_ms, hi)
 
-    def lw_wins(m: int) -> bool:
-        return layerwise_moe_layer(c, cfg, m).total_ms <= hybrid_moe_layer(c, cfg, m).total_ms
 
-    if not c.method.layerwise or not lw_wins(hi):
+def smallest_forward_where(lw_wins, hi: int = 65536) -> int | None:
+    """The smallest forward size in 1..hi for which `lw_wins(size)` holds, by bisection (layerwise
+    minus hybrid falls with the size); None if it does not hold at `hi`."""
+    if not lw_wins(hi):
         return None
     if lw_wins(1):
         return 1

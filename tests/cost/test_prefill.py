@@ -107,3 +107,52 @@ def test_a_full_core_thread_pool_is_slower():
     # docs/sglang-kt.md#the-cpuinfer-thread-cliff: with kt-cpuinfer = cores the driving thread starves (8 ms vs 0.3 ms per 1-token forward)
     c = comp()
     assert c.cpu_moe_ms(1, 256, 16) > 5 * c.cpu_moe_ms(1, 256, 15)
+
+
+# ---- the TP layerwise load as sglang-kt 0.7.2 runs it (docs/sglang-kt.md#layerwise-prefill-at-tp--1) ----
+
+def _tp_comp(n: int, name="kimi-k2-thinking", method="RAWINT4") -> Components:
+    from kttune.hw.derive import Change, derive_profile
+    from kttune.hw.registry import load_shipped
+
+    p = derive_profile(load_shipped("h200-pcie5-xeon-amx-16c"), Change(gpu="rtx4090", n_gpus=n)).profile
+    return Components(p, model(name), method, n)
+
+
+@pytest.mark.parametrize("name,method", [("kimi-k2-thinking", "RAWINT4"), ("minimax-m2.1", "FP8")])
+def test_rank0_writes_every_shard_so_stage_a_does_not_shrink_with_tp(name, method):
+    from kttune.cost.prefill import layerwise_load_ms
+
+    loads = {n: layerwise_load_ms(_tp_comp(n, name, method), cfg(method, tp=n, cpuinfer_threads=13)) for n in (1, 2, 4)}
+    assert loads[1][1] == pytest.approx(loads[2][1]) == pytest.approx(loads[4][1])  # stage A: the whole layer
+    assert loads[4][2] < loads[2][2] < loads[1][2]  # stage B: each rank its 1/tp shard, all links at once
+
+
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_every_expert_copy_waits_for_a_barrier(n):
+    """Per expert: rank 0 waits for the copy of e-1 before it writes e+1, every rank passes a
+    dist.barrier before copying e: the step is max(A, B + barrier, C), the barrier is the
+    smallest all-reduce of the profile's curve, and the load is at least E_s steps."""
+    from kttune.cost.prefill import layerwise_load_ms, streamed_experts_per_layer
+
+    c = _tp_comp(n)
+    k = cfg("RAWINT4", tp=n, cpuinfer_threads=13)
+    curve = c.profile.curves_of("allreduce", ranks=n)[0]
+    assert c.barrier_ms() == pytest.approx(min(curve.ts))
+    load, a, b, cc = layerwise_load_ms(c, k)
+    e = streamed_experts_per_layer(c, k)
+    step = max(a / e, b / e + c.barrier_ms(), cc / e)
+    assert load >= e * step * c.overlap_ratio * (1 - 1e-9)
+
+
+def test_kimi_k2_layerwise_on_4090s_is_bounded_by_stage_a_not_a_scaled_launch_cost():
+    """The bottleneck issue 22 found: stage C's 0.25 ms launch cost scaled by the HBM ratio into
+    1.14 ms per expert, 384 x 1.14 = 440 ms per layer on any GPU count. Stage C stays 0.25 ms and
+    the multi-GPU load is stage A's (rank 0 writes every shard)."""
+    from kttune.cost.prefill import layerwise_load_ms
+
+    for n in (2, 4, 8):
+        c = _tp_comp(n)
+        assert c.stage_c_ms(c.gpu_bytes_per_expert) < 0.3
+        load, a, b, cc = layerwise_load_ms(c, cfg("RAWINT4", tp=n, cpuinfer_threads=13))
+        assert a >= max(b, cc) and load < 1.2 * a

@@ -4,7 +4,7 @@ with what was measured there (the judged 1.5x), and the derive rules obey their 
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from kttune.errors import UserError
 from kttune.hw.derive import (
@@ -134,3 +134,130 @@ def test_a_measured_allreduce_is_fitted_and_moved_to_more_gpus():
     assert four.params["label"] == "scaled"
     for p in four.points:  # the ring model with the fitted latency and link, at 4 GPUs
         assert p.t_ms == pytest.approx(allreduce_ms(p.x, 4, bw, lat), rel=1e-6)
+
+
+# ---- fixed costs stay fixed; only bandwidth and compute terms move (issue 22) ----------------------
+
+from dataclasses import replace as _replace  # noqa: E402
+
+from kttune.hw.curve_kinds import CURVE_KINDS, DERIVE_RULES, KINDS  # noqa: E402
+from kttune.hw.derive import (  # noqa: E402
+    fixed_part_ms, nccl_allreduce_ms, scale_copy_curve, scale_gpu_curve,
+)
+from kttune.hw.gpu_table import GpuSpec  # noqa: E402
+from kttune.hw.profile import Curve, Point  # noqa: E402
+
+
+def _gpu(hbm: float, tflops: float = 500.0) -> GpuSpec:
+    return GpuSpec("x", "NVIDIA X", 80 * 10**9, hbm, tflops, 2 * tflops, 5, 16)
+
+
+def _gemm_curve(fixed_ms: float, hbm_gbps: float, tflops: float, hidden: int = 4096, out: int = 4096) -> Curve:
+    """A GEMM curve on a GPU of `hbm_gbps` and `tflops`: a fixed launch cost plus its roofline time."""
+    pts = []
+    for x in (1, 16, 256, 4096, 16384):
+        flops, nbytes = 2 * x * hidden * out, 2 * (x * hidden + hidden * out + x * out)
+        pts.append(Point(x=x, t_ms=fixed_ms + flops / (tflops * 1e9) + nbytes / (hbm_gbps * 1e6)))
+    return Curve("gpu_gemm", "tokens", tuple(pts), {"hidden": hidden, "out": out})
+
+
+def test_the_launch_bound_stage_c_keeps_its_time_on_a_slower_gpu():
+    """Stage C on the H200 box takes 0.25 ms for 1 to 64 experts (kernel launches): on a 4090 one
+    expert's repack stays within 10% of 0.25 ms, where the HBM ratio alone made it 1.14 ms; only
+    the bandwidth part of the 64-expert batch (170 MB) grows."""
+    src = load_shipped(SRC)
+    meas = src.curves_of("stage_c_repack")[0]
+    der = derive_profile(src, Change(gpu="rtx4090")).profile.curves_of("stage_c_repack")[0]
+    for a, b in zip(meas.points, der.points):
+        assert a.t_ms <= b.t_ms <= (1.1 if a.extra["experts"] <= 16 else 1.3) * a.t_ms
+    assert fixed_part_ms(meas) > 0.9 * min(p.t_ms for p in meas.points)
+
+
+@given(fixed=st.floats(0.0, 2.0, allow_subnormal=False), hbm=st.floats(200, 8000), more=st.floats(1.0, 10.0), tflops=st.floats(50, 2000))
+def test_more_hbm_bandwidth_never_slows_a_gpu_curve_and_leaves_its_fixed_cost(fixed, hbm, more, tflops):
+    c = _gemm_curve(fixed, hbm, tflops)
+    faster = scale_gpu_curve(c, _gpu(hbm, tflops), _gpu(hbm * more, tflops))
+    slower = scale_gpu_curve(c, _gpu(hbm, tflops), _gpu(hbm / more, tflops))
+    f = fixed_part_ms(c)
+    for p, q, r in zip(c.points, faster.points, slower.points):
+        assert q.t_ms <= p.t_ms * (1 + 1e-9) <= r.t_ms * (1 + 1e-9)
+        assert q.t_ms >= min(f, p.t_ms) * (1 - 1e-9)  # never below the fixed part
+
+
+@given(t0=st.floats(0.001, 5.0), hbm=st.floats(200, 8000), ratio=st.floats(0.05, 20.0))
+def test_a_constant_curve_is_all_fixed_cost_and_does_not_scale(t0, hbm, ratio):
+    c = Curve("stage_c_repack", "bytes", tuple(Point(x=x, t_ms=t0) for x in (1e6, 1e7, 1e8)), {"method": "RAWINT4"})
+    moved = scale_gpu_curve(c, _gpu(hbm), _gpu(hbm * ratio))
+    copied = scale_copy_curve(_replace(c, kind="h2d"), ratio)
+    for p in moved.points + copied.points:
+        assert p.t_ms == pytest.approx(t0, rel=1e-6)
+
+
+@given(ratio=st.floats(1.0, 8.0))
+def test_a_faster_link_never_slows_a_copy(ratio):
+    h2d = [c for c in load_shipped(SRC).curves_of("h2d", pinned=True) if c.params["gpu"] == 0][0]
+    for p, q in zip(h2d.points, scale_copy_curve(h2d, ratio).points):
+        assert q.t_ms <= p.t_ms * (1 + 1e-9)
+
+
+def test_every_curve_kind_has_a_derive_rule_and_nothing_stale_passes_as_measured():
+    assert set(CURVE_KINDS) == set(KINDS) and all(KINDS[k].derive in DERIVE_RULES for k in CURVE_KINDS)
+    src = load_shipped(SRC)
+    host_ram = Curve("host_ram", "tokens", (Point(x=4096, t_ms=10.0, extra={"reserved_bytes": 1}),), {"method": "BF16"})
+    src = _replace(src, curves=src.curves + (host_ram,))
+    cpu = derive_profile(src, Change(cpu=CpuTarget(cores=32))).profile
+    gpu = derive_profile(src, Change(gpu="rtx4090")).profile
+    assert not cpu.curves_of("host_ram") and gpu.curves_of("host_ram")[0].params["label"] == "measured"
+    for p, changed in ((cpu, ("cpu", "cpu+gpu")), (gpu, ("gpu", "pcie", "cpu+gpu"))):
+        assert all(c.params["label"] != "measured" for c in p.curves if KINDS[c.kind].depends_on in changed)
+    # a pipeline measured on another machine is carried for its overlap ratio only
+    assert {c.params.get("use") for c in gpu.curves_of("pipeline")} == {"overlap"}
+
+
+def test_stage_a_serial_share_pairs_only_points_of_the_same_layer():
+    """Stage A points of one size come from layers of different depths (cache-resident or not):
+    a sweep that scales perfectly with threads fits a serial share of 0, whatever other layer's
+    point of the same size holds at the best thread count."""
+    def curve(th: int, t: float, layer: int) -> Curve:
+        return Curve("stage_a_write", "bytes", (Point(x=9e6, t_ms=t, extra={"layer_experts": layer}),),
+                     {"method": "BF16", "threads": th})
+    src = load_shipped(SRC)
+    fixed = Curve("stage_a_write", "bytes", (Point(x=1e5, t_ms=0.02),), {"method": "FP8", "threads": 15})
+    sweep = (fixed, curve(15, 0.22, 8), curve(13, 0.02 + 0.20 * 15 / 13, 8), curve(11, 0.02 + 0.20 * 15 / 11, 8),
+             curve(15, 0.40, 29))
+    only = _replace(src, curves=tuple(c for c in src.curves if c.kind != "stage_a_write") + sweep)
+    assert serial_fraction(only, "stage_a_write") == 0.0
+
+
+@given(n=st.integers(2, 7), x=st.floats(1, 2**30))
+def test_nccl_allreduce_grows_with_gpus_and_bytes_and_a_barrier_costs_its_latency(n, x):
+    for link in ("pcie", "nvlink"):
+        assert nccl_allreduce_ms(x, n + 1, 40, link) >= nccl_allreduce_ms(x, n, 40, link)
+        assert nccl_allreduce_ms(2 * x, n, 40, link) >= nccl_allreduce_ms(x, n, 40, link)
+    assert nccl_allreduce_ms(4, 2, 40, "pcie") == pytest.approx((6.6 + 2 * 1.0) / 1e3, rel=0.01)
+
+
+def test_the_32_core_box_scaled_down_to_16_cores_is_within_1_5x_of_the_16_core_box():
+    """The other direction, held out the same way: the 32-core box has no thread sweep of its own,
+    so its serial share is the default; every shared point of the 16-core box at 15 threads."""
+    src, dst = load_shipped(DST), load_shipped(SRC)
+    derived = derive_profile(src, Change(cpu=CpuTarget(cores=16, isa=dst.inventory.cpu.isa))).profile
+    ratios = []
+    for c in dst.curves_of("cpu_moe", threads=15):
+        want = {k: c.params[k] for k in ("method", "threads", "hidden", "inter", "experts", "top_k")}
+        for d in derived.curves_of("cpu_moe", **want):
+            pts = {q.x: q.t_ms for q in d.points}
+            ratios += [pts[q.x] / q.t_ms for q in c.points if q.x in pts]
+    assert len(ratios) >= 20
+    assert max(max(r, 1 / r) for r in ratios) <= 1.5
+
+
+@settings(max_examples=25, deadline=None)
+@given(bw=st.floats(20, 2000), more=st.floats(1.0, 8.0), cores=st.integers(4, 128))
+def test_more_memory_bandwidth_never_slows_a_derived_cpu_curve(bw, more, cores):
+    src = load_shipped(SRC)
+    lo = derive_profile(src, Change(cpu=CpuTarget(cores=cores, mem_bandwidth_gbps=bw))).profile
+    hi = derive_profile(src, Change(cpu=CpuTarget(cores=cores, mem_bandwidth_gbps=bw * more))).profile
+    for a, b in zip(lo.curves, hi.curves):
+        if a.kind in ("cpu_moe", "stage_a_write"):
+            assert all(q.t_ms <= p.t_ms * (1 + 1e-9) for p, q in zip(a.points, b.points))

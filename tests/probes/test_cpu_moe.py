@@ -182,8 +182,10 @@ def test_full_plan_measures_every_shape_at_the_same_threads(cpu):
     opts = cm.CpuMoeOptions(shapes=cm.FULL_SHAPES, tokens=tokens, methods=("BF16",))
     plan = cm.plan_cpu_moe(opts, cpu, cores=16, numa_ids=[0, 1])
     for shape in cm.FULL_SHAPES:
-        tasks = [t for t in plan.tasks if t.shape == shape]
+        tasks = [t for t in plan.tasks if t.shape == shape and not t.numa_nodes]
         assert [t.threads for t in tasks] == [11, 13, 15]
         for t in tasks:
             assert t.tokens == tokens and t.threadpools == 2  # one pool per NUMA node
+    # and the first shape on node 0 alone, one pool (tests/probes/test_inventory_hosts.py: real trees)
+    assert {t.shape for t in plan.tasks if t.numa_nodes} <= {cm.FULL_SHAPES[0]}
     assert plan.steps == sum(1 + len(t.tokens) for t in plan.tasks)

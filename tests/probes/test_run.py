@@ -128,8 +128,11 @@ def test_thread_cliff_note():
         return Curve("cpu_moe", "tokens", (Point(1, t),), {"method": "AMXINT4", "threads": threads, "hidden": 7168, "inter": 2048, "experts": 384})
 
     notes = thread_cliff_notes([c(16, 8.0), c(15, 0.3)], cores=16)
-    assert len(notes) == 1 and "starves the driving thread" in notes[0]
+    assert len(notes) == 1 and "the driving thread starves" in notes[0] and "cliff starts at 16" in notes[0]
     assert thread_cliff_notes([c(16, 0.31), c(15, 0.3)], cores=16) == []
+    # an SMT host of 16 cores and 32 logical CPUs: fine at the core count, over the cliff at kt run's 25
+    smt = thread_cliff_notes([c(13, 0.3), c(15, 0.28), c(16, 0.35), c(25, 6.0), c(31, 9.0)], cores=16, logical=32)
+    assert len(smt) == 1 and "cliff starts at 25" in smt[0] and "kt run's 0.8 x logical" in smt[0]
 
 
 @pytest.mark.kt
