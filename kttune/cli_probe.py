@@ -10,6 +10,8 @@ from typing import Any, Optional
 
 import typer
 
+from kttune import bounds
+from kttune.cli_bounds import bounded
 from kttune.cli_report import REPORT_HELP
 from kttune.errors import UserError
 from kttune.hw.profile import HardwareProfile, profile_to_dict
@@ -65,7 +67,7 @@ def probe(
     model: Optional[str] = typer.Option(None, "--model", help="Measure this model's expert shape (catalog name or model directory) instead of representative shapes."),
     methods: Optional[list[str]] = typer.Option(None, "--methods", help="KT methods to measure, comma-separated or repeated (default: all the host's kt-kernel runs: AMXINT4, AMXINT8, BF16, FP8, RAWINT4)."),
     threads: Optional[list[str]] = typer.Option(None, "--threads", help="CPU worker thread counts (--kt-cpuinfer), comma-separated or repeated. Default: a series that includes cores-1 and cores."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Largest token count of the CPU MoE curves (the largest chunk). Default 256 with --quick, else 8192."),
+    max_tokens: Optional[int] = bounded(None, "--max-tokens", rule=bounds.FORWARD_TOKENS, help="Largest token count of the CPU MoE curves (the largest chunk). Default 256 with --quick, else 8192."),
     out: Optional[Path] = typer.Option(None, "--out", help="Also write the profile (JSON) to this file. It is always cached by fingerprint for `kttune search`; curves of the cached profile that this run does not re-measure are kept (see --fresh)."),
     fresh: bool = typer.Option(False, "--fresh", help="Do not keep curves of this machine's cached profile that this run does not re-measure."),
     cpu_only: bool = typer.Option(False, "--cpu-only", help="Skip the GPU probes (CPU expert kernels, stage A and host RAM only)."),
@@ -86,8 +88,6 @@ def probe(
     from kttune.hw.profile import check_out_path, save_profile_with_fallback
     from kttune.paths import cache_dir
 
-    if max_tokens is not None and not 1 <= max_tokens <= 1 << 20:
-        raise UserError(f"--max-tokens {max_tokens} is outside 1..{1 << 20}", "pass a chunk size such as 8192")
     if out is not None:
         out = check_out_path(out)  # refused before anything is measured
     spec = _load_model(model) if model else None

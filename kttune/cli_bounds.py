@@ -1,0 +1,40 @@
+"""The command line's side of kttune.bounds: an option whose value is checked against a `Bound`
+when it is parsed (one line, exit 2, naming the flag) and whose `--help` states the range."""
+
+from typing import Any, Callable, Optional
+
+import typer
+
+from kttune.bounds import Bound, InvalidValue
+
+
+def flag_of(param: Any) -> str:
+    """The spelling a user sees: the longest of the option's names (`--gpus`, not `-g`)."""
+    names = [n for n in getattr(param, "opts", ()) if n.startswith("--")] or list(getattr(param, "opts", ()))
+    return max(names, key=len) if names else f"--{str(getattr(param, 'name', 'value')).replace('_', '-')}"
+
+
+def range_help(help: str, rule: Bound) -> str:
+    return f"{help.rstrip()} Range: {rule.describe()}."
+
+
+def _checker(rule: Bound) -> Callable[..., Any]:
+    def check(param: typer.CallbackParam, value: Optional[Any]) -> Optional[Any]:
+        if value is None:
+            return None
+        try:
+            return rule.check(value, flag_of(param))
+        except InvalidValue as e:  # named as the flag however the rule named it
+            raise e.renamed(flag_of(param)) from None
+
+    return check
+
+
+def bounded(default: Any, *names: str, rule: Bound, help: str, **kw: Any) -> Any:
+    """`typer.Option(default, *names, help=...)` whose value must satisfy `rule`."""
+    return typer.Option(default, *names, help=range_help(help, rule), callback=_checker(rule), **kw)
+
+
+def check_each(values: "list[int]", flag: str, rule: Bound) -> "tuple[int, ...]":
+    """The items of a list option (`--chunks 4096,16384`), each under `rule`."""
+    return tuple(rule.check(v, flag) for v in values)
