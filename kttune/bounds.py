@@ -115,6 +115,7 @@ MEM_CHANNELS = Bound(1, 128, example="8", why="more DDR channels than any server
 MEM_MTS = Bound(400, 20000, unit="MT/s", example="4800", why="faster than any DDR generation")
 THREADS = Bound(1, 4096, example="15", why="more threads than any server has")
 THREADS_OR_DEFAULT = Bound(0, 4096, example="15", why="more threads than any server has")  # 0: the default
+BANDWIDTH_GBPS = Bound(0, 1e5, integer=False, lo_open=True, unit="GB/s", why="faster than any memory")
 PORT = Bound(1, 65535, example="30000", why="the largest TCP port")
 
 # Tokens. A forward (chunk) or a prompt of a million tokens is past every model's context; a KV
@@ -177,6 +178,12 @@ def _parse_constant(name: str) -> float:
     raise _Refused(f"{name}, which is not a finite number (JSON has no NaN or Infinity)")
 
 
+def _nan_as_null(name: str) -> None:
+    if name != "NaN":
+        _parse_constant(name)
+    return None
+
+
 def _depth(doc: Any) -> int:
     deepest, stack = 0, [(doc, 1)]
     while stack:
@@ -189,15 +196,18 @@ def _depth(doc: Any) -> int:
     return deepest
 
 
-def loads_json(text: str | bytes, origin: str, fix: str) -> Any:
+def loads_json(text: str | bytes, origin: str, fix: str, nan_as_null: bool = False) -> Any:
     """Parse JSON text from a file the user named: NaN, Infinity, numbers of more than 40 digits,
     nesting deeper than 64 and documents over 256 MiB are refused; every failure is one UserError
-    `<origin> ...; <fix>`."""
+    `<origin> ...; <fix>`. `nan_as_null`: a NaN reads as null (hardware profiles, where kttune
+    releases wrote NaN for a diagnostic not measured; the numbers the models use are checked where
+    they are read, and null is no number)."""
     if len(text) > MAX_JSON_BYTES:
         raise UserError(f"{origin} is {len(text) / 1024**2:,.0f} MiB, larger than any document kttune reads "
                         f"({MAX_JSON_BYTES // 1024**2} MiB)", fix)
     try:
-        doc = json.loads(text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant)
+        doc = json.loads(text, parse_int=_parse_int, parse_float=_parse_float,
+                         parse_constant=_nan_as_null if nan_as_null else _parse_constant)
     except _Refused as e:
         raise UserError(f"{origin} holds {e}", fix) from None
     except json.JSONDecodeError as e:
@@ -211,7 +221,7 @@ def loads_json(text: str | bytes, origin: str, fix: str) -> Any:
     return doc
 
 
-def read_json_file(path: str | os.PathLike, origin: str, fix: str) -> Any:
+def read_json_file(path: str | os.PathLike, origin: str, fix: str, nan_as_null: bool = False) -> Any:
     """`loads_json` of a file; a file too large is refused before it is read, an unreadable one
     is one UserError naming the reason."""
     try:
@@ -227,4 +237,4 @@ def read_json_file(path: str | os.PathLike, origin: str, fix: str) -> Any:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise UserError(f"{origin} is not UTF-8 text", fix) from None
-    return loads_json(text, origin, fix)
+    return loads_json(text, origin, fix, nan_as_null)

@@ -11,7 +11,7 @@ import typer
 from kttune import bounds
 from kttune.cli_bounds import bounded
 from kttune.cli_common import MARGIN_HELP, MODEL_HELP, PROFILE_HELP, VRAM_HELP, WORKLOAD_HELP
-from kttune.cli_report import REPORT_HELP
+from kttune.cli_report import report_option
 from kttune.errors import UserError
 from kttune.memory.vram import DEFAULT_VRAM_MARGIN
 
@@ -69,7 +69,7 @@ def search(
     model_path: str = typer.Option(None, "--model-path", help="Model directory to put in the launch command."),
     weight_path: str = typer.Option(None, "--kt-weight-path", help="CPU weight directory (converted weights for AMX methods)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (the report goes to stderr)."),
-    report_dir: Path = typer.Option(None, "--report", help=REPORT_HELP),
+    report_dir: Path = report_option(),
     rate: float = bounded(None, "--rate", rule=bounds.RATE_PER_S, help="With --ttft-slo/--tbt-slo: the load (requests/s) the SLO must hold at, checked in simulation (`kttune simulate`)."),
     ttft_slo: str = typer.Option(None, "--ttft-slo", help="Time-to-first-token limit for 90% of requests at --rate, e.g. 10s."),
     tbt_slo: str = typer.Option(None, "--tbt-slo", help="Limit on every gap between tokens for 90% of requests at --rate, e.g. 150ms."),
@@ -140,7 +140,7 @@ def explain(
     host_ram: str = typer.Option(None, "--host-ram", help="Host RAM of the target machine (default: the profile's)."),
     vram_margin: float = bounded(DEFAULT_VRAM_MARGIN, "--vram-margin", rule=bounds.VRAM_MARGIN, help=MARGIN_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the explanation as JSON on stdout."),
-    report_dir: Path = typer.Option(None, "--report", help=REPORT_HELP),
+    report_dir: Path = report_option(),
 ):
     """Explain a given flag set: prefill per prompt length on both paths, the crossover, decode, VRAM."""
     from kttune import api

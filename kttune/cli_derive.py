@@ -47,11 +47,15 @@ def derive(
         raise UserError("CPU options given without --cpu-cores", "pass --cpu-cores N with the other CPU options")
     if gpu is None and gpus is None and cpu_cores is None:
         raise UserError("nothing to change", "pass --gpu, --gpus or --cpu-cores")
+    from kttune.documents import check_output_file, profile_output
+
+    out_path = check_output_file(out, profile_output("kttune profile derive", "", derived=True),
+                                 inputs=[(source, "measured profile")], flag="--out")
     measured = resolve_profile(source, None)  # a file or a shipped name: no inventory needed
     cpu = cpu_target(cpu_cores, cpu_isa, numa, mem_channels, mem_mts, ram_gib) if cpu_cores is not None else None
     created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     d = derive_profile(measured, Change(gpu=gpu, n_gpus=gpus, cpu=cpu, link=link), created=created)
-    path = save_profile(d.profile, out)
+    path = save_profile(d.profile, out_path)
     summary = {"out": str(path), "machine": d.profile.provenance.machine, "kind": d.profile.provenance.kind,
                "labels": d.labels, "assumptions": list(d.assumptions)}
     if as_json:

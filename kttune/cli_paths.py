@@ -59,6 +59,10 @@ def paths(
     from kttune.kernels.kt_ext import quiet_stdout
     from kttune.probes.paths.api import PathsRequest, run_paths
 
+    if out is not None:  # refused before anything runs
+        from kttune.documents import PATHS_OUTPUT, check_output_file
+
+        out = check_output_file(out, PATHS_OUTPUT, inputs=[(profile, "--profile"), (model, "model")])
     req = PathsRequest(
         model=model, method=method, layers=layers, gpu_experts=_ints(gpu_experts, "--gpu-experts", bounds.GPU_EXPERTS) or (0,),
         chunks=_ints(chunks, "--chunks", bounds.FORWARD_TOKENS) or (4096,), prompts=_ints(prompts, "--prompts", bounds.FORWARD_TOKENS) or (1024, 8192),
@@ -69,8 +73,9 @@ def paths(
     with quiet_stdout(to_stderr=True):
         result = run_paths(req, progress=lambda s: err.print(s, highlight=False)).to_dict()
     if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=1))
+        from kttune.hw.profile import write_json_atomic
+
+        write_json_atomic(out, result)
     if as_json:
         typer.echo(json.dumps(result, indent=1))
     else:
@@ -110,16 +115,22 @@ def calibrate(
     from kttune.api import this_machine_inventory
     from kttune.probes.paths.api import calibration_points
 
+    from kttune.bounds import read_json_file
+    from kttune.documents import check_output_file, describe, document_of, is_paths_result, profile_output_from
+
     prof = resolve_profile(profile, None if profile else this_machine_inventory())
+    fix = "pass files written by `kttune paths --out`"
+    out = check_output_file(out, profile_output_from("kttune calibrate", prof),
+                            inputs=[*((p, "results file") for p in results), (profile, "--profile")])
     points = []
     for p in results:
         if not p.is_file():
-            raise UserError(f"results file {str(p)!r} does not exist", "pass files written by `kttune paths --out`")
-        try:
-            d = json.loads(p.read_text())
-        except json.JSONDecodeError as e:
-            raise UserError(f"{str(p)!r} is not JSON ({e.msg})", "pass files written by `kttune paths --out`") from None
-        points += calibration_points(d, prof)
+            raise UserError(f"results file {str(p)!r} does not exist", fix)
+        d = read_json_file(p, repr(str(p)), fix)
+        if not is_paths_result(d):
+            raise UserError(f"{str(p)!r} holds {describe(d)}, not a path-runner result", fix)
+        with document_of(repr(str(p)), "path-runner"):
+            points += calibration_points(d, prof)
     if not points:
         raise UserError("the results hold no predicted forwards to fit", "run `kttune paths` without --small, on the machine the profile describes")
     cal = Calibration.fit(points, source=", ".join(str(p) for p in results))

@@ -12,7 +12,7 @@ import typer
 
 from kttune import bounds
 from kttune.cli_bounds import bounded
-from kttune.cli_report import REPORT_HELP
+from kttune.cli_report import report_option
 from kttune.errors import UserError
 from kttune.hw.profile import HardwareProfile, profile_to_dict
 
@@ -73,7 +73,7 @@ def probe(
     cpu_only: bool = typer.Option(False, "--cpu-only", help="Skip the GPU probes (CPU expert kernels, stage A and host RAM only)."),
     host_ram: Optional[bool] = typer.Option(None, "--host-ram/--skip-host-ram", help="Run or skip the host RAM step (kt-kernel's reserved and resident RAM against max_len, one fresh process per point). Default: run it in a full probe, leave it out of --quick (which stays under a minute)."),
     as_json: bool = typer.Option(False, "--json", help="Print the profile as JSON on stdout instead of tables."),
-    report_dir: Optional[Path] = typer.Option(None, "--report", help=REPORT_HELP),
+    report_dir: Optional[Path] = report_option(),
 ) -> None:
     """Measure this machine (inventory, kt-kernel CPU MoE per method/tokens/threads, stage A writes,
     kt-kernel's host RAM against max_len, GPU probes where present) and save a hardware profile."""
@@ -85,11 +85,16 @@ def probe(
 
     from dataclasses import replace
 
-    from kttune.hw.profile import check_out_path, save_profile_with_fallback
+    from kttune.hw.profile import save_profile_with_fallback
     from kttune.paths import cache_dir
 
-    if out is not None:
-        out = check_out_path(out)  # refused before anything is measured
+    if out is not None:  # refused before anything is measured
+        from kttune.api import this_machine_inventory
+        from kttune.documents import check_output_file, profile_output
+        from kttune.hw.fingerprint import fingerprint
+
+        inv = this_machine_inventory()
+        out = check_output_file(out, profile_output("kttune probe", fingerprint(inv) if inv else "", derived=False))
     spec = _load_model(model) if model else None
     opts = ProbeOptions(
         quick=quick,

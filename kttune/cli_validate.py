@@ -50,6 +50,11 @@ def validate(
     console = Console(stderr=json_out)
     mp = model_path or (model if os.path.isdir(model) else None)
     inp = api.resolve_inputs(model, vram, gpus, profile, workload, method, host_ram, model_path=mp, weight_path=weight_path)
+    if out is not None and write:  # refused before the server is launched
+        from kttune.documents import check_output_file, profile_output_from
+
+        check_output_file(out, profile_output_from("kttune validate", inp.request.profile),
+                          inputs=[(profile, "--profile"), (workload, "--workload")])
     report.header(console, inp.request)
 
     with console.status("starting the server") as status:
