@@ -27,7 +27,13 @@ def _checker(rule: Bound) -> Callable[..., Any]:
         except InvalidValue as e:  # named as the flag however the rule named it
             raise e.renamed(flag_of(param)) from None
 
+    check.rule = rule  # type: ignore[attr-defined]  # what tests and `--help` read back
     return check
+
+
+def rule_of(param: Any) -> Optional[Bound]:
+    """The Bound an option was declared with (`bounded`), or None."""
+    return getattr(getattr(param, "callback", None), "rule", None)
 
 
 def bounded(default: Any, *names: str, rule: Bound, help: str, **kw: Any) -> Any:
