@@ -142,6 +142,10 @@ REPEAT_BELOW_SECONDS = Bound(0, 3600, integer=False, unit="s", example="2.5", wh
 TIMEOUT_SECONDS = Bound(0, 86400, integer=False, lo_open=True, unit="s", example="600", why="a day")
 DURATION_SECONDS = Bound(0, 30 * 86400, integer=False, lo_open=True, unit="s", why="thirty days")
 
+# Profiles: a path-runner or server correction exp(a + b ln M) of the cost model's time.
+CALIBRATION_A = Bound(-10, 10, integer=False, why="a factor past e^10")
+CALIBRATION_B = Bound(-1, 1, integer=False, why="a factor growing faster than the forward size")
+
 # config.json: architecture sizes (hidden size, widths, head counts, ranks) and counts that may be 0.
 CONFIG_SIZE = Bound(1, 1 << 24, why="larger than any real model's")
 CONFIG_COUNT = Bound(0, 1 << 24, why="larger than any real model's")

@@ -235,6 +235,24 @@ def _check_inventory(inv: Inventory, origin: str) -> None:
         bounds.VRAM_BYTES_PER_GPU.check(g.vram_total_bytes, f"inventory.gpus[{i}].vram_total_bytes", where=origin, fix=fix)
 
 
+def _checked_calibration(entries: Any, origin: str) -> tuple[dict, ...]:
+    """The calibration list (kttune.hw.calibration): each entry's method and path named, its
+    factor exp(a + b ln M) finite at every forward size (|a| <= 10, |b| <= 1)."""
+    from kttune.hw.calibration import APPLIED_PATHS, PART_PATHS
+
+    fix = "re-run `kttune calibrate` (or `kttune validate`) to write it again"
+    out = []
+    for i, e in enumerate(entries):
+        where = f"calibration[{i}]"
+        if not isinstance(e, dict) or not isinstance(e.get("method"), str) or e.get("path") not in APPLIED_PATHS + PART_PATHS:
+            raise UserError(f"{origin}: {where} is not a calibration entry (a method, a path of "
+                            f"{', '.join(APPLIED_PATHS + PART_PATHS)}, a and b)", fix)
+        bounds.CALIBRATION_A.check(e.get("a"), f"{where}.a", where=origin, fix=fix)
+        bounds.CALIBRATION_B.check(e.get("b", 0.0), f"{where}.b", where=origin, fix=fix)
+        out.append(dict(e))
+    return tuple(out)
+
+
 def profile_from_dict(d: dict[str, Any], origin: str = "profile") -> HardwareProfile:
     if not isinstance(d, dict):
         raise UserError(f"{origin} holds a JSON {type(d).__name__}, not a kttune hardware profile",
@@ -274,7 +292,7 @@ def profile_from_dict(d: dict[str, Any], origin: str = "profile") -> HardwarePro
             curves=tuple(_curve_from_dict(c) for c in d.get("curves", ())),
             fingerprint=d.get("fingerprint", ""),
             timer=TimerInfo(**d.get("timer", {})),
-            calibration=tuple(dict(e) for e in d.get("calibration", ())),
+            calibration=_checked_calibration(d.get("calibration") or (), origin),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise UserError(

@@ -509,7 +509,7 @@ def test_config_text_past_the_json_limits(capsys, tmp_path, attack):
 @given(data=st.data())
 def test_impossible_machines_in_a_profile(capsys, data):
     doc = copy.deepcopy(BASE_PROFILE)
-    where = data.draw(st.sampled_from(["cores", "ram", "vram", "gpus", "bandwidth"]))
+    where = data.draw(st.sampled_from(["cores", "ram", "vram", "gpus", "bandwidth", "calibration"]))
     cpu = doc["inventory"]["cpu"]
     if where == "cores":
         cpu["physical_cores"] = data.draw(st.sampled_from([0, -16, 10**9, 1.5, "16", None, True]))
@@ -519,14 +519,19 @@ def test_impossible_machines_in_a_profile(capsys, data):
         doc["inventory"]["gpus"][0]["vram_total_bytes"] = data.draw(st.sampled_from([0, -1, 10**15, "80G"]))
     elif where == "gpus":
         doc["inventory"]["gpus"] = doc["inventory"]["gpus"] * 65
-    else:
+    elif where == "bandwidth":
         cpu["mem_bandwidth_gbps"] = data.draw(st.sampled_from([0, -5.0, 1e9, "fast"]))
+    else:  # a path-runner correction exp(a + b ln M) that is no number, or no finite factor
+        entry = {"method": "BF16", "path": "hybrid", "a": 0.1, "b": 0.0, "points": 8, "source": "runs.json"}
+        key, value = data.draw(st.sampled_from([("a", "x"), ("a", 1e300), ("b", 50.0), ("b", None), ("path", "fast"),
+                                                ("method", 5)]))
+        doc["calibration"] = [entry | {key: value}]
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
         prof = root / "profile.json"
         prof.write_text(json.dumps(doc))
         line = check_bad(capsys, search("--storage", str(root / "s.journal"), "--profile", str(prof)), root)
-        assert "inventory" in line or "profile" in line, line
+        assert "inventory" in line or "calibration" in line, line
 
 
 # ---- pipes and signals: real `kttune` processes --------------------------------------------------
