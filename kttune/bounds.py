@@ -225,6 +225,18 @@ def loads_json(text: str | bytes, origin: str, fix: str, nan_as_null: bool = Fal
     return doc
 
 
+def finite_or_null(obj: Any) -> Any:
+    """`obj` with every NaN and infinity replaced by None (null): what kttune writes is standard
+    JSON, which `loads_json` reads back."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite_or_null(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_or_null(v) for v in obj]
+    return obj
+
+
 def read_json_file(path: str | os.PathLike, origin: str, fix: str, nan_as_null: bool = False) -> Any:
     """`loads_json` of a file; a file too large is refused before it is read, an unreadable one
     is one UserError naming the reason."""

@@ -317,20 +317,10 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
 
     def write(tmp: str) -> None:
         with open(tmp, "w") as f:
-            json.dump(_finite_or_null(obj), f, indent=1, sort_keys=False, default=_json_default, allow_nan=False)
+            json.dump(bounds.finite_or_null(obj), f, indent=1, sort_keys=False, default=_json_default, allow_nan=False)
             f.write("\n")
 
     return replace_atomically(path, write)
-
-
-def _finite_or_null(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite_or_null(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite_or_null(v) for v in obj]
-    return obj
 
 
 def _json_default(o: Any) -> Any:
