@@ -142,9 +142,10 @@ REPEAT_BELOW_SECONDS = Bound(0, 3600, integer=False, unit="s", example="2.5", wh
 TIMEOUT_SECONDS = Bound(0, 86400, integer=False, lo_open=True, unit="s", example="600", why="a day")
 DURATION_SECONDS = Bound(0, 30 * 86400, integer=False, lo_open=True, unit="s", why="thirty days")
 
-# Profiles: a path-runner or server correction exp(a + b ln M) of the cost model's time.
-CALIBRATION_A = Bound(-10, 10, integer=False, why="a factor past e^10")
-CALIBRATION_B = Bound(-1, 1, integer=False, why="a factor growing faster than the forward size")
+# Profiles: a path-runner or server correction exp(a + b ln M) of the cost model's time. Loose (a
+# stand-in server writes factors near e^-11), tight enough that no forward size overflows it.
+CALIBRATION_A = Bound(-100, 100, integer=False, why="a factor past e^100")
+CALIBRATION_B = Bound(-10, 10, integer=False, why="a factor growing past the tenth power of the forward size")
 
 # config.json: architecture sizes (hidden size, widths, head counts, ranks) and counts that may be 0.
 CONFIG_SIZE = Bound(1, 1 << 24, why="larger than any real model's")

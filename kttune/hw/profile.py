@@ -237,7 +237,7 @@ def _check_inventory(inv: Inventory, origin: str) -> None:
 
 def _checked_calibration(entries: Any, origin: str) -> tuple[dict, ...]:
     """The calibration list (kttune.hw.calibration): each entry's method and path named, its
-    factor exp(a + b ln M) finite at every forward size (|a| <= 10, |b| <= 1)."""
+    factor exp(a + b ln M) finite at every forward size (|a| <= 100, |b| <= 10)."""
     from kttune.hw.calibration import APPLIED_PATHS, PART_PATHS
 
     fix = "re-run `kttune calibrate` (or `kttune validate`) to write it again"
