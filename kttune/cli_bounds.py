@@ -1,11 +1,13 @@
 """The command line's side of kttune.bounds: an option whose value is checked against a `Bound`
-when it is parsed (one line, exit 2, naming the flag) and whose `--help` states the range."""
+when it is parsed (one line, exit 2, naming the flag) and whose `--help` states the range. A core
+function that raises `InvalidValue` for one of its parameters is mapped to the flag the same way:
+`err.renamed(flag_of(param))`."""
 
 from typing import Any, Callable, Optional
 
 import typer
 
-from kttune.bounds import Bound, InvalidValue
+from kttune.bounds import Bound
 
 
 def flag_of(param: Any) -> str:
@@ -20,12 +22,7 @@ def range_help(help: str, rule: Bound) -> str:
 
 def _checker(rule: Bound) -> Callable[..., Any]:
     def check(param: typer.CallbackParam, value: Optional[Any]) -> Optional[Any]:
-        if value is None:
-            return None
-        try:
-            return rule.check(value, flag_of(param))
-        except InvalidValue as e:  # named as the flag however the rule named it
-            raise e.renamed(flag_of(param)) from None
+        return None if value is None else rule.check(value, flag_of(param))
 
     check.rule = rule  # type: ignore[attr-defined]  # what tests and `--help` read back
     return check
@@ -40,7 +37,3 @@ def bounded(default: Any, *names: str, rule: Bound, help: str, **kw: Any) -> Any
     """`typer.Option(default, *names, help=...)` whose value must satisfy `rule`."""
     return typer.Option(default, *names, help=range_help(help, rule), callback=_checker(rule), **kw)
 
-
-def check_each(values: "list[int]", flag: str, rule: Bound) -> "tuple[int, ...]":
-    """The items of a list option (`--chunks 4096,16384`), each under `rule`."""
-    return tuple(rule.check(v, flag) for v in values)
