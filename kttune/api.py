@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from kttune import bounds
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
 from kttune.emit import result as result_json
@@ -38,10 +39,11 @@ def this_machine_inventory() -> Inventory | None:
         return None
 
 
-# Bounds on sizes no real machine has (a typo such as --vram 9999T is refused, not searched).
-MAX_VRAM_BYTES_PER_GPU = 512 * GIB  # the largest GPUs hold 288 GB (B300, MI355X)
-MAX_HOST_RAM_BYTES = 64 * 1024 * GIB  # the largest single servers hold 32 TiB
-MAX_GPUS = 64
+# Bounds on sizes no real machine has (a typo such as --vram 9999T is refused, not searched): the
+# rules live in kttune.bounds, shared with every command and file input.
+MAX_VRAM_BYTES_PER_GPU = bounds.VRAM_BYTES_PER_GPU.hi
+MAX_HOST_RAM_BYTES = bounds.HOST_RAM_BYTES.hi
+MAX_GPUS = bounds.GPUS.hi
 
 
 @dataclass(frozen=True)
@@ -121,13 +123,8 @@ def resolve_inputs(model: str, vram: str, gpus: int = 1, profile: str | None = N
     """The CLI's strings resolved into a request; bad input raises UserError."""
     from kttune.hw.registry import default_shipped_name, resolve_named_profile
 
-    if gpus < 1:
-        raise UserError(f"--gpus {gpus} must be at least 1", "pass the number of GPUs SGLang will use (tensor parallel)")
-    if not 0.0 <= vram_margin < 0.5:
-        raise UserError(f"--vram-margin {vram_margin} is outside 0..0.5", "use e.g. 0.05 for 5%")
-    if gpus > MAX_GPUS:
-        raise UserError(f"--gpus {gpus} is more GPUs than one SGLang tensor-parallel group spans",
-                        f"pass 1..{MAX_GPUS} (the GPUs of one server)")
+    bounds.GPUS.check(gpus, "--gpus")
+    bounds.VRAM_MARGIN.check(vram_margin, "--vram-margin")
     budget_bytes = parse_size_bytes(vram, "--vram")
     if budget_bytes > MAX_VRAM_BYTES_PER_GPU:
         raise UserError(f"--vram {vram} is {budget_bytes / GIB:,.0f} GiB per GPU, more than any GPU holds "
@@ -162,8 +159,7 @@ def slo_target(rate_per_s: float | None, ttft_s: float | None, tbt_ms: float | N
         return None
     if rate_per_s is None:
         raise UserError("an SLO needs the load it must hold at", "pass --rate, e.g. --rate 1.5 (requests per second)")
-    if rate_per_s <= 0:
-        raise UserError(f"--rate {rate_per_s:g} must be positive", "pass requests per second, e.g. --rate 1.5")
+    bounds.RATE_PER_S.check(rate_per_s, "--rate")
     if ttft_s is None and tbt_ms is None:
         raise UserError("--rate without an SLO", "add --ttft-slo (e.g. 10s) and/or --tbt-slo (e.g. 150ms)")
     return SloTarget(rate_per_s, ttft_s, tbt_ms)
@@ -188,12 +184,11 @@ def launch_config(inp: Inputs, gpu_experts: int, chunk: int, threshold: int, max
     """A user-given flag set, checked against the model, the method and the profile's measured
     thread counts. `cpuinfer` None: the most measured threads below the core count."""
     req = inp.request
-    for name, v in (("--gpu-experts", gpu_experts), ("--threshold", threshold)):
-        if v < 0:
-            raise UserError(f"{name} {v} is negative", "pass 0 or more")
-    for name, v in (("--chunk", chunk), ("--max-total-tokens", max_total_tokens)):
-        if v <= 0:
-            raise UserError(f"{name} {v} must be positive", "pass a token count such as 8192")
+    for name, v, rule in (("--gpu-experts", gpu_experts, bounds.GPU_EXPERTS), ("--threshold", threshold, bounds.THRESHOLD_TOKENS),
+                          ("--chunk", chunk, bounds.FORWARD_TOKENS), ("--max-total-tokens", max_total_tokens, bounds.KV_TOKENS)):
+        rule.check(v, name)
+    if cpuinfer is not None:
+        bounds.THREADS.check(cpuinfer, "--cpuinfer")
     if gpu_experts > req.model.num_experts:
         raise UserError(f"--gpu-experts {gpu_experts} exceeds the {req.model.num_experts} experts per layer",
                         f"pass 0..{req.model.num_experts}")

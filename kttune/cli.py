@@ -9,8 +9,10 @@ from typing import List, Optional
 
 import typer
 
+from kttune import bounds
+from kttune.cli_bounds import bounded
 from kttune.cli_common import MARGIN_HELP, MODEL_HELP, PROFILE_HELP, VRAM_HELP, WORKLOAD_HELP
-from kttune.cli_report import REPORT_HELP
+from kttune.cli_report import report_option
 from kttune.errors import UserError
 from kttune.memory.vram import DEFAULT_VRAM_MARGIN
 from kttune.spec.launch_args import names_of
@@ -67,25 +69,25 @@ def _emit_json(obj) -> None:
 def search(
     model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
     vram: str = typer.Option(..., "--vram", help=VRAM_HELP),
-    gpus: int = typer.Option(1, "--gpus", help="GPUs (tensor-parallel size); --vram is per GPU."),
+    gpus: int = bounded(1, "--gpus", rule=bounds.GPUS, help="GPUs (tensor-parallel size); --vram is per GPU."),
     profile: str = typer.Option(None, "--profile", help=PROFILE_HELP),
     workload: str = typer.Option("rag", "--workload", "-w", help=WORKLOAD_HELP),
     method: str = typer.Option(None, "--kt-method", help="Override the KT method detected from quantization_config."),
-    trials: int = typer.Option(None, "--trials", help="Optuna trials: default 300 model-evaluated (5-8 ms each on a 2-core VM), or 20 measured with --measure (in the study, across every process sharing it)."),
+    trials: int = bounded(None, "--trials", rule=bounds.TRIALS, help="Optuna trials: default 300 model-evaluated (5-8 ms each on a 2-core VM), or 20 measured with --measure (in the study, across every process sharing it)."),
     measure: bool = typer.Option(False, "--measure", help="Score trials by measurement (the path runner on this machine) instead of the model; the model's candidates and the kt run / KT doc defaults are measured first."),
     budget: str = typer.Option(None, "--budget", help="Time budget of a measured search, e.g. 10m, 90s, 1h (this process; rerun to resume)."),
     evaluator: str = typer.Option("runner", "--evaluator", help="What measures with --measure: runner (GPU), runner-cpu (its CPU variant), model (a dry run on the cost model)."),
     storage: str = typer.Option(None, "--storage", help="Optuna storage: a journal file path or an RDB URL (sqlite:///x.db). Default: a journal in the user cache dir; :memory: for a throwaway study. Rerunning the same search resumes it."),
     storage_password_file: str = typer.Option(None, "--storage-password-file", help="File whose first line is the password of the --storage database URL, kept out of shell history (or set $KTTUNE_STORAGE_PASSWORD / $KTTUNE_STORAGE_PASSWORD_FILE). kttune shows the URL with the password as ***."),
-    seed: int = typer.Option(None, "--seed", help="Sampler seed, for a reproducible search."),
+    seed: int = bounded(None, "--seed", rule=bounds.SEED, help="Sampler seed, for a reproducible search."),
     host_ram: str = typer.Option(None, "--host-ram", help="Host RAM of the target machine (default: the profile's)."),
-    vram_margin: float = typer.Option(DEFAULT_VRAM_MARGIN, "--vram-margin", help=MARGIN_HELP),
+    vram_margin: float = bounded(DEFAULT_VRAM_MARGIN, "--vram-margin", rule=bounds.VRAM_MARGIN, help=MARGIN_HELP),
     chunks: str = typer.Option(None, "--chunks", help="Chunk sizes to search instead of the defaults (1024..131072), e.g. 8192,65536; multiples of 64."),
     model_path: str = typer.Option(None, "--model-path", help="Model directory to put in the launch command."),
     weight_path: str = typer.Option(None, "--kt-weight-path", help="CPU weight directory (converted weights for AMX methods)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (the report goes to stderr)."),
-    report_dir: Path = typer.Option(None, "--report", help=REPORT_HELP),
-    rate: float = typer.Option(None, "--rate", help="With --ttft-slo/--tbt-slo: the load (requests/s) the SLO must hold at, checked in simulation (`kttune simulate`)."),
+    report_dir: Path = report_option(),
+    rate: float = bounded(None, "--rate", rule=bounds.RATE_PER_S, help="With --ttft-slo/--tbt-slo: the load (requests/s) the SLO must hold at, checked in simulation (`kttune simulate`)."),
     ttft_slo: str = typer.Option(None, "--ttft-slo", help="Time-to-first-token limit for 90% of requests at --rate, e.g. 10s."),
     tbt_slo: str = typer.Option(None, "--tbt-slo", help="Limit on every gap between tokens for 90% of requests at --rate, e.g. 150ms."),
 ):
@@ -151,20 +153,20 @@ def explain(
     command: str = typer.Option(None, "--command", help="The same launch command as one string (as pasted from a shell; backslash line breaks are fine)."),
     model: str = typer.Option(None, "--model", "-m", help=MODEL_HELP),
     vram: str = typer.Option(None, "--vram", help=VRAM_HELP),
-    gpu_experts: int = typer.Option(None, "--gpu-experts", *names_of("num_gpu_experts"), help="GPU experts per MoE layer."),
-    chunk: int = typer.Option(None, "--chunk", *names_of("chunked_prefill_size"), help="Tokens per prefill forward (default 8192)."),
-    threshold: int = typer.Option(None, "--threshold", *names_of("gpu_prefill_token_threshold"), help="Forwards of at least this many tokens go layerwise (tokens; default 0 = layerwise off)."),
-    max_total_tokens: int = typer.Option(None, *names_of("max_total_tokens"), help="KV pool size in tokens (default 65536)."),
-    cpuinfer: int = typer.Option(None, "--cpuinfer", *names_of("cpuinfer_threads"), help="kt-kernel threads (default: the most measured below the core count)."),
-    gpus: int = typer.Option(None, "--gpus", *names_of("tp"), help="GPUs (tensor-parallel size; default 1)."),
+    gpu_experts: int = bounded(None, "--gpu-experts", *names_of("num_gpu_experts"), rule=bounds.GPU_EXPERTS, help="GPU experts per MoE layer."),
+    chunk: int = bounded(None, "--chunk", *names_of("chunked_prefill_size"), rule=bounds.FORWARD_TOKENS, help="Tokens per prefill forward (default 8192)."),
+    threshold: int = bounded(None, "--threshold", *names_of("gpu_prefill_token_threshold"), rule=bounds.THRESHOLD_TOKENS, help="Forwards of at least this many tokens go layerwise (tokens; default 0 = layerwise off)."),
+    max_total_tokens: int = bounded(None, *names_of("max_total_tokens"), rule=bounds.KV_TOKENS, help="KV pool size in tokens (default 65536)."),
+    cpuinfer: int = bounded(None, "--cpuinfer", *names_of("cpuinfer_threads"), rule=bounds.THREADS, help="kt-kernel threads (default: the most measured below the core count)."),
+    gpus: int = bounded(None, "--gpus", *names_of("tp"), rule=bounds.GPUS, help="GPUs (tensor-parallel size; default 1)."),
     profile: str = typer.Option(None, "--profile", help=PROFILE_HELP),
     workload: str = typer.Option("rag", "--workload", "-w", help=WORKLOAD_HELP),
     method: str = typer.Option(None, *names_of("method"), help="Override the detected KT method."),
     host_ram: str = typer.Option(None, "--host-ram", help="Host RAM of the target machine (default: the profile's)."),
-    vram_margin: float = typer.Option(DEFAULT_VRAM_MARGIN, "--vram-margin", help=MARGIN_HELP),
+    vram_margin: float = bounded(DEFAULT_VRAM_MARGIN, "--vram-margin", rule=bounds.VRAM_MARGIN, help=MARGIN_HELP),
     compare: bool = typer.Option(True, "--compare/--no-compare", help="With a launch command: run the search on the same inputs and show what it would change."),
     json_out: bool = typer.Option(False, "--json", help="Print the explanation as JSON on stdout."),
-    report_dir: Path = typer.Option(None, "--report", help=REPORT_HELP),
+    report_dir: Path = report_option(),
 ):
     """Explain a flag set or a whole sglang-kt launch command: does it fit (VRAM by phase, host RAM),
     which path each forward takes, prefill per prompt length, decode per request and for the batch.

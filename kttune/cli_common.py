@@ -19,6 +19,10 @@ console script) file descriptor 1 is pointed at stderr and Python's `sys.stdout`
 saved duplicate of the real stdout, so what native code prints on fd 1 (kt-kernel's
 `CPUInfer[...]: Goodbye` lines at interpreter exit) lands on stderr.
 
+A reader that goes away (`kttune search ... | head -1`, a closed stdout `>&-`): what is still to
+print goes to /dev/null and the command ends with its own exit code (0, or 1 for "does not fit"),
+never a traceback and never exit 1 for the pipe (`reader_safe_streams`).
+
 Encoding: stdout and stderr are reconfigured with `errors="replace"`, so a non-UTF-8 locale
 (`LC_ALL=C PYTHONCOERCECLOCALE=0`) prints `?` for what it cannot encode instead of crashing.
 """
@@ -84,6 +88,67 @@ def json_stdout_for_process() -> None:
     sys.stdout = open(real, "w", encoding=enc, errors="replace", closefd=True)
 
 
+class _ReaderSafe:
+    """The process's stdout: when the reader is gone (EPIPE), the file descriptor is pointed at
+    /dev/null and writing goes on there, so the command finishes its work and its exit code."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def _reader_gone(self) -> None:
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self._stream.fileno())
+            os.close(null)
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._reader_gone()
+            return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._reader_gone()
+            try:
+                self._stream.flush()  # what was buffered goes to /dev/null
+            except OSError:
+                pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def reader_safe_streams() -> None:
+    """For the process (the console script): a stdout or stderr closed at start (`>&-`) is opened
+    on /dev/null (Python leaves it None, and every print would fail); stdout survives its reader
+    going away (`_ReaderSafe`)."""
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        if getattr(sys, name) is None:
+            try:
+                os.fstat(fd)
+            except OSError:  # closed: the lowest free descriptor is this one, so /dev/null takes it
+                null = os.open(os.devnull, os.O_WRONLY)
+                if null != fd:
+                    os.dup2(null, fd)
+                    os.close(null)
+            try:
+                setattr(sys, name, open(fd, "w", encoding="utf-8", errors="replace", closefd=False))
+            except OSError:
+                setattr(sys, name, open(os.devnull, "w"))
+    if not isinstance(sys.stdout, _ReaderSafe):
+        sys.stdout = _ReaderSafe(sys.stdout)
+
+
 def _click_exception_types() -> tuple[type, ...]:
     """ClickException as typer raises it: typer >= 0.24 vendors click as `typer._click`; older
     typers use click itself."""
@@ -133,10 +198,13 @@ def run_app(app: Callable[..., Any], argv: list[str] | None) -> int:
 
     from kttune.errors import UserError
 
+    if argv is None:
+        reader_safe_streams()
     safe_streams()
     args = list(sys.argv[1:] if argv is None else argv)
     if argv is None and "--json" in args:
         json_stdout_for_process()
+        reader_safe_streams()
     try:
         # typer turns Ctrl-C into Exit(130), which non-standalone mode returns as the value.
         rc = app(args=args, standalone_mode=False, prog_name="kttune")
@@ -154,6 +222,9 @@ def run_app(app: Callable[..., Any], argv: list[str] | None) -> int:
     except (typer.Abort, KeyboardInterrupt):
         error_line(INTERRUPTED)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # a reader gone past the guard (a stream a library opened on fd 1)
+        _ReaderSafe(sys.stdout)._reader_gone()
+        return EXIT_OK
     except Exception as e:  # noqa: BLE001 -- the one place an exception becomes a line
         if isinstance(e, _click_exception_types()):
             ctx = getattr(e, "ctx", None)
@@ -181,5 +252,5 @@ def run_app(app: Callable[..., Any], argv: list[str] | None) -> int:
     finally:
         try:
             sys.stdout.flush()
-        except (OSError, ValueError):
+        except (OSError, ValueError, AttributeError):
             pass

@@ -10,6 +10,8 @@ from typing import Optional
 
 import typer
 
+from kttune import bounds
+from kttune.cli_bounds import bounded
 from kttune.errors import UserError
 
 
@@ -17,14 +19,14 @@ def derive(
     source: str = typer.Argument(..., help="The measured profile: a file or a shipped name (`kttune profiles`)."),
     out: str = typer.Option(..., "--out", "-o", help="Where to write the derived profile (JSON)."),
     gpu: Optional[str] = typer.Option(None, "--gpu", help="Target GPU from the built-in table (`--gpu list` lists them)."),
-    gpus: Optional[int] = typer.Option(None, "--gpus", help="Target GPU count (default: the measured count)."),
+    gpus: Optional[int] = bounded(None, "--gpus", rule=bounds.GPUS, help="Target GPU count (default: the measured count)."),
     link: Optional[str] = typer.Option(None, "--link", help="GPU-to-GPU link for all-reduce: pcie or nvlink (default pcie)."),
-    cpu_cores: Optional[int] = typer.Option(None, "--cpu-cores", help="Target CPU physical cores (all sockets)."),
+    cpu_cores: Optional[int] = bounded(None, "--cpu-cores", rule=bounds.CPU_CORES, help="Target CPU physical cores (all sockets)."),
     cpu_isa: Optional[str] = typer.Option(None, "--cpu-isa", help="Target CPU ISA class: amx, avx512 or avx2 (default: the measured one)."),
-    numa: int = typer.Option(1, "--numa", help="Target NUMA nodes (kt-kernel thread pools)."),
-    mem_channels: Optional[int] = typer.Option(None, "--mem-channels", help="Target populated DDR channels (all sockets)."),
-    mem_mts: int = typer.Option(4800, "--mem-mts", help="Target DDR speed in MT/s."),
-    ram_gib: Optional[float] = typer.Option(None, "--ram-gib", help="Target host RAM in GiB."),
+    numa: int = bounded(1, "--numa", rule=bounds.NUMA_NODES, help="Target NUMA nodes (kt-kernel thread pools)."),
+    mem_channels: Optional[int] = bounded(None, "--mem-channels", rule=bounds.MEM_CHANNELS, help="Target populated DDR channels (all sockets)."),
+    mem_mts: int = bounded(4800, "--mem-mts", rule=bounds.MEM_MTS, help="Target DDR speed in MT/s."),
+    ram_gib: Optional[float] = bounded(None, "--ram-gib", rule=bounds.HOST_RAM_GIB, help="Target host RAM in GiB."),
     as_json: bool = typer.Option(False, "--json", help="Print the result summary as JSON."),
 ) -> None:
     """Write a profile for other GPUs, another GPU count or another CPU; each curve is labelled
@@ -45,11 +47,15 @@ def derive(
         raise UserError("CPU options given without --cpu-cores", "pass --cpu-cores N with the other CPU options")
     if gpu is None and gpus is None and cpu_cores is None:
         raise UserError("nothing to change", "pass --gpu, --gpus or --cpu-cores")
+    from kttune.documents import check_output_file, profile_output
+
+    out_path = check_output_file(out, profile_output("kttune profile derive", "", derived=True),
+                                 inputs=[(source, "measured profile")], flag="--out")
     measured = resolve_profile(source, None)  # a file or a shipped name: no inventory needed
     cpu = cpu_target(cpu_cores, cpu_isa, numa, mem_channels, mem_mts, ram_gib) if cpu_cores is not None else None
     created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     d = derive_profile(measured, Change(gpu=gpu, n_gpus=gpus, cpu=cpu, link=link), created=created)
-    path = save_profile(d.profile, out)
+    path = save_profile(d.profile, out_path)
     summary = {"out": str(path), "machine": d.profile.provenance.machine, "kind": d.profile.provenance.kind,
                "labels": d.labels, "assumptions": list(d.assumptions)}
     if as_json:

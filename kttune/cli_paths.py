@@ -10,37 +10,41 @@ from typing import Optional
 import typer
 
 from kttune.cli_report import check_report_extras, report_option, write_command_report
+from kttune import bounds
+from kttune.cli_bounds import bounded, range_help
 from kttune.errors import UserError
 
 
-def _ints(values: Optional[list[str]], flag: str) -> tuple[int, ...]:
+def _ints(values: Optional[list[str]], flag: str, rule: bounds.Bound) -> tuple[int, ...]:
+    """A comma-separated list option, each item a whole number under `rule`."""
     out = []
     for v in values or []:
         for part in str(v).split(","):
             if part.strip():
                 try:
-                    out.append(int(part))
+                    n = int(part)
                 except ValueError:
                     raise UserError(f"{flag} {part!r} is not a whole number", f"pass e.g. {flag} 4096,16384") from None
+                out.append(rule.check(n, flag))
     return tuple(out)
 
 
 def paths(
     model: str = typer.Argument(..., help="Catalog name or HF model directory."),
     method: Optional[str] = typer.Option(None, "--method", help="KT method (default: the checkpoint's)."),
-    layers: int = typer.Option(2, "--layers", help="Consecutive MoE decoder layers to build and run (K)."),
-    gpu_experts: Optional[list[str]] = typer.Option(None, "--gpu-experts", help="GPU experts per layer, comma-separated (default 0)."),
-    chunks: Optional[list[str]] = typer.Option(None, "--chunks", help="--chunked-prefill-size values (default 4096)."),
-    prompts: Optional[list[str]] = typer.Option(None, "--prompts", help="Prompt lengths in tokens (default 1024,8192)."),
-    threshold: Optional[int] = typer.Option(None, "--threshold", help="--kt-gpu-prefill-token-threshold (default: the chunk)."),
+    layers: int = bounded(2, "--layers", rule=bounds.LAYER_COUNT, help="Consecutive MoE decoder layers to build and run (K)."),
+    gpu_experts: Optional[list[str]] = typer.Option(None, "--gpu-experts", help=range_help("GPU experts per layer, comma-separated (default 0).", bounds.GPU_EXPERTS)),
+    chunks: Optional[list[str]] = typer.Option(None, "--chunks", help=range_help("--chunked-prefill-size values (default 4096).", bounds.FORWARD_TOKENS)),
+    prompts: Optional[list[str]] = typer.Option(None, "--prompts", help=range_help("Prompt lengths in tokens (default 1024,8192).", bounds.FORWARD_TOKENS)),
+    threshold: Optional[int] = bounded(None, "--threshold", rule=bounds.THRESHOLD_TOKENS, help="--kt-gpu-prefill-token-threshold (default: the chunk)."),
     force: Optional[list[str]] = typer.Option(None, "--force", help="Also run each prompt forced onto these paths (hybrid, layerwise)."),
-    sweep: Optional[list[str]] = typer.Option(None, "--sweep", help="Forward sizes timed on both paths alone (measures the crossover)."),
-    cpuinfer: int = typer.Option(0, "--cpuinfer", help="--kt-cpuinfer threads (default cores-3)."),
+    sweep: Optional[list[str]] = typer.Option(None, "--sweep", help=range_help("Forward sizes timed on both paths alone (measures the crossover).", bounds.FORWARD_TOKENS)),
+    cpuinfer: int = bounded(0, "--cpuinfer", rule=bounds.THREADS_OR_DEFAULT, help="--kt-cpuinfer threads (0: cores-3)."),
     small: bool = typer.Option(False, "--small", help="The model's architecture at small shapes (the CPU variant)."),
     device: str = typer.Option("", "--device", help="cuda or cpu (default: cuda when present)."),
-    max_run_s: float = typer.Option(60.0, "--max-run-s", help="Skip runs the cost model predicts to take longer (x1.5)."),
-    repeat_below_s: float = typer.Option(2.5, "--repeat-below-s", help="Runs shorter than this run again (0: never)."),
-    repeats: int = typer.Option(2, "--repeats", help="How many times such a run runs; the fastest is kept."),
+    max_run_s: float = bounded(60.0, "--max-run-s", rule=bounds.RUN_SECONDS, help="Skip runs the cost model predicts to take longer (x1.5)."),
+    repeat_below_s: float = bounded(2.5, "--repeat-below-s", rule=bounds.REPEAT_BELOW_SECONDS, help="Runs shorter than this run again (0: never)."),
+    repeats: int = bounded(2, "--repeats", rule=bounds.REPEATS, help="How many times such a run runs; the fastest is kept."),
     profile: Optional[str] = typer.Option(None, "--profile", help="Profile for the predictions (default: as `kttune search`)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Also write the JSON result to this file."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON result on stdout instead of tables."),
@@ -59,18 +63,23 @@ def paths(
     from kttune.kernels.kt_ext import quiet_stdout
     from kttune.probes.paths.api import PathsRequest, run_paths
 
+    if out is not None:  # refused before anything runs
+        from kttune.documents import PATHS_OUTPUT, check_output_file
+
+        out = check_output_file(out, PATHS_OUTPUT, inputs=[(profile, "--profile"), (model, "model")])
     req = PathsRequest(
-        model=model, method=method, layers=layers, gpu_experts=_ints(gpu_experts, "--gpu-experts") or (0,),
-        chunks=_ints(chunks, "--chunks") or (4096,), prompts=_ints(prompts, "--prompts") or (1024, 8192),
+        model=model, method=method, layers=layers, gpu_experts=_ints(gpu_experts, "--gpu-experts", bounds.GPU_EXPERTS) or (0,),
+        chunks=_ints(chunks, "--chunks", bounds.FORWARD_TOKENS) or (4096,), prompts=_ints(prompts, "--prompts", bounds.FORWARD_TOKENS) or (1024, 8192),
         threshold=threshold, force=tuple(x for f in force or [] for x in f.split(",") if x),
-        sweep=_ints(sweep, "--sweep"), cpuinfer=cpuinfer, small=small, device=device, max_run_s=max_run_s, profile=profile,
+        sweep=_ints(sweep, "--sweep", bounds.FORWARD_TOKENS), cpuinfer=cpuinfer, small=small, device=device, max_run_s=max_run_s, profile=profile,
         repeat_below_s=repeat_below_s, repeats=repeats)
     err = Console(stderr=True)
     with quiet_stdout(to_stderr=True):
         result = run_paths(req, progress=lambda s: err.print(s, highlight=False)).to_dict()
     if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=1))
+        from kttune.hw.profile import write_json_atomic
+
+        write_json_atomic(out, result)
     if as_json:
         typer.echo(json.dumps(result, indent=1))
     else:
@@ -110,16 +119,22 @@ def calibrate(
     from kttune.api import this_machine_inventory
     from kttune.probes.paths.api import calibration_points
 
+    from kttune.bounds import read_json_file
+    from kttune.documents import check_output_file, describe, document_of, is_paths_result, profile_output_from
+
     prof = resolve_profile(profile, None if profile else this_machine_inventory())
+    fix = "pass files written by `kttune paths --out`"
+    out = check_output_file(out, profile_output_from("kttune calibrate", prof),
+                            inputs=[*((p, "results file") for p in results), (profile, "--profile")])
     points = []
     for p in results:
         if not p.is_file():
-            raise UserError(f"results file {str(p)!r} does not exist", "pass files written by `kttune paths --out`")
-        try:
-            d = json.loads(p.read_text())
-        except json.JSONDecodeError as e:
-            raise UserError(f"{str(p)!r} is not JSON ({e.msg})", "pass files written by `kttune paths --out`") from None
-        points += calibration_points(d, prof)
+            raise UserError(f"results file {str(p)!r} does not exist", fix)
+        d = read_json_file(p, repr(str(p)), fix)
+        if not is_paths_result(d):
+            raise UserError(f"{str(p)!r} holds {describe(d)}, not a path-runner result", fix)
+        with document_of(repr(str(p)), "path-runner"):
+            points += calibration_points(d, prof)
     if not points:
         raise UserError("the results hold no predicted forwards to fit", "run `kttune paths` without --small, on the machine the profile describes")
     cal = Calibration.fit(points, source=", ".join(str(p) for p in results))

@@ -10,7 +10,9 @@ from typing import Any, Optional
 
 import typer
 
-from kttune.cli_report import REPORT_HELP
+from kttune import bounds
+from kttune.cli_bounds import bounded
+from kttune.cli_report import report_option
 from kttune.errors import UserError
 from kttune.hw.profile import HardwareProfile, profile_to_dict
 
@@ -65,13 +67,13 @@ def probe(
     model: Optional[str] = typer.Option(None, "--model", help="Measure this model's expert shape (catalog name or model directory) instead of representative shapes."),
     methods: Optional[list[str]] = typer.Option(None, "--methods", help="KT methods to measure, comma-separated or repeated (default: all the host's kt-kernel runs: AMXINT4, AMXINT8, BF16, FP8, RAWINT4)."),
     threads: Optional[list[str]] = typer.Option(None, "--threads", help="CPU worker thread counts (--kt-cpuinfer), comma-separated or repeated. Default: a series that includes cores-1 and cores."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Largest token count of the CPU MoE curves (the largest chunk). Default 256 with --quick, else 8192."),
+    max_tokens: Optional[int] = bounded(None, "--max-tokens", rule=bounds.FORWARD_TOKENS, help="Largest token count of the CPU MoE curves (the largest chunk). Default 256 with --quick, else 8192."),
     out: Optional[Path] = typer.Option(None, "--out", help="Also write the profile (JSON) to this file. It is always cached by fingerprint for `kttune search`; curves of the cached profile that this run does not re-measure are kept (see --fresh)."),
     fresh: bool = typer.Option(False, "--fresh", help="Do not keep curves of this machine's cached profile that this run does not re-measure."),
     cpu_only: bool = typer.Option(False, "--cpu-only", help="Skip the GPU probes (CPU expert kernels, stage A and host RAM only)."),
     host_ram: Optional[bool] = typer.Option(None, "--host-ram/--skip-host-ram", help="Run or skip the host RAM step (kt-kernel's reserved and resident RAM against max_len, one fresh process per point). Default: run it in a full probe, leave it out of --quick (which stays under a minute)."),
     as_json: bool = typer.Option(False, "--json", help="Print the profile as JSON on stdout instead of tables."),
-    report_dir: Optional[Path] = typer.Option(None, "--report", help=REPORT_HELP),
+    report_dir: Optional[Path] = report_option(),
 ) -> None:
     """Measure this machine (inventory, kt-kernel CPU MoE per method/tokens/threads, stage A writes,
     kt-kernel's host RAM against max_len, GPU probes where present) and save a hardware profile."""
@@ -90,13 +92,16 @@ def probe(
 
     from dataclasses import replace
 
-    from kttune.hw.profile import check_out_path, save_profile_with_fallback
+    from kttune.hw.profile import save_profile_with_fallback
     from kttune.paths import cache_dir
 
-    if max_tokens is not None and not 1 <= max_tokens <= 1 << 20:
-        raise UserError(f"--max-tokens {max_tokens} is outside 1..{1 << 20}", "pass a chunk size such as 8192")
-    if out is not None:
-        out = check_out_path(out)  # refused before anything is measured
+    if out is not None:  # refused before anything is measured
+        from kttune.api import this_machine_inventory
+        from kttune.documents import check_output_file, profile_output
+        from kttune.hw.fingerprint import fingerprint
+
+        inv = this_machine_inventory()
+        out = check_output_file(out, profile_output("kttune probe", fingerprint(inv) if inv else "", derived=False))
     spec = _load_model(model) if model else None
     opts = ProbeOptions(
         quick=quick,

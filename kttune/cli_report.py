@@ -15,9 +15,16 @@ REPORT_HELP = ("Also write DIR/report.md with PNG figures, and the JSON document
                "(`kttune report DIR` rebuilds it). No display needed.")
 
 
+def _report_dir(value: Optional[Path]) -> Optional[Path]:
+    from kttune.documents import check_report_dir
+
+    return None if value is None else check_report_dir(value)  # refused before the command's work
+
+
 def report_option():
-    """The `--report DIR` option, for any command whose result has figures."""
-    return typer.Option(None, "--report", help=REPORT_HELP)
+    """The `--report DIR` option, for any command whose result has figures: a directory that is
+    not a kttune report (kttune.documents) is refused when the option is read."""
+    return typer.Option(None, "--report", help=REPORT_HELP, callback=_report_dir)
 
 
 def check_report_extras(report_dir: Optional[Path]) -> None:
@@ -33,9 +40,10 @@ def write_command_report(report_dir: Path, json_out: bool = False, *, results=()
     """What `--report DIR` does after a command: write the report of its documents (search/explain
     results, profiles, path-runner rows, simulation results) and say where it went (on stderr
     when stdout carries JSON)."""
+    from kttune.documents import check_report_dir
     from kttune.emit.markdown_report import ReportInputs, write_report
 
-    written = write_report(report_dir, ReportInputs(results=list(results), profiles=list(profiles), runs=list(runs),
+    written = write_report(check_report_dir(report_dir), ReportInputs(results=list(results), profiles=list(profiles), runs=list(runs),
                                                     sims=list(sims)), save_documents=True)
     print_written(written, stderr=json_out)
     return written
@@ -51,10 +59,12 @@ def report(
 ) -> None:
     """Write a Markdown report with figures (prefill against prompt length, VRAM, Pareto front, probe
     curves, path-runner calibration, schedule simulation) from saved results. No display needed."""
+    from kttune.documents import check_report_dir
     from kttune.emit.markdown_report import read_inputs, write_report
     from kttune.extras import require
 
     require("matplotlib", "`kttune report` (its figures)")
+    check_report_dir(out, "--out", inputs=[(f, "input") for f in files])  # its documents are not rewritten
     written = write_report(out, read_inputs([str(f) for f in files]), title or "kttune report")
     print_written(written, json_out)
 

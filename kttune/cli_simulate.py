@@ -8,6 +8,8 @@ from pathlib import Path
 
 import typer
 
+from kttune import bounds
+from kttune.cli_bounds import bounded
 from kttune.cli_common import MODEL_HELP
 from kttune.cli_report import check_report_extras, report_option, write_command_report
 
@@ -19,24 +21,24 @@ def register(app: typer.Typer) -> None:
     def simulate(
         model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
         workload: str = typer.Option("summarize", "--workload", "-w", help="summarize | chat (presets with stated statistics) or a trace file (.csv / .jsonl of arrival_s, prompt_tokens, output_tokens)."),
-        rate: float = typer.Option(None, "--rate", help="Poisson arrival rate, requests/s (presets: default half the rate at which idle-server prefill of the mean prompt fills the server; traces: rescales their arrivals)."),
-        requests: int = typer.Option(1000, "--requests", help="Requests to simulate (presets)."),
-        seed: int = typer.Option(0, "--seed", help="Seed of the request sample."),
+        rate: float = bounded(None, "--rate", rule=bounds.RATE_PER_S, help="Poisson arrival rate, requests/s (presets: default half the rate at which idle-server prefill of the mean prompt fills the server; traces: rescales their arrivals)."),
+        requests: int = bounded(1000, "--requests", rule=bounds.REQUESTS, help="Requests to simulate (presets)."),
+        seed: int = bounded(0, "--seed", rule=bounds.SEED, help="Seed of the request sample."),
         profile: str = typer.Option(None, "--profile", help="Hardware profile (file or shipped name, `kttune profiles`)."),
         method: str = typer.Option(None, "--kt-method", help="Override the detected KT method."),
-        gpus: int = typer.Option(1, "--gpus", help="GPUs (tensor-parallel size)."),
-        gpu_experts: int = typer.Option(0, "--gpu-experts", help="--kt-num-gpu-experts (per MoE layer)."),
-        chunk: int = typer.Option(8192, "--chunk", help="--chunked-prefill-size (tokens)."),
-        threshold: int = typer.Option(None, "--threshold", help="--kt-gpu-prefill-token-threshold (default min(4096, chunk) for layerwise methods, else 0)."),
-        max_total_tokens: int = typer.Option(262144, "--max-total-tokens", help="KV pool size in tokens."),
-        max_running: int = typer.Option(32, "--max-running-requests", help="--max-running-requests."),
-        cpuinfer: int = typer.Option(None, "--cpuinfer", help="--kt-cpuinfer threads (default: the most measured below the core count)."),
+        gpus: int = bounded(1, "--gpus", rule=bounds.GPUS, help="GPUs (tensor-parallel size)."),
+        gpu_experts: int = bounded(0, "--gpu-experts", rule=bounds.GPU_EXPERTS, help="--kt-num-gpu-experts (per MoE layer)."),
+        chunk: int = bounded(8192, "--chunk", rule=bounds.FORWARD_TOKENS, help="--chunked-prefill-size (tokens)."),
+        threshold: int = bounded(None, "--threshold", rule=bounds.THRESHOLD_TOKENS, help="--kt-gpu-prefill-token-threshold (default min(4096, chunk) for layerwise methods, else 0)."),
+        max_total_tokens: int = bounded(262144, "--max-total-tokens", rule=bounds.KV_TOKENS, help="KV pool size in tokens."),
+        max_running: int = bounded(32, "--max-running-requests", rule=bounds.RUNNING_REQUESTS, help="--max-running-requests."),
+        cpuinfer: int = bounded(None, "--cpuinfer", rule=bounds.THREADS, help="--kt-cpuinfer threads (default: the most measured below the core count)."),
         schedules: str = typer.Option("chunked,hybrid,layered", "--schedules", help="Comma-separated: chunked, hybrid, layered."),
-        groups: int = typer.Option(None, "--groups", help="Layered: fixed layer-group count (default: the paper's rule, ceil(tokens / 512))."),
-        large_chunk: int = typer.Option(8192, "--large-chunk", help="Layered: prompt tokens staged at once (longer prompts are cut)."),
+        groups: int = bounded(None, "--groups", rule=bounds.LAYER_COUNT, help="Layered: fixed layer-group count (default: the paper's rule, ceil(tokens / 512))."),
+        large_chunk: int = bounded(8192, "--large-chunk", rule=bounds.FORWARD_TOKENS, help="Layered: prompt tokens staged at once (longer prompts are cut)."),
         ttft_slo: str = typer.Option(None, "--ttft-slo", help="TTFT limit, e.g. 10s (default: the preset's)."),
         tbt_slo: str = typer.Option(None, "--tbt-slo", help="Limit on every gap between tokens, e.g. 150ms (default: the preset's; traces: 5 x a 32-request decode step at 4K context)."),
-        router_skew: float = typer.Option(0.0, "--router-skew", help="Zipf exponent of expert popularity (0 = uniform routing)."),
+        router_skew: float = bounded(0.0, "--router-skew", rule=bounds.ROUTER_SKEW, help="Zipf exponent of expert popularity (0 = uniform routing)."),
         capacity: bool = typer.Option(False, "--capacity", help="Also find each schedule's highest rate with >= 90% SLO attainment."),
         samples: bool = typer.Option(False, "--samples", help="Put per-request TTFT and longest gap in the JSON (for plots)."),
         json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (the table goes to stderr)."),

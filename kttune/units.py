@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from kttune.bounds import DURATION_SECONDS
 from kttune.errors import UserError
 
 GIB = 1024**3
@@ -19,6 +20,7 @@ _UNITS = {
     "g": GIB, "gb": GIB, "gib": GIB,
     "t": 1024**4, "tb": 1024**4, "tib": 1024**4,
 }
+_MAX_SIZE_BYTES = 1 << 60  # an exbibyte: past any machine; the commands' own bounds are tighter
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*$")
 
 
@@ -34,6 +36,8 @@ def parse_size_bytes(text: str, what: str = "--vram") -> int:
     value = float(m.group(1)) * _UNITS[unit]
     if value <= 0:
         raise UserError(f"{what} {text!r} must be positive", "give a size such as 32G or 24GB")
+    if value > _MAX_SIZE_BYTES:  # also an overflow to infinity: 400 nines
+        raise UserError(f"{what} {str(text)[:40]!r} is larger than any memory", "give a size such as 32G or 24GB")
     return int(value)
 
 
@@ -52,6 +56,9 @@ def parse_duration_s(text: str, what: str, bare_unit: str = "s") -> float:
     value = sum(float(num) * _DURATION_S[(unit or bare_unit).lower()] for num, unit in parts)
     if value <= 0:
         raise UserError(f"{what} {text!r} must be positive", "give a duration such as 10s or 150ms")
+    if value > DURATION_SECONDS.hi:  # also an overflow to infinity: 400 nines
+        raise UserError(f"{what} {str(text)[:40]!r} is longer than {DURATION_SECONDS.why}",
+                        "give a duration such as 10s, 150ms or 2h")
     return value
 
 

@@ -7,7 +7,7 @@ included, parsed with `ast` (nothing is imported, so an inversion hidden inside 
                  |    (never the reverse)
     core      search -> cost -> memory -> spec         (optuna, numpy; no torch, no rendering)
                           \\-> hw ------/
-    base      units  config  errors  extras  paths  net
+    base      units  config  errors  extras  paths  net  bounds
 
 An arrow is "may import". The core is spec, hw, memory, cost, search (and sim, calibration once
 they exist) plus units, config, errors, extras, paths, net: it imports nothing above it. The rules are the table RULES;
@@ -34,8 +34,8 @@ SCRIPT_DIRS = ("tests", "benchmarks", "scripts")
 
 CORE = ("kttune.spec", "kttune.hw", "kttune.memory", "kttune.cost", "kttune.search", "kttune.sim",
         "kttune.calibration", "kttune.units", "kttune.config", "kttune.errors", "kttune.extras", "kttune.paths",
-        "kttune.net")
-APP = ("kttune.cli", "kttune.cli_*", "kttune.api", "kttune.emit")
+        "kttune.net", "kttune.bounds")
+APP = ("kttune.cli", "kttune.cli_*", "kttune.api", "kttune.emit", "kttune.documents")
 RENDERERS = ("rich", "matplotlib", "typer")
 
 
@@ -61,7 +61,8 @@ RULES = (
          ("kttune.hw", "kttune.cost", "kttune.search", "kttune.sim", "kttune.calibration")),
     Rule("cost does not search", ("kttune.cost",), ("kttune.search", "kttune.sim")),
     Rule("base modules import no kttune package",
-         ("kttune.units", "kttune.config", "kttune.errors", "kttune.extras", "kttune.paths", "kttune.net"),
+         ("kttune.units", "kttune.config", "kttune.errors", "kttune.extras", "kttune.paths", "kttune.net",
+          "kttune.bounds"),
          ("kttune.spec", "kttune.hw", "kttune.memory", "kttune.cost", "kttune.search")),
     Rule("validation's pure parts read text and numbers only (the process and HTTP side is validate.server/run)",
          ("kttune.validate.logs", "kttune.validate.plan", "kttune.validate.compare"),

@@ -8,13 +8,16 @@ repeated in the caption under it.
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import dataclass, field
+import shutil
+import tempfile
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from kttune.bounds import read_json_file
+from kttune.documents import REPORT_MARK, document_of
 from kttune.errors import UserError
 from kttune.paths import replace_atomically
 from kttune.units import GIB
@@ -29,6 +32,9 @@ class ReportInputs:
     profiles: list[dict] = field(default_factory=list)  # hardware profiles (`kttune probe --json`)
     runs: list[dict] = field(default_factory=list)  # path-runner rows (schema: figures.fig_calibration)
     sims: list[dict] = field(default_factory=list)  # simulation results (schema: figures.fig_schedules)
+    # Where each document came from (id of the document -> its file), for documents read from files
+    # the user named: a document a figure cannot read is then bad input naming the file, not a bug.
+    origins: dict[int, str] = field(default_factory=dict)
 
     def empty(self) -> bool:
         return not (self.results or self.profiles or self.runs or self.sims)
@@ -158,24 +164,32 @@ def read_inputs(paths: list[str | os.PathLike]) -> ReportInputs:
         raise UserError("no JSON documents to report on", "pass files written by `kttune search --json > r.json` "
                         "or `kttune probe --json`, or a directory holding them")
     inp = ReportInputs()
+    fix = "pass the file kttune wrote with --json (stdout only)"
     for f in files:
-        try:
-            doc = json.loads(f.read_text())
-        except json.JSONDecodeError as e:
-            raise UserError(f"{str(f)!r} is not valid JSON (line {e.lineno}: {e.msg})",
-                            "pass the file kttune wrote with --json (stdout only)") from None
-        kind = classify(doc)
+        doc = read_json_file(f, repr(str(f)), fix)
+        with document_of(repr(str(f)), "result"):
+            kind = classify(doc)
         if kind is None:
             raise UserError(f"{str(f)!r} is no kttune result, profile, path-runner or simulation document",
                             "pass the output of `kttune search/explain/probe --json`")
-        if kind in ("search", "explain"):
-            inp.results.append(doc)
-        elif kind == "profile":
-            inp.profiles.append(doc)
-        elif kind == "runner":
-            inp.runs += runner_rows(doc) or []
-        else:
-            inp.sims.append(sim_result(doc))
+        with document_of(repr(str(f)), kind):
+            if kind == "profile":
+                from kttune.hw.profile import profile_from_dict
+
+                profile_from_dict(doc, origin=repr(str(f)))  # the profile reader's checks, one line each
+            if kind in ("search", "explain"):
+                inp.results.append(doc)
+            elif kind == "profile":
+                inp.profiles.append(doc)
+            elif kind == "runner":
+                rows = runner_rows(doc) or []
+                inp.runs += rows
+                inp.origins.update((id(r), repr(str(f))) for r in rows)
+                continue
+            else:
+                doc = sim_result(doc)
+                inp.sims.append(doc)
+            inp.origins[id(doc)] = repr(str(f))
     return inp
 
 
@@ -321,44 +335,60 @@ def _runner_section(inputs: ReportInputs, out: Path, figures: list[FigureFile]) 
 
 def write_report(out_dir: str | os.PathLike, inputs: ReportInputs, title: str = "kttune report",
                  save_documents: bool = False) -> WrittenReport:
-    """Write `report.md` and its PNG figures into `out_dir` (created if needed; files are written
-    atomically). With `save_documents`, the input documents go beside them as JSON, so that
-    `kttune report DIR` rebuilds the report."""
-    from kttune.emit import figures as F
-    from kttune.emit.result import kttune_version
-    from kttune.hw.profile import write_json_atomic
-
+    """Write `report.md` and its PNG figures into `out_dir` (created if needed). The report is
+    built in a staging directory beside it and moved in file by file once whole: a document a
+    figure cannot read stops it with `out_dir` as it was. With `save_documents`, the input
+    documents go beside them as JSON, so that `kttune report DIR` rebuilds the report."""
     from kttune.extras import require
 
     if inputs.empty():
         raise UserError("nothing to report", "pass search, explain, probe, path-runner or simulation results")
-    require("matplotlib", "the report's figures")  # before the directory is made
+    require("matplotlib", "the report's figures")  # before anything is made
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    base = out.parent
+    while not base.exists() and base != base.parent:
+        base = base.parent
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=base))
+    try:
+        written = _write_report_into(stage, inputs, title, save_documents)
+        out.mkdir(parents=True, exist_ok=True)
+        for f in sorted(stage.iterdir()):
+            os.replace(f, out / f.name)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    moved = lambda p: out / p.name  # noqa: E731
+    return WrittenReport(moved(written.markdown), tuple(replace(f, path=moved(f.path)) for f in written.figures),
+                         tuple(moved(d) for d in written.documents))
+
+
+def _write_report_into(out: Path, inputs: ReportInputs, title: str, save_documents: bool) -> WrittenReport:
+    from kttune.emit import figures as F
+    from kttune.emit.result import kttune_version
+    from kttune.hw.profile import write_json_atomic
+
     figures: list[FigureFile] = []
     docs: list[Path] = []
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    lines = [f"# {title}", "", f"Written by kttune {kttune_version()} at {now}. Each figure names the profile "
+    lines = [f"# {title}", "", f"{REPORT_MARK} {kttune_version()} at {now}. Each figure names the profile "
              "it rests on, where that profile was measured, and the calibration error.", ""]
+    origin = inputs.origins.get
 
     def suffix(i: int, n: int) -> str:
         return f"-{i + 1}" if n > 1 else ""
 
     for i, doc in enumerate(inputs.results):
-        lines += _result_section(doc, suffix(i, len(inputs.results)), out, inputs.runs, figures)
+        with document_of(origin(id(doc)), "result"):
+            lines += _result_section(doc, suffix(i, len(inputs.results)), out, inputs.runs, figures)
     for i, doc in enumerate(inputs.profiles):
-        lines += _profile_section(doc, suffix(i, len(inputs.profiles)), out, figures)
+        with document_of(origin(id(doc)), "profile"):
+            lines += _profile_section(doc, suffix(i, len(inputs.profiles)), out, figures)
     if inputs.runs:
-        lines += _runner_section(inputs, out, figures)
+        files = sorted({o for o in map(origin, map(id, inputs.runs)) if o})
+        with document_of(", ".join(files) if files else None, "path-runner"):
+            lines += _runner_section(inputs, out, figures)
     for i, sim in enumerate(inputs.sims):
-        lines += ["## Serving simulation: prefill schedules", ""]
-        for name, s in sim["schedules"].items():
-            lines.append(f"- {name}: {len(s.get('ttft_s') or ())} requests, "
-                         f"{len(s.get('attainment') or ())} arrival rates")
-        lines.append("")
-        lines += _figure_md(_save_figure(F.fig_schedules(sim, inputs.results[0] if inputs.results else None), out,
-                                         f"schedules{suffix(i, len(inputs.sims))}", "Schedules: TTFT, TBT, attainment",
-                                         figures))
+        with document_of(origin(id(sim)), "simulation"):
+            lines += _sim_section(sim, suffix(i, len(inputs.sims)), inputs, out, figures)
     if save_documents:
         named = [(f"result{suffix(i, len(inputs.results))}.json", d) for i, d in enumerate(inputs.results)]
         named += [(f"profile{suffix(i, len(inputs.profiles))}.json", d) for i, d in enumerate(inputs.profiles)]
@@ -370,3 +400,15 @@ def write_report(out_dir: str | os.PathLike, inputs: ReportInputs, title: str = 
     md = out / "report.md"
     _write_text_atomic(md, "\n".join(lines).rstrip() + "\n")
     return WrittenReport(md, tuple(figures), tuple(docs))
+
+
+def _sim_section(sim: dict, k: str, inputs: ReportInputs, out: Path, figures: list[FigureFile]) -> list[str]:
+    from kttune.emit import figures as F
+
+    lines = ["## Serving simulation: prefill schedules", ""]
+    for name, s in sim["schedules"].items():
+        lines.append(f"- {name}: {len(s.get('ttft_s') or ())} requests, "
+                     f"{len(s.get('attainment') or ())} arrival rates")
+    lines.append("")
+    return lines + _figure_md(_save_figure(F.fig_schedules(sim, inputs.results[0] if inputs.results else None), out,
+                                           f"schedules{k}", "Schedules: TTFT, TBT, attainment", figures))

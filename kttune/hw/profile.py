@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from kttune import bounds
+from kttune.bounds import read_json_file
 from kttune.errors import UserError
 from kttune.hw.curve_kinds import CURVE_KINDS  # the kinds and their derive rules, one table
 
@@ -210,6 +212,39 @@ def _curve_from_dict(d: dict[str, Any]) -> Curve:
     )
 
 
+def _check_inventory(inv: Inventory, origin: str) -> None:
+    """The machine's sizes the models divide and multiply by (kttune.bounds): cores, RAM, GPUs."""
+    fix = "re-run `kttune probe` to write it again"
+    cpu = inv.cpu
+    bounds.CPU_CORES.check(cpu.physical_cores, "inventory.cpu.physical_cores", where=origin, fix=fix)
+    if cpu.ram_total_bytes:  # 0: not recorded (then --host-ram is asked for)
+        bounds.HOST_RAM_BYTES.check(cpu.ram_total_bytes, "inventory.cpu.ram_total_bytes", where=origin, fix=fix)
+    if cpu.mem_bandwidth_gbps is not None:
+        bounds.BANDWIDTH_GBPS.check(cpu.mem_bandwidth_gbps, "inventory.cpu.mem_bandwidth_gbps", where=origin, fix=fix)
+    if len(inv.gpus) > bounds.GPUS.hi:
+        bounds.GPUS.check(len(inv.gpus), "the GPU count of inventory.gpus", where=origin, fix=fix)
+    for i, g in enumerate(inv.gpus):
+        bounds.VRAM_BYTES_PER_GPU.check(g.vram_total_bytes, f"inventory.gpus[{i}].vram_total_bytes", where=origin, fix=fix)
+
+
+def _checked_calibration(entries: Any, origin: str) -> tuple[dict, ...]:
+    """The calibration list (kttune.hw.calibration): each entry's method and path named, its
+    factor exp(a + b ln M) finite at every forward size (|a| <= 100, |b| <= 10)."""
+    from kttune.hw.calibration import APPLIED_PATHS, PART_PATHS
+
+    fix = "re-run `kttune calibrate` (or `kttune validate`) to write it again"
+    out = []
+    for i, e in enumerate(entries):
+        where = f"calibration[{i}]"
+        if not isinstance(e, dict) or not isinstance(e.get("method"), str) or e.get("path") not in APPLIED_PATHS + PART_PATHS:
+            raise UserError(f"{origin}: {where} is not a calibration entry (a method, a path of "
+                            f"{', '.join(APPLIED_PATHS + PART_PATHS)}, a and b)", fix)
+        bounds.CALIBRATION_A.check(e.get("a"), f"{where}.a", where=origin, fix=fix)
+        bounds.CALIBRATION_B.check(e.get("b", 0.0), f"{where}.b", where=origin, fix=fix)
+        out.append(dict(e))
+    return tuple(out)
+
+
 def profile_from_dict(d: dict[str, Any], origin: str = "profile") -> HardwareProfile:
     if not isinstance(d, dict):
         raise UserError(f"{origin} holds a JSON {type(d).__name__}, not a kttune hardware profile",
@@ -239,6 +274,7 @@ def profile_from_dict(d: dict[str, Any], origin: str = "profile") -> HardwarePro
             hostname=inv.get("hostname", ""),
             notes=_tuple(inv.get("notes")),
         )
+        _check_inventory(inventory, origin)
         prov = dict(d["provenance"])
         prov["notes"] = _tuple(prov.get("notes"))
         prov["sources"] = _tuple(prov.get("sources"))
@@ -249,7 +285,7 @@ def profile_from_dict(d: dict[str, Any], origin: str = "profile") -> HardwarePro
             curves=tuple(_curve_from_dict(c) for c in d.get("curves", ())),
             fingerprint=d.get("fingerprint", ""),
             timer=TimerInfo(**d.get("timer", {})),
-            calibration=tuple(dict(e) for e in d.get("calibration", ())),
+            calibration=_checked_calibration(d.get("calibration") or (), origin),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise UserError(
@@ -262,23 +298,19 @@ def load_profile(path: str | os.PathLike) -> HardwareProfile:
     p = Path(path)
     if not p.is_file():
         raise UserError(f"profile {str(p)!r} does not exist", "pass a file written by `kttune probe`, or a name from `kttune profiles`")
-    try:
-        d = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"cannot read profile {str(p)!r} ({getattr(e, 'strerror', None) or e})",
-                        "pass a JSON file written by `kttune probe`") from None
-    except json.JSONDecodeError as e:
-        raise UserError(f"profile {str(p)!r} is not valid JSON (line {e.lineno}: {e.msg})", "re-run `kttune probe` to write it again") from None
+    d = read_json_file(p, f"profile {str(p)!r}", "pass a JSON file written by `kttune probe` (re-run it to write the file again)",
+                       nan_as_null=True)
     return profile_from_dict(d, origin=f"profile {str(p)!r}")
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
-    """Write JSON to `path` atomically (kttune.paths.replace_atomically)."""
+    """Write JSON to `path` atomically (kttune.paths.replace_atomically). A NaN or infinity (a
+    diagnostic not measured) is written as null: the file stays JSON that kttune.bounds reads."""
     from kttune.paths import replace_atomically
 
     def write(tmp: str) -> None:
         with open(tmp, "w") as f:
-            json.dump(obj, f, indent=1, sort_keys=False, default=_json_default)
+            json.dump(bounds.finite_or_null(obj), f, indent=1, sort_keys=False, default=_json_default, allow_nan=False)
             f.write("\n")
 
     return replace_atomically(path, write)
@@ -294,23 +326,6 @@ def _json_default(o: Any) -> Any:
 
 def save_profile(p: HardwareProfile, path: str | os.PathLike) -> Path:
     return write_json_atomic(path, profile_to_dict(p))
-
-
-def check_out_path(path: str | os.PathLike, what: str = "--out") -> Path:
-    """Refuse, before any measuring, an output path that cannot take a file: a directory, a device,
-    a path under a file, an unwritable place. Changes nothing."""
-    p = Path(path).expanduser()
-    if p.exists() and not p.is_file():
-        raise UserError(f"{what} {p} is {'a directory' if p.is_dir() else 'not a regular file'}",
-                        f"pass {what} a file path, e.g. {p / 'profile.json' if p.is_dir() else 'profile.json'}")
-    up = p.parent
-    while not up.exists() and up != up.parent:
-        up = up.parent
-    if not up.is_dir():
-        raise UserError(f"{what} {p} lies under {up}, which is a file, not a directory", f"pass {what} a file path")
-    if not os.access(up if not p.exists() else p, os.W_OK):
-        raise UserError(f"{what} {p} is not writable", f"pass {what} a path in a writable directory")
-    return p
 
 
 def save_profile_with_fallback(p: HardwareProfile, paths: Iterable[str | os.PathLike],

@@ -5,11 +5,11 @@ the default shipped profile when this machine's own GPU curves are missing."""
 from __future__ import annotations
 
 import difflib
-import json
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
+from kttune.bounds import loads_json
 from kttune.errors import UserError
 from kttune.hw.fingerprint import fingerprint
 from kttune.hw.profile import HardwareProfile, Inventory, Provenance, load_profile, profile_from_dict
@@ -28,7 +28,8 @@ def shipped_names() -> list[str]:
 
 def load_shipped(name: str) -> HardwareProfile:
     f = resources.files("kttune.profiles") / f"{name}.json"
-    return profile_from_dict(json.loads(f.read_text()), origin=f"shipped profile {name!r}")
+    origin = f"shipped profile {name!r}"
+    return profile_from_dict(loads_json(f.read_text(), origin, "reinstall kttune", nan_as_null=True), origin=origin)
 
 
 def default_shipped_name() -> str:

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Sequence
 
+from kttune.bounds import FORWARD_TOKENS
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
 from kttune.cost.prefill import crossover_tokens
@@ -100,6 +101,8 @@ def parse_chunks(text: str, page: int = CHUNK_PAGE) -> tuple[int, ...]:
             n = int(part[:-1] if mult > 1 else part) * mult
         except ValueError:
             raise UserError(f"--chunks value {part!r} is not a token count", "pass e.g. --chunks 8192,65536") from None
+        if n > FORWARD_TOKENS.hi:
+            FORWARD_TOKENS.check(n, "--chunks")
         if n <= 0 or n % page:
             raise UserError(f"--chunks value {n} is not a positive multiple of {page}",
                             f"use a multiple of {page}, e.g. {max(page, n // page * page) or page}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from kttune.bounds import finite_or_null
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
 from kttune.sim import engine
@@ -108,22 +109,11 @@ class SimulationReport:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict:
-        return _clean({
+        return finite_or_null({
             "schema": "kttune.simulate/1", "model": self.model, "method": self.method, "profile": self.profile,
             "flags": self.flags, "workload": self.workload, "slo": self.slo.to_dict(), "router_skew": self.router_skew,
             "schedules": [s.to_dict() for s in self.schedules], "schedule_settings": list(self.schedule_settings),
             "capacity": [c.to_dict() for c in self.capacity], "notes": list(self.notes)})
-
-
-def _clean(x):
-    """NaN and infinity -> None, so the JSON is standard."""
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    return x
 
 
 def paper_rule_tbt_slo_ms(costs: IterationCosts) -> float:

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from kttune.bounds import CONFIG_COUNT, CONFIG_SIZE, Bound
 from kttune.errors import UserError
 from kttune.spec.methods import FORMATS, NATIVE_METHOD_FOR_FORMAT, get_method
 from kttune.spec.model_spec import ModelSpec
@@ -42,11 +43,20 @@ def _first(cfg: dict, *keys: str) -> Any:
 MAX_LAYERS = 1 << 12
 
 
+FIX_CONFIG = "fix or re-download config.json"
+
+
 def _larger_than_real(name: str, key: str, v: int) -> UserError:
-    return UserError(f"config.json of {name}: {key} = {v} is larger than any real model's", "fix or re-download config.json")
+    return UserError(f"config.json of {name}: {key} = {v} is larger than any real model's", FIX_CONFIG)
 
 
-def _int(cfg: dict, name: str, *keys: str, default: int | None = None) -> int:
+def _key_of(cfg: dict, keys: tuple[str, ...]) -> str:
+    return next((k for k in keys if cfg.get(k) is not None), keys[0])
+
+
+def _int(cfg: dict, name: str, *keys: str, default: int | None = None, rule: Bound = CONFIG_SIZE) -> int:
+    """The first of `keys` present, a whole number under `rule` (kttune.bounds: JSON true, 128.7 or
+    "64" are refused, never truncated); `default` when none is present, else a UserError."""
     v = _first(cfg, *keys)
     if v is None:
         if default is not None:
@@ -55,14 +65,23 @@ def _int(cfg: dict, name: str, *keys: str, default: int | None = None) -> int:
             f"config.json of {name} has no {' / '.join(keys)}",
             "point --model at a HuggingFace causal-LM checkpoint directory (its config.json names the architecture)",
         )
-    try:
-        if isinstance(v, bool):  # JSON true/false: int(True) would read as 1
-            raise TypeError
-        return int(v)
-    except (TypeError, ValueError):
-        raise UserError(
-            f"config.json of {name}: {keys[0]} = {v!r} is not an integer", "fix or re-download config.json"
-        ) from None
+    return rule.check(v, _key_of(cfg, keys), where=f"config.json of {name}", fix=FIX_CONFIG)
+
+
+def _count(cfg: dict, name: str, key: str, default: int = 0) -> int:
+    """An optional count or size that may be 0 (`n_shared_experts`, `q_lora_rank`): absent or null
+    reads as `default`; present, it is a whole number >= 0."""
+    return _int(cfg, name, key, default=default, rule=CONFIG_COUNT)
+
+
+def _layer_list(cfg: dict, name: str, key: str, num_layers: int) -> list:
+    """A per-layer list (`layer_types`, `attn_type_list`): one entry per decoder layer at least."""
+    v = cfg[key]
+    if not isinstance(v, list) or len(v) < num_layers:
+        n = f"{len(v)} entries" if isinstance(v, list) else f"a {type(v).__name__}"
+        raise UserError(f"config.json of {name}: {key} holds {n} for {num_layers} layers",
+                        f"give {key} one entry per layer, or {FIX_CONFIG}")
+    return v[:num_layers]
 
 
 def language_config(config: dict) -> dict:
@@ -192,16 +211,21 @@ def _ignored(module: str, patterns: list[str]) -> bool:
 # ---- layers ------------------------------------------------------------------------------------------
 
 
-def _moe_layer_ids(cfg: dict, num_layers: int) -> tuple[int, ...]:
+def _moe_layer_ids(cfg: dict, name: str, num_layers: int) -> tuple[int, ...]:
     if "first_k_dense_replace" in cfg or "moe_layer_freq" in cfg:
         # DeepSeek/Kimi/GLM: layer i is MoE iff i >= first_k_dense_replace and i % moe_layer_freq == 0
-        k = int(cfg.get("first_k_dense_replace") or 0)
-        freq = int(cfg.get("moe_layer_freq") or 1)
+        k = _count(cfg, name, "first_k_dense_replace")
+        freq = _int(cfg, name, "moe_layer_freq", default=1)
         return tuple(i for i in range(num_layers) if i >= k and i % freq == 0)
     if "mlp_only_layers" in cfg or "decoder_sparse_step" in cfg:
         # Qwen MoE: MoE iff not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0
-        dense = set(cfg.get("mlp_only_layers") or [])
-        step = int(cfg.get("decoder_sparse_step") or 1)
+        listed = cfg.get("mlp_only_layers") or []
+        if not isinstance(listed, list):
+            raise UserError(f"config.json of {name}: mlp_only_layers = {listed!r} is not a list of layer indices",
+                            f"list the dense layers, e.g. [0, 1], or {FIX_CONFIG}")
+        layer = Bound(0, num_layers - 1, why=f"the model has {num_layers} layers")
+        dense = {layer.check(i, "mlp_only_layers entry", where=f"config.json of {name}", fix=FIX_CONFIG) for i in listed}
+        step = _int(cfg, name, "decoder_sparse_step", default=1)
         return tuple(i for i in range(num_layers) if i not in dense and (i + 1) % step == 0)
     return tuple(range(num_layers))  # MiniMax, gpt-oss, Mixtral: every layer is MoE
 
@@ -214,21 +238,22 @@ class _AttentionLayers:
     sliding_window: int
 
 
-def _attention_layers(cfg: dict, family: str, num_layers: int, notes: list[str]) -> _AttentionLayers:
+def _attention_layers(cfg: dict, name: str, family: str, num_layers: int, notes: list[str]) -> _AttentionLayers:
     layers = range(num_layers)
-    window = int(cfg.get("sliding_window") or 0)
-    types = cfg.get("layer_types")
-    if isinstance(types, list) and len(types) >= num_layers:
-        kinds = [str(t) for t in types[:num_layers]]
+    window = _count(cfg, name, "sliding_window")
+    if cfg.get("layer_types") is not None:
+        kinds = [str(t) for t in _layer_list(cfg, name, "layer_types", num_layers)]
     elif family == "qwen3_next" or "full_attention_interval" in cfg:
-        n = int(cfg.get("full_attention_interval") or 4)
+        n = _int(cfg, name, "full_attention_interval", default=4)
         kinds = ["full_attention" if (i + 1) % n == 0 else "linear_attention" for i in layers]
-    elif isinstance(cfg.get("attn_type_list"), list) and len(cfg["attn_type_list"]) >= num_layers:
+    elif cfg.get("attn_type_list") is not None:
         # MiniMax: 1 = softmax (full) attention, 0 = lightning (linear) attention
-        kinds = ["full_attention" if int(t) == 1 else "linear_attention" for t in cfg["attn_type_list"][:num_layers]]
+        kind = Bound(0, 1)
+        kinds = ["full_attention" if kind.check(t, "attn_type_list entry", where=f"config.json of {name}", fix=FIX_CONFIG) == 1
+                 else "linear_attention" for t in _layer_list(cfg, name, "attn_type_list", num_layers)]
     elif cfg.get("use_sliding_window") and window:
         # Qwen2/3: layers from max_window_layers on use the sliding window
-        start = int(cfg.get("max_window_layers") or 0)
+        start = _count(cfg, name, "max_window_layers")
         kinds = ["sliding_attention" if i >= start else "full_attention" for i in layers]
     else:
         if window and family == "mixtral":
@@ -269,12 +294,12 @@ class NonExpertParams:
         )
 
 
-def _mla_attention_params(cfg: dict, h: int, heads: int) -> tuple[int, int]:
-    q_lora = int(cfg.get("q_lora_rank") or 0)
-    kv_lora = int(cfg["kv_lora_rank"])
-    rope = int(cfg.get("qk_rope_head_dim") or 0)
-    nope = int(cfg.get("qk_nope_head_dim") or 0)
-    v = int(cfg.get("v_head_dim") or nope)
+def _mla_attention_params(cfg: dict, name: str, h: int, heads: int) -> tuple[int, int]:
+    q_lora = _count(cfg, name, "q_lora_rank")
+    kv_lora = _int(cfg, name, "kv_lora_rank")
+    rope = _count(cfg, name, "qk_rope_head_dim")
+    nope = _count(cfg, name, "qk_nope_head_dim")
+    v = _int(cfg, name, "v_head_dim", default=nope or 0, rule=CONFIG_COUNT)
     qk = nope + rope
     linear = (h * q_lora + q_lora * heads * qk) if q_lora else h * heads * qk
     linear += h * (kv_lora + rope)  # kv_a_proj_with_mqa
@@ -302,13 +327,13 @@ def _gqa_attention_params(cfg: dict, family: str, h: int, heads: int, kv: int, h
     return linear, other
 
 
-def _linear_attention_params(cfg: dict, h: int) -> tuple[int, int]:
+def _linear_attention_params(cfg: dict, name: str, h: int) -> tuple[int, int]:
     """Qwen3-Next Gated DeltaNet layer (transformers `Qwen3NextGatedDeltaNet`)."""
-    nk = int(cfg.get("linear_num_key_heads") or 16)
-    nv = int(cfg.get("linear_num_value_heads") or 32)
-    dk = int(cfg.get("linear_key_head_dim") or 128)
-    dv = int(cfg.get("linear_value_head_dim") or 128)
-    conv = int(cfg.get("linear_conv_kernel_dim") or 4)
+    nk = _int(cfg, name, "linear_num_key_heads", default=16)
+    nv = _int(cfg, name, "linear_num_value_heads", default=32)
+    dk = _int(cfg, name, "linear_key_head_dim", default=128)
+    dv = _int(cfg, name, "linear_value_head_dim", default=128)
+    conv = _int(cfg, name, "linear_conv_kernel_dim", default=4)
     key_dim, value_dim = nk * dk, nv * dv
     linear = h * (2 * key_dim + 2 * value_dim) + h * 2 * nv + value_dim * h  # in_proj_qkvz, in_proj_ba, out_proj
     other = (2 * key_dim + value_dim) * conv + 2 * nv + dv  # conv1d, A_log + dt_bias, gated norm
@@ -400,13 +425,14 @@ def _parse(
             "kttune reads n_routed_experts / num_experts / num_local_experts; pick a supported family "
             "(run `kttune models`)",
         )
-    if num_experts is None or int(num_experts) <= 1:
+    if num_experts is not None:
+        num_experts = _int(cfg, name, "n_routed_experts", "num_experts", "num_local_experts", rule=CONFIG_COUNT)
+    if num_experts is None or num_experts <= 1:
         raise UserError(
             f"{name} is a dense model (no routed experts); kttune tunes MoE models served with KTransformers",
             "pick an MoE model (run `kttune models` for the catalog) or a checkpoint whose config.json has "
             "n_routed_experts / num_experts / num_local_experts",
         )
-    num_experts = int(num_experts)
     h = _int(cfg, name, "hidden_size")
     num_layers = _int(cfg, name, "num_hidden_layers", "num_layers", "n_layers")
     if num_layers > MAX_LAYERS:  # checked before the per-layer tables below are built
@@ -417,13 +443,14 @@ def _parse(
         dense_width = 0
     else:
         expert_width = _int(cfg, name, "moe_intermediate_size", "intermediate_size")
-        dense_width = int(cfg.get("intermediate_size") or 0)
+        dense_width = _count(cfg, name, "intermediate_size")
     if "n_shared_experts" in cfg and family not in EXPERT_WIDTH_IN_INTERMEDIATE_SIZE:
-        shared_width = int(cfg.get("n_shared_experts") or 0) * expert_width  # a count of expert-wide MLPs
+        shared_width = _count(cfg, name, "n_shared_experts") * expert_width  # a count of expert-wide MLPs
     else:
-        shared_width = int(_first(cfg, "shared_expert_intermediate_size", "shared_intermediate_size") or 0)
+        shared_width = _int(cfg, name, "shared_expert_intermediate_size", "shared_intermediate_size", default=0,
+                            rule=CONFIG_COUNT)
 
-    moe_ids = _moe_layer_ids(cfg, num_layers)
+    moe_ids = _moe_layer_ids(cfg, name, num_layers)
     if not moe_ids:
         raise UserError(
             f"{name} is a dense model (no routed experts); kttune tunes MoE models served with KTransformers",
@@ -437,24 +464,28 @@ def _parse(
     heads = _int(cfg, name, "num_attention_heads", "n_heads")
     kv_heads = _int(cfg, name, "num_key_value_heads", "num_attention_heads", "n_heads")
     vocab = _int(cfg, name, "vocab_size")
-    max_pos = _int(cfg, name, "max_position_embeddings", "seq_length", default=0)
+    max_pos = _int(cfg, name, "max_position_embeddings", "seq_length", default=0, rule=CONFIG_COUNT)
     tie = bool(cfg.get("tie_word_embeddings", False))
-    mla = family in MLA_FAMILIES or int(cfg.get("kv_lora_rank") or 0) > 0
+    mla = family in MLA_FAMILIES or _count(cfg, name, "kv_lora_rank") > 0
 
-    layers = _attention_layers(cfg, family, num_layers, notes)
+    layers = _attention_layers(cfg, name, family, num_layers, notes)
     if mla:
-        rope = int(cfg.get("qk_rope_head_dim") or 0)
-        nope = int(cfg.get("qk_nope_head_dim") or 0)
-        head_dim = int(cfg.get("head_dim") or 0) if not (nope or rope) else nope + rope
-        v_head_dim = int(cfg.get("v_head_dim") or nope)
-        attn_linear, attn_other = _mla_attention_params(cfg, h, heads)
+        rope = _count(cfg, name, "qk_rope_head_dim")
+        nope = _count(cfg, name, "qk_nope_head_dim")
+        head_dim = _int(cfg, name, "head_dim", default=0) if not (nope or rope) else nope + rope
+        v_head_dim = _int(cfg, name, "v_head_dim", default=nope, rule=CONFIG_COUNT)
+        attn_linear, attn_other = _mla_attention_params(cfg, name, h, heads)
     else:
-        head_dim = int(cfg.get("head_dim") or h // heads)
+        if heads % kv_heads:
+            raise UserError(f"config.json of {name}: {heads} attention heads do not split over {kv_heads} KV heads "
+                            "(grouped-query attention shares each KV head by a whole number of heads)",
+                            "fix num_attention_heads / num_key_value_heads in config.json")
+        head_dim = _int(cfg, name, "head_dim", default=h // heads)  # absent: hidden / heads; present: at least 1
         v_head_dim = head_dim
         attn_linear, attn_other = _gqa_attention_params(cfg, family, h, heads, kv_heads, head_dim)
     lin_linear, lin_other = (0, 0)
     if layers.linear:
-        lin_linear, lin_other = _linear_attention_params(cfg, h)
+        lin_linear, lin_other = _linear_attention_params(cfg, name, h)
     n_softmax = len(layers.full) + len(layers.sliding)
     n_linear = len(layers.linear)
 
@@ -520,9 +551,9 @@ def _parse(
         num_kv_heads=kv_heads,
         head_dim=head_dim,
         v_head_dim=v_head_dim,
-        kv_lora_rank=int(cfg.get("kv_lora_rank") or 0) if mla else 0,
-        q_lora_rank=int(cfg.get("q_lora_rank") or 0) if mla else 0,
-        qk_rope_head_dim=int(cfg.get("qk_rope_head_dim") or 0) if mla else 0,
+        kv_lora_rank=_count(cfg, name, "kv_lora_rank") if mla else 0,
+        q_lora_rank=_count(cfg, name, "q_lora_rank") if mla else 0,
+        qk_rope_head_dim=_count(cfg, name, "qk_rope_head_dim") if mla else 0,
         full_attention_layer_ids=layers.full,
         sliding_window=layers.sliding_window,
         sliding_layer_ids=layers.sliding,

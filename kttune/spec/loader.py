@@ -3,10 +3,10 @@ shards are present), a path to a config.json, or a catalog name / HF repo id."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
+from kttune.bounds import read_json_file
 from kttune.errors import UserError
 from kttune.spec.catalog import (
     catalog_config,
@@ -23,20 +23,9 @@ from kttune.units import GB
 
 
 def read_config_json(path: Path) -> dict:
-    """Parse a config.json; malformed JSON is a `UserError` naming the file, line and column."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise UserError(f"cannot read {path}: {e.strerror or e}", "check the path and its permissions") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{path} is not UTF-8 text", "point --model at a HuggingFace config.json") from None
-    try:
-        config = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UserError(
-            f"malformed JSON in {path} at line {e.lineno} column {e.colno}: {e.msg}",
-            "fix the file or download config.json again",
-        ) from None
+    """Parse a config.json under kttune.bounds' JSON limits; anything malformed is a `UserError`
+    naming the file."""
+    config = read_json_file(path, str(path), "point --model at a HuggingFace config.json (fix the file or download it again)")
     if not isinstance(config, dict):
         raise UserError(
             f"{path} holds a JSON {type(config).__name__}, not an object", "point --model at a HuggingFace config.json"

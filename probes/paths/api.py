@@ -94,8 +94,9 @@ def run_paths(req: PathsRequest, progress: Progress | None = None) -> PathsResul
     say = progress or (lambda s: None)
     spec = load_model(req.model, req.method)
     method = get_method(req.method or spec.default_method).name
-    if req.layers < 1:
-        raise UserError(f"--layers {req.layers} must be at least 1", "pass e.g. --layers 2")
+    if not 1 <= req.layers <= spec.num_moe_layers:
+        raise UserError(f"--layers {req.layers} is outside 1..{spec.num_moe_layers}, the MoE layers of {spec.name}",
+                        "pass e.g. --layers 2")
     for n in req.gpu_experts:
         if not 0 <= n <= spec.num_experts:
             raise UserError(f"--gpu-experts {n} is outside 0..{spec.num_experts} for {spec.name}", "pass a count per MoE layer")

@@ -30,3 +30,22 @@ def test_model_and_vram_help_is_one_text_in_every_command():
     # the check saw the commands it is about
     assert {"kttune search", "kttune explain", "kttune validate"} <= seen["--vram"]
     assert {"kttune search", "kttune explain", "kttune validate", "kttune simulate"} <= seen["--model"]
+
+
+def test_every_numeric_option_is_bounded_and_its_help_states_the_range():
+    """One validation layer (kttune.bounds through kttune.cli_bounds): no int or float option
+    escapes it, and `--help` says what it accepts."""
+    from typing import Optional
+
+    from kttune.cli_bounds import rule_of
+
+    numeric = (int, float, Optional[int], Optional[float])
+    seen = 0
+    for where, opt in _options(typer.main.get_command(app)):
+        rule = rule_of(opt)
+        if opt.type_descriptor.annotation in numeric:
+            assert rule is not None, (where, opt.opts)
+        if rule is not None:
+            assert f"Range: {rule.describe()}." in opt.help, (where, opt.opts, opt.help)
+            seen += 1
+    assert seen >= 40

@@ -1,0 +1,39 @@
+"""The command line's side of kttune.bounds: an option whose value is checked against a `Bound`
+when it is parsed (one line, exit 2, naming the flag) and whose `--help` states the range. A core
+function that raises `InvalidValue` for one of its parameters is mapped to the flag the same way:
+`err.renamed(flag_of(param))`."""
+
+from typing import Any, Callable, Optional
+
+import typer
+
+from kttune.bounds import Bound
+
+
+def flag_of(param: Any) -> str:
+    """The spelling a user sees: the longest of the option's names (`--gpus`, not `-g`)."""
+    names = [n for n in getattr(param, "opts", ()) if n.startswith("--")] or list(getattr(param, "opts", ()))
+    return max(names, key=len) if names else f"--{str(getattr(param, 'name', 'value')).replace('_', '-')}"
+
+
+def range_help(help: str, rule: Bound) -> str:
+    return f"{help.rstrip()} Range: {rule.describe()}."
+
+
+def _checker(rule: Bound) -> Callable[..., Any]:
+    def check(param: typer.CallbackParam, value: Optional[Any]) -> Optional[Any]:
+        return None if value is None else rule.check(value, flag_of(param))
+
+    check.rule = rule  # type: ignore[attr-defined]  # what tests and `--help` read back
+    return check
+
+
+def rule_of(param: Any) -> Optional[Bound]:
+    """The Bound an option was declared with (`bounded`), or None."""
+    return getattr(getattr(param, "callback", None), "rule", None)
+
+
+def bounded(default: Any, *names: str, rule: Bound, help: str, **kw: Any) -> Any:
+    """`typer.Option(default, *names, help=...)` whose value must satisfy `rule`."""
+    return typer.Option(default, *names, help=range_help(help, rule), callback=_checker(rule), **kw)
+
