@@ -74,19 +74,26 @@ def cpu_moe_tables(curves: list[Curve], width: int | None = None) -> list[Any]:
     return tables
 
 
-def stage_a_table(curves: list[Curve]) -> Any:
-    """Stage A per method and thread count; the reasons of skipped sizes follow as `stage_a_skips`."""
-    t = Table(title="Stage A: write_weight_scale_to_buffer (per expert)")
-    for col in ("method", "threads", "expert bytes", "ms", "GB/s", "slot"):
-        t.add_column(col, justify="right" if col in ("expert bytes", "ms", "GB/s") else "left", no_wrap=True)
-    for c in sorted(curves, key=lambda c: (c.params.get("method", ""), c.params.get("threads", 0))):
-        for pt in c.points:
-            slot = "pinned" if pt.extra.get("pinned") else "pageable"
-            t.add_row(str(c.params.get("method")), str(c.params.get("threads")), _fmt_bytes(pt.x), _fmt_ms(pt.t_ms),
-                      f"{pt.x / pt.t_ms / 1e6:.1f}", slot)
-        for s in c.skipped:
-            t.add_row(str(c.params.get("method")), str(c.params.get("threads")), _fmt_bytes(s.get("x") or 0), "skip", "", "")
-    return keep_title(t)
+def stage_a_table(curves: list[Curve], width: int | None = None) -> Any:
+    """Stage A per method and thread count; the reasons of skipped sizes follow as `stage_a_skips`.
+    Where the framed table does not fit `width`, the tight frame with the title on two lines."""
+    def build(tight: bool) -> Any:
+        title = "Stage A: write_weight_scale_to_buffer (per expert)"
+        t = tight_table(title.replace(": ", ":\n")) if tight else Table(title=title)
+        for col in ("method", "threads", "expert bytes", "ms", "GB/s", "slot"):
+            t.add_column(col, justify="right" if col in ("expert bytes", "ms", "GB/s") else "left", no_wrap=True)
+        for c in sorted(curves, key=lambda c: (c.params.get("method", ""), c.params.get("threads", 0))):
+            for pt in c.points:
+                slot = "pinned" if pt.extra.get("pinned") else "pageable"
+                t.add_row(str(c.params.get("method")), str(c.params.get("threads")), _fmt_bytes(pt.x), _fmt_ms(pt.t_ms),
+                          f"{pt.x / pt.t_ms / 1e6:.1f}", slot)
+            for s in c.skipped:
+                t.add_row(str(c.params.get("method")), str(c.params.get("threads")), _fmt_bytes(s.get("x") or 0), "skip", "", "")
+        return keep_title(t)
+
+    if width is None:
+        return build(False)
+    return first_that_fits(width, lambda: build(False), lambda: build(True))
 
 
 def stage_a_skips(curves: list[Curve]) -> list[str]:
@@ -268,7 +275,7 @@ def render_profile(p: HardwareProfile, console: Any, inventory: bool = True) -> 
         if kind == "cpu_moe":
             tables = cpu_moe_tables(cs, width)
         elif kind == "stage_a_write":
-            tables = [stage_a_table(cs)]
+            tables = [stage_a_table(cs, width)]
         elif kind == "host_ram":
             tables = host_ram_tables(cs)
         else:
