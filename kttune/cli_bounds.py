@@ -11,9 +11,10 @@ from kttune.bounds import Bound
 
 
 def flag_of(param: Any) -> str:
-    """The spelling a user sees: the longest of the option's names (`--gpus`, not `-g`)."""
+    """The spelling a user sees: the option's first long name as declared (`--gpus`, not `-g`, nor
+    the sglang spelling `--tp` declared after it)."""
     names = [n for n in getattr(param, "opts", ()) if n.startswith("--")] or list(getattr(param, "opts", ()))
-    return max(names, key=len) if names else f"--{str(getattr(param, 'name', 'value')).replace('_', '-')}"
+    return names[0] if names else f"--{str(getattr(param, 'name', 'value')).replace('_', '-')}"
 
 
 def range_help(help: str, rule: Bound) -> str:

@@ -29,4 +29,5 @@ class LaunchConfig:
         return method_supports_layerwise and 0 < t <= self.chunked_prefill_size
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """JSON-ready: sequences as lists, so a document read back compares equal."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}

@@ -69,12 +69,18 @@ def test_the_emitter_writes_only_names_of_the_table():
 
 @pytest.mark.parametrize("flag", FLAGS, ids=lambda f: f.key)
 def test_every_spelling_and_both_forms_read_the_same(flag):
-    value = {int: "7", float: "0.5", str: "x"}.get(flag.kind)
+    value = {int: "7", float: "0.5", str: "x", list: "7"}.get(flag.kind)
+    want = {bool: True, list: (7,)}.get(flag.kind) or (flag.kind(value) if value is not None else None)
     for name in flag.names:
         words = [name] if flag.kind is bool else [name, value]
         p = parse_launch_command(["python3", "-m", "sglang.launch_server", *words])
         q = parse_launch_command(f"sglang.launch_server {name}" + ("" if flag.kind is bool else f"={value}"))
-        assert p.values == q.values and p.get(flag.key) == (True if flag.kind is bool else flag.kind(value))
+        assert p.values == q.values and p.get(flag.key) == want
+
+
+def test_a_list_flag_takes_every_word_up_to_the_next_flag():
+    p = parse_launch_command("python -m sglang.launch_server --kt-numa-nodes 0 1 --kt-threadpool-count 2")
+    assert p.get("numa_nodes") == (0, 1) and p.get("threadpool_count") == 2
 
 
 def test_ignored_flags_have_a_note_and_keep_their_value_out_of_the_rest():
