@@ -8,16 +8,19 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from kttune.errors import UserError
-from kttune.sim.workload import MIXES, load_trace, mix_statistics, poisson_requests, rescale_arrivals
+from kttune.search.workload import load_workload
+from kttune.sim.workload import load_trace, mix_statistics, poisson_requests, rescale_arrivals
+
+ARXIV, SHAREGPT = load_workload("arxiv-summarize").mix, load_workload("sharegpt-chat").mix
 
 
 def test_presets_have_the_stated_statistics():
     """The paper's data sets: arXiv mean prompt 9,194 tokens at about 40x the output, ShareGPT 2,340
     at about 6x (docs/simulate.md); the presets stay within 5% / a factor 1.5."""
-    s = mix_statistics(MIXES["summarize"])
+    s = mix_statistics(ARXIV)
     assert s["prompt_tokens"]["mean"] == pytest.approx(9194, rel=0.05)
     assert 40 / 1.5 <= s["prompt_tokens"]["mean"] / s["output_tokens"]["mean"] <= 40 * 1.5
-    c = mix_statistics(MIXES["chat"])
+    c = mix_statistics(SHAREGPT)
     assert c["prompt_tokens"]["mean"] == pytest.approx(2340, rel=0.05)
     assert 6 / 1.5 <= c["prompt_tokens"]["mean"] / c["output_tokens"]["mean"] <= 6 * 1.5
 
@@ -25,7 +28,7 @@ def test_presets_have_the_stated_statistics():
 @settings(max_examples=10, deadline=None)
 @given(rate=st.floats(0.01, 20.0, allow_subnormal=False), seed=st.integers(0, 1000))
 def test_poisson_arrivals_have_the_rate(rate, seed):
-    reqs = poisson_requests(MIXES["chat"], rate, 4000, seed)
+    reqs = poisson_requests(SHAREGPT, rate, 4000, seed)
     measured = len(reqs) / reqs[-1].arrival_s
     assert measured == pytest.approx(rate, rel=5 / 4000**0.5)  # 5 sigma of a Poisson count
     again = rescale_arrivals(reqs, 2 * rate)
