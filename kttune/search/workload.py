@@ -46,8 +46,8 @@ TRACE_SUFFIXES = (".csv", ".jsonl")
 KEYS = ("name", "description", "prompt_tokens", "weights", "samples", "output_tokens", "concurrency", "decode_weight",
         "ttft_slo_ms", "tbt_slo_ms")
 FIX = ('write {"prompt_tokens": [lengths], "weights": [shares], "output_tokens": N, "concurrency": N, "decode_weight": 0..1}, '
-       '{"samples": [lengths]}, or log-normal lengths {"prompt_tokens": {"median": M, "sigma": S, "min": A, "max": B}, '
-       '"output_tokens": {...}}; `kttune workloads` lists the presets')
+       '{"samples": [lengths]}, or {"prompt_tokens": {"median": M, "sigma": S}, "output_tokens": {"median": M, "sigma": S}} '
+       '(README: workloads)')
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,9 @@ class _Bad(Exception):
 
 
 def _show(v) -> str:
-    return json.dumps(v)[:40] if not isinstance(v, float) or math.isfinite(v) else str(v)
+    if isinstance(v, float):
+        return str(v) if not math.isfinite(v) else f"{v:.0f}" if v.is_integer() else repr(v)
+    return json.dumps(v)[:40]
 
 
 def _number(v, what: str) -> float:
@@ -154,8 +156,8 @@ def _list(v, what: str) -> list:
 def _lengths(v, what: str) -> np.ndarray:
     """A JSON list of whole token counts 1..MAX_PROMPT_TOKENS, as int64 (checked at numpy speed)."""
     v = _list(v, what)
-    bad = next((i for i, x in enumerate(v) if isinstance(x, bool) or not isinstance(x, (int, float))), None)
-    if bad is not None:
+    if not set(map(type, v)) <= {int, float}:  # (bool is not a number here)
+        bad = next(i for i, x in enumerate(v) if type(x) not in (int, float))
         raise _Bad(f"{what}[{bad}] is {_show(v[bad])}, not a number")
     try:
         a = np.asarray(v, dtype=float)
@@ -164,7 +166,7 @@ def _lengths(v, what: str) -> np.ndarray:
     ok = np.isfinite(a) & (a == np.round(a)) & (a >= 1) & (a <= MAX_PROMPT_TOKENS)
     if not ok.all():
         i = int(np.argmin(ok))
-        raise _Bad(f"{what}[{i}] is {v[i]}: lengths are whole numbers of tokens 1..{MAX_PROMPT_TOKENS:,} "
+        raise _Bad(f"{what}[{i}] is {_show(v[i])}: lengths are whole numbers of tokens 1..{MAX_PROMPT_TOKENS:,} "
                    "(no model serves a longer context)")
     return a.astype(np.int64)
 
@@ -222,11 +224,11 @@ def clipped_log_normal_mean(median: float, sigma: float, lo: int, hi: int) -> fl
 def _prompts(d: dict) -> tuple[tuple[int, ...], tuple[float, ...], tuple | None]:
     """(representatives, weights, log-normal prompt parameters or None) of a workload document."""
     if "samples" in d and "prompt_tokens" in d:
-        raise _Bad("gives both samples and prompt_tokens: keep one")
+        raise _Bad("both samples and prompt_tokens: keep one")
     if "samples" not in d and "prompt_tokens" not in d:
-        raise _Bad("has no prompt lengths: add prompt_tokens (or samples)")
+        raise _Bad("no prompt lengths: add prompt_tokens (or samples)")
     if "weights" in d and not isinstance(d.get("prompt_tokens"), list):
-        raise _Bad("has weights without a list of prompt_tokens to weigh")
+        raise _Bad("weights without a list of prompt_tokens to weigh")
     p = d.get("prompt_tokens")
     if isinstance(p, dict):
         ln = _log_normal(p, "prompt_tokens", Mix.prompt_min, Mix.prompt_max)
@@ -253,11 +255,11 @@ def workload_from_dict(d, name: str, origin: str, source: str = "file") -> Workl
         if isinstance(d, list):
             d = {"samples": d}
         if not isinstance(d, dict):
-            raise _Bad(f"holds a JSON {type(d).__name__}, not a workload object or a list of prompt lengths")
+            raise _Bad(f"a JSON {type(d).__name__}, not a workload object or a list of prompt lengths")
         unknown = [k for k in d if k not in KEYS and not (isinstance(k, str) and k.startswith("_"))]
         if unknown:
             close = difflib.get_close_matches(unknown[0], KEYS, n=1)
-            raise _Bad(f"has an unknown key {unknown[0]!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+            raise _Bad(f"unknown key {unknown[0]!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
         reps, ws, ln = _prompts(d)
         out = d.get("output_tokens", 512)
         mix = None
@@ -288,7 +290,7 @@ def workload_from_dict(d, name: str, origin: str, source: str = "file") -> Workl
             ttft_slo_ms=slos["ttft_slo_ms"], tbt_slo_ms=slos["tbt_slo_ms"], description=d.get("description", ""),
             form="log-normal" if mix else "lengths", mix=mix, source=source)
     except _Bad as e:
-        raise UserError(f"{origin} {e}", FIX) from None
+        raise UserError(f"{origin}: {e}", FIX) from None
 
 
 def workload_from_trace(path: str) -> Workload:

@@ -284,28 +284,33 @@ class LengthCounts:
     def __init__(self) -> None:
         self.values = np.zeros(0, dtype=np.int64)
         self.counts = np.zeros(0, dtype=float)
-        self._pending: list[np.ndarray] = []
-        self._pending_w: list[np.ndarray] = []
-        self._pending_n = 0
+        self._pending: list[tuple[np.ndarray, np.ndarray]] = []  # (distinct values, their counts) per add
+        self._cum: np.ndarray | None = None
 
     def add(self, xs: np.ndarray, weights: np.ndarray | None = None) -> None:
         xs = np.asarray(xs, dtype=np.int64)
         if xs.size == 0:
             return
-        self._pending.append(xs)
-        self._pending_w.append(np.ones(xs.size) if weights is None else np.asarray(weights, dtype=float))
-        self._pending_n += xs.size
-        if self._pending_n >= 1 << 20:
+        if weights is None:
+            v, c = np.unique(xs, return_counts=True)
+            c = c.astype(float)
+        else:
+            v, inv = np.unique(xs, return_inverse=True)
+            c = np.bincount(inv.ravel(), weights=np.asarray(weights, dtype=float), minlength=v.size)
+        self._pending.append((v, c))
+        self._cum = None
+        if len(self._pending) >= 64:
             self._merge()
 
     def _merge(self) -> None:
         if not self._pending:
             return
-        v = np.concatenate([self.values, *self._pending])
-        w = np.concatenate([self.counts, *self._pending_w])
-        self._pending, self._pending_w, self._pending_n = [], [], 0
+        v = np.concatenate([self.values, *(p[0] for p in self._pending)])
+        w = np.concatenate([self.counts, *(p[1] for p in self._pending)])
+        self._pending = []
         uv, inv = np.unique(v, return_inverse=True)
         self.values, self.counts = uv, np.bincount(inv.ravel(), weights=w, minlength=uv.size)
+        self._cum = None
 
     def total(self) -> float:
         self._merge()
@@ -327,8 +332,9 @@ class LengthCounts:
         """The length at a position of the sorted list (0-based; a whole count of copies occupies
         positions c .. c + count): the one whose range holds `position`."""
         self._merge()
-        cum = np.cumsum(self.counts)
-        return int(self.values[min(self.values.size - 1, int(np.searchsorted(cum, position, side="right")))])
+        if self._cum is None:
+            self._cum = np.cumsum(self.counts)
+        return int(self.values[min(self.values.size - 1, int(np.searchsorted(self._cum, position, side="right")))])
 
     def share(self, q: float) -> int:
         """The length at share q (0..1) of the sorted list: element int(q n) of n whole counts

@@ -421,8 +421,8 @@ class TraceStream(_Stream):
         if self.rate_per_s is not None and info.rows > 1 and span > 0:
             scale = (info.rows - 1) / self.rate_per_s / span
         if info.arrays is not None:
-            a, p, o = info.arrays
-            parts = ((a[s:s + CHUNK], p[s:s + CHUNK], o[s:s + CHUNK]) for s in range(0, a.size, CHUNK))
+            arr, plen, olen = info.arrays
+            parts = ((arr[s:s + CHUNK], plen[s:s + CHUNK], olen[s:s + CHUNK]) for s in range(0, arr.size, CHUNK))
         else:
             parts = read_trace(info.path)
         for a, p, o in parts:

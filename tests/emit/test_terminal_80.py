@@ -155,3 +155,29 @@ def test_paths_fits_80_columns():
     wide = RecordingConsole(width=250)
     paths.render(doc["results"][0], wide)
     assert "mem model GiB" in wide.export_text()
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_simulate_progress_fits(width):
+    """The simulation's progress bars (a long step name, a count in the millions) on one line each."""
+    from kttune.emit.progress import simulate_bar, simulate_updater
+    from kttune.emit.terminal import rendered_lines
+
+    prog = simulate_bar(RecordingConsole(width=width))
+    on_progress = simulate_updater(prog)
+    on_progress("chunked", 3_400_000, 10_000_000)
+    on_progress("capacity of layered", 1, 3)
+    lines = rendered_lines(prog.get_renderable(), width)
+    assert len(lines) == 2 and all(cell_len(ln) <= width for ln in lines), lines
+    assert "chunked" in lines[0] and "34%" in lines[0] and "capacity of layered" in lines[1]
+    assert "\u2026" not in "".join(lines)
+
+
+def test_workloads_fit_60_columns():
+    from kttune.search.workload import load_workload, preset_names
+
+    c = RecordingConsole(width=60)
+    report.render_workloads(c, [load_workload(n) for n in preset_names()])
+    assert c.tables and all(fits(t, 60) for t in c.tables)
+    assert all(cell_len(line) <= 60 for line in c.export_text().splitlines())
+    assert "log-normal" in c.export_text() and "arxiv-summarize" in c.export_text()
