@@ -179,5 +179,6 @@ def test_workloads_fit_60_columns():
     c = RecordingConsole(width=60)
     report.render_workloads(c, [load_workload(n) for n in preset_names()])
     assert c.tables and all(fits(t, 60) for t in c.tables)
-    assert all(cell_len(line) <= 60 for line in c.export_text().splitlines())
-    assert "log-normal" in c.export_text() and "arxiv-summarize" in c.export_text()
+    text = c.export_text()
+    assert all(cell_len(line) <= 60 for line in text.splitlines())
+    assert "log-normal" in text and "arxiv-summarize" in text
