@@ -124,9 +124,9 @@ class Summary:
     def request(self, rid, arrival_s, prompt, output, first_token_s, finish_s, max_gap_ms, layer_loads) -> None:
         ttft = first_token_s - arrival_s
         self.requests += 1
-        self.ttft.add(ttft)
+        self.ttft.add_run(ttft, 0.0, 1)
         if output > 1:
-            self.max_gap.add(max_gap_ms)
+            self.max_gap.add_run(max_gap_ms, 0.0, 1)
         else:
             self.max_gap.zeros += 1
         a = ttft <= self.slo.ttft_s
@@ -150,7 +150,7 @@ class Summary:
         self.iterations += 1
         if decode > 0:
             self.decode_tokens += decode
-            self.gaps.add(ms, decode)
+            self.gaps.add_run(ms, 0.0, 1, decode)
 
     def decode_run(self, first_ms, step_ms, count, decode) -> None:
         self.iterations += count

@@ -53,11 +53,7 @@ class Distribution:
         self._log_gamma = math.log(self.gamma)
         self._offset = math.ceil(math.log(_LO) / self._log_gamma)
         self._size = math.ceil(math.log(_HI) / self._log_gamma) - self._offset + 1
-        # runs not yet in arrays: first value, step, count, weight
-        self._ra: list[float] = []
-        self._rs: list[float] = []
-        self._rn: list[int] = []
-        self._rw: list[float] = []
+        self._buf: list[tuple[float, float, int, float]] = []  # runs not yet in arrays: first, step, count, weight
         self._runs: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # compacted runs
         self._held = 0  # values in runs (compacted or not)
         self._hist: np.ndarray | None = None  # bucket weights once past exact_limit
@@ -73,21 +69,18 @@ class Distribution:
 
     def add_run(self, first: float, step: float, count: int, w: float = 1.0) -> None:
         """`count` values first + step x j (j = 0, 1, ...), each of weight w."""
-        self._ra.append(first)
-        self._rs.append(step)
-        self._rn.append(count)
-        self._rw.append(w)
+        self._buf.append((first, step, count, w))
         self._held += count
-        if len(self._ra) >= _COMPACT or self._held > (self.exact_limit if self._hist is None else _FOLD):
+        if len(self._buf) >= _COMPACT or self._held > (self.exact_limit if self._hist is None else _FOLD):
             self._compact()
             if self._hist is not None or self._held > self.exact_limit:
                 self._fold()
 
     def _compact(self) -> None:
-        if self._ra:
-            self._runs.append((np.array(self._ra, dtype=float), np.array(self._rs, dtype=float),
-                               np.array(self._rn, dtype=np.int64), np.array(self._rw, dtype=float)))
-            self._ra, self._rs, self._rn, self._rw = [], [], [], []
+        if self._buf:
+            b = np.array(self._buf, dtype=float)
+            self._runs.append((b[:, 0].copy(), b[:, 1].copy(), b[:, 2].astype(np.int64), b[:, 3].copy()))
+            self._buf = []
 
     def _fold(self) -> None:
         """Move every held value into the histogram (the switch to bounded memory), a slice of at
