@@ -34,7 +34,7 @@ import numpy as np
 
 RELATIVE_ACCURACY = 1e-3
 EXACT_LIMIT = 1 << 20  # values kept exactly before the histogram takes over (per-request metrics)
-GAP_EXACT_LIMIT = 1 << 22  # the same for the gaps between tokens (held as runs, 32 bytes per run)
+GAP_EXACT_LIMIT = 1 << 21  # the same for the gaps between tokens (held as runs, 32 bytes per run)
 _LO, _HI = 1e-9, 1e15
 _FOLD = 1 << 16  # values held past the exact limit before they are folded into the histogram
 _COMPACT = 1 << 12  # runs buffered as Python floats before they become arrays
@@ -54,6 +54,7 @@ class Distribution:
         self._offset = math.ceil(math.log(_LO) / self._log_gamma)
         self._size = math.ceil(math.log(_HI) / self._log_gamma) - self._offset + 1
         self._buf: list[tuple[float, float, int, float]] = []  # runs not yet in arrays: first, step, count, weight
+        self._values: tuple | None = None  # the held values, materialised for the queries (exact mode)
         self._runs: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # compacted runs
         self._held = 0  # values in runs (compacted or not)
         self._hist: np.ndarray | None = None  # bucket weights once past exact_limit
@@ -69,6 +70,7 @@ class Distribution:
 
     def add_run(self, first: float, step: float, count: int, w: float = 1.0) -> None:
         """`count` values first + step x j (j = 0, 1, ...), each of weight w."""
+        self._values = None
         self._buf.append((first, step, count, w))
         self._held += count
         if len(self._buf) >= _COMPACT or self._held > (self.exact_limit if self._hist is None else _FOLD):
@@ -86,6 +88,7 @@ class Distribution:
         """Move every held value into the histogram (the switch to bounded memory), a slice of at
         most _FOLD values at a time."""
         self._compact()
+        self._values = None
         runs, self._runs, self._held = self._runs, [], 0
         if self._hist is None:
             self._hist = np.zeros(self._size)
@@ -100,6 +103,11 @@ class Distribution:
 
     def _held_values(self) -> tuple[np.ndarray, np.ndarray | None]:
         """Every held value (and weight), in the order added (exact mode)."""
+        if self._values is None:
+            self._values = self._materialise_held()
+        return self._values
+
+    def _materialise_held(self) -> tuple[np.ndarray, np.ndarray | None]:
         self._compact()
         if len(self._runs) > 1:
             self._runs = [tuple(np.concatenate([r[i] for r in self._runs]) for i in range(4))]
