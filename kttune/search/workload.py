@@ -92,6 +92,11 @@ class Workload:
                 f"{self.output_tokens} output tokens ({share:.0%} of requests, up to {self.max_prompt_tokens:,} "
                 f"tokens) are modelled clipped to {cap:,} tokens")
 
+    def search_fields(self) -> dict:
+        """The fields search and explain read (what a study's key depends on): not the form, the
+        distributions or the trace simulate draws from."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("form", "mix", "trace", "source")}
+
     def uses(self) -> dict[str, str]:
         """What search and simulate take from this workload, in words."""
         n = len(self.prompt_tokens)

@@ -152,8 +152,19 @@ class RequestList(_Stream):
                    np.array([r.output_tokens for r in part], dtype=np.int64))
 
 
+class _Poisson(_Stream):
+    """A stream of `count` Poisson arrivals at `rate_per_s` (the subclass holds the fields)."""
+
+    rate_per_s: float
+    count: int
+
+    def __post_init__(self) -> None:
+        _check_rate(self.rate_per_s)
+        _check_count(self.count)
+
+
 @dataclass(frozen=True)
-class MixStream(_Stream):
+class MixStream(_Poisson):
     """`count` requests of `mix` arriving as a Poisson process of `rate_per_s` (one Random(seed)
     draws each request's gap, then its prompt and output)."""
 
@@ -162,10 +173,6 @@ class MixStream(_Stream):
     count: int
     seed: int = 0
     chunk: int = CHUNK
-
-    def __post_init__(self) -> None:
-        _check_rate(self.rate_per_s)
-        _check_count(self.count)
 
     def chunks(self) -> Iterator[Chunk]:
         rng, t = random.Random(self.seed), 0.0
@@ -182,7 +189,7 @@ class MixStream(_Stream):
 
 
 @dataclass(frozen=True)
-class LengthsStream(_Stream):
+class LengthsStream(_Poisson):
     """Poisson arrivals whose prompts are drawn from weighted representative lengths and whose
     outputs are `output_tokens`: Random(seed) draws all `count` prompts first, then the gaps (two
     generators on the same seed, the second skipped past the prompts' draws, give that order a
@@ -195,10 +202,6 @@ class LengthsStream(_Stream):
     count: int
     seed: int = 0
     chunk: int = CHUNK
-
-    def __post_init__(self) -> None:
-        _check_rate(self.rate_per_s)
-        _check_count(self.count)
 
     def chunks(self) -> Iterator[Chunk]:
         pick, gaps = random.Random(self.seed), random.Random(self.seed)
