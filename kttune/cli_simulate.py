@@ -19,7 +19,7 @@ def register(app: typer.Typer) -> None:
     def simulate(
         model: str = typer.Option(None, "--model", "-m", help=MODEL_HELP),
         workload: str = typer.Option(None, "--workload", "-w", help=WORKLOAD_HELP),
-        from_search: str = typer.Option(None, "--from-search", help="A `kttune search --json` result: simulate its pick (its model, profile, flags, workload, and its SLO's rate, limits and request count); options given override them."),
+        from_search: str = typer.Option(None, "--from-search", help="A `kttune search --json` (or `explain --json`) result: simulate its pick (its model, profile, flags, workload, and its SLO's rate, limits and request count); options given override them."),
         rate: float = typer.Option(None, "--rate", help="Poisson arrival rate, requests/s (default: half what an idle server sustains, the lower of prefill one mean prompt at a time and the running requests decoding their mean output; traces: rescales their arrivals)."),
         requests: int = typer.Option(None, "--requests", help="Requests to simulate (default 1000; traces: all their rows). Metrics are online: memory does not grow with the count."),
         seed: int = typer.Option(None, "--seed", help="Seed of the request sample (default 0)."),

@@ -2,8 +2,8 @@
 stream, SLO. One-line UserErrors for bad values.
 
 The workload is any of the shared namespace (kttune.search.workload.load_workload: presets, JSON
-files, traces). `--from-search RESULT.json` (a `kttune search --json` document) supplies what the
-search used and picked: the model, method and profile (found by fingerprint among the shipped
+files, traces). `--from-search RESULT.json` (a `kttune search --json` document, or an `explain --json` one)
+supplies what the search used and picked (or the explanation evaluated): the model, method and profile (found by fingerprint among the shipped
 profiles and this machine's probe), the pick's flags, the workload and, when the search had an SLO,
 its rate, limits, request count and seed; every option given explicitly overrides it.
 """
@@ -50,9 +50,10 @@ def read_search_result(path: str) -> dict:
         raise UserError(f"{origin} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})", fix) from None
     except (ValueError, RecursionError) as e:
         raise UserError(f"{origin} is not a JSON document kttune can read ({type(e).__name__})", fix) from None
-    flags = doc.get("pick", {}).get("flags") if isinstance(doc, dict) and isinstance(doc.get("pick"), dict) else None
+    flags = search_flags(doc)
     if not isinstance(flags, dict) or not isinstance(doc.get("model"), dict) or not isinstance(doc.get("workload"), dict):
-        raise UserError(f"{origin} is not a `kttune search --json` result (it has no pick.flags, model and workload)", fix)
+        raise UserError(f"{origin} is not a `kttune search --json` or `explain --json` result (it has no pick.flags or "
+                        "evaluation.flags, model and workload)", fix)
     known = {f.name for f in fields(LaunchConfig)}
     bad = [k for k in flags if k not in known]
     if bad:
@@ -62,6 +63,16 @@ def read_search_result(path: str) -> dict:
         if not ok:
             raise UserError(f"{origin}: pick.flags.{k} is {json.dumps(v)[:40]}", fix)
     return doc
+
+
+def search_flags(doc) -> dict | None:
+    """The flags a search picked (pick.flags) or an explanation evaluated (evaluation.flags)."""
+    if not isinstance(doc, dict):
+        return None
+    for key in ("pick", "evaluation"):
+        if isinstance(doc.get(key), dict) and isinstance(doc[key].get("flags"), dict):
+            return doc[key]["flags"]
+    return None
 
 
 def _search_model(doc: dict, origin: str) -> str:
@@ -134,7 +145,7 @@ def resolve(model: str | None = None, profile: str | None = None, method: str | 
     Options left None come from `from_search` (a search result's path) when given, else DEFAULTS."""
     doc = read_search_result(from_search) if from_search else None
     origin = f"search result {from_search!r}"
-    pick = dict(doc["pick"]["flags"]) if doc else {}
+    pick = dict(search_flags(doc)) if doc else {}
     target = (doc.get("slo") or {}).get("target") if doc else None
     target = target if isinstance(target, dict) else {}
     if model is None:

@@ -125,6 +125,20 @@ def test_simulating_a_search_pick_reproduces_its_slo_check(capsys, tmp_path):
     # an option given overrides the pick
     assert main(["simulate", "--from-search", str(res), "--schedules", "chunked", "--chunk", "4096", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["flags"]["chunked_prefill_size"] == 4096
+    # an explanation of the same flags is simulated the same way
+    f = doc["pick"]["flags"]
+    code = main(["explain", "-m", "qwen3-30b-a3b", "--vram", "80G", "--profile", "h200-pcie5-xeon-amx-16c", "-w", "chat",
+                 "--gpu-experts", str(f["num_gpu_experts"]), "--chunk", str(f["chunked_prefill_size"]),
+                 "--threshold", str(f["gpu_prefill_token_threshold"]), "--max-total-tokens", str(f["max_total_tokens"]),
+                 "--cpuinfer", str(f["cpuinfer_threads"]), "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    ex = tmp_path / "e.json"
+    ex.write_text(out.out)
+    assert main(["simulate", "--from-search", str(ex), "--schedules", "chunked", "--rate", "0.05", "--requests", "200",
+                 "--ttft-slo", "30s", "--tbt-slo", "1500ms", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["flags"] == d["flags"] and again["schedules"][0]["attainment"] == d["schedules"][0]["attainment"]
 
 
 def test_a_file_that_is_not_a_search_result_is_refused(capsys, tmp_path):
