@@ -48,7 +48,7 @@ def test_more_tokens_touch_more_experts_and_skew_touches_fewer(skew, b):
     assert expected_distinct_experts(b, 8, 128, skew + 0.5) <= d + 1e-9
 
 
-@given(skew=st.sampled_from([50.0, 1e3, 1e6, 1e300]), e=st.integers(2, 384), k=st.integers(1, 8))
+@given(skew=st.sampled_from([1e3, 1e6, 1e300]), e=st.integers(2, 384), k=st.integers(1, 8))
 def test_extreme_skew_routes_every_token_to_the_top_k(skew, e, k):
     """Popularity r^-skew underflows at large skew; the probabilities do not: the top k experts take
     every token, so a batch of any size touches exactly k."""
