@@ -62,7 +62,23 @@ def read_search_result(path: str) -> dict:
         ok = isinstance(v, str) if k == "method" else isinstance(v, int) and not isinstance(v, bool) and v >= 0
         if not ok:
             raise UserError(f"{origin}: pick.flags.{k} is {json.dumps(v)[:40]}", fix)
+    target = (doc.get("slo") or {}).get("target") if isinstance(doc.get("slo"), dict) else None
+    checks = {"rate_per_s": lambda v: _real(v) and v > 0, "ttft_s": lambda v: v is None or _real(v) and v > 0,
+              "tbt_ms": lambda v: v is None or _real(v) and v > 0,
+              "requests": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+              "seed": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0}
+    for k, ok in checks.items():
+        if isinstance(target, dict) and k in target and not ok(target[k]):
+            raise UserError(f"{origin}: slo.target.{k} is {json.dumps(target[k])[:40]}", fix)
+    for k in ("name", "source", "method"):
+        v = doc["model"].get(k)
+        if v is not None and not isinstance(v, str):
+            raise UserError(f"{origin}: model.{k} is {json.dumps(v)[:40]}, not a string", fix)
     return doc
+
+
+def _real(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def search_flags(doc) -> dict | None:

@@ -143,7 +143,11 @@ def test_simulating_a_search_pick_reproduces_its_slo_check(capsys, tmp_path):
 
 def test_a_file_that_is_not_a_search_result_is_refused(capsys, tmp_path):
     for body in ('{"schema": "kttune.simulate/1"}', "[1, 2]", "{oops",
-                 '{"model": {"name": "qwen3-30b-a3b"}, "workload": {}, "pick": {"flags": {"chunked_prefill_size": "big"}}}'):
+                 '{"model": {"name": "qwen3-30b-a3b"}, "workload": {}, "pick": {"flags": {"chunked_prefill_size": "big"}}}',
+                 '{"model": {"name": "qwen3-30b-a3b"}, "workload": {}, "pick": {"flags": {}}, "slo": {"target": {"rate_per_s": "fast"}}}',
+                 '{"model": {"name": "qwen3-30b-a3b"}, "workload": {}, "pick": {"flags": {}}, "slo": {"target": {"requests": 0}}}',
+                 '{"model": {"name": 5}, "workload": {}, "pick": {"flags": {}}}',
+                 '{"model": {"name": "qwen3-30b-a3b"}, "workload": {"prompt_tokens": [-1]}, "pick": {"flags": {}}}'):
         f = tmp_path / "x.json"
         f.write_text(body)
         code = main(["simulate", "--from-search", str(f)])
