@@ -117,7 +117,7 @@ def test_past_the_exact_limit_quantiles_stay_within_the_stated_error(schedule, r
 
 
 def _peak_bytes(costs: IterationCosts, requests: int) -> int:
-    stream = MixStream(ARXIV, 0.05, requests, 3, chunk=500)
+    stream = MixStream(ARXIV, 0.05, requests, 3, chunk=200)
     tracemalloc.start()
     engine.serve(costs, FLAGS, stream, engine.Schedule("chunked"), Summary(SLO, samples=True, exact_limit=1000,
                                                                            gap_exact_limit=1000, sample_limit=100))
@@ -128,11 +128,11 @@ def _peak_bytes(costs: IterationCosts, requests: int) -> int:
 
 def test_memory_does_not_grow_with_the_requests():
     """Ten times the requests, about the same peak: what a run holds is what is in flight and a
-    chunk of requests (500 here; the cost memos, bounded, are filled by a first run of the same
+    chunk of requests (200 here; the cost memos, bounded, are filled by a first run of the same
     requests outside the measurement)."""
     costs = IterationCosts(COMP, FLAGS)
-    engine.serve(costs, FLAGS, MixStream(ARXIV, 0.05, 20_000, 3), engine.Schedule("chunked"), Summary(SLO))
-    small, large = _peak_bytes(costs, 2_000), _peak_bytes(costs, 20_000)
+    engine.serve(costs, FLAGS, MixStream(ARXIV, 0.05, 10_000, 3), engine.Schedule("chunked"), Summary(SLO))
+    small, large = _peak_bytes(costs, 1_000), _peak_bytes(costs, 10_000)
     assert large < 1.3 * small + (1 << 20), (small, large)
 
 
