@@ -11,8 +11,8 @@ prints the wall seconds and the iterations simulated (target: 10,000 requests in
 --scale N...: runs the real command `kttune simulate -m MODEL --profile h200-pcie5-xeon-amx-16c
 --requests N --schedules chunked --json` (default workload rag and default rate) in a child process
 per N, samples its resident memory (psutil) every half second, and prints the wall time, the peak
-RSS (the kernel's ru_maxrss of the child) and the RSS at each quarter of the run, so that memory
-flat in N shows (target: 10,000,000 requests within 2 GB).
+RSS (the kernel's ru_maxrss of that child, from wait4) and the largest RSS sampled up to each
+quarter of the run, so that memory flat in N shows (target: 10,000,000 requests within 2 GB).
 
 Both print where they ran, with the load average (the machine may be shared).
 """
@@ -70,28 +70,34 @@ def main() -> None:
 
 
 def _run_child(argv: list[str]) -> dict:
-    """Run argv, sampling its RSS; its wall time, peak RSS and the samples."""
-    import resource
+    """Run argv, sampling its RSS; its wall time, its own peak RSS (wait4's ru_maxrss of that
+    child) and the samples."""
     import subprocess
     import sys
+    import tempfile
 
     import psutil
 
     t0 = time.perf_counter()
-    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    proc, samples = psutil.Process(child.pid), []
-    while child.poll() is None:
-        try:
-            samples.append((time.perf_counter() - t0, proc.memory_info().rss))
-        except psutil.Error:
-            pass
-        time.sleep(0.5)
-    out = child.stdout.read()
-    wall = time.perf_counter() - t0
-    if child.returncode != 0:
-        sys.exit(f"{' '.join(argv)} exited {child.returncode}")
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # the largest child so far, bytes
-    return {"wall_s": wall, "peak_rss_bytes": peak, "samples": samples, "result": json.loads(out)}
+    with tempfile.TemporaryFile(mode="w+") as out:
+        child = subprocess.Popen(argv, stdout=out, stderr=subprocess.DEVNULL, text=True)
+        proc, samples = psutil.Process(child.pid), []
+        while True:
+            pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+            if pid:
+                break
+            try:
+                samples.append((time.perf_counter() - t0, proc.memory_info().rss))
+            except psutil.Error:
+                pass
+            time.sleep(0.5)
+        wall = time.perf_counter() - t0
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode != 0:
+            sys.exit(f"{' '.join(argv)} exited {child.returncode}")
+        out.seek(0)
+        result = json.loads(out.read())
+    return {"wall_s": wall, "peak_rss_bytes": usage.ru_maxrss * 1024, "samples": samples, "result": result}
 
 
 def scale(counts: list[int], model: str, profile: str, as_json: bool) -> None:
