@@ -51,7 +51,7 @@ def main() -> None:
             inp = resolve(name, a.profile, workload=wl, rate=rate, requests=a.requests, gpu_experts=8)
             for s in inp.schedules:
                 t0 = time.perf_counter()
-                r = simulate_one(inp.comp, inp.cfg, list(inp.requests), s, inp.slo)
+                r = simulate_one(inp.comp, inp.cfg, inp.requests, s, inp.slo)
                 wall = time.perf_counter() - t0
                 rows.append({"model": name, "workload": wl, "rate_per_s": rate, "schedule": s.name, "requests": r.requests,
                              "iterations": r.iterations, "simulated_s": round(r.duration_s), "wall_s": round(wall, 2)})
@@ -61,9 +61,9 @@ def main() -> None:
         print(json.dumps({"machine": where, "runs": rows}, indent=1))
         return
     print(f"serving simulator, {a.requests} requests per run, profile {a.profile}, on {where}")
-    print(f"{'model':<18} {'workload':<10} {'rate':>5} {'schedule':<8} {'iterations':>10} {'simulated s':>11} {'wall s':>7}")
+    print(f"{'model':<18} {'workload':<16} {'rate':>5} {'schedule':<8} {'iterations':>10} {'simulated s':>11} {'wall s':>7}")
     for r in rows:
-        print(f"{r['model']:<18} {r['workload']:<10} {r['rate_per_s']:>5} {r['schedule']:<8} {r['iterations']:>10} "
+        print(f"{r['model']:<18} {r['workload']:<16} {r['rate_per_s']:>5} {r['schedule']:<8} {r['iterations']:>10} "
               f"{r['simulated_s']:>11} {r['wall_s']:>7}")
     worst = max(r["wall_s"] for r in rows)
     print(f"slowest run: {worst} s for {a.requests} requests ({'under' if worst < 10 else 'OVER'} the 10 s target)")
