@@ -3,7 +3,8 @@
     python benchmarks/report_layered_tradeoff.py [--profile h200-pcie5-xeon-amx-16c] [--models ...]
         [--out benchmarks/results/layered-tradeoff]
 
-For each model (its default KT method) and both simulation presets (summarize, chat) it simulates
+For each model (its default KT method) and the paper's two workload presets (arxiv-summarize,
+sharegpt-chat) it simulates
 token-chunked prefill with KT's path switch at chunk 2048 and 8192, pure hybrid, and Layered
 Prefill (large chunk 8192, the paper's group rule). Flags: threshold = the cost model's crossover
 (where layerwise stops being slower than hybrid, what kttune picks), 0 GPU experts, 32 running
@@ -34,12 +35,14 @@ from kttune.sim.inputs import resolve
 from kttune.sim.metrics import Slo
 from kttune.sim.simulate import SimulationReport, capacity, paper_rule_tbt_slo_ms, simulate_one
 from kttune.sim.costs import IterationCosts
-from kttune.sim.workload import MIXES, mix_statistics, poisson_requests, rescale_arrivals
+from kttune.search.workload import load_workload
+from kttune.sim.workload import mix_statistics, poisson_requests, rescale_arrivals
 from kttune.spec.catalog import catalog_names
 
 SCHEDULES = (("chunked-2048", Schedule("chunked"), 2048), ("chunked-8192", Schedule("chunked"), 8192),
              ("hybrid-8192", Schedule("hybrid"), 8192), ("layered", Schedule("layered"), 8192))
 GB = 1e9
+PRESETS = ("arxiv-summarize", "sharegpt-chat")  # the paper's arXiv and ShareGPT sets (log-normal presets)
 TIGHT = 2  # the tight TBT limit: 2 x (instead of 5 x) the 32-request decode step
 
 
@@ -48,7 +51,7 @@ def one(model: str, preset: str, profile: str, n_cap: int, n_dist: int, samples:
     comp = inp.comp
     cross = crossover_tokens(comp, replace(inp.cfg, chunked_prefill_size=65536)) if comp.method.layerwise else None
     thr = cross or 0
-    mix = MIXES[preset]
+    mix = load_workload(preset).mix
     mean_prompt = int(mix_statistics(mix)["prompt_tokens"]["mean"])
     base_cfg = replace(inp.cfg, gpu_prefill_token_threshold=min(thr, 8192))
     slo = Slo(ttft_s=5 * prefill_time_ms(comp, base_cfg, mean_prompt) / 1e3,
@@ -106,7 +109,7 @@ def main() -> None:
     t0 = time.perf_counter()
     rows, skipped, reports = [], [], []
     for m in models:
-        for preset in MIXES:
+        for preset in PRESETS:
             try:
                 r = one(m, preset, a.profile, a.capacity_requests, a.requests, m in a.samples_for)
             except UserError as e:
@@ -133,7 +136,7 @@ def main() -> None:
         "below 1 means layered is lower.", "",
     ]
     lines += ["## Direction and size", ""]
-    for preset in MIXES:
+    for preset in PRESETS:
         rs = [x for x in rows if x["preset"] == preset]
         if not rs:
             continue
@@ -160,9 +163,9 @@ def main() -> None:
               "Its price is that each of the G iterations of a prompt also runs a full decode step, which on a CPU-decoding "
               "server is long, so TTFT grows; it wins capacity when the TBT limit is below the layerwise forward time, "
               "and loses a little when the limit is loose.", ""]
-    for preset in MIXES:
-        st = mix_statistics(MIXES[preset])
-        lines += [f"## {preset}: {MIXES[preset].description}", "",
+    for preset in PRESETS:
+        st = mix_statistics(load_workload(preset).mix)
+        lines += [f"## {preset}: {load_workload(preset).description}", "",
                   f"Sampled statistics: prompt mean {st['prompt_tokens']['mean']:,.0f}, p50 {st['prompt_tokens']['p50']:,}, "
                   f"p90 {st['prompt_tokens']['p90']:,} tokens; output mean {st['output_tokens']['mean']:,.0f}, p90 {st['output_tokens']['p90']:,}.", "",
                   "| model | method | thr | SLO: TTFT s / TBT ms (rule; tight) | capacity req/s, rule SLO: c2048 / c8192 / hybrid / layered "

@@ -40,7 +40,7 @@ MODEL_HELP = "Catalog name (`kttune models`), HF repo id, or a directory holding
 VRAM_HELP = "VRAM budget per GPU: 32G, 32GiB, 24GB or 32000M (binary units; a bare number is GiB)."
 PROFILE_HELP = "Hardware profile: a file from `kttune probe`, or a shipped name (`kttune profiles`). Default: this machine's probe, else the shipped default."
 MARGIN_HELP = "Share of the VRAM budget kept free for what the model does not see (the same rule in search and explain)."
-WORKLOAD_HELP = "Workload preset (`kttune workloads`) or a JSON file of prompt lengths."
+WORKLOAD_HELP = "Workload preset (`kttune workloads`), a JSON file of prompt lengths, or a trace (.csv / .jsonl of arrival_s, prompt_tokens, output_tokens)."
 EXIT_OK, EXIT_INFEASIBLE, EXIT_BAD_INPUT, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 

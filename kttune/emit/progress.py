@@ -129,3 +129,31 @@ class ProbeProgress:
 
     def note(self, message: str) -> None:
         self.progress.console.print(f"[yellow]note:[/] {message}", highlight=False)
+
+
+def simulate_bar(console: Any) -> Any:
+    """The simulation's progress display: one transient line per step (a schedule, with requests
+    done of the total, or the capacity search); short columns so it fits 60 terminal columns."""
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(bar_width=None), TaskProgressColumn(),
+                    TimeRemainingColumn(compact=True), console=console, transient=True, expand=True)
+
+
+def simulate_updater(prog: Any) -> Callable[[str, int, int], None]:
+    """The `on_progress(step, done, total)` callback kttune.sim.simulate.simulate takes, on `prog`."""
+    tasks: dict[str, Any] = {}
+
+    def on_progress(step: str, done: int, total: int) -> None:
+        if step not in tasks:
+            tasks[step] = prog.add_task(step, total=max(1, total))
+        prog.update(tasks[step], completed=done, total=max(1, total))
+
+    return on_progress
+
+
+@contextmanager
+def simulate_progress(console: Any) -> Iterator[Callable[[str, int, int], None]]:
+    """`simulate_bar` shown while the block runs; yields its `on_progress` callback."""
+    with simulate_bar(console) as prog:
+        yield simulate_updater(prog)

@@ -337,23 +337,38 @@ def render_profiles(console: Console, listing) -> None:
                                       else "not probed (`kttune probe` measures it)"))
 
 
-def workloads_table(workloads, describe: bool = True, tight: bool = False) -> Table:
-    title = "workload presets (or pass --workload FILE.json)"
+def workloads_table(workloads, describe: bool = True, narrow: bool = False, tight: bool = False) -> Table:
+    """The workloads; `narrow` (60 columns) keeps name, form, mean prompt, output and concurrency,
+    `tight` draws them in the narrowest frame."""
+    title = "workloads (or -w FILE.json / TRACE.csv)"
     t = tight_table(title) if tight else Table(title=title, show_edge=False)
-    for col in ("name", "mean\nprompt", "longest", "output", "concur-\nrency", "decode\nweight") + (("description",) if describe else ()):
-        t.add_column(col, no_wrap=True, justify="left" if col in ("name", "description") else "right")
+    cols = [("name", lambda w: w.name), ("form", lambda w: w.form), ("mean\nprompt", lambda w: f"{w.mean_prompt_tokens:,.0f}"),
+            ("longest", lambda w: f"{w.max_prompt_tokens:,}"), ("output", lambda w: str(w.output_tokens)),
+            ("concur-\nrency", lambda w: str(w.concurrency)), ("decode\nweight", lambda w: f"{w.decode_weight:g}")]
+    if narrow:
+        cols = [c for c in cols if c[0] not in ("longest", "decode\nweight")]
+    if describe:
+        cols.append(("description", lambda w: w.description))
+    for col, _ in cols:
+        t.add_column(col, no_wrap=True, justify="left" if col in ("name", "form", "description") else "right")
     for w in workloads:
-        t.add_row(w.name, f"{w.mean_prompt_tokens:,.0f}", f"{w.max_prompt_tokens:,}", str(w.output_tokens), str(w.concurrency),
-                  f"{w.decode_weight:g}", *((w.description,) if describe else ()))
+        t.add_row(*(f(w) for _, f in cols))
     return keep_title(t)
 
 
+WORKLOADS_USE = ("search and explain score each workload's prompt lengths (log-normal: 12 quantile bins) at its "
+                 "mean output; simulate draws Poisson requests from the same lengths and output (log-normal: from "
+                 "both distributions), or replays a trace's requests.")
+
+
 def render_workloads(console: Console, workloads) -> None:
-    """`kttune workloads`: the presets; where descriptions do not fit as a column, they follow the
-    table as lines of their own."""
+    """`kttune workloads`: every workload of the shared namespace and what each command uses of it;
+    where descriptions do not fit as a column, they follow the table as lines of their own."""
     t = first_that_fits(console.width, lambda: workloads_table(workloads), lambda: workloads_table(workloads, False),
-                        lambda: workloads_table(workloads, False, True))
+                        lambda: workloads_table(workloads, False, narrow=True),
+                        lambda: workloads_table(workloads, False, narrow=True, tight=True))
     console.print(t)
-    if len(t.columns) == 6:
+    if not any(c.header == "description" for c in t.columns):
         for w in workloads:
             console.print(f"  {w.name}: {w.description}", highlight=False)
+    console.print(WORKLOADS_USE, highlight=False)

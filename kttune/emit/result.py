@@ -111,7 +111,7 @@ def models_list(entries) -> list[dict]:
 
 def workloads_list(workloads) -> list[dict]:
     """`kttune workloads --json`."""
-    return [dict(w.__dict__) for w in workloads]
+    return [w.to_dict() for w in workloads]
 
 
 def launch_explain_dict(outcome) -> dict:

@@ -37,6 +37,11 @@ def render(console: Console, rep: SimulationReport) -> None:
                                   lambda: _compact_table(rep, narrow=True)))
     for n in rep.notes:
         console.print(f"[dim]note: {n}[/]")
+    inexact = [r for r in rep.schedules if not r.quantiles_exact]
+    if inexact:
+        console.print(f"[dim]note: percentiles within {inexact[0].quantile_relative_error:.1%} of the exact ones "
+                      f"(a fixed-size histogram past the first million requests); counts, means, maxima and SLO "
+                      f"attainment exact[/]")
 
 
 def _table(rep: SimulationReport, rows, caption: str | None = None, narrow: bool = False) -> Table:

@@ -13,11 +13,10 @@ from kttune.config import LaunchConfig
 from kttune.cost.components import Components
 from kttune.sim import engine
 from kttune.sim.costs import IterationCosts
-from kttune.sim.metrics import Slo, summarise
+from kttune.sim.metrics import Slo
+from kttune.sim.simulate import summarise_run
 from kttune.sim.workload import Request, requests_from_workload
 from kttune.search.workload import Workload
-
-import numpy as np
 
 
 @dataclass(frozen=True)
@@ -87,13 +86,10 @@ def workload_requests(workload: Workload, target: SloTarget) -> list[Request]:
 
 
 def check_slo(comp: Components, cfg: LaunchConfig, requests: list[Request], target: SloTarget) -> SloCheck:
-    tr = engine.run(IterationCosts(comp, cfg), cfg, requests, engine.Schedule("chunked"))
-    r = summarise("chunked", tr, target.slo)
+    r = summarise_run(IterationCosts(comp, cfg), cfg, requests, engine.Schedule("chunked"), target.slo)
     q = 100 * target.target_attainment
-    ttft = np.nan_to_num(tr.first_token_s - tr.arrival_s, nan=np.inf)
-    gaps = np.nan_to_num(tr.max_gap_ms, nan=np.inf)
-    return SloCheck(r.attainment, r.ttft_attainment, r.tbt_attainment, float(np.percentile(ttft, q, method="higher")),
-                    float(np.percentile(gaps, q, method="higher")), target)
+    n = r.requests
+    return SloCheck(r.attainment, r.ok_ttft / n, r.ok_tbt / n, r.ttft.higher(q), r.max_gap.higher(q), target)
 
 
 def _s(v: float) -> str:

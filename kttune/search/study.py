@@ -154,7 +154,7 @@ def study_key(req: SearchRequest, space: SearchSpace, seed: int | None = None) -
     blob = json.dumps({
         "v": SPACE_VERSION, "model": req.model.__dict__, "method": req.method, "tp": req.tp,
         "profile": hashlib.sha256(json.dumps(profile_to_dict(req.profile), sort_keys=True, default=str).encode()).hexdigest(),
-        "workload": req.workload.__dict__, "budget": _searched(req.budget), "space": space.as_dict(), "seed": seed,
+        "workload": req.workload.search_fields(), "budget": _searched(req.budget), "space": space.as_dict(), "seed": seed,
     }, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 

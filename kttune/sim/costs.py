@@ -2,8 +2,8 @@
 
 Every time here comes from kttune.cost's public functions (moe_layer, hybrid_moe_layer, non_moe_ms,
 decode_step_ms's parts), so whatever calibration the cost model applies flows in. Calls are memoised
-per token count; the KV-read part of decode is linear in the summed context, so a decode step of any
-batch is one memo lookup plus a multiply.
+per token count (a bounded LRU each); the KV-read part of decode is linear in the summed context, so
+a decode step of any batch is one memo lookup plus a multiply.
 
 An iteration runs `prefill` tokens (one or more prompt segments, each after its own prefix) together
 with `decode` tokens (one per running request, `--enable-mixed-chunk`), through `group` decoder
@@ -35,11 +35,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from kttune.config import LaunchConfig
 from kttune.cost.components import FORWARD_OVERHEAD_MS, Components
 from kttune.cost.prefill import forward_path, hybrid_moe_layer, moe_layer, non_moe_ms, streamed_experts_per_layer
 from kttune.sim.router import expected_distinct_experts
+
+CACHE_ENTRIES = 1 << 14  # per memo (token counts up to the chunk size, mostly)
 
 
 @dataclass(frozen=True)
@@ -55,9 +58,9 @@ class LayerCost:
     layerwise: bool
 
 
-@dataclass(frozen=True)
-class Step:
-    """One iteration: its time, busy time and expert-weight traffic."""
+class Step(NamedTuple):
+    """One iteration: its time, busy time and expert-weight traffic (a NamedTuple: the engine
+    makes one per iteration, millions in a long run)."""
 
     ms: float
     gpu_ms: float
@@ -94,10 +97,11 @@ class IterationCosts:
         self.w_ms = comp.decode_dense_ms(1, 0.0)
         probe_ctx = 1e4
         self.k_ms_per_ctx = (comp.decode_dense_ms(1, probe_ctx) - self.w_ms) / probe_ctx
-        self._layer = lru_cache(maxsize=None)(self._layer_cost)
-        self._hybrid = lru_cache(maxsize=None)(self._hybrid_cost)
-        self._nonmoe = lru_cache(maxsize=None)(lambda t, p: non_moe_ms(comp, t, p))
-        self._groups = lru_cache(maxsize=None)(lambda g: layer_groups(m.num_layers, m.moe_layer_ids, g))
+        # bounded: a long run meets millions of (tokens, prefix) pairs
+        self._layer = lru_cache(maxsize=CACHE_ENTRIES)(self._layer_cost)
+        self._hybrid = lru_cache(maxsize=CACHE_ENTRIES)(self._hybrid_cost)
+        self._nonmoe = lru_cache(maxsize=CACHE_ENTRIES // 4)(lambda t, p: non_moe_ms(comp, t, p))  # (tokens, prefix): few repeat
+        self._groups = lru_cache(maxsize=CACHE_ENTRIES)(lambda g: layer_groups(m.num_layers, m.moe_layer_ids, g))
 
     # ---- per MoE layer -------------------------------------------------------------------------
     def _traffic(self, tokens: int, layerwise: bool) -> tuple[float, float, float]:

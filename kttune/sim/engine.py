@@ -1,42 +1,57 @@
-"""The discrete-event loop of one server under one schedule.
+"""The discrete-event loop of one server under one schedule, streaming.
 
-Time advances one iteration at a time; with nothing to run it jumps to the next arrival. Events
-are the sorted arrivals (a pointer) and the decode finishes (a heap keyed by the iteration of a
-request's last token: every running request decodes one token in every iteration, so that
-iteration is known when it starts decoding). The per-iteration work is O(1) apart from admissions,
-so 10,000 requests take a few seconds (benchmarks/bench_simulate.py).
+Time advances one iteration at a time; with nothing to run it jumps to the next arrival. Requests
+come from a stream of chunks (kttune.sim.workload) and leave as events to a sink (`Sink`): each
+finished or rejected request, each iteration's time with the decode tokens it carried, and the run's
+totals at the end. The loop keeps only what is in flight: the requests waiting (compact chunks), the
+running ones (a heap keyed by the iteration of a request's last token: every running request decodes
+one token in every iteration, so that iteration is known when it starts decoding) and a monotonic
+stack of iteration times from which a finishing request reads its longest gap. Its memory does not
+grow with the request count; kttune.sim.metrics.Summary is the bounded-memory sink, `run` a
+recording one that keeps everything (`Trace`, for tests and analysis).
 
 Continuous batching, as sglang-kt runs it with `--enable-mixed-chunk` (docs/simulate.md):
 - a request is admitted FIFO when `--max-running-requests` and the KV pool (`--max-total-tokens`)
   allow; it reserves prompt + output tokens of KV until it finishes (no preemption); a request that
   can never fit is rejected and fails its SLO;
 - every admitted request past its prefill decodes one token per iteration;
-- `chunked` / `hybrid`: each iteration prefills up to chunk - decode tokens (the mixed decode tokens
-  take their share of the chunk budget), continuing the one partly prefilled request first, then
-  admitting new ones; the whole forward (prefill + decode tokens) takes one path, layerwise when it
-  has at least threshold tokens. `hybrid` is the same with the threshold at 0;
-- `layered` (Layered Prefill): when no stage is in flight, up to `large_chunk` prompt tokens are
-  taken (the last request possibly cut) and run through G layer groups, one group per iteration,
-  while every running request decodes through all layers in each of those iterations; the prompts
-  (or their large chunks) finish when the last group has run. G = max(1, ceil(T/512)) for T staged
-  tokens (or fixed by the user). Each group's forward takes KT's per-forward path switch.
+- `chunked` / `hybrid` (`ChunkedPrefill`): each iteration prefills up to chunk - decode tokens (the
+  mixed decode tokens take their share of the chunk budget), continuing the one partly prefilled
+  request first, then admitting new ones; the whole forward (prefill + decode tokens) takes one
+  path, layerwise when it has at least threshold tokens. `hybrid` is the same with the threshold at
+  0 (kttune.sim.simulate.schedule_config);
+- `layered` (`LayeredPrefill`, Layered Prefill): when no stage is in flight, up to `large_chunk`
+  prompt tokens are taken (the last request possibly cut) and run through G layer groups, one group
+  per iteration, while every running request decodes through all layers in each of those
+  iterations; the prompts (or their large chunks) finish when the last group has run.
+  G = max(1, ceil(T/512)) for T staged tokens (or fixed by the user). Each group's forward takes
+  KT's per-forward path switch.
 A request's first token comes at the end of the iteration that finishes its prefill; its next
 tokens at the end of each following iteration, so its inter-token gaps are those iterations' times.
+Decode-only stretches with nothing arriving or finishing run as one vectorised block.
+
+Guards: every chunk is checked (finite, ordered arrivals; lengths in range) and every iteration time
+must be finite and not negative, so no input can make the loop spin without advancing.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
+from bisect import bisect_left
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
 
 import numpy as np
 
 from kttune.config import LaunchConfig
 from kttune.sim.costs import IterationCosts
-from kttune.sim.workload import Request
+from kttune.sim.workload import Request, RequestList, check_chunk
 
 SCHEDULES = ("chunked", "hybrid", "layered")
+PROGRESS_EVERY = 4096  # requests between progress calls
+LONG_RUN = 256  # decode-only iterations above which a stretch is summed with numpy
 
 
 @dataclass(frozen=True)
@@ -50,9 +65,361 @@ class Schedule:
         return {"name": self.name, "groups": self.groups, "large_chunk": self.large_chunk, "group_tokens": self.group_tokens}
 
 
+@dataclass(frozen=True)
+class RunTotals:
+    """What a run adds up, known at its end."""
+
+    first_arrival_s: float
+    end_s: float
+    iterations: int
+    gpu_busy_ms: float
+    cpu_busy_ms: float
+    traffic_prefill: tuple[float, float, float]  # (PCIe, HBM, host read) bytes, prefill share
+    traffic_decode: tuple[float, float, float]
+    prefill_gap_max_ms: float  # longest iteration that carried prefill work
+    groups_used: dict[int, int] = field(default_factory=dict)  # layered: G -> stages run with it
+
+
+class Sink(Protocol):
+    """Where a run's events go (kttune.sim.metrics.Summary, or the recorder behind `run`)."""
+
+    def request(self, rid: int, arrival_s: float, prompt: int, output: int, first_token_s: float, finish_s: float,
+                max_gap_ms: float, layer_loads: float) -> None: ...
+
+    def rejected(self, rid: int, arrival_s: float, prompt: int, output: int) -> None: ...
+
+    def iteration(self, ms: float, decode: int, prefill: int) -> None: ...
+
+    def decode_run(self, first_ms: float, step_ms: float, count: int, decode: int) -> None:
+        """`count` decode-only iterations of `decode` tokens each, taking first_ms + step_ms x j
+        (j = 0 .. count - 1)."""
+
+    def close(self, totals: RunTotals) -> None: ...
+
+
+# ---- the schedules ---------------------------------------------------------------------------------
+# A segment is (entry, tokens, prefix, completes): `tokens` prompt tokens of the request `entry`
+# after `prefix` already prefilled; `completes` when they end its prompt.
+
+class ChunkedPrefill:
+    """SGLang's token-chunked prefill: one forward of up to chunk - decode prompt tokens per
+    iteration, through every layer."""
+
+    def __init__(self, schedule: Schedule, costs: IterationCosts, cfg: LaunchConfig) -> None:
+        self.chunk = cfg.chunked_prefill_size
+        self.groups_used: dict[int, int] = {}
+
+    def plan(self, take: Callable[[int], list], decode: int) -> tuple[list, int, int]:
+        """(segments, layer groups, group) of the next forward."""
+        return take(self.chunk - decode), 1, 0
+
+    def finished(self, segs: list) -> list:
+        """The requests whose prefill the forward just run completed."""
+        return [e for e, _, _, c in segs if c]
+
+
+class LayeredPrefill:
+    """Layered Prefill: a staged batch of up to `large_chunk` prompt tokens runs one layer group per
+    iteration; its prompts complete after the last group."""
+
+    def __init__(self, schedule: Schedule, costs: IterationCosts, cfg: LaunchConfig) -> None:
+        self.schedule, self.costs = schedule, costs
+        self.stage: list = []
+        self.group, self.groups = 0, 1
+        self.groups_used: dict[int, int] = {}
+
+    def plan(self, take: Callable[[int], list], decode: int) -> tuple[list, int, int]:
+        if not self.stage:
+            self.stage = take(self.schedule.large_chunk)
+            if self.stage:
+                tokens = sum(s for _, s, _, _ in self.stage)
+                g = self.schedule.groups or self.costs.group_count(tokens, self.schedule.group_tokens)
+                self.groups = max(1, min(g, self.costs.num_layers))
+                self.groups_used[self.groups] = self.groups_used.get(self.groups, 0) + 1
+                self.group = 0
+        return self.stage, self.groups, self.group
+
+    def finished(self, segs: list) -> list:
+        self.group += 1
+        if self.group >= self.groups:
+            done = [e for e, _, _, c in self.stage if c]
+            self.stage = []
+            return done
+        return []
+
+
+PLANNERS = {"chunked": ChunkedPrefill, "hybrid": ChunkedPrefill, "layered": LayeredPrefill}
+
+
+# ---- the request queue -----------------------------------------------------------------------------
+class _Queue:
+    """Requests in arrival order, as compact chunks: those arrived and waiting (FIFO, from the
+    admission cursor) and those yet to arrive (from the arrival cursor)."""
+
+    def __init__(self, chunks, where: str) -> None:
+        self._it, self._where = iter(chunks), where
+        self._chunks: deque[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = deque()  # (first rid, arrivals, prompts, outputs)
+        self._next_rid = 0
+        self._last_s = 0.0
+        self.first_arrival_s = math.nan
+        # arrival cursor: chunk index (in _chunks), position, that chunk's arrivals as a list
+        self._ac, self._ai, self._alist = 0, 0, []
+        # admission cursor: always in _chunks[0]; that chunk's fields as lists
+        self._wi = 0
+        self._wlists: tuple[list, list, list] | None = None
+        self.waiting = 0
+        self.next_arrival_s = math.inf
+        self._load_arrival_chunk()
+
+    def _pull(self) -> bool:
+        for arr, plen, olen in self._it:
+            if arr.size == 0:
+                continue
+            check_chunk(arr, plen, olen, self._last_s, self._where)
+            if self._next_rid == 0:
+                self.first_arrival_s = float(arr[0])
+            self._chunks.append((self._next_rid, arr, plen, olen))
+            self._next_rid += arr.size
+            self._last_s = float(arr[-1])
+            return True
+        return False
+
+    def _load_arrival_chunk(self) -> None:
+        while self._ac >= len(self._chunks):
+            if not self._pull():
+                self.next_arrival_s = math.inf
+                return
+        self._alist = self._chunks[self._ac][1].tolist()
+        self._ai = 0
+        self.next_arrival_s = self._alist[0]
+
+    def arrive_until(self, t: float) -> None:
+        """Every request arriving at or before t joins the waiting queue."""
+        while self.next_arrival_s <= t:
+            a, i = self._alist, self._ai
+            n = len(a)
+            j = i + 1
+            while j < n and a[j] <= t:
+                j += 1
+            self.waiting += j - i
+            if j < n:
+                self._ai = j
+                self.next_arrival_s = a[j]
+                return
+            self._ac += 1
+            self._load_arrival_chunk()
+
+    def head(self) -> tuple[int, float, int, int]:
+        """(rid, arrival, prompt, output) of the first waiting request."""
+        if self._wlists is None:
+            _, arr, plen, olen = self._chunks[0]
+            self._wlists = (arr.tolist(), plen.tolist(), olen.tolist())
+        a, p, o = self._wlists
+        i = self._wi
+        return self._chunks[0][0] + i, a[i], p[i], o[i]
+
+    def pop(self) -> None:
+        self.waiting -= 1
+        self._wi += 1
+        if self._wi >= self._chunks[0][1].size:
+            self._chunks.popleft()
+            self._ac -= 1
+            self._wi, self._wlists = 0, None
+
+
+# ---- the loop --------------------------------------------------------------------------------------
+RID, ARRIVAL, PROMPT, OUTPUT, DONE, LOADS = range(6)  # fields of a request entry (a list)
+
+
+def serve(costs: IterationCosts, cfg: LaunchConfig, stream, schedule: Schedule, sink: Sink,
+          on_progress: Callable[[int], None] | None = None) -> None:
+    """Run `stream` (anything with `chunks()`, kttune.sim.workload) through one server under
+    `schedule`, sending every event to `sink`. `on_progress(requests done)` every PROGRESS_EVERY."""
+    if schedule.name not in PLANNERS:
+        raise ValueError(f"unknown schedule {schedule.name!r}")
+    if not (math.isfinite(costs.k_ms_per_ctx) and costs.k_ms_per_ctx >= 0):
+        raise ValueError(f"decode KV-read cost {costs.k_ms_per_ctx} ms per context token is not a finite non-negative time")
+    planner = PLANNERS[schedule.name](schedule, costs, cfg)
+    q = _Queue(stream.chunks(), f"requests of the {schedule.name} run")
+    max_total = cfg.max_total_tokens
+    kv_free = max_total
+    max_running = max(1, cfg.max_running_requests)
+    k_ctx = costs.k_ms_per_ctx
+    running = 0
+    prefilling: deque[list] = deque()  # admitted, prompt not finished: entries
+    finishes: list[tuple] = []  # heap of (last iteration, rid, entry, first decode iteration, first token time)
+    joins: list[list] = []  # start decoding next iteration
+    decode, sum_ctx = 0, 0.0
+    t, it = 0.0, 0
+    gpu_busy = cpu_busy = 0.0
+    tp = [0.0, 0.0, 0.0]
+    td = [0.0, 0.0, 0.0]
+    pre_max = 0.0
+    done, next_report = 0, PROGRESS_EVERY
+    stk_it: list[int] = []  # monotonic stack: iterations whose time exceeds every later one's
+    stk_ms: list[float] = []
+    prune_at = 4096
+
+    def push_gap(index: int, ms: float) -> None:
+        while stk_ms and stk_ms[-1] <= ms:
+            stk_ms.pop()
+            stk_it.pop()
+        stk_it.append(index)
+        stk_ms.append(ms)
+
+    def admit() -> bool:
+        nonlocal kv_free, running, done
+        while q.waiting:
+            rid, a, p, o = q.head()
+            need = p + o
+            if need > max_total:  # never fits
+                q.pop()
+                sink.rejected(rid, a, p, o)
+                done += 1
+                continue
+            if running >= max_running or need > kv_free:
+                return False
+            q.pop()
+            kv_free -= need
+            running += 1
+            prefilling.append([rid, a, p, o, 0, 0.0])
+            return True
+        return False
+
+    def take(budget: int) -> list:
+        """Prompt segments for this forward: the partly prefilled request first, then new ones."""
+        segs = []
+        while budget > 0:
+            if not prefilling and not admit():
+                break
+            e = prefilling[0]
+            d = e[DONE]
+            s = min(budget, e[PROMPT] - d)
+            completes = d + s == e[PROMPT]
+            segs.append((e, s, d, completes))
+            budget -= s
+            if completes:
+                prefilling.popleft()
+            else:
+                e[DONE] = d + s
+        return segs
+
+    while True:
+        q.arrive_until(t)
+        if joins:
+            for e in joins:
+                decode += 1
+                sum_ctx += e[PROMPT] + 1
+            joins = []
+        segs, groups, group = planner.plan(take, decode)
+        if not segs and decode == 0:
+            if q.next_arrival_s < math.inf:
+                t = max(t, q.next_arrival_s)
+                continue
+            if q.waiting:  # cannot admit and nothing runs: only rejections remain
+                admit()
+                continue
+            break
+        if done >= next_report and on_progress is not None:
+            on_progress(done)
+            next_report = done + PROGRESS_EVERY
+        if not segs and finishes[0][0] > it:
+            # Decode only, and nothing changes before the next arrival or finish: run those
+            # iterations at once (each is a + k x summed context, which grows by `decode` a step).
+            step = costs.decode(decode, sum_ctx)
+            a = step.ms
+            if not 0.0 <= a < math.inf:
+                raise ValueError(f"the cost model gave a decode step of {a} ms ({decode} requests)")
+            m = finishes[0][0] - it
+            kd = k_ctx * decode  # each step is kd longer than the one before
+            nxt = q.next_arrival_s
+            acc, cnt = 0.0, m
+            if m > LONG_RUN:  # numpy's cumsum adds in order too: the same sums
+                ends = t + np.cumsum(a + kd * np.arange(m, dtype=float)) / 1e3
+                if nxt != math.inf:
+                    cnt = max(1, min(m, int(np.searchsorted(ends, nxt, side="left")) + 1))
+                t = float(ends[cnt - 1])
+            elif nxt == math.inf:
+                for j in range(m):
+                    acc += a + kd * j
+                t = t + acc / 1e3
+            else:  # stop after the iteration during which the next request arrives
+                for j in range(m):
+                    acc += a + kd * j
+                    if t + acc / 1e3 >= nxt:
+                        cnt = j + 1
+                        break
+                t = t + acc / 1e3
+            if not t < math.inf:
+                raise ValueError("simulated time overflowed")
+            sink.decode_run(a, kd, cnt, decode)
+            push_gap(it + cnt - 1, a + kd * (cnt - 1))
+            gpu_busy += cnt * step.gpu_ms + k_ctx * decode * cnt * (cnt - 1) / 2
+            cpu_busy += cnt * step.cpu_ms
+            td[0] += cnt * step.pcie_bytes
+            td[1] += cnt * step.hbm_bytes
+            td[2] += cnt * step.host_bytes
+            sum_ctx += decode * cnt
+            it += cnt
+            continue
+        ptoks = sum(s for _, s, _, _ in segs)
+        step = costs.forward([(s, d) for _, s, d, _ in segs], decode, sum_ctx, groups, group)
+        ms = step.ms
+        if not 0.0 <= ms < math.inf:
+            raise ValueError(f"the cost model gave an iteration of {ms} ms ({ptoks} prompt and {decode} decode tokens)")
+        t += ms / 1e3
+        sink.iteration(ms, decode, ptoks)
+        push_gap(it, ms)
+        gpu_busy += step.gpu_ms
+        cpu_busy += step.cpu_ms
+        share = ptoks / (ptoks + decode) if ptoks else 0.0
+        for k, v in enumerate((step.pcie_bytes, step.hbm_bytes, step.host_bytes)):
+            tp[k] += v * share
+            td[k] += v * (1.0 - share)
+        if ptoks:
+            pre_max = max(pre_max, ms)
+            if step.layerwise_layers:
+                for e, s, _, _ in segs:
+                    e[LOADS] += step.layerwise_layers * s / ptoks
+        # ---- prompts that finished prefill this iteration
+        for e in planner.finished(segs):
+            o = e[OUTPUT]
+            if o <= 1:
+                kv_free += e[PROMPT] + o
+                running -= 1
+                done += 1
+                sink.request(e[RID], e[ARRIVAL], e[PROMPT], o, t, t, 0.0, e[LOADS])
+            else:
+                heapq.heappush(finishes, (it + o - 1, e[RID], e, it + 1, t))
+                joins.append(e)
+        # ---- decode tokens of this iteration
+        sum_ctx += decode
+        while finishes and finishes[0][0] == it:
+            _, _, e, start, first = heapq.heappop(finishes)
+            gap = stk_ms[bisect_left(stk_it, start)]
+            p, o = e[PROMPT], e[OUTPUT]
+            decode -= 1
+            sum_ctx -= p + o
+            kv_free += p + o
+            running -= 1
+            done += 1
+            sink.request(e[RID], e[ARRIVAL], p, o, first, t, gap, e[LOADS])
+        if len(stk_it) > prune_at:  # drop what no running request can ask for
+            oldest = min((f[3] for f in finishes), default=it + 1)
+            keep = bisect_left(stk_it, oldest)
+            del stk_it[:keep], stk_ms[:keep]
+            prune_at = max(4096, 2 * len(stk_it))
+        it += 1
+
+    if on_progress is not None:
+        on_progress(done)
+    sink.close(RunTotals(q.first_arrival_s, t, it, gpu_busy, cpu_busy, tuple(tp), tuple(td), pre_max, dict(planner.groups_used)))
+
+
+# ---- a recording run (everything in memory) --------------------------------------------------------
 @dataclass
 class Trace:
-    """Raw outcome of one run (numpy arrays; kttune.sim.metrics turns it into results)."""
+    """Raw outcome of one run, every request and iteration kept (numpy arrays, by arrival)."""
 
     arrival_s: np.ndarray
     prompt_tokens: np.ndarray
@@ -74,201 +441,54 @@ class Trace:
     groups_used: dict[int, int]  # layered: G -> stages run with it
 
 
-def run(costs: IterationCosts, cfg: LaunchConfig, requests: list[Request], schedule: Schedule) -> Trace:
-    if schedule.name not in SCHEDULES:
-        raise ValueError(f"unknown schedule {schedule.name!r}")
-    n = len(requests)
-    reqs = sorted(requests, key=lambda r: r.arrival_s)
-    arr = np.array([r.arrival_s for r in reqs], dtype=float)
-    plen = np.array([r.prompt_tokens for r in reqs], dtype=np.int64)
-    olen = np.array([r.output_tokens for r in reqs], dtype=np.int64)
-    first = np.full(n, np.nan)
-    finish = np.full(n, np.nan)
-    start_it = np.full(n, -1, dtype=np.int64)
-    end_it = np.full(n, -1, dtype=np.int64)
-    rejected = np.zeros(n, dtype=bool)
-    loads = np.zeros(n)
+class _Recorder:
+    def __init__(self) -> None:
+        self.rows: dict[int, tuple] = {}
+        self.ms: list = []
+        self.dec: list = []
+        self.pre: list = []
+        self.totals: RunTotals | None = None
 
-    layered = schedule.name == "layered"
-    chunk = cfg.chunked_prefill_size
-    kv_free = cfg.max_total_tokens
-    max_running = max(1, cfg.max_running_requests)
-    running = 0
-    waiting: deque[int] = deque()
-    prefilling: deque[list[int]] = deque()  # [request index, tokens done]
-    finishes: list[tuple[int, int]] = []  # (last iteration, request index)
-    joins: list[int] = []  # start decoding next iteration
-    decode, sum_ctx = 0, 0.0
-    t, it, ptr = 0.0, 0, 0
-    iter_ms: list[float] = []
-    iter_dec: list[int] = []
-    iter_pre: list[int] = []
-    gpu_busy = cpu_busy = 0.0
-    tp = [0.0, 0.0, 0.0]
-    td = [0.0, 0.0, 0.0]
-    pre_max = 0.0
-    stage: list[tuple[int, int, int, bool]] = []  # layered: (request, tokens, prefix, completes)
-    stage_g, stage_groups = 0, 1
-    groups_used: dict[int, int] = {}
-    done = 0
-    blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # per-iteration records, in order
+    def request(self, rid, arrival_s, prompt, output, first_token_s, finish_s, max_gap_ms, layer_loads) -> None:
+        self.rows[rid] = (arrival_s, prompt, output, first_token_s, finish_s, max_gap_ms, False, layer_loads)
 
-    def flush() -> None:
-        if iter_ms:
-            blocks.append((np.array(iter_ms), np.array(iter_dec, dtype=np.int64), np.array(iter_pre, dtype=np.int64)))
-            iter_ms.clear()
-            iter_dec.clear()
-            iter_pre.clear()
+    def rejected(self, rid, arrival_s, prompt, output) -> None:
+        self.rows[rid] = (arrival_s, prompt, output, math.nan, math.nan, math.nan, True, 0.0)
 
-    def admit() -> bool:
-        nonlocal kv_free, running, done
-        while waiting:
-            i = waiting[0]
-            need = int(plen[i] + olen[i])
-            if need > cfg.max_total_tokens:  # never fits
-                waiting.popleft()
-                rejected[i] = True
-                done += 1
-                continue
-            if running >= max_running or need > kv_free:
-                return False
-            waiting.popleft()
-            kv_free -= need
-            running += 1
-            prefilling.append([i, 0])
-            return True
-        return False
+    def iteration(self, ms, decode, prefill) -> None:
+        self.ms.append(np.array([ms]))
+        self.dec.append(np.array([decode], dtype=np.int64))
+        self.pre.append(np.array([prefill], dtype=np.int64))
 
-    def take(budget: int) -> list[tuple[int, int, int, bool]]:
-        """Prompt segments for this forward: the partly prefilled request first, then new ones."""
-        segs = []
-        while budget > 0:
-            if not prefilling and not admit():
-                break
-            i, d = prefilling[0]
-            s = min(budget, int(plen[i]) - d)
-            completes = d + s == plen[i]
-            segs.append((i, s, d, completes))
-            budget -= s
-            if completes:
-                prefilling.popleft()
-            else:
-                prefilling[0][1] = d + s
-        return segs
+    def decode_run(self, first_ms, step_ms, count, decode) -> None:
+        self.ms.append(first_ms + step_ms * np.arange(count, dtype=float))
+        self.dec.append(np.full(count, decode, dtype=np.int64))
+        self.pre.append(np.zeros(count, dtype=np.int64))
 
-    while done < n:
-        while ptr < n and arr[ptr] <= t:
-            waiting.append(ptr)
-            ptr += 1
-        if joins:
-            for i in joins:
-                decode += 1
-                sum_ctx += plen[i] + 1
-            joins = []
-        # ---- what this iteration runs
-        if layered:
-            if not stage:
-                stage = take(schedule.large_chunk)
-                if stage:
-                    tokens = sum(s for _, s, _, _ in stage)
-                    stage_groups = schedule.groups or costs.group_count(tokens, schedule.group_tokens)
-                    stage_groups = max(1, min(stage_groups, costs.num_layers))
-                    groups_used[stage_groups] = groups_used.get(stage_groups, 0) + 1
-                    stage_g = 0
-            segs = stage
-            groups, group = stage_groups, stage_g
-        else:
-            segs = take(chunk - decode)
-            groups, group = 1, 0
-        if not segs and decode == 0:
-            if ptr < n:
-                t = max(t, arr[ptr])
-                continue
-            if waiting:  # cannot admit and nothing runs: only rejections remain
-                admit()
-                continue
-            break
-        if not segs and finishes[0][0] > it:
-            # Decode only, and nothing changes before the next arrival or finish: run those
-            # iterations at once (each is a + k x summed context, which grows by `decode` a step).
-            step = costs.decode(decode, sum_ctx)
-            m = finishes[0][0] - it
-            ds = step.ms + costs.k_ms_per_ctx * decode * np.arange(m, dtype=float)
-            ends = t + np.cumsum(ds) / 1e3
-            cnt = m if ptr >= n else max(1, min(m, int(np.searchsorted(ends, arr[ptr], side="left")) + 1))
-            ds = ds[:cnt]
-            t = float(ends[cnt - 1])
-            flush()
-            blocks.append((ds, np.full(cnt, decode, dtype=np.int64), np.zeros(cnt, dtype=np.int64)))
-            gpu_busy += cnt * step.gpu_ms + costs.k_ms_per_ctx * decode * cnt * (cnt - 1) / 2
-            cpu_busy += cnt * step.cpu_ms
-            for k, v in enumerate((step.pcie_bytes, step.hbm_bytes, step.host_bytes)):
-                td[k] += cnt * v
-            sum_ctx += decode * cnt
-            it += cnt
-            continue
-        ptoks = sum(s for _, s, _, _ in segs)
-        step = costs.forward([(s, d) for _, s, d, _ in segs], decode, sum_ctx, groups, group)
-        t += step.ms / 1e3
-        iter_ms.append(step.ms)
-        iter_dec.append(decode)
-        iter_pre.append(ptoks)
-        gpu_busy += step.gpu_ms
-        cpu_busy += step.cpu_ms
-        share = ptoks / (ptoks + decode) if ptoks else 0.0
-        for k, v in enumerate((step.pcie_bytes, step.hbm_bytes, step.host_bytes)):
-            tp[k] += v * share
-            td[k] += v * (1.0 - share)
-        if ptoks:
-            pre_max = max(pre_max, step.ms)
-            if step.layerwise_layers:
-                for i, s, _, _ in segs:
-                    loads[i] += step.layerwise_layers * s / ptoks
-        # ---- prompts that finished prefill this iteration
-        finished_prefill = []
-        if layered:
-            stage_g += 1
-            if stage_g >= stage_groups:
-                finished_prefill = [i for i, _, _, c in stage if c]
-                stage = []
-        else:
-            finished_prefill = [i for i, _, _, c in segs if c]
-        for i in finished_prefill:
-            first[i] = t
-            if olen[i] <= 1:
-                finish[i] = t
-                kv_free += int(plen[i] + olen[i])
-                running -= 1
-                done += 1
-            else:
-                start_it[i] = it + 1
-                end_it[i] = it + int(olen[i]) - 1
-                heapq.heappush(finishes, (int(end_it[i]), i))
-                joins.append(i)
-        # ---- decode tokens of this iteration
-        sum_ctx += decode
-        while finishes and finishes[0][0] == it:
-            _, i = heapq.heappop(finishes)
-            finish[i] = t
-            decode -= 1
-            sum_ctx -= plen[i] + olen[i]
-            kv_free += int(plen[i] + olen[i])
-            running -= 1
-            done += 1
-        it += 1
+    def close(self, totals: RunTotals) -> None:
+        self.totals = totals
 
-    flush()
-    ims = np.concatenate([b[0] for b in blocks]) if blocks else np.zeros(0)
-    idec = np.concatenate([b[1] for b in blocks]) if blocks else np.zeros(0, dtype=np.int64)
-    ipre = np.concatenate([b[2] for b in blocks]) if blocks else np.zeros(0, dtype=np.int64)
-    gaps = np.zeros(n)
-    gaps[rejected] = np.nan
-    multi = np.nonzero(start_it >= 0)[0]
-    if len(multi):
-        idx = np.empty(2 * len(multi), dtype=np.int64)
-        idx[0::2] = start_it[multi]
-        idx[1::2] = end_it[multi] + 1
-        padded = np.append(ims, 0.0)
-        gaps[multi] = np.maximum.reduceat(padded, idx)[0::2]
-    return Trace(arr, plen, olen, first, finish, gaps, rejected, ims, idec, ipre, pre_max,
-                 t, gpu_busy, cpu_busy, tuple(tp), tuple(td), loads, groups_used)
+    def trace(self) -> Trace:
+        rows = [self.rows[i] for i in range(len(self.rows))]
+        cols = list(zip(*rows)) if rows else [()] * 8
+        tot = self.totals
+
+        def cat(parts, dtype):
+            return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+        return Trace(np.array(cols[0], dtype=float), np.array(cols[1], dtype=np.int64), np.array(cols[2], dtype=np.int64),
+                     np.array(cols[3], dtype=float), np.array(cols[4], dtype=float), np.array(cols[5], dtype=float),
+                     np.array(cols[6], dtype=bool), cat(self.ms, float), cat(self.dec, np.int64), cat(self.pre, np.int64),
+                     tot.prefill_gap_max_ms, tot.end_s, tot.gpu_busy_ms, tot.cpu_busy_ms, tot.traffic_prefill,
+                     tot.traffic_decode, np.array(cols[7], dtype=float), tot.groups_used)
+
+
+def run(costs: IterationCosts, cfg: LaunchConfig, requests, schedule: Schedule) -> Trace:
+    """One run with every request and iteration recorded (`requests`: a list of Request or a stream)."""
+    stream = RequestList(tuple(requests)) if isinstance(requests, (list, tuple)) else requests
+    rec = _Recorder()
+    serve(costs, cfg, stream, schedule, rec)
+    return rec.trace()
+
+
+__all__ = ["SCHEDULES", "Schedule", "Sink", "RunTotals", "ChunkedPrefill", "LayeredPrefill", "serve", "run", "Trace", "Request"]

@@ -17,6 +17,7 @@ inclusion probabilities (systematic PPS sampling), which is how the formula is c
 
 from __future__ import annotations
 
+import math
 import random
 from functools import lru_cache
 
@@ -30,13 +31,19 @@ def inclusion_probabilities(num_experts: int, top_k: int, skew: float) -> tuple[
         raise ValueError(f"top_k {top_k} outside 1..{num_experts}")
     if skew < 0:
         raise ValueError(f"skew {skew} is negative")
-    w = [r ** -skew for r in range(1, num_experts + 1)]
+    if not math.isfinite(skew):
+        raise ValueError(f"skew {skew} is not finite")
+    logw = [-skew * math.log(r) for r in range(1, num_experts + 1)]  # log r^-skew: no underflow at large skew
     capped = [False] * num_experts
     q = [0.0] * num_experts
     while True:
         free = [i for i in range(num_experts) if not capped[i]]
+        if not free:
+            break
         budget = top_k - (num_experts - len(free))
-        total = sum(w[i] for i in free)
+        top = max(logw[i] for i in free)
+        w = {i: math.exp(logw[i] - top) for i in free}  # relative to the most popular free expert (1)
+        total = sum(w.values())
         over = False
         for i in free:
             q[i] = budget * w[i] / total

@@ -12,8 +12,8 @@ from kttune.config import LaunchConfig
 from kttune.cost.components import Components
 from kttune.sim import engine
 from kttune.sim.costs import IterationCosts
-from kttune.sim.metrics import ScheduleResult, Slo, summarise
-from kttune.sim.workload import Request, rescale_arrivals
+from kttune.sim.metrics import ScheduleResult, Slo, Summary
+from kttune.sim.workload import Request, RequestList, rescale_arrivals
 
 TARGET_ATTAINMENT = 0.9
 
@@ -25,11 +25,25 @@ def schedule_config(cfg: LaunchConfig, schedule: engine.Schedule) -> LaunchConfi
     return replace(cfg, gpu_prefill_token_threshold=0) if schedule.name == "hybrid" else cfg
 
 
-def simulate_one(comp: Components, cfg: LaunchConfig, requests: list[Request], schedule: engine.Schedule, slo: Slo,
-                 router_skew: float = 0.0, samples: bool = False, costs: IterationCosts | None = None) -> ScheduleResult:
+def _stream(requests):
+    return RequestList(tuple(requests)) if isinstance(requests, (list, tuple)) else requests
+
+
+def summarise_run(costs: IterationCosts, cfg: LaunchConfig, requests, schedule: engine.Schedule, slo: Slo,
+                  samples: bool = False, on_progress=None) -> Summary:
+    """One run of `requests` (a list of Request or a stream, kttune.sim.workload) into a Summary."""
+    summary = Summary(slo, samples)
+    engine.serve(costs, cfg, _stream(requests), schedule, summary, on_progress)
+    return summary
+
+
+def simulate_one(comp: Components, cfg: LaunchConfig, requests, schedule: engine.Schedule, slo: Slo,
+                 router_skew: float = 0.0, samples: bool = False, costs: IterationCosts | None = None,
+                 on_progress=None) -> ScheduleResult:
+    """One schedule over `requests` (a list of Request or a stream), in bounded memory."""
     c = schedule_config(cfg, schedule)
     costs = costs or IterationCosts(comp, c, router_skew)
-    return summarise(schedule.name, engine.run(costs, c, requests, schedule), slo, samples)
+    return summarise_run(costs, c, requests, schedule, slo, samples, on_progress).result(schedule.name)
 
 
 @dataclass(frozen=True)
@@ -56,8 +70,7 @@ def capacity(comp: Components, cfg: LaunchConfig, base: list[Request], schedule:
 
     def att(rate: float) -> float:
         if rate not in seen:
-            tr = engine.run(costs, c, rescale_arrivals(base, rate), schedule)
-            seen[rate] = summarise(schedule.name, tr, slo).attainment
+            seen[rate] = summarise_run(costs, c, rescale_arrivals(base, rate), schedule, slo).attainment
         return seen[rate]
 
     lo_rate = 1e-4
@@ -128,7 +141,7 @@ class SimulationInputs:
 
     comp: Components
     cfg: LaunchConfig
-    requests: tuple[Request, ...]
+    requests: object  # a request stream (kttune.sim.workload): replayed by every schedule
     workload: dict
     slo: Slo
     schedules: tuple[engine.Schedule, ...]
@@ -137,19 +150,21 @@ class SimulationInputs:
 
 
 def simulate(inp: SimulationInputs, with_capacity: bool = False, capacity_requests: int = 300,
-             samples: bool = False, on_step=None) -> SimulationReport:
-    """Every schedule on the same requests; optionally each schedule's capacity."""
+             samples: bool = False, on_progress=None) -> SimulationReport:
+    """Every schedule on the same requests; optionally each schedule's capacity (on the first
+    `capacity_requests` of them). `on_progress(step, done, total)`: step is a schedule's name
+    (done/total requests) or "capacity of <schedule>"."""
     results, caps = [], []
+    total = inp.requests.count
     for s in inp.schedules:
-        results.append(simulate_one(inp.comp, inp.cfg, list(inp.requests), s, inp.slo, inp.router_skew, samples))
-        if on_step:
-            on_step(f"simulated {s.name}")
+        tick = (lambda done, name=s.name: on_progress(name, done, total)) if on_progress else None
+        results.append(simulate_one(inp.comp, inp.cfg, inp.requests, s, inp.slo, inp.router_skew, samples, on_progress=tick))
     if with_capacity:
-        base = list(inp.requests[:capacity_requests])
-        for s in inp.schedules:
+        base = inp.requests.head(capacity_requests)
+        for i, s in enumerate(inp.schedules):
+            if on_progress:
+                on_progress(f"capacity of {s.name}", i, len(inp.schedules))
             caps.append(capacity(inp.comp, inp.cfg, base, s, inp.slo, inp.router_skew))
-            if on_step:
-                on_step(f"capacity of {s.name}")
     return SimulationReport(
         model=inp.comp.model.name, method=inp.comp.method.name, profile=inp.profile_name, flags=inp.cfg.to_dict(),
         workload=inp.workload, slo=inp.slo, router_skew=inp.router_skew, schedules=tuple(results), capacity=tuple(caps),

@@ -40,6 +40,11 @@ def test_json_has_every_schedule_and_the_schema(capsys, tmp_path):
     (["--gpu-experts", "999"], "--gpu-experts"),
     (["--kt-method", "AMXINT4", "--threshold", "1024"], "crashes"),
     (["--groups", "0"], "--groups"),
+    (["--rate", "nan"], "--rate nan"),
+    (["--rate", "inf"], "--rate inf"),
+    (["--router-skew", "nan"], "--router-skew"),
+    (["--router-skew", "inf"], "--router-skew"),
+    (["--from-search", "missing.json"], "does not exist"),
 ])
 def test_bad_input_is_one_line(capsys, extra, needle):
     code = main(BASE + extra)
@@ -81,3 +86,71 @@ def test_search_with_an_slo_nothing_meets_names_the_limit(capsys, tmp_path):
     lines = [ln for ln in err.strip().splitlines() if ln.startswith("error: ")]
     assert code == 1 and len(lines) == 1  # "nothing feasible" answers 1 (kttune.cli_common)
     assert "TTFT:" in lines[0] and "TBT:" in lines[0] and "over)" in lines[0] and "req/s" in lines[0]
+
+
+def test_every_workload_of_the_namespace_simulates(capsys):
+    """Search's presets (rag: lengths) and the paper's sets (log-normal) in one namespace."""
+    for wl, form in (("rag", "lengths"), ("arxiv-summarize", "log-normal")):
+        code = main(BASE + ["-w", wl, "--schedules", "chunked", "--json"])
+        out = capsys.readouterr()
+        assert code == 0, out.err
+        d = json.loads(out.out)["workload"]
+        assert (d["name"], d["form"], d["source"]) == (wl, form, "preset")
+
+
+def test_without_a_model_or_a_search_result_says_so(capsys):
+    assert main(["simulate", "--requests", "5"]) == 2
+    assert "--from-search" in capsys.readouterr().err
+
+
+def test_simulating_a_search_pick_reproduces_its_slo_check(capsys, tmp_path):
+    """--from-search takes the pick's flags, the workload and the SLO's rate, limits, requests and
+    seed: its chunked schedule is the search's own SLO check, run again through simulate."""
+    res = tmp_path / "r.json"
+    code = main(["search", "-m", "qwen3-30b-a3b", "--vram", "80G", "--profile", "h200-pcie5-xeon-amx-16c", "-w", "chat",
+                 "--trials", "20", "--seed", "0", "--storage", str(tmp_path / "s.journal"),
+                 "--rate", "0.05", "--ttft-slo", "30s", "--tbt-slo", "1500ms", "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    res.write_text(out.out)
+    doc = json.loads(out.out)
+    code = main(["simulate", "--from-search", str(res), "--schedules", "chunked", "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    d = json.loads(out.out)
+    assert d["flags"] == doc["pick"]["flags"] and d["workload"]["name"] == "chat"
+    assert d["slo"] == {"ttft_s": 30.0, "tbt_ms": 1500.0} and d["workload"]["requests"] == doc["slo"]["target"]["requests"]
+    assert d["schedules"][0]["attainment"] == doc["slo"]["attainment"]
+    assert d["schedules"][0]["ttft_attainment"] == doc["slo"]["ttft_attainment"]
+    # an option given overrides the pick
+    assert main(["simulate", "--from-search", str(res), "--schedules", "chunked", "--chunk", "4096", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["flags"]["chunked_prefill_size"] == 4096
+    # an explanation of the same flags is simulated the same way
+    f = doc["pick"]["flags"]
+    code = main(["explain", "-m", "qwen3-30b-a3b", "--vram", "80G", "--profile", "h200-pcie5-xeon-amx-16c", "-w", "chat",
+                 "--gpu-experts", str(f["num_gpu_experts"]), "--chunk", str(f["chunked_prefill_size"]),
+                 "--threshold", str(f["gpu_prefill_token_threshold"]), "--max-total-tokens", str(f["max_total_tokens"]),
+                 "--cpuinfer", str(f["cpuinfer_threads"]), "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    ex = tmp_path / "e.json"
+    ex.write_text(out.out)
+    assert main(["simulate", "--from-search", str(ex), "--schedules", "chunked", "--rate", "0.05", "--requests", "200",
+                 "--ttft-slo", "30s", "--tbt-slo", "1500ms", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["flags"] == d["flags"] and again["schedules"][0]["attainment"] == d["schedules"][0]["attainment"]
+
+
+def test_a_file_that_is_not_a_search_result_is_refused(capsys, tmp_path):
+    for body in ('{"schema": "kttune.simulate/1"}', "[1, 2]", "{oops",
+                 '{"model": {"name": "qwen3-30b-a3b"}, "workload": {}, "pick": {"flags": {"chunked_prefill_size": "big"}}}',
+                 '{"model": {"name": "qwen3-30b-a3b"}, "workload": {}, "pick": {"flags": {}}, "slo": {"target": {"rate_per_s": "fast"}}}',
+                 '{"model": {"name": "qwen3-30b-a3b"}, "workload": {}, "pick": {"flags": {}}, "slo": {"target": {"requests": 0}}}',
+                 '{"model": {"name": 5}, "workload": {}, "pick": {"flags": {}}}',
+                 '{"model": {"name": "qwen3-30b-a3b"}, "workload": {"prompt_tokens": [-1]}, "pick": {"flags": {}}}'):
+        f = tmp_path / "x.json"
+        f.write_text(body)
+        code = main(["simulate", "--from-search", str(f)])
+        err = capsys.readouterr().err
+        lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+        assert code == 2 and len(lines) == 1 and "search result" in lines[0], err

@@ -287,3 +287,19 @@ def test_progress_bars_fit(width):
         text = "\n".join(lines)
         assert all(w in text for w in whole) and "\u2026" not in text, lines
         assert len(lines) == (1 if width >= 160 else 2)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_simulate_progress_fits(width):
+    """The simulation's progress bars (a long step name, a count in the millions) on one line each."""
+    from kttune.emit.progress import simulate_bar, simulate_updater
+
+    console = Console(width=width, file=open("/dev/null", "w"), force_terminal=False)
+    prog = simulate_bar(console)
+    on_progress = simulate_updater(prog)
+    on_progress("chunked", 3_400_000, 10_000_000)
+    on_progress("capacity of layered", 1, 3)
+    lines = _bar_lines(prog, width)
+    assert len(lines) == 2 and all(cell_len(ln) <= width for ln in lines), lines
+    assert "chunked" in lines[0] and "34%" in lines[0] and "capacity of layered" in lines[1]
+    assert "\u2026" not in "".join(lines)

@@ -13,13 +13,15 @@ from kttune.cost.components import Components
 from kttune.cost.prefill import prefill_time_ms
 from kttune.sim import engine
 from kttune.sim.costs import IterationCosts, layer_groups
-from kttune.sim.metrics import Slo, summarise
+from kttune.sim.metrics import Slo
 from kttune.sim.router import activated_fraction
-from kttune.sim.simulate import simulate_one
-from kttune.sim.workload import MIXES, Request, poisson_requests
+from kttune.sim.simulate import simulate_one, summarise_run
+from kttune.search.workload import load_workload
+from kttune.sim.workload import Request, poisson_requests
 from kttune.spec.methods import bytes_per_expert, get_method, gpu_format
 from tests.helpers import cfg, model, profile
 
+ARXIV, SHAREGPT = load_workload("arxiv-summarize").mix, load_workload("sharegpt-chat").mix
 MEASURED = "h200-pcie5-xeon-amx-16c"
 SLO = Slo(ttft_s=10.0, tbt_ms=150.0)
 
@@ -76,7 +78,7 @@ def test_chunked_traffic_is_chunks_x_layers_x_bytes_x_activated_fraction(chunks,
     f = _flags(c, chunked_prefill_size=chunk, gpu_prefill_token_threshold=chunk, num_gpu_experts=0)
     prompt = chunks * chunk
     costs = IterationCosts(c, f, skew)
-    r = summarise("chunked", engine.run(costs, f, [Request(0, 0.0, prompt, 1)], engine.Schedule("chunked")), SLO)
+    r = summarise_run(costs, f, [Request(0, 0.0, prompt, 1)], engine.Schedule("chunked"), SLO).result("chunked")
     meth = get_method(m.default_method)
     layer_bytes = m.num_experts * bytes_per_expert(gpu_format(meth, m.checkpoint_format), m.hidden_size, m.moe_intermediate_size)
     n = math.ceil(prompt / chunk) * m.num_moe_layers
@@ -107,7 +109,7 @@ def test_layered_loads_each_moe_layer_once_per_large_chunk(prompts, large):
 def test_layered_decode_never_waits_longer_than_one_group_iteration(rate, groups, seed):
     c = comp()
     f = _flags(c)
-    reqs = poisson_requests(MIXES["summarize"], rate, 60, seed)
+    reqs = poisson_requests(ARXIV, rate, 60, seed)
     costs = IterationCosts(c, f)
     tr = engine.run(costs, f, reqs, engine.Schedule("layered", groups=groups))
     # the longest a decoding request can wait: one iteration carrying one layer group of a staged
@@ -140,7 +142,7 @@ def test_chunked_stalls_decode_for_a_whole_layerwise_chunk():
 def test_every_request_finishes_and_kv_limits_hold():
     c = comp()
     f = _flags(c, max_total_tokens=20000, max_running_requests=4)
-    reqs = poisson_requests(MIXES["chat"], 0.5, 200, 3) + [Request(999, 1.0, 30000, 10)]
+    reqs = poisson_requests(SHAREGPT, 0.5, 200, 3) + [Request(999, 1.0, 30000, 10)]
     for s in engine.SCHEDULES:
         tr = engine.run(IterationCosts(c, f), f, reqs, engine.Schedule(s))
         assert tr.rejected.sum() == 1 and tr.rejected[np.argmax(tr.prompt_tokens)]
@@ -160,7 +162,7 @@ def test_layer_groups_split_every_layer_once(layers, g):
 def test_gap_histogram_counts_every_gap_once():
     c = comp()
     f = _flags(c, max_total_tokens=20000, max_running_requests=8)
-    reqs = poisson_requests(MIXES["chat"], 0.2, 120, 5)
+    reqs = poisson_requests(SHAREGPT, 0.2, 120, 5)
     for s in engine.SCHEDULES:
         r = simulate_one(c, f, reqs, engine.Schedule(s), SLO, samples=True)
         served = [q for q in reqs if q.prompt_tokens + q.output_tokens <= 20000]

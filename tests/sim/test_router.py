@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from kttune.cost.features import expected_experts_touched
@@ -45,3 +46,17 @@ def test_more_tokens_touch_more_experts_and_skew_touches_fewer(skew, b):
     assert 8 - 1e-9 <= d <= 128
     assert expected_distinct_experts(b + 1, 8, 128, skew) >= d - 1e-9
     assert expected_distinct_experts(b, 8, 128, skew + 0.5) <= d + 1e-9
+
+
+@given(skew=st.sampled_from([1e3, 1e6, 1e300]), e=st.integers(2, 384), k=st.integers(1, 8))
+def test_extreme_skew_routes_every_token_to_the_top_k(skew, e, k):
+    """Popularity r^-skew underflows at large skew; the probabilities do not: the top k experts take
+    every token, so a batch of any size touches exactly k."""
+    k = min(k, e)
+    q = inclusion_probabilities(e, k, skew)
+    assert sum(q) == pytest.approx(k) and q[:k] == pytest.approx((1.0,) * k)
+    assert expected_distinct_experts(1000, k, e, skew) == pytest.approx(k)
+
+
+def test_every_expert_chosen_when_top_k_is_all():
+    assert inclusion_probabilities(4, 4, 1.5) == (1.0, 1.0, 1.0, 1.0)
