@@ -22,6 +22,10 @@ class LaunchConfig:
     context_length: int = 0  # --context-length; 0 = model's max_position_embeddings
     page_size: int = 1
 
+    def __post_init__(self) -> None:
+        # from JSON the node ids arrive as a list: keep the config hashable and equal to itself
+        object.__setattr__(self, "numa_nodes", tuple(self.numa_nodes))
+
     def layerwise_can_fire(self, method_supports_layerwise: bool) -> bool:
         """Layerwise fires only for a forward of >= threshold tokens, and a forward never exceeds the
         chunk (docs/sglang-kt.md#the-per-forward-switch), so it can fire only when 0 < threshold <= chunk."""
