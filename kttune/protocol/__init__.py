@@ -10,7 +10,8 @@ The public API, small on purpose (docs/measured-search.md#the-measurement-protoc
 - `race(items, sample, protocol, cost=...)` -> `RaceResult`: finalists re-measured round by round,
   the slower beyond noise eliminated, a tie within noise won by the cheaper item.
 - `estimate(samples)` -> `Estimate` (median, interval, CV, outliers); `compare(a, b)` ->
-  `Comparison` (ratio b/a with its interval, paired by round); `crossing(xs, ratios)` -> `Crossing`.
+  `Comparison` (ratio b/a with its interval, paired by round); `crossing(xs, ratios)` -> `Crossing`;
+  `trend(values)` -> `Trend` (a robust per-step slope: memory across configurations).
 
 Pure (numpy/scipy, no torch): the model core may use it; what measures is always the caller's
 `sample` callable.
@@ -18,7 +19,7 @@ Pure (numpy/scipy, no torch): the model core may use it; what measures is always
 
 from kttune.protocol.race import RaceEntry, RaceResult, race
 from kttune.protocol.rounds import Protocol, RoundsResult, Samples, measure_rounds
-from kttune.protocol.stats import Comparison, Crossing, Estimate, Outlier, compare, crossing, estimate, outliers_of
+from kttune.protocol.stats import Comparison, Crossing, Estimate, Outlier, Trend, compare, crossing, estimate, outliers_of, trend
 
 __all__ = ["Comparison", "Crossing", "Estimate", "Outlier", "Protocol", "RaceEntry", "RaceResult", "RoundsResult", "Samples",
-           "compare", "crossing", "estimate", "measure_rounds", "outliers_of", "race"]
+           "Trend", "compare", "crossing", "estimate", "measure_rounds", "outliers_of", "race", "trend"]

@@ -277,3 +277,29 @@ def crossing(xs: Sequence[float], ratios: Sequence[Comparison]) -> Crossing:
     lo = _first_crossing(x, [p[1].low for p in pts])
     hi = _first_crossing(x, [p[1].high for p in pts])
     return Crossing(c, lo if lo is not None else x[0], hi if hi is not None else x[-1])
+
+
+@dataclass(frozen=True)
+class Trend:
+    """A robust per-step trend of a series (Theil-Sen: the median of the pairwise slopes), with its
+    interval: resident memory after each configuration, say. Robust to a few odd steps (one large
+    allocation returned later), unlike a least-squares slope."""
+
+    slope: float  # per step
+    low: float
+    high: float
+    rise: float  # max(values) - values[0]
+    steps: int
+
+    def to_dict(self) -> dict:
+        return {"slope": self.slope, "low": self.low, "high": self.high, "rise": self.rise, "steps": self.steps}
+
+
+def trend(values: Sequence[float], confidence: float = CONFIDENCE) -> Trend:
+    from scipy import stats
+
+    ys = [float(v) for v in values]
+    if len(ys) < 2:
+        return Trend(0.0, 0.0, 0.0, 0.0, len(ys))
+    r = stats.theilslopes(ys, list(range(len(ys))), alpha=confidence)
+    return Trend(float(r[0]), float(r[2]), float(r[3]), max(ys) - ys[0], len(ys))

@@ -105,3 +105,19 @@ def test_crossing_of_a_power_law(x0, slope):
 def test_crossing_outside_the_range_says_which_side():
     up = [Comparison(2.0, 1.9, 2.1, 0.95, True, 3)] * 3
     assert crossing([1, 2, 3], up).side == "above" and crossing([1, 2, 3], up).x is None
+
+
+@given(st.floats(-1e6, 1e6), st.floats(-1e3, 1e3), st.integers(3, 40))
+def test_trend_of_a_line_is_its_slope(a, b, n):
+    from kttune.protocol import trend
+
+    t = trend([a + b * i for i in range(n)])
+    assert t.slope == pytest.approx(b, abs=1e-6 * max(1, abs(b), abs(a)))
+
+
+def test_trend_ignores_one_odd_step():
+    from kttune.protocol import trend
+
+    ys = [100.0] * 20
+    ys[7] = 5000.0  # one large allocation, returned at the next step
+    assert trend(ys).slope == 0 and trend(ys).rise == 4900
