@@ -39,8 +39,7 @@ def paths(
     small: bool = typer.Option(False, "--small", help="The model's architecture at small shapes (the CPU variant)."),
     device: str = typer.Option("", "--device", help="cuda or cpu (default: cuda when present)."),
     max_run_s: float = typer.Option(60.0, "--max-run-s", help="Skip runs the cost model predicts to take longer (x1.5)."),
-    repeat_below_s: float = typer.Option(2.5, "--repeat-below-s", help="Runs shorter than this run again (0: never)."),
-    repeats: int = typer.Option(2, "--repeats", help="How many times such a run runs; the fastest is kept."),
+    repeats: int = typer.Option(3, "--repeats", help="Timed samples per run, in interleaved rounds after a warm-up; the median and its interval are reported."),
     profile: Optional[str] = typer.Option(None, "--profile", help="Profile for the predictions (default: as `kttune search`)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Also write the JSON result to this file."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON result on stdout instead of tables."),
@@ -60,7 +59,7 @@ def paths(
         chunks=_ints(chunks, "--chunks") or (4096,), prompts=_ints(prompts, "--prompts") or (1024, 8192),
         threshold=threshold, force=tuple(x for f in force or [] for x in f.split(",") if x),
         sweep=_ints(sweep, "--sweep"), cpuinfer=cpuinfer, small=small, device=device, max_run_s=max_run_s, profile=profile,
-        repeat_below_s=repeat_below_s, repeats=repeats)
+        repeats=repeats)
     err = Console(stderr=True)
     with quiet_stdout(to_stderr=True):
         result = run_paths(req, progress=lambda s: err.print(s, highlight=False)).to_dict()
