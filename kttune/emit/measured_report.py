@@ -27,10 +27,15 @@ def render_measured(console: Console, res) -> None:
     for r in rows(res):
         c = r.cfg
         rel = f"{r.measured_tok_s / top:.1%}" if r.measured_tok_s and top else "-"
-        state = r.state if r.fits else "does not fit the budget"
+        if r.vs_best is not None and r.vs_best.low != r.vs_best.high:
+            rel = f"{r.vs_best.ratio:.1%} [{r.vs_best.low:.0%}-{r.vs_best.high:.0%}]"
+        state = (r.race_status or r.state) if r.fits else "does not fit the budget"
         t.add_row(r.name, f"{c.chunked_prefill_size}", f"{c.gpu_prefill_token_threshold}", f"{c.num_gpu_experts}",
-                  f"{c.cpuinfer_threads}", _tok(r.measured_tok_s), rel, _tok(r.predicted_tok_s), state)
+                  f"{c.cpuinfer_threads}", r.estimate.short() if r.estimate is not None else _tok(r.measured_tok_s), rel,
+                  _tok(r.predicted_tok_s), state)
     console.print(t)
+    if res.decision:
+        console.print(f"decision ({res.race_rounds} interleaved rounds): {res.decision}")
     for r in res.baselines:
         if r.notes:
             console.print(f"{r.name}: " + "; ".join(r.notes))
@@ -46,11 +51,14 @@ def measured_dict(res, input_notes: tuple[str, ...] = ()) -> dict:
     def one(r) -> dict:
         return {"name": r.name, "config": r.cfg.to_dict(), "fits": r.fits, "measured_tok_s": r.measured_tok_s,
                 "predicted_tok_s": r.predicted_tok_s, "ms_by_prompt_tokens": {str(k): v for k, v in sorted(r.ms_by_length.items())},
-                "state": r.state, "source": r.source, "notes": list(r.notes), "trial": r.trial}
+                "state": r.state, "source": r.source, "notes": list(r.notes), "trial": r.trial,
+                "estimate": r.estimate.to_dict() if r.estimate is not None else None,
+                "vs_measured_pick": r.vs_best.to_dict() if r.vs_best is not None else None, "race_status": r.race_status}
 
     return {"evaluator": res.evaluator, "prompt_tokens": list(res.lengths), "weights": list(res.weights),
             "measured_pick": one(res.best), "model_pick": one(res.model_pick),
             "model_candidates": [one(r) for r in res.model_candidates], "baselines": [one(r) for r in res.baselines],
+            "decision": res.decision, "race_rounds": res.race_rounds,
             "study": {"name": res.study_name, "storage": res.storage, "measured_trials": res.trials_measured,
                       "pruned": res.trials_pruned, "infeasible": res.trials_infeasible, "new_trials": res.trials_new,
                       "wall_s": res.wall_s},

@@ -213,7 +213,7 @@ class PathRunner:
     # ---- one prompt ------------------------------------------------------------------------------
     def run_prompt(self, prompt_tokens: int, chunk: int, threshold: int, force: str | None = None, seed: int = 0) -> PathRun:
         st, spec = self.st, self.st.spec
-        if chunk > st.opts.max_tokens:
+        if min(chunk, prompt_tokens) > st.opts.max_tokens:  # the largest forward, not the flag, must fit
             raise ValueError(f"chunk {chunk} exceeds the stack's buffers ({st.opts.max_tokens} tokens)")
         if force == "layerwise" and not get_method(st.method).layerwise:
             raise ValueError(f"{st.method} has no layerwise path")
