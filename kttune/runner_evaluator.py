@@ -90,6 +90,10 @@ class PathRunnerEvaluator:
         self.samples = 0
 
     @property
+    def started(self) -> bool:
+        return self._session is not None
+
+    @property
     def session(self):
         if self._session is None:
             if self.isolate:
@@ -164,10 +168,11 @@ def _runner_available() -> None:
 
 def path_runner_evaluator(inp, device: str = "cuda", threads: Sequence[int] | None = None,
                           chunks: Sequence[int] | None = None, layers: int = 2, isolate: bool = True,
-                          max_run_s: float = 120.0) -> PathRunnerEvaluator:
+                          max_run_s: float = 120.0, lengths: Sequence[int] | None = None) -> PathRunnerEvaluator:
     """The runner evaluator for a request: its session sized for the search space's chunks and
     thread counts (or those given) at the workload's prompt lengths. `device` "cpu" is the CPU
-    variant (small shapes; thread counts capped by `cpu_variant_threads`)."""
+    variant (small shapes; thread counts capped by `cpu_variant_threads`). `lengths`: the prompt
+    lengths it will measure (default: the workload's)."""
     _runner_available()
     from kttune.search.study import prepare_search
 
@@ -177,5 +182,6 @@ def path_runner_evaluator(inp, device: str = "cuda", threads: Sequence[int] | No
         chunks = tuple(chunks or space.chunks)
     tmap = cpu_variant_threads(threads) if device == "cpu" else {}
     built = sorted(set(tmap.values())) if tmap else sorted(set(threads))
-    spec = session_spec_for(inp, device, built, chunks, inp.request.workload.prompt_tokens, layers=layers, max_run_s=max_run_s)
+    spec = session_spec_for(inp, device, built, chunks, lengths or inp.request.workload.prompt_tokens, layers=layers,
+                            max_run_s=max_run_s)
     return PathRunnerEvaluator(spec, f"runner-{device}", tmap, isolate=isolate)

@@ -79,8 +79,9 @@ def race(items: Sequence[T], sample: Callable[[T, int], float | None], protocol:
     stopped = False
     done = 0
 
-    def estimates() -> dict:
-        return {i: e for i in items if (e := samples.estimate(i, protocol)) is not None}
+    def estimates(upto: int | None = None) -> dict:
+        """Per item; `upto`: from the rounds up to that one only (a resumed race holds later ones)."""
+        return {i: e for i in items if (e := samples.estimate(i, protocol, upto)) is not None}
 
     try:
         for r in range(max_rounds):
@@ -88,7 +89,7 @@ def race(items: Sequence[T], sample: Callable[[T, int], float | None], protocol:
                       on_sample=on_sample, stop=stop)
             done = r + 1
             alive = [i for i in alive if i not in samples.unmeasurable]
-            est = estimates()
+            est = estimates(r)
             if r + 1 >= lo_rounds and len(alive) > 1:
                 best = _best(alive, est)
                 for i in list(alive):

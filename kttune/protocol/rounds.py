@@ -77,8 +77,9 @@ class Samples(Generic[T]):
     def rounds_of(self, item: T) -> set[int]:
         return {r for r, _, _ in self.values.get(item, [])}
 
-    def estimate(self, item: T, protocol: Protocol) -> Estimate | None:
-        vs = self.values.get(item)
+    def estimate(self, item: T, protocol: Protocol, upto: int | None = None) -> Estimate | None:
+        """The item's estimate; `upto`: from its samples of rounds <= upto only (what was known then)."""
+        vs = [v for v in self.values.get(item, []) if upto is None or v[0] <= upto]
         if not vs:
             return None
         return protocol.estimate([v for _, v, _ in vs], [r for r, _, _ in vs],
@@ -138,8 +139,13 @@ def run_round(items: Sequence[T], round_index: int, sample: Callable[[T, int], f
     for item in protocol.order(items, round_index):
         if item in samples.unmeasurable:
             continue
-        e = samples.estimate(item, protocol)
-        extra = len(samples.values.get(item, ())) - len(samples.rounds_of(item))
+        # as known at this round's end (a resumed schedule holds later rounds too); one re-measure
+        # per item and round
+        e = samples.estimate(item, protocol, upto=round_index)
+        upto = [r for r, _, _ in samples.values.get(item, ()) if r <= round_index]
+        extra = len(upto) - len(set(upto))
+        if upto.count(round_index) > 1:
+            continue
         if e is not None and len(e.outliers) > extra and extra < protocol.max_remeasure:
             one(item)  # an outlier not yet replaced: one more sample, paired with this round
 

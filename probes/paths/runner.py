@@ -36,22 +36,15 @@ import torch
 from kttune.kernels.cpu_moe import moe_forward
 from kttune.kernels.decoder import AttnCache, rms_norm, route, swiglu_mlp
 from kttune.kernels.gpu_experts import GpuExperts, gpu_subset_moe
+from kttune.cost.prefill import chunks_of, switch_path
 from kttune.probes.paths.result import ForwardRecord, PathRun
 from kttune.probes.paths.stack import PathStack
 from kttune.spec.methods import get_method
 
 
-def chunks_of(prompt_tokens: int, chunk: int) -> list[int]:
-    """Forward sizes sglang runs for one prompt: floor(L/C) chunks of C, then the tail."""
-    full, tail = divmod(prompt_tokens, chunk)
-    return [chunk] * full + ([tail] if tail else [])
-
-
 def forward_path(method: str, tokens: int, threshold: int, force: str | None = None) -> str:
-    """sglang-kt's switch: layerwise when the method supports it and tokens >= threshold > 0."""
-    if force:
-        return force
-    return "layerwise" if get_method(method).layerwise and 0 < threshold <= tokens else "hybrid"
+    """sglang-kt's switch (kttune.cost.prefill.switch_path), or the forced path."""
+    return force or switch_path(get_method(method).layerwise, tokens, threshold)
 
 
 @dataclass

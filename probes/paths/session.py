@@ -148,13 +148,9 @@ class RunnerSession:
 
     def plan(self, cfg: RunnerConfig, prompt: int, force: str | None = None) -> tuple:
         """The forwards a prompt runs under `cfg`: (path, tokens, prefix) each."""
-        from kttune.probes.paths.runner import chunks_of, forward_path
+        from kttune.cost.prefill import forward_plan
 
-        out, prefix = [], 0
-        for m in chunks_of(prompt, cfg.chunk):
-            out.append((forward_path(self.method, m, cfg.threshold, force), m, prefix))
-            prefix += m
-        return tuple(out)
+        return forward_plan(self.layerwise, prompt, cfg.chunk, cfg.threshold, force)
 
     def skip_reason(self, cfg: RunnerConfig, prompt: int, force: str | None = None) -> str | None:
         """Why `cfg` cannot be measured at `prompt` tokens here, or None: a forward larger than the

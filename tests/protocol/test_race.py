@@ -52,3 +52,19 @@ def test_deterministic_samples_decide_in_the_minimum_rounds():
 def test_exactly_equal_items_tie_and_the_cheapest_wins():
     res = race(["x", "y"], lambda i, r: 5.0, Protocol(repeats=3), cost=lambda i: {"x": (2,), "y": (1,)}[i])
     assert res.winner == "y" and {e.status for e in res.entries} == {"winner", "best measured"}
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10**6))
+def test_a_resumed_race_decides_alike_and_measures_nothing_more(seed):
+    means = {"a": 1000.0, "b": 960.0, "c": 900.0, "d": 995.0}
+    sample = noisy(means, 0.03, seed)
+    p = Protocol(repeats=3, seed=seed)
+    first = race(list(means), sample, p, max_rounds=5)
+    known = {e.item: [] for e in first.entries}
+    # the samples the first race took, from its estimates (values in order, with their rounds)
+    for e in first.entries:
+        known[e.item] = [(r, v, None) for r, v in zip(e.estimate.rounds, e.estimate.samples)]
+    again = race(list(means), lambda i, r: 1.0, p, max_rounds=5, known=known)
+    assert again.timed_samples == 0 and again.winner == first.winner
+    assert [e.status for e in again.entries] == [e.status for e in first.entries]

@@ -86,3 +86,23 @@ def test_unmeasurable_items_are_dropped_with_their_reason():
     res = measure_rounds(["a", "b"], lambda i, r: None if i == "b" else 1.0, Protocol(repeats=2),
                          unmeasurable=lambda i: "over the time cap")
     assert set(res.estimates) == {"a"} and res.samples.unmeasurable == {"b": "over the time cap"}
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10**6), st.integers(1, 5))
+def test_a_resumed_schedule_measures_nothing_more(seed, cut):
+    """Run a schedule with outliers, keep its first `cut` samples, resume: the resumed run takes
+    exactly the samples the first run took after them (in number), and nothing once all are known."""
+    rng = random.Random(seed)
+    values = {}
+
+    def sample(i, r):
+        k = (i, r, sum(1 for key in values if key[:2] == (i, r)))
+        values[k] = rng.choice([1.0, 1.01, 0.99, 3.0])
+        return values[k]
+
+    p = Protocol(repeats=4, seed=seed)
+    first = measure_rounds(list("abc"), sample, p)
+    known = {i: list(vs) for i, vs in first.samples.values.items()}
+    again = measure_rounds(list("abc"), lambda i, r: 1.0, p, known=known)
+    assert again.samples.timed == 0
