@@ -123,6 +123,12 @@ class TuneResult:
     report_dir: str = ""
     notes: tuple[str, ...] = ()
     stopped: str = ""  # why the plan was cut short (the budget), or ""
+    # for callers that measure more (benchmarks), never serialised: the runner session when asked to
+    # keep it (run_tune(keep_runner=True)), the search space, the calibrated cost model and request
+    runner: object = None
+    space: object = None
+    components: object = None
+    request: object = None
 
     def to_dict(self) -> dict:
         return {

@@ -46,6 +46,7 @@ TUNE_VERSION = 1
 # shares of the budget at which each step stops (cumulative)
 PHASE_SHARES = {"crossover": 0.20, "screen": 0.45, "race": 0.90}
 MAX_THREAD_COUNTS = 3
+RUN_CAP_S = 30.0  # a run the model predicts (x1.5) longer than this is not measured: one run must not take the budget
 PROBE_MAX_TOKENS = 1024
 
 
@@ -274,9 +275,10 @@ def sweep_sizes(predicted: float | None, cap: int, lo: int = 32, count: int = 5)
     return sorted({min(cap, max(lo, int(round(x / 32)) * 32)) for x in raw})
 
 
-def run_tune(req: TuneRequest, on_event: Callable[[TuneEvent], None] | None = None) -> TuneResult:
+def run_tune(req: TuneRequest, on_event: Callable[[TuneEvent], None] | None = None, keep_runner: bool = False) -> TuneResult:
     """Tune the launch flags for `req` (module docstring). Raises UserError on bad input; a Ctrl-C
-    leaves the samples saved in the state file."""
+    leaves the samples saved in the state file. `keep_runner`: leave the runner session running and
+    hand it back as `result.runner` (a benchmark measures more on it; the caller closes it)."""
     _check_request(req)
     clock = _Clock(req.budget_s)
     prog = _Progress(on_event)
@@ -291,11 +293,11 @@ def run_tune(req: TuneRequest, on_event: Callable[[TuneEvent], None] | None = No
     small = evaluator == "runner-cpu"
     clock.phase("probe")
     inp, probe = _profile_step(req, inp, small, prog)
-    return _measured(req, inp, evaluator, small, probe, clock, prog, notes)
+    return _measured(req, inp, evaluator, small, probe, clock, prog, notes, keep_runner)
 
 
 def _measured(req: TuneRequest, inp, evaluator: str, small: bool, probe: dict, clock: _Clock, prog: _Progress,
-              notes: list[str]) -> TuneResult:
+              notes: list[str], keep_runner: bool = False) -> TuneResult:
     from kttune import api
     from kttune.cost.calibration import Calibration
     from kttune.cost.components import Components
@@ -327,7 +329,7 @@ def _measured(req: TuneRequest, inp, evaluator: str, small: bool, probe: dict, c
     baselines = tune_baselines(comp0, space, base, cores)
     threads = sorted(set(_thread_candidates(space, cores)) | {cfg.cpuinfer_threads for _, cfg, _, fits in baselines if fits})
     ev = path_runner_evaluator(inp, "cpu" if small else "cuda", threads=threads, chunks=space.chunks, layers=req.layers,
-                               lengths=lengths)
+                               lengths=lengths, max_run_s=RUN_CAP_S)
     layerwise = comp0.method.layerwise
     mkey = lambda c: measurement_key(c, lengths, layerwise, lambda t: ev.thread_map.get(t, t))  # noqa: E731
     stopped = ""
@@ -484,7 +486,10 @@ def _measured(req: TuneRequest, inp, evaluator: str, small: bool, probe: dict, c
         info = ev.info() if ev.started else {}
         memory = ev.memory() if ev.started else {}
         state.put("finished", True)
-    finally:
+    except BaseException:
+        ev.close()
+        raise
+    if not keep_runner:
         ev.close()
 
     # ---- the answer --------------------------------------------------------------------------------------
@@ -532,7 +537,7 @@ def _measured(req: TuneRequest, inp, evaluator: str, small: bool, probe: dict, c
     decision = rr.decision
     if stopped:
         decision += f" ({stopped}: decided on what was measured)"
-    return TuneResult(
+    result = TuneResult(
         mode="measured", model=base.model.name, method=base.method, evaluator=ev.name,
         profile=base.profile.provenance.machine, pick=pick, argv=argv, decision=decision, lengths=lengths, weights=weights,
         rows=tuple(rows), gains=tuple(gains), pick_estimate=pick_est, predicted_tok_s=predicted(pick), crossover=crossover,
@@ -542,3 +547,6 @@ def _measured(req: TuneRequest, inp, evaluator: str, small: bool, probe: dict, c
                   "samples_this_run": prog.samples},
         memory=memory, wall_s=round(clock.elapsed(), 2), resumed=state.resumed, state_path=str(state.path or ""),
         report_dir=str(Path(req.out_dir) if req.out_dir else home), notes=tuple(dict.fromkeys(notes)), stopped=stopped)
+    result.runner = ev if keep_runner else None
+    result.space, result.components, result.request = space, comp, base_cal
+    return result

@@ -215,6 +215,7 @@ class PathRunner:
         if too_big and self.dist.rank == 0 and st.opts.gpu_experts < spec.num_experts:
             raise ValueError(f"hybrid forward of {too_big[0]} tokens exceeds kt-kernel's max_len {cpu_cap}")
         cuda = st.is_cuda
+        self.backends["cpu_experts"] = st.cpu_backend or "none (rank > 0)"  # the stack may have switched thread counts
         if cuda:
             torch.cuda.synchronize(st.device)
             torch.cuda.reset_peak_memory_stats(st.device)

@@ -298,7 +298,7 @@ class RunnerSession:
         return {"model": self.model.name, "method": self.method, "layers": self.spec.layers, "threads": list(self.threads),
                 "max_tokens": self.max_tokens, "cpu_max_tokens": self.cpu_max_tokens, "small": self.spec.small,
                 "device": str(self.stack.device), "num_experts": self.run_spec.num_experts, "layerwise": self.layerwise,
-                "notes": list(self.stack.notes), "stats": dict(self.stats)}
+                "notes": list(self.stack.notes), "stats": {k: round(v, 2) if isinstance(v, float) else v for k, v in self.stats.items()}}
 
     def close(self) -> None:
         import torch
