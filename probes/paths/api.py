@@ -31,6 +31,9 @@ class PathsRequest:
     threshold: int | None = None  # None: each chunk's own size (full chunks layerwise, tail hybrid)
     force: tuple[str, ...] = ()  # also run every prompt forced onto these paths
     sweep: tuple[int, ...] = ()  # forward sizes timed on both paths alone (crossover)
+    # explicit (prompt, chunk, threshold, GPU experts) runs instead of the chunks x prompts grid (a
+    # space-filling design); `gpu_experts` should hold every count they name
+    points: tuple[tuple[int, int, int, int], ...] = ()
     cpuinfer: int = 0
     device: str = ""
     small: bool = False  # the model's architecture at small shapes (the CPU variant)
@@ -111,7 +114,7 @@ def run_paths(req: PathsRequest, progress: Progress | None = None) -> PathsResul
     res = PathsResult(req)
     if req.small:
         res.notes.append("small shapes (CPU variant): predictions are for the real model and are not compared")
-    max_fwd = max(list(req.chunks) + list(req.sweep) + [1])
+    max_fwd = max(list(req.chunks) + list(req.sweep) + [c for _, c, _, _ in req.points] + [1])
     session = RunnerSession(SessionSpec(
         model=req.model, method=req.method, layers=req.layers, threads=(req.cpuinfer,) if req.cpuinfer else (),
         max_tokens=max_fwd, cpu_max_tokens=min(req.cpu_max_tokens, max_fwd), device=req.device, small=req.small,
@@ -156,15 +159,15 @@ def grid_jobs(req: PathsRequest, session, n: int, threads: int) -> list[RunnerJo
         for f in ("hybrid", "layerwise") if session.layerwise else ("hybrid",):
             jobs.append(RunnerJob(RunnerConfig(n, m, m, threads), m, f))
     seen = set()
-    for c in req.chunks:
-        thr = c if req.threshold is None else req.threshold
-        for p in req.prompts:
-            for f in (None,) + tuple(req.force):
-                cfg = RunnerConfig(n, c, thr, threads)
-                key = (session.plan(cfg, p, f), thr, f)
-                if key not in seen:
-                    seen.add(key)
-                    jobs.append(RunnerJob(cfg, p, f))
+    grid = [(p, c, thr) for p, c, thr, pn in req.points if pn == n] if req.points else [
+        (p, c, c if req.threshold is None else req.threshold) for c in req.chunks for p in req.prompts]
+    for p, c, thr in grid:
+        for f in (None,) + tuple(req.force):
+            cfg = RunnerConfig(n, c, thr, threads)
+            key = (session.plan(cfg, p, f), thr, f)
+            if key not in seen:
+                seen.add(key)
+                jobs.append(RunnerJob(cfg, p, f))
     return jobs
 
 
