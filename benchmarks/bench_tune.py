@@ -48,7 +48,7 @@ CV_POSITIONS = 5
 CV_TARGET = 0.03
 WITHIN = 0.03
 # rough seconds of each part per model on the H200 box, for the deadline (what is left must fit)
-PART_S = {"tune": 150, "grid": 120, "memory": 200}
+PART_S = {"tune": 120, "grid": 100, "memory": 120}
 
 
 def _t0():
@@ -231,6 +231,12 @@ def markdown(doc: dict) -> str:
                          + (f"{v['ratio']:.3f} [{v['low']:.3f}-{v['high']:.3f}]" if v else "") + f" | {r['status']} |")
         for g in m["tune"].get("gains", []):
             lines.append(f"- gain over {g['baseline']}: {g['ratio']:.2f}x [{g['low']:.2f}-{g['high']:.2f}]")
+        st = m.get("runner") or {}
+        if st.get("timed_s"):
+            lines.append(f"- the protocol's cost on this session (tune, grid, head-to-head, cv): warm-up {st['warm_s']:.0f} s "
+                         f"({st['warm_runs']} new plans, {st['switch_warmups']} switches) beside {st['timed_s']:.0f} s timed "
+                         f"({st['timed_runs']} runs); tune's phases: "
+                         + ", ".join(f"{k} {v:.0f} s" for k, v in m["tune"]["phases_s"].items()))
         if m.get("grid", {}).get("points"):
             lines += ["", "Grid (tok/s, median [interval], n):", ""]
             lines += [f"- {p['config']}: {p['tok_s']['median']:,.0f} [{p['tok_s']['low']:,.0f}-{p['tok_s']['high']:,.0f}] "
@@ -301,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         from bench_runner_memory import default_grid, draw_configs, memory_run
 
         for item in a.memory_models.split(",") if not a.small else ["qwen3-30b-a3b:BF16"]:
-            if left() < PART_S["memory"] / 2 * (0.1 if a.small else 1):
+            if left() < PART_S["memory"] * (0.1 if a.small else 1):
                 doc["memory"].append({"model": item, "skipped": f"deadline ({left():.0f} s left)"})
                 continue
             name, method = item.split(":")

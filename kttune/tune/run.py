@@ -125,6 +125,9 @@ def _check_request(req: TuneRequest) -> None:
             raise UserError(f"{name} {v} must be at least {lo}", f"pass {name} {max(lo, 3)}")
     if req.max_rounds < req.repeats:
         raise UserError(f"--max-rounds {req.max_rounds} is below --repeats {req.repeats}", "pass --max-rounds of at least --repeats")
+    if req.gpus > 1 and req.evaluator in ("runner", "runner-cpu"):
+        raise UserError(f"--gpus {req.gpus} with --evaluator {req.evaluator}: the runner in tune measures one GPU (TP 1)",
+                        "use --gpus 1, or --evaluator model (or auto) for a TP answer from the cost model")
     if req.budget_s is not None and req.budget_s <= 0:
         raise UserError(f"--budget {req.budget_s:g} s must be positive", "pass e.g. --budget 3m")
 
@@ -256,7 +259,9 @@ def _profile_step(req: TuneRequest, inp, small: bool, prog: _Progress):
 # ---- the measured answer -----------------------------------------------------------------------------
 
 def _label(cfg: LaunchConfig) -> str:
-    return f"{cfg.chunked_prefill_size}/{cfg.gpu_prefill_token_threshold}/{cfg.num_gpu_experts}/{cfg.cpuinfer_threads}"
+    """chunk/threshold/GPU experts/threads (and the KV pool, which tells two baselines apart)."""
+    return (f"{cfg.chunked_prefill_size}/{cfg.gpu_prefill_token_threshold}/{cfg.num_gpu_experts}/{cfg.cpuinfer_threads}"
+            f"/kv{cfg.max_total_tokens}")
 
 
 def _thread_candidates(space, cores: int) -> list[int]:
@@ -349,7 +354,7 @@ def _measured(req: TuneRequest, inp, evaluator: str, small: bool, probe: dict, c
         items = [(m, p) for m in sizes for p in ("hybrid", "layerwise")]
         prog.phase = "crossover"
         prog.plan(len(items) * req.repeats)
-        points: dict = {}
+        points: dict = {}  # this run's calibration points per item (their keys in the state)
 
         def sweep_sample(item, r):
             m, path = item

@@ -13,9 +13,10 @@ largest chunk of the session, kt-kernel's `max_len` for its largest hybrid forwa
 
 Warm-up (the measurement protocol's, kttune.protocol): the first time a (GPU experts, threads,
 forward plan) runs in the session it runs once untimed (kernels and their compilation for those
-shapes, the allocator's blocks, attention at each prefix length, the pool); a configuration that
-follows another runs one short forward on each path it uses first (the resident experts were
-rebuilt, the layerwise slot is re-allocated at its first forward, the other pool was parked).
+shapes, the allocator's blocks, attention at each prefix length, the pool); a run that follows one
+of another GPU-expert count or thread count runs one short forward on each path it uses first (the
+resident experts were rebuilt, the layerwise slot is re-allocated at its first forward, the other
+pool was parked).
 
 `kttune.probes.paths.worker` runs a session in a child process.
 """
@@ -206,7 +207,8 @@ class RunnerSession:
             self._plans.add(key)
             self.stats["warm_runs"] += 1
             ran = True
-        elif self._last != cfg:
+        elif self._last is None or (self._last.gpu_experts, self._last.threads) != (cfg.gpu_experts, cfg.threads):
+            # another split or pool ran last: resident experts rebuilt, the slot re-allocated, this pool parked
             w = min(64, self.max_tokens)
             paths = {p for p, _, _ in key[2]}
             if "hybrid" in paths:
