@@ -117,3 +117,25 @@ def test_the_output_check_fails_when_the_layerwise_slot_holds_the_wrong_experts(
         pl.run_serial = real_run
     finally:
         s.close()
+
+
+@pytest.mark.gpu
+def test_gpu_session_memory_returns_and_paths_agree():
+    """On CUDA, in a worker: two thread counts' kt-kernel MoEs built up front, configurations that
+    change every flag, the device's used memory and the worker's resident memory at rest without a
+    trend; hybrid and layerwise agree at a threshold."""
+    from kttune.probes.paths.worker import SessionWorker, worker_memory
+
+    spec = SessionSpec(model="qwen3-30b-a3b", method="BF16", threads=(2, 4), max_tokens=512, cpu_max_tokens=512,
+                       small=True, small_dims=(512, 256, 32))
+    with SessionWorker(spec) as w:
+        rss, dev = [], []
+        for i in range(8):
+            cfg = RunnerConfig((5 * i) % 33, (256, 512)[i % 2], (0, 128, 256)[i % 3], (2, 4)[i % 2])
+            w.sample(cfg, 400)
+            m = {**w.memory(), **worker_memory(w)}
+            rss.append(m["worker_rss_bytes"])
+            dev.append(m["device_used_bytes"])
+        assert trend(rss[1:]).slope < 0.05 * LAYER_BYTES and trend(dev[1:]).slope < 0.05 * LAYER_BYTES, (rss, dev)
+        check = w.paths_agree(RunnerConfig(8, 256, 256, 4))
+        assert check["checked"] and check["agree"], check
