@@ -34,7 +34,7 @@ def test_resident_memory_does_not_grow_per_configuration():
     try:
         rss = []
         for cfg in CONFIGS:
-            s.sample(cfg, 160)
+            s.sample(cfg, 128)
             rss.append(s.memory()["rss_bytes"])  # at rest: the configuration's own experts and slot released
         assert not grows(rss), [r // 2**20 for r in rss]
         assert s.stats["timed_runs"] == len(CONFIGS) and s.stats["warm_runs"] == len(CONFIGS)
@@ -54,10 +54,10 @@ def _old_way(queue) -> None:
     spec = load_model("qwen3-30b-a3b", "BF16")
     small = small_spec(spec, hidden=DIMS[0], inter=DIMS[1], experts=DIMS[2])
     rss = []
-    for cfg in CONFIGS[:4]:
+    for cfg in CONFIGS[:3]:
         st = build_stack(small, load_router("qwen3-30b-a3b", spec.family), "BF16", StackOptions(
             layers=2, gpu_experts=cfg.gpu_experts, cpuinfer=cfg.threads, max_tokens=256, cpu_max_tokens=256, device="cpu"))
-        PathRunner(st).run_prompt(160, cfg.chunk, cfg.threshold)
+        PathRunner(st).run_prompt(128, cfg.chunk, cfg.threshold)
         st.set_gpu_experts(0)  # at rest, as the session is measured
         st.close()
         del st
@@ -82,7 +82,8 @@ def test_the_law_catches_a_runner_that_rebuilds_per_configuration():
 def test_the_worker_measures_and_gives_its_memory_back():
     from kttune.probes.paths.worker import SessionWorker, worker_memory
 
-    spec = SessionSpec(model="kimi-k2-thinking", method="RAWINT4", threads=(1,), max_tokens=128, cpu_max_tokens=128,
+    # BF16: the int4 GPU kernel runs in Triton's interpreter under the tests (conftest), which the worker inherits
+    spec = SessionSpec(model="qwen3-30b-a3b", method="BF16", threads=(1,), max_tokens=128, cpu_max_tokens=128,
                        small=True, device="cpu")
     with SessionWorker(spec) as w:
         pid = w.pid
