@@ -36,7 +36,6 @@ import itertools
 import json
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]

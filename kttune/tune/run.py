@@ -38,7 +38,7 @@ from typing import Callable
 
 from kttune.config import LaunchConfig
 from kttune.errors import UserError
-from kttune.protocol import Comparison, Estimate, Protocol, compare, crossing, measure_rounds, race
+from kttune.protocol import Comparison, Protocol, compare, crossing, measure_rounds, race
 from kttune.tune.result import EVALUATORS, PROBE_MODES, Gain, TuneEvent, TuneRequest, TuneResult, VerifyRow
 from kttune.tune.state import TuneState
 

@@ -9,7 +9,6 @@ so a grid fits a time budget; so are forwards larger than the buffers."""
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
