@@ -16,13 +16,11 @@ Writes <out>/bench_measured_search.json and .md: the machine, the evaluator, the
 search's pick, its trials, and every baseline; and whether the pick is within 3% of the grid optimum
 in at most 20 measured trials and beats every baseline that fits.
 
-Shared measurements: the grid and the search use ONE evaluator, which measures a configuration once
-per process (the path runner adapter caches by the full launch configuration, every workload length
-at once), so a search trial on a configuration the grid measured costs nothing and reads the same
-number. The search's "measured trials" are the distinct configurations it measured (its trials that
-only re-read an identical configuration's result are not counted); the report also gives how many of
-them the grid had not measured (new runner calls). Before the grid, one throw-away measurement warms
-the GPU and the kernels' caches (a separate evaluator, discarded). `--grid-max-s` caps the grid's
+Shared session: the grid and the search use ONE evaluator, so one runner session (the model's K
+layers and a kt-kernel MoE per thread count, built once in a worker process; warmed per new shape by
+the session itself). Each grid point is one sample per length; the search screens and then races its
+finalists with fresh samples in interleaved rounds (kttune.protocol) and reports their intervals.
+`benchmarks/bench_tune.py` measures a grid with the protocol's repeats. `--grid-max-s` caps the grid's
 wall time (a partial grid is reported as such) and `--budget` the search's.
 """
 
@@ -63,7 +61,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", help="comma list overriding the grid's --kt-cpuinfer values")
     ap.add_argument("--experts", type=int, default=4, help="GPU-expert counts per (chunk, threshold, threads), 0 to the most that fit")
     ap.add_argument("--grid-max-s", type=float, default=None, help="stop the grid after this many seconds (partial grid, stated)")
-    ap.add_argument("--no-warmup", action="store_true", help="skip the throw-away warm-up measurement")
     ap.add_argument("--out", default="benchmarks/results/measured-search")
     a = ap.parse_args(argv)
 
@@ -136,10 +133,6 @@ def main(argv: list[str] | None = None) -> int:
 
     pruner_name = type(measured_pruner(0.1)).__name__
     print(f"pruner of the measured search: {pruner_name}", flush=True)
-    if configs and not a.no_warmup and a.evaluator != "model":
-        tw = time.perf_counter()
-        make_evaluator(inp, a.evaluator).measure(configs[0], list(wl.prompt_tokens))
-        print(f"warm-up (discarded): {time.perf_counter() - tw:.1f} s", flush=True)
     t0 = time.perf_counter()
     grid_partial = False
     unmeasurable: dict[str, dict] = {}
@@ -195,8 +188,8 @@ def main(argv: list[str] | None = None) -> int:
                                                   "configurations": len(configs), "partial": grid_partial,
                                                   "unmeasurable": unmeasurable,
                                                   "optimum": grid.get(best_key) if best_key else None},
-        "shared_measurements": "one evaluator for grid and search; a configuration is measured once per process "
-                               "(cache keyed by the full launch configuration, all workload lengths)",
+        "shared_measurements": "one evaluator (one runner session) for grid and search; grid points one sample "
+                               "per length, the search's finalists raced with fresh samples",
         "pruner": pruner_name,
         "search": {"pick": {"config": res.best.cfg.to_dict(), "tok_s": pick}, "measured_trials": res.trials_measured,
                    "distinct_configs_measured": distinct, "configs_new_to_grid": new_cfgs,
@@ -234,11 +227,12 @@ def main(argv: list[str] | None = None) -> int:
            f"Search: {search_s:.0f} s, {res.trials_measured} measured trials = {distinct} distinct configurations "
            f"({new_cfgs} not in the grid, measured anew; {unmeasurable_tries} more tried that the evaluator could not measure), "
            f"{res.trials_pruned} pruned ({pruner_name}); "
-           "grid and search share one evaluator that measures each configuration once per process.",
+           "grid and search share one runner session; the search's finalists were raced with fresh samples.",
            "", "Verdict: " + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in verdict.items())]
     (out / "bench_measured_search.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
     print(f"\nwrote {out / 'bench_measured_search.json'} and .md")
+    getattr(inner, "close", lambda: None)()
     return 0
 
 

@@ -33,8 +33,7 @@ def main() -> None:
     ap.add_argument("--max-run-s", type=float, default=12.0)
     ap.add_argument("--budget-s", type=float, default=480.0, help="stop starting models after this")
     ap.add_argument("--tag", default="")
-    ap.add_argument("--repeat-below-s", type=float, default=5.0)
-    ap.add_argument("--repeats", type=int, default=3, help="runs shorter than --repeat-below-s: the fastest of this many")
+    ap.add_argument("--repeats", type=int, default=3, help="timed samples per run (the measurement protocol)")
     ap.add_argument("--resummarize", help="recompute the summaries of this results file and exit")
     a = ap.parse_args()
     if a.resummarize:
@@ -62,7 +61,7 @@ def main() -> None:
         method, k, ns, sweep, thr = GRID[name]
         req = PathsRequest(model=name, method=method, layers=k, gpu_experts=ns, chunks=CHUNKS, prompts=PROMPTS,
                            threshold=thr, sweep=sweep, cpuinfer=a.cpuinfer, max_run_s=a.max_run_s,
-                           repeat_below_s=a.repeat_below_s, repeats=a.repeats)
+                           repeats=a.repeats)
         t0 = time.perf_counter()
         try:
             with quiet_stdout(to_stderr=True):

@@ -13,9 +13,9 @@ the model's name) over: prompt length (log-uniform), chunk, threshold (a share o
 lowest fifth is 0, layerwise off), GPU experts per layer and the `--kt-cpuinfer` thread count (the
 counts the profile measured). One `kttune paths` request per (model, thread count): its kt-kernel
 pool is built for that count. Plus, per model at its first thread count, forced single forwards on
-both paths at three sizes around the raw model's crossover. Every run is repeated as the runner's
-repeat options say (`--repeats`, `--repeat-below-s`; the runner keeps the fastest); the measurement
-protocol of the instrument issue replaces them through `measure_request` alone.
+both paths at three sizes around the raw model's crossover. Every run goes through the measurement
+protocol (kttune.protocol, as `kttune paths` does): warmed, then `--repeats` timed samples in
+interleaved rounds, each run carrying its median and interval under `timing`.
 
 Each model runs in its own process (kt-kernel 0.7.2 keeps every layer it built until its process
 ends: six models' layers in one process would hold ~75 GB). Runs the cost model predicts above
@@ -134,13 +134,13 @@ def requests(points: list[DesignPoint], args, profile) -> list[tuple[str, object
                 model=model, method=pts[0].method, layers=args.layers, gpu_experts=ns,
                 points=tuple((p.prompt, p.chunk, p.threshold, p.gpu_experts) for p in pts), sweep=sweep,
                 cpuinfer=th, small=args.small, device="cpu" if args.small else "", max_run_s=args.max_run_s,
-                repeat_below_s=args.repeat_below_s, repeats=args.repeats, profile=args.profile,
+                repeats=args.repeats, profile=args.profile,
                 cpu_max_tokens=max(p.chunk for p in pts))))
     return out
 
 
 def measure_request(req, say):
-    """Run one request; the measurement protocol (median and interval over repeats) plugs in here."""
+    """Run one request through the path runner (its session and the measurement protocol)."""
     from kttune.kernels.kt_ext import quiet_stdout
     from kttune.probes.paths.api import run_paths
 
@@ -160,7 +160,6 @@ def main() -> None:
     ap.add_argument("--max-run-s", type=float, default=6.0)
     ap.add_argument("--budget-s", type=float, default=400.0, help="stop starting requests after this")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--repeat-below-s", type=float, default=2.5)
     ap.add_argument("--tag", default="")
     ap.add_argument("--child", help=argparse.SUPPRESS)  # internal: run --models' requests here, blobs to this file
     a = ap.parse_args()
@@ -229,7 +228,7 @@ def run_model_process(model: str, a, budget_s: float) -> list[dict]:
         dest = Path(tmp) / "blobs.json"
         argv = [sys.executable, __file__, "--out", a.out, "--models", model, "--points", str(a.points),
                 "--layers", str(a.layers), "--profile", a.profile, "--max-run-s", str(a.max_run_s),
-                "--repeats", str(a.repeats), "--repeat-below-s", str(a.repeat_below_s), "--budget-s", str(budget_s),
+                "--repeats", str(a.repeats), "--budget-s", str(budget_s),
                 "--child", str(dest)]
         if a.small:
             argv.append("--small")

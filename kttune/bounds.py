@@ -138,7 +138,6 @@ ROUTER_SKEW = Bound(0, 10, integer=False, example="1.0",
                     why="past 10 every token goes to the most popular experts")
 VRAM_MARGIN = Bound(0, 0.5, integer=False, hi_open=True, example="0.05")
 RUN_SECONDS = Bound(0, 86400, integer=False, lo_open=True, unit="s", example="60", why="a day")
-REPEAT_BELOW_SECONDS = Bound(0, 3600, integer=False, unit="s", example="2.5", why="an hour")
 TIMEOUT_SECONDS = Bound(0, 86400, integer=False, lo_open=True, unit="s", example="600", why="a day")
 DURATION_SECONDS = Bound(0, 30 * 86400, integer=False, lo_open=True, unit="s", why="thirty days")
 

@@ -261,6 +261,7 @@ _register_optional("kttune.cli_validate")
 _register_optional("kttune.cli_simulate")
 _register_optional("kttune.cli_paths")
 _register_optional("kttune.cli_derive")
+_register_optional("kttune.cli_tune")
 
 
 def main(argv: list[str] | None = None) -> int:

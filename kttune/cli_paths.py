@@ -43,8 +43,7 @@ def paths(
     small: bool = typer.Option(False, "--small", help="The model's architecture at small shapes (the CPU variant)."),
     device: str = typer.Option("", "--device", help="cuda or cpu (default: cuda when present)."),
     max_run_s: float = bounded(60.0, "--max-run-s", rule=bounds.RUN_SECONDS, help="Skip runs the cost model predicts to take longer (x1.5)."),
-    repeat_below_s: float = bounded(2.5, "--repeat-below-s", rule=bounds.REPEAT_BELOW_SECONDS, help="Runs shorter than this run again (0: never)."),
-    repeats: int = bounded(2, "--repeats", rule=bounds.REPEATS, help="How many times such a run runs; the fastest is kept."),
+    repeats: int = bounded(3, "--repeats", rule=bounds.REPEATS, help="Timed samples per run, in interleaved rounds after a warm-up; the median and its interval are reported."),
     profile: Optional[str] = typer.Option(None, "--profile", help="Profile for the predictions (default: as `kttune search`)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Also write the JSON result to this file."),
     as_json: bool = typer.Option(False, "--json", help="Print the JSON result on stdout instead of tables."),
@@ -72,7 +71,7 @@ def paths(
         chunks=_ints(chunks, "--chunks", bounds.FORWARD_TOKENS) or (4096,), prompts=_ints(prompts, "--prompts", bounds.FORWARD_TOKENS) or (1024, 8192),
         threshold=threshold, force=tuple(x for f in force or [] for x in f.split(",") if x),
         sweep=_ints(sweep, "--sweep", bounds.FORWARD_TOKENS), cpuinfer=cpuinfer, small=small, device=device, max_run_s=max_run_s, profile=profile,
-        repeat_below_s=repeat_below_s, repeats=repeats)
+        repeats=repeats)
     err = Console(stderr=True)
     with quiet_stdout(to_stderr=True):
         result = run_paths(req, progress=lambda s: err.print(s, highlight=False)).to_dict()

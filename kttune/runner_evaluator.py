@@ -1,14 +1,15 @@
-"""ADAPTER between the path runner (`kttune paths`, kttune.probes.paths) and the measured search's
-`Evaluator` protocol (kttune.search.measured). It lives outside the search core, which never
-imports probes.
+"""ADAPTER between the path runner (kttune.probes.paths) and the measured search's `Evaluator`
+protocol (kttune.search.measured). It lives outside the search core, which never imports probes.
 
-The runner's library call is `kttune.probes.paths.api.run_paths(PathsRequest(...))`: it builds K
-decoder layers of the model for one GPU-expert count and runs prompts through the real hybrid and
-layerwise paths; each run's `extrapolated_ms` is the whole model's prefill time. Building the layers
-is the expensive part, so the adapter measures all of the workload's lengths for a configuration in
-one call and answers the search's one-length-at-a-time calls from that (the protocol allows it).
-A length the runner skips (over its time cap, or larger than its buffers) is left out of the answer,
-and the search records the trial as not measurable.
+The evaluator holds ONE runner session (kttune.probes.paths.session) for the whole search: the
+model's K decoder layers and one kt-kernel MoE per thread count of the search space are built once,
+in a worker process (kttune.probes.paths.worker), and every configuration is measured on them. So
+memory stays where it was from one configuration to the next (kt-kernel 0.7.2 never frees a closed
+layer), and a configuration costs its prompts, not a rebuild. Each `measure` call is one fresh
+timed sample per length, warmed first where the session has not run those shapes; the
+extrapolated whole-model time (`PathRun.extrapolated_ms`) is the answer. A length the runner cannot
+measure (larger than its buffers or kt-kernel's max_len, over its time cap) is left out, with the
+reason kept in `skipped`.
 
 Until kttune.probes.paths is importable, asking for the runner is a one-line error naming the
 fallback (`--evaluator model`)."""
@@ -16,54 +17,174 @@ fallback (`--evaluator model`)."""
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Sequence
 
 from kttune.config import LaunchConfig
 from kttune.errors import UserError
 
-RUNNER_MODULE = "kttune.probes.paths.api"
+RUNNER_MODULE = "kttune.probes.paths.session"
+# kt-kernel's hybrid scratch (max_len) may take at most this share of the host's RAM in a session
+HYBRID_SCRATCH_RAM_SHARE = 0.25
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
+
+
+def cpu_variant_threads(threads: Sequence[int]) -> dict[int, int]:
+    """The CPU variant runs on whatever machine CI has: each searched `--kt-cpuinfer` value is
+    measured with at most cores - 1 kt-kernel workers (1 on a 2-core machine)."""
+    cap = max(1, _cores() - 1)
+    return {t: min(t, cap) for t in threads}
+
+
+def hybrid_max_tokens(model, cfg: LaunchConfig, chunks: Sequence[int], ram_bytes: int) -> int:
+    """The largest chunk whose kt-kernel forward scratch (its max_len) fits in
+    HYBRID_SCRATCH_RAM_SHARE of `ram_bytes` (kttune.memory.host.cpu_scratch_bytes); the smallest
+    chunk at least."""
+    from dataclasses import replace
+
+    from kttune.memory.host import cpu_scratch_bytes
+
+    fit = [c for c in sorted(chunks) if cpu_scratch_bytes(model, replace(cfg, chunked_prefill_size=c)) <= HYBRID_SCRATCH_RAM_SHARE * ram_bytes]
+    return fit[-1] if fit else min(chunks)
+
+
+def session_spec_for(inp, device: str, threads: Sequence[int], chunks: Sequence[int], lengths: Sequence[int],
+                     layers: int = 2, max_run_s: float = 120.0, ram_bytes: int | None = None, seed: int = 0):
+    """The runner session a search over `chunks` x `threads` at the workload's `lengths` needs."""
+    import psutil
+
+    from kttune.probes.paths.session import SessionSpec
+
+    r = inp.request
+    small = device == "cpu"
+    m = r.model
+    longest = max(lengths)
+    max_tokens = min(max(chunks), longest)
+    probe_cfg = LaunchConfig(r.method, r.tp, 0, max_tokens, 0, max(65536, longest), max(threads))
+    spec_model = m
+    if small:
+        from kttune.probes.paths.stack import small_spec
+
+        spec_model = small_spec(m)
+    ram = ram_bytes or psutil.virtual_memory().total
+    # a forward is never longer than the longest prompt: chunks beyond it cap there
+    cpu_cap = hybrid_max_tokens(spec_model, probe_cfg, sorted({min(c, max_tokens) for c in chunks}), ram)
+    model_arg = m.source if os.path.isdir(m.source) else m.name
+    return SessionSpec(model=model_arg, method=r.method, layers=layers, threads=tuple(sorted(set(threads))),
+                       max_tokens=max_tokens, cpu_max_tokens=cpu_cap, device=device, small=small, seed=seed,
+                       max_run_s=max_run_s)
 
 
 class PathRunnerEvaluator:
-    def __init__(self, api, inp, device: str, layers: int = 2, max_run_s: float = 600.0) -> None:
-        self._api, self._inp, self.device, self.layers, self.max_run_s = api, inp, device, layers, max_run_s
-        self.name = f"runner-{device}"
-        self._cache: dict[LaunchConfig, dict[int, float]] = {}
+    """The measured search's evaluator on a runner session (in a worker process by default)."""
+
+    def __init__(self, session_spec, name: str, thread_map: dict[int, int] | None = None, isolate: bool = True) -> None:
+        self.spec, self.name = session_spec, name
+        self.thread_map = dict(thread_map or {})
+        self.isolate = isolate
+        self._session = None
         self.skipped: dict[LaunchConfig, list[dict]] = {}
+        self.samples = 0
 
-    def _model_arg(self) -> str:
-        import os
+    @property
+    def started(self) -> bool:
+        return self._session is not None
 
-        m = self._inp.request.model
-        return m.source if os.path.isdir(m.source) else m.name
+    @property
+    def session(self):
+        if self._session is None:
+            if self.isolate:
+                from kttune.probes.paths.worker import SessionWorker
+
+                self._session = SessionWorker(self.spec)
+            else:
+                from kttune.probes.paths.session import RunnerSession
+
+                self._session = RunnerSession(self.spec)
+        return self._session
+
+    def runner_config(self, cfg: LaunchConfig):
+        from kttune.probes.paths.session import RunnerConfig
+
+        t = self.thread_map.get(cfg.cpuinfer_threads, cfg.cpuinfer_threads)
+        return RunnerConfig(cfg.num_gpu_experts, cfg.chunked_prefill_size, cfg.gpu_prefill_token_threshold, t)
+
+    def skip_reason(self, cfg: LaunchConfig, length: int) -> str | None:
+        return self.session.skip_reason(self.runner_config(cfg), length)
+
+    def sample_run(self, cfg: LaunchConfig, length: int, force: str | None = None):
+        """One timed `PathRun` of `length` tokens under `cfg`, or None (the reason in `skipped`)."""
+        rc = self.runner_config(cfg)
+        why = self.session.skip_reason(rc, length, force)
+        if why is None:
+            try:
+                self.samples += 1
+                return self.session.sample(rc, length, force)
+            except ValueError as e:  # out of memory or too large, found while running
+                why = str(e)[:200]
+        self.skipped.setdefault(cfg, []).append({"prompt": length, "reason": why, "force": force})
+        return None
 
     def measure(self, cfg: LaunchConfig, lengths: Sequence[int]) -> dict[int, float]:
-        want = sorted(set(self._inp.request.workload.prompt_tokens) | set(lengths))
-        have = self._cache.setdefault(cfg, {})
-        todo = [n for n in want if n not in have] if not set(lengths) <= set(have) else []
-        if todo:
-            req = self._api.PathsRequest(
-                model=self._model_arg(), method=cfg.method, layers=self.layers, gpu_experts=(cfg.num_gpu_experts,),
-                chunks=(cfg.chunked_prefill_size,), prompts=tuple(todo), threshold=cfg.gpu_prefill_token_threshold,
-                cpuinfer=cfg.cpuinfer_threads, device=self.device, small=self.device == "cpu",
-                max_run_s=self.max_run_s, profile=None)
-            res = self._api.run_paths(req)
-            for run in res.runs:
-                if run.forced_path is None:
-                    have[run.prompt_tokens] = float(run.extrapolated_ms)
-            self.skipped.setdefault(cfg, []).extend(res.skipped)
-        return {n: have[n] for n in lengths if n in have}
+        out = {}
+        for n in lengths:
+            run = self.sample_run(cfg, n)
+            if run is not None:
+                out[n] = float(run.extrapolated_ms)
+        return out
+
+    def paths_agree(self, cfg: LaunchConfig, tokens: int | None = None) -> dict:
+        return self.session.paths_agree(self.runner_config(cfg), tokens)
+
+    def memory(self) -> dict:
+        out = dict(self.session.memory())
+        if self.isolate:
+            from kttune.probes.paths.worker import worker_memory
+
+            out.update(worker_memory(self._session))
+        return out
+
+    def info(self) -> dict:
+        return self.session.info()
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
 
 
-def path_runner_evaluator(inp, device: str = "cuda") -> PathRunnerEvaluator:
+def _runner_available(device: str = "cuda") -> None:
     from kttune.extras import require
 
     require("torch", f"--evaluator {'runner-cpu' if device == 'cpu' else 'runner'} (the path runner)")
     try:
-        api = importlib.import_module(RUNNER_MODULE)
+        importlib.import_module(RUNNER_MODULE)
     except ModuleNotFoundError as e:
         if e.name and RUNNER_MODULE.startswith(e.name):
             raise UserError("the path runner is not available in this kttune (no kttune.probes.paths)",
                             "use --evaluator model for a dry run of the measured search, or update kttune") from None
         raise
-    return PathRunnerEvaluator(api, inp, device)
+
+
+def path_runner_evaluator(inp, device: str = "cuda", threads: Sequence[int] | None = None,
+                          chunks: Sequence[int] | None = None, layers: int = 2, isolate: bool = True,
+                          max_run_s: float = 120.0, lengths: Sequence[int] | None = None) -> PathRunnerEvaluator:
+    """The runner evaluator for a request: its session sized for the search space's chunks and
+    thread counts (or those given) at the workload's prompt lengths. `device` "cpu" is the CPU
+    variant (small shapes; thread counts capped by `cpu_variant_threads`). `lengths`: the prompt
+    lengths it will measure (default: the workload's)."""
+    _runner_available(device)
+    from kttune.search.study import prepare_search
+
+    if threads is None or chunks is None:
+        _, space = prepare_search(inp.request)
+        threads = tuple(threads or space.threads)
+        chunks = tuple(chunks or space.chunks)
+    tmap = cpu_variant_threads(threads) if device == "cpu" else {}
+    built = sorted(set(tmap.values())) if tmap else sorted(set(threads))
+    spec = session_spec_for(inp, device, built, chunks, lengths or inp.request.workload.prompt_tokens, layers=layers,
+                            max_run_s=max_run_s)
+    return PathRunnerEvaluator(spec, f"runner-{device}", tmap, isolate=isolate)

@@ -7,6 +7,7 @@ included, parsed with `ast` (nothing is imported, so an inversion hidden inside 
                  |    (never the reverse)
     core      search -> cost -> memory -> spec         (optuna, numpy; no torch, no rendering)
                           \\-> hw ------/
+              protocol (the measurement statistics: numpy/scipy, imports no other kttune package)
     base      units  config  errors  extras  paths  net  bounds
 
 An arrow is "may import". The core is spec, hw, memory, cost, search (and sim, calibration once
@@ -33,8 +34,8 @@ PACKAGE_DIRS = {"kttune": "kttune", "probes": "kttune.probes", "kernels": "kttun
 SCRIPT_DIRS = ("tests", "benchmarks", "scripts")
 
 CORE = ("kttune.spec", "kttune.hw", "kttune.memory", "kttune.cost", "kttune.search", "kttune.sim",
-        "kttune.calibration", "kttune.units", "kttune.config", "kttune.errors", "kttune.extras", "kttune.paths",
-        "kttune.net", "kttune.bounds")
+        "kttune.calibration", "kttune.protocol", "kttune.units", "kttune.config", "kttune.errors", "kttune.extras",
+        "kttune.paths", "kttune.net", "kttune.bounds")
 APP = ("kttune.cli", "kttune.cli_*", "kttune.api", "kttune.emit", "kttune.documents")
 RENDERERS = ("rich", "matplotlib", "typer")
 
@@ -60,6 +61,10 @@ RULES = (
     Rule("memory is formulas over spec and config", ("kttune.memory",),
          ("kttune.hw", "kttune.cost", "kttune.search", "kttune.sim", "kttune.calibration")),
     Rule("cost does not search", ("kttune.cost",), ("kttune.search", "kttune.sim")),
+    Rule("the measurement protocol is statistics: it imports no other kttune package and never times",
+         ("kttune.protocol",), ("kttune.spec", "kttune.hw", "kttune.memory", "kttune.cost", "kttune.search", "kttune.sim",
+                                "kttune.calibration", "kttune.config", "kttune.paths", "kttune.net", "kttune.tune",
+                                "time", "subprocess")),
     Rule("base modules import no kttune package",
          ("kttune.units", "kttune.config", "kttune.errors", "kttune.extras", "kttune.paths", "kttune.net",
           "kttune.bounds"),
@@ -169,7 +174,7 @@ def test_every_allowed_violation_still_exists():
 def test_the_core_is_found():
     """The checker looks at the real files: a renamed directory must not make it vacuous."""
     names = repo_sources()
-    for pkg in ("kttune.spec", "kttune.hw", "kttune.memory", "kttune.cost", "kttune.search",
+    for pkg in ("kttune.spec", "kttune.hw", "kttune.memory", "kttune.cost", "kttune.search", "kttune.protocol",
                 "kttune.probes", "kttune.kernels", "kttune.emit"):
         assert sum(_matches(m, pkg) for m in names) >= 2, pkg
 
@@ -180,6 +185,9 @@ def test_the_core_is_found():
     ("kttune.cost.components", "def f():\n    from kttune.probes.inventory import collect_inventory\n", "model core"),
     ("kttune.hw.registry", "import torch\n", "model core"),
     ("kttune.search.pick", "def show():\n    from rich.table import Table\n", "model core"),
+    ("kttune.protocol.stats", "import torch\n", "model core"),
+    ("kttune.protocol.rounds", "from kttune.search.space import SearchSpace\n", "measurement protocol"),
+    ("kttune.protocol.race", "import time\n", "measurement protocol"),
     ("kttune.memory.vram", "from kttune import probes\n", "model core"),
     ("kttune.spec.methods", "from ..cost import fit\n", "bottom of the core"),
     ("kttune.hw.profile", "from kttune.search.study import run_search\n", "hw holds data only"),

@@ -80,9 +80,14 @@ def layerwise_moe_layer(c: Components, cfg: LaunchConfig, tokens: int) -> LayerT
     return LayerTimes("layerwise", total, gpu_ms=gpu, load_ms=load, stage_a_ms=a, stage_b_ms=b, stage_c_ms=cc)
 
 
+def switch_path(method_layerwise: bool, tokens: int, threshold: int) -> str:
+    """sglang-kt's per-forward switch (docs/sglang-kt.md#the-per-forward-switch): layerwise when the
+    method has that path and 0 < threshold <= tokens, else hybrid."""
+    return "layerwise" if method_layerwise and 0 < threshold <= tokens else "hybrid"
+
+
 def forward_path(c: Components, cfg: LaunchConfig, tokens: int) -> str:
-    t = cfg.gpu_prefill_token_threshold
-    return "layerwise" if c.method.layerwise and t > 0 and tokens >= t else "hybrid"
+    return switch_path(c.method.layerwise, tokens, cfg.gpu_prefill_token_threshold)
 
 
 def moe_layer(c: Components, cfg: LaunchConfig, tokens: int) -> LayerTimes:
@@ -125,6 +130,16 @@ def chunks_of(prompt_tokens: int, chunk: int) -> list[int]:
     """Forward sizes SGLang runs for one prompt: floor(L/C) chunks of C, then the tail."""
     full, tail = divmod(prompt_tokens, chunk)
     return [chunk] * full + ([tail] if tail else [])
+
+
+def forward_plan(method_layerwise: bool, prompt_tokens: int, chunk: int, threshold: int,
+                 force: str | None = None) -> tuple[tuple[str, int, int], ...]:
+    """The forwards a prompt runs: (path, tokens, prefix) per chunk (`force`: every one on that path)."""
+    out, prefix = [], 0
+    for m in chunks_of(prompt_tokens, chunk):
+        out.append((force or switch_path(method_layerwise, m, threshold), m, prefix))
+        prefix += m
+    return tuple(out)
 
 
 def prefill_forwards(c: Components, cfg: LaunchConfig, prompt_tokens: int) -> list[ForwardTimes]:

@@ -185,6 +185,9 @@ def fig_prefill(doc: dict, runs: Iterable[dict] | None = None):
         if pts:
             ax_t.scatter([p for p, _ in pts], [ms / 1e3 for _, ms in pts], marker="D", s=30, color=color,
                          edgecolor="black", zorder=5, label=f"measured {path}")
+            spread = [r for r in runs if r.get("path") == path and r.get("extrapolated_low_ms")
+                      and (r.get("chunk") == chunk or r["tokens"] <= min(r.get("chunk") or 0, chunk))]
+            _error_bars(ax_t, spread, "tokens", "extrapolated", color, scale=1e-3)
             ax_r.scatter([p for p, _ in pts], [p / (ms / 1e3) for p, ms in pts], marker="D", s=30, color=color,
                          edgecolor="black", zorder=5, label=f"measured {path}")
     for ax in (ax_t, ax_r):
@@ -505,12 +508,24 @@ def fig_pipeline(profile: dict):
 # ---- (5) path runner: predicted against measured ------------------------------------------------
 
 
+def _error_bars(ax, rows: list[dict], x_key: str, y: str, color, scale: float = 1.0) -> None:
+    """The repeats' intervals (`<y>_low_ms`, `<y>_high_ms`) of the rows that have them, as vertical bars."""
+    rs = [r for r in rows if r.get(f"{y}_low_ms") is not None and r.get(f"{y}_high_ms") is not None]
+    if not rs:
+        return
+    mid = [r[f"{y}_ms"] * scale for r in rs]
+    lo = [max(0.0, m - r[f"{y}_low_ms"] * scale) for m, r in zip(mid, rs)]
+    hi = [max(0.0, r[f"{y}_high_ms"] * scale - m) for m, r in zip(mid, rs)]
+    ax.errorbar([r[x_key] for r in rs], mid, yerr=[lo, hi], fmt="none", ecolor=color, elinewidth=1, capsize=2, zorder=4)
+
+
 def fig_calibration(runs: list[dict], doc: dict | None = None):
     """Predicted against measured prefill time from the path runner, one point per run, coloured by
     path, with the y = x line and the error in the title.
 
     runs: rows of {"path": "hybrid"|"layerwise"|"switch", "tokens": int (prompt or forward tokens),
     "chunk": int, "predicted_ms": float, "measured_ms": float}, optionally "gpu_experts": int.
+    With "measured_low_ms"/"measured_high_ms" (the repeats' interval) a vertical bar shows it.
     Extra keys are ignored. doc: an optional result or profile dict, for the provenance line.
     Axes [0]: one collection per path labelled with the path (offsets = (predicted, measured) ms),
     and the line "y = x"."""
@@ -525,6 +540,7 @@ def fig_calibration(runs: list[dict], doc: dict | None = None):
         if rs:
             ax.scatter([r["predicted_ms"] for r in rs], [r["measured_ms"] for r in rs], s=30, label=path,
                        color=colors.get(path), edgecolor="black", lw=0.4)
+            _error_bars(ax, rs, "predicted_ms", "measured", colors.get(path))
     bad = [r for r in rows if r.get("disturbed")]
     if bad:
         ax.scatter([r["predicted_ms"] for r in bad], [r["measured_ms"] for r in bad], s=40, marker="x",

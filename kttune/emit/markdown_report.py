@@ -70,8 +70,9 @@ def runner_rows(doc: Any) -> list[dict] | None:
     `predicted_ms` the raw cost model's time for the same K layers and forwards (None for
     small-shape runs, which are not predicted); `extrapolated_ms` the measured time carried to the
     whole model (what fig_prefill draws); `disturbed` when the runner named a forward of the run
-    disturbed (docs/path-runner.md: its K identical layers over 3x apart); also model, method,
-    gpu_experts, threshold, layers."""
+    disturbed (docs/path-runner.md: its K identical layers over 3x apart); the repeats' intervals
+    (`measured_low_ms`/`measured_high_ms`, `extrapolated_low_ms`/`extrapolated_high_ms`) where the
+    run has them; also model, method, gpu_experts, threshold, layers."""
     if isinstance(doc, dict) and isinstance(doc.get("results"), list):
         parts = [runner_rows(d) for d in doc["results"]]
         if parts and all(p is not None for p in parts):
@@ -95,7 +96,19 @@ def _from_path_run(r: dict) -> dict:
             "extrapolated_ms": r.get("extrapolated_ms"), "model": r.get("model"), "method": r.get("method"),
             "gpu_experts": r.get("gpu_experts"), "threshold": r.get("threshold"), "layers": r.get("layers_run"),
             "forwards": len(r["forwards"]), "device": r.get("device"),
-            "disturbed": bool((r.get("prediction") or {}).get("disturbed_forwards"))}
+            "disturbed": bool((r.get("prediction") or {}).get("disturbed_forwards")), **_spread(r)}
+
+
+def _spread(r: dict) -> dict:
+    """The repeats' intervals of a run that has them (`timing`, kttune.protocol): measured_low_ms,
+    measured_high_ms, extrapolated_low_ms, extrapolated_high_ms."""
+    out = {}
+    for key in ("measured_ms", "extrapolated_ms"):
+        e = (r.get("timing") or {}).get(key)
+        if e and e.get("n", 1) >= 2:
+            out[key.replace("_ms", "_low_ms")] = e["low"]
+            out[key.replace("_ms", "_high_ms")] = e["high"]
+    return out
 
 
 def sim_result(doc: Any) -> dict | None:

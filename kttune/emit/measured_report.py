@@ -23,7 +23,7 @@ def _title(res) -> str:
 
 
 def _state(r) -> str:
-    return r.state if r.fits else "does not fit the budget"
+    return (r.race_status or r.state) if r.fits else "does not fit the budget"
 
 
 def _full(res) -> Table:
@@ -35,11 +35,25 @@ def _full(res) -> Table:
     for r in rows(res):
         c = r.cfg
         t.add_row(r.name, f"{c.chunked_prefill_size}", f"{c.gpu_prefill_token_threshold}", f"{c.num_gpu_experts}",
-                  f"{c.cpuinfer_threads}", _tok(r.measured_tok_s), _rel(r, top), _tok(r.predicted_tok_s), _state(r))
+                  f"{c.cpuinfer_threads}", _measured(r, False), _rel(r, top), _tok(r.predicted_tok_s), _state(r))
     return keep_title(t)
 
 
-def _rel(r, top: float) -> str:
+def _measured(r, compact: bool) -> str:
+    """The race's median and interval where raced (compact: the median over its relative half-width)."""
+    e = r.estimate
+    if e is None:
+        return _tok(r.measured_tok_s)
+    if not compact:
+        return e.short()
+    return _tok(e.median) + (f"\n±{e.half_width_rel:.0%}" if e.low != e.high else "")
+
+
+def _rel(r, top: float, compact: bool = False) -> str:
+    """Against the measured pick: the paired ratio with its interval where raced, else the plain ratio."""
+    v = r.vs_best
+    if v is not None and v.low != v.high:
+        return f"{v.ratio:.0%}±{(v.high - v.low) / 2:.0%}" if compact else f"{v.ratio:.1%} [{v.low:.0%}-{v.high:.0%}]"
     return f"{r.measured_tok_s / top:.1%}" if r.measured_tok_s and top else "-"
 
 
@@ -55,7 +69,8 @@ def _compact(res, stacked: bool) -> Table:
     """80 columns: abbreviated headers with a legend, names on two lines, the tight frame; 60
     (`stacked`): each configuration on two lines, paired values sharing a cell."""
     t = tight_table(f"measured prefill throughput ({res.evaluator}),\nrequest-weighted over {len(res.lengths)} prompt lengths",
-                    "meas.: measured tok/s; pred.: the cost model's;\nvs pick: against the measured pick; K = 1024 tokens")
+                    "meas.: measured tok/s (±: half its interval); pred.: the\ncost model's; vs pick: against the "
+                    "measured pick; K = 1024")
     if stacked:
         cols = ("configuration", "chunk\nthresh", "GPU\ncpu", "meas.\nvs pick", "pred.\ntok/s", "state")
     else:
@@ -67,19 +82,22 @@ def _compact(res, stacked: bool) -> Table:
     for r in rows(res):
         c = r.cfg
         chunk, thr = tokens_short(c.chunked_prefill_size), tokens_short(c.gpu_prefill_token_threshold)
-        state = "over budget" if not r.fits else r.state
+        state = "over budget" if not r.fits else (r.race_status or r.state)
         if stacked:
             t.add_row(_name(r.name, 16), f"{chunk}\n{thr}", f"{c.num_gpu_experts}\n{c.cpuinfer_threads}",
-                      f"{_tok(r.measured_tok_s)}\n{_rel(r, top)}", _tok(r.predicted_tok_s), state.replace(" ", "\n", 1))
+                      f"{_tok(r.estimate.median if r.estimate else r.measured_tok_s)}\n{_rel(r, top, True)}",
+                      _tok(r.predicted_tok_s), state.replace(" ", "\n", 1))
         else:
-            t.add_row(_name(r.name, 18), chunk, thr, str(c.num_gpu_experts), str(c.cpuinfer_threads), _tok(r.measured_tok_s),
-                      _rel(r, top), _tok(r.predicted_tok_s), state)
+            t.add_row(_name(r.name, 18), chunk, thr, str(c.num_gpu_experts), str(c.cpuinfer_threads), _measured(r, True),
+                      _rel(r, top, True), _tok(r.predicted_tok_s), state)
     return keep_title(t)
 
 
 def render_measured(console: Console, res) -> None:
     console.print(first_that_fits(console.width, lambda: _full(res), lambda: _compact(res, False),
                                   lambda: _compact(res, True)))
+    if res.decision:
+        console.print(f"decision ({res.race_rounds} interleaved rounds): {res.decision}", highlight=False)
     for r in res.baselines:
         if r.notes:
             console.print(f"{r.name}: " + "; ".join(r.notes))
@@ -95,11 +113,14 @@ def measured_dict(res, input_notes: tuple[str, ...] = ()) -> dict:
     def one(r) -> dict:
         return {"name": r.name, "config": r.cfg.to_dict(), "fits": r.fits, "measured_tok_s": r.measured_tok_s,
                 "predicted_tok_s": r.predicted_tok_s, "ms_by_prompt_tokens": {str(k): v for k, v in sorted(r.ms_by_length.items())},
-                "state": r.state, "source": r.source, "notes": list(r.notes), "trial": r.trial}
+                "state": r.state, "source": r.source, "notes": list(r.notes), "trial": r.trial,
+                "estimate": r.estimate.to_dict() if r.estimate is not None else None,
+                "vs_measured_pick": r.vs_best.to_dict() if r.vs_best is not None else None, "race_status": r.race_status}
 
     return {"evaluator": res.evaluator, "prompt_tokens": list(res.lengths), "weights": list(res.weights),
             "measured_pick": one(res.best), "model_pick": one(res.model_pick),
             "model_candidates": [one(r) for r in res.model_candidates], "baselines": [one(r) for r in res.baselines],
+            "decision": res.decision, "race_rounds": res.race_rounds,
             "study": {"name": res.study_name, "storage": res.storage, "measured_trials": res.trials_measured,
                       "pruned": res.trials_pruned, "infeasible": res.trials_infeasible, "new_trials": res.trials_new,
                       "wall_s": res.wall_s},

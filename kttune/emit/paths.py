@@ -18,6 +18,17 @@ def _gib(x: Any) -> str:
     return "" if not x else f"{x / 2**30:.2f}"
 
 
+def spread(r: dict) -> str:
+    """The run's repeats as '±x%' (half the interval over the median), with '*k' for k outliers
+    left out; '' for a single run."""
+    e = (r.get("timing") or {}).get("measured_ms")
+    if not e or e.get("n", 1) < 2:
+        return ""
+    half = (e["high"] - e["low"]) / 2 / e["median"] if e["median"] else 0.0
+    out = f"±{100 * half:.0f}%" if half >= 0.005 else "±0%"
+    return out + (f"*{len(e['outliers'])}" if e.get("outliers") else "")
+
+
 def run_rows(result: dict) -> list[list[str]]:
     rows = []
     for r in result["runs"]:
@@ -28,12 +39,12 @@ def run_rows(result: dict) -> list[list[str]]:
         err = abs(p - r["measured_ms"]) / r["measured_ms"] if p and r["measured_ms"] else None
         rows.append([r["model"], r["method"], str(r["gpu_experts"]), str(r["prompt_tokens"]), str(r["chunk"]),
                      str(r["threshold"]), r.get("forced_path") or "switch", paths, str(len(r["forwards"])),
-                     _ms(r["measured_ms"]), _ms(p), _pct(err), _ms(r["extrapolated_ms"]),
+                     _ms(r["measured_ms"]), spread(r), _ms(p), _pct(err), _ms(r["extrapolated_ms"]),
                      _gib(r["peak_allocated_bytes"]), _gib(r["peak_reserved_bytes"]), _gib(mem)])
     return rows
 
 
-HEADERS = ["model", "method", "n", "L", "chunk", "thr", "mode", "paths", "fwd", f"K-layer ms", "pred ms", "err",
+HEADERS = ["model", "method", "n", "L", "chunk", "thr", "mode", "paths", "fwd", "K-layer ms", "±", "pred ms", "err",
            "full-model ms", "peak GiB", "reserved GiB", "mem model GiB"]
 
 
@@ -45,7 +56,10 @@ def summary_lines(result: dict) -> list[str]:
             continue
         out.append(f"{path}: {e['points']} forwards, MAPE raw {_pct(e['mape_raw'])}, calibrated (held out) {_pct(e['mape_calibrated_held_out'])}")
     for n, c in (s.get("crossover") or {}).items():
-        line = f"crossover n={n}: measured {c['measured']}, predicted {c['predicted']}" + (f" (error {_pct(c['error'])})" if c.get("error") is not None else "")
+        iv = c.get("measured_interval") or {}
+        band = f" [{iv['low']:.0f}-{iv['high']:.0f}]" if iv.get("low") is not None and iv.get("high") is not None else ""
+        line = (f"crossover n={n}: measured {c['measured']}{band}, predicted {c['predicted']}"
+                + (f" (error {_pct(c['error'])})" if c.get("error") is not None else ""))
         if "predicted_calibrated" in c:
             line += f", calibrated on the switch runs {c['predicted_calibrated']}" + (f" (error {_pct(c['error_calibrated'])})" if c.get("error_calibrated") is not None else "")
         if c.get("calibration_points_other_n"):
@@ -108,11 +122,13 @@ def _compact_table(result: dict, narrow: bool = False):
     runs = result["runs"]
     names = sorted({f"{r['model']} {r['method']}" for r in runs})
     title = f"path runner: {', '.join(names)}" if len(names) == 1 else "path runner"
+    spread_note = "±: half the repeats' interval, *k: outliers left out" if any(spread(r) for r in runs) else ""
     if narrow:
-        t = tight_table(title, "mode: one path forced, or the switch at threshold\nthr; L layerwise, H hybrid")
+        t = tight_table(title, "mode: one path forced, or the switch at threshold\nthr; L layerwise, H hybrid"
+                        + (f"\n{spread_note}" if spread_note else ""))
     else:
         t = Table(title=title, show_edge=False, caption="mode: one path forced, or the switch at threshold thr; "
-                  "L layerwise, H hybrid", box=box.SIMPLE_HEAD)
+                  "L layerwise, H hybrid" + (f"\n{spread_note}" if spread_note else ""), box=box.SIMPLE_HEAD)
     timing = ["K-layer\npred"] if narrow else ["K-layer", "pred"]
     cols = (["model"] if len(names) > 1 else []) + ["n", "L", "chunk", "mode", "fwd", *timing, "err", "full\nmodel",
                                                      "peak\nGiB"]
@@ -124,7 +140,9 @@ def _compact_table(result: dict, narrow: bool = False):
         mode = f"{r['forced_path'][:1].upper()} only" if r.get("forced_path") else f"thr {_k(r['threshold'])}"
         times = [ms_short(r["measured_ms"]), ms_short(pred) if pred else ""]
         cells = [str(r["gpu_experts"]), tokens_short(r["prompt_tokens"]), tokens_short(r["chunk"]), mode,
-                 _forwards_short(r), *(["\n".join(times)] if narrow else times), _pct(err),
+                 _forwards_short(r),
+                 *([f"{times[0]} {spread(r)}".rstrip() + f"\n{times[1]}"] if narrow else
+                   [times[0] + (f"\n{spread(r)}" if spread(r) else ""), times[1]]), _pct(err),
                  ms_short(r["extrapolated_ms"]), _gib(r["peak_allocated_bytes"])]
         t.add_row(*(([f"{r['model']} {r['method']}"] if len(names) > 1 else []) + cells))
     return keep_title(t)

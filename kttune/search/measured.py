@@ -16,6 +16,11 @@
 - Studies live in any Optuna storage (`--storage`: an RDB URL such as postgresql://... or
   sqlite:///..., or a journal file), so several identical machines can run one study; `trials`
   counts measured trials in the study across every process, and a rerun resumes.
+- The trials screen (one sample per length). The winner is declared by a race (kttune.protocol):
+  the best `finalists` trials, the model's pick and the baselines that fit are measured again in
+  interleaved rounds, the slower beyond noise go out, and a tie within noise goes to the cheaper
+  configuration (`cheaper_key`: less VRAM, fewer GPU experts, fewer threads). Each reported
+  configuration carries the race's estimate (median and interval) and its ratio to the winner.
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ import socket
 import time
 import warnings
 from dataclasses import dataclass, field, replace
-from typing import Callable, Protocol, Sequence
+import typing
+from typing import Callable, Sequence
 
 import optuna
 
@@ -36,6 +42,7 @@ from kttune.config import LaunchConfig
 from kttune.cost.components import Components
 from kttune.cost.prefill import prefill_time_ms
 from kttune.errors import UserError
+from kttune.protocol import Comparison, Estimate, Protocol, RaceResult, compare, race
 from kttune.search.baselines import BASELINES, Baseline, baseline_config
 from kttune.search.evaluate import evaluate
 from kttune.search.space import SearchSpace
@@ -46,12 +53,12 @@ from kttune.search.study import SearchRequest, SearchResult, prepare_search, stu
 MEASURED_VERSION = 1
 
 
-class Evaluator(Protocol):
+class Evaluator(typing.Protocol):
     """What measures a launch configuration: prefill time in ms of one prompt of each length, from
-    an idle start. The measured search calls it one length at a time (so it can prune between
-    lengths); an implementation may keep per-configuration set-up between calls, or measure more
-    lengths than asked at once. A length it cannot measure is left out of the answer: the trial is
-    then recorded as not measurable."""
+    an idle start, one fresh timed sample per call (the evaluator warms what it needs first). The
+    measured search calls it one length at a time while screening (so it can prune between lengths)
+    and once per round for every length in the race. A length it cannot measure is left out of the
+    answer: the trial is then recorded as not measurable."""
 
     name: str  # recorded with the study; studies of different evaluators never mix
 
@@ -87,6 +94,9 @@ class MeasuredRequest:
     model_prefill_trials: int = 200  # model-evaluated trials that find those (about 1 s)
     baselines: tuple[Baseline, ...] = BASELINES
     p_threshold: float = 0.1
+    finalists: int = 3  # best screening trials raced, besides the model's pick and the baselines
+    protocol: Protocol = Protocol(repeats=3)  # the race: min rounds = repeats
+    max_rounds: int = 5
 
 
 @dataclass(frozen=True)
@@ -103,6 +113,9 @@ class MeasuredConfig:
     source: str = ""
     notes: tuple[str, ...] = ()
     trial: int | None = None
+    estimate: Estimate | None = None  # the race's tok/s (median, interval), when raced
+    vs_best: Comparison | None = None  # this / the measured pick, paired by round
+    race_status: str = ""  # winner | best measured | tied | eliminated | survived | unmeasurable | "" (not raced)
 
 
 @dataclass
@@ -125,6 +138,8 @@ class MeasuredSearchResult:
     # what the user should know: the model search's notes (its storage repairs, the profile's fits),
     # then repairs made on opening this study's storage (a torn journal cut back, a stale lock removed)
     notes: tuple[str, ...] = ()
+    decision: str = ""  # the race's: why the measured pick won
+    race_rounds: int = 0
 
 
 def measured_study_name(req: MeasuredRequest, space: SearchSpace, evaluator: str) -> str:
@@ -221,6 +236,40 @@ def measured_pruner(p_threshold: float) -> optuna.pruners.BasePruner:
 
 def _key(params: dict) -> tuple:
     return tuple(sorted(params.items()))
+
+
+def _config_of(space: SearchSpace, params: dict) -> LaunchConfig:
+    p = dict(params)
+    p.setdefault("threshold", 0)
+    p.setdefault("threads", space.threads[0])
+    return space.config(p["chunk"], p["threshold"], p["gpu_experts"], p["kv_k"], p["threads"])
+
+
+def cheaper_key(comp: Components, cfg: LaunchConfig, req: SearchRequest) -> tuple:
+    """How a tie within noise is broken, cheapest first: the VRAM peak (less VRAM, less risk of an
+    out-of-memory on a long prompt), then fewer GPU experts, fewer CPU threads, the smaller chunk."""
+    ev = evaluate(comp, cfg, req.workload, req.budget)
+    return (ev.vram.runtime_peak_bytes, cfg.num_gpu_experts, cfg.cpuinfer_threads, cfg.chunked_prefill_size)
+
+
+def race_configs(cfgs: Sequence[LaunchConfig], evaluator: "Evaluator", lengths: Sequence[int], weights: Sequence[float],
+                 protocol: Protocol, cost: Callable[[LaunchConfig], tuple], max_rounds: int = 5,
+                 stop: Callable[[], bool] | None = None, on_sample=None, known=None,
+                 describe: Callable[[LaunchConfig], str] | None = None) -> RaceResult:
+    """Race launch configurations on measured prefill throughput: one round measures every length
+    of every surviving configuration (a fresh sample each), in a shuffled order."""
+    def sample(cfg: LaunchConfig, r: int) -> float | None:
+        ms = {}
+        for n in lengths:
+            got = evaluator.measure(cfg, [n])
+            if n not in got:
+                return None
+            ms[n] = float(got[n])
+        return prefill_tok_s(ms, lengths, weights)
+
+    label = describe or (lambda c: f"{c.chunked_prefill_size}/{c.gpu_prefill_token_threshold}/{c.num_gpu_experts}/{c.cpuinfer_threads}")
+    return race(list(dict.fromkeys(cfgs)), sample, protocol, cost=cost, max_rounds=max_rounds, stop=stop,
+                on_sample=on_sample, known=known, describe=label)
 
 
 def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result: SearchResult,
@@ -348,18 +397,41 @@ def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result
         return MeasuredConfig(label, cfg, fits, _predicted_tok_s(comp, cfg, req), tok, ms, state, source, notes,
                               t.number if t else None)
 
-    top = max(complete, key=lambda t: t.value)
-    p = dict(top.params)
-    p.setdefault("threshold", 0)
-    p.setdefault("threads", space.threads[0])
-    best_cfg = space.config(p["chunk"], p["threshold"], p["gpu_experts"], p["kv_k"], p["threads"])
-    model_confs = [describe("model pick" if i == 0 else f"model prefill #{i}", c,
-                            "kttune search's pick" if i == 0 else "the model's fastest prefill") for i, c in enumerate(cands)]
+    def cfg_of(t) -> LaunchConfig:
+        return _config_of(space, t.params)
+
+    def norm(c: LaunchConfig) -> LaunchConfig:
+        return _config_of(space, space.params_of(c))
+
+    # the race: the best screened trials, the model's pick and the fitting baselines that measured in
+    # full, again in interleaved rounds; the winner is declared on intervals
+    ranked = sorted(complete, key=lambda t: -t.value)
+    finalists = list(dict.fromkeys(cfg_of(t) for t in ranked))[:max(1, req.finalists)]
+    complete_keys = set(by_params)
+    extra = [norm(c) for c in [cands[0]] + [cfg for _, cfg, _ in base_cfgs] if _key(space.params_of(c)) in complete_keys]
+    raced = list(dict.fromkeys(finalists + extra))
+    rr = race_configs(raced, evaluator, lengths, weights, req.protocol, lambda c: cheaper_key(comp, c, b),
+                      max_rounds=req.max_rounds)
+    raced_entry = {e.item: e for e in rr.entries}
+    winner = rr.winner if rr.winner is not None else finalists[0]
+
+    def with_race(m: MeasuredConfig) -> MeasuredConfig:
+        e = raced_entry.get(norm(m.cfg))
+        if e is None or e.estimate is None:
+            return m
+        vs = None if norm(m.cfg) == winner else compare(raced_entry[winner].estimate, e.estimate)
+        return replace(m, measured_tok_s=e.estimate.median, estimate=e.estimate, vs_best=vs, race_status=e.status)
+
+    top = by_params.get(_key(space.params_of(winner))) or ranked[0]
+    model_confs = [with_race(describe("model pick" if i == 0 else f"model prefill #{i}", c,
+                                      "kttune search's pick" if i == 0 else "the model's fastest prefill"))
+                   for i, c in enumerate(cands)]
     return MeasuredSearchResult(
-        best=describe("measured pick", best_cfg, f"trial {top.number}"),
+        best=with_race(describe("measured pick", winner, f"trial {top.number}, race winner")),
         model_pick=model_confs[0], model_candidates=model_confs,
-        baselines=[describe(bl.name, cfg, bl.source, notes) for bl, cfg, notes in base_cfgs],
+        baselines=[with_race(describe(bl.name, cfg, bl.source, notes)) for bl, cfg, notes in base_cfgs],
         lengths=lengths, weights=weights, evaluator=evaluator.name, study_name=name, storage=storage_url,
         trials_measured=len(complete) + len(pruned), trials_pruned=len(pruned), trials_infeasible=len(infeasible),
         trials_new=new[0], wall_s=time.perf_counter() - t0, space=space,
+        decision=rr.decision, race_rounds=rr.rounds,
         notes=tuple(dict.fromkeys((*model_result.notes, *opened.notes))))

@@ -74,6 +74,33 @@ class Workload:
     def max_prompt_tokens(self) -> int:
         return max(self.prompt_tokens)
 
+    def reduced(self, k: int) -> "Workload":
+        """At most `k` representative lengths for measuring (each measured length costs a run): the
+        lengths, in order, split into k groups of about equal request share; each group is its
+        weighted mean length carrying the group's share, so the workload's tokens (the objective's
+        numerator, sum w L) are kept. The same workload when it has k or fewer lengths."""
+        if k < 1:
+            raise ValueError("k must be at least 1")
+        pairs = sorted(zip(self.prompt_tokens, self.weights))
+        if len(pairs) <= k:
+            return self
+        total = sum(w for _, w in pairs)
+        groups: list[list[tuple[int, float]]] = [[] for _ in range(k)]
+        acc = 0.0
+        for p, w in pairs:
+            g = min(k - 1, int(k * (acc + w / 2) / total))  # the group holding this length's midpoint share
+            groups[g].append((p, w))
+            acc += w
+        reps, ws = [], []
+        for grp in groups:
+            gw = sum(w for _, w in grp)
+            if not grp or gw <= 0:
+                continue
+            reps.append(max(1, round(sum(p * w for p, w in grp) / gw)))
+            ws.append(gw / total)
+        return replace(self, prompt_tokens=tuple(reps), weights=tuple(ws),
+                       description=(self.description + f" (reduced to {len(reps)} measured lengths)").strip())
+
     def clipped(self, context_len: int) -> "Workload":
         """Prompts longer than the model's context (minus the output) are clipped to fit
         (`clip_note` says so)."""

@@ -1,6 +1,7 @@
-"""`kttune paths` as a library call: build the K layers of a model once per GPU-expert count, run a
-grid of prompts on the switch (and, with `force`, on each path alone), and hold the cost model and
-the memory model to every run.
+"""`kttune paths` as a library call: build the K layers of a model once (a runner session,
+kttune.probes.paths.session), run a grid of prompts on the switch (and, with `force`, on each path
+alone) per GPU-expert count through the measurement protocol (kttune.protocol), and hold the cost
+model and the memory model to every run.
 
 Runs whose predicted time (cost model, x `slack`) exceeds `max_run_s` are skipped with the reason,
 so a grid fits a time budget; so are forwards larger than the buffers."""
@@ -8,7 +9,6 @@ so a grid fits a time budget; so are forwards larger than the buffers."""
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -38,8 +38,7 @@ class PathsRequest:
     small: bool = False  # the model's architecture at small shapes (the CPU variant)
     cpu_max_tokens: int = 4096
     max_run_s: float = 60.0
-    repeat_below_s: float = 0.0  # runs shorter than this run `repeats` times, the fastest kept
-    repeats: int = 2
+    repeats: int = 3  # timed samples per run, in interleaved rounds (kttune.protocol)
     slack: float = 1.5
     profile: str | None = None  # for the predictions (default: the shipped default profile)
     seed: int = 0
@@ -83,11 +82,14 @@ def load_router(model: str, family: str):
 
 
 def run_paths(req: PathsRequest, progress: Progress | None = None) -> PathsResult:
+    """Build a runner session for the model and measure the request's runs through the measurement
+    protocol (kttune.protocol): per GPU-expert count, every run is warmed, then timed `repeats` times
+    in interleaved rounds; each run's record is the sample nearest the median, with the repeats'
+    estimates (median, interval, outliers and their reasons) under `timing`."""
     import torch
 
-    from kttune.hw.registry import resolve_profile
-    from kttune.probes.paths.stack import StackOptions, build_stack, small_spec
-    from kttune.probes.paths.runner import PathRunner, chunks_of, forward_path
+    from kttune.probes.paths.session import RunnerSession, SessionSpec
+    from kttune.protocol import Protocol
     from kttune.spec.loader import load_model
     from kttune.spec.methods import get_method
 
@@ -105,109 +107,143 @@ def run_paths(req: PathsRequest, progress: Progress | None = None) -> PathsResul
             raise UserError(f"--force {f!r} is not a path", "use hybrid or layerwise")
         if f == "layerwise" and not get_method(method).layerwise:
             raise UserError(f"{method} has no layerwise path", "force hybrid only, or pick a native method")
-    if req.repeats < 1 or req.repeat_below_s < 0:
-        raise UserError(f"--repeats {req.repeats} / --repeat-below-s {req.repeat_below_s:g} must be at least 1 / 0",
-                        "pass e.g. --repeats 3 --repeat-below-s 2.5")
+    if req.repeats < 1:
+        raise UserError(f"--repeats {req.repeats} must be at least 1", "pass e.g. --repeats 3")
     if any(c < 1 for c in req.chunks) or any(p < 1 for p in req.prompts):
         raise UserError("chunks and prompt lengths must be positive", "pass token counts such as 4096")
-    router = load_router(req.model, spec.family)
-    run_spec = small_spec(spec) if req.small else spec
-    from kttune.probes.inventory import collect_inventory
-
-    profile = resolve_profile(req.profile, None if req.profile else collect_inventory())
-    comps = _components(profile, spec, method)
     res = PathsResult(req)
     if req.small:
         res.notes.append("small shapes (CPU variant): predictions are for the real model and are not compared")
     max_fwd = max(list(req.chunks) + list(req.sweep) + [c for _, c, _, _ in req.points] + [1])
-    threads_before = torch.get_num_threads()
-    if not torch.cuda.is_available() or req.device == "cpu":
-        # the CPU variant: torch's intra-op threads and kt-kernel's spinning workers share the cores
-        import os
-
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
-        torch.set_num_threads(max(1, cores - max(1, req.cpuinfer or 1)))
-    say(f"building {req.layers} layers of {spec.name} {method}")
-    t0 = time.perf_counter()
-    st = build_stack(run_spec, router, method, StackOptions(
-        layers=req.layers, gpu_experts=0, cpuinfer=req.cpuinfer, max_tokens=max_fwd,
-        cpu_max_tokens=min(req.cpu_max_tokens, max_fwd), seed=req.seed, device=req.device))
-    res.notes.append(f"stack built in {time.perf_counter() - t0:.1f} s" + ("; " + "; ".join(st.notes) if st.notes else ""))
+    session = RunnerSession(SessionSpec(
+        model=req.model, method=req.method, layers=req.layers, threads=(req.cpuinfer,) if req.cpuinfer else (),
+        max_tokens=max_fwd, cpu_max_tokens=min(req.cpu_max_tokens, max_fwd), device=req.device, small=req.small,
+        seed=req.seed, max_run_s=req.max_run_s, slack=req.slack, profile=req.profile), say)
+    res.notes.append(f"stack built in {session.build_s:.1f} s" + ("; " + "; ".join(session.stack.notes) if session.stack.notes else ""))
+    protocol = Protocol(repeats=req.repeats, seed=req.seed)
+    profile = session.profile
     try:
         for n in req.gpu_experts:
-            st.set_gpu_experts(min(n, run_spec.num_experts))
-            _run_grid(req, res, st, n, spec, method, comps, profile, max_fwd, say)
+            _run_grid(req, res, session, min(n, session.run_spec.num_experts), n, spec, method, protocol, say)
     finally:
-        st.close()
-        del st
+        res.notes.append("protocol: " + ", ".join(f"{k} {round(v, 1) if isinstance(v, float) else v}" for k, v in session.stats.items()))
+        session.close()
+        del session
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-    torch.set_num_threads(threads_before)
     if not req.small:
         res.summary = summarize(res.runs, profile, spec)
     return res
 
 
-def _run_grid(req, res, st, n, spec, method, comps, profile, max_fwd, say) -> None:
-    import torch
+@dataclass(frozen=True)
+class RunnerJob:
+    """One run of the grid: a prompt under a configuration, on the switch or forced onto a path."""
 
-    from kttune.probes.paths.runner import PathRunner, chunks_of, forward_path
-    from kttune.spec.methods import get_method
+    cfg: "object"  # kttune.probes.paths.session.RunnerConfig
+    prompt: int
+    force: str | None = None
 
-    runner = PathRunner(st)
-    layerwise = get_method(method).layerwise
-    jobs: list[tuple[int, int, int, str | None]] = []  # prompt, chunk, threshold, force
+    def label(self) -> str:
+        c = self.cfg
+        return f"L={self.prompt} chunk={c.chunk} thr={c.threshold} n={c.gpu_experts}" + (f" forced {self.force}" if self.force else "")
+
+
+def grid_jobs(req: PathsRequest, session, n: int, threads: int) -> list[RunnerJob]:
+    """The runs of one GPU-expert count: the sweep's single forwards on each path, then every prompt
+    at every chunk (and forced onto the request's paths); the same forwards under another chunk once."""
+    from kttune.probes.paths.session import RunnerConfig
+
+    jobs: list[RunnerJob] = []
     for m in req.sweep:
-        for f in ("hybrid", "layerwise") if layerwise else ("hybrid",):
-            jobs.append((m, m, m, f))
+        for f in ("hybrid", "layerwise") if session.layerwise else ("hybrid",):
+            jobs.append(RunnerJob(RunnerConfig(n, m, m, threads), m, f))
     seen = set()
     grid = [(p, c, thr) for p, c, thr, pn in req.points if pn == n] if req.points else [
         (p, c, c if req.threshold is None else req.threshold) for c in req.chunks for p in req.prompts]
     for p, c, thr in grid:
         for f in (None,) + tuple(req.force):
-            key = (tuple(chunks_of(p, c)), thr, f)  # the same forwards under another chunk: once
+            cfg = RunnerConfig(n, c, thr, threads)
+            key = (session.plan(cfg, p, f), thr, f)
             if key not in seen:
                 seen.add(key)
-                jobs.append((p, c, thr, f))
-    try:
-        w = min(64, max_fwd)
-        runner.run_prompt(w, w, 0, "hybrid")  # warm-up (kernels, pools)
-        # and attention over a cached prefix: its kernel is loaded on first use (seconds on CUDA)
-        runner.run_prompt(2 * w, w, 0, "hybrid")
-        if layerwise:
-            runner.run_prompt(w, w, w, "layerwise")  # and the slot, Triton compiles
-        for p, c, thr, f in jobs:
-            label = f"L={p} chunk={c} thr={thr} n={n}" + (f" forced {f}" if f else "")
-            why = _skip_reason(comps, st, runner, spec, method, n, p, c, thr, f, req, chunks_of, forward_path)
-            if why:
-                res.skipped.append({"prompt": p, "chunk": c, "threshold": thr, "gpu_experts": n, "force": f, "reason": why})
-                say(f"skip {label}: {why}")
-                continue
-            say(f"run {label}")
-            try:
-                run = runner.run_prompt(p, c, thr, f, seed=req.seed)
-                if req.repeat_below_s and run.measured_ms < 1e3 * req.repeat_below_s and req.repeats > 1:
-                    # short runs again: the fastest is kept (a run can pay a cold pool, the allocator or
-                    # another process on the cores); the peak memory is the largest seen
-                    tries = [run] + [runner.run_prompt(p, c, thr, f, seed=req.seed) for _ in range(req.repeats - 1)]
-                    note = "repeated: " + ", ".join(f"{t.measured_ms:.1f}" for t in tries) + " ms, the fastest kept"
-                    run = min(tries, key=lambda x: x.measured_ms)
-                    run = replace(run, notes=run.notes + (note,),
-                                  peak_allocated_bytes=max(t.peak_allocated_bytes for t in tries),
-                                  peak_reserved_bytes=max(t.peak_reserved_bytes for t in tries))
-            except (ValueError, torch.cuda.OutOfMemoryError) as e:  # type: ignore[attr-defined]
-                res.skipped.append({"prompt": p, "chunk": c, "threshold": thr, "gpu_experts": n, "force": f,
-                                    "reason": f"{type(e).__name__}: {str(e)[:200]}"})
-                if st.is_cuda:
-                    torch.cuda.empty_cache()
-                continue
-            if req.small:
-                run = replace(run, model=spec.name + " (small shapes)")
-            res.runs.append(run)
-            res.predictions.append({} if req.small else _predict(comps, profile, spec, run))
-            say(f"  {run.measured_ms:.1f} ms measured ({len(run.forwards)} forwards: {','.join(run.paths)})")
-    finally:
-        del runner
+                jobs.append(RunnerJob(cfg, p, f))
+    return jobs
+
+
+def measure_jobs(session, jobs: list[RunnerJob], protocol, say: Progress, seed: int = 0,
+                 stop=None) -> tuple[dict, dict, dict]:
+    """Every job through the protocol's interleaved rounds on `session`: ({job: representative PathRun
+    with its `timing`}, {job: skip reason}, the rounds' record). A run whose K layers are far apart
+    (`compare.disturbed`) is an outlier with that reason; one that raises (out of memory, too large)
+    is not measurable, with the error."""
+    import torch
+
+    from kttune.probes.paths.compare import disturbed
+    from kttune.protocol import measure_rounds
+
+    skipped: dict = {}
+    todo = []
+    for j in jobs:
+        why = session.skip_reason(j.cfg, j.prompt, j.force)
+        if why:
+            skipped[j] = why
+            say(f"skip {j.label()}: {why}")
+        else:
+            todo.append(j)
+    runs: dict = {}
+    errors: dict = {}
+
+    def sample(job: RunnerJob, r: int):
+        try:
+            run = session.sample(job.cfg, job.prompt, job.force, seed=seed)
+        except (ValueError, torch.cuda.OutOfMemoryError) as e:  # type: ignore[attr-defined]
+            errors[job] = f"{type(e).__name__}: {str(e)[:200]}"
+            if session.stack.is_cuda:
+                torch.cuda.empty_cache()
+            return None
+        runs.setdefault(job, []).append(run)
+        say(f"run {job.label()} (round {r + 1}): {run.measured_ms:.1f} ms ({len(run.forwards)} forwards: {','.join(run.paths)})")
+        return run.measured_ms
+
+    def flag(job: RunnerJob, value: float):
+        bad = [f for f in runs[job][-1].forwards if disturbed(f)]
+        return f"{len(bad)} forward(s) with layers over 3x apart" if bad else None
+
+    rounds = measure_rounds(todo, sample, protocol, flag=flag, unmeasurable=lambda j: errors.get(j, "could not be measured"),
+                            stop=stop)
+    out = {}
+    for j in todo:
+        if j in errors and j not in runs:
+            skipped[j] = errors[j]
+            continue
+        est = rounds.estimates.get(j)
+        if est is None:
+            continue
+        tries = runs[j]
+        flags = {o.index: o.reason for o in est.outliers}
+        ext = protocol.estimate([t.extrapolated_ms for t in tries], est.rounds, flags)
+        kept = [i for i in range(len(tries)) if i not in flags] or list(range(len(tries)))
+        rep = min(kept, key=lambda i: abs(tries[i].measured_ms - est.median))
+        run = replace(tries[rep], timing={"measured_ms": est.to_dict(), "extrapolated_ms": ext.to_dict()},
+                      peak_allocated_bytes=max(t.peak_allocated_bytes for t in tries),
+                      peak_reserved_bytes=max(t.peak_reserved_bytes for t in tries))
+        out[j] = run
+    return out, skipped, rounds.to_dict(lambda j: j.label())
+
+
+def _run_grid(req, res, session, n, n_asked, spec, method, protocol, say) -> None:
+    threads = session.threads[0]
+    jobs = grid_jobs(req, session, n, threads)
+    done, skipped, _ = measure_jobs(session, jobs, protocol, say, seed=req.seed)
+    for j, why in skipped.items():
+        res.skipped.append({"prompt": j.prompt, "chunk": j.cfg.chunk, "threshold": j.cfg.threshold, "gpu_experts": n_asked,
+                            "force": j.force, "reason": why})
+    comps = _components(session.profile, spec, method) if session.profile is not None else None
+    for j in jobs:
+        if j in done:
+            res.runs.append(done[j])
+            res.predictions.append({} if req.small else _predict(comps, session.profile, spec, done[j]))
 
 
 def _components(profile, spec, method, calibration: tuple = ()):
@@ -217,30 +253,6 @@ def _components(profile, spec, method, calibration: tuple = ()):
         return Components(replace(profile, calibration=calibration), spec, method, 1)
     except UserError:
         return None
-
-
-def _skip_reason(comps, st, runner, spec, method, n, p, c, thr, f, req, chunks_of, forward_path) -> str | None:
-    from kttune.config import LaunchConfig
-    from kttune.cost.prefill import hybrid_moe_layer, layerwise_moe_layer
-
-    sizes = chunks_of(p, c)
-    cap = st.cpu.max_tokens if st.cpu is not None else st.opts.max_tokens
-    for m in sizes:
-        if forward_path(method, m, thr, f) == "hybrid" and m > cap and n < spec.num_experts:
-            return f"hybrid forward of {m} tokens > kt-kernel max_len {cap} (its host scratch grows with it)"
-    if comps is None or req.small:
-        return None
-    cfg = LaunchConfig(method, 1, n, c, thr, max(65536, p), st.cpu.threads if st.cpu else 1)
-    est = 0.0
-    prefix = 0
-    for m in sizes:
-        path = forward_path(method, m, thr, f)
-        lt = layerwise_moe_layer(comps, cfg, m) if path == "layerwise" else hybrid_moe_layer(comps, cfg, m)
-        est += st.opts.layers * (lt.total_ms + comps.attention_ms(m, prefix) + comps.dense_ms(m))
-        prefix += m
-    if est * req.slack / 1e3 > req.max_run_s:
-        return f"predicted {est / 1e3:.1f} s x {req.slack} > {req.max_run_s:g} s cap per run"
-    return None
 
 
 def _predict(comps, profile, spec, run: PathRun) -> dict:
@@ -295,6 +307,7 @@ def summarize(runs: list[PathRun], profile, spec) -> dict:
                 pairs.append((m, hy[0], lw[0]))
         ref = next((r for r in runs if r.gpu_experts == n), None)
         meas = measured_crossover(pairs) if pairs else None
+        interval = crossover_interval(forced)
         pred = predicted_crossover(comps, ref) if ref else None
         others = [p for p in points if p.gpu_experts != n]
         other_comps = calibrated(others)
@@ -305,7 +318,8 @@ def summarize(runs: list[PathRun], profile, spec) -> dict:
                          "predicted_calibrated": pred_cal, "error_calibrated": err(pred_cal),
                          "calibration_points": len(switch),
                          "predicted_calibrated_other_n": pred_other, "error_calibrated_other_n": err(pred_other),
-                         "calibration_points_other_n": len(others), "pairs": pairs}
+                         "calibration_points_other_n": len(others), "pairs": pairs,
+                         "measured_interval": interval.to_dict() if interval else None}
     out["crossover"] = cross
     mem = []
     for r in runs:
@@ -316,6 +330,23 @@ def summarize(runs: list[PathRun], profile, spec) -> dict:
                         "predicted_bytes": pred, "ratio": round(pred / r.peak_allocated_bytes, 3)})
     out["memory"] = mem
     return out
+
+
+def crossover_interval(forced: list[PathRun]):
+    """The crossover with its interval from the repeats of forced single forwards (`timing`): per
+    size the paired ratio layerwise / hybrid of the K-layer times (kttune.protocol.compare), and where
+    that ratio crosses 1 (kttune.protocol.crossing); None without repeats on both paths."""
+    from kttune.protocol import Estimate, compare, crossing
+
+    by: dict = {}
+    for r in forced:
+        e = (r.timing or {}).get("measured_ms")
+        if e and e.get("n", 0) >= 2:
+            by.setdefault(r.prompt_tokens, {})[r.forced_path] = Estimate.from_dict(e)
+    sizes = sorted(m for m, d in by.items() if {"hybrid", "layerwise"} <= set(d))
+    if len(sizes) < 2:
+        return None
+    return crossing(sizes, [compare(by[m]["hybrid"], by[m]["layerwise"]) for m in sizes])
 
 
 def _result_blobs(results: dict, profile):

@@ -13,7 +13,8 @@ PathRun.to_dict() = {
   "peak_allocated_bytes", "peak_reserved_bytes", "baseline_allocated_bytes",
   "buffer_tokens"          # rows of the stack's device-side buffers (its largest forward)
   "layer_weight_bytes"     # the K layers' attention, norms, router and shared experts, as held
-  "device", "backends": {...}, "notes": [...]
+  "device", "backends": {...}, "notes": [...],
+  "timing": {"measured_ms": Estimate, "extrapolated_ms": Estimate}   # repeats (kttune.protocol), or {}
 }
 """
 
@@ -72,6 +73,10 @@ class PathRun:
     device: str = ""
     backends: dict = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    # the measurement protocol's record of this run's repeats (kttune.protocol): {"measured_ms":
+    # Estimate.to_dict(), "extrapolated_ms": Estimate.to_dict()}; this record's forwards are the
+    # sample nearest the median. {} for a single run.
+    timing: dict = field(default_factory=dict)
 
     @property
     def measured_ms(self) -> float:

@@ -36,22 +36,15 @@ import torch
 from kttune.kernels.cpu_moe import moe_forward
 from kttune.kernels.decoder import AttnCache, rms_norm, route, swiglu_mlp
 from kttune.kernels.gpu_experts import GpuExperts, gpu_subset_moe
+from kttune.cost.prefill import chunks_of, switch_path
 from kttune.probes.paths.result import ForwardRecord, PathRun
 from kttune.probes.paths.stack import PathStack
 from kttune.spec.methods import get_method
 
 
-def chunks_of(prompt_tokens: int, chunk: int) -> list[int]:
-    """Forward sizes sglang runs for one prompt: floor(L/C) chunks of C, then the tail."""
-    full, tail = divmod(prompt_tokens, chunk)
-    return [chunk] * full + ([tail] if tail else [])
-
-
 def forward_path(method: str, tokens: int, threshold: int, force: str | None = None) -> str:
-    """sglang-kt's switch: layerwise when the method supports it and tokens >= threshold > 0."""
-    if force:
-        return force
-    return "layerwise" if get_method(method).layerwise and 0 < threshold <= tokens else "hybrid"
+    """sglang-kt's switch (kttune.cost.prefill.switch_path), or the forced path."""
+    return force or switch_path(get_method(method).layerwise, tokens, threshold)
 
 
 @dataclass
@@ -213,7 +206,7 @@ class PathRunner:
     # ---- one prompt ------------------------------------------------------------------------------
     def run_prompt(self, prompt_tokens: int, chunk: int, threshold: int, force: str | None = None, seed: int = 0) -> PathRun:
         st, spec = self.st, self.st.spec
-        if chunk > st.opts.max_tokens:
+        if min(chunk, prompt_tokens) > st.opts.max_tokens:  # the largest forward, not the flag, must fit
             raise ValueError(f"chunk {chunk} exceeds the stack's buffers ({st.opts.max_tokens} tokens)")
         if force == "layerwise" and not get_method(st.method).layerwise:
             raise ValueError(f"{st.method} has no layerwise path")
@@ -222,6 +215,7 @@ class PathRunner:
         if too_big and self.dist.rank == 0 and st.opts.gpu_experts < spec.num_experts:
             raise ValueError(f"hybrid forward of {too_big[0]} tokens exceeds kt-kernel's max_len {cpu_cap}")
         cuda = st.is_cuda
+        self.backends["cpu_experts"] = st.cpu_backend or "none (rank > 0)"  # the stack may have switched thread counts
         if cuda:
             torch.cuda.synchronize(st.device)
             torch.cuda.reset_peak_memory_stats(st.device)

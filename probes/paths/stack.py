@@ -93,6 +93,9 @@ class PathStack:
     pipeline: Any = None  # LayerPipeline, built at the first layerwise forward
     buffers: dict = field(default_factory=dict)
     cpu_dense: tuple | None = None  # torch fallback weights
+    # every kt-kernel MoE built for this stack, by worker thread count: kept until close, since
+    # kt-kernel 0.7.2 never frees a closed layer's weight copy (docs/path-runner.md#memory-across-configurations)
+    kt_by_threads: dict = field(default_factory=dict)
 
     @property
     def is_cuda(self) -> bool:
@@ -120,11 +123,27 @@ class PathStack:
             self.cpu.gpu_mask.zero_()
             self.cpu.gpu_mask[:n] = True
 
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()  # a KtExpertWriter over self.cpu leaves the layer to us
+    def set_threads(self, threads: int) -> None:
+        """Serve the CPU experts and stage A with `threads` kt-kernel workers: the MoE built for that
+        count (built now, and then kept, if it is new), its GPU mask set to the current split."""
+        if threads == self.opts.cpuinfer and threads in self.kt_by_threads:
+            return
+        if threads not in self.kt_by_threads:
+            self.kt_by_threads[threads] = _cpu_side(self.spec, self.method, self.host, self.opts, threads, self.notes)
+        self.cpu, self.cpu_backend, self.writer = self.kt_by_threads[threads]
+        self.opts = replace(self.opts, cpuinfer=threads)
+        self.pipeline = None  # the layerwise pipeline drives this writer
         if self.cpu is not None:
-            self.cpu.close()
+            self.cpu.gpu_mask.zero_()
+            self.cpu.gpu_mask[:self.opts.gpu_experts] = True
+
+    def close(self) -> None:
+        for cpu, _, writer in self.kt_by_threads.values():
+            if writer is not None:
+                writer.close()  # a KtExpertWriter over the layer leaves the layer to us
+            if cpu is not None:
+                cpu.close()
+        self.kt_by_threads.clear()
         self.pipeline = None
 
 
@@ -148,9 +167,28 @@ def build_stack(spec: ModelSpec, router: RouterSpec, method: str, opts: StackOpt
                                 tp=opts.tp, rank=opts.rank)
         res = GpuExperts.from_host(host, range(n), dev, opts.tp, opts.rank) if n else None
         layers.append(Layer(lid, attn, w, res))
-    cpu, backend, writer = None, "", None
     threads = opts.cpuinfer or default_cpuinfer()
+    cpu, backend, writer = _cpu_side(spec, method, host, opts, threads, notes)
+    if inter_tp * opts.tp != spec.moe_intermediate_size:
+        raise ValueError(f"expert width {spec.moe_intermediate_size} not divisible by tp {opts.tp}")
+    st = PathStack(spec, router, method, replace(opts, cpuinfer=threads), dev, layers, host, cpu, backend, writer, notes)
+    st.cpu_dense = _torch_cpu_weights(host) if cpu is None and opts.rank == 0 else None
+    st.kt_by_threads[threads] = (cpu, backend, writer)
+    _alloc_buffers(st)
+    return st
+
+
+def _torch_cpu_weights(host: HostExperts) -> tuple:
+    g, u, d = host.dense()
+    return (g.to(torch.bfloat16), u.to(torch.bfloat16), d.to(torch.bfloat16))
+
+
+def _cpu_side(spec: ModelSpec, method: str, host: HostExperts, opts: StackOptions, threads: int, notes: list[str]):
+    """The CPU experts for `threads` kt-kernel workers (rank 0: a kt-kernel MoE over the host experts,
+    or None for torch's fallback) and the layerwise stage A writer: (cpu, backend, writer)."""
+    cpu, backend, writer = None, "", None
     is_rank0 = opts.rank == 0
+    n = opts.gpu_experts
     if opts.prefer_kt and is_rank0:
         from kttune.kernels.kt_ext import load_kt_kernel, kt_kernel_error
 
@@ -170,10 +208,7 @@ def build_stack(spec: ModelSpec, router: RouterSpec, method: str, opts: StackOpt
             except Exception as ex:  # noqa: BLE001 - kt-kernel refuses this method here
                 notes.append(f"kt-kernel could not build the {method} layer ({ex}): CPU experts by torch")
                 cpu = None
-    cpu_dense = None
     if cpu is None and is_rank0:
-        g, u, d = host.dense()
-        cpu_dense = (g.to(torch.bfloat16), u.to(torch.bfloat16), d.to(torch.bfloat16))
         backend = "torch-cpu (kttune.kernels.cpu_moe.moe_forward)"
     if opts.tp > 1 and get_method(method).layerwise:
         # each rank streams its own I/tp share (sglang-kt: rank 0's kt-kernel threads write every
@@ -187,11 +222,7 @@ def build_stack(spec: ModelSpec, router: RouterSpec, method: str, opts: StackOpt
             writer = KtExpertWriter(host, threads, layer=cpu)
         else:
             writer = TorchExpertWriter(host)
-    if inter_tp * opts.tp != spec.moe_intermediate_size:
-        raise ValueError(f"expert width {spec.moe_intermediate_size} not divisible by tp {opts.tp}")
-    st = PathStack(spec, router, method, opts, dev, layers, host, cpu, backend, writer, notes, cpu_dense=cpu_dense)
-    _alloc_buffers(st)
-    return st
+    return cpu, backend, writer
 
 
 def _alloc_buffers(st: PathStack) -> None:

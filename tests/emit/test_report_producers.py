@@ -166,3 +166,23 @@ def test_simulate_report_draws_the_simulated_requests(tmp_path, capsys):
         assert list(line(ax_tbt, s["schedule"]).get_xdata()) == pytest.approx(sorted(s["samples"]["max_tbt_ms"]))
     [saved] = M.read_inputs([rep]).sims
     assert saved == M.sim_result(d)
+
+
+def test_the_repeats_interval_is_drawn_as_a_bar(h200_disturbed):
+    """A run measured through the protocol (`timing`) carries its interval to the rows and the figure:
+    one vertical bar per such run, from its low to its high."""
+    import copy
+
+    doc = copy.deepcopy(h200_disturbed)
+    run = doc["results"][0]["runs"][0]
+    m = run["measured_ms"]
+    run["timing"] = {"measured_ms": {"median": m, "low": 0.9 * m, "high": 1.2 * m, "n": 3},
+                     "extrapolated_ms": {"median": run["extrapolated_ms"], "low": 1.0, "high": 2.0, "n": 3}}
+    rows = M.runner_rows(doc)
+    row = rows[0]
+    assert (row["measured_low_ms"], row["measured_high_ms"]) == (0.9 * m, 1.2 * m)
+    assert all("measured_low_ms" not in r for r in rows[1:])
+    ax = F.fig_calibration(rows).axes[0]
+    (bars,) = [c for c in ax.containers if c.lines and c.lines[2]]
+    seg = bars.lines[2][0].get_segments()
+    assert len(seg) == 1 and np.allclose([seg[0][0][1], seg[0][1][1]], [0.9 * m, 1.2 * m])

@@ -2,6 +2,9 @@ import json
 import tempfile
 from pathlib import Path
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -168,3 +171,28 @@ def test_a_trace_is_a_workload_too(tmp_path):
 def test_a_missing_file_names_the_forms(tmp_path):
     with pytest.raises(UserError, match="does not exist.*trace"):
         load_workload(str(tmp_path / "nope.csv"))
+
+
+@given(st.lists(st.tuples(st.integers(1, 200_000), st.floats(0.01, 10)), min_size=1, max_size=30, unique_by=lambda x: x[0]),
+       st.integers(1, 6))
+def test_reduced_keeps_the_tokens_the_share_and_the_range(rows, k):
+    """A reduced workload: at most k lengths, in order, inside the workload's range, weights that
+    still sum to 1, and the request-weighted tokens kept (to rounding)."""
+    from hypothesis import assume
+
+    from kttune.search.workload import Workload
+
+    total = sum(w for _, w in rows)
+    wl = Workload("w", tuple(p for p, _ in rows), tuple(w / total for _, w in rows))
+    r = wl.reduced(k)
+    assert r == wl if len(rows) <= k else (len(r.prompt_tokens) <= k and list(r.prompt_tokens) == sorted(r.prompt_tokens))
+    assert min(wl.prompt_tokens) <= min(r.prompt_tokens) and max(r.prompt_tokens) <= max(wl.prompt_tokens)
+    assert abs(sum(r.weights) - 1) < 1e-9
+    assert abs(r.mean_prompt_tokens - wl.mean_prompt_tokens) <= 0.5 + 1e-9
+
+
+def test_reduced_rag_is_three_of_its_quantiles():
+    from kttune.search.workload import load_workload
+
+    r = load_workload("rag").reduced(3)
+    assert len(r.prompt_tokens) == 3 and all(abs(w - 1 / 3) < 0.01 for w in r.weights)

@@ -1,0 +1,155 @@
+"""Deciding between configurations by measurement: a race (Maron and Moore's racing, as in F-race)
+over interleaved rounds of `kttune.protocol.rounds`.
+
+    result = race(items, sample, protocol, cost=cost, min_rounds=3, max_rounds=5)
+    result.winner, result.decision, result.entries
+
+- Every round measures every surviving item once, in a shuffled order; `sample(item, round)` is a
+  value where higher is better (throughput).
+- From `min_rounds` on, after each round, an item whose paired ratio to the current best (highest
+  median) has its whole interval below 1 is out: it is slower, beyond noise. The race ends when one
+  item is left or after `max_rounds`.
+- The fastest survivor is the best measured. Survivors whose ratio to it has an interval that holds
+  1 and whose median ratio is at least 1 - `tie_tolerance` are tied with it within noise; of the
+  tied, the cheapest by `cost(item)` (a tuple, lower is cheaper: VRAM, GPU experts, threads) wins.
+  The decision says which case it was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Generic, Hashable, Mapping, Sequence, TypeVar
+
+from kttune.protocol.rounds import Protocol, Samples, _Stop, run_round
+from kttune.protocol.stats import Comparison, Estimate, compare
+
+T = TypeVar("T", bound=Hashable)
+
+TIE_TOLERANCE = 0.03
+
+
+@dataclass(frozen=True)
+class RaceEntry(Generic[T]):
+    item: T
+    estimate: Estimate | None
+    vs_best: Comparison | None  # this item / the best measured (None for the best itself)
+    out_after_round: int | None  # eliminated after this round (None: survived)
+    status: str  # "winner" | "best measured" | "tied" | "survived" | "eliminated" | "unmeasurable"
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class RaceResult(Generic[T]):
+    winner: T | None
+    best_measured: T | None
+    decision: str
+    entries: tuple  # RaceEntry per item, in the order given
+    rounds: int
+    timed_samples: int
+    warmups: int
+    stopped: bool = False
+
+    def entry(self, item: T) -> RaceEntry:
+        return next(e for e in self.entries if e.item == item)
+
+
+def _best(items: Sequence[T], est: Mapping[T, Estimate]) -> T | None:
+    live = [i for i in items if i in est]
+    return max(live, key=lambda i: est[i].median) if live else None
+
+
+def race(items: Sequence[T], sample: Callable[[T, int], float | None], protocol: Protocol, *,
+         cost: Callable[[T], tuple] | None = None, min_rounds: int | None = None, max_rounds: int = 5,
+         tie_tolerance: float = TIE_TOLERANCE, warm: Callable[[T], None] | None = None,
+         flag: Callable[[T, float], str | None] | None = None, unmeasurable: Callable[[T], str] | None = None,
+         known: Mapping[T, Sequence[tuple[int, float, str | None]]] | None = None,
+         on_sample: Callable[[T, int, float], None] | None = None, on_round: Callable[[int, list], None] | None = None,
+         stop: Callable[[], bool] | None = None, describe: Callable[[T], str] = str) -> RaceResult:
+    items = list(dict.fromkeys(items))
+    lo_rounds = protocol.repeats if min_rounds is None else min_rounds
+    max_rounds = max(max_rounds, lo_rounds)
+    samples: Samples = Samples()
+    for item, vs in (known or {}).items():
+        for r, v, f in vs:
+            samples.add(item, r, v, f)
+    alive = list(items)
+    out_after: dict = {}
+    why: dict = {}
+    warmed: set = set()
+    stopped = False
+    done = 0
+
+    def estimates(upto: int | None = None) -> dict:
+        """Per item; `upto`: from the rounds up to that one only (a resumed race holds later ones)."""
+        return {i: e for i in items if (e := samples.estimate(i, protocol, upto)) is not None}
+
+    try:
+        for r in range(max_rounds):
+            run_round(alive, r, sample, protocol, samples, warm=warm, warmed=warmed, flag=flag, unmeasurable=unmeasurable,
+                      on_sample=on_sample, stop=stop)
+            done = r + 1
+            alive = [i for i in alive if i not in samples.unmeasurable]
+            est = estimates(r)
+            if r + 1 >= lo_rounds and len(alive) > 1:
+                best = _best(alive, est)
+                for i in list(alive):
+                    if i == best or i not in est:
+                        continue
+                    c = compare(est[best], est[i])
+                    if c.high < 1.0:
+                        alive.remove(i)
+                        out_after[i] = r + 1
+                        why[i] = f"slower than {describe(best)}: ratio {c.short()} after {r + 1} rounds"
+            if on_round:
+                on_round(r + 1, list(alive))
+            if len(alive) <= 1 and r + 1 >= lo_rounds:
+                break
+    except _Stop:
+        stopped = True
+    est = estimates()
+    best = _best(alive, est) or _best(items, est)
+    ties = []
+    if best is not None:
+        for i in alive:
+            if i == best or i not in est:
+                continue
+            c = compare(est[best], est[i])
+            if c.low <= 1.0 <= c.high and c.ratio >= 1.0 - tie_tolerance:
+                ties.append(i)
+    winner = best
+    if best is not None and ties:
+        pool = [best, *ties]
+        winner = min(pool, key=lambda i: (cost(i) if cost else (), pool.index(i)))
+    if best is None:
+        decision = "nothing could be measured"
+    elif winner == best and not ties:
+        decision = (f"{describe(best)} is the fastest" +
+                    (f"; every other was slower beyond noise" if len(alive) == 1 else
+                     f"; {len(alive) - 1} other(s) not told apart after {done} rounds (median ratio below "
+                     f"{1 - tie_tolerance:.2f} or not significant)"))
+    elif winner == best:
+        decision = (f"{describe(best)} is the fastest and tied within noise with {len(ties)} other(s); "
+                    "it is also the cheapest of them")
+    else:
+        c = compare(est[best], est[winner])
+        decision = (f"{describe(winner)} is tied within noise with the fastest, {describe(best)} (ratio {c.short()}), "
+                    "and cheaper: it wins")
+    entries = []
+    for i in items:
+        e = est.get(i)
+        if i in samples.unmeasurable:
+            entries.append(RaceEntry(i, e, None, None, "unmeasurable", samples.unmeasurable[i]))
+            continue
+        vs = compare(est[best], e) if (e is not None and best is not None and i != best) else None
+        if i == winner:
+            status = "winner"
+        elif i == best:
+            status = "best measured"
+        elif i in ties:
+            status = "tied"
+        elif i in out_after:
+            status = "eliminated"
+        else:
+            status = "survived"
+        entries.append(RaceEntry(i, e, vs, out_after.get(i), status, why.get(i, "")))
+    return RaceResult(winner, best, decision, tuple(entries), done, samples.timed, samples.warmups, stopped)

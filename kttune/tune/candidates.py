@@ -1,0 +1,73 @@
+"""The configurations `kttune tune` measures, from the (calibrated) model: its pick, its fastest
+prefill configurations, the pick at the measured crossover, the pick at the other thread counts;
+and the baselines. Configurations that run the same forwards on the same GPU experts and threads
+for every measured length are one measurement: only the cheapest of them is kept. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable, Sequence
+
+from kttune.config import LaunchConfig
+from kttune.cost.components import Components
+from kttune.cost.prefill import forward_plan
+from kttune.search.baselines import BASELINES, baseline_config
+from kttune.search.evaluate import evaluate
+from kttune.search.measured import MeasuredRequest, cheaper_key, model_prefill_candidates
+from kttune.search.space import SearchSpace
+from kttune.search.study import SearchRequest
+
+
+def measurement_key(cfg: LaunchConfig, lengths: Sequence[int], layerwise: bool, threads: Callable[[int], int] = lambda t: t) -> tuple:
+    """What a measurement of `cfg` at `lengths` runs: GPU experts, kt-kernel threads, and the
+    forwards of every length (two configurations with one key measure the same thing)."""
+    return (cfg.num_gpu_experts, threads(cfg.cpuinfer_threads),
+            tuple(forward_plan(layerwise, n, cfg.chunked_prefill_size, cfg.gpu_prefill_token_threshold) for n in lengths))
+
+
+def dedupe(named: list[tuple[str, LaunchConfig]], key: Callable[[LaunchConfig], tuple],
+           cost: Callable[[LaunchConfig], tuple]) -> list[tuple[str, LaunchConfig]]:
+    """One configuration per measurement key: the first name, the cheapest configuration."""
+    groups: dict[tuple, list[tuple[str, LaunchConfig]]] = {}
+    for name, cfg in named:
+        groups.setdefault(key(cfg), []).append((name, cfg))
+    return [(g[0][0], min((c for _, c in g), key=cost)) for g in groups.values()]
+
+
+def crossover_threshold(space: SearchSpace, cfg: LaunchConfig, crossover: float) -> int | None:
+    """The smallest threshold choice at or above a measured crossover that layerwise can fire at."""
+    ok = [t for t in space.thresholds if t >= crossover and 0 < t <= cfg.chunked_prefill_size]
+    return min(ok) if ok else None
+
+
+def tune_candidates(comp: Components, space: SearchSpace, base: SearchRequest, pick: LaunchConfig, k: int,
+                    crossover: float | None, threads: Sequence[int], seed: int = 0, model_trials: int = 200
+                    ) -> list[tuple[str, LaunchConfig]]:
+    """The named candidates, feasible under the budget, the model's pick first."""
+    fixed = {"kv_k": space.params_of(pick)["kv_k"]}
+    req = MeasuredRequest(base=base, seed=seed)
+    named = [("model pick", pick)]
+    for i, c in enumerate(model_prefill_candidates(comp, space, req, k, model_trials, fixed)):
+        named.append((f"model prefill #{i + 1}", c))
+    if crossover and comp.method.layerwise:
+        thr = crossover_threshold(space, pick, crossover)
+        if thr is not None:
+            named.append(("pick, threshold at the measured crossover", replace(pick, gpu_prefill_token_threshold=thr)))
+    for t in threads:
+        if t != pick.cpuinfer_threads:
+            named.append((f"pick at {t} threads", replace(pick, cpuinfer_threads=t)))
+    return [(n, c) for n, c in named if evaluate(comp, c, base.workload, base.budget).feasible]
+
+
+def tune_baselines(comp: Components, space: SearchSpace, base: SearchRequest, cores: int
+                   ) -> list[tuple[str, LaunchConfig, tuple[str, ...], bool]]:
+    """(name, configuration fitted to this machine and space, what was changed, fits the budget)."""
+    out = []
+    for bl in BASELINES:
+        cfg, notes = baseline_config(bl, space, cores)
+        out.append((bl.name, cfg, notes, evaluate(comp, cfg, base.workload, base.budget).feasible))
+    return out
+
+
+def cost_of(comp: Components, base: SearchRequest) -> Callable[[LaunchConfig], tuple]:
+    return lambda cfg: cheaper_key(comp, cfg, base)
