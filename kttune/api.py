@@ -11,8 +11,8 @@ from kttune import bounds
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
 from kttune.emit import result as result_json
-from kttune.emit.explain import Explanation, explain
-from kttune.emit.launch import LaunchPaths, default_paths, launch_argv
+from kttune.search.explain import Explanation, explain
+from kttune.search.launch import LaunchPaths, default_paths, launch_argv
 from kttune.errors import UserError
 from kttune.hw.profile import Inventory
 from kttune.memory.vram import DEFAULT_VRAM_MARGIN

@@ -11,8 +11,8 @@ from typing import Sequence
 
 from kttune import api
 from kttune.cost.components import Components
-from kttune.emit.explain import explain
-from kttune.emit.launch import LaunchPaths
+from kttune.search.explain import explain
+from kttune.search.launch import LaunchPaths
 from kttune.errors import InfeasibleError, UserError
 from kttune.memory.vram import DEFAULT_VRAM_MARGIN
 from kttune.search.study import check_request

@@ -9,7 +9,7 @@ import pytest
 from kttune import api
 from kttune.cost.components import Components
 from kttune.cost.prefill import crossover_tokens
-from kttune.emit.launch import default_paths, launch_argv
+from kttune.search.launch import default_paths, launch_argv
 from kttune.emit.result import evaluation_dict
 from kttune.hw.registry import default_shipped_name, load_shipped, shipped_names
 from kttune.search.evaluate import Budget, evaluate

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from kttune.emit.explain import Explanation
+from kttune.search.explain import Explanation
 from kttune.emit.launch import launch_command
 from kttune.emit.terminal import first_that_fits, keep_title, ms_or_s, ms_short, tight_table, tokens_short
 from kttune.memory.vram import VramBreakdown

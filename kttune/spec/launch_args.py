@@ -1,7 +1,7 @@
 """The sglang-kt 0.7.2 launch flags kttune reads and writes, in one table, and the parser of a
 user's `python -m sglang.launch_server ...` command (docs/sglang-kt.md#flags-and-their-meaning).
 
-kttune.emit.launch writes its command with the names in `FLAGS` (the first spelling of each), and
+kttune.search.launch writes its command with the names in `FLAGS` (the first spelling of each), and
 `parse_launch_command` reads every spelling sglang-kt accepts, so the two cannot drift. Flags
 that change nothing kttune predicts are listed in `IGNORED` with a one-line note; anything else
 is reported as unknown. Pure: text in, values and notes out.

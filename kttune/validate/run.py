@@ -26,7 +26,7 @@ FAILURE_SETTLE_S = 10.0  # after a dropped request, how long to wait for the log
 
 @dataclass(frozen=True)
 class ValidateRequest:
-    emitted_argv: list[str]  # the launch command kttune emitted (kttune.emit.launch.launch_argv)
+    emitted_argv: list[str]  # the launch command kttune emitted (kttune.search.launch.launch_argv)
     cfg: LaunchConfig
     lengths: tuple[int, ...]  # prompt lengths to send, in order (kttune.validate.plan.prompt_lengths)
     vocab_size: int
@@ -198,7 +198,7 @@ def validate_flags(inp, gpu_experts: int, chunk: int, threshold: int, max_total_
     wait = timeout_s if timeout_s is not None else readiness_timeout_s(r.model.non_expert_bytes + cpu_expert_bytes(r.model, r.method))
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     logp = Path(log_path) if log_path else cache_dir() / "validate" / f"server-{stamp}.log"
-    from kttune.emit.launch import ENV
+    from kttune.search.launch import ENV
 
     req = ValidateRequest(emitted_argv=emitted, cfg=cfg, lengths=lengths, vocab_size=r.model.vocab_size, timeout_s=wait,
                           log_path=logp, repeats=repeats, host=host, port=port, python=python, server_module=server_module,

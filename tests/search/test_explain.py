@@ -9,7 +9,7 @@ import pytest
 
 from kttune.cost.components import Components
 from kttune.cost.prefill import prefill_time_ms
-from kttune.emit.explain import explain
+from kttune.search.explain import explain
 from kttune.search.evaluate import Budget, evaluate
 from kttune.search.workload import load_workload
 from kttune.units import GIB

@@ -1,4 +1,5 @@
-from kttune.emit.launch import default_paths, launch_argv, launch_command
+from kttune.search.launch import default_paths, launch_argv
+from kttune.emit.launch import launch_command
 from kttune.memory.vram import vram_breakdown
 from kttune.units import GIB
 from tests.helpers import cfg, model
