@@ -17,7 +17,7 @@ import json
 import math
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from kttune.errors import UserError
 
@@ -49,6 +49,11 @@ class InvalidValue(UserError):
     def renamed(self, param: str) -> "InvalidValue":
         return InvalidValue(param, self.value, self.rule, self.reason, self.where,
                             None if self.fix == self.rule.fix(self.param) else self.fix)
+
+    def named(self, spell: Callable[[str], str]) -> "InvalidValue":
+        """kttune.errors.UserError.named: the parameter spelled `spell(param)`; a value read from a
+        file (`where`) keeps the file's key."""
+        return self if self.where else self.renamed(spell(self.param))
 
 
 @dataclass(frozen=True)
