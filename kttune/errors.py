@@ -9,7 +9,6 @@ command). Other text in a message is never touched, braces included.
 
 from __future__ import annotations
 
-import copy
 from typing import Callable, Iterable
 
 
@@ -45,7 +44,8 @@ class UserError(Exception):
         """The same error with each of its parameters written `spell(param)` (the CLI's flags)."""
         if not self.params:
             return self
-        new = copy.copy(self)
+        new = type(self).__new__(type(self))  # not copy.copy: subclasses take other arguments
+        new.__dict__.update(self.__dict__)
         problem, fix = self._template
         new.problem, new.fix = _spelled(problem, self.params, spell), _spelled(fix, self.params, spell)
         new.args = (new.line(),)
