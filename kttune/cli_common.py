@@ -197,7 +197,9 @@ def run_app(app: Callable[..., Any], argv: list[str] | None) -> int:
     import typer
 
     from kttune.errors import UserError
+    from kttune.search.storage_url import forget_passwords
 
+    forget_passwords()
     if argv is None:
         reader_safe_streams()
     safe_streams()

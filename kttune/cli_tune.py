@@ -7,6 +7,8 @@ from typing import Optional
 
 import typer
 
+from kttune import bounds
+from kttune.cli_bounds import bounded
 from kttune.cli_common import MARGIN_HELP, MODEL_HELP, PROFILE_HELP, VRAM_HELP, WORKLOAD_HELP
 from kttune.memory.vram import DEFAULT_VRAM_MARGIN
 
@@ -15,7 +17,7 @@ def tune(
     model: str = typer.Option(..., "--model", "-m", help=MODEL_HELP),
     vram: str = typer.Option(..., "--vram", help=VRAM_HELP),
     workload: str = typer.Option("rag", "--workload", "-w", help=WORKLOAD_HELP),
-    gpus: int = typer.Option(1, "--gpus", help="GPUs (tensor-parallel size); --vram is per GPU. The runner measures one GPU."),
+    gpus: int = bounded(1, "--gpus", rule=bounds.GPUS, help="GPUs (tensor-parallel size); --vram is per GPU. The runner measures one GPU."),
     budget: Optional[str] = typer.Option(None, "--budget", help="Wall-clock budget, e.g. 3m: each step stops at its share and the pick is decided on what was measured (default: the whole plan)."),
     evaluator: str = typer.Option("auto", "--evaluator", help="auto (the path runner on this GPU; the cost model without one), runner, runner-cpu (the CPU variant: small shapes, a check of the flow), model."),
     method: Optional[str] = typer.Option(None, "--kt-method", help="Override the KT method detected from the checkpoint."),
@@ -23,19 +25,19 @@ def tune(
     probe: str = typer.Option("auto", "--probe", help="auto: probe the model's CPU MoE here unless this machine's profile holds; always; never."),
     host_ram: Optional[str] = typer.Option(None, "--host-ram", help="Host RAM of this machine (default: the profile's)."),
     chunks: Optional[str] = typer.Option(None, "--chunks", help="Chunk sizes to choose from, e.g. 8192,16384 (multiples of 64)."),
-    layers: int = typer.Option(2, "--layers", help="Decoder layers the runner builds at the model's shapes (K)."),
-    repeats: int = typer.Option(3, "--repeats", help="Rounds before the race may decide (its minimum); every measured number is a median of at least this many."),
-    max_rounds: int = typer.Option(5, "--max-rounds", help="Rounds after which the race decides in any case."),
-    lengths: int = typer.Option(3, "--lengths", help="Representative prompt lengths of the workload to measure."),
-    candidates: int = typer.Option(4, "--candidates", help="The model's fastest configurations measured besides its pick."),
-    finalists: int = typer.Option(3, "--finalists", help="Screened candidates raced against the baselines."),
+    layers: int = bounded(2, "--layers", rule=bounds.LAYER_COUNT, help="Decoder layers the runner builds at the model's shapes (K)."),
+    repeats: int = bounded(3, "--repeats", rule=bounds.REPEATS, help="Rounds before the race may decide (its minimum); every measured number is a median of at least this many."),
+    max_rounds: int = bounded(5, "--max-rounds", rule=bounds.REPEATS, help="Rounds after which the race decides in any case."),
+    lengths: int = bounded(3, "--lengths", rule=bounds.CANDIDATES, help="Representative prompt lengths of the workload to measure."),
+    candidates: int = bounded(4, "--candidates", rule=bounds.CANDIDATES, help="The model's fastest configurations measured besides its pick."),
+    finalists: int = bounded(3, "--finalists", rule=bounds.CANDIDATES, help="Screened candidates raced against the baselines."),
     state: Optional[Path] = typer.Option(None, "--state", help="Resume file (default: in the kttune cache dir, one per request)."),
     fresh: bool = typer.Option(False, "--fresh", help="Start over: ignore what a previous run of this request measured."),
     report_dir: Optional[Path] = typer.Option(None, "--report", help="Folder for tune.json and tune.md (default: beside the resume file)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the searches and of the rounds' order."),
+    seed: int = bounded(0, "--seed", rule=bounds.SEED, help="Seed of the searches and of the rounds' order."),
     model_path: Optional[str] = typer.Option(None, "--model-path", help="Model directory to put in the launch command."),
     weight_path: Optional[str] = typer.Option(None, "--kt-weight-path", help="CPU weight directory for the launch command."),
-    vram_margin: float = typer.Option(DEFAULT_VRAM_MARGIN, "--vram-margin", help=MARGIN_HELP),
+    vram_margin: float = bounded(DEFAULT_VRAM_MARGIN, "--vram-margin", rule=bounds.VRAM_MARGIN, help=MARGIN_HELP),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout (the report goes to stderr)."),
 ) -> None:
     """Measure this machine and pick the launch flags: probe what the model needs, measure the two
