@@ -7,11 +7,9 @@ so a grid fits a time budget; so are forwards larger than the buffers."""
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from kttune.errors import UserError
 from kttune.probes.paths.result import PathRun
@@ -64,24 +62,6 @@ class PathsResult:
         }
 
 
-def load_router(model: str, family: str):
-    """The router settings from the model's config.json (catalog entry or directory)."""
-    from kttune.kernels.decoder import RouterSpec
-    from kttune.spec.catalog import catalog_config, resolve_catalog_name
-
-    name = resolve_catalog_name(model)
-    cfg: dict[str, Any] = {}
-    if name:
-        cfg = catalog_config(name)
-    else:
-        p = Path(model)
-        p = p / "config.json" if p.is_dir() else p
-        if p.is_file():
-            cfg = json.loads(p.read_text())
-    cfg = cfg.get("text_config", cfg)
-    return RouterSpec.from_config(cfg, family)
-
-
 def run_paths(req: PathsRequest, progress: Progress | None = None) -> PathsResult:
     import torch
 
@@ -110,7 +90,6 @@ def run_paths(req: PathsRequest, progress: Progress | None = None) -> PathsResul
                         "pass e.g. --repeats 3 --repeat-below-s 2.5")
     if any(c < 1 for c in req.chunks) or any(p < 1 for p in req.prompts):
         raise UserError("chunks and prompt lengths must be positive", "pass token counts such as 4096")
-    router = load_router(req.model, spec.family)
     run_spec = small_spec(spec) if req.small else spec
     from kttune.probes.inventory import collect_inventory
 
@@ -129,7 +108,7 @@ def run_paths(req: PathsRequest, progress: Progress | None = None) -> PathsResul
         torch.set_num_threads(max(1, cores - max(1, req.cpuinfer or 1)))
     say(f"building {req.layers} layers of {spec.name} {method}")
     t0 = time.perf_counter()
-    st = build_stack(run_spec, router, method, StackOptions(
+    st = build_stack(run_spec, spec.router, method, StackOptions(
         layers=req.layers, gpu_experts=0, cpuinfer=req.cpuinfer, max_tokens=max_fwd,
         cpu_max_tokens=min(req.cpu_max_tokens, max_fwd), seed=req.seed, device=req.device))
     res.notes.append(f"stack built in {time.perf_counter() - t0:.1f} s" + ("; " + "; ".join(st.notes) if st.notes else ""))
