@@ -19,6 +19,7 @@ from kttune.cost.features import (
 from kttune.cost.fit import LinearFit, fit_nonneg, interp_loglog
 from kttune.errors import UserError
 from kttune.hw.derive import nccl_allreduce_ms  # the all-reduce model a derived profile's curve holds
+from kttune.hw.gpu_table import spec_for_name  # datasheet HBM bandwidth when no curve fits it
 from kttune.hw.profile import Curve, HardwareProfile
 from kttune.memory.vram import kv_cell_bytes  # the decode KV read is the pool's per-token cell
 from kttune.spec.methods import FORMATS, METHODS, bytes_per_expert, get_method, gpu_format
@@ -32,14 +33,6 @@ DEFAULT_OVERLAP_RATIO = 1.3
 HYBRID_SYNC_MS = 0.05
 # Per prefill forward: scheduler, sampling, launch overhead outside the layers.
 FORWARD_OVERHEAD_MS = 2.0
-
-# HBM bandwidth (GB/s) by GPU name, from datasheets; used for decode weight reads only when the
-# profile holds no GPU MoE curve to fit it from.
-HBM_GBPS_DATASHEET = {
-    "H200": 4800, "H100": 3350, "H800": 3350, "H20": 4000, "A100": 2039, "A800": 2039, "L40S": 864,
-    "L40": 864, "RTX 4090": 1008, "RTX 5090": 1792, "RTX 3090": 936, "RTX 6000 Ada": 960, "A6000": 768,
-}
-
 
 @dataclass
 class Components:
@@ -211,10 +204,11 @@ class Components:
         b = self._gpu_moe_fit.coef[1]
         if b > 0:
             return b
-        for key, gbps in HBM_GBPS_DATASHEET.items():
-            if any(key in g.name for g in self.profile.inventory.gpus):
-                self.notes.append(f"HBM bandwidth from the {key} datasheet ({gbps} GB/s)")
-                return 1e3 / (gbps * 1e9)
+        for g in self.profile.inventory.gpus:
+            spec = spec_for_name(g.name)
+            if spec is not None:
+                self.notes.append(f"HBM bandwidth from the {spec.name} datasheet ({spec.hbm_gbps:g} GB/s)")
+                return 1e3 / (spec.hbm_gbps * 1e9)
         self.notes.append("HBM bandwidth unknown; assumed 1000 GB/s")
         return 1e3 / 1e12
 
