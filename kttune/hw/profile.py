@@ -3,7 +3,9 @@
 A versioned JSON document holding the machine's inventory and measured curves (time against size,
 with spread). Probes write it; the cost model reads it. Pure Python (no torch).
 
-Curve kinds and their x axis (`Curve.x_unit`) and the `params` each carries:
+Curve kinds and their x axis (`Curve.x_unit`) and the `params` each carries (the reader holds
+every curve to its kind's row in `kttune.hw.curve_kinds`: its x unit and the shape keys its typed
+view `Curve.shape` needs):
 
 | kind            | x       | params                                                                 |
 |-----------------|---------|------------------------------------------------------------------------|
@@ -26,13 +28,14 @@ import math
 import os
 import tempfile
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable
 
 from kttune import bounds
 from kttune.bounds import read_json_file
 from kttune.errors import UserError
-from kttune.hw.curve_kinds import CURVE_KINDS  # the kinds and their derive rules, one table
+from kttune.hw.curve_kinds import CURVE_KINDS, check_curve, curve_shape  # the kinds, one table
 
 PROFILE_FORMAT = "kttune-hardware-profile"
 PROFILE_VERSION = 1
@@ -61,6 +64,12 @@ class Curve:
 
     def matches(self, **want: Any) -> bool:
         return all(self.params.get(k) == v for k, v in want.items())
+
+    @cached_property
+    def shape(self) -> Any:
+        """The typed view of `params` for this kind (`kttune.hw.curve_kinds`: e.g. a `MoeCurveShape`
+        for cpu_moe); ValueError when the params lack a key the kind needs."""
+        return curve_shape(self.kind, self.params)
 
     @property
     def xs(self) -> list[float]:
@@ -193,8 +202,7 @@ def _tuple(xs: Iterable[Any] | None) -> tuple:
 
 def _curve_from_dict(d: dict[str, Any]) -> Curve:
     kind = d["kind"]
-    if kind not in CURVE_KINDS:
-        raise ValueError(f"unknown curve kind {kind!r}")
+    check_curve(kind, d["x_unit"], dict(d.get("params", {})))
     pts = tuple(Point(**pt) for pt in d["points"])
     if not pts:
         raise ValueError(f"{kind} curve {dict(d.get('params', {}))} has no points")
