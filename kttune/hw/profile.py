@@ -35,7 +35,7 @@ from typing import Any, Iterable
 from kttune import bounds
 from kttune.bounds import read_json_file
 from kttune.errors import UserError
-from kttune.hw.curve_kinds import CURVE_KINDS, check_curve, curve_shape  # the kinds, one table
+from kttune.hw.curve_kinds import CURVE_KINDS, check_curve, curve_shape  # noqa: F401 - CURVE_KINDS re-exported
 
 PROFILE_FORMAT = "kttune-hardware-profile"
 PROFILE_VERSION = 1
