@@ -6,6 +6,21 @@ machine by. The profile reader accepts only these kinds and only curves that car
 (kttune.cost.components), and derive has a rule for each and refuses a kind without a row, so a
 kind nothing knows how to move can never pass as "measured" on a machine that was not measured.
 
+Each kind's x axis and the params its curves carry (the ones its typed view needs are checked):
+
+| kind            | x       | params                                                                 |
+|-----------------|---------|------------------------------------------------------------------------|
+| cpu_moe         | tokens  | method, threads, threadpools, hidden, inter, experts, top_k, cpu_experts |
+| stage_a_write   | bytes   | method, threads (bytes = expert bytes written into a pinned slot)      |
+| h2d, d2h        | bytes   | gpu (index or "all"), pinned (bool), numa (node of the host buffer)    |
+| stage_c_repack  | bytes   | method (bytes of expert weights post-processed on the GPU)             |
+| gpu_moe         | tokens  | method, hidden, inter, experts, top_k                                  |
+| gpu_gemm        | tokens  | hidden, out (a bf16 [tokens, hidden] x [hidden, out] matmul)           |
+| attention       | context | attention (mla/gqa), heads, kv_heads, head_dim, v_head_dim, kv_lora_rank, qk_rope_head_dim (one layer, a prefill of `context` tokens from empty) |
+| pipeline        | bytes   | method, experts, threads (one full MoE layer streamed A -> B -> C; extra: per-stage ms, overlap) |
+| host_ram        | tokens  | method, hidden, inter, experts, top_k, layers, threadpools, kernel (x = max_len; t_ms = time to build the layers; extra: reserved, resident, predicted bytes) |
+| allreduce       | bytes   | ranks, backend (nccl/gloo), dtype (one all_reduce of a tensor of x bytes per rank) |
+
 Derive rules (docs/derive.md states each with its check):
 
 - `cpu_threads`: kt-kernel calls. A fixed cost per call (the fastest call measured) stays; of the

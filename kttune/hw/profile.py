@@ -3,22 +3,8 @@
 A versioned JSON document holding the machine's inventory and measured curves (time against size,
 with spread). Probes write it; the cost model reads it. Pure Python (no torch).
 
-Curve kinds and their x axis (`Curve.x_unit`) and the `params` each carries (the reader holds
-every curve to its kind's row in `kttune.hw.curve_kinds`: its x unit and the shape keys its typed
-view `Curve.shape` needs):
-
-| kind            | x       | params                                                                 |
-|-----------------|---------|------------------------------------------------------------------------|
-| cpu_moe         | tokens  | method, threads, threadpools, hidden, inter, experts, top_k, cpu_experts |
-| stage_a_write   | bytes   | method, threads (bytes = expert bytes written into a pinned slot)      |
-| h2d, d2h        | bytes   | gpu (index or "all"), pinned (bool), numa (node of the host buffer)    |
-| stage_c_repack  | bytes   | method (bytes of expert weights post-processed on the GPU)             |
-| gpu_moe         | tokens  | method, hidden, inter, experts, top_k                                  |
-| gpu_gemm        | tokens  | hidden, out (a bf16 [tokens, hidden] x [hidden, out] matmul)           |
-| attention       | context | attention (mla/gqa), heads, kv_heads, head_dim, v_head_dim, kv_lora_rank, qk_rope_head_dim (one layer, a prefill of `context` tokens from empty) |
-| pipeline        | bytes   | method, experts, threads (one full MoE layer streamed A -> B -> C; extra: per-stage ms, overlap) |
-| host_ram        | tokens  | method, hidden, inter, experts, top_k, layers, threadpools, kernel (x = max_len; t_ms = time to build the layers; extra: reserved, resident, predicted bytes) |
-| allreduce       | bytes   | ranks, backend (nccl/gloo), dtype (one all_reduce of a tensor of x bytes per rank) |
+The curve kinds, their x axis (`Curve.x_unit`), the `params` each carries and the typed view of
+them (`Curve.shape`) are the rows of `kttune.hw.curve_kinds`; the reader holds every curve to its row.
 """
 
 from __future__ import annotations
