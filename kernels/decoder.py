@@ -4,7 +4,8 @@ SwiGLU MLPs. Random weights at the model's real shapes; bf16 compute.
 
 - GQA (Qwen3, GLM, MiniMax): q/k/v projections, the model's q/k RMSNorm (`ModelSpec.qk_norm`: on
   each head for Qwen3 and GLM-4.5+, over the rank's heads at once for MiniMax-M2), rotary embedding,
-  causal SDPA over the cached prefix plus the chunk, o projection.
+  causal SDPA over the cached prefix plus the chunk, Qwen3-Next's sigmoid output gate (projected
+  with q), o projection.
 - MLA (DeepSeek-V3, Kimi-K2): q through the q_lora bottleneck (q_a, norm, q_b) or q_proj; the latent
   `kv_a_proj_with_mqa` -> (c_kv, k_rope), c_kv normalised and cached with the roped k_rope; prefill
   ("non-absorbed") attention expands the cache with `kv_b_proj` (`kttune.kernels.attention`), o proj.
@@ -211,7 +212,10 @@ class Attention:
             kv_parts = min(tp, s.kv_heads)
             kv_rank = rank * kv_parts // tp
             self.kv_heads = s.kv_heads // kv_parts
-            self.w["q"] = _rows(_w((s.heads * s.head_dim, h), g, cpu), tp, rank)
+            if s.output_gate and s.v_head_dim != s.head_dim:
+                raise ValueError(f"an output gate of head dim {s.head_dim} on values of head dim {s.v_head_dim}")
+            # with an output gate each head's rows are its q then its gate (sglang qwen3_next.py)
+            self.w["q"] = _rows(_w((s.heads * s.head_dim * (2 if s.output_gate else 1), h), g, cpu), tp, rank)
             self.w["k"] = _rows(_w((s.kv_heads * s.head_dim, h), g, cpu), kv_parts, kv_rank)
             self.w["v"] = _rows(_w((s.kv_heads * s.v_head_dim, h), g, cpu), kv_parts, kv_rank)
             self.w["o"] = _cols(_w((h, s.heads * s.v_head_dim), g, cpu), tp, rank)
@@ -245,7 +249,11 @@ class Attention:
             else:
                 o = causal_attention(q, k, v, d.qk_head_dim**-0.5)
             return o.reshape(t, -1) @ w["o"].t()
-        q = (x @ w["q"].t()).view(t, self.heads, s.head_dim)
+        if s.output_gate:
+            qg = (x @ w["q"].t()).view(t, self.heads, 2 * s.head_dim)
+            q, gate = qg[..., : s.head_dim], qg[..., s.head_dim:]
+        else:
+            q = (x @ w["q"].t()).view(t, self.heads, s.head_dim)
         k = (x @ w["k"].t()).view(t, self.kv_heads, s.head_dim)
         v = (x @ w["v"].t()).view(t, self.kv_heads, s.v_head_dim)
         if s.layer_kind == "linear":  # projections only (see the module docstring)
@@ -258,6 +266,8 @@ class Attention:
         q, k = rope_(q, positions), rope_(k, positions)
         k_all, v_all = cache.extend(k, v, s.window if s.layer_kind == "sliding" else 0)
         o = causal_attention(q, k_all, v_all, s.head_dim**-0.5)
+        if s.output_gate:
+            o = o * torch.sigmoid(gate)
         return o.reshape(t, -1) @ w["o"].t()
 
 

@@ -313,7 +313,7 @@ def _gqa_attention_params(cfg: dict, rules: FamilyRules, qk_norm: str, h: int, h
                           hd: int) -> tuple[int, int]:
     q_out = heads * hd
     # Qwen3-Next's gated attention projects q and an output gate of the same size in q_proj.
-    q_mult = 2 if cfg.get("attn_output_gate", rules.attention_output_gate) else 1
+    q_mult = 2 if _output_gate(cfg, rules) else 1
     linear = h * q_out * q_mult + 2 * h * kv * hd + q_out * h
     other = 0
     if cfg.get("attention_bias"):
@@ -325,6 +325,11 @@ def _gqa_attention_params(cfg: dict, rules: FamilyRules, qk_norm: str, h: int, h
     elif qk_norm == "per_head":
         other += 2 * hd
     return linear, other
+
+
+def _output_gate(cfg: dict, rules: FamilyRules) -> bool:
+    """Whether q_proj also projects an output gate (`attn_output_gate`, the family's default)."""
+    return bool(cfg.get("attn_output_gate", rules.attention_output_gate))
 
 
 def _qk_norm(cfg: dict, rules: FamilyRules) -> str:
@@ -588,6 +593,7 @@ def _parse(
         q_lora_rank=_count(cfg, name, "q_lora_rank") if mla else 0,
         qk_rope_head_dim=_count(cfg, name, "qk_rope_head_dim") if mla else 0,
         qk_norm=qk_norm,
+        attention_output_gate=not mla and _output_gate(cfg, rules),
         full_attention_layer_ids=layers.full,
         sliding_window=layers.sliding_window,
         sliding_layer_ids=layers.sliding,

@@ -48,6 +48,7 @@ class ModelSpec:
     q_lora_rank: int = 0  # MLA only (0 = no q compression)
     qk_rope_head_dim: int = 0  # MLA only
     qk_norm: str = ""  # RMSNorm of q and k: "per_head" (Qwen3, GLM-4.5), "per_layer" (MiniMax-M2), "" none
+    attention_output_gate: bool = False  # q_proj also projects a sigmoid gate on the attention output (Qwen3-Next)
     full_attention_layer_ids: tuple[int, ...] = ()  # layers that keep a KV cache growing with context
     sliding_window: int = 0  # gpt-oss sliding layers (KV capped at the window)
     sliding_layer_ids: tuple[int, ...] = ()

@@ -84,16 +84,19 @@ def test_prompt_runs_chunk_by_chunk_with_the_switch(runner):
 def test_prefix_attention_matches_one_shot():
     """A chunked prompt attends to its prefix: two chunks of a layer give the same outputs as one
     forward of the whole prompt (the cache and the lower-right causal mask are right), with each
-    family's q/k norm: per head (Qwen3, GLM-4.5), over the layer's heads (MiniMax-M2), none (MLA)."""
+    family's q/k norm: per head (Qwen3, GLM-4.5), over the layer's heads (MiniMax-M2), none (MLA),
+    and Qwen3-Next's output gate."""
     from kttune.kernels.decoder import Attention, AttnCache
     from kttune.probes.paths.stack import attention_shape
 
     for name, qk_norm in (("qwen3-30b-a3b", "per_head"), ("kimi-k2-thinking", ""), ("glm-4.5", "per_head"),
-                          ("minimax-m2", "per_layer")):
+                          ("minimax-m2", "per_layer"), ("qwen3-next-80b-a3b", "per_head")):
         spec = small_spec(load_model(name))
-        shape = attention_shape(spec, spec.moe_layer_ids[0])
+        shape = attention_shape(spec, spec.full_attention_layer_ids[0])
         attn = Attention(shape, "cpu", seed=3)
-        assert shape.qk_norm == qk_norm
+        assert shape.qk_norm == qk_norm and shape.output_gate == (name == "qwen3-next-80b-a3b")
+        if shape.kind == "gqa":  # a gate doubles q's rows
+            assert attn.w["q"].shape[0] == shape.heads * shape.head_dim * (2 if shape.output_gate else 1)
         if qk_norm:
             width = shape.head_dim * (shape.heads if qk_norm == "per_layer" else 1)
             assert attn.w["q_norm"].numel() == width
