@@ -17,7 +17,6 @@ from kttune.kernels.kt_ext import quiet_stdout
 from kttune.kernels.kt_moe import KtMoeLayer
 from kttune.kernels.routing import random_routing
 from kttune.probes.common import measure
-from kttune.probes.paths.api import load_router
 from kttune.probes.paths.runner import PathRunner
 from kttune.probes.paths.stack import StackOptions, build_stack
 from kttune.spec.loader import load_model
@@ -34,7 +33,7 @@ def main() -> None:
     spec = load_model(name, method)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     with quiet_stdout(to_stderr=True):
-        st = build_stack(spec, load_router(name, spec.family), method,
+        st = build_stack(spec, spec.router, method,
                          StackOptions(layers=1, gpu_experts=0, cpuinfer=13, max_tokens=max(sizes), cpu_max_tokens=max(sizes),
                                       device=dev))
         probe_like = KtMoeLayer(st.host, top_k=spec.top_k, threads=13, threadpools=1, numa_nodes=[0],

@@ -61,7 +61,6 @@ def diagnose(name: str, method: str, threads: int, sizes: list[int], repeats: in
     from kttune.probes.common import kt_thread_counts
     from kttune.probes.cpu_moe import CpuMoeOptions, probe_cpu_moe, shape_from_model
     from kttune.probes.inventory import collect_cpu, usable_cores
-    from kttune.probes.paths.api import load_router
     from kttune.probes.paths.runner import PathRunner
     from kttune.probes.paths.stack import StackOptions, build_stack, small_spec
     from kttune.spec.loader import load_model
@@ -79,7 +78,7 @@ def diagnose(name: str, method: str, threads: int, sizes: list[int], repeats: in
 
     runner_max = 4096  # the runner's default cpu_max_tokens (PathsRequest.cpu_max_tokens)
     with quiet_stdout(to_stderr=True):
-        st = build_stack(run_spec, load_router(name, spec.family), method,
+        st = build_stack(run_spec, spec.router, method,
                          StackOptions(layers=1, gpu_experts=0, cpuinfer=threads, max_tokens=max(sizes),
                                       cpu_max_tokens=max(runner_max, max(sizes)), device=dev))
     r = PathRunner(st)

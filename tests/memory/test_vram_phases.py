@@ -152,3 +152,16 @@ def test_w8a8_methods_hold_their_quantised_activations():
 
     assert vram.w8a8_activations(get_method("FP8")) and not vram.w8a8_activations(get_method("BF16"))
     assert not vram.w8a8_activations(get_method("RAWINT4"))
+
+
+@settings(max_examples=20, deadline=None)
+@given(tokens=st.integers(1, 1 << 17), tp=st.sampled_from([1, 2, 4, 8]))
+def test_the_output_gate_is_a_second_q_in_the_attention_phase(tokens, tp):
+    """Qwen3-Next's qkv_proj projects a gate of q's size with q (sglang models/qwen3_next.py): the
+    attention phase holds M x heads/tp x head_dim bf16 more than the same layer without it."""
+    gated = load_model("qwen3-next-80b-a3b")
+    assert gated.attention_output_gate
+    plain = replace(gated, attention_output_gate=False)
+    extra = vram.attention_phase_bytes(gated, tokens, tp) - vram.attention_phase_bytes(plain, tokens, tp)
+    assert extra == tokens * (gated.num_attention_heads // tp) * gated.head_dim * vram.BF16
+    assert not load_model("qwen3-30b-a3b").attention_output_gate
