@@ -33,7 +33,7 @@ MAIN_JOB = dict(model="qwen3-30b-a3b", vram="32G", seed=1)
 DERIVE = dict(source="h200-pcie5-xeon-amx-16c", gpu="rtx5090", gpus=2, model="minimax-m2.1", vram="30G",
               host_ram="256G", seed=1)
 RUNNER = dict(model="qwen3-30b-a3b", vram="139G", gpu_experts=0, chunk=4096, threshold=2048, cpuinfer=13,
-              profile="h200-pcie5-xeon-amx-16c", results="paths-h200-pcie5-xeon-amx-16c.json")
+              profile="h200-pcie5-xeon-amx-16c", results="2026-12-01-h200-pcie5-xeon-amx-16c/paths.json")
 
 
 def fresh_machine() -> None:
@@ -69,7 +69,8 @@ def main_job() -> dict:
     from kttune import api
 
     inp = api.resolve_inputs(MAIN_JOB["model"], MAIN_JOB["vram"])
-    return api.search(inp, trials=300, seed=MAIN_JOB["seed"], storage=":memory:").to_dict()
+    # through JSON, as the command prints it (tuples become lists)
+    return json.loads(json.dumps(api.search(inp, trials=300, seed=MAIN_JOB["seed"], storage=":memory:").to_dict()))
 
 
 def main_job_block() -> str:
@@ -147,9 +148,9 @@ def derive_block() -> str:
 
 def probe_quick_block() -> str:
     """The quick probe's wall time, as benchmarks/bench_probe_quick_wall.py measured it."""
-    runs = sorted(RESULTS.glob("probe-quick-wall-*.json"))
+    runs = sorted(RESULTS.glob("*/probe-quick-wall*.json"))
     if not runs:
-        raise SystemExit("no benchmarks/results/probe-quick-wall-*.json: run benchmarks/bench_probe_quick_wall.py")
+        raise SystemExit("no benchmarks/results/*/probe-quick-wall*.json: run benchmarks/bench_probe_quick_wall.py")
     parts = []
     for f in runs:
         r = json.loads(f.read_text())
@@ -158,7 +159,7 @@ def probe_quick_block() -> str:
                 if loads else "")
         note = f" ({r['note']}{load})" if r.get("note") or load else ""
         parts.append(f"{r['median_s']:.0f} s median, {r['min_s']:.0f}-{r['max_s']:.0f} s over {len(r['runs_s'])} runs, "
-                     f"on {r['machine']}{note}: `benchmarks/results/{f.name}`")
+                     f"on {r['machine']}{note}: `benchmarks/results/{f.relative_to(RESULTS).as_posix()}`")
     return _wrap("The quick probe end to end (Python start, the probe, its tables; "
                  "`benchmarks/bench_probe_quick_wall.py`): " + "; ".join(parts) + ".")
 
