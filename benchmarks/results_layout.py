@@ -5,13 +5,14 @@ the machine named from its inventory (`machine_slug`: `h200-pcie5-xeon-amx-16c` 
 PCIe Gen5 and a 16-core AMX Xeon, `xeon-amx-2c` for a 2-core AMX Xeon without a GPU). What is
 computed from shipped profiles and committed results, the same on any machine, goes into
 <YYYY-MM-DD>-computed/. benchmarks/results/manifest.json lists every file: what it holds, the
-command that produced it, the machine, the date, the commit it was committed in, and its former
-path where it moved. tests/test_results_layout.py holds the folders and the manifest to this.
+command that produced it, the machine, the date, the commit (of the code that produced it; for the
+files that predate the manifest, the commit that last changed them), and its former path where it
+moved. tests/test_results_layout.py holds the folders and the manifest to this.
 
     python benchmarks/results_layout.py                      # this machine's folder for today
     python benchmarks/results_layout.py --check              # exit 1 and the problems where the manifest is off
     python benchmarks/results_layout.py --add DIR/FILE ... --command "python benchmarks/bench_x.py ..." \\
-                                --what "what it holds" [--machine "the machine in words"]
+                                --what "what it holds" [--machine "the machine in words"] [--commit SHA]
 
 Benchmarks import it as `from results_layout import results_dir` (they run as `python benchmarks/NAME.py`,
 so this folder is on sys.path).
@@ -112,7 +113,8 @@ def problems(root: Path = RESULTS, manifest: Path = MANIFEST) -> list[str]:
         if not m:
             out.append(f"{p.name}/: not named <YYYY-MM-DD>-<machine>")
         on_disk |= {f.relative_to(root).as_posix() for f in p.rglob("*") if f.is_file()}
-    out += [f"{f}: not in manifest.json (python benchmarks/results_layout.py --add {f} ...)" for f in sorted(on_disk - set(listed))]
+    out += [f"{f}: not in manifest.json (python benchmarks/results_layout.py --add benchmarks/results/{f} ...)"
+            for f in sorted(on_disk - set(listed))]
     out += [f"{f}: in manifest.json but missing" for f in sorted(set(listed) - on_disk)]
     for e in doc.get("files", []):
         missing = [k for k in FIELDS if not e.get(k)]
@@ -156,11 +158,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--command", help="the command that produced them (with --add)")
     ap.add_argument("--what", help="what they hold (with --add)")
     ap.add_argument("--machine", help="the machine in words (with --add; default: the folder's name)")
+    ap.add_argument("--commit", help="the commit of the code that produced them (with --add; default: HEAD)")
     a = ap.parse_args(argv)
     if a.add:
         if not (a.command and a.what):
             ap.error("--add needs --command and --what")
-        for e in add(a.add, a.command, a.what, a.machine):
+        for e in add(a.add, a.command, a.what, a.machine, a.commit):
             print(f"listed {e['file']}")
         return 0
     if a.check:

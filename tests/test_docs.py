@@ -67,3 +67,14 @@ def test_every_relative_link_resolves(page):
         elif frag and dest.suffix == ".md" and frag not in anchors(dest):
             bad.append(f"{target}: no heading #{frag} in {dest.relative_to(ROOT)}")
     assert not bad, bad
+
+
+def test_the_benchmarks_index_names_every_script():
+    """benchmarks/README.md has a row for every benchmark and diagnostic (what it measures, where,
+    the command, where its results go)."""
+    index = (ROOT / "benchmarks" / "README.md").read_text()
+    scripts = [p for p in (ROOT / "benchmarks").glob("*.py") if p.name != "results_layout.py"]
+    scripts += [*(ROOT / "benchmarks").glob("*.sh"), *(ROOT / "benchmarks" / "diag").glob("*.py")]
+    missing = [p.relative_to(ROOT / "benchmarks").as_posix() for p in sorted(scripts)
+               if f"`{p.relative_to(ROOT / 'benchmarks').as_posix()}`" not in index]
+    assert not missing, f"benchmarks/README.md has no row for {missing}"
