@@ -2,7 +2,7 @@
 comparison, probes/paths/compare.py) at a few points per model: large chunks, long prefixes, both
 paths. Prints one line per run: measured peak, predicted (SGLang terms + the runner-only terms), ratio.
 
-    python benchmarks/diag_runner_memory.py [--models deepseek-v3:FP8,...] [--out file.json]
+    python benchmarks/diag/diag_runner_memory.py [--models deepseek-v3:FP8,...] [--out file.json]
 """
 
 from __future__ import annotations

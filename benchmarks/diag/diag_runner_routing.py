@@ -1,7 +1,7 @@
 """The routing the runner feeds each layer on the device (finite inputs, distinct experts, the largest
 expert load, the eight busiest experts' share of the slots) beside the hybrid MoE times.
 
-    python benchmarks/diag_runner_routing.py qwen3-30b-a3b BF16 2048
+    python benchmarks/diag/diag_runner_routing.py qwen3-30b-a3b BF16 2048
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ run in, the first layer of a prompt against the ones after it, the host's page s
 CPU threads. Prints one line per forward (MoE part of each of the K layers, ms) with the seconds
 since the stack was built and the process's anonymous huge pages.
 
-    python benchmarks/diag_layer_state.py order deepseek-v3 FP8 0,16 64,128 [reps]
-    python benchmarks/diag_layer_state.py first qwen3-30b-a3b BF16 0 256,1024
+    python benchmarks/diag/diag_layer_state.py order deepseek-v3 FP8 0,16 64,128 [reps]
+    python benchmarks/diag/diag_layer_state.py first qwen3-30b-a3b BF16 0 256,1024
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ on one kt-kernel layer, the same forward timed the probe's way (synchronous `for
 routing) and the runner's way (enqueued on a CUDA stream, the model's router), each with the other's
 routing, plus a second layer built as the probe builds it; and the outputs compared.
 
-    python benchmarks/diag_cpu_moe_modes.py qwen3-30b-a3b BF16 1024,2048
+    python benchmarks/diag/diag_cpu_moe_modes.py qwen3-30b-a3b BF16 1024,2048
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Record the CUDA caching allocator's history over one path-runner forward and save the snapshot
 (replayed offline to list what is alive at the forward's peak, by allocating source line).
 
-    python benchmarks/diag_memory_trace.py --model deepseek-v3:FP8 --n 16 --tokens 4096 --path hybrid --out snap.pickle
+    python benchmarks/diag/diag_memory_trace.py --model deepseek-v3:FP8 --n 16 --tokens 4096 --path hybrid --out snap.pickle
 """
 
 from __future__ import annotations
