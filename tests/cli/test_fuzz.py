@@ -321,6 +321,7 @@ def _minimal_argv(command: str, root: Path) -> list[str]:
                      "--server-module", "kttune.validate.standin"],
         "paths": ["paths", MODEL, "--small", "--device", "cpu"],
         "probe": ["probe", "--quick", "--cpu-only"],
+        "tune": ["tune", "--model", MODEL, "--vram", "32G", "--evaluator", "model", "--state", str(root / "t.json")],
         "profile derive": ["profile", "derive", "datasheet-h200-pcie5-xeon-amx-16c", "-o", str(root / "d.json"),
                            "--cpu-cores", "16"],
     }[command]
@@ -343,7 +344,7 @@ def _bad_values(rule) -> st.SearchStrategy[str]:
 
 def test_the_fuzzed_commands_are_every_command_with_a_bounded_option():
     commands = {c for c, _, _ in BOUNDED}
-    assert commands == {"search", "explain", "simulate", "validate", "paths", "probe", "profile derive"}
+    assert commands == {"search", "explain", "simulate", "validate", "paths", "probe", "profile derive", "tune"}
     assert len(BOUNDED) >= 40
 
 
