@@ -23,6 +23,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from results_layout import results_dir
+
 SHAPE = dict(hidden=1024, inter=512, experts=32, top_k=8)
 TOKENS = (1, 4, 16, 64)
 METHODS = ("BF16", "FP8", "RAWINT4")
@@ -144,8 +146,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--out", default="benchmarks/results")
-    ap.add_argument("--tag", default="vm-epyc-2c")
+    ap.add_argument("--out", help="folder for the results (default: benchmarks/results/<today>-<this machine>/, benchmarks/results_layout.py)")
+    ap.add_argument("--tag", default="", help="a suffix for the file names (cpu-isa-TAG.json)")
     ap.add_argument("--note", default="", help="what the table should say about the host, e.g. its other load")
     ap.add_argument("--child", help=argparse.SUPPRESS)  # internal: measure this process's build into this file
     a = ap.parse_args()
@@ -160,11 +162,12 @@ def main() -> None:
     d = summarize(rounds, a.threads)
     d["note"] = a.note
     d["raw"] = rounds
-    out = Path(a.out)
+    out = Path(a.out) if a.out else results_dir()
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"cpu-isa-{a.tag}.json").write_text(json.dumps(d, indent=1) + "\n")
+    name = f"cpu-isa-{a.tag}" if a.tag else "cpu-isa"
+    (out / f"{name}.json").write_text(json.dumps(d, indent=1) + "\n")
     md = markdown(d)
-    (out / f"cpu-isa-{a.tag}.md").write_text(md)
+    (out / f"{name}.md").write_text(md)
     print(md)
 
 

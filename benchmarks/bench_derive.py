@@ -2,7 +2,7 @@
 (profiles/h200-pcie5-xeon-amx-16c.json) scaled to 32 cores by `kttune.hw.derive`, against the measured
 32-core two-GPU box (profiles/h200x2-pcie5-xeon-amx-32c.json), at every CPU MoE and stage A point
 both hold. Prints predicted / measured per point and writes
-benchmarks/results/derive-16c-to-32c.json. No timing: both profiles were measured on the GPU boxes.
+benchmarks/results/<today>-computed/derive-16c-to-32c.json. No timing: both profiles were measured on the GPU boxes.
 
     python benchmarks/bench_derive.py
 """
@@ -14,6 +14,7 @@ from pathlib import Path
 
 from kttune.hw.derive import Change, CpuTarget, derive_profile, serial_fraction
 from kttune.hw.registry import load_shipped
+from results_layout import COMPUTED, results_dir
 
 SRC, DST = "h200-pcie5-xeon-amx-16c", "h200x2-pcie5-xeon-amx-32c"
 
@@ -44,7 +45,7 @@ def main() -> None:
     worst = max(max(r["ratio"], 1 / r["ratio"]) for r in rows)
     print(f"{len(rows)} points, worst {worst:.2f}x; serial share fitted on {SRC}: cpu_moe {serial_fraction(src):.2f}, "
           f"stage A {serial_fraction(src, 'stage_a_write'):.2f}")
-    out = Path("benchmarks/results/derive-16c-to-32c.json")
+    out = results_dir(COMPUTED) / "derive-16c-to-32c.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"source": SRC, "target": DST, "worst_factor": worst, "points": rows}, indent=1) + "\n")
     print(f"wrote {out}")

@@ -9,10 +9,11 @@ Then it compares two predictions with the measurement:
 
     python benchmarks/bench_host_ram.py                      # the default grid (about 5 minutes on 2 cores)
     python benchmarks/bench_host_ram.py --quick
-    python benchmarks/bench_host_ram.py --out benchmarks/results/host_ram-<machine>.json
+    python benchmarks/bench_host_ram.py --out FILE.json             # default: benchmarks/results/<today>-<machine>/host_ram.json
     python benchmarks/bench_host_ram.py --probe-step         # times `kttune probe`'s host RAM step (quick and full plans)
 
-Results: benchmarks/results/host_ram-<machine>.json (read by tests/memory/test_host.py).
+Results: benchmarks/results/<today>-<machine>/host_ram.json (a copy in tests/data/host_ram-<machine>.json is read by
+tests/memory/test_host.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 from kttune.probes.host_ram import predicted_bytes, run_point
 from kttune.units import MIB
 from kttune.probes.inventory import host_line
+from results_layout import results_dir
 
 GRID = [
     # (methods, hidden, inter, experts, top_k, layers, chunks)
@@ -66,7 +68,7 @@ def main() -> None:
     worst = max(abs(r["pred_over_reserved"] - 1) for r in rows)
     print(f"formula vs reserved: worst relative error {worst:.3f} over {len(rows)} points")
     machine = host_line()
-    out = Path(a.out or f"benchmarks/results/host_ram-{'quick' if a.quick else 'grid'}.json")
+    out = Path(a.out) if a.out else results_dir() / f"host_ram{'-quick' if a.quick else ''}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"machine": machine, "command": "python benchmarks/bench_host_ram.py"
                                + (" --quick" if a.quick else ""), "points": rows}, indent=1) + "\n")

@@ -2,7 +2,7 @@
 same evaluator, then run `kttune search --measure` and compare its pick with the grid optimum.
 
     python benchmarks/bench_measured_search.py --model kimi-k2-thinking --vram 140G --host-ram 1T \
-        --workload long-context --evaluator runner --out benchmarks/results/measured-search-h200
+        --workload long-context --evaluator runner   # -> benchmarks/results/<today>-<machine>/measured-search/
     python benchmarks/bench_measured_search.py --quick --evaluator model --profile h200-pcie5-xeon-amx-16c \
         --out /tmp/bms   # anywhere, seconds
 
@@ -37,6 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from results_layout import results_dir  # noqa: E402  (benchmarks/ is the script's folder)
+
 
 def _ints(text: str | None) -> list[int] | None:
     return [int(x) for x in text.split(",")] if text else None
@@ -61,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", help="comma list overriding the grid's --kt-cpuinfer values")
     ap.add_argument("--experts", type=int, default=4, help="GPU-expert counts per (chunk, threshold, threads), 0 to the most that fit")
     ap.add_argument("--grid-max-s", type=float, default=None, help="stop the grid after this many seconds (partial grid, stated)")
-    ap.add_argument("--out", default="benchmarks/results/measured-search")
+    ap.add_argument("--out", help="folder (default: benchmarks/results/<today>-<this machine>/measured-search/)")
     a = ap.parse_args(argv)
 
     from kttune import app
@@ -73,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     from kttune.search.study import StudyOptions, prepare_search, run_search
     from kttune.units import parse_duration_s
 
-    out = Path(a.out)
+    out = Path(a.out) if a.out else results_dir() / "measured-search"
     out.mkdir(parents=True, exist_ok=True)
     inp = app.resolve_inputs(a.model, resolve.vram_bytes(a.vram), a.gpus, a.profile, a.workload, a.method,
                              resolve.host_ram_bytes(a.host_ram))

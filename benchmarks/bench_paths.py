@@ -1,10 +1,10 @@
 """The path runner on the grid the cost model is judged by: per model, forced single forwards on
 both paths (the crossover), prompts of 256..65536 tokens through the switch at chunks 4096..65536, two
 GPU-expert counts; the cost model's prediction per forward, the memory model against the measured
-peaks. Writes `paths-<machine>.json` (the `kttune paths` result per model, plus what ran where) and
-`paths-<machine>.md` to --out.
+peaks. Writes `paths.json` (the `kttune paths` result per model, plus what ran where) and `paths.md` (`paths-TAG.*`
+with --tag) to --out.
 
-    python benchmarks/bench_paths.py --out benchmarks/results [--models qwen3-30b-a3b:BF16,...]
+    python benchmarks/bench_paths.py [--out DIR] [--models qwen3-30b-a3b:BF16,...]   # DIR: benchmarks/results/<today>-<machine>/
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import json
 import platform
 import time
 from pathlib import Path
+
+from results_layout import results_dir
 
 # model: (method, K layers, GPU expert counts, sweep sizes, threshold)
 GRID = {
@@ -27,7 +29,7 @@ CHUNKS = (4096, 16384, 65536)
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--out", help="folder for the results (default: benchmarks/results/<today>-<this machine>/, benchmarks/results_layout.py)")
     ap.add_argument("--models", default=",".join(GRID))
     ap.add_argument("--cpuinfer", type=int, default=13)
     ap.add_argument("--max-run-s", type=float, default=12.0)
@@ -47,8 +49,9 @@ def main() -> None:
     from kttune.probes.paths.api import PathsRequest, run_paths
 
     machine = torch.cuda.get_device_name(0) if torch.cuda.is_available() else platform.processor() or "cpu"
-    out = Path(a.out)
+    out = Path(a.out) if a.out else results_dir()
     out.mkdir(parents=True, exist_ok=True)
+    name = f"paths-{a.tag}" if a.tag else "paths"
     t_start = time.perf_counter()
     blobs, md = [], [f"# Path runner: measured against the cost and memory models\n\nMachine: {machine}, "
                      f"{torch.cuda.device_count()} GPU(s), torch {torch.__version__}; --kt-cpuinfer {a.cpuinfer}. "
@@ -76,8 +79,8 @@ def main() -> None:
         blobs.append(d)
         if "runs" in d:
             md.append(markdown(d, f"{name} {method}, K={k} layers, threshold {thr}"))
-        (out / f"paths-{a.tag or 'h200'}.json").write_text(json.dumps({"machine": machine, "results": blobs}, indent=1))
-        (out / f"paths-{a.tag or 'h200'}.md").write_text("\n".join(md))
+        (out / f"{name}.json").write_text(json.dumps({"machine": machine, "results": blobs}, indent=1))
+        (out / f"{name}.md").write_text("\n".join(md))
         torch.cuda.empty_cache() if torch.cuda.is_available() else None
     print(f"done in {time.perf_counter() - t_start:.0f} s")
 

@@ -1,9 +1,9 @@
 """Wall time of `kttune probe --quick` as a user runs it: a fresh process (Python start, imports,
 the probe, its tables), a fresh cache, repeated. Prints each run and writes them, with the machine
-and the load it ran under, to a JSON file that the README's probe claim is generated from
+and the load it ran under, to a JSON file that docs/probe.md's wall-time figure is generated from
 (scripts/readme_figures.py).
 
-    python benchmarks/bench_probe_quick_wall.py --repeats 3 --out benchmarks/results/probe-quick-wall-NAME.json
+    python benchmarks/bench_probe_quick_wall.py --repeats 3 --out benchmarks/results/<today>-<machine>/probe-quick-wall.json
 
 `--note` records the conditions (e.g. "shared 2-core VM, other sessions running tests").
 """

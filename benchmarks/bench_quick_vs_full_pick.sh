@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # On the GPU box: time `kttune probe --quick --fresh`, pick flags for qwen3-30b-a3b at 32G from that
 # quick profile and from the shipped full profile, and time both picks on the path runner (K = 2
-# layers, the default workload's prompt lengths). Results go to $1 (default benchmarks/results).
+# layers, the default workload's prompt lengths). Results go to $1 (default: benchmarks/results/<today>-<this machine>/,
+# benchmarks/results_layout.py).
 set -euo pipefail
-out=${1:-benchmarks/results}
+out=${1:-$(python3 benchmarks/results_layout.py)}
 mkdir -p "$out"
 start=$(python3 -c "import time; print(time.time())")
 python3 -m kttune.cli probe --quick --fresh --out "$out/quick-profile.json" > "$out/quick-probe.log" 2>&1

@@ -6,7 +6,7 @@ free pages returned), torch's allocated and reserved device bytes and the device
 recorded, with the run's own device peak. The claim (issue 21): every figure stays within 2 GiB of
 the first configuration's, and has no per-configuration trend (Theil-Sen slope, kttune.protocol.trend).
 
-    python benchmarks/bench_runner_memory.py --out benchmarks/results/runner-memory \
+    python benchmarks/bench_runner_memory.py --out benchmarks/results/<today>-<machine>/ \
         --models glm-4.5-air:BF16,kimi-k2-thinking:RAWINT4 --configs 50          # the GPU box
     python benchmarks/bench_runner_memory.py --small --configs 12 --out /tmp/mem  # anywhere (CPU variant)
 

@@ -15,7 +15,7 @@ The seed's flags may not fit a GPU count's VRAM (32 experts per layer are 26 GiB
 TP 1); the memory model says so, and the script then also predicts the most GPU experts (and,
 failing that, the largest chunk) that fit, at the same threshold.
 
-    python benchmarks/bench_seed_multigpu.py [--out benchmarks/results]
+    python benchmarks/bench_seed_multigpu.py [--out DIR]   # DIR: benchmarks/results/<today>-computed/
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from kttune.hw.registry import load_shipped
 from kttune.memory.vram import usable_vram_bytes, vram_breakdown
 from kttune.spec.loader import load_model
 from kttune.units import GIB
+from results_layout import COMPUTED, results_dir
 
 SOURCE = "h200-pcie5-xeon-amx-16c"
 MODEL, METHOD, GPU = "minimax-m2.1", "FP8", "rtx5090"
@@ -171,10 +172,10 @@ def markdown(d: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--out", help="folder for the results (default: benchmarks/results/<today>-computed/, benchmarks/results_layout.py)")
     a = ap.parse_args()
     d = run()
-    out = Path(a.out)
+    out = Path(a.out) if a.out else results_dir(COMPUTED)
     out.mkdir(parents=True, exist_ok=True)
     (out / "seed-multigpu.json").write_text(json.dumps(d, indent=1) + "\n")
     md = markdown(d)

@@ -41,9 +41,10 @@ from kttune.probes.paths.compare import (
 )
 from kttune.probes.paths.result import runs_in_results
 from kttune.spec.loader import load_model
+from results_layout import COMPUTED, results_dir
 
-DEFAULT_RESULTS = ("benchmarks/results/paths-h200-pcie5-xeon-amx-16c.json",
-                   "benchmarks/results/paths-h200-pcie5-xeon-amx-16c-earlier.json")
+DEFAULT_RESULTS = ("benchmarks/results/2026-12-01-h200-pcie5-xeon-amx-16c/paths.json",
+                   "benchmarks/results/2026-12-01-h200-pcie5-xeon-amx-16c/paths-earlier.json")
 
 
 def load_points(paths: list[str], profile) -> tuple[list[TransferPoint], list[dict]]:
@@ -187,13 +188,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("results", nargs="*", default=list(DEFAULT_RESULTS))
     ap.add_argument("--profile", default="h200-pcie5-xeon-amx-16c")
-    ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--out", help="folder for the results (default: benchmarks/results/<today>-computed/, benchmarks/results_layout.py)")
     ap.add_argument("--tag", default="h200-pcie5-xeon-amx-16c")
     a = ap.parse_args()
     prof = resolve_profile(a.profile, None)
     points, crossings = load_points(a.results, prof)
     res = analyse(points, crossings)
-    out = Path(a.out)
+    out = Path(a.out) if a.out else results_dir(COMPUTED)
     out.mkdir(parents=True, exist_ok=True)
     md = markdown(res, a.results, a.profile)
     (out / f"transfer-{a.tag}.md").write_text(md)

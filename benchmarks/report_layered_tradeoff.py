@@ -1,7 +1,7 @@
 """The chunked-against-layered trade-off, simulated for the catalog's models on a hardware profile.
 
     python benchmarks/report_layered_tradeoff.py [--profile h200-pcie5-xeon-amx-16c] [--models ...]
-        [--out benchmarks/results/layered-tradeoff]
+        [--out PREFIX]   # default: benchmarks/results/<today>-computed/layered-tradeoff
 
 For each model (its default KT method) and the paper's two workload presets (arxiv-summarize,
 sharegpt-chat) it simulates
@@ -38,6 +38,7 @@ from kttune.sim.costs import IterationCosts
 from kttune.search.workload import load_workload
 from kttune.sim.workload import mix_statistics, poisson_requests, rescale_arrivals
 from kttune.spec.catalog import catalog_names
+from results_layout import COMPUTED, results_dir
 
 SCHEDULES = (("chunked-2048", Schedule("chunked"), 2048), ("chunked-8192", Schedule("chunked"), 8192),
              ("hybrid-8192", Schedule("hybrid"), 8192), ("layered", Schedule("layered"), 8192))
@@ -103,9 +104,10 @@ def main() -> None:
     ap.add_argument("--models", nargs="*", default=None)
     ap.add_argument("--requests", type=int, default=1000)
     ap.add_argument("--capacity-requests", type=int, default=300)
-    ap.add_argument("--out", default="benchmarks/results/layered-tradeoff")
+    ap.add_argument("--out", help="path prefix of the .md and .json (default: benchmarks/results/<today>-computed/layered-tradeoff)")
     ap.add_argument("--samples-for", nargs="*", default=["qwen3-30b-a3b"], help="models whose per-request samples go in the JSON")
     a = ap.parse_args()
+    a.out = a.out or str(results_dir(COMPUTED) / "layered-tradeoff")
     models = a.models or catalog_names()
     t0 = time.perf_counter()
     rows, skipped, reports = [], [], []

@@ -23,7 +23,8 @@ class AttentionShape:
     kv_lora_rank: int = 0
     q_lora_rank: int = 0
     rope_dim: int = 0
-    qk_norm: bool = False  # Qwen3
+    qk_norm: str = ""  # RMSNorm of q and k: "per_head" (Qwen3, GLM-4.5), "per_layer" (MiniMax-M2), "" none
+    output_gate: bool = False  # q_proj also projects a sigmoid gate on the attention output (Qwen3-Next)
     layer_kind: str = "full"
     window: int = 0
     name: str = ""

@@ -2,16 +2,19 @@
 RMSNorm, rotary embedding, attention of the model's kind, the router, and shared-expert / dense
 SwiGLU MLPs. Random weights at the model's real shapes; bf16 compute.
 
-- GQA (Qwen3, GLM, MiniMax): q/k/v projections (Qwen3: RMSNorm on each q/k head), rotary embedding,
-  causal SDPA over the cached prefix plus the chunk, o projection.
+- GQA (Qwen3, GLM, MiniMax): q/k/v projections, the model's q/k RMSNorm (`ModelSpec.qk_norm`: on
+  each head for Qwen3 and GLM-4.5+, over the rank's heads at once for MiniMax-M2), rotary embedding,
+  causal SDPA over the cached prefix plus the chunk, Qwen3-Next's sigmoid output gate (projected
+  with q), o projection.
 - MLA (DeepSeek-V3, Kimi-K2): q through the q_lora bottleneck (q_a, norm, q_b) or q_proj; the latent
   `kv_a_proj_with_mqa` -> (c_kv, k_rope), c_kv normalised and cached with the roped k_rope; prefill
   ("non-absorbed") attention expands the cache with `kv_b_proj` (`kttune.kernels.attention`), o proj.
 - sliding layers see at most `window` cached tokens; linear-attention layers (Qwen3-Next Gated
   DeltaNet) run their projections only (the recurrence is not modelled; the cost model counts them
   as dense matmuls too).
-- router: softmax top-k (renormalised where the model says so) or sigmoid scores with bias
-  correction and grouped top-k (DeepSeek-V3 `noaux_tc`: groups ranked by their top-2 sum).
+- router (`ModelSpec.router`): softmax top-k (renormalised where the model says so) or sigmoid
+  scores with bias correction and grouped top-k (DeepSeek-V3 `noaux_tc`: groups ranked by their
+  top-2 sum).
 
 The prefix cache is kept per layer by the caller (`AttnCache`). Everything here is shape-faithful;
 values are random (the path runner times it and checks the MoE sums, not model quality).
@@ -27,36 +30,9 @@ import torch.nn.functional as F
 
 from kttune.kernels.attention import MlaDims, gqa_prefill, mla_expand
 from kttune.kernels.attention_shape import AttentionShape
+from kttune.spec.model_spec import RouterSpec  # the model's router, read from config.json by kttune.spec
 
 # ---- router --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RouterSpec:
-    """How a model picks its top-k experts (HF config keys `scoring_func`, `n_group`, `topk_group`,
-    `norm_topk_prob`, `routed_scaling_factor`, bias = `e_score_correction_bias`)."""
-
-    scoring: str = "softmax"  # softmax | sigmoid
-    n_group: int = 1
-    topk_group: int = 1
-    bias: bool = False
-    renormalize: bool = True
-    scaling: float = 1.0
-
-    @classmethod
-    def from_config(cls, cfg: dict, family: str) -> "RouterSpec":
-        """From a HF (language-model) config; DeepSeek-V3 / Kimi-K2 families default to sigmoid scores
-        with bias correction (`noaux_tc`), MiniMax-M2 to sigmoid with `use_routing_bias`."""
-        ds = family in ("deepseek_v3", "kimi_k2", "deepseek_v32", "glm4_moe")
-        scoring = str(cfg.get("scoring_func") or ("sigmoid" if ds or cfg.get("use_routing_bias") else "softmax"))
-        return cls(
-            scoring=scoring,
-            n_group=int(cfg.get("n_group") or 1),
-            topk_group=int(cfg.get("topk_group") or 1),
-            bias=bool(ds or cfg.get("use_routing_bias") or cfg.get("topk_method") == "noaux_tc"),
-            renormalize=bool(cfg.get("norm_topk_prob", True)),
-            scaling=float(cfg.get("routed_scaling_factor") or 1.0),
-        )
 
 
 def route(logits: torch.Tensor, spec: RouterSpec, top_k: int, bias: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -236,11 +212,17 @@ class Attention:
             kv_parts = min(tp, s.kv_heads)
             kv_rank = rank * kv_parts // tp
             self.kv_heads = s.kv_heads // kv_parts
-            self.w["q"] = _rows(_w((s.heads * s.head_dim, h), g, cpu), tp, rank)
+            if s.output_gate and s.v_head_dim != s.head_dim:
+                raise ValueError(f"an output gate of head dim {s.head_dim} on values of head dim {s.v_head_dim}")
+            # with an output gate each head's rows are its q then its gate (sglang qwen3_next.py)
+            self.w["q"] = _rows(_w((s.heads * s.head_dim * (2 if s.output_gate else 1), h), g, cpu), tp, rank)
             self.w["k"] = _rows(_w((s.kv_heads * s.head_dim, h), g, cpu), kv_parts, kv_rank)
             self.w["v"] = _rows(_w((s.kv_heads * s.v_head_dim, h), g, cpu), kv_parts, kv_rank)
             self.w["o"] = _cols(_w((h, s.heads * s.v_head_dim), g, cpu), tp, rank)
-            if s.qk_norm:
+            if s.qk_norm == "per_layer":  # one norm over the rank's heads (MiniMax-M2; sglang reduces it over ranks)
+                self.w["q_norm"] = torch.ones(self.heads * s.head_dim, dtype=torch.bfloat16)
+                self.w["k_norm"] = torch.ones(self.kv_heads * s.head_dim, dtype=torch.bfloat16)
+            elif s.qk_norm:
                 self.w["q_norm"] = torch.ones(s.head_dim, dtype=torch.bfloat16)
                 self.w["k_norm"] = torch.ones(s.head_dim, dtype=torch.bfloat16)
         self.w = {k: v.to(device) for k, v in self.w.items()}
@@ -267,16 +249,25 @@ class Attention:
             else:
                 o = causal_attention(q, k, v, d.qk_head_dim**-0.5)
             return o.reshape(t, -1) @ w["o"].t()
-        q = (x @ w["q"].t()).view(t, self.heads, s.head_dim)
+        if s.output_gate:
+            qg = (x @ w["q"].t()).view(t, self.heads, 2 * s.head_dim)
+            q, gate = qg[..., : s.head_dim], qg[..., s.head_dim:]
+        else:
+            q = (x @ w["q"].t()).view(t, self.heads, s.head_dim)
         k = (x @ w["k"].t()).view(t, self.kv_heads, s.head_dim)
         v = (x @ w["v"].t()).view(t, self.kv_heads, s.v_head_dim)
         if s.layer_kind == "linear":  # projections only (see the module docstring)
             return v.repeat_interleave(self.heads // self.kv_heads, 1).reshape(t, -1) @ w["o"].t()
-        if s.qk_norm:
+        if s.qk_norm == "per_layer":
+            q = rms_norm(q.reshape(t, -1), w["q_norm"]).view(t, self.heads, s.head_dim)
+            k = rms_norm(k.reshape(t, -1), w["k_norm"]).view(t, self.kv_heads, s.head_dim)
+        elif s.qk_norm:
             q, k = rms_norm(q, w["q_norm"]), rms_norm(k, w["k_norm"])
         q, k = rope_(q, positions), rope_(k, positions)
         k_all, v_all = cache.extend(k, v, s.window if s.layer_kind == "sliding" else 0)
         o = causal_attention(q, k_all, v_all, s.head_dim**-0.5)
+        if s.output_gate:
+            o = o * torch.sigmoid(gate)
         return o.reshape(t, -1) @ w["o"].t()
 
 

@@ -120,7 +120,7 @@ def kt_thread_counts(cores: int, quick: bool) -> list[int]:
     cores-1 in a full probe, cores-5 and cores-3 in a quick one (each clamped to at least 1). kt-kernel's
     workers spin, so with one per core the driving thread and the CUDA callback thread starve (on the
     16-core H200 box 13 workers beat 15 on both paths, and 11 drove its layerwise pipeline best:
-    benchmarks/results/quick-probe-h200-pcie5-xeon-amx-16c.md), so a quick probe needs two counts
+    benchmarks/results/2026-12-01-h200-pcie5-xeon-amx-16c/quick-probe.md), so a quick probe needs two counts
     below the cliff for its search to choose between. On hosts of four cores or fewer, quick and
     full alike: cores-1 and the whole pool. A quick probe's counts are always among a full one's."""
     if cores <= 4:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+from kttune.hw.gpu_table import PCIE_GTS, pcie_gbps
 from kttune.hw.profile import Point
 from kttune.kernels.attention_shape import AttentionShape
 from kttune.probes.common import point_from_samples
@@ -96,19 +97,14 @@ def shapes_for(model) -> ShapeSet:
 
 # ---- PCIe ----------------------------------------------------------------------------------------
 
-# Per-lane raw signalling rate in GT/s and line-code efficiency, PCIe gen 1..6.
-_PCIE_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
-_PCIE_CODE = {1: 8 / 10, 2: 8 / 10, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 242 / 256}
-
-
 def pcie_theoretical_gbps(gen: int | None, width: int | None) -> float | None:
-    """One direction's theoretical rate in GB/s (1e9 B/s): lanes x GT/s x line-code efficiency / 8.
-    Gen5 x16: 16 x 32 x 128/130 / 8 = 63.0 GB/s. Before TLP/DLLP protocol overhead (a 256 B max
-    payload with ~24 B of header and framing leaves about 91% of it, ~57 GB/s, for data); the probes
-    report their ratio against this raw figure. Gen6 uses PAM4 + FLIT (242/256)."""
-    if not gen or not width or gen not in _PCIE_GTS:
+    """One direction's theoretical rate in GB/s (`kttune.hw.gpu_table.pcie_gbps`: Gen5 x16 = 63.0
+    GB/s), None when the link is unknown. Before TLP/DLLP protocol overhead (a 256 B max payload
+    with ~24 B of header and framing leaves about 91% of it, ~57 GB/s, for data); the probes report
+    their ratio against this raw figure."""
+    if not gen or not width or gen not in PCIE_GTS:
         return None
-    return width * _PCIE_GTS[gen] * _PCIE_CODE[gen] / 8
+    return pcie_gbps(gen, width)
 
 
 # ---- NUMA ----------------------------------------------------------------------------------------

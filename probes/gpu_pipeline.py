@@ -419,7 +419,7 @@ QUICK_CONFIGS = (PipelineConfig(2, 2, 1, "stream"),)
 # the bytes streamed once the layer is well past the last-level cache, and the curve's x axis is
 # those bytes. Building the whole 10 GB DeepSeek-V3 / Kimi-K2 layers (host weights plus kt-kernel's
 # own copy, once per thread count) was most of the quick probe's time on the H200 box
-# (benchmarks/results/quick-probe-h200-pcie5-xeon-amx-16c.md).
+# (benchmarks/results/2026-12-01-h200-pcie5-xeon-amx-16c/quick-probe.md).
 QUICK_LAYER_BYTES = 2 * GIB
 QUICK_EXPERT_FRACTIONS = (0.5, 1.0)  # two points per thread count: the fit needs a slope, not a constant
 

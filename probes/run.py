@@ -1,8 +1,11 @@
 """`kttune probe`: measure this machine and write its hardware profile.
 
-Order: inventory, timer check, CPU expert kernels (`probes/cpu_moe.py`), stage A
-(`probes/stage_a.py`), kt-kernel's host RAM against max_len (`probes/host_ram.py`), then the GPU probes of `kttune.probes.gpu_suite` when that module exists and
-a CUDA GPU is present. The profile is written atomically to `ProbeOptions.out` (if given) and to
+Inventory and timer check first, then every probe of `PROBES` (one `Probe` record each: the curve
+kinds it writes, what it needs, its plan and its run) that the options and this machine allow, in
+order: CPU expert kernels (`probes/cpu_moe.py`), stage A (`probes/stage_a.py`), kt-kernel's host RAM
+against max_len (`probes/host_ram.py`), the GPU probes of `kttune.probes.gpu_suite` (when that
+module exists and a CUDA GPU is present), the all-reduce over two or more GPUs. Adding a probe is
+adding a record (docs/howto-add-a-probe.md). The profile is written atomically to `ProbeOptions.out` (if given) and to
 the cache (`kttune.paths.profile_cache_path(fingerprint)`), where `kttune search` finds it.
 """
 
@@ -10,10 +13,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata as md
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from kttune.errors import UserError
 from kttune.hw.fingerprint import fingerprint
@@ -172,33 +175,179 @@ def _inventory_with_loaded_variant(inv: Inventory, rep: _RecordingReporter) -> I
     return replace(inv, software=replace(inv.software, kt_cpu_variant=kt.variant))
 
 
+# ---- the probes, one record each, in the order `kttune probe` runs them ------------------------------
+
+
+@dataclass(frozen=True)
+class ProbeContext:
+    """What every probe's plan and run see: the options, this machine, and the kt-kernel thread counts
+    that CPU MoE, stage A and the GPU suite's layerwise pipeline all run (one `--kt-cpuinfer` drives
+    both paths)."""
+
+    options: ProbeOptions
+    inventory: Inventory
+    cores: int
+    numa_ids: tuple[int, ...]
+    threads: tuple[int, ...]
+    reporter: Reporter = field(default_factory=NullReporter)
+
+    @property
+    def cpu(self) -> Any:
+        return self.inventory.cpu
+
+
+@dataclass(frozen=True)
+class Need:
+    """Something a probe needs on this machine; when it is missing the probe is left out, with
+    `missing_note` (or silently when that gives None)."""
+
+    name: str
+    met: Callable[[ProbeContext], bool]
+    missing_note: Callable[[ProbeContext], str | None] = lambda ctx: None
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One measuring step of `kttune probe`: the curve kinds it writes (rows of
+    `kttune.hw.curve_kinds`), whether the options ask for it, what it needs on this machine, its plan
+    (an object whose `steps` counts its progress steps; it may build on the plans of the probes before
+    it, by kind) and its run (curves; notes go to the context's reporter)."""
+
+    kind: str
+    writes: tuple[str, ...]
+    plan: Callable[[ProbeContext, dict[str, Any]], Any]
+    run: Callable[[ProbeContext, Any], list[Curve]]
+    needs: tuple[Need, ...] = ()
+    wanted: Callable[[ProbeOptions], bool] = lambda options: True
+
+    def missing(self, ctx: ProbeContext) -> Need | None:
+        """The first need this machine does not meet, if any."""
+        return next((n for n in self.needs if not n.met(ctx)), None)
+
+
+GPU_SUITE = Need("kttune.probes.gpu_suite", lambda ctx: _gpu_suite() is not None,
+                 lambda ctx: "GPU probes not run: kttune.probes.gpu_suite is not available in this build")
+CUDA = Need("CUDA", lambda ctx: _cuda_available(),
+            lambda ctx: "GPU probes not run: torch has no CUDA (NVML sees GPUs)" if ctx.inventory.gpus else None)
+TWO_GPUS = Need("two or more GPUs", lambda ctx: len(ctx.inventory.gpus) >= 2)
+
+
+@dataclass(frozen=True)
+class Steps:
+    """A plan that is only its step count (probes that plan inside their own module)."""
+
+    steps: int
+
+
+def _plan_cpu_moe(ctx: ProbeContext, plans: dict[str, Any]) -> Any:
+    return plan_cpu_moe(cpu_moe_options(ctx.options), ctx.cpu, ctx.cores, list(ctx.numa_ids))
+
+
+def _run_cpu_moe(ctx: ProbeContext, plan: Any) -> list[Curve]:
+    curves = probe_cpu_moe(cpu_moe_options(ctx.options), ctx.cpu, ctx.reporter, cores=ctx.cores,
+                           numa_ids=list(ctx.numa_ids), plan=plan)
+    for n in thread_cliff_notes(curves, ctx.cores, logical=smt_logical(ctx.cpu, ctx.cores)):
+        ctx.reporter.note(n)
+    return curves
+
+
+def _plan_stage_a(ctx: ProbeContext, plans: dict[str, Any]) -> Any:
+    return plan_stage_a(stage_a_options(ctx.options), ctx.cpu, ctx.cores, list(ctx.numa_ids), ctx.options.quick)
+
+
+def _run_stage_a(ctx: ProbeContext, plan: Any) -> list[Curve]:
+    return probe_stage_a(stage_a_options(ctx.options), ctx.cpu, ctx.reporter, cores=ctx.cores,
+                         numa_ids=list(ctx.numa_ids), quick=ctx.options.quick, plan=plan)
+
+
+def _plan_host_ram(ctx: ProbeContext, plans: dict[str, Any]) -> HostRamPlan:
+    return host_ram_plan(ctx.options, cpu_moe_options(ctx.options), plans["cpu_moe"], ctx.threads)
+
+
+def _plan_gpu(ctx: ProbeContext, plans: dict[str, Any]) -> Steps:
+    """The GPU suite's step count, 0 when it cannot count them beforehand (then its own plan adds
+    to the total)."""
+    suite = _gpu_suite()
+    try:
+        n = int(suite.count_steps(ctx.inventory, ctx.options.model, ctx.options.quick)) if hasattr(suite, "count_steps") else 0
+    except Exception:
+        n = 0
+    return Steps(n)
+
+
+def _run_gpu(ctx: ProbeContext, plan: Steps) -> list[Curve]:
+    o = ctx.options
+    # the pipeline runs at the CPU probes' thread counts: one --kt-cpuinfer drives both paths
+    return list(_gpu_suite().run_gpu_probes(ctx.inventory, o.model, o.quick, ctx.reporter, threads=ctx.threads))
+
+
+def _run_allreduce(ctx: ProbeContext, plan: Steps) -> list[Curve]:
+    """Tensor parallelism: each layer all-reduces twice. A failure is a note; the other curves stand."""
+    from kttune.probes.allreduce import probe_allreduce
+
+    n = len(ctx.inventory.gpus)
+    try:
+        curve = probe_allreduce(n, quick=ctx.options.quick)
+    except Exception as e:  # noqa: BLE001 - the other curves stand
+        ctx.reporter.note(f"all-reduce probe failed ({type(e).__name__}: {e})")
+        return []
+    ctx.reporter.step(f"all-reduce over {n} GPUs", 0)
+    return [curve]
+
+
+PROBES: tuple[Probe, ...] = (
+    Probe("cpu_moe", ("cpu_moe",), _plan_cpu_moe, _run_cpu_moe),
+    Probe("stage_a", ("stage_a_write",), _plan_stage_a, _run_stage_a, wanted=lambda o: o.stage_a),
+    Probe("host_ram", ("host_ram",), _plan_host_ram, lambda ctx, plan: run_host_ram_step(plan, ctx.reporter),
+          wanted=lambda o: host_ram_runs(o)),
+    Probe("gpu", ("h2d", "d2h", "stage_c_repack", "pipeline", "gpu_moe", "gpu_gemm", "attention"), _plan_gpu, _run_gpu,
+          needs=(GPU_SUITE, CUDA), wanted=lambda o: o.gpu),
+    Probe("allreduce", ("allreduce",), lambda ctx, plans: Steps(0), _run_allreduce,  # its progress step advances 0
+          needs=(GPU_SUITE, CUDA, TWO_GPUS), wanted=lambda o: o.gpu),
+)
+
+
 @dataclass(frozen=True)
 class ProbePlan:
-    """What one `kttune probe` run measures on the CPU, and the kt-kernel thread counts that CPU MoE,
-    stage A and the GPU suite's layerwise pipeline all run (one `--kt-cpuinfer` drives both paths)."""
+    """What one `kttune probe` run measures: each probe's plan (by kind, in PROBES order) for the
+    probes that run, the need each left-out probe misses, and the kt-kernel thread counts."""
 
     threads: tuple[int, ...]
-    moe_options: CpuMoeOptions
-    moe: Any  # CpuMoePlan
-    stage_a_options: StageAOptions
-    stage_a: Any  # StageAPlan | None
-    host_ram: HostRamPlan | None = None
+    plans: dict[str, Any]
+    missing: dict[str, Need] = field(default_factory=dict)
+
+    def __getitem__(self, kind: str) -> Any:
+        """The plan of probe `kind`, None when it does not run."""
+        return self.plans.get(kind)
+
+    @property
+    def steps(self) -> int:
+        return sum(p.steps for p in self.plans.values())
 
 
-def plan_probe(options: ProbeOptions, cpu: Any, cores: int, numa_ids: list[int]) -> ProbePlan:
-    """The CPU probes' plans for `cores` usable cores and the thread counts the pipeline gets."""
-    threads = tuple(probe_thread_counts(cores, options.quick, options.threads, smt_logical(cpu, cores)))
-    moe_opts = cpu_moe_options(options)
-    sa_opts = stage_a_options(options)
-    moe = plan_cpu_moe(moe_opts, cpu, cores, numa_ids)
-    return ProbePlan(
-        threads=threads,
-        moe_options=moe_opts,
-        moe=moe,
-        stage_a_options=sa_opts,
-        stage_a=plan_stage_a(sa_opts, cpu, cores, numa_ids, options.quick) if options.stage_a else None,
-        host_ram=host_ram_plan(options, moe_opts, moe, threads) if host_ram_runs(options) else None,
-    )
+def plan_probe(options: ProbeOptions, cpu: Any, cores: int, numa_ids: list[int], inventory: Inventory | None = None,
+               reporter: Reporter | None = None) -> ProbePlan:
+    """Every probe's plan for `cores` usable cores (`inventory` defaults to this CPU alone)."""
+    return _plan(_context(options, inventory or Inventory(cpu=cpu), cores, numa_ids, reporter))
+
+
+def _context(options: ProbeOptions, inv: Inventory, cores: int, numa_ids: list[int], reporter: Reporter | None) -> ProbeContext:
+    threads = tuple(probe_thread_counts(cores, options.quick, options.threads, smt_logical(inv.cpu, cores)))
+    return ProbeContext(options, inv, cores, tuple(numa_ids), threads, reporter or NullReporter())
+
+
+def _plan(ctx: ProbeContext) -> ProbePlan:
+    plans: dict[str, Any] = {}
+    missing: dict[str, Need] = {}
+    for probe in PROBES:
+        if not probe.wanted(ctx.options):
+            continue
+        need = probe.missing(ctx)
+        if need is not None:
+            missing[probe.kind] = need
+        else:
+            plans[probe.kind] = probe.plan(ctx, plans)
+    return ProbePlan(ctx.threads, plans, missing)
 
 
 def host_ram_runs(options: ProbeOptions) -> bool:
@@ -214,62 +363,34 @@ def host_ram_plan(options: ProbeOptions, moe_opts: CpuMoeOptions, moe: Any, thre
 
 
 def run_probe(options: ProbeOptions, reporter: Reporter | None = None) -> HardwareProfile:
-    """Measure this machine; write the profile to `options.out` and the cache; return it."""
+    """Measure this machine (every probe of PROBES that its options and this machine allow, in
+    order); write the profile to `options.out` and the cache; return it."""
     rep = _RecordingReporter(reporter or NullReporter())
     load = CpuLoadMonitor()
     inv = collect_inventory()
     inv = _inventory_with_loaded_variant(inv, rep)
     for n in inv.notes:
         rep.note(n)
-    cpu = inv.cpu
-    cores = usable_cores(cpu)
-    numa_ids = list(numa_nodes_with_cpus(cpu))
+    cores = usable_cores(inv.cpu)
 
     timer = timer_info()
     if timer.resolution_ns is not None and timer.resolution_ns > 1000:
         rep.note(f"perf_counter resolution is {timer.resolution_ns:.0f} ns (clocksource {timer.clocksource}): sub-ms timings are coarse")
 
-    plan = plan_probe(options, cpu, cores, numa_ids)
-    moe_opts, moe_plan, sa_opts, sa_plan = plan.moe_options, plan.moe, plan.stage_a_options, plan.stage_a
-    hr_plan = plan.host_ram
-
-    gpu_suite = _gpu_suite() if options.gpu else None
-    run_gpu = gpu_suite is not None and _cuda_available()
-    gpu_steps = 0
-    if run_gpu and hasattr(gpu_suite, "count_steps"):
-        try:
-            gpu_steps = int(gpu_suite.count_steps(inv, options.model, options.quick))
-        except Exception:
-            gpu_steps = 0
-    rep.grow_on_replan = run_gpu and gpu_steps == 0
-    total = moe_plan.steps + (sa_plan.steps if sa_plan else 0) + (hr_plan.steps if hr_plan else 0) + gpu_steps
-    rep.plan(total, "probe" + (" (quick)" if options.quick else ""))
+    ctx = _context(options, inv, cores, list(numa_nodes_with_cpus(inv.cpu)), rep)
+    plan = _plan(ctx)
+    gpu = plan["gpu"]
+    rep.grow_on_replan = gpu is not None and gpu.steps == 0  # the GPU suite counts its own steps then
+    rep.plan(plan.steps, "probe" + (" (quick)" if options.quick else ""))
 
     curves: list[Curve] = []
-    curves += probe_cpu_moe(moe_opts, cpu, rep, cores=cores, numa_ids=numa_ids, plan=moe_plan)
-    for n in thread_cliff_notes(curves, cores, logical=smt_logical(cpu, cores)):
-        rep.note(n)
-    if sa_plan is not None:
-        curves += probe_stage_a(sa_opts, cpu, rep, cores=cores, numa_ids=numa_ids, quick=options.quick, plan=sa_plan)
-    if hr_plan is not None:
-        curves += run_host_ram_step(hr_plan, rep)
-    if options.gpu:
-        if gpu_suite is None:
-            rep.note("GPU probes not run: kttune.probes.gpu_suite is not available in this build")
-        elif not run_gpu:
-            if inv.gpus:
-                rep.note("GPU probes not run: torch has no CUDA (NVML sees GPUs)")
-        else:
-            # the pipeline runs at the CPU probes' thread counts: one --kt-cpuinfer drives both paths
-            curves += list(gpu_suite.run_gpu_probes(inv, options.model, options.quick, rep, threads=plan.threads))
-            if len(inv.gpus) >= 2:  # tensor parallelism: each layer all-reduces twice
-                from kttune.probes.allreduce import probe_allreduce
-
-                try:
-                    curves.append(probe_allreduce(len(inv.gpus), quick=options.quick))
-                    rep.step(f"all-reduce over {len(inv.gpus)} GPUs", 0)
-                except Exception as e:  # noqa: BLE001 - the other curves stand
-                    rep.note(f"all-reduce probe failed ({type(e).__name__}: {e})")
+    for probe in PROBES:
+        if probe.kind in plan.plans:
+            curves += probe.run(ctx, plan[probe.kind])
+        elif probe.kind in plan.missing:
+            note = plan.missing[probe.kind].missing_note(ctx)
+            if note and note not in rep.notes:
+                rep.note(note)
 
     share = load.other_share()
     if share is not None and share > 0.10:

@@ -1,13 +1,14 @@
-"""The README's figures, made by the code at HEAD: every block of README.md between
-`<!-- figures:NAME -->` and `<!-- /figures -->` is the text `BLOCKS[NAME]` makes, and the PNGs under
-docs/figures/ carry the configuration they show in their metadata. tests/test_readme_figures.py
-checks both, so a change that moves a figure fails until this is rerun.
+"""The figures of README.md and docs/*.md, made by the code at HEAD: every block of a page between
+`<!-- figures:NAME -->` and `<!-- /figures -->` is the text `BLOCKS[NAME]` makes (each name on one
+page only), and the PNGs under docs/figures/ carry the configuration they show in their metadata.
+tests/test_readme_figures.py checks both, so a change that moves a figure fails until this is rerun.
 
-    python scripts/readme_figures.py            # check: exit 1 and a diff where README.md is stale
-    python scripts/readme_figures.py --write    # rewrite the README blocks and the PNGs (matplotlib)
+    python scripts/readme_figures.py            # check: exit 1 and a diff where a page is stale
+    python scripts/readme_figures.py --write    # rewrite the blocks and the PNGs (matplotlib)
 
-Each figure is what the README's command prints on a fresh machine (no probed profile, so the
-shipped default profile), computed through kttune.api as the CLI does, studies in memory.
+Each figure is what the page's command prints on a fresh machine (no probed profile, so the
+shipped default profile), computed through kttune.api as the CLI does, studies in memory; the
+accuracy table is read from the results files under benchmarks/results/.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+PAGES = (README, *sorted((ROOT / "docs").glob("*.md")))  # the pages that may hold figures blocks
 FIGURES = ROOT / "docs" / "figures"
 RESULTS = ROOT / "benchmarks" / "results"
 BLOCK_RE = re.compile(r"<!-- figures:(?P<name>[a-z0-9-]+) -->\n(?P<body>.*?)<!-- /figures -->", re.S)
@@ -32,8 +34,13 @@ PNG_KEY = "Description"  # the PNG text chunk that names what a figure shows
 MAIN_JOB = dict(model="qwen3-30b-a3b", vram="32G", seed=1)
 DERIVE = dict(source="h200-pcie5-xeon-amx-16c", gpu="rtx5090", gpus=2, model="minimax-m2.1", vram="30G",
               host_ram="256G", seed=1)
+H200 = "2026-12-01-h200-pcie5-xeon-amx-16c"  # the GPU box's results folder
 RUNNER = dict(model="qwen3-30b-a3b", vram="139G", gpu_experts=0, chunk=4096, threshold=2048, cpuinfer=13,
-              profile="h200-pcie5-xeon-amx-16c", results="paths-h200-pcie5-xeon-amx-16c.json")
+              profile="h200-pcie5-xeon-amx-16c", results=f"{H200}/paths.json")
+# the evidence the accuracy table is read from (benchmarks/results/manifest.json says what each is)
+ACCURACY = dict(paths=(f"{H200}/paths.json", f"{H200}/paths-earlier.json"),
+                host_ram="2026-12-01-xeon-amx-2c/host_ram.json", derive="2026-12-01-computed/derive-16c-to-32c.json",
+                measured_search=f"{H200}/measured-search.json")
 
 
 def fresh_machine() -> None:
@@ -70,7 +77,8 @@ def main_job() -> dict:
     from kttune.app import resolve
 
     inp = app.resolve_inputs(MAIN_JOB["model"], resolve.vram_bytes(MAIN_JOB["vram"]))
-    return app.search(inp, trials=300, seed=MAIN_JOB["seed"], storage=":memory:").to_dict()
+    # through JSON, as the command prints it (tuples become lists)
+    return json.loads(json.dumps(app.search(inp, trials=300, seed=MAIN_JOB["seed"], storage=":memory:").to_dict()))
 
 
 def main_job_block() -> str:
@@ -91,9 +99,8 @@ def main_job_block() -> str:
 
 
 def prefill_figure_block() -> str:
-    d = main_job()
-    return _wrap(f"The README's main job, `kttune search --model {MAIN_JOB['model']} --vram {MAIN_JOB['vram']} --seed 1 "
-                 f"--json > r.json && kttune report r.json` (the pick: {_flags(d['pick']['flags'])}):")
+    return _wrap(f"The main job's pick as `kttune report` draws it (`kttune search --model {MAIN_JOB['model']} --vram "
+                 f"{MAIN_JOB['vram']} --seed 1 --json > r.json && kttune report r.json`):")
 
 
 @lru_cache(maxsize=None)
@@ -150,9 +157,9 @@ def derive_block() -> str:
 
 def probe_quick_block() -> str:
     """The quick probe's wall time, as benchmarks/bench_probe_quick_wall.py measured it."""
-    runs = sorted(RESULTS.glob("probe-quick-wall-*.json"))
+    runs = sorted(RESULTS.glob("*/probe-quick-wall*.json"))
     if not runs:
-        raise SystemExit("no benchmarks/results/probe-quick-wall-*.json: run benchmarks/bench_probe_quick_wall.py")
+        raise SystemExit("no benchmarks/results/*/probe-quick-wall*.json: run benchmarks/bench_probe_quick_wall.py")
     parts = []
     for f in runs:
         r = json.loads(f.read_text())
@@ -161,7 +168,7 @@ def probe_quick_block() -> str:
                 if loads else "")
         note = f" ({r['note']}{load})" if r.get("note") or load else ""
         parts.append(f"{r['median_s']:.0f} s median, {r['min_s']:.0f}-{r['max_s']:.0f} s over {len(r['runs_s'])} runs, "
-                     f"on {r['machine']}{note}: `benchmarks/results/{f.name}`")
+                     f"on {r['machine']}{note}: `benchmarks/results/{f.relative_to(RESULTS).as_posix()}`")
     return _wrap("The quick probe end to end (Python start, the probe, its tables; "
                  "`benchmarks/bench_probe_quick_wall.py`): " + "; ".join(parts) + ".")
 
@@ -180,14 +187,51 @@ def runner_example() -> tuple[dict, list[dict]]:
     return doc, runs
 
 
-def calibration_block() -> str:
+def _pct(lo: float, hi: float) -> str:
+    a, b = round(100 * lo), round(100 * hi)
+    return f"{a}%" if a == b else f"{a}-{b}%"
+
+
+def accuracy_block() -> str:
+    """One row per model kttune predicts with, against what measured it, read from the results."""
     from kttune.emit.figures import calibration_error
 
     _, runs = runner_example()
     cal = calibration_error(runs)
     models = sorted({r.get("model") for r in runs if r.get("measured_ms") and r.get("predicted_ms")})
-    return _wrap(f"({cal['n']} runs over {len(models)} models, median error {cal['median_abs_rel']:.0%}, worst "
-                 f"{cal['max_abs_rel']:.0%}:")
+    grids = [json.loads((RESULTS / f).read_text())["results"] for f in ACCURACY["paths"]]
+    summaries = [b["summary"] for g in grids for b in g if "summary" in b]
+    raw = [s["errors"][p]["mape_raw"] for s in summaries for p in ("hybrid", "layerwise")]
+    held = [s["errors"][p]["mape_calibrated_held_out"] for s in summaries for p in ("hybrid", "layerwise")]
+    cross = [c for s in summaries for c in s["crossover"].values() if c.get("measured")]
+    latest = [b["summary"] for b in grids[0] if "summary" in b]
+    peaks = [m["predicted_bytes"] / m["measured_peak_bytes"] for s in latest for m in s["memory"]
+             if 4096 <= m["chunk"] <= 65536 and m.get("measured_peak_bytes")]
+    host = json.loads((RESULTS / ACCURACY["host_ram"]).read_text())["points"]
+    derive = json.loads((RESULTS / ACCURACY["derive"]).read_text())
+    ms = json.loads((RESULTS / ACCURACY["measured_search"]).read_text())
+    rows = [
+        ("prefill of a whole prompt (K = 2 layers)", f"path runner, H200 box: {cal['n']} runs, {len(models)} models",
+         f"median {cal['median_abs_rel']:.0%}, worst {cal['max_abs_rel']:.0%}", "docs/path-runner.md#results"),
+        ("MoE layer per forward, hybrid and layerwise", f"that grid and the same one an hour earlier, {len(models)} models each",
+         f"raw {_pct(min(raw), max(raw))}, calibrated (held out) {_pct(min(held), max(held))}", "docs/path-runner.md#results"),
+        ("crossover (where layerwise starts to win)", f"forced single forwards on each path, {len(cross)} crossovers",
+         f"calibrated without the runs that measure it {_pct(min(c['error_calibrated'] for c in cross), max(c['error_calibrated'] for c in cross))}, "
+         f"raw {_pct(min(c['error'] for c in cross), max(c['error'] for c in cross))}", "docs/path-runner.md#results"),
+        ("peak VRAM", f"{len(peaks)} runner peaks at chunks 4,096-65,536", f"predicted / measured {min(peaks):.3f}-{max(peaks):.3f}",
+         "docs/memory.md#checked-against-the-path-runner"),
+        ("host RAM (kt-kernel's scratch)", f"{len(host)} real kt-kernel allocations, 2-core AMX VM",
+         f"within {max(abs(p['pred_over_reserved'] - 1) for p in host):.0%} of the reservation",
+         "docs/memory.md#kt-kernels-scratch-read-from-its-source-and-measured"),
+        ("CPU MoE and stage A of a derived machine", f"16-core box derived to 32 cores: {len(derive['points'])} points of the measured 32-core box",
+         f"within {derive['worst_factor']:.2f}x", "docs/derive.md#cpu-kt-kernels-measured-per-core-throughput"),
+        ("`search --measure`'s pick", f"a measured grid on the H200 box ({ms['model']}, {ms['vram']})",
+         f"throughput {ms['pick_over_grid_optimum']:.2f}x the grid optimum's, in {ms['search']['measured_trials']} measured trials",
+         f"benchmarks/results/{ACCURACY['measured_search'].removesuffix('.json')}.md"),
+    ]
+    lines = ["| kttune predicts | measured by | error | details |", "|---|---|---|---|"]
+    lines += [f"| {what} | {by} | {err} | [{Path(link).name.split('#')[0]}]({link}) |" for what, by, err, link in rows]
+    return "\n".join(lines) + "\n"
 
 
 BLOCKS = {
@@ -195,7 +239,7 @@ BLOCKS = {
     "prefill-figure": prefill_figure_block,
     "derive-example": derive_block,
     "probe-quick": probe_quick_block,
-    "calibration-figure": calibration_block,
+    "accuracy": accuracy_block,
 }
 
 
@@ -254,38 +298,51 @@ def png_text(path: Path) -> dict[str, str]:
     return out
 
 
-# ---- README -------------------------------------------------------------------------------------
+# ---- the pages ---------------------------------------------------------------------------------
 
 
-def rendered(readme: str) -> str:
-    """README text with every figures block made anew."""
-    names = [m.group("name") for m in BLOCK_RE.finditer(readme)]
+def rendered(text: str) -> str:
+    """A page's text with every figures block made anew."""
+    names = [m.group("name") for m in BLOCK_RE.finditer(text)]
     unknown = sorted(set(names) - set(BLOCKS))
     if unknown:
-        raise SystemExit(f"README.md has figures blocks no function makes: {unknown}")
+        raise SystemExit(f"figures blocks no function makes: {unknown}")
     return BLOCK_RE.sub(lambda m: f"<!-- figures:{m.group('name')} -->\n{BLOCKS[m.group('name')]()}<!-- /figures -->",
-                        readme)
+                        text)
+
+
+def blocks_by_page() -> dict[Path, list[str]]:
+    """The figures blocks each page holds, in order (pages without one left out)."""
+    found = {p: [m.group("name") for m in BLOCK_RE.finditer(p.read_text())] for p in PAGES}
+    return {p: names for p, names in found.items() if names}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--write", action="store_true", help="rewrite README.md's blocks and docs/figures/*.png")
+    ap.add_argument("--write", action="store_true", help="rewrite the pages' blocks and docs/figures/*.png")
     args = ap.parse_args(argv)
     fresh_machine()
-    old = README.read_text()
-    new = rendered(old)
+    stale_pages = []
+    for page, names in blocks_by_page().items():
+        old = page.read_text()
+        new = rendered(old)
+        rel = page.relative_to(ROOT).as_posix()
+        if args.write:
+            if new != old:
+                page.write_text(new)
+            print(f"{rel} figures blocks: " + ", ".join(names))
+        elif new != old:
+            stale_pages.append(rel)
+            sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True), rel, "made"))
     if args.write:
-        README.write_text(new)
         for p in write_figures():
             print(f"wrote {p.relative_to(ROOT)}")
-        print("README.md figures blocks: " + ", ".join(m.group("name") for m in BLOCK_RE.finditer(new)))
         return 0
     stale = [name for name, want in figure_descriptions().items()
              if png_text(FIGURES / name).get(PNG_KEY) != want]
-    if new == old and not stale:
-        print("README.md and docs/figures are up to date")
+    if not stale_pages and not stale:
+        print("the pages' figures blocks and docs/figures are up to date")
         return 0
-    sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True), "README.md", "made"))
     for name in stale:
         print(f"docs/figures/{name} shows another configuration than HEAD makes")
     print("rerun: python scripts/readme_figures.py --write")

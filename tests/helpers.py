@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import Path
 
 from kttune.config import LaunchConfig
 from kttune.hw.registry import load_shipped
 from kttune.spec.loader import load_model
 
 DATASHEET_H200 = "datasheet-h200-pcie5-xeon-amx-16c"
+
+# Fixtures: copies of measured results the tests read (tests/data/README.md says where each came from)
+DATA = Path(__file__).resolve().parent / "data"
+PATHS_H200 = DATA / "paths-h200.json"  # the path runner on the H200 box, the latest of two grids
+PATHS_H200_EARLIER = DATA / "paths-h200-earlier.json"  # the same grid an hour earlier
 
 
 @lru_cache(maxsize=None)

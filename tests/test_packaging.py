@@ -65,7 +65,7 @@ def test_package_data_covers_every_file_read_at_run_time():
 
 
 def test_the_core_dependencies_leave_torch_to_the_measure_extra():
-    """README: `pip install kttune` runs model, search and emit; measuring needs kttune[measure]."""
+    """docs/install.md: `pip install kttune` runs model, search and emit; measuring needs kttune[measure]."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     core = [d.split(">")[0].split("=")[0].split(";")[0].strip() for d in project["dependencies"]]
     assert "torch" not in core and "matplotlib" not in core

@@ -1,6 +1,6 @@
-"""README.md's figures are what the code at HEAD makes (scripts/readme_figures.py): every generated
-block, and the configuration each PNG under docs/figures/ shows. A change that moves one fails here
-until `python scripts/readme_figures.py --write` is rerun."""
+"""The figures of README.md and docs/*.md are what the code at HEAD makes (scripts/readme_figures.py):
+every generated block, and the configuration each PNG under docs/figures/ shows. A change that moves
+one fails here until `python scripts/readme_figures.py --write` is rerun."""
 
 from __future__ import annotations
 
@@ -19,11 +19,22 @@ _spec.loader.exec_module(R)
 
 
 def test_every_readme_block_is_what_head_makes():
-    readme = R.README.read_text()
-    blocks = {m.group("name"): m.group("body") for m in R.BLOCK_RE.finditer(readme)}
+    blocks: dict[str, tuple[str, str]] = {}
+    for page in R.PAGES:
+        for m in R.BLOCK_RE.finditer(page.read_text()):
+            where = page.relative_to(ROOT).as_posix()
+            assert m.group("name") not in blocks, f"block {m.group('name')!r} in {blocks[m.group('name')][0]} and {where}"
+            blocks[m.group("name")] = (where, m.group("body"))
     assert set(blocks) == set(R.BLOCKS)
     for name, make in R.BLOCKS.items():
-        assert blocks[name] == make(), f"README block {name!r} is stale: run python scripts/readme_figures.py --write"
+        where, body = blocks[name]
+        assert body == make(), f"{where} block {name!r} is stale: run python scripts/readme_figures.py --write"
+
+
+def test_the_main_job_and_the_accuracy_table_are_in_the_readme():
+    """What a user reads first: the main job's pick and how accurate kttune is."""
+    names = [m.group("name") for m in R.BLOCK_RE.finditer(R.README.read_text())]
+    assert "main-job" in names and "accuracy" in names
 
 
 def test_each_figure_shows_the_configuration_head_picks():

@@ -35,7 +35,7 @@ def tune(
     repeats: Annotated[int, bounded("--repeats", rule=bounds.REPEATS,
                                     help="Rounds before the race may decide (its minimum); every measured number is a "
                                          "median of at least this many.")] = 3,
-    max_rounds: Annotated[int, bounded("--max-rounds", rule=bounds.ROUNDS,
+    max_rounds: Annotated[int, bounded("--max-rounds", rule=bounds.REPEATS,
                                        help="Rounds after which the race decides in any case.")] = 5,
     lengths: Annotated[int, bounded("--lengths", rule=bounds.CANDIDATES,
                                     help="Representative prompt lengths of the workload to measure.")] = 3,

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable
 
 from kttune.cost.calibration import Calibration
-from kttune.cost.features import (
-    ATTENTION_FEATURES, COPY_FEATURES, GEMM_FEATURES, MOE_FEATURES,
-    attention_prefill_flops, copy_features, gemm_features, moe_features,
-)
+from kttune.cost.features import attention_prefill_flops, copy_features, gemm_features, moe_features
 from kttune.cost.fit import LinearFit, fit_nonneg, interp_loglog
 from kttune.errors import UserError
 from kttune.hw.derive import nccl_allreduce_ms  # the all-reduce model a derived profile's curve holds
+from kttune.hw.curve_kinds import curve_kind  # each kind's features: the fit is the table's
+from kttune.hw.gpu_table import spec_for_name  # datasheet HBM bandwidth when no curve fits it
 from kttune.hw.profile import Curve, HardwareProfile
 from kttune.memory.vram import kv_cell_bytes  # the decode KV read is the pool's per-token cell
 from kttune.spec.methods import FORMATS, METHODS, bytes_per_expert, get_method, gpu_format
@@ -32,14 +30,6 @@ DEFAULT_OVERLAP_RATIO = 1.3
 HYBRID_SYNC_MS = 0.05
 # Per prefill forward: scheduler, sampling, launch overhead outside the layers.
 FORWARD_OVERHEAD_MS = 2.0
-
-# HBM bandwidth (GB/s) by GPU name, from datasheets; used for decode weight reads only when the
-# profile holds no GPU MoE curve to fit it from.
-HBM_GBPS_DATASHEET = {
-    "H200": 4800, "H100": 3350, "H800": 3350, "H20": 4000, "A100": 2039, "A800": 2039, "L40S": 864,
-    "L40": 864, "RTX 4090": 1008, "RTX 5090": 1792, "RTX 3090": 936, "RTX 6000 Ada": 960, "A6000": 768,
-}
-
 
 @dataclass
 class Components:
@@ -137,9 +127,9 @@ class Components:
                     and tuple(c.params.get("numa_nodes") or ()) == tuple(numa)]
             pooled = nearest_shapes(same or [c for c in curves if c.params.get("threadpools", 1) == pools] or curves,
                                     self.model.params_per_expert)
-            fit = fit_curves(pooled, MOE_FEATURES, _moe_row)
+            fit = fit_curves(pooled)
             m = self.model
-            same_shape = [c for c in pooled if c.params["hidden"] == m.hidden_size and c.params["inter"] == m.moe_intermediate_size]
+            same_shape = [c for c in pooled if (c.shape.hidden, c.shape.inter) == (m.hidden_size, m.moe_intermediate_size)]
             table = _residual_table(fit, same_shape[0]) if same_shape and self._cpu_method == self.method.name else None
             self._cpu_fits[key] = (fit, table)
         return self._cpu_fits[key]
@@ -165,7 +155,7 @@ class Components:
         if not self.profile.curves_of("gpu_moe", method=self.method.name):
             self.notes.append(f"GPU MoE for {self.method.name} not measured; used {curves[0].params.get('method')} curves rescaled by bytes")
         # GPU MoE curves run every expert of the layer: cpu_experts is absent and defaults to all
-        return fit_curves(curves, MOE_FEATURES, _moe_row)
+        return fit_curves(curves)
 
     def gpu_moe_ms(self, tokens: float, gpu_experts: int) -> float:
         """Fused MoE on one rank over `gpu_experts` of the layer's experts (I/tp shards)."""
@@ -181,8 +171,7 @@ class Components:
         if not curves:
             raise UserError("the hardware profile has no attention measurements", "pass a profile with GPU curves ({profile})",
                             params=("profile",))
-        return fit_curves(curves, ATTENTION_FEATURES, lambda c, x: (
-            1.0, attention_prefill_flops(x, 0, c.params["heads"], c.params["head_dim"], c.params["v_head_dim"])))
+        return fit_curves(curves)
 
     def attention_ms(self, tokens: float, prefix: float) -> float:
         """Prefill attention of one full-attention layer on one rank (heads / tp)."""
@@ -195,7 +184,7 @@ class Components:
         if not curves:
             raise UserError("the hardware profile has no GPU GEMM measurements", "pass a profile with GPU curves ({profile})",
                             params=("profile",))
-        return fit_curves(curves, GEMM_FEATURES, lambda c, x: gemm_features(x, c.params["hidden"], c.params["out"]))
+        return fit_curves(curves)
 
     def _dense_params_per_layer(self) -> float:
         m = self.model
@@ -214,10 +203,11 @@ class Components:
         b = self._gpu_moe_fit.coef[1]
         if b > 0:
             return b
-        for key, gbps in HBM_GBPS_DATASHEET.items():
-            if any(key in g.name for g in self.profile.inventory.gpus):
-                self.notes.append(f"HBM bandwidth from the {key} datasheet ({gbps} GB/s)")
-                return 1e3 / (gbps * 1e9)
+        for g in self.profile.inventory.gpus:
+            spec = spec_for_name(g.name)
+            if spec is not None:
+                self.notes.append(f"HBM bandwidth from the {spec.name} datasheet ({spec.hbm_gbps:g} GB/s)")
+                return 1e3 / (spec.hbm_gbps * 1e9)
         self.notes.append("HBM bandwidth unknown; assumed 1000 GB/s")
         return 1e3 / 1e12
 
@@ -235,7 +225,7 @@ class Components:
         if not curves:
             raise UserError(f"the hardware profile has no {kind.upper()} copy measurements",
                             "pass a profile with GPU curves ({profile})", params=("profile",))
-        return fit_curves(curves, COPY_FEATURES, _copy_row)
+        return fit_curves(curves)
 
     def _fit_copy_all_links(self) -> LinearFit | None:
         """H2D with every GPU copying at once (`gpu: "all"` curves, x = total bytes), if measured."""
@@ -243,7 +233,7 @@ class Components:
         if not curves:
             self.notes.append(f"H2D over {self.tp} links at once not measured; assumed each link runs at its single-GPU rate")
             return None
-        return fit_curves(curves, COPY_FEATURES, _copy_row)
+        return fit_curves(curves)
 
     def _allreduce_curve(self) -> Curve | None:
         """The profile's all-reduce curve for this many ranks (or the nearest measured count)."""
@@ -251,7 +241,7 @@ class Components:
             curves = self.profile.curves_of("allreduce")
             self._allreduce_best = min(curves, key=lambda c: abs(int(c.params.get("ranks", 2)) - self.tp)) if curves else None
             if curves:
-                self._allreduce_fit = fit_curves([self._allreduce_best], COPY_FEATURES, _copy_row)
+                self._allreduce_fit = fit_curves([self._allreduce_best])
             else:
                 self.notes.append("no all-reduce curve in the profile: TP all-reduces estimated with NCCL's ring cost "
                                   "model over one link at the measured H2D rate")
@@ -317,7 +307,7 @@ class Components:
             ths = sorted({int(c.params.get("threads", 1)) for c in curves})
             best = max([t for t in ths if t <= threads] or ths[:1])
             sel = [c for c in curves if int(c.params.get("threads", 1)) == best]
-            self._stage_a_fits[threads] = fit_curves(sel, COPY_FEATURES, _copy_row)
+            self._stage_a_fits[threads] = fit_curves(sel)
         return self._stage_a_fits[threads]
 
     def _fit_stage_c(self) -> LinearFit | None:
@@ -327,7 +317,7 @@ class Components:
         if not curves:
             self.notes.append("stage C (int4 repack) not measured; assumed free")
             return None
-        return fit_curves(curves, COPY_FEATURES, _copy_row)
+        return fit_curves(curves)
 
     def stage_c_ms(self, nbytes: float) -> float:
         return self._stage_c_fit(copy_features(nbytes)) if self._stage_c_fit else 0.0
@@ -342,7 +332,7 @@ class Components:
         by_threads: dict[int, list[Curve]] = {}
         for c in curves:
             by_threads.setdefault(int(c.params.get("threads") or 0), []).append(c)
-        self._pipeline_fits = {t: fit_curves(cs, COPY_FEATURES, _copy_row) for t, cs in by_threads.items()}
+        self._pipeline_fits = {t: fit_curves(cs) for t, cs in by_threads.items()}
         self._pipeline_points = {t: sorted((p.x, p.t_ms) for c in cs for p in c.points) for t, cs in by_threads.items()}
         # the reported fit: the thread count measured with the most points
         return self._pipeline_fits[max(by_threads, key=lambda t: sum(len(c.points) for c in by_threads[t]))]
@@ -371,26 +361,17 @@ class Components:
         return DEFAULT_OVERLAP_RATIO
 
 
-def fit_curves(curves: list[Curve], names: tuple[str, ...], features: Callable[[Curve, float], tuple]) -> LinearFit:
-    """Fit every point of `curves` with `features(curve, x)` (one place for the loop every
-    component shares)."""
+def fit_curves(curves: list[Curve]) -> LinearFit:
+    """Fit every point of `curves` (one kind) by that kind's features (`kttune.hw.curve_kinds`: its
+    `fit` row; the one loop every component shares)."""
+    fit = curve_kind(curves[0].kind).fit
+    assert fit is not None and all(c.kind == curves[0].kind for c in curves)
     rows, ys = [], []
     for c in curves:
         for pt in c.points:
-            rows.append(features(c, pt.x))
+            rows.append(fit.row(c, pt.x))
             ys.append(pt.t_ms)
-    return fit_nonneg(names, rows, ys)
-
-
-def _copy_row(c: Curve, x: float) -> tuple:
-    return copy_features(x)
-
-
-def _moe_row(c: Curve, x: float) -> tuple:
-    p = c.params
-    fmt = METHODS[p["method"]].cpu_format if p.get("method") in METHODS else "bf16"
-    return moe_features(x, p["hidden"], p["inter"], p["experts"], p["top_k"], p.get("cpu_experts", p["experts"]),
-                        bytes_per_expert(fmt, p["hidden"], p["inter"]))
+    return fit_nonneg(fit.names, rows, ys)
 
 
 def nearest_shapes(curves: list[Curve], params_per_expert: int, span: float = 8.0) -> list[Curve]:
@@ -398,7 +379,7 @@ def nearest_shapes(curves: list[Curve], params_per_expert: int, span: float = 8.
     shape runs the kernels far from their efficient regime, so it only enters the fit when nothing
     closer was measured."""
     def dist(c: Curve) -> float:
-        return abs(math.log(3 * c.params["hidden"] * c.params["inter"] / params_per_expert))
+        return abs(math.log(c.shape.params_per_expert / params_per_expert))
 
     best = min(dist(c) for c in curves)
     return [c for c in curves if dist(c) <= best + math.log(span)]
@@ -414,7 +395,7 @@ def _residual_table(fit: LinearFit, curve: Curve):
     holds the last ratio past the largest measured size."""
     xs, ratios = [], []
     for pt in sorted(curve.points, key=lambda q: q.x):
-        f = fit(_moe_row(curve, pt.x))
+        f = fit(curve_kind(curve.kind).fit.row(curve, pt.x))
         if f > 0:
             xs.append(pt.x)
             ratios.append(pt.t_ms / f)

@@ -1,50 +1,11 @@
-"""Physical features of each timed operation: what a cost term is linear in. One place for the
-formulas the probes' curves are fitted with and the predictions are made with."""
+"""The physical features cost terms are linear in. They live in `kttune.hw.features`, beside the curve
+kinds whose fits use them (kttune.hw.curve_kinds), so that a curve is fitted by the same features
+where it is read and where it is predicted; this module names them for the cost model."""
 
-from __future__ import annotations
+from kttune.hw.features import (
+    ATTENTION_FEATURES, COPY_FEATURES, GEMM_FEATURES, MOE_FEATURES, attention_prefill_flops, copy_features,
+    expected_experts_touched, gemm_features, moe_features,
+)
 
-
-def expected_experts_touched(tokens: float, top_k: int, experts_total: int, experts_subset: int) -> float:
-    """Distinct experts of a subset of `experts_subset` (out of `experts_total`) hit by `tokens`
-    tokens routing to `top_k` experts each, under uniform routing: subset * (1 - (1 - k/E)^M)."""
-    if experts_subset <= 0 or tokens <= 0:
-        return 0.0
-    p_miss = (1.0 - top_k / experts_total) ** tokens
-    return experts_subset * (1.0 - p_miss)
-
-
-def moe_features(tokens: float, hidden: int, inter: int, experts_total: int, top_k: int,
-                 experts_subset: int, bytes_per_expert: int) -> tuple[float, float, float]:
-    """(1, bytes of expert weights touched, flops) of an MoE forward over a subset of experts.
-    Flops: 2 x 3HI per token-expert pair routed into the subset (gate, up, down)."""
-    pairs = tokens * top_k * experts_subset / experts_total
-    touched = expected_experts_touched(tokens, top_k, experts_total, experts_subset)
-    return (1.0, touched * bytes_per_expert, 2.0 * 3 * hidden * inter * pairs)
-
-
-MOE_FEATURES = ("overhead_ms", "ms_per_byte", "ms_per_flop")
-
-
-def attention_prefill_flops(tokens: float, prefix: float, heads: int, qk_dim: int, v_dim: int) -> float:
-    """Causal attention flops of `tokens` new tokens after `prefix` cached ones, one layer:
-    QK^T and PV over an average context of prefix + (tokens+1)/2."""
-    ctx = prefix + (tokens + 1) / 2.0
-    return 2.0 * tokens * ctx * heads * (qk_dim + v_dim)
-
-
-ATTENTION_FEATURES = ("overhead_ms", "ms_per_flop")
-
-
-def gemm_features(tokens: float, k_dim: int, n_dim: int) -> tuple[float, float, float]:
-    """(1, weight bytes (bf16), flops) of a [tokens, k] x [k, n] matmul."""
-    return (1.0, 2.0 * k_dim * n_dim, 2.0 * tokens * k_dim * n_dim)
-
-
-GEMM_FEATURES = ("overhead_ms", "ms_per_byte", "ms_per_flop")
-
-
-def copy_features(nbytes: float) -> tuple[float, float]:
-    return (1.0, nbytes)
-
-
-COPY_FEATURES = ("overhead_ms", "ms_per_byte")
+__all__ = ["ATTENTION_FEATURES", "COPY_FEATURES", "GEMM_FEATURES", "MOE_FEATURES", "attention_prefill_flops",
+           "copy_features", "expected_experts_touched", "gemm_features", "moe_features"]

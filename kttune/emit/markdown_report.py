@@ -73,7 +73,7 @@ def runner_rows(doc: Any) -> list[dict] | None:
     """Path-runner rows {path, tokens, chunk, predicted_ms, measured_ms, ...} from a runner document,
     or None when `doc` is not one. Accepts `kttune paths --json` ({"request", "runs": [PathRun.to_dict
     with "prediction"]}, docs/path-runner.md), a results file holding several under "results"
-    (benchmarks/results/paths-*.json), and rows already in this schema ({"runs": rows} or a list).
+    (benchmarks/results/2026-12-01-h200-pcie5-xeon-amx-16c/paths.json), and rows already in this schema ({"runs": rows} or a list).
 
     From a PathRun: `path` is the forced path, else the one path its forwards took, else "switch";
     `tokens` the prompt; `measured_ms` the K layers' wall clock over the whole prompt and

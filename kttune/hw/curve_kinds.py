@@ -1,7 +1,25 @@
-"""The curve kinds a hardware profile holds, one row each: what a curve's x is, which part of the
-machine its time depends on, and the rule `kttune.hw.derive` moves it to another machine by. The
-profile reader accepts only these kinds (kttune.hw.profile), and derive has a rule for each, so a
+"""The curve kinds a hardware profile holds, one row each: what a curve's x is, the params it must
+carry (a typed view of them, `Curve.shape`), which part of the machine its time depends on, the
+features the cost model fits its points with, and the rule `kttune.hw.derive` moves it to another
+machine by. The profile reader accepts only these kinds and only curves that carry their params
+(`check_curve`, kttune.hw.profile), the cost model fits by the row's features
+(kttune.cost.components), and derive has a rule for each and refuses a kind without a row, so a
 kind nothing knows how to move can never pass as "measured" on a machine that was not measured.
+
+Each kind's x axis and the params its curves carry (the ones its typed view needs are checked):
+
+| kind            | x       | params                                                                 |
+|-----------------|---------|------------------------------------------------------------------------|
+| cpu_moe         | tokens  | method, threads, threadpools, hidden, inter, experts, top_k, cpu_experts |
+| stage_a_write   | bytes   | method, threads (bytes = expert bytes written into a pinned slot)      |
+| h2d, d2h        | bytes   | gpu (index or "all"), pinned (bool), numa (node of the host buffer)    |
+| stage_c_repack  | bytes   | method (bytes of expert weights post-processed on the GPU)             |
+| gpu_moe         | tokens  | method, hidden, inter, experts, top_k                                  |
+| gpu_gemm        | tokens  | hidden, out (a bf16 [tokens, hidden] x [hidden, out] matmul)           |
+| attention       | context | attention (mla/gqa), heads, kv_heads, head_dim, v_head_dim, kv_lora_rank, qk_rope_head_dim (one layer, a prefill of `context` tokens from empty) |
+| pipeline        | bytes   | method, experts, threads (one full MoE layer streamed A -> B -> C; extra: per-stage ms, overlap) |
+| host_ram        | tokens  | method, hidden, inter, experts, top_k, layers, threadpools, kernel (x = max_len; t_ms = time to build the layers; extra: reserved, resident, predicted bytes) |
+| allreduce       | bytes   | ranks, backend (nccl/gloo), dtype (one all_reduce of a tensor of x bytes per rank) |
 
 Derive rules (docs/derive.md states each with its check):
 
@@ -21,12 +39,124 @@ Derive rules (docs/derive.md states each with its check):
   is unchanged, dropped when it changes.
 - `allreduce`: re-derived for the target GPU count and link (ring model fitted on a measured curve,
   else NCCL's own latency and bandwidth model).
-Pure data.
+Adding a curve kind is adding a row here (docs/howto-add-a-probe.md). Pure (no torch).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
+from typing import Any, Callable
+
+from kttune.hw.features import (
+    ATTENTION_FEATURES, COPY_FEATURES, GEMM_FEATURES, MOE_FEATURES, attention_prefill_flops, copy_features,
+    gemm_features, moe_features,
+)
+from kttune.spec.methods import METHODS, bytes_per_expert
+
+# ---- typed views of a curve's params (the shape keys each kind must carry) ---------------------------
+
+
+@dataclass(frozen=True)
+class MoeCurveShape:
+    """The MoE layer a `cpu_moe`, `gpu_moe` or `host_ram` curve ran: `cpu_experts` of the `experts`
+    ran (all when absent)."""
+
+    method: str
+    hidden: int
+    inter: int
+    experts: int
+    top_k: int
+    cpu_experts: int | None = None
+
+    @property
+    def routed_experts(self) -> int:
+        return self.experts if self.cpu_experts is None else self.cpu_experts
+
+    @property
+    def params_per_expert(self) -> int:
+        return 3 * self.hidden * self.inter
+
+
+@dataclass(frozen=True)
+class MethodCurveShape:
+    """The KT method a stage A, stage C or pipeline curve moved experts of."""
+
+    method: str
+
+
+@dataclass(frozen=True)
+class GemmCurveShape:
+    """A bf16 [tokens, hidden] x [hidden, out] matmul."""
+
+    hidden: int
+    out: int
+
+
+@dataclass(frozen=True)
+class AttentionCurveShape:
+    """One layer's prefill attention (the keys the attention probe writes, kttune.kernels.attention_shape)."""
+
+    attention: str  # mla | gqa
+    heads: int
+    head_dim: int
+    v_head_dim: int
+
+
+def _view(cls: type, kind: str, params: dict[str, Any]) -> Any:
+    """`params` as `cls`: every field without a default present, each str field a string and each
+    int field a whole number >= 1 (a count of experts on the CPU may be 0); ValueError naming the key."""
+    kw = {}
+    for f in fields(cls):
+        v = params.get(f.name)
+        if v is None:
+            if _required(f):
+                raise ValueError(f"{kind} curve params {_brief(params)} lack {f.name!r}")
+            continue
+        if f.type == "str":
+            if not isinstance(v, str):
+                raise ValueError(f"{kind} curve param {f.name} = {v!r} is not a string")
+        else:
+            lo = 0 if f.name == "cpu_experts" else 1
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise ValueError(f"{kind} curve param {f.name} = {v!r} is not a whole number >= {lo}")
+        kw[f.name] = v
+    return cls(**kw)
+
+
+def _required(f: Any) -> bool:
+    return f.default is MISSING and f.default_factory is MISSING
+
+
+def _brief(params: dict[str, Any]) -> str:
+    return "{" + ", ".join(f"{k}: {v!r}" for k, v in list(params.items())[:4]) + ("" if len(params) <= 4 else ", ...") + "}"
+
+
+# ---- the cost model's fits -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CostFit:
+    """How the cost model fits a kind's points (kttune.cost.components.fit_curves): t_ms = sum of
+    non-negative coefficients times `row(curve, x)`, one feature per name (kttune.hw.features)."""
+
+    names: tuple[str, ...]
+    row: Callable[[Any, float], tuple[float, ...]]
+
+
+def _moe_row(c: Any, x: float) -> tuple:
+    s: MoeCurveShape = c.shape
+    fmt = METHODS[s.method].cpu_format if s.method in METHODS else "bf16"
+    return moe_features(x, s.hidden, s.inter, s.experts, s.top_k, s.routed_experts, bytes_per_expert(fmt, s.hidden, s.inter))
+
+
+MOE_FIT = CostFit(MOE_FEATURES, _moe_row)
+COPY_FIT = CostFit(COPY_FEATURES, lambda c, x: copy_features(x))
+GEMM_FIT = CostFit(GEMM_FEATURES, lambda c, x: gemm_features(x, c.shape.hidden, c.shape.out))
+ATTENTION_FIT = CostFit(ATTENTION_FEATURES, lambda c, x: (
+    1.0, attention_prefill_flops(x, 0, c.shape.heads, c.shape.head_dim, c.shape.v_head_dim)))
+
+
+# ---- the table ------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -35,22 +165,56 @@ class CurveKind:
     x_unit: str
     depends_on: str  # "cpu" | "gpu" | "pcie" | "cpu+gpu" | "gpus"
     derive: str  # one of DERIVE_RULES
+    shape: type | None = None  # the typed view of the params (`Curve.shape`); None: no params required
+    fit: CostFit | None = None  # None: the cost model does not fit the kind's times (host_ram: its bytes)
+
+    @property
+    def required_params(self) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(self.shape) if _required(f)) if self.shape else ()
+
+    @property
+    def measures_gpu(self) -> bool:
+        """Whether a GPU (or its link) is timed: the kinds a CPU-only probe leaves to a shipped profile."""
+        return self.depends_on in ("gpu", "pcie", "cpu+gpu")
 
 
 DERIVE_RULES = ("cpu_threads", "gpu_roofline", "pcie_link", "pipeline_overlap", "host_cpu", "allreduce")
 
 KINDS: dict[str, CurveKind] = {k.name: k for k in (
-    CurveKind("cpu_moe", "tokens", "cpu", "cpu_threads"),
-    CurveKind("stage_a_write", "bytes", "cpu", "cpu_threads"),
-    CurveKind("h2d", "bytes", "pcie", "pcie_link"),
-    CurveKind("d2h", "bytes", "pcie", "pcie_link"),
-    CurveKind("stage_c_repack", "bytes", "gpu", "gpu_roofline"),
-    CurveKind("gpu_moe", "tokens", "gpu", "gpu_roofline"),
-    CurveKind("gpu_gemm", "tokens", "gpu", "gpu_roofline"),
-    CurveKind("attention", "context", "gpu", "gpu_roofline"),
-    CurveKind("pipeline", "bytes", "cpu+gpu", "pipeline_overlap"),
-    CurveKind("host_ram", "tokens", "cpu", "host_cpu"),
-    CurveKind("allreduce", "bytes", "gpus", "allreduce"),
+    CurveKind("cpu_moe", "tokens", "cpu", "cpu_threads", MoeCurveShape, MOE_FIT),
+    CurveKind("stage_a_write", "bytes", "cpu", "cpu_threads", MethodCurveShape, COPY_FIT),
+    CurveKind("h2d", "bytes", "pcie", "pcie_link", None, COPY_FIT),
+    CurveKind("d2h", "bytes", "pcie", "pcie_link", None, COPY_FIT),
+    CurveKind("stage_c_repack", "bytes", "gpu", "gpu_roofline", MethodCurveShape, COPY_FIT),
+    CurveKind("gpu_moe", "tokens", "gpu", "gpu_roofline", MoeCurveShape, MOE_FIT),
+    CurveKind("gpu_gemm", "tokens", "gpu", "gpu_roofline", GemmCurveShape, GEMM_FIT),
+    CurveKind("attention", "context", "gpu", "gpu_roofline", AttentionCurveShape, ATTENTION_FIT),
+    CurveKind("pipeline", "bytes", "cpu+gpu", "pipeline_overlap", MethodCurveShape, COPY_FIT),
+    CurveKind("host_ram", "tokens", "cpu", "host_cpu", MoeCurveShape, None),
+    CurveKind("allreduce", "bytes", "gpus", "allreduce", None, COPY_FIT),
 )}
 
 CURVE_KINDS = tuple(KINDS)
+
+
+def curve_kind(kind: str) -> CurveKind:
+    """The row of `kind`; ValueError for a kind the table does not hold."""
+    row = KINDS.get(kind)
+    if row is None:
+        raise ValueError(f"unknown curve kind {kind!r} (kttune knows {', '.join(CURVE_KINDS)})")
+    return row
+
+
+def curve_shape(kind: str, params: dict[str, Any]) -> Any:
+    """The typed view of a `kind` curve's params (None for kinds without one); ValueError when a
+    param it must carry is missing or of the wrong type."""
+    row = curve_kind(kind)
+    return _view(row.shape, kind, params) if row.shape else None
+
+
+def check_curve(kind: str, x_unit: str, params: dict[str, Any]) -> None:
+    """What the profile reader holds every curve to: a kind of the table, its x unit, its params."""
+    row = curve_kind(kind)
+    if x_unit != row.x_unit:
+        raise ValueError(f"{kind} curve has x_unit {x_unit!r}; its x is in {row.x_unit}")
+    curve_shape(kind, params)

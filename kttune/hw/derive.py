@@ -27,7 +27,7 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, Iterable
 
 from kttune.errors import ParameterError, UserError
-from kttune.hw.curve_kinds import KINDS
+from kttune.hw.curve_kinds import curve_kind
 from kttune.hw.fingerprint import fingerprint
 from kttune.hw.fit import fit_nonneg
 from kttune.hw.gpu_table import GpuSpec, gpu_spec, pcie_gbps, spec_for_name
@@ -168,21 +168,21 @@ def serial_fraction(profile: HardwareProfile, kind: str = "cpu_moe") -> float:
 
 
 def _shape_key(c: Curve) -> tuple:
-    p = c.params
-    return (c.kind, p.get("method"), p.get("hidden"), p.get("inter"), p.get("experts"), p.get("top_k"), p.get("cpu_experts"))
+    """A CPU curve's kind and typed shape (`Curve.shape`: the MoE layer of cpu_moe, the method of stage A)."""
+    return (c.kind, c.shape)
 
 
 def _cpu_point_bytes(c: Curve, x: float) -> float:
     """Bytes one kt-kernel call moves through DRAM: a MoE forward of `x` tokens reads the expert
     weights it touches; a stage A write of `x` bytes reads the expert and writes its GPU-layout copy."""
-    p = c.params
     if c.kind == "stage_a_write":
         return 2.0 * x
-    if c.kind != "cpu_moe" or not p.get("hidden"):
+    if c.kind != "cpu_moe":
         return 0.0
-    e, k = int(p.get("cpu_experts") or p["experts"]), int(p["top_k"])
+    s = c.shape
+    e, k = s.routed_experts or s.experts, s.top_k
     touched = e * (1 - (1 - min(1.0, k / e)) ** x)
-    return touched * 3 * p["hidden"] * p["inter"] * GPU_BYTES_PER_WEIGHT.get(str(p.get("method")), 1.0)
+    return touched * s.params_per_expert * GPU_BYTES_PER_WEIGHT.get(s.method, 1.0)
 
 
 def scale_cpu_time(t_ms: float, serial: float, threads_from: int, threads_to: int, rate_ratio: float = 1.0,
@@ -260,19 +260,17 @@ def derive_cpu_curves(profile: HardwareProfile, cpu: CpuTarget) -> tuple[list[Cu
 
 def _gpu_point_work(c: Curve, x: float) -> tuple[float, float, bool]:
     """(flops, bytes, fp8) of one GPU curve point."""
-    p = c.params
+    s = c.shape
     if c.kind == "gpu_moe":
-        h, i, e, k = p["hidden"], p["inter"], p["experts"], p["top_k"]
-        method = str(p.get("method", "BF16")).upper()
+        h, i, e, k = s.hidden, s.inter, s.experts, s.top_k
+        method = s.method.upper()
         touched = e * (1 - (1 - min(1.0, k / e)) ** x)
         nbytes = touched * 3 * h * i * GPU_BYTES_PER_WEIGHT.get(method, 2.0) + 4 * x * h * k
         return 6 * x * k * h * i, nbytes, method in FP8_METHODS
     if c.kind == "gpu_gemm":
-        h, o = p["hidden"], p["out"]
-        return 2 * x * h * o, 2 * (x * h + h * o + x * o), False
+        return 2 * x * s.hidden * s.out, 2 * (x * s.hidden + s.hidden * s.out + x * s.out), False
     if c.kind == "attention":
-        heads, hd, vd = p["heads"], p["head_dim"], p["v_head_dim"]
-        return 2 * x * x / 2 * heads * (hd + vd), 0.0, False
+        return 2 * x * x / 2 * s.heads * (s.head_dim + s.v_head_dim), 0.0, False
     if c.kind == "stage_c_repack":
         return 0.0, 2 * x, False
     raise ValueError(c.kind)
@@ -404,7 +402,11 @@ def derive_profile(measured: HardwareProfile, change: Change, created: str = "")
                      f"{tgt_gpu.bf16_tflops:g} TFLOP/s); copies' bytes terms by the PCIe ratio {src_link:.1f} -> {tgt_link:.1f} GB/s")
     carried_overlap = False
     for c in measured.curves:
-        rule = KINDS[c.kind].derive  # the profile reader admits no kind without a row
+        try:
+            rule = curve_kind(c.kind).derive
+        except ValueError as e:  # a curve built in code: the reader admits no kind without a row
+            raise UserError(f"cannot derive the profile: {e}", "add the kind's row to kttune/hw/curve_kinds.py, "
+                            "with its derive rule, or drop the curve") from None
         if rule == "cpu_threads":
             if not cpu_changed:
                 curves.append(_labelled(c, "measured", 1.0))

@@ -1,6 +1,10 @@
-"""Datasheet figures of the GPUs KTransformers users run, for deriving profiles of machines that
-were not measured (`kttune.hw.derive`). Dense tensor rates (no sparsity) with FP32 accumulate;
-sources in docs/derive.md. Pure data."""
+"""The GPU table: datasheet figures of the GPUs KTransformers users run, one record each, and the
+PCIe link rates. Every datasheet number kttune uses reads it: deriving profiles of machines that
+were not measured (`kttune.hw.derive`, the shipped `profiles/datasheet-*.json` of
+`kttune.hw.datasheet`), the cost model's HBM bandwidth when a profile cannot fit one
+(`kttune.cost.components`), the probes' link-rate ratio (`kttune.probes.gpu_common`). Dense tensor
+rates (no sparsity) with FP32 accumulate; sources in docs/derive.md. Adding a GPU is adding a record
+(docs/howto-add-a-gpu.md). Pure data."""
 
 from __future__ import annotations
 
@@ -47,6 +51,14 @@ GPUS: dict[str, GpuSpec] = {g.key: g for g in (
     GpuSpec("h20", "NVIDIA H20", 96 * GB, 4000, 148, 296, 5, 16, 450, "NVIDIA H20 product brief"),
     GpuSpec("h200", "NVIDIA H200", 141 * GB, 4800, 989, 1979, 5, 16, 450,
             "NVIDIA H200 Tensor Core GPU datasheet (SXM figures)"),
+    GpuSpec("h800", "NVIDIA H800", 80 * GB, 3350, 989, 1979, 5, 16, 200,
+            "NVIDIA H800 Tensor Core GPU datasheet (SXM)"),
+    GpuSpec("a800", "NVIDIA A800-SXM4-80GB", 80 * GB, 2039, 312, None, 4, 16, 200,
+            "NVIDIA A800 Tensor Core GPU datasheet (80GB SXM)"),
+    GpuSpec("l40", "NVIDIA L40", 48 * GB, 864, 181.05, 362.1, 4, 16, 0.0, "NVIDIA L40 datasheet"),
+    GpuSpec("rtx-6000-ada", "NVIDIA RTX 6000 Ada Generation", 48 * GB, 960, 364.2, 728.5, 4, 16, 0.0,
+            "NVIDIA Ada GPU architecture whitepaper, appendix (RTX 6000 Ada)"),
+    GpuSpec("a6000", "NVIDIA RTX A6000", 48 * GB, 768, 154.8, None, 4, 16, 56.25, "NVIDIA RTX A6000 datasheet"),
 )}
 
 
@@ -59,7 +71,8 @@ def gpu_spec(key: str) -> GpuSpec:
 
 
 def spec_for_name(name: str) -> GpuSpec | None:
-    """The table entry whose NVML name matches `name` (exact first, then the longest contained key)."""
+    """The table entry whose NVML name matches `name` (exact first, then the longest contained key:
+    "NVIDIA L40S" is the l40s, not the l40; "NVIDIA H200 NVL" the h200)."""
     for g in GPUS.values():
         if g.name == name:
             return g
@@ -68,9 +81,13 @@ def spec_for_name(name: str) -> GpuSpec | None:
     return max(hits, key=lambda g: len(g.key)) if hits else None
 
 
+# Per-lane signalling rate in GT/s and line-code efficiency, PCIe gen 1..6: 8b/10b up to Gen2,
+# 128b/130b Gen3-5, PAM4 + FLIT (242/256) in Gen6.
+PCIE_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+PCIE_LINE_CODE = {1: 8 / 10, 2: 8 / 10, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 242 / 256}
+
+
 def pcie_gbps(gen: int, width: int) -> float:
-    """Theoretical one-direction PCIe rate, GB/s: GT/s per lane x lanes x encoding (8b/10b up to
-    Gen2, 128b/130b from Gen3) / 8 bits."""
-    gts = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}[gen]
-    enc = 0.8 if gen <= 2 else 128 / 130
-    return gts * width * enc / 8
+    """Theoretical one-direction PCIe rate, GB/s (1e9 B/s): GT/s per lane x lanes x line-code
+    efficiency / 8 bits. Gen5 x16: 16 x 32 x 128/130 / 8 = 63.0 GB/s."""
+    return PCIE_GTS[gen] * width * PCIE_LINE_CODE[gen] / 8

@@ -3,20 +3,8 @@
 A versioned JSON document holding the machine's inventory and measured curves (time against size,
 with spread). Probes write it; the cost model reads it. Pure Python (no torch).
 
-Curve kinds and their x axis (`Curve.x_unit`) and the `params` each carries:
-
-| kind            | x       | params                                                                 |
-|-----------------|---------|------------------------------------------------------------------------|
-| cpu_moe         | tokens  | method, threads, threadpools, hidden, inter, experts, top_k, cpu_experts |
-| stage_a_write   | bytes   | method, threads (bytes = expert bytes written into a pinned slot)      |
-| h2d, d2h        | bytes   | gpu (index or "all"), pinned (bool), numa (node of the host buffer)    |
-| stage_c_repack  | bytes   | method (bytes of expert weights post-processed on the GPU)             |
-| gpu_moe         | tokens  | method, hidden, inter, experts, top_k                                  |
-| gpu_gemm        | tokens  | hidden, out (a bf16 [tokens, hidden] x [hidden, out] matmul)           |
-| attention       | context | attention (mla/gqa), heads, kv_heads, head_dim, v_head_dim, kv_lora_rank, qk_rope_head_dim (one layer, a prefill of `context` tokens from empty) |
-| pipeline        | bytes   | method, experts, threads (one full MoE layer streamed A -> B -> C; extra: per-stage ms, overlap) |
-| host_ram        | tokens  | method, hidden, inter, experts, top_k, layers, threadpools, kernel (x = max_len; t_ms = time to build the layers; extra: reserved, resident, predicted bytes) |
-| allreduce       | bytes   | ranks, backend (nccl/gloo), dtype (one all_reduce of a tensor of x bytes per rank) |
+The curve kinds, their x axis (`Curve.x_unit`), the `params` each carries and the typed view of
+them (`Curve.shape`) are the rows of `kttune.hw.curve_kinds`; the reader holds every curve to its row.
 """
 
 from __future__ import annotations
@@ -26,13 +14,14 @@ import math
 import os
 import tempfile
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable
 
 from kttune import bounds
 from kttune.bounds import read_json_file
 from kttune.errors import UserError
-from kttune.hw.curve_kinds import CURVE_KINDS  # the kinds and their derive rules, one table
+from kttune.hw.curve_kinds import CURVE_KINDS, check_curve, curve_shape  # noqa: F401 - CURVE_KINDS re-exported
 
 PROFILE_FORMAT = "kttune-hardware-profile"
 PROFILE_VERSION = 1
@@ -61,6 +50,12 @@ class Curve:
 
     def matches(self, **want: Any) -> bool:
         return all(self.params.get(k) == v for k, v in want.items())
+
+    @cached_property
+    def shape(self) -> Any:
+        """The typed view of `params` for this kind (`kttune.hw.curve_kinds`: e.g. a `MoeCurveShape`
+        for cpu_moe); ValueError when the params lack a key the kind needs."""
+        return curve_shape(self.kind, self.params)
 
     @property
     def xs(self) -> list[float]:
@@ -193,8 +188,7 @@ def _tuple(xs: Iterable[Any] | None) -> tuple:
 
 def _curve_from_dict(d: dict[str, Any]) -> Curve:
     kind = d["kind"]
-    if kind not in CURVE_KINDS:
-        raise ValueError(f"unknown curve kind {kind!r}")
+    check_curve(kind, d["x_unit"], dict(d.get("params", {})))
     pts = tuple(Point(**pt) for pt in d["points"])
     if not pts:
         raise ValueError(f"{kind} curve {dict(d.get('params', {}))} has no points")

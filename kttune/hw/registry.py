@@ -11,14 +11,17 @@ from pathlib import Path
 
 from kttune.bounds import loads_json
 from kttune.errors import UserError
+from kttune.hw.curve_kinds import KINDS
 from kttune.hw.fingerprint import fingerprint
 from kttune.hw.profile import HardwareProfile, Inventory, Provenance, load_profile, profile_from_dict
 from kttune.paths import profile_cache_path
 
 # The shipped profile used when nothing else is given; measured profiles come first.
 DEFAULT_SHIPPED = ("h200-pcie5-xeon-amx-16c", "datasheet-h200-pcie5-xeon-amx-16c")
-GPU_KINDS = ("h2d", "d2h", "stage_c_repack", "gpu_moe", "gpu_gemm", "attention", "pipeline")
-CPU_KINDS = ("cpu_moe", "stage_a_write")
+# Kinds a profile measured without a GPU takes from the shipped one, and the kt-kernel kinds every
+# measured profile holds (rows of the curve-kind table).
+GPU_KINDS = tuple(k for k, row in KINDS.items() if row.measures_gpu)
+CPU_KINDS = tuple(k for k, row in KINDS.items() if row.derive == "cpu_threads")
 
 
 def shipped_names() -> list[str]:

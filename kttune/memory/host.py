@@ -3,7 +3,7 @@ count, kt-kernel 0.7.2 loads every expert: ktransformers#2084), kt-kernel's own 
 the forward scratch kt-kernel sizes from `max_len` = --chunked-prefill-size. Pure functions.
 
 The scratch formula is read from kt-kernel's source and checked against real kt-kernel MoE objects
-(benchmarks/results/host_ram-*.json, `kttune.probes.host_ram`); docs/memory.md gives the buffer list
+(benchmarks/results/2026-12-01-xeon-amx-2c/host_ram.json, `kttune.probes.host_ram`); docs/memory.md gives the buffer list
 with upstream links.
 """
 
@@ -46,7 +46,7 @@ class KernelFamily:
 
 
 # Source files under kt-kernel/operators/ (docs/memory.md links them); every family's per-token
-# slope was checked against real kt-kernel objects (benchmarks/results/host_ram-*.json).
+# slope was checked against real kt-kernel objects (benchmarks/results/2026-12-01-xeon-amx-2c/host_ram.json).
 # avx2/*: bf16 BufferA, fp32 BufferC, M_STEP 1.
 AVX2 = KernelFamily("avx2", 2, 0, 0, 1, 1)
 # amx/bf16-moe.hpp (GemmKernel224BF16: BufferABF16Impl, BufferCFP32Impl, M_STEP 32).

@@ -143,8 +143,9 @@ def mla_attention_form(prefix: int, backend: str = "triton") -> str:
 def attention_phase_bytes(model: ModelSpec, tokens: int, tp: int, prefix: int | None = None, backend: str = "triton",
                           form: str | None = None) -> int:
     """Alive at once in one layer's attention (SGLang deepseek_v2.py / qwen3_moe.py forward): the
-    normed input, the projections of the rank's heads and the attention output, o_proj's output and,
-    at TP > 1, the all-reduce output. MLA: with `prefix` given, the form SGLang runs for it on
+    normed input, the projections of the rank's heads (with the output gate where the model has one:
+    Qwen3-Next's `qkv_proj` projects q and a gate of q's size) and the attention output, o_proj's
+    output and, at TP > 1, the all-reduce output. MLA: with `prefix` given, the form SGLang runs for it on
     `backend` (`mla_attention_form`); without, the larger of the expanded path (kv_b_proj
     expands the latent to per-head K and V: no prefix) and the absorbed one (q projected into the
     latent space: chunks after the first). The one-shot form expands the fetched latent of the prefix
@@ -172,6 +173,8 @@ def attention_phase_bytes(model: ModelSpec, tokens: int, tp: int, prefix: int | 
     else:
         kv_heads = max(1, model.num_kv_heads // tp)
         per += (heads + 2 * kv_heads) * model.head_dim + heads * model.v_head_dim
+        if model.attention_output_gate:  # Qwen3-Next: the fused q projection holds the gate too
+            per += heads * model.head_dim
     if tp > 1:
         per += h
     return (m * per + kv_rows) * BF16

@@ -50,6 +50,12 @@ def _remember(secret: str | None) -> None:
         _secrets.update({secret, quote(secret, safe=""), unquote(secret)})
 
 
+def forget_passwords() -> None:
+    """Start a command with none remembered (a test process runs many commands: one command's
+    password must not blank text out of the next one's messages)."""
+    _secrets.clear()
+
+
 def redact(text: str) -> str:
     """`text` with every password this process has seen replaced by `***` (longest first)."""
     for s in sorted(_secrets, key=len, reverse=True):

@@ -1,9 +1,10 @@
 """Read a HuggingFace config.json into a `ModelSpec`.
 
-Key spellings per family follow docs/model-configs.md (the lookup order and its traps):
-DeepSeek-V3/R1/V3.1 and Kimi-K2 (MLA), GLM-4.x (`glm4_moe`), Qwen3-MoE, Qwen3-Next (hybrid linear
-attention), MiniMax-M2 (`minimax_m2`), gpt-oss (`gpt_oss`) and Mixtral. Unknown families are read with
-the same generic rules and a note. The quantization_config dialects (HF-FP8, compressed-tensors, mxfp4,
+Key spellings per family follow docs/model-configs.md (the lookup order and its traps); what a
+family does differently is its record in `kttune.spec.families` (DeepSeek-V3/R1/V3.1 and Kimi-K2
+(MLA), GLM-4.x (`glm4_moe`), Qwen3-MoE, Qwen3-Next (hybrid linear attention), MiniMax-M2
+(`minimax_m2`), gpt-oss (`gpt_oss`), Mixtral, ...). Unknown families are read with the generic rules
+and a note. The quantization_config dialects (HF-FP8, compressed-tensors, mxfp4,
 gptq) map to a checkpoint format and the KT method that serves it natively (docs/weight-formats.md).
 Pure Python: no torch, no files.
 """
@@ -18,13 +19,12 @@ from typing import Any
 
 from kttune.bounds import CONFIG_COUNT, CONFIG_SIZE, Bound
 from kttune.errors import UserError
+from kttune.spec.families import (
+    EXPERT_COUNT_KEYS, LAYER_COUNT_KEYS, ROUTER_SCORINGS, SHARED_EXPERT_WIDTH_KEYS, TOP_K_KEYS, FamilyRules,
+    family_rules,
+)
 from kttune.spec.methods import FORMATS, NATIVE_METHOD_FOR_FORMAT, get_method
-from kttune.spec.model_spec import ModelSpec
-
-MLA_FAMILIES = ("deepseek_v3", "deepseek_v2", "kimi_k2")
-# Families whose `intermediate_size` is the per-expert width (they have no moe_intermediate_size).
-EXPERT_WIDTH_IN_INTERMEDIATE_SIZE = ("minimax_m2", "minimax", "gpt_oss", "mixtral")
-KNOWN_FAMILIES = MLA_FAMILIES + ("glm4_moe", "qwen3_moe", "qwen3_next", "qwen2_moe") + EXPERT_WIDTH_IN_INTERMEDIATE_SIZE
+from kttune.spec.model_spec import ModelSpec, RouterSpec
 
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
 
@@ -239,13 +239,13 @@ class _AttentionLayers:
     sliding_window: int
 
 
-def _attention_layers(cfg: dict, name: str, family: str, num_layers: int, notes: list[str]) -> _AttentionLayers:
+def _attention_layers(cfg: dict, name: str, rules: FamilyRules, num_layers: int, notes: list[str]) -> _AttentionLayers:
     layers = range(num_layers)
     window = _count(cfg, name, "sliding_window")
     if cfg.get("layer_types") is not None:
         kinds = [str(t) for t in _layer_list(cfg, name, "layer_types", num_layers)]
-    elif family == "qwen3_next" or "full_attention_interval" in cfg:
-        n = _int(cfg, name, "full_attention_interval", default=4)
+    elif rules.full_attention_interval or "full_attention_interval" in cfg:
+        n = _int(cfg, name, "full_attention_interval", default=rules.full_attention_interval or 4)
         kinds = ["full_attention" if (i + 1) % n == 0 else "linear_attention" for i in layers]
     elif cfg.get("attn_type_list") is not None:
         # MiniMax: 1 = softmax (full) attention, 0 = lightning (linear) attention
@@ -257,7 +257,7 @@ def _attention_layers(cfg: dict, name: str, family: str, num_layers: int, notes:
         start = _count(cfg, name, "max_window_layers")
         kinds = ["sliding_attention" if i >= start else "full_attention" for i in layers]
     else:
-        if window and family == "mixtral":
+        if window and rules.sliding_window_ignored:
             notes.append(f"sliding_window {window} ignored: SGLang runs Mixtral with full attention")
         kinds = ["full_attention"] * num_layers
     full = tuple(i for i, t in enumerate(kinds) if t == "full_attention")
@@ -310,22 +310,66 @@ def _mla_attention_params(cfg: dict, name: str, h: int, heads: int) -> tuple[int
     return linear, norms
 
 
-def _gqa_attention_params(cfg: dict, family: str, h: int, heads: int, kv: int, hd: int) -> tuple[int, int]:
+def _gqa_attention_params(cfg: dict, rules: FamilyRules, qk_norm: str, h: int, heads: int, kv: int,
+                          hd: int) -> tuple[int, int]:
     q_out = heads * hd
     # Qwen3-Next's gated attention projects q and an output gate of the same size in q_proj.
-    q_mult = 2 if family == "qwen3_next" and cfg.get("attn_output_gate", True) else 1
+    q_mult = 2 if _output_gate(cfg, rules) else 1
     linear = h * q_out * q_mult + 2 * h * kv * hd + q_out * h
     other = 0
     if cfg.get("attention_bias"):
         other += q_out * q_mult + 2 * kv * hd
-        if family == "gpt_oss":
+        if rules.attention_sinks:
             other += h + heads  # o_proj bias and attention sinks
-    if family in ("qwen3_moe", "qwen3_next") or cfg.get("use_qk_norm"):
-        if str(cfg.get("qk_norm_type", "")).lower() == "per_layer":  # MiniMax: norm over all heads
-            other += q_out + kv * hd
-        else:
-            other += 2 * hd
+    if qk_norm == "per_layer":  # MiniMax: one norm over all heads
+        other += q_out + kv * hd
+    elif qk_norm == "per_head":
+        other += 2 * hd
     return linear, other
+
+
+def _output_gate(cfg: dict, rules: FamilyRules) -> bool:
+    """Whether q_proj also projects an output gate (`attn_output_gate`, the family's default)."""
+    return bool(cfg.get("attn_output_gate", rules.attention_output_gate))
+
+
+def _qk_norm(cfg: dict, rules: FamilyRules) -> str:
+    """Which RMSNorm q and k get (kttune.spec.families.QK_NORMS): the family's, or `use_qk_norm`
+    with `qk_norm_type` ("per_layer": over all heads at once, else per head)."""
+    if not (rules.qk_norm or cfg.get("use_qk_norm")):
+        return ""
+    return "per_layer" if str(cfg.get("qk_norm_type", "")).lower() == "per_layer" else "per_head"
+
+
+def _router(cfg: dict, name: str, rules: FamilyRules, num_experts: int, notes: list[str]) -> RouterSpec:
+    """The router from `scoring_func`, `n_group`, `topk_group`, `norm_topk_prob`,
+    `routed_scaling_factor`, `topk_method` / `use_routing_bias` (a correction bias), with the
+    family's defaults where the config is silent."""
+    # a routing bias comes with sigmoid scores (MiniMax-M2's `use_routing_bias`, as DeepSeek-V3's)
+    default = "sigmoid" if cfg.get("use_routing_bias") else rules.router_scoring
+    scoring = str(cfg.get("scoring_func") or default).lower()
+    if scoring not in ROUTER_SCORINGS:
+        notes.append(f"router scoring_func {scoring!r} not modelled: the path runner routes with sigmoid scores")
+        scoring = "sigmoid"
+    n_group = _int(cfg, name, "n_group", default=1)
+    topk_group = _int(cfg, name, "topk_group", default=1)
+    if num_experts % n_group or topk_group > n_group:
+        raise UserError(f"config.json of {name}: {num_experts} experts in n_group {n_group} groups, topk_group "
+                        f"{topk_group}", f"n_group must divide the expert count and topk_group be at most n_group; {FIX_CONFIG}")
+    scaling = cfg.get("routed_scaling_factor")
+    if scaling is not None and (isinstance(scaling, bool) or not isinstance(scaling, (int, float))
+                                or not math.isfinite(scaling) or scaling <= 0):
+        raise UserError(f"config.json of {name}: routed_scaling_factor = {scaling!r} is not a positive number",
+                        FIX_CONFIG)
+    return RouterSpec(
+        scoring=scoring,
+        n_group=n_group,
+        topk_group=topk_group,
+        bias=rules.router_correction_bias or bool(cfg.get("use_routing_bias")) or cfg.get("topk_method") == "noaux_tc",
+        renormalize=bool(cfg.get("norm_topk_prob", True)),
+        scaling=float(scaling or 1.0),
+        gate_bias=rules.router_gate_bias,
+    )
 
 
 def _linear_attention_params(cfg: dict, name: str, h: int) -> tuple[int, int]:
@@ -411,45 +455,42 @@ def _parse(
     cfg = language_config(config)
     notes: list[str] = []
     family = str(cfg.get("model_type") or config.get("model_type") or "unknown")
+    rules = family_rules(family)
     if cfg is not config:
         notes.append(f"language model read from text_config ({config.get('model_type')} -> {family})")
-    if family not in KNOWN_FAMILIES:
+    if not rules.tested:
         notes.append(f"model_type {family!r} is not one kttune was tested on; keys read by the generic rules")
 
     # Expert count: never num_experts_per_tok (that is top-k; kt's tuna_engine reads it as E).
-    num_experts = _first(cfg, "n_routed_experts", "num_experts", "num_local_experts")
+    num_experts = _first(cfg, *EXPERT_COUNT_KEYS)
     if num_experts is None and _moe_keys_elsewhere(cfg):
         keys = ", ".join(_moe_keys_elsewhere(cfg)[:3])
         raise UserError(
             f"{name} is a mixture-of-experts config ({family}) whose expert count sits in {keys}, "
             "a layout kttune does not read",
-            "kttune reads n_routed_experts / num_experts / num_local_experts; pick a supported family "
+            f"kttune reads {' / '.join(EXPERT_COUNT_KEYS)}; pick a supported family "
             "(run `kttune models`)",
         )
     if num_experts is not None:
-        num_experts = _int(cfg, name, "n_routed_experts", "num_experts", "num_local_experts", rule=CONFIG_COUNT)
+        num_experts = _int(cfg, name, *EXPERT_COUNT_KEYS, rule=CONFIG_COUNT)
     if num_experts is None or num_experts <= 1:
         raise UserError(
             f"{name} is a dense model (no routed experts); kttune tunes MoE models served with KTransformers",
             "pick an MoE model (run `kttune models` for the catalog) or a checkpoint whose config.json has "
-            "n_routed_experts / num_experts / num_local_experts",
+            + " / ".join(EXPERT_COUNT_KEYS),
         )
     h = _int(cfg, name, "hidden_size")
-    num_layers = _int(cfg, name, "num_hidden_layers", "num_layers", "n_layers")
+    num_layers = _int(cfg, name, *LAYER_COUNT_KEYS)
     if num_layers > MAX_LAYERS:  # checked before the per-layer tables below are built
         raise _larger_than_real(name, "num_hidden_layers", num_layers)
-    top_k = _int(cfg, name, "num_experts_per_tok", "experts_per_token", "moe_topk")
-    if family in EXPERT_WIDTH_IN_INTERMEDIATE_SIZE:
-        expert_width = _int(cfg, name, "intermediate_size")
-        dense_width = 0
+    top_k = _int(cfg, name, *TOP_K_KEYS)
+    expert_width = _int(cfg, name, *rules.expert_width_keys)
+    dense_width = _count(cfg, name, rules.dense_width_key) if rules.dense_width_key else 0
+    count_key = rules.shared_expert_count_key
+    if count_key and count_key in cfg:
+        shared_width = _count(cfg, name, count_key) * expert_width  # a count of expert-wide MLPs
     else:
-        expert_width = _int(cfg, name, "moe_intermediate_size", "intermediate_size")
-        dense_width = _count(cfg, name, "intermediate_size")
-    if "n_shared_experts" in cfg and family not in EXPERT_WIDTH_IN_INTERMEDIATE_SIZE:
-        shared_width = _count(cfg, name, "n_shared_experts") * expert_width  # a count of expert-wide MLPs
-    else:
-        shared_width = _int(cfg, name, "shared_expert_intermediate_size", "shared_intermediate_size", default=0,
-                            rule=CONFIG_COUNT)
+        shared_width = _int(cfg, name, *SHARED_EXPERT_WIDTH_KEYS, default=0, rule=CONFIG_COUNT)
 
     moe_ids = _moe_layer_ids(cfg, name, num_layers)
     if not moe_ids:
@@ -467,9 +508,10 @@ def _parse(
     vocab = _int(cfg, name, "vocab_size")
     max_pos = _int(cfg, name, "max_position_embeddings", "seq_length", default=0, rule=CONFIG_COUNT)
     tie = bool(cfg.get("tie_word_embeddings", False))
-    mla = family in MLA_FAMILIES or _count(cfg, name, "kv_lora_rank") > 0
+    mla = rules.mla or _count(cfg, name, "kv_lora_rank") > 0
+    qk_norm = "" if mla else _qk_norm(cfg, rules)
 
-    layers = _attention_layers(cfg, name, family, num_layers, notes)
+    layers = _attention_layers(cfg, name, rules, num_layers, notes)
     if mla:
         rope = _count(cfg, name, "qk_rope_head_dim")
         nope = _count(cfg, name, "qk_nope_head_dim")
@@ -483,7 +525,7 @@ def _parse(
                             "fix num_attention_heads / num_key_value_heads in config.json")
         head_dim = _int(cfg, name, "head_dim", default=h // heads)  # absent: hidden / heads; present: at least 1
         v_head_dim = head_dim
-        attn_linear, attn_other = _gqa_attention_params(cfg, family, h, heads, kv_heads, head_dim)
+        attn_linear, attn_other = _gqa_attention_params(cfg, rules, qk_norm, h, heads, kv_heads, head_dim)
     lin_linear, lin_other = (0, 0)
     if layers.linear:
         lin_linear, lin_other = _linear_attention_params(cfg, name, h)
@@ -491,14 +533,10 @@ def _parse(
     n_linear = len(layers.linear)
 
     n_moe = len(moe_ids)
-    # DeepSeek noaux_tc / MiniMax use_routing_bias / gpt-oss router bias: one bias per expert.
-    router_bias = cfg.get("topk_method") == "noaux_tc" or bool(cfg.get("use_routing_bias")) or family in (
-        "gpt_oss",
-        "glm4_moe",
-        "kimi_k2",
-        "deepseek_v3",
-    )
-    shared_gate = h if family in ("qwen3_next", "qwen2_moe") and shared_width else 0
+    router = _router(cfg, name, rules, num_experts, notes)
+    # DeepSeek noaux_tc / MiniMax use_routing_bias / gpt-oss gate bias: one bias per expert.
+    router_bias = router.bias or router.gate_bias
+    shared_gate = h if rules.shared_expert_gate and shared_width else 0
     params = NonExpertParams(
         embedding=vocab * h,
         lm_head=0 if tie else vocab * h,
@@ -555,10 +593,13 @@ def _parse(
         kv_lora_rank=_count(cfg, name, "kv_lora_rank") if mla else 0,
         q_lora_rank=_count(cfg, name, "q_lora_rank") if mla else 0,
         qk_rope_head_dim=_count(cfg, name, "qk_rope_head_dim") if mla else 0,
+        qk_norm=qk_norm,
+        attention_output_gate=not mla and _output_gate(cfg, rules),
         full_attention_layer_ids=layers.full,
         sliding_window=layers.sliding_window,
         sliding_layer_ids=layers.sliding,
         linear_attention_layer_ids=layers.linear,
+        router=router,
         checkpoint_format=ckpt_format,
         default_method=default_method,
         non_expert_dtype_bytes=dtype_bytes,

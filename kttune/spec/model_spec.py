@@ -9,6 +9,21 @@ from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True)
+class RouterSpec:
+    """How a model picks its experts per token (how many: `ModelSpec.top_k`), from the HF config keys
+    `scoring_func`, `n_group`, `topk_group`, `norm_topk_prob` and `routed_scaling_factor` and the
+    family's defaults (`kttune.spec.families`)."""
+
+    scoring: str = "softmax"  # softmax | sigmoid (kttune.spec.families.ROUTER_SCORINGS)
+    n_group: int = 1  # expert groups; > 1: grouped top-k (groups ranked by their top-2 score sum)
+    topk_group: int = 1  # groups a token may route into
+    bias: bool = False  # a per-expert score correction added for the choice only (e_score_correction_bias)
+    renormalize: bool = True  # the top-k weights are renormalised to sum to 1 (norm_topk_prob)
+    scaling: float = 1.0  # routed_scaling_factor applied to the routed output
+    gate_bias: bool = False  # the gate Linear has a bias (gpt-oss): E more router parameters
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     name: str
     family: str  # HF model_type of the language model (deepseek_v3, kimi_k2, qwen3_moe, ...)
@@ -32,10 +47,13 @@ class ModelSpec:
     kv_lora_rank: int = 0  # MLA only
     q_lora_rank: int = 0  # MLA only (0 = no q compression)
     qk_rope_head_dim: int = 0  # MLA only
+    qk_norm: str = ""  # RMSNorm of q and k: "per_head" (Qwen3, GLM-4.5), "per_layer" (MiniMax-M2), "" none
+    attention_output_gate: bool = False  # q_proj also projects a sigmoid gate on the attention output (Qwen3-Next)
     full_attention_layer_ids: tuple[int, ...] = ()  # layers that keep a KV cache growing with context
     sliding_window: int = 0  # gpt-oss sliding layers (KV capped at the window)
     sliding_layer_ids: tuple[int, ...] = ()
     linear_attention_layer_ids: tuple[int, ...] = ()  # Qwen3-Next Gated DeltaNet layers (no KV)
+    router: RouterSpec = field(default_factory=RouterSpec)
     # weights
     checkpoint_format: str = "bf16"  # native expert format (see kttune.spec.methods.FORMATS)
     default_method: str = "BF16"  # KT method detected from quantization_config

@@ -8,10 +8,8 @@ so a grid fits a time budget; so are forwards larger than the buffers."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from kttune.errors import UserError
 from kttune.schema import schema
@@ -63,24 +61,6 @@ class PathsResult:
             "summary": self.summary,
             "notes": self.notes,
         }
-
-
-def load_router(model: str, family: str):
-    """The router settings from the model's config.json (catalog entry or directory)."""
-    from kttune.kernels.decoder import RouterSpec
-    from kttune.spec.catalog import catalog_config, resolve_catalog_name
-
-    name = resolve_catalog_name(model)
-    cfg: dict[str, Any] = {}
-    if name:
-        cfg = catalog_config(name)
-    else:
-        p = Path(model)
-        p = p / "config.json" if p.is_dir() else p
-        if p.is_file():
-            cfg = json.loads(p.read_text())
-    cfg = cfg.get("text_config", cfg)
-    return RouterSpec.from_config(cfg, family)
 
 
 def run_paths(req: PathsRequest, progress: Progress | None = None) -> PathsResult:

@@ -224,7 +224,7 @@ class PathRunner:
         self.last_hidden = None  # the previous prompt's output is not part of this one's peak
         # the prompt's hidden states are drawn on the device, as the embedding writes them there: drawn
         # on the host, torch's intra-op threads spin on every core after the draw and slowed the first
-        # layer's CPU work by 4-20 ms on the H200 box (benchmarks/results/diag-layer-state-h200-pcie5-xeon-amx-16c.log)
+        # layer's CPU work by 4-20 ms on the H200 box (benchmarks/results/2026-12-01-h200-pcie5-xeon-amx-16c/diag-layer-state.log)
         g = torch.Generator(device=st.device).manual_seed(seed)
         caches = [AttnCache(capacity=prompt_tokens) for _ in st.layers]
         forwards, prefix = [], 0

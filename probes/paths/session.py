@@ -84,7 +84,7 @@ class RunnerSession:
         import torch
 
         from kttune.hw.registry import resolve_profile
-        from kttune.probes.paths.api import _components, load_router
+        from kttune.probes.paths.api import _components
         from kttune.probes.paths.runner import PathRunner
         from kttune.probes.paths.stack import StackOptions, build_stack, default_cpuinfer, small_spec
         from kttune.spec.loader import load_model
@@ -106,7 +106,7 @@ class RunnerSession:
             torch.set_num_threads(max(1, cores - max(1, max(threads))))
         t0 = time.perf_counter()
         say(f"building {spec.layers} layers of {self.model.name} {self.method} (kt-kernel threads {', '.join(map(str, threads))})")
-        router = load_router(spec.model, self.model.family)
+        router = self.model.router
         max_tokens = max(64, spec.max_tokens)
         self.stack = build_stack(self.run_spec, router, self.method, StackOptions(
             layers=spec.layers, gpu_experts=0, cpuinfer=threads[0], max_tokens=max_tokens,

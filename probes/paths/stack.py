@@ -51,7 +51,8 @@ def attention_shape(spec: ModelSpec, layer_id: int) -> AttentionShape:
     return AttentionShape(
         kind=spec.attention, hidden=spec.hidden_size, heads=spec.num_attention_heads, kv_heads=spec.num_kv_heads,
         head_dim=spec.head_dim, v_head_dim=spec.v_head_dim, kv_lora_rank=spec.kv_lora_rank, q_lora_rank=spec.q_lora_rank,
-        rope_dim=spec.qk_rope_head_dim, qk_norm=spec.family.startswith("qwen3"), layer_kind=kind, window=spec.sliding_window,
+        rope_dim=spec.qk_rope_head_dim, qk_norm=spec.qk_norm,
+        output_gate=spec.attention_output_gate and kind != "linear", layer_kind=kind, window=spec.sliding_window,
     )
 
 

@@ -24,7 +24,6 @@ class TpJob:
 def _worker(rank: int, job: TpJob, port: int, queue: Any) -> None:
     import torch
 
-    from kttune.probes.paths.api import load_router
     from kttune.probes.paths.runner import Dist, PathRunner
     from kttune.probes.paths.stack import build_stack, small_spec
     from kttune.probes.ranks import rank_process_group
@@ -38,10 +37,9 @@ def _worker(rank: int, job: TpJob, port: int, queue: Any) -> None:
         torch.set_num_threads(1)
     with rank_process_group(rank, job.tp, backend, port, queue, reraise=True):
         spec = load_model(job.model, job.method)
-        router = load_router(job.model, spec.family)
         if job.small:
             spec = small_spec(spec)
-        st = build_stack(spec, router, job.method, replace(job.stack, tp=job.tp, rank=rank, device=device))
+        st = build_stack(spec, spec.router, job.method, replace(job.stack, tp=job.tp, rank=rank, device=device))
         runner = PathRunner(st, dist=Dist(rank, job.tp))
         out = []
         for p, c, t, f in job.prompts:

@@ -26,6 +26,7 @@ from kttune.cli import main
 from kttune.hw.profile import profile_to_dict
 from kttune.hw.registry import load_shipped
 from kttune.spec.catalog import catalog_config
+from tests.helpers import PATHS_H200
 
 FUZZ = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 MODEL = "qwen3-30b-a3b"
@@ -320,6 +321,7 @@ def _minimal_argv(command: str, root: Path) -> list[str]:
                      "--server-module", "kttune.validate.standin"],
         "paths": ["paths", MODEL, "--small", "--device", "cpu"],
         "probe": ["probe", "--quick", "--cpu-only"],
+        "tune": ["tune", "--model", MODEL, "--vram", "32G", "--evaluator", "model", "--state", str(root / "t.json")],
         "profile derive": ["profile", "derive", "datasheet-h200-pcie5-xeon-amx-16c", "-o", str(root / "d.json"),
                            "--cpu-cores", "16"],
     }[command]
@@ -342,7 +344,7 @@ def _bad_values(rule) -> st.SearchStrategy[str]:
 
 def test_the_fuzzed_commands_are_every_command_with_a_bounded_option():
     commands = {c for c, _, _ in BOUNDED}
-    assert commands == {"search", "explain", "simulate", "validate", "paths", "probe", "profile derive"}
+    assert commands == {"search", "explain", "simulate", "validate", "paths", "probe", "profile derive", "tune"}
     assert len(BOUNDED) >= 40
 
 
@@ -364,7 +366,7 @@ def test_bad_option_values(capsys, data):
 
 # ---- documents the user hands back: path-runner results (calibrate), reports ----------------------
 
-RESULTS_FILE = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "paths-h200-pcie5-xeon-amx-16c.json"
+RESULTS_FILE = PATHS_H200
 junk = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.text(max_size=3), st.just([]), st.just({}),
                  st.just([1, "x"]), st.just({"x": None}))
 

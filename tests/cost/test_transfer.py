@@ -85,24 +85,23 @@ def test_the_per_method_calibration_says_nothing_about_an_unseen_method():
     assert all(table[k]["held_out"] == pytest.approx(raw[k]["held_out"]) for k in table)
 
 
-# ---- the path runner's results (benchmarks/results/paths-*.json, the H200 box) ------------------------
+# ---- the path runner's results (tests/data/paths-h200.json, the H200 box) ------------------------------
 
 @lru_cache(maxsize=1)
 def real_points() -> tuple[TransferPoint, ...]:
     import json
     from dataclasses import replace
-    from pathlib import Path
 
     from kttune.cost.components import Components
     from kttune.hw.registry import load_shipped
     from kttune.probes.paths.compare import transfer_points
     from kttune.probes.paths.result import runs_in_results
     from kttune.spec.loader import load_model
+    from tests.helpers import PATHS_H200
 
     prof = replace(load_shipped("h200-pcie5-xeon-amx-16c"), calibration=())
-    root = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
     pts = []
-    for req, runs in runs_in_results(json.loads((root / "paths-h200-pcie5-xeon-amx-16c.json").read_text())):
+    for req, runs in runs_in_results(json.loads(PATHS_H200.read_text())):
         c = Components(prof, load_model(req["model"], req.get("method")), runs[0].method, 1)
         pts += [p for r in runs for p in transfer_points(r, c)]
     return tuple(pts)

@@ -1,14 +1,12 @@
-"""`kttune paths` summary lines read from the H200 results file: each crossover line carries the
+"""`kttune paths` summary lines read from the H200 results (tests/data/paths-h200.json): each crossover line carries the
 measured size and the three predictions with their errors, as the summary holds them."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from kttune.emit.paths import markdown, summary_lines
-
-RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "paths-h200-pcie5-xeon-amx-16c.json"
+from tests.helpers import PATHS_H200 as RESULTS
 
 
 def test_crossover_lines_carry_every_prediction_and_its_error():

@@ -1,5 +1,5 @@
 """The report reads the real producers' documents: `kttune paths` (a small CPU run here, and the H200
-results file in benchmarks/results/) and `kttune simulate`. The plotted data is read back from the
+results fixture, tests/data/paths-h200.json) and `kttune simulate`. The plotted data is read back from the
 figures and compared with the documents' own numbers."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 from kttune.cli import main
 from kttune.emit import figures as F
 from kttune.emit import markdown_report as M
+from tests.helpers import PATHS_H200
 
-ROOT = Path(__file__).resolve().parents[2]
-H200 = ROOT / "benchmarks" / "results" / "paths-h200-pcie5-xeon-amx-16c.json"
+H200 = PATHS_H200
 
 
 def collection(ax, label):

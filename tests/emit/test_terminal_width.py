@@ -192,11 +192,11 @@ def test_simulate_fits(width):
 def test_paths_fits(width):
     """The path runner's table on the H200 results (the widest numbers measured)."""
     import json
-    from pathlib import Path
 
     from kttune.emit import paths
+    from tests.helpers import PATHS_H200
 
-    doc = json.loads((Path(__file__).resolve().parents[2] / "benchmarks/results/paths-h200-pcie5-xeon-amx-16c.json").read_text())
+    doc = json.loads(PATHS_H200.read_text())
     for res in doc["results"]:
         c = RecordingConsole(width)
         paths.render(res, c)

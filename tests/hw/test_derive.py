@@ -214,6 +214,15 @@ def test_every_curve_kind_has_a_derive_rule_and_nothing_stale_passes_as_measured
     assert {c.params.get("use") for c in gpu.curves_of("pipeline")} == {"overlap"}
 
 
+def test_a_kind_without_a_row_is_refused_not_labelled_measured():
+    """A curve of a kind the table does not hold (built in code: the reader refuses it in a file)
+    stops the derive with one line naming the kind; it never reaches the derived profile."""
+    src = load_shipped(SRC)
+    odd = Curve("nvme_read", "bytes", (Point(x=4096, t_ms=1.0),), {})
+    with pytest.raises(UserError, match="unknown curve kind 'nvme_read'"):
+        derive_profile(_replace(src, curves=src.curves + (odd,)), Change(gpu="rtx4090"))
+
+
 def test_stage_a_serial_share_pairs_only_points_of_the_same_layer():
     """Stage A points of one size come from layers of different depths (cache-resident or not):
     a sweep that scales perfectly with threads fits a serial share of 0, whatever other layer's

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import fields, replace
 from importlib import resources
 
 import pytest
@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kttune.errors import UserError
+from kttune.hw.curve_kinds import KINDS
 from kttune.hw.profile import (
     CURVE_KINDS, Curve, HardwareProfile, Point, load_profile, profile_from_dict, profile_to_dict, save_profile,
 )
@@ -41,12 +42,23 @@ _points = st.lists(
               extra=st.dictionaries(st.sampled_from(["gbps", "overlap", "note"]),
                                     st.one_of(st.floats(0, 1e3, allow_subnormal=False), st.text(max_size=5)), max_size=2)),
     min_size=1, max_size=5)
-_curves = st.lists(st.builds(Curve, kind=st.sampled_from(sorted(CURVE_KINDS)), x_unit=st.sampled_from(["tokens", "bytes"]),
-                             points=_points.map(tuple),
-                             params=st.dictionaries(st.sampled_from(["method", "threads", "hidden"]),
-                                                    st.one_of(st.integers(0, 10**5), st.text(max_size=8)), max_size=3),
-                             backend=st.text(max_size=8)),
-                   max_size=4)
+
+
+@st.composite
+def _curve(draw):
+    """A curve any probe could write: a kind of the table with its x unit and the params it must
+    carry (strings for str fields, whole numbers >= 1 for the others), plus free extras."""
+    kind = draw(st.sampled_from(sorted(CURVE_KINDS)))
+    row = KINDS[kind]
+    params = draw(st.dictionaries(st.sampled_from(["threads", "model", "gpu"]),
+                                  st.one_of(st.integers(0, 10**5), st.text(max_size=8)), max_size=2))
+    for f in fields(row.shape) if row.shape else ():
+        if f.name in row.required_params or draw(st.booleans()):
+            params[f.name] = draw(st.text(max_size=8) if f.type == "str" else st.integers(1, 10**5))
+    return Curve(kind, row.x_unit, tuple(draw(_points)), params, backend=draw(st.text(max_size=8)))
+
+
+_curves = st.lists(_curve(), max_size=4)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -68,6 +80,10 @@ def _good() -> dict:
     (lambda d: d.pop("inventory"), "malformed"),
     (lambda d: d["curves"][0].update(kind="warp_drive"), "malformed"),
     (lambda d: d["curves"][0]["points"][0].update(bogus=1), "malformed"),
+    (lambda d: d["curves"][0].update(x_unit="bytes"), "its x is in tokens"),  # curves[0] is a cpu_moe curve
+    (lambda d: d["curves"][0]["params"].pop("hidden"), "lack 'hidden'"),
+    (lambda d: d["curves"][0]["params"].update(top_k="8"), "top_k = '8' is not a whole number"),
+    (lambda d: d["curves"][0]["params"].update(experts=True), "experts = True is not a whole number"),
 ])
 def test_a_bad_profile_is_one_user_error(breaks, says):
     d = _good()

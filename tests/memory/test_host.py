@@ -1,6 +1,5 @@
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 from hypothesis import given, strategies as st
@@ -9,7 +8,7 @@ from kttune.memory.host import (
     AVX2, ScratchShape, cpu_expert_bytes, host_ram_breakdown, kernel_family, kt_allocation_bytes, kt_scratch_bytes,
 )
 from kttune.units import GB
-from tests.helpers import cfg, model
+from tests.helpers import DATA, cfg, model
 
 
 def test_all_experts_stay_in_host_ram_whatever_the_gpu_expert_count():
@@ -37,14 +36,14 @@ def test_cpu_scratch_grows_with_the_chunk():
 
 # ---- the scratch formula against real kt-kernel objects ------------------------------------------
 
-RESULTS = sorted(Path(__file__).resolve().parents[2].glob("benchmarks/results/host_ram-*.json"))
+RESULTS = sorted(DATA.glob("host_ram-*.json"))
 
 
 def _measured_points():
     return [p for f in RESULTS for p in json.loads(f.read_text())["points"]]
 
 
-@pytest.mark.skipif(not RESULTS, reason="no benchmarks/results/host_ram-*.json (run benchmarks/bench_host_ram.py)")
+@pytest.mark.skipif(not RESULTS, reason="no tests/data/host_ram-*.json (run benchmarks/bench_host_ram.py, copy its result there)")
 def test_formula_within_10_percent_of_measured_kt_kernel_allocations():
     # Every point is held out: the formula is read from kt-kernel's source, nothing is fitted.
     pts = _measured_points()

@@ -1,12 +1,11 @@
 """VRAM by phase: laws of the phase model, and the check against the path runner's measured device
-peaks (benchmarks/results/paths-*.json from `kttune paths --out`, on the GPU box) when present:
+peaks (tests/data/paths-*.json: `kttune paths --out` results from the GPU box) when present:
 at every chunk, measured <= predicted <= 1.15 x measured."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -14,10 +13,10 @@ from hypothesis import given, settings, strategies as st
 from kttune.memory import vram
 from kttune.spec.loader import load_model
 from kttune.units import GIB
-from tests.helpers import cfg, model
+from tests.helpers import DATA, cfg, model
 
 ALLOCATOR_GRANULARITY_BYTES = 4 * 2**20
-RESULTS = sorted(Path(__file__).resolve().parents[2].glob("benchmarks/results/paths-*.json"))
+RESULTS = sorted(DATA.glob("paths-*.json"))
 
 
 @settings(max_examples=40, deadline=None)
@@ -66,7 +65,7 @@ def _ratios() -> list[tuple]:
     return out
 
 
-@pytest.mark.skipif(not RESULTS, reason="no benchmarks/results/paths-*.json: run `kttune paths --out` on the GPU box")
+@pytest.mark.skipif(not RESULTS, reason="no tests/data/paths-*.json: run `kttune paths --out` on the GPU box, copy its result there")
 def test_phase_model_bounds_the_runners_measured_peak():
     """Held out (nothing is fitted to these peaks): SGLang's terms (kttune.memory.vram) for what the
     runner holds, plus its named runner-only terms (probes/paths/compare.py), against every measured
@@ -75,7 +74,7 @@ def test_phase_model_bounds_the_runners_measured_peak():
     assert not bad, bad
 
 
-@pytest.mark.skipif(not RESULTS, reason="no benchmarks/results/paths-*.json: run `kttune paths --out` on the GPU box")
+@pytest.mark.skipif(not RESULTS, reason="no tests/data/paths-*.json: run `kttune paths --out` on the GPU box, copy its result there")
 def test_the_sglang_terms_carry_the_prediction():
     """The runner allocates as SGLang does: what only the runner holds (MLA's padded values, one
     expert run's GEMM buffers, its staging ring...) is a small share of every predicted peak."""
@@ -88,7 +87,7 @@ def test_the_sglang_terms_carry_the_prediction():
     assert max(shares)[0] <= 0.15, max(shares)
 
 
-@pytest.mark.skipif(not RESULTS, reason="no benchmarks/results/paths-*.json: run `kttune paths --out` on the GPU box")
+@pytest.mark.skipif(not RESULTS, reason="no tests/data/paths-*.json: run `kttune paths --out` on the GPU box, copy its result there")
 def test_every_phase_peak_is_bounded_by_its_phase():
     """Per forward, the device peak while the attention block ran and while the MoE block ran (the
     runner records both) is at most the predicted peak of that phase: the phases are alive one after
@@ -152,3 +151,16 @@ def test_w8a8_methods_hold_their_quantised_activations():
 
     assert vram.w8a8_activations(get_method("FP8")) and not vram.w8a8_activations(get_method("BF16"))
     assert not vram.w8a8_activations(get_method("RAWINT4"))
+
+
+@settings(max_examples=20, deadline=None)
+@given(tokens=st.integers(1, 1 << 17), tp=st.sampled_from([1, 2, 4, 8]))
+def test_the_output_gate_is_a_second_q_in_the_attention_phase(tokens, tp):
+    """Qwen3-Next's qkv_proj projects a gate of q's size with q (sglang models/qwen3_next.py): the
+    attention phase holds M x heads/tp x head_dim bf16 more than the same layer without it."""
+    gated = load_model("qwen3-next-80b-a3b")
+    assert gated.attention_output_gate
+    plain = replace(gated, attention_output_gate=False)
+    extra = vram.attention_phase_bytes(gated, tokens, tp) - vram.attention_phase_bytes(plain, tokens, tp)
+    assert extra == tokens * (gated.num_attention_heads // tp) * gated.head_dim * vram.BF16
+    assert not load_model("qwen3-30b-a3b").attention_output_gate

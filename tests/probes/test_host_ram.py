@@ -51,13 +51,13 @@ def test_probe_plan_includes_the_step_when_kt_kernel_imports_and_not_when_skippe
     args = (cpu, usable_cores(cpu), list(numa_nodes_with_cpus(cpu)))
     plan = plan_probe(ProbeOptions(quick=True, threads=(1,), host_ram=True), *args)
     if load_kt_kernel() is None:
-        assert plan.host_ram.steps == 0 and "kt-kernel is not importable" in plan.host_ram.notes[0]
+        assert plan["host_ram"].steps == 0 and "kt-kernel is not importable" in plan["host_ram"].notes[0]
     else:
-        assert plan.host_ram.steps == len(plan.host_ram.chunks) == 2 and len(plan.host_ram.methods) == 1
-    assert plan_probe(ProbeOptions(quick=True, threads=(1,), host_ram=False), *args).host_ram is None
+        assert plan["host_ram"].steps == len(plan["host_ram"].chunks) == 2 and len(plan["host_ram"].methods) == 1
+    assert plan_probe(ProbeOptions(quick=True, threads=(1,), host_ram=False), *args)["host_ram"] is None
     # by default a full probe runs the step and a quick one (which must stay under a minute) does not
-    assert plan_probe(ProbeOptions(quick=True, threads=(1,)), *args).host_ram is None
-    assert plan_probe(ProbeOptions(quick=False, threads=(1,)), *args).host_ram is not None
+    assert plan_probe(ProbeOptions(quick=True, threads=(1,)), *args)["host_ram"] is None
+    assert plan_probe(ProbeOptions(quick=False, threads=(1,)), *args)["host_ram"] is not None
 
 
 def test_plan_shrinks_a_large_model_layer_and_says_so():

@@ -59,8 +59,8 @@ def cpu():
 @given(cores=CORES, quick=st.booleans())
 def test_cpu_moe_stage_a_and_pipeline_plans_measure_the_same_threads(cpu, cores, quick):
     plan = plan_probe(ProbeOptions(quick=quick), cpu, cores, [0])
-    moe = {t.threads for t in plan.moe.tasks}
-    stage_a = {t.threads for t in plan.stage_a.tasks}
+    moe = {t.threads for t in plan["cpu_moe"].tasks}
+    stage_a = {t.threads for t in plan["stage_a"].tasks}
     if not stage_a:
         pytest.skip("kt-kernel has no stage A writer here")
     # as run_probe passes them, and as the GPU suite counts them on its own from the inventory
@@ -74,6 +74,6 @@ def test_cpu_moe_stage_a_and_pipeline_plans_measure_the_same_threads(cpu, cores,
 @pytest.mark.kt
 def test_threads_option_drives_all_three(cpu):
     plan = plan_probe(ProbeOptions(quick=True, threads=(2, 1)), cpu, 16, [0])
-    assert {t.threads for t in plan.moe.tasks} == {t.threads for t in plan.stage_a.tasks} == {1, 2}
+    assert {t.threads for t in plan["cpu_moe"].tasks} == {t.threads for t in plan["stage_a"].tasks} == {1, 2}
     steps = gpu_suite.plan_gpu_probes(None, None, True, NullReporter(), threads=plan.threads)
     assert _pipeline_threads(steps) == {1, 2}

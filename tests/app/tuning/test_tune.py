@@ -39,7 +39,9 @@ def test_tune_end_to_end_then_interrupted_and_resumed(tiny, tmp_path):
         if r.role != "pick" and r.estimate is not None and r.estimate.n >= 2:
             assert r.vs_pick is not None and r.vs_pick.paired  # the same rounds: a paired ratio
     assert {g.baseline for g in res.gains} <= {r.name for r in res.rows if r.role == "baseline"}
-    assert res.check["checked"] and res.check["agree"]
+    # the check runs where layerwise can fire; a pick the race settled at threshold 0 (the CPU
+    # variant's timings are noisy) has nothing to check (the check itself: test_session.py)
+    assert res.check["agree"] and (res.check["checked"] or res.pick.gpu_prefill_token_threshold == 0)
     assert d["crossover"]["sizes"] and d["crossover"]["estimates"]
     assert {e["path"] for e in res.calibration} == {"hybrid", "layerwise"}
     assert "--kt-gpu-prefill-token-threshold" in res.argv and str(res.pick.chunked_prefill_size) in res.argv

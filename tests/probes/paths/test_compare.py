@@ -1,6 +1,6 @@
-"""The cost model against the path runner's measurements on the H200 box
-(benchmarks/results/paths-h200-pcie5-xeon-amx-16c.json). The profile the predictions come from was
-fitted on micro-benchmarks, never on these runs; every calibrated figure is leave-one-out."""
+"""The cost model against the path runner's measurements on the H200 box (tests/data/paths-h200.json,
+tests/data/README.md). The profile the predictions come from was fitted on micro-benchmarks, never
+on these runs; every calibrated figure is leave-one-out."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from kttune.probes.paths.compare import measured_crossover
+from tests.helpers import PATHS_H200, PATHS_H200_EARLIER
 
-RESULTS = Path(__file__).parents[3] / "benchmarks" / "results" / "paths-h200-pcie5-xeon-amx-16c.json"
-# the same grid an hour earlier on the same box (docs/path-runner.md#results: two runs)
-EARLIER = RESULTS.with_name("paths-h200-pcie5-xeon-amx-16c-earlier.json")
+# the latest grid, and the same grid an hour earlier on the same box (docs/path-runner.md#results: two runs)
+RESULTS, EARLIER = PATHS_H200, PATHS_H200_EARLIER
 
 
 def test_measured_crossover_interpolates_in_log_tokens():

@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kttune.kernels.grouped_moe import moe_reference
-from kttune.probes.paths.api import load_router
 from kttune.probes.paths.result import PathRun
 from kttune.probes.paths.runner import PathRunner, chunks_of, forward_path
 from kttune.probes.paths.stack import StackOptions, build_stack, small_spec
@@ -37,7 +36,7 @@ def runner(request):
     spec = load_model(name, method)
     before = torch.get_num_threads()
     torch.set_num_threads(1)  # kt-kernel's worker takes the other core
-    stack = build_stack(small_spec(spec), load_router(name, spec.family), method,
+    stack = build_stack(small_spec(spec), spec.router, method,
                         StackOptions(layers=2, gpu_experts=5, cpuinfer=1, max_tokens=128, device="cpu"))
     yield PathRunner(stack)
     stack.close()
@@ -84,13 +83,23 @@ def test_prompt_runs_chunk_by_chunk_with_the_switch(runner):
 
 def test_prefix_attention_matches_one_shot():
     """A chunked prompt attends to its prefix: two chunks of a layer give the same outputs as one
-    forward of the whole prompt (the cache and the lower-right causal mask are right)."""
+    forward of the whole prompt (the cache and the lower-right causal mask are right), with each
+    family's q/k norm: per head (Qwen3, GLM-4.5), over the layer's heads (MiniMax-M2), none (MLA),
+    and Qwen3-Next's output gate."""
     from kttune.kernels.decoder import Attention, AttnCache
     from kttune.probes.paths.stack import attention_shape
 
-    for name in ("qwen3-30b-a3b", "kimi-k2-thinking"):
+    for name, qk_norm in (("qwen3-30b-a3b", "per_head"), ("kimi-k2-thinking", ""), ("glm-4.5", "per_head"),
+                          ("minimax-m2", "per_layer"), ("qwen3-next-80b-a3b", "per_head")):
         spec = small_spec(load_model(name))
-        attn = Attention(attention_shape(spec, spec.moe_layer_ids[0]), "cpu", seed=3)
+        shape = attention_shape(spec, spec.full_attention_layer_ids[0])
+        attn = Attention(shape, "cpu", seed=3)
+        assert shape.qk_norm == qk_norm and shape.output_gate == (name == "qwen3-next-80b-a3b")
+        if shape.kind == "gqa":  # a gate doubles q's rows
+            assert attn.w["q"].shape[0] == shape.heads * shape.head_dim * (2 if shape.output_gate else 1)
+        if qk_norm:
+            width = shape.head_dim * (shape.heads if qk_norm == "per_layer" else 1)
+            assert attn.w["q_norm"].numel() == width
         x = torch.randn(40, spec.hidden_size).to(torch.bfloat16)
         pos = torch.arange(40)
         whole = attn.forward(x, pos, AttnCache())
@@ -105,7 +114,7 @@ def test_gpu_paths_agree_and_record_memory(name, method):
     """On CUDA: kt-kernel submitted on the side stream, the stream-driven pipeline, our GPU kernels;
     the same laws as on the CPU, and a peak memory per prompt."""
     spec = load_model(name, method)
-    st = build_stack(small_spec(spec, hidden=512, inter=256, experts=32), load_router(name, spec.family), method,
+    st = build_stack(small_spec(spec, hidden=512, inter=256, experts=32), spec.router, method,
                      StackOptions(layers=2, gpu_experts=5, cpuinfer=4, max_tokens=256, device="cuda"))
     r = PathRunner(st)
     try:

@@ -46,7 +46,6 @@ def _old_way(queue) -> None:
     """A stack built and closed per configuration (how the runner evaluator measured before)."""
     import gc
 
-    from kttune.probes.paths.api import load_router
     from kttune.probes.paths.runner import PathRunner
     from kttune.probes.paths.stack import StackOptions, build_stack, small_spec
     from kttune.spec.loader import load_model
@@ -55,7 +54,7 @@ def _old_way(queue) -> None:
     small = small_spec(spec, hidden=DIMS[0], inter=DIMS[1], experts=DIMS[2])
     rss = []
     for cfg in CONFIGS[:3]:
-        st = build_stack(small, load_router("qwen3-30b-a3b", spec.family), "BF16", StackOptions(
+        st = build_stack(small, spec.router, "BF16", StackOptions(
             layers=2, gpu_experts=cfg.gpu_experts, cpuinfer=cfg.threads, max_tokens=256, cpu_max_tokens=256, device="cpu"))
         PathRunner(st).run_prompt(128, cfg.chunk, cfg.threshold)
         st.set_gpu_experts(0)  # at rest, as the session is measured

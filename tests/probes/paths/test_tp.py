@@ -2,8 +2,6 @@
 and GPU experts by I/tp, CPU experts on rank 0, all-reduces, the layerwise per-expert barrier."""
 
 import torch
-
-from kttune.probes.paths.api import load_router
 from kttune.probes.paths.runner import PathRunner
 from kttune.probes.paths.stack import StackOptions, build_stack, small_spec
 from kttune.probes.paths.tp import TpJob, run_tp
@@ -17,7 +15,7 @@ def _tp1(name, method, opts):
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        st = build_stack(small_spec(spec), load_router(name, spec.family), method, opts)
+        st = build_stack(small_spec(spec), spec.router, method, opts)
         r = PathRunner(st)
         out = []
         for p, c, t, f in PROMPTS:

@@ -2,7 +2,7 @@
 comparison, probes/paths/compare.py) at a few points per model: large chunks, long prefixes, both
 paths. Prints one line per run: measured peak, predicted (SGLang terms + the runner-only terms), ratio.
 
-    python benchmarks/diag_runner_memory.py [--models deepseek-v3:FP8,...] [--out file.json]
+    python benchmarks/diag/diag_runner_memory.py [--models deepseek-v3:FP8,...] [--out file.json]
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ def main() -> None:
     import torch
 
     from kttune.kernels.kt_ext import quiet_stdout
-    from kttune.probes.paths.api import load_router
     from kttune.probes.paths.compare import predicted_phase_peaks, predicted_runner_peak_bytes
     from kttune.probes.paths.runner import PathRunner
     from kttune.probes.paths.stack import StackOptions, build_stack
@@ -43,7 +42,7 @@ def main() -> None:
         biggest = max(c for _, c, _, _ in points)
         t0 = time.perf_counter()
         with quiet_stdout(to_stderr=True):
-            st = build_stack(spec, load_router(name, spec.family), method, StackOptions(
+            st = build_stack(spec, spec.router, method, StackOptions(
                 layers=2, gpu_experts=0, cpuinfer=13, max_tokens=biggest, cpu_max_tokens=4096, device="cuda"))
         r = PathRunner(st)
         print(f"{name}: stack {time.perf_counter() - t0:.1f} s", flush=True)

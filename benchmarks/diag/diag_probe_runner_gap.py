@@ -1,6 +1,6 @@
 """Why the `--model` CPU MoE probe and the path runner disagree about the same kt-kernel call: at
 GLM-4.5-Air's shape (BF16, 11 threads) the runner's hybrid MoE took 71-74 ms at 384 tokens and ~178
-at 3,072 on the H200 box, the probe's curve ~91 and 244 ms. benchmarks/diag_cpu_moe_modes.py found
+at 3,072 on the H200 box, the probe's curve ~91 and 244 ms. benchmarks/diag/diag_cpu_moe_modes.py found
 no gap at the qwen3 shape for routing, stream submission and the layer's build; this one takes the
 candidates one at a time, in one process, on one model's layer, from the runner's way to the probe's:
 
@@ -22,7 +22,7 @@ candidates one at a time, in one process, on one model's layer, from the runner'
 Each timing: 2 warm-up calls, `--repeats` timed ones; median and 10th percentile. Prints one line per
 (candidate, size) and writes diag-probe-runner-gap-<tag>.json to --out.
 
-    python benchmarks/diag_probe_runner_gap.py --out DIR [--models glm-4.5-air:BF16,qwen3-30b-a3b:BF16]
+    python benchmarks/diag/diag_probe_runner_gap.py --out DIR [--models glm-4.5-air:BF16,qwen3-30b-a3b:BF16]
         [--threads 11] [--sizes 384,3072] [--small]
 """
 
@@ -61,7 +61,6 @@ def diagnose(name: str, method: str, threads: int, sizes: list[int], repeats: in
     from kttune.probes.common import kt_thread_counts
     from kttune.probes.cpu_moe import CpuMoeOptions, probe_cpu_moe, shape_from_model
     from kttune.probes.inventory import collect_cpu, usable_cores
-    from kttune.probes.paths.api import load_router
     from kttune.probes.paths.runner import PathRunner
     from kttune.probes.paths.stack import StackOptions, build_stack, small_spec
     from kttune.spec.loader import load_model
@@ -79,7 +78,7 @@ def diagnose(name: str, method: str, threads: int, sizes: list[int], repeats: in
 
     runner_max = 4096  # the runner's default cpu_max_tokens (PathsRequest.cpu_max_tokens)
     with quiet_stdout(to_stderr=True):
-        st = build_stack(run_spec, load_router(name, spec.family), method,
+        st = build_stack(run_spec, spec.router, method,
                          StackOptions(layers=1, gpu_experts=0, cpuinfer=threads, max_tokens=max(sizes),
                                       cpu_max_tokens=max(runner_max, max(sizes)), device=dev))
     r = PathRunner(st)

@@ -5,7 +5,6 @@ import torch
 
 from kttune.kernels.grouped_moe import moe_reference
 from kttune.kernels.kt_ext import quiet_stdout
-from kttune.probes.paths.api import load_router
 from kttune.probes.paths.runner import PathRunner
 from kttune.probes.paths.stack import StackOptions, build_stack, small_spec
 from kttune.spec.loader import load_model
@@ -18,7 +17,7 @@ def rel(a, b):
 for name, method in (("qwen3-30b-a3b", "BF16"), ("kimi-k2-thinking", "RAWINT4")):
     spec = load_model(name, method)
     with quiet_stdout(to_stderr=True):
-        st = build_stack(small_spec(spec, 512, 256, 32), load_router(name, spec.family), method,
+        st = build_stack(small_spec(spec, 512, 256, 32), spec.router, method,
                          StackOptions(layers=1, gpu_experts=0, cpuinfer=4, max_tokens=256, device="cuda"))
     r = PathRunner(st)
     g, u, d = st.host.dense()

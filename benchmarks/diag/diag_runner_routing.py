@@ -1,7 +1,7 @@
 """The routing the runner feeds each layer on the device (finite inputs, distinct experts, the largest
 expert load, the eight busiest experts' share of the slots) beside the hybrid MoE times.
 
-    python benchmarks/diag_runner_routing.py qwen3-30b-a3b BF16 2048
+    python benchmarks/diag/diag_runner_routing.py qwen3-30b-a3b BF16 2048
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import sys
 import torch
 
 from kttune.kernels.kt_ext import quiet_stdout
-from kttune.probes.paths.api import load_router
 from kttune.probes.paths.runner import PathRunner
 from kttune.probes.paths.stack import StackOptions, build_stack
 from kttune.spec.loader import load_model
@@ -21,7 +20,7 @@ def main() -> None:
     name, method, m = sys.argv[1], sys.argv[2], int(sys.argv[3])
     spec = load_model(name, method)
     with quiet_stdout(to_stderr=True):
-        st = build_stack(spec, load_router(name, spec.family), method,
+        st = build_stack(spec, spec.router, method,
                          StackOptions(layers=2, gpu_experts=0, cpuinfer=13, max_tokens=m, cpu_max_tokens=m, device="cuda"))
     r = PathRunner(st)
     hybrid = r._hybrid

@@ -3,8 +3,8 @@ run in, the first layer of a prompt against the ones after it, the host's page s
 CPU threads. Prints one line per forward (MoE part of each of the K layers, ms) with the seconds
 since the stack was built and the process's anonymous huge pages.
 
-    python benchmarks/diag_layer_state.py order deepseek-v3 FP8 0,16 64,128 [reps]
-    python benchmarks/diag_layer_state.py first qwen3-30b-a3b BF16 0 256,1024
+    python benchmarks/diag/diag_layer_state.py order deepseek-v3 FP8 0,16 64,128 [reps]
+    python benchmarks/diag/diag_layer_state.py first qwen3-30b-a3b BF16 0 256,1024
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from pathlib import Path
 import torch
 
 from kttune.kernels.kt_ext import quiet_stdout
-from kttune.probes.paths.api import load_router
 from kttune.probes.paths.runner import PathRunner
 from kttune.probes.paths.stack import StackOptions, build_stack
 from kttune.spec.loader import load_model
@@ -48,7 +47,7 @@ def main() -> None:
     print(f"# {name} {method} K={layers} THP {thp_state()} torch threads {torch.get_num_threads()}", flush=True)
     t0 = time.perf_counter()
     with quiet_stdout(to_stderr=True):
-        st = build_stack(spec, load_router(name, spec.family), method,
+        st = build_stack(spec, spec.router, method,
                          StackOptions(layers=layers, gpu_experts=0, cpuinfer=13, max_tokens=max(sizes + [128]),
                                       cpu_max_tokens=max(sizes + [128]), device="cuda"))
     built = time.perf_counter()

@@ -3,7 +3,7 @@ on one kt-kernel layer, the same forward timed the probe's way (synchronous `for
 routing) and the runner's way (enqueued on a CUDA stream, the model's router), each with the other's
 routing, plus a second layer built as the probe builds it; and the outputs compared.
 
-    python benchmarks/diag_cpu_moe_modes.py qwen3-30b-a3b BF16 1024,2048
+    python benchmarks/diag/diag_cpu_moe_modes.py qwen3-30b-a3b BF16 1024,2048
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from kttune.kernels.kt_ext import quiet_stdout
 from kttune.kernels.kt_moe import KtMoeLayer
 from kttune.kernels.routing import random_routing
 from kttune.probes.common import measure
-from kttune.probes.paths.api import load_router
 from kttune.probes.paths.runner import PathRunner
 from kttune.probes.paths.stack import StackOptions, build_stack
 from kttune.spec.loader import load_model
@@ -34,7 +33,7 @@ def main() -> None:
     spec = load_model(name, method)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     with quiet_stdout(to_stderr=True):
-        st = build_stack(spec, load_router(name, spec.family), method,
+        st = build_stack(spec, spec.router, method,
                          StackOptions(layers=1, gpu_experts=0, cpuinfer=13, max_tokens=max(sizes), cpu_max_tokens=max(sizes),
                                       device=dev))
         probe_like = KtMoeLayer(st.host, top_k=spec.top_k, threads=13, threadpools=1, numa_nodes=[0],

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kttune.cost.features import attention_prefill_flops, expected_experts_touched, gemm_features, moe_features
+from kttune.hw.features import attention_prefill_flops, expected_experts_touched, gemm_features, moe_features
 
 
 @pytest.mark.parametrize("tokens,top_k,experts,subset", [(1, 8, 128, 128), (16, 8, 128, 100), (64, 8, 384, 380),

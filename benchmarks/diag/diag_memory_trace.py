@@ -1,7 +1,7 @@
 """Record the CUDA caching allocator's history over one path-runner forward and save the snapshot
 (replayed offline to list what is alive at the forward's peak, by allocating source line).
 
-    python benchmarks/diag_memory_trace.py --model deepseek-v3:FP8 --n 16 --tokens 4096 --path hybrid --out snap.pickle
+    python benchmarks/diag/diag_memory_trace.py --model deepseek-v3:FP8 --n 16 --tokens 4096 --path hybrid --out snap.pickle
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ def main() -> None:
     import torch
 
     from kttune.kernels.kt_ext import quiet_stdout
-    from kttune.probes.paths.api import load_router
     from kttune.probes.paths.runner import PathRunner
     from kttune.probes.paths.stack import StackOptions, build_stack
     from kttune.spec.loader import load_model
@@ -29,7 +28,7 @@ def main() -> None:
     name, method = a.model.split(":")
     spec = load_model(name, method)
     with quiet_stdout(to_stderr=True):
-        st = build_stack(spec, load_router(name, spec.family), method, StackOptions(
+        st = build_stack(spec, spec.router, method, StackOptions(
             layers=2, gpu_experts=0, cpuinfer=13, max_tokens=a.tokens, cpu_max_tokens=4096, device="cuda"))
     st.set_gpu_experts(a.n)
     r = PathRunner(st)

@@ -3,7 +3,7 @@ timed call by call: after a rest, back to back for a while, then with a gap afte
 runner's layers leave the CPU idle while the GPU runs attention), then back to back again. Prints
 each phase's first, middle and last calls and the cores' mean clock where /proc/cpuinfo shows it.
 
-    python benchmarks/diag_cpu_moe_duty.py qwen3-30b-a3b BF16 1024
+    python benchmarks/diag/diag_cpu_moe_duty.py qwen3-30b-a3b BF16 1024
 """
 
 from __future__ import annotations

@@ -1,0 +1,99 @@
+"""The family table (kttune/spec/families.py) against the shipped config.json files: each rule is
+checked on what the config itself says (the independent reference), and an unknown family is read
+by the generic rules with a note."""
+
+from __future__ import annotations
+
+import pytest
+
+from kttune.errors import UserError
+from kttune.spec.catalog import catalog_config, catalog_names
+from kttune.spec.families import FAMILIES, GENERIC, QK_NORMS, ROUTER_SCORINGS, family_rules, known_families
+from kttune.spec.hf_config import language_config, spec_from_config
+
+
+def _spec(name: str, cfg: dict | None = None):
+    return spec_from_config(cfg if cfg is not None else catalog_config(name), name, "test")
+
+
+@pytest.mark.parametrize("name", catalog_names())
+def test_every_catalog_family_has_a_tested_record(name):
+    family = language_config(catalog_config(name))["model_type"]
+    assert family in known_families() and FAMILIES[family].tested
+    assert not any("not one kttune was tested on" in n for n in _spec(name).notes)
+
+
+@pytest.mark.parametrize("name", catalog_names())
+def test_router_is_what_config_json_says(name):
+    """Where config.json names a router key, the spec's router holds its value."""
+    cfg = language_config(catalog_config(name))
+    r = _spec(name).router
+    assert r.scoring in ROUTER_SCORINGS
+    if cfg.get("scoring_func"):
+        assert r.scoring == cfg["scoring_func"]
+    assert r.n_group == (cfg.get("n_group") or 1) and r.topk_group == (cfg.get("topk_group") or 1)
+    assert r.scaling == pytest.approx(cfg.get("routed_scaling_factor") or 1.0)
+    assert r.renormalize == cfg.get("norm_topk_prob", True)
+    if cfg.get("topk_method") == "noaux_tc" or cfg.get("use_routing_bias"):
+        assert r.bias and r.scoring == "sigmoid"
+
+
+def test_router_family_defaults_where_the_config_is_silent():
+    # Kimi-K2-Thinking's config names neither scoring_func nor topk_method: the family's noaux_tc router
+    cfg = catalog_config("kimi-k2-thinking")
+    assert "scoring_func" not in cfg and "topk_method" not in cfg
+    r = _spec("k", cfg).router
+    assert (r.scoring, r.bias, r.scaling) == ("sigmoid", True, 2.827)
+    assert _spec("qwen3-30b-a3b").router.scoring == "softmax" and not _spec("qwen3-30b-a3b").router.bias
+    assert _spec("gpt-oss-20b").router.gate_bias
+
+
+@pytest.mark.parametrize("n_group, topk_group", [(7, 4), (8, 9)])
+def test_router_groups_that_cannot_split_the_experts_are_refused(n_group, topk_group):
+    cfg = catalog_config("deepseek-v3")
+    cfg.update(n_group=n_group, topk_group=topk_group)
+    with pytest.raises(UserError, match="n_group"):
+        _spec("d", cfg)
+
+
+def test_unmodelled_scoring_is_noted_not_refused():
+    cfg = catalog_config("deepseek-v3")
+    cfg["scoring_func"] = "sqrtsoftplus"
+    s = _spec("d", cfg)
+    assert s.router.scoring == "sigmoid" and any("sqrtsoftplus" in n for n in s.notes)
+
+
+def test_qk_norm_per_family_and_per_config():
+    assert _spec("qwen3-30b-a3b").qk_norm == "per_head"  # the family always norms, the config is silent
+    assert _spec("glm-4.5").qk_norm == "per_head"  # use_qk_norm: true
+    assert _spec("glm-4.5-air").qk_norm == ""  # use_qk_norm: false
+    assert _spec("minimax-m2").qk_norm == "per_layer"  # qk_norm_type: per_layer
+    assert _spec("deepseek-v3").qk_norm == "" and _spec("mixtral-8x7b").qk_norm == ""
+    assert all(_spec(n).qk_norm in QK_NORMS for n in catalog_names())
+
+
+def test_unknown_family_reads_by_the_generic_rules_with_a_note():
+    cfg = catalog_config("deepseek-v3")
+    cfg["model_type"] = "deepseek_v99"
+    s, ref = _spec("x", cfg), _spec("deepseek-v3")
+    assert family_rules("deepseek_v99") == GENERIC.__class__(**{**GENERIC.__dict__, "model_type": "deepseek_v99"})
+    assert any("not one kttune was tested on" in n for n in s.notes)
+    # the generic rules read what the config says: MLA from kv_lora_rank, noaux_tc's bias from topk_method
+    assert s.attention == "mla" and s.router == ref.router and s.moe_layer_ids == ref.moe_layer_ids
+
+
+def test_expert_width_key_is_the_familys():
+    """Mixtral's intermediate_size is its expert width; under another name the generic rules read it
+    as the dense width, and find no expert width beyond it: the same key, two meanings."""
+    cfg = catalog_config("mixtral-8x7b")
+    assert "moe_intermediate_size" not in cfg
+    s = _spec("m", cfg)
+    assert (s.moe_intermediate_size, s.dense_intermediate_size) == (cfg["intermediate_size"], 0)
+    cfg["model_type"] = "mixtral_like"
+    g = _spec("m", cfg)
+    assert g.moe_intermediate_size == g.dense_intermediate_size == cfg["intermediate_size"]
+
+
+def test_every_record_names_its_own_model_type():
+    assert all(k == f.model_type for k, f in FAMILIES.items())
+    assert all(f.router_scoring in ROUTER_SCORINGS for f in FAMILIES.values())
