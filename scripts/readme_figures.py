@@ -7,7 +7,7 @@ tests/test_readme_figures.py checks both, so a change that moves a figure fails 
     python scripts/readme_figures.py --write    # rewrite the blocks and the PNGs (matplotlib)
 
 Each figure is what the page's command prints on a fresh machine (no probed profile, so the
-shipped default profile), computed through kttune.api as the CLI does, studies in memory; the
+shipped default profile), computed through kttune.app as the CLI does, studies in memory; the
 accuracy table is read from the results files under benchmarks/results/.
 """
 

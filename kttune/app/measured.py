@@ -36,7 +36,9 @@ def make_evaluator(inp: Inputs, name: str) -> Evaluator:
     """`runner`: the path runner on this machine's GPU; `runner-cpu`: its CPU variant (small shapes,
     for checking the machinery without a GPU); `model`: the cost model (a dry run)."""
     from kttune.cost.components import Components
+    from kttune.extras import require
 
+    require("scipy", "the measured search (--measure: Optuna's Wilcoxon pruner)")
     if name == "model":
         r = inp.request
         return ModelEvaluator(Components(r.profile, r.model, r.method, r.tp))
@@ -63,10 +65,8 @@ def measured_search(inp: Inputs, evaluator: str | Evaluator = "runner", trials: 
     """`kttune search --measure`: the measured study (`evaluator` a name of EVALUATORS or an
     Evaluator) and the launch command of its pick, evaluated on the cost model for its memory."""
     from kttune.cost.components import Components
-    from kttune.extras import require
     from kttune.search.evaluate import evaluate
 
-    require("scipy", "the measured search (--measure: Optuna's Wilcoxon pruner)")
     ev = make_evaluator(inp, evaluator) if isinstance(evaluator, str) else evaluator
     res = measured_result(inp, ev, trials=trials, budget_s=budget_s, seed=seed, storage=storage, on_trial=on_trial)
     r = inp.request

@@ -22,7 +22,13 @@ class ProbeOutcome:
 
 def probe_options(**fields):
     """A kttune.probes.run.ProbeOptions (quick, model, methods, threads, max_tokens, out, gpu,
-    host_ram, merge_cached, command)."""
+    host_ram, merge_cached, command). What the probe needs (torch; kt-kernel for an asked-for host
+    RAM step) is checked first: one line naming the extra."""
+    from kttune.extras import require
+
+    require("torch", "`kttune probe`")
+    if fields.get("host_ram"):  # asked for explicitly: it measures kt-kernel's own allocations, no fallback
+        require("kt_kernel", "`kttune probe --host-ram`")
     from kttune.probes.run import ProbeOptions
 
     return ProbeOptions(**fields)
@@ -42,15 +48,11 @@ def check_probe_out(out: str | Path) -> Path:
 def probe(options, reporter: Any = None) -> ProbeOutcome:
     """Measure (native output kept off stdout), then save the profile to `options.out` and the
     cache; a path that refuses it (a full disk, a read-only cache) falls back to another place."""
-    from kttune.extras import require
     from kttune.hw.profile import save_profile_with_fallback
     from kttune.kernels.kt_ext import quiet_stdout
     from kttune.paths import cache_dir
     from kttune.probes.run import profile_paths, run_probe
 
-    require("torch", "`kttune probe`")
-    if options.host_ram:  # asked for explicitly: it measures kt-kernel's own allocations, no fallback
-        require("kt_kernel", "`kttune probe --host-ram`")
     if options.out is not None:
         options = replace(options, out=check_probe_out(options.out))
     # Native code (kt-kernel, CUDA libraries) prints to file descriptor 1: keep stdout for the

@@ -193,7 +193,7 @@ def run_app(app: Callable[..., Any], argv: list[str] | None) -> int:
 
     from kttune.cli.flags import spelled
     from kttune.errors import UserError
-    from kttune.search.storage_url import forget_passwords
+    from kttune.app.names import forget_passwords
 
     forget_passwords()
     if argv is None:

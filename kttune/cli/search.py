@@ -111,9 +111,10 @@ def _measured(console, inp, evaluator: str, trials: int | None, budget: str | No
 
     budget_s = resolve.seconds(budget, "--budget")
     n = DEFAULT_MEASURED_TRIALS if trials is None else trials
+    ev = app.make_evaluator(inp, evaluator)  # a bad name or a missing runner: one line before the progress bar
     with measure_progress(console, n) as on_trial:
         try:
-            out = app.measured_search(inp, evaluator, trials=n, budget_s=budget_s, seed=seed, storage=storage,
+            out = app.measured_search(inp, ev, trials=n, budget_s=budget_s, seed=seed, storage=storage,
                                       on_trial=on_trial)
         except KeyboardInterrupt:
             console.print("[yellow]interrupted: measured trials are saved; rerun the same command to resume[/]")

@@ -21,7 +21,7 @@ from kttune.memory.sglang_defaults import (
     profiled_kv_tokens,
 )
 from kttune.search.admission import running_requests
-from kttune.search.user_flags import default_cpuinfer_threads, usable_threads
+from kttune.search.user_flags import NATIVE_METHODS, default_cpuinfer_threads, threshold_crashes, usable_threads
 from kttune.search.workload import Workload
 from kttune.spec.launch_args import ParsedLaunch, flag_name
 from kttune.spec.methods import get_method
@@ -85,11 +85,10 @@ def resolve_launch(parsed: ParsedLaunch, model: ModelSpec, method: str, vram_byt
     threshold = int(parsed.get("gpu_prefill_token_threshold", 0))
     if threshold < 0:
         raise UserError(f"{f('gpu_prefill_token_threshold')} {threshold} is negative", "pass 0 (off) or a token count")
-    if threshold > 0 and not meth.layerwise:
+    if threshold_crashes(meth, threshold):
         raise InfeasibleError(f"{f('gpu_prefill_token_threshold')} {threshold} with {meth.name}: sglang-kt 0.7.2 crashes at the "
                               "first forward that reaches it (the method has no layerwise path, ktransformers#2113)",
-                              f"set {f('gpu_prefill_token_threshold')} 0, or use a native method (RAWINT4, FP8, "
-                              "FP8_PERCHANNEL, BF16, MXFP4, MXFP8)")
+                              f"set {f('gpu_prefill_token_threshold')} 0, or use a native method ({NATIVE_METHODS})")
     if parsed.given("chunked_prefill_size"):
         chunk = int(parsed.get("chunked_prefill_size"))
         if chunk <= 0:

@@ -7,10 +7,11 @@ from __future__ import annotations
 from typing import Sequence
 
 from kttune.errors import ParameterError
-from kttune.spec.methods import KtMethod
+from kttune.spec.methods import METHODS, KtMethod
 from kttune.spec.model_spec import ModelSpec
 
-NATIVE_METHODS = "RAWINT4, FP8, FP8_PERCHANNEL, BF16, MXFP4, MXFP8"
+# the methods with a layerwise path, the ones a threshold > 0 may be used with
+NATIVE_METHODS = ", ".join(m.name for m in METHODS.values() if m.layerwise)
 
 
 def usable_threads(measured: Sequence[int], cores: int) -> list[int]:
@@ -33,10 +34,17 @@ def cpuinfer_threads(measured: Sequence[int], cores: int, given: int | None) -> 
     return th
 
 
-def check_threshold(method: KtMethod, threshold: int) -> None:
+def threshold_crashes(method: KtMethod, threshold: int) -> bool:
     """A threshold > 0 makes sglang-kt 0.7.2 crash at the first forward that reaches it unless the
-    method has a layerwise path (docs/sglang-kt.md#the-threshold-must-be-0-for-non-native-methods)."""
-    if threshold > 0 and not method.layerwise:
+    method has a layerwise path (docs/sglang-kt.md#the-threshold-must-be-0-for-non-native-methods,
+    ktransformers#2113)."""
+    return threshold > 0 and not method.layerwise
+
+
+def check_threshold(method: KtMethod, threshold: int) -> None:
+    """A flag set kttune is given (explain, validate, simulate): `threshold_crashes` is bad input.
+    (A whole launch command that does it is "infeasible": kttune.search.launch_command.)"""
+    if threshold_crashes(method, threshold):
         raise ParameterError("threshold", f"{threshold} with {method.name}: sglang-kt 0.7.2 crashes when layerwise fires "
                              "for this method", f"use {{threshold}} 0, or a native method ({NATIVE_METHODS})")
 

@@ -39,6 +39,7 @@ from typing import Callable
 from kttune.config import LaunchConfig
 from kttune.errors import UserError
 from kttune.protocol import Comparison, Protocol, compare, crossing, measure_rounds, race
+from kttune.search.user_flags import usable_threads
 from kttune.app.tuning.result import EVALUATORS, PROBE_MODES, Gain, TuneEvent, TuneRequest, TuneResult, VerifyRow
 from kttune.app.tuning.state import TuneState
 
@@ -260,8 +261,7 @@ def _label(cfg: LaunchConfig) -> str:
 
 
 def _thread_candidates(space, cores: int) -> list[int]:
-    below = [t for t in space.threads if t < cores] or list(space.threads)
-    return sorted(below)[-MAX_THREAD_COUNTS:]
+    return usable_threads(space.threads, cores)[-MAX_THREAD_COUNTS:]
 
 
 def sweep_sizes(predicted: float | None, cap: int, lo: int = 32, count: int = 5) -> list[int]:

@@ -1,0 +1,7 @@
+"""`python -m kttune.cli`: the console script."""
+
+import sys
+
+from kttune.cli import main
+
+sys.exit(main())
