@@ -22,6 +22,7 @@ VERSIONS = {
     "simulate": 1,  # `kttune simulate --json`
     "paths": 1,  # `kttune paths --json/--out`
     "tune": 1,  # `kttune tune --json`, tune.json
+    "tune-state": 1,  # tune's resume file (kttune.app.tuning.state; read back only with its own `version` and key)
     "validate": 1,  # `kttune validate --json`
     "profile": 1,  # hardware profiles (`kttune probe`, `calibrate`, `profile derive`, `validate`)
     "profiles": 1,  # `kttune profiles --json`
