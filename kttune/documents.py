@@ -45,7 +45,11 @@ def is_derived_profile(doc: Any) -> bool:
 
 def is_paths_result(doc: Any) -> bool:
     """`kttune paths --json/--out` ({"request", "runs"}) or a results file of several under "results"
-    (benchmarks/bench_paths.py)."""
+    (benchmarks/bench_paths.py). A document with a schema is one only by its schema (then its keys
+    are checked for shape); one without, by its keys."""
+    kind = doc_kind(doc)
+    if kind is not None and kind[0] != "paths":
+        return False
     if isinstance(doc, dict) and isinstance(doc.get("results"), list) and doc["results"]:
         return all(is_paths_result(d) for d in doc["results"])
     return isinstance(doc, dict) and isinstance(doc.get("request"), dict) and isinstance(doc.get("runs"), list)
