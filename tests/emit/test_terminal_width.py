@@ -234,12 +234,10 @@ def test_measured_search_fits(measured, width):
 def validated(tmp_path_factory):
     import os
 
-    from kttune.validate.run import validate_flags
-
     os.environ["KTTUNE_STANDIN_STARTUP_S"] = "0.2"
     try:
         inp = app.resolve_inputs("kimi-k2-thinking", 140 * GIB, 1, MEASURED, "chat", host_ram_bytes=1024 * GIB)
-        return validate_flags(inp, 2, 4096, 2048, 65536, repeats=1, server_module="kttune.validate.standin",
+        return app.validate(inp, 2, 4096, 2048, 65536, repeats=1, server_module="kttune.validate.standin",
                               log_path=str(tmp_path_factory.mktemp("v") / "s.log"), write_profile=False)
     finally:
         os.environ.pop("KTTUNE_STANDIN_STARTUP_S", None)
