@@ -123,16 +123,54 @@ class Components:
                     f"no CPU MoE measurement with {threads} threads for {self._cpu_method}",
                     f"use one of {opts} threads, or probe with `kttune probe --threads {threads}`",
                 )
-            same = [c for c in curves if c.params.get("threadpools", 1) == pools
-                    and tuple(c.params.get("numa_nodes") or ()) == tuple(numa)]
-            pooled = nearest_shapes(same or [c for c in curves if c.params.get("threadpools", 1) == pools] or curves,
-                                    self.model.params_per_expert)
+            pooled = nearest_shapes(_same_pool(curves, pools, numa), self.model.params_per_expert)
             fit = fit_curves(pooled)
             m = self.model
             same_shape = [c for c in pooled if (c.shape.hidden, c.shape.inter) == (m.hidden_size, m.moe_intermediate_size)]
             table = _residual_table(fit, same_shape[0]) if same_shape and self._cpu_method == self.method.name else None
-            self._cpu_fits[key] = (fit, table)
+            lent = None if same_shape else self._shape_from_other_threads(threads, pools, numa, pooled)
+            self._cpu_fits[key] = lent or (fit, table)
         return self._cpu_fits[key]
+
+    def _shape_from_other_threads(self, threads: int, pools: int, numa: tuple[int, ...],
+                                  pooled: list[Curve]) -> tuple[LinearFit, object] | None:
+        """The model's expert shape from another thread count, scaled to `threads`: where this count
+        was measured only at shapes far from the model's (a quick probe's small shape) and another
+        count measured one nearer, the kernel's shape efficiency comes from the nearer one and the
+        thread scaling from a shape both counts measured (their fitted times' ratio per forward size).
+        Thread scaling is a property of the pool over a given shape; extrapolating a small shape's
+        flop rate to one 10x wider is not (docs/cost-model.md#cpu-experts-at-other-thread-counts)."""
+        ppe = self.model.params_per_expert
+
+        def dist(c: Curve) -> float:
+            return abs(math.log(c.shape.params_per_expert / ppe))
+
+        here = min(dist(c) for c in pooled)
+        mine = {(c.shape.hidden, c.shape.inter, c.shape.experts): c for c in
+                _same_pool(self.profile.curves_of("cpu_moe", method=self._cpu_method, threads=threads), pools, numa)}
+        best = None
+        for t in self.cpu_thread_options():
+            theirs = _same_pool(self.profile.curves_of("cpu_moe", method=self._cpu_method, threads=t), pools, numa)
+            if t == threads or not theirs:
+                continue
+            d = min(dist(c) for c in theirs)
+            common = [c for c in theirs if (c.shape.hidden, c.shape.inter, c.shape.experts) in mine]
+            if here - d > math.log(SHAPE_REACH) and common and (best is None or d < best[0]):
+                best = (d, t, theirs, min(common, key=dist))
+        if best is None:
+            return None
+        _, t, theirs, ref = best
+        at_t, at_threads = fit_curves([ref]), fit_curves([mine[(ref.shape.hidden, ref.shape.inter, ref.shape.experts)]])
+        row = curve_kind("cpu_moe").fit.row
+
+        def scale(tokens: float) -> float:
+            a = at_t(row(ref, tokens))
+            return at_threads(row(ref, tokens)) / a if a > 0 else 1.0
+
+        self.notes.append(f"CPU MoE at {threads} threads: measured there only at shapes far from "
+                          f"{self.model.name}'s; its shape taken from the {t}-thread curves, scaled by the "
+                          f"{threads}/{t}-thread ratio on {ref.shape.hidden}x{ref.shape.inter}")
+        return fit_curves(nearest_shapes(theirs, ppe)), scale
 
     def cpu_moe_ms(self, tokens: float, cpu_experts: int, threads: int, pools: int = 1, numa: tuple[int, ...] = ()) -> float:
         """One kt-kernel MoE forward of `tokens` tokens over `cpu_experts` experts on the CPU, with
@@ -372,6 +410,19 @@ def fit_curves(curves: list[Curve]) -> LinearFit:
             rows.append(fit.row(c, pt.x))
             ys.append(pt.t_ms)
     return fit_nonneg(fit.names, rows, ys)
+
+
+# A thread count whose nearest measured expert shape is this much nearer the model's (in expert size)
+# lends its shape to a count measured only farther away (Components._shape_from_other_threads).
+SHAPE_REACH = 2.0
+
+
+def _same_pool(curves: list[Curve], pools: int, numa: tuple[int, ...]) -> list[Curve]:
+    """The curves of `pools` sub-pools on the NUMA nodes `numa`; failing that, of `pools` sub-pools;
+    failing that, all."""
+    same = [c for c in curves if c.params.get("threadpools", 1) == pools
+            and tuple(c.params.get("numa_nodes") or ()) == tuple(numa)]
+    return same or [c for c in curves if c.params.get("threadpools", 1) == pools] or curves
 
 
 def nearest_shapes(curves: list[Curve], params_per_expert: int, span: float = 8.0) -> list[Curve]:

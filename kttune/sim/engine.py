@@ -40,7 +40,7 @@ import heapq
 import math
 from bisect import bisect_left
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol
 
 import numpy as np
@@ -49,7 +49,6 @@ from kttune.config import LaunchConfig
 from kttune.sim.costs import IterationCosts
 from kttune.sim.workload import Request, RequestList, check_chunk
 
-SCHEDULES = ("chunked", "hybrid", "layered")
 PROGRESS_EVERY = 4096  # requests between progress calls
 LONG_RUN = 256  # decode-only iterations above which a stretch is summed with numpy
 
@@ -80,6 +79,19 @@ class RunTotals:
     groups_used: dict[int, int] = field(default_factory=dict)  # layered: G -> stages run with it
 
 
+class Planner(Protocol):
+    """One schedule: what `serve` asks of it each iteration (docs/howto-add-a-schedule.md)."""
+
+    groups_used: dict[int, int]
+
+    @staticmethod
+    def flags(cfg: LaunchConfig) -> LaunchConfig: ...
+
+    def plan(self, take: Callable[[int], list], decode: int) -> tuple[list, int, int]: ...
+
+    def finished(self, segs: list) -> list: ...
+
+
 class Sink(Protocol):
     """Where a run's events go (kttune.sim.metrics.Summary, or the recorder behind `run`)."""
 
@@ -98,12 +110,20 @@ class Sink(Protocol):
 
 
 # ---- the schedules ---------------------------------------------------------------------------------
+# Each is a planner (the `Planner` protocol): `flags(cfg)` the launch flags it runs with, `plan(take,
+# decode)` the segments, layer-group count and group of the next forward, `finished(segs)` the
+# requests whose prefill that forward completed, and `groups_used` (G -> stages, for the totals).
 # A segment is (entry, tokens, prefix, completes): `tokens` prompt tokens of the request `entry`
 # after `prefix` already prefilled; `completes` when they end its prompt.
 
 class ChunkedPrefill:
     """SGLang's token-chunked prefill: one forward of up to chunk - decode prompt tokens per
     iteration, through every layer."""
+
+    @staticmethod
+    def flags(cfg: LaunchConfig) -> LaunchConfig:
+        """The launch flags the schedule runs with (kttune.sim.simulate.schedule_config)."""
+        return cfg
 
     def __init__(self, schedule: Schedule, costs: IterationCosts, cfg: LaunchConfig) -> None:
         self.chunk = cfg.chunked_prefill_size
@@ -121,6 +141,8 @@ class ChunkedPrefill:
 class LayeredPrefill:
     """Layered Prefill: a staged batch of up to `large_chunk` prompt tokens runs one layer group per
     iteration; its prompts complete after the last group."""
+
+    flags = staticmethod(ChunkedPrefill.flags)  # KT's flags as given: each group's forward takes its path switch
 
     def __init__(self, schedule: Schedule, costs: IterationCosts, cfg: LaunchConfig) -> None:
         self.schedule, self.costs = schedule, costs
@@ -148,7 +170,18 @@ class LayeredPrefill:
         return []
 
 
-PLANNERS = {"chunked": ChunkedPrefill, "hybrid": ChunkedPrefill, "layered": LayeredPrefill}
+class HybridPrefill(ChunkedPrefill):
+    """Token-chunked prefill with layerwise off (threshold 0): every forward takes the hybrid path."""
+
+    @staticmethod
+    def flags(cfg: LaunchConfig) -> LaunchConfig:
+        return replace(cfg, gpu_prefill_token_threshold=0)
+
+
+# The schedules by name: a new schedule is a class with `flags`, `plan`, `finished` and `groups_used`
+# here (docs/howto-add-a-schedule.md).
+PLANNERS: dict[str, type[Planner]] = {"chunked": ChunkedPrefill, "hybrid": HybridPrefill, "layered": LayeredPrefill}
+SCHEDULES = tuple(PLANNERS)
 
 
 # ---- the request queue -----------------------------------------------------------------------------
@@ -491,4 +524,4 @@ def run(costs: IterationCosts, cfg: LaunchConfig, requests, schedule: Schedule) 
     return rec.trace()
 
 
-__all__ = ["SCHEDULES", "Schedule", "Sink", "RunTotals", "ChunkedPrefill", "LayeredPrefill", "serve", "run", "Trace", "Request"]
+__all__ = ["SCHEDULES", "Schedule", "Sink", "RunTotals", "ChunkedPrefill", "HybridPrefill", "LayeredPrefill", "serve", "run", "Trace", "Request"]

@@ -20,10 +20,8 @@ TARGET_ATTAINMENT = 0.9
 
 
 def schedule_config(cfg: LaunchConfig, schedule: engine.Schedule) -> LaunchConfig:
-    """The flags a schedule runs with: `hybrid` turns layerwise off (threshold 0)."""
-    from dataclasses import replace
-
-    return replace(cfg, gpu_prefill_token_threshold=0) if schedule.name == "hybrid" else cfg
+    """The flags a schedule runs with (its planner's `flags`: `hybrid` turns layerwise off)."""
+    return engine.PLANNERS[schedule.name].flags(cfg)
 
 
 def _stream(requests):

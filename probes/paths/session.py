@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from kttune.probes.paths.result import PathRun
+from kttune.spec.methods import METHODS
 
 Progress = Callable[[str], None]
 
@@ -261,14 +262,19 @@ class RunnerSession:
         _malloc_trim()
 
 
-    def paths_agree(self, cfg: RunnerConfig, tokens: int | None = None, tolerance: float = 0.03, seed: int = 7) -> dict:
+    def paths_agree(self, cfg: RunnerConfig, tokens: int | None = None, tolerance: float | None = None, seed: int = 7) -> dict:
         """Whether hybrid and layerwise give the same output for `cfg`'s GPU experts and threads, at a
         forward of `threshold` tokens (where layerwise starts to fire) or `tokens`: the routed experts
         of layer 0 on both paths for the same hidden states, and the K layers' output of one forward
         through the switch against the same forward forced hybrid. Relative mean absolute difference
-        against `tolerance` (bf16 sums in another order differ by well under 1%; a wrong expert layout
-        in the layerwise slot, as users report above the threshold, differs by 100% and more)."""
+        against `tolerance` (default: `agreement_tolerance`, the two paths' precision: a wrong expert
+        layout in the layerwise slot, as users report above the threshold, differs by 100% and more)."""
         import torch
+
+        if tolerance is None:
+            tolerance, why = agreement_tolerance(self.method, self.stack.device.type)
+        else:
+            why = "given"
 
         if not self.layerwise or cfg.threshold <= 0:
             return {"checked": False, "agree": True,
@@ -291,7 +297,7 @@ class RunnerSession:
         finite = bool(torch.isfinite(yl).all() and torch.isfinite(out_switch).all())
         moe, layer = rel(yl, yh), rel(out_switch, out_hybrid)
         return {"checked": True, "tokens": m, "threshold": cfg.threshold, "gpu_experts": cfg.gpu_experts,
-                "threads": cfg.threads, "moe_rel_diff": moe, "layers_rel_diff": layer, "tolerance": tolerance,
+                "threads": cfg.threads, "moe_rel_diff": moe, "layers_rel_diff": layer, "tolerance": tolerance, "tolerance_why": why,
                 "finite": finite, "agree": finite and moe <= tolerance and layer <= tolerance,
                 "backends": dict(self.runner.backends),
                 "note": "" if m == cfg.threshold else f"checked at {m} tokens (the session's largest hybrid forward)"}
@@ -310,6 +316,26 @@ class RunnerSession:
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
         torch.set_num_threads(self._torch_threads)
+
+
+BF16_ORDER_TOLERANCE = 0.03  # bf16 sums of the same products in another order: well under 1% apart
+E4M3_HALF_STEP = 2.0 ** -4  # e4m3 keeps 3 mantissa bits: rounding moves a value by up to 1/16 of itself
+
+
+def agreement_tolerance(method: str, device: str) -> tuple[float, str]:
+    """How far apart the hybrid and layerwise outputs of one forward may be when both are right.
+
+    Both paths hold the same weights; they differ in arithmetic. bf16 and int4 weight-only (w4a16)
+    kernels differ only in summation order (BF16_ORDER_TOLERANCE). The FP8 methods' GPU kernel on CUDA
+    quantises the activations to e4m3 per token (kttune.kernels.grouped_moe, as sglang's w8a8 FP8
+    kernels do) while kt-kernel's CPU path does not, so the two also differ by e4m3's rounding, up to
+    half a step of 3 mantissa bits per element; and with 128x128 block scales the runner's CUDA kernel
+    takes one scale per output row (kttune.kernels.gpu_experts), approximate values of the same size.
+    Either stays an order of magnitude below a wrong expert layout (100% and more)."""
+    fmt = METHODS[method].cpu_format if method in METHODS else ""
+    if fmt.startswith("fp8") and device == "cuda":
+        return BF16_ORDER_TOLERANCE + E4M3_HALF_STEP, "fp8 on CUDA: e4m3 activations on the GPU path, bf16 on the CPU"
+    return BF16_ORDER_TOLERANCE, "same precision on both paths: bf16 summation order"
 
 
 def _malloc_trim() -> None:

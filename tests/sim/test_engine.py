@@ -168,3 +168,31 @@ def test_gap_histogram_counts_every_gap_once():
         served = [q for q in reqs if q.prompt_tokens + q.output_tokens <= 20000]
         assert sum(r.samples["tbt_hist_ms"]["counts"]) == sum(q.output_tokens - 1 for q in served)
         assert r.requests - r.rejected == len(served)
+
+
+
+class WholePromptsPrefill(engine.ChunkedPrefill):
+    """A schedule added the way docs/howto-add-a-schedule.md says: no chunking, every admitted
+    prompt whole in the next forward."""
+
+    def plan(self, take, decode):
+        return take(1 << 30), 1, 0
+
+
+def test_a_new_schedule_is_one_class_in_the_table(monkeypatch):
+    """The seam: registering a planner is all `simulate` needs, and the new schedule's laws hold: a
+    lone request's TTFT is one forward of its whole prompt, and the forwards that prefill carry whole
+    prompts: their sizes add up to sums of consecutive prompts, none cut."""
+    from dataclasses import replace
+
+    monkeypatch.setitem(engine.PLANNERS, "whole-prompts", WholePromptsPrefill)
+    c = comp()
+    f = _flags(c, chunked_prefill_size=2048)
+    lone = simulate_one(c, f, [Request(0, 1.0, 5000, 1)], engine.Schedule("whole-prompts"), SLO)
+    whole = prefill_time_ms(c, replace(f, chunked_prefill_size=8192), 5000)
+    assert math.isclose(lone.ttft_s.p50 * 1e3, whole, rel_tol=1e-9) and whole != prefill_time_ms(c, f, 5000)
+    reqs = poisson_requests(ARXIV, 0.5, 12, seed=3)
+    trace = engine.run(IterationCosts(c, f), f, reqs, engine.Schedule("whole-prompts"))
+    ends = set(np.cumsum([int(r.prompt_tokens) for r in reqs]).tolist())
+    done = np.cumsum([int(p) for p in trace.iter_prefill if p > 0]).tolist()
+    assert set(done) <= ends and done[-1] == max(ends) and len(trace.arrival_s) == len(reqs)

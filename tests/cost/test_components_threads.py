@@ -1,0 +1,54 @@
+"""CPU experts at a thread count measured only at small shapes (kttune.cost.components,
+`_shape_from_other_threads`), held to measurements no fit saw: the path runner on the H200 box ran
+glm-4.5-air BF16 and minimax-m2.1 FP8 at 11 threads (tests/data/paths-transfer-h200.json), while the
+shipped H200 profile measured 11 threads only at a 1024x512 expert and 13 threads at wider ones."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+import kttune.cost.components as components
+from kttune.cost.components import Components
+from kttune.cost.transfer import mape
+from kttune.hw.registry import load_shipped
+from kttune.probes.paths.compare import transfer_points
+from kttune.probes.paths.result import runs_in_results
+from kttune.spec.loader import load_model
+
+RESULTS = Path(__file__).parents[1] / "data" / "paths-transfer-h200.json"
+
+
+@lru_cache(maxsize=2)
+def errors_at_11_threads(reach: float) -> dict[str, float]:
+    old = components.SHAPE_REACH
+    components.SHAPE_REACH = reach
+    try:
+        prof = replace(load_shipped("h200-pcie5-xeon-amx-16c"), calibration=())
+        pts = []
+        for req, runs in runs_in_results(json.loads(RESULTS.read_text())):
+            c = Components(prof, load_model(req["model"], req.get("method")), runs[0].method, 1)
+            pts += [p for r in runs if r.cpuinfer == 11 for p in transfer_points(r, c) if p.path == "hybrid"]
+    finally:
+        components.SHAPE_REACH = old
+    return {m: mape((p.raw_ms, p.measured_ms) for p in pts if p.model == m) for m in {p.model for p in pts}}
+
+
+def test_the_shipped_11_thread_curves_are_small_shapes_only():
+    prof = load_shipped("h200-pcie5-xeon-amx-16c")
+    sizes = {c.shape.params_per_expert for c in prof.curves_of("cpu_moe", method="BF16", threads=11)}
+    wider = {c.shape.params_per_expert for c in prof.curves_of("cpu_moe", method="BF16", threads=13)}
+    assert max(sizes) * components.SHAPE_REACH < max(wider)
+
+
+@pytest.mark.parametrize("model", ["glm-4.5-air", "minimax-m2.1"])
+def test_hybrid_at_11_threads_holds_on_models_no_curve_measured(model):
+    """The shape from 13 threads, scaled by the 11/13 ratio on a shape both measured: within 15%
+    (the issue's raw target); extrapolating the 1024x512 curve alone was off by more."""
+    assert errors_at_11_threads(components.SHAPE_REACH)[model] <= 0.15
+    if model == "glm-4.5-air":  # 4096x1408, 11x the small shape's expert: the extrapolation overshoots
+        assert errors_at_11_threads(float("inf"))[model] > 0.3
