@@ -4,4 +4,5 @@ import sys
 
 from kttune.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # imported (every module is, by scripts/check_install.py): nothing runs
+    sys.exit(main())
