@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
-from kttune.cost.prefill import chunks_of, forward_path, layerwise_load_ms, layerwise_moe_layer, prefill_forwards
+from kttune.cost.prefill import layerwise_load_ms, layerwise_moe_layer, prefill_forwards, prompt_forwards
 from kttune.hw.calibration import server_entry
 from kttune.validate.logs import LayerwiseRecord
 
@@ -84,7 +84,7 @@ class Comparison:
 
 
 def predicted_paths(comp: Components, cfg: LaunchConfig, prompt_tokens: int) -> tuple[str, ...]:
-    return tuple(forward_path(comp, cfg, n) for n in chunks_of(prompt_tokens, cfg.chunked_prefill_size))
+    return tuple(path for path, _, _ in prompt_forwards(comp, cfg, prompt_tokens))
 
 
 def _pairs(records: tuple[LayerwiseRecord, ...]) -> list[tuple[float, float]]:
@@ -121,7 +121,7 @@ def compare(comp: Components, cfg: LaunchConfig, measured: list[PromptMeasuremen
     # per-layer evidence from KT's log: layerwise forwards of one size
     layer_ratios, loads, computes, load_pred, comp_pred = [], [], [], layerwise_load_ms(comp, cfg)[0], []
     for m in measured:
-        sizes = {n for n in chunks_of(m.prompt_tokens, cfg.chunked_prefill_size) if forward_path(comp, cfg, n) == "layerwise"}
+        sizes = {n for path, n, _ in prompt_forwards(comp, cfg, m.prompt_tokens) if path == "layerwise"}
         pairs = _pairs(m.layerwise)
         if len(sizes) != 1 or not pairs:
             continue

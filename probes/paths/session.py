@@ -149,7 +149,7 @@ class RunnerSession:
 
     def plan(self, cfg: RunnerConfig, prompt: int, force: str | None = None) -> tuple:
         """The forwards a prompt runs under `cfg`: (path, tokens, prefix) each."""
-        from kttune.cost.prefill import forward_plan
+        from kttune.spec.forwards import forward_plan
 
         return forward_plan(self.layerwise, prompt, cfg.chunk, cfg.threshold, force)
 
