@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 
 from kttune.hw.profile import Curve, Point
 from kttune.probes.common import NullReporter, Reporter, quantiles
-from kttune.probes.gpu_common import MoeShape, bound_to_node, free_host_bytes, gpu_numa_node
+from kttune.probes.gpu_common import bound_to_node, free_host_bytes, gpu_numa_node
+from kttune.spec.moe_shape import MoeLayerShape
 from kttune.units import GIB
 
 
@@ -424,14 +425,14 @@ QUICK_LAYER_BYTES = 2 * GIB
 QUICK_EXPERT_FRACTIONS = (0.5, 1.0)  # two points per thread count: the fit needs a slope, not a constant
 
 
-def expert_stream_bytes(shape: MoeShape) -> int:
+def expert_stream_bytes(shape: MoeLayerShape) -> int:
     """Bytes one expert of `shape` streams through the pipeline (its slot image: weights + scales, TP 1)."""
     from kttune.kernels.expert_weights import kinds_nbytes, slot_kinds
 
     return kinds_nbytes(slot_kinds(shape.method, shape.hidden, shape.inter))
 
 
-def layer_experts(shape: MoeShape, max_layer_bytes: int | None = None) -> int:
+def layer_experts(shape: MoeLayerShape, max_layer_bytes: int | None = None) -> int:
     """How many of `shape`'s experts the pipeline probe builds and streams: all of them, or as many as
     fit in `max_layer_bytes` (at least 2 x top-k, so half of them still streams several steps)."""
     if max_layer_bytes is None:
@@ -467,7 +468,7 @@ def runnable_configs(configs, writer) -> tuple[PipelineConfig, ...]:
 
 
 def probe_pipeline_layer(
-    shape: MoeShape,
+    shape: MoeLayerShape,
     *,
     gpu: int = 0,
     threads: int | None = None,

@@ -57,7 +57,7 @@ def test_stream_driver_needs_a_stream_writer():
 def test_quick_layer_cap_keeps_whole_experts_within_the_cap():
     from hypothesis import given, strategies as st
 
-    from kttune.probes.gpu_common import MoeShape
+    from kttune.spec.moe_shape import MoeLayerShape
     from kttune.probes.gpu_pipeline import expert_stream_bytes, layer_experts
     from kttune.units import GIB, MIB
 
@@ -65,7 +65,7 @@ def test_quick_layer_cap_keeps_whole_experts_within_the_cap():
            st.sampled_from([256, 512, 768, 1536, 2048]), st.integers(8, 512), st.sampled_from([2, 4, 8]),
            st.integers(64 * MIB, 8 * GIB))
     def law(method, h, i, e, k, cap):
-        shape = MoeShape("s", h, i, e, k, method)
+        shape = MoeLayerShape(hidden=h, inter=i, experts=e, top_k=k, method=method, name="s")
         n = layer_experts(shape, cap)
         assert layer_experts(shape, None) == e  # a full probe streams the whole layer
         assert 1 <= n <= e
