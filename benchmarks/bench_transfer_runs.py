@@ -116,7 +116,7 @@ def predicted_s(profile, req) -> float:
 
 def requests(points: list[DesignPoint], args, profile) -> list[tuple[str, object]]:
     """One PathsRequest per (model, threads), the model's first thread count with the forced sweep."""
-    from kttune.probes.paths.api import PathsRequest
+    from kttune.runner.api import PathsRequest
 
     out = []
     for model in dict.fromkeys(p.model for p in points):
@@ -139,7 +139,7 @@ def requests(points: list[DesignPoint], args, profile) -> list[tuple[str, object
 def measure_request(req, say):
     """Run one request through the path runner (its session and the measurement protocol)."""
     from kttune.kernels.kt_ext import quiet_stdout
-    from kttune.probes.paths.api import run_paths
+    from kttune.runner.api import run_paths
 
     with quiet_stdout(to_stderr=True):
         return run_paths(req, progress=say).to_dict()

@@ -6,7 +6,7 @@ import torch
 
 from kttune.kernels import triton_int4
 from kttune.kernels.expert_weights import HostExperts, TorchExpertWriter
-from kttune.probes.gpu_pipeline import LayerPipeline, PipelineConfig
+from kttune.runner.pipeline import LayerPipeline, PipelineConfig
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,7 @@ def test_pipeline_delivers_the_layer(method, prefer_kt, cfg):
     import torch
 
     from kttune.kernels.expert_weights import HostExperts, make_writer
-    from kttune.probes.gpu_pipeline import LayerPipeline, PipelineConfig
+    from kttune.runner.pipeline import LayerPipeline, PipelineConfig
 
     host = HostExperts.random(method, 1024, 512, 10, seed=5)
     writer, _ = make_writer(host, threads=4, prefer_kt=prefer_kt)

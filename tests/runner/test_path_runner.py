@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from kttune.kernels.grouped_moe import moe_reference
-from kttune.probes.paths.result import PathRun
-from kttune.probes.paths.runner import PathRunner
-from kttune.probes.paths.stack import StackOptions, build_stack, small_spec
+from kttune.runner.result import PathRun
+from kttune.runner.path_runner import PathRunner
+from kttune.runner.stack import StackOptions, build_stack, small_spec
 from kttune.spec.loader import load_model
 
 
@@ -74,7 +74,7 @@ def test_prefix_attention_matches_one_shot():
     family's q/k norm: per head (Qwen3, GLM-4.5), over the layer's heads (MiniMax-M2), none (MLA),
     and Qwen3-Next's output gate."""
     from kttune.kernels.decoder import Attention, AttnCache
-    from kttune.probes.paths.stack import attention_shape
+    from kttune.runner.stack import attention_shape
 
     for name, qk_norm in (("qwen3-30b-a3b", "per_head"), ("kimi-k2-thinking", ""), ("glm-4.5", "per_head"),
                           ("minimax-m2", "per_layer"), ("qwen3-next-80b-a3b", "per_head")):

@@ -13,7 +13,7 @@ at every size); the forwards and their paths are kttune.spec.forwards.forward_pl
   main stream runs the GPU-resident experts (ids 0..n-1) and the shared experts; the main stream
   waits for the side stream's event and sums;
 - layerwise: the layer's experts are streamed through the three-stage pipeline
-  (`kttune.probes.gpu_pipeline.LayerPipeline`) into the one full-layer slot (BF16 copies its resident
+  (`kttune.runner.pipeline.LayerPipeline`) into the one full-layer slot (BF16 copies its resident
   experts GPU->GPU and streams the rest; the other methods stream every expert), then the GPU MoE
   runs over all experts; layers one after another;
 - the routed output is scaled by `routed_scaling_factor`, the shared experts added, TP all-reduce.
@@ -36,8 +36,8 @@ import torch
 from kttune.kernels.cpu_moe import moe_forward
 from kttune.kernels.decoder import AttnCache, rms_norm, route, swiglu_mlp
 from kttune.kernels.gpu_experts import GpuExperts, gpu_subset_moe
-from kttune.probes.paths.result import ForwardRecord, PathRun
-from kttune.probes.paths.stack import PathStack
+from kttune.runner.result import ForwardRecord, PathRun
+from kttune.runner.stack import PathStack
 from kttune.spec.forwards import forward_plan
 from kttune.spec.methods import get_method
 
@@ -68,7 +68,7 @@ class PathRunner:
     configuration (default: the stream driver with slots of two experts on CUDA, host loop on CPU)."""
 
     def __init__(self, stack: PathStack, pipeline_config: Any = None, dist: Dist | None = None):
-        from kttune.probes.gpu_pipeline import PipelineConfig
+        from kttune.runner.pipeline import PipelineConfig
 
         self.st = stack
         self.dist = dist or Dist(stack.opts.rank, stack.opts.tp)
@@ -170,7 +170,7 @@ class PathRunner:
         return y if c is None else y.add_(c.to(y.dtype))
 
     def _layerwise(self, layer, h: torch.Tensor, ids: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        from kttune.probes.gpu_pipeline import LayerPipeline
+        from kttune.runner.pipeline import LayerPipeline
 
         st = self.st
         n = st.opts.gpu_experts
@@ -179,7 +179,7 @@ class PathRunner:
             tp = self.dist.tp
             cfg = self.pipeline_config
             if tp > 1:  # per-expert steps, each closed by a barrier of all ranks, host-driven
-                from kttune.probes.gpu_pipeline import PipelineConfig
+                from kttune.runner.pipeline import PipelineConfig
 
                 cfg = PipelineConfig(2, 1)
             st.pipeline = LayerPipeline(st.host, st.writer, cfg, st.device, first=first, tp=tp,

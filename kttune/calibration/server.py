@@ -1,5 +1,5 @@
 """Compare what a running server measured with what the cost model predicted, and turn the
-differences into calibration entries (kttune.hw.calibration: the profile's `calibration` list, in
+differences into calibration entries (kttune.calibration.entries: the profile's `calibration` list, in
 the path runner's form: a factor on the predicted MoE-layer time per path and method). Pure.
 
 Give it the raw cost model (a profile without calibration entries): the factors are relative to it.
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
 from kttune.cost.prefill import layerwise_load_ms, layerwise_moe_layer, prefill_forwards, prompt_forwards
-from kttune.hw.calibration import server_entry
+from kttune.calibration.entries import server_entry
 from kttune.validate.logs import LayerwiseRecord
 
 
@@ -80,7 +80,7 @@ class PartCheck:
 class Comparison:
     lengths: tuple[LengthCheck, ...]
     parts: tuple[PartCheck, ...]
-    corrections: tuple[dict, ...]  # kttune.hw.calibration entries
+    corrections: tuple[dict, ...]  # kttune.calibration.entries.CalibrationEntry.to_dict, as the JSON and the profile hold them
 
 
 def predicted_paths(comp: Components, cfg: LaunchConfig, prompt_tokens: int) -> tuple[str, ...]:
@@ -115,7 +115,8 @@ def compare(comp: Components, cfg: LaunchConfig, measured: list[PromptMeasuremen
 
     def entry(path: str, ratios: list[float], raw_mape: float | None, detail: dict) -> dict:
         factor = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-        return server_entry(method, path, factor, len(ratios), raw_mape, model_name, created, {"config": cfg_detail, **detail})
+        return server_entry(method, path, factor, len(ratios), raw_mape, model_name, created,
+                            {"config": cfg_detail, **detail}).to_dict()
 
     out: list[dict] = []
     # per-layer evidence from KT's log: layerwise forwards of one size
