@@ -60,7 +60,7 @@ def paths(
 
     from kttune.emit.paths import render
     from kttune.kernels.kt_ext import quiet_stdout
-    from kttune.probes.paths.api import PathsRequest, run_paths
+    from kttune.runner.api import PathsRequest, run_paths
 
     if out is not None:  # refused before anything runs
         from kttune.documents import PATHS_OUTPUT, check_output_file
@@ -111,12 +111,12 @@ def calibrate(
 ) -> None:
     """Fit per-path, per-method corrections of the cost model from path-runner results and write them
     into a profile; `search` and `explain` then use them and report their held-out error."""
-    from kttune.cost.calibration import Calibration
+    from kttune.calibration.entries import Calibration
     from kttune.hw.profile import save_profile
     from kttune.hw.registry import resolve_profile
 
     from kttune.api import this_machine_inventory
-    from kttune.probes.paths.api import calibration_points
+    from kttune.runner.api import calibration_points
 
     from kttune.bounds import read_json_file
     from kttune.documents import check_output_file, describe, document_of, is_paths_result, profile_output_from

@@ -44,7 +44,7 @@ def test_margin_rule_round_trips():
 def _runs():
     """Every run with a measured peak at the judged chunks (4096..65536), read with the runner's own
     reader (`runs_in_results`) from the results files' `{machine, results: [{request, runs}]}`."""
-    from kttune.probes.paths.result import runs_in_results
+    from kttune.runner.result import runs_in_results
 
     for f in RESULTS:
         for _, runs in runs_in_results(json.loads(f.read_text())):
@@ -54,7 +54,7 @@ def _runs():
 
 
 def _ratios() -> list[tuple]:
-    from kttune.probes.paths.compare import predicted_runner_peak_bytes
+    from kttune.runner.memory import predicted_runner_peak_bytes
 
     rows = list(_runs())
     assert rows, "the results files hold no run with a measured peak at chunks 4096..65536"
@@ -68,7 +68,7 @@ def _ratios() -> list[tuple]:
 @pytest.mark.skipif(not RESULTS, reason="no tests/data/paths-*.json: run `kttune paths --out` on the GPU box, copy its result there")
 def test_phase_model_bounds_the_runners_measured_peak():
     """Held out (nothing is fitted to these peaks): SGLang's terms (kttune.memory.vram) for what the
-    runner holds, plus its named runner-only terms (probes/paths/compare.py), against every measured
+    runner holds, plus its named runner-only terms (kttune/calibration/runner.py), against every measured
     peak at chunks 4096..65536: measured <= predicted <= 1.15 x measured."""
     bad = [r for r in _ratios() if not 1.0 <= r[-1] <= 1.15]
     assert not bad, bad
@@ -78,7 +78,7 @@ def test_phase_model_bounds_the_runners_measured_peak():
 def test_the_sglang_terms_carry_the_prediction():
     """The runner allocates as SGLang does: what only the runner holds (MLA's padded values, one
     expert run's GEMM buffers, its staging ring...) is a small share of every predicted peak."""
-    from kttune.probes.paths.compare import predicted_runner_peak_bytes
+    from kttune.runner.memory import predicted_runner_peak_bytes
 
     shares = []
     for name, run in _runs():
@@ -95,8 +95,8 @@ def test_every_phase_peak_is_bounded_by_its_phase():
     is the caching allocator's granularity, not the model: a cached block is split only when more
     than 1 MiB would remain, so a live tensor can hold up to 1 MiB beyond its size (it shows at the
     32..256-token forwards, where a phase's own tensors are a few MiB)."""
-    from kttune.probes.paths.compare import predicted_phase_peaks
-    from kttune.probes.paths.result import runs_in_results
+    from kttune.runner.memory import predicted_phase_peaks
+    from kttune.runner.result import runs_in_results
 
     bad, seen = [], 0
     for f in RESULTS:
