@@ -254,7 +254,7 @@ def summarize(runs: list[PathRun], profile, spec) -> dict:
     from kttune.calibration.entries import Calibration
     from kttune.calibration.runner import (
         ForwardPoint, disturbed, disturbed_forwards, forward_points, held_out_errors, measured_crossover, predicted_crossover)
-    from kttune.runner.memory import predicted_runner_peak_bytes
+    from kttune.runner.memory import layerwise_slot_held, predicted_runner_peak_bytes
 
     comps = _components(profile, spec, runs[0].method) if runs else None
     out: dict = {}
@@ -303,9 +303,9 @@ def summarize(runs: list[PathRun], profile, spec) -> dict:
                          "measured_interval": interval.to_dict() if interval else None}
     out["crossover"] = cross
     mem = []
-    for r in runs:
+    for r, held in zip(runs, layerwise_slot_held(runs)):
         if r.peak_allocated_bytes:
-            pred = predicted_runner_peak_bytes(spec, r)["total"]
+            pred = predicted_runner_peak_bytes(spec, r, held)["total"]
             mem.append({"prompt": r.prompt_tokens, "chunk": r.chunk, "gpu_experts": r.gpu_experts, "paths": list(r.paths),
                         "measured_peak_bytes": r.peak_allocated_bytes, "measured_reserved_bytes": r.peak_reserved_bytes,
                         "predicted_bytes": pred, "ratio": round(pred / r.peak_allocated_bytes, 3)})

@@ -108,11 +108,28 @@ def runner_phases(spec: ModelSpec, run: PathRun, f: ForwardRecord) -> vram.Activ
                    hybrid_moe=sg.hybrid_moe + (0 if lw else extra["moe"]))
 
 
-def static_runner_bytes(spec: ModelSpec, run: PathRun) -> dict[str, int]:
+def layerwise_slot_held(runs: list[PathRun]) -> list[bool]:
+    """Per run of one `kttune paths` request (in the order they ran), whether the full-layer slot was
+    on the device: allocated at the first layerwise forward and kept until the GPU/CPU split or the
+    thread count changes (the stack then drops its pipeline, `set_gpu_experts` / `set_threads`), as
+    sglang-kt keeps it for the server's life once allocated."""
+    held, last, out = False, None, []
+    for r in runs:
+        if (r.gpu_experts, r.cpuinfer) != last:
+            held, last = False, (r.gpu_experts, r.cpuinfer)
+        held = held or "layerwise" in r.paths
+        out.append(held)
+    return out
+
+
+def static_runner_bytes(spec: ModelSpec, run: PathRun, slot_held: bool | None = None) -> dict[str, int]:
     """What the runner holds through a whole prompt (SGLang's terms for K layers; see
-    `predicted_runner_peak_bytes`)."""
+    `predicted_runner_peak_bytes`). `slot_held`: whether the layerwise slot was allocated
+    (`layerwise_slot_held`); None: whenever the method has a layerwise path (the larger answer, for
+    a run whose history is unknown)."""
     cfg = launch_config(run)
     method = get_method(run.method)
+    slot = method.layerwise if slot_held is None else (slot_held and method.layerwise)
     k = run.layers_run
     emb = spec.vocab_size * spec.hidden_size * 2 * (1 if spec.tie_word_embeddings else 2)
     per_layer = max(0, spec.non_expert_bytes - emb) / max(1, spec.num_layers)
@@ -125,20 +142,20 @@ def static_runner_bytes(spec: ModelSpec, run: PathRun) -> dict[str, int]:
         "resident_experts": int(resident),
         "kv_cache": int(k * kv_per_layer * run.prompt_tokens),
         "staging": vram.staging_bytes(spec, replace(cfg, chunked_prefill_size=run.buffer_tokens or run.chunk)),
-        "layerwise_slot": vram.layerwise_slot_bytes(spec, method, run.tp) if method.layerwise else 0,
+        "layerwise_slot": vram.layerwise_slot_bytes(spec, method, run.tp) if slot else 0,
         # torch's cuBLAS workspace for the main stream's GEMMs (in SGLang's figures, part of
         # vram.CUDA_CONTEXT_BYTES)
         "cublas_workspace": CUBLAS_WORKSPACE_BYTES if _on_cuda(run) else 0,
         # runner-only: the pipeline's staging ring, kept with the slot
-        "pipeline_ring": pipeline_ring_bytes(spec, run) if method.layerwise else 0,
+        "pipeline_ring": pipeline_ring_bytes(spec, run) if slot else 0,
     }
 
 
-def predicted_phase_peaks(spec: ModelSpec, run: PathRun) -> list[dict[str, int]]:
+def predicted_phase_peaks(spec: ModelSpec, run: PathRun, slot_held: bool | None = None) -> list[dict[str, int]]:
     """Per forward, the predicted device peak of its attention block (with the router) and of its MoE
     block: the static terms, the persistent activations and that phase (SGLang's plus the runner's
     own); what the runner's `attn_peak_bytes` / `moe_peak_bytes` measure."""
-    static = sum(static_runner_bytes(spec, run).values())
+    static = sum(static_runner_bytes(spec, run, slot_held).values())
     out = []
     for f in run.forwards:
         ph = runner_phases(spec, run, f)
@@ -147,7 +164,7 @@ def predicted_phase_peaks(spec: ModelSpec, run: PathRun) -> list[dict[str, int]]
     return out
 
 
-def predicted_runner_peak_bytes(spec: ModelSpec, run: PathRun) -> dict:
+def predicted_runner_peak_bytes(spec: ModelSpec, run: PathRun, slot_held: bool | None = None) -> dict:
     """What the runner holds on the device at its peak (bytes), term by term; the one source of truth
     for it (`kttune paths` reports it, tests/memory/test_vram_phases.py holds it to the measured peaks).
 
@@ -155,12 +172,12 @@ def predicted_runner_peak_bytes(spec: ModelSpec, run: PathRun) -> dict:
     runner has none), n resident experts per layer, KV for the whole prompt on K layers, the KT staging
     buffer (the runner's device copy of the CPU experts' output plays its part, sized for the stack's
     largest forward, `buffer_tokens`, rather than the chunk), the full-layer slot (sglang-kt and the runner allocate it at the first layerwise forward and
-    keep it: held whenever the method has a layerwise path and the run or an earlier one went
-    layerwise), and the activations by phase (`activation_phases(...).peak_bytes`: persistent plus the
+    keep it while the configuration's split and threads stay: `slot_held`, from
+    `layerwise_slot_held` over the request's runs), and the activations by phase (`activation_phases(...).peak_bytes`: persistent plus the
     largest phase, never the sum) for the worst forward of the run, each forward after its own prefix.
     Runner-only, named: `runner_activation_difference`, the runner's activation peak (`runner_phases`)
     less SGLang's, a few percent (`runner_only_bytes`)."""
-    terms = static_runner_bytes(spec, run)
+    terms = static_runner_bytes(spec, run, slot_held)
     sglang = max(forward_phases(spec, run, f).peak_bytes for f in run.forwards)
     terms["activations"] = sglang
     terms["runner_activation_difference"] = max(runner_phases(spec, run, f).peak_bytes for f in run.forwards) - sglang

@@ -46,11 +46,13 @@ def _runs():
     reader (`runs_in_results`) from the results files' `{machine, results: [{request, runs}]}`."""
     from kttune.runner.result import runs_in_results
 
+    from kttune.runner.memory import layerwise_slot_held
+
     for f in RESULTS:
         for _, runs in runs_in_results(json.loads(f.read_text())):
-            for run in runs:
+            for run, held in zip(runs, layerwise_slot_held(runs)):
                 if run.peak_allocated_bytes and 4096 <= run.chunk <= 65536:
-                    yield f.name, run
+                    yield f.name, run, held
 
 
 def _ratios() -> list[tuple]:
@@ -59,8 +61,8 @@ def _ratios() -> list[tuple]:
     rows = list(_runs())
     assert rows, "the results files hold no run with a measured peak at chunks 4096..65536"
     out = []
-    for name, run in rows:
-        pred = predicted_runner_peak_bytes(load_model(run.model, run.method), run)["total"]
+    for name, run, held in rows:
+        pred = predicted_runner_peak_bytes(load_model(run.model, run.method), run, held)["total"]
         out.append((name, run.model, run.chunk, run.prompt_tokens, run.gpu_experts, run.paths, pred / run.peak_allocated_bytes))
     return out
 
@@ -81,8 +83,8 @@ def test_the_sglang_terms_carry_the_prediction():
     from kttune.runner.memory import predicted_runner_peak_bytes
 
     shares = []
-    for name, run in _runs():
-        t = predicted_runner_peak_bytes(load_model(run.model, run.method), run)
+    for name, run, held in _runs():
+        t = predicted_runner_peak_bytes(load_model(run.model, run.method), run, held)
         shares.append(((t["runner_activation_difference"] + t["pipeline_ring"]) / t["total"], run.model, run.chunk, run.prompt_tokens))
     assert max(shares)[0] <= 0.15, max(shares)
 
@@ -101,7 +103,7 @@ def test_every_phase_peak_is_bounded_by_its_phase():
     bad, seen = [], 0
     for f in RESULTS:
         for _, runs in runs_in_results(json.loads(f.read_text())):
-            for run in runs:
+            for run in runs:  # the slot counted whenever the method has one: an upper bound for every order
                 spec = load_model(run.model, run.method)
                 for fw, pred in zip(run.forwards, predicted_phase_peaks(spec, run)):
                     if not fw.attn_peak_bytes:

@@ -47,3 +47,22 @@ def test_runner_only_terms_follow_the_runners_code():
     q = load_model("qwen3-30b-a3b", "BF16")
     qr = _run("qwen3-30b-a3b", "BF16", "NVIDIA H200", fw)
     assert len({runner_only_bytes(q, qr, f)["attention"] for f in qr.forwards}) == 1
+
+
+def test_the_layerwise_slot_is_held_from_the_first_layerwise_forward_until_the_split_changes():
+    """As the stack does (set_gpu_experts / set_threads drop the pipeline): the measured H200 runs of
+    glm-4.5-air at 13 threads (a layerwise run at 17 GPU experts, then a hybrid one at 28) held no
+    slot in the second, and the predicted peak over-counted it 2.7x before."""
+    from dataclasses import replace
+
+    from kttune.runner.memory import layerwise_slot_held, predicted_runner_peak_bytes
+    from kttune.spec.loader import load_model
+
+    hy = _run("qwen3-30b-a3b", "BF16", "NVIDIA H200", [(1024, 0, "hybrid")])
+    lw = _run("qwen3-30b-a3b", "BF16", "NVIDIA H200", [(4096, 0, "layerwise")])
+    runs = [hy, lw, hy, replace(hy, gpu_experts=8), replace(lw, cpuinfer=11), replace(hy, cpuinfer=11)]
+    assert layerwise_slot_held(runs) == [False, True, True, False, True, True]
+    spec = load_model("qwen3-30b-a3b", "BF16")
+    with_slot, without = (predicted_runner_peak_bytes(spec, hy, h) for h in (True, False))
+    assert without["layerwise_slot"] == without["pipeline_ring"] == 0 < with_slot["layerwise_slot"]
+    assert predicted_runner_peak_bytes(spec, hy)["total"] == with_slot["total"]  # unknown history: the larger
