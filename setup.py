@@ -3,7 +3,7 @@
 probes/, kernels/ and profiles/ sit at the top of the repository but install only under the kttune
 namespace (a PyPI package named `kernels` exists), so setuptools' plain `find` cannot name them:
 each mapped directory's own packages are found and put under its kttune name. A new sub-package
-(kttune.sim, kttune.probes.paths) is picked up without editing anything.
+(kttune.sim, kttune.runner) is picked up without editing anything.
 """
 
 from setuptools import find_packages, setup

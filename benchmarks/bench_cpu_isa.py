@@ -39,12 +39,13 @@ def measure_build(threads: int, repeats: int) -> dict:
     from kttune.kernels.expert_weights import HostExperts
     from kttune.kernels.kt_ext import load_kt_kernel, quiet_stdout
     from kttune.kernels.kt_moe import KtMoeLayer
-    from kttune.probes.cpu_moe import ExpertShape, _inputs
+    from kttune.probes.cpu_moe import _inputs
     from kttune.probes.inventory import collect_cpu
+    from kttune.spec.moe_shape import MoeLayerShape
 
     kt = load_kt_kernel()
     isa = collect_cpu().isa
-    shape = ExpertShape(**SHAPE)
+    shape = MoeLayerShape(**SHAPE)
     out: dict = {"variant": kt.variant, "methods": {}}
     for method in METHODS:
         try:

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict
 from pathlib import Path
 
 from kttune.probes.host_ram import predicted_bytes, run_point
+from kttune.spec.moe_shape import MoeLayerShape
 from kttune.units import MIB
 from kttune.probes.inventory import host_line
 from results_layout import results_dir
@@ -51,13 +51,14 @@ def main() -> None:
     rows = []
     for methods, h, i, e, k, layers, chunks in QUICK if a.quick else GRID:
         for m in methods:
-            series = [run_point(m, h, i, e, k, n, layers) for n in chunks]
+            shape = MoeLayerShape(hidden=h, inter=i, experts=e, top_k=k, method=m)
+            series = [run_point(shape, n, layers) for n in chunks]
             (x0, y0), (x1, y1) = [(p.max_len, p.reserved_bytes) for p in series[:2]]
             slope = (y1 - y0) / (x1 - x0)
             for p in series:
                 pred = predicted_bytes(p)
                 line = y0 + slope * (p.max_len - x0)
-                row = {**asdict(p), "predicted_bytes": pred, "pred_over_reserved": pred / p.reserved_bytes,
+                row = {**p.to_dict(), "predicted_bytes": pred, "pred_over_reserved": pred / p.reserved_bytes,
                        "pred_over_resident": pred / p.resident_bytes, "line_fit_bytes": int(line),
                        "line_over_reserved": line / p.reserved_bytes, "held_out": p.max_len > x1}
                 rows.append(row)

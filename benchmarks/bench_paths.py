@@ -46,7 +46,7 @@ def main() -> None:
 
     from kttune.emit.paths import markdown
     from kttune.kernels.kt_ext import quiet_stdout
-    from kttune.probes.paths.api import PathsRequest, run_paths
+    from kttune.runner.api import PathsRequest, run_paths
 
     machine = torch.cuda.get_device_name(0) if torch.cuda.is_available() else platform.processor() or "cpu"
     out = Path(a.out) if a.out else results_dir()
@@ -94,7 +94,7 @@ def resummarize(path: str, profile: str = "h200-pcie5-xeon-amx-16c") -> None:
     d = json.loads(p.read_text())
     md = [p.with_suffix(".md").read_text().split("\n## ")[0].split("\n\nPredictions:")[0]
           + f"\n\nPredictions: the shipped profile `{profile}` (measured on this machine kind).\n"]
-    from kttune.probes.paths.api import repredict
+    from kttune.runner.api import repredict
 
     prof = resolve_profile(profile, None)
     repredict(d, prof)

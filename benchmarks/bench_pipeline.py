@@ -44,7 +44,7 @@ def host_copy_gbps(threads: int, nbytes: int = 2 * GIB, repeats: int = 3) -> flo
 
 
 def parse_configs(text: str):
-    from kttune.probes.gpu_pipeline import PipelineConfig
+    from kttune.runner.pipeline import PipelineConfig
 
     out = []
     for item in filter(None, (x.strip() for x in text.split(";"))):
@@ -86,7 +86,7 @@ def main(argv=None) -> int:
         return 1
     from kttune.kernels.expert_weights import HostExperts, make_writer
     from kttune.probes import gpu_common
-    from kttune.probes.gpu_pipeline import LayerPipeline, default_threads
+    from kttune.runner.pipeline import LayerPipeline, default_threads
 
     shapes = {s.name: s for s in (gpu_common.QWEN3_30B_A3B, gpu_common.DEEPSEEK_V3, gpu_common.KIMI_K2)}
     shape = shapes[args.shape]

@@ -1,4 +1,4 @@
-"""Memory across configurations: one runner session (kttune.probes.paths.session, in a worker
+"""Memory across configurations: one runner session (kttune.runner.session, in a worker
 process as the measured search and `kttune tune` run it) measures N configurations one after the
 other, drawn over GPU experts, chunk, threshold and kt-kernel threads; after each, the worker's
 resident memory at rest (its configuration's resident experts and layerwise slot released, glibc's
@@ -31,7 +31,7 @@ LIMIT_BYTES = 2 * GIB
 
 def draw_configs(count: int, experts_max: int, chunks, thresholds, threads, seed: int = 0) -> list:
     """`count` configurations drawn over the four flags (seeded), each GPU-expert count in 0..max."""
-    from kttune.probes.paths.session import RunnerConfig
+    from kttune.runner.session import RunnerConfig
 
     rng = random.Random(seed)
     out = []
@@ -45,8 +45,8 @@ def draw_configs(count: int, experts_max: int, chunks, thresholds, threads, seed
 def memory_run(model: str, method: str, configs: list, prompt: int, threads, small: bool = False,
                say=print) -> dict:
     """Measure `configs` on one session in a worker and record its memory after each."""
-    from kttune.probes.paths.session import SessionSpec
-    from kttune.probes.paths.worker import SessionWorker, worker_memory
+    from kttune.runner.session import SessionSpec
+    from kttune.runner.worker import SessionWorker, worker_memory
     from kttune.protocol import trend
 
     max_chunk = max(c.chunk for c in configs)

@@ -9,7 +9,7 @@ and reports, per model and path (mean absolute % error per decoder-layer forward
 - per-method, leave one model out: the profile's calibration form (a factor per method and path)
   fitted on the other models (a method no other model runs keeps the raw prediction);
 - terms, leave one model out: one correction per path shared by all methods, on the layer's
-  physical parts (kttune.cost.transfer), its shrinkage chosen on the other models only;
+  physical parts (kttune.calibration.transfer), its shrinkage chosen on the other models only;
 - the same, leave one thread count out (when the files hold more than one `--kt-cpuinfer`);
 - leave one point out for both corrections (what the calibration reported so far);
 - the shrinkage curve: every model's held-out error at each shrinkage;
@@ -31,15 +31,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from kttune.cost.components import Components
-from kttune.cost.transfer import (
+from kttune.calibration.transfer import (
     SHRINKAGES, VARIANTS, TermCorrection, TransferPoint, by_model, by_threads, choose_shrinkage, fit_terms, held_out,
     leave_one_point_out, mean_held_out, nested_held_out, per_method_predictor, terms_predictor,
 )
 from kttune.hw.registry import resolve_profile
-from kttune.probes.paths.compare import (
-    disturbed, launch_config, layer_terms, measured_crossover, smallest_forward_where, transfer_points,
-)
-from kttune.probes.paths.result import runs_in_results
+from kttune.calibration.runner import (
+    disturbed, launch_config, layer_terms, measured_crossover, smallest_forward_where, transfer_points)
+from kttune.runner.result import runs_in_results
 from kttune.spec.loader import load_model
 from results_layout import COMPUTED, results_dir
 

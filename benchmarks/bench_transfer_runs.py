@@ -98,8 +98,8 @@ def predicted_s(profile, req) -> float:
     repeats not counted), to plan the device time."""
     from kttune.config import LaunchConfig
     from kttune.cost.components import Components
-    from kttune.cost.prefill import forward_path, hybrid_moe_layer, layerwise_moe_layer
-    from kttune.probes.paths.runner import chunks_of
+    from kttune.cost.prefill import hybrid_moe_layer, layerwise_moe_layer
+    from kttune.spec.forwards import forward_plan
     from kttune.spec.loader import load_model
 
     c = Components(profile, load_model(req.model, req.method), req.method, 1)
@@ -108,18 +108,15 @@ def predicted_s(profile, req) -> float:
     jobs += [(m, m, m, req.gpu_experts[0], f) for m in req.sweep for f in ("hybrid", "layerwise")]
     for p, ch, thr, n, force in jobs:
         cfg = LaunchConfig(req.method, 1, n, ch, thr, 65536, req.cpuinfer)
-        prefix = 0
-        for m in chunks_of(p, ch):
-            path = force or forward_path(c, cfg, m)
+        for path, m, prefix in forward_plan(c.method.layerwise, p, ch, thr, force):
             lt = layerwise_moe_layer(c, cfg, m) if path == "layerwise" else hybrid_moe_layer(c, cfg, m)
             total += req.layers * (lt.total_ms + c.attention_ms(m, prefix) + c.dense_ms(m))
-            prefix += m
     return total / 1e3
 
 
 def requests(points: list[DesignPoint], args, profile) -> list[tuple[str, object]]:
     """One PathsRequest per (model, threads), the model's first thread count with the forced sweep."""
-    from kttune.probes.paths.api import PathsRequest
+    from kttune.runner.api import PathsRequest
 
     out = []
     for model in dict.fromkeys(p.model for p in points):
@@ -142,7 +139,7 @@ def requests(points: list[DesignPoint], args, profile) -> list[tuple[str, object
 def measure_request(req, say):
     """Run one request through the path runner (its session and the measurement protocol)."""
     from kttune.kernels.kt_ext import quiet_stdout
-    from kttune.probes.paths.api import run_paths
+    from kttune.runner.api import run_paths
 
     with quiet_stdout(to_stderr=True):
         return run_paths(req, progress=say).to_dict()

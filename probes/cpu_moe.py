@@ -32,45 +32,26 @@ from kttune.kernels.expert_weights import HostExperts, expert_nbytes
 from kttune.kernels.kt_ext import KtKernel, kt_kernel_error, load_kt_kernel
 from kttune.kernels.kt_moe import KtMoeLayer, kt_class_name
 from kttune.probes.common import KtPoolTask, NullReporter, Reporter, kt_thread_counts, measure, probe_thread_counts
+from kttune.spec.moe_shape import MoeLayerShape
 from kttune.units import GIB
 
 # Methods this probe can build weights for, in the order they are measured.
 PROBE_METHODS = ("AMXINT4", "AMXINT8", "BF16", "FP8", "RAWINT4")
 
 
-@dataclass(frozen=True)
-class ExpertShape:
-    """One MoE layer's routed experts: hidden size H, expert width I, E experts, top-k."""
-
-    hidden: int
-    inter: int
-    experts: int
-    top_k: int
-    name: str = ""
-
-    @property
-    def label(self) -> str:
-        return self.name or f"H{self.hidden} I{self.inter} E{self.experts} k{self.top_k}"
-
-
 # Without a model: a small shape for --quick (fits anywhere, seconds per curve on 2 cores) and two
 # representative shapes for the full probe (Qwen3-30B-A3B's and DeepSeek-V3's experts).
-QUICK_SHAPE = ExpertShape(hidden=1024, inter=512, experts=32, top_k=8, name="small H1024 I512 E32 k8")
+QUICK_SHAPE = MoeLayerShape(hidden=1024, inter=512, experts=32, top_k=8, name="small H1024 I512 E32 k8")
 FULL_SHAPES = (
-    ExpertShape(hidden=2048, inter=768, experts=128, top_k=8, name="Qwen3-30B-A3B experts"),
-    ExpertShape(hidden=7168, inter=2048, experts=256, top_k=8, name="DeepSeek-V3 experts"),
+    MoeLayerShape(hidden=2048, inter=768, experts=128, top_k=8, name="Qwen3-30B-A3B experts"),
+    MoeLayerShape(hidden=7168, inter=2048, experts=256, top_k=8, name="DeepSeek-V3 experts"),
 )
 
 
-def shape_from_model(model: Any) -> ExpertShape:
-    """The expert shape of a `kttune.spec.model_spec.ModelSpec`."""
-    return ExpertShape(
-        hidden=int(model.hidden_size),
-        inter=int(model.moe_intermediate_size),
-        experts=int(model.num_experts),
-        top_k=int(model.top_k),
-        name=f"{model.name} experts",
-    )
+def shape_from_model(model: Any) -> MoeLayerShape:
+    """The expert shape the CPU probe measures of a `kttune.spec.model_spec.ModelSpec` (every method
+    it runs; labelled "<model> experts")."""
+    return MoeLayerShape.of_model(model, name=f"{model.name} experts")
 
 
 def token_series(max_tokens: int, quick: bool) -> list[int]:
@@ -98,7 +79,7 @@ def supported_methods(kt: KtKernel | None, isa: Sequence[str] = ()) -> list[str]
     return [m for m in PROBE_METHODS if kt_class_name(kt, m, isa)]
 
 
-def host_bytes_needed(method: str, shape: ExpertShape, max_tokens: int, threadpools: int = 1) -> tuple[int, int]:
+def host_bytes_needed(method: str, shape: MoeLayerShape, max_tokens: int, threadpools: int = 1) -> tuple[int, int]:
     """(weights, scratch) bytes of host RAM a kt-kernel layer needs at its peak: the source weights,
     kt-kernel's own copy (BF16/FP8 copy through a per-pool temporary; AMX quantizes from a bf16
     temporary) and the forward scratch sized by `max_len` (`operators/avx2/moe_base.hpp`: per pool,
@@ -133,7 +114,7 @@ class CpuMoeOptions:
     default thread series (`thread_series`). `max_point_s` caps one forward's predicted time: larger
     token counts are skipped with that reason (quick mode keeps the whole probe under a minute)."""
 
-    shapes: tuple[ExpertShape, ...]
+    shapes: tuple[MoeLayerShape, ...]
     tokens: tuple[int, ...]
     methods: tuple[str, ...] = ()
     threads: tuple[int, ...] = ()
@@ -152,7 +133,7 @@ class CpuMoeOptions:
 class CpuMoeTask(KtPoolTask):
     """One cpu_moe curve: the layer's expert shape and the token counts timed."""
 
-    shape: ExpertShape
+    shape: MoeLayerShape
     tokens: tuple[int, ...]
     numa_nodes: tuple[int, ...] = ()  # the pool's nodes when not every node (a one-node pool)
 
@@ -221,7 +202,7 @@ def plan_cpu_moe(opts: CpuMoeOptions, cpu: CpuInfo, cores: int, numa_ids: Sequen
     return CpuMoePlan(tasks=tasks, backend=kt.backend if kt else "torch-cpu", notes=notes)
 
 
-def _one_node_tasks(opts: CpuMoeOptions, cpu: CpuInfo, method: str, shape: ExpertShape, node: int,
+def _one_node_tasks(opts: CpuMoeOptions, cpu: CpuInfo, method: str, shape: MoeLayerShape, node: int,
                     node_cores: int) -> list[CpuMoeTask]:
     """A pool on one NUMA node (`--kt-threadpool-count 1 --kt-numa-nodes N`) at that node's own
     thread counts (its cores less the spare ones, and above them on SMT)."""
@@ -233,7 +214,7 @@ def _one_node_tasks(opts: CpuMoeOptions, cpu: CpuInfo, method: str, shape: Exper
     return [CpuMoeTask(method, t, 1, shape=shape, tokens=tuple(opts.tokens), numa_nodes=(node,)) for t in counts]
 
 
-def _fit_shape(method: str, shape: ExpertShape, max_tokens: int, pools: int, budget: int) -> tuple[ExpertShape, int, list[dict]]:
+def _fit_shape(method: str, shape: MoeLayerShape, max_tokens: int, pools: int, budget: int) -> tuple[MoeLayerShape, int, list[dict]]:
     """Shrink the layer to fit `budget` bytes: first fewer experts (down to 2 x top-k), then fewer
     tokens. Returns (shape, max_tokens, skipped entries with reasons)."""
     skipped: list[dict] = []
@@ -242,7 +223,7 @@ def _fit_shape(method: str, shape: ExpertShape, max_tokens: int, pools: int, bud
     w, s = host_bytes_needed(method, shape, max_tokens, pools)
     while w + s > budget and e > 2 * shape.top_k:
         e = max(2 * shape.top_k, e // 2)
-        w, s = host_bytes_needed(method, ExpertShape(shape.hidden, shape.inter, e, shape.top_k, shape.name), max_tokens, pools)
+        w, s = host_bytes_needed(method, shape.with_experts(e), max_tokens, pools)
     if e != shape.experts:
         w0, s0 = host_bytes_needed(method, shape, max_tokens, pools)
         skipped.append(
@@ -252,7 +233,7 @@ def _fit_shape(method: str, shape: ExpertShape, max_tokens: int, pools: int, bud
                 f"{budget / gib:.1f} GiB usable",
             }
         )
-        shape = ExpertShape(shape.hidden, shape.inter, e, shape.top_k, shape.name)
+        shape = shape.with_experts(e)
     t = max_tokens
     while w + s > budget and t > 1:
         t //= 2
@@ -264,7 +245,7 @@ def _fit_shape(method: str, shape: ExpertShape, max_tokens: int, pools: int, bud
     return shape, t, skipped
 
 
-def _inputs(tokens: int, shape: ExpertShape, seed: int) -> tuple[Any, Any, Any, Any]:
+def _inputs(tokens: int, shape: MoeLayerShape, seed: int) -> tuple[Any, Any, Any, Any]:
     import torch
 
     from kttune.kernels.cpu_moe import random_routing
@@ -334,7 +315,7 @@ def probe_cpu_moe(
         reporter.note(n)
     kt = load_kt_kernel()
     curves: list[Curve] = []
-    weights_cache: dict[tuple, tuple[ExpertShape, int, list[dict], Any]] = {}
+    weights_cache: dict[tuple, tuple[MoeLayerShape, int, list[dict], Any]] = {}
     for task in plan.tasks:
         label = f"cpu_moe {task.method} {task.threads}t"
         key = (task.method, task.shape)
@@ -407,7 +388,7 @@ def probe_cpu_moe(
     return curves
 
 
-def _torch_curve(task: CpuMoeTask, shape: ExpertShape, tokens: Sequence[int], opts: CpuMoeOptions, reporter: Reporter, label: str):
+def _torch_curve(task: CpuMoeTask, shape: MoeLayerShape, tokens: Sequence[int], opts: CpuMoeOptions, reporter: Reporter, label: str):
     """The fallback: the same layer in torch (bf16 weights, bf16 compute) with `threads` intra-op
     threads."""
     import torch

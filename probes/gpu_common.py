@@ -16,40 +16,16 @@ from kttune.hw.gpu_table import PCIE_GTS, pcie_gbps
 from kttune.hw.profile import Point
 from kttune.kernels.attention_shape import AttentionShape
 from kttune.probes.common import point_from_samples
-from kttune.spec.methods import bytes_per_expert, get_method
+from kttune.spec.moe_shape import MoeLayerShape
 
 # ---- shapes ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class MoeShape:
-    """One MoE layer's routed experts as the GPU sees them (tp = 1)."""
-
-    name: str
-    hidden: int
-    inter: int
-    experts: int
-    top_k: int
-    method: str  # KT method of the layerwise path (BF16, FP8, FP8_PERCHANNEL, RAWINT4, ...)
-
-    @property
-    def fmt(self) -> str:
-        return get_method(self.method).cpu_format
-
-    @property
-    def bytes_per_expert(self) -> int:
-        return bytes_per_expert(self.fmt, self.hidden, self.inter)
-
-    @property
-    def layer_bytes(self) -> int:
-        return self.experts * self.bytes_per_expert
 
 
 @dataclass(frozen=True)
 class ShapeSet:
     """The shapes a GPU probe run measures: from the user's model, or a representative set."""
 
-    moe: tuple[MoeShape, ...]
+    moe: tuple[MoeLayerShape, ...]  # each with the KT method of its layerwise path (tp = 1)
     attention: tuple[AttentionShape, ...]
     gemm: tuple[tuple[int, int], ...]  # (hidden, out) of bf16 GEMMs
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -57,9 +33,9 @@ class ShapeSet:
 
 # Representative shapes when no model is given (docs/model-configs.md#sizes-derived-from-the-configs): a small bf16 MoE and the
 # DeepSeek-V3 / Kimi-K2 expert shape in its FP8 and RAWINT4 checkpoints.
-QWEN3_30B_A3B = MoeShape("Qwen3-30B-A3B", 2048, 768, 128, 8, "BF16")
-DEEPSEEK_V3 = MoeShape("DeepSeek-V3", 7168, 2048, 256, 8, "FP8")
-KIMI_K2 = MoeShape("Kimi-K2", 7168, 2048, 384, 8, "RAWINT4")
+QWEN3_30B_A3B = MoeLayerShape(hidden=2048, inter=768, experts=128, top_k=8, method="BF16", name="Qwen3-30B-A3B")
+DEEPSEEK_V3 = MoeLayerShape(hidden=7168, inter=2048, experts=256, top_k=8, method="FP8", name="DeepSeek-V3")
+KIMI_K2 = MoeLayerShape(hidden=7168, inter=2048, experts=384, top_k=8, method="RAWINT4", name="Kimi-K2")
 QWEN3_ATTN = AttentionShape("gqa", hidden=2048, heads=32, kv_heads=4, head_dim=128, v_head_dim=128, name="Qwen3-30B-A3B")
 DEEPSEEK_ATTN = AttentionShape("mla", hidden=7168, heads=128, kv_heads=128, head_dim=192, v_head_dim=128, kv_lora_rank=512,
                                rope_dim=64, name="DeepSeek-V3")
@@ -81,7 +57,7 @@ def shapes_for(model) -> ShapeSet:
     if method not in LAYERWISE_GPU_METHODS:
         notes.append(f"{model.name}: method {method} has no layerwise GPU path; GPU experts measured as BF16")
         method = "BF16"
-    moe = MoeShape(model.name, model.hidden_size, model.moe_intermediate_size, model.num_experts, model.top_k, method)
+    moe = MoeLayerShape.of_model(model, method)
     # The curve's shape: MLA's KV heads are its query heads; GQA carries no latent or rope split.
     common = dict(hidden=model.hidden_size, heads=model.num_attention_heads, head_dim=model.head_dim,
                   v_head_dim=model.v_head_dim, name=model.name)

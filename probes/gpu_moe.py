@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from kttune.hw.profile import Curve, Point
 from kttune.probes.common import NullReporter, Reporter
-from kttune.probes.gpu_common import MoeShape, cuda_time_point
+from kttune.probes.gpu_common import cuda_time_point
+from kttune.spec.moe_shape import MoeLayerShape
 from kttune.units import GIB
 
 TOKENS = (1, 4, 16, 64, 256, 1024, 2048, 4096, 8192, 16384, 32768)
@@ -18,7 +19,7 @@ TOKENS_QUICK = (1, 16, 256, 2048, 8192)
 GPU_MOE_METHODS = ("BF16", "FP8", "RAWINT4")
 
 
-def _weights(shape: MoeShape, method: str, device):
+def _weights(shape: MoeLayerShape, method: str, device):
     """Random experts of `shape` on the GPU in the method's layout (quantised on the GPU)."""
     import torch
 
@@ -47,7 +48,7 @@ def _weights(shape: MoeShape, method: str, device):
     raise ValueError(method)
 
 
-def _weight_bytes(shape: MoeShape, method: str) -> int:
+def _weight_bytes(shape: MoeLayerShape, method: str) -> int:
     from kttune.spec.methods import bytes_per_expert, get_method
 
     fmt = "fp8_channel" if method == "FP8" else get_method(method).cpu_format
@@ -55,7 +56,7 @@ def _weight_bytes(shape: MoeShape, method: str) -> int:
 
 
 def probe_gpu_moe_shape(
-    shape: MoeShape,
+    shape: MoeLayerShape,
     methods=GPU_MOE_METHODS,
     *,
     quick: bool = False,

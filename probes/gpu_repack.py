@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from kttune.hw.profile import Curve, Point
 from kttune.probes.common import NullReporter, Reporter
-from kttune.probes.gpu_common import MoeShape, cuda_time_point
+from kttune.probes.gpu_common import cuda_time_point
+from kttune.spec.moe_shape import MoeLayerShape
 
 EXPERT_COUNTS = (1, 2, 4, 16, 64)
 
 
-def probe_repack(shape: MoeShape, *, quick: bool = False, gpu: int = 0, reporter: Reporter | None = None) -> list[Curve]:
+def probe_repack(shape: MoeLayerShape, *, quick: bool = False, gpu: int = 0, reporter: Reporter | None = None) -> list[Curve]:
     import torch
 
     from kttune.kernels.expert_weights import slot_kinds

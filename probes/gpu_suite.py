@@ -22,7 +22,8 @@ from typing import Sequence
 
 from kttune.hw.profile import Curve
 from kttune.probes.common import NullReporter, Reporter, probe_thread_counts
-from kttune.probes.gpu_common import MoeShape, shapes_for
+from kttune.probes.gpu_common import shapes_for
+from kttune.spec.moe_shape import MoeLayerShape
 from kttune.units import GIB
 
 
@@ -53,7 +54,7 @@ def pipeline_threads(inventory, quick: bool, threads: Sequence[int] = ()) -> tup
 class PipelineStep:
     """The layerwise pipeline probe of one shape, as planned (its thread counts, configs, layer cap)."""
 
-    shape: MoeShape
+    shape: MoeLayerShape
     threads: tuple[int, ...]
     quick: bool
     reporter: Reporter = field(default_factory=NullReporter, compare=False, repr=False)

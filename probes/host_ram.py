@@ -4,7 +4,8 @@ PROT_NONE arena reservations) right after construction, and resident
 memory (VmRSS growth) after one forward of max_len tokens. Each point runs in a fresh Python process,
 so kt-kernel's process-wide shared scratch starts empty.
 
-Entry points: `measure_point(...)` (in this process), `run_point(...)` (in a fresh process),
+Entry points: `measure_point(shape, max_len)` (in this process), `run_point(shape, max_len)` (in a
+fresh process; `shape` a `kttune.spec.moe_shape.MoeLayerShape` with its method),
 `probe_host_ram(...)` (a series, as one `host_ram` curve per (method, shape, layers) for the profile),
 `plan_host_ram(...)` / `run_host_ram_step(...)` (the step `kttune probe` runs: points that cannot run
 are skipped with a note), and `python -m kttune.probes.host_ram --method BF16 --chunks 256,1024 ...`
@@ -18,31 +19,45 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from kttune.hw.profile import Curve, Point
-from kttune.memory.host import ScratchShape, kt_allocation_bytes
+from kttune.memory.host import kt_allocation_bytes
 from kttune.probes.common import NullReporter, Reporter
-from kttune.probes.cpu_moe import ExpertShape, available_ram_bytes, host_bytes_needed
+from kttune.probes.cpu_moe import available_ram_bytes, host_bytes_needed
+from kttune.spec.moe_shape import MoeLayerShape
 from kttune.units import GIB, MIB
 
 
 @dataclass(frozen=True)
 class HostRamPoint:
-    method: str
-    kernel: str
-    hidden: int
-    inter: int
-    experts: int
-    top_k: int
-    max_len: int
+    """What one fresh process measured building `layers` kt-kernel layers of `shape` (its method)."""
+
+    shape: MoeLayerShape  # with the method built
+    kernel: str  # the kt-kernel class that built them
+    max_len: int  # tokens per forward the layers were built for
     layers: int
     threads: int
     reserved_bytes: int  # growth of mapped (non-PROT_NONE) address space from building the layers
     resident_bytes: int  # VmRSS growth after building them and one forward of max_len tokens
     weights_source_bytes: int  # the caller's source weights (allocated before the baseline)
     build_ms: float = 0.0  # wall time of building the layers (weights load included)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Flat, as the point's process prints it: method, kernel, hidden, inter, experts, top_k, ..."""
+        s = self.shape
+        return {"method": s.method, "kernel": self.kernel, "hidden": s.hidden, "inter": s.inter, "experts": s.experts,
+                "top_k": s.top_k, "max_len": self.max_len, "layers": self.layers, "threads": self.threads,
+                "reserved_bytes": self.reserved_bytes, "resident_bytes": self.resident_bytes,
+                "weights_source_bytes": self.weights_source_bytes, "build_ms": self.build_ms}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "HostRamPoint":
+        shape = MoeLayerShape(hidden=d["hidden"], inter=d["inter"], experts=d["experts"], top_k=d["top_k"],
+                              method=d["method"])
+        return cls(shape, d["kernel"], d["max_len"], d["layers"], d["threads"], d["reserved_bytes"],
+                   d["resident_bytes"], d["weights_source_bytes"], d.get("build_ms", 0.0))
 
 
 def _status_kib(field: str) -> int:
@@ -72,9 +87,8 @@ def _vm() -> tuple[int, int]:
     return _mapped_rw_bytes(), _status_kib("VmRSS") * 1024
 
 
-def measure_point(method: str, hidden: int, inter: int, experts: int, top_k: int, max_len: int,
-                  layers: int = 1, threads: int = 1) -> HostRamPoint:
-    """Build `layers` kt-kernel MoE layers of `method` with max_len `max_len` in this process and
+def measure_point(shape: MoeLayerShape, max_len: int, layers: int = 1, threads: int = 1) -> HostRamPoint:
+    """Build `layers` kt-kernel MoE layers of `shape` (its method) with max_len `max_len` in this process and
     measure what they allocate. Call it in a fresh process (`run_point`): kt-kernel's shared scratch
     keeps the largest request the process ever made."""
     import torch
@@ -87,6 +101,7 @@ def measure_point(method: str, hidden: int, inter: int, experts: int, top_k: int
     kt = load_kt_kernel()
     if kt is None:
         raise RuntimeError("kt-kernel is not importable")
+    method, hidden, inter, experts, top_k = shape.method, shape.hidden, shape.inter, shape.experts, shape.top_k
     weights = [HostExperts.random(method, hidden, inter, experts, seed=i) for i in range(layers)]
     x = torch.randn(max_len, hidden).to(torch.bfloat16)
     ids = torch.randint(0, experts, (max_len, top_k), dtype=torch.int64)
@@ -102,54 +117,52 @@ def measure_point(method: str, hidden: int, inter: int, experts: int, top_k: int
     for layer in built:
         layer.forward(x, ids, w, out)
     _, rss2 = _vm()
-    return HostRamPoint(method=method, kernel=built[0].kernel_class, hidden=hidden, inter=inter, experts=experts,
-                        top_k=top_k, max_len=max_len, layers=layers, threads=threads, reserved_bytes=vms1 - vms0,
+    return HostRamPoint(shape=shape, kernel=built[0].kernel_class, max_len=max_len, layers=layers, threads=threads,
+                        reserved_bytes=vms1 - vms0,
                         resident_bytes=rss2 - rss0, weights_source_bytes=sum(wt.nbytes for wt in weights), build_ms=build_ms)
 
 
-def run_point(method: str, hidden: int, inter: int, experts: int, top_k: int, max_len: int, layers: int = 1,
-              threads: int = 1, timeout_s: float = 600) -> HostRamPoint:
+def run_point(shape: MoeLayerShape, max_len: int, layers: int = 1, threads: int = 1,
+              timeout_s: float = 600) -> HostRamPoint:
     """`measure_point` in a fresh Python process."""
-    args = [sys.executable, "-m", "kttune.probes.host_ram", "--one", "--method", method, "--hidden", str(hidden),
-            "--inter", str(inter), "--experts", str(experts), "--top-k", str(top_k), "--chunks", str(max_len),
+    args = [sys.executable, "-m", "kttune.probes.host_ram", "--one", "--method", shape.method, "--hidden",
+            str(shape.hidden), "--inter", str(shape.inter), "--experts", str(shape.experts), "--top-k", str(shape.top_k),
+            "--chunks", str(max_len),
             "--layers", str(layers), "--threads", str(threads)]
     done = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
         raise RuntimeError(f"host RAM point failed: {last}")
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-    return HostRamPoint(**json.loads(lines[-1]))
+    return HostRamPoint.from_dict(json.loads(lines[-1]))
 
 
 def predicted_bytes(p: HostRamPoint) -> int:
     """kttune.memory.host's prediction of what `p` measured (AMX layouts for an AMX class)."""
-    amx = p.kernel.startswith("AMX")
-    s = ScratchShape(hidden=p.hidden, inter=p.inter, experts=p.experts, top_k=p.top_k, max_len=p.max_len)
-    return kt_allocation_bytes(p.method, s, p.layers, amx)
+    return kt_allocation_bytes(p.shape, p.max_len, p.layers, amx=p.kernel.startswith("AMX"))
 
 
 def host_ram_curve(points: Sequence[HostRamPoint], skipped: Sequence[dict] = ()) -> Curve:
     """One `host_ram` profile curve: x = max_len, t_ms = the time building the layers took, extra =
     reserved/resident/predicted bytes; `skipped` the max_lens that could not run, with reasons."""
-    p0 = points[0]
+    p0, s0 = points[0], points[0].shape
     pts = tuple(Point(x=p.max_len, t_ms=max(p.build_ms, 1e-3), n=1, extra={
         "reserved_bytes": p.reserved_bytes, "resident_bytes": p.resident_bytes,
         "predicted_bytes": predicted_bytes(p)}) for p in sorted(points, key=lambda q: q.max_len))
-    return Curve("host_ram", "tokens", pts, {"method": p0.method, "hidden": p0.hidden, "inter": p0.inter,
-                                             "experts": p0.experts, "top_k": p0.top_k, "layers": p0.layers,
+    return Curve("host_ram", "tokens", pts, {"method": s0.method, "hidden": s0.hidden, "inter": s0.inter,
+                                             "experts": s0.experts, "top_k": s0.top_k, "layers": p0.layers,
                                              "threadpools": 1, "kernel": p0.kernel}, backend=f"kt-kernel:{p0.kernel}",
                  skipped=tuple(skipped))
 
 
-def probe_host_ram(methods: Sequence[str], hidden: int, inter: int, experts: int, top_k: int,
-                   chunks: Sequence[int], layers: int = 1, threads: int = 1,
-                   progress: Any = None) -> list[Curve]:
+def probe_host_ram(methods: Sequence[str], shape: MoeLayerShape, chunks: Sequence[int], layers: int = 1,
+                   threads: int = 1, progress: Any = None) -> list[Curve]:
     """The probe step: one fresh process per (method, chunk); one curve per method."""
     curves = []
     for method in methods:
         pts = []
         for n in chunks:
-            pts.append(run_point(method, hidden, inter, experts, top_k, n, layers, threads))
+            pts.append(run_point(shape.with_method(method), n, layers, threads))
             if progress is not None:
                 progress(method, n)
         curves.append(host_ram_curve(pts))
@@ -176,7 +189,7 @@ class HostRamPlan:
     """The host-RAM step of `kttune probe`: one fresh process per (method, max_len), `threads`
     kt-kernel workers (the forward that makes the scratch resident runs on them), one layer."""
 
-    shape: ExpertShape
+    shape: MoeLayerShape
     methods: tuple[str, ...]
     chunks: tuple[int, ...]
     threads: int = 1
@@ -189,7 +202,7 @@ class HostRamPlan:
         return len(self.methods) * len(self.chunks)
 
 
-def plan_host_ram(shape: ExpertShape, methods: Sequence[str], quick: bool, threads: int = 1,
+def plan_host_ram(shape: MoeLayerShape, methods: Sequence[str], quick: bool, threads: int = 1,
                   chunks: Sequence[int] = ()) -> HostRamPlan:
     """The step's plan for `shape` (the model's or a representative one) and `methods` (those the
     CPU MoE probe runs here; quick mode keeps one). Without kt-kernel the plan is empty, with a note.
@@ -214,7 +227,7 @@ def plan_host_ram(shape: ExpertShape, methods: Sequence[str], quick: bool, threa
         if e < shape.experts:
             notes.append(f"host RAM step builds {e} of {shape.experts} experts: the scratch that grows with "
                          "max_len depends on E only through E x M_STEP rows")
-            shape = ExpertShape(shape.hidden, shape.inter, e, shape.top_k, shape.name)
+            shape = shape.with_experts(e)
     return HostRamPlan(shape, methods, chunks, max(1, threads), notes=tuple(notes))
 
 
@@ -240,7 +253,7 @@ def run_host_ram_step(plan: HostRamPlan, reporter: Reporter | None = None) -> li
                 reason = f"needs about {need / GIB:.1f} GiB, {usable / GIB:.1f} GiB usable"
             else:
                 try:
-                    p = run_point(method, s.hidden, s.inter, s.experts, s.top_k, n, plan.layers, plan.threads)
+                    p = run_point(s.with_method(method), n, plan.layers, plan.threads)
                 except Exception as e:  # noqa: BLE001 - one point's failure leaves the others standing
                     reason = f"{type(e).__name__}: {e}".splitlines()[0]
             if reason:
@@ -268,13 +281,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--one", action="store_true", help="measure in this process (used by run_point)")
     a = ap.parse_args(argv)
     chunks = [int(c) for c in a.chunks.split(",")]
+    shape = MoeLayerShape(hidden=a.hidden, inter=a.inter, experts=a.experts, top_k=a.top_k, method=a.method)
     if a.one:
-        p = measure_point(a.method, a.hidden, a.inter, a.experts, a.top_k, chunks[0], a.layers, a.threads)
-        print(json.dumps(asdict(p)))
+        p = measure_point(shape, chunks[0], a.layers, a.threads)
+        print(json.dumps(p.to_dict()))
         return
     for n in chunks:
-        p = run_point(a.method, a.hidden, a.inter, a.experts, a.top_k, n, a.layers, a.threads)
-        print(json.dumps({**asdict(p), "predicted_bytes": predicted_bytes(p)}))
+        p = run_point(shape, n, a.layers, a.threads)
+        print(json.dumps({**p.to_dict(), "predicted_bytes": predicted_bytes(p)}))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ from kttune.kernels.expert_weights import INT4_GROUP, HostExperts, HostSlot, exp
 from kttune.kernels.kt_ext import load_kt_kernel
 from kttune.kernels.kt_moe import KtMoeLayer, kt_class_name
 from kttune.probes.common import KtPoolTask, NullReporter, Reporter, kt_thread_counts, measure, probe_thread_counts
-from kttune.probes.cpu_moe import ExpertShape, available_ram_bytes, host_bytes_needed
+from kttune.probes.cpu_moe import available_ram_bytes, host_bytes_needed
+from kttune.spec.moe_shape import MoeLayerShape
 from kttune.units import GIB, MIB
 
 # Methods whose kt-kernel classes implement the writer and that layerwise prefill streams
@@ -138,7 +139,7 @@ def probe_stage_a(
             nbytes = write_nbytes(task.method, opts.hidden, inter, opts.gpu_tp)
             src_bytes = expert_nbytes(task.method, opts.hidden, inter)
             experts = max(4, min(64, math.ceil(opts.layer_bytes / max(src_bytes, 1))))
-            shape = ExpertShape(opts.hidden, inter, experts, 1)
+            shape = MoeLayerShape(opts.hidden, inter, experts, 1)
             need = sum(host_bytes_needed(task.method, shape, 1, task.threadpools)) + 2 * nbytes
             budget = int(available_ram_bytes() * opts.ram_fraction)
             if need > budget:

@@ -20,7 +20,7 @@ from pathlib import Path
 # Source directory -> installed package (setup.py's mapping).
 INSTALLED_AS = {"kttune": "kttune", "probes": "kttune.probes", "kernels": "kttune.kernels", "profiles": "kttune.profiles"}
 # The measure layer (tests/test_import_boundaries.py): the only packages that may need torch.
-NEEDS_TORCH = ("kttune.probes", "kttune.kernels")
+NEEDS_TORCH = ("kttune.probes", "kttune.kernels", "kttune.runner")
 
 
 def _files(root: Path) -> set[str]:

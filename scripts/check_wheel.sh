@@ -3,7 +3,7 @@
 # source tree. `.ci/run` runs this after the tests.
 #   1. build the wheel from the files git ships (tracked and new, not ignored: no stale build/ output)
 #   2. fresh venv, the wheel without extras (no torch): the README's main job runs, every module but
-#      the measure layer (probes, kernels) imports, and `kttune probe` names the extra it needs
+#      the measure layer (probes, kernels, the path runner) imports, and `kttune probe` names the extra it needs
 #   3. the pinned CPU torch, then the wheel's measure and plot extras: every module imports, and the
 #      main job writes its report
 set -euo pipefail

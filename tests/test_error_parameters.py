@@ -3,7 +3,7 @@ the core writes a command-line flag into an error, and every parameter an error 
 in the CLI's one table. Checked on the source with `ast`, as tests/test_import_boundaries.py checks
 imports, so a message in a branch no test reaches is seen too.
 
-Two rules, over the string literals of kttune/spec, hw, memory, cost, search and sim (docstrings
+Two rules, over the string literals of kttune/spec, hw, memory, cost, calibration, search and sim (docstrings
 left out):
   1. in an error (a call to `...Error(...)`, `_error(...)`, `read_json_file`/`loads_json`, or any
      call with a `fix=`), no `--flag` at all: kttune's are `{param}` templates, sglang-kt's come
@@ -27,7 +27,7 @@ from kttune.cli.flags import FLAGS
 from kttune.spec.launch_args import FLAGS as SGLANG_FLAGS, IGNORED
 
 ROOT = Path(__file__).resolve().parents[1]
-CORE_DIRS = ("spec", "hw", "memory", "cost", "search", "sim")
+CORE_DIRS = ("spec", "hw", "memory", "cost", "calibration", "search", "sim")
 FLAG_RE = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 SUGGESTION_RE = re.compile(r"`kttune [^`]*`")
 ERROR_CALLS = ("read_json_file", "loads_json")

@@ -17,8 +17,8 @@ from kttune.kernels.kt_ext import quiet_stdout
 from kttune.kernels.kt_moe import KtMoeLayer
 from kttune.kernels.routing import random_routing
 from kttune.probes.common import measure
-from kttune.probes.paths.runner import PathRunner
-from kttune.probes.paths.stack import StackOptions, build_stack
+from kttune.runner.path_runner import PathRunner
+from kttune.runner.stack import StackOptions, build_stack
 from kttune.spec.loader import load_model
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import torch
 
 from kttune.kernels.kt_ext import quiet_stdout
-from kttune.probes.paths.runner import PathRunner
-from kttune.probes.paths.stack import StackOptions, build_stack
+from kttune.runner.path_runner import PathRunner
+from kttune.runner.stack import StackOptions, build_stack
 from kttune.spec.loader import load_model
 
 

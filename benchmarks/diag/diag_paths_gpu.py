@@ -5,8 +5,8 @@ import torch
 
 from kttune.kernels.grouped_moe import moe_reference
 from kttune.kernels.kt_ext import quiet_stdout
-from kttune.probes.paths.runner import PathRunner
-from kttune.probes.paths.stack import StackOptions, build_stack, small_spec
+from kttune.runner.path_runner import PathRunner
+from kttune.runner.stack import StackOptions, build_stack, small_spec
 from kttune.spec.loader import load_model
 
 

@@ -61,8 +61,8 @@ def diagnose(name: str, method: str, threads: int, sizes: list[int], repeats: in
     from kttune.probes.common import kt_thread_counts
     from kttune.probes.cpu_moe import CpuMoeOptions, probe_cpu_moe, shape_from_model
     from kttune.probes.inventory import collect_cpu, usable_cores
-    from kttune.probes.paths.runner import PathRunner
-    from kttune.probes.paths.stack import StackOptions, build_stack, small_spec
+    from kttune.runner.path_runner import PathRunner
+    from kttune.runner.stack import StackOptions, build_stack, small_spec
     from kttune.spec.loader import load_model
 
     spec = load_model(name, method)

@@ -1,5 +1,5 @@
 """Spot check of the path runner's device peaks against the memory model (kttune paths' own
-comparison, probes/paths/compare.py) at a few points per model: large chunks, long prefixes, both
+comparison, kttune/calibration/runner.py) at a few points per model: large chunks, long prefixes, both
 paths. Prints one line per run: measured peak, predicted (SGLang terms + the runner-only terms), ratio.
 
     python benchmarks/diag/diag_runner_memory.py [--models deepseek-v3:FP8,...] [--out file.json]
@@ -28,9 +28,9 @@ def main() -> None:
     import torch
 
     from kttune.kernels.kt_ext import quiet_stdout
-    from kttune.probes.paths.compare import predicted_phase_peaks, predicted_runner_peak_bytes
-    from kttune.probes.paths.runner import PathRunner
-    from kttune.probes.paths.stack import StackOptions, build_stack
+    from kttune.runner.memory import predicted_phase_peaks, predicted_runner_peak_bytes
+    from kttune.runner.path_runner import PathRunner
+    from kttune.runner.stack import StackOptions, build_stack
     from kttune.spec.loader import load_model
     from kttune.units import GIB
 

@@ -16,7 +16,7 @@ search --measure        measured_search(inputs, ...)   MeasuredOutcome
 explain (flags)         explain_flags(inputs, ...)     ExplainOutcome
 explain -- COMMAND      explain_command(command, ...)  LaunchExplainOutcome
 simulate                simulate(...)                  kttune.sim.simulate.SimulationReport
-paths                   run_paths(paths_request(...))  kttune.probes.paths.api.PathsResult
+paths                   run_paths(paths_request(...))  kttune.runner.api.PathsResult
 calibrate               calibrate(results, ...)        CalibrateOutcome
 validate                validate(inputs, ...)          ValidateOutcome
 probe                   probe(probe_options(...))      ProbeOutcome

@@ -1,4 +1,4 @@
-"""`kttune paths` (run the real prefill paths on K layers, kttune.probes.paths) and `kttune
+"""`kttune paths` (run the real prefill paths on K layers, kttune.runner) and `kttune
 calibrate` (fit the cost model's per-path corrections from their results into a profile)."""
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ from kttune.errors import UserError
 
 
 def paths_request(**fields):
-    """A kttune.probes.paths.api.PathsRequest (model, method, layers, gpu_experts, chunks, prompts,
+    """A kttune.runner.api.PathsRequest (model, method, layers, gpu_experts, chunks, prompts,
     threshold, force, sweep, cpuinfer, small, device, max_run_s, repeats, profile)."""
-    from kttune.probes.paths.api import PathsRequest
+    from kttune.runner.api import PathsRequest
 
     return PathsRequest(**fields)
 
 
 def run_paths(request, out: str | Path | None = None, progress: Callable[[str], None] | None = None):
-    """Run the request's prefill paths (kttune.probes.paths.api.run_paths) with native output kept
+    """Run the request's prefill paths (kttune.runner.api.run_paths) with native output kept
     off stdout; `out`: also write the result there (refused before anything runs when it holds
     anything but a path-runner result, kttune.documents). Returns the PathsResult."""
     from kttune.extras import require
@@ -30,7 +30,7 @@ def run_paths(request, out: str | Path | None = None, progress: Callable[[str], 
 
         out = check_output_file(out, PATHS_OUTPUT, inputs=[(request.profile, "--profile"), (request.model, "model")])
     from kttune.kernels.kt_ext import quiet_stdout
-    from kttune.probes.paths.api import run_paths as run
+    from kttune.runner.api import run_paths as run
 
     with quiet_stdout(to_stderr=True):
         result = run(request, progress=progress)
@@ -45,7 +45,7 @@ def run_paths(request, out: str | Path | None = None, progress: Callable[[str], 
 class CalibrateOutcome:
     """The fitted calibration and where the calibrated profile went."""
 
-    calibration: object  # kttune.cost.calibration.Calibration
+    calibration: object  # kttune.calibration.entries.Calibration
     out: Path
 
     def to_dict(self) -> dict:
@@ -58,11 +58,11 @@ def calibrate(results: Sequence[str | Path], profile: str | None, out: str | Pat
     resolves it) at `out`."""
     from kttune.app.inputs import this_machine_inventory
     from kttune.bounds import read_json_file
-    from kttune.cost.calibration import Calibration
+    from kttune.calibration.entries import Calibration
     from kttune.documents import check_output_file, describe, document_of, is_paths_result, profile_output_from
     from kttune.hw.profile import save_profile
     from kttune.hw.registry import resolve_profile
-    from kttune.probes.paths.api import calibration_points
+    from kttune.runner.api import calibration_points
 
     results = [Path(p) for p in results]
     prof = resolve_profile(profile, None if profile else this_machine_inventory())

@@ -1,9 +1,9 @@
-"""ADAPTER between the path runner (kttune.probes.paths) and the measured search's `Evaluator`
+"""ADAPTER between the path runner (kttune.runner) and the measured search's `Evaluator`
 protocol (kttune.search.measured). It lives outside the search core, which never imports probes.
 
-The evaluator holds ONE runner session (kttune.probes.paths.session) for the whole search: the
+The evaluator holds ONE runner session (kttune.runner.session) for the whole search: the
 model's K decoder layers and one kt-kernel MoE per thread count of the search space are built once,
-in a worker process (kttune.probes.paths.worker), and every configuration is measured on them. So
+in a worker process (kttune.runner.worker), and every configuration is measured on them. So
 memory stays where it was from one configuration to the next (kt-kernel 0.7.2 never frees a closed
 layer), and a configuration costs its prompts, not a rebuild. Each `measure` call is one fresh
 timed sample per length, warmed first where the session has not run those shapes; the
@@ -11,7 +11,7 @@ extrapolated whole-model time (`PathRun.extrapolated_ms`) is the answer. A lengt
 measure (larger than its buffers or kt-kernel's max_len, over its time cap) is left out, with the
 reason kept in `skipped`.
 
-Until kttune.probes.paths is importable, asking for the runner is a one-line error naming the
+Until kttune.runner is importable, asking for the runner is a one-line error naming the
 fallback (`--evaluator model`)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Sequence
 from kttune.config import LaunchConfig
 from kttune.errors import UserError
 
-RUNNER_MODULE = "kttune.probes.paths.session"
+RUNNER_MODULE = "kttune.runner.session"
 # kt-kernel's hybrid scratch (max_len) may take at most this share of the host's RAM in a session
 HYBRID_SCRATCH_RAM_SHARE = 0.25
 
@@ -56,7 +56,7 @@ def session_spec_for(inp, device: str, threads: Sequence[int], chunks: Sequence[
     """The runner session a search over `chunks` x `threads` at the workload's `lengths` needs."""
     import psutil
 
-    from kttune.probes.paths.session import SessionSpec
+    from kttune.runner.session import SessionSpec
 
     r = inp.request
     small = device == "cpu"
@@ -66,7 +66,7 @@ def session_spec_for(inp, device: str, threads: Sequence[int], chunks: Sequence[
     probe_cfg = LaunchConfig(r.method, r.tp, 0, max_tokens, 0, max(65536, longest), max(threads))
     spec_model = m
     if small:
-        from kttune.probes.paths.stack import small_spec
+        from kttune.runner.stack import small_spec
 
         spec_model = small_spec(m)
     ram = ram_bytes or psutil.virtual_memory().total
@@ -97,17 +97,17 @@ class PathRunnerEvaluator:
     def session(self):
         if self._session is None:
             if self.isolate:
-                from kttune.probes.paths.worker import SessionWorker
+                from kttune.runner.worker import SessionWorker
 
                 self._session = SessionWorker(self.spec)
             else:
-                from kttune.probes.paths.session import RunnerSession
+                from kttune.runner.session import RunnerSession
 
                 self._session = RunnerSession(self.spec)
         return self._session
 
     def runner_config(self, cfg: LaunchConfig):
-        from kttune.probes.paths.session import RunnerConfig
+        from kttune.runner.session import RunnerConfig
 
         t = self.thread_map.get(cfg.cpuinfer_threads, cfg.cpuinfer_threads)
         return RunnerConfig(cfg.num_gpu_experts, cfg.chunked_prefill_size, cfg.gpu_prefill_token_threshold, t)
@@ -142,7 +142,7 @@ class PathRunnerEvaluator:
     def memory(self) -> dict:
         out = dict(self.session.memory())
         if self.isolate:
-            from kttune.probes.paths.worker import worker_memory
+            from kttune.runner.worker import worker_memory
 
             out.update(worker_memory(self._session))
         return out
@@ -164,7 +164,7 @@ def _runner_available(device: str = "cuda") -> None:
         importlib.import_module(RUNNER_MODULE)
     except ModuleNotFoundError as e:
         if e.name and RUNNER_MODULE.startswith(e.name):
-            raise UserError("the path runner is not available in this kttune (no kttune.probes.paths)",
+            raise UserError("the path runner is not available in this kttune (no kttune.runner)",
                             "use --evaluator model for a dry run of the measured search, or update kttune") from None
         raise
 

@@ -1,7 +1,7 @@
 """The machine-readable results of the app's commands (`--json`), in one place: search, explain
 (flags and a launch command), the measured search and validation, each in the one envelope
 (kttune.schema). The listings, the simulation, the path runner and tune serialise themselves
-(`to_dict()` of kttune.app.catalog, kttune.sim.simulate, kttune.probes.paths.api, kttune.app.tuning)
+(`to_dict()` of kttune.app.catalog, kttune.sim.simulate, kttune.runner.api, kttune.app.tuning)
 in the same envelope."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from kttune.cost.calibration import Calibration
+from kttune.calibration.entries import Calibration
 from kttune.cost.features import attention_prefill_flops, copy_features, gemm_features, moe_features
 from kttune.cost.fit import LinearFit, fit_nonneg, interp_loglog
 from kttune.errors import UserError

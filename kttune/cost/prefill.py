@@ -11,7 +11,7 @@ docs/cost-model.md):
 - every layer also runs attention and its dense matmuls on the GPU, and at TP > 1 two all-reduces
   (after attention, after the MoE), the same on both paths.
 - a prompt of L tokens runs floor(L/C) forwards of C tokens and a tail of L mod C; each forward picks
-  its path by its own token count (docs/sglang-kt.md#the-per-forward-switch).
+  its path by its own token count (kttune.spec.forwards, docs/sglang-kt.md#the-per-forward-switch).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from kttune.config import LaunchConfig
 from kttune.cost.components import FORWARD_OVERHEAD_MS, HYBRID_SYNC_MS, Components
+from kttune.spec.forwards import Forward, forward_plan, switch_path
 
 
 @dataclass(frozen=True)
@@ -80,14 +81,14 @@ def layerwise_moe_layer(c: Components, cfg: LaunchConfig, tokens: int) -> LayerT
     return LayerTimes("layerwise", total, gpu_ms=gpu, load_ms=load, stage_a_ms=a, stage_b_ms=b, stage_c_ms=cc)
 
 
-def switch_path(method_layerwise: bool, tokens: int, threshold: int) -> str:
-    """sglang-kt's per-forward switch (docs/sglang-kt.md#the-per-forward-switch): layerwise when the
-    method has that path and 0 < threshold <= tokens, else hybrid."""
-    return "layerwise" if method_layerwise and 0 < threshold <= tokens else "hybrid"
-
-
 def forward_path(c: Components, cfg: LaunchConfig, tokens: int) -> str:
+    """The path of one forward of `tokens` under `cfg` (kttune.spec.forwards.switch_path)."""
     return switch_path(c.method.layerwise, tokens, cfg.gpu_prefill_token_threshold)
+
+
+def prompt_forwards(c: Components, cfg: LaunchConfig, prompt_tokens: int) -> tuple[Forward, ...]:
+    """The forwards one prompt runs under `cfg` (kttune.spec.forwards.forward_plan)."""
+    return forward_plan(c.method.layerwise, prompt_tokens, cfg.chunked_prefill_size, cfg.gpu_prefill_token_threshold)
 
 
 def moe_layer(c: Components, cfg: LaunchConfig, tokens: int) -> LayerTimes:
@@ -126,28 +127,8 @@ def forward_time(c: Components, cfg: LaunchConfig, tokens: int, prefix: int = 0)
                         non_moe_ms(c, tokens, prefix), layer)
 
 
-def chunks_of(prompt_tokens: int, chunk: int) -> list[int]:
-    """Forward sizes SGLang runs for one prompt: floor(L/C) chunks of C, then the tail."""
-    full, tail = divmod(prompt_tokens, chunk)
-    return [chunk] * full + ([tail] if tail else [])
-
-
-def forward_plan(method_layerwise: bool, prompt_tokens: int, chunk: int, threshold: int,
-                 force: str | None = None) -> tuple[tuple[str, int, int], ...]:
-    """The forwards a prompt runs: (path, tokens, prefix) per chunk (`force`: every one on that path)."""
-    out, prefix = [], 0
-    for m in chunks_of(prompt_tokens, chunk):
-        out.append((force or switch_path(method_layerwise, m, threshold), m, prefix))
-        prefix += m
-    return tuple(out)
-
-
 def prefill_forwards(c: Components, cfg: LaunchConfig, prompt_tokens: int) -> list[ForwardTimes]:
-    out, prefix = [], 0
-    for size in chunks_of(prompt_tokens, cfg.chunked_prefill_size):
-        out.append(forward_time(c, cfg, size, prefix))
-        prefix += size
-    return out
+    return [forward_time(c, cfg, size, prefix) for _, size, prefix in prompt_forwards(c, cfg, prompt_tokens)]
 
 
 def prefill_time_ms(c: Components, cfg: LaunchConfig, prompt_tokens: int) -> float:
@@ -188,5 +169,5 @@ def layerwise_traffic_bytes(c: Components, cfg: LaunchConfig, prompt_tokens: int
     """Expert-weight bytes one prompt streams over PCIe (per GPU link): every layerwise forward loads
     every MoE layer once, so traffic = layerwise forwards x MoE layers x streamed experts x bytes
     (docs/cost-model.md#layered-prefill-and-weight-traffic: the cost Layered Prefill removes by loading each layer once per prompt)."""
-    forwards = sum(1 for size in chunks_of(prompt_tokens, cfg.chunked_prefill_size) if forward_path(c, cfg, size) == "layerwise")
+    forwards = sum(1 for path, _, _ in prompt_forwards(c, cfg, prompt_tokens) if path == "layerwise")
     return forwards * c.model.num_moe_layers * streamed_experts_per_layer(c, cfg) * c.gpu_bytes_per_expert

@@ -1,4 +1,4 @@
-"""Rendering of path-runner results (the dict of `kttune.probes.paths.api.PathsResult.to_dict`):
+"""Rendering of path-runner results (the dict of `kttune.runner.api.PathsResult.to_dict`):
 a rich table for the terminal and a Markdown table for results files."""
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ def render_validation(console: Console, outcome) -> None:
         console.print(first_that_fits(w, lambda: _lengths_table(cmp, False), lambda: _lengths_table(cmp, True)))
         if cmp.parts:
             console.print(first_that_fits(w, lambda: _parts_table(cmp, False), lambda: _parts_table(cmp, True)))
-        from kttune.hw.calibration import entry_factor
+        from kttune.calibration.entries import entry_factor
 
         for k in cmp.corrections:
             applied = "" if ":" in k["path"] else " (MoE-layer time, applied by the cost model)"

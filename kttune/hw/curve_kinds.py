@@ -45,36 +45,29 @@ Adding a curve kind is adding a row here (docs/howto-add-a-probe.md). Pure (no t
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, fields
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from kttune.hw.features import (
     ATTENTION_FEATURES, COPY_FEATURES, GEMM_FEATURES, MOE_FEATURES, attention_prefill_flops, copy_features,
     gemm_features, moe_features,
 )
 from kttune.spec.methods import METHODS, bytes_per_expert
+from kttune.spec.moe_shape import MoeLayerShape
 
 # ---- typed views of a curve's params (the shape keys each kind must carry) ---------------------------
 
 
 @dataclass(frozen=True)
-class MoeCurveShape:
-    """The MoE layer a `cpu_moe`, `gpu_moe` or `host_ram` curve ran: `cpu_experts` of the `experts`
-    ran (all when absent)."""
+class MoeCurveShape(MoeLayerShape):
+    """The MoE layer (kttune.spec.moe_shape) a `cpu_moe`, `gpu_moe` or `host_ram` curve ran, whose
+    method it must name: `cpu_experts` of the `experts` ran (all when absent)."""
 
-    method: str
-    hidden: int
-    inter: int
-    experts: int
-    top_k: int
+    REQUIRED: ClassVar[tuple[str, ...]] = ("method",)  # required although the layer shape defaults it
     cpu_experts: int | None = None
 
     @property
     def routed_experts(self) -> int:
         return self.experts if self.cpu_experts is None else self.cpu_experts
-
-    @property
-    def params_per_expert(self) -> int:
-        return 3 * self.hidden * self.inter
 
 
 @dataclass(frozen=True)
@@ -109,7 +102,7 @@ def _view(cls: type, kind: str, params: dict[str, Any]) -> Any:
     for f in fields(cls):
         v = params.get(f.name)
         if v is None:
-            if _required(f):
+            if _required(cls, f):
                 raise ValueError(f"{kind} curve params {_brief(params)} lack {f.name!r}")
             continue
         if f.type == "str":
@@ -123,8 +116,8 @@ def _view(cls: type, kind: str, params: dict[str, Any]) -> Any:
     return cls(**kw)
 
 
-def _required(f: Any) -> bool:
-    return f.default is MISSING and f.default_factory is MISSING
+def _required(cls: type, f: Any) -> bool:
+    return (f.default is MISSING and f.default_factory is MISSING) or f.name in getattr(cls, "REQUIRED", ())
 
 
 def _brief(params: dict[str, Any]) -> str:
@@ -170,7 +163,7 @@ class CurveKind:
 
     @property
     def required_params(self) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(self.shape) if _required(f)) if self.shape else ()
+        return tuple(f.name for f in fields(self.shape) if _required(self.shape, f)) if self.shape else ()
 
     @property
     def measures_gpu(self) -> bool:

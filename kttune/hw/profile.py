@@ -160,7 +160,7 @@ class HardwareProfile:
     timer: TimerInfo = field(default_factory=TimerInfo)
     format: str = PROFILE_FORMAT
     version: int = PROFILE_VERSION
-    # Path-runner corrections of the cost model (kttune.cost.calibration entries as dicts).
+    # The calibration (kttune.calibration.entries.Calibration) in its JSON form, one dict per entry.
     calibration: tuple[dict, ...] = ()
 
     # ---- queries ---------------------------------------------------------------------------
@@ -222,9 +222,9 @@ def _check_inventory(inv: Inventory, origin: str) -> None:
 
 
 def _checked_calibration(entries: Any, origin: str) -> tuple[dict, ...]:
-    """The calibration list (kttune.hw.calibration): each entry's method and path named, its
+    """The calibration list (kttune.calibration.entries): each entry's method and path named, its
     factor exp(a + b ln M) finite at every forward size (|a| <= 100, |b| <= 10)."""
-    from kttune.hw.calibration import APPLIED_PATHS, PART_PATHS
+    from kttune.calibration.entries import APPLIED_PATHS, PART_PATHS
 
     fix = "re-run `kttune calibrate` (or `kttune validate`) to write it again"
     out = []

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from kttune.config import LaunchConfig
 from kttune.spec.methods import bytes_per_expert, get_method
 from kttune.spec.model_spec import ModelSpec
+from kttune.spec.moe_shape import MoeLayerShape
 from kttune.units import GIB
 
 # Process, Python, tokenizer and pinned staging outside kt-kernel (observed order of magnitude).
@@ -70,28 +71,17 @@ def kernel_family(method_name: str, amx: bool) -> KernelFamily:
             "FP8": AMX_FP8}.get(method_name.upper(), AMX_BF16)
 
 
-@dataclass(frozen=True)
-class ScratchShape:
-    """What kt-kernel's scratch depends on: H, I, E, top-k, max_len and the NUMA sub-pool count."""
-
-    hidden: int
-    inter: int
-    experts: int
-    top_k: int
-    max_len: int
-    pools: int = 1
-
-
-def kt_scratch_bytes(s: ScratchShape, family: KernelFamily) -> int:
+def kt_scratch_bytes(s: MoeLayerShape, max_len: int, family: KernelFamily, pools: int = 1) -> int:
     """Address space kt-kernel reserves for one MoE class's forward scratch, shared by every layer
-    (the shared buffers keep the largest request, not the sum):
+    (the shared buffers keep the largest request, not the sum), for forwards of up to `max_len`
+    tokens over `pools` NUMA sub-pools:
 
     per sub-pool p (expert width I_p = I / pools), `AVX2_MOE_BASE::init` / `AMX_MOE_BASE::init`:
       k·L·(H + I_p + I_p + H) bf16 local input/gate/up/down rows
       + R·(A(H) + 2·C(I_p) + A(I_p) + C(H) + 5·64) pooled buffers, R = k·L + E·M_STEP rows
     and the TP wrapper (`TP_MOE_Common`, moe-tp.hpp): fp32 L·H outputs per sub-pool plus one merged.
     """
-    h, k, n, pools = s.hidden, s.top_k, s.max_len, max(1, s.pools)
+    h, k, n, pools = s.hidden, s.top_k, max_len, max(1, pools)
     i_p = s.inter // pools
     local = k * n * (2 * h + 2 * i_p) * 2
     rows = k * n + s.experts * family.m_step
@@ -120,11 +110,12 @@ def kt_weight_buffer_bytes(method_name: str, hidden: int, inter: int, amx: bool)
     return bytes_per_expert(get_method(m).cpu_format, hidden, inter)
 
 
-def kt_allocation_bytes(method_name: str, s: ScratchShape, layers: int, amx: bool) -> int:
-    """What kt-kernel itself allocates for `layers` MoE layers of one class: weight buffers per layer
-    plus the shared scratch (checked against measured VmSize growth in tests/memory/test_host.py)."""
-    weights = layers * s.experts * kt_weight_buffer_bytes(method_name, s.hidden, s.inter, amx)
-    return weights + kt_scratch_bytes(s, kernel_family(method_name, amx))
+def kt_allocation_bytes(s: MoeLayerShape, max_len: int, layers: int, amx: bool, pools: int = 1) -> int:
+    """What kt-kernel itself allocates for `layers` MoE layers of one class (`s.method`): weight
+    buffers per layer plus the shared scratch (checked against measured VmSize growth in
+    tests/memory/test_host.py)."""
+    weights = layers * s.experts * kt_weight_buffer_bytes(s.method, s.hidden, s.inter, amx)
+    return weights + kt_scratch_bytes(s, max_len, kernel_family(s.method, amx), pools)
 
 
 @dataclass(frozen=True)
@@ -149,9 +140,8 @@ def cpu_expert_bytes(model: ModelSpec, method_name: str) -> int:
 
 def cpu_scratch_bytes(model: ModelSpec, cfg: LaunchConfig, amx: bool = True) -> int:
     """kt-kernel's forward scratch for this launch (`kt_scratch_bytes` at max_len = the chunk)."""
-    s = ScratchShape(hidden=model.hidden_size, inter=model.moe_intermediate_size, experts=model.num_experts,
-                     top_k=model.top_k, max_len=cfg.chunked_prefill_size, pools=max(1, cfg.threadpool_count))
-    return kt_scratch_bytes(s, kernel_family(cfg.method, amx))
+    return kt_scratch_bytes(MoeLayerShape.of_model(model), cfg.chunked_prefill_size, kernel_family(cfg.method, amx),
+                            max(1, cfg.threadpool_count))
 
 
 def host_ram_breakdown(model: ModelSpec, cfg: LaunchConfig, amx: bool = True) -> HostRamBreakdown:

@@ -150,7 +150,7 @@ def attention_phase_bytes(model: ModelSpec, tokens: int, tp: int, prefix: int | 
     expands the latent to per-head K and V: no prefix) and the absorbed one (q projected into the
     latent space: chunks after the first). The one-shot form expands the fetched latent of the prefix
     and the new tokens together: kv_b_proj's output and the keys for every one of them. `form`
-    overrides the dispatch (the path runner expands every prefix: probes/paths/compare.py)."""
+    overrides the dispatch (the path runner expands every prefix: kttune/calibration/runner.py)."""
     m, h = tokens, model.hidden_size
     heads = max(1, model.num_attention_heads // tp)
     per = 2 * h  # normed input, o_proj output

@@ -49,6 +49,20 @@ KT_RUN_INTERACTIVE = Baseline(
 BASELINES = (KT_RUN_DEFAULTS, KT_RUN_INTERACTIVE, KT_LAYERWISE_DOC_EXAMPLE)
 
 
+def kt_run_default(space: SearchSpace, cores: int) -> LaunchConfig:
+    """`KT_RUN_DEFAULTS` in `space`, as `search` measures it beside its pick (the first trial it
+    enqueues): the thread count nearest share x cores among the space's, the chunk if searched (else
+    the space's largest), the threshold if searched (else 0: methods without a layerwise path crash
+    when it fires), at most the space's GPU experts, the KV pool clipped into the space."""
+    b = KT_RUN_DEFAULTS
+    want = int((b.cpuinfer_share or 0.8) * cores)
+    th = _nearest(space.threads, want)
+    chunk = b.chunk if b.chunk in space.chunks else space.chunks[-1]
+    thr = b.threshold if b.threshold in space.thresholds else 0
+    kv = max(space.kv_units_min, min(space.kv_units_max, b.max_total_tokens // KV_UNIT))
+    return space.config(chunk, thr, min(b.gpu_experts, space.gpu_experts_max), kv, th)
+
+
 def _nearest(options, want: int) -> int:
     return min(options, key=lambda o: (abs(o - want), o))
 

@@ -198,14 +198,3 @@ def threshold_choices(comp: Components, base: LaunchConfig, gpu_experts_max: int
             if cross is not None:
                 crossings.add(cross)
     return tuple(sorted(t for t in set(THRESHOLD_CHOICES) | crossings if t <= chunk))
-
-
-def kt_run_default(space: SearchSpace, cores: int) -> LaunchConfig:
-    """What `kt run` launches when not told otherwise (kt-sglang.md §1.4): 1 GPU expert, chunk 4096,
-    threshold 4096 (kttune keeps 0 for methods without layerwise: 4096 crashes them), ~0.8 x threads."""
-    want = int(0.8 * cores)
-    th = min(space.threads, key=lambda t: (abs(t - want), t))
-    chunk = 4096 if 4096 in space.chunks else space.chunks[-1]
-    thr = 4096 if 4096 in space.thresholds else 0
-    kv = max(space.kv_units_min, min(space.kv_units_max, 40000 // KV_UNIT))
-    return space.config(chunk, thr, min(1, space.gpu_experts_max), kv, th)

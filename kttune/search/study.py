@@ -26,7 +26,8 @@ from kttune.search.evaluate import Budget, Evaluation, evaluate
 from kttune.search.pick import pareto_front, pick
 from kttune.search.slo import SloScorer, SloTarget
 from kttune.search.storage import open_storage
-from kttune.search.space import KV_UNIT, MIN_USEFUL_KV_TOKENS, SearchSpace, build_space, kt_run_default, minimal_config
+from kttune.search.baselines import kt_run_default
+from kttune.search.space import KV_UNIT, MIN_USEFUL_KV_TOKENS, SearchSpace, build_space, minimal_config
 from kttune.search.workload import Workload
 from kttune.spec.methods import get_method
 from kttune.spec.model_spec import ModelSpec

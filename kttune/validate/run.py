@@ -13,10 +13,10 @@ from typing import Callable
 
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
-from kttune.hw.calibration import merge_server_entries
+from kttune.calibration.entries import Calibration
 from kttune.hw.profile import HardwareProfile, save_profile
 from kttune.net import free_port
-from kttune.validate.compare import Comparison, PromptMeasurement, compare
+from kttune.calibration.server import Comparison, PromptMeasurement, compare
 from kttune.validate.logs import Failure, ServerLog, detect_failure, parse_layerwise, parse_log
 from kttune.validate.plan import prompt_token_ids, server_argv
 from kttune.validate.server import ServerRequestError, generate_ttft, launch, wait_ready
@@ -133,4 +133,5 @@ def write_corrections(profile: HardwareProfile, corrections: tuple[dict, ...], o
     entries of the same method, path and model) and write it atomically."""
     from dataclasses import replace
 
-    return save_profile(replace(profile, calibration=merge_server_entries(profile.calibration, corrections)), out)
+    merged = Calibration.from_dicts(profile.calibration).with_server_entries(Calibration.from_dicts(corrections).entries)
+    return save_profile(replace(profile, calibration=tuple(merged.to_dicts())), out)

@@ -37,6 +37,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from kttune.spec.forwards import forward_plan
 from kttune.units import GIB
 
 _LOCK = threading.Lock()
@@ -99,10 +100,10 @@ class Sim:
     def prefill(self, tokens: int) -> None:
         c = self.args.chunked_prefill_size if self.args.chunked_prefill_size > 0 else tokens
         thr = self.args.kt_gpu_prefill_token_threshold
-        full, tail = divmod(tokens, c)
-        for m in [c] * full + ([tail] if tail else []):
+        # sglang-kt's chunks and switch; the switch fires for any method (a non-native one crashes)
+        for path, m, _ in forward_plan(True, tokens, c, thr):
             with self.forward_lock:
-                if thr > 0 and m >= thr:
+                if path == "layerwise":
                     if self.mode == "oom":
                         _die(['  File "sglang/srt/layers/moe/kt_ep_wrapper.py", line 2694, in load',
                               "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.86 GiB. GPU 0 has a total "

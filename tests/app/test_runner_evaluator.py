@@ -14,7 +14,7 @@ from kttune.errors import UserError
 from kttune.units import GIB
 from kttune.app.runner_evaluator import cpu_variant_threads, hybrid_max_tokens, path_runner_evaluator
 
-HAVE_RUNNER = importlib.util.find_spec("kttune.probes.paths") is not None
+HAVE_RUNNER = importlib.util.find_spec("kttune.runner") is not None
 
 
 @pytest.mark.skipif(HAVE_RUNNER, reason="the path runner is installed")
@@ -29,7 +29,7 @@ def cfg(n=0, chunk=128, thr=128, threads=1) -> LaunchConfig:
                         max_total_tokens=4096, cpuinfer_threads=threads)
 
 
-@pytest.mark.skipif(not HAVE_RUNNER, reason="needs the path runner (kttune.probes.paths)")
+@pytest.mark.skipif(not HAVE_RUNNER, reason="needs the path runner (kttune.runner)")
 def test_cpu_runner_samples_every_call_on_one_session(tmp_path):
     wl = tmp_path / "wl.json"
     wl.write_text('{"prompt_tokens": [64, 200], "output_tokens": 16, "concurrency": 1}')

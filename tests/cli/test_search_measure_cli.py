@@ -41,7 +41,7 @@ def test_bad_measured_options(capsys, extra, needle):
     assert code == 2 and len(err.strip().splitlines()) == 1 and needle in err
 
 
-@pytest.mark.skipif(importlib.util.find_spec("kttune.probes.paths") is not None, reason="the path runner is installed")
+@pytest.mark.skipif(importlib.util.find_spec("kttune.runner") is not None, reason="the path runner is installed")
 def test_runner_evaluator_missing_is_a_one_line_error(capsys):
     code = main(BASE + ["--measure"])
     err = capsys.readouterr().err

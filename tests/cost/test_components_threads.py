@@ -14,10 +14,10 @@ import pytest
 
 import kttune.cost.components as components
 from kttune.cost.components import Components
-from kttune.cost.transfer import mape
+from kttune.calibration.transfer import mape
 from kttune.hw.registry import load_shipped
-from kttune.probes.paths.compare import transfer_points
-from kttune.probes.paths.result import runs_in_results
+from kttune.calibration.runner import transfer_points
+from kttune.runner.result import runs_in_results
 from kttune.spec.loader import load_model
 
 RESULTS = Path(__file__).parents[1] / "data" / "paths-transfer-h200.json"

@@ -11,22 +11,15 @@ from hypothesis import strategies as st
 from kttune.cost.components import Components
 from kttune.cost.decode import decode_step_ms
 from kttune.cost.prefill import (
-    chunks_of, crossover_tokens, forward_path, hybrid_moe_layer, layerwise_moe_layer, layerwise_traffic_bytes,
+    crossover_tokens, forward_path, hybrid_moe_layer, layerwise_moe_layer, layerwise_traffic_bytes,
     prefill_forwards, prefill_time_ms,
 )
+from kttune.spec.forwards import chunks_of
 from tests.helpers import cfg, model, profile
 
 
 def comp(name="minimax-m2.1", method="FP8", tp=1):
     return Components(profile(), model(name), method, tp)
-
-
-@settings(max_examples=50, deadline=None)
-@given(L=st.integers(1, 200_000), C=st.sampled_from([1024, 2048, 4096, 8192, 16384]))
-def test_chunks_cover_the_prompt(L, C):
-    parts = chunks_of(L, C)
-    assert sum(parts) == L
-    assert all(p == C for p in parts[:-1]) and 0 < parts[-1] <= C
 
 
 def test_full_chunks_go_layerwise_and_a_short_tail_goes_hybrid():

@@ -32,9 +32,11 @@ def test_host_ram_curve_prints_a_table_with_skips_within_80_columns():
     from dataclasses import replace
 
     from kttune.probes.host_ram import HostRamPoint, host_ram_curve
+    from kttune.spec.moe_shape import MoeLayerShape
 
     def pt(n: int, reserved: int) -> HostRamPoint:
-        return HostRamPoint("RAWINT4", "AMXInt4_KGroup_MOE", 7168, 2048, 384, 8, n, 1, 11, reserved, reserved - 2**20, 0)
+        shape = MoeLayerShape(hidden=7168, inter=2048, experts=384, top_k=8, method="RAWINT4")
+        return HostRamPoint(shape, "AMXInt4_KGroup_MOE", n, 1, 11, reserved, reserved - 2**20, 0)
 
     c = host_ram_curve([pt(4096, 42 * 2**30), pt(1024, 41 * 2**30)], [{"x": 16384, "reason": "needs about 80 GiB, 60 GiB usable"}])
     prof = load_shipped(default_shipped_name())

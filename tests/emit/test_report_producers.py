@@ -48,7 +48,7 @@ def h200_disturbed(h200) -> dict:
     f["attn_ms"][0] += extra
     run["measured_ms"] += extra
     from kttune.hw.registry import resolve_profile
-    from kttune.probes.paths.api import repredict
+    from kttune.runner.api import repredict
 
     repredict(doc, resolve_profile("h200-pcie5-xeon-amx-16c", None))  # the runner's own verdict on it
     return doc

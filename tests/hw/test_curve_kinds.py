@@ -36,7 +36,7 @@ def test_the_moe_view_reads_what_the_cpu_probe_writes():
     params = {"method": "BF16", "threads": 3, "threadpools": 1, "hidden": 2048, "inter": 768, "experts": 128,
               "top_k": 8, "cpu_experts": 120, "kernel": "AMXBF16_MOE"}
     s = curve_shape("cpu_moe", params)
-    assert s == MoeCurveShape("BF16", 2048, 768, 128, 8, 120) and s.routed_experts == 120
+    assert s == MoeCurveShape(hidden=2048, inter=768, experts=128, top_k=8, method="BF16", cpu_experts=120) and s.routed_experts == 120
     assert curve_shape("gpu_moe", {k: v for k, v in params.items() if k != "cpu_experts"}).routed_experts == 128
     assert s.params_per_expert == 3 * 2048 * 768
 

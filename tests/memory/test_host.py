@@ -5,8 +5,9 @@ import pytest
 from hypothesis import given, strategies as st
 
 from kttune.memory.host import (
-    AVX2, ScratchShape, cpu_expert_bytes, host_ram_breakdown, kernel_family, kt_allocation_bytes, kt_scratch_bytes,
+    AVX2, cpu_expert_bytes, host_ram_breakdown, kernel_family, kt_allocation_bytes, kt_scratch_bytes,
 )
+from kttune.spec.moe_shape import MoeLayerShape
 from kttune.units import GB
 from tests.helpers import DATA, cfg, model
 
@@ -49,18 +50,18 @@ def test_formula_within_10_percent_of_measured_kt_kernel_allocations():
     pts = _measured_points()
     assert len(pts) >= 20
     for p in pts:
-        s = ScratchShape(hidden=p["hidden"], inter=p["inter"], experts=p["experts"], top_k=p["top_k"], max_len=p["max_len"])
-        pred = kt_allocation_bytes(p["method"], s, p["layers"], amx=p["kernel"].startswith("AMX"))
+        s = MoeLayerShape(hidden=p["hidden"], inter=p["inter"], experts=p["experts"], top_k=p["top_k"], method=p["method"])
+        pred = kt_allocation_bytes(s, p["max_len"], p["layers"], amx=p["kernel"].startswith("AMX"))
         assert abs(pred / p["reserved_bytes"] - 1) <= 0.10, (p["method"], p["max_len"], pred, p["reserved_bytes"])
 
 
 @given(n=st.integers(64, 131072), pools=st.sampled_from([1, 2, 4]), m=st.sampled_from(["BF16", "FP8", "RAWINT4", "AMXINT4"]))
 def test_scratch_is_linear_in_max_len_and_shared_by_layers(n, pools, m):
-    s = ScratchShape(hidden=7168, inter=2048, experts=384, top_k=8, max_len=n, pools=pools)
+    s = MoeLayerShape(hidden=7168, inter=2048, experts=384, top_k=8, method=m)
     fam = kernel_family(m, amx=True)
-    one, two = kt_scratch_bytes(s, fam), kt_scratch_bytes(replace(s, max_len=2 * n), fam)
-    zero = kt_scratch_bytes(replace(s, max_len=0), fam)
+    one, two = kt_scratch_bytes(s, n, fam, pools), kt_scratch_bytes(s, 2 * n, fam, pools)
+    zero = kt_scratch_bytes(s, 0, fam, pools)
     assert two - one == one - zero  # linear in max_len
-    w = kt_allocation_bytes(m, s, 2, True) - kt_allocation_bytes(m, s, 1, True)
-    assert w == kt_allocation_bytes(m, replace(s, max_len=1), 2, True) - kt_allocation_bytes(m, replace(s, max_len=1), 1, True)
-    assert kt_scratch_bytes(s, AVX2) > 0
+    w = kt_allocation_bytes(s, n, 2, True, pools) - kt_allocation_bytes(s, n, 1, True, pools)
+    assert w == kt_allocation_bytes(s, 1, 2, True, pools) - kt_allocation_bytes(s, 1, 1, True, pools)
+    assert kt_scratch_bytes(s, n, AVX2, pools) > 0

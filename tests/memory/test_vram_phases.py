@@ -44,23 +44,25 @@ def test_margin_rule_round_trips():
 def _runs():
     """Every run with a measured peak at the judged chunks (4096..65536), read with the runner's own
     reader (`runs_in_results`) from the results files' `{machine, results: [{request, runs}]}`."""
-    from kttune.probes.paths.result import runs_in_results
+    from kttune.runner.result import runs_in_results
+
+    from kttune.runner.memory import layerwise_slot_held
 
     for f in RESULTS:
         for _, runs in runs_in_results(json.loads(f.read_text())):
-            for run in runs:
+            for run, held in zip(runs, layerwise_slot_held(runs)):
                 if run.peak_allocated_bytes and 4096 <= run.chunk <= 65536:
-                    yield f.name, run
+                    yield f.name, run, held
 
 
 def _ratios() -> list[tuple]:
-    from kttune.probes.paths.compare import predicted_runner_peak_bytes
+    from kttune.runner.memory import predicted_runner_peak_bytes
 
     rows = list(_runs())
     assert rows, "the results files hold no run with a measured peak at chunks 4096..65536"
     out = []
-    for name, run in rows:
-        pred = predicted_runner_peak_bytes(load_model(run.model, run.method), run)["total"]
+    for name, run, held in rows:
+        pred = predicted_runner_peak_bytes(load_model(run.model, run.method), run, held)["total"]
         out.append((name, run.model, run.chunk, run.prompt_tokens, run.gpu_experts, run.paths, pred / run.peak_allocated_bytes))
     return out
 
@@ -68,7 +70,7 @@ def _ratios() -> list[tuple]:
 @pytest.mark.skipif(not RESULTS, reason="no tests/data/paths-*.json: run `kttune paths --out` on the GPU box, copy its result there")
 def test_phase_model_bounds_the_runners_measured_peak():
     """Held out (nothing is fitted to these peaks): SGLang's terms (kttune.memory.vram) for what the
-    runner holds, plus its named runner-only terms (probes/paths/compare.py), against every measured
+    runner holds, plus its named runner-only terms (kttune/calibration/runner.py), against every measured
     peak at chunks 4096..65536: measured <= predicted <= 1.15 x measured."""
     bad = [r for r in _ratios() if not 1.0 <= r[-1] <= 1.15]
     assert not bad, bad
@@ -78,11 +80,11 @@ def test_phase_model_bounds_the_runners_measured_peak():
 def test_the_sglang_terms_carry_the_prediction():
     """The runner allocates as SGLang does: what only the runner holds (MLA's padded values, one
     expert run's GEMM buffers, its staging ring...) is a small share of every predicted peak."""
-    from kttune.probes.paths.compare import predicted_runner_peak_bytes
+    from kttune.runner.memory import predicted_runner_peak_bytes
 
     shares = []
-    for name, run in _runs():
-        t = predicted_runner_peak_bytes(load_model(run.model, run.method), run)
+    for name, run, held in _runs():
+        t = predicted_runner_peak_bytes(load_model(run.model, run.method), run, held)
         shares.append(((t["runner_activation_difference"] + t["pipeline_ring"]) / t["total"], run.model, run.chunk, run.prompt_tokens))
     assert max(shares)[0] <= 0.15, max(shares)
 
@@ -95,13 +97,13 @@ def test_every_phase_peak_is_bounded_by_its_phase():
     is the caching allocator's granularity, not the model: a cached block is split only when more
     than 1 MiB would remain, so a live tensor can hold up to 1 MiB beyond its size (it shows at the
     32..256-token forwards, where a phase's own tensors are a few MiB)."""
-    from kttune.probes.paths.compare import predicted_phase_peaks
-    from kttune.probes.paths.result import runs_in_results
+    from kttune.runner.memory import predicted_phase_peaks
+    from kttune.runner.result import runs_in_results
 
     bad, seen = [], 0
     for f in RESULTS:
         for _, runs in runs_in_results(json.loads(f.read_text())):
-            for run in runs:
+            for run in runs:  # the slot counted whenever the method has one: an upper bound for every order
                 spec = load_model(run.model, run.method)
                 for fw, pred in zip(run.forwards, predicted_phase_peaks(spec, run)):
                     if not fw.attn_peak_bytes:

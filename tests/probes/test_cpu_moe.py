@@ -10,6 +10,7 @@ from kttune.kernels.kt_moe import kt_class_name
 from kttune.kernels.kt_pool import pool_split
 from kttune.probes import cpu_moe as cm
 from kttune.probes.inventory import collect_cpu, numa_nodes_with_cpus, usable_cores
+from kttune.spec.moe_shape import MoeLayerShape
 
 REQUIRED_PARAMS = {"method", "threads", "threadpools", "hidden", "inter", "experts", "top_k", "cpu_experts"}
 
@@ -52,7 +53,7 @@ def test_token_and_thread_series():
 
 
 def test_layer_that_does_not_fit_shrinks_experts_with_a_reason():
-    shape = cm.ExpertShape(hidden=7168, inter=2048, experts=384, top_k=8)
+    shape = MoeLayerShape(hidden=7168, inter=2048, experts=384, top_k=8)
     w, s = cm.host_bytes_needed("BF16", shape, 4096)
     fitted, max_tok, skipped = cm._fit_shape("BF16", shape, 4096, 1, budget=(w + s) // 10)
     assert fitted.experts < 384 and fitted.experts >= 16
@@ -85,7 +86,7 @@ def test_one_kt_forward_agrees_with_torch_reference(kt, cpu, method, threads):
 
     if method not in cm.supported_methods(kt, cpu.isa):
         pytest.skip(f"{method} has no kernel in kt-kernel {kt.variant}")
-    shape = cm.ExpertShape(hidden=512, inter=256, experts=8, top_k=4)
+    shape = MoeLayerShape(hidden=512, inter=256, experts=8, top_k=4)
     dense = TorchCpuMoE.random(shape.experts, shape.hidden, shape.inter, torch.bfloat16, seed=5)
     weights = HostExperts.from_dense(method, dense.gate, dense.up, dense.down)
     g, u, d = weights.dense()
@@ -116,7 +117,7 @@ def test_building_a_layer_prints_nothing_on_stdout(kt, cpu, capfd):
 def test_probe_figures_come_from_kt_kernel(kt, cpu):
     cores = usable_cores(cpu)
     opts = cm.CpuMoeOptions(
-        shapes=(cm.ExpertShape(512, 256, 16, 4),), tokens=(1, 8, 32), threads=(1,), quick=True,
+        shapes=(MoeLayerShape(512, 256, 16, 4),), tokens=(1, 8, 32), threads=(1,), quick=True,
         warmup=1, repeats=3, min_total_s=0.0,
     )
     curves = cm.probe_cpu_moe(opts, cpu, cores=cores, numa_ids=numa_nodes_with_cpus(cpu))
@@ -133,7 +134,7 @@ def test_probe_figures_come_from_kt_kernel(kt, cpu):
 def test_torch_fallback_is_labelled(monkeypatch, cpu):
     monkeypatch.setattr(cm, "load_kt_kernel", lambda: None)
     opts = cm.CpuMoeOptions(
-        shapes=(cm.ExpertShape(256, 128, 8, 2),), tokens=(1, 4), threads=(1,), quick=True,
+        shapes=(MoeLayerShape(256, 128, 8, 2),), tokens=(1, 4), threads=(1,), quick=True,
         warmup=1, repeats=3, min_total_s=0.0,
     )
     plan = cm.plan_cpu_moe(opts, cpu, 1, [0])

@@ -3,12 +3,12 @@
 import pytest
 
 from kttune.probes.common import NullReporter
-from kttune.probes.gpu_common import MoeShape
+from kttune.spec.moe_shape import MoeLayerShape
 from kttune.units import MIB
 
 pytestmark = pytest.mark.gpu
 
-SMALL = MoeShape("small", 1024, 512, 16, 4, "RAWINT4")
+SMALL = MoeLayerShape(hidden=1024, inter=512, experts=16, top_k=4, method="RAWINT4", name="small")
 
 
 def test_copy_probe_small():
@@ -33,7 +33,7 @@ def test_pipeline_delivers_the_layer(method, prefer_kt, cfg):
     import torch
 
     from kttune.kernels.expert_weights import HostExperts, make_writer
-    from kttune.probes.gpu_pipeline import LayerPipeline, PipelineConfig
+    from kttune.runner.pipeline import LayerPipeline, PipelineConfig
 
     host = HostExperts.random(method, 1024, 512, 10, seed=5)
     writer, _ = make_writer(host, threads=4, prefer_kt=prefer_kt)
@@ -68,7 +68,7 @@ def test_quick_pipeline_streams_the_capped_layer_at_every_thread_count():
     from kttune.probes import gpu_pipeline
     from kttune.probes.gpu_pipeline import expert_stream_bytes, layer_experts
 
-    shape = MoeShape("small", 1024, 512, 64, 4, "BF16")
+    shape = MoeLayerShape(hidden=1024, inter=512, experts=64, top_k=4, method="BF16", name="small")
     cap = 20 * expert_stream_bytes(shape)
     curves, _, notes = gpu_pipeline.probe_pipeline_layer(
         shape, configs=gpu_pipeline.QUICK_CONFIGS, repeats=1, threads_options=(2, 1),

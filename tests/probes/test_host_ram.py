@@ -8,13 +8,13 @@ import pytest
 from kttune.hw.profile import profile_from_dict, profile_to_dict
 from kttune.hw.registry import load_shipped
 from kttune.probes.common import NullReporter
-from kttune.probes.cpu_moe import ExpertShape
 from kttune.probes.host_ram import HostRamPoint, host_ram_curve, plan_host_ram, predicted_bytes, run_host_ram_step
+from kttune.spec.moe_shape import MoeLayerShape
 
 
 def point(n: int, reserved: int) -> HostRamPoint:
-    return HostRamPoint(method="BF16", kernel="AMXBF16_MOE", hidden=1024, inter=512, experts=32, top_k=8, max_len=n,
-                        layers=1, threads=1, reserved_bytes=reserved, resident_bytes=reserved, weights_source_bytes=0)
+    return HostRamPoint(shape=MoeLayerShape(hidden=1024, inter=512, experts=32, top_k=8, method="BF16"),
+                        kernel="AMXBF16_MOE", max_len=n, layers=1, threads=1, reserved_bytes=reserved, resident_bytes=reserved, weights_source_bytes=0)
 
 
 def test_curve_holds_measured_and_predicted_bytes_and_round_trips():
@@ -32,14 +32,14 @@ def test_curve_holds_measured_and_predicted_bytes_and_round_trips():
 def test_probe_step_measures_growth_with_max_len():
     from kttune.probes.host_ram import probe_host_ram
 
-    (curve,) = probe_host_ram(["RAWINT4"], 1024, 512, 32, 8, [256, 2048])
+    (curve,) = probe_host_ram(["RAWINT4"], MoeLayerShape(hidden=1024, inter=512, experts=32, top_k=8), [256, 2048])
     small, big = curve.points
     assert big.extra["reserved_bytes"] > small.extra["reserved_bytes"]
     for p in curve.points:
         assert abs(p.extra["predicted_bytes"] / p.extra["reserved_bytes"] - 1) <= 0.10
 
 
-TINY = ExpertShape(hidden=256, inter=128, experts=16, top_k=4, name="tiny")
+TINY = MoeLayerShape(hidden=256, inter=128, experts=16, top_k=4, name="tiny")
 
 
 def test_probe_plan_includes_the_step_when_kt_kernel_imports_and_not_when_skipped():
@@ -61,7 +61,7 @@ def test_probe_plan_includes_the_step_when_kt_kernel_imports_and_not_when_skippe
 
 
 def test_plan_shrinks_a_large_model_layer_and_says_so():
-    big = ExpertShape(hidden=7168, inter=2048, experts=384, top_k=8, name="Kimi-K2 experts")
+    big = MoeLayerShape(hidden=7168, inter=2048, experts=384, top_k=8, name="Kimi-K2 experts")
     plan = plan_host_ram(big, ("BF16", "RAWINT4"), quick=True)
     if not plan.methods:
         pytest.skip("kt-kernel is not importable")

@@ -15,9 +15,10 @@ from kttune.cost.components import Components
 from kttune.errors import ParameterError, UserError
 from kttune.memory.host import host_ram_breakdown
 from kttune.memory.vram import vram_breakdown
+from kttune.search.baselines import kt_run_default
 from kttune.search.evaluate import Budget
 from kttune.search.space import (
-    CHUNK_CHOICES, CHUNK_PAGE, KV_UNIT, MIN_USEFUL_KV_TOKENS, build_space, check_chunks, kt_run_default, minimal_config,
+    CHUNK_CHOICES, CHUNK_PAGE, KV_UNIT, MIN_USEFUL_KV_TOKENS, build_space, check_chunks, minimal_config,
 )
 from kttune.search.workload import load_workload
 from kttune.units import GIB

@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
-from kttune.cost.prefill import forward_plan
+from kttune.spec.forwards import forward_plan
 from kttune.search.baselines import BASELINES, baseline_config
 from kttune.search.evaluate import evaluate
 from kttune.search.measured import MeasuredRequest, cheaper_key, model_prefill_candidates

@@ -8,10 +8,10 @@ On a machine with a GPU (the one that will serve):
    CPU MoE curves of the method), else a targeted probe of the model's expert shape at the thread
    counts to choose from (CPU MoE and stage A, in a child process);
 2. runner: one runner session (K decoder layers at the model's shapes, one kt-kernel MoE per thread
-   count) in a worker process, for every measurement below (kttune.probes.paths.session);
+   count) in a worker process, for every measurement below (kttune.runner.session);
 3. crossover: forced single forwards on both paths at sizes around the model's crossover, in
    interleaved rounds (kttune.protocol); the crossover with its interval; the cost model calibrated
-   on those forwards (kttune.cost.calibration);
+   on those forwards (kttune.calibration.entries);
 4. search: the calibrated model's pick and fastest prefill configurations, the pick at the measured
    crossover and at the other thread counts, the baselines (`kt run` defaults, the KT doc example);
 5. screen: one round over the candidates; the best `finalists` go on;
@@ -203,7 +203,7 @@ def _probe_child(model: str, method: str, small: bool, threads: tuple[int, ...],
 
         spec = load_model(model, method)
         if small:
-            from kttune.probes.paths.stack import small_spec
+            from kttune.runner.stack import small_spec
 
             spec = small_spec(spec)
         prof = run_probe(ProbeOptions(quick=True, model=spec, methods=(method,), threads=threads, max_tokens=PROBE_MAX_TOKENS,
@@ -299,7 +299,7 @@ def run_tune(req: TuneRequest, on_event: Callable[[TuneEvent], None] | None = No
 def _measured(req: TuneRequest, inp, evaluator: str, small: bool, probe: dict, clock: _Clock, prog: _Progress,
               notes: list[str], keep_runner: bool = False) -> TuneResult:
     from kttune.app.search_explain import command_for
-    from kttune.cost.calibration import Calibration
+    from kttune.calibration.entries import Calibration
     from kttune.cost.components import Components
     from kttune.cost.prefill import crossover_tokens, prefill_time_ms
     from kttune.app.runner_evaluator import path_runner_evaluator
@@ -309,7 +309,7 @@ def _measured(req: TuneRequest, inp, evaluator: str, small: bool, probe: dict, c
     from kttune.app.tuning.candidates import cost_of, dedupe, measurement_key, tune_baselines, tune_candidates
 
     if small:
-        from kttune.probes.paths.stack import small_spec
+        from kttune.runner.stack import small_spec
 
         inp = replace(inp, request=replace(inp.request, model=small_spec(inp.request.model)))
         notes.append("CPU variant (--evaluator runner-cpu): the model's architecture at small shapes on this CPU, "
@@ -357,7 +357,7 @@ def _measured(req: TuneRequest, inp, evaluator: str, small: bool, probe: dict, c
             run = ev.sample_run(cfg, m, force=path)
             if run is None:
                 return None
-            from kttune.probes.paths.compare import forward_points
+            from kttune.calibration.runner import forward_points
 
             # the forward as the search sees it: at the searched thread count (the CPU variant runs fewer)
             pts = forward_points(replace(run, cpuinfer=cfg.cpuinfer_threads), comp0)

@@ -4,7 +4,7 @@ fitted on, and the held-out errors that say whether they do. Pure (numpy).
 The path runner's forwards (`kttune paths`) each give a measured decoder-layer time and the raw cost
 model's parts of it (`TransferPoint`). Two corrections are compared with no correction at all:
 
-- `per_method`: the profile's calibration (kttune.cost.calibration): a factor exp(a + b ln M) per
+- `per_method`: the profile's calibration (kttune.calibration.entries): a factor exp(a + b ln M) per
   (method, path) on the MoE-layer time. It says nothing about a method it has not seen.
 - `terms`: one correction per path shared by every model and method, on the physical parts of the
   layer the cost model composes, in three feature sets (`VARIANTS`): `full`, a fixed cost per MoE
@@ -28,7 +28,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from kttune.cost.calibration import Calibration
+from kttune.calibration.entries import Calibration
 
 # The shrinkage grid, in units of the relative error's squared scale (see `fit_terms`); inf: none.
 SHRINKAGES = (0.0, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, math.inf)
@@ -43,10 +43,9 @@ VARIANTS = {
 
 
 @dataclass(frozen=True)
-class TransferPoint:
-    """One measured forward, per decoder layer (ms): what groups it (model, method, threads) and the
-    raw cost model's parts (`terms`: the correctable ones, `other_ms`: attention and dense work the
-    corrections leave alone)."""
+class MeasuredForward:
+    """Which forward of a path-runner run a point is: the model and method run, the path it took,
+    its tokens after `prefix` cached ones, the GPU experts per layer."""
 
     model: str
     method: str
@@ -54,6 +53,14 @@ class TransferPoint:
     tokens: int
     prefix: int
     gpu_experts: int
+
+
+@dataclass(frozen=True)
+class TransferPoint(MeasuredForward):
+    """One measured forward, per decoder layer (ms): what groups it (model, method, threads) and the
+    raw cost model's parts (`terms`: the correctable ones, `other_ms`: attention and dense work the
+    corrections leave alone)."""
+
     threads: int
     measured_ms: float
     other_ms: float
@@ -64,7 +71,7 @@ class TransferPoint:
         return self.other_ms + sum(v for k, v in self.terms.items() if k != "fixed_ms")
 
     def calibration_point(self) -> dict:
-        """The mapping `kttune.cost.calibration.Calibration.fit` reads."""
+        """The mapping `kttune.calibration.entries.Calibration.fit` reads."""
         return {"method": self.method, "path": self.path, "tokens": self.tokens, "measured_ms": self.measured_ms,
                 "predicted_moe_ms": self.raw_ms - self.other_ms, "predicted_other_ms": self.other_ms}
 
@@ -137,7 +144,7 @@ def raw_predictor(train: Sequence[TransferPoint]) -> Callable[[TransferPoint], f
 
 
 def per_method_predictor(train: Sequence[TransferPoint]) -> Callable[[TransferPoint], float]:
-    """The profile's calibration form (kttune.cost.calibration) fitted on `train`: a method or path it
+    """The profile's calibration form (kttune.calibration.entries) fitted on `train`: a method or path it
     has not seen keeps the raw prediction."""
     cal = Calibration.fit([p.calibration_point() for p in train], held_out=False)
 

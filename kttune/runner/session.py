@@ -18,7 +18,7 @@ of another GPU-expert count or thread count runs one short forward on each path 
 resident experts were rebuilt, the layerwise slot is re-allocated at its first forward, the other
 pool was parked).
 
-`kttune.probes.paths.worker` runs a session in a child process.
+`kttune.runner.worker` runs a session in a child process.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from kttune.probes.paths.result import PathRun
+from kttune.runner.result import PathRun
 from kttune.spec.methods import METHODS
 
 Progress = Callable[[str], None]
@@ -85,9 +85,9 @@ class RunnerSession:
         import torch
 
         from kttune.hw.registry import resolve_profile
-        from kttune.probes.paths.api import _components
-        from kttune.probes.paths.runner import PathRunner
-        from kttune.probes.paths.stack import StackOptions, build_stack, default_cpuinfer, small_spec
+        from kttune.runner.api import _components
+        from kttune.runner.path_runner import PathRunner
+        from kttune.runner.stack import StackOptions, build_stack, default_cpuinfer, small_spec
         from kttune.spec.loader import load_model
         from kttune.spec.methods import get_method
 
@@ -150,7 +150,7 @@ class RunnerSession:
 
     def plan(self, cfg: RunnerConfig, prompt: int, force: str | None = None) -> tuple:
         """The forwards a prompt runs under `cfg`: (path, tokens, prefix) each."""
-        from kttune.cost.prefill import forward_plan
+        from kttune.spec.forwards import forward_plan
 
         return forward_plan(self.layerwise, prompt, cfg.chunk, cfg.threshold, force)
 

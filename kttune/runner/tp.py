@@ -24,8 +24,8 @@ class TpJob:
 def _worker(rank: int, job: TpJob, port: int, queue: Any) -> None:
     import torch
 
-    from kttune.probes.paths.runner import Dist, PathRunner
-    from kttune.probes.paths.stack import build_stack, small_spec
+    from kttune.runner.path_runner import Dist, PathRunner
+    from kttune.runner.stack import build_stack, small_spec
     from kttune.probes.ranks import rank_process_group
     from kttune.spec.loader import load_model
 

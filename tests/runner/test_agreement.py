@@ -1,4 +1,4 @@
-"""The output check's tolerance (kttune.probes.paths.session.agreement_tolerance) against held-out
+"""The output check's tolerance (kttune.runner.session.agreement_tolerance) against held-out
 measurements: the hybrid-vs-layerwise differences the H200 box recorded on correct paths
 (tests/data/output-checks-h200.json) must pass, a wrong expert layout must not."""
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kttune.probes.paths.session import BF16_ORDER_TOLERANCE, agreement_tolerance
+from kttune.runner.session import BF16_ORDER_TOLERANCE, agreement_tolerance
 
-CHECKS = json.loads((Path(__file__).parents[2] / "data" / "output-checks-h200.json").read_text())["checks"]
+CHECKS = json.loads((Path(__file__).parents[1] / "data" / "output-checks-h200.json").read_text())["checks"]
 WRONG_LAYOUT = 0.3  # the least difference test_session's shifted slot shows (it shows ~100%)
 
 

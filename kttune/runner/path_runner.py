@@ -3,7 +3,7 @@ layerwise prefill paths of sglang-kt 0.7.2 (docs/sglang-kt.md; the runner itself
 
 Per forward of M tokens (a chunk, or the prompt's tail), the switch: layerwise when the method
 streams experts and `0 < threshold <= M`, otherwise hybrid (`force` overrides it, to time one path
-at every size). Per layer:
+at every size); the forwards and their paths are kttune.spec.forwards.forward_plan's. Per layer:
 
 - attention block (norm, attention over the cached prefix plus the chunk, o projection, TP
   all-reduce), residual, norm, router;
@@ -13,7 +13,7 @@ at every size). Per layer:
   main stream runs the GPU-resident experts (ids 0..n-1) and the shared experts; the main stream
   waits for the side stream's event and sums;
 - layerwise: the layer's experts are streamed through the three-stage pipeline
-  (`kttune.probes.gpu_pipeline.LayerPipeline`) into the one full-layer slot (BF16 copies its resident
+  (`kttune.runner.pipeline.LayerPipeline`) into the one full-layer slot (BF16 copies its resident
   experts GPU->GPU and streams the rest; the other methods stream every expert), then the GPU MoE
   runs over all experts; layers one after another;
 - the routed output is scaled by `routed_scaling_factor`, the shared experts added, TP all-reduce.
@@ -36,15 +36,10 @@ import torch
 from kttune.kernels.cpu_moe import moe_forward
 from kttune.kernels.decoder import AttnCache, rms_norm, route, swiglu_mlp
 from kttune.kernels.gpu_experts import GpuExperts, gpu_subset_moe
-from kttune.cost.prefill import chunks_of, switch_path
-from kttune.probes.paths.result import ForwardRecord, PathRun
-from kttune.probes.paths.stack import PathStack
+from kttune.runner.result import ForwardRecord, PathRun
+from kttune.runner.stack import PathStack
+from kttune.spec.forwards import forward_plan
 from kttune.spec.methods import get_method
-
-
-def forward_path(method: str, tokens: int, threshold: int, force: str | None = None) -> str:
-    """sglang-kt's switch (kttune.cost.prefill.switch_path), or the forced path."""
-    return force or switch_path(get_method(method).layerwise, tokens, threshold)
 
 
 @dataclass
@@ -73,7 +68,7 @@ class PathRunner:
     configuration (default: the stream driver with slots of two experts on CUDA, host loop on CPU)."""
 
     def __init__(self, stack: PathStack, pipeline_config: Any = None, dist: Dist | None = None):
-        from kttune.probes.gpu_pipeline import PipelineConfig
+        from kttune.runner.pipeline import PipelineConfig
 
         self.st = stack
         self.dist = dist or Dist(stack.opts.rank, stack.opts.tp)
@@ -175,7 +170,7 @@ class PathRunner:
         return y if c is None else y.add_(c.to(y.dtype))
 
     def _layerwise(self, layer, h: torch.Tensor, ids: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        from kttune.probes.gpu_pipeline import LayerPipeline
+        from kttune.runner.pipeline import LayerPipeline
 
         st = self.st
         n = st.opts.gpu_experts
@@ -184,7 +179,7 @@ class PathRunner:
             tp = self.dist.tp
             cfg = self.pipeline_config
             if tp > 1:  # per-expert steps, each closed by a barrier of all ranks, host-driven
-                from kttune.probes.gpu_pipeline import PipelineConfig
+                from kttune.runner.pipeline import PipelineConfig
 
                 cfg = PipelineConfig(2, 1)
             st.pipeline = LayerPipeline(st.host, st.writer, cfg, st.device, first=first, tp=tp,
@@ -211,7 +206,8 @@ class PathRunner:
         if force == "layerwise" and not get_method(st.method).layerwise:
             raise ValueError(f"{st.method} has no layerwise path")
         cpu_cap = st.cpu.max_tokens if st.cpu is not None else st.opts.max_tokens
-        too_big = [m for m in chunks_of(prompt_tokens, chunk) if forward_path(st.method, m, threshold, force) == "hybrid" and m > cpu_cap]
+        plan = forward_plan(get_method(st.method).layerwise, prompt_tokens, chunk, threshold, force)
+        too_big = [m for path, m, _ in plan if path == "hybrid" and m > cpu_cap]
         if too_big and self.dist.rank == 0 and st.opts.gpu_experts < spec.num_experts:
             raise ValueError(f"hybrid forward of {too_big[0]} tokens exceeds kt-kernel's max_len {cpu_cap}")
         cuda = st.is_cuda
@@ -227,9 +223,8 @@ class PathRunner:
         # layer's CPU work by 4-20 ms on the H200 box (benchmarks/results/2026-12-01-h200-pcie5-xeon-amx-16c/diag-layer-state.log)
         g = torch.Generator(device=st.device).manual_seed(seed)
         caches = [AttnCache(capacity=prompt_tokens) for _ in st.layers]
-        forwards, prefix = [], 0
-        for m in chunks_of(prompt_tokens, chunk):
-            path = forward_path(st.method, m, threshold, force)
+        forwards = []
+        for path, m, prefix in plan:
             x = torch.randn(m, spec.hidden_size, generator=g, device=st.device, dtype=torch.bfloat16).mul_(0.5)
             pos = torch.arange(prefix, prefix + m, device=st.device)
             lay, att, moe = [], [], []
@@ -243,7 +238,6 @@ class PathRunner:
                 lay.append((t2 - t0) * 1e3)
             forwards.append(ForwardRecord(m, prefix, path, tuple(lay), tuple(att), tuple(moe),
                                           self._peaks.get("attn", 0), self._peaks.get("moe", 0)))
-            prefix += m
         self.last_hidden = x  # the last forward's output (the TP tests compare it)
         peak = max(torch.cuda.max_memory_allocated(st.device), self._run_peak) if cuda else 0
         peak_r = torch.cuda.max_memory_reserved(st.device) if cuda else 0

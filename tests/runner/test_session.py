@@ -10,7 +10,7 @@ import multiprocessing as mp
 import psutil
 import pytest
 
-from kttune.probes.paths.session import RunnerConfig, RunnerSession, SessionSpec, agreement_tolerance
+from kttune.runner.session import RunnerConfig, RunnerSession, SessionSpec, agreement_tolerance
 from kttune.protocol import trend
 
 DIMS = (1024, 256, 64)  # hidden, expert width, experts: one BF16 layer's experts = 96 MiB
@@ -46,8 +46,8 @@ def _old_way(queue) -> None:
     """A stack built and closed per configuration (how the runner evaluator measured before)."""
     import gc
 
-    from kttune.probes.paths.runner import PathRunner
-    from kttune.probes.paths.stack import StackOptions, build_stack, small_spec
+    from kttune.runner.path_runner import PathRunner
+    from kttune.runner.stack import StackOptions, build_stack, small_spec
     from kttune.spec.loader import load_model
 
     spec = load_model("qwen3-30b-a3b", "BF16")
@@ -79,7 +79,7 @@ def test_the_law_catches_a_runner_that_rebuilds_per_configuration():
 
 
 def test_the_worker_measures_and_gives_its_memory_back():
-    from kttune.probes.paths.worker import SessionWorker, worker_memory
+    from kttune.runner.worker import SessionWorker, worker_memory
 
     # BF16: the int4 GPU kernel runs in Triton's interpreter under the tests (conftest), which the worker inherits
     spec = SessionSpec(model="qwen3-30b-a3b", method="BF16", threads=(1,), max_tokens=128, cpu_max_tokens=128,
@@ -125,7 +125,7 @@ def test_gpu_session_memory_returns_and_paths_agree():
     """On CUDA, in a worker: two thread counts' kt-kernel MoEs built up front, configurations that
     change every flag, the device's used memory and the worker's resident memory at rest without a
     trend; hybrid and layerwise agree at a threshold."""
-    from kttune.probes.paths.worker import SessionWorker, worker_memory
+    from kttune.runner.worker import SessionWorker, worker_memory
 
     spec = SessionSpec(model="qwen3-30b-a3b", method="BF16", threads=(2, 4), max_tokens=512, cpu_max_tokens=512,
                        small=True, small_dims=(512, 256, 32))

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kttune.cost.transfer import (
+from kttune.calibration.transfer import (
     SHRINKAGES, TransferPoint, by_model, choose_shrinkage, fit_terms, held_out, mape, nested_held_out,
     no_group_worse, per_method_predictor, raw_predictor, terms_predictor,
 )
@@ -94,8 +94,8 @@ def real_points() -> tuple[TransferPoint, ...]:
 
     from kttune.cost.components import Components
     from kttune.hw.registry import load_shipped
-    from kttune.probes.paths.compare import transfer_points
-    from kttune.probes.paths.result import runs_in_results
+    from kttune.calibration.runner import transfer_points
+    from kttune.runner.result import runs_in_results
     from kttune.spec.loader import load_model
     from tests.helpers import PATHS_H200
 

@@ -2,9 +2,9 @@
 and GPU experts by I/tp, CPU experts on rank 0, all-reduces, the layerwise per-expert barrier."""
 
 import torch
-from kttune.probes.paths.runner import PathRunner
-from kttune.probes.paths.stack import StackOptions, build_stack, small_spec
-from kttune.probes.paths.tp import TpJob, run_tp
+from kttune.runner.path_runner import PathRunner
+from kttune.runner.stack import StackOptions, build_stack, small_spec
+from kttune.runner.tp import TpJob, run_tp
 from kttune.spec.loader import load_model
 
 PROMPTS = ((100, 64, 64, None),)  # a layerwise chunk then a hybrid tail

@@ -7,8 +7,8 @@ from hypothesis import given, settings, strategies as st
 
 from kttune.cost.components import Components
 from kttune.cost.prefill import layerwise_load_ms, layerwise_moe_layer, prefill_forwards
-from kttune.hw.calibration import entry_factor
-from kttune.validate.compare import PromptMeasurement, compare, predicted_paths
+from kttune.calibration.entries import entry_factor
+from kttune.calibration.server import PromptMeasurement, compare, predicted_paths
 from kttune.validate.logs import LayerwiseRecord
 from tests.helpers import cfg, model, profile
 

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from kttune.errors import UserError
-from kttune.probes.paths.session import RunnerConfig, SessionSpec
+from kttune.runner.session import RunnerConfig, SessionSpec
 
 _CALLS = ("sample", "warm", "skip_reason", "paths_agree", "memory", "info", "plan")
 
@@ -30,7 +30,7 @@ def _serve(conn: Any, spec: SessionSpec) -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # kt-kernel's printf (construction, pools, farewell)
     try:
-        from kttune.probes.paths.session import RunnerSession
+        from kttune.runner.session import RunnerSession
 
         session = RunnerSession(spec)
     except BaseException as e:  # noqa: BLE001 - reported to the parent

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from kttune.cost.calibration import Calibration
+from kttune.calibration.entries import Calibration
 
 
 def _points(a=0.3, b=-0.1, noise=0.03, seed=0, path="hybrid", method="BF16"):
@@ -54,8 +54,8 @@ def test_the_cost_model_uses_the_profiles_calibration():
     from kttune.cost.components import Components
     from kttune.cost.prefill import hybrid_moe_layer, layerwise_moe_layer
     from kttune.hw.registry import load_shipped
-    from kttune.probes.paths.compare import predicted_crossover
-    from kttune.probes.paths.result import PathRun
+    from kttune.calibration.runner import predicted_crossover
+    from kttune.runner.result import PathRun
     from kttune.spec.loader import load_model
 
     prof = load_shipped("h200-pcie5-xeon-amx-16c")

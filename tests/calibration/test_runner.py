@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kttune.probes.paths.compare import measured_crossover
+from kttune.calibration.runner import measured_crossover
 from tests.helpers import PATHS_H200, PATHS_H200_EARLIER
 
 # the latest grid, and the same grid an hour earlier on the same box (docs/path-runner.md#results: two runs)
@@ -25,7 +25,7 @@ def test_measured_crossover_interpolates_in_log_tokens():
 
 def _runs(path: Path, model: str) -> tuple[list, object]:
     """The model's runs in a results file, and its spec."""
-    from kttune.probes.paths.result import PathRun
+    from kttune.runner.result import PathRun
     from kttune.spec.loader import load_model
 
     blob = next(b for b in json.loads(path.read_text())["results"] if b.get("request", {}).get("model") == model)
@@ -35,7 +35,7 @@ def _runs(path: Path, model: str) -> tuple[list, object]:
 def _summary(path: Path, model: str, runs: list | None = None) -> dict:
     """`summarize` of the model's runs in a results file (or of `runs` in their place)."""
     from kttune.hw.registry import resolve_profile
-    from kttune.probes.paths.api import summarize
+    from kttune.runner.api import summarize
 
     file_runs, spec = _runs(path, model)
     return summarize(file_runs if runs is None else runs, resolve_profile("h200-pcie5-xeon-amx-16c", None), spec)
@@ -70,51 +70,6 @@ def test_crossover_calibrated_without_the_runs_that_measure_it(model):
     for n, c in s["crossover"].items():
         assert c["calibration_points"] > 0 and c["measured"], (n, c)
         assert c["error_calibrated"] <= 0.15, (n, c)
-
-
-def _run(model: str, method: str, device: str, forwards, label: str = "slots=2,group=2,driver=stream"):
-    from kttune.probes.paths.result import ForwardRecord, PathRun
-
-    fw = tuple(ForwardRecord(m, p, path, (1.0,), (0.5,), (0.5,)) for m, p, path in forwards)
-    return PathRun(model=model, method=method, tp=1, layers_run=2, model_layers=61, model_moe_layers=58, gpu_experts=0,
-                   chunk=4096, threshold=1024, cpuinfer=13, prompt_tokens=sum(m for m, _, _ in forwards), forwards=fw,
-                   device=device, backends={"layerwise_pipeline": label})
-
-
-def test_pipeline_ring_is_four_experts_for_the_repacking_method_only():
-    from kttune.kernels.expert_weights import kinds_nbytes, slot_kinds
-    from kttune.probes.paths.compare import pipeline_ring_bytes
-    from kttune.spec.loader import load_model
-
-    kimi = load_model("kimi-k2-thinking", "RAWINT4")
-    run = _run("kimi-k2-thinking", "RAWINT4", "NVIDIA H200", [(4096, 0, "layerwise")])
-    per_expert = kinds_nbytes(slot_kinds("RAWINT4", kimi.hidden_size, kimi.moe_intermediate_size))
-    assert pipeline_ring_bytes(kimi, run) == 2 * 2 * per_expert  # two ring entries of two experts
-    assert pipeline_ring_bytes(kimi, _run("kimi-k2-thinking", "RAWINT4", "NVIDIA H200", [(64, 0, "layerwise")],
-                                          "slots=2,group=1,post_batch=4,driver=stream")) == 2 * 4 * per_expert
-    ds = load_model("deepseek-v3", "FP8")
-    assert pipeline_ring_bytes(ds, _run("deepseek-v3", "FP8", "NVIDIA H200", [(4096, 0, "layerwise")])) == 0
-
-
-def test_runner_only_terms_follow_the_runners_code():
-    """MLA's value padding exists only on CUDA and grows with the expanded prefix; with a prefix
-    under SGLang's one-shot threshold the runner still expands where SGLang absorbs (that difference,
-    of either sign, is the runner's); a GQA model has neither."""
-    from kttune.probes.paths.compare import runner_only_bytes
-    from kttune.spec.loader import load_model
-
-    ds = load_model("deepseek-v3", "FP8")
-    fw = [(4096, 0, "layerwise"), (4096, 4096, "layerwise"), (4096, 16384, "layerwise")]
-    gpu = _run("deepseek-v3", "FP8", "NVIDIA H200", fw)
-    cpu = _run("deepseek-v3", "FP8", "cpu (x86_64)", fw)
-    g = [runner_only_bytes(ds, gpu, f)["attention"] for f in gpu.forwards]
-    c = [runner_only_bytes(ds, cpu, f)["attention"] for f in cpu.forwards]
-    assert all(a > b for a, b in zip(g, c))  # padding on CUDA only
-    assert g[2] > g[0]  # a longer expanded prefix, more padded values
-    assert c[1] != c[0] == c[2]  # prefix 4096: the runner expands where SGLang absorbs; 16384: both expand
-    q = load_model("qwen3-30b-a3b", "BF16")
-    qr = _run("qwen3-30b-a3b", "BF16", "NVIDIA H200", fw)
-    assert len({runner_only_bytes(q, qr, f)["attention"] for f in qr.forwards}) == 1
 
 
 def test_held_out_crossover_calibrations_never_see_the_runs_that_measure_it():

@@ -1,4 +1,6 @@
-"""Per-path, per-method corrections of the MoE-layer time, fitted from path-runner measurements.
+"""The calibration: per-path, per-method corrections of the cost model's MoE-layer time, typed, and
+their fit from path-runner measurements. The one source of the profile's `calibration` list (stored
+there as plain JSON dicts, `CalibrationEntry.to_dict`).
 
 The cost model composes a MoE layer's time from micro-measurements; the path runner
 (`kttune paths`) times the real paths end to end. For each (method, path) the correction is a
@@ -11,32 +13,62 @@ where observed = measured layer time - predicted attention/dense time (floored a
 measurement). With fewer than three distinct forward sizes, b = 0 (a constant factor). Each entry
 keeps its raw and leave-one-out error (`held_out_mape`: every point predicted by the fit on the
 others), so `search` and `explain` can say how far the calibrated model is from what it has not
-seen. Pure Python.
+seen.
+
+`kttune validate` writes entries of the same form with `source` "server" and `b` = 0 (a constant
+factor per path and method, `server_entry`), plus `model`, `created` and `detail`:
+
+- `path` "hybrid" / "layerwise": MoE-layer corrections the cost model applies.
+- `path` "layerwise:load" / "layerwise:compute": KT's logged `prepare weight` and `compute` per MoE
+  layer against the predicted load and GPU compute; recorded to show where a layerwise error comes
+  from, not applied.
+
+Pure Python; imports no other kttune package (the cost model and the profile read it).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Iterable, Mapping
+
+SERVER = "server"  # the source of `kttune validate`'s entries
+APPLIED_PATHS = ("hybrid", "layerwise")
+PART_PATHS = ("layerwise:load", "layerwise:compute")
+# What only a server entry records (the model and launch it came from), left out of other entries' dicts.
+SERVER_KEYS = ("model", "created", "detail")
 
 
 @dataclass(frozen=True)
 class CalibrationEntry:
     method: str
-    path: str  # hybrid | layerwise
-    a: float
-    b: float
-    points: int
-    raw_mape: float | None = None
-    held_out_mape: float | None = None
-    source: str = ""
+    path: str  # one of APPLIED_PATHS + PART_PATHS
+    a: float  # ln of the factor at one token
+    b: float  # its slope in ln(tokens); 0 = a constant factor
+    points: int  # measurements it was fitted on
+    raw_mape: float | None = None  # the raw model's mean relative error on them
+    held_out_mape: float | None = None  # leave-one-out error of the calibrated model
+    source: str = ""  # results files it was fitted from, or SERVER
+    model: str = ""  # server entries: the model served
+    created: str = ""  # server entries: when
+    detail: dict[str, Any] = field(default_factory=dict)  # server entries: the launch config and evidence
 
-    def factor(self, tokens: float) -> float:
+    def factor(self, tokens: float = 1.0) -> float:
+        """exp(a + b ln M): the factor on the predicted MoE-layer time of a forward of M tokens."""
         return math.exp(self.a + self.b * math.log(max(1.0, tokens)))
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    def to_dict(self) -> dict[str, Any]:
+        """The profile's JSON form (a server entry's model, created and detail only where it is one)."""
+        d = asdict(self)
+        if self.source != SERVER:
+            for k in SERVER_KEYS:
+                del d[k]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "CalibrationEntry":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
 
 
 def _fit_ab(xs: list[float], ys: list[float]) -> tuple[float, float]:
@@ -107,8 +139,7 @@ class Calibration:
 
     @classmethod
     def from_dicts(cls, entries: Iterable[Mapping]) -> "Calibration":
-        fields = CalibrationEntry.__dataclass_fields__
-        return cls(tuple(CalibrationEntry(**{k: v for k, v in e.items() if k in fields}) for e in entries))
+        return cls(tuple(CalibrationEntry.from_dict(e) for e in entries))
 
     def to_dicts(self) -> list[dict]:
         return [e.to_dict() for e in self.entries]
@@ -132,3 +163,31 @@ class Calibration:
                 raw = f"{100 * e.raw_mape:.0f}%" if e.raw_mape is not None else "n/a"
                 out.append(f"{e.path} calibrated from {e.points} path-runner points: error {raw} raw, {held} held out")
         return out
+
+    def server_entries(self, method: str | None = None) -> tuple[CalibrationEntry, ...]:
+        return tuple(e for e in self.entries if e.source == SERVER and (method is None or e.method == method.upper()))
+
+    def with_server_entries(self, new: Iterable[CalibrationEntry]) -> "Calibration":
+        """Without the server entries that `new` replaces (same method, path and model), then `new`
+        at the end: `entry`, which takes the first of a method and path, prefers the path runner's,
+        whose error is checked on held-out points."""
+        new = tuple(new)
+        keys = {(e.method, e.path, e.model) for e in new}
+        kept = tuple(e for e in self.entries if not (e.source == SERVER and (e.method, e.path, e.model) in keys))
+        return Calibration(kept + new)
+
+
+def server_entry(method: str, path: str, factor: float, points: int, raw_mape: float | None = None,
+                 model: str = "", created: str = "", detail: dict[str, Any] | None = None) -> CalibrationEntry:
+    """A `kttune validate` entry: a constant `factor` on `path` of `method`, from `points` measurements."""
+    if path not in APPLIED_PATHS + PART_PATHS:
+        raise ValueError(f"calibration path {path!r} is not one of {APPLIED_PATHS + PART_PATHS}")
+    if not (math.isfinite(factor) and factor > 0):
+        raise ValueError(f"calibration factor {factor} must be a positive number")
+    return CalibrationEntry(method.upper(), path, math.log(factor), 0.0, int(points), raw_mape, None, SERVER, model,
+                            created, dict(detail or {}))
+
+
+def entry_factor(entry: Mapping[str, Any], tokens: float = 1.0) -> float:
+    """The factor of an entry in the profile's JSON form (`CalibrationEntry.factor`)."""
+    return CalibrationEntry.from_dict(entry).factor(tokens)

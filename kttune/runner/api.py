@@ -1,5 +1,5 @@
 """`kttune paths` as a library call: build the K layers of a model once (a runner session,
-kttune.probes.paths.session), run a grid of prompts on the switch (and, with `force`, on each path
+kttune.runner.session), run a grid of prompts on the switch (and, with `force`, on each path
 alone) per GPU-expert count through the measurement protocol (kttune.protocol), and hold the cost
 model and the memory model to every run.
 
@@ -13,7 +13,7 @@ from typing import Callable
 
 from kttune.errors import UserError
 from kttune.schema import schema
-from kttune.probes.paths.result import PathRun
+from kttune.runner.result import PathRun
 
 Progress = Callable[[str], None]
 
@@ -70,7 +70,7 @@ def run_paths(req: PathsRequest, progress: Progress | None = None) -> PathsResul
     estimates (median, interval, outliers and their reasons) under `timing`."""
     import torch
 
-    from kttune.probes.paths.session import RunnerSession, SessionSpec
+    from kttune.runner.session import RunnerSession, SessionSpec
     from kttune.protocol import Protocol
     from kttune.spec.loader import load_model
     from kttune.spec.methods import get_method
@@ -122,7 +122,7 @@ def run_paths(req: PathsRequest, progress: Progress | None = None) -> PathsResul
 class RunnerJob:
     """One run of the grid: a prompt under a configuration, on the switch or forced onto a path."""
 
-    cfg: "object"  # kttune.probes.paths.session.RunnerConfig
+    cfg: "object"  # kttune.runner.session.RunnerConfig
     prompt: int
     force: str | None = None
 
@@ -134,7 +134,7 @@ class RunnerJob:
 def grid_jobs(req: PathsRequest, session, n: int, threads: int) -> list[RunnerJob]:
     """The runs of one GPU-expert count: the sweep's single forwards on each path, then every prompt
     at every chunk (and forced onto the request's paths); the same forwards under another chunk once."""
-    from kttune.probes.paths.session import RunnerConfig
+    from kttune.runner.session import RunnerConfig
 
     jobs: list[RunnerJob] = []
     for m in req.sweep:
@@ -161,7 +161,7 @@ def measure_jobs(session, jobs: list[RunnerJob], protocol, say: Progress, seed: 
     is not measurable, with the error."""
     import torch
 
-    from kttune.probes.paths.compare import disturbed
+    from kttune.calibration.runner import disturbed
     from kttune.protocol import measure_rounds
 
     skipped: dict = {}
@@ -238,7 +238,8 @@ def _components(profile, spec, method, calibration: tuple = ()):
 
 
 def _predict(comps, profile, spec, run: PathRun) -> dict:
-    from kttune.probes.paths.compare import disturbed, forward_points, predicted_runner_peak_bytes
+    from kttune.calibration.runner import disturbed, forward_points
+    from kttune.runner.memory import predicted_runner_peak_bytes
 
     out: dict = {"memory": predicted_runner_peak_bytes(spec, run),
                  "disturbed_forwards": sum(1 for f in run.forwards if disturbed(f))}
@@ -252,10 +253,10 @@ def _predict(comps, profile, spec, run: PathRun) -> dict:
 def summarize(runs: list[PathRun], profile, spec) -> dict:
     """Per-path errors (raw, held-out calibrated), the crossover measured and predicted per GPU-expert
     count, and the memory model against the measured peaks."""
-    from kttune.cost.calibration import Calibration
-    from kttune.probes.paths.compare import (
-        ForwardPoint, disturbed, disturbed_forwards, forward_points, held_out_errors, measured_crossover,
-        predicted_crossover, predicted_runner_peak_bytes)
+    from kttune.calibration.entries import Calibration
+    from kttune.calibration.runner import (
+        ForwardPoint, disturbed, disturbed_forwards, forward_points, held_out_errors, measured_crossover, predicted_crossover)
+    from kttune.runner.memory import layerwise_slot_held, predicted_runner_peak_bytes
 
     comps = _components(profile, spec, runs[0].method) if runs else None
     out: dict = {}
@@ -304,9 +305,9 @@ def summarize(runs: list[PathRun], profile, spec) -> dict:
                          "measured_interval": interval.to_dict() if interval else None}
     out["crossover"] = cross
     mem = []
-    for r in runs:
+    for r, held in zip(runs, layerwise_slot_held(runs)):
         if r.peak_allocated_bytes:
-            pred = predicted_runner_peak_bytes(spec, r)["total"]
+            pred = predicted_runner_peak_bytes(spec, r, held)["total"]
             mem.append({"prompt": r.prompt_tokens, "chunk": r.chunk, "gpu_experts": r.gpu_experts, "paths": list(r.paths),
                         "measured_peak_bytes": r.peak_allocated_bytes, "measured_reserved_bytes": r.peak_reserved_bytes,
                         "predicted_bytes": pred, "ratio": round(pred / r.peak_allocated_bytes, 3)})
@@ -336,7 +337,7 @@ def _result_blobs(results: dict, profile):
     or a file of several under "results"), small-shape runs left out."""
     from kttune.spec.loader import load_model
 
-    from kttune.probes.paths.result import runs_in_results
+    from kttune.runner.result import runs_in_results
 
     for blob, (req, runs) in zip(results.get("results", [results]), runs_in_results(results)):
         if not runs or req.get("small"):
@@ -348,7 +349,7 @@ def _result_blobs(results: dict, profile):
 def calibration_points(results: dict, profile) -> list[dict]:
     """Every forward of every run, predicted afresh by `profile` without its calibration: what
     `Calibration.fit` needs to correct that profile."""
-    from kttune.probes.paths.compare import forward_points
+    from kttune.calibration.runner import forward_points
 
     return [p.to_dict() for _, _, runs, comps in _result_blobs(results, profile) if comps is not None
             for r in runs for p in forward_points(r, comps)]

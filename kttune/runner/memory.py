@@ -1,178 +1,20 @@
-"""Hold the cost model and the memory model to path-runner records.
-
-- Per forward: the cost model's time of one decoder layer on the path the forward took (MoE layer on
-  that path + attention + dense matmuls, `kttune.cost.prefill`) against the runner's mean measured
-  layer time. Errors per path, raw and with a calibration (`kttune.cost.calibration`).
-- Crossover: the forward size where layerwise becomes no slower than hybrid, measured (from forced
-  single-forward runs on both paths, interpolated in log tokens) against `crossover_tokens`.
-- Memory: the memory model's terms for what the runner holds on the device (K layers' non-expert
-  weights, n resident experts per layer, the prefix cache, the forward's activations, the KT staging
-  buffer and, when layerwise fires, the full-layer slot with its MoE activations) against the
-  runner's `torch.cuda.max_memory_allocated`.
+"""The memory model held to the path runner: what the runner holds on the device (K layers' non-expert
+weights, n resident experts per layer, the prefix cache, the forward's activations, the KT staging
+buffer and, when layerwise fires, the full-layer slot with its MoE activations) in
+`kttune.memory.vram`'s terms, plus the runner-only terms its own kernels add, against the runner's
+`torch.cuda.max_memory_allocated` (tests/memory/test_vram_phases.py).
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from kttune.config import LaunchConfig
-from kttune.cost.calibration import Calibration
-from kttune.cost.components import Components
-from kttune.cost.prefill import hybrid_moe_layer, layerwise_moe_layer
+from kttune.calibration.runner import launch_config
 from kttune.memory import vram
-from kttune.probes.paths.result import ForwardRecord, PathRun
-from kttune.probes.paths.stack import attention_shape
+from kttune.runner.result import ForwardRecord, PathRun
+from kttune.runner.stack import attention_shape
 from kttune.spec.methods import get_method
 from kttune.spec.model_spec import ModelSpec
-
-
-def launch_config(run: PathRun) -> LaunchConfig:
-    return LaunchConfig(method=run.method, tp=run.tp, num_gpu_experts=run.gpu_experts, chunked_prefill_size=run.chunk,
-                        gpu_prefill_token_threshold=run.threshold, max_total_tokens=max(65536, run.prompt_tokens),
-                        cpuinfer_threads=run.cpuinfer or 1, threadpool_count=1)
-
-
-@dataclass(frozen=True)
-class ForwardPoint:
-    """One forward of one run: the features a calibration needs, and the measured and predicted
-    per-layer times (ms)."""
-
-    model: str
-    method: str
-    path: str
-    tokens: int
-    prefix: int
-    gpu_experts: int
-    measured_ms: float
-    predicted_ms: float  # raw cost model, one decoder layer
-    predicted_moe_ms: float
-    predicted_other_ms: float
-
-    def to_dict(self) -> dict:
-        return self.__dict__.copy()
-
-
-# The K layers of a forward are the same shapes doing the same work: when the slowest takes more
-# than this many times the fastest, something outside the path ran in it (a kernel module loaded
-# on first use, another process); such a forward is left out of the comparison and named.
-DISTURBED_LAYER_SPREAD = 3.0
-
-
-def disturbed(f: ForwardRecord) -> bool:
-    return len(f.layer_ms) > 1 and min(f.layer_ms) > 0 and max(f.layer_ms) > DISTURBED_LAYER_SPREAD * min(f.layer_ms)
-
-
-def disturbed_forwards(runs: list[PathRun]) -> list[str]:
-    """One line per forward `forward_points` leaves out."""
-    return [f"L={r.prompt_tokens} chunk={r.chunk} n={r.gpu_experts}{' forced ' + r.forced_path if r.forced_path else ''}: "
-            f"forward of {f.tokens} tokens after {f.prefix}, {f.path}, layers "
-            + "/".join(f"{x:.0f}" for x in f.layer_ms) + f" ms (over {DISTURBED_LAYER_SPREAD:g}x apart): left out"
-            for r in runs for f in r.forwards if disturbed(f)]
-
-
-def forward_points(run: PathRun, c: Components) -> list[ForwardPoint]:
-    """Every forward of the run but the disturbed ones (`disturbed`)."""
-    cfg = launch_config(run)
-    out = []
-    for f in run.forwards:
-        if disturbed(f):
-            continue
-        layer = layerwise_moe_layer(c, cfg, f.tokens) if f.path == "layerwise" else hybrid_moe_layer(c, cfg, f.tokens)
-        other = c.attention_ms(f.tokens, f.prefix) + c.dense_ms(f.tokens)
-        out.append(ForwardPoint(run.model, run.method, f.path, f.tokens, f.prefix, run.gpu_experts,
-                                sum(f.layer_ms) / len(f.layer_ms), layer.total_ms + other, layer.total_ms, other))
-    return out
-
-
-def layer_terms(c: Components, cfg: LaunchConfig, tokens: int, path: str) -> dict[str, float]:
-    """The raw cost model's correctable parts of one MoE layer (`kttune.cost.transfer.TERMS`):
-    hybrid, the overlapped expert time max(CPU, GPU) and the copies with their sync; layerwise, the
-    load and the GPU MoE. `c` must carry no calibration."""
-    if path == "layerwise":
-        lt = layerwise_moe_layer(c, cfg, tokens)
-        return {"fixed_ms": 1.0, "load": lt.load_ms, "gpu_moe": lt.gpu_ms}
-    lt = hybrid_moe_layer(c, cfg, tokens)
-    experts = max(lt.cpu_ms, lt.gpu_ms)
-    return {"fixed_ms": 1.0, "experts": experts, "copies": lt.total_ms - experts}
-
-
-def transfer_points(run: PathRun, c: Components) -> list:
-    """Every forward of the run but the disturbed ones as `kttune.cost.transfer.TransferPoint`s: the
-    measured layer time, the correctable parts (`layer_terms`) and the rest (attention, dense)."""
-    from kttune.cost.transfer import TransferPoint
-
-    cfg = launch_config(run)
-    return [TransferPoint(run.model, run.method, f.path, f.tokens, f.prefix, run.gpu_experts, run.cpuinfer,
-                          sum(f.layer_ms) / len(f.layer_ms), c.attention_ms(f.tokens, f.prefix) + c.dense_ms(f.tokens),
-                          layer_terms(c, cfg, f.tokens, f.path))
-            for f in run.forwards if not disturbed(f)]
-
-
-def ape(pred: float, meas: float) -> float:
-    return abs(pred - meas) / meas if meas > 0 else float("nan")
-
-
-def mape(pairs: list[tuple[float, float]]) -> float | None:
-    xs = [ape(p, m) for p, m in pairs if m > 0]
-    return sum(xs) / len(xs) if xs else None
-
-
-def held_out_errors(points: list[ForwardPoint]) -> dict:
-    """Per path: the raw MAPE over all points and the leave-one-out calibrated MAPE (each point
-    predicted by the calibration of its method and path fitted on every other point), pooled over
-    methods weighted by points; and per (method, path) the calibration entries themselves."""
-    cal = Calibration.fit([p.to_dict() for p in points])
-    out: dict = {"entries": cal.to_dicts()}
-    for path in sorted({p.path for p in points}):
-        es = [e for e in cal.entries if e.path == path]
-        n = sum(e.points for e in es)
-        held = [e for e in es if e.held_out_mape is not None]
-        out[path] = {
-            "points": n,
-            "mape_raw": mape([(p.predicted_ms, p.measured_ms) for p in points if p.path == path]),
-            "mape_calibrated_held_out": (sum(e.held_out_mape * e.points for e in held) / sum(e.points for e in held)) if held else None,
-        }
-    return out
-
-
-def measured_crossover(pairs: list[tuple[int, float, float]]) -> int | None:
-    """(tokens, hybrid ms, layerwise ms) per forward size -> the size where layerwise - hybrid changes
-    sign, interpolated linearly in log(tokens); None when it does not in the range."""
-    pairs = sorted(pairs)
-    if not pairs:
-        return None
-    if pairs[0][2] <= pairs[0][1]:
-        return pairs[0][0]
-    for (m0, h0, l0), (m1, h1, l1) in zip(pairs, pairs[1:]):
-        d0, d1 = l0 - h0, l1 - h1
-        if d0 > 0 >= d1:
-            f = d0 / (d0 - d1)
-            return int(round(math.exp(math.log(m0) + f * (math.log(m1) - math.log(m0)))))
-    return None
-
-
-def predicted_crossover(c: Components, run: PathRun, hi: int = 65536) -> int | None:
-    """The smallest forward size (1-token resolution) at which the model's layerwise MoE layer is no
-    slower than its hybrid one (`crossover_tokens` answers in steps of 64); None if never up to hi."""
-    cfg = launch_config(run)
-    if not c.method.layerwise:
-        return None
-    return smallest_forward_where(lambda m: layerwise_moe_layer(c, cfg, m).total_ms <= hybrid_moe_layer(c, cfg, m).total_ms, hi)
-
-
-def smallest_forward_where(lw_wins, hi: int = 65536) -> int | None:
-    """The smallest forward size in 1..hi for which `lw_wins(size)` holds, by bisection (layerwise
-    minus hybrid falls with the size); None if it does not hold at `hi`."""
-    if not lw_wins(hi):
-        return None
-    if lw_wins(1):
-        return 1
-    a, b = 1, hi
-    while b - a > 1:
-        mid = (a + b) // 2
-        a, b = (a, mid) if lw_wins(mid) else (mid, b)
-    return b
 
 
 # The attention backend whose MLA prefill the runner's attention mirrors: the prefix is expanded with
@@ -266,11 +108,28 @@ def runner_phases(spec: ModelSpec, run: PathRun, f: ForwardRecord) -> vram.Activ
                    hybrid_moe=sg.hybrid_moe + (0 if lw else extra["moe"]))
 
 
-def static_runner_bytes(spec: ModelSpec, run: PathRun) -> dict[str, int]:
+def layerwise_slot_held(runs: list[PathRun]) -> list[bool]:
+    """Per run of one `kttune paths` request (in the order they ran), whether the full-layer slot was
+    on the device: allocated at the first layerwise forward and kept until the GPU/CPU split or the
+    thread count changes (the stack then drops its pipeline, `set_gpu_experts` / `set_threads`), as
+    sglang-kt keeps it for the server's life once allocated."""
+    held, last, out = False, None, []
+    for r in runs:
+        if (r.gpu_experts, r.cpuinfer) != last:
+            held, last = False, (r.gpu_experts, r.cpuinfer)
+        held = held or "layerwise" in r.paths
+        out.append(held)
+    return out
+
+
+def static_runner_bytes(spec: ModelSpec, run: PathRun, slot_held: bool | None = None) -> dict[str, int]:
     """What the runner holds through a whole prompt (SGLang's terms for K layers; see
-    `predicted_runner_peak_bytes`)."""
+    `predicted_runner_peak_bytes`). `slot_held`: whether the layerwise slot was allocated
+    (`layerwise_slot_held`); None: whenever the method has a layerwise path (the larger answer, for
+    a run whose history is unknown)."""
     cfg = launch_config(run)
     method = get_method(run.method)
+    slot = method.layerwise if slot_held is None else (slot_held and method.layerwise)
     k = run.layers_run
     emb = spec.vocab_size * spec.hidden_size * 2 * (1 if spec.tie_word_embeddings else 2)
     per_layer = max(0, spec.non_expert_bytes - emb) / max(1, spec.num_layers)
@@ -283,20 +142,20 @@ def static_runner_bytes(spec: ModelSpec, run: PathRun) -> dict[str, int]:
         "resident_experts": int(resident),
         "kv_cache": int(k * kv_per_layer * run.prompt_tokens),
         "staging": vram.staging_bytes(spec, replace(cfg, chunked_prefill_size=run.buffer_tokens or run.chunk)),
-        "layerwise_slot": vram.layerwise_slot_bytes(spec, method, run.tp) if method.layerwise else 0,
+        "layerwise_slot": vram.layerwise_slot_bytes(spec, method, run.tp) if slot else 0,
         # torch's cuBLAS workspace for the main stream's GEMMs (in SGLang's figures, part of
         # vram.CUDA_CONTEXT_BYTES)
         "cublas_workspace": CUBLAS_WORKSPACE_BYTES if _on_cuda(run) else 0,
         # runner-only: the pipeline's staging ring, kept with the slot
-        "pipeline_ring": pipeline_ring_bytes(spec, run) if method.layerwise else 0,
+        "pipeline_ring": pipeline_ring_bytes(spec, run) if slot else 0,
     }
 
 
-def predicted_phase_peaks(spec: ModelSpec, run: PathRun) -> list[dict[str, int]]:
+def predicted_phase_peaks(spec: ModelSpec, run: PathRun, slot_held: bool | None = None) -> list[dict[str, int]]:
     """Per forward, the predicted device peak of its attention block (with the router) and of its MoE
     block: the static terms, the persistent activations and that phase (SGLang's plus the runner's
     own); what the runner's `attn_peak_bytes` / `moe_peak_bytes` measure."""
-    static = sum(static_runner_bytes(spec, run).values())
+    static = sum(static_runner_bytes(spec, run, slot_held).values())
     out = []
     for f in run.forwards:
         ph = runner_phases(spec, run, f)
@@ -305,7 +164,7 @@ def predicted_phase_peaks(spec: ModelSpec, run: PathRun) -> list[dict[str, int]]
     return out
 
 
-def predicted_runner_peak_bytes(spec: ModelSpec, run: PathRun) -> dict:
+def predicted_runner_peak_bytes(spec: ModelSpec, run: PathRun, slot_held: bool | None = None) -> dict:
     """What the runner holds on the device at its peak (bytes), term by term; the one source of truth
     for it (`kttune paths` reports it, tests/memory/test_vram_phases.py holds it to the measured peaks).
 
@@ -313,12 +172,12 @@ def predicted_runner_peak_bytes(spec: ModelSpec, run: PathRun) -> dict:
     runner has none), n resident experts per layer, KV for the whole prompt on K layers, the KT staging
     buffer (the runner's device copy of the CPU experts' output plays its part, sized for the stack's
     largest forward, `buffer_tokens`, rather than the chunk), the full-layer slot (sglang-kt and the runner allocate it at the first layerwise forward and
-    keep it: held whenever the method has a layerwise path and the run or an earlier one went
-    layerwise), and the activations by phase (`activation_phases(...).peak_bytes`: persistent plus the
+    keep it while the configuration's split and threads stay: `slot_held`, from
+    `layerwise_slot_held` over the request's runs), and the activations by phase (`activation_phases(...).peak_bytes`: persistent plus the
     largest phase, never the sum) for the worst forward of the run, each forward after its own prefix.
     Runner-only, named: `runner_activation_difference`, the runner's activation peak (`runner_phases`)
     less SGLang's, a few percent (`runner_only_bytes`)."""
-    terms = static_runner_bytes(spec, run)
+    terms = static_runner_bytes(spec, run, slot_held)
     sglang = max(forward_phases(spec, run, f).peak_bytes for f in run.forwards)
     terms["activations"] = sglang
     terms["runner_activation_difference"] = max(runner_phases(spec, run, f).peak_bytes for f in run.forwards) - sglang

@@ -1,5 +1,5 @@
 """Compare what a running server measured with what the cost model predicted, and turn the
-differences into calibration entries (kttune.hw.calibration: the profile's `calibration` list, in
+differences into calibration entries (kttune.calibration.entries: the profile's `calibration` list, in
 the path runner's form: a factor on the predicted MoE-layer time per path and method). Pure.
 
 Give it the raw cost model (a profile without calibration entries): the factors are relative to it.
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
-from kttune.cost.prefill import chunks_of, forward_path, layerwise_load_ms, layerwise_moe_layer, prefill_forwards
-from kttune.hw.calibration import server_entry
+from kttune.cost.prefill import layerwise_load_ms, layerwise_moe_layer, prefill_forwards, prompt_forwards
+from kttune.calibration.entries import server_entry
 from kttune.validate.logs import LayerwiseRecord
 
 
@@ -80,11 +80,11 @@ class PartCheck:
 class Comparison:
     lengths: tuple[LengthCheck, ...]
     parts: tuple[PartCheck, ...]
-    corrections: tuple[dict, ...]  # kttune.hw.calibration entries
+    corrections: tuple[dict, ...]  # kttune.calibration.entries.CalibrationEntry.to_dict, as the JSON and the profile hold them
 
 
 def predicted_paths(comp: Components, cfg: LaunchConfig, prompt_tokens: int) -> tuple[str, ...]:
-    return tuple(forward_path(comp, cfg, n) for n in chunks_of(prompt_tokens, cfg.chunked_prefill_size))
+    return tuple(path for path, _, _ in prompt_forwards(comp, cfg, prompt_tokens))
 
 
 def _pairs(records: tuple[LayerwiseRecord, ...]) -> list[tuple[float, float]]:
@@ -115,13 +115,14 @@ def compare(comp: Components, cfg: LaunchConfig, measured: list[PromptMeasuremen
 
     def entry(path: str, ratios: list[float], raw_mape: float | None, detail: dict) -> dict:
         factor = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-        return server_entry(method, path, factor, len(ratios), raw_mape, model_name, created, {"config": cfg_detail, **detail})
+        return server_entry(method, path, factor, len(ratios), raw_mape, model_name, created,
+                            {"config": cfg_detail, **detail}).to_dict()
 
     out: list[dict] = []
     # per-layer evidence from KT's log: layerwise forwards of one size
     layer_ratios, loads, computes, load_pred, comp_pred = [], [], [], layerwise_load_ms(comp, cfg)[0], []
     for m in measured:
-        sizes = {n for n in chunks_of(m.prompt_tokens, cfg.chunked_prefill_size) if forward_path(comp, cfg, n) == "layerwise"}
+        sizes = {n for path, n, _ in prompt_forwards(comp, cfg, m.prompt_tokens) if path == "layerwise"}
         pairs = _pairs(m.layerwise)
         if len(sizes) != 1 or not pairs:
             continue
