@@ -66,8 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="folder (default: benchmarks/results/<today>-<this machine>/measured-search/)")
     a = ap.parse_args(argv)
 
-    from kttune import api
-    from kttune.api_measured import make_evaluator
+    from kttune import app
+    from kttune.app import resolve
+    from kttune.app.measured import make_evaluator
     from kttune.search.evaluate import evaluate
     from kttune.search.measured import MeasuredRequest, prefill_tok_s, run_measured_search
     from kttune.search.space import KV_UNIT
@@ -76,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
 
     out = Path(a.out) if a.out else results_dir() / "measured-search"
     out.mkdir(parents=True, exist_ok=True)
-    inp = api.resolve_inputs(a.model, a.vram, a.gpus, a.profile, a.workload, a.method, a.host_ram)
+    inp = app.resolve_inputs(a.model, resolve.vram_bytes(a.vram), a.gpus, a.profile, a.workload, a.method,
+                             resolve.host_ram_bytes(a.host_ram))
     inner = make_evaluator(inp, a.evaluator)
 
     class Counting:

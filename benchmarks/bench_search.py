@@ -14,7 +14,9 @@ import os
 import tempfile
 import time
 
-from kttune import api
+from kttune import app
+from kttune.app import resolve
+from kttune.units import GIB
 
 DEFAULT_MODELS = ("qwen3-30b-a3b", "minimax-m2.1", "kimi-k2-thinking", "deepseek-v3")
 
@@ -29,9 +31,9 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as d:
         for name in a.models:
-            inp = api.resolve_inputs(name, a.vram, host_ram="2T")
+            inp = app.resolve_inputs(name, resolve.vram_bytes(a.vram), host_ram_bytes=2048 * GIB)
             t0 = time.perf_counter()
-            res = api.search(inp, trials=a.trials, seed=0, storage=os.path.join(d, f"{name}.journal")).result
+            res = app.search(inp, trials=a.trials, seed=0, storage=os.path.join(d, f"{name}.journal")).result
             wall = time.perf_counter() - t0
             c = res.best.cfg
             rows.append({"model": name, "method": inp.request.method, "trials": res.trials_new, "wall_s": round(wall, 2),

@@ -25,7 +25,7 @@ import os
 import time
 
 from kttune.sim.engine import SCHEDULES
-from kttune.sim.inputs import resolve
+from kttune.app.simulation import simulation_inputs
 from kttune.sim.simulate import simulate_one
 from kttune.probes.inventory import host_line
 
@@ -48,7 +48,7 @@ def main() -> None:
     load_start = os.getloadavg()[0]
     for name in a.models:
         for wl, rate in RATES.items():
-            inp = resolve(name, a.profile, workload=wl, rate=rate, requests=a.requests, gpu_experts=8)
+            inp = simulation_inputs(name, a.profile, workload=wl, rate=rate, requests=a.requests, gpu_experts=8, this_machine=None)
             for s in inp.schedules:
                 t0 = time.perf_counter()
                 r = simulate_one(inp.comp, inp.cfg, inp.requests, s, inp.slo)

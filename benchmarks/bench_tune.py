@@ -4,7 +4,7 @@ verification table and output check; and the memory of one runner session across
 
 Per model (`--models name:METHOD:VRAM[:HOST_RAM]`):
 
-1. tune: `kttune.tune.run_tune` as `kttune tune` runs it (fresh state, default plan), timed; its
+1. tune: `kttune.app.tuning.run_tune` as `kttune tune` runs it (fresh state, default plan), timed; its
    runner session is kept for what follows (so the grid costs no second build);
 2. grid: chunks x thresholds x GPU experts {0, the most that fit beside them} x two thread counts
    (>= 24 configurations), every point measured `--grid-repeats` (3) times in interleaved rounds at
@@ -91,7 +91,7 @@ def judge_model(item: str, a, out: Path, clock, parts: set, deadline) -> dict:
     from kttune.emit import tune_report
     from kttune.protocol import Protocol, compare, estimate, measure_rounds
     from kttune.search.measured import prefill_tok_s
-    from kttune.tune import TuneRequest, run_tune
+    from kttune.app.tuning import TuneRequest, run_tune
     from kttune.units import parse_size_bytes
 
     name, method, vram, *rest = item.split(":")

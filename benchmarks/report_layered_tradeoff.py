@@ -31,7 +31,7 @@ from dataclasses import replace
 from kttune.cost.prefill import crossover_tokens, prefill_time_ms
 from kttune.errors import UserError
 from kttune.sim.engine import Schedule
-from kttune.sim.inputs import resolve
+from kttune.app.simulation import simulation_inputs
 from kttune.sim.metrics import Slo
 from kttune.sim.simulate import SimulationReport, capacity, paper_rule_tbt_slo_ms, simulate_one
 from kttune.sim.costs import IterationCosts
@@ -48,7 +48,8 @@ TIGHT = 2  # the tight TBT limit: 2 x (instead of 5 x) the 32-request decode ste
 
 
 def one(model: str, preset: str, profile: str, n_cap: int, n_dist: int, samples: bool) -> dict:
-    inp = resolve(model, profile, workload=preset, rate=1.0, requests=n_dist, max_total_tokens=131072, chunk=8192, threshold=0)
+    inp = simulation_inputs(model, profile, workload=preset, rate=1.0, requests=n_dist, max_total_tokens=131072, chunk=8192,
+                            threshold=0, this_machine=None)
     comp = inp.comp
     cross = crossover_tokens(comp, replace(inp.cfg, chunked_prefill_size=65536)) if comp.method.layerwise else None
     thr = cross or 0

@@ -3,7 +3,7 @@
 A `Bound` is a named rule: finite, whole or real, a lower and an upper bound. The upper bounds
 keep time and memory finite (a typo such as `--repeats 99999999999999999999` is refused, not
 repeated until killed) and sit above anything a real machine or model has. The command-line
-options (kttune.cli_bounds maps a rule to an option and states its range in `--help`) and the
+options (kttune.cli.bounds maps a rule to an option and states its range in `--help`) and the
 file inputs (config.json, hardware profiles, path-runner results) check their numbers here.
 
 A value outside its rule raises `InvalidValue`, a UserError (exit 2) that carries the parameter's
@@ -17,7 +17,7 @@ import json
 import math
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from kttune.errors import UserError
 
@@ -49,6 +49,11 @@ class InvalidValue(UserError):
     def renamed(self, param: str) -> "InvalidValue":
         return InvalidValue(param, self.value, self.rule, self.reason, self.where,
                             None if self.fix == self.rule.fix(self.param) else self.fix)
+
+    def named(self, spell: Callable[[str], str]) -> "InvalidValue":
+        """kttune.errors.UserError.named: the parameter spelled `spell(param)`; a value read from a
+        file (`where`) keeps the file's key."""
+        return self if self.where else self.renamed(spell(self.param))
 
 
 @dataclass(frozen=True)
@@ -201,28 +206,28 @@ def _depth(doc: Any) -> int:
     return deepest
 
 
-def loads_json(text: str | bytes, origin: str, fix: str, nan_as_null: bool = False) -> Any:
+def loads_json(text: str | bytes, origin: str, fix: str, nan_as_null: bool = False, params: tuple[str, ...] = ()) -> Any:
     """Parse JSON text from a file the user named: NaN, Infinity, numbers of more than 40 digits,
     nesting deeper than 64 and documents over 256 MiB are refused; every failure is one UserError
-    `<origin> ...; <fix>`. `nan_as_null`: a NaN reads as null (hardware profiles, where kttune
+    `<origin> ...; <fix>` (`params`: the parameters `fix` names, kttune.errors). `nan_as_null`: a NaN reads as null (hardware profiles, where kttune
     releases wrote NaN for a diagnostic not measured; the numbers the models use are checked where
     they are read, and null is no number)."""
     if len(text) > MAX_JSON_BYTES:
         raise UserError(f"{origin} is {len(text) / 1024**2:,.0f} MiB, larger than any document kttune reads "
-                        f"({MAX_JSON_BYTES // 1024**2} MiB)", fix)
+                        f"({MAX_JSON_BYTES // 1024**2} MiB)", fix, params=params)
     try:
         doc = json.loads(text, parse_int=_parse_int, parse_float=_parse_float,
                          parse_constant=_nan_as_null if nan_as_null else _parse_constant)
     except _Refused as e:
-        raise UserError(f"{origin} holds {e}", fix) from None
+        raise UserError(f"{origin} holds {e}", fix, params=params) from None
     except json.JSONDecodeError as e:
-        raise UserError(f"{origin} is not valid JSON (line {e.lineno} column {e.colno}: {e.msg})", fix) from None
+        raise UserError(f"{origin} is not valid JSON (line {e.lineno} column {e.colno}: {e.msg})", fix, params=params) from None
     except RecursionError:
-        raise UserError(f"{origin} is nested deeper than any document kttune reads ({MAX_JSON_DEPTH} levels)", fix) from None
+        raise UserError(f"{origin} is nested deeper than any document kttune reads ({MAX_JSON_DEPTH} levels)", fix, params=params) from None
     except (UnicodeDecodeError, ValueError) as e:
-        raise UserError(f"{origin} is not JSON text ({type(e).__name__})", fix) from None
+        raise UserError(f"{origin} is not JSON text ({type(e).__name__})", fix, params=params) from None
     if _depth(doc) > MAX_JSON_DEPTH:
-        raise UserError(f"{origin} is nested deeper than any document kttune reads ({MAX_JSON_DEPTH} levels)", fix)
+        raise UserError(f"{origin} is nested deeper than any document kttune reads ({MAX_JSON_DEPTH} levels)", fix, params=params)
     return doc
 
 
@@ -238,7 +243,8 @@ def finite_or_null(obj: Any) -> Any:
     return obj
 
 
-def read_json_file(path: str | os.PathLike, origin: str, fix: str, nan_as_null: bool = False) -> Any:
+def read_json_file(path: str | os.PathLike, origin: str, fix: str, nan_as_null: bool = False,
+                   params: tuple[str, ...] = ()) -> Any:
     """`loads_json` of a file; a file too large is refused before it is read, an unreadable one
     is one UserError naming the reason."""
     try:
@@ -246,12 +252,12 @@ def read_json_file(path: str | os.PathLike, origin: str, fix: str, nan_as_null: 
             size = os.fstat(f.fileno()).st_size
             if size > MAX_JSON_BYTES:
                 raise UserError(f"{origin} is {size / 1024**2:,.0f} MiB, larger than any document kttune reads "
-                                f"({MAX_JSON_BYTES // 1024**2} MiB)", fix)
+                                f"({MAX_JSON_BYTES // 1024**2} MiB)", fix, params=params)
             data = f.read(MAX_JSON_BYTES + 1)
     except OSError as e:
-        raise UserError(f"cannot read {origin} ({e.strerror or e})", fix) from None
+        raise UserError(f"cannot read {origin} ({e.strerror or e})", fix, params=params) from None
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise UserError(f"{origin} is not UTF-8 text", fix) from None
-    return loads_json(text, origin, fix, nan_as_null)
+        raise UserError(f"{origin} is not UTF-8 text", fix, params=params) from None
+    return loads_json(text, origin, fix, nan_as_null, params)

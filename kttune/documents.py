@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable
 from kttune.bounds import MAX_JSON_BYTES, loads_json
 from kttune.errors import UserError
 from kttune.hw.profile import PROFILE_FORMAT
+from kttune.schema import doc_kind
 
 DERIVE_COMMAND = "kttune profile derive"  # provenance.command of a derived profile (kttune.hw.derive)
 REPORT_MARK = "Written by kttune"  # the line under a report's title (kttune.emit.markdown_report writes it)
@@ -44,26 +45,39 @@ def is_derived_profile(doc: Any) -> bool:
 
 def is_paths_result(doc: Any) -> bool:
     """`kttune paths --json/--out` ({"request", "runs"}) or a results file of several under "results"
-    (benchmarks/bench_paths.py)."""
+    (benchmarks/bench_paths.py). A document with a schema is one only by its schema (then its keys
+    are checked for shape); one without, by its keys."""
+    kind = doc_kind(doc)
+    if kind is not None and kind[0] != "paths":
+        return False
     if isinstance(doc, dict) and isinstance(doc.get("results"), list) and doc["results"]:
         return all(is_paths_result(d) for d in doc["results"])
     return isinstance(doc, dict) and isinstance(doc.get("request"), dict) and isinstance(doc.get("runs"), list)
 
 
+# what a document is, by its schema (kttune.schema), for a message
+DESCRIPTIONS = {"search": "a kttune search result", "explain": "a kttune explain result",
+                "search-measured": "a kttune measured-search result", "simulate": "a kttune simulation result",
+                "paths": "a path-runner result (kttune paths)", "tune": "a kttune tune result",
+                "validate": "a kttune validation result", "report": "a list of what a kttune report wrote"}
+
+
 def describe(doc: Any) -> str:
-    """What an existing document is, for a message: `the measured hardware profile of <machine>`."""
+    """What an existing document is, for a message: `the measured hardware profile of <machine>`.
+    By its schema, else (written before the envelope) by its keys."""
     if is_profile(doc):
         prov = doc.get("provenance") if isinstance(doc.get("provenance"), dict) else {}
         kind = "derived" if is_derived_profile(doc) else str(prov.get("kind") or "")
         return f"the {kind + ' ' if kind else ''}hardware profile of {prov.get('machine') or 'an unnamed machine'}"
+    kind = doc_kind(doc)
+    if kind is not None:
+        return DESCRIPTIONS.get(kind[0], f"a kttune {kind[0]} document")
     if is_paths_result(doc):
         return "a path-runner result (kttune paths)"
     if isinstance(doc, dict) and "pick" in doc and "pareto" in doc:
         return "a kttune search result"
     if isinstance(doc, dict) and "evaluation" in doc:
         return "a kttune explain result"
-    if isinstance(doc, dict) and str(doc.get("schema", "")).startswith("kttune.simulate/"):
-        return "a kttune simulation result"
     return "a JSON document kttune did not write"
 
 
@@ -216,5 +230,5 @@ def _report_writes(name: str) -> bool:
     """Whether a report (with its documents) writes a file of this name."""
     import fnmatch
 
-    return any(fnmatch.fnmatch(name, pat) for pat in ("report.md", "*.png", "result*.json", "profile*.json",
-                                                       "runs.json", "simulation*.json"))
+    return any(fnmatch.fnmatch(name, pat) for pat in ("report.md", "*.png", "result*.json", "measured*.json",
+                                                       "profile*.json", "runs.json", "simulation*.json"))

@@ -1,7 +1,7 @@
 """The optional parts of kttune: which module each needs, and how a user installs it (pyproject's
 optional-dependencies). A command that needs one calls `require` before it does any work, so a
 missing part is one line naming the install and exit 2, with nothing half-written;
-`kttune.cli_common.run_app` turns any other import of a missing optional module into the same line.
+`kttune.cli.common.run_app` turns any other import of a missing optional module into the same line.
 """
 
 from __future__ import annotations

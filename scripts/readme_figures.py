@@ -7,7 +7,7 @@ tests/test_readme_figures.py checks both, so a change that moves a figure fails 
     python scripts/readme_figures.py --write    # rewrite the blocks and the PNGs (matplotlib)
 
 Each figure is what the page's command prints on a fresh machine (no probed profile, so the
-shipped default profile), computed through kttune.api as the CLI does, studies in memory; the
+shipped default profile), computed through kttune.app as the CLI does, studies in memory; the
 accuracy table is read from the results files under benchmarks/results/.
 """
 
@@ -73,11 +73,12 @@ def _flags(f: dict) -> str:
 @lru_cache(maxsize=None)
 def main_job() -> dict:
     """`kttune search --model qwen3-30b-a3b --vram 32G --seed 1 --json` on a fresh machine."""
-    from kttune import api
+    from kttune import app
+    from kttune.app import resolve
 
-    inp = api.resolve_inputs(MAIN_JOB["model"], MAIN_JOB["vram"])
+    inp = app.resolve_inputs(MAIN_JOB["model"], resolve.vram_bytes(MAIN_JOB["vram"]))
     # through JSON, as the command prints it (tuples become lists)
-    return json.loads(json.dumps(api.search(inp, trials=300, seed=MAIN_JOB["seed"], storage=":memory:").to_dict()))
+    return json.loads(json.dumps(app.search(inp, trials=300, seed=MAIN_JOB["seed"], storage=":memory:").to_dict()))
 
 
 def main_job_block() -> str:
@@ -106,7 +107,8 @@ def prefill_figure_block() -> str:
 def derive_example() -> dict:
     """`kttune profile derive ... --gpu rtx5090 --gpus 2`, then the search on it and the same flags
     explained on the measured profile."""
-    from kttune import api
+    from kttune import app
+    from kttune.app import resolve
     from kttune.hw.derive import Change, derive_profile
     from kttune.hw.profile import save_profile
     from kttune.hw.registry import load_shipped
@@ -114,11 +116,12 @@ def derive_example() -> dict:
     measured = load_shipped(DERIVE["source"])
     derived = derive_profile(measured, Change(gpu=DERIVE["gpu"], n_gpus=DERIVE["gpus"]), created="")
     path = save_profile(derived.profile, Path(tempfile.mkdtemp(prefix="kttune-readme-")) / "2x5090.json")
-    inp = api.resolve_inputs(DERIVE["model"], DERIVE["vram"], DERIVE["gpus"], str(path), host_ram=DERIVE["host_ram"])
-    found = api.search(inp, trials=300, seed=DERIVE["seed"], storage=":memory:").to_dict()
+    inp = app.resolve_inputs(DERIVE["model"], resolve.vram_bytes(DERIVE["vram"]), DERIVE["gpus"], str(path),
+                             host_ram_bytes=resolve.host_ram_bytes(DERIVE["host_ram"]))
+    found = app.search(inp, trials=300, seed=DERIVE["seed"], storage=":memory:").to_dict()
     f = found["pick"]["flags"]
-    same = api.explain_flags(api.resolve_inputs(DERIVE["model"], DERIVE["vram"], DERIVE["gpus"], DERIVE["source"],
-                                                host_ram=DERIVE["host_ram"]),
+    same = app.explain_flags(app.resolve_inputs(DERIVE["model"], resolve.vram_bytes(DERIVE["vram"]), DERIVE["gpus"], DERIVE["source"],
+                                                host_ram_bytes=resolve.host_ram_bytes(DERIVE["host_ram"])),
                              f["num_gpu_experts"], f["chunked_prefill_size"], f["gpu_prefill_token_threshold"],
                              f["max_total_tokens"], f["cpuinfer_threads"]).to_dict()
     return {"labels": derived.labels, "search": found, "measured_same_flags": same}
@@ -173,12 +176,13 @@ def probe_quick_block() -> str:
 @lru_cache(maxsize=None)
 def runner_example() -> tuple[dict, list[dict]]:
     """`kttune explain ... --json > e.json`, and the path runner's rows of the results file."""
-    from kttune import api
+    from kttune import app
+    from kttune.app import resolve
     from kttune.emit.markdown_report import read_inputs
 
     r = RUNNER
-    inp = api.resolve_inputs(r["model"], r["vram"], 1, r["profile"])
-    doc = api.explain_flags(inp, r["gpu_experts"], r["chunk"], r["threshold"], 65536, r["cpuinfer"]).to_dict()
+    inp = app.resolve_inputs(r["model"], resolve.vram_bytes(r["vram"]), 1, r["profile"])
+    doc = app.explain_flags(inp, r["gpu_experts"], r["chunk"], r["threshold"], 65536, r["cpuinfer"]).to_dict()
     runs = read_inputs([RESULTS / r["results"]]).runs
     return doc, runs
 

@@ -1,9 +1,14 @@
 """The package's layers, enforced on the source: every import of every file, function-local ones
 included, parsed with `ast` (nothing is imported, so an inversion hidden inside a function is seen).
 
-    app       kttune/cli*.py  kttune/api.py  kttune/emit/      (may render: rich, typer, matplotlib)
-                 |                 |
+    cli       kttune/cli/        parse, call the facade, render        (typer, rich)
+                 |  imports app and emit only (and base)
+    app       kttune/app/  kttune/documents.py   the facade: one function per command
+                 |  may import core, measure, emit; never the CLI
+    emit      kttune/emit/       renders what it is handed             (rich, matplotlib)
+                 |  core and base only: never app, cli or measure
     measure   probes/ = kttune.probes  --->  kernels/ = kttune.kernels      (torch, pynvml, kt-kernel)
+              kttune/validate/ (the server side)  (never the reverse; never app, cli or emit)
                  |  ^ (the pipeline)           ^   (never the reverse)
                  v  |                          |
               kttune/runner/ (the path runner, the layerwise pipeline) --/
@@ -11,13 +16,13 @@ included, parsed with `ast` (nothing is imported, so an inversion hidden inside 
     core      calibration -> search -> cost -> memory -> spec   (optuna, numpy; no torch, no rendering)
               (comparisons,               \\-> hw ------/
                fits)            cost, hw -> calibration.entries (the typed calibration: imports no model package)
-              protocol (the measurement statistics: numpy/scipy, imports no other kttune package)
-    base      units  config  errors  extras  paths  net  bounds
+              sim; protocol (the measurement statistics: numpy/scipy, imports no other kttune package)
+    base      units  config  errors  extras  paths  net  bounds  schema
 
-An arrow is "may import". The core is spec, hw, memory, cost, search, sim, calibration plus units,
-config, errors, extras, paths, net: it imports nothing above it. The rules are the table RULES;
-a new package or rule is a new row. Known violations in files other people are changing are listed
-in ALLOWED with their owner, to be emptied, never extended.
+An arrow is "may import". The core is spec, hw, memory, cost, search, sim, calibration, protocol
+plus the base modules: it imports nothing above it. The rules are the table RULES; a new package
+or rule is a new row. Known violations in files other people are changing are listed in ALLOWED
+with their owner, to be emptied, never extended.
 """
 
 from __future__ import annotations
@@ -37,11 +42,17 @@ PACKAGE_DIRS = {"kttune": "kttune", "probes": "kttune.probes", "kernels": "kttun
 # Files outside the package, checked for the rules whose sources name them (tests may use torch).
 SCRIPT_DIRS = ("tests", "benchmarks", "scripts")
 
-CORE = ("kttune.spec", "kttune.hw", "kttune.memory", "kttune.cost", "kttune.search", "kttune.sim",
-        "kttune.calibration", "kttune.protocol", "kttune.units", "kttune.config", "kttune.errors", "kttune.extras",
-        "kttune.paths", "kttune.net", "kttune.bounds")
-APP = ("kttune.cli", "kttune.cli_*", "kttune.api", "kttune.emit", "kttune.documents")
+BASE = ("kttune.units", "kttune.config", "kttune.errors", "kttune.extras", "kttune.paths", "kttune.net", "kttune.bounds",
+        "kttune.schema")
+CORE_PACKAGES = ("kttune.spec", "kttune.hw", "kttune.memory", "kttune.cost", "kttune.search", "kttune.sim",
+                 "kttune.calibration", "kttune.protocol")
+CORE = (*CORE_PACKAGES, *BASE)
 MEASURE = ("kttune.probes", "kttune.kernels", "kttune.runner")
+SERVER = ("kttune.validate",)  # launching and measuring a real server; its pure parts (logs, plan) the core may read
+FACADE = ("kttune.app", "kttune.documents")
+CLI = ("kttune.cli",)
+EMIT = ("kttune.emit",)
+APP = (*CLI, *FACADE, *EMIT)  # everything above measure and the core
 RENDERERS = ("rich", "matplotlib", "typer")
 
 
@@ -59,7 +70,8 @@ class Rule:
 
 RULES = (
     Rule("the model core measures nothing, renders nothing and needs no GPU stack", CORE,
-         (*MEASURE, "torch", "triton", "pynvml", "kt_kernel", *RENDERERS, *APP)),
+         (*MEASURE, *SERVER, "torch", "triton", "pynvml", "kt_kernel", *RENDERERS, *APP),
+         except_imports=("kttune.validate.logs", "kttune.validate.plan")),
     Rule("spec is the bottom of the core", ("kttune.spec",),
          ("kttune.hw", "kttune.memory", "kttune.cost", "kttune.search", "kttune.sim", "kttune.calibration")),
     Rule("hw holds data only (it reads the calibration's entry paths)", ("kttune.hw",),
@@ -74,15 +86,12 @@ RULES = (
          ("kttune.spec", "kttune.hw", "kttune.memory", "kttune.cost", "kttune.search", "kttune.sim",
           "kttune.calibration")),
     Rule("the comparisons and fits are not searched or simulated from", ("kttune.calibration",),
-         ("kttune.search", "kttune.sim", "kttune.tune", "kttune.runner_evaluator")),
+         ("kttune.search", "kttune.sim")),
     Rule("the measurement protocol is statistics: it imports no other kttune package and never times",
          ("kttune.protocol",), ("kttune.spec", "kttune.hw", "kttune.memory", "kttune.cost", "kttune.search", "kttune.sim",
-                                "kttune.calibration", "kttune.config", "kttune.paths", "kttune.net", "kttune.tune",
+                                "kttune.calibration", "kttune.config", "kttune.paths", "kttune.net", "kttune.app",
                                 "time", "subprocess")),
-    Rule("base modules import no kttune package",
-         ("kttune.units", "kttune.config", "kttune.errors", "kttune.extras", "kttune.paths", "kttune.net",
-          "kttune.bounds"),
-         ("kttune.spec", "kttune.hw", "kttune.memory", "kttune.cost", "kttune.search")),
+    Rule("base modules import no kttune package", BASE, (*CORE_PACKAGES, *MEASURE, *APP)),
     Rule("validation's pure parts read text and numbers only (the process and HTTP side is validate.server/run)",
          ("kttune.validate.logs", "kttune.validate.plan", "kttune.calibration.server"),
          ("kttune.probes", "kttune.kernels", "torch", "triton", "pynvml", "kt_kernel", *RENDERERS, *APP,
@@ -92,9 +101,14 @@ RULES = (
          ("kttune.probes",), except_imports=("kttune.probes.common", "kttune.probes.ranks", "kttune.probes.inventory")),
     Rule("the micro-probes use the runner's layerwise pipeline only (the pipeline probe times it)",
          ("kttune.probes",), ("kttune.runner",), except_imports=("kttune.runner.pipeline",)),
-    Rule("measuring code does not drive the app", MEASURE, APP),
+    Rule("measuring code does not drive the app", (*MEASURE, *SERVER), APP),
+    Rule("the CLI imports the facade and emit only (and base): it parses, calls, renders", CLI,
+         (*CORE_PACKAGES, *MEASURE, *SERVER, "torch", "triton", "pynvml", "kt_kernel", "optuna")),
+    Rule("the facade never drives the CLI", FACADE, CLI),
+    Rule("emit renders what it is handed: never the facade, the CLI or what measures", EMIT,
+         (*CLI, *FACADE[:1], *MEASURE, *SERVER)),
     Rule("only emit and the CLI render", ("kttune", *MEASURE), ("rich", "matplotlib"),
-         except_sources=APP),
+         except_sources=(*CLI, *EMIT)),
     Rule("probes/ and kernels/ are imported as kttune.probes / kttune.kernels only (a PyPI `kernels` exists)",
          ("*",), ("probes", "kernels")),
 )
@@ -195,7 +209,8 @@ def test_the_core_is_found():
     """The checker looks at the real files: a renamed directory must not make it vacuous."""
     names = repo_sources()
     for pkg in ("kttune.spec", "kttune.hw", "kttune.memory", "kttune.cost", "kttune.search", "kttune.protocol",
-                "kttune.calibration", "kttune.probes", "kttune.runner", "kttune.kernels", "kttune.emit"):
+                "kttune.calibration", "kttune.probes", "kttune.runner", "kttune.kernels", "kttune.emit", "kttune.app",
+                "kttune.cli"):
         assert sum(_matches(m, pkg) for m in names) >= 2, pkg
 
 
@@ -215,6 +230,16 @@ def test_the_core_is_found():
     ("kttune.kernels.int4", "import importlib\nimportlib.import_module('kttune.probes.run')\n", "kernels never import probes"),
     ("kttune.probes.run", "import matplotlib.pyplot as plt\n", "only emit and the CLI render"),
     ("tests.cost.test_fit", "from probes.inventory import collect_inventory\n", "kttune.probes / kttune.kernels only"),
+    ("kttune.cli.search", "def f():\n    from kttune.search.study import run_search\n", "the CLI imports the facade"),
+    ("kttune.cli.probe", "from kttune.probes.run import run_probe\n", "the CLI imports the facade"),
+    ("kttune.search.study", "from kttune.app import search\n", "model core"),
+    ("kttune.sim.engine", "from kttune.cli.flags import FLAGS\n", "model core"),
+    ("kttune.app.inputs", "from kttune.cli.flags import FLAGS\n", "the facade never drives the CLI"),
+    ("kttune.emit.report", "from kttune.app.search_explain import search\n", "emit renders what it is handed"),
+    ("kttune.emit.paths", "from kttune.runner.api import run_paths\n", "emit renders what it is handed"),
+    ("kttune.app.search_explain", "from rich.table import Table\n", "only emit and the CLI render"),
+    ("kttune.schema", "from kttune.hw.profile import PROFILE_FORMAT\n", "base modules"),
+    ("kttune.probes.run", "from kttune.app import probe\n", "measuring code does not drive the app"),
     ("kttune.calibration.server", "import torch\n", "model core"),
     ("kttune.calibration.runner", "from kttune.runner.stack import attention_shape\n", "model core"),
     ("kttune.calibration.entries", "from kttune.cost.components import Components\n", "typed calibration"),
@@ -233,7 +258,9 @@ def test_the_checker_catches_an_inverted_import(module, source, rule):
     ("kttune.search.study", "import optuna\nfrom kttune.cost.prefill import crossover_tokens\n"),
     ("kttune.probes.cpu_moe", "def f():\n    import torch\n    from kttune.kernels.kt_moe import build\n"),
     ("kttune.emit.report", "from rich.table import Table\nimport matplotlib\n"),
-    ("kttune.cli_probe", "from rich.console import Console\nfrom kttune.probes.run import run_probe\n"),
+    ("kttune.cli.probe", "from rich.console import Console\nfrom kttune.app import probe\nfrom kttune.emit import report\n"),
+    ("kttune.app.probing", "from kttune.probes.run import run_probe\nfrom kttune.emit.progress import ProbeProgress\n"),
+    ("kttune.app.search_explain", "from kttune.search.study import run_search\nfrom kttune.errors import UserError\n"),
     ("kttune.cost.components", "from kttune.memory.vram import kv_cell_bytes\n"),
     ("kttune.cost.components", "from kttune.calibration.entries import Calibration\n"),
     ("kttune.calibration.server", "from kttune.cost.prefill import prefill_forwards\n"),

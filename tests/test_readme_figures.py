@@ -43,7 +43,7 @@ def test_each_figure_shows_the_configuration_head_picks():
 
 
 def test_the_main_job_block_is_what_the_command_prints(capsys):
-    """The script computes through kttune.api with the study in memory; the command, with its
+    """The script computes through kttune.app with the study in memory; the command, with its
     default journal storage, picks the same."""
     assert main(["search", "--model", R.MAIN_JOB["model"], "--vram", R.MAIN_JOB["vram"], "--seed", "1", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

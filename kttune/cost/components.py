@@ -70,7 +70,7 @@ class Components:
         if not have:
             raise UserError(
                 "the hardware profile has no CPU MoE measurements",
-                "run `kttune probe` on this machine or pass a shipped profile with --profile",
+                "run `kttune probe` on this machine or pass a shipped profile with {profile}", params=("profile",),
             )
         if self.method.name in have:
             return self.method.name
@@ -188,7 +188,8 @@ class Components:
         curves = self.profile.curves_of("gpu_moe", method=self.method.name) or self.profile.curves_of("gpu_moe")
         if not curves:
             raise UserError("the hardware profile has no GPU MoE measurements",
-                            "pass a profile with GPU curves (--profile), e.g. a shipped one from `kttune profiles`")
+                            "pass a profile with GPU curves ({profile}), e.g. a shipped one from `kttune profiles`",
+                            params=("profile",))
         if not self.profile.curves_of("gpu_moe", method=self.method.name):
             self.notes.append(f"GPU MoE for {self.method.name} not measured; used {curves[0].params.get('method')} curves rescaled by bytes")
         # GPU MoE curves run every expert of the layer: cpu_experts is absent and defaults to all
@@ -206,7 +207,8 @@ class Components:
         kind = self.model.attention
         curves = self.profile.curves_of("attention", attention=kind) or self.profile.curves_of("attention")
         if not curves:
-            raise UserError("the hardware profile has no attention measurements", "pass a profile with GPU curves (--profile)")
+            raise UserError("the hardware profile has no attention measurements", "pass a profile with GPU curves ({profile})",
+                            params=("profile",))
         return fit_curves(curves)
 
     def attention_ms(self, tokens: float, prefix: float) -> float:
@@ -218,7 +220,8 @@ class Components:
     def _fit_gemm(self) -> LinearFit:
         curves = self.profile.curves_of("gpu_gemm")
         if not curves:
-            raise UserError("the hardware profile has no GPU GEMM measurements", "pass a profile with GPU curves (--profile)")
+            raise UserError("the hardware profile has no GPU GEMM measurements", "pass a profile with GPU curves ({profile})",
+                            params=("profile",))
         return fit_curves(curves)
 
     def _dense_params_per_layer(self) -> float:
@@ -259,7 +262,7 @@ class Components:
         curves = [c for c in self.profile.curves_of(kind) if c.params.get("pinned", True) and c.params.get("gpu") != "all"]
         if not curves:
             raise UserError(f"the hardware profile has no {kind.upper()} copy measurements",
-                            "pass a profile with GPU curves (--profile)")
+                            "pass a profile with GPU curves ({profile})", params=("profile",))
         return fit_curves(curves)
 
     def _fit_copy_all_links(self) -> LinearFit | None:
@@ -337,7 +340,7 @@ class Components:
                 curves = self.profile.curves_of("stage_a_write")
                 if not curves:
                     raise UserError("the hardware profile has no stage-A (write_weight_scale_to_buffer) measurements",
-                                    "run `kttune probe` or pass a shipped profile with --profile")
+                                    "run `kttune probe` or pass a shipped profile with {profile}", params=("profile",))
                 self.notes.append(f"stage A for {self.method.name} not measured; used {curves[0].params.get('method')} bytes/s")
             ths = sorted({int(c.params.get("threads", 1)) for c in curves})
             best = max([t for t in ths if t <= threads] or ths[:1])

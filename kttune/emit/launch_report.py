@@ -56,7 +56,7 @@ def changes_table(outcome, changes, width: int | None = None) -> Table:
 
 
 def render_launch_explain(console: Console, outcome) -> None:
-    """`outcome`: kttune.api_launch.LaunchExplainOutcome."""
+    """`outcome`: kttune.app.launch_explain.LaunchExplainOutcome."""
     parsed, resolved = outcome.parsed, outcome.resolved
     console.print(_read_line(parsed), highlight=False, markup=False)
     console.print("as sglang-kt 0.7.2 runs it:", highlight=False)
@@ -66,7 +66,7 @@ def render_launch_explain(console: Console, outcome) -> None:
     render_explanation(console, ex.inputs.request, ex.explanation, list(ex.argv), None)
     if outcome.search is None:
         if outcome.search_problem:
-            console.print(f"kttune's search finds nothing better: {outcome.search_problem}", markup=False, highlight=False)
+            console.print(f"kttune's search finds nothing better: {outcome.search_problem.line()}", markup=False, highlight=False)
         return
     changes = outcome.changes
     console.print(changes_table(outcome, changes, console.width))

@@ -1,5 +1,7 @@
 """A Markdown report with PNG figures, written into a directory: from search/explain results,
-hardware profiles, path-runner results and simulation results (the JSON documents kttune prints).
+measured searches, hardware profiles, path-runner results and simulation results (the JSON
+documents kttune prints). A document is told apart by its `schema` (kttune.schema); one written
+before the envelope existed, by its keys (`classify`).
 
 `kttune report FILE.json...` rebuilds a report from saved documents; `--report DIR` on the commands
 that produce them writes one directly. Every figure carries its provenance (kttune.emit.figures),
@@ -20,6 +22,7 @@ from kttune.bounds import read_json_file
 from kttune.documents import REPORT_MARK, document_of
 from kttune.errors import UserError
 from kttune.paths import replace_atomically
+from kttune.schema import doc_kind, enveloped, kttune_version
 from kttune.units import GIB
 
 
@@ -32,12 +35,13 @@ class ReportInputs:
     profiles: list[dict] = field(default_factory=list)  # hardware profiles (`kttune probe --json`)
     runs: list[dict] = field(default_factory=list)  # path-runner rows (schema: figures.fig_calibration)
     sims: list[dict] = field(default_factory=list)  # simulation results (schema: figures.fig_schedules)
+    measured: list[dict] = field(default_factory=list)  # `kttune search --measure --json`
     # Where each document came from (id of the document -> its file), for documents read from files
     # the user named: a document a figure cannot read is then bad input naming the file, not a bug.
     origins: dict[int, str] = field(default_factory=dict)
 
     def empty(self) -> bool:
-        return not (self.results or self.profiles or self.runs or self.sims)
+        return not (self.results or self.profiles or self.runs or self.sims or self.measured)
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,12 @@ class WrittenReport:
     markdown: Path
     figures: tuple[FigureFile, ...]
     documents: tuple[Path, ...] = ()
+
+    def to_dict(self) -> dict:
+        """`kttune report --json`: what was written."""
+        return enveloped("report", {"markdown": str(self.markdown),
+                                    "figures": [{"path": str(f.path), "title": f.title, "provenance": f.provenance}
+                                                for f in self.figures]})
 
 
 # ---- reading documents ---------------------------------------------------------------------------
@@ -148,14 +158,26 @@ def _from_simulate(doc: dict) -> dict:
             "tbt_what": "longest gap per request" if sampled_gaps else "every inter-token gap"}
 
 
+# a document's schema (kttune.schema) -> what the report makes of it; a kttune document no section
+# reads (tune, validate, a listing) maps to nothing
+SCHEMA_KINDS = {"search": "search", "explain": "explain", "profile": "profile", "paths": "runner",
+                "runner-rows": "runner", "simulate": "sim", "schedules": "sim", "search-measured": "measured"}
+
+
 def classify(doc: Any) -> str | None:
-    """"profile", "search", "explain", "runner", "sim", or None for a document no figure reads."""
+    """"profile", "search", "explain", "measured", "runner", "sim", or None for a document no
+    section reads: by its `schema`, else (a document written before the envelope) by its keys."""
+    kind = doc_kind(doc)
+    if kind is not None:
+        return SCHEMA_KINDS.get(kind[0])
     if isinstance(doc, dict) and doc.get("format") == "kttune-hardware-profile":
         return "profile"
     if isinstance(doc, dict) and "pick" in doc and "pareto" in doc:
         return "search"
     if isinstance(doc, dict) and "evaluation" in doc and "by_prompt_tokens" in doc:
         return "explain"
+    if isinstance(doc, dict) and "measured_pick" in doc and "baselines" in doc:
+        return "measured"
     if runner_rows(doc) is not None:
         return "runner"
     if sim_result(doc) is not None:
@@ -192,6 +214,8 @@ def read_inputs(paths: list[str | os.PathLike]) -> ReportInputs:
                 profile_from_dict(doc, origin=repr(str(f)))  # the profile reader's checks, one line each
             if kind in ("search", "explain"):
                 inp.results.append(doc)
+            elif kind == "measured":
+                inp.measured.append(doc)
             elif kind == "profile":
                 inp.profiles.append(doc)
             elif kind == "runner":
@@ -355,7 +379,7 @@ def write_report(out_dir: str | os.PathLike, inputs: ReportInputs, title: str = 
     from kttune.extras import require
 
     if inputs.empty():
-        raise UserError("nothing to report", "pass search, explain, probe, path-runner or simulation results")
+        raise UserError("nothing to report", "pass search, explain, measured search, probe, path-runner or simulation results")
     require("matplotlib", "the report's figures")  # before anything is made
     out = Path(out_dir)
     base = out.parent
@@ -375,8 +399,6 @@ def write_report(out_dir: str | os.PathLike, inputs: ReportInputs, title: str = 
 
 
 def _write_report_into(out: Path, inputs: ReportInputs, title: str, save_documents: bool) -> WrittenReport:
-    from kttune.emit import figures as F
-    from kttune.emit.result import kttune_version
     from kttune.hw.profile import write_json_atomic
 
     figures: list[FigureFile] = []
@@ -392,6 +414,9 @@ def _write_report_into(out: Path, inputs: ReportInputs, title: str, save_documen
     for i, doc in enumerate(inputs.results):
         with document_of(origin(id(doc)), "result"):
             lines += _result_section(doc, suffix(i, len(inputs.results)), out, inputs.runs, figures)
+    for i, doc in enumerate(inputs.measured):
+        with document_of(origin(id(doc)), "measured search"):
+            lines += _measured_section(doc)
     for i, doc in enumerate(inputs.profiles):
         with document_of(origin(id(doc)), "profile"):
             lines += _profile_section(doc, suffix(i, len(inputs.profiles)), out, figures)
@@ -404,15 +429,52 @@ def _write_report_into(out: Path, inputs: ReportInputs, title: str, save_documen
             lines += _sim_section(sim, suffix(i, len(inputs.sims)), inputs, out, figures)
     if save_documents:
         named = [(f"result{suffix(i, len(inputs.results))}.json", d) for i, d in enumerate(inputs.results)]
+        named += [(f"measured{suffix(i, len(inputs.measured))}.json", d) for i, d in enumerate(inputs.measured)]
         named += [(f"profile{suffix(i, len(inputs.profiles))}.json", d) for i, d in enumerate(inputs.profiles)]
         if inputs.runs:
-            named.append(("runs.json", {"runs": inputs.runs}))
-        named += [(f"simulation{suffix(i, len(inputs.sims))}.json", d) for i, d in enumerate(inputs.sims)]
+            named.append(("runs.json", enveloped("runner-rows", {"runs": inputs.runs})))
+        named += [(f"simulation{suffix(i, len(inputs.sims))}.json", enveloped("schedules", d))
+                  for i, d in enumerate(inputs.sims)]
         for name, d in named:
             docs.append(write_json_atomic(out / name, d))
     md = out / "report.md"
     _write_text_atomic(md, "\n".join(lines).rstrip() + "\n")
     return WrittenReport(md, tuple(figures), tuple(docs))
+
+
+def _tok_s(c: dict) -> str:
+    e = c.get("estimate")
+    if e and e.get("n", 1) >= 2:
+        return f"{e['median']:,.0f} [{e['low']:,.0f}-{e['high']:,.0f}]"
+    v = c.get("measured_tok_s")
+    return "" if v is None else f"{v:,.0f}"
+
+
+def _measured_section(doc: dict) -> list[str]:
+    """`kttune search --measure`: the measured pick against the model's pick, its candidates and
+    the baselines, with the intervals the race decided on (no figure: a table)."""
+    m, prof = doc.get("model") or {}, doc.get("profile") or {}
+    title = f"## Measured search: {m['name']} ({m.get('method')}) on {prof.get('machine')}" if m.get("name") else \
+        "## Measured search"
+    lines = [title, "", f"- evaluator: {doc['evaluator']}; prompt lengths {', '.join(map(str, doc['prompt_tokens']))}",
+             f"- decision ({doc.get('race_rounds', 0)} interleaved rounds): {doc['decision']}", ""]
+    lines += ["| configuration | chunk | threshold | GPU experts | threads | measured tok/s | predicted tok/s | state |",
+              "|---|---|---|---|---|---|---|---|"]
+    for c in [doc["measured_pick"], doc["model_pick"], *doc.get("model_candidates", ()), *doc["baselines"]]:
+        f, p = c["config"], c.get("predicted_tok_s")
+        lines.append(f"| {c['name']} | {f['chunked_prefill_size']} | {f['gpu_prefill_token_threshold']} | "
+                     f"{f['num_gpu_experts']} | {f['cpuinfer_threads']} | {_tok_s(c)} | "
+                     f"{'' if p is None else f'{p:,.0f}'} | {c.get('race_status') or c.get('state', '')} |")
+    lines.append("")
+    if doc.get("command"):
+        from kttune.emit.launch import launch_command
+
+        lines += ["```bash", launch_command(doc["command"]), "```", ""]
+    st = doc.get("study") or {}
+    if st:
+        lines += [f"Study `{st['name']}`: {st.get('measured_trials')} measured trials ({st.get('pruned')} stopped early), "
+                  f"{st.get('infeasible')} configurations over budget.", ""]
+    return lines
 
 
 def _sim_section(sim: dict, k: str, inputs: ReportInputs, out: Path, figures: list[FigureFile]) -> list[str]:

@@ -105,23 +105,3 @@ def render_measured(console: Console, res) -> None:
                   f"({res.trials_pruned} stopped early by the signed-rank test, {res.trials_new} run now), "
                   f"{res.trials_infeasible} configurations skipped as over budget; {res.wall_s:.0f} s")
     render_notes(console, res.notes)
-
-
-def measured_dict(res, input_notes: tuple[str, ...] = ()) -> dict:
-    """`kttune search --measure --json`; `notes`: the inputs' (`input_notes`), then the search's
-    (storage repairs, the profile's fits), once each, as `kttune search --json` has them."""
-    def one(r) -> dict:
-        return {"name": r.name, "config": r.cfg.to_dict(), "fits": r.fits, "measured_tok_s": r.measured_tok_s,
-                "predicted_tok_s": r.predicted_tok_s, "ms_by_prompt_tokens": {str(k): v for k, v in sorted(r.ms_by_length.items())},
-                "state": r.state, "source": r.source, "notes": list(r.notes), "trial": r.trial,
-                "estimate": r.estimate.to_dict() if r.estimate is not None else None,
-                "vs_measured_pick": r.vs_best.to_dict() if r.vs_best is not None else None, "race_status": r.race_status}
-
-    return {"evaluator": res.evaluator, "prompt_tokens": list(res.lengths), "weights": list(res.weights),
-            "measured_pick": one(res.best), "model_pick": one(res.model_pick),
-            "model_candidates": [one(r) for r in res.model_candidates], "baselines": [one(r) for r in res.baselines],
-            "decision": res.decision, "race_rounds": res.race_rounds,
-            "study": {"name": res.study_name, "storage": res.storage, "measured_trials": res.trials_measured,
-                      "pruned": res.trials_pruned, "infeasible": res.trials_infeasible, "new_trials": res.trials_new,
-                      "wall_s": res.wall_s},
-            "notes": list(dict.fromkeys((*input_notes, *res.notes)))}

@@ -77,7 +77,7 @@ class FittedProgress(Progress):
 @contextmanager
 def search_progress(console: Any, total: int) -> Iterator[Callable[[int, int, Any], None]]:
     """A transient bar over the search's trials; yields the `on_trial(done, total, best)` callback
-    that `kttune.api.search` takes."""
+    that `kttune.app.search` takes."""
     with FittedProgress(TextColumn("searching"), "best", console, transient=True) as prog:
         task = prog.add_task("search", total=total, best="")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from kttune.emit.explain import Explanation
+from kttune.search.explain import Explanation
 from kttune.emit.launch import launch_command
 from kttune.emit.terminal import first_that_fits, keep_title, ms_or_s, ms_short, tight_table, tokens_short
 from kttune.memory.vram import VramBreakdown
@@ -250,7 +250,7 @@ def render_search_summary(console: Console, result) -> None:
 
 
 def render_search(console: Console, outcome) -> None:
-    """`kttune search`: the front, the pick explained, the launch command (`outcome`: api.SearchOutcome)."""
+    """`kttune search`: the front, the pick explained, the launch command (`outcome`: kttune.app.SearchOutcome)."""
     render_search_summary(console, outcome.result)
     slo = outcome.result.slo
     if slo is not None:
@@ -264,7 +264,7 @@ def render_search(console: Console, outcome) -> None:
 
 
 def render_explain(console: Console, outcome) -> None:
-    """`kttune explain` (`outcome`: api.ExplainOutcome)."""
+    """`kttune explain` (`outcome`: kttune.app.ExplainOutcome)."""
     render_explanation(console, outcome.inputs.request, outcome.explanation, list(outcome.argv),
                        "sglang-kt launch command for these flags", outcome.inputs.paths.notes)
 
@@ -317,7 +317,7 @@ def _models_stacked(entries) -> Table:
 
 
 def render_profiles(console: Console, listing) -> None:
-    """`kttune profiles` (`listing`: api.ProfileListing). Where the machine column does not fit
+    """`kttune profiles` (`listing`: kttune.app.ProfileListing). Where the machine column does not fit
     the console, the machines follow the table as lines of their own."""
     def table(with_machine: bool) -> Table:
         t = Table(title="shipped hardware profiles", show_edge=False)

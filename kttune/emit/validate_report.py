@@ -3,7 +3,6 @@ length and per layerwise part, the corrections written. Rich tables and a JSON-a
 
 from __future__ import annotations
 
-from dataclasses import asdict
 
 from rich.console import Console
 from rich.table import Table
@@ -74,25 +73,3 @@ def _parts_table(cmp, tight: bool) -> Table:
     for p in cmp.parts:
         t.add_row(p.part, ms_or_s(p.predicted_ms), ms_or_s(p.measured_ms), str(p.samples), f"{p.ratio:.3g}")
     return keep_title(t)
-
-
-def validation_dict(outcome) -> dict:
-    res = outcome.result
-    cmp = res.comparison
-    return {
-        "ok": res.ok, "stage": res.stage, "reason": res.reason,
-        "failure": asdict(res.failure) if res.failure else None,
-        "config": outcome.cfg.to_dict(), "emitted_command": outcome.emitted_argv, "server_argv": res.argv,
-        "prompt_lengths": list(outcome.lengths), "chunk_prompt_tokens": res.chunk_prompt_tokens,
-        "ready_timeout_s": outcome.timeout_s, "ready_s": res.ready_s, "log": res.log_path,
-        "startup_memory": asdict(res.log.startup),
-        "measurements": [{"prompt_tokens": m.prompt_tokens, "server_prompt_tokens": m.server_prompt_tokens, "ttft_ms": list(m.ttft_ms),
-                          "layerwise_lines": len(m.layerwise)} for m in res.measurements],
-        "comparison": None if cmp is None else {
-            "lengths": [{**asdict(c), "ratio": c.ratio} for c in cmp.lengths],
-            "parts": [{**asdict(p), "ratio": p.ratio} for p in cmp.parts],
-            "corrections": list(cmp.corrections),
-        },
-        "profile_written": outcome.profile_written,
-        "server_info": res.server_info,
-    }

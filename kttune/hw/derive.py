@@ -26,7 +26,7 @@ import math
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, Iterable
 
-from kttune.errors import UserError
+from kttune.errors import ParameterError, UserError
 from kttune.hw.curve_kinds import curve_kind
 from kttune.hw.fingerprint import fingerprint
 from kttune.hw.fit import fit_nonneg
@@ -363,7 +363,7 @@ def nccl_allreduce_ms(nbytes: float, n_gpus: int, bus_gbps: float, link: str) ->
 def allreduce_link_gbps(link: str, gpu: GpuSpec) -> float:
     if link == "nvlink":
         if gpu.nvlink_gbps <= 0:
-            raise UserError(f"{gpu.key} has no NVLink", "use --link pcie")
+            raise UserError(f"{gpu.key} has no NVLink", "use {link} pcie", params=("link",))
         return gpu.nvlink_gbps * ALLREDUCE_LINK_EFFICIENCY
     return pcie_gbps(gpu.pcie_gen, gpu.pcie_width) * ALLREDUCE_LINK_EFFICIENCY
 
@@ -385,7 +385,7 @@ def derive_profile(measured: HardwareProfile, change: Change, created: str = "")
     n_src = len(inv.gpus)
     n_tgt = change.n_gpus if change.n_gpus is not None else n_src
     if n_tgt < 1:
-        raise UserError(f"--gpus {n_tgt} is not a GPU count", "pass 1 or more")
+        raise ParameterError("gpus", f"{n_tgt} is not a GPU count", "pass 1 or more")
     gpu_changed = change.gpu is not None and tgt_gpu is not None and src_gpu is not None and tgt_gpu.key != src_gpu.key
     cpu_changed = change.cpu is not None
     curves: list[Curve] = []
@@ -567,15 +567,15 @@ ISA_FLAGS = {
 
 def cpu_target(cores: int, isa: str | None = None, numa_nodes: int = 1, mem_channels: int | None = None,
                mem_mts: int = 4800, ram_gib: float | None = None, model: str = "") -> CpuTarget:
-    """A CpuTarget from CLI values; UserError on impossible ones."""
+    """A CpuTarget from the caller's values; UserError naming the parameter on impossible ones."""
     if cores < 2:
-        raise UserError(f"--cpu-cores {cores} is too few", "kt-kernel needs at least 2 cores (one drives, the rest compute)")
+        raise ParameterError("cpu_cores", f"{cores} is too few", "kt-kernel needs at least 2 cores (one drives, the rest compute)")
     if numa_nodes < 1 or cores % numa_nodes:
-        raise UserError(f"--numa {numa_nodes} does not divide {cores} cores", "pass a NUMA node count that divides the cores")
+        raise ParameterError("numa_nodes", f"{numa_nodes} does not divide {cores} cores", "pass a NUMA node count that divides the cores")
     if isa is not None and isa.lower() not in ISA_FLAGS:
-        raise UserError(f"unknown --cpu-isa {isa!r}", f"use one of: {', '.join(ISA_FLAGS)}")
+        raise UserError(f"unknown {{cpu_isa}} {isa!r}", f"use one of: {', '.join(ISA_FLAGS)}", params=("cpu_isa",))
     if mem_channels is not None and mem_channels < 1:
-        raise UserError(f"--mem-channels {mem_channels} is not a channel count", "pass the populated DDR channels, e.g. 8")
+        raise ParameterError("mem_channels", f"{mem_channels} is not a channel count", "pass the populated DDR channels, e.g. 8")
     bw = dram_gbps(mem_channels, mem_mts) if mem_channels else None
     return CpuTarget(cores=cores, isa=ISA_FLAGS[isa.lower()] if isa else None, numa_nodes=numa_nodes,
                      mem_bandwidth_gbps=bw, ram_bytes=int(ram_gib * GIB) if ram_gib else None,

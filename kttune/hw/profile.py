@@ -179,7 +179,7 @@ def profile_to_dict(p: HardwareProfile) -> dict[str, Any]:
         del d["calibration"]  # an uncalibrated profile is written as before the list existed
     if not d["provenance"]["lab_notes"]:
         del d["provenance"]["lab_notes"]  # likewise a profile without lab notes (every probe's)
-    return {"format": d.pop("format"), "version": d.pop("version"), **d}
+    return {"schema": f"kttune.profile/{d['version']}", "format": d.pop("format"), "version": d.pop("version"), **d}
 
 
 def _tuple(xs: Iterable[Any] | None) -> tuple:

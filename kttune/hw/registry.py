@@ -40,7 +40,7 @@ def default_shipped_name() -> str:
     for n in DEFAULT_SHIPPED:
         if n in names:
             return n
-    raise UserError("no shipped hardware profile found", "reinstall kttune, or pass --profile FILE")
+    raise UserError("no shipped hardware profile found", "reinstall kttune, or pass {profile} FILE", params=("profile",))
 
 
 def resolve_profile(arg: str | None, this_machine: Inventory | None) -> HardwareProfile:

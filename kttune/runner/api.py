@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from kttune.errors import UserError
+from kttune.schema import schema
 from kttune.runner.result import PathRun
 
 Progress = Callable[[str], None]
@@ -53,6 +54,7 @@ class PathsResult:
 
     def to_dict(self) -> dict:
         return {
+            "schema": schema("paths"),
             "request": {k: list(v) if isinstance(v, tuple) else v for k, v in self.request.__dict__.items()},
             "runs": [r.to_dict() | {"prediction": p} for r, p in zip(self.runs, self.predictions)],
             "skipped": self.skipped,

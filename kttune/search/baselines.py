@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from kttune.config import LaunchConfig
 from kttune.search.space import KV_UNIT, SearchSpace
+from kttune.search.user_flags import usable_threads
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def baseline_config(b: Baseline, space: SearchSpace, cores: int) -> tuple[Launch
     """The baseline on this machine and space, and what had to change to get there."""
     notes = []
     want_threads = b.cpuinfer if b.cpuinfer is not None else int((b.cpuinfer_share or 0.8) * cores)
-    usable = [t for t in space.threads if t < cores] or list(space.threads)
+    usable = usable_threads(space.threads, cores)
     threads = _nearest(usable, min(want_threads, max(usable)))
     if threads != want_threads:
         notes.append(f"--kt-cpuinfer {want_threads} -> {threads} (measured counts below {cores} cores)")

@@ -19,27 +19,30 @@ from kttune.units import GIB
 @dataclass(frozen=True)
 class HostRamSource:
     """Where a budget's host RAM comes from, so that a message that cites it says whose RAM it is
-    and how to change it."""
+    and how to change it. Its texts name parameters as `{host_ram_bytes}` and `{profile}`
+    (kttune.errors: `PARAMS` lists them for the error that carries them)."""
 
-    kind: str = "profile"  # "profile": a shipped profile or file; "probe": this machine's `kttune probe`; "flag": --host-ram
+    kind: str = "profile"  # "profile": a shipped profile or file; "probe": this machine's `kttune probe`; "given": host_ram_bytes
     profile: str = ""  # the profile's name (kind "profile"); "probe": the shipped profile to plan with instead
+
+    PARAMS = ("host_ram_bytes", "profile")
 
     def has(self, gib: float) -> str:
         """'the profile's machine (h200-pcie5-xeon-amx-16c) has 126 GiB'."""
-        if self.kind == "flag":
-            return f"--host-ram gives {gib:.0f} GiB"
+        if self.kind == "given":
+            return f"{{host_ram_bytes}} gives {gib:.0f} GiB"
         if self.kind == "probe":
             return f"this machine has {gib:.0f} GiB (its `kttune probe` profile)"
         return f"the profile's machine{f' ({self.profile})' if self.profile else ''} has {gib:.0f} GiB"
 
     def fix(self) -> str:
-        if self.kind == "flag":
-            return "raise --host-ram to the target machine's RAM, or pick a smaller model or method"
+        if self.kind == "given":
+            return "raise {host_ram_bytes} to the target machine's RAM, or pick a smaller model or method"
         if self.kind == "probe":
             other = self.profile or "NAME"
-            return (f"to plan for a bigger machine pass --profile {other} (or another of `kttune profiles`) or "
-                    "--host-ram (e.g. 512G), or pick a smaller model or method")
-        return ("pass --host-ram with the target machine's RAM (e.g. 512G), --profile for another machine, "
+            return (f"to plan for a bigger machine pass {{profile}} {other} (or another of `kttune profiles`) or "
+                    "{host_ram_bytes} (e.g. 512G), or pick a smaller model or method")
+        return ("pass {host_ram_bytes} with the target machine's RAM (e.g. 512G), {profile} for another machine, "
                 "or pick a smaller model or method")
 
 

@@ -21,6 +21,7 @@ from kttune.memory.sglang_defaults import (
     profiled_kv_tokens,
 )
 from kttune.search.admission import running_requests
+from kttune.search.user_flags import NATIVE_METHODS, default_cpuinfer_threads, threshold_crashes, usable_threads
 from kttune.search.workload import Workload
 from kttune.spec.launch_args import ParsedLaunch, flag_name
 from kttune.spec.methods import get_method
@@ -66,17 +67,17 @@ def resolve_launch(parsed: ParsedLaunch, model: ModelSpec, method: str, vram_byt
     if parsed.given("num_gpu_experts"):
         n = int(parsed.get("num_gpu_experts"))
         if parsed.given("gpu_experts_ratio"):
-            notes.append(f"--kt-gpu-experts-ratio is ignored: {f('num_gpu_experts')} is set")
+            notes.append(f"{f('gpu_experts_ratio')} is ignored: {f('num_gpu_experts')} is set")
     elif parsed.given("gpu_experts_ratio"):
         ratio = float(parsed.get("gpu_experts_ratio"))
         if not 0.0 <= ratio <= 1.0:
-            raise UserError(f"--kt-gpu-experts-ratio {ratio:g} is outside 0..1", "pass a share of the experts, e.g. 0.1")
+            raise UserError(f"{f('gpu_experts_ratio')} {ratio:g} is outside 0..1", "pass a share of the experts, e.g. 0.1")
         total = int(E * L * ratio)
         n = total // L
-        notes.append(f"--kt-gpu-experts-ratio {ratio:g}: {total} GPU experts over {L} MoE layers, modelled as {n} per layer"
+        notes.append(f"{f('gpu_experts_ratio')} {ratio:g}: {total} GPU experts over {L} MoE layers, modelled as {n} per layer"
                      + (f" (uniform placement gives {total % L} layers one more)" if total % L else ""))
     else:
-        raise InfeasibleError(f"the command sets neither {f('num_gpu_experts')} nor --kt-gpu-experts-ratio: sglang-kt 0.7.2 "
+        raise InfeasibleError(f"the command sets neither {f('num_gpu_experts')} nor {f('gpu_experts_ratio')}: sglang-kt 0.7.2 "
                               "then disables KT with only a warning", f"add {f('num_gpu_experts')} N (0 is valid)")
     if not 0 <= n <= E:
         raise UserError(f"{f('num_gpu_experts')} {n} is outside 0..{E} (experts per MoE layer of {model.name})",
@@ -84,11 +85,10 @@ def resolve_launch(parsed: ParsedLaunch, model: ModelSpec, method: str, vram_byt
     threshold = int(parsed.get("gpu_prefill_token_threshold", 0))
     if threshold < 0:
         raise UserError(f"{f('gpu_prefill_token_threshold')} {threshold} is negative", "pass 0 (off) or a token count")
-    if threshold > 0 and not meth.layerwise:
+    if threshold_crashes(meth, threshold):
         raise InfeasibleError(f"{f('gpu_prefill_token_threshold')} {threshold} with {meth.name}: sglang-kt 0.7.2 crashes at the "
                               "first forward that reaches it (the method has no layerwise path, ktransformers#2113)",
-                              f"set {f('gpu_prefill_token_threshold')} 0, or use a native method (RAWINT4, FP8, "
-                              "FP8_PERCHANNEL, BF16, MXFP4, MXFP8)")
+                              f"set {f('gpu_prefill_token_threshold')} 0, or use a native method ({NATIVE_METHODS})")
     if parsed.given("chunked_prefill_size"):
         chunk = int(parsed.get("chunked_prefill_size"))
         if chunk <= 0:
@@ -105,7 +105,7 @@ def resolve_launch(parsed: ParsedLaunch, model: ModelSpec, method: str, vram_byt
     if not parsed.given("cuda_graph_max_bs"):
         notes.append(f"{f('cuda_graph_max_bs')} unset: SGLang captures decode graphs up to {graph_bs} requests")
     threads = sorted(measured_threads)
-    usable = [t for t in threads if t < cores] or threads
+    usable = usable_threads(threads, cores)
     if parsed.given("cpuinfer_threads"):
         want = int(parsed.get("cpuinfer_threads"))
         th = want if want in threads else min(usable, key=lambda t: (abs(t - min(want, max(usable))), t))
@@ -116,7 +116,7 @@ def resolve_launch(parsed: ParsedLaunch, model: ModelSpec, method: str, vram_byt
             notes.append(f"{f('cpuinfer_threads')} {want} on {cores} cores: a pool on every core starves the thread that "
                          "drives it (the measured cliff is in the prediction)")
     else:
-        th = max(usable)
+        th = default_cpuinfer_threads(threads, cores)
         notes.append(f"{f('cpuinfer_threads')} unset: sglang-kt 0.7.2 fails to start without it (read from code); "
                      f"modelled with {th}, the most measured below {cores} cores")
     pools = int(parsed.get("threadpool_count", 0)) or DEFAULT_THREADPOOLS

@@ -41,7 +41,7 @@ import optuna
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
 from kttune.cost.prefill import prefill_time_ms
-from kttune.errors import UserError
+from kttune.errors import ParameterError, UserError
 from kttune.protocol import Comparison, Estimate, Protocol, RaceResult, compare, race
 from kttune.search.baselines import BASELINES, Baseline, baseline_config
 from kttune.search.evaluate import evaluate
@@ -278,7 +278,7 @@ def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result
     request (kttune.search.study.run_search): its pick is measured first."""
     b = req.base
     if req.trials < 1:
-        raise UserError(f"--trials {req.trials} must be at least 1", "pass e.g. --trials 20")
+        raise ParameterError("trials", f"{req.trials} must be at least 1", "pass e.g. {trials} 20")
     t0 = time.perf_counter()
     comp, space = prepare_search(b)  # the model search's space: the user's chunks bound both
     lengths, weights = tuple(b.workload.prompt_tokens), tuple(b.workload.weights)
@@ -379,7 +379,7 @@ def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result
     infeasible = [t for t in trials if t.user_attrs.get("infeasible")]
     if not complete:
         raise UserError(f"no configuration was measured in full in study {name!r} ({len(trials)} trials)",
-                        "raise --budget or --trials, or check the evaluator")
+                        "raise {budget_s} or {trials}, or check the evaluator", params=("budget_s", "trials"))
     by_params = {_key(t.params): t for t in complete}
     by_params_pruned = {_key(t.params): t for t in pruned}
 

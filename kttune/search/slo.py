@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 
 from kttune.config import LaunchConfig
+from kttune.errors import InfeasibleError
 from kttune.cost.components import Components
 from kttune.sim import engine
 from kttune.sim.costs import IterationCosts
@@ -136,17 +137,19 @@ class SloScorer:
         return capacity(self.comp, cfg, rescale_arrivals(self.requests, 1.0), engine.Schedule("chunked"), self.target.slo,
                         target=self.target.target_attainment).max_rate_per_s
 
-    def unmet_message(self) -> tuple[str, str]:
-        """(problem, fix) when no configuration met the SLO."""
+    def unmet_error(self) -> InfeasibleError:
+        """The error when no configuration met the SLO."""
         best = self.best()
         t = self.target
         if best is None:
-            return (f"no configuration fits in memory, so none can meet {t.describe()}", "raise --vram or --host-ram")
+            return InfeasibleError(f"no configuration fits in memory, so none can meet {t.describe()}",
+                                   "raise {vram_bytes} or {host_ram_bytes}", params=("vram_bytes", "host_ram_bytes"))
         cfg = next(c for c, k in self.checks.items() if k is best)
         rate = self.max_rate(cfg)
         at = (f"; with these flags at most {rate:.3g} req/s meets both limits" if rate > 0 else
               "; with these flags not even an idle server meets both limits")
-        return (f"no configuration meets {t.describe()}; the closest (chunk {cfg.chunked_prefill_size}, threshold "
-                f"{cfg.gpu_prefill_token_threshold}, {cfg.num_gpu_experts} GPU experts) reaches {best.attainment:.0%}: "
-                + "; ".join(best.shortfalls()) + at,
-                "lower --rate, relax the limit named, or add hardware (`kttune simulate` shows these flags under load)")
+        return InfeasibleError(f"no configuration meets {t.describe()}; the closest (chunk {cfg.chunked_prefill_size}, "
+                               f"threshold {cfg.gpu_prefill_token_threshold}, {cfg.num_gpu_experts} GPU experts) reaches "
+                               f"{best.attainment:.0%}: " + "; ".join(best.shortfalls()) + at,
+                               "lower {rate_per_s}, relax the limit named, or add hardware (`kttune simulate` shows these "
+                               "flags under load)", params=("rate_per_s",))

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from kttune.bounds import FORWARD_TOKENS
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
 from kttune.cost.prefill import crossover_tokens
-from kttune.errors import UserError
+from kttune.errors import ParameterError, UserError
 from kttune.memory.host import host_ram_breakdown
 from kttune.memory.vram import gpu_expert_bytes, max_kv_tokens_that_fit, vram_breakdown
 from kttune.search.admission import pool_tokens_for, request_kv_tokens
@@ -88,27 +88,19 @@ class SearchSpace:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
 
 
-def parse_chunks(text: str, page: int = CHUNK_PAGE) -> tuple[int, ...]:
-    """`--chunks 8192,65536` -> (8192, 65536): positive multiples of `page`, sorted, deduplicated;
-    UserError (one line) otherwise."""
+def check_chunks(chunks: Iterable[int], page: int = CHUNK_PAGE) -> tuple[int, ...]:
+    """The user's chunk sizes (`chunks`) sorted and deduplicated: positive multiples of `page`;
+    ParameterError otherwise (kttune.app.resolve.chunks reads them from text such as 8192,64k)."""
     out = set()
-    for part in str(text).split(","):
-        part = part.strip().lower().replace("_", "")
-        if not part:
-            continue
-        mult = 1024 if part.endswith("k") else 1
-        try:
-            n = int(part[:-1] if mult > 1 else part) * mult
-        except ValueError:
-            raise UserError(f"--chunks value {part!r} is not a token count", "pass e.g. --chunks 8192,65536") from None
+    for n in chunks:
         if n > FORWARD_TOKENS.hi:
-            FORWARD_TOKENS.check(n, "--chunks")
+            FORWARD_TOKENS.check(n, "chunks")
         if n <= 0 or n % page:
-            raise UserError(f"--chunks value {n} is not a positive multiple of {page}",
-                            f"use a multiple of {page}, e.g. {max(page, n // page * page) or page}")
+            raise ParameterError("chunks", f"value {n} is not a positive multiple of {page}",
+                                 f"use a multiple of {page}, e.g. {max(page, n // page * page) or page}")
         out.add(n)
     if not out:
-        raise UserError("--chunks is empty", "pass e.g. --chunks 8192,65536")
+        raise ParameterError("chunks", "is empty", "pass e.g. {chunks} 8192,65536")
     return tuple(sorted(out))
 
 
@@ -143,7 +135,7 @@ def minimal_config(comp: Components, tp: int, threads: int, threadpools: int, kv
 def build_space(comp: Components, workload: Workload, budget: Budget, tp: int,
                 chunks: Sequence[int] | None = None) -> SearchSpace:
     """Bounds from the model, the profile and the budget. `chunks`: the user's chunk choices (see
-    `parse_chunks`) instead of CHUNK_CHOICES; either set is cut to the model's context and to what
+    `check_chunks`) instead of CHUNK_CHOICES; either set is cut to the model's context and to what
     fits VRAM and host RAM (`chunks_that_fit`). UserError when none of the user's chunks fits;
     otherwise raises nothing: callers check `kv_units_max >= kv_units_min`
     (see kttune.search.study.check_budget)."""
@@ -153,13 +145,14 @@ def build_space(comp: Components, workload: Workload, budget: Budget, tp: int,
     pools = max(1, len(comp.profile.inventory.cpu.numa_nodes))
     running = max(1, workload.concurrency)
     if chunks and not [c for c in chunks if c <= ctx]:
-        raise UserError(f"every --chunks value exceeds {model.name}'s context of {ctx} tokens",
-                        f"pass chunks of at most {ctx} tokens")
+        raise UserError(f"every {{chunks}} value exceeds {model.name}'s context of {ctx} tokens",
+                        f"pass chunks of at most {ctx} tokens", params=("chunks",))
     wanted = tuple(c for c in (chunks or CHUNK_CHOICES) if c <= max(CHUNK_CHOICES[0] if not chunks else 0, ctx))
     longest_kv = max(MIN_USEFUL_KV_TOKENS, workload.max_prompt_tokens + workload.output_tokens)
     fit, why = chunks_that_fit(comp, budget, tp, threads[0], pools, longest_kv, running, wanted)
     if chunks and not fit:
-        raise UserError(f"none of --chunks fits: {'; '.join(why)}", "pass smaller chunks, or raise --vram / --host-ram")
+        raise UserError(f"none of {{chunks}} fits: {'; '.join(why)}", "pass smaller chunks, or raise {vram_bytes} / {host_ram_bytes}",
+                        params=("chunks", "vram_bytes", "host_ram_bytes"))
     chunks = fit or wanted[:1]  # nothing fits: keep the smallest, check_budget says why
     smallest = minimal_config(comp, tp, threads[0], pools, 0, running)
     kv_max_tokens = max_kv_tokens_that_fit(model, smallest, budget.usable_vram_bytes, page=KV_UNIT)

@@ -43,14 +43,20 @@ from typing import Any, Iterator
 
 from kttune.errors import UserError
 from kttune.paths import default_study_storage
-from kttune.search.storage_url import redact, shown, with_password
+from kttune.search.storage_url import STORAGE_PARAMS, redact, shown, with_password
 from kttune.search.journal_lines import RECORD_START, BadLine, classify, known_op_codes, scan_journal, split_lines
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 STALE_LOCK_AGE_S = 2.0  # Optuna holds its symlink lock for one append (milliseconds)
-STORAGE_FIX = "pass --storage a new file path (e.g. ./kttune.journal) or sqlite:///kttune.db"
+STORAGE_FIX = "pass {storage} a new file path (e.g. ./kttune.journal) or sqlite:///kttune.db"
 IN_MEMORY = ":memory:"  # --storage value for a throwaway study in this process's memory
 IN_MEMORY_NOTE = "--storage :memory: keeps the study in this process only: nothing can resume or share it"
+
+
+def _error(problem: str, fix: str | None = None) -> UserError:
+    """A storage error: its texts name `{storage}` and `{storage_password_file}` (kttune.errors)."""
+    return UserError(problem, fix, params=STORAGE_PARAMS)
+
 
 
 @dataclass(frozen=True)
@@ -102,12 +108,12 @@ def _check_writable_file(path: Path, what: str) -> None:
     """Refuse what is not (or cannot become) a regular, writable file; never changes an existing one."""
     if path.exists() and not path.is_file():
         kind = "a directory" if path.is_dir() else "not a regular file (a device, pipe or socket)"
-        raise UserError(f"{what} {path} is {kind}", STORAGE_FIX)
+        raise _error(f"{what} {path} is {kind}", STORAGE_FIX)
     parent = path.parent
     for up in (parent, *parent.parents):
         if up.exists():
             if not up.is_dir():
-                raise UserError(f"{what} {path} lies under {up}, which is a file, not a directory", STORAGE_FIX)
+                raise _error(f"{what} {path} lies under {up}, which is a file, not a directory", STORAGE_FIX)
             break
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -115,8 +121,8 @@ def _check_writable_file(path: Path, what: str) -> None:
         with open(path, "ab"):
             pass
     except OSError as e:
-        raise UserError(f"cannot write {what} {path} ({e.strerror or e})",
-                        "pass --storage a path in a writable directory, or set KTTUNE_CACHE_DIR") from None
+        raise _error(f"cannot write {what} {path} ({e.strerror or e})",
+                        "pass {storage} a path in a writable directory, or set KTTUNE_CACHE_DIR") from None
 
 
 def _refuse_foreign(path: Path, head: bytes, whole: bool, what: str) -> None:
@@ -124,8 +130,8 @@ def _refuse_foreign(path: Path, head: bytes, whole: bool, what: str) -> None:
     file ends there): it is one when its complete lines are mostly records (a few bad lines are
     repaired), or when it is a single record torn before its newline."""
     if head.startswith(SQLITE_MAGIC):
-        raise UserError(f"{what} {path} is an SQLite database, not a journal file; kttune left it untouched",
-                        f"pass --storage sqlite:///{path} to use it as an Optuna RDB store")
+        raise _error(f"{what} {path} is an SQLite database, not a journal file; kttune left it untouched",
+                        f"pass {{storage}} sqlite:///{path} to use it as an Optuna RDB store")
     ops = known_op_codes()
     lines = [line for _, line in split_lines(head)]
     if lines and not whole and not lines[-1].endswith(b"\n"):
@@ -135,7 +141,7 @@ def _refuse_foreign(path: Path, head: bytes, whole: bool, what: str) -> None:
     if not kinds and head.lstrip().startswith(RECORD_START):
         return  # one record, torn by a crash before its newline
     if records == 0 or records < len(kinds) - records:
-        raise UserError(f"{what} {path} is not an Optuna journal ({'none' if records == 0 else 'most'} of its first "
+        raise _error(f"{what} {path} is not an Optuna journal ({'none' if records == 0 else 'most'} of its first "
                         "lines are not journal records); kttune left it untouched", STORAGE_FIX)
 
 
@@ -191,10 +197,10 @@ def repair_journal(path: Path, lock: FlockLock) -> list[str]:
         if scan.unknown is not None:
             import optuna
 
-            raise UserError(f"journal {path} holds a record this Optuna {optuna.__version__} cannot read (op code "
+            raise _error(f"journal {path} holds a record this Optuna {optuna.__version__} cannot read (op code "
                             f"{scan.unknown.op_code} at byte {scan.unknown.offset}, written by a newer Optuna); "
                             "kttune left the file untouched",
-                            "upgrade Optuna to the version that wrote it (pip install -U optuna), or pass --storage another file")
+                            "upgrade Optuna to the version that wrote it (pip install -U optuna), or pass {storage} another file")
         if not scan.bad:
             return []
         if scan.forward_ref_at is not None:
@@ -237,7 +243,7 @@ def _clear_stale_optuna_lock(path: Path) -> list[str]:
     return [f"removed stale lock {lock} left by a killed run (kttune now locks with flock, which cannot go stale)"]
 
 
-def open_journal(path: Path, what: str = "--storage") -> OpenedStorage:
+def open_journal(path: Path, what: str = "{storage}") -> OpenedStorage:
     from optuna.storages.journal import JournalFileBackend, JournalStorage
 
     existed = path.exists()
@@ -246,7 +252,7 @@ def open_journal(path: Path, what: str = "--storage") -> OpenedStorage:
             with open(path, "rb") as f:
                 head = f.read(1 << 16)
         except OSError as e:
-            raise UserError(f"cannot read {what} {path} ({e.strerror or e})", STORAGE_FIX) from None
+            raise _error(f"cannot read {what} {path} ({e.strerror or e})", STORAGE_FIX) from None
         if head:
             _refuse_foreign(path, head, len(head) < (1 << 16) or path.stat().st_size == len(head), what)
     _check_writable_file(path, what)
@@ -255,7 +261,7 @@ def open_journal(path: Path, what: str = "--storage") -> OpenedStorage:
         notes = _clear_stale_optuna_lock(path) + repair_journal(path, lock)
         storage = JournalStorage(JournalFileBackend(str(path), lock_obj=lock))
     except OSError as e:
-        raise UserError(f"cannot use {what} {path} ({e.strerror or e})", STORAGE_FIX) from None
+        raise _error(f"cannot use {what} {path} ({e.strerror or e})", STORAGE_FIX) from None
     return OpenedStorage(storage, str(path), tuple(notes))
 
 
@@ -273,7 +279,7 @@ def _sqlite_path(url: str) -> str | None:
 
 
 RDB_FIX = ("check that the database server runs and that the URL's user, host, port and database are right "
-           "(a password: --storage-password-file or $KTTUNE_STORAGE_PASSWORD)")
+           "(a password: {storage_password_file} or $KTTUNE_STORAGE_PASSWORD)")
 PG_SCHEMA_LOCK = 0x6B7474756E65  # pg_advisory_lock key ("kttune") held while Optuna creates its tables
 
 
@@ -323,9 +329,9 @@ def _rdb_error(show: str, e: Exception) -> UserError:
     if missing is not None:
         module = (getattr(missing, "name", None) or "").split(".")[0]
         package = DRIVER_PACKAGES.get(module, module or "the driver its URL names")
-        return UserError(f"cannot open Optuna storage {show}: its database driver is not installed "
+        return _error(f"cannot open Optuna storage {show}: its database driver is not installed "
                          f"({redact(str(missing))})", f"pip install {package!r}" if module else f"install {package}")
-    return UserError(f"cannot open Optuna storage {show} ({type(e).__name__}: {msg})", RDB_FIX)
+    return _error(f"cannot open Optuna storage {show} ({type(e).__name__}: {msg})", RDB_FIX)
 
 
 def open_rdb(storage: str) -> OpenedStorage:
@@ -339,18 +345,18 @@ def open_rdb(storage: str) -> OpenedStorage:
     if url.lower().startswith("sqlite"):
         path = _sqlite_path(url)
         if not path or "mode=memory" in url:
-            raise UserError(f"--storage {show} is an in-memory database: the study would vanish when kttune exits "
+            raise _error(f"{{storage}} {show} is an in-memory database: the study would vanish when kttune exits "
                             "and could not be resumed",
-                            "pass a file, e.g. --storage sqlite:///kttune.db (or --storage :memory: for a throwaway study)")
+                            "pass a file, e.g. {storage} sqlite:///kttune.db (or {storage} :memory: for a throwaway study)")
         p = Path(path).expanduser()
         if p.is_file() and p.stat().st_size:
             with open(p, "rb") as f:
                 if f.read(16) != SQLITE_MAGIC:
-                    raise UserError(f"--storage {show}: {p} is not an SQLite database; kttune left it untouched", STORAGE_FIX)
+                    raise _error(f"{{storage}} {show}: {p} is not an SQLite database; kttune left it untouched", STORAGE_FIX)
             _refuse_foreign_sqlite(p, show)
         if not p.parent.is_dir():
-            raise UserError(f"--storage {show}: directory {p.parent} does not exist", "create it, or " + STORAGE_FIX)
-        _check_writable_file(p, "--storage")
+            raise _error(f"{{storage}} {show}: directory {p.parent} does not exist", "create it, or " + STORAGE_FIX)
+        _check_writable_file(p, "{storage}")
         sqlite_file = p
     try:
         with _schema_lock(url, sqlite_file):
@@ -371,9 +377,9 @@ def _refuse_foreign_sqlite(p: Path, show: str) -> None:
         finally:
             con.close()
     except sqlite3.Error as e:
-        raise UserError(f"--storage {show}: cannot read {p} ({e})", STORAGE_FIX) from None
+        raise _error(f"{{storage}} {show}: cannot read {p} ({e})", STORAGE_FIX) from None
     if tables and not {"studies", "version_info"} <= tables:
-        raise UserError(f"--storage {show}: {p} is an SQLite database with tables of its own, not an Optuna store; "
+        raise _error(f"{{storage}} {show}: {p} is an SQLite database with tables of its own, not an Optuna store; "
                         "kttune left it untouched", STORAGE_FIX)
 
 
@@ -381,7 +387,7 @@ def open_storage(storage: str | None) -> OpenedStorage:
     """`--storage` -> an opened, checked Optuna storage. None: the journal in the cache dir;
     `:memory:`: Optuna's InMemoryStorage (a throwaway study, with a note saying so)."""
     if storage is not None and not storage.strip():
-        raise UserError("--storage is empty", STORAGE_FIX)
+        raise _error("{storage} is empty", STORAGE_FIX)
     if storage == IN_MEMORY:
         import optuna
 
@@ -393,7 +399,7 @@ def open_storage(storage: str | None) -> OpenedStorage:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise UserError(f"cannot create the study directory {path.parent} ({e.strerror or e})",
-                            "set KTTUNE_CACHE_DIR to a writable directory, or pass --storage FILE") from None
+            raise _error(f"cannot create the study directory {path.parent} ({e.strerror or e})",
+                            "set KTTUNE_CACHE_DIR to a writable directory, or pass {storage} FILE") from None
         return open_journal(path, "the default study journal")
     return open_journal(Path(storage).expanduser())

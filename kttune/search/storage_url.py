@@ -32,6 +32,14 @@ _QUERY_SECRET = re.compile(r"([?&](?:password|passwd)=)([^&#]*)", re.IGNORECASE)
 _MIN_REDACTED_LEN = 3  # shorter "passwords" would blank ordinary characters out of every message
 _secrets: set[str] = set()
 
+STORAGE_PARAMS = ("storage", "storage_password_file")
+
+
+def _error(problem: str, fix: str | None = None) -> UserError:
+    """A storage error: its texts name `{storage}` and `{storage_password_file}` (kttune.errors)."""
+    return UserError(problem, fix, params=STORAGE_PARAMS)
+
+
 
 def is_url(storage: str) -> bool:
     return "://" in storage
@@ -89,17 +97,17 @@ def shown(storage: str) -> str:
     return _mask_query(u.render_as_string(hide_password=True))
 
 
-def read_password_file(path: str, what: str = "--storage-password-file") -> str:
+def read_password_file(path: str, what: str = "{storage_password_file}") -> str:
     """The first line of `path` (its line ending dropped): a password kept out of shell history."""
     try:
         text = Path(path).expanduser().read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        raise UserError(f"cannot read {what} {path} ({reason})",
+        raise _error(f"cannot read {what} {path} ({reason})",
                         "pass a readable text file whose first line is the database password") from None
     line = text.split("\n", 1)[0].rstrip("\r")
     if not line:
-        raise UserError(f"{what} {path} is empty (its first line holds no password)",
+        raise _error(f"{what} {path} is empty (its first line holds no password)",
                         "write the database password on the file's first line")
     _remember(line)
     return line
@@ -111,8 +119,8 @@ def with_password(storage: str, password_file: str | None = None) -> str:
     a password in the URL itself is kept. SQLite URLs and journal paths are returned as they are."""
     if not is_url(storage):
         if password_file:
-            raise UserError("--storage-password-file applies to a database URL, not a journal file",
-                            "drop --storage-password-file, or pass --storage postgresql://USER@HOST/DB")
+            raise _error("{storage_password_file} applies to a database URL, not a journal file",
+                            "drop {storage_password_file}, or pass {storage} postgresql://USER@HOST/DB")
         return storage
     from sqlalchemy.engine import make_url
 
@@ -127,11 +135,11 @@ def with_password(storage: str, password_file: str | None = None) -> str:
     if own is not None:
         _remember(own)
         if password_file:
-            raise UserError(f"--storage {shown(storage)} holds a password and --storage-password-file gives another",
+            raise _error(f"{{storage}} {shown(storage)} holds a password and {{storage_password_file}} gives another",
                             "drop the password from the URL (it stays in shell history), keep the file")
         return storage
     file = password_file or os.environ.get(PASSWORD_FILE_ENV) or None
-    pw = read_password_file(file, "--storage-password-file" if password_file else f"${PASSWORD_FILE_ENV}") if file \
+    pw = read_password_file(file, "{storage_password_file}" if password_file else f"${PASSWORD_FILE_ENV}") if file \
         else os.environ.get(PASSWORD_ENV) or None
     _remember(pw)
     if pw is None and u.password != MASK:

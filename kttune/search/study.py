@@ -18,7 +18,7 @@ import optuna
 
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
-from kttune.errors import InfeasibleError, UserError
+from kttune.errors import InfeasibleError, ParameterError, UserError
 from kttune.hw.profile import HardwareProfile, profile_to_dict
 from kttune.memory.host import host_ram_breakdown
 from kttune.memory.vram import vram_breakdown, vram_needed_bytes
@@ -99,17 +99,17 @@ def tp_problem(model: ModelSpec, method_name: str, tp: int) -> str | None:
 def check_request(req: SearchRequest) -> None:
     """Structural rules that no search can satisfy (docs/sglang-kt.md#fp8-divisibility)."""
     if req.tp < 1:
-        raise UserError(f"--gpus {req.tp} must be at least 1", "pass the number of GPUs (tensor-parallel size)")
+        raise ParameterError("gpus", f"{req.tp} must be at least 1", "pass the number of GPUs (tensor-parallel size)")
     problem = tp_problem(req.model, req.method, req.tp)
     if problem is None:
         return
     ok = [t for t in range(1, 9) if tp_problem(req.model, req.method, t) is None]
     if ok:
-        fix = f"use --gpus {', '.join(map(str, ok[:-1])) + ' or ' + str(ok[-1]) if len(ok) > 1 else ok[0]}"
+        fix = f"use {{gpus}} {', '.join(map(str, ok[:-1])) + ' or ' + str(ok[-1]) if len(ok) > 1 else ok[0]}"
     else:
-        fix = (f"no GPU count from 1 to 8 serves it with {req.method}: pass another --kt-method "
+        fix = (f"no GPU count from 1 to 8 serves it with {req.method}: pass another {{method}} "
                "(e.g. BF16 or AMXINT4, whose experts need no 128-wide blocks)")
-    raise UserError(problem, fix)
+    raise UserError(problem, fix, params=("gpus", "method"))
 
 
 def check_budget(comp: Components, space: SearchSpace, req: SearchRequest) -> None:
@@ -122,7 +122,7 @@ def check_budget(comp: Components, space: SearchSpace, req: SearchRequest) -> No
             f"(experts {least_host.cpu_experts / GIB:.0f} GiB, all kept in RAM whatever the GPU-expert count; "
             f"scratch {least_host.cpu_scratch / GIB:.1f}; base {least_host.base / GIB:.0f}), "
             f"{req.budget.host_ram_source.has(req.budget.host_ram_bytes / GIB)}",
-            req.budget.host_ram_source.fix(),
+            req.budget.host_ram_source.fix(), params=req.budget.host_ram_source.PARAMS,
         )
     if space.kv_units_max >= space.kv_units_min and _min_fits(comp, space, req):
         return
@@ -135,11 +135,11 @@ def check_budget(comp: Components, space: SearchSpace, req: SearchRequest) -> No
         raise InfeasibleError(
             f"{req.model.name} needs at least {need / GIB:.1f} GiB per GPU with 0 GPU experts and a {MIN_USEFUL_KV_TOKENS}-token KV pool "
             f"(GiB: {parts}; plus {req.budget.vram_margin:.0%} margin), the budget is {req.budget.vram_bytes_per_gpu / GIB:.1f} GiB",
-            "raise --vram, add GPUs with --gpus, or pick a smaller model",
+            "raise {vram_bytes}, add GPUs with {gpus}, or pick a smaller model", params=("vram_bytes", "gpus"),
         )
     raise InfeasibleError(
         f"the budget fits a KV pool smaller than the workload's longest request ({kv_min} tokens)",
-        "raise --vram, or use a workload with shorter prompts",
+        "raise {vram_bytes}, or use a workload with shorter prompts", params=("vram_bytes",),
     )
 
 
@@ -154,10 +154,15 @@ def study_key(req: SearchRequest, space: SearchSpace, seed: int | None = None) -
     budget, workload or space -> a new one."""
     blob = json.dumps({
         "v": SPACE_VERSION, "model": req.model.__dict__, "method": req.method, "tp": req.tp,
-        "profile": hashlib.sha256(json.dumps(profile_to_dict(req.profile), sort_keys=True, default=str).encode()).hexdigest(),
+        "profile": hashlib.sha256(json.dumps(_profile_contents(req.profile), sort_keys=True, default=str).encode()).hexdigest(),
         "workload": req.workload.search_fields(), "budget": _searched(req.budget), "space": space.as_dict(), "seed": seed,
     }, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def _profile_contents(profile: HardwareProfile) -> dict:
+    """The profile as written, less its envelope (kttune.schema): a study keeps its key."""
+    return {k: v for k, v in profile_to_dict(profile).items() if k != "schema"}
 
 
 def _searched(budget: Budget) -> dict:
@@ -215,7 +220,7 @@ def run_search(req: SearchRequest, opts: StudyOptions = StudyOptions(),
     in simulation (kttune.search.slo); without it, the idle-server objectives and memory
     constraints alone."""
     if opts.trials < 1:
-        raise UserError(f"--trials {opts.trials} must be at least 1", "pass a positive trial count, e.g. --trials 300")
+        raise ParameterError("trials", f"{opts.trials} must be at least 1", "pass a positive trial count, e.g. {trials} 300")
     t0 = time.perf_counter()
     comp, space = prepare_search(req)
     opened = open_storage(opts.storage)
@@ -234,7 +239,7 @@ def run_search(req: SearchRequest, opts: StudyOptions = StudyOptions(),
                                         load_if_exists=True)
     except OSError as e:
         raise UserError(f"cannot write the study to {storage_url} ({e.strerror or e})",
-                        "pass --storage a path in a writable directory") from None
+                        "pass {storage} a path in a writable directory", params=("storage",)) from None
     done = _complete(persisted)
     sampler = optuna.samplers.NSGAIISampler(seed=opts.seed, population_size=min(50, max(10, opts.trials // 10)))
     study = optuna.create_study(sampler=sampler, directions=["minimize", "maximize"])
@@ -283,18 +288,19 @@ def run_search(req: SearchRequest, opts: StudyOptions = StudyOptions(),
             study.optimize(objective, n_trials=remaining, callbacks=[callback], gc_after_trial=False)
         except OSError as e:
             raise UserError(f"cannot write the study to {storage_url} ({e.strerror or e}); the trials written "
-                            "before it are kept", "free space or pass --storage elsewhere, then rerun to resume") from None
+                            "before it are kept", "free space or pass {storage} elsewhere, then rerun to resume",
+                            params=("storage",)) from None
 
     # The front is taken over every stored trial: those other processes added to the study too.
     stored_trials = _complete(persisted)
     trials = stored_trials or [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     feasible = [t for t in trials if _feasible(t)]
     if not feasible and scorer and scorer.checks:
-        raise InfeasibleError(*scorer.unmet_message())
+        raise scorer.unmet_error()
     if not feasible:
         raise InfeasibleError(
             f"no configuration among {len(trials)} trials fits the budget",
-            "raise --vram or --trials, or use a workload with shorter prompts",
+            "raise {vram_bytes} or {trials}, or use a workload with shorter prompts", params=("vram_bytes", "trials"),
         )
     configs = {}
     for t in feasible:

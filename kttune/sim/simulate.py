@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from kttune.bounds import finite_or_null
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
+from kttune.schema import schema
 from kttune.sim import engine
 from kttune.sim.costs import IterationCosts
 from kttune.sim.metrics import ScheduleResult, Slo, Summary
@@ -121,7 +122,7 @@ class SimulationReport:
 
     def to_dict(self) -> dict:
         return finite_or_null({
-            "schema": "kttune.simulate/1", "model": self.model, "method": self.method, "profile": self.profile,
+            "schema": schema("simulate"), "model": self.model, "method": self.method, "profile": self.profile,
             "flags": self.flags, "workload": self.workload, "slo": self.slo.to_dict(), "router_skew": self.router_skew,
             "schedules": [s.to_dict() for s in self.schedules], "schedule_settings": list(self.schedule_settings),
             "capacity": [c.to_dict() for c in self.capacity], "notes": list(self.notes)})

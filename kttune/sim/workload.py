@@ -72,12 +72,13 @@ def check_chunk(arr: np.ndarray, plen: np.ndarray, olen: np.ndarray, after_s: fl
 
 def _check_rate(rate_per_s: float) -> None:
     if not (isinstance(rate_per_s, (int, float)) and math.isfinite(rate_per_s) and rate_per_s > 0):
-        raise UserError(f"arrival rate {rate_per_s} must be a positive number of requests per second", "pass e.g. --rate 0.5")
+        raise UserError(f"arrival rate {rate_per_s} must be a positive number of requests per second", "pass e.g. {rate_per_s} 0.5",
+                        params=("rate_per_s",))
 
 
 def _check_count(count: int) -> None:
     if not isinstance(count, int) or count < 1:
-        raise UserError(f"request count {count} must be at least 1", "pass e.g. --requests 500")
+        raise UserError(f"request count {count} must be at least 1", "pass e.g. {requests} 500", params=("requests",))
 
 
 # ---- log-normal mixes ------------------------------------------------------------------------------

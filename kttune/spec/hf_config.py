@@ -63,7 +63,8 @@ def _int(cfg: dict, name: str, *keys: str, default: int | None = None, rule: Bou
             return default
         raise UserError(
             f"config.json of {name} has no {' / '.join(keys)}",
-            "point --model at a HuggingFace causal-LM checkpoint directory (its config.json names the architecture)",
+            "point {model} at a HuggingFace causal-LM checkpoint directory (its config.json names the architecture)",
+            params=("model",),
         )
     return rule.check(v, _key_of(cfg, keys), where=f"config.json of {name}", fix=FIX_CONFIG)
 
@@ -103,8 +104,8 @@ def language_config(config: dict) -> dict:
 def _unsupported_quant(name: str, what: str) -> UserError:
     return UserError(
         f"{name}: unsupported quantization_config ({what})",
-        "pass --kt-method (e.g. --kt-method AMXINT4 with CPU weights converted by "
-        "kt-kernel/scripts/convert_cpu_weights.py) to say how KTransformers serves its experts",
+        "pass {method} (e.g. {method} AMXINT4 with CPU weights converted by "
+        "kt-kernel/scripts/convert_cpu_weights.py) to say how KTransformers serves its experts", params=("method",),
     )
 
 

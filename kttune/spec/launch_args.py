@@ -1,7 +1,7 @@
 """The sglang-kt 0.7.2 launch flags kttune reads and writes, in one table, and the parser of a
 user's `python -m sglang.launch_server ...` command (docs/sglang-kt.md#flags-and-their-meaning).
 
-kttune.emit.launch writes its command with the names in `FLAGS` (the first spelling of each), and
+kttune.search.launch writes its command with the names in `FLAGS` (the first spelling of each), and
 `parse_launch_command` reads every spelling sglang-kt accepts, so the two cannot drift. Flags
 that change nothing kttune predicts are listed in `IGNORED` with a one-line note; anything else
 is reported as unknown. Pure: text in, values and notes out.
@@ -146,7 +146,8 @@ def split_command(text: str) -> list[str]:
     try:
         return [w for w in shlex.split(text.replace("\\\r\n", " ").replace("\\\n", " ")) if w.strip()]
     except ValueError as e:
-        raise UserError(f"cannot read the launch command ({e})", "quote it as the shell would, e.g. --command \"python -m ...\"") from None
+        raise UserError(f"cannot read the launch command ({e})", "quote it as the shell would, e.g. {command} \"python -m ...\"",
+                        params=("command",)) from None
 
 
 def _program_end(words: Sequence[str]) -> tuple[int, tuple[str, ...]]:
@@ -169,7 +170,8 @@ def _program_end(words: Sequence[str]) -> tuple[int, tuple[str, ...]]:
                                                            and prog[0].split("/")[-1].startswith("python"))))
         if not ok:
             raise UserError(f"not an sglang launch command: {' '.join(prog)!r} where `python -m sglang.launch_server` was expected",
-                            "pass the command as you run it, e.g. kttune explain -- python -m sglang.launch_server --model ...")
+                            "pass the command as you run it, e.g. kttune explain -- python -m sglang.launch_server "
+                            f"{flag_name('model_path')} ...")
     return i, tuple(env)
 
 

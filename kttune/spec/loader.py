@@ -25,11 +25,12 @@ from kttune.units import GB
 def read_config_json(path: Path) -> dict:
     """Parse a config.json under kttune.bounds' JSON limits; anything malformed is a `UserError`
     naming the file."""
-    config = read_json_file(path, str(path), "point --model at a HuggingFace config.json (fix the file or download it again)")
+    config = read_json_file(path, str(path), "point {model} at a HuggingFace config.json (fix the file or download it again)",
+                            params=("model",))
     if not isinstance(config, dict):
         raise UserError(
-            f"{path} holds a JSON {type(config).__name__}, not an object", "point --model at a HuggingFace config.json"
-        )
+            f"{path} holds a JSON {type(config).__name__}, not an object", "point {model} at a HuggingFace config.json",
+            params=("model",))
     return config
 
 
@@ -44,8 +45,8 @@ def _load_path(path: Path, method: str | None) -> ModelSpec:
         if not cfg_path.is_file():
             raise UserError(
                 f"no config.json in {path}",
-                "point --model at a HuggingFace model directory (the one holding config.json and *.safetensors), "
-                "or at a catalog name (run `kttune models`)",
+                "point {model} at a HuggingFace model directory (the one holding config.json and *.safetensors), "
+                "or at a catalog name (run `kttune models`)", params=("model",),
             )
     else:
         model_dir, cfg_path = path.parent, path
@@ -81,7 +82,7 @@ def load_model(name_or_path: str, method: str | None = None) -> ModelSpec:
         get_method(method)  # an unknown method fails before any file is read
     query = name_or_path.strip()
     if not query:
-        raise UserError("empty --model", "pass a catalog name (run `kttune models`) or a model directory")
+        raise UserError("empty {model}", "pass a catalog name (run `kttune models`) or a model directory", params=("model",))
     path = Path(os.path.expanduser(query))
     if path.exists():
         return _load_path(path, method)

@@ -288,7 +288,7 @@ def test_profile_missing_a_curve_kind_runs_or_says_what_is_missing(capsys, tmp_p
 
 
 # ---- every bounded option of every command ----------------------------------------------------------
-# The CLI's numeric options are declared with kttune.cli_bounds.bounded: a value outside the rule
+# The CLI's numeric options are declared with kttune.cli.bounds.bounded: a value outside the rule
 # (NaN, infinity, below, above, absurdly large) is refused when the option is read, before the
 # command loads a model or measures anything.
 
@@ -296,7 +296,7 @@ def _bounded_options() -> list[tuple[str, str, object]]:
     import typer
 
     from kttune.cli import app
-    from kttune.cli_bounds import flag_of, rule_of
+    from kttune.cli.bounds import flag_of, rule_of
 
     def walk(cmd, path):
         for name, sub in getattr(cmd, "commands", {}).items():

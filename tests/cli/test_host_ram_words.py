@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kttune import api
+from kttune import app
 from kttune.cli import main
 from kttune.hw.registry import default_shipped_name, load_shipped
 from kttune.search.evaluate import HostRamSource
@@ -50,7 +50,7 @@ def test_after_probing_a_small_machine_the_refusal_points_at_profile_and_host_ra
 
 
 def test_where_the_ram_comes_from_does_not_change_the_study():
-    inp = api.resolve_inputs("qwen3-30b-a3b", "32G", 1, None, "rag", None, None, 0.05)
+    inp = app.resolve_inputs("qwen3-30b-a3b", 32 * GIB, 1, None, "rag", None, None, 0.05)
     req = inp.request
     assert req.budget.host_ram_source == HostRamSource("profile", default_shipped_name())
     other = replace(req, budget=replace(req.budget, host_ram_source=HostRamSource("flag")))

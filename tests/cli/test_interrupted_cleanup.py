@@ -5,7 +5,7 @@ tests/cli/test_crash.py::test_sigint_exits_130_and_the_rerun_resumes on the load
 
 from __future__ import annotations
 
-from kttune.cli_common import EXIT_BUG, EXIT_INTERRUPTED, INTERRUPTED, run_app
+from kttune.cli.common import EXIT_BUG, EXIT_INTERRUPTED, INTERRUPTED, run_app
 
 
 def _read_unset_local() -> None:

@@ -1,12 +1,12 @@
 """Options that several commands share read the same everywhere: their help comes from
-kttune.cli_common, and no command carries its own (possibly stale) wording."""
+kttune.cli.common, and no command carries its own (possibly stale) wording."""
 
 from __future__ import annotations
 
 import typer
 
 from kttune.cli import app
-from kttune.cli_common import MODEL_HELP, VRAM_HELP
+from kttune.cli.options import MODEL_HELP, VRAM_HELP
 
 
 def _options(cmd, path: str = "kttune"):
@@ -33,11 +33,11 @@ def test_model_and_vram_help_is_one_text_in_every_command():
 
 
 def test_every_numeric_option_is_bounded_and_its_help_states_the_range():
-    """One validation layer (kttune.bounds through kttune.cli_bounds): no int or float option
+    """One validation layer (kttune.bounds through kttune.cli.bounds): no int or float option
     escapes it, and `--help` says what it accepts."""
     from typing import Optional
 
-    from kttune.cli_bounds import rule_of
+    from kttune.cli.bounds import rule_of
 
     numeric = (int, float, Optional[int], Optional[float])
     seen = 0

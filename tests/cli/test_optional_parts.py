@@ -114,7 +114,7 @@ def test_an_unguarded_import_of_a_missing_part_is_still_a_user_error(monkeypatch
     'this is a kttune bug'."""
     import typer
 
-    from kttune.cli_common import run_app
+    from kttune.cli.common import run_app
 
     app = typer.Typer()
 

@@ -68,3 +68,20 @@ def test_a_torn_journal_repair_is_reported(tmp_path, capsys, monkeypatch, measur
         (note,) = [n for n in json.loads(cap.out)["notes"] if "set aside a torn last record" in n]
         assert [b for _, b in set_aside(note)] == [TORN_TAIL]
     assert TORN_TAIL not in journal.read_bytes()
+
+
+def test_measured_search_honours_report(tmp_path, capsys):
+    """`--measure --report DIR` writes the report of the measured search (it used to be ignored):
+    the measured section, the document it comes from, and `kttune report DIR` rebuilds it."""
+    out = tmp_path / "rep"
+    code = main(BASE + ["--measure", "--evaluator", "model", "--trials", "4", "--storage", str(tmp_path / "s.journal"),
+                        "--report", str(out)])
+    cap = capsys.readouterr()
+    assert code == 0, cap.err
+    md = (out / "report.md").read_text()
+    assert "## Measured search" in md and "kt run defaults" in md
+    saved = json.loads((out / "measured.json").read_text())
+    assert saved["schema"] == "kttune.search-measured/1" and saved["measured_pick"]["name"]
+    again = tmp_path / "again"
+    assert main(["report", str(out), "--out", str(again)]) == 0
+    assert "## Measured search" in (again / "report.md").read_text()

@@ -84,7 +84,7 @@ def test_search_with_an_slo_nothing_meets_names_the_limit(capsys, tmp_path):
                  "--rate", "1.5", "--ttft-slo", "10s", "--tbt-slo", "150ms"])
     err = capsys.readouterr().err
     lines = [ln for ln in err.strip().splitlines() if ln.startswith("error: ")]
-    assert code == 1 and len(lines) == 1  # "nothing feasible" answers 1 (kttune.cli_common)
+    assert code == 1 and len(lines) == 1  # "nothing feasible" answers 1 (kttune.cli.common)
     assert "TTFT:" in lines[0] and "TBT:" in lines[0] and "over)" in lines[0] and "req/s" in lines[0]
 
 

@@ -378,7 +378,7 @@ def test_figures_render_headless_and_the_core_never_loads_matplotlib(tmp_path):
     code = f"""
 import os, sys
 os.environ.pop("DISPLAY", None); os.environ.pop("MPLBACKEND", None)
-import kttune.api, kttune.search.study, kttune.cost.prefill, kttune.memory.vram
+import kttune.app.search_explain, kttune.search.study, kttune.cost.prefill, kttune.memory.vram
 assert "matplotlib" not in sys.modules
 import json
 from kttune.emit import figures as F

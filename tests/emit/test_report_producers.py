@@ -165,6 +165,7 @@ def test_simulate_report_draws_the_simulated_requests(tmp_path, capsys):
         assert list(line(ax_ttft, s["schedule"]).get_xdata()) == pytest.approx(sorted(s["samples"]["ttft_s"]))
         assert list(line(ax_tbt, s["schedule"]).get_xdata()) == pytest.approx(sorted(s["samples"]["max_tbt_ms"]))
     [saved] = M.read_inputs([rep]).sims
+    assert saved.pop("schema") == "kttune.schedules/1"  # the report's simulation.json, in the envelope
     assert saved == M.sim_result(d)
 
 

@@ -16,7 +16,9 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 
-from kttune import api
+from kttune import app
+from kttune.app import resolve
+from kttune.units import GIB
 from kttune.emit import probe_report, report
 from kttune.emit.terminal import fits
 from kttune.hw.registry import load_shipped, shipped_names
@@ -60,8 +62,8 @@ def searches(tmp_path_factory):
                                        ("qwen3-30b-a3b", "32G", "rag", None, MEASURED),
                                        ("deepseek-v3", "80G", "chat", "2T", MEASURED),
                                        ("qwen3-30b-a3b", "8G", "rag", None, RTX4090)):  # the kt run row over budget
-        inp = api.resolve_inputs(model, vram, 1, prof, wl, host_ram=ram)
-        out.append(api.search(inp, trials=120, seed=1, storage=str(tmp_path_factory.mktemp("s") / "s.journal")))
+        inp = app.resolve_inputs(model, resolve.vram_bytes(vram), 1, prof, wl, host_ram_bytes=resolve.host_ram_bytes(ram))
+        out.append(app.search(inp, trials=120, seed=1, storage=str(tmp_path_factory.mktemp("s") / "s.journal")))
     return out
 
 
@@ -115,8 +117,8 @@ def test_pick_off_the_front_is_listed(searches):
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_explain_fits(width):
-    inp = api.resolve_inputs("kimi-k2-thinking", "140G", 1, MEASURED, "long-context", host_ram="1T")
-    outcome = api.explain_flags(inp, 43, 32768, 512, 262144, 13)
+    inp = app.resolve_inputs("kimi-k2-thinking", 140 * GIB, 1, MEASURED, "long-context", host_ram_bytes=1024 * GIB)
+    outcome = app.explain_flags(inp, 43, 32768, 512, 262144, 13)
     c = RecordingConsole(width)
     report.render_explain(c, outcome)
     check(c, 2)
@@ -126,11 +128,11 @@ def test_explain_fits(width):
 def test_explain_of_a_launch_command_fits(width):
     from pathlib import Path
 
-    from kttune.api_launch import explain_command
+    from kttune.app import explain_command
     from kttune.emit.launch_report import render_launch_explain
 
     doc = (Path(__file__).resolve().parents[1] / "fixtures" / "kt-layerwise-doc-launch.sh").read_text()
-    outcome = explain_command(doc, model="minimax-m2", profile=MEASURED, host_ram="512G", trials=60, storage=":memory:")
+    outcome = explain_command(doc, model="minimax-m2", profile=MEASURED, host_ram_bytes=512 * GIB, trials=60, storage=":memory:")
     c = RecordingConsole(width)
     render_launch_explain(c, outcome)
     check(c, 3)  # prefill per length, VRAM, what kttune would change
@@ -154,8 +156,8 @@ def test_profile_show_fits(name, width):
 @pytest.mark.parametrize("width", WIDTHS)
 def test_catalog_listings_fit(width):
     c = RecordingConsole(width)
-    c.print(report.models_table(api.list_models(), width))
-    report.render_profiles(c, api.list_profiles())
+    c.print(report.models_table(app.list_models().entries, width))
+    report.render_profiles(c, app.list_profiles())
     from kttune.search.workload import load_workload, preset_names
 
     report.render_workloads(c, [load_workload(n) for n in preset_names()])
@@ -168,10 +170,9 @@ def test_catalog_listings_fit(width):
 def test_simulate_fits(width):
     """The schedules side by side (with the capacity row) on the measured profile."""
     from kttune.emit import simulate_report
-    from kttune.sim.inputs import resolve
-    from kttune.sim.simulate import simulate
+    from kttune.app import simulate, simulation_inputs
 
-    inp = resolve("qwen3-30b-a3b", MEASURED, None, "summarize", None, 40, 0, 0, 8192, None, 262144, 32, None, 1,
+    inp = simulation_inputs("qwen3-30b-a3b", MEASURED, None, "summarize", None, 40, 0, 0, 8192, None, 262144, 32, None, 1,
                   ("chunked", "hybrid", "layered"), None, 8192, None, None, 0.0, None)
     rep = simulate(inp, with_capacity=True)
     c = RecordingConsole(width)
@@ -210,10 +211,10 @@ def test_paths_fits(width):
 
 @pytest.fixture(scope="module")
 def measured():
-    from kttune.api_measured import make_evaluator, measured_search
+    from kttune.app.measured import make_evaluator, measured_result
 
-    inp = api.resolve_inputs("qwen3-30b-a3b", "32G", 1, MEASURED, "rag")
-    return measured_search(inp, make_evaluator(inp, "model"), trials=6, seed=1, storage=":memory:", model_trials=60)
+    inp = app.resolve_inputs("qwen3-30b-a3b", 32 * GIB, 1, MEASURED, "rag")
+    return measured_result(inp, make_evaluator(inp, "model"), trials=6, seed=1, storage=":memory:", model_trials=60)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -233,12 +234,10 @@ def test_measured_search_fits(measured, width):
 def validated(tmp_path_factory):
     import os
 
-    from kttune.validate.run import validate_flags
-
     os.environ["KTTUNE_STANDIN_STARTUP_S"] = "0.2"
     try:
-        inp = api.resolve_inputs("kimi-k2-thinking", "140G", 1, MEASURED, "chat", host_ram="1T")
-        return validate_flags(inp, 2, 4096, 2048, 65536, repeats=1, server_module="kttune.validate.standin",
+        inp = app.resolve_inputs("kimi-k2-thinking", 140 * GIB, 1, MEASURED, "chat", host_ram_bytes=1024 * GIB)
+        return app.validate(inp, 2, 4096, 2048, 65536, repeats=1, server_module="kttune.validate.standin",
                               log_path=str(tmp_path_factory.mktemp("v") / "s.log"), write_profile=False)
     finally:
         os.environ.pop("KTTUNE_STANDIN_STARTUP_S", None)

@@ -100,7 +100,8 @@ def _two_node_profile(one_node_factor: float):
 def test_the_launch_flags_follow_what_was_measured(factor, want):
     from kttune.config import LaunchConfig
     from kttune.cost.components import Components
-    from kttune.emit.launch import LaunchPaths, launch_argv, launch_command
+    from kttune.search.launch import LaunchPaths, launch_argv
+    from kttune.emit.launch import launch_command
     from kttune.memory.vram import vram_breakdown
     from kttune.spec.loader import load_model
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kttune import api
+from kttune import app
 from kttune.cost.components import Components
 from kttune.search.admission import pool_note, pool_tokens_for, request_kv_tokens, requests_the_pool_holds, running_requests
 from kttune.search.evaluate import Budget, evaluate
@@ -68,8 +68,8 @@ def test_every_offered_config_holds_its_running_requests(case, wl, vram):
 def test_the_rag_search_runs_the_workload_concurrency():
     """The README's main job: the pick's pool holds the 8 RAG requests at their mean length and the
     command says --max-running-requests 8 (it used to pick a pool of ~2 requests with 8 printed)."""
-    inp = api.resolve_inputs("qwen3-30b-a3b", "32G", 1, MEASURED, "rag")
-    out = api.search(inp, trials=120, seed=1, storage=":memory:")
+    inp = app.resolve_inputs("qwen3-30b-a3b", 32 * GIB, 1, MEASURED, "rag")
+    out = app.search(inp, trials=120, seed=1, storage=":memory:")
     wl, c = inp.request.workload, out.best.cfg
     assert c.max_running_requests == wl.concurrency == 8
     assert c.max_total_tokens >= 8 * (wl.mean_prompt_tokens + wl.output_tokens)
@@ -79,8 +79,8 @@ def test_the_rag_search_runs_the_workload_concurrency():
 
 
 def test_a_budget_too_small_for_the_concurrency_prints_what_the_pool_holds():
-    inp = api.resolve_inputs("qwen3-30b-a3b", "8G", 1, "datasheet-rtx4090-pcie4-xeon-amx-64c", "rag")
-    out = api.search(inp, trials=80, seed=1, storage=":memory:")
+    inp = app.resolve_inputs("qwen3-30b-a3b", 8 * GIB, 1, "datasheet-rtx4090-pcie4-xeon-amx-64c", "rag")
+    out = app.search(inp, trials=80, seed=1, storage=":memory:")
     wl, c = inp.request.workload, out.best.cfg
     held = c.max_total_tokens // request_kv_tokens(wl)
     assert held < wl.concurrency and c.max_running_requests == held
@@ -93,8 +93,8 @@ def test_a_budget_too_small_for_the_concurrency_prints_what_the_pool_holds():
 
 @pytest.mark.parametrize("pool,noted", [(16384, True), (65536, False)])
 def test_explain_warns_when_the_given_pool_cannot_hold_the_concurrency(pool, noted):
-    inp = api.resolve_inputs("qwen3-30b-a3b", "32G", 1, MEASURED, "rag")
-    out = api.explain_flags(inp, 0, 8192, 0, pool)
+    inp = app.resolve_inputs("qwen3-30b-a3b", 32 * GIB, 1, MEASURED, "rag")
+    out = app.explain_flags(inp, 0, 8192, 0, pool)
     wl = inp.request.workload
     assert out.evaluation.cfg.max_running_requests == min(8, pool // math.ceil(wl.mean_prompt_tokens + wl.output_tokens))
     assert any("KV pool" in n for n in out.explanation.notes) == noted

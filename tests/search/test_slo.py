@@ -40,9 +40,10 @@ def test_light_load_with_loose_limits_is_met_and_overload_misses_ttft():
 
 
 def _request(wl="chat"):
-    from kttune import api
+    from kttune import app
+    from kttune.units import GIB
 
-    return api.resolve_inputs("qwen3-30b-a3b", "80G", profile="h200-pcie5-xeon-amx-16c", workload=wl).request
+    return app.resolve_inputs("qwen3-30b-a3b", 80 * GIB, profile="h200-pcie5-xeon-amx-16c", workload=wl).request
 
 
 def _opts(tmp_path):

@@ -12,13 +12,13 @@ from hypothesis import strategies as st
 
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
-from kttune.errors import UserError
+from kttune.errors import ParameterError, UserError
 from kttune.memory.host import host_ram_breakdown
 from kttune.memory.vram import vram_breakdown
 from kttune.search.baselines import kt_run_default
 from kttune.search.evaluate import Budget
 from kttune.search.space import (
-    CHUNK_CHOICES, CHUNK_PAGE, KV_UNIT, MIN_USEFUL_KV_TOKENS, build_space, minimal_config, parse_chunks,
+    CHUNK_CHOICES, CHUNK_PAGE, KV_UNIT, MIN_USEFUL_KV_TOKENS, build_space, check_chunks, minimal_config,
 )
 from kttune.search.workload import load_workload
 from kttune.units import GIB
@@ -114,23 +114,19 @@ def test_default_choices_reach_131072():
     assert CHUNK_CHOICES[-1] == 131072 and 65536 in CHUNK_CHOICES
 
 
-def test_parse_chunks_accepts_k_and_sorts():
-    assert parse_chunks("65536, 8k,8192") == (8192, 65536)
-
-
-@pytest.mark.parametrize("bad", ["", "abc", "1000", "-64", "0"])
-def test_parse_chunks_rejects_with_one_line(bad):
-    with pytest.raises(UserError) as e:
-        parse_chunks(bad)
-    assert "\n" not in str(e.value)
+@pytest.mark.parametrize("bad", [(), (1000,), (-64,), (0,), (64, 100)])
+def test_check_chunks_refuses_with_one_line_naming_the_parameter(bad):
+    with pytest.raises(ParameterError) as e:
+        check_chunks(bad)
+    assert "\n" not in str(e.value) and e.value.param == "chunks" and str(e.value).startswith("chunks ")
 
 
 @given(n=st.integers(1, 4096))
 def test_multiples_of_the_page_pass_others_fail(n):
-    parse_chunks(str(n * CHUNK_PAGE))
+    assert check_chunks([n * CHUNK_PAGE]) == (n * CHUNK_PAGE,)
     if n % CHUNK_PAGE:
         with pytest.raises(UserError):
-            parse_chunks(str(n))
+            check_chunks([n])
 
 
 def test_large_chunks_dropped_when_host_ram_or_vram_cannot_hold_them():
@@ -183,10 +179,10 @@ def test_thresholds_hold_every_predicted_crossover_and_start_at_64(name, method)
 def test_the_search_reaches_a_crossover_below_512():
     """DeepSeek-V3 FP8 on the measured H200 profile crosses below 512 tokens; the pick's threshold
     sits at the crossover, not at the old smallest candidate 512."""
-    from kttune import api
+    from kttune import app
 
-    inp = api.resolve_inputs("deepseek-v3", "140G", 1, "h200-pcie5-xeon-amx-16c", "rag", host_ram="2T")
-    out = api.search(inp, trials=150, seed=1, storage=":memory:")
+    inp = app.resolve_inputs("deepseek-v3", 140 * GIB, 1, "h200-pcie5-xeon-amx-16c", "rag", host_ram_bytes=2048 * GIB)
+    out = app.search(inp, trials=150, seed=1, storage=":memory:")
     cross = out.explanation.crossover_tokens
     assert cross is not None and cross < 512
     assert out.best.cfg.gpu_prefill_token_threshold in (0, cross)

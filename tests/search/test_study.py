@@ -5,6 +5,7 @@ from __future__ import annotations
 import optuna
 import pytest
 
+from kttune.cli.flags import spelled
 from kttune.errors import InfeasibleError, UserError
 from kttune.search.evaluate import Budget, evaluate
 from kttune.search.study import SearchRequest, StudyOptions, run_search
@@ -129,13 +130,16 @@ def test_host_ram_too_small_is_reported(tmp_path):
 
 def test_fp8_tp_divisibility(tmp_path):
     # MiniMax-M2 I=1536: FP8 block weights need (I/tp) % 128 == 0 -> at most TP 4
-    with pytest.raises(UserError, match="use --gpus 1, 2 or 4"):
+    with pytest.raises(UserError) as e:
         run_search(request("minimax-m2.1", vram=80, ram=512, tp=8), options(tmp_path))
+    assert "use gpus 1, 2 or 4" in str(e.value)  # the parameter; the CLI spells it --gpus
+    assert "use --gpus 1, 2 or 4" in spelled(e.value).line()
 
 
 def test_zero_trials_is_refused(tmp_path):
-    with pytest.raises(UserError, match="--trials 0"):
+    with pytest.raises(UserError) as e:
         run_search(request(), options(tmp_path, trials=0))
+    assert spelled(e.value).line().startswith("--trials 0")
 
 
 def test_more_vram_never_predicts_slower(tmp_path):

@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kttune.config import LaunchConfig
-from kttune.emit.launch import LaunchPaths, launch_argv, launch_command
+from kttune.search.launch import LaunchPaths, launch_argv
+from kttune.emit.launch import launch_command
 from kttune.errors import UserError
 from kttune.memory.vram import vram_breakdown
 from kttune.spec.launch_args import FLAG, FLAGS, IGNORED, flag_name, parse_launch_command

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
+from kttune.cli.flags import spelled
 from kttune.errors import UserError
 from kttune.spec.catalog import catalog_config, catalog_names
 from kttune.spec.loader import load_model
@@ -164,7 +165,7 @@ def test_unknown_method():
 def test_unknown_quantization_asks_for_method(tmp_path):
     d = _model_dir(tmp_path, "awq-model", {**catalog_config("qwen3-30b-a3b"), "quantization_config": {"quant_method": "awq", "bits": 4}})
     e = _error(str(d))
-    assert "'awq'" in e.problem and "--kt-method" in e.fix
+    assert "'awq'" in e.problem and "--kt-method" in spelled(e).fix
     assert load_model(str(d), method="AMXINT4").default_method == "AMXINT4"
 
 

@@ -1,0 +1,71 @@
+"""`kttune profile derive`: a profile for a machine that was not measured, from one that was
+(other GPUs from the built-in table, another GPU count, another CPU). Parse, call
+kttune.app.derive, say what was written. Registered by `kttune.cli` on the `profile` group."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from kttune import bounds
+from kttune.cli.bounds import bounded
+from kttune.cli.options import Json
+
+
+def derive(
+    source: Annotated[str, typer.Argument(help="The measured profile: a file or a shipped name (`kttune profiles`).")],
+    out: Annotated[str, typer.Option("--out", "-o", help="Where to write the derived profile (JSON).")],
+    gpu: Annotated[Optional[str], typer.Option("--gpu", help="Target GPU from the built-in table (`--gpu list` lists "
+                                                             "them).")] = None,
+    gpus: Annotated[Optional[int], bounded("--gpus", rule=bounds.GPUS,
+                                           help="Target GPU count (default: the measured count).")] = None,
+    link: Annotated[Optional[str], typer.Option("--link", help="GPU-to-GPU link for all-reduce: pcie or nvlink (default "
+                                                               "pcie).")] = None,
+    cpu_cores: Annotated[Optional[int], bounded("--cpu-cores", rule=bounds.CPU_CORES,
+                                                help="Target CPU physical cores (all sockets).")] = None,
+    cpu_isa: Annotated[Optional[str], typer.Option("--cpu-isa", help="Target CPU ISA class: amx, avx512 or avx2 (default: "
+                                                                     "the measured one).")] = None,
+    numa: Annotated[int, bounded("--numa", rule=bounds.NUMA_NODES, help="Target NUMA nodes (kt-kernel thread pools).")] = 1,
+    mem_channels: Annotated[Optional[int], bounded("--mem-channels", rule=bounds.MEM_CHANNELS,
+                                                   help="Target populated DDR channels (all sockets).")] = None,
+    mem_mts: Annotated[int, bounded("--mem-mts", rule=bounds.MEM_MTS, help="Target DDR speed in MT/s.")] = 4800,
+    ram_gib: Annotated[Optional[float], bounded("--ram-gib", rule=bounds.HOST_RAM_GIB, help="Target host RAM in GiB.")] = None,
+    as_json: Json = False,
+) -> None:
+    """Write a profile for other GPUs, another GPU count or another CPU; each curve is labelled
+    measured, scaled or datasheet with its expected error. Use it with `kttune search --profile FILE`."""
+    from kttune import app
+
+    if gpu == "list":
+        for g in app.gpu_table():
+            typer.echo(f"{g.key:13s} {g.name:32s} {g.vram_bytes / 1e9:5.0f} GB  {g.hbm_gbps:6g} GB/s  "
+                       f"BF16 {g.bf16_tflops:6g} TFLOP/s  PCIe Gen{g.pcie_gen} x{g.pcie_width}")
+        return
+    done = app.derive(source, out, gpu=gpu, gpus=gpus, link=link, cpu_cores=cpu_cores, cpu_isa=cpu_isa, numa_nodes=numa,
+                      mem_channels=mem_channels, mem_mts=mem_mts, ram_gib=ram_gib)
+    summary = done.to_dict()
+    if as_json:
+        from kttune.cli.common import emit_json
+
+        emit_json(summary)
+        return
+    from rich.console import Console
+
+    con = Console()
+    con.print(f"wrote [bold]{done.path}[/]: {summary['machine']}")
+    con.print("curves: " + ", ".join(f"{n} {k}" for k, n in sorted(done.derived.labels.items())))
+    for a in done.derived.assumptions:
+        con.print(f"  - {a}", highlight=False)
+    con.print(f"plan with it: kttune search --profile {done.path} ...", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `derive` to the `profile` group (made by kttune.cli.probe), or make the group."""
+    for info in app.registered_groups:
+        if info.name == "profile" and info.typer_instance is not None:
+            info.typer_instance.command("derive")(derive)
+            return
+    group = typer.Typer(help="Hardware profiles.", no_args_is_help=True)
+    group.command("derive")(derive)
+    app.add_typer(group, name="profile")

@@ -1,0 +1,46 @@
+from kttune.search.launch import default_paths, launch_argv
+from kttune.emit.launch import launch_command
+from kttune.memory.vram import vram_breakdown
+from kttune.units import GIB
+from tests.helpers import cfg, model
+
+
+def argv_for(name, method, **kw):
+    m = model(name)
+    c = cfg(method, **kw)
+    return launch_argv(m, c, vram_breakdown(m, c), 80 * GIB, default_paths(m, method, None, None))
+
+
+def test_native_methods_read_experts_from_the_model_dir():
+    a = argv_for("kimi-k2-thinking", "RAWINT4", gpu_prefill_token_threshold=4096)
+    assert a[a.index("--kt-weight-path") + 1] == a[a.index("--model") + 1] == "/path/to/Kimi-K2-Thinking"
+    assert a[a.index("--kt-gpu-prefill-token-threshold") + 1] == "4096"
+
+
+def test_amx_gets_converted_weights_and_no_threshold():
+    a = argv_for("deepseek-v3", "AMXINT4", gpu_prefill_token_threshold=4096)
+    assert a[a.index("--kt-gpu-prefill-token-threshold") + 1] == "0"
+    assert a[a.index("--kt-weight-path") + 1] != a[a.index("--model") + 1]
+
+
+def test_fp8_adds_the_triton_gemm_backend_and_mla_uses_triton_attention():
+    a = argv_for("deepseek-v3", "FP8")
+    assert a[a.index("--fp8-gemm-backend") + 1] == "triton"
+    assert a[a.index("--attention-backend") + 1] == "triton"
+    assert "--fp8-gemm-backend" not in argv_for("qwen3-30b-a3b", "BF16")
+
+
+def test_command_text_is_shell_ready():
+    text = launch_command(argv_for("qwen3-30b-a3b", "BF16", num_gpu_experts=4))
+    assert text.startswith("PYTORCH_ALLOC_CONF=expandable_segments:True")
+    assert "--kt-num-gpu-experts 4 \\" in text
+
+
+def test_multiline_command_is_the_same_command_in_80_columns():
+    import shlex
+
+    argv = argv_for("kimi-k2-thinking", "RAWINT4", num_gpu_experts=43)
+    text = launch_command(argv)
+    assert all(len(line) <= 80 for line in text.splitlines())
+    # backslash-newline continues the line: the shell reads exactly the one-line command
+    assert shlex.split(text.replace("\\\n", " ")) == shlex.split(launch_command(argv, multiline=False))
