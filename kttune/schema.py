@@ -27,6 +27,7 @@ VERSIONS = {
     "profile": 1,  # hardware profiles (`kttune probe`, `calibrate`, `profile derive`, `validate`)
     "profiles": 1,  # `kttune profiles --json`
     "derive": 1,  # `kttune profile derive --json` (the summary)
+    "gpus": 1,  # `kttune profile derive --gpu list --json` (the built-in GPU table)
     "report": 1,  # `kttune report --json` (what was written)
     "runner-rows": 1,  # a report's runs.json (path-runner rows, kttune.emit.markdown_report.runner_rows)
     "schedules": 1,  # a report's simulation*.json (kttune.emit.figures.fig_schedules's form)

@@ -159,7 +159,7 @@ def simulation_inputs(model: str | None = None, profile: str | None = None, meth
             rate: float | None = None, requests: int | None = None, seed: int | None = None, gpu_experts: int | None = None,
             chunk: int | None = None, threshold: int | None = None, max_total_tokens: int | None = None,
             max_running_requests: int | None = None, cpuinfer: int | None = None, gpus: int | None = None,
-            schedules: tuple[str, ...] = engine.SCHEDULES, groups: int | None = None, large_chunk: int = 8192,
+            schedules: tuple[str, ...] | None = None, groups: int | None = None, large_chunk: int = 8192,
             ttft_slo_s: float | None = None, tbt_slo_ms: float | None = None, router_skew: float = 0.0,
             this_machine=THIS_MACHINE, from_search: str | None = None) -> SimulationInputs:
     """The simulation's inputs. `this_machine`: the Inventory whose cached probe is the default
@@ -212,6 +212,7 @@ def simulation_inputs(model: str | None = None, profile: str | None = None, meth
                              "use 0 (uniform routing) or a Zipf exponent such as 1.0")
     if rate is not None and not (math.isfinite(rate) and rate > 0):
         raise ParameterError("rate", f"{rate} must be a positive number of requests per second", "pass e.g. {rate} 0.5")
+    schedules = engine.SCHEDULES if schedules is None else schedules  # None: every schedule, side by side
     bad = [s for s in schedules if s not in engine.SCHEDULES]
     if bad or not schedules:
         raise UserError(f"unknown schedule {', '.join(bad) or '(none)'}", f"use any of {', '.join(engine.SCHEDULES)}")

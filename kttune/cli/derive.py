@@ -11,11 +11,14 @@ import typer
 from kttune import bounds
 from kttune.cli.bounds import bounded
 from kttune.cli.options import Json
+from kttune.errors import UserError
 
 
 def derive(
-    source: Annotated[str, typer.Argument(help="The measured profile: a file or a shipped name (`kttune profiles`).")],
-    out: Annotated[str, typer.Option("--out", "-o", help="Where to write the derived profile (JSON).")],
+    source: Annotated[Optional[str], typer.Argument(help="The measured profile: a file or a shipped name (`kttune "
+                                                         "profiles`).", show_default=False)] = None,
+    out: Annotated[Optional[str], typer.Option("--out", "-o", help="Where to write the derived profile (JSON); "
+                                                                   "required unless --gpu list.")] = None,
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="Target GPU from the built-in table (`--gpu list` lists "
                                                              "them).")] = None,
     gpus: Annotated[Optional[int], bounded("--gpus", rule=bounds.GPUS,
@@ -38,10 +41,13 @@ def derive(
     from kttune import app
 
     if gpu == "list":
-        for g in app.gpu_table():
-            typer.echo(f"{g.key:13s} {g.name:32s} {g.vram_bytes / 1e9:5.0f} GB  {g.hbm_gbps:6g} GB/s  "
-                       f"BF16 {g.bf16_tflops:6g} TFLOP/s  PCIe Gen{g.pcie_gen} x{g.pcie_width}")
+        _print_gpu_table(as_json)
         return
+    if source is None:
+        raise UserError("no measured profile to derive from", "name one: `kttune profile derive SOURCE --out FILE ...` "
+                        "(a file or a name from `kttune profiles`)")
+    if out is None:
+        raise UserError("no file to write the derived profile to", "add `--out FILE`")
     done = app.derive(source, out, gpu=gpu, gpus=gpus, link=link, cpu_cores=cpu_cores, cpu_isa=cpu_isa, numa_nodes=numa,
                       mem_channels=mem_channels, mem_mts=mem_mts, ram_gib=ram_gib)
     summary = done.to_dict()
@@ -58,6 +64,32 @@ def derive(
     for a in done.derived.assumptions:
         con.print(f"  - {a}", highlight=False)
     con.print(f"plan with it: kttune search --profile {done.path} ...", highlight=False)
+
+
+def _print_gpu_table(as_json: bool) -> None:
+    """The built-in GPU table (`--gpu list`): a table that wraps to the terminal, or JSON."""
+    from kttune import app
+
+    rows = app.gpu_table()
+    if as_json:
+        from kttune.cli.common import emit_json
+        from kttune.schema import enveloped
+
+        emit_json(enveloped("gpus", {"gpus": [
+            {"key": g.key, "name": g.name, "vram_bytes": g.vram_bytes, "hbm_gbps": g.hbm_gbps,
+             "bf16_tflops": g.bf16_tflops, "pcie_gen": g.pcie_gen, "pcie_width": g.pcie_width} for g in rows]}))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="GPUs `--gpu` knows (datasheet figures)")
+    for name, justify in (("--gpu", "left"), ("name", "left"), ("VRAM GB", "right"), ("HBM GB/s", "right"),
+                          ("BF16 TFLOP/s", "right"), ("PCIe", "left")):
+        table.add_column(name, justify=justify, overflow="fold", no_wrap=name == "--gpu")  # a key is typed whole
+    for g in rows:
+        table.add_row(g.key, g.name, f"{g.vram_bytes / 1e9:.0f}", f"{g.hbm_gbps:,g}", f"{g.bf16_tflops:,g}",
+                      f"Gen{g.pcie_gen} x{g.pcie_width}")
+    Console().print(table)
 
 
 def register(app: typer.Typer) -> None:

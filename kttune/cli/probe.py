@@ -50,8 +50,8 @@ def _logical_cpus() -> int:
 def probe(
     quick: Annotated[bool, typer.Option("--quick", help="Reduced probe: one small expert shape, tokens up to 256, kt-kernel "
                                                         "thread counts cores-5 and cores-3 (as the full probe's cores-5, -3, "
-                                                        "-1), the layerwise pipeline over at most 2 GiB of each layer. Under "
-                                                        "a minute.")] = False,
+                                                        "-1), the layerwise pipeline over at most 2 GiB of each layer. About "
+                                                        "a minute (docs/probe.md).")] = False,
     model: Annotated[Optional[str], typer.Option("--model", help="Measure this model's expert shape (catalog name or model "
                                                                  "directory) instead of representative shapes.")] = None,
     methods: Annotated[Optional[list[str]], typer.Option("--methods", help="KT methods to measure, comma-separated or "
@@ -74,7 +74,7 @@ def probe(
     host_ram: Annotated[Optional[bool], typer.Option("--host-ram/--skip-host-ram", help="Run or skip the host RAM step "
                                                      "(kt-kernel's reserved and resident RAM against max_len, one fresh "
                                                      "process per point). Default: run it in a full probe, leave it out of "
-                                                     "--quick (which stays under a minute).")] = None,
+                                                     "--quick (docs/probe.md).")] = None,
     as_json: Json = False,
     report_dir: Report = None,
 ) -> None:

@@ -4,7 +4,7 @@ schedules and print them side by side. Parse, call kttune.app.simulate, render
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -42,7 +42,9 @@ def simulate(
     max_total_tokens: KvTokens = None,
     max_running: MaxRunning = None,
     cpuinfer: Cpuinfer = None,
-    schedules: Annotated[str, typer.Option("--schedules", help="Comma-separated: chunked, hybrid, layered.")] = "chunked,hybrid,layered",
+    schedules: Annotated[Optional[str], typer.Option("--schedules", help="Comma-separated schedules of the simulator "
+                                                                        "(docs/simulate.md). Default: every one, "
+                                                                        "side by side.", show_default=False)] = None,
     groups: Annotated[int, bounded("--groups", rule=bounds.LAYER_COUNT,
                                    help="Layered: fixed layer-group count (default: the paper's rule, ceil(tokens / "
                                         "512)).")] = None,
@@ -77,7 +79,7 @@ def simulate(
     inp = app.simulation_inputs(model=model, profile=profile, method=method, workload=workload, rate=rate, requests=requests,
                                 seed=seed, gpu_experts=gpu_experts, chunk=chunk, threshold=threshold,
                                 max_total_tokens=max_total_tokens, max_running_requests=max_running, cpuinfer=cpuinfer,
-                                gpus=gpus, schedules=resolve.words([schedules]), groups=groups, large_chunk=large_chunk,
+                                gpus=gpus, schedules=resolve.words([schedules]) if schedules else None, groups=groups, large_chunk=large_chunk,
                                 ttft_slo_s=resolve.seconds(ttft_slo, "--ttft-slo"),
                                 tbt_slo_ms=resolve.milliseconds(tbt_slo, "--tbt-slo"), router_skew=router_skew,
                                 from_search=from_search)

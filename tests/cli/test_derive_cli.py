@@ -56,3 +56,26 @@ def test_bad_derive_input_is_one_line(capsys, tmp_path, argv, needle):
     assert code == 2
     lines = [ln for ln in err.strip().splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle.lower() in lines[0].lower(), err
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["profile", "derive"], "SOURCE"),
+    (["profile", "derive", "h200-pcie5-xeon-amx-16c", "--gpu", "rtx5090"], "--out"),
+])
+def test_a_missing_source_or_out_is_one_line(capsys, argv, needle):
+    code, _, err = run(capsys, argv)
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1 and needle in lines[0], err
+
+
+def test_the_gpu_list_needs_no_source_and_fits_the_terminal(capsys, monkeypatch):
+    from kttune.hw.gpu_table import GPUS
+
+    monkeypatch.setenv("COLUMNS", "60")
+    code, out, err = run(capsys, ["profile", "derive", "--gpu", "list"])
+    assert code == 0, err
+    assert max(len(ln) for ln in out.splitlines()) <= 60
+    assert all(key in out for key in GPUS)
+    code, out, _ = run(capsys, ["profile", "derive", "--gpu", "list", "--json"])
+    doc = json.loads(out)
+    assert doc["schema"] == "kttune.gpus/1" and [g["key"] for g in doc["gpus"]] == list(GPUS)
