@@ -50,8 +50,14 @@ def measure_build(threads: int, repeats: int) -> dict:
     for method in METHODS:
         try:
             with quiet_stdout(to_stderr=True):
-                layer = KtMoeLayer(HostExperts.random(method, shape.hidden, shape.inter, shape.experts), top_k=shape.top_k,
-                                   threads=threads, max_tokens=max(TOKENS), isa=isa, kt=kt)
+                layer = KtMoeLayer(
+                    HostExperts.random(method, shape.hidden, shape.inter, shape.experts),
+                    top_k=shape.top_k,
+                    threads=threads,
+                    max_tokens=max(TOKENS),
+                    isa=isa,
+                    kt=kt,
+                )
         except Exception as e:  # noqa: BLE001 - a build without the method says so
             out["methods"][method] = {"error": f"{type(e).__name__}: {e}"}
             continue
@@ -102,7 +108,10 @@ def summarize(rounds: dict[str, list[dict]], threads: int) -> dict:
     for build, runs in rounds.items():
         variant = next((r.get("variant") for r in runs if "variant" in r), build)
         cls = "avx2" if variant == "avx2" else "avx512" if variant.startswith("avx512") else "amx"
-        isa = {"avx2": ("avx2", "fma"), "avx512": ("avx2", "avx512_bf16", "avx512_vnni", "avx512bw", "avx512f", "fma")}.get(cls, cpu.isa)
+        isa = {
+            "avx2": ("avx2", "fma"),
+            "avx512": ("avx2", "avx512_bf16", "avx512_vnni", "avx512bw", "avx512f", "fma"),
+        }.get(cls, cpu.isa)
         derived = derive_profile(src, Change(cpu=CpuTarget(cores=cores, isa=isa))).profile
         for method in METHODS:
             samples: dict[int, list[float]] = {}
@@ -119,25 +128,53 @@ def summarize(rounds: dict[str, list[dict]], threads: int) -> dict:
                     continue
                 p10 = s[max(0, len(s) // 10)]
                 med = statistics.median(s)
-                rows.append({"build": variant, "isa_class": cls, "method": method, "tokens": n, "samples": len(s),
-                             "p10_ms": p10, "median_ms": med, "predicted_ms": pred.get(n),
-                             "ratio_p10": pred[n] / p10 if n in pred else None,
-                             "label": next((c.params["label"] for c in derived.curves_of("cpu_moe", method=method, threads=threads)), None)})
-    return {"host": host_line(), "cores": cores, "threads": threads, "source": SOURCE, "shape": SHAPE,
-            "isa_class_of_host": isa_class(cpu.isa), "rows": rows}
+                rows.append(
+                    {
+                        "build": variant,
+                        "isa_class": cls,
+                        "method": method,
+                        "tokens": n,
+                        "samples": len(s),
+                        "p10_ms": p10,
+                        "median_ms": med,
+                        "predicted_ms": pred.get(n),
+                        "ratio_p10": pred[n] / p10 if n in pred else None,
+                        "label": next(
+                            (c.params["label"] for c in derived.curves_of("cpu_moe", method=method, threads=threads)),
+                            None,
+                        ),
+                    }
+                )
+    return {
+        "host": host_line(),
+        "cores": cores,
+        "threads": threads,
+        "source": SOURCE,
+        "shape": SHAPE,
+        "isa_class_of_host": isa_class(cpu.isa),
+        "rows": rows,
+    }
 
 
 def markdown(d: dict) -> str:
-    lines = [f"# kt-kernel builds on this host against the profile derived from the AMX box", "",
-             f"Host: {d['host']} ({d['cores']} usable cores); {d['threads']} worker thread(s); shape H{d['shape']['hidden']} "
-             f"I{d['shape']['inter']} E{d['shape']['experts']} top-{d['shape']['top_k']}. Predicted: `{d['source']}` derived "
-             "to this host's cores and the build's ISA class. Measured: 10th percentile and median of the pooled rounds"
-             + (f" ({d['note']})" if d.get("note") else "") + ".", "",
-             "| build | method | tokens | measured p10 ms | median ms | predicted ms | predicted / p10 |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "# kt-kernel builds on this host against the profile derived from the AMX box",
+        "",
+        f"Host: {d['host']} ({d['cores']} usable cores); {d['threads']} worker thread(s); shape H{d['shape']['hidden']} "
+        f"I{d['shape']['inter']} E{d['shape']['experts']} top-{d['shape']['top_k']}. Predicted: `{d['source']}` derived "
+        "to this host's cores and the build's ISA class. Measured: 10th percentile and median of the pooled rounds"
+        + (f" ({d['note']})" if d.get("note") else "")
+        + ".",
+        "",
+        "| build | method | tokens | measured p10 ms | median ms | predicted ms | predicted / p10 |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in d["rows"]:
         ratio = f"{r['ratio_p10']:.2f}" if r["ratio_p10"] else "n/a"
         pred = f"{r['predicted_ms']:.3f}" if r["predicted_ms"] else "n/a"
-        lines.append(f"| {r['build']} | {r['method']} | {r['tokens']} | {r['p10_ms']:.3f} | {r['median_ms']:.3f} | {pred} | {ratio} |")
+        lines.append(
+            f"| {r['build']} | {r['method']} | {r['tokens']} | {r['p10_ms']:.3f} | {r['median_ms']:.3f} | {pred} | {ratio} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -147,7 +184,10 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--out", help="folder for the results (default: benchmarks/results/<today>-<this machine>/, benchmarks/results_layout.py)")
+    ap.add_argument(
+        "--out",
+        help="folder for the results (default: benchmarks/results/<today>-<this machine>/, benchmarks/results_layout.py)",
+    )
     ap.add_argument("--tag", default="", help="a suffix for the file names (cpu-isa-TAG.json)")
     ap.add_argument("--note", default="", help="what the table should say about the host, e.g. its other load")
     ap.add_argument("--child", help=argparse.SUPPRESS)  # internal: measure this process's build into this file

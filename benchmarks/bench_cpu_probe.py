@@ -68,12 +68,16 @@ def main() -> None:
         others.append(load.other_share())
     a, b = runs
     print(f"machine: {a.provenance.machine}")
-    print(f"kt-kernel {a.inventory.software.kt_kernel} ({a.inventory.software.kt_cpu_variant}), "
-          f"torch {a.inventory.software.torch}, timer {a.timer.resolution_ns:.0f} ns ({a.timer.clocksource})")
+    print(
+        f"kt-kernel {a.inventory.software.kt_kernel} ({a.inventory.software.kt_cpu_variant}), "
+        f"torch {a.inventory.software.torch}, timer {a.timer.resolution_ns:.0f} ns ({a.timer.clocksource})"
+    )
     print(f"probe wall time: run 1 {walls[0]:.1f} s, run 2 {walls[1]:.1f} s ({'quick' if opts.quick else 'full'})")
-    print("CPU used by other processes during the runs: "
-          + ", ".join(f"{o * 100:.0f} %" if o is not None else "?" for o in others)
-          + " of all CPUs (anything above a few % makes the two runs disagree)")
+    print(
+        "CPU used by other processes during the runs: "
+        + ", ".join(f"{o * 100:.0f} %" if o is not None else "?" for o in others)
+        + " of all CPUs (anything above a few % makes the two runs disagree)"
+    )
 
     pairs = paired_differences(a, b)
     print(f"\nrepeatability over {len(pairs)} paired points (|a-b| / mean):")
@@ -83,8 +87,10 @@ def main() -> None:
             continue
         q = statistics.quantiles(sel, n=10, method="inclusive") if len(sel) >= 2 else [sel[0]] * 9
         within = sum(d <= 0.10 for d in sel) / len(sel)
-        print(f"  {kind or 'all':14s} n={len(sel):3d}  median {statistics.median(sel) * 100:5.1f} %  "
-              f"p90 {q[-1] * 100:5.1f} %  within 10 %: {within * 100:5.1f} %")
+        print(
+            f"  {kind or 'all':14s} n={len(sel):3d}  median {statistics.median(sel) * 100:5.1f} %  "
+            f"p90 {q[-1] * 100:5.1f} %  within 10 %: {within * 100:5.1f} %"
+        )
     worst = sorted(pairs, key=lambda r: -rel_diff(r[2], r[3]))[:5]
     print("  worst points:")
     for k, x, ta, tb in worst:
@@ -93,15 +99,21 @@ def main() -> None:
 
     print("\nCPU MoE layer forward (run 1 / run 2 ms; tokens/s from run 1)")
     bmap = {_key(c): {p.x: p.t_ms for p in c.points} for c in b.curves}
-    print(f"  {'method':8s} {'threads':>7s} {'H/I/E/k':>16s} {'tokens':>7s} {'ms':>9s} {'ms(2)':>9s} {'tok/s':>9s}  kernel")
-    for c in sorted(a.curves_of("cpu_moe"), key=lambda c: (c.params["hidden"], c.params["method"], c.params["threads"])):
+    print(
+        f"  {'method':8s} {'threads':>7s} {'H/I/E/k':>16s} {'tokens':>7s} {'ms':>9s} {'ms(2)':>9s} {'tok/s':>9s}  kernel"
+    )
+    for c in sorted(
+        a.curves_of("cpu_moe"), key=lambda c: (c.params["hidden"], c.params["method"], c.params["threads"])
+    ):
         p = c.params
         shape = f"{p['hidden']}/{p['inter']}/{p['experts']}/{p['top_k']}"
         for pt in c.points:
             t2 = bmap.get(_key(c), {}).get(pt.x)
             t2s = f"{t2:9.3f}" if t2 is not None else f"{'-':>9s}"
-            print(f"  {p['method']:8s} {p['threads']:7d} {shape:>16s} {int(pt.x):7d} {pt.t_ms:9.3f} {t2s} "
-                  f"{pt.x / pt.t_ms * 1e3:9.1f}  {c.backend} {p.get('kernel', '')}")
+            print(
+                f"  {p['method']:8s} {p['threads']:7d} {shape:>16s} {int(pt.x):7d} {pt.t_ms:9.3f} {t2s} "
+                f"{pt.x / pt.t_ms * 1e3:9.1f}  {c.backend} {p.get('kernel', '')}"
+            )
         for s in c.skipped:
             if s.get("x"):
                 print(f"  {p['method']:8s} {p['threads']:7d} {shape:>16s} {int(s['x']):7d}   skipped: {s['reason']}")
@@ -109,8 +121,10 @@ def main() -> None:
     print("\nStage A write_weight_scale_to_buffer (run 1)")
     for c in sorted(a.curves_of("stage_a_write"), key=lambda c: (c.params["method"], c.params["threads"])):
         for pt in c.points:
-            print(f"  {c.params['method']:8s} threads {c.params['threads']:3d}  {pt.x / MIB:8.2f} MiB/expert  "
-                  f"{pt.t_ms:8.3f} ms  {pt.x / pt.t_ms / 1e6:7.2f} GB/s  ({'pinned' if pt.extra.get('pinned') else 'pageable'})")
+            print(
+                f"  {c.params['method']:8s} threads {c.params['threads']:3d}  {pt.x / MIB:8.2f} MiB/expert  "
+                f"{pt.t_ms:8.3f} ms  {pt.x / pt.t_ms / 1e6:7.2f} GB/s  ({'pinned' if pt.extra.get('pinned') else 'pageable'})"
+            )
     for n in a.provenance.notes:
         print(f"note: {n}")
 

@@ -10,7 +10,6 @@ benchmarks/results/<today>-computed/derive-16c-to-32c.json. No timing: both prof
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from kttune.hw.derive import Change, CpuTarget, derive_profile, serial_fraction
 from kttune.hw.registry import load_shipped
@@ -29,7 +28,11 @@ def main() -> None:
             p = c.params
             if p["threads"] >= cpu.physical_cores:
                 continue
-            keys = ("method", "threads", "hidden", "inter", "experts", "top_k") if kind == "cpu_moe" else ("method", "threads")
+            keys = (
+                ("method", "threads", "hidden", "inter", "experts", "top_k")
+                if kind == "cpu_moe"
+                else ("method", "threads")
+            )
             pred = {}
             for d in derived.curves_of(kind, **{k: p[k] for k in keys}):
                 for q in d.points:
@@ -37,14 +40,27 @@ def main() -> None:
             for q in c.points:
                 key = (q.x, q.extra.get("hidden"), q.extra.get("inter"), q.extra.get("layer_experts"))
                 if key in pred:
-                    rows.append({"kind": kind, "method": p["method"], "threads": p["threads"], "x": q.x,
-                                 "predicted_ms": pred[key], "measured_ms": q.t_ms, "ratio": pred[key] / q.t_ms})
+                    rows.append(
+                        {
+                            "kind": kind,
+                            "method": p["method"],
+                            "threads": p["threads"],
+                            "x": q.x,
+                            "predicted_ms": pred[key],
+                            "measured_ms": q.t_ms,
+                            "ratio": pred[key] / q.t_ms,
+                        }
+                    )
     for r in rows:
-        print(f"{r['kind']:13s} {r['method']:8s} {r['threads']:3d} threads  x {r['x']:>10g}: predicted {r['predicted_ms']:8.3f} ms, "
-              f"measured {r['measured_ms']:8.3f} ms, ratio {r['ratio']:.2f}")
+        print(
+            f"{r['kind']:13s} {r['method']:8s} {r['threads']:3d} threads  x {r['x']:>10g}: predicted {r['predicted_ms']:8.3f} ms, "
+            f"measured {r['measured_ms']:8.3f} ms, ratio {r['ratio']:.2f}"
+        )
     worst = max(max(r["ratio"], 1 / r["ratio"]) for r in rows)
-    print(f"{len(rows)} points, worst {worst:.2f}x; serial share fitted on {SRC}: cpu_moe {serial_fraction(src):.2f}, "
-          f"stage A {serial_fraction(src, 'stage_a_write'):.2f}")
+    print(
+        f"{len(rows)} points, worst {worst:.2f}x; serial share fitted on {SRC}: cpu_moe {serial_fraction(src):.2f}, "
+        f"stage A {serial_fraction(src, 'stage_a_write'):.2f}"
+    )
     out = results_dir(COMPUTED) / "derive-16c-to-32c.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"source": SRC, "target": DST, "worst_factor": worst, "points": rows}, indent=1) + "\n")

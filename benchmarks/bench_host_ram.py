@@ -42,7 +42,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default="")
-    ap.add_argument("--probe-step", action="store_true", help="time the host RAM step of `kttune probe --quick` (and the full one with --full)")
+    ap.add_argument(
+        "--probe-step",
+        action="store_true",
+        help="time the host RAM step of `kttune probe --quick` (and the full one with --full)",
+    )
     ap.add_argument("--full", action="store_true")
     a = ap.parse_args()
     if a.probe_step:
@@ -58,21 +62,39 @@ def main() -> None:
             for p in series:
                 pred = predicted_bytes(p)
                 line = y0 + slope * (p.max_len - x0)
-                row = {**p.to_dict(), "predicted_bytes": pred, "pred_over_reserved": pred / p.reserved_bytes,
-                       "pred_over_resident": pred / p.resident_bytes, "line_fit_bytes": int(line),
-                       "line_over_reserved": line / p.reserved_bytes, "held_out": p.max_len > x1}
+                row = {
+                    **p.to_dict(),
+                    "predicted_bytes": pred,
+                    "pred_over_reserved": pred / p.reserved_bytes,
+                    "pred_over_resident": pred / p.resident_bytes,
+                    "line_fit_bytes": int(line),
+                    "line_over_reserved": line / p.reserved_bytes,
+                    "held_out": p.max_len > x1,
+                }
                 rows.append(row)
-                print(f"{m:8s} {p.kernel:20s} H{h} I{i} E{e} L{layers} max_len {p.max_len:6d}: reserved "
-                      f"{p.reserved_bytes / MIB:8.1f} MiB, resident {p.resident_bytes / MIB:8.1f} MiB, "
-                      f"formula {pred / MIB:8.1f} MiB ({pred / p.reserved_bytes:5.3f}x reserved), "
-                      f"line fit {line / MIB:8.1f} MiB{' (held out)' if p.max_len > x1 else ''}", flush=True)
+                print(
+                    f"{m:8s} {p.kernel:20s} H{h} I{i} E{e} L{layers} max_len {p.max_len:6d}: reserved "
+                    f"{p.reserved_bytes / MIB:8.1f} MiB, resident {p.resident_bytes / MIB:8.1f} MiB, "
+                    f"formula {pred / MIB:8.1f} MiB ({pred / p.reserved_bytes:5.3f}x reserved), "
+                    f"line fit {line / MIB:8.1f} MiB{' (held out)' if p.max_len > x1 else ''}",
+                    flush=True,
+                )
     worst = max(abs(r["pred_over_reserved"] - 1) for r in rows)
     print(f"formula vs reserved: worst relative error {worst:.3f} over {len(rows)} points")
     machine = host_line()
     out = Path(a.out) if a.out else results_dir() / f"host_ram{'-quick' if a.quick else ''}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"machine": machine, "command": "python benchmarks/bench_host_ram.py"
-                               + (" --quick" if a.quick else ""), "points": rows}, indent=1) + "\n")
+    out.write_text(
+        json.dumps(
+            {
+                "machine": machine,
+                "command": "python benchmarks/bench_host_ram.py" + (" --quick" if a.quick else ""),
+                "points": rows,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(f"wrote {out}")
 
 
@@ -91,15 +113,21 @@ def time_probe_step(full: bool) -> None:
     cpu = collect_cpu()
     methods = supported_methods(load_kt_kernel(), cpu.isa)
     for quick in (True, False) if full else (True,):
-        plan = plan_host_ram(QUICK_SHAPE if quick else FULL_SHAPES[0], methods, quick,
-                             threads=max(kt_thread_counts(usable_cores(cpu), quick)))
+        plan = plan_host_ram(
+            QUICK_SHAPE if quick else FULL_SHAPES[0],
+            methods,
+            quick,
+            threads=max(kt_thread_counts(usable_cores(cpu), quick)),
+        )
         rep = NullReporter()
         t0 = time.perf_counter()
         curves = run_host_ram_step(plan, rep)
         dt = time.perf_counter() - t0
-        print(f"{'quick' if quick else 'full'} host RAM step on {cpu.model} ({os.cpu_count()} CPUs): {plan.steps} points "
-              f"({', '.join(plan.methods)} at max_len {', '.join(map(str, plan.chunks))}; {plan.shape.label}) in {dt:.1f} s, "
-              f"{len(curves)} curves, {len(rep.notes)} notes")
+        print(
+            f"{'quick' if quick else 'full'} host RAM step on {cpu.model} ({os.cpu_count()} CPUs): {plan.steps} points "
+            f"({', '.join(plan.methods)} at max_len {', '.join(map(str, plan.chunks))}; {plan.shape.label}) in {dt:.1f} s, "
+            f"{len(curves)} curves, {len(rep.notes)} notes"
+        )
 
 
 if __name__ == "__main__":

@@ -16,8 +16,10 @@ import subprocess
 import sys
 import time
 
-COLD = ("import time; t0 = time.perf_counter(); from kttune.probes.inventory import collect_inventory; "
-        "collect_inventory(); print(time.perf_counter() - t0)")
+COLD = (
+    "import time; t0 = time.perf_counter(); from kttune.probes.inventory import collect_inventory; "
+    "collect_inventory(); print(time.perf_counter() - t0)"
+)
 
 
 def main() -> None:
@@ -26,19 +28,27 @@ def main() -> None:
     a = ap.parse_args()
     from kttune.probes.inventory import collect_inventory, machine_name
 
-    cold = [float(subprocess.run([sys.executable, "-c", COLD], capture_output=True, text=True, check=True).stdout)
-            for _ in range(a.repeats)]
+    cold = [
+        float(subprocess.run([sys.executable, "-c", COLD], capture_output=True, text=True, check=True).stdout)
+        for _ in range(a.repeats)
+    ]
     warm = []
     for _ in range(a.repeats):
         t0 = time.perf_counter()
         inv = collect_inventory()
         warm.append(time.perf_counter() - t0)
-    print(json.dumps({
-        "machine": machine_name(inv), "host": platform.node(), "repeats": a.repeats,
-        "cold_s": {"median": round(statistics.median(cold), 3), "max": round(max(cold), 3)},
-        "warm_s": {"median": round(statistics.median(warm), 3), "max": round(max(warm), 3)},
-        "target_s": 2.0,
-    }))
+    print(
+        json.dumps(
+            {
+                "machine": machine_name(inv),
+                "host": platform.node(),
+                "repeats": a.repeats,
+                "cold_s": {"median": round(statistics.median(cold), 3), "max": round(max(cold), 3)},
+                "warm_s": {"median": round(statistics.median(warm), 3), "max": round(max(warm), 3)},
+                "target_s": 2.0,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

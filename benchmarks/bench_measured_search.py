@@ -57,12 +57,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=20, help="measured trials of the search (the target: at most 20)")
     ap.add_argument("--budget", default=None, help="time budget of the search, e.g. 30m")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--quick", action="store_true", help="a small grid (3 chunks x 3 thresholds x 2 threads x 2 expert counts)")
+    ap.add_argument(
+        "--quick", action="store_true", help="a small grid (3 chunks x 3 thresholds x 2 threads x 2 expert counts)"
+    )
     ap.add_argument("--chunks", help="comma list overriding the grid's chunks")
     ap.add_argument("--thresholds", help="comma list overriding the grid's thresholds")
     ap.add_argument("--threads", help="comma list overriding the grid's --kt-cpuinfer values")
-    ap.add_argument("--experts", type=int, default=4, help="GPU-expert counts per (chunk, threshold, threads), 0 to the most that fit")
-    ap.add_argument("--grid-max-s", type=float, default=None, help="stop the grid after this many seconds (partial grid, stated)")
+    ap.add_argument(
+        "--experts",
+        type=int,
+        default=4,
+        help="GPU-expert counts per (chunk, threshold, threads), 0 to the most that fit",
+    )
+    ap.add_argument(
+        "--grid-max-s", type=float, default=None, help="stop the grid after this many seconds (partial grid, stated)"
+    )
     ap.add_argument("--out", help="folder (default: benchmarks/results/<today>-<this machine>/measured-search/)")
     a = ap.parse_args(argv)
 
@@ -77,12 +86,14 @@ def main(argv: list[str] | None = None) -> int:
 
     out = Path(a.out) if a.out else results_dir() / "measured-search"
     out.mkdir(parents=True, exist_ok=True)
-    inp = app.resolve_inputs(a.model, resolve.vram_bytes(a.vram), a.gpus, a.profile, a.workload, a.method,
-                             resolve.host_ram_bytes(a.host_ram))
+    inp = app.resolve_inputs(
+        a.model, resolve.vram_bytes(a.vram), a.gpus, a.profile, a.workload, a.method, resolve.host_ram_bytes(a.host_ram)
+    )
     inner = make_evaluator(inp, a.evaluator)
 
     class Counting:
         """The one shared evaluator, counting the distinct configurations asked for per phase."""
+
         name = inner.name
 
         def __init__(self) -> None:
@@ -105,17 +116,35 @@ def main(argv: list[str] | None = None) -> int:
     model_res = run_search(base, StudyOptions(trials=300, seed=a.seed, storage=str(out / "studies.journal")))
     kv_units = space.params_of(model_res.best.cfg)["kv_k"]
 
-    chunks = _ints(a.chunks) or (list(space.chunks) if not a.quick else sorted({space.chunks[0], 4096 if 4096 in space.chunks else space.chunks[0], space.chunks[-1]}))
-    thresholds = _ints(a.thresholds) or (list(space.thresholds) if not a.quick else
-                                         sorted({0, *[t for t in (1024, 4096) if t in space.thresholds]}))
-    threads = _ints(a.threads) or (list(space.threads) if not a.quick else sorted({space.threads[0], *[t for t in space.threads if t < (base.profile.inventory.cpu.physical_cores or 10**9)][-1:]}))
+    chunks = _ints(a.chunks) or (
+        list(space.chunks)
+        if not a.quick
+        else sorted({space.chunks[0], 4096 if 4096 in space.chunks else space.chunks[0], space.chunks[-1]})
+    )
+    thresholds = _ints(a.thresholds) or (
+        list(space.thresholds) if not a.quick else sorted({0, *[t for t in (1024, 4096) if t in space.thresholds]})
+    )
+    threads = _ints(a.threads) or (
+        list(space.threads)
+        if not a.quick
+        else sorted(
+            {
+                space.threads[0],
+                *[t for t in space.threads if t < (base.profile.inventory.cpu.physical_cores or 10**9)][-1:],
+            }
+        )
+    )
     n_exp = 2 if a.quick else max(2, a.experts)
 
     def most_experts(chunk: int, thr: int, th: int) -> int:
         lo, hi = 0, space.gpu_experts_max
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            lo, hi = (mid, hi) if evaluate(comp, space.config(chunk, thr, mid, kv_units, th), wl, budget).feasible else (lo, mid - 1)
+            lo, hi = (
+                (mid, hi)
+                if evaluate(comp, space.config(chunk, thr, mid, kv_units, th), wl, budget).feasible
+                else (lo, mid - 1)
+            )
         return lo
 
     grid_file = out / "grid.json"
@@ -131,8 +160,11 @@ def main(argv: list[str] | None = None) -> int:
                 top = most_experts(chunk, thr, th)
                 for n in sorted({round(top * i / (n_exp - 1)) for i in range(n_exp)}):
                     configs.append(space.config(chunk, thr, n, kv_units, th))
-    print(f"grid: {len(configs)} configurations that fit x {len(wl.prompt_tokens)} prompt lengths, evaluator {ev.name}, "
-          f"{len(grid)} already measured in {grid_file}", flush=True)
+    print(
+        f"grid: {len(configs)} configurations that fit x {len(wl.prompt_tokens)} prompt lengths, evaluator {ev.name}, "
+        f"{len(grid)} already measured in {grid_file}",
+        flush=True,
+    )
     from kttune.search.measured import measured_pruner
 
     pruner_name = type(measured_pruner(0.1)).__name__
@@ -143,20 +175,34 @@ def main(argv: list[str] | None = None) -> int:
     for i, cfg in enumerate(configs):
         if a.grid_max_s is not None and time.perf_counter() - t0 > a.grid_max_s:
             grid_partial = True
-            print(f"grid stopped at its time cap ({a.grid_max_s:.0f} s): {i} of {len(configs)} configurations", flush=True)
+            print(
+                f"grid stopped at its time cap ({a.grid_max_s:.0f} s): {i} of {len(configs)} configurations", flush=True
+            )
             break
-        key = f"{cfg.chunked_prefill_size}/{cfg.gpu_prefill_token_threshold}/{cfg.num_gpu_experts}/{cfg.cpuinfer_threads}"
+        key = (
+            f"{cfg.chunked_prefill_size}/{cfg.gpu_prefill_token_threshold}/{cfg.num_gpu_experts}/{cfg.cpuinfer_threads}"
+        )
         if key in grid:
             continue
         got = ev.measure(cfg, list(wl.prompt_tokens))
         if set(got) != set(wl.prompt_tokens):  # the evaluator could not measure every length (its limits)
             why = [sk.get("reason") for sk in getattr(inner, "skipped", {}).get(cfg, [])]
-            unmeasurable[key] = {"config": cfg.to_dict(), "missing": sorted(set(wl.prompt_tokens) - set(got)), "reasons": why[:3]}
-            print(f"  [{i + 1}/{len(configs)}] {key}: not measurable ({unmeasurable[key]['missing']}: {why[:1]})", flush=True)
+            unmeasurable[key] = {
+                "config": cfg.to_dict(),
+                "missing": sorted(set(wl.prompt_tokens) - set(got)),
+                "reasons": why[:3],
+            }
+            print(
+                f"  [{i + 1}/{len(configs)}] {key}: not measurable ({unmeasurable[key]['missing']}: {why[:1]})",
+                flush=True,
+            )
             continue
         ms = {n: got[n] for n in wl.prompt_tokens}
-        grid[key] = {"config": cfg.to_dict(), "ms": {str(n): v for n, v in ms.items()},
-                     "tok_s": prefill_tok_s(ms, wl.prompt_tokens, wl.weights)}
+        grid[key] = {
+            "config": cfg.to_dict(),
+            "ms": {str(n): v for n, v in ms.items()},
+            "tok_s": prefill_tok_s(ms, wl.prompt_tokens, wl.weights),
+        }
         grid_file.write_text(json.dumps(grid, indent=1))
         print(f"  [{i + 1}/{len(configs)}] {key}: {grid[key]['tok_s']:,.0f} tok/s", flush=True)
     grid_s = time.perf_counter() - t0
@@ -166,8 +212,13 @@ def main(argv: list[str] | None = None) -> int:
     grid_cfgs = set(ev.measured.get("grid", set()))
     ev.phase = "search"
     t1 = time.perf_counter()
-    mreq = MeasuredRequest(base=base, trials=a.trials, seed=a.seed, storage=str(out / "measured.journal"),
-                           budget_s=parse_duration_s(a.budget, "--budget") if a.budget else None)
+    mreq = MeasuredRequest(
+        base=base,
+        trials=a.trials,
+        seed=a.seed,
+        storage=str(out / "measured.journal"),
+        budget_s=parse_duration_s(a.budget, "--budget") if a.budget else None,
+    )
     res = run_measured_search(mreq, ev, model_res)
     search_s = time.perf_counter() - t1
     search_cfgs = ev.measured.get("search", set())
@@ -182,41 +233,78 @@ def main(argv: list[str] | None = None) -> int:
         "beats_every_fitting_baseline": all(pick >= b.measured_tok_s for b in fitting),
     }
     doc = {
-        "machine": {"hostname": socket.gethostname(), "platform": platform.platform(), "profile": base.profile.provenance.machine,
-                    "profile_kind": base.profile.provenance.kind, "cpu": base.profile.inventory.cpu.model,
-                    "gpus": [g.name for g in base.profile.inventory.gpus]},
-        "evaluator": ev.name, "model": base.model.name, "method": base.method, "tp": base.tp, "vram": a.vram,
+        "machine": {
+            "hostname": socket.gethostname(),
+            "platform": platform.platform(),
+            "profile": base.profile.provenance.machine,
+            "profile_kind": base.profile.provenance.kind,
+            "cpu": base.profile.inventory.cpu.model,
+            "gpus": [g.name for g in base.profile.inventory.gpus],
+        },
+        "evaluator": ev.name,
+        "model": base.model.name,
+        "method": base.method,
+        "tp": base.tp,
+        "vram": a.vram,
         "workload": {"name": wl.name, "prompt_tokens": list(wl.prompt_tokens), "weights": list(wl.weights)},
-        "kv_tokens": kv_units * KV_UNIT, "grid": {"chunks": chunks, "thresholds": thresholds, "threads": threads,
-                                                  "expert_counts_per_cell": n_exp, "measured": len(grid), "wall_s": grid_s,
-                                                  "configurations": len(configs), "partial": grid_partial,
-                                                  "unmeasurable": unmeasurable,
-                                                  "optimum": grid.get(best_key) if best_key else None},
+        "kv_tokens": kv_units * KV_UNIT,
+        "grid": {
+            "chunks": chunks,
+            "thresholds": thresholds,
+            "threads": threads,
+            "expert_counts_per_cell": n_exp,
+            "measured": len(grid),
+            "wall_s": grid_s,
+            "configurations": len(configs),
+            "partial": grid_partial,
+            "unmeasurable": unmeasurable,
+            "optimum": grid.get(best_key) if best_key else None,
+        },
         "shared_measurements": "one evaluator (one runner session) for grid and search; grid points one sample "
-                               "per length, the search's finalists raced with fresh samples",
+        "per length, the search's finalists raced with fresh samples",
         "pruner": pruner_name,
-        "search": {"pick": {"config": res.best.cfg.to_dict(), "tok_s": pick}, "measured_trials": res.trials_measured,
-                   "distinct_configs_measured": distinct, "configs_new_to_grid": new_cfgs,
-                   "configs_tried_not_measurable": unmeasurable_tries,
-                   "pick_in_grid": res.best.cfg in grid_cfgs,
-                   "pruned": res.trials_pruned, "wall_s": search_s, "study": res.study_name,
-                   "model_pick": {"config": res.model_pick.cfg.to_dict(), "tok_s": res.model_pick.measured_tok_s},
-                   "baselines": [{"name": b.name, "fits": b.fits, "tok_s": b.measured_tok_s, "config": b.cfg.to_dict(),
-                                  "notes": list(b.notes)} for b in res.baselines]},
+        "search": {
+            "pick": {"config": res.best.cfg.to_dict(), "tok_s": pick},
+            "measured_trials": res.trials_measured,
+            "distinct_configs_measured": distinct,
+            "configs_new_to_grid": new_cfgs,
+            "configs_tried_not_measurable": unmeasurable_tries,
+            "pick_in_grid": res.best.cfg in grid_cfgs,
+            "pruned": res.trials_pruned,
+            "wall_s": search_s,
+            "study": res.study_name,
+            "model_pick": {"config": res.model_pick.cfg.to_dict(), "tok_s": res.model_pick.measured_tok_s},
+            "baselines": [
+                {
+                    "name": b.name,
+                    "fits": b.fits,
+                    "tok_s": b.measured_tok_s,
+                    "config": b.cfg.to_dict(),
+                    "notes": list(b.notes),
+                }
+                for b in res.baselines
+            ],
+        },
         "pick_over_grid_optimum": pick / optimum if optimum else None,
         "verdict": verdict,
     }
     (out / "bench_measured_search.json").write_text(json.dumps(doc, indent=1, default=str))
-    md = [f"# Measured search against an exhaustive grid: {base.model.name} {base.method}, {a.vram} x {base.tp} GPU",
-          "", f"Machine: {doc['machine']['hostname']} ({base.profile.provenance.machine}, profile {base.profile.provenance.kind}); "
-          f"evaluator `{ev.name}`; workload {wl.name} ({len(wl.prompt_tokens)} lengths); KV pool {kv_units * KV_UNIT} tokens.", "",
-          "| configuration | chunk | threshold | GPU experts | cpuinfer | fits budget | measured tok/s | / grid optimum |",
-          "|---|---:|---:|---:|---:|---|---:|---:|"]
+    md = [
+        f"# Measured search against an exhaustive grid: {base.model.name} {base.method}, {a.vram} x {base.tp} GPU",
+        "",
+        f"Machine: {doc['machine']['hostname']} ({base.profile.provenance.machine}, profile {base.profile.provenance.kind}); "
+        f"evaluator `{ev.name}`; workload {wl.name} ({len(wl.prompt_tokens)} lengths); KV pool {kv_units * KV_UNIT} tokens.",
+        "",
+        "| configuration | chunk | threshold | GPU experts | cpuinfer | fits budget | measured tok/s | / grid optimum |",
+        "|---|---:|---:|---:|---:|---|---:|---:|",
+    ]
 
     def row(name, cfg, tok, fits=True):
         rel = f"{tok / optimum:.3f}" if tok and optimum else "-"
-        md.append(f"| {name} | {cfg['chunked_prefill_size']} | {cfg['gpu_prefill_token_threshold']} | {cfg['num_gpu_experts']} | "
-                  f"{cfg['cpuinfer_threads']} | {'yes' if fits else 'no'} | {f'{tok:,.0f}' if tok else '-'} | {rel} |")
+        md.append(
+            f"| {name} | {cfg['chunked_prefill_size']} | {cfg['gpu_prefill_token_threshold']} | {cfg['num_gpu_experts']} | "
+            f"{cfg['cpuinfer_threads']} | {'yes' if fits else 'no'} | {f'{tok:,.0f}' if tok else '-'} | {rel} |"
+        )
 
     if best_key:
         row("grid optimum", grid[best_key]["config"], optimum)
@@ -224,15 +312,19 @@ def main(argv: list[str] | None = None) -> int:
     row("model pick", res.model_pick.cfg.to_dict(), res.model_pick.measured_tok_s)
     for b in res.baselines:
         row(b.name, b.cfg.to_dict(), b.measured_tok_s, b.fits)
-    md += ["", f"Grid: {len(grid)} of {len(configs)} configurations measured in {grid_s:.0f} s"
-           f"{f', {len(unmeasurable)} not measurable by the runner' if unmeasurable else ''}"
-           f"{' (PARTIAL: stopped at its time cap)' if grid_partial else ''}; chunks {chunks}, thresholds {thresholds}, "
-           f"--kt-cpuinfer {threads}, {n_exp} GPU-expert counts per cell (0 to the most that fit).",
-           f"Search: {search_s:.0f} s, {res.trials_measured} measured trials = {distinct} distinct configurations "
-           f"({new_cfgs} not in the grid, measured anew; {unmeasurable_tries} more tried that the evaluator could not measure), "
-           f"{res.trials_pruned} pruned ({pruner_name}); "
-           "grid and search share one runner session; the search's finalists were raced with fresh samples.",
-           "", "Verdict: " + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in verdict.items())]
+    md += [
+        "",
+        f"Grid: {len(grid)} of {len(configs)} configurations measured in {grid_s:.0f} s"
+        f"{f', {len(unmeasurable)} not measurable by the runner' if unmeasurable else ''}"
+        f"{' (PARTIAL: stopped at its time cap)' if grid_partial else ''}; chunks {chunks}, thresholds {thresholds}, "
+        f"--kt-cpuinfer {threads}, {n_exp} GPU-expert counts per cell (0 to the most that fit).",
+        f"Search: {search_s:.0f} s, {res.trials_measured} measured trials = {distinct} distinct configurations "
+        f"({new_cfgs} not in the grid, measured anew; {unmeasurable_tries} more tried that the evaluator could not measure), "
+        f"{res.trials_pruned} pruned ({pruner_name}); "
+        "grid and search share one runner session; the search's finalists were raced with fresh samples.",
+        "",
+        "Verdict: " + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in verdict.items()),
+    ]
     (out / "bench_measured_search.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
     print(f"\nwrote {out / 'bench_measured_search.json'} and .md")

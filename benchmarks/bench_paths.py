@@ -29,7 +29,10 @@ CHUNKS = (4096, 16384, 65536)
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", help="folder for the results (default: benchmarks/results/<today>-<this machine>/, benchmarks/results_layout.py)")
+    ap.add_argument(
+        "--out",
+        help="folder for the results (default: benchmarks/results/<today>-<this machine>/, benchmarks/results_layout.py)",
+    )
     ap.add_argument("--models", default=",".join(GRID))
     ap.add_argument("--cpuinfer", type=int, default=13)
     ap.add_argument("--max-run-s", type=float, default=12.0)
@@ -53,22 +56,39 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     name = f"paths-{a.tag}" if a.tag else "paths"
     t_start = time.perf_counter()
-    blobs, md = [], [f"# Path runner: measured against the cost and memory models\n\nMachine: {machine}, "
-                     f"{torch.cuda.device_count()} GPU(s), torch {torch.__version__}; --kt-cpuinfer {a.cpuinfer}. "
-                     "`K-layer ms`: wall clock of the K layers, CUDA-synchronised, whole prompt; `pred ms`: the raw "
-                     "cost model (shipped profile) for the same K layers; `full-model ms`: extrapolated to every layer.\n"]
+    blobs, md = (
+        [],
+        [
+            f"# Path runner: measured against the cost and memory models\n\nMachine: {machine}, "
+            f"{torch.cuda.device_count()} GPU(s), torch {torch.__version__}; --kt-cpuinfer {a.cpuinfer}. "
+            "`K-layer ms`: wall clock of the K layers, CUDA-synchronised, whole prompt; `pred ms`: the raw "
+            "cost model (shipped profile) for the same K layers; `full-model ms`: extrapolated to every layer.\n"
+        ],
+    )
     for name in a.models.split(","):
         if time.perf_counter() - t_start > a.budget_s:
             blobs.append({"model": name, "skipped": f"time budget of {a.budget_s:.0f} s spent"})
             continue
         method, k, ns, sweep, thr = GRID[name]
-        req = PathsRequest(model=name, method=method, layers=k, gpu_experts=ns, chunks=CHUNKS, prompts=PROMPTS,
-                           threshold=thr, sweep=sweep, cpuinfer=a.cpuinfer, max_run_s=a.max_run_s,
-                           repeats=a.repeats)
+        req = PathsRequest(
+            model=name,
+            method=method,
+            layers=k,
+            gpu_experts=ns,
+            chunks=CHUNKS,
+            prompts=PROMPTS,
+            threshold=thr,
+            sweep=sweep,
+            cpuinfer=a.cpuinfer,
+            max_run_s=a.max_run_s,
+            repeats=a.repeats,
+        )
         t0 = time.perf_counter()
         try:
             with quiet_stdout(to_stderr=True):
-                res = run_paths(req, progress=lambda s: print(f"[{time.perf_counter() - t_start:6.1f}s] {s}", flush=True))
+                res = run_paths(
+                    req, progress=lambda s: print(f"[{time.perf_counter() - t_start:6.1f}s] {s}", flush=True)
+                )
             d = res.to_dict()
         except Exception as e:  # one model failing must not lose the others
             import traceback
@@ -92,8 +112,10 @@ def resummarize(path: str, profile: str = "h200-pcie5-xeon-amx-16c") -> None:
 
     p = Path(path)
     d = json.loads(p.read_text())
-    md = [p.with_suffix(".md").read_text().split("\n## ")[0].split("\n\nPredictions:")[0]
-          + f"\n\nPredictions: the shipped profile `{profile}` (measured on this machine kind).\n"]
+    md = [
+        p.with_suffix(".md").read_text().split("\n## ")[0].split("\n\nPredictions:")[0]
+        + f"\n\nPredictions: the shipped profile `{profile}` (measured on this machine kind).\n"
+    ]
     from kttune.runner.api import repredict
 
     prof = resolve_profile(profile, None)
@@ -103,7 +125,9 @@ def resummarize(path: str, profile: str = "h200-pcie5-xeon-amx-16c") -> None:
             continue
         req = blob["request"]
         blob["summary"]["profile"] = profile
-        md.append(markdown(blob, f"{req['model']} {req['method']}, K={req['layers']} layers, threshold {req['threshold']}"))
+        md.append(
+            markdown(blob, f"{req['model']} {req['method']}, K={req['layers']} layers, threshold {req['threshold']}")
+        )
     p.write_text(json.dumps(d, indent=1))
     p.with_suffix(".md").write_text("\n".join(md))
 

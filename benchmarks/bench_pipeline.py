@@ -100,11 +100,24 @@ def main(argv=None) -> int:
     with gpu_common.bound_to_node(numa):
         t0 = time.perf_counter()
         host = HostExperts.random(shape.method, shape.hidden, shape.inter, shape.experts)
-        print(json.dumps({"host_layer_gib": round(host.nbytes / GIB, 2), "prep_s": round(time.perf_counter() - t0, 1)}), flush=True)
+        print(
+            json.dumps({"host_layer_gib": round(host.nbytes / GIB, 2), "prep_s": round(time.perf_counter() - t0, 1)}),
+            flush=True,
+        )
         for t in threads:
             t0 = time.perf_counter()
             writer, notes = make_writer(host, t)
-            print(json.dumps({"threads": t, "writer": writer.backend, "load_s": round(time.perf_counter() - t0, 1), "notes": notes}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "threads": t,
+                        "writer": writer.backend,
+                        "load_s": round(time.perf_counter() - t0, 1),
+                        "notes": notes,
+                    }
+                ),
+                flush=True,
+            )
             for cfg in configs:
                 row = {"threads": t, "config": cfg.label()}
                 try:
@@ -122,11 +135,15 @@ def main(argv=None) -> int:
     if ok:
         best = {k: min(r[k] for r in ok) for k in ("stage_a_ms", "stage_b_ms", "stage_c_ms")}
         ideal = max(best.values())
-        print(f"\n{shape.name} {shape.method}: best stages alone A {best['stage_a_ms']:.1f} / B {best['stage_b_ms']:.1f} / C {best['stage_c_ms']:.1f} ms")
+        print(
+            f"\n{shape.name} {shape.method}: best stages alone A {best['stage_a_ms']:.1f} / B {best['stage_b_ms']:.1f} / C {best['stage_c_ms']:.1f} ms"
+        )
         print(f"{'threads':>7} {'config':<44} {'A':>7} {'B':>7} {'C':>6} {'layer':>7} {'/slowest':>8} {'/best':>6}")
         for r in sorted(ok, key=lambda r: r["layer_ms"]):
-            print(f"{r['threads']:>7} {r['config']:<44} {r['stage_a_ms']:>7.1f} {r['stage_b_ms']:>7.1f} {r['stage_c_ms']:>6.1f} "
-                  f"{r['layer_ms']:>7.1f} {r['overlap']:>8.3f} {r['layer_ms'] / ideal:>6.3f}")
+            print(
+                f"{r['threads']:>7} {r['config']:<44} {r['stage_a_ms']:>7.1f} {r['stage_b_ms']:>7.1f} {r['stage_c_ms']:>6.1f} "
+                f"{r['layer_ms']:>7.1f} {r['overlap']:>8.3f} {r['layer_ms'] / ideal:>6.3f}"
+            )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)

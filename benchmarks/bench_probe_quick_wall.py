@@ -52,15 +52,24 @@ def main() -> None:
     cpu = profile["inventory"]["cpu"]
     doc = {
         "command": "kttune probe --quick --fresh" + "".join(f" {e}" for e in args.extra),
-        "runs_s": runs, "median_s": statistics.median(runs), "min_s": min(runs), "max_s": max(runs),
-        "machine": profile["provenance"]["machine"], "physical_cores": cpu.get("physical_cores"),
-        "logical_cpus": cpu.get("logical_cpus"), "gpus": len(profile["inventory"].get("gpus") or ()),
-        "load_avg_1min_before_each_run": [round(x, 2) for x in loads], "logical_cpus_visible": os.cpu_count(),
-        "note": args.note, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "runs_s": runs,
+        "median_s": statistics.median(runs),
+        "min_s": min(runs),
+        "max_s": max(runs),
+        "machine": profile["provenance"]["machine"],
+        "physical_cores": cpu.get("physical_cores"),
+        "logical_cpus": cpu.get("logical_cpus"),
+        "gpus": len(profile["inventory"].get("gpus") or ()),
+        "load_avg_1min_before_each_run": [round(x, 2) for x in loads],
+        "logical_cpus_visible": os.cpu_count(),
+        "note": args.note,
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "python": sys.version.split()[0],
     }
-    print(f"kttune probe --quick: median {doc['median_s']:.1f} s, {doc['min_s']:.1f}-{doc['max_s']:.1f} s over "
-          f"{len(runs)} runs on {doc['machine']}")
+    print(
+        f"kttune probe --quick: median {doc['median_s']:.1f} s, {doc['min_s']:.1f}-{doc['max_s']:.1f} s over "
+        f"{len(runs)} runs on {doc['machine']}"
+    )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=1) + "\n")

@@ -48,8 +48,12 @@ class BuildCounter:
     """Wraps `KtMoeLayer.__init__` and `HostExperts.random` to count and time what they build (per
     calling probe module), and the probes' entry points to time each step."""
 
-    STEPS = (("kttune.probes.run", "probe_cpu_moe"), ("kttune.probes.run", "probe_stage_a"),
-             ("kttune.probes.gpu_pipeline", "probe_pipeline_layer"), ("kttune.probes.gpu_suite", "run_gpu_probes"))
+    STEPS = (
+        ("kttune.probes.run", "probe_cpu_moe"),
+        ("kttune.probes.run", "probe_stage_a"),
+        ("kttune.probes.gpu_pipeline", "probe_pipeline_layer"),
+        ("kttune.probes.gpu_suite", "run_gpu_probes"),
+    )
 
     def __init__(self) -> None:
         self.layers: dict[str, list[tuple[int, float]]] = defaultdict(list)  # module -> (bytes, s)
@@ -107,8 +111,10 @@ def part1() -> None:
 
     with BuildCounter() as counter:
         t0 = time.perf_counter()
-        profile = run_probe(ProbeOptions(quick=True, write_cache=False, merge_cached=False,
-                                         command="benchmarks/bench_quick_probe.py"), NullReporter())
+        profile = run_probe(
+            ProbeOptions(quick=True, write_cache=False, merge_cached=False, command="benchmarks/bench_quick_probe.py"),
+            NullReporter(),
+        )
         wall = time.perf_counter() - t0
     threads = defaultdict(set)
     for c in profile.curves:
@@ -117,11 +123,15 @@ def part1() -> None:
     print(f"part 1: run_probe(quick=True) on {profile.provenance.machine}: {wall:.1f} s in all")
     print("  thread counts measured: " + ", ".join(f"{k} {sorted(v)}" for k, v in sorted(threads.items())))
     print("  step wall s: " + ", ".join(f"{k} {v:.1f}" for k, v in counter.wall.items()))
-    print(f"  {'built by':<14} {'kt layers':>9} {'layer GB':>9} {'build s':>8} {'host layers':>11} {'host GB':>8} {'host s':>7}")
+    print(
+        f"  {'built by':<14} {'kt layers':>9} {'layer GB':>9} {'build s':>8} {'host layers':>11} {'host GB':>8} {'host s':>7}"
+    )
     for mod in sorted(set(counter.layers) | set(counter.hosts)):
         ls, hs = counter.layers.get(mod, []), counter.hosts.get(mod, [])
-        print(f"  {mod:<14} {len(ls):9d} {sum(b for b, _ in ls) / 1e9:9.3f} {sum(s for _, s in ls):8.2f} "
-              f"{len(hs):11d} {sum(b for b, _ in hs) / 1e9:8.3f} {sum(s for _, s in hs):7.2f}")
+        print(
+            f"  {mod:<14} {len(ls):9d} {sum(b for b, _ in ls) / 1e9:9.3f} {sum(s for _, s in ls):8.2f} "
+            f"{len(hs):11d} {sum(b for b, _ in hs) / 1e9:8.3f} {sum(s for _, s in hs):7.2f}"
+        )
     print(f"  kt-kernel layers built in all: {sum(len(v) for v in counter.layers.values())}")
 
 
@@ -139,9 +149,11 @@ def part2(cores: int | None, threads: tuple[int, ...], full_layers: bool, repeat
     # threads above this VM's cores would oversubscribe it: build with at most its cores, and say so
     here = gpu_pipeline._cores()
     cap = None if full_layers else gpu_pipeline.QUICK_LAYER_BYTES
-    print(f"\npart 2: the quick pipeline's host-side builds, planned for {cores} cores: threads {ts}, "
-          f"host layers {'whole' if cap is None else f'capped at {cap / GIB:.1f} GiB'}"
-          + (f" (built here with min(threads, {here}) workers)" if max(ts) > here else ""))
+    print(
+        f"\npart 2: the quick pipeline's host-side builds, planned for {cores} cores: threads {ts}, "
+        f"host layers {'whole' if cap is None else f'capped at {cap / GIB:.1f} GiB'}"
+        + (f" (built here with min(threads, {here}) workers)" if max(ts) > here else "")
+    )
     rows = []
     for shape in shapes_for(None).moe:
         experts = gpu_pipeline.layer_experts(shape, cap)
@@ -149,13 +161,15 @@ def part2(cores: int | None, threads: tuple[int, ...], full_layers: bool, repeat
         free = psutil.virtual_memory().available
         # a layer that does not fit in free RAM here (host copy + kt-kernel's copy): build the part of
         # it that a quick probe builds, and scale its times by the bytes (marked ~)
-        built = experts if 2.3 * nbytes <= 0.8 * free else gpu_pipeline.layer_experts(shape, gpu_pipeline.QUICK_LAYER_BYTES)
+        built = (
+            experts if 2.3 * nbytes <= 0.8 * free else gpu_pipeline.layer_experts(shape, gpu_pipeline.QUICK_LAYER_BYTES)
+        )
         scale = experts / built
         t0 = time.perf_counter()
         host = expert_weights.HostExperts.random(shape.method, shape.hidden, shape.inter, built)
         t_host = (time.perf_counter() - t0) * scale
         builds = []
-        for t in (ts if scale == 1 else ts[:1]):
+        for t in ts if scale == 1 else ts[:1]:
             best = float("inf")
             for _ in range(repeats):  # the fastest of `repeats` builds: other load only slows a build down
                 t0 = time.perf_counter()
@@ -175,11 +189,18 @@ def part2(cores: int | None, threads: tuple[int, ...], full_layers: bool, repeat
         mark = "~" if scaled else " "
         total_layers += len(builds)
         total_s += t_host + sum(builds)
-        print(f"  {shape.name + ' ' + shape.method:<26} {experts:4d}/{shape.experts:<4d} {nbytes / 1e9:8.2f} "
-              f"{mark}{t_host:6.1f} {len(builds):9d} {mark}{sum(builds):7.1f}")
-    print(f"  kt-kernel writer layers: {total_layers}; host + layer build time {'~' if estimated else ''}{total_s:.1f} s"
-          + ("  (~: did not fit in free RAM here; a 2 GiB part was built once and its times scaled by the bytes)"
-             if estimated else ""))
+        print(
+            f"  {shape.name + ' ' + shape.method:<26} {experts:4d}/{shape.experts:<4d} {nbytes / 1e9:8.2f} "
+            f"{mark}{t_host:6.1f} {len(builds):9d} {mark}{sum(builds):7.1f}"
+        )
+    print(
+        f"  kt-kernel writer layers: {total_layers}; host + layer build time {'~' if estimated else ''}{total_s:.1f} s"
+        + (
+            "  (~: did not fit in free RAM here; a 2 GiB part was built once and its times scaled by the bytes)"
+            if estimated
+            else ""
+        )
+    )
 
 
 def main() -> None:
@@ -188,8 +209,12 @@ def main() -> None:
     ap.add_argument("--cores", type=int, default=None, help="part 2: plan the thread counts for this many cores")
     ap.add_argument("--threads", default="", help="part 2: comma-separated thread counts (as --threads)")
     ap.add_argument("--full-layers", action="store_true", help="part 2: whole layers (the quick probe before the cap)")
-    ap.add_argument("--repeats", type=int, default=1,
-                    help="part 2: builds per layer, the fastest counts (each build keeps its RAM: see above)")
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="part 2: builds per layer, the fastest counts (each build keeps its RAM: see above)",
+    )
     args = ap.parse_args()
     if args.part in (None, 1):
         part1()

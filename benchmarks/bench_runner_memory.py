@@ -37,27 +37,43 @@ def draw_configs(count: int, experts_max: int, chunks, thresholds, threads, seed
     out = []
     for _ in range(count):
         c = rng.choice(chunks)
-        out.append(RunnerConfig(rng.randint(0, experts_max), c, rng.choice([t for t in thresholds if t <= c] or [0]),
-                                rng.choice(threads)))
+        out.append(
+            RunnerConfig(
+                rng.randint(0, experts_max),
+                c,
+                rng.choice([t for t in thresholds if t <= c] or [0]),
+                rng.choice(threads),
+            )
+        )
     return out
 
 
-def memory_run(model: str, method: str, configs: list, prompt: int, threads, small: bool = False,
-               say=print) -> dict:
+def memory_run(model: str, method: str, configs: list, prompt: int, threads, small: bool = False, say=print) -> dict:
     """Measure `configs` on one session in a worker and record its memory after each."""
     from kttune.runner.session import SessionSpec
     from kttune.runner.worker import SessionWorker, worker_memory
     from kttune.protocol import trend
 
     max_chunk = max(c.chunk for c in configs)
-    spec = SessionSpec(model=model, method=method, layers=2, threads=tuple(sorted(set(threads))), max_tokens=min(max_chunk, prompt),
-                       cpu_max_tokens=min(max_chunk, prompt), small=small, device="cpu" if small else "", max_run_s=600)
+    spec = SessionSpec(
+        model=model,
+        method=method,
+        layers=2,
+        threads=tuple(sorted(set(threads))),
+        max_tokens=min(max_chunk, prompt),
+        cpu_max_tokens=min(max_chunk, prompt),
+        small=small,
+        device="cpu" if small else "",
+        max_run_s=600,
+    )
     t0 = time.perf_counter()
     rows = []
     with SessionWorker(spec) as w:
         start_s = time.perf_counter() - t0
         before = {**w.memory(), **worker_memory(w)}
-        say(f"{model} {method}: worker up in {start_s:.1f} s, rss at rest {before.get('worker_rss_bytes', 0) / GIB:.2f} GiB")
+        say(
+            f"{model} {method}: worker up in {start_s:.1f} s, rss at rest {before.get('worker_rss_bytes', 0) / GIB:.2f} GiB"
+        )
         for i, cfg in enumerate(configs):
             why = w.skip_reason(cfg, prompt)
             row = {"i": i, "config": cfg.label()}
@@ -65,49 +81,80 @@ def memory_run(model: str, method: str, configs: list, prompt: int, threads, sma
                 row["skipped"] = why
             else:
                 run = w.sample(cfg, prompt)
-                row.update(ms=run.measured_ms, paths=list(run.paths), run_peak_allocated_bytes=run.peak_allocated_bytes,
-                           run_peak_reserved_bytes=run.peak_reserved_bytes)
+                row.update(
+                    ms=run.measured_ms,
+                    paths=list(run.paths),
+                    run_peak_allocated_bytes=run.peak_allocated_bytes,
+                    run_peak_reserved_bytes=run.peak_reserved_bytes,
+                )
             row.update(w.memory())
             row.update(worker_memory(w))
             rows.append(row)
-            say(f"  [{i + 1}/{len(configs)}] {cfg.label()}: rss {row.get('worker_rss_bytes', 0) / GIB:.2f} GiB"
+            say(
+                f"  [{i + 1}/{len(configs)}] {cfg.label()}: rss {row.get('worker_rss_bytes', 0) / GIB:.2f} GiB"
                 + (f", device used {row['device_used_bytes'] / GIB:.2f} GiB" if "device_used_bytes" in row else "")
-                + (f" (skipped: {why})" if why else f", {row['ms']:.0f} ms"))
+                + (f" (skipped: {why})" if why else f", {row['ms']:.0f} ms")
+            )
         stats = w.info()["stats"]
     measured = [r for r in rows if "skipped" not in r]
-    out = {"model": model, "method": method, "small": small, "prompt_tokens": prompt, "threads": list(spec.threads),
-           "configurations": len(configs), "measured": len(measured), "worker_start_s": round(start_s, 1),
-           "wall_s": round(time.perf_counter() - t0, 1), "before_first": before, "rows": rows, "session_stats": stats}
+    out = {
+        "model": model,
+        "method": method,
+        "small": small,
+        "prompt_tokens": prompt,
+        "threads": list(spec.threads),
+        "configurations": len(configs),
+        "measured": len(measured),
+        "worker_start_s": round(start_s, 1),
+        "wall_s": round(time.perf_counter() - t0, 1),
+        "before_first": before,
+        "rows": rows,
+        "session_stats": stats,
+    }
     for key in ("worker_rss_bytes", "rss_bytes", "cuda_allocated_bytes", "cuda_reserved_bytes", "device_used_bytes"):
         series = [r[key] for r in measured if key in r]
         if len(series) >= 2:
             t = trend(series)
-            out[key] = {"first": series[0], "min": min(series), "max": max(series), "last": series[-1],
-                        "max_minus_first": max(series) - series[0], "first_minus_min": series[0] - min(series),
-                        "trend_per_config": t.to_dict(),
-                        "within_2gib_of_first": max(abs(x - series[0]) for x in series) <= LIMIT_BYTES}
+            out[key] = {
+                "first": series[0],
+                "min": min(series),
+                "max": max(series),
+                "last": series[-1],
+                "max_minus_first": max(series) - series[0],
+                "first_minus_min": series[0] - min(series),
+                "trend_per_config": t.to_dict(),
+                "within_2gib_of_first": max(abs(x - series[0]) for x in series) <= LIMIT_BYTES,
+            }
     return out
 
 
 def markdown(results: list[dict], machine: str) -> str:
-    lines = [f"# Runner memory across configurations ({machine})", "",
-             "One runner session in a worker process; after each configuration its memory at rest. Claim: every "
-             "figure within 2 GiB of the first configuration's, no per-configuration trend.", "",
-             "| model | configs (measured) | figure | first GiB | min | max | max - first | trend MiB/config [interval] | within 2 GiB |",
-             "|---|---|---|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        f"# Runner memory across configurations ({machine})",
+        "",
+        "One runner session in a worker process; after each configuration its memory at rest. Claim: every "
+        "figure within 2 GiB of the first configuration's, no per-configuration trend.",
+        "",
+        "| model | configs (measured) | figure | first GiB | min | max | max - first | trend MiB/config [interval] | within 2 GiB |",
+        "|---|---|---|---:|---:|---:|---:|---:|---|",
+    ]
     for r in results:
         for key in ("worker_rss_bytes", "cuda_reserved_bytes", "device_used_bytes"):
             f = r.get(key)
             if not f:
                 continue
             t = f["trend_per_config"]
-            lines.append(f"| {r['model']} {r['method']}{' (small)' if r['small'] else ''} | {r['configurations']} ({r['measured']}) | "
-                         f"{key.replace('_bytes', '')} | {f['first'] / GIB:.2f} | {f['min'] / GIB:.2f} | {f['max'] / GIB:.2f} | "
-                         f"{f['max_minus_first'] / GIB:+.2f} | {t['slope'] / 2**20:+.1f} [{t['low'] / 2**20:+.1f}, {t['high'] / 2**20:+.1f}] | "
-                         f"{'yes' if f['within_2gib_of_first'] else 'NO'} |")
+            lines.append(
+                f"| {r['model']} {r['method']}{' (small)' if r['small'] else ''} | {r['configurations']} ({r['measured']}) | "
+                f"{key.replace('_bytes', '')} | {f['first'] / GIB:.2f} | {f['min'] / GIB:.2f} | {f['max'] / GIB:.2f} | "
+                f"{f['max_minus_first'] / GIB:+.2f} | {t['slope'] / 2**20:+.1f} [{t['low'] / 2**20:+.1f}, {t['high'] / 2**20:+.1f}] | "
+                f"{'yes' if f['within_2gib_of_first'] else 'NO'} |"
+            )
     for r in results:
-        lines.append(f"\n{r['model']}: worker start (build) {r['worker_start_s']} s, {r['wall_s']} s in all; session "
-                     + ", ".join(f"{k} {v}" for k, v in r["session_stats"].items()))
+        lines.append(
+            f"\n{r['model']}: worker start (build) {r['worker_start_s']} s, {r['wall_s']} s in all; session "
+            + ", ".join(f"{k} {v}" for k, v in r["session_stats"].items())
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -36,10 +36,18 @@ def main() -> None:
             res = app.search(inp, trials=a.trials, seed=0, storage=os.path.join(d, f"{name}.journal")).result
             wall = time.perf_counter() - t0
             c = res.best.cfg
-            rows.append({"model": name, "method": inp.request.method, "trials": res.trials_new, "wall_s": round(wall, 2),
-                         "ms_per_trial": round(wall / max(1, res.trials_new) * 1e3, 2), "feasible": res.trials_feasible,
-                         "pick": f"n={c.num_gpu_experts} chunk={c.chunked_prefill_size} thr={c.gpu_prefill_token_threshold} "
-                                 f"kv={c.max_total_tokens} threads={c.cpuinfer_threads}"})
+            rows.append(
+                {
+                    "model": name,
+                    "method": inp.request.method,
+                    "trials": res.trials_new,
+                    "wall_s": round(wall, 2),
+                    "ms_per_trial": round(wall / max(1, res.trials_new) * 1e3, 2),
+                    "feasible": res.trials_feasible,
+                    "pick": f"n={c.num_gpu_experts} chunk={c.chunked_prefill_size} thr={c.gpu_prefill_token_threshold} "
+                    f"kv={c.max_total_tokens} threads={c.cpuinfer_threads}",
+                }
+            )
     from kttune.probes.inventory import host_line
 
     where = host_line()
@@ -49,7 +57,9 @@ def main() -> None:
     print(f"model-evaluated search, {a.trials} trials each, VRAM {a.vram}, on {where}")
     print(f"{'model':<20} {'method':<8} {'trials':>6} {'wall s':>7} {'ms/trial':>9} {'feasible':>8}  pick")
     for r in rows:
-        print(f"{r['model']:<20} {r['method']:<8} {r['trials']:>6} {r['wall_s']:>7} {r['ms_per_trial']:>9} {r['feasible']:>8}  {r['pick']}")
+        print(
+            f"{r['model']:<20} {r['method']:<8} {r['trials']:>6} {r['wall_s']:>7} {r['ms_per_trial']:>9} {r['feasible']:>8}  {r['pick']}"
+        )
 
 
 if __name__ == "__main__":

@@ -44,14 +44,23 @@ PROMPTS = (8192, 16384, 32768)
 BEFORE_TOK_S = {1: 1377, 2: 1812, 4: 2117}
 CPUS = {
     "measured 16-core Xeon (AMX)": None,
-    "derived 2 x 32-core Xeon (AMX), 16 x DDR5-4800": dict(cores=64, isa="amx", numa_nodes=2, mem_channels=16, mem_mts=4800),
+    "derived 2 x 32-core Xeon (AMX), 16 x DDR5-4800": dict(
+        cores=64, isa="amx", numa_nodes=2, mem_channels=16, mem_mts=4800
+    ),
 }
 
 
 def config(c: Components, n_gpus: int, threads: int, pools: int, gpu_experts: int, chunk: int) -> LaunchConfig:
-    return LaunchConfig(method=METHOD, tp=n_gpus, num_gpu_experts=gpu_experts, chunked_prefill_size=chunk,
-                        gpu_prefill_token_threshold=SEED_FLAGS["threshold"], max_total_tokens=max(PROMPTS) + 1024,
-                        cpuinfer_threads=threads, threadpool_count=pools)
+    return LaunchConfig(
+        method=METHOD,
+        tp=n_gpus,
+        num_gpu_experts=gpu_experts,
+        chunked_prefill_size=chunk,
+        gpu_prefill_token_threshold=SEED_FLAGS["threshold"],
+        max_total_tokens=max(PROMPTS) + 1024,
+        cpuinfer_threads=threads,
+        threadpool_count=pools,
+    )
 
 
 def best_tok_s(c: Components, cfg: LaunchConfig) -> tuple[float, int]:
@@ -77,18 +86,32 @@ def terms(c: Components, cfg: LaunchConfig, tokens: int) -> dict:
     f = forward_time(c, cfg, tokens)
     lay = f.layer
     m = c.model
-    out = {"path": f.path, "moe_layer_ms": lay.total_ms, "other_per_layer_ms": f.other_ms / m.num_layers,
-           "attention_ms": c.attention_ms(tokens, 0), "dense_ms": c.dense_ms(tokens),
-           "allreduce_ms": c.allreduce_layer_ms(tokens), "gpu_moe_ms": lay.gpu_ms}
+    out = {
+        "path": f.path,
+        "moe_layer_ms": lay.total_ms,
+        "other_per_layer_ms": f.other_ms / m.num_layers,
+        "attention_ms": c.attention_ms(tokens, 0),
+        "dense_ms": c.dense_ms(tokens),
+        "allreduce_ms": c.allreduce_layer_ms(tokens),
+        "gpu_moe_ms": lay.gpu_ms,
+    }
     if f.path == "layerwise":
         a = c.stage_a_ms(c.cpu_bytes_per_expert, cfg.cpuinfer_threads)
         b = c.h2d_all_ranks_ms(c.gpu_bytes_per_expert)
         cc = c.stage_c_ms(c.gpu_bytes_per_expert)
         bar = c.barrier_ms()
         stages = {"A (rank 0 writes every shard)": a, "B + barrier (each rank its shard)": b + bar, "C": cc}
-        out.update({"stage_a_per_expert_ms": a, "stage_b_per_expert_ms": b, "barrier_per_expert_ms": bar,
-                    "stage_c_per_expert_ms": cc, "overlap_ratio": c.overlap_ratio, "load_ms": lay.load_ms,
-                    "bound_by": max(stages, key=stages.get)})
+        out.update(
+            {
+                "stage_a_per_expert_ms": a,
+                "stage_b_per_expert_ms": b,
+                "barrier_per_expert_ms": bar,
+                "stage_c_per_expert_ms": cc,
+                "overlap_ratio": c.overlap_ratio,
+                "load_ms": lay.load_ms,
+                "bound_by": max(stages, key=stages.get),
+            }
+        )
     else:
         out.update({"cpu_moe_ms": lay.cpu_ms, "transfer_ms": lay.transfer_ms})
     out["forward_ms"] = f.total_ms
@@ -116,18 +139,31 @@ def run() -> dict:
             vram = prof.inventory.gpus[0].vram_total_bytes
             fit_cfg, fit_peak = fitting_config(c, cfg, vram)
             fit_tok_s, fit_at = best_tok_s(c, fit_cfg)
-            rows.append({
-                "cpu": cpu_name, "gpus": n, "threads": th, "threadpools": pools,
-                "seed_tok_s": SEED_TOK_S[n], "predicted_tok_s": round(tok_s), "at_prompt": at,
-                "error": tok_s / SEED_TOK_S[n] - 1,
-                "vram_peak_gib": peak / GIB, "vram_usable_gib": usable_vram_bytes(vram) / GIB,
-                "fits": peak <= usable_vram_bytes(vram),
-                "fitting": {"gpu_experts": fit_cfg.num_gpu_experts, "chunk": fit_cfg.chunked_prefill_size,
-                            "vram_peak_gib": fit_peak / GIB, "predicted_tok_s": round(fit_tok_s), "at_prompt": fit_at,
-                            "error": fit_tok_s / SEED_TOK_S[n] - 1},
-                "terms_16k": terms(c, cfg, 16384),
-                "profile_notes": [a for a in prof.provenance.notes[1:]],
-            })
+            rows.append(
+                {
+                    "cpu": cpu_name,
+                    "gpus": n,
+                    "threads": th,
+                    "threadpools": pools,
+                    "seed_tok_s": SEED_TOK_S[n],
+                    "predicted_tok_s": round(tok_s),
+                    "at_prompt": at,
+                    "error": tok_s / SEED_TOK_S[n] - 1,
+                    "vram_peak_gib": peak / GIB,
+                    "vram_usable_gib": usable_vram_bytes(vram) / GIB,
+                    "fits": peak <= usable_vram_bytes(vram),
+                    "fitting": {
+                        "gpu_experts": fit_cfg.num_gpu_experts,
+                        "chunk": fit_cfg.chunked_prefill_size,
+                        "vram_peak_gib": fit_peak / GIB,
+                        "predicted_tok_s": round(fit_tok_s),
+                        "at_prompt": fit_at,
+                        "error": fit_tok_s / SEED_TOK_S[n] - 1,
+                    },
+                    "terms_16k": terms(c, cfg, 16384),
+                    "profile_notes": [a for a in prof.provenance.notes[1:]],
+                }
+            )
     for r in rows:
         base = next(q for q in rows if q["cpu"] == r["cpu"] and q["gpus"] == 1)
         r["scaling"] = r["predicted_tok_s"] / base["predicted_tok_s"]
@@ -135,44 +171,67 @@ def run() -> dict:
         r["scaling_error"] = r["scaling"] / r["seed_scaling"] - 1
         r["fitting"]["scaling"] = r["fitting"]["predicted_tok_s"] / base["fitting"]["predicted_tok_s"]
         r["fitting"]["scaling_error"] = r["fitting"]["scaling"] / r["seed_scaling"] - 1
-    return {"source_profile": SOURCE, "model": MODEL, "method": METHOD, "gpu": GPU, "seed_flags": SEED_FLAGS,
-            "prompts": list(PROMPTS), "before": BEFORE_TOK_S, "rows": rows}
+    return {
+        "source_profile": SOURCE,
+        "model": MODEL,
+        "method": METHOD,
+        "gpu": GPU,
+        "seed_flags": SEED_FLAGS,
+        "prompts": list(PROMPTS),
+        "before": BEFORE_TOK_S,
+        "rows": rows,
+    }
 
 
 def markdown(d: dict) -> str:
-    lines = [f"# The seed's MiniMax-M2.1 figures against `profile derive` + the cost model",
-             "",
-             f"Derived from `{d['source_profile']}` (measured) to 1 / 2 / 4 x RTX 5090 (TP = GPUs); flags of the seed "
-             f"(FP8, {d['seed_flags']['gpu_experts']} GPU experts, chunk {d['seed_flags']['chunk']}, threshold "
-             f"{d['seed_flags']['threshold']}); best prefill over prompts of {', '.join(map(str, d['prompts']))} tokens. "
-             "No coefficient is fitted to the seed's figures.", "",
-             "| CPU | GPUs | seed tok/s | predicted | error | scaling (seed) | scaling error | seed flags fit VRAM | most that fit: n, chunk -> tok/s (error) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# The seed's MiniMax-M2.1 figures against `profile derive` + the cost model",
+        "",
+        f"Derived from `{d['source_profile']}` (measured) to 1 / 2 / 4 x RTX 5090 (TP = GPUs); flags of the seed "
+        f"(FP8, {d['seed_flags']['gpu_experts']} GPU experts, chunk {d['seed_flags']['chunk']}, threshold "
+        f"{d['seed_flags']['threshold']}); best prefill over prompts of {', '.join(map(str, d['prompts']))} tokens. "
+        "No coefficient is fitted to the seed's figures.",
+        "",
+        "| CPU | GPUs | seed tok/s | predicted | error | scaling (seed) | scaling error | seed flags fit VRAM | most that fit: n, chunk -> tok/s (error) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in d["rows"]:
         f = r["fitting"]
         fits = "yes" if r["fits"] else f"no ({r['vram_peak_gib']:.1f} > {r['vram_usable_gib']:.1f} GiB)"
-        lines.append(f"| {r['cpu']} | {r['gpus']} | {r['seed_tok_s']:,} | {r['predicted_tok_s']:,} | {100 * r['error']:+.0f}% | "
-                     f"{r['scaling']:.2f}x ({r['seed_scaling']:.2f}x) | {100 * r['scaling_error']:+.0f}% | {fits} | "
-                     f"{f['gpu_experts']}, {f['chunk']} -> {f['predicted_tok_s']:,} ({100 * f['error']:+.0f}%; scaling {f['scaling']:.2f}x) |")
-    lines += ["", f"Before this change (measured CPU, seed flags): {', '.join(f'{v:,}' for v in d['before'].values())} tok/s.", "",
-              "## Term by term: one 16K-token forward, per decoder layer (ms)", "",
-              "| CPU | GPUs | threads | path | stage A / expert | B / expert | barrier / expert | C / expert | overlap | load bound by | load | GPU MoE | attention + dense + all-reduce | layer |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {r['cpu']} | {r['gpus']} | {r['seed_tok_s']:,} | {r['predicted_tok_s']:,} | {100 * r['error']:+.0f}% | "
+            f"{r['scaling']:.2f}x ({r['seed_scaling']:.2f}x) | {100 * r['scaling_error']:+.0f}% | {fits} | "
+            f"{f['gpu_experts']}, {f['chunk']} -> {f['predicted_tok_s']:,} ({100 * f['error']:+.0f}%; scaling {f['scaling']:.2f}x) |"
+        )
+    lines += [
+        "",
+        f"Before this change (measured CPU, seed flags): {', '.join(f'{v:,}' for v in d['before'].values())} tok/s.",
+        "",
+        "## Term by term: one 16K-token forward, per decoder layer (ms)",
+        "",
+        "| CPU | GPUs | threads | path | stage A / expert | B / expert | barrier / expert | C / expert | overlap | load bound by | load | GPU MoE | attention + dense + all-reduce | layer |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in d["rows"]:
         t = r["terms_16k"]
         if t["path"] != "layerwise":
             continue
         other = t["attention_ms"] + t["dense_ms"] + t["allreduce_ms"]
-        lines.append(f"| {r['cpu']} | {r['gpus']} | {r['threads']} | {t['path']} | {t['stage_a_per_expert_ms']:.3f} | "
-                     f"{t['stage_b_per_expert_ms']:.3f} | {t['barrier_per_expert_ms']:.4f} | {t['stage_c_per_expert_ms']:.3f} | "
-                     f"{t['overlap_ratio']:.2f} | {t['bound_by']} | {t['load_ms']:.1f} | {t['gpu_moe_ms']:.1f} | {other:.1f} | "
-                     f"{t['moe_layer_ms'] + t['other_per_layer_ms']:.1f} |")
+        lines.append(
+            f"| {r['cpu']} | {r['gpus']} | {r['threads']} | {t['path']} | {t['stage_a_per_expert_ms']:.3f} | "
+            f"{t['stage_b_per_expert_ms']:.3f} | {t['barrier_per_expert_ms']:.4f} | {t['stage_c_per_expert_ms']:.3f} | "
+            f"{t['overlap_ratio']:.2f} | {t['bound_by']} | {t['load_ms']:.1f} | {t['gpu_moe_ms']:.1f} | {other:.1f} | "
+            f"{t['moe_layer_ms'] + t['other_per_layer_ms']:.1f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", help="folder for the results (default: benchmarks/results/<today>-computed/, benchmarks/results_layout.py)")
+    ap.add_argument(
+        "--out",
+        help="folder for the results (default: benchmarks/results/<today>-computed/, benchmarks/results_layout.py)",
+    )
     a = ap.parse_args()
     d = run()
     out = Path(a.out) if a.out else results_dir(COMPUTED)

@@ -32,18 +32,38 @@ from pathlib import Path
 
 from kttune.cost.components import Components
 from kttune.calibration.transfer import (
-    SHRINKAGES, VARIANTS, TermCorrection, TransferPoint, by_model, by_threads, choose_shrinkage, fit_terms, held_out,
-    leave_one_point_out, mean_held_out, nested_held_out, per_method_predictor, terms_predictor,
+    SHRINKAGES,
+    VARIANTS,
+    TermCorrection,
+    TransferPoint,
+    by_model,
+    by_threads,
+    choose_shrinkage,
+    fit_terms,
+    held_out,
+    leave_one_point_out,
+    mean_held_out,
+    nested_held_out,
+    per_method_predictor,
+    terms_predictor,
 )
 from kttune.hw.registry import resolve_profile
 from kttune.calibration.runner import (
-    disturbed, launch_config, layer_terms, measured_crossover, smallest_forward_where, transfer_points)
+    disturbed,
+    launch_config,
+    layer_terms,
+    measured_crossover,
+    smallest_forward_where,
+    transfer_points,
+)
 from kttune.runner.result import runs_in_results
 from kttune.spec.loader import load_model
 from results_layout import COMPUTED, results_dir
 
-DEFAULT_RESULTS = ("benchmarks/results/2026-12-01-h200-pcie5-xeon-amx-16c/paths.json",
-                   "benchmarks/results/2026-12-01-h200-pcie5-xeon-amx-16c/paths-earlier.json")
+DEFAULT_RESULTS = (
+    "benchmarks/results/2026-12-01-h200-pcie5-xeon-amx-16c/paths.json",
+    "benchmarks/results/2026-12-01-h200-pcie5-xeon-amx-16c/paths-earlier.json",
+)
 
 
 def load_points(paths: list[str], profile) -> tuple[list[TransferPoint], list[dict]]:
@@ -60,18 +80,36 @@ def load_points(paths: list[str], profile) -> tuple[list[TransferPoint], list[di
             for r in runs:
                 points += transfer_points(r, c)
             for n in sorted({r.gpu_experts for r in runs}):
-                forced = [r for r in runs if r.gpu_experts == n and r.forced_path and len(r.forwards) == 1
-                          and not disturbed(r.forwards[0])]
+                forced = [
+                    r
+                    for r in runs
+                    if r.gpu_experts == n and r.forced_path and len(r.forwards) == 1 and not disturbed(r.forwards[0])
+                ]
                 pairs = []
                 for m in sorted({r.prompt_tokens for r in forced}):
-                    hy = [r.forwards[0].mean_moe_ms for r in forced if r.prompt_tokens == m and r.forced_path == "hybrid"]
-                    lw = [r.forwards[0].mean_moe_ms for r in forced if r.prompt_tokens == m and r.forced_path == "layerwise"]
+                    hy = [
+                        r.forwards[0].mean_moe_ms for r in forced if r.prompt_tokens == m and r.forced_path == "hybrid"
+                    ]
+                    lw = [
+                        r.forwards[0].mean_moe_ms
+                        for r in forced
+                        if r.prompt_tokens == m and r.forced_path == "layerwise"
+                    ]
                     if hy and lw:
                         pairs.append((m, hy[0], lw[0]))
                 if pairs:
                     ref = next(r for r in runs if r.gpu_experts == n)
-                    crossings.append({"file": path, "model": spec.name, "gpu_experts": n, "threads": ref.cpuinfer,
-                                      "measured": measured_crossover(pairs), "comp": c, "run": ref})
+                    crossings.append(
+                        {
+                            "file": path,
+                            "model": spec.name,
+                            "gpu_experts": n,
+                            "threads": ref.cpuinfer,
+                            "measured": measured_crossover(pairs),
+                            "comp": c,
+                            "run": ref,
+                        }
+                    )
     return points, crossings
 
 
@@ -81,8 +119,9 @@ def predicted_crossover(c: Components, run, correction: TermCorrection, hi: int 
     cfg = launch_config(run)
 
     def moe(m: int, path: str) -> float:
-        p = TransferPoint(run.model, run.method, path, m, 0, run.gpu_experts, run.cpuinfer, 1.0, 0.0,
-                          layer_terms(c, cfg, m, path))
+        p = TransferPoint(
+            run.model, run.method, path, m, 0, run.gpu_experts, run.cpuinfer, 1.0, 0.0, layer_terms(c, cfg, m, path)
+        )
         return correction.predict(p)
 
     if not c.method.layerwise:
@@ -109,10 +148,18 @@ def analyse(points: list[TransferPoint], crossings: list[dict]) -> dict:
     lopo.update({f"terms:{v}": leave_one_point_out(points, terms_predictor(0.0, v)) for v in VARIANTS})
     rows = []
     for (m, path), r in sorted(lomo_method.items()):
-        rows.append({"model": m, "method": next(p.method for p in points if p.model == m), "path": path,
-                     "points": r["points"], "raw": r["raw"], "per_method_lomo": r["held_out"],
-                     **{f"terms_{v}_lomo": lomo[v][(m, path)]["held_out"] for v in VARIANTS},
-                     **{f"terms_{v}_shrinkage": lomo[v][(m, path)]["shrinkage"] for v in VARIANTS}})
+        rows.append(
+            {
+                "model": m,
+                "method": next(p.method for p in points if p.model == m),
+                "path": path,
+                "points": r["points"],
+                "raw": r["raw"],
+                "per_method_lomo": r["held_out"],
+                **{f"terms_{v}_lomo": lomo[v][(m, path)]["held_out"] for v in VARIANTS},
+                **{f"terms_{v}_shrinkage": lomo[v][(m, path)]["shrinkage"] for v in VARIANTS},
+            }
+        )
     # the crossover with the variant whose nested held-out error is least over every model
     cross_v = min(VARIANTS, key=lambda v: mean_held_out(lomo[v]))
     cross = []
@@ -123,63 +170,119 @@ def analyse(points: list[TransferPoint], crossings: list[dict]) -> dict:
         raw = predicted_crossover(x["comp"], x["run"], TermCorrection())
         held = predicted_crossover(x["comp"], x["run"], corr)
         meas = x["measured"]
-        err = (lambda v: abs(v - meas) / meas if (v and meas) else None)  # noqa: E731
-        cross.append({"file": x["file"], "model": x["model"], "gpu_experts": x["gpu_experts"], "threads": x["threads"],
-                      "measured": meas, "raw": raw, "raw_error": err(raw), "terms_lomo": held, "terms_lomo_error": err(held),
-                      "shrinkage": None if math.isinf(s) else s})
+        err = lambda v: abs(v - meas) / meas if (v and meas) else None  # noqa: E731
+        cross.append(
+            {
+                "file": x["file"],
+                "model": x["model"],
+                "gpu_experts": x["gpu_experts"],
+                "threads": x["threads"],
+                "measured": meas,
+                "raw": raw,
+                "raw_error": err(raw),
+                "terms_lomo": held,
+                "terms_lomo_error": err(held),
+                "shrinkage": None if math.isinf(s) else s,
+            }
+        )
     return {
-        "models": models, "threads": threads, "points": len(points), "variants": {v: VARIANTS[v] for v in VARIANTS},
+        "models": models,
+        "threads": threads,
+        "points": len(points),
+        "variants": {v: VARIANTS[v] for v in VARIANTS},
         "rows": rows,
-        "loto": [{"variant": v, "threads": t, "path": path, **r} for v, tab in loto.items() for (t, path), r in sorted(tab.items())],
-        "shrinkage_curves": {v: {("inf" if math.isinf(s) else str(s)): {f"{m}/{path}": r["held_out"] for (m, path), r in t.items()}
-                                 for s, t in c.items()} for v, c in curves.items()},
+        "loto": [
+            {"variant": v, "threads": t, "path": path, **r}
+            for v, tab in loto.items()
+            for (t, path), r in sorted(tab.items())
+        ],
+        "shrinkage_curves": {
+            v: {
+                ("inf" if math.isinf(s) else str(s)): {f"{m}/{path}": r["held_out"] for (m, path), r in t.items()}
+                for s, t in c.items()
+            }
+            for v, c in curves.items()
+        },
         "chosen_shrinkage": {v: (None if math.isinf(s) else s) for v, s in chosen.items()},
-        "leave_one_point_out": lopo, "shipped": shipped.to_dict() | {"variant": ship_v},
-        "crossover_variant": cross_v, "crossover": cross,
+        "leave_one_point_out": lopo,
+        "shipped": shipped.to_dict() | {"variant": ship_v},
+        "crossover_variant": cross_v,
+        "crossover": cross,
     }
 
 
 def markdown(a: dict, files: list[str], profile_name: str) -> str:
     ship = a["shipped"]
     vs = list(a["variants"])
-    lines = ["# Errors that mean transfer: leave one model out, leave one thread count out", "",
-             f"Results: {', '.join(files)}. Predictions: `{profile_name}` without its calibration. {a['points']} forwards "
-             f"of {len(a['models'])} models at --kt-cpuinfer {', '.join(map(str, a['threads']))}; error = mean absolute "
-             "% error per decoder-layer forward. Corrections: per-method (the profile's calibration form, fitted on the "
-             "other models) and shared physical terms in three feature sets (" + "; ".join(
-                 f"{v}: {', '.join(f'{p} {list(n)}' for p, n in a['variants'][v].items())}" for v in vs)
-             + "), each held-out model predicted at the shrinkage chosen on the other models (in brackets; none = no correction).", "",
-             "| model | method | path | forwards | raw | per-method | " + " | ".join(f"terms: {v}" for v in vs) + " |",
-             "|---|---|---|---|---|---|" + "---|" * len(vs)]
+    lines = [
+        "# Errors that mean transfer: leave one model out, leave one thread count out",
+        "",
+        f"Results: {', '.join(files)}. Predictions: `{profile_name}` without its calibration. {a['points']} forwards "
+        f"of {len(a['models'])} models at --kt-cpuinfer {', '.join(map(str, a['threads']))}; error = mean absolute "
+        "% error per decoder-layer forward. Corrections: per-method (the profile's calibration form, fitted on the "
+        "other models) and shared physical terms in three feature sets ("
+        + "; ".join(f"{v}: {', '.join(f'{p} {list(n)}' for p, n in a['variants'][v].items())}" for v in vs)
+        + "), each held-out model predicted at the shrinkage chosen on the other models (in brackets; none = no correction).",
+        "",
+        "| model | method | path | forwards | raw | per-method | " + " | ".join(f"terms: {v}" for v in vs) + " |",
+        "|---|---|---|---|---|---|" + "---|" * len(vs),
+    ]
     for r in a["rows"]:
         cells = []
         for v in vs:
             sh = r[f"terms_{v}_shrinkage"]
             cells.append(f"{pct(r[f'terms_{v}_lomo'])} ({'none' if sh is None else f'{sh:g}'})")
-        lines.append(f"| {r['model']} | {r['method']} | {r['path']} | {r['points']} | {pct(r['raw'])} | "
-                     f"{pct(r['per_method_lomo'])} | " + " | ".join(cells) + " |")
-    lines += ["", "Leave one thread count out: " + (
-        "; ".join(f"{r['variant']} {r['threads']} threads {r['path']}: raw {pct(r['raw'])}, held out {pct(r['held_out'])}"
-                  for r in a["loto"]) if a["loto"] else "n/a (one thread count in these files)."), "",
-        "Leave one point out (a correction fitted on every model, each forward held out): " + ", ".join(
-            f"{k} {path} {pct(v)}" for k, d in a["leave_one_point_out"].items() for path, v in d.items()), ""]
+        lines.append(
+            f"| {r['model']} | {r['method']} | {r['path']} | {r['points']} | {pct(r['raw'])} | "
+            f"{pct(r['per_method_lomo'])} | " + " | ".join(cells) + " |"
+        )
+    lines += [
+        "",
+        "Leave one thread count out: "
+        + (
+            "; ".join(
+                f"{r['variant']} {r['threads']} threads {r['path']}: raw {pct(r['raw'])}, held out {pct(r['held_out'])}"
+                for r in a["loto"]
+            )
+            if a["loto"]
+            else "n/a (one thread count in these files)."
+        ),
+        "",
+        "Leave one point out (a correction fitted on every model, each forward held out): "
+        + ", ".join(f"{k} {path} {pct(v)}" for k, d in a["leave_one_point_out"].items() for path, v in d.items()),
+        "",
+    ]
     for v in vs:
         curve = a["shrinkage_curves"][v]
         cols = list(next(iter(curve.values())).keys())
-        lines += [f"## Shrinkage curve, terms: {v} (each model held out; chosen on all: "
-                  f"{'none' if a['chosen_shrinkage'][v] is None else a['chosen_shrinkage'][v]})", "",
-                  "| shrinkage | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+        lines += [
+            f"## Shrinkage curve, terms: {v} (each model held out; chosen on all: "
+            f"{'none' if a['chosen_shrinkage'][v] is None else a['chosen_shrinkage'][v]})",
+            "",
+            "| shrinkage | " + " | ".join(cols) + " |",
+            "|---|" + "---|" * len(cols),
+        ]
         for s, row in curve.items():
             lines.append(f"| {'none' if s == 'inf' else s} | " + " | ".join(pct(row[c]) for c in cols) + " |")
         lines.append("")
-    lines += ["Shipped: " + ("no correction (every shrinkage of every feature set makes a held-out model worse than raw)"
-                             if ship["variant"] is None else
-                             f"terms: {ship['variant']} at shrinkage {ship['shrinkage']:g}, deltas {json.dumps(ship['deltas'])}"),
-              "", f"## Crossover (tokens) per model and GPU-expert count (terms: {a['crossover_variant']}, held-out model)", "",
-              "| file | model | n | measured | raw (error) | corrected, held-out model (error) |", "|---|---|---|---|---|---|"]
+    lines += [
+        "Shipped: "
+        + (
+            "no correction (every shrinkage of every feature set makes a held-out model worse than raw)"
+            if ship["variant"] is None
+            else f"terms: {ship['variant']} at shrinkage {ship['shrinkage']:g}, deltas {json.dumps(ship['deltas'])}"
+        ),
+        "",
+        f"## Crossover (tokens) per model and GPU-expert count (terms: {a['crossover_variant']}, held-out model)",
+        "",
+        "| file | model | n | measured | raw (error) | corrected, held-out model (error) |",
+        "|---|---|---|---|---|---|",
+    ]
     for x in a["crossover"]:
-        lines.append(f"| {Path(x['file']).stem} | {x['model']} | {x['gpu_experts']} | {x['measured']} | {x['raw']} ({pct(x['raw_error'])}) | "
-                     f"{x['terms_lomo']} ({pct(x['terms_lomo_error'])}) |")
+        lines.append(
+            f"| {Path(x['file']).stem} | {x['model']} | {x['gpu_experts']} | {x['measured']} | {x['raw']} ({pct(x['raw_error'])}) | "
+            f"{x['terms_lomo']} ({pct(x['terms_lomo_error'])}) |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -187,7 +290,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("results", nargs="*", default=list(DEFAULT_RESULTS))
     ap.add_argument("--profile", default="h200-pcie5-xeon-amx-16c")
-    ap.add_argument("--out", help="folder for the results (default: benchmarks/results/<today>-computed/, benchmarks/results_layout.py)")
+    ap.add_argument(
+        "--out",
+        help="folder for the results (default: benchmarks/results/<today>-computed/, benchmarks/results_layout.py)",
+    )
     ap.add_argument("--tag", default="h200-pcie5-xeon-amx-16c")
     a = ap.parse_args()
     prof = resolve_profile(a.profile, None)
@@ -197,7 +303,9 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     md = markdown(res, a.results, a.profile)
     (out / f"transfer-{a.tag}.md").write_text(md)
-    (out / f"transfer-{a.tag}.json").write_text(json.dumps({"results": a.results, "profile": a.profile, **res}, indent=1) + "\n")
+    (out / f"transfer-{a.tag}.json").write_text(
+        json.dumps({"results": a.results, "profile": a.profile, **res}, indent=1) + "\n"
+    )
     print(md)
     print(f"wrote {out / f'transfer-{a.tag}.md'} and .json")
 

@@ -62,8 +62,17 @@ class DesignPoint:
     threads: int
 
 
-def design(model: str, method: str, n: int, threads: tuple[int, ...], chunks: tuple[int, ...],
-           prompts: tuple[int, int], gpu_experts_max: int, experts: int, layerwise: bool) -> list[DesignPoint]:
+def design(
+    model: str,
+    method: str,
+    n: int,
+    threads: tuple[int, ...],
+    chunks: tuple[int, ...],
+    prompts: tuple[int, int],
+    gpu_experts_max: int,
+    experts: int,
+    layerwise: bool,
+) -> list[DesignPoint]:
     """`n` points of a scrambled Latin hypercube over (prompt, chunk, threshold, GPU experts,
     threads), seeded by the model's name so a model's points do not change with the others."""
     from scipy.stats import qmc
@@ -74,8 +83,17 @@ def design(model: str, method: str, n: int, threads: tuple[int, ...], chunks: tu
     for a, b, c, d, e in u:
         chunk = chunks[min(len(chunks) - 1, int(b * len(chunks)))]
         thr = 0 if (c < 0.2 or not layerwise) else max(64, int(round(c * chunk / 64)) * 64)
-        out.append(DesignPoint(model, method, int(round(math.exp(lo + a * (hi - lo)))), chunk, min(thr, chunk),
-                               int(round(d * min(experts, gpu_experts_max))), threads[min(len(threads) - 1, int(e * len(threads)))]))
+        out.append(
+            DesignPoint(
+                model,
+                method,
+                int(round(math.exp(lo + a * (hi - lo)))),
+                chunk,
+                min(thr, chunk),
+                int(round(d * min(experts, gpu_experts_max))),
+                threads[min(len(threads) - 1, int(e * len(threads)))],
+            )
+        )
     return out
 
 
@@ -127,12 +145,26 @@ def requests(points: list[DesignPoint], args, profile) -> list[tuple[str, object
             ns = tuple(sorted({p.gpu_experts for p in pts}))
             sweep = sweep_sizes(model, pts[0].method, profile, th, ns[0], args.small) if first else ()
             first = False
-            out.append((f"{model} {pts[0].method} {th} threads", PathsRequest(
-                model=model, method=pts[0].method, layers=args.layers, gpu_experts=ns,
-                points=tuple((p.prompt, p.chunk, p.threshold, p.gpu_experts) for p in pts), sweep=sweep,
-                cpuinfer=th, small=args.small, device="cpu" if args.small else "", max_run_s=args.max_run_s,
-                repeats=args.repeats, profile=args.profile,
-                cpu_max_tokens=max(p.chunk for p in pts))))
+            out.append(
+                (
+                    f"{model} {pts[0].method} {th} threads",
+                    PathsRequest(
+                        model=model,
+                        method=pts[0].method,
+                        layers=args.layers,
+                        gpu_experts=ns,
+                        points=tuple((p.prompt, p.chunk, p.threshold, p.gpu_experts) for p in pts),
+                        sweep=sweep,
+                        cpuinfer=th,
+                        small=args.small,
+                        device="cpu" if args.small else "",
+                        max_run_s=args.max_run_s,
+                        repeats=args.repeats,
+                        profile=args.profile,
+                        cpu_max_tokens=max(p.chunk for p in pts),
+                    ),
+                )
+            )
     return out
 
 
@@ -171,8 +203,17 @@ def main() -> None:
         method = MODELS[m]
         spec = load_model(m, method)
         experts = 16 if a.small else spec.num_experts  # small_spec's expert count
-        points += design(m, method, a.points, cfg["threads"], cfg["chunks"], cfg["prompts"], cfg["gpu_experts_max"],
-                         experts, get_method(method).layerwise)
+        points += design(
+            m,
+            method,
+            a.points,
+            cfg["threads"],
+            cfg["chunks"],
+            cfg["prompts"],
+            cfg["gpu_experts_max"],
+            experts,
+            get_method(method).layerwise,
+        )
     reqs = requests(points, a, prof)
     if a.child:
         run_requests(reqs, Path(a.child), a.budget_s)
@@ -180,16 +221,22 @@ def main() -> None:
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     tag = a.tag or ("transfer-small" if a.small else "transfer-h200")
-    design_doc = {"models": {m: MODELS[m] for m in a.models.split(",")}, "points": [asdict(p) for p in points],
-                  "mxfp4": "not run: the runner has no MXFP4 expert format or GPU MXFP4 MoE kernel",
-                  "args": {k: v for k, v in vars(a).items()}}
+    design_doc = {
+        "models": {m: MODELS[m] for m in a.models.split(",")},
+        "points": [asdict(p) for p in points],
+        "mxfp4": "not run: the runner has no MXFP4 expert format or GPU MXFP4 MoE kernel",
+        "args": {k: v for k, v in vars(a).items()},
+    }
     (out / f"design-{tag}.json").write_text(json.dumps(design_doc, indent=1) + "\n")
     plan_s = 0.0
     for label, r in reqs:
         est = 0.0 if a.small else predicted_s(prof, r)
         plan_s += est
-        print(f"{label}: {len(r.points)} points {[p[:3] + (f'n={p[3]}',) for p in r.points]}, sweep {r.sweep}"
-              + ("" if a.small else f", predicted {est:.1f} s once each"), flush=True)
+        print(
+            f"{label}: {len(r.points)} points {[p[:3] + (f'n={p[3]}',) for p in r.points]}, sweep {r.sweep}"
+            + ("" if a.small else f", predicted {est:.1f} s once each"),
+            flush=True,
+        )
     if not a.small:
         print(f"predicted run time, each run once: {plan_s:.0f} s (plus stack builds, warm-ups and repeats)")
     if a.plan:
@@ -198,11 +245,17 @@ def main() -> None:
     blobs: list[dict] = []
     for model in dict.fromkeys(p.model for p in points):
         if time.perf_counter() - t0 > a.budget_s:
-            blobs.append({"request": {"model": model, "method": MODELS[model]}, "skipped": f"time budget of {a.budget_s:.0f} s spent"})
+            blobs.append(
+                {
+                    "request": {"model": model, "method": MODELS[model]},
+                    "skipped": f"time budget of {a.budget_s:.0f} s spent",
+                }
+            )
             continue
         blobs += run_model_process(model, a, a.budget_s - (time.perf_counter() - t0))
-        (out / f"paths-{tag}.json").write_text(json.dumps({"machine": machine_label(a.small), "design": design_doc,
-                                                          "results": blobs}, indent=1))
+        (out / f"paths-{tag}.json").write_text(
+            json.dumps({"machine": machine_label(a.small), "design": design_doc, "results": blobs}, indent=1)
+        )
         print(f"[{time.perf_counter() - t0:6.1f}s] {model} done", flush=True)
     print(f"done in {time.perf_counter() - t0:.0f} s: {out / f'paths-{tag}.json'}")
 
@@ -223,15 +276,38 @@ def run_model_process(model: str, a, budget_s: float) -> list[dict]:
 
     with tempfile.TemporaryDirectory() as tmp:
         dest = Path(tmp) / "blobs.json"
-        argv = [sys.executable, __file__, "--out", a.out, "--models", model, "--points", str(a.points),
-                "--layers", str(a.layers), "--profile", a.profile, "--max-run-s", str(a.max_run_s),
-                "--repeats", str(a.repeats), "--budget-s", str(budget_s),
-                "--child", str(dest)]
+        argv = [
+            sys.executable,
+            __file__,
+            "--out",
+            a.out,
+            "--models",
+            model,
+            "--points",
+            str(a.points),
+            "--layers",
+            str(a.layers),
+            "--profile",
+            a.profile,
+            "--max-run-s",
+            str(a.max_run_s),
+            "--repeats",
+            str(a.repeats),
+            "--budget-s",
+            str(budget_s),
+            "--child",
+            str(dest),
+        ]
         if a.small:
             argv.append("--small")
         p = subprocess.run(argv)
         if p.returncode or not dest.is_file():
-            return [{"request": {"model": model, "method": MODELS[model]}, "error": f"the model's process exited {p.returncode}"}]
+            return [
+                {
+                    "request": {"model": model, "method": MODELS[model]},
+                    "error": f"the model's process exited {p.returncode}",
+                }
+            ]
         return json.loads(dest.read_text())
 
 
@@ -242,8 +318,12 @@ def run_requests(reqs, dest: Path, budget_s: float) -> None:
     for label, r in reqs:
         t1 = time.perf_counter()
         if t1 - t0 > budget_s:
-            blobs.append({"request": {"model": r.model, "method": r.method, "cpuinfer": r.cpuinfer},
-                          "skipped": "time budget spent"})
+            blobs.append(
+                {
+                    "request": {"model": r.model, "method": r.method, "cpuinfer": r.cpuinfer},
+                    "skipped": "time budget spent",
+                }
+            )
             continue
         try:
             d = measure_request(r, lambda s: print(f"[{time.perf_counter() - t0:6.1f}s] {s}", flush=True))
@@ -251,7 +331,10 @@ def run_requests(reqs, dest: Path, budget_s: float) -> None:
             import traceback
 
             traceback.print_exc()
-            d = {"request": {"model": r.model, "method": r.method, "cpuinfer": r.cpuinfer}, "error": f"{type(e).__name__}: {e}"}
+            d = {
+                "request": {"model": r.model, "method": r.method, "cpuinfer": r.cpuinfer},
+                "error": f"{type(e).__name__}: {e}",
+            }
         d["wall_s"] = round(time.perf_counter() - t1, 1)
         blobs.append(d)
         dest.write_text(json.dumps(blobs))

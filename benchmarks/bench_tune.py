@@ -97,23 +97,48 @@ def judge_model(item: str, a, out: Path, clock, parts: set, deadline) -> dict:
     name, method, vram, *rest = item.split(":")
     host = rest[0] if rest else None
     wl = str(out / "workload.json") if a.small else a.workload
-    req = TuneRequest(model=name, method=method, vram_bytes=parse_size_bytes(vram), workload=wl,
-                      host_ram_bytes=parse_size_bytes(host, "--host-ram") if host else None,
-                      evaluator="runner-cpu" if a.small else "runner", profile=a.profile, seed=a.seed,
-                      chunks=(512, 768, 1024) if a.small else (), fresh=True,
-                      state_path=str(out / f"tune-{name}" / "state.json"), out_dir=str(out / f"tune-{name}"))
+    req = TuneRequest(
+        model=name,
+        method=method,
+        vram_bytes=parse_size_bytes(vram),
+        workload=wl,
+        host_ram_bytes=parse_size_bytes(host, "--host-ram") if host else None,
+        evaluator="runner-cpu" if a.small else "runner",
+        profile=a.profile,
+        seed=a.seed,
+        chunks=(512, 768, 1024) if a.small else (),
+        fresh=True,
+        state_path=str(out / f"tune-{name}" / "state.json"),
+        out_dir=str(out / f"tune-{name}"),
+    )
     doc: dict = {"model": name, "method": method, "vram": vram, "host_ram": host}
     say(clock, f"{name} {method} {vram}: kttune tune")
     t = time.perf_counter()
-    res = run_tune(req, on_event=lambda e: say(clock, f"  tune {e.phase}: {e.message}") if e.message and e.phase in
-                   ("probe", "runner", "search", "check") else None, keep_runner=True)
+    res = run_tune(
+        req,
+        on_event=lambda e: (
+            say(clock, f"  tune {e.phase}: {e.message}")
+            if e.message and e.phase in ("probe", "runner", "search", "check")
+            else None
+        ),
+        keep_runner=True,
+    )
     tune_s = time.perf_counter() - t
     tdoc = res.to_dict()
     tune_report.write_report(tdoc, out / f"tune-{name}")
-    doc["tune"] = {"wall_s": round(tune_s, 1), "pick": label(res.pick), "decision": res.decision, "phases_s": res.phases_s,
-                   "verification": tdoc["verification"], "gains": tdoc["gains"], "output_check": tdoc["output_check"],
-                   "crossover": tdoc["crossover"].get("measured"), "probe": tdoc["probe"], "notes": tdoc["notes"],
-                   "samples": res.protocol.get("samples_this_run")}
+    doc["tune"] = {
+        "wall_s": round(tune_s, 1),
+        "pick": label(res.pick),
+        "decision": res.decision,
+        "phases_s": res.phases_s,
+        "verification": tdoc["verification"],
+        "gains": tdoc["gains"],
+        "output_check": tdoc["output_check"],
+        "crossover": tdoc["crossover"].get("measured"),
+        "probe": tdoc["probe"],
+        "notes": tdoc["notes"],
+        "samples": res.protocol.get("samples_this_run"),
+    }
     say(clock, f"  tune: {tune_s:.0f} s, pick {label(res.pick)}: {res.decision}")
     ev = res.runner
     lengths, weights = res.lengths, res.weights
@@ -137,12 +162,17 @@ def judge_model(item: str, a, out: Path, clock, parts: set, deadline) -> dict:
             th = sorted(ev.thread_map) if ev.thread_map else list(ev.spec.threads)
             threads = sorted(set(th))[-2:]
             chunks = [int(x) for x in (a.grid_chunks or ("512,768,1024" if a.small else "8192,16384")).split(",")]
-            thresholds = [int(x) for x in (a.grid_thresholds or ("0,512,1024" if a.small else "0,1024,4096")).split(",")]
+            thresholds = [
+                int(x) for x in (a.grid_thresholds or ("0,512,1024" if a.small else "0,1024,4096")).split(",")
+            ]
             chunks = [c for c in chunks if c in sp.chunks] or list(sp.chunks[-2:])
             thresholds = [t for t in thresholds if t in sp.thresholds] or list(sp.thresholds[:3])
             configs = grid_configs(res, chunks, thresholds, threads)
-            say(clock, f"  grid: {len(configs)} configurations x {a.grid_repeats} rounds (chunks {chunks}, thresholds "
-                       f"{thresholds}, threads {threads})")
+            say(
+                clock,
+                f"  grid: {len(configs)} configurations x {a.grid_repeats} rounds (chunks {chunks}, thresholds "
+                f"{thresholds}, threads {threads})",
+            )
             protocol = Protocol(repeats=a.grid_repeats, seed=a.seed)
             cv_point("before the grid")
             known: dict = {}
@@ -156,25 +186,52 @@ def judge_model(item: str, a, out: Path, clock, parts: set, deadline) -> dict:
             grid_s = time.perf_counter() - t
             est = grid.estimates
             opt = max(est, key=lambda c: est[c].median) if est else None
-            doc["grid"] = {"configurations": len(configs), "measured": len(est), "rounds": a.grid_repeats, "wall_s": round(grid_s, 1),
-                           "chunks": chunks, "thresholds": thresholds, "threads": threads,
-                           "unmeasurable": {label(c): r for c, r in grid.samples.unmeasurable.items()},
-                           "points": [{"config": label(c), "tok_s": e.to_dict()} for c, e in sorted(est.items(), key=lambda kv: -kv[1].median)],
-                           "optimum": label(opt) if opt else None}
+            doc["grid"] = {
+                "configurations": len(configs),
+                "measured": len(est),
+                "rounds": a.grid_repeats,
+                "wall_s": round(grid_s, 1),
+                "chunks": chunks,
+                "thresholds": thresholds,
+                "threads": threads,
+                "unmeasurable": {label(c): r for c, r in grid.samples.unmeasurable.items()},
+                "points": [
+                    {"config": label(c), "tok_s": e.to_dict()}
+                    for c, e in sorted(est.items(), key=lambda kv: -kv[1].median)
+                ],
+                "optimum": label(opt) if opt else None,
+            }
             if opt is not None:
-                h2h = measure_rounds([res.pick, opt] if opt != res.pick else [res.pick], lambda c, rr: tok_s(c),
-                                     Protocol(repeats=5, seed=a.seed + 1))
+                h2h = measure_rounds(
+                    [res.pick, opt] if opt != res.pick else [res.pick],
+                    lambda c, rr: tok_s(c),
+                    Protocol(repeats=5, seed=a.seed + 1),
+                )
                 pe, oe = h2h.estimates.get(res.pick), h2h.estimates.get(opt)
                 cmp = compare(oe, pe) if pe is not None and oe is not None and opt != res.pick else None
                 ratio = cmp.ratio if cmp else 1.0
-                within = bool(pe is not None and oe is not None and (pe.median >= (1 - WITHIN) * oe.median or oe.contains(pe.median)))
-                doc["head_to_head"] = {"pick": label(res.pick), "optimum": label(opt), "pick_tok_s": pe.to_dict() if pe else None,
-                                       "optimum_tok_s": oe.to_dict() if oe else None,
-                                       "pick_over_optimum": cmp.to_dict() if cmp else {"ratio": 1.0, "note": "the pick is the grid optimum"},
-                                       "pick_in_grid": res.pick in est,
-                                       "within_3pct_or_inside_interval": within}
-                say(clock, f"  head-to-head: pick {label(res.pick)} / optimum {label(opt)} = {ratio:.3f}"
-                           + (f" [{cmp.low:.3f}-{cmp.high:.3f}]" if cmp else "") + f": {'yes' if within else 'NO'}")
+                within = bool(
+                    pe is not None
+                    and oe is not None
+                    and (pe.median >= (1 - WITHIN) * oe.median or oe.contains(pe.median))
+                )
+                doc["head_to_head"] = {
+                    "pick": label(res.pick),
+                    "optimum": label(opt),
+                    "pick_tok_s": pe.to_dict() if pe else None,
+                    "optimum_tok_s": oe.to_dict() if oe else None,
+                    "pick_over_optimum": cmp.to_dict()
+                    if cmp
+                    else {"ratio": 1.0, "note": "the pick is the grid optimum"},
+                    "pick_in_grid": res.pick in est,
+                    "within_3pct_or_inside_interval": within,
+                }
+                say(
+                    clock,
+                    f"  head-to-head: pick {label(res.pick)} / optimum {label(opt)} = {ratio:.3f}"
+                    + (f" [{cmp.low:.3f}-{cmp.high:.3f}]" if cmp else "")
+                    + f": {'yes' if within else 'NO'}",
+                )
                 cv_point("after the head-to-head")
         elif "grid" in parts:
             doc["grid"] = {"skipped": f"deadline: {deadline():.0f} s left"}
@@ -182,8 +239,15 @@ def judge_model(item: str, a, out: Path, clock, parts: set, deadline) -> dict:
             while len(cv_samples) < CV_POSITIONS:
                 cv_point("at the end")
             e = estimate(cv_samples)
-            doc["cv"] = {"config": label(res.pick), "positions": len(cv_samples), "tok_s": e.to_dict(),
-                         "cv": e.cv, "cv_all_samples": _cv(cv_samples), "target": CV_TARGET, "met": _cv(cv_samples) <= CV_TARGET}
+            doc["cv"] = {
+                "config": label(res.pick),
+                "positions": len(cv_samples),
+                "tok_s": e.to_dict(),
+                "cv": e.cv,
+                "cv_all_samples": _cv(cv_samples),
+                "target": CV_TARGET,
+                "met": _cv(cv_samples) <= CV_TARGET,
+            }
             say(clock, f"  cv over {len(cv_samples)} positions: {100 * _cv(cv_samples):.1f}%")
         doc["runner"] = ev.info().get("stats", {})
         doc["memory_at_end"] = ev.memory()
@@ -198,62 +262,98 @@ def _cv(xs) -> float:
 
 
 def markdown(doc: dict) -> str:
-    lines = [f"# kttune tune judged ({doc['machine']})", "", f"Command: `{doc['command']}`; {doc['wall_s']:.0f} s.", "",
-             "| model | tune wall s | pick | grid (configs x rounds) | grid optimum | pick / optimum [interval] | within 3% or inside | "
-             "CV at 5 positions | output check |", "|---|---:|---|---|---|---|---|---:|---|"]
+    lines = [
+        f"# kttune tune judged ({doc['machine']})",
+        "",
+        f"Command: `{doc['command']}`; {doc['wall_s']:.0f} s.",
+        "",
+        "| model | tune wall s | pick | grid (configs x rounds) | grid optimum | pick / optimum [interval] | within 3% or inside | "
+        "CV at 5 positions | output check |",
+        "|---|---:|---|---|---|---|---|---:|---|",
+    ]
     for m in doc["models"]:
         if "error" in m:
             lines.append(f"| {m['model']} | error: {m['error']} | | | | | | | |")
             continue
         t, g, h, cv = m.get("tune", {}), m.get("grid", {}), m.get("head_to_head", {}), m.get("cv", {})
-        r = (h.get("pick_over_optimum") or {})
-        ratio = (f"{r['ratio']:.3f} [{r['low']:.3f}-{r['high']:.3f}]" if "low" in r else f"{r.get('ratio', 0):.3f}") if r else "-"
+        r = h.get("pick_over_optimum") or {}
+        ratio = (
+            (f"{r['ratio']:.3f} [{r['low']:.3f}-{r['high']:.3f}]" if "low" in r else f"{r.get('ratio', 0):.3f}")
+            if r
+            else "-"
+        )
         chk = t.get("output_check") or {}
         cv_text = f"{100 * cv['cv_all_samples']:.1f}%" if cv else "-"
         within = "yes" if h.get("within_3pct_or_inside_interval") else ("NO" if h else "-")
-        check = (f"{'agree' if chk.get('agree') else 'DISAGREE'} ({100 * chk.get('moe_rel_diff', 0):.2f}%)"
-                 if chk.get("checked") else chk.get("reason", "-"))
-        lines.append(f"| {m['model']} {m['method']} {m['vram']} | {t.get('wall_s', '-')} | {t.get('pick', '-')} | "
-                     f"{g.get('measured', '-')} x {g.get('rounds', '-')} | {g.get('optimum', '-')} | {ratio} | {within} | "
-                     f"{cv_text} | {check} |")
+        check = (
+            f"{'agree' if chk.get('agree') else 'DISAGREE'} ({100 * chk.get('moe_rel_diff', 0):.2f}%)"
+            if chk.get("checked")
+            else chk.get("reason", "-")
+        )
+        lines.append(
+            f"| {m['model']} {m['method']} {m['vram']} | {t.get('wall_s', '-')} | {t.get('pick', '-')} | "
+            f"{g.get('measured', '-')} x {g.get('rounds', '-')} | {g.get('optimum', '-')} | {ratio} | {within} | "
+            f"{cv_text} | {check} |"
+        )
     for m in doc["models"]:
         if "tune" not in m:
             continue
-        lines += ["", f"## {m['model']} {m['method']}: tune's verification", "", f"Decision: {m['tune']['decision']}", "",
-                  "| configuration | role | flags | tok/s [interval] | vs pick [interval] | status |", "|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"## {m['model']} {m['method']}: tune's verification",
+            "",
+            f"Decision: {m['tune']['decision']}",
+            "",
+            "| configuration | role | flags | tok/s [interval] | vs pick [interval] | status |",
+            "|---|---|---|---|---|---|",
+        ]
         for r in m["tune"]["verification"]:
             e, v = r.get("measured_tok_s") or {}, r.get("vs_pick") or {}
             c = r["config"]
-            lines.append(f"| {r['name']} | {r['role']} | {c['chunked_prefill_size']}/{c['gpu_prefill_token_threshold']}/"
-                         f"{c['num_gpu_experts']}/{c['cpuinfer_threads']} | "
-                         + (f"{e['median']:,.0f} [{e['low']:,.0f}-{e['high']:,.0f}] n={e['n']}" if e else "-") + " | "
-                         + (f"{v['ratio']:.3f} [{v['low']:.3f}-{v['high']:.3f}]" if v else "") + f" | {r['status']} |")
+            lines.append(
+                f"| {r['name']} | {r['role']} | {c['chunked_prefill_size']}/{c['gpu_prefill_token_threshold']}/"
+                f"{c['num_gpu_experts']}/{c['cpuinfer_threads']} | "
+                + (f"{e['median']:,.0f} [{e['low']:,.0f}-{e['high']:,.0f}] n={e['n']}" if e else "-")
+                + " | "
+                + (f"{v['ratio']:.3f} [{v['low']:.3f}-{v['high']:.3f}]" if v else "")
+                + f" | {r['status']} |"
+            )
         for g in m["tune"].get("gains", []):
             lines.append(f"- gain over {g['baseline']}: {g['ratio']:.2f}x [{g['low']:.2f}-{g['high']:.2f}]")
         st = m.get("runner") or {}
         if st.get("timed_s"):
-            lines.append(f"- the protocol's cost on this session (tune, grid, head-to-head, cv): warm-up {st['warm_s']:.0f} s "
-                         f"({st['warm_runs']} new plans, {st['switch_warmups']} switches) beside {st['timed_s']:.0f} s timed "
-                         f"({st['timed_runs']} runs); tune's phases: "
-                         + ", ".join(f"{k} {v:.0f} s" for k, v in m["tune"]["phases_s"].items()))
+            lines.append(
+                f"- the protocol's cost on this session (tune, grid, head-to-head, cv): warm-up {st['warm_s']:.0f} s "
+                f"({st['warm_runs']} new plans, {st['switch_warmups']} switches) beside {st['timed_s']:.0f} s timed "
+                f"({st['timed_runs']} runs); tune's phases: "
+                + ", ".join(f"{k} {v:.0f} s" for k, v in m["tune"]["phases_s"].items())
+            )
         if m.get("grid", {}).get("points"):
             lines += ["", "Grid (tok/s, median [interval], n):", ""]
-            lines += [f"- {p['config']}: {p['tok_s']['median']:,.0f} [{p['tok_s']['low']:,.0f}-{p['tok_s']['high']:,.0f}] "
-                      f"n={p['tok_s']['n']}" for p in m["grid"]["points"]]
+            lines += [
+                f"- {p['config']}: {p['tok_s']['median']:,.0f} [{p['tok_s']['low']:,.0f}-{p['tok_s']['high']:,.0f}] "
+                f"n={p['tok_s']['n']}"
+                for p in m["grid"]["points"]
+            ]
     done = [m for m in doc.get("memory", []) if "rows" in m]
     if done:
         from bench_runner_memory import markdown as mem_md
 
         lines += ["", mem_md(done, doc["machine"]).replace("# ", "## ", 1)]
-    lines += [f"- memory {m['model']}: {m.get('skipped') or m.get('error')}" for m in doc.get("memory", []) if "rows" not in m]
+    lines += [
+        f"- memory {m['model']}: {m.get('skipped') or m.get('error')}" for m in doc.get("memory", []) if "rows" not in m
+    ]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
-    ap.add_argument("--models", default=None, help="name:METHOD:VRAM[:HOST_RAM],... (default: the three judged models; "
-                                                   "small: qwen3-30b-a3b)")
+    ap.add_argument(
+        "--models",
+        default=None,
+        help="name:METHOD:VRAM[:HOST_RAM],... (default: the three judged models; small: qwen3-30b-a3b)",
+    )
     ap.add_argument("--parts", default="tune,grid,cv,memory")
     ap.add_argument("--memory-models", default="glm-4.5-air:BF16,kimi-k2-thinking:RAWINT4")
     ap.add_argument("--memory-configs", type=int, default=50)
@@ -275,10 +375,18 @@ def main(argv: list[str] | None = None) -> int:
     if a.small:
         (out / "workload.json").write_text(json.dumps(SMALL_WORKLOAD))
         a.profile = a.profile or "h200-pcie5-xeon-amx-16c"
-    models = a.models or ("qwen3-30b-a3b:BF16:32G" if a.small else
-                          "qwen3-30b-a3b:BF16:32G,qwen3-30b-a3b-fp8:FP8:32G,glm-4.5-air:BF16:80G:512G")
-    doc: dict = {"machine": host_line(), "command": " ".join(["python", "benchmarks/bench_tune.py", *(argv or sys.argv[1:])]),
-                 "models": [], "memory": [], "wall_s": 0.0}
+    models = a.models or (
+        "qwen3-30b-a3b:BF16:32G"
+        if a.small
+        else "qwen3-30b-a3b:BF16:32G,qwen3-30b-a3b-fp8:FP8:32G,glm-4.5-air:BF16:80G:512G"
+    )
+    doc: dict = {
+        "machine": host_line(),
+        "command": " ".join(["python", "benchmarks/bench_tune.py", *(argv or sys.argv[1:])]),
+        "models": [],
+        "memory": [],
+        "wall_s": 0.0,
+    }
 
     def left() -> float:
         return a.deadline_s - clock()
@@ -313,8 +421,11 @@ def main(argv: list[str] | None = None) -> int:
             n_max, chunks, thresholds, threads = default_grid(name, method, a.small)
             configs = draw_configs(a.memory_configs, n_max, chunks, thresholds, threads, a.seed)
             try:
-                doc["memory"].append(memory_run(name, method, configs, 128 if a.small else 256, threads, a.small,
-                                                say=lambda s: say(clock, s)))
+                doc["memory"].append(
+                    memory_run(
+                        name, method, configs, 128 if a.small else 256, threads, a.small, say=lambda s: say(clock, s)
+                    )
+                )
             except Exception as e:  # noqa: BLE001
                 doc["memory"].append({"model": item, "error": f"{type(e).__name__}: {e}"})
             write()

@@ -40,24 +40,39 @@ from kttune.sim.workload import mix_statistics, poisson_requests, rescale_arriva
 from kttune.spec.catalog import catalog_names
 from results_layout import COMPUTED, results_dir
 
-SCHEDULES = (("chunked-2048", Schedule("chunked"), 2048), ("chunked-8192", Schedule("chunked"), 8192),
-             ("hybrid-8192", Schedule("hybrid"), 8192), ("layered", Schedule("layered"), 8192))
+SCHEDULES = (
+    ("chunked-2048", Schedule("chunked"), 2048),
+    ("chunked-8192", Schedule("chunked"), 8192),
+    ("hybrid-8192", Schedule("hybrid"), 8192),
+    ("layered", Schedule("layered"), 8192),
+)
 GB = 1e9
 PRESETS = ("arxiv-summarize", "sharegpt-chat")  # the paper's arXiv and ShareGPT sets (log-normal presets)
 TIGHT = 2  # the tight TBT limit: 2 x (instead of 5 x) the 32-request decode step
 
 
 def one(model: str, preset: str, profile: str, n_cap: int, n_dist: int, samples: bool) -> dict:
-    inp = simulation_inputs(model, profile, workload=preset, rate=1.0, requests=n_dist, max_total_tokens=131072, chunk=8192,
-                            threshold=0, this_machine=None)
+    inp = simulation_inputs(
+        model,
+        profile,
+        workload=preset,
+        rate=1.0,
+        requests=n_dist,
+        max_total_tokens=131072,
+        chunk=8192,
+        threshold=0,
+        this_machine=None,
+    )
     comp = inp.comp
     cross = crossover_tokens(comp, replace(inp.cfg, chunked_prefill_size=65536)) if comp.method.layerwise else None
     thr = cross or 0
     mix = load_workload(preset).mix
     mean_prompt = int(mix_statistics(mix)["prompt_tokens"]["mean"])
     base_cfg = replace(inp.cfg, gpu_prefill_token_threshold=min(thr, 8192))
-    slo = Slo(ttft_s=5 * prefill_time_ms(comp, base_cfg, mean_prompt) / 1e3,
-              tbt_ms=paper_rule_tbt_slo_ms(IterationCosts(comp, base_cfg)))
+    slo = Slo(
+        ttft_s=5 * prefill_time_ms(comp, base_cfg, mean_prompt) / 1e3,
+        tbt_ms=paper_rule_tbt_slo_ms(IterationCosts(comp, base_cfg)),
+    )
     tight = Slo(ttft_s=slo.ttft_s, tbt_ms=slo.tbt_ms * TIGHT / 5)
     cap_reqs = poisson_requests(mix, 1.0, n_cap, seed=1)
     caps, caps_tight, cfgs = {}, {}, {}
@@ -69,19 +84,48 @@ def one(model: str, preset: str, profile: str, n_cap: int, n_dist: int, samples:
     ref = caps["chunked-8192"].max_rate_per_s or max(c.max_rate_per_s for c in caps.values())
     rate = 0.5 * ref if ref > 0 else 0.5e3 / prefill_time_ms(comp, base_cfg, mean_prompt)
     dist_reqs = rescale_arrivals(poisson_requests(mix, 1.0, n_dist, seed=2), rate)
-    results = {label: simulate_one(comp, cfgs[label], dist_reqs, sched, slo, samples=samples) for label, sched, _ in SCHEDULES}
-    reports = {label: SimulationReport(
-        model=comp.model.name, method=comp.method.name, profile=profile, flags=cfgs[label].to_dict(),
-        workload={"name": preset, "source": "preset", "mix": mix.to_dict(), "statistics": mix_statistics(mix), "rate_per_s": rate,
-                  "requests": n_dist, "seed": 2},
-        slo=slo, router_skew=0.0, schedules=(results[label],), capacity=(caps[label],),
-        schedule_settings=(dict(sched.to_dict(), label=label),), notes=tuple(dict.fromkeys(comp.notes))).to_dict()
-        for label, sched, _ in SCHEDULES}
+    results = {
+        label: simulate_one(comp, cfgs[label], dist_reqs, sched, slo, samples=samples) for label, sched, _ in SCHEDULES
+    }
+    reports = {
+        label: SimulationReport(
+            model=comp.model.name,
+            method=comp.method.name,
+            profile=profile,
+            flags=cfgs[label].to_dict(),
+            workload={
+                "name": preset,
+                "source": "preset",
+                "mix": mix.to_dict(),
+                "statistics": mix_statistics(mix),
+                "rate_per_s": rate,
+                "requests": n_dist,
+                "seed": 2,
+            },
+            slo=slo,
+            router_skew=0.0,
+            schedules=(results[label],),
+            capacity=(caps[label],),
+            schedule_settings=(dict(sched.to_dict(), label=label),),
+            notes=tuple(dict.fromkeys(comp.notes)),
+        ).to_dict()
+        for label, sched, _ in SCHEDULES
+    }
     for label in reports:
         reports[label]["capacity_tight_tbt"] = caps_tight[label].to_dict() | {"slo": tight.to_dict()}
-    return {"model": model, "method": comp.method.name, "preset": preset, "threshold": thr, "slo": slo.to_dict(),
-            "tight": tight.to_dict(), "rate_per_s": rate, "results": results, "caps": caps, "caps_tight": caps_tight,
-            "reports": reports}
+    return {
+        "model": model,
+        "method": comp.method.name,
+        "preset": preset,
+        "threshold": thr,
+        "slo": slo.to_dict(),
+        "tight": tight.to_dict(),
+        "rate_per_s": rate,
+        "results": results,
+        "caps": caps,
+        "caps_tight": caps_tight,
+        "reports": reports,
+    }
 
 
 def fmt_s(v: float) -> str:
@@ -104,8 +148,12 @@ def main() -> None:
     ap.add_argument("--models", nargs="*", default=None)
     ap.add_argument("--requests", type=int, default=1000)
     ap.add_argument("--capacity-requests", type=int, default=300)
-    ap.add_argument("--out", help="path prefix of the .md and .json (default: benchmarks/results/<today>-computed/layered-tradeoff)")
-    ap.add_argument("--samples-for", nargs="*", default=["qwen3-30b-a3b"], help="models whose per-request samples go in the JSON")
+    ap.add_argument(
+        "--out", help="path prefix of the .md and .json (default: benchmarks/results/<today>-computed/layered-tradeoff)"
+    )
+    ap.add_argument(
+        "--samples-for", nargs="*", default=["qwen3-30b-a3b"], help="models whose per-request samples go in the JSON"
+    )
     a = ap.parse_args()
     a.out = a.out or str(results_dir(COMPUTED) / "layered-tradeoff")
     models = a.models or catalog_names()
@@ -126,9 +174,11 @@ def main() -> None:
 
     where = host_line()
     lines = [
-        f"# Chunked against Layered Prefill, simulated on `{a.profile}`", "",
+        f"# Chunked against Layered Prefill, simulated on `{a.profile}`",
+        "",
         f"Generated by `python benchmarks/report_layered_tradeoff.py --profile {a.profile}` ({wall:.0f} s on {where}). "
-        "Every number is a simulation over the cost model (`kttune simulate`), not a measurement of a server.", "",
+        "Every number is a simulation over the cost model (`kttune simulate`), not a measurement of a server.",
+        "",
         "Flags: threshold = the cost model's crossover (the `thr` column), 0 GPU experts, 32 running requests, 131072-token KV pool. "
         "SLOs: TBT <= 5 x a 32-request decode step at 4K context (the paper's rule), TTFT <= 5 x the idle-server TTFT of the "
         "preset's mean prompt. Capacity = highest rate with >= 90% of requests meeting both (300 requests per rate). "
@@ -136,7 +186,8 @@ def main() -> None:
         "Gap, TTFT and traffic columns are at half the chunk-8192 capacity under the rule SLO (1000 requests); "
         "the longest gap is per request (the quantity the TBT SLO tests), its p99 over requests. "
         "`layered / c8192` compares Layered Prefill (large chunk 8192, G = ceil(T/512)) with token-chunked prefill at chunk 8192: "
-        "below 1 means layered is lower.", "",
+        "below 1 means layered is lower.",
+        "",
     ]
     lines += ["## Direction and size", ""]
     for preset in PRESETS:
@@ -158,24 +209,33 @@ def main() -> None:
             f"PCIe per prompt {span(lambda r: rr(r['results']['layered'].traffic_prefill_per_prompt.pcie_bytes, r['results']['chunked-8192'].traffic_prefill_per_prompt.pcie_bytes))} "
             f"(chunk 2048: {span(lambda r: rr(r['results']['chunked-2048'].traffic_prefill_per_prompt.pcie_bytes, r['results']['chunked-8192'].traffic_prefill_per_prompt.pcie_bytes))}); "
             f"capacity under the rule SLO {span(lambda r: rr(r['caps']['layered'].max_rate_per_s, r['caps']['chunked-8192'].max_rate_per_s))}, "
-            f"under the tight TBT limit {span(lambda r: rr(r['caps_tight']['layered'].max_rate_per_s, r['caps_tight']['chunked-8192'].max_rate_per_s))}.")
-    lines += ["", "Why, in KT terms: a layerwise forward streams every MoE layer over PCIe whatever the chunk, so a smaller chunk "
-              "does not shorten the stall (chunk 2048 stalls about as long as 8192) but loads every layer more often "
-              "(the chunk 2048 traffic above); "
-              "Layered Prefill loads each layer once per 8192 tokens like chunk 8192 and stalls decode for one group only. "
-              "Its price is that each of the G iterations of a prompt also runs a full decode step, which on a CPU-decoding "
-              "server is long, so TTFT grows; it wins capacity when the TBT limit is below the layerwise forward time, "
-              "and loses a little when the limit is loose.", ""]
+            f"under the tight TBT limit {span(lambda r: rr(r['caps_tight']['layered'].max_rate_per_s, r['caps_tight']['chunked-8192'].max_rate_per_s))}."
+        )
+    lines += [
+        "",
+        "Why, in KT terms: a layerwise forward streams every MoE layer over PCIe whatever the chunk, so a smaller chunk "
+        "does not shorten the stall (chunk 2048 stalls about as long as 8192) but loads every layer more often "
+        "(the chunk 2048 traffic above); "
+        "Layered Prefill loads each layer once per 8192 tokens like chunk 8192 and stalls decode for one group only. "
+        "Its price is that each of the G iterations of a prompt also runs a full decode step, which on a CPU-decoding "
+        "server is long, so TTFT grows; it wins capacity when the TBT limit is below the layerwise forward time, "
+        "and loses a little when the limit is loose.",
+        "",
+    ]
     for preset in PRESETS:
         st = mix_statistics(load_workload(preset).mix)
-        lines += [f"## {preset}: {load_workload(preset).description}", "",
-                  f"Sampled statistics: prompt mean {st['prompt_tokens']['mean']:,.0f}, p50 {st['prompt_tokens']['p50']:,}, "
-                  f"p90 {st['prompt_tokens']['p90']:,} tokens; output mean {st['output_tokens']['mean']:,.0f}, p90 {st['output_tokens']['p90']:,}.", "",
-                  "| model | method | thr | SLO: TTFT s / TBT ms (rule; tight) | capacity req/s, rule SLO: c2048 / c8192 / hybrid / layered "
-                  "| capacity req/s, tight TBT: c2048 / c8192 / hybrid / layered | longest gap p99 ms: c2048 / c8192 / layered "
-                  "| TTFT p50 s: c2048 / c8192 / layered | PCIe GB per prompt: c2048 / c8192 / layered "
-                  "| layered / c8192: capacity rule, tight; longest gap; PCIe |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {preset}: {load_workload(preset).description}",
+            "",
+            f"Sampled statistics: prompt mean {st['prompt_tokens']['mean']:,.0f}, p50 {st['prompt_tokens']['p50']:,}, "
+            f"p90 {st['prompt_tokens']['p90']:,} tokens; output mean {st['output_tokens']['mean']:,.0f}, p90 {st['output_tokens']['p90']:,}.",
+            "",
+            "| model | method | thr | SLO: TTFT s / TBT ms (rule; tight) | capacity req/s, rule SLO: c2048 / c8192 / hybrid / layered "
+            "| capacity req/s, tight TBT: c2048 / c8192 / hybrid / layered | longest gap p99 ms: c2048 / c8192 / layered "
+            "| TTFT p50 s: c2048 / c8192 / layered | PCIe GB per prompt: c2048 / c8192 / layered "
+            "| layered / c8192: capacity rule, tight; longest gap; PCIe |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
         keys = ("chunked-2048", "chunked-8192", "hybrid-8192", "layered")
         three = ("chunked-2048", "chunked-8192", "layered")
         for r in (x for x in rows if x["preset"] == preset):
@@ -183,15 +243,21 @@ def main() -> None:
             c8, ly = res["chunked-8192"], res["layered"]
             lines.append(
                 f"| {r['model']} | {r['method']} | {r['threshold']} | {r['slo']['ttft_s']:.1f} / {r['slo']['tbt_ms']:,.0f}; {r['tight']['tbt_ms']:,.0f} | "
-                + " / ".join(f"{caps[k].max_rate_per_s:.3g}" for k in keys) + " | "
-                + " / ".join(f"{capt[k].max_rate_per_s:.3g}" for k in keys) + " | "
-                + " / ".join(fmt_ms(res[k].max_tbt_ms.p99) for k in three) + " | "
-                + " / ".join(fmt_s(res[k].ttft_s.p50) for k in three) + " | "
-                + " / ".join(f"{res[k].traffic_prefill_per_prompt.pcie_bytes / GB:,.0f}" for k in three) + " | "
+                + " / ".join(f"{caps[k].max_rate_per_s:.3g}" for k in keys)
+                + " | "
+                + " / ".join(f"{capt[k].max_rate_per_s:.3g}" for k in keys)
+                + " | "
+                + " / ".join(fmt_ms(res[k].max_tbt_ms.p99) for k in three)
+                + " | "
+                + " / ".join(fmt_s(res[k].ttft_s.p50) for k in three)
+                + " | "
+                + " / ".join(f"{res[k].traffic_prefill_per_prompt.pcie_bytes / GB:,.0f}" for k in three)
+                + " | "
                 + f"{ratio(caps['layered'].max_rate_per_s, caps['chunked-8192'].max_rate_per_s)}, "
-                  f"{ratio(capt['layered'].max_rate_per_s, capt['chunked-8192'].max_rate_per_s)}; "
-                  f"{ratio(ly.max_tbt_ms.p99, c8.max_tbt_ms.p99)}; "
-                  f"{ratio(ly.traffic_prefill_per_prompt.pcie_bytes, c8.traffic_prefill_per_prompt.pcie_bytes)} |")
+                f"{ratio(capt['layered'].max_rate_per_s, capt['chunked-8192'].max_rate_per_s)}; "
+                f"{ratio(ly.max_tbt_ms.p99, c8.max_tbt_ms.p99)}; "
+                f"{ratio(ly.traffic_prefill_per_prompt.pcie_bytes, c8.traffic_prefill_per_prompt.pcie_bytes)} |"
+            )
         lines.append("")
     if skipped:
         lines += ["## Not simulated", ""] + [f"- {s}" for s in skipped] + [""]

@@ -113,8 +113,10 @@ def problems(root: Path = RESULTS, manifest: Path = MANIFEST) -> list[str]:
         if not m:
             out.append(f"{p.name}/: not named <YYYY-MM-DD>-<machine>")
         on_disk |= {f.relative_to(root).as_posix() for f in p.rglob("*") if f.is_file()}
-    out += [f"{f}: not in manifest.json (python benchmarks/results_layout.py --add benchmarks/results/{f} ...)"
-            for f in sorted(on_disk - set(listed))]
+    out += [
+        f"{f}: not in manifest.json (python benchmarks/results_layout.py --add benchmarks/results/{f} ...)"
+        for f in sorted(on_disk - set(listed))
+    ]
     out += [f"{f}: in manifest.json but missing" for f in sorted(set(listed) - on_disk)]
     for e in doc.get("files", []):
         missing = [k for k in FIELDS if not e.get(k)]
@@ -128,13 +130,16 @@ def problems(root: Path = RESULTS, manifest: Path = MANIFEST) -> list[str]:
 
 def _head() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
 
-def add(files: list[Path], command: str, what: str, machine: str | None = None, commit: str | None = None) -> list[dict]:
+def add(
+    files: list[Path], command: str, what: str, machine: str | None = None, commit: str | None = None
+) -> list[dict]:
     """Entries for files already in a dated folder (replacing earlier entries of the same file)."""
     doc = load_manifest()
     new = []
@@ -143,8 +148,16 @@ def add(files: list[Path], command: str, what: str, machine: str | None = None, 
         m = FOLDER_RE.match(rel.split("/", 1)[0])
         if not m or "/" not in rel:
             raise SystemExit(f"{f}: not in a dated folder of benchmarks/results/ (see results_dir)")
-        new.append({"file": rel, "what": what, "produced_by": command, "machine": machine or m.group("machine"),
-                    "date": m.group("date"), "commit": commit or _head()})
+        new.append(
+            {
+                "file": rel,
+                "what": what,
+                "produced_by": command,
+                "machine": machine or m.group("machine"),
+                "date": m.group("date"),
+                "commit": commit or _head(),
+            }
+        )
     keep = {e["file"] for e in new}
     doc["files"] = [e for e in doc["files"] if e["file"] not in keep] + new
     save_manifest(doc)

@@ -60,7 +60,9 @@ class MlaDims:
         return self.qk_nope_head_dim + self.qk_rope_head_dim
 
 
-def mla_expand(c_kv: torch.Tensor, k_rope: torch.Tensor, w_kv_b: torch.Tensor, dims: MlaDims) -> tuple[torch.Tensor, torch.Tensor]:
+def mla_expand(
+    c_kv: torch.Tensor, k_rope: torch.Tensor, w_kv_b: torch.Tensor, dims: MlaDims
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Latent -> per-head keys and values. c_kv [T, r], k_rope [T, dr], w_kv_b [H*(dn+dv), r]
     -> k [T, H, dn+dr], v [T, H, dv]."""
     t = c_kv.shape[0]
@@ -70,7 +72,9 @@ def mla_expand(c_kv: torch.Tensor, k_rope: torch.Tensor, w_kv_b: torch.Tensor, d
     return k, v
 
 
-def mla_prefill(q: torch.Tensor, c_kv: torch.Tensor, k_rope: torch.Tensor, w_kv_b: torch.Tensor, dims: MlaDims) -> torch.Tensor:
+def mla_prefill(
+    q: torch.Tensor, c_kv: torch.Tensor, k_rope: torch.Tensor, w_kv_b: torch.Tensor, dims: MlaDims
+) -> torch.Tensor:
     """MLA prefill of one layer: q [T, H, dn+dr] -> out [T, H, dv]."""
     k, v = mla_expand(c_kv, k_rope, w_kv_b, dims)
     scale = dims.qk_head_dim**-0.5

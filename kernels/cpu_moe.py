@@ -52,9 +52,7 @@ def moe_forward(
             continue
         sel = (flat_ids == e).nonzero(as_tuple=True)[0]
         rows = token_of[sel]
-        y = swiglu_expert(
-            xc[rows], gate[e].to(compute_dtype), up[e].to(compute_dtype), down[e].to(compute_dtype)
-        )
+        y = swiglu_expert(xc[rows], gate[e].to(compute_dtype), up[e].to(compute_dtype), down[e].to(compute_dtype))
         out.index_add_(0, rows, y * flat_w[sel].unsqueeze(1))
     return out.to(x.dtype)
 
@@ -70,7 +68,9 @@ class TorchCpuMoE:
     dtype: torch.dtype = torch.bfloat16
 
     @classmethod
-    def random(cls, experts: int, hidden: int, inter: int, dtype: torch.dtype = torch.bfloat16, seed: int = 0) -> "TorchCpuMoE":
+    def random(
+        cls, experts: int, hidden: int, inter: int, dtype: torch.dtype = torch.bfloat16, seed: int = 0
+    ) -> "TorchCpuMoE":
         g = torch.Generator().manual_seed(seed)
         scale_in = 1.0 / math.sqrt(hidden)
         scale_mid = 1.0 / math.sqrt(inter)

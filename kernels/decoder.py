@@ -35,7 +35,9 @@ from kttune.spec.model_spec import RouterSpec  # the model's router, read from c
 # ---- router --------------------------------------------------------------------------------------
 
 
-def route(logits: torch.Tensor, spec: RouterSpec, top_k: int, bias: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def route(
+    logits: torch.Tensor, spec: RouterSpec, top_k: int, bias: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Router logits [T, E] -> (ids int64 [T, k], weights fp32 [T, k])."""
     lg = logits.float()
     if spec.scoring == "softmax":
@@ -163,7 +165,7 @@ class AttnCache:
         self.a = a if self.a is None else torch.cat([self.a, a])
         self.b = b if self.b is None else torch.cat([self.b, b])
         if window and self.a.shape[0] > window + a.shape[0]:
-            self.a, self.b = self.a[-(window + a.shape[0]):], self.b[-(window + a.shape[0]):]
+            self.a, self.b = self.a[-(window + a.shape[0]) :], self.b[-(window + a.shape[0]) :]
         return self.a, self.b
 
     @property
@@ -175,12 +177,12 @@ class AttnCache:
 
 def _rows(w: torch.Tensor, parts: int, r: int) -> torch.Tensor:
     n = w.shape[0] // parts
-    return w[r * n:(r + 1) * n].contiguous()
+    return w[r * n : (r + 1) * n].contiguous()
 
 
 def _cols(w: torch.Tensor, parts: int, r: int) -> torch.Tensor:
     n = w.shape[1] // parts
-    return w[:, r * n:(r + 1) * n].contiguous()
+    return w[:, r * n : (r + 1) * n].contiguous()
 
 
 class Attention:
@@ -245,13 +247,15 @@ class Attention:
             c_all, kr_all = cache.extend(c, kr, s.window if s.layer_kind == "sliding" else 0)
             k, v = mla_expand(c_all, kr_all, w["kv_b"], d)
             if x.is_cuda and d.v_head_dim != d.qk_head_dim:
-                o = causal_attention(q, k, F.pad(v, (0, d.qk_head_dim - d.v_head_dim)), d.qk_head_dim**-0.5)[..., : d.v_head_dim]
+                o = causal_attention(q, k, F.pad(v, (0, d.qk_head_dim - d.v_head_dim)), d.qk_head_dim**-0.5)[
+                    ..., : d.v_head_dim
+                ]
             else:
                 o = causal_attention(q, k, v, d.qk_head_dim**-0.5)
             return o.reshape(t, -1) @ w["o"].t()
         if s.output_gate:
             qg = (x @ w["q"].t()).view(t, self.heads, 2 * s.head_dim)
-            q, gate = qg[..., : s.head_dim], qg[..., s.head_dim:]
+            q, gate = qg[..., : s.head_dim], qg[..., s.head_dim :]
         else:
             q = (x @ w["q"].t()).view(t, self.heads, s.head_dim)
         k = (x @ w["k"].t()).view(t, self.kv_heads, s.head_dim)
@@ -288,8 +292,17 @@ class LayerWeights:
     extra: dict = field(default_factory=dict)
 
     @classmethod
-    def random(cls, hidden: int, experts: int, shared_inter: int, router: RouterSpec, device, seed: int = 0, tp: int = 1,
-               rank: int = 0) -> "LayerWeights":
+    def random(
+        cls,
+        hidden: int,
+        experts: int,
+        shared_inter: int,
+        router: RouterSpec,
+        device,
+        seed: int = 0,
+        tp: int = 1,
+        rank: int = 0,
+    ) -> "LayerWeights":
         g = torch.Generator().manual_seed(seed + 17)
         ones = torch.ones(hidden, dtype=torch.bfloat16, device=device)
         bias = (torch.rand(experts, generator=g) * 0.1).to(device) if router.bias else None

@@ -94,21 +94,29 @@ def host_kinds(method: str, hidden: int, inter: int) -> tuple[TensorKind, ...]:
         w = ((i, h), (i, h), (h, i))
         return tuple(TensorKind(n, s, torch.bfloat16) for n, s in zip(("gate", "up", "down"), w))
     if fmt in ("fp8_block", "fp8_channel"):
-        mats = tuple(TensorKind(n, s, torch.float8_e4m3fn) for n, s in zip(("gate", "up", "down"), ((i, h), (i, h), (h, i))))
+        mats = tuple(
+            TensorKind(n, s, torch.float8_e4m3fn) for n, s in zip(("gate", "up", "down"), ((i, h), (i, h), (h, i)))
+        )
         if fmt == "fp8_block":
             bi, bh = math.ceil(i / FP8_BLOCK), math.ceil(h / FP8_BLOCK)
             sc = ((bi, bh), (bi, bh), (bh, bi))
         else:
             sc = ((i,), (i,), (h,))
-        return mats + tuple(TensorKind(n, s, torch.float32) for n, s in zip(("gate_scale", "up_scale", "down_scale"), sc))
+        return mats + tuple(
+            TensorKind(n, s, torch.float32) for n, s in zip(("gate_scale", "up_scale", "down_scale"), sc)
+        )
     if fmt == "int4_g32":
         if h % INT4_GROUP or i % INT4_GROUP:
             raise ValueError(f"RAWINT4 needs H and I divisible by {INT4_GROUP} (got H={h}, I={i})")
         p = int4_fmt.PACK
-        mats = tuple(TensorKind(n, s, torch.int32) for n, s in zip(("gate", "up", "down"), ((i, h // p), (i, h // p), (h, i // p))))
+        mats = tuple(
+            TensorKind(n, s, torch.int32)
+            for n, s in zip(("gate", "up", "down"), ((i, h // p), (i, h // p), (h, i // p)))
+        )
         g = INT4_GROUP
         return mats + tuple(
-            TensorKind(n, s, torch.bfloat16) for n, s in zip(("gate_scale", "up_scale", "down_scale"), ((i, h // g), (i, h // g), (h, i // g)))
+            TensorKind(n, s, torch.bfloat16)
+            for n, s in zip(("gate_scale", "up_scale", "down_scale"), ((i, h // g), (i, h // g), (h, i // g)))
         )
     raise ValueError(f"no expert weight layout for method {method!r} ({', '.join(METHODS)})")
 
@@ -237,7 +245,9 @@ class HostExperts:
         return cls(method, hidden, inter, {k.name: torch.empty((experts,) + k.shape, dtype=k.dtype) for k in kinds})
 
     @classmethod
-    def random(cls, method: str, hidden: int, inter: int, experts: int, seed: int = 0, distinct: int | None = None) -> "HostExperts":
+    def random(
+        cls, method: str, hidden: int, inter: int, experts: int, seed: int = 0, distinct: int | None = None
+    ) -> "HostExperts":
         """Random experts. `distinct` experts are drawn and tiled over the layer (timing does not depend
         on the values; a 384-expert layer fills at memcpy speed). Default: every expert distinct when the
         layer is at most 64 MiB, else 4."""

@@ -94,10 +94,14 @@ def _row_scales(s: torch.Tensor, rows: int) -> torch.Tensor:
         return col0.repeat_interleave(FP8_BLOCK, dim=1)[:, :rows].contiguous()
     half = rows // 2
     g, u = col0[:, : rb // 2], col0[:, rb // 2 :]
-    return torch.cat([g.repeat_interleave(FP8_BLOCK, 1)[:, :half], u.repeat_interleave(FP8_BLOCK, 1)[:, :half]], 1).contiguous()
+    return torch.cat(
+        [g.repeat_interleave(FP8_BLOCK, 1)[:, :half], u.repeat_interleave(FP8_BLOCK, 1)[:, :half]], 1
+    ).contiguous()
 
 
-def gpu_subset_moe(experts: GpuExperts, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> tuple[torch.Tensor, str]:
+def gpu_subset_moe(
+    experts: GpuExperts, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor
+) -> tuple[torch.Tensor, str]:
     """The hybrid path's GPU share (kt_ep_wrapper's gpu_out): the fused MoE over every token slot with
     the slots of the CPU's experts masked, as sglang's expert map masks them (the `uniform` placement
     puts experts 0..n-1 of each layer on the GPU), so its buffers are sized for all M*k slots.

@@ -145,7 +145,11 @@ def _piece_caches(slots: int, hidden: int, inter: int, device, dtype=torch.bfloa
     [slots, 2I], the activated cache [slots, I] bf16). The shared cache later holds the expert
     outputs as `_outputs_view`."""
     cache = torch.empty(slots * max(2 * inter, hidden), dtype=dtype, device=device)
-    return cache, cache[: slots * 2 * inter].view(slots, 2 * inter), torch.empty(slots, inter, dtype=torch.bfloat16, device=device)
+    return (
+        cache,
+        cache[: slots * 2 * inter].view(slots, 2 * inter),
+        torch.empty(slots, inter, dtype=torch.bfloat16, device=device),
+    )
 
 
 def _outputs_view(cache: torch.Tensor, slots: int, hidden: int) -> torch.Tensor:
@@ -160,7 +164,9 @@ def _activate(c1: torch.Tensor, c2: torch.Tensor, inter: int, rows: int) -> None
     torch.mul(gate, c1[:rows, inter:], out=c2[:rows])
 
 
-def _finish(y: torch.Tensor, order: torch.Tensor, valid: int, weights: torch.Tensor, out: torch.Tensor, top_k: int) -> None:
+def _finish(
+    y: torch.Tensor, order: torch.Tensor, valid: int, weights: torch.Tensor, out: torch.Tensor, top_k: int
+) -> None:
     """y [M*k, H] in slot order -> out [M, H] = sum_j w_j y_(t, j) (sglang's moe_sum: bf16 products,
     the k-way sum accumulated in fp32 by the reduction); masked slots count zero."""
     if valid < y.shape[0]:
@@ -173,8 +179,15 @@ def _finish(y: torch.Tensor, order: torch.Tensor, valid: int, weights: torch.Ten
         out.copy_(yk.sum(1))
 
 
-def fused_layout_moe(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor, experts: int, inter: int,
-                     gemm1: GemmRun, gemm2: GemmRun) -> torch.Tensor:
+def fused_layout_moe(
+    x: torch.Tensor,
+    topk_ids: torch.Tensor,
+    topk_weights: torch.Tensor,
+    experts: int,
+    inter: int,
+    gemm1: GemmRun,
+    gemm2: GemmRun,
+) -> torch.Tensor:
     """The MoE of x [T, H] over `experts` experts of intermediate size `inter` (gate/up [2I, H], down
     [H, I]) with SGLang's buffers (module docstring), the GEMMs by expert run. Returns bf16 [T, H]."""
     t_all, h = x.shape
@@ -199,6 +212,7 @@ def fused_layout_moe(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torc
 
 def _loop(fn: Callable[[int, torch.Tensor], torch.Tensor]) -> GemmRun:
     """A GemmRun from a per-expert GEMM (fn(expert, rows) -> out), for builds without grouped GEMMs."""
+
     def run(a: torch.Tensor, e0: int, e1: int, counts: list[int]) -> torch.Tensor:
         outs, start = [], 0
         for e, c in zip(range(e0, e1), counts):
@@ -206,10 +220,12 @@ def _loop(fn: Callable[[int, torch.Tensor], torch.Tensor]) -> GemmRun:
                 outs.append(fn(e, a[start : start + c]))
             start += c
         return torch.cat(outs)
+
     return run
 
 
 # ---- bf16 -----------------------------------------------------------------------------------------
+
 
 def _grouped_mm_fn():
     fn = getattr(F, "grouped_mm", None)
@@ -267,6 +283,7 @@ def moe_bf16(
 
 # ---- fp8 (per output channel) ----------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Fp8Weights:
     w13: torch.Tensor  # float8_e4m3fn [E, 2I, H]
@@ -302,21 +319,32 @@ def fp8_backend(device: torch.device | str) -> str:
         b = torch.randn(2, 256, 128, device=dev)
         qa, sa = _quant_rows(a)
         qb, sb = quantize_fp8_per_channel(b)
-        ref = torch.cat([(qa[:16].float() * sa[:16, None]) @ (qb[0].float() * sb[0, :, None]).t(),
-                         (qa[16:].float() * sa[16:, None]) @ (qb[1].float() * sb[1, :, None]).t()])
+        ref = torch.cat(
+            [
+                (qa[:16].float() * sa[:16, None]) @ (qb[0].float() * sb[0, :, None]).t(),
+                (qa[16:].float() * sa[16:, None]) @ (qb[1].float() * sb[1, :, None]).t(),
+            ]
+        )
         fn = getattr(torch, "_scaled_grouped_mm", None)
         if fn is not None:
             try:
-                out = fn(qa, qb.transpose(-2, -1), sa, sb, offs=torch.tensor([16, 32], device=dev, dtype=torch.int32),
-                         out_dtype=torch.bfloat16)
+                out = fn(
+                    qa,
+                    qb.transpose(-2, -1),
+                    sa,
+                    sb,
+                    offs=torch.tensor([16, 32], device=dev, dtype=torch.int32),
+                    out_dtype=torch.bfloat16,
+                )
                 if torch.allclose(out.float(), ref, rtol=3e-2, atol=3e-1):
                     mode = "scaled_grouped_mm"
             except Exception:
                 pass
         if mode == "dequant":
             try:
-                out = torch._scaled_mm(qa[:16], qb[0].t(), scale_a=sa[:16, None], scale_b=sb[0][None, :],
-                                       out_dtype=torch.bfloat16)
+                out = torch._scaled_mm(
+                    qa[:16], qb[0].t(), scale_a=sa[:16, None], scale_b=sb[0][None, :], out_dtype=torch.bfloat16
+                )
                 if torch.allclose(out.float(), ref[:16], rtol=3e-2, atol=3e-1):
                     mode = "scaled_mm"
             except Exception:
@@ -331,27 +359,41 @@ def moe_fp8(
     """fp8 MoE with per-token activation scales and per-channel weight scales. Returns (y, backend)."""
     mode = mode or fp8_backend(x.device)
     if mode == "scaled_grouped_mm":
+
         def grouped(wq, ws):
             def run(a, e0, e1, counts):
                 qa, sa = _quant_rows(a)
-                return torch._scaled_grouped_mm(qa, wq[e0:e1].transpose(-2, -1), sa, ws[e0:e1],
-                                                offs=local_offsets(counts, a.device), out_dtype=torch.bfloat16)
+                return torch._scaled_grouped_mm(
+                    qa,
+                    wq[e0:e1].transpose(-2, -1),
+                    sa,
+                    ws[e0:e1],
+                    offs=local_offsets(counts, a.device),
+                    out_dtype=torch.bfloat16,
+                )
+
             return run
 
         g1, g2 = grouped(w.w13, w.s13), grouped(w.w2, w.s2)
     elif mode == "scaled_mm":
+
         def per_expert(wq, ws):
             def f(e, t):
                 qt, st = _quant_rows(t)
-                return torch._scaled_mm(qt, wq[e].t(), scale_a=st[:, None], scale_b=ws[e][None, :], out_dtype=torch.bfloat16)
+                return torch._scaled_mm(
+                    qt, wq[e].t(), scale_a=st[:, None], scale_b=ws[e][None, :], out_dtype=torch.bfloat16
+                )
+
             return _loop(f)
 
         g1, g2 = per_expert(w.w13, w.s13), per_expert(w.w2, w.s2)
     else:
+
         def dequant(wq, ws):
             def f(e, t):
                 qt, st = _quant_rows(t)
                 return ((qt.float() * st[:, None]) @ (wq[e].float() * ws[e][:, None]).t()).to(torch.bfloat16)
+
             return _loop(f)
 
         g1, g2 = dequant(w.w13, w.s13), dequant(w.w2, w.s2)
@@ -359,6 +401,7 @@ def moe_fp8(
 
 
 # ---- int4 weight-only ------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Int4Weights:
@@ -377,6 +420,7 @@ class Int4Weights:
 
 def quantize_int4_weights(w13: torch.Tensor, w2: torch.Tensor) -> Int4Weights:
     """Dense [E, 2I, H] / [E, H, I] -> compressed-tensors int4 -> repacked (torch reference repack)."""
+
     def one(w):
         qs, ss = [], []
         for we in w:
@@ -403,10 +447,13 @@ def moe_int4(
     if use_triton is None:
         use_triton = triton_int4.available(x.device.type)
     if not use_triton:
+
         def deq(qs, ss):
             return _loop(lambda e, t: (t.float() @ int4_fmt.dequantize_repacked(qs[e], ss[e]).t()).to(torch.bfloat16))
 
-        return fused_layout_moe(x, topk_ids, topk_weights, E, inter, deq(w.w13q, w.w13s), deq(w.w2q, w.w2s)), "torch-dequant-loop"
+        return fused_layout_moe(
+            x, topk_ids, topk_weights, E, inter, deq(w.w13q, w.w13s), deq(w.w2q, w.w2s)
+        ), "torch-dequant-loop"
     t_all, h = x.shape
     k = topk_ids.shape[1]
     out = torch.empty(t_all, h, dtype=torch.bfloat16, device=x.device)

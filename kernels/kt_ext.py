@@ -36,8 +36,11 @@ def load_kt_kernel() -> KtKernel | None:
     try:
         with quiet_stdout():
             import kt_kernel
-        _KT = KtKernel(ext=kt_kernel.kt_kernel_ext, variant=str(kt_kernel.__cpu_variant__),
-                       version=str(getattr(kt_kernel, "__version__", "")))
+        _KT = KtKernel(
+            ext=kt_kernel.kt_kernel_ext,
+            variant=str(kt_kernel.__cpu_variant__),
+            version=str(getattr(kt_kernel, "__version__", "")),
+        )
     except Exception as e:  # ImportError, or its variant check raising RuntimeError
         _KT_ERROR = f"{type(e).__name__}: {e}"
     return _KT

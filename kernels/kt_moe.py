@@ -41,7 +41,9 @@ KT_CLASS_PREFERENCE: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
 }
 
 
-def class_candidates(moe_module: Any, method: str, isa: Sequence[str] | None = None, *, writer: bool = False) -> list[str]:
+def class_candidates(
+    moe_module: Any, method: str, isa: Sequence[str] | None = None, *, writer: bool = False
+) -> list[str]:
     """kt-kernel MoE class names for `method`, most preferred first, that the loaded variant
     compiled in (and, with `isa`, whose extra ISA needs the host meets; with `writer`, that have
     `write_weight_scale_to_buffer_task`)."""
@@ -76,9 +78,19 @@ class KtMoeLayer:
     `[T, k]`, `out` bf16 `[T, H]`. Keeps alive every tensor the C++ side reads through raw pointers;
     `close()` frees the layer (the worker pool stays: kttune.kernels.kt_pool)."""
 
-    def __init__(self, host: HostExperts, *, top_k: int, threads: int, threadpools: int = 1,
-                 numa_nodes: Sequence[int] | None = None, max_tokens: int = 1024, isa: Sequence[str] | None = (),
-                 kt: KtKernel | None = None, writer: bool = False) -> None:
+    def __init__(
+        self,
+        host: HostExperts,
+        *,
+        top_k: int,
+        threads: int,
+        threadpools: int = 1,
+        numa_nodes: Sequence[int] | None = None,
+        max_tokens: int = 1024,
+        isa: Sequence[str] | None = (),
+        kt: KtKernel | None = None,
+        writer: bool = False,
+    ) -> None:
         import torch
 
         kt = kt or load_kt_kernel()
@@ -87,8 +99,10 @@ class KtMoeLayer:
         method = host.method
         names = class_candidates(kt.ext.moe, method, isa, writer=writer)
         if not names:
-            raise RuntimeError(f"kt-kernel {kt.variant} has no {method} MoE class"
-                               + (" with write_weight_scale_to_buffer_task" if writer else ""))
+            raise RuntimeError(
+                f"kt-kernel {kt.variant} has no {method} MoE class"
+                + (" with write_weight_scale_to_buffer_task" if writer else "")
+            )
         if threadpools < 1 or threads < threadpools:
             raise ValueError(f"need threads >= threadpools >= 1 (got {threads} threads, {threadpools} pools)")
         if host.inter % threadpools:
@@ -133,7 +147,11 @@ class KtMoeLayer:
             cfg.save = False
         else:
             none = [0] * h.experts
-            cfg.gate_projs, cfg.up_projs, cfg.down_projs = [expert_ptrs(h.gate)], [expert_ptrs(h.up)], [expert_ptrs(h.down)]
+            cfg.gate_projs, cfg.up_projs, cfg.down_projs = (
+                [expert_ptrs(h.gate)],
+                [expert_ptrs(h.up)],
+                [expert_ptrs(h.down)],
+            )
             cfg.gate_scales = [expert_ptrs(h.gate_scale) if h.gate_scale is not None else none]
             cfg.up_scales = [expert_ptrs(h.up_scale) if h.up_scale is not None else none]
             cfg.down_scales = [expert_ptrs(h.down_scale) if h.down_scale is not None else none]
@@ -159,8 +177,9 @@ class KtMoeLayer:
         if t > self.max_tokens:
             raise ValueError(f"{t} tokens exceed the layer's max_len {self.max_tokens}")
         self._bsz[0] = t
-        return self.moe.forward_task(self._bsz.data_ptr(), ids.shape[1], ids.data_ptr(), weights.data_ptr(),
-                                     x.data_ptr(), out.data_ptr(), False)
+        return self.moe.forward_task(
+            self._bsz.data_ptr(), ids.shape[1], ids.data_ptr(), weights.data_ptr(), x.data_ptr(), out.data_ptr(), False
+        )
 
     def forward(self, x: Any, ids: Any, weights: Any, out: Any) -> None:
         """One layer forward on host tensors, submitted and waited for."""
@@ -180,12 +199,18 @@ class KtMoeLayer:
         """Make the stream wait until the pool has finished (kt-kernel's `sync_with_cuda_stream`)."""
         self.cpu_infer.sync_with_cuda_stream(stream_handle, 0)
 
-    def write_task(self, expert: int, w13: Sequence[int], s13: Sequence[int], w2: Sequence[int], s2: Sequence[int]) -> Any:
+    def write_task(
+        self, expert: int, w13: Sequence[int], s13: Sequence[int], w2: Sequence[int], s2: Sequence[int]
+    ) -> Any:
         """Stage A task: write one expert, in GPU layout split over `len(w13)` GPU TP ranks, into the
         slot buffers at those addresses."""
-        return self.moe.write_weight_scale_to_buffer_task(len(w13), int(expert), list(w13), list(s13), list(w2), list(s2))
+        return self.moe.write_weight_scale_to_buffer_task(
+            len(w13), int(expert), list(w13), list(s13), list(w2), list(s2)
+        )
 
-    def write_expert(self, expert: int, w13: Sequence[int], s13: Sequence[int], w2: Sequence[int], s2: Sequence[int]) -> None:
+    def write_expert(
+        self, expert: int, w13: Sequence[int], s13: Sequence[int], w2: Sequence[int], s2: Sequence[int]
+    ) -> None:
         self.cpu_infer.submit(self.write_task(expert, w13, s13, w2, s2))
         self.cpu_infer.sync()
 

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 import torch
 
 
-def random_routing(tokens: int, experts: int, top_k: int, device="cpu", seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def random_routing(
+    tokens: int, experts: int, top_k: int, device="cpu", seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Uniform random top-k routing (distinct experts per token) with positive weights summing to 1,
     as the probes feed both the CPU and the GPU MoE. Returns (topk_ids int64 [tokens, k],
     topk_weights float32 [tokens, k]), contiguous."""

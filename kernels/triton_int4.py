@@ -36,10 +36,18 @@ if _HAVE_TRITON:
 
     @triton.jit
     def _transpose_kernel(
-        src, dst, R, C,
-        s_b, s_r, s_c,
-        d_b, d_c, d_r,
-        BR: tl.constexpr, BC: tl.constexpr,
+        src,
+        dst,
+        R,
+        C,
+        s_b,
+        s_r,
+        s_c,
+        d_b,
+        d_c,
+        d_r,
+        BR: tl.constexpr,
+        BC: tl.constexpr,
     ):
         # dst[b, c, r] = src[b, r, c]; tiles are read along c and written along r (both coalesced,
         # Triton moves the tile through shared memory in between).
@@ -56,11 +64,29 @@ if _HAVE_TRITON:
 
     @triton.jit
     def _int4_moe_gemm_kernel(
-        a_ptr, q_ptr, s_ptr, c_ptr,
-        sorted_ids_ptr, block_expert_ptr,
-        N, num_valid, a_div,
-        stride_am, stride_qe, stride_qk, stride_qn, stride_se, stride_sg, stride_sn, stride_cm,
-        K: tl.constexpr, GROUP: tl.constexpr, F32: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+        a_ptr,
+        q_ptr,
+        s_ptr,
+        c_ptr,
+        sorted_ids_ptr,
+        block_expert_ptr,
+        N,
+        num_valid,
+        a_div,
+        stride_am,
+        stride_qe,
+        stride_qk,
+        stride_qn,
+        stride_se,
+        stride_sg,
+        stride_sn,
+        stride_cm,
+        K: tl.constexpr,
+        GROUP: tl.constexpr,
+        F32: tl.constexpr,
+        BM: tl.constexpr,
+        BN: tl.constexpr,
+        BK: tl.constexpr,
     ):
         # C[t, :] = A[t // a_div, :] @ dequant(W[e(t)]) for the BM token slots of one expert's block.
         pid_m = tl.program_id(0)
@@ -116,10 +142,18 @@ def transpose_last2(src: torch.Tensor, out: torch.Tensor | None = None) -> torch
     BR, BC = 64, 64
     grid = (triton.cdiv(R, BR), triton.cdiv(C, BC), B)
     _transpose_kernel[grid](
-        s3, out_view, R, C,
-        s3.stride(0), s3.stride(1), s3.stride(2),
-        out_view.stride(0), out_view.stride(1), out_view.stride(2),
-        BR=BR, BC=BC,
+        s3,
+        out_view,
+        R,
+        C,
+        s3.stride(0),
+        s3.stride(1),
+        s3.stride(2),
+        out_view.stride(0),
+        out_view.stride(1),
+        out_view.stride(2),
+        BR=BR,
+        BC=BC,
     )
     return out_view[0] if squeeze else out_view
 
@@ -179,11 +213,29 @@ def int4_moe_gemm(
         out = torch.empty((num_valid, N), dtype=torch.float32 if interp else torch.bfloat16, device=a.device)
     grid = (block_expert.numel(), N // BN)
     _int4_moe_gemm_kernel[grid](
-        a, qweight, qscales, out, sorted_ids, block_expert,
-        N, num_valid, a_div,
-        a.stride(0), qweight.stride(0), qweight.stride(1), qweight.stride(2),
-        qscales.stride(0), qscales.stride(1), qscales.stride(2), out.stride(0),
-        K=K, GROUP=32, F32=interp, BM=block_m, BN=BN, BK=BK,
+        a,
+        qweight,
+        qscales,
+        out,
+        sorted_ids,
+        block_expert,
+        N,
+        num_valid,
+        a_div,
+        a.stride(0),
+        qweight.stride(0),
+        qweight.stride(1),
+        qweight.stride(2),
+        qscales.stride(0),
+        qscales.stride(1),
+        qscales.stride(2),
+        out.stride(0),
+        K=K,
+        GROUP=32,
+        F32=interp,
+        BM=block_m,
+        BN=BN,
+        BK=BK,
         **({} if interp else {"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]}),
     )
     return out

@@ -40,15 +40,22 @@ class InvalidValue(UserError):
     given, is the file holding it (then the message reads `<where>: <param> = <value> ...`).
     `renamed(flag)` gives the same error under another name (the CLI's spelling of a parameter)."""
 
-    def __init__(self, param: str, value: Any, rule: "Bound", reason: str, where: str = "",
-                 fix: str | None = None) -> None:
+    def __init__(
+        self, param: str, value: Any, rule: "Bound", reason: str, where: str = "", fix: str | None = None
+    ) -> None:
         self.param, self.value, self.rule, self.reason, self.where = param, value, rule, reason, where
         subject = f"{where}: {param} = {_show(value)}" if where else f"{param} {_show(value)}"
         super().__init__(f"{subject} {reason}", fix or rule.fix(param))
 
     def renamed(self, param: str) -> "InvalidValue":
-        return InvalidValue(param, self.value, self.rule, self.reason, self.where,
-                            None if self.fix == self.rule.fix(self.param) else self.fix)
+        return InvalidValue(
+            param,
+            self.value,
+            self.rule,
+            self.reason,
+            self.where,
+            None if self.fix == self.rule.fix(self.param) else self.fix,
+        )
 
     def named(self, spell: Callable[[str], str]) -> "InvalidValue":
         """kttune.errors.UserError.named: the parameter spelled `spell(param)`; a value read from a
@@ -86,6 +93,7 @@ class Bound:
     def check(self, value: Any, param: str, where: str = "", fix: str | None = None) -> Any:
         """`value` if the rule holds (an integral float becomes an int where `integer`), else
         InvalidValue. Booleans, strings and containers are not numbers."""
+
         def bad(reason: str) -> InvalidValue:
             return InvalidValue(param, value, self, reason, where, fix)
 
@@ -112,8 +120,9 @@ class Bound:
 GPUS = Bound(1, 64, example="2", why="the GPUs of one server")
 VRAM_BYTES_PER_GPU = Bound(0, 512 * GIB, lo_open=True, unit="bytes", why="the largest GPUs hold 288 GB")
 HOST_RAM_BYTES = Bound(0, 64 * TIB, lo_open=True, unit="bytes", why="the largest servers hold 32 TiB")
-HOST_RAM_GIB = Bound(0, 64 * 1024, integer=False, lo_open=True, unit="GiB", example="512",
-                     why="the largest servers hold 32 TiB")
+HOST_RAM_GIB = Bound(
+    0, 64 * 1024, integer=False, lo_open=True, unit="GiB", example="512", why="the largest servers hold 32 TiB"
+)
 CPU_CORES = Bound(1, 4096, example="32", why="more cores than any server has")
 NUMA_NODES = Bound(1, 64, example="2", why="more NUMA nodes than any server has")
 MEM_CHANNELS = Bound(1, 128, example="8", why="more DDR channels than any server has")
@@ -138,10 +147,10 @@ TRIALS = Bound(1, 10**6, example="300", why="a million trials is hours of search
 REQUESTS = Bound(1, 10**7, example="1000", why="ten million simulated requests")
 REPEATS = Bound(1, 100, example="3", why="a hundred repeats of every run")
 CANDIDATES = Bound(1, 64, example="4", why="more configurations than a measured race can tell apart")
-RATE_PER_S = Bound(0, 1e6, integer=False, lo_open=True, unit="requests/s", example="1.5",
-                   why="a million requests a second")
-ROUTER_SKEW = Bound(0, 10, integer=False, example="1.0",
-                    why="past 10 every token goes to the most popular experts")
+RATE_PER_S = Bound(
+    0, 1e6, integer=False, lo_open=True, unit="requests/s", example="1.5", why="a million requests a second"
+)
+ROUTER_SKEW = Bound(0, 10, integer=False, example="1.0", why="past 10 every token goes to the most popular experts")
 VRAM_MARGIN = Bound(0, 0.5, integer=False, hi_open=True, example="0.05")
 RUN_SECONDS = Bound(0, 86400, integer=False, lo_open=True, unit="s", example="60", why="a day")
 TIMEOUT_SECONDS = Bound(0, 86400, integer=False, lo_open=True, unit="s", example="600", why="a day")
@@ -206,28 +215,44 @@ def _depth(doc: Any) -> int:
     return deepest
 
 
-def loads_json(text: str | bytes, origin: str, fix: str, nan_as_null: bool = False, params: tuple[str, ...] = ()) -> Any:
+def loads_json(
+    text: str | bytes, origin: str, fix: str, nan_as_null: bool = False, params: tuple[str, ...] = ()
+) -> Any:
     """Parse JSON text from a file the user named: NaN, Infinity, numbers of more than 40 digits,
     nesting deeper than 64 and documents over 256 MiB are refused; every failure is one UserError
     `<origin> ...; <fix>` (`params`: the parameters `fix` names, kttune.errors). `nan_as_null`: a NaN reads as null (hardware profiles, where kttune
     releases wrote NaN for a diagnostic not measured; the numbers the models use are checked where
     they are read, and null is no number)."""
     if len(text) > MAX_JSON_BYTES:
-        raise UserError(f"{origin} is {len(text) / 1024**2:,.0f} MiB, larger than any document kttune reads "
-                        f"({MAX_JSON_BYTES // 1024**2} MiB)", fix, params=params)
+        raise UserError(
+            f"{origin} is {len(text) / 1024**2:,.0f} MiB, larger than any document kttune reads "
+            f"({MAX_JSON_BYTES // 1024**2} MiB)",
+            fix,
+            params=params,
+        )
     try:
-        doc = json.loads(text, parse_int=_parse_int, parse_float=_parse_float,
-                         parse_constant=_nan_as_null if nan_as_null else _parse_constant)
+        doc = json.loads(
+            text,
+            parse_int=_parse_int,
+            parse_float=_parse_float,
+            parse_constant=_nan_as_null if nan_as_null else _parse_constant,
+        )
     except _Refused as e:
         raise UserError(f"{origin} holds {e}", fix, params=params) from None
     except json.JSONDecodeError as e:
-        raise UserError(f"{origin} is not valid JSON (line {e.lineno} column {e.colno}: {e.msg})", fix, params=params) from None
+        raise UserError(
+            f"{origin} is not valid JSON (line {e.lineno} column {e.colno}: {e.msg})", fix, params=params
+        ) from None
     except RecursionError:
-        raise UserError(f"{origin} is nested deeper than any document kttune reads ({MAX_JSON_DEPTH} levels)", fix, params=params) from None
+        raise UserError(
+            f"{origin} is nested deeper than any document kttune reads ({MAX_JSON_DEPTH} levels)", fix, params=params
+        ) from None
     except (UnicodeDecodeError, ValueError) as e:
         raise UserError(f"{origin} is not JSON text ({type(e).__name__})", fix, params=params) from None
     if _depth(doc) > MAX_JSON_DEPTH:
-        raise UserError(f"{origin} is nested deeper than any document kttune reads ({MAX_JSON_DEPTH} levels)", fix, params=params)
+        raise UserError(
+            f"{origin} is nested deeper than any document kttune reads ({MAX_JSON_DEPTH} levels)", fix, params=params
+        )
     return doc
 
 
@@ -243,16 +268,21 @@ def finite_or_null(obj: Any) -> Any:
     return obj
 
 
-def read_json_file(path: str | os.PathLike, origin: str, fix: str, nan_as_null: bool = False,
-                   params: tuple[str, ...] = ()) -> Any:
+def read_json_file(
+    path: str | os.PathLike, origin: str, fix: str, nan_as_null: bool = False, params: tuple[str, ...] = ()
+) -> Any:
     """`loads_json` of a file; a file too large is refused before it is read, an unreadable one
     is one UserError naming the reason."""
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             if size > MAX_JSON_BYTES:
-                raise UserError(f"{origin} is {size / 1024**2:,.0f} MiB, larger than any document kttune reads "
-                                f"({MAX_JSON_BYTES // 1024**2} MiB)", fix, params=params)
+                raise UserError(
+                    f"{origin} is {size / 1024**2:,.0f} MiB, larger than any document kttune reads "
+                    f"({MAX_JSON_BYTES // 1024**2} MiB)",
+                    fix,
+                    params=params,
+                )
             data = f.read(MAX_JSON_BYTES + 1)
     except OSError as e:
         raise UserError(f"cannot read {origin} ({e.strerror or e})", fix, params=params) from None

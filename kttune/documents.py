@@ -56,10 +56,16 @@ def is_paths_result(doc: Any) -> bool:
 
 
 # what a document is, by its schema (kttune.schema), for a message
-DESCRIPTIONS = {"search": "a kttune search result", "explain": "a kttune explain result",
-                "search-measured": "a kttune measured-search result", "simulate": "a kttune simulation result",
-                "paths": "a path-runner result (kttune paths)", "tune": "a kttune tune result",
-                "validate": "a kttune validation result", "report": "a list of what a kttune report wrote"}
+DESCRIPTIONS = {
+    "search": "a kttune search result",
+    "explain": "a kttune explain result",
+    "search-measured": "a kttune measured-search result",
+    "simulate": "a kttune simulation result",
+    "paths": "a path-runner result (kttune paths)",
+    "tune": "a kttune tune result",
+    "validate": "a kttune validation result",
+    "report": "a list of what a kttune report wrote",
+}
 
 
 def describe(doc: Any) -> str:
@@ -109,8 +115,10 @@ def document_of(origin: str | None, kind: str):
     except _MALFORMED as e:
         if origin is None:
             raise
-        raise UserError(f"{origin} looks like a kttune {kind} document but {type(e).__name__}: "
-                        f"{' '.join(str(e).split())[:120]}", "pass the file kttune wrote with --json, unedited") from None
+        raise UserError(
+            f"{origin} looks like a kttune {kind} document but {type(e).__name__}: {' '.join(str(e).split())[:120]}",
+            "pass the file kttune wrote with --json, unedited",
+        ) from None
 
 
 # ---- which files a command may replace ----------------------------------------------------------
@@ -130,6 +138,7 @@ class Output:
 def profile_output(command: str, fingerprint: str, derived: bool) -> Output:
     """A hardware profile: a derived one replaces derived ones; a measured one (probe, calibrate,
     validate) replaces a measured profile of the same machine only."""
+
     def replaces(doc: Any) -> bool:
         if not is_profile(doc) or is_derived_profile(doc) != derived:
             return False
@@ -140,8 +149,12 @@ def profile_output(command: str, fingerprint: str, derived: bool) -> Output:
             return " (another machine: its fingerprint differs)"
         return ""
 
-    return Output("a derived hardware profile" if derived else "a measured hardware profile of the same machine", command,
-                  replaces, why_not)
+    return Output(
+        "a derived hardware profile" if derived else "a measured hardware profile of the same machine",
+        command,
+        replaces,
+        why_not,
+    )
 
 
 def profile_output_from(command: str, source: Any) -> Output:
@@ -166,15 +179,19 @@ def _same(a: Path, b: Path) -> bool:
 def _refuse_inputs(p: Path, flag: str, inputs: Iterable[tuple[str | os.PathLike | None, str]]) -> None:
     for inp, role in inputs:
         if inp is not None and str(inp) and Path(inp).expanduser().is_file() and _same(p, Path(inp).expanduser()):
-            raise UserError(f"{flag} {p} is this command's {role}: writing there would replace what it reads",
-                            f"pass {flag} another file, e.g. {p.with_name(p.stem + '-out' + p.suffix)}")
+            raise UserError(
+                f"{flag} {p} is this command's {role}: writing there would replace what it reads",
+                f"pass {flag} another file, e.g. {p.with_name(p.stem + '-out' + p.suffix)}",
+            )
 
 
 def _check_place(p: Path, flag: str, example: str) -> None:
     """A path that can take a file: not a directory or device, not under a file, writable."""
     if p.exists() and not p.is_file():
-        raise UserError(f"{flag} {p} is {'a directory' if p.is_dir() else 'not a regular file'}",
-                        f"pass {flag} a file path, e.g. {p / example if p.is_dir() else example}")
+        raise UserError(
+            f"{flag} {p} is {'a directory' if p.is_dir() else 'not a regular file'}",
+            f"pass {flag} a file path, e.g. {p / example if p.is_dir() else example}",
+        )
     up = p.parent
     while not up.exists() and up != up.parent:
         up = up.parent
@@ -184,8 +201,9 @@ def _check_place(p: Path, flag: str, example: str) -> None:
         raise UserError(f"{flag} {p} is not writable", f"pass {flag} a path in a writable directory")
 
 
-def check_output_file(path: str | os.PathLike, out: Output, inputs: Iterable[tuple[Any, str]] = (),
-                      flag: str = "--out") -> Path:
+def check_output_file(
+    path: str | os.PathLike, out: Output, inputs: Iterable[tuple[Any, str]] = (), flag: str = "--out"
+) -> Path:
     """Refuse, before any work, a `flag` path the command must not write: one of its `inputs`
     ((path, role) pairs), a place that cannot take a file, or a file holding anything but `out`'s
     own earlier output. Changes nothing; returns the path."""
@@ -195,32 +213,39 @@ def check_output_file(path: str | os.PathLike, out: Output, inputs: Iterable[tup
     if p.is_file():
         empty, doc, what = _existing_document(p)
         if not empty and (doc is None or not out.replaces(doc)):
-            raise UserError(f"{flag} {p} holds {what}{out.why_not(doc) if doc is not None else ''}, which "
-                            f"`{out.command}` does not replace (it writes {out.what})",
-                            f"pass {flag} a new file, or move {p} away first")
+            raise UserError(
+                f"{flag} {p} holds {what}{out.why_not(doc) if doc is not None else ''}, which "
+                f"`{out.command}` does not replace (it writes {out.what})",
+                f"pass {flag} a new file, or move {p} away first",
+            )
     return p
 
 
-def check_report_dir(path: str | os.PathLike, flag: str = "--report",
-                     inputs: Iterable[tuple[Any, str]] = ()) -> Path:
+def check_report_dir(path: str | os.PathLike, flag: str = "--report", inputs: Iterable[tuple[Any, str]] = ()) -> Path:
     """A report directory kttune may write: missing, empty, or holding a report.md kttune wrote;
     none of `inputs` inside it under a name the report writes. Changes nothing; returns the path."""
     p = Path(path).expanduser()
     if p.exists() and not p.is_dir():
-        raise UserError(f"{flag} {p} is a file, not a directory", f"pass {flag} a directory, e.g. {p.parent / 'kttune-report'}")
+        raise UserError(
+            f"{flag} {p} is a file, not a directory", f"pass {flag} a directory, e.g. {p.parent / 'kttune-report'}"
+        )
     if p.is_dir():
         entries = sorted(e.name for e in p.iterdir())
         md = p / "report.md"
         ours = md.is_file() and REPORT_MARK in md.read_text(errors="replace")[:2000]
         if entries and not ours:
             shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
-            raise UserError(f"{flag} {p} holds files that are not a kttune report ({shown})",
-                            f"pass {flag} a new or empty directory, e.g. {p / 'kttune-report'}")
+            raise UserError(
+                f"{flag} {p} holds files that are not a kttune report ({shown})",
+                f"pass {flag} a new or empty directory, e.g. {p / 'kttune-report'}",
+            )
         for inp, role in inputs:
             q = Path(inp).expanduser() if inp is not None and str(inp) else None
             if q is not None and q.is_file() and _same(q.parent, p) and _report_writes(q.name):
-                raise UserError(f"{flag} {p} holds {q.name}, this command's {role}, which the report would replace",
-                                f"pass {flag} another directory")
+                raise UserError(
+                    f"{flag} {p} holds {q.name}, this command's {role}, which the report would replace",
+                    f"pass {flag} another directory",
+                )
     else:
         _check_place(p, flag, "kttune-report")
     return p
@@ -230,5 +255,15 @@ def _report_writes(name: str) -> bool:
     """Whether a report (with its documents) writes a file of this name."""
     import fnmatch
 
-    return any(fnmatch.fnmatch(name, pat) for pat in ("report.md", "*.png", "result*.json", "measured*.json",
-                                                       "profile*.json", "runs.json", "simulation*.json"))
+    return any(
+        fnmatch.fnmatch(name, pat)
+        for pat in (
+            "report.md",
+            "*.png",
+            "result*.json",
+            "measured*.json",
+            "profile*.json",
+            "runs.json",
+            "simulation*.json",
+        )
+    )

@@ -23,14 +23,17 @@ class OptionalPart:
 
 KT_KERNEL_INSTALL = "pip install --no-deps kt-kernel==0.7.2 && pip install 'kttune[kt]'"
 
-OPTIONAL: dict[str, OptionalPart] = {o.module: o for o in (
-    OptionalPart("matplotlib", "matplotlib", "pip install 'kttune[plot]'"),
-    OptionalPart("torch", "torch", "pip install 'kttune[measure]' (or first the torch build for your CUDA)"),
-    OptionalPart("scipy", "scipy", "pip install 'kttune[measure]'"),
-    OptionalPart("triton", "Triton", "pip install 'kttune[measure]' (CUDA builds of torch bring it)"),
-    # kt-kernel pins an old torch: installed without its dependencies, then the ones its import needs.
-    OptionalPart("kt_kernel", "kt-kernel", KT_KERNEL_INSTALL),
-)}
+OPTIONAL: dict[str, OptionalPart] = {
+    o.module: o
+    for o in (
+        OptionalPart("matplotlib", "matplotlib", "pip install 'kttune[plot]'"),
+        OptionalPart("torch", "torch", "pip install 'kttune[measure]' (or first the torch build for your CUDA)"),
+        OptionalPart("scipy", "scipy", "pip install 'kttune[measure]'"),
+        OptionalPart("triton", "Triton", "pip install 'kttune[measure]' (CUDA builds of torch bring it)"),
+        # kt-kernel pins an old torch: installed without its dependencies, then the ones its import needs.
+        OptionalPart("kt_kernel", "kt-kernel", KT_KERNEL_INSTALL),
+    )
+}
 
 
 def missing(module: str, needed_for: str) -> UserError:

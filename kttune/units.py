@@ -15,10 +15,18 @@ GB = 10**9  # decimal: checkpoint sizes and PCIe traffic as vendors quote them
 _UNITS = {
     "": GIB,  # a bare number is GiB: `--vram 24`
     "b": 1,
-    "k": 1024, "kb": 1024, "kib": 1024,
-    "m": MIB, "mb": MIB, "mib": MIB,
-    "g": GIB, "gb": GIB, "gib": GIB,
-    "t": 1024**4, "tb": 1024**4, "tib": 1024**4,
+    "k": 1024,
+    "kb": 1024,
+    "kib": 1024,
+    "m": MIB,
+    "mb": MIB,
+    "mib": MIB,
+    "g": GIB,
+    "gb": GIB,
+    "gib": GIB,
+    "t": 1024**4,
+    "tb": 1024**4,
+    "tib": 1024**4,
 }
 _MAX_SIZE_BYTES = 1 << 60  # an exbibyte: past any machine; the commands' own bounds are tighter
 _SIZE_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*$")
@@ -57,8 +65,10 @@ def parse_duration_s(text: str, what: str, bare_unit: str = "s") -> float:
     if value <= 0:
         raise UserError(f"{what} {text!r} must be positive", "give a duration such as 10s or 150ms")
     if value > DURATION_SECONDS.hi:  # also an overflow to infinity: 400 nines
-        raise UserError(f"{what} {str(text)[:40]!r} is longer than {DURATION_SECONDS.why}",
-                        "give a duration such as 10s, 150ms or 2h")
+        raise UserError(
+            f"{what} {str(text)[:40]!r} is longer than {DURATION_SECONDS.why}",
+            "give a duration such as 10s, 150ms or 2h",
+        )
     return value
 
 

@@ -51,7 +51,9 @@ def _worker(rank: int, ranks: int, backend: str, sizes: tuple[int, ...], repeats
             queue.put(("ok", out))
 
 
-def probe_allreduce(ranks: int, *, backend: str = "", quick: bool = False, repeats: int = 10, timeout_s: float = 300.0) -> Curve:
+def probe_allreduce(
+    ranks: int, *, backend: str = "", quick: bool = False, repeats: int = 10, timeout_s: float = 300.0
+) -> Curve:
     """The all-reduce curve over `ranks` processes (NCCL on as many GPUs when CUDA has them, else
     gloo on the CPU)."""
     import torch
@@ -66,7 +68,20 @@ def probe_allreduce(ranks: int, *, backend: str = "", quick: bool = False, repea
     pts = []
     for nbytes, samples in payload:
         p10, med, p90 = quantiles(samples)
-        pts.append(Point(x=nbytes, t_ms=med, t_ms_p10=p10, t_ms_p90=p90, n=len(samples),
-                         extra={"algbw_gbps": round(nbytes / (med * 1e-3) / 1e9, 2)}))
-    return Curve(kind="allreduce", x_unit="bytes", points=tuple(pts),
-                 params={"ranks": ranks, "backend": backend, "dtype": "bf16"}, backend=f"torch.distributed {backend}")
+        pts.append(
+            Point(
+                x=nbytes,
+                t_ms=med,
+                t_ms_p10=p10,
+                t_ms_p90=p90,
+                n=len(samples),
+                extra={"algbw_gbps": round(nbytes / (med * 1e-3) / 1e9, 2)},
+            )
+        )
+    return Curve(
+        kind="allreduce",
+        x_unit="bytes",
+        points=tuple(pts),
+        params={"ranks": ranks, "backend": backend, "dtype": "bf16"},
+        backend=f"torch.distributed {backend}",
+    )

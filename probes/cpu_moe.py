@@ -170,8 +170,10 @@ def plan_cpu_moe(opts: CpuMoeOptions, cpu: CpuInfo, cores: int, numa_ids: Sequen
     if kt is None:
         from kttune.extras import KT_KERNEL_INSTALL
 
-        notes.append(f"kt-kernel not importable ({kt_kernel_error()}): CPU MoE timed with the torch fallback "
-                     f"(backend torch-cpu); for kt-kernel's own times: {KT_KERNEL_INSTALL}")
+        notes.append(
+            f"kt-kernel not importable ({kt_kernel_error()}): CPU MoE timed with the torch fallback "
+            f"(backend torch-cpu); for kt-kernel's own times: {KT_KERNEL_INSTALL}"
+        )
     from kttune.probes.inventory import node_physical_cores, smt_logical
 
     all_threads = probe_thread_counts(cores, opts.quick, opts.threads, smt_logical(cpu, cores))
@@ -197,13 +199,16 @@ def plan_cpu_moe(opts: CpuMoeOptions, cpu: CpuInfo, cores: int, numa_ids: Sequen
             if si == 0 and pools > 1 and not opts.threads:
                 tasks += _one_node_tasks(opts, cpu, method, shape, numa_ids[0], node_physical_cores(cpu, numa_ids[0]))
     if pools > 1 and not opts.threads:
-        notes.append(f"{pools} NUMA nodes: the first shape is also measured on node {numa_ids[0]} alone (one pool), "
-                     "so `--kt-threadpool-count` and `--kt-numa-nodes` are chosen from measurements")
+        notes.append(
+            f"{pools} NUMA nodes: the first shape is also measured on node {numa_ids[0]} alone (one pool), "
+            "so `--kt-threadpool-count` and `--kt-numa-nodes` are chosen from measurements"
+        )
     return CpuMoePlan(tasks=tasks, backend=kt.backend if kt else "torch-cpu", notes=notes)
 
 
-def _one_node_tasks(opts: CpuMoeOptions, cpu: CpuInfo, method: str, shape: MoeLayerShape, node: int,
-                    node_cores: int) -> list[CpuMoeTask]:
+def _one_node_tasks(
+    opts: CpuMoeOptions, cpu: CpuInfo, method: str, shape: MoeLayerShape, node: int, node_cores: int
+) -> list[CpuMoeTask]:
     """A pool on one NUMA node (`--kt-threadpool-count 1 --kt-numa-nodes N`) at that node's own
     thread counts (its cores less the spare ones, and above them on SMT)."""
     from kttune.probes.inventory import smt_logical
@@ -214,7 +219,9 @@ def _one_node_tasks(opts: CpuMoeOptions, cpu: CpuInfo, method: str, shape: MoeLa
     return [CpuMoeTask(method, t, 1, shape=shape, tokens=tuple(opts.tokens), numa_nodes=(node,)) for t in counts]
 
 
-def _fit_shape(method: str, shape: MoeLayerShape, max_tokens: int, pools: int, budget: int) -> tuple[MoeLayerShape, int, list[dict]]:
+def _fit_shape(
+    method: str, shape: MoeLayerShape, max_tokens: int, pools: int, budget: int
+) -> tuple[MoeLayerShape, int, list[dict]]:
     """Shrink the layer to fit `budget` bytes: first fewer experts (down to 2 x top-k), then fewer
     tokens. Returns (shape, max_tokens, skipped entries with reasons)."""
     skipped: list[dict] = []
@@ -239,7 +246,9 @@ def _fit_shape(method: str, shape: MoeLayerShape, max_tokens: int, pools: int, b
         t //= 2
         w, s = host_bytes_needed(method, shape, t, pools)
     if t != max_tokens:
-        skipped.append({"x": None, "reason": f"tokens above {t} skipped: scratch for {max_tokens} tokens does not fit in RAM"})
+        skipped.append(
+            {"x": None, "reason": f"tokens above {t} skipped: scratch for {max_tokens} tokens does not fit in RAM"}
+        )
     if w + s > budget:
         raise MemoryError(f"{method} {shape.label} needs {(w + s) / gib:.1f} GiB, {budget / gib:.1f} GiB usable")
     return shape, t, skipped
@@ -275,7 +284,10 @@ def _measure_curve(
             predicted_s = last.t_ms / 1e3 * n / last.x
             if predicted_s > opts.max_point_s:
                 skipped.append(
-                    {"x": n, "reason": f"predicted {predicted_s:.1f} s per forward > {opts.max_point_s:g} s budget per point"}
+                    {
+                        "x": n,
+                        "reason": f"predicted {predicted_s:.1f} s per forward > {opts.max_point_s:g} s budget per point",
+                    }
                 )
                 reporter.step(f"{label}: skip {n} tokens")
                 continue
@@ -324,10 +336,16 @@ def probe_cpu_moe(
                 weights_cache.clear()
                 gc.collect()
                 budget = int(available_ram_bytes() * opts.ram_fraction)
-                shape, max_tok, skipped0 = _fit_shape(task.method, task.shape, max(task.tokens), task.threadpools, budget)
+                shape, max_tok, skipped0 = _fit_shape(
+                    task.method, task.shape, max(task.tokens), task.threadpools, budget
+                )
                 for s in skipped0:
                     reporter.note(f"{label} {task.shape.label}: {s['reason']}")
-                w = HostExperts.random(task.method, shape.hidden, shape.inter, shape.experts, seed=opts.seed) if kt is not None else None
+                w = (
+                    HostExperts.random(task.method, shape.hidden, shape.inter, shape.experts, seed=opts.seed)
+                    if kt is not None
+                    else None
+                )
                 weights_cache[key] = (shape, max_tok, skipped0, w)
             shape, max_tok, skipped0, w = weights_cache[key]
         except MemoryError as e:
@@ -336,13 +354,19 @@ def probe_cpu_moe(
             continue
         tokens = [n for n in task.tokens if n <= max_tok]
         skipped = list(skipped0) + [{"x": n, "reason": "does not fit in RAM"} for n in task.tokens if n > max_tok]
-        if skipped[len(skipped0):]:
+        if skipped[len(skipped0) :]:
             reporter.step(f"{label}: skipped sizes", advance=len(task.tokens) - len(tokens))
         if kt is not None:
             try:
                 layer = KtMoeLayer(
-                    w, top_k=shape.top_k, threads=task.threads, threadpools=task.threadpools,
-                    numa_nodes=list(task.numa_nodes) or numa_ids, max_tokens=max(tokens), isa=cpu.isa, kt=kt,
+                    w,
+                    top_k=shape.top_k,
+                    threads=task.threads,
+                    threadpools=task.threadpools,
+                    numa_nodes=list(task.numa_nodes) or numa_ids,
+                    max_tokens=max(tokens),
+                    isa=cpu.isa,
+                    kt=kt,
                 )
             except Exception as e:
                 reporter.note(f"{label}: kt-kernel could not build the layer ({type(e).__name__}: {e}); skipped")
@@ -388,7 +412,9 @@ def probe_cpu_moe(
     return curves
 
 
-def _torch_curve(task: CpuMoeTask, shape: MoeLayerShape, tokens: Sequence[int], opts: CpuMoeOptions, reporter: Reporter, label: str):
+def _torch_curve(
+    task: CpuMoeTask, shape: MoeLayerShape, tokens: Sequence[int], opts: CpuMoeOptions, reporter: Reporter, label: str
+):
     """The fallback: the same layer in torch (bf16 weights, bf16 compute) with `threads` intra-op
     threads."""
     import torch

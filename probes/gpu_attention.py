@@ -22,7 +22,9 @@ def attention_flops(shape: AttentionShape, t: int) -> float:
     return f
 
 
-def probe_attention(shape: AttentionShape, *, quick: bool = False, gpu: int = 0, reporter: Reporter | None = None) -> Curve:
+def probe_attention(
+    shape: AttentionShape, *, quick: bool = False, gpu: int = 0, reporter: Reporter | None = None
+) -> Curve:
     import torch
 
     from kttune.kernels import attention as attn
@@ -36,12 +38,25 @@ def probe_attention(shape: AttentionShape, *, quick: bool = False, gpu: int = 0,
         rep.step(f"attention {shape.name} {shape.attention} {t}", 0)
         try:
             if shape.attention == "mla":
-                dims = attn.MlaDims(shape.heads, shape.kv_lora_rank, shape.head_dim - shape.qk_rope_head_dim,
-                                    shape.qk_rope_head_dim, shape.v_head_dim)
+                dims = attn.MlaDims(
+                    shape.heads,
+                    shape.kv_lora_rank,
+                    shape.head_dim - shape.qk_rope_head_dim,
+                    shape.qk_rope_head_dim,
+                    shape.v_head_dim,
+                )
                 q = torch.randn(t, shape.heads, shape.head_dim, device=device, dtype=bf)
                 c = torch.randn(t, shape.kv_lora_rank, device=device, dtype=bf)
                 kr = torch.randn(t, shape.qk_rope_head_dim, device=device, dtype=bf)
-                w = torch.randn(shape.heads * (dims.qk_nope_head_dim + dims.v_head_dim), shape.kv_lora_rank, device=device, dtype=bf) * 0.05
+                w = (
+                    torch.randn(
+                        shape.heads * (dims.qk_nope_head_dim + dims.v_head_dim),
+                        shape.kv_lora_rank,
+                        device=device,
+                        dtype=bf,
+                    )
+                    * 0.05
+                )
                 fn = lambda: attn.mla_prefill(q, c, kr, w, dims)  # noqa: E731
                 backend = "torch kv_b_proj matmul + SDPA (MLA prefill, non-absorbed)"
             else:
@@ -57,4 +72,11 @@ def probe_attention(shape: AttentionShape, *, quick: bool = False, gpu: int = 0,
             continue
         tf = attention_flops(shape, t) / (p.t_ms * 1e-3) / 1e12
         pts.append(Point(p.x, p.t_ms, p.t_ms_p10, p.t_ms_p90, p.n, {"tflops": round(tf, 2)}))
-    return Curve("attention", "context", tuple(pts), shape.params() | {"model": shape.name}, backend=backend, skipped=tuple(skipped))
+    return Curve(
+        "attention",
+        "context",
+        tuple(pts),
+        shape.params() | {"model": shape.name},
+        backend=backend,
+        skipped=tuple(skipped),
+    )

@@ -36,9 +36,20 @@ class ShapeSet:
 QWEN3_30B_A3B = MoeLayerShape(hidden=2048, inter=768, experts=128, top_k=8, method="BF16", name="Qwen3-30B-A3B")
 DEEPSEEK_V3 = MoeLayerShape(hidden=7168, inter=2048, experts=256, top_k=8, method="FP8", name="DeepSeek-V3")
 KIMI_K2 = MoeLayerShape(hidden=7168, inter=2048, experts=384, top_k=8, method="RAWINT4", name="Kimi-K2")
-QWEN3_ATTN = AttentionShape("gqa", hidden=2048, heads=32, kv_heads=4, head_dim=128, v_head_dim=128, name="Qwen3-30B-A3B")
-DEEPSEEK_ATTN = AttentionShape("mla", hidden=7168, heads=128, kv_heads=128, head_dim=192, v_head_dim=128, kv_lora_rank=512,
-                               rope_dim=64, name="DeepSeek-V3")
+QWEN3_ATTN = AttentionShape(
+    "gqa", hidden=2048, heads=32, kv_heads=4, head_dim=128, v_head_dim=128, name="Qwen3-30B-A3B"
+)
+DEEPSEEK_ATTN = AttentionShape(
+    "mla",
+    hidden=7168,
+    heads=128,
+    kv_heads=128,
+    head_dim=192,
+    v_head_dim=128,
+    kv_lora_rank=512,
+    rope_dim=64,
+    name="DeepSeek-V3",
+)
 
 LAYERWISE_GPU_METHODS = ("BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4")
 
@@ -59,11 +70,21 @@ def shapes_for(model) -> ShapeSet:
         method = "BF16"
     moe = MoeLayerShape.of_model(model, method)
     # The curve's shape: MLA's KV heads are its query heads; GQA carries no latent or rope split.
-    common = dict(hidden=model.hidden_size, heads=model.num_attention_heads, head_dim=model.head_dim,
-                  v_head_dim=model.v_head_dim, name=model.name)
+    common = dict(
+        hidden=model.hidden_size,
+        heads=model.num_attention_heads,
+        head_dim=model.head_dim,
+        v_head_dim=model.v_head_dim,
+        name=model.name,
+    )
     if model.attention == "mla":
-        attn = AttentionShape("mla", kv_heads=model.num_attention_heads, kv_lora_rank=model.kv_lora_rank,
-                              rope_dim=model.qk_rope_head_dim, **common)
+        attn = AttentionShape(
+            "mla",
+            kv_heads=model.num_attention_heads,
+            kv_lora_rank=model.kv_lora_rank,
+            rope_dim=model.qk_rope_head_dim,
+            **common,
+        )
     else:
         attn = AttentionShape("gqa", kv_heads=model.num_kv_heads, **common)
     h = model.hidden_size
@@ -72,6 +93,7 @@ def shapes_for(model) -> ShapeSet:
 
 
 # ---- PCIe ----------------------------------------------------------------------------------------
+
 
 def pcie_theoretical_gbps(gen: int | None, width: int | None) -> float | None:
     """One direction's theoretical rate in GB/s (`kttune.hw.gpu_table.pcie_gbps`: Gen5 x16 = 63.0
@@ -112,7 +134,11 @@ def gpu_numa_node(index: int, pci_bus_id: str | None = None) -> int | None:
     if n >= 0:
         return n
     # sysfs says -1 (no affinity reported, common in VMs): on a one-node host that node is 0
-    nodes = [d for d in Path("/sys/devices/system/node").glob("node[0-9]*")] if Path("/sys/devices/system/node").exists() else []
+    nodes = (
+        [d for d in Path("/sys/devices/system/node").glob("node[0-9]*")]
+        if Path("/sys/devices/system/node").exists()
+        else []
+    )
     return 0 if len(nodes) == 1 else None
 
 

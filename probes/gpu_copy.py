@@ -36,7 +36,9 @@ def link_info(index: int, inventory=None) -> dict:
     gpus = getattr(inventory, "gpus", ()) or ()
     for g in gpus:
         if g.index == index:
-            info.update(gen=g.pcie_gen, width=g.pcie_width, gen_max=g.pcie_gen_max, width_max=g.pcie_width_max, numa=g.numa_node)
+            info.update(
+                gen=g.pcie_gen, width=g.pcie_width, gen_max=g.pcie_gen_max, width_max=g.pcie_width_max, numa=g.numa_node
+            )
     if info["gen"] is None or info["width"] is None:
         try:
             import pynvml
@@ -90,7 +92,9 @@ def probe_copy_gpu(
     skipped: list[dict] = []
     if max_bytes > 0.8 * free_dev:
         sizes = [s for s in sizes if s <= 0.8 * free_dev]
-        skipped.append({"x": max_bytes, "reason": f"needs {max_bytes / GIB:.1f} GiB on GPU {index}, {free_dev / GIB:.1f} free"})
+        skipped.append(
+            {"x": max_bytes, "reason": f"needs {max_bytes / GIB:.1f} GiB on GPU {index}, {free_dev / GIB:.1f} free"}
+        )
     top = max(sizes)
     with bound_to_node(info["numa"]) as bound:
         pinned = torch.empty(top, dtype=torch.uint8, pin_memory=True)
@@ -107,9 +111,17 @@ def probe_copy_gpu(
                     rep.step(f"{direction} {'pinned' if is_pinned else 'pageable'} GPU{index} {n / MIB:.0f} MB", 0)
                     h, g = host[:n], gpu[:n]
                     if direction == "h2d":
-                        fn = (lambda g=g, h=h: g.copy_(h, non_blocking=True)) if is_pinned else (lambda g=g, h=h: g.copy_(h))
+                        fn = (
+                            (lambda g=g, h=h: g.copy_(h, non_blocking=True))
+                            if is_pinned
+                            else (lambda g=g, h=h: g.copy_(h))
+                        )
                     else:
-                        fn = (lambda g=g, h=h: h.copy_(g, non_blocking=True)) if is_pinned else (lambda g=g, h=h: h.copy_(g))
+                        fn = (
+                            (lambda g=g, h=h: h.copy_(g, non_blocking=True))
+                            if is_pinned
+                            else (lambda g=g, h=h: h.copy_(g))
+                        )
                     with torch.cuda.device(dev):
                         if is_pinned:
                             p = cuda_time_point(fn, x=n, stream=stream, repeats=5, min_total_ms=100, max_repeats=30)
@@ -122,8 +134,13 @@ def probe_copy_gpu(
                         kind=direction,
                         x_unit="bytes",
                         points=tuple(pts),
-                        params={"gpu": index, "pinned": is_pinned, "numa": bound if bound is not None else info["numa"]},
-                        backend="torch-cuda copy_" + (" (cudaMemcpyAsync, events)" if is_pinned else " (pageable, host clock)"),
+                        params={
+                            "gpu": index,
+                            "pinned": is_pinned,
+                            "numa": bound if bound is not None else info["numa"],
+                        },
+                        backend="torch-cuda copy_"
+                        + (" (cudaMemcpyAsync, events)" if is_pinned else " (pageable, host clock)"),
                         skipped=tuple(skipped),
                     )
                 )
@@ -147,7 +164,9 @@ def _host_timed(fn, *, x: float, dev, repeats: int = 5, min_total_ms: float = 10
     return Point(x=x, t_ms=med, t_ms_p10=p10, t_ms_p90=p90, n=len(samples))
 
 
-def probe_copy_all(max_bytes: int, *, quick: bool = False, inventory=None, reporter: Reporter | None = None) -> list[Curve]:
+def probe_copy_all(
+    max_bytes: int, *, quick: bool = False, inventory=None, reporter: Reporter | None = None
+) -> list[Curve]:
     """Pinned H2D and D2H on every GPU at once (one stream per GPU, host buffers NUMA-local to each):
     the aggregate bandwidth. x = bytes per GPU; extra gbps = aggregate over all GPUs."""
     import torch
@@ -171,6 +190,7 @@ def probe_copy_all(max_bytes: int, *, quick: bool = False, inventory=None, repor
     for direction in ("h2d", "d2h"):
         pts = []
         for n in sizes:
+
             def run(n=n):
                 for i in range(n_gpu):
                     with torch.cuda.stream(streams[i]):
@@ -190,11 +210,16 @@ def probe_copy_all(max_bytes: int, *, quick: bool = False, inventory=None, repor
             p10, med, p90 = quantiles(samples)
             pts.append(Point(n, med, p10, p90, len(samples), _extra(n * n_gpu, med, theo) | {"gpus": n_gpu}))
         curves.append(
-            Curve(kind=direction, x_unit="bytes", points=tuple(pts),
-                  params={"gpu": "all", "pinned": True, "numa": [i["numa"] for i in infos]},
-                  backend=f"torch-cuda copy_ on {n_gpu} GPUs at once (host clock)")
+            Curve(
+                kind=direction,
+                x_unit="bytes",
+                points=tuple(pts),
+                params={"gpu": "all", "pinned": True, "numa": [i["numa"] for i in infos]},
+                backend=f"torch-cuda copy_ on {n_gpu} GPUs at once (host clock)",
+            )
         )
-    del hosts, gpus
+    hosts.clear()  # the buffers go before the cache is emptied
+    gpus.clear()
     torch.cuda.empty_cache()
     return curves
 

@@ -11,7 +11,9 @@ TOKENS = (1, 16, 128, 512, 2048, 8192, 16384, 32768)
 TOKENS_QUICK = (16, 512, 4096, 16384)
 
 
-def probe_gpu_gemm(hidden: int, out: int, *, quick: bool = False, gpu: int = 0, reporter: Reporter | None = None) -> Curve:
+def probe_gpu_gemm(
+    hidden: int, out: int, *, quick: bool = False, gpu: int = 0, reporter: Reporter | None = None
+) -> Curve:
     import torch
 
     rep = reporter or NullReporter()

@@ -73,7 +73,9 @@ def probe_gpu_moe_shape(
     tokens = TOKENS_QUICK if quick else TOKENS
     curves, notes = [], []
     for method in methods:
-        need = 1.2 * _weight_bytes(shape, method) + 8 * max(tokens) * shape.top_k * max(2 * shape.inter, shape.hidden) * 2
+        need = (
+            1.2 * _weight_bytes(shape, method) + 8 * max(tokens) * shape.top_k * max(2 * shape.inter, shape.hidden) * 2
+        )
         free, _ = torch.cuda.mem_get_info(device)
         if need > 0.9 * free:
             notes.append(f"gpu_moe {shape.name} {method}: skipped, needs {need / GIB:.1f} GiB, {free / GIB:.1f} free")
@@ -98,14 +100,24 @@ def probe_gpu_moe_shape(
                 skipped.append({"x": m, "reason": "CUDA out of memory"})
                 continue
             flops = 2 * m * shape.top_k * 3 * shape.hidden * shape.inter
-            pts.append(Point(p.x, p.t_ms, p.t_ms_p10, p.t_ms_p90, p.n, {"tflops": round(flops / (p.t_ms * 1e-3) / 1e12, 2)}))
-        params = {"method": method, "hidden": shape.hidden, "inter": shape.inter, "experts": shape.experts,
-                  "top_k": shape.top_k, "model": shape.name}
+            pts.append(
+                Point(p.x, p.t_ms, p.t_ms_p10, p.t_ms_p90, p.n, {"tflops": round(flops / (p.t_ms * 1e-3) / 1e12, 2)})
+            )
+        params = {
+            "method": method,
+            "hidden": shape.hidden,
+            "inter": shape.inter,
+            "experts": shape.experts,
+            "top_k": shape.top_k,
+            "model": shape.name,
+        }
         if method == "FP8":
             params["fp8_scales"] = "per-channel weights, per-token activations (stand-in for 128x128 block)"
-        curves.append(Curve("gpu_moe", "tokens", tuple(pts), params, backend=f"ours: {backend}", skipped=tuple(skipped)))
+        curves.append(
+            Curve("gpu_moe", "tokens", tuple(pts), params, backend=f"ours: {backend}", skipped=tuple(skipped))
+        )
         curves += _sglang_curves(shape, method, w, tokens, device, rep)
-        del w
+        w = None  # this method's weights go before the next is built
         torch.cuda.empty_cache()
     return curves, notes
 
@@ -151,9 +163,22 @@ def _sglang_curves(shape, method, w, tokens, device, rep) -> list[Curve]:
             ids, tw = random_routing(m, shape.experts, shape.top_k, device, seed=m)
             fn = lambda: fused_experts(x, w[0], w[1], tw, ids.to(torch.int32))  # noqa: E731
             pts.append(cuda_time_point(fn, x=m, repeats=5, min_total_ms=50, max_repeats=20))
-        return [Curve("gpu_moe", "tokens", tuple(pts),
-                      {"method": method, "hidden": shape.hidden, "inter": shape.inter, "experts": shape.experts,
-                       "top_k": shape.top_k, "model": shape.name}, backend="sglang fused_experts (triton)")]
+        return [
+            Curve(
+                "gpu_moe",
+                "tokens",
+                tuple(pts),
+                {
+                    "method": method,
+                    "hidden": shape.hidden,
+                    "inter": shape.inter,
+                    "experts": shape.experts,
+                    "top_k": shape.top_k,
+                    "model": shape.name,
+                },
+                backend="sglang fused_experts (triton)",
+            )
+        ]
     except Exception as e:  # sglang's API moves between releases
         rep.note(f"sglang fused_experts present but not timed: {type(e).__name__}: {e}")
         return []

@@ -59,7 +59,9 @@ def _cores() -> int:
 
 
 def default_threads() -> int:
-    return max(1, _cores() - 1)  # leave the driving thread a core (docs/sglang-kt.md#the-cpuinfer-thread-cliff: 16 of 16 starves it)
+    return max(
+        1, _cores() - 1
+    )  # leave the driving thread a core (docs/sglang-kt.md#the-cpuinfer-thread-cliff: 16 of 16 starves it)
 
 
 def default_thread_options(quick: bool = False, cores: int | None = None) -> tuple[int, ...]:
@@ -112,13 +114,21 @@ def probe_pipeline_layer(
         return [], [], [str(e)]
     built = layer_experts(shape, max_layer_bytes)
     if built < shape.experts:
-        notes.append(f"{shape.name} {shape.method}: pipeline over {built} of {shape.experts} experts "
-                     f"({built * kinds_nbytes(kinds) / GIB:.1f} of {shape.experts * kinds_nbytes(kinds) / GIB:.1f} GiB): "
-                     "layer time is linear in the bytes streamed")
+        notes.append(
+            f"{shape.name} {shape.method}: pipeline over {built} of {shape.experts} experts "
+            f"({built * kinds_nbytes(kinds) / GIB:.1f} of {shape.experts * kinds_nbytes(kinds) / GIB:.1f} GiB): "
+            "layer time is linear in the bytes streamed"
+        )
     layer_bytes = built * kinds_nbytes(kinds)
     need_host = 2.2 * layer_bytes  # host experts + kt-kernel's own copy
     if free_host_bytes() and need_host > 0.8 * free_host_bytes():
-        return [], [], [f"{shape.name} {shape.method}: pipeline skipped, needs ~{need_host / GIB:.0f} GiB host RAM, {free_host_bytes() / GIB:.0f} free"]
+        return (
+            [],
+            [],
+            [
+                f"{shape.name} {shape.method}: pipeline skipped, needs ~{need_host / GIB:.0f} GiB host RAM, {free_host_bytes() / GIB:.0f} free"
+            ],
+        )
     free_dev, _ = torch.cuda.mem_get_info(gpu)
     if 1.3 * layer_bytes > free_dev:
         return [], [], [f"{shape.name} {shape.method}: pipeline skipped, layer {layer_bytes / GIB:.1f} GiB > free VRAM"]
@@ -161,7 +171,9 @@ def probe_pipeline_layer(
             if not getattr(writer, "asynchronous", False):
                 break  # the torch writer has no thread count to vary
     # the slowest of the best stage-alone times over everything tried: what the stages allow
-    ideal = max(min(r.stage_a_ms for r in results), min(r.stage_b_ms for r in results), min(r.stage_c_ms for r in results))
+    ideal = max(
+        min(r.stage_a_ms for r in results), min(r.stage_b_ms for r in results), min(r.stage_c_ms for r in results)
+    )
     repack = "triton repack" if shape.method == "RAWINT4" else "no stage C"
     curves = []
     for t, backend, runs in per_thread:
@@ -170,15 +182,42 @@ def probe_pipeline_layer(
             extra = r.extra() | {"experts_streamed": e, "writer": backend, "threads": t}
             if e == built:
                 extra["overlap_vs_best_stages"] = round(r.layer_ms / ideal, 4)
-                extra["configs"] = {x.config.label(): {
-                    "layer_ms": round(x.layer_ms, 3), "overlap": round(x.overlap, 4),
-                    "a": round(x.stage_a_ms, 3), "b": round(x.stage_b_ms, 3), "c": round(x.stage_c_ms, 3)}
-                    for x in results if x.threads == t}
-            pts.append(Point(x=r.layer_bytes, t_ms=r.layer_ms, t_ms_p10=r.layer_ms_p10, t_ms_p90=r.layer_ms_p90, n=r.repeats, extra=extra))
-        curves.append(Curve(
-            kind="pipeline", x_unit="bytes", points=tuple(sorted(pts, key=lambda p: p.x)),
-            params={"method": shape.method, "experts": shape.experts, "threads": t if "kt-kernel" in backend else None,
-                    "hidden": shape.hidden, "inter": shape.inter, "model": shape.name, "gpu": gpu},
-            backend=f"A: {backend}; B: cudaMemcpyAsync on a copy stream; C: {repack}; driver: {runs[-1][0].config.driver}",
-        ))
+                extra["configs"] = {
+                    x.config.label(): {
+                        "layer_ms": round(x.layer_ms, 3),
+                        "overlap": round(x.overlap, 4),
+                        "a": round(x.stage_a_ms, 3),
+                        "b": round(x.stage_b_ms, 3),
+                        "c": round(x.stage_c_ms, 3),
+                    }
+                    for x in results
+                    if x.threads == t
+                }
+            pts.append(
+                Point(
+                    x=r.layer_bytes,
+                    t_ms=r.layer_ms,
+                    t_ms_p10=r.layer_ms_p10,
+                    t_ms_p90=r.layer_ms_p90,
+                    n=r.repeats,
+                    extra=extra,
+                )
+            )
+        curves.append(
+            Curve(
+                kind="pipeline",
+                x_unit="bytes",
+                points=tuple(sorted(pts, key=lambda p: p.x)),
+                params={
+                    "method": shape.method,
+                    "experts": shape.experts,
+                    "threads": t if "kt-kernel" in backend else None,
+                    "hidden": shape.hidden,
+                    "inter": shape.inter,
+                    "model": shape.name,
+                    "gpu": gpu,
+                },
+                backend=f"A: {backend}; B: cudaMemcpyAsync on a copy stream; C: {repack}; driver: {runs[-1][0].config.driver}",
+            )
+        )
     return curves, results, notes

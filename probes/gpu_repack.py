@@ -11,7 +11,9 @@ from kttune.spec.moe_shape import MoeLayerShape
 EXPERT_COUNTS = (1, 2, 4, 16, 64)
 
 
-def probe_repack(shape: MoeLayerShape, *, quick: bool = False, gpu: int = 0, reporter: Reporter | None = None) -> list[Curve]:
+def probe_repack(
+    shape: MoeLayerShape, *, quick: bool = False, gpu: int = 0, reporter: Reporter | None = None
+) -> list[Curve]:
     import torch
 
     from kttune.kernels.expert_weights import slot_kinds
@@ -23,8 +25,12 @@ def probe_repack(shape: MoeLayerShape, *, quick: bool = False, gpu: int = 0, rep
     per_expert = sum(k.nbytes for k in kinds.values())
     counts = (1, 4, 64) if quick else EXPERT_COUNTS
     n = max(counts)
-    src = {k.name: torch.randint(-(2**31), 2**31 - 1, (n,) + k.shape, device=device, dtype=torch.int32).view(k.dtype)
-           if k.dtype == torch.int32 else torch.rand((n,) + k.shape, device=device).to(k.dtype) for k in kinds.values()}
+    src = {
+        k.name: torch.randint(-(2**31), 2**31 - 1, (n,) + k.shape, device=device, dtype=torch.int32).view(k.dtype)
+        if k.dtype == torch.int32
+        else torch.rand((n,) + k.shape, device=device).to(k.dtype)
+        for k in kinds.values()
+    }
     dst = {name: torch.empty((n, t.shape[2], t.shape[1]), dtype=t.dtype, device=device) for name, t in src.items()}
     pts = []
     backend = ""
@@ -40,16 +46,25 @@ def probe_repack(shape: MoeLayerShape, *, quick: bool = False, gpu: int = 0, rep
         gbps = 2 * c * per_expert / (p.t_ms * 1e-3) / 1e9  # read + write
         pts.append(Point(p.x, p.t_ms, p.t_ms_p10, p.t_ms_p90, p.n, {"experts": c, "rw_gbps": round(gbps, 1)}))
     params = {"method": "RAWINT4", "hidden": shape.hidden, "inter": shape.inter, "model": shape.name}
-    curves = [Curve("stage_c_repack", "bytes", tuple(pts), params, backend=f"ours: {backend} (int4 g32 -> k-packed [in/8, out])")]
+    curves = [
+        Curve(
+            "stage_c_repack", "bytes", tuple(pts), params, backend=f"ours: {backend} (int4 g32 -> k-packed [in/8, out])"
+        )
+    ]
     try:
         from sgl_kernel import gptq_marlin_repack
 
         mpts = []
         for c in counts:
+
             def mfn(c=c):
                 for e in range(c):
-                    for name, (k_, n_) in (("w13", (shape.hidden, 2 * shape.inter)), ("w2", (shape.inter, shape.hidden))):
+                    for name, (k_, n_) in (
+                        ("w13", (shape.hidden, 2 * shape.inter)),
+                        ("w2", (shape.inter, shape.hidden)),
+                    ):
                         gptq_marlin_repack(dst[name][e], None, k_, n_, 4)
+
             p = cuda_time_point(mfn, x=c * per_expert, repeats=5)
             mpts.append(p)
         curves.append(Curve("stage_c_repack", "bytes", tuple(mpts), params, backend="sgl-kernel gptq_marlin_repack"))

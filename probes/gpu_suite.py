@@ -70,8 +70,11 @@ class PipelineStep:
 
         q = self.quick
         curves, _, notes = gpu_pipeline.probe_pipeline_layer(
-            self.shape, configs=gpu_pipeline.QUICK_CONFIGS if q else gpu_pipeline.DEFAULT_CONFIGS,
-            repeats=1 if q else 3, reporter=self.reporter, threads_options=self.threads,
+            self.shape,
+            configs=gpu_pipeline.QUICK_CONFIGS if q else gpu_pipeline.DEFAULT_CONFIGS,
+            repeats=1 if q else 3,
+            reporter=self.reporter,
+            threads_options=self.threads,
             expert_fractions=gpu_pipeline.QUICK_EXPERT_FRACTIONS if q else (0.25, 0.5, 1.0),
             max_layer_bytes=self.max_layer_bytes,
         )
@@ -87,8 +90,15 @@ def count_steps(inventory, model, quick: bool, only: tuple[str, ...] | None = No
     return len(plan_gpu_probes(inventory, model, quick, NullReporter(), only))
 
 
-def run_gpu_probes(inventory, model, quick: bool, reporter: Reporter | None = None, *, only: tuple[str, ...] | None = None,
-                   threads: Sequence[int] = ()) -> list[Curve]:
+def run_gpu_probes(
+    inventory,
+    model,
+    quick: bool,
+    reporter: Reporter | None = None,
+    *,
+    only: tuple[str, ...] | None = None,
+    threads: Sequence[int] = (),
+) -> list[Curve]:
     """Measure the GPU side of this machine. `model` is a ModelSpec or None (representative shapes).
     `only` restricts to some of: copy, repack, pipeline, moe, gemm, attention. `threads`: the
     pipeline's stage A thread counts (default: `pipeline_threads(inventory, quick)`)."""
@@ -103,9 +113,15 @@ def run_gpu_probes(inventory, model, quick: bool, reporter: Reporter | None = No
 
     ops = sglang_ops_available()
     ran = [k for k, v in ops.items() if v]
-    rep.note("GPU kernels timed: kttune's own (Triton repack and int4 MoE, torch grouped GEMMs, SDPA)"
-             + (f"; also sglang/sgl-kernel {', '.join(ran)}" if ran else "; sglang / sgl-kernel not importable, their "
-                "gptq_marlin_repack, fused_marlin_moe and fused_moe were not run"))
+    rep.note(
+        "GPU kernels timed: kttune's own (Triton repack and int4 MoE, torch grouped GEMMs, SDPA)"
+        + (
+            f"; also sglang/sgl-kernel {', '.join(ran)}"
+            if ran
+            else "; sglang / sgl-kernel not importable, their "
+            "gptq_marlin_repack, fused_marlin_moe and fused_moe were not run"
+        )
+    )
     steps = plan_gpu_probes(inventory, model, quick, rep, only, threads)
     rep.plan(len(steps), "GPU probes")
     curves: list[Curve] = []
@@ -128,7 +144,7 @@ def run_gpu_probes(inventory, model, quick: bool, reporter: Reporter | None = No
 
 def plan_gpu_probes(inventory, model, quick: bool, rep: Reporter, only=None, threads: Sequence[int] = ()) -> list:
     """The GPU probes to run, in order: (step name, callable returning curves). Imports no CUDA."""
-    from kttune.probes import gpu_attention, gpu_copy, gpu_gemm, gpu_moe, gpu_pipeline, gpu_repack
+    from kttune.probes import gpu_attention, gpu_copy, gpu_gemm, gpu_moe, gpu_repack
 
     shapes = shapes_for(model)
     want = set(only or ("copy", "repack", "pipeline", "moe", "gemm", "attention"))
@@ -149,6 +165,7 @@ def plan_gpu_probes(inventory, model, quick: bool, rep: Reporter, only=None, thr
             steps.append((f"pipeline {s.name} {s.method}", PipelineStep(s, ts, quick, rep)))
     if "moe" in want:
         for s in shapes.moe:
+
             def moe(s=s):
                 # quick: each shape in its own method only (the method its layerwise path runs)
                 methods = (s.method,) if quick and s.method in gpu_moe.GPU_MOE_METHODS else gpu_moe.GPU_MOE_METHODS
@@ -156,12 +173,17 @@ def plan_gpu_probes(inventory, model, quick: bool, rep: Reporter, only=None, thr
                 for n in notes:
                     rep.note(n)
                 return curves
+
             steps.append((f"gpu_moe {s.name}", moe))
     if "gemm" in want:
         for h, o in shapes.gemm:
-            steps.append((f"gpu_gemm {h}x{o}", lambda h=h, o=o: [gpu_gemm.probe_gpu_gemm(h, o, quick=quick, reporter=rep)]))
+            steps.append(
+                (f"gpu_gemm {h}x{o}", lambda h=h, o=o: [gpu_gemm.probe_gpu_gemm(h, o, quick=quick, reporter=rep)])
+            )
     if "attention" in want:
         for a in shapes.attention:
-            steps.append((f"attention {a.name}", lambda a=a: [gpu_attention.probe_attention(a, quick=quick, reporter=rep)]))
+            steps.append(
+                (f"attention {a.name}", lambda a=a: [gpu_attention.probe_attention(a, quick=quick, reporter=rep)])
+            )
 
     return steps

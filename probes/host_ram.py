@@ -47,17 +47,38 @@ class HostRamPoint:
     def to_dict(self) -> dict[str, Any]:
         """Flat, as the point's process prints it: method, kernel, hidden, inter, experts, top_k, ..."""
         s = self.shape
-        return {"method": s.method, "kernel": self.kernel, "hidden": s.hidden, "inter": s.inter, "experts": s.experts,
-                "top_k": s.top_k, "max_len": self.max_len, "layers": self.layers, "threads": self.threads,
-                "reserved_bytes": self.reserved_bytes, "resident_bytes": self.resident_bytes,
-                "weights_source_bytes": self.weights_source_bytes, "build_ms": self.build_ms}
+        return {
+            "method": s.method,
+            "kernel": self.kernel,
+            "hidden": s.hidden,
+            "inter": s.inter,
+            "experts": s.experts,
+            "top_k": s.top_k,
+            "max_len": self.max_len,
+            "layers": self.layers,
+            "threads": self.threads,
+            "reserved_bytes": self.reserved_bytes,
+            "resident_bytes": self.resident_bytes,
+            "weights_source_bytes": self.weights_source_bytes,
+            "build_ms": self.build_ms,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "HostRamPoint":
-        shape = MoeLayerShape(hidden=d["hidden"], inter=d["inter"], experts=d["experts"], top_k=d["top_k"],
-                              method=d["method"])
-        return cls(shape, d["kernel"], d["max_len"], d["layers"], d["threads"], d["reserved_bytes"],
-                   d["resident_bytes"], d["weights_source_bytes"], d.get("build_ms", 0.0))
+        shape = MoeLayerShape(
+            hidden=d["hidden"], inter=d["inter"], experts=d["experts"], top_k=d["top_k"], method=d["method"]
+        )
+        return cls(
+            shape,
+            d["kernel"],
+            d["max_len"],
+            d["layers"],
+            d["threads"],
+            d["reserved_bytes"],
+            d["resident_bytes"],
+            d["weights_source_bytes"],
+            d.get("build_ms", 0.0),
+        )
 
 
 def _status_kib(field: str) -> int:
@@ -117,18 +138,45 @@ def measure_point(shape: MoeLayerShape, max_len: int, layers: int = 1, threads: 
     for layer in built:
         layer.forward(x, ids, w, out)
     _, rss2 = _vm()
-    return HostRamPoint(shape=shape, kernel=built[0].kernel_class, max_len=max_len, layers=layers, threads=threads,
-                        reserved_bytes=vms1 - vms0,
-                        resident_bytes=rss2 - rss0, weights_source_bytes=sum(wt.nbytes for wt in weights), build_ms=build_ms)
+    return HostRamPoint(
+        shape=shape,
+        kernel=built[0].kernel_class,
+        max_len=max_len,
+        layers=layers,
+        threads=threads,
+        reserved_bytes=vms1 - vms0,
+        resident_bytes=rss2 - rss0,
+        weights_source_bytes=sum(wt.nbytes for wt in weights),
+        build_ms=build_ms,
+    )
 
 
-def run_point(shape: MoeLayerShape, max_len: int, layers: int = 1, threads: int = 1,
-              timeout_s: float = 600) -> HostRamPoint:
+def run_point(
+    shape: MoeLayerShape, max_len: int, layers: int = 1, threads: int = 1, timeout_s: float = 600
+) -> HostRamPoint:
     """`measure_point` in a fresh Python process."""
-    args = [sys.executable, "-m", "kttune.probes.host_ram", "--one", "--method", shape.method, "--hidden",
-            str(shape.hidden), "--inter", str(shape.inter), "--experts", str(shape.experts), "--top-k", str(shape.top_k),
-            "--chunks", str(max_len),
-            "--layers", str(layers), "--threads", str(threads)]
+    args = [
+        sys.executable,
+        "-m",
+        "kttune.probes.host_ram",
+        "--one",
+        "--method",
+        shape.method,
+        "--hidden",
+        str(shape.hidden),
+        "--inter",
+        str(shape.inter),
+        "--experts",
+        str(shape.experts),
+        "--top-k",
+        str(shape.top_k),
+        "--chunks",
+        str(max_len),
+        "--layers",
+        str(layers),
+        "--threads",
+        str(threads),
+    ]
     done = subprocess.run(args, capture_output=True, text=True, timeout=timeout_s)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
@@ -146,17 +194,46 @@ def host_ram_curve(points: Sequence[HostRamPoint], skipped: Sequence[dict] = ())
     """One `host_ram` profile curve: x = max_len, t_ms = the time building the layers took, extra =
     reserved/resident/predicted bytes; `skipped` the max_lens that could not run, with reasons."""
     p0, s0 = points[0], points[0].shape
-    pts = tuple(Point(x=p.max_len, t_ms=max(p.build_ms, 1e-3), n=1, extra={
-        "reserved_bytes": p.reserved_bytes, "resident_bytes": p.resident_bytes,
-        "predicted_bytes": predicted_bytes(p)}) for p in sorted(points, key=lambda q: q.max_len))
-    return Curve("host_ram", "tokens", pts, {"method": s0.method, "hidden": s0.hidden, "inter": s0.inter,
-                                             "experts": s0.experts, "top_k": s0.top_k, "layers": p0.layers,
-                                             "threadpools": 1, "kernel": p0.kernel}, backend=f"kt-kernel:{p0.kernel}",
-                 skipped=tuple(skipped))
+    pts = tuple(
+        Point(
+            x=p.max_len,
+            t_ms=max(p.build_ms, 1e-3),
+            n=1,
+            extra={
+                "reserved_bytes": p.reserved_bytes,
+                "resident_bytes": p.resident_bytes,
+                "predicted_bytes": predicted_bytes(p),
+            },
+        )
+        for p in sorted(points, key=lambda q: q.max_len)
+    )
+    return Curve(
+        "host_ram",
+        "tokens",
+        pts,
+        {
+            "method": s0.method,
+            "hidden": s0.hidden,
+            "inter": s0.inter,
+            "experts": s0.experts,
+            "top_k": s0.top_k,
+            "layers": p0.layers,
+            "threadpools": 1,
+            "kernel": p0.kernel,
+        },
+        backend=f"kt-kernel:{p0.kernel}",
+        skipped=tuple(skipped),
+    )
 
 
-def probe_host_ram(methods: Sequence[str], shape: MoeLayerShape, chunks: Sequence[int], layers: int = 1,
-                   threads: int = 1, progress: Any = None) -> list[Curve]:
+def probe_host_ram(
+    methods: Sequence[str],
+    shape: MoeLayerShape,
+    chunks: Sequence[int],
+    layers: int = 1,
+    threads: int = 1,
+    progress: Any = None,
+) -> list[Curve]:
     """The probe step: one fresh process per (method, chunk); one curve per method."""
     curves = []
     for method in methods:
@@ -202,8 +279,9 @@ class HostRamPlan:
         return len(self.methods) * len(self.chunks)
 
 
-def plan_host_ram(shape: MoeLayerShape, methods: Sequence[str], quick: bool, threads: int = 1,
-                  chunks: Sequence[int] = ()) -> HostRamPlan:
+def plan_host_ram(
+    shape: MoeLayerShape, methods: Sequence[str], quick: bool, threads: int = 1, chunks: Sequence[int] = ()
+) -> HostRamPlan:
     """The step's plan for `shape` (the model's or a representative one) and `methods` (those the
     CPU MoE probe runs here; quick mode keeps one). Without kt-kernel the plan is empty, with a note.
     It measures fewer experts (at least 2 x top-k, with a note) when a layer's source weights would
@@ -214,9 +292,13 @@ def plan_host_ram(shape: MoeLayerShape, methods: Sequence[str], quick: bool, thr
 
     chunks = tuple(chunks) or (QUICK_CHUNKS if quick else FULL_CHUNKS)
     if load_kt_kernel() is None:
-        return HostRamPlan(shape, (), chunks, threads,
-                           notes=(f"host RAM step skipped: kt-kernel is not importable ({kt_kernel_error()}); "
-                                  f"{KT_KERNEL_INSTALL}",))
+        return HostRamPlan(
+            shape,
+            (),
+            chunks,
+            threads,
+            notes=(f"host RAM step skipped: kt-kernel is not importable ({kt_kernel_error()}); {KT_KERNEL_INSTALL}",),
+        )
     methods = tuple(methods)
     if quick and len(methods) > 1:
         methods = tuple(m for m in QUICK_METHOD_ORDER if m in methods)[:1] or methods[:1]
@@ -225,8 +307,10 @@ def plan_host_ram(shape: MoeLayerShape, methods: Sequence[str], quick: bool, thr
         per = max(expert_nbytes(m, shape.hidden, shape.inter) for m in methods)
         e = max(2 * shape.top_k, min(shape.experts, (QUICK_LAYER_BYTES if quick else FULL_LAYER_BYTES) // per))
         if e < shape.experts:
-            notes.append(f"host RAM step builds {e} of {shape.experts} experts: the scratch that grows with "
-                         "max_len depends on E only through E x M_STEP rows")
+            notes.append(
+                f"host RAM step builds {e} of {shape.experts} experts: the scratch that grows with "
+                "max_len depends on E only through E x M_STEP rows"
+            )
             shape = shape.with_experts(e)
     return HostRamPlan(shape, methods, chunks, max(1, threads), notes=tuple(notes))
 

@@ -95,8 +95,11 @@ def cpu_topology(root: str | os.PathLike = "/") -> dict[int, tuple[int, int]]:
     (empty when the tree has none)."""
     base = Path(root) / SYS_CPU
     online = _read(base / "online")
-    ids = _parse_cpulist(online) if online else tuple(
-        sorted(int(d.name[3:]) for d in base.glob("cpu[0-9]*") if d.name[3:].isdigit()))
+    ids = (
+        _parse_cpulist(online)
+        if online
+        else tuple(sorted(int(d.name[3:]) for d in base.glob("cpu[0-9]*") if d.name[3:].isdigit()))
+    )
     out = {}
     for i in ids:
         t = base / f"cpu{i}" / "topology"
@@ -112,8 +115,13 @@ def _numa_nodes(root: str | os.PathLike, ram_total: int, logical: int) -> tuple[
     if base.is_dir():
         for d in sorted(base.glob("node[0-9]*"), key=lambda p: int(p.name[4:])):
             text = _read(d / "cpulist")
-            nodes.append(NumaNode(id=int(d.name[4:]), cpus=_parse_cpulist(text) if text else (),
-                                  mem_total_bytes=_meminfo_kib(_read(d / "meminfo"), "MemTotal") or 0))
+            nodes.append(
+                NumaNode(
+                    id=int(d.name[4:]),
+                    cpus=_parse_cpulist(text) if text else (),
+                    mem_total_bytes=_meminfo_kib(_read(d / "meminfo"), "MemTotal") or 0,
+                )
+            )
     if not nodes:
         nodes.append(NumaNode(id=0, cpus=tuple(range(logical)), mem_total_bytes=ram_total))
     return tuple(nodes)
@@ -409,7 +417,9 @@ def collect_inventory(import_kt: bool = False) -> Inventory:
     gpus, nvml, notes = collect_gpus()
     software = collect_software(import_kt=import_kt, nvml=nvml)
     if software.kt_kernel is None:
-        notes.append("kt-kernel is not installed: CPU expert timings fall back to torch (pip install --no-deps kt-kernel==0.7.2)")
+        notes.append(
+            "kt-kernel is not installed: CPU expert timings fall back to torch (pip install --no-deps kt-kernel==0.7.2)"
+        )
     if software.sglang is None:
         notes.append("sglang is not installed")
     elif not software.sglang_has_layerwise_threshold:
@@ -434,7 +444,9 @@ def machine_name(inv: Inventory) -> str:
     'Intel Xeon ..., 16 cores (AMX) + 1x NVIDIA H200 (PCIe Gen5 x16)'."""
     cpu = inv.cpu
     numa = f", {len(cpu.numa_nodes)} NUMA nodes" if len(cpu.numa_nodes) > 1 else ""
-    head = f"{cpu.model}, {cpu.physical_cores} cores ({_isa_summary(cpu)}){numa}, {cpu.ram_total_bytes / GIB:.0f} GiB RAM"
+    head = (
+        f"{cpu.model}, {cpu.physical_cores} cores ({_isa_summary(cpu)}){numa}, {cpu.ram_total_bytes / GIB:.0f} GiB RAM"
+    )
     if not inv.gpus:
         return head + ", no GPU"
     names: dict[str, int] = {}

@@ -38,7 +38,9 @@ def run_ranks(target: Callable[..., None], ranks: int, args: tuple, timeout_s: f
 
 
 @contextmanager
-def rank_process_group(rank: int, ranks: int, backend: str, port: int, queue: Any, reraise: bool = False) -> Iterator[None]:
+def rank_process_group(
+    rank: int, ranks: int, backend: str, port: int, queue: Any, reraise: bool = False
+) -> Iterator[None]:
     """In a rank's process: join the `ranks`-process group (`backend` over TCP on localhost:`port`),
     run the body, put `("error", "rank R: Type: message")` on `queue` if it raises (re-raised when
     `reraise`, so the rank's traceback reaches its stderr), and destroy the group in every case."""

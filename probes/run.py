@@ -111,7 +111,11 @@ def cpu_moe_options(options: ProbeOptions) -> CpuMoeOptions:
         max_tokens = QUICK_MAX_TOKENS if options.quick else FULL_MAX_TOKENS
     if max_tokens < 1:
         raise UserError(f"--max-tokens {max_tokens} is not positive", "pass a token count of 1 or more, e.g. 4096")
-    shapes = (shape_from_model(options.model),) if options.model is not None else ((QUICK_SHAPE,) if options.quick else FULL_SHAPES)
+    shapes = (
+        (shape_from_model(options.model),)
+        if options.model is not None
+        else ((QUICK_SHAPE,) if options.quick else FULL_SHAPES)
+    )
     common: dict[str, Any] = dict(
         shapes=shapes,
         tokens=tuple(token_series(max_tokens, options.quick)),
@@ -135,8 +139,17 @@ def stage_a_options(options: ProbeOptions) -> StageAOptions:
         h, inters = 7168, (512, 1024, 2048)
     methods = tuple(options.methods)
     if options.quick:
-        return StageAOptions(hidden=h, inters=inters, methods=methods, threads=tuple(options.threads),
-                             layer_bytes=64 * MIB, warmup=1, repeats=5, min_total_s=0.05, max_repeats=50)
+        return StageAOptions(
+            hidden=h,
+            inters=inters,
+            methods=methods,
+            threads=tuple(options.threads),
+            layer_bytes=64 * MIB,
+            warmup=1,
+            repeats=5,
+            min_total_s=0.05,
+            max_repeats=50,
+        )
     return StageAOptions(hidden=h, inters=inters, methods=methods, threads=tuple(options.threads))
 
 
@@ -225,10 +238,16 @@ class Probe:
         return next((n for n in self.needs if not n.met(ctx)), None)
 
 
-GPU_SUITE = Need("kttune.probes.gpu_suite", lambda ctx: _gpu_suite() is not None,
-                 lambda ctx: "GPU probes not run: kttune.probes.gpu_suite is not available in this build")
-CUDA = Need("CUDA", lambda ctx: _cuda_available(),
-            lambda ctx: "GPU probes not run: torch has no CUDA (NVML sees GPUs)" if ctx.inventory.gpus else None)
+GPU_SUITE = Need(
+    "kttune.probes.gpu_suite",
+    lambda ctx: _gpu_suite() is not None,
+    lambda ctx: "GPU probes not run: kttune.probes.gpu_suite is not available in this build",
+)
+CUDA = Need(
+    "CUDA",
+    lambda ctx: _cuda_available(),
+    lambda ctx: "GPU probes not run: torch has no CUDA (NVML sees GPUs)" if ctx.inventory.gpus else None,
+)
 TWO_GPUS = Need("two or more GPUs", lambda ctx: len(ctx.inventory.gpus) >= 2)
 
 
@@ -244,8 +263,9 @@ def _plan_cpu_moe(ctx: ProbeContext, plans: dict[str, Any]) -> Any:
 
 
 def _run_cpu_moe(ctx: ProbeContext, plan: Any) -> list[Curve]:
-    curves = probe_cpu_moe(cpu_moe_options(ctx.options), ctx.cpu, ctx.reporter, cores=ctx.cores,
-                           numa_ids=list(ctx.numa_ids), plan=plan)
+    curves = probe_cpu_moe(
+        cpu_moe_options(ctx.options), ctx.cpu, ctx.reporter, cores=ctx.cores, numa_ids=list(ctx.numa_ids), plan=plan
+    )
     for n in thread_cliff_notes(curves, ctx.cores, logical=smt_logical(ctx.cpu, ctx.cores)):
         ctx.reporter.note(n)
     return curves
@@ -256,8 +276,15 @@ def _plan_stage_a(ctx: ProbeContext, plans: dict[str, Any]) -> Any:
 
 
 def _run_stage_a(ctx: ProbeContext, plan: Any) -> list[Curve]:
-    return probe_stage_a(stage_a_options(ctx.options), ctx.cpu, ctx.reporter, cores=ctx.cores,
-                         numa_ids=list(ctx.numa_ids), quick=ctx.options.quick, plan=plan)
+    return probe_stage_a(
+        stage_a_options(ctx.options),
+        ctx.cpu,
+        ctx.reporter,
+        cores=ctx.cores,
+        numa_ids=list(ctx.numa_ids),
+        quick=ctx.options.quick,
+        plan=plan,
+    )
 
 
 def _plan_host_ram(ctx: ProbeContext, plans: dict[str, Any]) -> HostRamPlan:
@@ -269,7 +296,11 @@ def _plan_gpu(ctx: ProbeContext, plans: dict[str, Any]) -> Steps:
     to the total)."""
     suite = _gpu_suite()
     try:
-        n = int(suite.count_steps(ctx.inventory, ctx.options.model, ctx.options.quick)) if hasattr(suite, "count_steps") else 0
+        n = (
+            int(suite.count_steps(ctx.inventory, ctx.options.model, ctx.options.quick))
+            if hasattr(suite, "count_steps")
+            else 0
+        )
     except Exception:
         n = 0
     return Steps(n)
@@ -298,12 +329,29 @@ def _run_allreduce(ctx: ProbeContext, plan: Steps) -> list[Curve]:
 PROBES: tuple[Probe, ...] = (
     Probe("cpu_moe", ("cpu_moe",), _plan_cpu_moe, _run_cpu_moe),
     Probe("stage_a", ("stage_a_write",), _plan_stage_a, _run_stage_a, wanted=lambda o: o.stage_a),
-    Probe("host_ram", ("host_ram",), _plan_host_ram, lambda ctx, plan: run_host_ram_step(plan, ctx.reporter),
-          wanted=lambda o: host_ram_runs(o)),
-    Probe("gpu", ("h2d", "d2h", "stage_c_repack", "pipeline", "gpu_moe", "gpu_gemm", "attention"), _plan_gpu, _run_gpu,
-          needs=(GPU_SUITE, CUDA), wanted=lambda o: o.gpu),
-    Probe("allreduce", ("allreduce",), lambda ctx, plans: Steps(0), _run_allreduce,  # its progress step advances 0
-          needs=(GPU_SUITE, CUDA, TWO_GPUS), wanted=lambda o: o.gpu),
+    Probe(
+        "host_ram",
+        ("host_ram",),
+        _plan_host_ram,
+        lambda ctx, plan: run_host_ram_step(plan, ctx.reporter),
+        wanted=lambda o: host_ram_runs(o),
+    ),
+    Probe(
+        "gpu",
+        ("h2d", "d2h", "stage_c_repack", "pipeline", "gpu_moe", "gpu_gemm", "attention"),
+        _plan_gpu,
+        _run_gpu,
+        needs=(GPU_SUITE, CUDA),
+        wanted=lambda o: o.gpu,
+    ),
+    Probe(
+        "allreduce",
+        ("allreduce",),
+        lambda ctx, plans: Steps(0),
+        _run_allreduce,  # its progress step advances 0
+        needs=(GPU_SUITE, CUDA, TWO_GPUS),
+        wanted=lambda o: o.gpu,
+    ),
 )
 
 
@@ -325,13 +373,21 @@ class ProbePlan:
         return sum(p.steps for p in self.plans.values())
 
 
-def plan_probe(options: ProbeOptions, cpu: Any, cores: int, numa_ids: list[int], inventory: Inventory | None = None,
-               reporter: Reporter | None = None) -> ProbePlan:
+def plan_probe(
+    options: ProbeOptions,
+    cpu: Any,
+    cores: int,
+    numa_ids: list[int],
+    inventory: Inventory | None = None,
+    reporter: Reporter | None = None,
+) -> ProbePlan:
     """Every probe's plan for `cores` usable cores (`inventory` defaults to this CPU alone)."""
     return _plan(_context(options, inventory or Inventory(cpu=cpu), cores, numa_ids, reporter))
 
 
-def _context(options: ProbeOptions, inv: Inventory, cores: int, numa_ids: list[int], reporter: Reporter | None) -> ProbeContext:
+def _context(
+    options: ProbeOptions, inv: Inventory, cores: int, numa_ids: list[int], reporter: Reporter | None
+) -> ProbeContext:
     threads = tuple(probe_thread_counts(cores, options.quick, options.threads, smt_logical(inv.cpu, cores)))
     return ProbeContext(options, inv, cores, tuple(numa_ids), threads, reporter or NullReporter())
 
@@ -375,7 +431,9 @@ def run_probe(options: ProbeOptions, reporter: Reporter | None = None) -> Hardwa
 
     timer = timer_info()
     if timer.resolution_ns is not None and timer.resolution_ns > 1000:
-        rep.note(f"perf_counter resolution is {timer.resolution_ns:.0f} ns (clocksource {timer.clocksource}): sub-ms timings are coarse")
+        rep.note(
+            f"perf_counter resolution is {timer.resolution_ns:.0f} ns (clocksource {timer.clocksource}): sub-ms timings are coarse"
+        )
 
     ctx = _context(options, inv, cores, list(numa_nodes_with_cpus(inv.cpu)), rep)
     plan = _plan(ctx)
@@ -394,15 +452,19 @@ def run_probe(options: ProbeOptions, reporter: Reporter | None = None) -> Hardwa
 
     share = load.other_share()
     if share is not None and share > 0.10:
-        rep.note(f"other processes used {share * 100:.0f} % of the CPUs while probing: timings are inflated and noisy; "
-                 "re-run `kttune probe` on an idle machine")
+        rep.note(
+            f"other processes used {share * 100:.0f} % of the CPUs while probing: timings are inflated and noisy; "
+            "re-run `kttune probe` on an idle machine"
+        )
 
     fp = fingerprint(inv)
     if options.merge_cached:
         kept = _cached_curves_not_remeasured(fp, curves)
         if kept:
-            rep.note(f"kept {len(kept)} curves of this machine's cached profile that this run did not re-measure "
-                     "(pass --fresh to drop them)")
+            rep.note(
+                f"kept {len(kept)} curves of this machine's cached profile that this run did not re-measure "
+                "(pass --fresh to drop them)"
+            )
             curves = kept + curves
     prov = Provenance(
         kind="measured",
@@ -481,11 +543,17 @@ def thread_cliff_notes(curves: list[Curve], cores: int, ratio: float = 2.0, logi
         if cliff is None:
             continue
         tokens = f"{x:g} token" + ("s" if x != 1 else "")
-        parts = [f"{t[n][1]:.2f} ms at {n}" + (" (kt run's 0.8 x logical)" if n == kt_run else "")
-                 for n in above if t[n][0] == x]
-        notes.append(f"{method} H{h} I{i} E{e}: {tokens} take {t_best:.2f} ms with {best} threads on {cores} cores and "
-                     + ", ".join(parts) + f": the thread cliff starts at {cliff} threads (the driving thread starves), "
-                     f"keep --kt-cpuinfer below {cliff}")
+        parts = [
+            f"{t[n][1]:.2f} ms at {n}" + (" (kt run's 0.8 x logical)" if n == kt_run else "")
+            for n in above
+            if t[n][0] == x
+        ]
+        notes.append(
+            f"{method} H{h} I{i} E{e}: {tokens} take {t_best:.2f} ms with {best} threads on {cores} cores and "
+            + ", ".join(parts)
+            + f": the thread cliff starts at {cliff} threads (the driving thread starves), "
+            f"keep --kt-cpuinfer below {cliff}"
+        )
     return notes
 
 

@@ -154,8 +154,15 @@ def probe_stage_a(
                     hosts[key] = HostExperts.random(task.method, opts.hidden, inter, experts, seed=opts.seed)
                 weights = hosts[key]
                 layer = KtMoeLayer(
-                    weights, top_k=1, threads=task.threads, threadpools=task.threadpools,
-                    numa_nodes=numa_ids, max_tokens=1, isa=cpu.isa, kt=kt, writer=True,
+                    weights,
+                    top_k=1,
+                    threads=task.threads,
+                    threadpools=task.threadpools,
+                    numa_nodes=numa_ids,
+                    max_tokens=1,
+                    isa=cpu.isa,
+                    kt=kt,
+                    writer=True,
                 )
             except Exception as e:
                 skipped.append({"x": nbytes, "reason": f"kt-kernel could not build the layer: {type(e).__name__}: {e}"})
@@ -175,10 +182,20 @@ def probe_stage_a(
                     layer.write_expert(e, *ptr)
 
                 pt = measure(
-                    write_one, x=nbytes, warmup=opts.warmup, repeats=opts.repeats,
-                    min_total_s=opts.min_total_s, max_repeats=opts.max_repeats,
-                    extra={"hidden": opts.hidden, "inter": inter, "gpu_tp": opts.gpu_tp, "pinned": pinned,
-                           "layer_experts": experts, "kernel": kernel},
+                    write_one,
+                    x=nbytes,
+                    warmup=opts.warmup,
+                    repeats=opts.repeats,
+                    min_total_s=opts.min_total_s,
+                    max_repeats=opts.max_repeats,
+                    extra={
+                        "hidden": opts.hidden,
+                        "inter": inter,
+                        "gpu_tp": opts.gpu_tp,
+                        "pinned": pinned,
+                        "layer_experts": experts,
+                        "kernel": kernel,
+                    },
                 )
                 points.append(pt)
                 reporter.step(f"{label}: I={inter} {nbytes / pt.t_ms / 1e6:.1f} GB/s")
@@ -196,7 +213,12 @@ def probe_stage_a(
                     kind="stage_a_write",
                     x_unit="bytes",
                     points=tuple(sorted(points, key=lambda p: p.x)),
-                    params={"method": task.method, "threads": task.threads, "threadpools": task.threadpools, "kernel": kernel},
+                    params={
+                        "method": task.method,
+                        "threads": task.threads,
+                        "threadpools": task.threadpools,
+                        "kernel": kernel,
+                    },
                     backend=kt.backend,
                     skipped=tuple(skipped),
                 )

@@ -18,14 +18,22 @@ import traceback
 from pathlib import Path
 
 # Source directory -> installed package (setup.py's mapping).
-INSTALLED_AS = {"kttune": "kttune", "probes": "kttune.probes", "kernels": "kttune.kernels", "profiles": "kttune.profiles"}
+INSTALLED_AS = {
+    "kttune": "kttune",
+    "probes": "kttune.probes",
+    "kernels": "kttune.kernels",
+    "profiles": "kttune.profiles",
+}
 # The measure layer (tests/test_import_boundaries.py): the only packages that may need torch.
 NEEDS_TORCH = ("kttune.probes", "kttune.kernels", "kttune.runner")
 
 
 def _files(root: Path) -> set[str]:
-    return {str(f.relative_to(root)) for f in root.rglob("*")
-            if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc"}
+    return {
+        str(f.relative_to(root))
+        for f in root.rglob("*")
+        if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".pyc"
+    }
 
 
 def source_files(repo: Path) -> set[str]:
@@ -62,8 +70,10 @@ def main(argv: list[str] | None = None) -> int:
 
     site_root = Path(kttune.__file__).resolve().parents[1]
     if repo in Path(kttune.__file__).resolve().parents:
-        print(f"kttune imports from the source tree ({kttune.__file__}), not an installed copy: run this "
-              "from a directory outside it, with the venv the wheel went into")
+        print(
+            f"kttune imports from the source tree ({kttune.__file__}), not an installed copy: run this "
+            "from a directory outside it, with the venv the wheel went into"
+        )
         return 1
     have, want = installed_files(site_root), source_files(repo)
     problems += [f"missing from the install: {f}" for f in sorted(want - have)]
@@ -79,12 +89,15 @@ def main(argv: list[str] | None = None) -> int:
                 continue  # the measure layer needs torch (the `measure` extra)
             problems.append(f"import {mod}: {type(e).__name__}: {e}")
         except Exception as e:  # noqa: BLE001 -- report every module, not the first failure
-            problems.append(f"import {mod}: {type(e).__name__}: {e} "
-                            f"({traceback.extract_tb(e.__traceback__)[-1].filename})")
+            problems.append(
+                f"import {mod}: {type(e).__name__}: {e} ({traceback.extract_tb(e.__traceback__)[-1].filename})"
+            )
     for p in problems:
         print(p)
-    print(f"check_install: {len(have)} files under {site_root / 'kttune'}, {imported} modules imported"
-          f"{' (torch absent)' if args.no_torch else ''}; {len(problems)} problem(s)")
+    print(
+        f"check_install: {len(have)} files under {site_root / 'kttune'}, {imported} modules imported"
+        f"{' (torch absent)' if args.no_torch else ''}; {len(problems)} problem(s)"
+    )
     return 1 if problems else 0
 
 

@@ -32,15 +32,27 @@ BLOCK_RE = re.compile(r"<!-- figures:(?P<name>[a-z0-9-]+) -->\n(?P<body>.*?)<!--
 PNG_KEY = "Description"  # the PNG text chunk that names what a figure shows
 
 MAIN_JOB = dict(model="qwen3-30b-a3b", vram="32G", seed=1)
-DERIVE = dict(source="h200-pcie5-xeon-amx-16c", gpu="rtx5090", gpus=2, model="minimax-m2.1", vram="30G",
-              host_ram="256G", seed=1)
+DERIVE = dict(
+    source="h200-pcie5-xeon-amx-16c", gpu="rtx5090", gpus=2, model="minimax-m2.1", vram="30G", host_ram="256G", seed=1
+)
 H200 = "2026-12-01-h200-pcie5-xeon-amx-16c"  # the GPU box's results folder
-RUNNER = dict(model="qwen3-30b-a3b", vram="139G", gpu_experts=0, chunk=4096, threshold=2048, cpuinfer=13,
-              profile="h200-pcie5-xeon-amx-16c", results=f"{H200}/paths.json")
+RUNNER = dict(
+    model="qwen3-30b-a3b",
+    vram="139G",
+    gpu_experts=0,
+    chunk=4096,
+    threshold=2048,
+    cpuinfer=13,
+    profile="h200-pcie5-xeon-amx-16c",
+    results=f"{H200}/paths.json",
+)
 # the evidence the accuracy table is read from (benchmarks/results/manifest.json says what each is)
-ACCURACY = dict(paths=(f"{H200}/paths.json", f"{H200}/paths-earlier.json"),
-                host_ram="2026-12-01-xeon-amx-2c/host_ram.json", derive="2026-12-01-computed/derive-16c-to-32c.json",
-                measured_search=f"{H200}/measured-search.json")
+ACCURACY = dict(
+    paths=(f"{H200}/paths.json", f"{H200}/paths-earlier.json"),
+    host_ram="2026-12-01-xeon-amx-2c/host_ram.json",
+    derive="2026-12-01-computed/derive-16c-to-32c.json",
+    measured_search=f"{H200}/measured-search.json",
+)
 
 
 def fresh_machine() -> None:
@@ -65,9 +77,11 @@ def _wrap(text: str) -> str:
 
 
 def _flags(f: dict) -> str:
-    return (f"{f['num_gpu_experts']} GPU experts per layer, chunk {_n(f['chunked_prefill_size'])}, threshold "
-            f"{_n(f['gpu_prefill_token_threshold'])}, {_n(f['max_total_tokens'])} KV tokens and `--kt-cpuinfer "
-            f"{f['cpuinfer_threads']}`")
+    return (
+        f"{f['num_gpu_experts']} GPU experts per layer, chunk {_n(f['chunked_prefill_size'])}, threshold "
+        f"{_n(f['gpu_prefill_token_threshold'])}, {_n(f['max_total_tokens'])} KV tokens and `--kt-cpuinfer "
+        f"{f['cpuinfer_threads']}`"
+    )
 
 
 @lru_cache(maxsize=None)
@@ -95,12 +109,15 @@ def main_job_block() -> str:
         f"{times_faster(p['mean_prefill_ms'], b['mean_prefill_ms'], lower_is_faster=True)} and decode "
         f"{times_faster(p['decode_tok_s'], b['decode_tok_s'], lower_is_faster=False)}; the paths cross at "
         f"{_n(d['crossover_tokens'])} tokens per forward. Without `--seed` the sampler differs from run to run "
-        "and so may the pick.")
+        "and so may the pick."
+    )
 
 
 def prefill_figure_block() -> str:
-    return _wrap(f"The main job's pick as `kttune report` draws it (`kttune search --model {MAIN_JOB['model']} --vram "
-                 f"{MAIN_JOB['vram']} --seed 1 --json > r.json && kttune report r.json`):")
+    return _wrap(
+        f"The main job's pick as `kttune report` draws it (`kttune search --model {MAIN_JOB['model']} --vram "
+        f"{MAIN_JOB['vram']} --seed 1 --json > r.json && kttune report r.json`):"
+    )
 
 
 @lru_cache(maxsize=None)
@@ -116,14 +133,29 @@ def derive_example() -> dict:
     measured = load_shipped(DERIVE["source"])
     derived = derive_profile(measured, Change(gpu=DERIVE["gpu"], n_gpus=DERIVE["gpus"]), created="")
     path = save_profile(derived.profile, Path(tempfile.mkdtemp(prefix="kttune-readme-")) / "2x5090.json")
-    inp = app.resolve_inputs(DERIVE["model"], resolve.vram_bytes(DERIVE["vram"]), DERIVE["gpus"], str(path),
-                             host_ram_bytes=resolve.host_ram_bytes(DERIVE["host_ram"]))
+    inp = app.resolve_inputs(
+        DERIVE["model"],
+        resolve.vram_bytes(DERIVE["vram"]),
+        DERIVE["gpus"],
+        str(path),
+        host_ram_bytes=resolve.host_ram_bytes(DERIVE["host_ram"]),
+    )
     found = app.search(inp, trials=300, seed=DERIVE["seed"], storage=":memory:").to_dict()
     f = found["pick"]["flags"]
-    same = app.explain_flags(app.resolve_inputs(DERIVE["model"], resolve.vram_bytes(DERIVE["vram"]), DERIVE["gpus"], DERIVE["source"],
-                                                host_ram_bytes=resolve.host_ram_bytes(DERIVE["host_ram"])),
-                             f["num_gpu_experts"], f["chunked_prefill_size"], f["gpu_prefill_token_threshold"],
-                             f["max_total_tokens"], f["cpuinfer_threads"]).to_dict()
+    same = app.explain_flags(
+        app.resolve_inputs(
+            DERIVE["model"],
+            resolve.vram_bytes(DERIVE["vram"]),
+            DERIVE["gpus"],
+            DERIVE["source"],
+            host_ram_bytes=resolve.host_ram_bytes(DERIVE["host_ram"]),
+        ),
+        f["num_gpu_experts"],
+        f["chunked_prefill_size"],
+        f["gpu_prefill_token_threshold"],
+        f["max_total_tokens"],
+        f["cpuinfer_threads"],
+    ).to_dict()
     return {"labels": derived.labels, "search": found, "measured_same_flags": same}
 
 
@@ -152,7 +184,8 @@ def derive_block() -> str:
         f"{p['decode_tok_s']:.1f} decode tok/s ({_s(same['mean_prefill_ms'])} and {same['decode_tok_s']:.1f} tok/s "
         f"with the measured H200s and the same flags): the cheaper GPUs make prefill "
         f"{times_faster(p['mean_prefill_ms'], same['mean_prefill_ms'], lower_is_faster=True)} and decode "
-        f"{decode}.")
+        f"{decode}."
+    )
 
 
 def probe_quick_block() -> str:
@@ -164,13 +197,20 @@ def probe_quick_block() -> str:
     for f in runs:
         r = json.loads(f.read_text())
         loads = r.get("load_avg_1min_before_each_run") or []
-        load = (f"; 1-min load average {min(loads):.1f}-{max(loads):.1f} on {r['logical_cpus_visible']} CPUs"
-                if loads else "")
+        load = (
+            f"; 1-min load average {min(loads):.1f}-{max(loads):.1f} on {r['logical_cpus_visible']} CPUs"
+            if loads
+            else ""
+        )
         note = f" ({r['note']}{load})" if r.get("note") or load else ""
-        parts.append(f"{r['median_s']:.0f} s median, {r['min_s']:.0f}-{r['max_s']:.0f} s over {len(r['runs_s'])} runs, "
-                     f"on {r['machine']}{note}: `benchmarks/results/{f.relative_to(RESULTS).as_posix()}`")
-    return _wrap("The quick probe end to end (Python start, the probe, its tables; "
-                 "`benchmarks/bench_probe_quick_wall.py`): " + "; ".join(parts) + ".")
+        parts.append(
+            f"{r['median_s']:.0f} s median, {r['min_s']:.0f}-{r['max_s']:.0f} s over {len(r['runs_s'])} runs, "
+            f"on {r['machine']}{note}: `benchmarks/results/{f.relative_to(RESULTS).as_posix()}`"
+        )
+    return _wrap(
+        "The quick probe end to end (Python start, the probe, its tables; "
+        "`benchmarks/bench_probe_quick_wall.py`): " + "; ".join(parts) + "."
+    )
 
 
 @lru_cache(maxsize=None)
@@ -205,29 +245,59 @@ def accuracy_block() -> str:
     held = [s["errors"][p]["mape_calibrated_held_out"] for s in summaries for p in ("hybrid", "layerwise")]
     cross = [c for s in summaries for c in s["crossover"].values() if c.get("measured")]
     latest = [b["summary"] for b in grids[0] if "summary" in b]
-    peaks = [m["predicted_bytes"] / m["measured_peak_bytes"] for s in latest for m in s["memory"]
-             if 4096 <= m["chunk"] <= 65536 and m.get("measured_peak_bytes")]
+    peaks = [
+        m["predicted_bytes"] / m["measured_peak_bytes"]
+        for s in latest
+        for m in s["memory"]
+        if 4096 <= m["chunk"] <= 65536 and m.get("measured_peak_bytes")
+    ]
     host = json.loads((RESULTS / ACCURACY["host_ram"]).read_text())["points"]
     derive = json.loads((RESULTS / ACCURACY["derive"]).read_text())
     ms = json.loads((RESULTS / ACCURACY["measured_search"]).read_text())
     rows = [
-        ("prefill of a whole prompt (K = 2 layers)", f"path runner, H200 box: {cal['n']} runs, {len(models)} models",
-         f"median {cal['median_abs_rel']:.0%}, worst {cal['max_abs_rel']:.0%}", "docs/path-runner.md#results"),
-        ("MoE layer per forward, hybrid and layerwise", f"that grid and the same one an hour earlier, {len(models)} models each",
-         f"raw {_pct(min(raw), max(raw))}, calibrated (held out) {_pct(min(held), max(held))}", "docs/path-runner.md#results"),
-        ("crossover (where layerwise starts to win)", f"forced single forwards on each path, {len(cross)} crossovers",
-         f"calibrated without the runs that measure it {_pct(min(c['error_calibrated'] for c in cross), max(c['error_calibrated'] for c in cross))}, "
-         f"raw {_pct(min(c['error'] for c in cross), max(c['error'] for c in cross))}", "docs/path-runner.md#results"),
-        ("peak VRAM", f"{len(peaks)} runner peaks at chunks 4,096-65,536", f"predicted / measured {min(peaks):.3f}-{max(peaks):.3f}",
-         "docs/memory.md#checked-against-the-path-runner"),
-        ("host RAM (kt-kernel's scratch)", f"{len(host)} real kt-kernel allocations, 2-core AMX VM",
-         f"within {max(abs(p['pred_over_reserved'] - 1) for p in host):.0%} of the reservation",
-         "docs/memory.md#kt-kernels-scratch-read-from-its-source-and-measured"),
-        ("CPU MoE and stage A of a derived machine", f"16-core box derived to 32 cores: {len(derive['points'])} points of the measured 32-core box",
-         f"within {derive['worst_factor']:.2f}x", "docs/derive.md#cpu-kt-kernels-measured-per-core-throughput"),
-        ("`search --measure`'s pick", f"a measured grid on the H200 box ({ms['model']}, {ms['vram']})",
-         f"throughput {ms['pick_over_grid_optimum']:.2f}x the grid optimum's, in {ms['search']['measured_trials']} measured trials",
-         f"benchmarks/results/{ACCURACY['measured_search'].removesuffix('.json')}.md"),
+        (
+            "prefill of a whole prompt (K = 2 layers)",
+            f"path runner, H200 box: {cal['n']} runs, {len(models)} models",
+            f"median {cal['median_abs_rel']:.0%}, worst {cal['max_abs_rel']:.0%}",
+            "docs/path-runner.md#results",
+        ),
+        (
+            "MoE layer per forward, hybrid and layerwise",
+            f"that grid and the same one an hour earlier, {len(models)} models each",
+            f"raw {_pct(min(raw), max(raw))}, calibrated (held out) {_pct(min(held), max(held))}",
+            "docs/path-runner.md#results",
+        ),
+        (
+            "crossover (where layerwise starts to win)",
+            f"forced single forwards on each path, {len(cross)} crossovers",
+            f"calibrated without the runs that measure it {_pct(min(c['error_calibrated'] for c in cross), max(c['error_calibrated'] for c in cross))}, "
+            f"raw {_pct(min(c['error'] for c in cross), max(c['error'] for c in cross))}",
+            "docs/path-runner.md#results",
+        ),
+        (
+            "peak VRAM",
+            f"{len(peaks)} runner peaks at chunks 4,096-65,536",
+            f"predicted / measured {min(peaks):.3f}-{max(peaks):.3f}",
+            "docs/memory.md#checked-against-the-path-runner",
+        ),
+        (
+            "host RAM (kt-kernel's scratch)",
+            f"{len(host)} real kt-kernel allocations, 2-core AMX VM",
+            f"within {max(abs(p['pred_over_reserved'] - 1) for p in host):.0%} of the reservation",
+            "docs/memory.md#kt-kernels-scratch-read-from-its-source-and-measured",
+        ),
+        (
+            "CPU MoE and stage A of a derived machine",
+            f"16-core box derived to 32 cores: {len(derive['points'])} points of the measured 32-core box",
+            f"within {derive['worst_factor']:.2f}x",
+            "docs/derive.md#cpu-kt-kernels-measured-per-core-throughput",
+        ),
+        (
+            "`search --measure`'s pick",
+            f"a measured grid on the H200 box ({ms['model']}, {ms['vram']})",
+            f"throughput {ms['pick_over_grid_optimum']:.2f}x the grid optimum's, in {ms['search']['measured_trials']} measured trials",
+            f"benchmarks/results/{ACCURACY['measured_search'].removesuffix('.json')}.md",
+        ),
     ]
     lines = ["| kttune predicts | measured by | error | details |", "|---|---|---|---|"]
     lines += [f"| {what} | {by} | {err} | [{Path(link).name.split('#')[0]}]({link}) |" for what, by, err, link in rows]
@@ -264,9 +334,11 @@ def write_figures() -> list[Path]:
 
     d = main_job()
     doc, runs = runner_example()
-    made = {"qwen3-30b-a3b-prefill.png": F.fig_prefill(d),
-            "qwen3-30b-a3b-prefill-measured.png": F.fig_prefill(doc, runs),
-            "paths-h200-calibration.png": F.fig_calibration(runs, doc)}
+    made = {
+        "qwen3-30b-a3b-prefill.png": F.fig_prefill(d),
+        "qwen3-30b-a3b-prefill-measured.png": F.fig_prefill(doc, runs),
+        "paths-h200-calibration.png": F.fig_calibration(runs, doc),
+    }
     out = []
     for name, fig in made.items():
         path = FIGURES / name
@@ -283,8 +355,8 @@ def png_text(path: Path) -> dict[str, str]:
     data = path.read_bytes()
     pos, out = 8, {}
     while pos + 8 <= len(data):
-        (length,), kind = struct.unpack(">I", data[pos:pos + 4]), data[pos + 4:pos + 8]
-        body = data[pos + 8:pos + 8 + length]
+        (length,), kind = struct.unpack(">I", data[pos : pos + 4]), data[pos + 4 : pos + 8]
+        body = data[pos + 8 : pos + 8 + length]
         if kind == b"tEXt":
             key, _, text = body.partition(b"\0")
             out[key.decode("latin-1")] = text.decode("latin-1")
@@ -307,8 +379,9 @@ def rendered(text: str) -> str:
     unknown = sorted(set(names) - set(BLOCKS))
     if unknown:
         raise SystemExit(f"figures blocks no function makes: {unknown}")
-    return BLOCK_RE.sub(lambda m: f"<!-- figures:{m.group('name')} -->\n{BLOCKS[m.group('name')]()}<!-- /figures -->",
-                        text)
+    return BLOCK_RE.sub(
+        lambda m: f"<!-- figures:{m.group('name')} -->\n{BLOCKS[m.group('name')]()}<!-- /figures -->", text
+    )
 
 
 def blocks_by_page() -> dict[Path, list[str]]:
@@ -338,8 +411,7 @@ def main(argv: list[str] | None = None) -> int:
         for p in write_figures():
             print(f"wrote {p.relative_to(ROOT)}")
         return 0
-    stale = [name for name, want in figure_descriptions().items()
-             if png_text(FIGURES / name).get(PNG_KEY) != want]
+    stale = [name for name, want in figure_descriptions().items() if png_text(FIGURES / name).get(PNG_KEY) != want]
     if not stale_pages and not stale:
         print("the pages' figures blocks and docs/figures are up to date")
         return 0

@@ -28,9 +28,18 @@ def profile(name: str = DATASHEET_H200):
 
 
 def cfg(method: str, **kw) -> LaunchConfig:
-    base = dict(method=method, tp=1, num_gpu_experts=0, chunked_prefill_size=8192, gpu_prefill_token_threshold=0,
-                max_total_tokens=65536, cpuinfer_threads=15, threadpool_count=1, max_running_requests=8,
-                cuda_graph_max_bs=8)
+    base = dict(
+        method=method,
+        tp=1,
+        num_gpu_experts=0,
+        chunked_prefill_size=8192,
+        gpu_prefill_token_threshold=0,
+        max_total_tokens=65536,
+        cpuinfer_threads=15,
+        threadpool_count=1,
+        max_running_requests=8,
+        cuda_graph_max_bs=8,
+    )
     base.update(kw)
     return LaunchConfig(**base)
 
@@ -57,8 +66,7 @@ def torn_journal(path) -> bytes:
     from optuna.storages.journal import JournalFileBackend, JournalStorage
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    study = optuna.create_study(study_name="before-the-crash",
-                                storage=JournalStorage(JournalFileBackend(str(path))))
+    study = optuna.create_study(study_name="before-the-crash", storage=JournalStorage(JournalFileBackend(str(path))))
     study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=1)
     intact = path.read_bytes()
     assert intact.endswith(b"\n")

@@ -76,8 +76,9 @@ class Server:
         import psycopg
 
         name = f"kttune_{os.getpid()}_{next(_databases)}"
-        with psycopg.connect(host=self.host, port=self.port, user=USER, password=PASSWORD, dbname="postgres",
-                             autocommit=True) as conn:
+        with psycopg.connect(
+            host=self.host, port=self.port, user=USER, password=PASSWORD, dbname="postgres", autocommit=True
+        ) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         return name
 
@@ -106,15 +107,39 @@ def postgres():
         assert r.returncode == 0, f"{cmd[0]} failed: {r.stdout}{r.stderr}"
 
     try:
-        run("initdb", "-D", str(data), "-U", USER, f"--pwfile={pwfile}", "--auth-local=trust",
-            "--auth-host=scram-sha-256", "-E", "UTF8")
+        run(
+            "initdb",
+            "-D",
+            str(data),
+            "-U",
+            USER,
+            f"--pwfile={pwfile}",
+            "--auth-local=trust",
+            "--auth-host=scram-sha-256",
+            "-E",
+            "UTF8",
+        )
         pwfile.unlink()
-        run("pg_ctl", "-D", str(data), "-w", "-t", "60", "-l", str(root / "server.log"), "-o",
-            f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200", "start")
+        run(
+            "pg_ctl",
+            "-D",
+            str(data),
+            "-w",
+            "-t",
+            "60",
+            "-l",
+            str(root / "server.log"),
+            "-o",
+            f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200",
+            "start",
+        )
         yield Server("127.0.0.1", port)
     finally:
-        subprocess.run(_as_postgres([str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]),
-                       capture_output=True, timeout=120)
+        subprocess.run(
+            _as_postgres([str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]),
+            capture_output=True,
+            timeout=120,
+        )
         shutil.rmtree(root, ignore_errors=True)
 
 

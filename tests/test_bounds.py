@@ -18,8 +18,10 @@ from kttune.errors import UserError
 RULES = {name: rule for name, rule in vars(bounds).items() if isinstance(rule, Bound)}
 # No subnormals: kt-kernel's extension, once loaded in the test process, sets flush-to-zero and
 # Hypothesis then refuses to draw them.
-numbers = st.one_of(st.integers(min_value=-(10**30), max_value=10**30),
-                    st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=False))
+numbers = st.one_of(
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=False),
+)
 
 
 def _inside(rule: Bound, v: float) -> bool:
@@ -71,12 +73,21 @@ def test_a_file_value_names_the_file_and_key():
     assert ei.value.line() == "config.json of m: hidden_size = 2048.5 is not a whole number; fix config.json"
 
 
-@pytest.mark.parametrize("text, needle", [
-    ('{"a": NaN}', "NaN"), ('[Infinity]', "Infinity"), ('[-Infinity]', "-Infinity"), ("[1e999]", "not finite"),
-    ("[" + "9" * 5000 + "]", "5,000 digits"), ("[" + "1" * 5000 + ".5]", "characters"),
-    ("[" * 100_000 + "]" * 100_000, "nested deeper"), ("[" * 65 + "]" * 65, "nested deeper"),
-    ('{"a": [1, 2', "not valid JSON"), (b"\xff\xfe", "not"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ('{"a": NaN}', "NaN"),
+        ("[Infinity]", "Infinity"),
+        ("[-Infinity]", "-Infinity"),
+        ("[1e999]", "not finite"),
+        ("[" + "9" * 5000 + "]", "5,000 digits"),
+        ("[" + "1" * 5000 + ".5]", "characters"),
+        ("[" * 100_000 + "]" * 100_000, "nested deeper"),
+        ("[" * 65 + "]" * 65, "nested deeper"),
+        ('{"a": [1, 2', "not valid JSON"),
+        (b"\xff\xfe", "not"),
+    ],
+)
 def test_json_past_its_limits_is_one_line(text, needle):
     with pytest.raises(UserError) as ei:
         loads_json(text, "f.json", "pass the file kttune wrote")

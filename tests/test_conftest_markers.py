@@ -10,7 +10,7 @@ from pathlib import Path
 
 CONFTEST = Path(__file__).with_name("conftest.py")
 
-SAMPLE = '''
+SAMPLE = """
 import pytest
 
 def test_plain():
@@ -30,7 +30,7 @@ class TestMarkedClass:
 
     def test_inherits_the_class_marker(self, n):
         pass
-'''
+"""
 
 
 def _has_cuda() -> bool:
@@ -46,10 +46,17 @@ def test_a_folder_named_kt_or_gpu_skips_nothing_unmarked(tmp_path):
     root = tmp_path / "kt"  # the checkout's folder
     (root / "gpu").mkdir(parents=True)  # and a test directory named like the other marker
     (root / "pytest.ini").write_text("[pytest]\nmarkers =\n    gpu: GPU\n    kt: kt-kernel\n")
-    (root / "conftest.py").write_text(CONFTEST.read_text() + "\nimport sys\nsys.modules['kt_kernel'] = None  # not importable\n")
+    (root / "conftest.py").write_text(
+        CONFTEST.read_text() + "\nimport sys\nsys.modules['kt_kernel'] = None  # not importable\n"
+    )
     (root / "gpu" / "test_sample.py").write_text(SAMPLE)
-    p = subprocess.run([sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--strict-markers"],
-                       cwd=root, capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--strict-markers"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     out = p.stdout
     assert p.returncode == 0, out + p.stderr
     assert "test_sample.py::test_plain PASSED" in out

@@ -11,8 +11,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md")), ROOT / "benchmarks" / "README.md",
-         ROOT / "benchmarks" / "results" / "README.md", ROOT / "tests" / "data" / "README.md"]
+PAGES = [
+    ROOT / "README.md",
+    *sorted(DOCS.glob("*.md")),
+    ROOT / "benchmarks" / "README.md",
+    ROOT / "benchmarks" / "results" / "README.md",
+    ROOT / "tests" / "data" / "README.md",
+]
 # How-tos written on another branch of issue 20 at the same time: listed in docs/index.md before they
 # land, checked like every other page once they exist.
 HOWTOS = {DOCS / f"howto-add-a-{what}.md" for what in ("model-family", "gpu", "probe", "schedule")}
@@ -38,10 +43,14 @@ def links(page: Path) -> list[str]:
 
 
 def test_anchor_follows_githubs_rule():
-    assert anchor("The KV pool, not `--max-running-requests`, bounds concurrency") == \
-        "the-kv-pool-not---max-running-requests-bounds-concurrency"
-    assert anchor("kt-kernel's scratch, read from its source and measured") == \
-        "kt-kernels-scratch-read-from-its-source-and-measured"
+    assert (
+        anchor("The KV pool, not `--max-running-requests`, bounds concurrency")
+        == "the-kv-pool-not---max-running-requests-bounds-concurrency"
+    )
+    assert (
+        anchor("kt-kernel's scratch, read from its source and measured")
+        == "kt-kernels-scratch-read-from-its-source-and-measured"
+    )
     assert anchor("Measuring honestly (the probes)") == "measuring-honestly-the-probes"
 
 
@@ -73,6 +82,9 @@ def test_the_benchmarks_index_names_every_script():
     index = (ROOT / "benchmarks" / "README.md").read_text()
     scripts = [p for p in (ROOT / "benchmarks").glob("*.py") if p.name != "results_layout.py"]
     scripts += [*(ROOT / "benchmarks").glob("*.sh"), *(ROOT / "benchmarks" / "diag").glob("*.py")]
-    missing = [p.relative_to(ROOT / "benchmarks").as_posix() for p in sorted(scripts)
-               if f"`{p.relative_to(ROOT / 'benchmarks').as_posix()}`" not in index]
+    missing = [
+        p.relative_to(ROOT / "benchmarks").as_posix()
+        for p in sorted(scripts)
+        if f"`{p.relative_to(ROOT / 'benchmarks').as_posix()}`" not in index
+    ]
     assert not missing, f"benchmarks/README.md has no row for {missing}"

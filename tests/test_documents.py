@@ -11,7 +11,12 @@ from pathlib import Path
 import pytest
 
 from kttune.documents import (
-    PATHS_OUTPUT, check_output_file, check_report_dir, describe, profile_output, profile_output_from,
+    PATHS_OUTPUT,
+    check_output_file,
+    check_report_dir,
+    describe,
+    profile_output,
+    profile_output_from,
 )
 from kttune.errors import UserError
 from kttune.hw.profile import profile_to_dict, save_profile
@@ -34,7 +39,10 @@ def _refused(path: Path, out, **kw) -> str:
 
 
 def test_a_new_path_and_an_empty_file_take_any_output(tmp_path):
-    assert check_output_file(tmp_path / "new" / "p.json", profile_output("kttune probe", "fp", False)) == tmp_path / "new" / "p.json"
+    assert (
+        check_output_file(tmp_path / "new" / "p.json", profile_output("kttune probe", "fp", False))
+        == tmp_path / "new" / "p.json"
+    )
     (tmp_path / "empty.json").write_bytes(b"")
     check_output_file(tmp_path / "empty.json", PATHS_OUTPUT)
 
@@ -54,8 +62,10 @@ def test_a_derived_profile_replaces_only_a_derived_profile(tmp_path):
     assert "derived" in _refused(f, profile_output_from("kttune probe", MEASURED))
 
 
-@pytest.mark.parametrize("content", [b"notes\n", b"[1, 2]", b'"abc"', json.dumps(RESULT).encode(), b"\x00\xff" * 10,
-                                     b'{"pick": {}, "pareto": []}'])
+@pytest.mark.parametrize(
+    "content",
+    [b"notes\n", b"[1, 2]", b'"abc"', json.dumps(RESULT).encode(), b"\x00\xff" * 10, b'{"pick": {}, "pareto": []}'],
+)
 def test_anything_else_is_refused_naming_what_it_holds(tmp_path, content):
     f = tmp_path / "x.json"
     f.write_bytes(content)

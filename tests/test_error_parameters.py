@@ -35,8 +35,10 @@ PARAM_RE = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 
 # Notes (not errors) that name a kttune flag, each with why it may.
 ALLOWED_NOTES = {
-    ("kttune/search/storage.py", "--storage :memory: keeps the study in this process only"):
-        "the note of a throwaway study, printed with the result",
+    (
+        "kttune/search/storage.py",
+        "--storage :memory: keeps the study in this process only",
+    ): "the note of a throwaway study, printed with the result",
 }
 
 
@@ -49,7 +51,11 @@ def _docstrings(tree: ast.AST) -> set[int]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 ids.add(id(first.value))
     return ids
 
@@ -102,8 +108,11 @@ def offences(files: list[Path], kttune_only: set[str], root: Path = ROOT) -> lis
         skip = _docstrings(tree)
         for node in ast.walk(tree):
             if _is_error_call(node):
-                out += [f"{rel}:{line}: {fl} in an error: {text[:70]!r}" for line, text in _strings(node, skip)
-                        for fl in _flags(text)]
+                out += [
+                    f"{rel}:{line}: {fl} in an error: {text[:70]!r}"
+                    for line, text in _strings(node, skip)
+                    for fl in _flags(text)
+                ]
         for line, text in _strings(tree, skip):
             if any(rel == r and text.startswith(t) for r, t in ALLOWED_NOTES):
                 continue
@@ -126,8 +135,13 @@ def test_every_parameter_an_error_names_has_a_flag():
         for node in ast.walk(tree):
             if _is_error_call(node):
                 named |= {m for _, text in _strings(node, set()) for m in PARAM_RE.findall(text)}
-                named |= {a.value for a in node.args[:1] if isinstance(a, ast.Constant) and isinstance(a.value, str)
-                          and getattr(node.func, "id", "") == "ParameterError"}
+                named |= {
+                    a.value
+                    for a in node.args[:1]
+                    if isinstance(a, ast.Constant)
+                    and isinstance(a.value, str)
+                    and getattr(node.func, "id", "") == "ParameterError"
+                }
                 for k in node.keywords:
                     if k.arg in ("params", "also") and isinstance(k.value, ast.Tuple):
                         named |= {e.value for e in k.value.elts if isinstance(e, ast.Constant)}
@@ -138,9 +152,11 @@ def test_every_parameter_an_error_names_has_a_flag():
 
 def test_the_check_catches_a_flag(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text('def f(n):\n    """--gpus is fine here."""\n'
-                   '    raise UserError(f"--gpus {n} must be at least 1", "pass `kttune probe --quick` first")\n'
-                   'NOTE = "raise --vram"\n')
+    bad.write_text(
+        'def f(n):\n    """--gpus is fine here."""\n'
+        '    raise UserError(f"--gpus {n} must be at least 1", "pass `kttune probe --quick` first")\n'
+        'NOTE = "raise --vram"\n'
+    )
     found = offences([bad], {"--gpus", "--vram"}, root=tmp_path)
     assert any("--gpus in an error" in o for o in found), found
     assert any("kttune's --vram" in o for o in found), found

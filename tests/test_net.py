@@ -41,6 +41,10 @@ def test_one_definition_serves_the_validation_server_and_the_probe_ranks():
     from kttune.validate import run
 
     assert ranks.free_port is free_port and run.free_port is free_port
-    copies = [str(f.relative_to(ROOT)) for d in ("kttune", "probes", "kernels") for f in (ROOT / d).rglob("*.py")
-              if any(isinstance(n, ast.FunctionDef) and n.name == "free_port" for n in ast.walk(ast.parse(f.read_text())))]
+    copies = [
+        str(f.relative_to(ROOT))
+        for d in ("kttune", "probes", "kernels")
+        for f in (ROOT / d).rglob("*.py")
+        if any(isinstance(n, ast.FunctionDef) and n.name == "free_port" for n in ast.walk(ast.parse(f.read_text())))
+    ]
     assert copies == ["kttune/net.py"]

@@ -15,7 +15,12 @@ tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 ROOT = Path(__file__).resolve().parents[1]
 # Source directory -> installed package name (pyproject/setup.py: probes/ and kernels/ install only
 # under the kttune namespace).
-INSTALLED_AS = {"kttune": "kttune", "probes": "kttune.probes", "kernels": "kttune.kernels", "profiles": "kttune.profiles"}
+INSTALLED_AS = {
+    "kttune": "kttune",
+    "probes": "kttune.probes",
+    "kernels": "kttune.kernels",
+    "profiles": "kttune.profiles",
+}
 
 
 def _skip(p: Path) -> bool:
@@ -49,7 +54,9 @@ def test_every_package_has_an_init():
     for src, name in INSTALLED_AS.items():
         for py in (ROOT / src).rglob("*.py"):
             if not _skip(py.relative_to(ROOT)):
-                assert (py.parent / "__init__.py").is_file(), f"{py.parent} has no __init__.py: it would not be installed"
+                assert (py.parent / "__init__.py").is_file(), (
+                    f"{py.parent} has no __init__.py: it would not be installed"
+                )
 
 
 def test_package_data_covers_every_file_read_at_run_time():

@@ -23,7 +23,9 @@ def test_every_readme_block_is_what_head_makes():
     for page in R.PAGES:
         for m in R.BLOCK_RE.finditer(page.read_text()):
             where = page.relative_to(ROOT).as_posix()
-            assert m.group("name") not in blocks, f"block {m.group('name')!r} in {blocks[m.group('name')][0]} and {where}"
+            assert m.group("name") not in blocks, (
+                f"block {m.group('name')!r} in {blocks[m.group('name')][0]} and {where}"
+            )
             blocks[m.group("name")] = (where, m.group("body"))
     assert set(blocks) == set(R.BLOCKS)
     for name, make in R.BLOCKS.items():
@@ -49,7 +51,9 @@ def test_the_main_job_block_is_what_the_command_prints(capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["pick"]["flags"] == R.main_job()["pick"]["flags"]
     got, made = doc["pick"]["predicted"], R.main_job()["pick"]["predicted"]
-    assert got["mean_prefill_ms"] == pytest.approx(made["mean_prefill_ms"]) and got["decode_tok_s"] == pytest.approx(made["decode_tok_s"])
+    assert got["mean_prefill_ms"] == pytest.approx(made["mean_prefill_ms"]) and got["decode_tok_s"] == pytest.approx(
+        made["decode_tok_s"]
+    )
 
 
 def test_png_text_reads_what_matplotlib_writes(tmp_path):

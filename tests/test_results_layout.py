@@ -31,17 +31,36 @@ def test_the_manifest_check_finds_what_is_off(tmp_path):
     day = tmp_path / "2026-12-01-h200-pcie5-xeon-amx-16c"
     day.mkdir()
     (day / "paths.json").write_text("{}")
-    (tmp_path / "manifest.json").write_text(json.dumps({"files": [
-        {"file": "2026-12-01-h200-pcie5-xeon-amx-16c/gone.json", "what": "x", "produced_by": "x", "machine": "x",
-         "date": "2026-11-30", "commit": "x"}]}))
+    (tmp_path / "manifest.json").write_text(
+        json.dumps(
+            {
+                "files": [
+                    {
+                        "file": "2026-12-01-h200-pcie5-xeon-amx-16c/gone.json",
+                        "what": "x",
+                        "produced_by": "x",
+                        "machine": "x",
+                        "date": "2026-11-30",
+                        "commit": "x",
+                    }
+                ]
+            }
+        )
+    )
     found = "\n".join(L.problems(tmp_path, tmp_path / "manifest.json"))
-    for part in ("loose.json: outside a dated folder", "h200/: not named", "paths.json: not in manifest.json",
-                 "gone.json: in manifest.json but missing", "dated 2026-11-30 in a folder of 2026-12-01"):
+    for part in (
+        "loose.json: outside a dated folder",
+        "h200/: not named",
+        "paths.json: not in manifest.json",
+        "gone.json: in manifest.json but missing",
+        "dated 2026-11-30 in a folder of 2026-12-01",
+    ):
         assert part in found
 
 
-@pytest.mark.parametrize("name", ["h200-pcie5-xeon-amx-16c", "h200x2-pcie5-xeon-amx-32c",
-                                  "datasheet-rtx4090-pcie4-xeon-amx-64c"])
+@pytest.mark.parametrize(
+    "name", ["h200-pcie5-xeon-amx-16c", "h200x2-pcie5-xeon-amx-32c", "datasheet-rtx4090-pcie4-xeon-amx-64c"]
+)
 def test_machine_slug_names_a_shipped_profile_as_its_name_does(name):
     assert L.machine_slug(load_shipped(name).inventory) == name.removeprefix("datasheet-")
 

@@ -14,8 +14,20 @@ from kttune.schema import VERSIONS, doc_kind, enveloped, schema
 
 SHIPPED = ["--profile", "h200-pcie5-xeon-amx-16c"]
 COMMANDS = {
-    "search": ["search", "-m", "qwen3-30b-a3b", "--vram", "32G", "--trials", "8", "--seed", "1", "--storage", ":memory:",
-               *SHIPPED],
+    "search": [
+        "search",
+        "-m",
+        "qwen3-30b-a3b",
+        "--vram",
+        "32G",
+        "--trials",
+        "8",
+        "--seed",
+        "1",
+        "--storage",
+        ":memory:",
+        *SHIPPED,
+    ],
     "explain": ["explain", "-m", "qwen3-30b-a3b", "--vram", "32G", "--gpu-experts", "4", *SHIPPED],
     "simulate": ["simulate", "-m", "qwen3-30b-a3b", "--requests", "20", "--schedules", "chunked", *SHIPPED],
     "profiles": ["profiles"],

@@ -23,7 +23,11 @@ from kttune.spec.loader import load_model
 
 
 def mean_mhz() -> float:
-    xs = [float(line.split(":")[1]) for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("cpu MHz")]
+    xs = [
+        float(line.split(":")[1])
+        for line in Path("/proc/cpuinfo").read_text().splitlines()
+        if line.startswith("cpu MHz")
+    ]
     return sum(xs) / len(xs) if xs else float("nan")
 
 
@@ -40,8 +44,12 @@ def main() -> None:
     torch.set_num_threads(1)
     layer.forward(x, ids, w, out)
     print(f"# {name} {method} M={m} {layer.kernel_class} 13 threads", flush=True)
-    for phase, gap_s, rest_s in (("back to back after 3 s rest", 0.0, 3.0), ("5 ms gap after each", 0.005, 0.0),
-                                 ("20 ms gap after each", 0.020, 0.0), ("back to back again", 0.0, 0.0)):
+    for phase, gap_s, rest_s in (
+        ("back to back after 3 s rest", 0.0, 3.0),
+        ("5 ms gap after each", 0.005, 0.0),
+        ("20 ms gap after each", 0.020, 0.0),
+        ("back to back again", 0.0, 0.0),
+    ):
         time.sleep(rest_s)
         xs, mhz = [], []
         t_end = time.perf_counter() + seconds
@@ -54,9 +62,12 @@ def main() -> None:
             if gap_s:
                 time.sleep(gap_s)
         k = max(1, len(xs) // 10)
-        print(f"{phase:30s} calls {len(xs):4d}  first {statistics.median(xs[:k]):7.2f}  middle "
-              f"{statistics.median(xs[len(xs) // 2 - k // 2:len(xs) // 2 + k // 2 + 1]):7.2f}  last {statistics.median(xs[-k:]):7.2f} ms"
-              f"  min {min(xs):7.2f}  clock {statistics.mean(mhz):6.0f} MHz", flush=True)
+        print(
+            f"{phase:30s} calls {len(xs):4d}  first {statistics.median(xs[:k]):7.2f}  middle "
+            f"{statistics.median(xs[len(xs) // 2 - k // 2 : len(xs) // 2 + k // 2 + 1]):7.2f}  last {statistics.median(xs[-k:]):7.2f} ms"
+            f"  min {min(xs):7.2f}  clock {statistics.mean(mhz):6.0f} MHz",
+            flush=True,
+        )
     layer.close()
 
 

@@ -24,7 +24,9 @@ from kttune.spec.loader import load_model
 
 def timed(fn) -> float:
     """Median ms of 7 calls after 2, the device synchronised around each (`probes.common.measure`)."""
-    return measure(fn, x=0, warmup=2, repeats=7, sync=torch.cuda.synchronize if torch.cuda.is_available() else None).t_ms
+    return measure(
+        fn, x=0, warmup=2, repeats=7, sync=torch.cuda.synchronize if torch.cuda.is_available() else None
+    ).t_ms
 
 
 def main() -> None:
@@ -33,14 +35,23 @@ def main() -> None:
     spec = load_model(name, method)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     with quiet_stdout(to_stderr=True):
-        st = build_stack(spec, spec.router, method,
-                         StackOptions(layers=1, gpu_experts=0, cpuinfer=13, max_tokens=max(sizes), cpu_max_tokens=max(sizes),
-                                      device=dev))
-        probe_like = KtMoeLayer(st.host, top_k=spec.top_k, threads=13, threadpools=1, numa_nodes=[0],
-                                max_tokens=max(sizes), isa=None)
+        st = build_stack(
+            spec,
+            spec.router,
+            method,
+            StackOptions(
+                layers=1, gpu_experts=0, cpuinfer=13, max_tokens=max(sizes), cpu_max_tokens=max(sizes), device=dev
+            ),
+        )
+        probe_like = KtMoeLayer(
+            st.host, top_k=spec.top_k, threads=13, threadpools=1, numa_nodes=[0], max_tokens=max(sizes), isa=None
+        )
     r = PathRunner(st)
     layer = st.layers[0]
-    print(f"# {name} {method}: runner layer {st.cpu.kernel_class}, probe-built layer {probe_like.kernel_class}", flush=True)
+    print(
+        f"# {name} {method}: runner layer {st.cpu.kernel_class}, probe-built layer {probe_like.kernel_class}",
+        flush=True,
+    )
     for m in sizes:
         g = torch.Generator().manual_seed(m)
         x = (torch.randn(m, spec.hidden_size, generator=g) * 0.5).to(torch.bfloat16)

@@ -15,8 +15,12 @@ name, method, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 sizes = [int(s) for s in sys.argv[4].split(",")]
 spec = load_model(name, method)
 with quiet_stdout(to_stderr=True):
-    st = build_stack(spec, spec.router, method,
-                     StackOptions(layers=2, gpu_experts=0, cpuinfer=13, max_tokens=max(sizes), cpu_max_tokens=4096, device="cuda"))
+    st = build_stack(
+        spec,
+        spec.router,
+        method,
+        StackOptions(layers=2, gpu_experts=0, cpuinfer=13, max_tokens=max(sizes), cpu_max_tokens=4096, device="cuda"),
+    )
 st.set_gpu_experts(n)
 r = PathRunner(st)
 orig = r._hybrid
@@ -25,8 +29,11 @@ orig = r._hybrid
 def spy(layer, h, ids, w):
     y = orig(layer, h, ids, w)
     torch.cuda.synchronize()
-    print(f"    h finite {bool(torch.isfinite(h).all())} absmax {h.float().abs().max().item():.3g} gpu-share "
-          f"{(ids < n).float().mean().item():.2f} y finite {bool(torch.isfinite(y).all())} absmax {y.float().abs().max().item():.3g}", flush=True)
+    print(
+        f"    h finite {bool(torch.isfinite(h).all())} absmax {h.float().abs().max().item():.3g} gpu-share "
+        f"{(ids < n).float().mean().item():.2f} y finite {bool(torch.isfinite(y).all())} absmax {y.float().abs().max().item():.3g}",
+        flush=True,
+    )
     return y
 
 

@@ -47,18 +47,33 @@ def main() -> None:
     print(f"# {name} {method} K={layers} THP {thp_state()} torch threads {torch.get_num_threads()}", flush=True)
     t0 = time.perf_counter()
     with quiet_stdout(to_stderr=True):
-        st = build_stack(spec, spec.router, method,
-                         StackOptions(layers=layers, gpu_experts=0, cpuinfer=13, max_tokens=max(sizes + [128]),
-                                      cpu_max_tokens=max(sizes + [128]), device="cuda"))
+        st = build_stack(
+            spec,
+            spec.router,
+            method,
+            StackOptions(
+                layers=layers,
+                gpu_experts=0,
+                cpuinfer=13,
+                max_tokens=max(sizes + [128]),
+                cpu_max_tokens=max(sizes + [128]),
+                device="cuda",
+            ),
+        )
     built = time.perf_counter()
     print(f"# built in {built - t0:.1f} s, anon huge pages {anon_huge_mib()} MiB; {st.cpu_backend}", flush=True)
 
     def show(tag: str, r: PathRunner, m: int, path: str) -> None:
         run = r.run_prompt(m, m, m, path)
         f = run.forwards[0]
-        print(f"{tag} M={m} {path:9s} moe " + " ".join(f"{x:7.1f}" for x in f.moe_ms)
-              + "  attn " + " ".join(f"{x:5.1f}" for x in f.attn_ms)
-              + f"  t={time.perf_counter() - built:5.1f}s huge={anon_huge_mib()}MiB", flush=True)
+        print(
+            f"{tag} M={m} {path:9s} moe "
+            + " ".join(f"{x:7.1f}" for x in f.moe_ms)
+            + "  attn "
+            + " ".join(f"{x:5.1f}" for x in f.attn_ms)
+            + f"  t={time.perf_counter() - built:5.1f}s huge={anon_huge_mib()}MiB",
+            flush=True,
+        )
 
     if mode == "order":
         for rep in range(reps):

@@ -28,8 +28,12 @@ def main() -> None:
     name, method = a.model.split(":")
     spec = load_model(name, method)
     with quiet_stdout(to_stderr=True):
-        st = build_stack(spec, spec.router, method, StackOptions(
-            layers=2, gpu_experts=0, cpuinfer=13, max_tokens=a.tokens, cpu_max_tokens=4096, device="cuda"))
+        st = build_stack(
+            spec,
+            spec.router,
+            method,
+            StackOptions(layers=2, gpu_experts=0, cpuinfer=13, max_tokens=a.tokens, cpu_max_tokens=4096, device="cuda"),
+        )
     st.set_gpu_experts(a.n)
     r = PathRunner(st)
     r.run_prompt(64, 64, 0, "hybrid")

@@ -17,8 +17,12 @@ def rel(a, b):
 for name, method in (("qwen3-30b-a3b", "BF16"), ("kimi-k2-thinking", "RAWINT4")):
     spec = load_model(name, method)
     with quiet_stdout(to_stderr=True):
-        st = build_stack(small_spec(spec, 512, 256, 32), spec.router, method,
-                         StackOptions(layers=1, gpu_experts=0, cpuinfer=4, max_tokens=256, device="cuda"))
+        st = build_stack(
+            small_spec(spec, 512, 256, 32),
+            spec.router,
+            method,
+            StackOptions(layers=1, gpu_experts=0, cpuinfer=4, max_tokens=256, device="cuda"),
+        )
     r = PathRunner(st)
     g, u, d = st.host.dense()
     h = torch.randn(24, 512, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16).cuda()
@@ -27,7 +31,17 @@ for name, method in (("qwen3-30b-a3b", "BF16"), ("kimi-k2-thinking", "RAWINT4"))
         y, ids, w = r.moe_output(h, "hybrid")
         ref = moe_reference(h, torch.cat([g, u], 1), d, ids, w)
         yl, _, _ = r.moe_output(h, "layerwise")
-        print(name, method, "n", n, "hybrid vs dense", round(rel(y, ref), 4), "layerwise vs dense", round(rel(yl, ref), 4), flush=True)
+        print(
+            name,
+            method,
+            "n",
+            n,
+            "hybrid vs dense",
+            round(rel(y, ref), 4),
+            "layerwise vs dense",
+            round(rel(yl, ref), 4),
+            flush=True,
+        )
     st.set_gpu_experts(0)
     ids2 = ids.cpu()
     out = torch.zeros(24, 512, dtype=torch.bfloat16)

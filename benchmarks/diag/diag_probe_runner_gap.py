@@ -78,9 +78,19 @@ def diagnose(name: str, method: str, threads: int, sizes: list[int], repeats: in
 
     runner_max = 4096  # the runner's default cpu_max_tokens (PathsRequest.cpu_max_tokens)
     with quiet_stdout(to_stderr=True):
-        st = build_stack(run_spec, spec.router, method,
-                         StackOptions(layers=1, gpu_experts=0, cpuinfer=threads, max_tokens=max(sizes),
-                                      cpu_max_tokens=max(runner_max, max(sizes)), device=dev))
+        st = build_stack(
+            run_spec,
+            spec.router,
+            method,
+            StackOptions(
+                layers=1,
+                gpu_experts=0,
+                cpuinfer=threads,
+                max_tokens=max(sizes),
+                cpu_max_tokens=max(runner_max, max(sizes)),
+                device=dev,
+            ),
+        )
     r = PathRunner(st)
     layer = st.layers[0]
     # 1. the runner end to end: forced hybrid single forwards, its MoE part
@@ -97,10 +107,13 @@ def diagnose(name: str, method: str, threads: int, sizes: list[int], repeats: in
             hs.append(rms_norm(x, layer.w.post_norm))
         ids_r, w_r = route(hs[0] @ layer.w.gate.t(), st.router, run_spec.top_k, layer.w.bias)
         ids_u, w_u = random_routing(m, run_spec.num_experts, run_spec.top_k, seed=m)
-        inputs[m] = {"h": hs, "router": (ids_r.cpu().contiguous(), w_r.cpu().contiguous(), ids_r, w_r),
-                     "uniform": (ids_u.contiguous(), w_u.contiguous(), ids_u.to(dev), w_u.to(dev)),
-                     "h_cpu": [h.cpu().contiguous() for h in hs],
-                     "out": torch.empty(m, run_spec.hidden_size, dtype=torch.bfloat16)}
+        inputs[m] = {
+            "h": hs,
+            "router": (ids_r.cpu().contiguous(), w_r.cpu().contiguous(), ids_r, w_r),
+            "uniform": (ids_u.contiguous(), w_u.contiguous(), ids_u.to(dev), w_u.to(dev)),
+            "h_cpu": [h.cpu().contiguous() for h in hs],
+            "out": torch.empty(m, run_spec.hidden_size, dtype=torch.bfloat16),
+        }
 
     def sync_forward(lay, m, routing="uniform", fresh=False):
         d = inputs[m]
@@ -111,6 +124,7 @@ def diagnose(name: str, method: str, threads: int, sizes: list[int], repeats: in
             h = d["h_cpu"][state["i"] % 4] if fresh else d["h_cpu"][0]
             state["i"] += 1
             lay.forward(h, ic, wc, d["out"])
+
         return fn
 
     for m in sizes:
@@ -119,8 +133,11 @@ def diagnose(name: str, method: str, threads: int, sizes: list[int], repeats: in
         rec("inputs: four hidden states in turn", m, timed(sync_forward(st.cpu, m, fresh=True), repeats))
         if dev == "cuda":
             d = inputs[m]
-            rec("submission: on the CUDA stream (runner), router", m,
-                timed(lambda: r._cpu_submit(d["h"][0], d["router"][2], d["router"][3])(), repeats, sync))
+            rec(
+                "submission: on the CUDA stream (runner), router",
+                m,
+                timed(lambda: r._cpu_submit(d["h"][0], d["router"][2], d["router"][3])(), repeats, sync),
+            )
     # call order: sizes alternating, a gap after each call
     alt = {m: [] for m in sizes}
     fns = {m: sync_forward(st.cpu, m, "router", fresh=True) for m in sizes}
@@ -138,42 +155,77 @@ def diagnose(name: str, method: str, threads: int, sizes: list[int], repeats: in
     # max_len and the probe's build of the layer
     probe_max = 8192 if not small else 512
     with quiet_stdout(to_stderr=True):
-        probe_layer = KtMoeLayer(st.host, top_k=run_spec.top_k, threads=threads, threadpools=1, numa_nodes=[0],
-                                 max_tokens=probe_max, isa=cpu.isa)
+        probe_layer = KtMoeLayer(
+            st.host,
+            top_k=run_spec.top_k,
+            threads=threads,
+            threadpools=1,
+            numa_nodes=[0],
+            max_tokens=probe_max,
+            isa=cpu.isa,
+        )
     for m in sizes:
-        rec(f"max_len: layer built as the probe builds it (max_len {probe_max})", m, timed(sync_forward(probe_layer, m), repeats))
+        rec(
+            f"max_len: layer built as the probe builds it (max_len {probe_max})",
+            m,
+            timed(sync_forward(probe_layer, m), repeats),
+        )
     # other pools alive: the probe's other thread counts each ran a task
     kt = load_kt_kernel()
     cores = usable_cores(cpu)
     others = [t for t in kt_thread_counts(cores, False) if t != threads]
     for t in others:
         with quiet_stdout(to_stderr=True):
-            tmp = KtMoeLayer(HostExperts.random(method, run_spec.hidden_size, run_spec.moe_intermediate_size,
-                                                2 * run_spec.top_k, seed=t), top_k=run_spec.top_k, threads=t, max_tokens=64, isa=cpu.isa)
+            tmp = KtMoeLayer(
+                HostExperts.random(
+                    method, run_spec.hidden_size, run_spec.moe_intermediate_size, 2 * run_spec.top_k, seed=t
+                ),
+                top_k=run_spec.top_k,
+                threads=t,
+                max_tokens=64,
+                isa=cpu.isa,
+            )
         x = torch.zeros(1, run_spec.hidden_size, dtype=torch.bfloat16)
         ids, w = random_routing(1, 2 * run_spec.top_k, run_spec.top_k, seed=0)
         tmp.forward(x, ids, w, torch.empty_like(x))
         tmp.close()
         cpu_infer(kt.ext, t)  # the pool stays for the process (kttune.kernels.kt_pool)
     for m in sizes:
-        rec(f"other pools alive ({', '.join(map(str, others))} threads ran a task)", m, timed(sync_forward(st.cpu, m), repeats))
+        rec(
+            f"other pools alive ({', '.join(map(str, others))} threads ran a task)",
+            m,
+            timed(sync_forward(st.cpu, m), repeats),
+        )
     # retained layers
     for k in range(2):
         with quiet_stdout(to_stderr=True):
-            extra = KtMoeLayer(st.host, top_k=run_spec.top_k, threads=threads, max_tokens=min(probe_max, 1024), isa=cpu.isa)
+            extra = KtMoeLayer(
+                st.host, top_k=run_spec.top_k, threads=threads, max_tokens=min(probe_max, 1024), isa=cpu.isa
+            )
         extra.close()
     for m in sizes:
         rec("retained: after two more layers were built and closed", m, timed(sync_forward(st.cpu, m), repeats))
     probe_layer.close()
     # the probe itself, last (it builds its own layer)
     shape = shape_from_model(run_spec)
-    opts = CpuMoeOptions(shapes=(shape,), tokens=tuple(sizes), methods=(method,), threads=(threads,),
-                         warmup=2, repeats=3, min_total_s=0.3, max_repeats=30)
+    opts = CpuMoeOptions(
+        shapes=(shape,),
+        tokens=tuple(sizes),
+        methods=(method,),
+        threads=(threads,),
+        warmup=2,
+        repeats=3,
+        min_total_s=0.3,
+        max_repeats=30,
+    )
     curves = probe_cpu_moe(opts, cpu, cores=cores, numa_ids=[0])
     for c in curves:
         for p in c.points:
-            rec("the probe (probe_cpu_moe, full mode, this process)", int(p.x),
-                {"median_ms": p.t_ms, "p10_ms": p.t_ms_p10 or p.t_ms, "p90_ms": p.t_ms_p90 or p.t_ms, "n": p.n})
+            rec(
+                "the probe (probe_cpu_moe, full mode, this process)",
+                int(p.x),
+                {"median_ms": p.t_ms, "p10_ms": p.t_ms_p10 or p.t_ms, "p90_ms": p.t_ms_p90 or p.t_ms, "n": p.n},
+            )
     st.close()
     return rows
 
@@ -199,8 +251,15 @@ def main() -> None:
     for item in a.models.split(","):
         name, method = item.split(":")
         try:
-            doc["rows"] += diagnose(name, method, a.threads, sizes, a.repeats, a.small,
-                                    lambda s: print(f"[{time.perf_counter() - t0:6.1f}s] {s}", flush=True))
+            doc["rows"] += diagnose(
+                name,
+                method,
+                a.threads,
+                sizes,
+                a.repeats,
+                a.small,
+                lambda s: print(f"[{time.perf_counter() - t0:6.1f}s] {s}", flush=True),
+            )
         except Exception as e:  # noqa: BLE001 - the other models stand
             import traceback
 

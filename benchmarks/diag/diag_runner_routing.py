@@ -20,17 +20,24 @@ def main() -> None:
     name, method, m = sys.argv[1], sys.argv[2], int(sys.argv[3])
     spec = load_model(name, method)
     with quiet_stdout(to_stderr=True):
-        st = build_stack(spec, spec.router, method,
-                         StackOptions(layers=2, gpu_experts=0, cpuinfer=13, max_tokens=m, cpu_max_tokens=m, device="cuda"))
+        st = build_stack(
+            spec,
+            spec.router,
+            method,
+            StackOptions(layers=2, gpu_experts=0, cpuinfer=13, max_tokens=m, cpu_max_tokens=m, device="cuda"),
+        )
     r = PathRunner(st)
     hybrid = r._hybrid
 
     def spy(layer, h, ids, w):
         cnt = torch.bincount(ids.flatten().clamp_min(0), minlength=spec.num_experts)
         top8 = cnt.sort(descending=True).values[:8].sum().item() / cnt.sum().item()
-        print(f"  layer {layer.layer_id} h finite {bool(torch.isfinite(h).all())} absmax {h.float().abs().max().item():.3g} "
-              f"std {h.float().std().item():.3g} distinct {int((cnt > 0).sum())} max load {int(cnt.max())} "
-              f"top-8 share {top8:.2f}", flush=True)
+        print(
+            f"  layer {layer.layer_id} h finite {bool(torch.isfinite(h).all())} absmax {h.float().abs().max().item():.3g} "
+            f"std {h.float().std().item():.3g} distinct {int((cnt > 0).sum())} max load {int(cnt.max())} "
+            f"top-8 share {top8:.2f}",
+            flush=True,
+        )
         return hybrid(layer, h, ids, w)
 
     r._hybrid = spy

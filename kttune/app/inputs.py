@@ -47,25 +47,41 @@ def check_vram_bytes(vram_bytes: int, shown: str | None = None) -> int:
     """A per-GPU VRAM budget no GPU exceeds (a typo such as 9999T is refused, not searched).
     `shown`: the value as the caller wrote it, for the message."""
     if vram_bytes > bounds.VRAM_BYTES_PER_GPU.hi:
-        raise ParameterError("vram_bytes", f"{shown or vram_bytes} is {vram_bytes / GIB:,.0f} GiB per GPU, more than any "
-                             "GPU holds (the largest hold 288 GB: B300, MI355X)",
-                             "{vram_bytes} is per GPU: pass one card's memory, e.g. {vram_bytes} 141G for an H200, and "
-                             "the count with {gpus}", also=("gpus",))
+        raise ParameterError(
+            "vram_bytes",
+            f"{shown or vram_bytes} is {vram_bytes / GIB:,.0f} GiB per GPU, more than any "
+            "GPU holds (the largest hold 288 GB: B300, MI355X)",
+            "{vram_bytes} is per GPU: pass one card's memory, e.g. {vram_bytes} 141G for an H200, and "
+            "the count with {gpus}",
+            also=("gpus",),
+        )
     return bounds.VRAM_BYTES_PER_GPU.check(vram_bytes, "vram_bytes")
 
 
 def check_host_ram_bytes(host_ram_bytes: int, shown: str | None = None) -> int:
     """Host RAM no server exceeds; `shown` as in check_vram_bytes."""
     if host_ram_bytes > bounds.HOST_RAM_BYTES.hi:
-        raise ParameterError("host_ram_bytes", f"{shown or host_ram_bytes} is {host_ram_bytes / (1024 * GIB):,.0f} TiB, "
-                             "more than any server holds", "pass the target machine's RAM, e.g. {host_ram_bytes} 512G")
+        raise ParameterError(
+            "host_ram_bytes",
+            f"{shown or host_ram_bytes} is {host_ram_bytes / (1024 * GIB):,.0f} TiB, more than any server holds",
+            "pass the target machine's RAM, e.g. {host_ram_bytes} 512G",
+        )
     return bounds.HOST_RAM_BYTES.check(host_ram_bytes, "host_ram_bytes")
 
 
-def resolve_inputs(model: str, vram_bytes: int, gpus: int = 1, profile: str | None = None, workload: str = "rag",
-                   method: str | None = None, host_ram_bytes: int | None = None,
-                   vram_margin: float = DEFAULT_VRAM_MARGIN, model_path: str | None = None,
-                   weight_path: str | None = None, chunks: tuple[int, ...] = ()) -> Inputs:
+def resolve_inputs(
+    model: str,
+    vram_bytes: int,
+    gpus: int = 1,
+    profile: str | None = None,
+    workload: str = "rag",
+    method: str | None = None,
+    host_ram_bytes: int | None = None,
+    vram_margin: float = DEFAULT_VRAM_MARGIN,
+    model_path: str | None = None,
+    weight_path: str | None = None,
+    chunks: tuple[int, ...] = (),
+) -> Inputs:
     """The request for `model` (catalog name, HF repo id or directory) under `vram_bytes` per GPU on
     `gpus` GPUs, on `profile` (a file or shipped name; None: this machine's probe, else the shipped
     default) and `workload` (a preset, a JSON file or a trace); `host_ram_bytes` None: the
@@ -82,13 +98,28 @@ def resolve_inputs(model: str, vram_bytes: int, gpus: int = 1, profile: str | No
     wl = raw_wl.clipped(spec.max_position_embeddings)
     ram = host_ram_bytes if host_ram_bytes is not None else prof.inventory.cpu.ram_total_bytes
     if not ram:
-        raise UserError("the profile does not say how much host RAM the machine has",
-                        "pass {host_ram_bytes}, e.g. {host_ram_bytes} 512G", params=("host_ram_bytes",))
+        raise UserError(
+            "the profile does not say how much host RAM the machine has",
+            "pass {host_ram_bytes}, e.g. {host_ram_bytes} 512G",
+            params=("host_ram_bytes",),
+        )
     check_host_ram_bytes(ram)
     notes = tuple(spec.notes) + tuple(n for n in (raw_wl.clip_note(spec.max_position_embeddings),) if n)
-    source = (HostRamSource("given") if host_ram_bytes is not None else
-              HostRamSource("probe", default_shipped_name()) if prof_name is None else HostRamSource("profile", prof_name))
+    source = (
+        HostRamSource("given")
+        if host_ram_bytes is not None
+        else HostRamSource("probe", default_shipped_name())
+        if prof_name is None
+        else HostRamSource("profile", prof_name)
+    )
     budget = Budget(vram_bytes_per_gpu=vram_bytes, host_ram_bytes=ram, vram_margin=vram_margin, host_ram_source=source)
-    req = SearchRequest(model=spec, method=meth, profile=prof, workload=wl, budget=budget, tp=gpus,
-                        chunks=check_chunks(chunks) if chunks else ())
+    req = SearchRequest(
+        model=spec,
+        method=meth,
+        profile=prof,
+        workload=wl,
+        budget=budget,
+        tp=gpus,
+        chunks=check_chunks(chunks) if chunks else (),
+    )
     return Inputs(req, default_paths(spec, meth, model_path, weight_path or None), notes)

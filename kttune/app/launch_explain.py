@@ -47,8 +47,13 @@ class LaunchExplainOutcome:
         if self.search is None:
             return ()
         req = self.explained.inputs.request
-        return flag_changes(self.explained.evaluation, self.search.best, self.search.explanation.crossover_tokens,
-                            req.profile.inventory.cpu.physical_cores or 10**9, req.workload)
+        return flag_changes(
+            self.explained.evaluation,
+            self.search.best,
+            self.search.explanation.crossover_tokens,
+            req.profile.inventory.cpu.physical_cores or 10**9,
+            req.workload,
+        )
 
     @property
     def notes(self) -> tuple[str, ...]:
@@ -70,14 +75,20 @@ def _model_arg(parsed: ParsedLaunch, model: str | None) -> str:
         return model
     path = parsed.get("model_path")
     if path is None:
-        raise UserError(f"the command has no {flag_name('model_path')}",
-                        f"add {flag_name('model_path')} DIR to it, or pass {{model}} NAME", params=("model",))
+        raise UserError(
+            f"the command has no {flag_name('model_path')}",
+            f"add {flag_name('model_path')} DIR to it, or pass {{model}} NAME",
+            params=("model",),
+        )
     if os.path.isdir(os.path.expanduser(str(path))):
         return str(path)
     name = resolve_catalog_name(Path(str(path).rstrip("/")).name)
     if name is None:
-        raise UserError(f"{flag_name('model_path')} {path} is not a directory here nor named after a catalog model",
-                        "pass {model} NAME (`kttune models`) or the model directory", params=("model",))
+        raise UserError(
+            f"{flag_name('model_path')} {path} is not a directory here nor named after a catalog model",
+            "pass {model} NAME (`kttune models`) or the model directory",
+            params=("model",),
+        )
     return name
 
 
@@ -90,15 +101,26 @@ def _vram_bytes(vram_bytes: int | None, profile: str | None) -> int:
     prof = resolve_profile(profile, this_machine_inventory())
     gpus = prof.inventory.gpus
     if not gpus or not gpus[0].vram_total_bytes:
-        raise UserError("the profile names no GPU memory", "pass {vram_bytes}, e.g. {vram_bytes} 24G (per GPU)",
-                        params=("vram_bytes",))
+        raise UserError(
+            "the profile names no GPU memory",
+            "pass {vram_bytes}, e.g. {vram_bytes} 24G (per GPU)",
+            params=("vram_bytes",),
+        )
     return gpus[0].vram_total_bytes // MIB * MIB
 
 
-def explain_command(command: str | Sequence[str], model: str | None = None, vram_bytes: int | None = None,
-                    profile: str | None = None, workload: str = "rag", host_ram_bytes: int | None = None,
-                    vram_margin: float = DEFAULT_VRAM_MARGIN, compare: bool = True, trials: int = COMPARE_TRIALS,
-                    storage: str | None = None) -> LaunchExplainOutcome:
+def explain_command(
+    command: str | Sequence[str],
+    model: str | None = None,
+    vram_bytes: int | None = None,
+    profile: str | None = None,
+    workload: str = "rag",
+    host_ram_bytes: int | None = None,
+    vram_margin: float = DEFAULT_VRAM_MARGIN,
+    compare: bool = True,
+    trials: int = COMPARE_TRIALS,
+    storage: str | None = None,
+) -> LaunchExplainOutcome:
     """Explain a sglang-kt 0.7.2 launch command (a shell string or its words) on a profile: the
     same prediction as `explain_flags` with the equivalent flags, plus the search's pick on the
     same inputs when `compare`. `model` None: the command's model directory (or the catalog model
@@ -106,15 +128,31 @@ def explain_command(command: str | Sequence[str], model: str | None = None, vram
     cannot read; InfeasibleError on one that cannot run as a KT launch."""
     parsed = parse_launch_command(command)
     method, method_notes = method_of(parsed)
-    inp = resolve_inputs(_model_arg(parsed, model), _vram_bytes(vram_bytes, profile), int(parsed.get("tp", 1)), profile,
-                         workload, method, host_ram_bytes, vram_margin,
-                         model_path=str(parsed.get("model_path")) if parsed.given("model_path") else None,
-                         weight_path=str(parsed.get("weight_path")) if parsed.given("weight_path") else None)
+    inp = resolve_inputs(
+        _model_arg(parsed, model),
+        _vram_bytes(vram_bytes, profile),
+        int(parsed.get("tp", 1)),
+        profile,
+        workload,
+        method,
+        host_ram_bytes,
+        vram_margin,
+        model_path=str(parsed.get("model_path")) if parsed.given("model_path") else None,
+        weight_path=str(parsed.get("weight_path")) if parsed.given("weight_path") else None,
+    )
     req = inp.request
     comp = Components(req.profile, req.model, req.method, req.tp)
     cpu = req.profile.inventory.cpu
-    resolved = resolve_launch(parsed, req.model, req.method, req.budget.vram_bytes_per_gpu, req.workload,
-                              comp.cpu_thread_options(), cpu.physical_cores or 10**9, max(1, len(cpu.numa_nodes)))
+    resolved = resolve_launch(
+        parsed,
+        req.model,
+        req.method,
+        req.budget.vram_bytes_per_gpu,
+        req.workload,
+        comp.cpu_thread_options(),
+        cpu.physical_cores or 10**9,
+        max(1, len(cpu.numa_nodes)),
+    )
     resolved = replace(resolved, notes=method_notes + resolved.notes)
     check_request(req)
     ex = explain(comp, resolved.cfg, req.workload, req.budget)

@@ -28,8 +28,9 @@ class MeasuredOutcome:
     argv: tuple[str, ...]
 
     def to_dict(self) -> dict:
-        return serialize.measured_dict(self.result, list(self.argv), serialize.request_context(self.inputs.request),
-                                       self.inputs.notes)
+        return serialize.measured_dict(
+            self.result, list(self.argv), serialize.request_context(self.inputs.request), self.inputs.notes
+        )
 
 
 def make_evaluator(inp: Inputs, name: str) -> Evaluator:
@@ -49,19 +50,35 @@ def make_evaluator(inp: Inputs, name: str) -> Evaluator:
     raise UserError(f"unknown evaluator {name!r}", f"use one of {', '.join(EVALUATORS)}")
 
 
-def measured_result(inp: Inputs, evaluator: Evaluator, trials: int = DEFAULT_MEASURED_TRIALS,
-                    budget_s: float | None = None, seed: int | None = None, storage: str | None = None,
-                    model_trials: int = 300,
-                    on_trial: Callable[[int, int, float | None], None] | None = None) -> MeasuredSearchResult:
+def measured_result(
+    inp: Inputs,
+    evaluator: Evaluator,
+    trials: int = DEFAULT_MEASURED_TRIALS,
+    budget_s: float | None = None,
+    seed: int | None = None,
+    storage: str | None = None,
+    model_trials: int = 300,
+    on_trial: Callable[[int, int, float | None], None] | None = None,
+) -> MeasuredSearchResult:
     """The measured study on `evaluator`, seeded with the model search's candidates."""
     model_result = run_search(inp.request, StudyOptions(trials=model_trials, seed=seed, storage=storage))
-    return run_measured_search(MeasuredRequest(base=inp.request, trials=trials, seed=seed, storage=storage, budget_s=budget_s),
-                               evaluator, model_result, on_trial)
+    return run_measured_search(
+        MeasuredRequest(base=inp.request, trials=trials, seed=seed, storage=storage, budget_s=budget_s),
+        evaluator,
+        model_result,
+        on_trial,
+    )
 
 
-def measured_search(inp: Inputs, evaluator: str | Evaluator = "runner", trials: int = DEFAULT_MEASURED_TRIALS,
-                    budget_s: float | None = None, seed: int | None = None, storage: str | None = None,
-                    on_trial: Callable[[int, int, float | None], None] | None = None) -> MeasuredOutcome:
+def measured_search(
+    inp: Inputs,
+    evaluator: str | Evaluator = "runner",
+    trials: int = DEFAULT_MEASURED_TRIALS,
+    budget_s: float | None = None,
+    seed: int | None = None,
+    storage: str | None = None,
+    on_trial: Callable[[int, int, float | None], None] | None = None,
+) -> MeasuredOutcome:
     """`kttune search --measure`: the measured study (`evaluator` a name of EVALUATORS or an
     Evaluator) and the launch command of its pick, evaluated on the cost model for its memory."""
     from kttune.cost.components import Components

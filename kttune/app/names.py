@@ -12,4 +12,12 @@ DEFAULT_TRIALS = 300  # model-evaluated trials of a search (5-8 ms each on a 2-c
 DEFAULT_MEASURED_TRIALS = 20  # measured trials of `search --measure`
 DEFAULT_WORKLOAD = "rag"  # the search's default workload; `simulate` and `validate` look at the same traffic
 
-__all__ = ["DEFAULT_MEASURED_TRIALS", "DEFAULT_TRIALS", "DEFAULT_VRAM_MARGIN", "DEFAULT_WORKLOAD", "forget_passwords", "redact", "sglang_names"]
+__all__ = [
+    "DEFAULT_MEASURED_TRIALS",
+    "DEFAULT_TRIALS",
+    "DEFAULT_VRAM_MARGIN",
+    "DEFAULT_WORKLOAD",
+    "forget_passwords",
+    "redact",
+    "sglang_names",
+]

@@ -67,8 +67,11 @@ def calibrate(results: Sequence[str | Path], profile: str | None, out: str | Pat
     results = [Path(p) for p in results]
     prof = resolve_profile(profile, None if profile else this_machine_inventory())
     fix = "pass files written by `kttune paths --out`"
-    out = check_output_file(out, profile_output_from("kttune calibrate", prof),
-                            inputs=[*((p, "results file") for p in results), (profile, "--profile")])
+    out = check_output_file(
+        out,
+        profile_output_from("kttune calibrate", prof),
+        inputs=[*((p, "results file") for p in results), (profile, "--profile")],
+    )
     points = []
     for p in results:
         if not p.is_file():
@@ -79,7 +82,10 @@ def calibrate(results: Sequence[str | Path], profile: str | None, out: str | Pat
         with document_of(repr(str(p)), "path-runner"):
             points += calibration_points(d, prof)
     if not points:
-        raise UserError("the results hold no predicted forwards to fit", "run `kttune paths` without --small, on the machine the profile describes")
+        raise UserError(
+            "the results hold no predicted forwards to fit",
+            "run `kttune paths` without --small, on the machine the profile describes",
+        )
     cal = Calibration.fit(points, source=", ".join(str(p) for p in results))
     save_profile(replace(prof, calibration=tuple(cal.to_dicts())), out)
     return CalibrateOutcome(cal, out)

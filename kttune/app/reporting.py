@@ -18,16 +18,27 @@ def check_report_extras(report_dir: str | Path | None) -> None:
         require("matplotlib", "--report (its figures)")
 
 
-def write_command_report(report_dir: str | Path, *, results: Iterable[dict] = (), profiles: Iterable[dict] = (),
-                         runs: Iterable[dict] = (), sims: Iterable[dict] = (), measured: Iterable[dict] = ()):
+def write_command_report(
+    report_dir: str | Path,
+    *,
+    results: Iterable[dict] = (),
+    profiles: Iterable[dict] = (),
+    runs: Iterable[dict] = (),
+    sims: Iterable[dict] = (),
+    measured: Iterable[dict] = (),
+):
     """The report of a command's documents (search/explain results, profiles, path-runner rows,
     simulation results, measured searches) in `report_dir`, with the documents beside it so that
     `kttune report DIR` rebuilds it. Returns the WrittenReport."""
     from kttune.emit.markdown_report import ReportInputs, write_report
 
-    return write_report(check_report_dir(report_dir), ReportInputs(results=list(results), profiles=list(profiles),
-                                                                   runs=list(runs), sims=list(sims),
-                                                                   measured=list(measured)), save_documents=True)
+    return write_report(
+        check_report_dir(report_dir),
+        ReportInputs(
+            results=list(results), profiles=list(profiles), runs=list(runs), sims=list(sims), measured=list(measured)
+        ),
+        save_documents=True,
+    )
 
 
 def report(files: Sequence[str | Path], out: str | Path = "kttune-report", title: str | None = None):

@@ -51,7 +51,9 @@ def chunks(text: str | None) -> tuple[int, ...]:
         try:
             out.append(int(part[:-1] if mult > 1 else part) * mult)
         except ValueError:
-            raise ParameterError("chunks", f"value {part!r} is not a token count", "pass e.g. {chunks} 8192,65536") from None
+            raise ParameterError(
+                "chunks", f"value {part!r} is not a token count", "pass e.g. {chunks} 8192,65536"
+            ) from None
     return check_chunks(out)
 
 

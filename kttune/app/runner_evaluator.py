@@ -47,12 +47,25 @@ def hybrid_max_tokens(model, cfg: LaunchConfig, chunks: Sequence[int], ram_bytes
 
     from kttune.memory.host import cpu_scratch_bytes
 
-    fit = [c for c in sorted(chunks) if cpu_scratch_bytes(model, replace(cfg, chunked_prefill_size=c)) <= HYBRID_SCRATCH_RAM_SHARE * ram_bytes]
+    fit = [
+        c
+        for c in sorted(chunks)
+        if cpu_scratch_bytes(model, replace(cfg, chunked_prefill_size=c)) <= HYBRID_SCRATCH_RAM_SHARE * ram_bytes
+    ]
     return fit[-1] if fit else min(chunks)
 
 
-def session_spec_for(inp, device: str, threads: Sequence[int], chunks: Sequence[int], lengths: Sequence[int],
-                     layers: int = 2, max_run_s: float = 120.0, ram_bytes: int | None = None, seed: int = 0):
+def session_spec_for(
+    inp,
+    device: str,
+    threads: Sequence[int],
+    chunks: Sequence[int],
+    lengths: Sequence[int],
+    layers: int = 2,
+    max_run_s: float = 120.0,
+    ram_bytes: int | None = None,
+    seed: int = 0,
+):
     """The runner session a search over `chunks` x `threads` at the workload's `lengths` needs."""
     import psutil
 
@@ -73,9 +86,18 @@ def session_spec_for(inp, device: str, threads: Sequence[int], chunks: Sequence[
     # a forward is never longer than the longest prompt: chunks beyond it cap there
     cpu_cap = hybrid_max_tokens(spec_model, probe_cfg, sorted({min(c, max_tokens) for c in chunks}), ram)
     model_arg = m.source if os.path.isdir(m.source) else m.name
-    return SessionSpec(model=model_arg, method=r.method, layers=layers, threads=tuple(sorted(set(threads))),
-                       max_tokens=max_tokens, cpu_max_tokens=cpu_cap, device=device, small=small, seed=seed,
-                       max_run_s=max_run_s)
+    return SessionSpec(
+        model=model_arg,
+        method=r.method,
+        layers=layers,
+        threads=tuple(sorted(set(threads))),
+        max_tokens=max_tokens,
+        cpu_max_tokens=cpu_cap,
+        device=device,
+        small=small,
+        seed=seed,
+        max_run_s=max_run_s,
+    )
 
 
 class PathRunnerEvaluator:
@@ -164,14 +186,23 @@ def _runner_available(device: str = "cuda") -> None:
         importlib.import_module(RUNNER_MODULE)
     except ModuleNotFoundError as e:
         if e.name and RUNNER_MODULE.startswith(e.name):
-            raise UserError("the path runner is not available in this kttune (no kttune.runner)",
-                            "use --evaluator model for a dry run of the measured search, or update kttune") from None
+            raise UserError(
+                "the path runner is not available in this kttune (no kttune.runner)",
+                "use --evaluator model for a dry run of the measured search, or update kttune",
+            ) from None
         raise
 
 
-def path_runner_evaluator(inp, device: str = "cuda", threads: Sequence[int] | None = None,
-                          chunks: Sequence[int] | None = None, layers: int = 2, isolate: bool = True,
-                          max_run_s: float = 120.0, lengths: Sequence[int] | None = None) -> PathRunnerEvaluator:
+def path_runner_evaluator(
+    inp,
+    device: str = "cuda",
+    threads: Sequence[int] | None = None,
+    chunks: Sequence[int] | None = None,
+    layers: int = 2,
+    isolate: bool = True,
+    max_run_s: float = 120.0,
+    lengths: Sequence[int] | None = None,
+) -> PathRunnerEvaluator:
     """The runner evaluator for a request: its session sized for the search space's chunks and
     thread counts (or those given) at the workload's prompt lengths. `device` "cpu" is the CPU
     variant (small shapes; thread counts capped by `cpu_variant_threads`). `lengths`: the prompt
@@ -185,6 +216,7 @@ def path_runner_evaluator(inp, device: str = "cuda", threads: Sequence[int] | No
         chunks = tuple(chunks or space.chunks)
     tmap = cpu_variant_threads(threads) if device == "cpu" else {}
     built = sorted(set(tmap.values())) if tmap else sorted(set(threads))
-    spec = session_spec_for(inp, device, built, chunks, lengths or inp.request.workload.prompt_tokens, layers=layers,
-                            max_run_s=max_run_s)
+    spec = session_spec_for(
+        inp, device, built, chunks, lengths or inp.request.workload.prompt_tokens, layers=layers, max_run_s=max_run_s
+    )
     return PathRunnerEvaluator(spec, f"runner-{device}", tmap, isolate=isolate)

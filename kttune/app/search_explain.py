@@ -24,7 +24,6 @@ from kttune.search.user_flags import check_gpu_experts, check_threshold, cpuinfe
 from kttune.spec.methods import get_method
 
 
-
 @dataclass(frozen=True)
 class SearchOutcome:
     """`kttune search`: the study's result, the explanation of its pick and the launch argv."""
@@ -39,8 +38,9 @@ class SearchOutcome:
         return self.result.best
 
     def to_dict(self) -> dict:
-        return serialize.search_dict(self.inputs.request, self.inputs.paths, self.result, self.explanation,
-                                     list(self.argv), self.inputs.notes)
+        return serialize.search_dict(
+            self.inputs.request, self.inputs.paths, self.result, self.explanation, list(self.argv), self.inputs.notes
+        )
 
 
 @dataclass(frozen=True)
@@ -60,8 +60,9 @@ class ExplainOutcome:
         return self.explanation.evaluation.feasible
 
     def to_dict(self) -> dict:
-        return serialize.explain_dict(self.inputs.request, self.inputs.paths, self.explanation, list(self.argv),
-                                      self.inputs.notes)
+        return serialize.explain_dict(
+            self.inputs.request, self.inputs.paths, self.explanation, list(self.argv), self.inputs.notes
+        )
 
 
 def slo_target(rate_per_s: float | None, ttft_s: float | None, tbt_ms: float | None) -> SloTarget | None:
@@ -70,37 +71,65 @@ def slo_target(rate_per_s: float | None, ttft_s: float | None, tbt_ms: float | N
     if rate_per_s is None and ttft_s is None and tbt_ms is None:
         return None
     if rate_per_s is None:
-        raise UserError("an SLO needs the load it must hold at", "pass {rate_per_s}, e.g. {rate_per_s} 1.5 (requests per second)",
-                        params=("rate_per_s",))
+        raise UserError(
+            "an SLO needs the load it must hold at",
+            "pass {rate_per_s}, e.g. {rate_per_s} 1.5 (requests per second)",
+            params=("rate_per_s",),
+        )
     bounds.RATE_PER_S.check(rate_per_s, "rate_per_s")
     if ttft_s is None and tbt_ms is None:
-        raise ParameterError("rate_per_s", "without an SLO", "add {ttft_s} (e.g. 10s) and/or {tbt_ms} (e.g. 150ms)",
-                             also=("ttft_s", "tbt_ms"))
+        raise ParameterError(
+            "rate_per_s",
+            "without an SLO",
+            "add {ttft_s} (e.g. 10s) and/or {tbt_ms} (e.g. 150ms)",
+            also=("ttft_s", "tbt_ms"),
+        )
     return SloTarget(rate_per_s, ttft_s, tbt_ms)
 
 
-def search(inp: Inputs, trials: int = DEFAULT_TRIALS, seed: int | None = None, storage: str | None = None,
-           on_trial: Callable[[int, int, Evaluation | None], None] | None = None,
-           study_name: str | None = None, slo: SloTarget | None = None) -> SearchOutcome:
+def search(
+    inp: Inputs,
+    trials: int = DEFAULT_TRIALS,
+    seed: int | None = None,
+    storage: str | None = None,
+    on_trial: Callable[[int, int, Evaluation | None], None] | None = None,
+    study_name: str | None = None,
+    slo: SloTarget | None = None,
+) -> SearchOutcome:
     """Run (or resume) the search and explain its pick; the pick is evaluated once. With `slo`
     (see `slo_target`) the pick must also meet it under load, in simulation."""
-    res = run_search(inp.request, StudyOptions(trials=trials, seed=seed, storage=storage, study_name=study_name),
-                     on_trial=on_trial, slo=slo)
+    res = run_search(
+        inp.request,
+        StudyOptions(trials=trials, seed=seed, storage=storage, study_name=study_name),
+        on_trial=on_trial,
+        slo=slo,
+    )
     req = inp.request
     comp = res.components or Components(req.profile, req.model, req.method, req.tp)
     ex = explain(comp, res.best.cfg, req.workload, req.budget, evaluation=res.best)
     return SearchOutcome(inp, res, ex, tuple(command_for(inp, res.best)))
 
 
-def launch_config(inp: Inputs, gpu_experts: int, chunk: int, threshold: int, max_total_tokens: int,
-                  cpuinfer: int | None = None, threadpools: int | None = None,
-                  components: Components | None = None) -> LaunchConfig:
+def launch_config(
+    inp: Inputs,
+    gpu_experts: int,
+    chunk: int,
+    threshold: int,
+    max_total_tokens: int,
+    cpuinfer: int | None = None,
+    threadpools: int | None = None,
+    components: Components | None = None,
+) -> LaunchConfig:
     """A user-given flag set, checked against the model, the method and the profile's measured
     thread counts (kttune.search.user_flags). `cpuinfer` None: the most measured threads below the
     core count."""
     req = inp.request
-    for name, v, rule in (("gpu_experts", gpu_experts, bounds.GPU_EXPERTS), ("threshold", threshold, bounds.THRESHOLD_TOKENS),
-                          ("chunk", chunk, bounds.FORWARD_TOKENS), ("max_total_tokens", max_total_tokens, bounds.KV_TOKENS)):
+    for name, v, rule in (
+        ("gpu_experts", gpu_experts, bounds.GPU_EXPERTS),
+        ("threshold", threshold, bounds.THRESHOLD_TOKENS),
+        ("chunk", chunk, bounds.FORWARD_TOKENS),
+        ("max_total_tokens", max_total_tokens, bounds.KV_TOKENS),
+    ):
         rule.check(v, name)
     if cpuinfer is not None:
         bounds.THREADS.check(cpuinfer, "cpuinfer")
@@ -112,13 +141,30 @@ def launch_config(inp: Inputs, gpu_experts: int, chunk: int, threshold: int, max
     # the sub-pools and NUMA nodes measured fastest at this thread count, unless given
     pools, numa = (threadpools, ()) if threadpools else comp.threadpool_choice(th)
     running = running_requests(max_total_tokens, req.workload)  # what the pool admits of the workload
-    return LaunchConfig(method=req.method, tp=req.tp, num_gpu_experts=gpu_experts, chunked_prefill_size=chunk,
-                        gpu_prefill_token_threshold=threshold, max_total_tokens=max_total_tokens, cpuinfer_threads=th,
-                        threadpool_count=pools, numa_nodes=numa, max_running_requests=running, cuda_graph_max_bs=running)
+    return LaunchConfig(
+        method=req.method,
+        tp=req.tp,
+        num_gpu_experts=gpu_experts,
+        chunked_prefill_size=chunk,
+        gpu_prefill_token_threshold=threshold,
+        max_total_tokens=max_total_tokens,
+        cpuinfer_threads=th,
+        threadpool_count=pools,
+        numa_nodes=numa,
+        max_running_requests=running,
+        cuda_graph_max_bs=running,
+    )
 
 
-def explain_flags(inp: Inputs, gpu_experts: int, chunk: int = 8192, threshold: int = 0, max_total_tokens: int = 65536,
-                  cpuinfer: int | None = None, threadpools: int | None = None) -> ExplainOutcome:
+def explain_flags(
+    inp: Inputs,
+    gpu_experts: int,
+    chunk: int = 8192,
+    threshold: int = 0,
+    max_total_tokens: int = 65536,
+    cpuinfer: int | None = None,
+    threadpools: int | None = None,
+) -> ExplainOutcome:
     """Explain a given flag set (see `launch_config` for the checks)."""
     req = inp.request
     comp = Components(req.profile, req.model, req.method, req.tp)

@@ -54,24 +54,39 @@ def read_search_result(path: str) -> dict:
     except (ValueError, RecursionError) as e:
         raise UserError(f"{origin} is not a JSON document kttune can read ({type(e).__name__})", fix) from None
     flags = search_flags(doc)
-    if not isinstance(flags, dict) or not isinstance(doc.get("model"), dict) or not isinstance(doc.get("workload"), dict):
-        raise UserError(f"{origin} is not a `kttune search --json` or `explain --json` result (it has no pick.flags or "
-                        "evaluation.flags, model and workload)", fix)
+    if (
+        not isinstance(flags, dict)
+        or not isinstance(doc.get("model"), dict)
+        or not isinstance(doc.get("workload"), dict)
+    ):
+        raise UserError(
+            f"{origin} is not a `kttune search --json` or `explain --json` result (it has no pick.flags or "
+            "evaluation.flags, model and workload)",
+            fix,
+        )
     known = {f.name for f in fields(LaunchConfig)}
     bad = [k for k in flags if k not in known]
     if bad:
         raise UserError(f"{origin}: pick.flags has an unknown flag {bad[0]!r}", fix)
     for k, v in flags.items():
         whole = lambda x: isinstance(x, int) and not isinstance(x, bool) and x >= 0  # noqa: E731
-        ok = (isinstance(v, str) if k == "method" else
-              isinstance(v, list) and all(map(whole, v)) if k == "numa_nodes" else whole(v))
+        ok = (
+            isinstance(v, str)
+            if k == "method"
+            else isinstance(v, list) and all(map(whole, v))
+            if k == "numa_nodes"
+            else whole(v)
+        )
         if not ok:
             raise UserError(f"{origin}: pick.flags.{k} is {json.dumps(v)[:40]}", fix)
     target = (doc.get("slo") or {}).get("target") if isinstance(doc.get("slo"), dict) else None
-    checks = {"rate_per_s": lambda v: _real(v) and v > 0, "ttft_s": lambda v: v is None or _real(v) and v > 0,
-              "tbt_ms": lambda v: v is None or _real(v) and v > 0,
-              "requests": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-              "seed": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0}
+    checks = {
+        "rate_per_s": lambda v: _real(v) and v > 0,
+        "ttft_s": lambda v: v is None or _real(v) and v > 0,
+        "tbt_ms": lambda v: v is None or _real(v) and v > 0,
+        "requests": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+        "seed": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    }
     for k, ok in checks.items():
         if isinstance(target, dict) and k in target and not ok(target[k]):
             raise UserError(f"{origin}: slo.target.{k} is {json.dumps(target[k])[:40]}", fix)
@@ -119,8 +134,11 @@ def _search_profile(doc: dict, origin: str, this_machine):
         if p.fingerprint == want:
             return p
     machine = doc["profile"].get("machine", "?")
-    raise UserError(f"{origin}: the search used profile {machine} (fingerprint {want}), which is not shipped or this machine's",
-                    "pass it with {profile} FILE", params=("profile",))
+    raise UserError(
+        f"{origin}: the search used profile {machine} (fingerprint {want}), which is not shipped or this machine's",
+        "pass it with {profile} FILE",
+        params=("profile",),
+    )
 
 
 def _search_workload(doc: dict, origin: str) -> Workload:
@@ -155,13 +173,30 @@ def _positive(name: str, v) -> None:
         raise ParameterError(name, f"{v} must be positive", "pass a positive count")
 
 
-def simulation_inputs(model: str | None = None, profile: str | None = None, method: str | None = None, workload: str | None = None,
-            rate: float | None = None, requests: int | None = None, seed: int | None = None, gpu_experts: int | None = None,
-            chunk: int | None = None, threshold: int | None = None, max_total_tokens: int | None = None,
-            max_running_requests: int | None = None, cpuinfer: int | None = None, gpus: int | None = None,
-            schedules: tuple[str, ...] | None = None, groups: int | None = None, large_chunk: int = 8192,
-            ttft_slo_s: float | None = None, tbt_slo_ms: float | None = None, router_skew: float = 0.0,
-            this_machine=THIS_MACHINE, from_search: str | None = None) -> SimulationInputs:
+def simulation_inputs(
+    model: str | None = None,
+    profile: str | None = None,
+    method: str | None = None,
+    workload: str | None = None,
+    rate: float | None = None,
+    requests: int | None = None,
+    seed: int | None = None,
+    gpu_experts: int | None = None,
+    chunk: int | None = None,
+    threshold: int | None = None,
+    max_total_tokens: int | None = None,
+    max_running_requests: int | None = None,
+    cpuinfer: int | None = None,
+    gpus: int | None = None,
+    schedules: tuple[str, ...] | None = None,
+    groups: int | None = None,
+    large_chunk: int = 8192,
+    ttft_slo_s: float | None = None,
+    tbt_slo_ms: float | None = None,
+    router_skew: float = 0.0,
+    this_machine=THIS_MACHINE,
+    from_search: str | None = None,
+) -> SimulationInputs:
     """The simulation's inputs. `this_machine`: the Inventory whose cached probe is the default
     profile (THIS_MACHINE: this machine's, taken when no profile is given; None: none, the shipped
     default). Options left None come from `from_search` (a search result's path) when given, else
@@ -177,8 +212,9 @@ def simulation_inputs(model: str | None = None, profile: str | None = None, meth
     target = target if isinstance(target, dict) else {}
     if model is None:
         if doc is None:
-            raise UserError("no model to simulate", "pass {model} (or {from_search} RESULT.json)",
-                            params=("model", "from_search"))
+            raise UserError(
+                "no model to simulate", "pass {model} (or {from_search} RESULT.json)", params=("model", "from_search")
+            )
         model = _search_model(doc, origin)
     if method is None and doc:
         method = doc["model"].get("method") or pick.get("method")
@@ -200,16 +236,26 @@ def simulation_inputs(model: str | None = None, profile: str | None = None, meth
     if tbt_slo_ms is None and target.get("tbt_ms") is not None:
         tbt_slo_ms = target["tbt_ms"]
 
-    for name, v in (("chunk", chunk), ("max_total_tokens", max_total_tokens), ("large_chunk", large_chunk), ("gpus", gpus),
-                    ("requests", requests)):
+    for name, v in (
+        ("chunk", chunk),
+        ("max_total_tokens", max_total_tokens),
+        ("large_chunk", large_chunk),
+        ("gpus", gpus),
+        ("requests", requests),
+    ):
         _positive(name, v)
     if max_running_requests is not None:
         _positive("max_running_requests", max_running_requests)
     if groups is not None and groups < 1:
-        raise ParameterError("groups", f"{groups} must be at least 1", "pass a group count, or leave it out for the paper's rule")
+        raise ParameterError(
+            "groups", f"{groups} must be at least 1", "pass a group count, or leave it out for the paper's rule"
+        )
     if not (math.isfinite(router_skew) and router_skew >= 0):
-        raise ParameterError("router_skew", f"{router_skew} is not a finite non-negative number",
-                             "use 0 (uniform routing) or a Zipf exponent such as 1.0")
+        raise ParameterError(
+            "router_skew",
+            f"{router_skew} is not a finite non-negative number",
+            "use 0 (uniform routing) or a Zipf exponent such as 1.0",
+        )
     if rate is not None and not (math.isfinite(rate) and rate > 0):
         raise ParameterError("rate", f"{rate} must be a positive number of requests per second", "pass e.g. {rate} 0.5")
     schedules = engine.SCHEDULES if schedules is None else schedules  # None: every schedule, side by side
@@ -219,7 +265,9 @@ def simulation_inputs(model: str | None = None, profile: str | None = None, meth
 
     spec = load_model(model, method)
     meth = get_method(method or spec.default_method)
-    prof = resolve_profile(profile, this_machine) if profile or doc is None else _search_profile(doc, origin, this_machine)
+    prof = (
+        resolve_profile(profile, this_machine) if profile or doc is None else _search_profile(doc, origin, this_machine)
+    )
     if workload is not None:
         raw = load_workload(workload)
     elif doc is not None:
@@ -227,7 +275,9 @@ def simulation_inputs(model: str | None = None, profile: str | None = None, meth
     else:
         raw = load_workload(DEFAULT_WORKLOAD)
     wl = raw.clipped(spec.max_position_embeddings)
-    max_running = max_running_requests if max_running_requests is not None else pick.get("max_running_requests", wl.concurrency)
+    max_running = (
+        max_running_requests if max_running_requests is not None else pick.get("max_running_requests", wl.concurrency)
+    )
     comp = Components(prof, spec, meth.name, gpus)
     th = cpuinfer_threads(comp.cpu_thread_options(), prof.inventory.cpu.physical_cores or 10**9, cpuinfer)
     if gpu_experts < 0:
@@ -237,19 +287,34 @@ def simulation_inputs(model: str | None = None, profile: str | None = None, meth
     if thr < 0:
         raise ParameterError("threshold", f"{thr} is negative", "pass 0 (layerwise off) or a token count")
     check_threshold(meth, thr)
-    cfg = LaunchConfig(method=meth.name, tp=gpus, num_gpu_experts=gpu_experts, chunked_prefill_size=chunk,
-                       gpu_prefill_token_threshold=thr, max_total_tokens=max_total_tokens, cpuinfer_threads=th,
-                       threadpool_count=pick.get("threadpool_count", max(1, len(prof.inventory.cpu.numa_nodes))),
-                       numa_nodes=tuple(pick.get("numa_nodes", ())),
-                       max_running_requests=max_running, cuda_graph_max_bs=pick.get("cuda_graph_max_bs", max_running))
+    cfg = LaunchConfig(
+        method=meth.name,
+        tp=gpus,
+        num_gpu_experts=gpu_experts,
+        chunked_prefill_size=chunk,
+        gpu_prefill_token_threshold=thr,
+        max_total_tokens=max_total_tokens,
+        cpuinfer_threads=th,
+        threadpool_count=pick.get("threadpool_count", max(1, len(prof.inventory.cpu.numa_nodes))),
+        numa_nodes=tuple(pick.get("numa_nodes", ())),
+        max_running_requests=max_running,
+        cuda_graph_max_bs=pick.get("cuda_graph_max_bs", max_running),
+    )
     stats = simulation_statistics(wl)
     source = "trace" if wl.form == "trace" else wl.source
     if wl.form == "trace":
         stream = TraceStream(wl.trace, rate)
         if rate is not None:
             stats = {**stats, "mean_rate_per_s": rate}
-        wl_dict = {"name": workload, "source": source, "form": wl.form, "statistics": stats, "rate_per_s": rate,
-                   "requests": wl.trace.rows, "seed": None}
+        wl_dict = {
+            "name": workload,
+            "source": source,
+            "form": wl.form,
+            "statistics": stats,
+            "rate_per_s": rate,
+            "requests": wl.trace.rows,
+            "seed": None,
+        }
     else:
         if rate is None:
             rate = default_rate(comp, cfg, IterationCosts(comp, cfg, router_skew), stats)
@@ -257,23 +322,43 @@ def simulation_inputs(model: str | None = None, profile: str | None = None, meth
             stream = MixStream(wl.mix, rate, requests, seed)
         else:
             stream = LengthsStream(wl.prompt_tokens, wl.weights, wl.output_tokens, rate, requests, seed)
-        wl_dict = {"name": wl.name, "source": source, "form": wl.form, "description": wl.description,
-                   "statistics": stats, "rate_per_s": rate, "requests": requests, "seed": seed}
+        wl_dict = {
+            "name": wl.name,
+            "source": source,
+            "form": wl.form,
+            "description": wl.description,
+            "statistics": stats,
+            "rate_per_s": rate,
+            "requests": requests,
+            "seed": seed,
+        }
         if wl.mix is not None:
             wl_dict["mix"] = wl.mix.to_dict()
         else:
-            wl_dict["lengths"] = {"prompt_tokens": list(wl.prompt_tokens), "weights": list(wl.weights),
-                                  "output_tokens": wl.output_tokens}
+            wl_dict["lengths"] = {
+                "prompt_tokens": list(wl.prompt_tokens),
+                "weights": list(wl.weights),
+                "output_tokens": wl.output_tokens,
+            }
     costs = IterationCosts(comp, cfg, router_skew)
     tbt = tbt_slo_ms if tbt_slo_ms is not None else wl.tbt_slo_ms
-    ttft = ttft_slo_s if ttft_slo_s is not None else (wl.ttft_slo_ms / 1e3 if wl.ttft_slo_ms is not None else DEFAULT_TTFT_SLO_S)
+    ttft = (
+        ttft_slo_s
+        if ttft_slo_s is not None
+        else (wl.ttft_slo_ms / 1e3 if wl.ttft_slo_ms is not None else DEFAULT_TTFT_SLO_S)
+    )
     slo = Slo(ttft_s=ttft, tbt_ms=tbt if tbt is not None else paper_rule_tbt_slo_ms(costs))
     if not (slo.ttft_s > 0 and slo.tbt_ms > 0):
-        raise UserError("SLO limits must be positive", "pass e.g. {ttft_slo_s} 10s {tbt_slo_ms} 150ms",
-                        params=("ttft_slo_s", "tbt_slo_ms"))
+        raise UserError(
+            "SLO limits must be positive",
+            "pass e.g. {ttft_slo_s} 10s {tbt_slo_ms} 150ms",
+            params=("ttft_slo_s", "tbt_slo_ms"),
+        )
     scheds = tuple(engine.Schedule(s, groups=groups, large_chunk=large_chunk) for s in dict.fromkeys(schedules))
     if not meth.layerwise:
-        comp.notes.append(f"{meth.name} has no layerwise path: chunked runs hybrid only, and layered splits hybrid prefill over groups")
+        comp.notes.append(
+            f"{meth.name} has no layerwise path: chunked runs hybrid only, and layered splits hybrid prefill over groups"
+        )
     note = raw.clip_note(spec.max_position_embeddings)
     if note and wl.form == "lengths":
         comp.notes.append(note)
@@ -282,9 +367,9 @@ def simulation_inputs(model: str | None = None, profile: str | None = None, meth
     return SimulationInputs(comp, cfg, stream, wl_dict, slo, scheds, router_skew, prof.provenance.machine)
 
 
-
-def simulate(inputs: SimulationInputs, with_capacity: bool = False, samples: bool = False,
-             on_progress=None) -> SimulationReport:
+def simulate(
+    inputs: SimulationInputs, with_capacity: bool = False, samples: bool = False, on_progress=None
+) -> SimulationReport:
     """`kttune simulate`: the simulation of `inputs` (`simulation_inputs`) under each schedule;
     `with_capacity`: also each schedule's highest rate meeting the SLO; `samples`: per-request
     TTFT and longest gap in the report."""

@@ -131,7 +131,7 @@ class Calibration:
             if held_out and len(pts) >= 2:
                 pairs = []
                 for i, p in enumerate(pts):
-                    ai, bi = _fit_one(pts[:i] + pts[i + 1:])
+                    ai, bi = _fit_one(pts[:i] + pts[i + 1 :])
                     pairs.append((_layer_ms(p, ai, bi), p["measured_ms"]))
                 loo = _mape(pairs)
             out.append(CalibrationEntry(method, path, a, b, len(pts), raw, loo, source))
@@ -177,15 +177,34 @@ class Calibration:
         return Calibration(kept + new)
 
 
-def server_entry(method: str, path: str, factor: float, points: int, raw_mape: float | None = None,
-                 model: str = "", created: str = "", detail: dict[str, Any] | None = None) -> CalibrationEntry:
+def server_entry(
+    method: str,
+    path: str,
+    factor: float,
+    points: int,
+    raw_mape: float | None = None,
+    model: str = "",
+    created: str = "",
+    detail: dict[str, Any] | None = None,
+) -> CalibrationEntry:
     """A `kttune validate` entry: a constant `factor` on `path` of `method`, from `points` measurements."""
     if path not in APPLIED_PATHS + PART_PATHS:
         raise ValueError(f"calibration path {path!r} is not one of {APPLIED_PATHS + PART_PATHS}")
     if not (math.isfinite(factor) and factor > 0):
         raise ValueError(f"calibration factor {factor} must be a positive number")
-    return CalibrationEntry(method.upper(), path, math.log(factor), 0.0, int(points), raw_mape, None, SERVER, model,
-                            created, dict(detail or {}))
+    return CalibrationEntry(
+        method.upper(),
+        path,
+        math.log(factor),
+        0.0,
+        int(points),
+        raw_mape,
+        None,
+        SERVER,
+        model,
+        created,
+        dict(detail or {}),
+    )
 
 
 def entry_factor(entry: Mapping[str, Any], tokens: float = 1.0) -> float:

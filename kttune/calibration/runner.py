@@ -31,9 +31,16 @@ ForwardRecord = Any
 
 
 def launch_config(run: PathRun) -> LaunchConfig:
-    return LaunchConfig(method=run.method, tp=run.tp, num_gpu_experts=run.gpu_experts, chunked_prefill_size=run.chunk,
-                        gpu_prefill_token_threshold=run.threshold, max_total_tokens=max(65536, run.prompt_tokens),
-                        cpuinfer_threads=run.cpuinfer or 1, threadpool_count=1)
+    return LaunchConfig(
+        method=run.method,
+        tp=run.tp,
+        num_gpu_experts=run.gpu_experts,
+        chunked_prefill_size=run.chunk,
+        gpu_prefill_token_threshold=run.threshold,
+        max_total_tokens=max(65536, run.prompt_tokens),
+        cpuinfer_threads=run.cpuinfer or 1,
+        threadpool_count=1,
+    )
 
 
 @dataclass(frozen=True)
@@ -62,10 +69,15 @@ def disturbed(f: ForwardRecord) -> bool:
 
 def disturbed_forwards(runs: list[PathRun]) -> list[str]:
     """One line per forward `forward_points` leaves out."""
-    return [f"L={r.prompt_tokens} chunk={r.chunk} n={r.gpu_experts}{' forced ' + r.forced_path if r.forced_path else ''}: "
-            f"forward of {f.tokens} tokens after {f.prefix}, {f.path}, layers "
-            + "/".join(f"{x:.0f}" for x in f.layer_ms) + f" ms (over {DISTURBED_LAYER_SPREAD:g}x apart): left out"
-            for r in runs for f in r.forwards if disturbed(f)]
+    return [
+        f"L={r.prompt_tokens} chunk={r.chunk} n={r.gpu_experts}{' forced ' + r.forced_path if r.forced_path else ''}: "
+        f"forward of {f.tokens} tokens after {f.prefix}, {f.path}, layers "
+        + "/".join(f"{x:.0f}" for x in f.layer_ms)
+        + f" ms (over {DISTURBED_LAYER_SPREAD:g}x apart): left out"
+        for r in runs
+        for f in r.forwards
+        if disturbed(f)
+    ]
 
 
 def forward_points(run: PathRun, c: Components) -> list[ForwardPoint]:
@@ -77,8 +89,20 @@ def forward_points(run: PathRun, c: Components) -> list[ForwardPoint]:
             continue
         layer = layerwise_moe_layer(c, cfg, f.tokens) if f.path == "layerwise" else hybrid_moe_layer(c, cfg, f.tokens)
         other = c.attention_ms(f.tokens, f.prefix) + c.dense_ms(f.tokens)
-        out.append(ForwardPoint(run.model, run.method, f.path, f.tokens, f.prefix, run.gpu_experts,
-                                sum(f.layer_ms) / len(f.layer_ms), layer.total_ms + other, layer.total_ms, other))
+        out.append(
+            ForwardPoint(
+                run.model,
+                run.method,
+                f.path,
+                f.tokens,
+                f.prefix,
+                run.gpu_experts,
+                sum(f.layer_ms) / len(f.layer_ms),
+                layer.total_ms + other,
+                layer.total_ms,
+                other,
+            )
+        )
     return out
 
 
@@ -98,10 +122,22 @@ def transfer_points(run: PathRun, c: Components) -> list:
     """Every forward of the run but the disturbed ones as `kttune.calibration.transfer.TransferPoint`s: the
     measured layer time, the correctable parts (`layer_terms`) and the rest (attention, dense)."""
     cfg = launch_config(run)
-    return [TransferPoint(run.model, run.method, f.path, f.tokens, f.prefix, run.gpu_experts, run.cpuinfer,
-                          sum(f.layer_ms) / len(f.layer_ms), c.attention_ms(f.tokens, f.prefix) + c.dense_ms(f.tokens),
-                          layer_terms(c, cfg, f.tokens, f.path))
-            for f in run.forwards if not disturbed(f)]
+    return [
+        TransferPoint(
+            run.model,
+            run.method,
+            f.path,
+            f.tokens,
+            f.prefix,
+            run.gpu_experts,
+            run.cpuinfer,
+            sum(f.layer_ms) / len(f.layer_ms),
+            c.attention_ms(f.tokens, f.prefix) + c.dense_ms(f.tokens),
+            layer_terms(c, cfg, f.tokens, f.path),
+        )
+        for f in run.forwards
+        if not disturbed(f)
+    ]
 
 
 def ape(pred: float, meas: float) -> float:
@@ -126,7 +162,9 @@ def held_out_errors(points: list[ForwardPoint]) -> dict:
         out[path] = {
             "points": n,
             "mape_raw": mape([(p.predicted_ms, p.measured_ms) for p in points if p.path == path]),
-            "mape_calibrated_held_out": (sum(e.held_out_mape * e.points for e in held) / sum(e.points for e in held)) if held else None,
+            "mape_calibrated_held_out": (sum(e.held_out_mape * e.points for e in held) / sum(e.points for e in held))
+            if held
+            else None,
         }
     return out
 
@@ -153,7 +191,9 @@ def predicted_crossover(c: Components, run: PathRun, hi: int = 65536) -> int | N
     cfg = launch_config(run)
     if not c.method.layerwise:
         return None
-    return smallest_forward_where(lambda m: layerwise_moe_layer(c, cfg, m).total_ms <= hybrid_moe_layer(c, cfg, m).total_ms, hi)
+    return smallest_forward_where(
+        lambda m: layerwise_moe_layer(c, cfg, m).total_ms <= hybrid_moe_layer(c, cfg, m).total_ms, hi
+    )
 
 
 def smallest_forward_where(lw_wins, hi: int = 65536) -> int | None:

@@ -80,7 +80,9 @@ class PartCheck:
 class Comparison:
     lengths: tuple[LengthCheck, ...]
     parts: tuple[PartCheck, ...]
-    corrections: tuple[dict, ...]  # kttune.calibration.entries.CalibrationEntry.to_dict, as the JSON and the profile hold them
+    corrections: tuple[
+        dict, ...
+    ]  # kttune.calibration.entries.CalibrationEntry.to_dict, as the JSON and the profile hold them
 
 
 def predicted_paths(comp: Components, cfg: LaunchConfig, prompt_tokens: int) -> tuple[str, ...]:
@@ -99,24 +101,38 @@ def _pairs(records: tuple[LayerwiseRecord, ...]) -> list[tuple[float, float]]:
     return out
 
 
-def compare(comp: Components, cfg: LaunchConfig, measured: list[PromptMeasurement], model_name: str = "",
-            created: str = "") -> Comparison:
+def compare(
+    comp: Components, cfg: LaunchConfig, measured: list[PromptMeasurement], model_name: str = "", created: str = ""
+) -> Comparison:
     checks = []
     for m in measured:
         if not m.ttft_ms:
             continue
         fw = prefill_forwards(comp, cfg, m.prompt_tokens)
-        checks.append(LengthCheck(m.prompt_tokens, tuple(f.path for f in fw), sum(f.total_ms for f in fw),
-                                  statistics.median(m.ttft_ms), len(m.ttft_ms), sum(f.moe_ms for f in fw)))
-    cfg_detail = {"num_gpu_experts": cfg.num_gpu_experts, "chunked_prefill_size": cfg.chunked_prefill_size,
-                  "gpu_prefill_token_threshold": cfg.gpu_prefill_token_threshold, "cpuinfer_threads": cfg.cpuinfer_threads,
-                  "tp": cfg.tp}
+        checks.append(
+            LengthCheck(
+                m.prompt_tokens,
+                tuple(f.path for f in fw),
+                sum(f.total_ms for f in fw),
+                statistics.median(m.ttft_ms),
+                len(m.ttft_ms),
+                sum(f.moe_ms for f in fw),
+            )
+        )
+    cfg_detail = {
+        "num_gpu_experts": cfg.num_gpu_experts,
+        "chunked_prefill_size": cfg.chunked_prefill_size,
+        "gpu_prefill_token_threshold": cfg.gpu_prefill_token_threshold,
+        "cpuinfer_threads": cfg.cpuinfer_threads,
+        "tp": cfg.tp,
+    }
     method = cfg.method
 
     def entry(path: str, ratios: list[float], raw_mape: float | None, detail: dict) -> dict:
         factor = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-        return server_entry(method, path, factor, len(ratios), raw_mape, model_name, created,
-                            {"config": cfg_detail, **detail}).to_dict()
+        return server_entry(
+            method, path, factor, len(ratios), raw_mape, model_name, created, {"config": cfg_detail, **detail}
+        ).to_dict()
 
     out: list[dict] = []
     # per-layer evidence from KT's log: layerwise forwards of one size
@@ -139,18 +155,45 @@ def compare(comp: Components, cfg: LaunchConfig, measured: list[PromptMeasuremen
         mape = sum(abs(c.predicted_ms - c.measured_ms) / c.measured_ms for c in own) / len(own) if own else None
         ttft = {str(c.prompt_tokens): c.observed_moe_ms / c.predicted_moe_ms for c in own}
         if path == "layerwise" and layer_ratios:
-            out.append(entry(path, layer_ratios, mape, {"from": "KT layerwise log lines (prepare weight + compute per MoE layer)",
-                                                        "ttft_moe_ratios": ttft}))
+            out.append(
+                entry(
+                    path,
+                    layer_ratios,
+                    mape,
+                    {
+                        "from": "KT layerwise log lines (prepare weight + compute per MoE layer)",
+                        "ttft_moe_ratios": ttft,
+                    },
+                )
+            )
         elif own:
-            out.append(entry(path, [c.observed_moe_ms / c.predicted_moe_ms for c in own], mape,
-                             {"from": "TTFT less the predicted attention, dense and per-forward time", "ttft_moe_ratios": ttft}))
+            out.append(
+                entry(
+                    path,
+                    [c.observed_moe_ms / c.predicted_moe_ms for c in own],
+                    mape,
+                    {"from": "TTFT less the predicted attention, dense and per-forward time", "ttft_moe_ratios": ttft},
+                )
+            )
     parts = []
     if loads and load_pred > 0:
         parts.append(PartCheck("load", load_pred, statistics.median(loads), len(loads)))
-        out.append(entry("layerwise:load", [x / load_pred for x in loads if x > 0] or [1.0], None,
-                         {"from": "KT prepare weight lines", "predicted_ms": load_pred}))
+        out.append(
+            entry(
+                "layerwise:load",
+                [x / load_pred for x in loads if x > 0] or [1.0],
+                None,
+                {"from": "KT prepare weight lines", "predicted_ms": load_pred},
+            )
+        )
     if computes and comp_pred and min(comp_pred) > 0:
         parts.append(PartCheck("compute", statistics.median(comp_pred), statistics.median(computes), len(computes)))
-        out.append(entry("layerwise:compute", [x / p for x, p in zip(computes, comp_pred) if x > 0] or [1.0], None,
-                         {"from": "KT compute lines"}))
+        out.append(
+            entry(
+                "layerwise:compute",
+                [x / p for x, p in zip(computes, comp_pred) if x > 0] or [1.0],
+                None,
+                {"from": "KT compute lines"},
+            )
+        )
     return Comparison(tuple(checks), tuple(parts), tuple(out))

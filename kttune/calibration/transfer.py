@@ -72,8 +72,14 @@ class TransferPoint(MeasuredForward):
 
     def calibration_point(self) -> dict:
         """The mapping `kttune.calibration.entries.Calibration.fit` reads."""
-        return {"method": self.method, "path": self.path, "tokens": self.tokens, "measured_ms": self.measured_ms,
-                "predicted_moe_ms": self.raw_ms - self.other_ms, "predicted_other_ms": self.other_ms}
+        return {
+            "method": self.method,
+            "path": self.path,
+            "tokens": self.tokens,
+            "measured_ms": self.measured_ms,
+            "predicted_moe_ms": self.raw_ms - self.other_ms,
+            "predicted_other_ms": self.other_ms,
+        }
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -93,8 +99,11 @@ class TermCorrection:
         return max(0.05 * p.raw_ms, p.raw_ms + sum(d.get(k, 0.0) * v for k, v in p.terms.items()))
 
     def to_dict(self) -> dict:
-        return {"variant": self.variant, "deltas": self.deltas,
-                "shrinkage": None if math.isinf(self.shrinkage) else self.shrinkage}
+        return {
+            "variant": self.variant,
+            "deltas": self.deltas,
+            "shrinkage": None if math.isinf(self.shrinkage) else self.shrinkage,
+        }
 
 
 def fit_terms(points: Sequence[TransferPoint], shrinkage: float, variant: str = "full") -> TermCorrection:
@@ -110,7 +119,7 @@ def fit_terms(points: Sequence[TransferPoint], shrinkage: float, variant: str = 
             continue
         x = np.array([[p.terms.get(k, 0.0) / p.measured_ms for k in names] for p in pts])
         y = np.array([(p.measured_ms - p.raw_ms) / p.measured_ms for p in pts])
-        scale = np.sqrt(np.mean(x ** 2, axis=0))
+        scale = np.sqrt(np.mean(x**2, axis=0))
         keep = scale > 0
         d = np.zeros(len(names))
         if keep.any():
@@ -136,6 +145,7 @@ Predictor = Callable[[Sequence[TransferPoint]], Callable[[TransferPoint], float]
 def terms_predictor(shrinkage: float, variant: str = "full") -> Predictor:
     def fit(train: Sequence[TransferPoint]) -> Callable[[TransferPoint], float]:
         return fit_terms(train, shrinkage, variant).predict
+
     return fit
 
 
@@ -150,11 +160,13 @@ def per_method_predictor(train: Sequence[TransferPoint]) -> Callable[[TransferPo
 
     def predict(p: TransferPoint) -> float:
         return p.other_ms + cal.apply(p.method, p.path, p.raw_ms - p.other_ms, p.tokens)
+
     return predict
 
 
-def held_out(points: Sequence[TransferPoint], group: Callable[[TransferPoint], object],
-             predictor: Predictor) -> dict[object, dict[str, float | None]]:
+def held_out(
+    points: Sequence[TransferPoint], group: Callable[[TransferPoint], object], predictor: Predictor
+) -> dict[object, dict[str, float | None]]:
     """Per group and path: MAPE of `predictor` fitted on every other group, and the raw MAPE."""
     out: dict = {}
     for g in sorted({group(p) for p in points}, key=str):
@@ -163,8 +175,11 @@ def held_out(points: Sequence[TransferPoint], group: Callable[[TransferPoint], o
         f = predictor(train)
         for path in sorted({p.path for p in test}):
             t = [p for p in test if p.path == path]
-            out[(g, path)] = {"points": len(t), "raw": mape((p.raw_ms, p.measured_ms) for p in t),
-                              "held_out": mape((f(p), p.measured_ms) for p in t)}
+            out[(g, path)] = {
+                "points": len(t),
+                "raw": mape((p.raw_ms, p.measured_ms) for p in t),
+                "held_out": mape((f(p), p.measured_ms) for p in t),
+            }
     return out
 
 
@@ -199,8 +214,12 @@ def mean_held_out(table: dict) -> float:
     return sum(e * n for e, n in xs) / max(1, sum(n for _, n in xs))
 
 
-def choose_shrinkage(points: Sequence[TransferPoint], group: Callable[[TransferPoint], object] = by_model,
-                     grid: Sequence[float] = SHRINKAGES, variant: str = "full") -> tuple[float, dict[float, dict]]:
+def choose_shrinkage(
+    points: Sequence[TransferPoint],
+    group: Callable[[TransferPoint], object] = by_model,
+    grid: Sequence[float] = SHRINKAGES,
+    variant: str = "full",
+) -> tuple[float, dict[float, dict]]:
     """The shrinkage to ship (see the module docstring) and, per grid value, the leave-one-group-out
     table it gives. With fewer than two groups nothing is held out: no correction."""
     tables = {s: held_out(points, group, terms_predictor(s, variant)) for s in grid}
@@ -211,8 +230,12 @@ def choose_shrinkage(points: Sequence[TransferPoint], group: Callable[[TransferP
     return best, tables
 
 
-def nested_held_out(points: Sequence[TransferPoint], group: Callable[[TransferPoint], object] = by_model,
-                    grid: Sequence[float] = SHRINKAGES, variant: str = "full") -> dict:
+def nested_held_out(
+    points: Sequence[TransferPoint],
+    group: Callable[[TransferPoint], object] = by_model,
+    grid: Sequence[float] = SHRINKAGES,
+    variant: str = "full",
+) -> dict:
     """Each group predicted by the `terms` correction fitted on the other groups at the shrinkage
     `choose_shrinkage` picks on those other groups alone (the held-out group never chooses its own
     shrinkage). Per (group, path): raw and held-out MAPE and the shrinkage used."""
@@ -224,7 +247,10 @@ def nested_held_out(points: Sequence[TransferPoint], group: Callable[[TransferPo
         f = fit_terms(train, s, variant).predict
         for path in sorted({p.path for p in test}):
             t = [p for p in test if p.path == path]
-            out[(g, path)] = {"points": len(t), "raw": mape((p.raw_ms, p.measured_ms) for p in t),
-                              "held_out": mape((f(p), p.measured_ms) for p in t),
-                              "shrinkage": None if math.isinf(s) else s}
+            out[(g, path)] = {
+                "points": len(t),
+                "raw": mape((p.raw_ms, p.measured_ms) for p in t),
+                "held_out": mape((f(p), p.measured_ms) for p in t),
+                "shrinkage": None if math.isinf(s) else s,
+            }
     return out

@@ -27,8 +27,15 @@ def _print_version(value: bool) -> None:
 
 
 @app.callback()
-def _root(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
-                                       help="Print kttune's version (from the installed package) and exit.")) -> None:
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print kttune's version (from the installed package) and exit.",
+    ),
+) -> None:
     pass
 
 

@@ -38,4 +38,3 @@ def bounded(*names: str, rule: Bound, help: str, **kw: Any) -> Any:
     """`typer.Option(*names, help=...)` whose value must satisfy `rule`, for an `Annotated` option:
     `gpus: Annotated[int, bounded("--gpus", rule=bounds.GPUS, help="GPUs.")] = 1`."""
     return typer.Option(*names, help=range_help(help, rule), callback=_checker(rule), **kw)
-

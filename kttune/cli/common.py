@@ -161,8 +161,10 @@ def _click_exception_types() -> tuple[type, ...]:
 def no_command_line(where: str) -> str:
     """What follows the help typer prints for a bare `kttune` (or `kttune profile`): which command to try."""
     if where == "kttune":
-        return ("no command given; pick one of the commands above, e.g. `kttune search --model qwen3-30b-a3b "
-                "--vram 32G` (the main job, on a shipped profile)")
+        return (
+            "no command given; pick one of the commands above, e.g. `kttune search --model qwen3-30b-a3b "
+            "--vram 32G` (the main job, on a shipped profile)"
+        )
     return f"no command given; pick one of the commands above (`{where} COMMAND --help` explains each)"
 
 
@@ -244,8 +246,10 @@ def run_app(app: Callable[..., Any], argv: list[str] | None) -> int:
             return EXIT_INTERRUPTED
         if os.environ.get("KTTUNE_TRACEBACK"):
             raise
-        error_line(f"unexpected {type(e).__name__}: {' '.join(str(e).split())[:300]}; this is a kttune bug: "
-                   "rerun with KTTUNE_TRACEBACK=1 and report the traceback")
+        error_line(
+            f"unexpected {type(e).__name__}: {' '.join(str(e).split())[:300]}; this is a kttune bug: "
+            "rerun with KTTUNE_TRACEBACK=1 and report the traceback"
+        )
         return EXIT_BUG
     finally:
         try:

@@ -11,20 +11,43 @@ import typer
 
 from kttune.app.names import DEFAULT_VRAM_MARGIN, DEFAULT_WORKLOAD
 from kttune.cli.options import (
-    Chunk, Cpuinfer, GpuExperts, TpGpus, HostRam, Json, KtMethod, KvTokens, Model, Profile, Report, Threshold, Vram,
-    VramMargin, Workload,
+    Chunk,
+    Cpuinfer,
+    GpuExperts,
+    TpGpus,
+    HostRam,
+    Json,
+    KtMethod,
+    KvTokens,
+    Model,
+    Profile,
+    Report,
+    Threshold,
+    Vram,
+    VramMargin,
+    Workload,
 )
 from kttune.errors import UserError
 
 
 def explain(
-    launch: Annotated[Optional[List[str]], typer.Argument(
-        metavar="[-- COMMAND...]", help="A sglang-kt launch command after `--`, e.g. `-- python -m sglang.launch_server "
-                                        "--model ... --kt-num-gpu-experts 32`: kttune reads its flags (sglang's own names), "
-                                        "fills what it leaves unset as sglang-kt 0.7.2 does, and compares it with the "
-                                        "search's pick.")] = None,
-    command: Annotated[str, typer.Option("--command", help="The same launch command as one string (as pasted from a shell; "
-                                                           "backslash line breaks are fine).")] = None,
+    launch: Annotated[
+        Optional[List[str]],
+        typer.Argument(
+            metavar="[-- COMMAND...]",
+            help="A sglang-kt launch command after `--`, e.g. `-- python -m sglang.launch_server "
+            "--model ... --kt-num-gpu-experts 32`: kttune reads its flags (sglang's own names), "
+            "fills what it leaves unset as sglang-kt 0.7.2 does, and compares it with the "
+            "search's pick.",
+        ),
+    ] = None,
+    command: Annotated[
+        str,
+        typer.Option(
+            "--command",
+            help="The same launch command as one string (as pasted from a shell; backslash line breaks are fine).",
+        ),
+    ] = None,
     model: Model = None,
     vram: Vram = None,
     gpu_experts: GpuExperts = None,
@@ -38,8 +61,13 @@ def explain(
     method: KtMethod = None,
     host_ram: HostRam = None,
     vram_margin: VramMargin = DEFAULT_VRAM_MARGIN,
-    compare: Annotated[bool, typer.Option("--compare/--no-compare", help="With a launch command: run the search on the same "
-                                                                         "inputs and show what it would change.")] = True,
+    compare: Annotated[
+        bool,
+        typer.Option(
+            "--compare/--no-compare",
+            help="With a launch command: run the search on the same inputs and show what it would change.",
+        ),
+    ] = True,
     json_out: Json = False,
     report_dir: Report = None,
 ):
@@ -56,33 +84,69 @@ def explain(
     app.check_report_extras(report_dir)
     console = make_console(json_out)
     if launch or command:
-        given = {"--gpu-experts": gpu_experts, "--chunk": chunk, "--threshold": threshold,
-                 "--max-total-tokens": max_total_tokens, "--cpuinfer": cpuinfer, "--gpus": gpus, "--kt-method": method}
+        given = {
+            "--gpu-experts": gpu_experts,
+            "--chunk": chunk,
+            "--threshold": threshold,
+            "--max-total-tokens": max_total_tokens,
+            "--cpuinfer": cpuinfer,
+            "--gpus": gpus,
+            "--kt-method": method,
+        }
         clash = [k for k, v in given.items() if v is not None]
         if launch and command:
             raise UserError("a launch command after -- and --command", "pass the command once")
         if clash:
-            raise UserError(f"{', '.join(clash)} given beside a launch command", "put those flags in the command itself")
+            raise UserError(
+                f"{', '.join(clash)} given beside a launch command", "put those flags in the command itself"
+            )
         from kttune.emit.launch_report import render_launch_explain
 
-        outcome = spelled(app.explain_command(command if command else launch, model, resolve.vram_bytes(vram) if vram else None,
-                                              profile, workload, resolve.host_ram_bytes(host_ram), vram_margin,
-                                              compare=compare))
+        outcome = spelled(
+            app.explain_command(
+                command if command else launch,
+                model,
+                resolve.vram_bytes(vram) if vram else None,
+                profile,
+                workload,
+                resolve.host_ram_bytes(host_ram),
+                vram_margin,
+                compare=compare,
+            )
+        )
         inp = outcome.explained.inputs
         report.header(console, inp.request, inp.notes)
         render_launch_explain(console, outcome)
     else:
         missing = [k for k, v in (("--model", model), ("--vram", vram), ("--gpu-experts", gpu_experts)) if v is None]
         if missing:
-            raise UserError(f"explain needs {', '.join(missing)} (or a launch command after --)",
-                            "pass them, e.g. --model qwen3-30b-a3b --vram 32G --gpu-experts 8, or "
-                            "kttune explain -- python -m sglang.launch_server ...")
-        inp = app.resolve_inputs(model, resolve.vram_bytes(vram), 1 if gpus is None else gpus, profile, workload, method,
-                                 resolve.host_ram_bytes(host_ram), vram_margin, model_path=model if Path(model).is_dir() else None)
+            raise UserError(
+                f"explain needs {', '.join(missing)} (or a launch command after --)",
+                "pass them, e.g. --model qwen3-30b-a3b --vram 32G --gpu-experts 8, or "
+                "kttune explain -- python -m sglang.launch_server ...",
+            )
+        inp = app.resolve_inputs(
+            model,
+            resolve.vram_bytes(vram),
+            1 if gpus is None else gpus,
+            profile,
+            workload,
+            method,
+            resolve.host_ram_bytes(host_ram),
+            vram_margin,
+            model_path=model if Path(model).is_dir() else None,
+        )
         report.header(console, inp.request, inp.notes)
-        outcome = app.explain_flags(inp, gpu_experts, **{k: v for k, v in (("chunk", chunk), ("threshold", threshold),
-                                                                            ("max_total_tokens", max_total_tokens)) if v is not None},
-                                    cpuinfer=cpuinfer)
+        outcome = app.explain_flags(
+            inp,
+            gpu_experts,
+            **{
+                k: v
+                for k, v in (("chunk", chunk), ("threshold", threshold), ("max_total_tokens", max_total_tokens))
+                if v is not None
+            },
+            cpuinfer=cpuinfer,
+        )
         report.render_explain(console, outcome)
     doc = outcome.to_dict()
     if json_out:
@@ -90,8 +154,12 @@ def explain(
     if report_dir:
         from kttune.cli.report import print_written
 
-        print_written(app.write_command_report(report_dir, results=[doc],
-                                               profiles=[app.ProfileDocument(inp.request.profile).to_dict()]), stderr=json_out)
+        print_written(
+            app.write_command_report(
+                report_dir, results=[doc], profiles=[app.ProfileDocument(inp.request.profile).to_dict()]
+            ),
+            stderr=json_out,
+        )
     if not outcome.feasible:
         raise typer.Exit(1)
 

@@ -18,30 +18,67 @@ TokenList = Optional[list[str]]
 
 def paths(
     model: Annotated[str, typer.Argument(help="Catalog name or HF model directory.")],
-    method: Annotated[Optional[str], typer.Option("--kt-method", "--method",
-                                                  help="KT method (default: the checkpoint's).")] = None,
+    method: Annotated[
+        Optional[str], typer.Option("--kt-method", "--method", help="KT method (default: the checkpoint's).")
+    ] = None,
     layers: Layers = 2,
-    gpu_experts: Annotated[TokenList, typer.Option("--gpu-experts", help=range_help(
-        "GPU experts per layer, comma-separated (default 0).", bounds.GPU_EXPERTS))] = None,
-    chunks: Annotated[TokenList, typer.Option("--chunks", help=range_help(
-        "--chunked-prefill-size values (default 4096).", bounds.FORWARD_TOKENS))] = None,
-    prompts: Annotated[TokenList, typer.Option("--prompts", help=range_help(
-        "Prompt lengths in tokens (default 1024,8192).", bounds.FORWARD_TOKENS))] = None,
-    threshold: Annotated[Optional[int], bounded("--threshold", rule=bounds.THRESHOLD_TOKENS,
-                                                help="--kt-gpu-prefill-token-threshold (default: the chunk).")] = None,
-    force: Annotated[Optional[list[str]], typer.Option("--force", help="Also run each prompt forced onto these paths "
-                                                                       "(hybrid, layerwise).")] = None,
-    sweep: Annotated[TokenList, typer.Option("--sweep", help=range_help(
-        "Forward sizes timed on both paths alone (measures the crossover).", bounds.FORWARD_TOKENS))] = None,
-    cpuinfer: Annotated[int, bounded("--cpuinfer", rule=bounds.THREADS_OR_DEFAULT,
-                                     help="--kt-cpuinfer threads (0: cores-3).")] = 0,
-    small: Annotated[bool, typer.Option("--small", help="The model's architecture at small shapes (the CPU variant).")] = False,
+    gpu_experts: Annotated[
+        TokenList,
+        typer.Option(
+            "--gpu-experts", help=range_help("GPU experts per layer, comma-separated (default 0).", bounds.GPU_EXPERTS)
+        ),
+    ] = None,
+    chunks: Annotated[
+        TokenList,
+        typer.Option(
+            "--chunks", help=range_help("--chunked-prefill-size values (default 4096).", bounds.FORWARD_TOKENS)
+        ),
+    ] = None,
+    prompts: Annotated[
+        TokenList,
+        typer.Option(
+            "--prompts", help=range_help("Prompt lengths in tokens (default 1024,8192).", bounds.FORWARD_TOKENS)
+        ),
+    ] = None,
+    threshold: Annotated[
+        Optional[int],
+        bounded(
+            "--threshold", rule=bounds.THRESHOLD_TOKENS, help="--kt-gpu-prefill-token-threshold (default: the chunk)."
+        ),
+    ] = None,
+    force: Annotated[
+        Optional[list[str]],
+        typer.Option("--force", help="Also run each prompt forced onto these paths (hybrid, layerwise)."),
+    ] = None,
+    sweep: Annotated[
+        TokenList,
+        typer.Option(
+            "--sweep",
+            help=range_help("Forward sizes timed on both paths alone (measures the crossover).", bounds.FORWARD_TOKENS),
+        ),
+    ] = None,
+    cpuinfer: Annotated[
+        int, bounded("--cpuinfer", rule=bounds.THREADS_OR_DEFAULT, help="--kt-cpuinfer threads (0: cores-3).")
+    ] = 0,
+    small: Annotated[
+        bool, typer.Option("--small", help="The model's architecture at small shapes (the CPU variant).")
+    ] = False,
     device: Annotated[str, typer.Option("--device", help="cuda or cpu (default: cuda when present).")] = "",
-    max_run_s: Annotated[float, bounded("--max-run-s", rule=bounds.RUN_SECONDS,
-                                        help="Skip runs the cost model predicts to take longer (x1.5).")] = 60.0,
-    repeats: Annotated[int, bounded("--repeats", rule=bounds.REPEATS,
-                                    help="Timed samples per run, in interleaved rounds after a warm-up; the median and its "
-                                         "interval are reported.")] = 3,
+    max_run_s: Annotated[
+        float,
+        bounded(
+            "--max-run-s", rule=bounds.RUN_SECONDS, help="Skip runs the cost model predicts to take longer (x1.5)."
+        ),
+    ] = 60.0,
+    repeats: Annotated[
+        int,
+        bounded(
+            "--repeats",
+            rule=bounds.REPEATS,
+            help="Timed samples per run, in interleaved rounds after a warm-up; the median and its "
+            "interval are reported.",
+        ),
+    ] = 3,
     profile: Profile = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Also write the JSON result to this file.")] = None,
     as_json: Json = False,
@@ -61,12 +98,22 @@ def paths(
     require("torch", "`kttune paths`")
     app.check_report_extras(report_dir)
     req = app.paths_request(
-        model=model, method=method, layers=layers,
+        model=model,
+        method=method,
+        layers=layers,
         gpu_experts=token_list(gpu_experts, "--gpu-experts", bounds.GPU_EXPERTS) or (0,),
         chunks=token_list(chunks, "--chunks", bounds.FORWARD_TOKENS) or (4096,),
         prompts=token_list(prompts, "--prompts", bounds.FORWARD_TOKENS) or (1024, 8192),
-        threshold=threshold, force=words(force), sweep=token_list(sweep, "--sweep", bounds.FORWARD_TOKENS), cpuinfer=cpuinfer,
-        small=small, device=device, max_run_s=max_run_s, profile=profile, repeats=repeats)
+        threshold=threshold,
+        force=words(force),
+        sweep=token_list(sweep, "--sweep", bounds.FORWARD_TOKENS),
+        cpuinfer=cpuinfer,
+        small=small,
+        device=device,
+        max_run_s=max_run_s,
+        profile=profile,
+        repeats=repeats,
+    )
     err = Console(stderr=True)
     result = app.run_paths(req, out=out, progress=lambda s: err.print(s, highlight=False)).to_dict()
     if as_json:
@@ -96,8 +143,9 @@ def _stdout_to_stderr() -> None:
 
 
 def calibrate(
-    results: Annotated[list[Path], typer.Argument(help="JSON results written by `kttune paths --out` (or "
-                                                       "benchmarks/bench_paths.py).")],
+    results: Annotated[
+        list[Path], typer.Argument(help="JSON results written by `kttune paths --out` (or benchmarks/bench_paths.py).")
+    ],
     profile: Profile = None,
     out: Annotated[Path, typer.Option("--out", help="Where to write the calibrated profile.")] = ...,
 ) -> None:
@@ -107,8 +155,10 @@ def calibrate(
 
     done = app.calibrate(results, profile, out)
     for e in done.calibration.entries:
-        typer.echo(f"{e.method} {e.path}: factor {e.factor(1024):.2f} at 1024 tokens, {e.points} points, "
-                   f"held-out error {e.held_out_mape if e.held_out_mape is None else round(100 * e.held_out_mape, 1)}%")
+        typer.echo(
+            f"{e.method} {e.path}: factor {e.factor(1024):.2f} at 1024 tokens, {e.points} points, "
+            f"held-out error {e.held_out_mape if e.held_out_mape is None else round(100 * e.held_out_mape, 1)}%"
+        )
     typer.echo(f"wrote {done.out}")
 
 

@@ -26,11 +26,15 @@ def _parse_threads(values: Optional[list[str]]) -> tuple[int, ...]:
         try:
             n = int(v)
         except ValueError:
-            raise UserError(f"--threads {v!r} is not a whole number", "pass thread counts like --threads 15,16") from None
+            raise UserError(
+                f"--threads {v!r} is not a whole number", "pass thread counts like --threads 15,16"
+            ) from None
         cpus = _logical_cpus()
         if not 1 <= n <= cpus:
-            raise UserError(f"--threads {n} is outside 1..{cpus}, the logical CPUs of this machine",
-                            f"pass thread counts from 1 to {cpus}, e.g. --threads {max(1, cpus - 1)},{cpus}")
+            raise UserError(
+                f"--threads {n} is outside 1..{cpus}, the logical CPUs of this machine",
+                f"pass thread counts from 1 to {cpus}, e.g. --threads {max(1, cpus - 1)},{cpus}",
+            )
         out.append(n)
     return tuple(sorted(set(out)))
 
@@ -48,33 +52,79 @@ def _logical_cpus() -> int:
 
 
 def probe(
-    quick: Annotated[bool, typer.Option("--quick", help="Reduced probe: one small expert shape, tokens up to 256, kt-kernel "
-                                                        "thread counts cores-5 and cores-3 (as the full probe's cores-5, -3, "
-                                                        "-1), the layerwise pipeline over at most 2 GiB of each layer. About "
-                                                        "a minute (docs/probe.md).")] = False,
-    model: Annotated[Optional[str], typer.Option("--model", help="Measure this model's expert shape (catalog name or model "
-                                                                 "directory) instead of representative shapes.")] = None,
-    methods: Annotated[Optional[list[str]], typer.Option("--methods", help="KT methods to measure, comma-separated or "
-                                                                           "repeated (default: all the host's kt-kernel "
-                                                                           "runs: AMXINT4, AMXINT8, BF16, FP8, RAWINT4).")] = None,
-    threads: Annotated[Optional[list[str]], typer.Option("--threads", help="CPU worker thread counts (--kt-cpuinfer), "
-                                                                           "comma-separated or repeated. Default: a series "
-                                                                           "that includes cores-1 and cores.")] = None,
-    max_tokens: Annotated[Optional[int], bounded("--max-tokens", rule=bounds.FORWARD_TOKENS,
-                                                 help="Largest token count of the CPU MoE curves (the largest chunk). "
-                                                      "Default 256 with --quick, else 8192.")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Also write the profile (JSON) to this file. It is always "
-                                                              "cached by fingerprint for `kttune search`; curves of the "
-                                                              "cached profile that this run does not re-measure are kept "
-                                                              "(see --fresh).")] = None,
-    fresh: Annotated[bool, typer.Option("--fresh", help="Do not keep curves of this machine's cached profile that this run "
-                                                        "does not re-measure.")] = False,
-    cpu_only: Annotated[bool, typer.Option("--cpu-only", help="Skip the GPU probes (CPU expert kernels, stage A and host RAM "
-                                                              "only).")] = False,
-    host_ram: Annotated[Optional[bool], typer.Option("--host-ram/--skip-host-ram", help="Run or skip the host RAM step "
-                                                     "(kt-kernel's reserved and resident RAM against max_len, one fresh "
-                                                     "process per point). Default: run it in a full probe, leave it out of "
-                                                     "--quick (docs/probe.md).")] = None,
+    quick: Annotated[
+        bool,
+        typer.Option(
+            "--quick",
+            help="Reduced probe: one small expert shape, tokens up to 256, kt-kernel "
+            "thread counts cores-5 and cores-3 (as the full probe's cores-5, -3, "
+            "-1), the layerwise pipeline over at most 2 GiB of each layer. About "
+            "a minute (docs/probe.md).",
+        ),
+    ] = False,
+    model: Annotated[
+        Optional[str],
+        typer.Option(
+            "--model",
+            help="Measure this model's expert shape (catalog name or model "
+            "directory) instead of representative shapes.",
+        ),
+    ] = None,
+    methods: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--methods",
+            help="KT methods to measure, comma-separated or "
+            "repeated (default: all the host's kt-kernel "
+            "runs: AMXINT4, AMXINT8, BF16, FP8, RAWINT4).",
+        ),
+    ] = None,
+    threads: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--threads",
+            help="CPU worker thread counts (--kt-cpuinfer), "
+            "comma-separated or repeated. Default: a series "
+            "that includes cores-1 and cores.",
+        ),
+    ] = None,
+    max_tokens: Annotated[
+        Optional[int],
+        bounded(
+            "--max-tokens",
+            rule=bounds.FORWARD_TOKENS,
+            help="Largest token count of the CPU MoE curves (the largest chunk). Default 256 with --quick, else 8192.",
+        ),
+    ] = None,
+    out: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--out",
+            help="Also write the profile (JSON) to this file. It is always "
+            "cached by fingerprint for `kttune search`; curves of the "
+            "cached profile that this run does not re-measure are kept "
+            "(see --fresh).",
+        ),
+    ] = None,
+    fresh: Annotated[
+        bool,
+        typer.Option(
+            "--fresh", help="Do not keep curves of this machine's cached profile that this run does not re-measure."
+        ),
+    ] = False,
+    cpu_only: Annotated[
+        bool, typer.Option("--cpu-only", help="Skip the GPU probes (CPU expert kernels, stage A and host RAM only).")
+    ] = False,
+    host_ram: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--host-ram/--skip-host-ram",
+            help="Run or skip the host RAM step "
+            "(kt-kernel's reserved and resident RAM against max_len, one fresh "
+            "process per point). Default: run it in a full probe, leave it out of "
+            "--quick (docs/probe.md).",
+        ),
+    ] = None,
     as_json: Json = False,
     report_dir: Report = None,
 ) -> None:
@@ -85,6 +135,7 @@ def probe(
     from kttune import app
     from kttune.emit.probe_report import render_profile
     from kttune.emit.progress import ProbeProgress
+
     app.check_report_extras(report_dir)
     opts = app.probe_options(
         quick=quick,
@@ -143,8 +194,13 @@ def _native_output_to_stderr() -> None:
 
 
 def profile_show(
-    profile: Annotated[Optional[str], typer.Argument(help="A profile file, a shipped profile name, or a fingerprint in the "
-                                                          "cache. Default: the profile `kttune search` would use here.")] = None,
+    profile: Annotated[
+        Optional[str],
+        typer.Argument(
+            help="A profile file, a shipped profile name, or a fingerprint in the "
+            "cache. Default: the profile `kttune search` would use here."
+        ),
+    ] = None,
     as_json: Json = False,
 ) -> None:
     """Print a hardware profile: inventory, provenance and its curves as tables."""

@@ -14,12 +14,18 @@ DEFAULT_DIR = "kttune-report"
 
 
 def report(
-    files: Annotated[list[Path], typer.Argument(help="JSON documents: `kttune search --json`, `kttune explain --json`, "
-                                                     "`kttune probe --json` (or a profile file), path-runner, measured-search "
-                                                     "and simulation results; a directory stands for the *.json files in "
-                                                     "it.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for report.md and its PNG figures (created if "
-                                                          "needed).")] = Path(DEFAULT_DIR),
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="JSON documents: `kttune search --json`, `kttune explain --json`, "
+            "`kttune probe --json` (or a profile file), path-runner, measured-search "
+            "and simulation results; a directory stands for the *.json files in "
+            "it."
+        ),
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Directory for report.md and its PNG figures (created if needed).")
+    ] = Path(DEFAULT_DIR),
     title: Annotated[Optional[str], typer.Option("--title", help="Report title (default: 'kttune report').")] = None,
     json_out: Json = False,
 ) -> None:

@@ -31,6 +31,7 @@ HYBRID_SYNC_MS = 0.05
 # Per prefill forward: scheduler, sampling, launch overhead outside the layers.
 FORWARD_OVERHEAD_MS = 2.0
 
+
 @dataclass
 class Components:
     profile: HardwareProfile
@@ -44,7 +45,9 @@ class Components:
         m = self.model
         self.i_tp = m.moe_intermediate_size // self.tp
         self.cpu_bytes_per_expert = bytes_per_expert(self.method.cpu_format, m.hidden_size, m.moe_intermediate_size)
-        self.gpu_bytes_per_expert = bytes_per_expert(gpu_format(self.method, m.checkpoint_format), m.hidden_size, self.i_tp)
+        self.gpu_bytes_per_expert = bytes_per_expert(
+            gpu_format(self.method, m.checkpoint_format), m.hidden_size, self.i_tp
+        )
         self._cpu_fits: dict[tuple[int, int], tuple[LinearFit, Curve | None]] = {}
         self._cpu_method = self._pick_cpu_method()
         self._gpu_moe_fit = self._fit_gpu_moe()
@@ -70,7 +73,8 @@ class Components:
         if not have:
             raise UserError(
                 "the hardware profile has no CPU MoE measurements",
-                "run `kttune probe` on this machine or pass a shipped profile with {profile}", params=("profile",),
+                "run `kttune probe` on this machine or pass a shipped profile with {profile}",
+                params=("profile",),
             )
         if self.method.name in have:
             return self.method.name
@@ -87,8 +91,14 @@ class Components:
     def fit_report(self, threads: int, pools: int = 1) -> dict[str, dict]:
         """Each fitted component with its coefficients and relative RMS error over the points it was
         fitted on: how far the model is from its own measurements."""
-        fits = {"cpu_moe": self._cpu_fit(threads, pools)[0], "gpu_moe": self._gpu_moe_fit, "attention": self._attn_fit,
-                "gemm": self._gemm_fit, "h2d": self._h2d_fit, "stage_a": self._stage_a_fit(threads)}
+        fits = {
+            "cpu_moe": self._cpu_fit(threads, pools)[0],
+            "gpu_moe": self._gpu_moe_fit,
+            "attention": self._attn_fit,
+            "gemm": self._gemm_fit,
+            "h2d": self._h2d_fit,
+            "stage_a": self._stage_a_fit(threads),
+        }
         if self._stage_c_fit is not None:
             fits["stage_c"] = self._stage_c_fit
         if self._pipeline_fit is not None:
@@ -101,8 +111,12 @@ class Components:
     def threadpool_options(self, threads: int) -> list[tuple[int, tuple[int, ...]]]:
         """(sub-pools, explicit NUMA node ids or ()) measured at `threads` workers: on a multi-socket
         host the probe measures the pool spread over every node and a pool on one node alone."""
-        return sorted({(int(c.params.get("threadpools", 1)), tuple(c.params.get("numa_nodes") or ()))
-                       for c in self.profile.curves_of("cpu_moe", method=self._cpu_method, threads=threads)})
+        return sorted(
+            {
+                (int(c.params.get("threadpools", 1)), tuple(c.params.get("numa_nodes") or ()))
+                for c in self.profile.curves_of("cpu_moe", method=self._cpu_method, threads=threads)
+            }
+        )
 
     def threadpool_choice(self, threads: int, tokens: int = 1024) -> tuple[int, tuple[int, ...]]:
         """The measured (`--kt-threadpool-count`, `--kt-numa-nodes`) that runs a `tokens`-token forward
@@ -126,14 +140,17 @@ class Components:
             pooled = nearest_shapes(_same_pool(curves, pools, numa), self.model.params_per_expert)
             fit = fit_curves(pooled)
             m = self.model
-            same_shape = [c for c in pooled if (c.shape.hidden, c.shape.inter) == (m.hidden_size, m.moe_intermediate_size)]
+            same_shape = [
+                c for c in pooled if (c.shape.hidden, c.shape.inter) == (m.hidden_size, m.moe_intermediate_size)
+            ]
             table = _residual_table(fit, same_shape[0]) if same_shape and self._cpu_method == self.method.name else None
             lent = None if same_shape else self._shape_from_other_threads(threads, pools, numa, pooled)
             self._cpu_fits[key] = lent or (fit, table)
         return self._cpu_fits[key]
 
-    def _shape_from_other_threads(self, threads: int, pools: int, numa: tuple[int, ...],
-                                  pooled: list[Curve]) -> tuple[LinearFit, object] | None:
+    def _shape_from_other_threads(
+        self, threads: int, pools: int, numa: tuple[int, ...], pooled: list[Curve]
+    ) -> tuple[LinearFit, object] | None:
         """The model's expert shape from another thread count, scaled to `threads`: where this count
         was measured only at shapes far from the model's (a quick probe's small shape) and another
         count measured one nearer, the kernel's shape efficiency comes from the nearer one and the
@@ -146,8 +163,12 @@ class Components:
             return abs(math.log(c.shape.params_per_expert / ppe))
 
         here = min(dist(c) for c in pooled)
-        mine = {(c.shape.hidden, c.shape.inter, c.shape.experts): c for c in
-                _same_pool(self.profile.curves_of("cpu_moe", method=self._cpu_method, threads=threads), pools, numa)}
+        mine = {
+            (c.shape.hidden, c.shape.inter, c.shape.experts): c
+            for c in _same_pool(
+                self.profile.curves_of("cpu_moe", method=self._cpu_method, threads=threads), pools, numa
+            )
+        }
         best = None
         for t in self.cpu_thread_options():
             theirs = _same_pool(self.profile.curves_of("cpu_moe", method=self._cpu_method, threads=t), pools, numa)
@@ -167,31 +188,48 @@ class Components:
             a = at_t(row(ref, tokens))
             return at_threads(row(ref, tokens)) / a if a > 0 else 1.0
 
-        self.notes.append(f"CPU MoE at {threads} threads: measured there only at shapes far from "
-                          f"{self.model.name}'s; its shape taken from the {t}-thread curves, scaled by the "
-                          f"{threads}/{t}-thread ratio on {ref.shape.hidden}x{ref.shape.inter}")
+        self.notes.append(
+            f"CPU MoE at {threads} threads: measured there only at shapes far from "
+            f"{self.model.name}'s; its shape taken from the {t}-thread curves, scaled by the "
+            f"{threads}/{t}-thread ratio on {ref.shape.hidden}x{ref.shape.inter}"
+        )
         return fit_curves(nearest_shapes(theirs, ppe)), scale
 
-    def cpu_moe_ms(self, tokens: float, cpu_experts: int, threads: int, pools: int = 1, numa: tuple[int, ...] = ()) -> float:
+    def cpu_moe_ms(
+        self, tokens: float, cpu_experts: int, threads: int, pools: int = 1, numa: tuple[int, ...] = ()
+    ) -> float:
         """One kt-kernel MoE forward of `tokens` tokens over `cpu_experts` experts on the CPU, with
         `threads` workers in `pools` sub-pools (on the NUMA nodes `numa`, () for kt-kernel's default)."""
         if cpu_experts <= 0 or tokens <= 0:
             return 0.0
         m = self.model
         fit, residual = self._cpu_fit(threads, pools, numa)
-        t = fit(moe_features(tokens, m.hidden_size, m.moe_intermediate_size, m.num_experts, m.top_k,
-                             cpu_experts, self.cpu_bytes_per_expert))
+        t = fit(
+            moe_features(
+                tokens,
+                m.hidden_size,
+                m.moe_intermediate_size,
+                m.num_experts,
+                m.top_k,
+                cpu_experts,
+                self.cpu_bytes_per_expert,
+            )
+        )
         return t * residual(tokens) if residual else t
 
     # ---- GPU -----------------------------------------------------------------------------------
     def _fit_gpu_moe(self) -> LinearFit:
         curves = self.profile.curves_of("gpu_moe", method=self.method.name) or self.profile.curves_of("gpu_moe")
         if not curves:
-            raise UserError("the hardware profile has no GPU MoE measurements",
-                            "pass a profile with GPU curves ({profile}), e.g. a shipped one from `kttune profiles`",
-                            params=("profile",))
+            raise UserError(
+                "the hardware profile has no GPU MoE measurements",
+                "pass a profile with GPU curves ({profile}), e.g. a shipped one from `kttune profiles`",
+                params=("profile",),
+            )
         if not self.profile.curves_of("gpu_moe", method=self.method.name):
-            self.notes.append(f"GPU MoE for {self.method.name} not measured; used {curves[0].params.get('method')} curves rescaled by bytes")
+            self.notes.append(
+                f"GPU MoE for {self.method.name} not measured; used {curves[0].params.get('method')} curves rescaled by bytes"
+            )
         # GPU MoE curves run every expert of the layer: cpu_experts is absent and defaults to all
         return fit_curves(curves)
 
@@ -200,15 +238,21 @@ class Components:
         if gpu_experts <= 0 or tokens <= 0:
             return 0.0
         m = self.model
-        return self._gpu_moe_fit(moe_features(tokens, m.hidden_size, self.i_tp, m.num_experts, m.top_k,
-                                              gpu_experts, self.gpu_bytes_per_expert))
+        return self._gpu_moe_fit(
+            moe_features(
+                tokens, m.hidden_size, self.i_tp, m.num_experts, m.top_k, gpu_experts, self.gpu_bytes_per_expert
+            )
+        )
 
     def _fit_attention(self) -> LinearFit:
         kind = self.model.attention
         curves = self.profile.curves_of("attention", attention=kind) or self.profile.curves_of("attention")
         if not curves:
-            raise UserError("the hardware profile has no attention measurements", "pass a profile with GPU curves ({profile})",
-                            params=("profile",))
+            raise UserError(
+                "the hardware profile has no attention measurements",
+                "pass a profile with GPU curves ({profile})",
+                params=("profile",),
+            )
         return fit_curves(curves)
 
     def attention_ms(self, tokens: float, prefix: float) -> float:
@@ -220,8 +264,11 @@ class Components:
     def _fit_gemm(self) -> LinearFit:
         curves = self.profile.curves_of("gpu_gemm")
         if not curves:
-            raise UserError("the hardware profile has no GPU GEMM measurements", "pass a profile with GPU curves ({profile})",
-                            params=("profile",))
+            raise UserError(
+                "the hardware profile has no GPU GEMM measurements",
+                "pass a profile with GPU curves ({profile})",
+                params=("profile",),
+            )
         return fit_curves(curves)
 
     def _dense_params_per_layer(self) -> float:
@@ -259,17 +306,24 @@ class Components:
 
     # ---- copies and the layerwise stages ---------------------------------------------------------
     def _fit_copy(self, kind: str) -> LinearFit:
-        curves = [c for c in self.profile.curves_of(kind) if c.params.get("pinned", True) and c.params.get("gpu") != "all"]
+        curves = [
+            c for c in self.profile.curves_of(kind) if c.params.get("pinned", True) and c.params.get("gpu") != "all"
+        ]
         if not curves:
-            raise UserError(f"the hardware profile has no {kind.upper()} copy measurements",
-                            "pass a profile with GPU curves ({profile})", params=("profile",))
+            raise UserError(
+                f"the hardware profile has no {kind.upper()} copy measurements",
+                "pass a profile with GPU curves ({profile})",
+                params=("profile",),
+            )
         return fit_curves(curves)
 
     def _fit_copy_all_links(self) -> LinearFit | None:
         """H2D with every GPU copying at once (`gpu: "all"` curves, x = total bytes), if measured."""
         curves = [c for c in self.profile.curves_of("h2d", gpu="all") if c.params.get("pinned", True)]
         if not curves:
-            self.notes.append(f"H2D over {self.tp} links at once not measured; assumed each link runs at its single-GPU rate")
+            self.notes.append(
+                f"H2D over {self.tp} links at once not measured; assumed each link runs at its single-GPU rate"
+            )
             return None
         return fit_curves(curves)
 
@@ -277,12 +331,16 @@ class Components:
         """The profile's all-reduce curve for this many ranks (or the nearest measured count)."""
         if not hasattr(self, "_allreduce_best"):
             curves = self.profile.curves_of("allreduce")
-            self._allreduce_best = min(curves, key=lambda c: abs(int(c.params.get("ranks", 2)) - self.tp)) if curves else None
+            self._allreduce_best = (
+                min(curves, key=lambda c: abs(int(c.params.get("ranks", 2)) - self.tp)) if curves else None
+            )
             if curves:
                 self._allreduce_fit = fit_curves([self._allreduce_best])
             else:
-                self.notes.append("no all-reduce curve in the profile: TP all-reduces estimated with NCCL's ring cost "
-                                  "model over one link at the measured H2D rate")
+                self.notes.append(
+                    "no all-reduce curve in the profile: TP all-reduces estimated with NCCL's ring cost "
+                    "model over one link at the measured H2D rate"
+                )
         return self._allreduce_best
 
     def allreduce_ms(self, nbytes: float) -> float:
@@ -339,9 +397,14 @@ class Components:
             if not curves:
                 curves = self.profile.curves_of("stage_a_write")
                 if not curves:
-                    raise UserError("the hardware profile has no stage-A (write_weight_scale_to_buffer) measurements",
-                                    "run `kttune probe` or pass a shipped profile with {profile}", params=("profile",))
-                self.notes.append(f"stage A for {self.method.name} not measured; used {curves[0].params.get('method')} bytes/s")
+                    raise UserError(
+                        "the hardware profile has no stage-A (write_weight_scale_to_buffer) measurements",
+                        "run `kttune probe` or pass a shipped profile with {profile}",
+                        params=("profile",),
+                    )
+                self.notes.append(
+                    f"stage A for {self.method.name} not measured; used {curves[0].params.get('method')} bytes/s"
+                )
             ths = sorted({int(c.params.get("threads", 1)) for c in curves})
             best = max([t for t in ths if t <= threads] or ths[:1])
             sel = [c for c in curves if int(c.params.get("threads", 1)) == best]
@@ -351,7 +414,9 @@ class Components:
     def _fit_stage_c(self) -> LinearFit | None:
         if self.method.cpu_format != "int4_g32":
             return None  # FP8 / BF16 / MXFP8 are byte copies; no per-expert post-processing
-        curves = self.profile.curves_of("stage_c_repack", method=self.method.name) or self.profile.curves_of("stage_c_repack")
+        curves = self.profile.curves_of("stage_c_repack", method=self.method.name) or self.profile.curves_of(
+            "stage_c_repack"
+        )
         if not curves:
             self.notes.append("stage C (int4 repack) not measured; assumed free")
             return None
@@ -364,7 +429,9 @@ class Components:
         """Layer load time against streamed bytes, from the measured A -> B -> C pipeline of this
         method (one GPU). None when not measured for the method: then the stages are composed."""
         # a derived profile carries pipelines measured on another machine for their overlap only
-        curves = [c for c in self.profile.curves_of("pipeline", method=self.method.name) if c.params.get("use") != "overlap"]
+        curves = [
+            c for c in self.profile.curves_of("pipeline", method=self.method.name) if c.params.get("use") != "overlap"
+        ]
         if not curves:
             return None
         by_threads: dict[int, list[Curve]] = {}
@@ -390,8 +457,12 @@ class Components:
         return self._pipeline_fits[threads](copy_features(nbytes))
 
     def _overlap_ratio(self) -> float:
-        ratios = [pt.extra["overlap_ratio"] for c in self.profile.curves_of("pipeline") for pt in c.points
-                  if "overlap_ratio" in pt.extra]
+        ratios = [
+            pt.extra["overlap_ratio"]
+            for c in self.profile.curves_of("pipeline")
+            for pt in c.points
+            if "overlap_ratio" in pt.extra
+        ]
         if ratios:
             ratios.sort()
             return float(ratios[len(ratios) // 2])
@@ -420,8 +491,11 @@ SHAPE_REACH = 2.0
 def _same_pool(curves: list[Curve], pools: int, numa: tuple[int, ...]) -> list[Curve]:
     """The curves of `pools` sub-pools on the NUMA nodes `numa`; failing that, of `pools` sub-pools;
     failing that, all."""
-    same = [c for c in curves if c.params.get("threadpools", 1) == pools
-            and tuple(c.params.get("numa_nodes") or ()) == tuple(numa)]
+    same = [
+        c
+        for c in curves
+        if c.params.get("threadpools", 1) == pools and tuple(c.params.get("numa_nodes") or ()) == tuple(numa)
+    ]
     return same or [c for c in curves if c.params.get("threadpools", 1) == pools] or curves
 
 
@@ -429,6 +503,7 @@ def nearest_shapes(curves: list[Curve], params_per_expert: int, span: float = 8.
     """The curves whose expert size is within `span`x of the one nearest the model's: a tiny quick
     shape runs the kernels far from their efficient regime, so it only enters the fit when nothing
     closer was measured."""
+
     def dist(c: Curve) -> float:
         return abs(math.log(c.shape.params_per_expert / params_per_expert))
 

@@ -3,9 +3,25 @@ kinds whose fits use them (kttune.hw.curve_kinds), so that a curve is fitted by 
 where it is read and where it is predicted; this module names them for the cost model."""
 
 from kttune.hw.features import (
-    ATTENTION_FEATURES, COPY_FEATURES, GEMM_FEATURES, MOE_FEATURES, attention_prefill_flops, copy_features,
-    expected_experts_touched, gemm_features, moe_features,
+    ATTENTION_FEATURES,
+    COPY_FEATURES,
+    GEMM_FEATURES,
+    MOE_FEATURES,
+    attention_prefill_flops,
+    copy_features,
+    expected_experts_touched,
+    gemm_features,
+    moe_features,
 )
 
-__all__ = ["ATTENTION_FEATURES", "COPY_FEATURES", "GEMM_FEATURES", "MOE_FEATURES", "attention_prefill_flops",
-           "copy_features", "expected_experts_touched", "gemm_features", "moe_features"]
+__all__ = [
+    "ATTENTION_FEATURES",
+    "COPY_FEATURES",
+    "GEMM_FEATURES",
+    "MOE_FEATURES",
+    "attention_prefill_flops",
+    "copy_features",
+    "expected_experts_touched",
+    "gemm_features",
+    "moe_features",
+]

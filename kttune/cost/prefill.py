@@ -123,8 +123,9 @@ class ForwardTimes:
 
 def forward_time(c: Components, cfg: LaunchConfig, tokens: int, prefix: int = 0) -> ForwardTimes:
     layer = moe_layer(c, cfg, tokens)
-    return ForwardTimes(tokens, prefix, layer.path, c.model.num_moe_layers * layer.total_ms,
-                        non_moe_ms(c, tokens, prefix), layer)
+    return ForwardTimes(
+        tokens, prefix, layer.path, c.model.num_moe_layers * layer.total_ms, non_moe_ms(c, tokens, prefix), layer
+    )
 
 
 def prefill_forwards(c: Components, cfg: LaunchConfig, prompt_tokens: int) -> list[ForwardTimes]:

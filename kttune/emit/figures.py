@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from statistics import median
-from typing import Any, Iterable
+from typing import Iterable
 
 from kttune.units import GB, GIB
 
@@ -47,8 +47,12 @@ def calibration_error(runs: Iterable[dict] | None) -> dict | None:
     errs = [abs(r["measured_ms"] / r["predicted_ms"] - 1.0) for r in rows if not r.get("disturbed")]
     if not errs:
         return None
-    return {"median_abs_rel": median(errs), "max_abs_rel": max(errs), "n": len(errs),
-            "disturbed": sum(1 for r in rows if r.get("disturbed"))}
+    return {
+        "median_abs_rel": median(errs),
+        "max_abs_rel": max(errs),
+        "n": len(errs),
+        "disturbed": sum(1 for r in rows if r.get("disturbed")),
+    }
 
 
 def provenance_text(doc: dict, runs: Iterable[dict] | None = None) -> str:
@@ -58,26 +62,37 @@ def provenance_text(doc: dict, runs: Iterable[dict] | None = None) -> str:
     block) or any dict with a "profile" block of {machine, kind, fingerprint, created}."""
     if doc.get("format") == "kttune-hardware-profile":
         p = doc.get("provenance", {})
-        prof = {"machine": p.get("machine"), "kind": p.get("kind"), "fingerprint": doc.get("fingerprint"),
-                "created": p.get("created")}
+        prof = {
+            "machine": p.get("machine"),
+            "kind": p.get("kind"),
+            "fingerprint": doc.get("fingerprint"),
+            "created": p.get("created"),
+        }
     else:
         prof = doc.get("profile") or {}
         if isinstance(prof, str):  # a result that names its profile only
             prof = {"machine": prof}
-    kind = {"measured": "measured on ", "datasheet": "derived from datasheets for ",
-            "mixed": "measured (with shipped parts) on "}.get(prof.get("kind"), f"{prof['kind']}: " if prof.get("kind") else "")
+    kind = {
+        "measured": "measured on ",
+        "datasheet": "derived from datasheets for ",
+        "mixed": "measured (with shipped parts) on ",
+    }.get(prof.get("kind"), f"{prof['kind']}: " if prof.get("kind") else "")
     when = f", {str(prof['created'])[:10]}" if prof.get("created") else ""
     fp = f" [{prof['fingerprint']}]" if prof.get("fingerprint") else ""
     head = f"profile {kind}{prof.get('machine', '?')}{fp}{when}"
     cal = calibration_error(runs)
     if cal:
-        tail = (f"calibration vs path runner: median |error| {cal['median_abs_rel']:.0%}, "
-                f"max {cal['max_abs_rel']:.0%} over {cal['n']} runs"
-                + (f" ({cal['disturbed']} disturbed left out)" if cal.get("disturbed") else ""))
+        tail = (
+            f"calibration vs path runner: median |error| {cal['median_abs_rel']:.0%}, "
+            f"max {cal['max_abs_rel']:.0%} over {cal['n']} runs"
+            + (f" ({cal['disturbed']} disturbed left out)" if cal.get("disturbed") else "")
+        )
     elif doc.get("model_fits"):
         worst = max(doc["model_fits"].items(), key=lambda kv: kv[1].get("rel_rmse", 0.0))
-        tail = (f"not calibrated by the path runner; worst cost-model fit {worst[0]} "
-                f"{worst[1].get('rel_rmse', 0.0):.0%} rel. RMS on its own points")
+        tail = (
+            f"not calibrated by the path runner; worst cost-model fit {worst[0]} "
+            f"{worst[1].get('rel_rmse', 0.0):.0%} rel. RMS on its own points"
+        )
     elif doc.get("format") == "kttune-hardware-profile":
         tail = "medians of repeated measurements after warm-up, no model involved"
     else:
@@ -128,16 +143,21 @@ def _flags(doc: dict) -> dict:
 
 
 def _short_cfg(flags: dict) -> str:
-    return (f"{flags['num_gpu_experts']} GPU exp, chunk {flags['chunked_prefill_size']:,}, "
-            f"thr {flags['gpu_prefill_token_threshold']:,}, {flags['cpuinfer_threads']} thr")
+    return (
+        f"{flags['num_gpu_experts']} GPU exp, chunk {flags['chunked_prefill_size']:,}, "
+        f"thr {flags['gpu_prefill_token_threshold']:,}, {flags['cpuinfer_threads']} thr"
+    )
 
 
 def runner_points_for(doc: dict, runs: Iterable[dict] | None) -> list[dict]:
     """The path-runner rows that measure the configuration of a search/explain result: rows naming
     a model, method or GPU-expert count must match the result's (rows that name none all match)."""
     flags = _flags(doc)
-    want = {"model": (doc.get("model") or {}).get("name"), "method": flags.get("method"),
-            "gpu_experts": flags.get("num_gpu_experts")}
+    want = {
+        "model": (doc.get("model") or {}).get("name"),
+        "method": flags.get("method"),
+        "gpu_experts": flags.get("num_gpu_experts"),
+    }
     return [r for r in runs or () if all(r.get(k) is None or v is None or r[k] == v for k, v in want.items())]
 
 
@@ -166,30 +186,59 @@ def fig_prefill(doc: dict, runs: Iterable[dict] | None = None):
     runs = list(runs or ())
     fig = _new_figure(8.0, 6.4)
     ax_t, ax_r = fig.subplots(2, 1, sharex=True)
-    xs = [r["prompt_tokens"] for r in rows]
     # the picked line runs on top of one path or the other: draw the paths wide and pale under it
-    series = [("hybrid only", "hybrid_ms", "tab:orange", "-", 4.0, 0.55), ("layerwise only", "layerwise_ms", "tab:blue", "-", 4.0, 0.55),
-              ("picked", "picked_ms", "black", "--", 1.4, 1.0)]
+    series = [
+        ("hybrid only", "hybrid_ms", "tab:orange", "-", 4.0, 0.55),
+        ("layerwise only", "layerwise_ms", "tab:blue", "-", 4.0, 0.55),
+        ("picked", "picked_ms", "black", "--", 1.4, 1.0),
+    ]
     for label, key, color, ls, lw, alpha in series:
         pts = [(r["prompt_tokens"], r[key]) for r in rows if r.get(key) is not None]
         if not pts:
             continue
         px = [p for p, _ in pts]
         ax_t.plot(px, [ms / 1e3 for _, ms in pts], ls, color=color, marker="o", ms=3, lw=lw, alpha=alpha, label=label)
-        ax_r.plot(px, [p / (ms / 1e3) for p, ms in pts], ls, color=color, marker="o", ms=3, lw=lw, alpha=alpha, label=label)
+        ax_r.plot(
+            px, [p / (ms / 1e3) for p, ms in pts], ls, color=color, marker="o", ms=3, lw=lw, alpha=alpha, label=label
+        )
     runs = runner_points_for(doc, runs)
     for path, color in (("hybrid", "tab:orange"), ("layerwise", "tab:blue")):
-        pts = [(r["tokens"], r.get("extrapolated_ms") or r["measured_ms"]) for r in runs
-               if r.get("path") == path and r.get("measured_ms")
-               and (r.get("chunk") == chunk or r["tokens"] <= min(r.get("chunk") or 0, chunk))]
+        pts = [
+            (r["tokens"], r.get("extrapolated_ms") or r["measured_ms"])
+            for r in runs
+            if r.get("path") == path
+            and r.get("measured_ms")
+            and (r.get("chunk") == chunk or r["tokens"] <= min(r.get("chunk") or 0, chunk))
+        ]
         if pts:
-            ax_t.scatter([p for p, _ in pts], [ms / 1e3 for _, ms in pts], marker="D", s=30, color=color,
-                         edgecolor="black", zorder=5, label=f"measured {path}")
-            spread = [r for r in runs if r.get("path") == path and r.get("extrapolated_low_ms")
-                      and (r.get("chunk") == chunk or r["tokens"] <= min(r.get("chunk") or 0, chunk))]
+            ax_t.scatter(
+                [p for p, _ in pts],
+                [ms / 1e3 for _, ms in pts],
+                marker="D",
+                s=30,
+                color=color,
+                edgecolor="black",
+                zorder=5,
+                label=f"measured {path}",
+            )
+            spread = [
+                r
+                for r in runs
+                if r.get("path") == path
+                and r.get("extrapolated_low_ms")
+                and (r.get("chunk") == chunk or r["tokens"] <= min(r.get("chunk") or 0, chunk))
+            ]
             _error_bars(ax_t, spread, "tokens", "extrapolated", color, scale=1e-3)
-            ax_r.scatter([p for p, _ in pts], [p / (ms / 1e3) for p, ms in pts], marker="D", s=30, color=color,
-                         edgecolor="black", zorder=5, label=f"measured {path}")
+            ax_r.scatter(
+                [p for p, _ in pts],
+                [p / (ms / 1e3) for p, ms in pts],
+                marker="D",
+                s=30,
+                color=color,
+                edgecolor="black",
+                zorder=5,
+                label=f"measured {path}",
+            )
     for ax in (ax_t, ax_r):
         if cross:
             ax.axvline(cross, color="tab:green", ls=":", lw=1.5, label=f"crossover {cross:,}")
@@ -213,8 +262,16 @@ def fig_prefill(doc: dict, runs: Iterable[dict] | None = None):
 
 
 def _same_flags(a: dict, b: dict) -> bool:
-    return all(a.get(k) == b.get(k) for k in ("num_gpu_experts", "chunked_prefill_size", "gpu_prefill_token_threshold",
-                                              "max_total_tokens", "cpuinfer_threads"))
+    return all(
+        a.get(k) == b.get(k)
+        for k in (
+            "num_gpu_experts",
+            "chunked_prefill_size",
+            "gpu_prefill_token_threshold",
+            "max_total_tokens",
+            "cpuinfer_threads",
+        )
+    )
 
 
 def vram_candidates(doc: dict, neighbours: int = 2) -> list[tuple[str, dict]]:
@@ -229,7 +286,7 @@ def vram_candidates(doc: dict, neighbours: int = 2) -> list[tuple[str, dict]]:
     front = [e for e in front if not _same_flags(e["flags"], pick["flags"])]
     i = sum(e["predicted"]["mean_prefill_ms"] < pick["predicted"]["mean_prefill_ms"] for e in front)
     out = [("pick", pick)]
-    others = front[max(0, i - neighbours):i] + front[i:i + neighbours]
+    others = front[max(0, i - neighbours) : i] + front[i : i + neighbours]
     for e in sorted(others, key=lambda e: e["predicted"]["mean_prefill_ms"]):
         out.append(("Pareto", e))
     if doc.get("kt_run_default"):
@@ -266,8 +323,10 @@ def fig_vram(doc: dict):
     labels = []
     for (kind, e), top in zip(cands, bottoms):
         f = e["flags"]
-        labels.append(f"{kind}\n{f['num_gpu_experts']} exp, C {f['chunked_prefill_size']:,}\n"
-                      f"T {f['gpu_prefill_token_threshold']:,}, KV {f['max_total_tokens'] // 1024}K")
+        labels.append(
+            f"{kind}\n{f['num_gpu_experts']} exp, C {f['chunked_prefill_size']:,}\n"
+            f"T {f['gpu_prefill_token_threshold']:,}, KV {f['max_total_tokens'] // 1024}K"
+        )
     ax.set_xticks(xs, labels, fontsize=7)
     for t in ax.get_xticklabels()[:1]:
         t.set_fontweight("bold")
@@ -275,8 +334,10 @@ def fig_vram(doc: dict):
     ax.set_ylim(0, max(bottoms + [budget]) * 1.08)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     model = doc.get("model", {}).get("name", "?")
-    ax.set_title(f"{model}: VRAM of the pick and the runner-ups" if "pick" in doc else f"{model}: VRAM of the given flags",
-                 fontsize=10)
+    ax.set_title(
+        f"{model}: VRAM of the pick and the runner-ups" if "pick" in doc else f"{model}: VRAM of the given flags",
+        fontsize=10,
+    )
     _stamp(fig, provenance_text(doc))
     return fig
 
@@ -304,8 +365,17 @@ def fig_pareto(doc: dict, trials: list[tuple[float, float]] | None = None):
     if trials:
         ax.scatter([x for x, _ in trials], [y for _, y in trials], s=8, color="0.75", zorder=0, label="feasible trials")
     ax.plot([x for x, _ in pts], [y for _, y in pts], color="0.6", lw=1, zorder=1)
-    sc = ax.scatter([x for x, _ in pts], [y for _, y in pts], c=peaks, cmap="viridis", s=40, zorder=2,
-                    label="Pareto front", edgecolor="black", lw=0.4)
+    sc = ax.scatter(
+        [x for x, _ in pts],
+        [y for _, y in pts],
+        c=peaks,
+        cmap="viridis",
+        s=40,
+        zorder=2,
+        label="Pareto front",
+        edgecolor="black",
+        lw=0.4,
+    )
     fig.colorbar(sc, ax=ax, label="runtime peak VRAM (GiB)")
     px, py = xy(doc["pick"])
     ax.scatter([px], [py], marker="*", s=260, facecolor="none", edgecolor="tab:red", lw=1.6, zorder=3, label="pick")
@@ -314,16 +384,25 @@ def fig_pareto(doc: dict, trials: list[tuple[float, float]] | None = None):
     if base:
         bx, by = xy(base)
         ax.scatter([bx], [by], marker="X", s=80, color="0.3", zorder=3, label="kt run default")
-        ax.annotate("kt run: " + _short_cfg(base["flags"]), (bx, by), textcoords="offset points", xytext=(0, 10),
-                    ha="center", fontsize=7)
+        ax.annotate(
+            "kt run: " + _short_cfg(base["flags"]),
+            (bx, by),
+            textcoords="offset points",
+            xytext=(0, 10),
+            ha="center",
+            fontsize=7,
+        )
     ax.set_xscale("log")
     ax.set_xlabel("mean prefill time over the workload (s, lower is better)")
     ax.set_ylabel("decode throughput (tokens/s, higher is better)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     st = doc.get("study") or {}
-    ax.set_title(f"{doc.get('model', {}).get('name', '?')}: Pareto front of {st.get('feasible', '?')} feasible "
-                 f"of {st.get('trials', '?')} trials", fontsize=10)
+    ax.set_title(
+        f"{doc.get('model', {}).get('name', '?')}: Pareto front of {st.get('feasible', '?')} feasible "
+        f"of {st.get('trials', '?')} trials",
+        fontsize=10,
+    )
     _stamp(fig, provenance_text(doc) + (f"; study {st['name']}" if st.get("name") else ""))
     return fig
 
@@ -397,8 +476,16 @@ def fig_cpu_moe(profile: dict):
             p = c["params"]
             full = cores and p.get("threads", 0) * p.get("threadpools", 1) >= cores
             pts = sorted((pt["x"], pt["t_ms"]) for pt in c["points"])
-            ax.plot([x for x, _ in pts], [t for _, t in pts], "--" if full else "-", color=colors[p.get("method")],
-                    marker=markers[p.get("threads")], ms=3, lw=1.8 if full else 1.2, label=cpu_moe_label(p))
+            ax.plot(
+                [x for x, _ in pts],
+                [t for _, t in pts],
+                "--" if full else "-",
+                color=colors[p.get("method")],
+                marker=markers[p.get("threads")],
+                ms=3,
+                lw=1.8 if full else 1.2,
+                label=cpu_moe_label(p),
+            )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_title(f"H{h} I{i} E{e} top-{k}", fontsize=9)
@@ -441,17 +528,33 @@ def fig_h2d(profile: dict):
         label = f"{c['kind']} {'pinned' if p.get('pinned') else 'pageable'} gpu {p.get('gpu')}"
         if p.get("gpu") == "all":
             label += " (aggregate)"
-        color = {(True, "h2d"): "tab:blue", (True, "d2h"): "tab:cyan", (False, "h2d"): "tab:orange",
-                 (False, "d2h"): "tab:brown"}[(bool(p.get("pinned")), c["kind"])]
-        ax.plot([pt["x"] for pt in pts], [copy_gbps(pt) for pt in pts], "-" if c["kind"] == "h2d" else ":",
-                color=color, marker="o" if p.get("gpu") != "all" else "s", ms=3, label=label)
+        color = {
+            (True, "h2d"): "tab:blue",
+            (True, "d2h"): "tab:cyan",
+            (False, "h2d"): "tab:orange",
+            (False, "d2h"): "tab:brown",
+        }[(bool(p.get("pinned")), c["kind"])]
+        ax.plot(
+            [pt["x"] for pt in pts],
+            [copy_gbps(pt) for pt in pts],
+            "-" if c["kind"] == "h2d" else ":",
+            color=color,
+            marker="o" if p.get("gpu") != "all" else "s",
+            ms=3,
+            label=label,
+        )
         for pt in pts:
             lim = (pt.get("extra") or {}).get("link_theoretical_gbps")
             if lim:
                 limits.add((round(float(lim), 2), p.get("gpu") == "all"))
     for lim, every in sorted(limits):
-        ax.axhline(lim, color="black", lw=1, ls="--" if not every else "-.",
-                   label=f"link limit {lim:g} GB/s" + (" (all GPUs)" if every else ""))
+        ax.axhline(
+            lim,
+            color="black",
+            lw=1,
+            ls="--" if not every else "-.",
+            label=f"link limit {lim:g} GB/s" + (" (all GPUs)" if every else ""),
+        )
     ax.set_xscale("log", base=2)
     ax.set_xlabel("bytes per copy")
     ax.set_ylabel("GB/s")
@@ -462,19 +565,29 @@ def fig_h2d(profile: dict):
     return fig
 
 
-PIPELINE_STAGES = (("stage_a_ms", "A: CPU write"), ("stage_b_ms", "B: H2D copy"), ("stage_c_ms", "C: GPU repack"),
-                   ("layer_ms", "layer (pipelined)"))
+PIPELINE_STAGES = (
+    ("stage_a_ms", "A: CPU write"),
+    ("stage_b_ms", "B: H2D copy"),
+    ("stage_c_ms", "C: GPU repack"),
+    ("layer_ms", "layer (pipelined)"),
+)
 
 
 def pipeline_groups(profile: dict) -> list[tuple[str, dict]]:
     """(label, extra) of each pipeline curve's full-layer point (its largest), in drawing order."""
     out = []
-    for c in sorted(_curves(profile, "pipeline"),
-                    key=lambda c: (str(c["params"].get("model")), c["params"].get("method"), -c["params"].get("threads", 0))):
+    for c in sorted(
+        _curves(profile, "pipeline"),
+        key=lambda c: (str(c["params"].get("model")), c["params"].get("method"), -c["params"].get("threads", 0)),
+    ):
         pt = max(c["points"], key=lambda pt: pt["x"])
         p = c["params"]
-        out.append((f"{p.get('model') or p.get('method')} {p.get('method')}\n{p.get('threads')} thr, "
-                    f"{pt['x'] / GB:.1f} GB", pt.get("extra") or {}))
+        out.append(
+            (
+                f"{p.get('model') or p.get('method')} {p.get('method')}\n{p.get('threads')} thr, {pt['x'] / GB:.1f} GB",
+                pt.get("extra") or {},
+            )
+        )
     return out
 
 
@@ -538,13 +651,26 @@ def fig_calibration(runs: list[dict], doc: dict | None = None):
     for path in sorted({r["path"] for r in rows}):
         rs = [r for r in rows if r["path"] == path and not r.get("disturbed")]
         if rs:
-            ax.scatter([r["predicted_ms"] for r in rs], [r["measured_ms"] for r in rs], s=30, label=path,
-                       color=colors.get(path), edgecolor="black", lw=0.4)
+            ax.scatter(
+                [r["predicted_ms"] for r in rs],
+                [r["measured_ms"] for r in rs],
+                s=30,
+                label=path,
+                color=colors.get(path),
+                edgecolor="black",
+                lw=0.4,
+            )
             _error_bars(ax, rs, "predicted_ms", "measured", colors.get(path))
     bad = [r for r in rows if r.get("disturbed")]
     if bad:
-        ax.scatter([r["predicted_ms"] for r in bad], [r["measured_ms"] for r in bad], s=40, marker="x",
-                   color="0.35", label="disturbed (left out)")
+        ax.scatter(
+            [r["predicted_ms"] for r in bad],
+            [r["measured_ms"] for r in bad],
+            s=40,
+            marker="x",
+            color="0.35",
+            label="disturbed (left out)",
+        )
     lo = min(min(r["predicted_ms"], r["measured_ms"]) for r in rows) / 1.3
     hi = max(max(r["predicted_ms"], r["measured_ms"]) for r in rows) * 1.3
     ax.plot([lo, hi], [lo, hi], color="0.4", lw=1, ls="--", label="y = x")
@@ -558,8 +684,11 @@ def fig_calibration(runs: list[dict], doc: dict | None = None):
     ax.legend(fontsize=8)
     cal = calibration_error(rows)
     left = f", {cal['disturbed']} disturbed left out" if cal.get("disturbed") else ""
-    ax.set_title(f"Path runner against the cost model\nmedian |error| {cal['median_abs_rel']:.0%}, "
-                 f"max {cal['max_abs_rel']:.0%} ({cal['n']} runs{left})", fontsize=10)
+    ax.set_title(
+        f"Path runner against the cost model\nmedian |error| {cal['median_abs_rel']:.0%}, "
+        f"max {cal['max_abs_rel']:.0%} ({cal['n']} runs{left})",
+        fontsize=10,
+    )
     _stamp(fig, provenance_text(doc or {}, rows))
     return fig
 
@@ -603,8 +732,14 @@ def fig_schedules(sim: dict, doc: dict | None = None):
                 ax.plot(*_ecdf([v * scale for v in samples]), drawstyle="steps-post", color=color, label=name)
             elif pct:
                 qs = sorted(pct)
-                ax.plot([pct[q] * scale for q in qs], [q / 100 for q in qs], "o--", color=color, ms=4,
-                        label=f"{name} " + "/".join(f"p{q:g}" for q in qs))
+                ax.plot(
+                    [pct[q] * scale for q in qs],
+                    [q / 100 for q in qs],
+                    "o--",
+                    color=color,
+                    ms=4,
+                    label=f"{name} " + "/".join(f"p{q:g}" for q in qs),
+                )
         if s.get("attainment"):
             pts = sorted((float(r), float(a)) for r, a in s["attainment"])
             ax_att.plot([r for r, _ in pts], [a for _, a in pts], marker="o", ms=3, color=f"C{i % 10}", label=name)

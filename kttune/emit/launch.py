@@ -19,6 +19,6 @@ def launch_command(argv: list[str], multiline: bool = True) -> str:
         j = i + 1
         while argv[i].startswith("--") and j < len(argv) and not argv[j].startswith("--"):
             j += 1  # a flag with its values (--kt-numa-nodes takes one per pool) on one line
-        lines.append("  " + " ".join([argv[i]] + [shlex.quote(v) for v in argv[i + 1:j]]))
+        lines.append("  " + " ".join([argv[i]] + [shlex.quote(v) for v in argv[i + 1 : j]]))
         i = j
     return " \\\n".join(lines)

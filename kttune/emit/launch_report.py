@@ -24,11 +24,21 @@ def _read_line(parsed) -> str:
 def _compare_rows(yours, pick) -> list[tuple[str, str, str]]:
     return [
         ("mean prefill", ms_or_s(yours.mean_ttft_ms), ms_or_s(pick.mean_ttft_ms)),
-        ("decode per request", f"{yours.decode_tok_s_per_request:,.1f} tok/s", f"{pick.decode_tok_s_per_request:,.1f} tok/s"),
-        ("decode, batch", f"{yours.decode_tok_s:,.1f} tok/s ({yours.decode_batch})",
-         f"{pick.decode_tok_s:,.1f} tok/s ({pick.decode_batch})"),
-        ("runtime peak VRAM", f"{yours.vram.runtime_peak_bytes / GIB:.1f} GiB" + ("" if yours.feasible else " over"),
-         f"{pick.vram.runtime_peak_bytes / GIB:.1f} GiB"),
+        (
+            "decode per request",
+            f"{yours.decode_tok_s_per_request:,.1f} tok/s",
+            f"{pick.decode_tok_s_per_request:,.1f} tok/s",
+        ),
+        (
+            "decode, batch",
+            f"{yours.decode_tok_s:,.1f} tok/s ({yours.decode_batch})",
+            f"{pick.decode_tok_s:,.1f} tok/s ({pick.decode_batch})",
+        ),
+        (
+            "runtime peak VRAM",
+            f"{yours.vram.runtime_peak_bytes / GIB:.1f} GiB" + ("" if yours.feasible else " over"),
+            f"{pick.vram.runtime_peak_bytes / GIB:.1f} GiB",
+        ),
     ]
 
 
@@ -57,7 +67,7 @@ def changes_table(outcome, changes, width: int | None = None) -> Table:
 
 def render_launch_explain(console: Console, outcome) -> None:
     """`outcome`: kttune.app.launch_explain.LaunchExplainOutcome."""
-    parsed, resolved = outcome.parsed, outcome.resolved
+    parsed = outcome.parsed
     console.print(_read_line(parsed), highlight=False, markup=False)
     console.print("as sglang-kt 0.7.2 runs it:", highlight=False)
     for n in outcome.notes:
@@ -66,7 +76,9 @@ def render_launch_explain(console: Console, outcome) -> None:
     render_explanation(console, ex.inputs.request, ex.explanation, list(ex.argv), None)
     if outcome.search is None:
         if outcome.search_problem:
-            console.print(f"kttune's search finds nothing better: {outcome.search_problem.line()}", markup=False, highlight=False)
+            console.print(
+                f"kttune's search finds nothing better: {outcome.search_problem.line()}", markup=False, highlight=False
+            )
         return
     changes = outcome.changes
     console.print(changes_table(outcome, changes, console.width))
@@ -76,6 +88,9 @@ def render_launch_explain(console: Console, outcome) -> None:
         console.print("  kttune picks the same flags", highlight=False)
     word = times_faster(outcome.search.best.mean_ttft_ms, ex.evaluation.mean_ttft_ms, lower_is_faster=True)
     word = "as fast as yours" if word == "the same" else f"{word} than yours"
-    console.print(f"kttune's pick: mean prefill {word} ({ms_short(outcome.search.best.mean_ttft_ms)} against "
-                  f"{ms_short(ex.evaluation.mean_ttft_ms)})", highlight=False)
+    console.print(
+        f"kttune's pick: mean prefill {word} ({ms_short(outcome.search.best.mean_ttft_ms)} against "
+        f"{ms_short(ex.evaluation.mean_ttft_ms)})",
+        highlight=False,
+    )
     render_command(console, list(outcome.search.argv), f"kttune's launch command ({flag_name('model_path')} kept)")

@@ -26,7 +26,6 @@ from kttune.schema import doc_kind, enveloped, kttune_version
 from kttune.units import GIB
 
 
-
 @dataclass
 class ReportInputs:
     """What a report is built from. Each list holds plain JSON-ready documents."""
@@ -59,9 +58,13 @@ class WrittenReport:
 
     def to_dict(self) -> dict:
         """`kttune report --json`: what was written."""
-        return enveloped("report", {"markdown": str(self.markdown),
-                                    "figures": [{"path": str(f.path), "title": f.title, "provenance": f.provenance}
-                                                for f in self.figures]})
+        return enveloped(
+            "report",
+            {
+                "markdown": str(self.markdown),
+                "figures": [{"path": str(f.path), "title": f.title, "provenance": f.provenance} for f in self.figures],
+            },
+        )
 
 
 # ---- reading documents ---------------------------------------------------------------------------
@@ -101,12 +104,23 @@ def runner_rows(doc: Any) -> list[dict] | None:
 def _from_path_run(r: dict) -> dict:
     paths = sorted({f["path"] for f in r["forwards"]})
     path = r.get("forced_path") or (paths[0] if len(paths) == 1 else "switch")
-    return {"path": path, "tokens": r["prompt_tokens"], "chunk": r["chunk"],
-            "predicted_ms": (r.get("prediction") or {}).get("predicted_ms"), "measured_ms": r["measured_ms"],
-            "extrapolated_ms": r.get("extrapolated_ms"), "model": r.get("model"), "method": r.get("method"),
-            "gpu_experts": r.get("gpu_experts"), "threshold": r.get("threshold"), "layers": r.get("layers_run"),
-            "forwards": len(r["forwards"]), "device": r.get("device"),
-            "disturbed": bool((r.get("prediction") or {}).get("disturbed_forwards")), **_spread(r)}
+    return {
+        "path": path,
+        "tokens": r["prompt_tokens"],
+        "chunk": r["chunk"],
+        "predicted_ms": (r.get("prediction") or {}).get("predicted_ms"),
+        "measured_ms": r["measured_ms"],
+        "extrapolated_ms": r.get("extrapolated_ms"),
+        "model": r.get("model"),
+        "method": r.get("method"),
+        "gpu_experts": r.get("gpu_experts"),
+        "threshold": r.get("threshold"),
+        "layers": r.get("layers_run"),
+        "forwards": len(r["forwards"]),
+        "device": r.get("device"),
+        "disturbed": bool((r.get("prediction") or {}).get("disturbed_forwards")),
+        **_spread(r),
+    }
 
 
 def _spread(r: dict) -> dict:
@@ -138,14 +152,19 @@ def _from_simulate(doc: dict) -> dict:
     """`kttune simulate --json` -> the fig_schedules schema. TTFT: per-request samples when the run
     kept them, else percentiles; TBT: the per-request longest gap when sampled, else the percentiles
     of every gap; attainment: each schedule's capacity curve."""
-    curves = {c["schedule"]: [[p["rate_per_s"], p["attainment"]] for p in c.get("curve", ())]
-              for c in doc.get("capacity") or ()}
+    curves = {
+        c["schedule"]: [[p["rate_per_s"], p["attainment"]] for p in c.get("curve", ())]
+        for c in doc.get("capacity") or ()
+    }
     scheds, sampled_gaps = {}, False
     for s in doc["schedules"]:
         samples = s.get("samples") or {}
         pct = lambda d, k=1.0: {q: d.get(f"p{q}") * k for q in ("50", "90", "99") if d and d.get(f"p{q}") is not None}  # noqa: E731
-        entry = {"ttft_s": samples.get("ttft_s"), "ttft_pct_s": pct(s.get("ttft_s") or {}),
-                 "attainment": curves.get(s["schedule"], [])}
+        entry = {
+            "ttft_s": samples.get("ttft_s"),
+            "ttft_pct_s": pct(s.get("ttft_s") or {}),
+            "attainment": curves.get(s["schedule"], []),
+        }
         if samples.get("max_tbt_ms"):
             entry["tbt_s"] = [v / 1e3 for v in samples["max_tbt_ms"] if v is not None]
             sampled_gaps = True
@@ -153,19 +172,30 @@ def _from_simulate(doc: dict) -> dict:
             entry["tbt_pct_s"] = pct(s.get("tbt_ms") or {}, 1e-3)
         scheds[s["schedule"]] = entry
     slo = doc.get("slo") or {}
-    return {"schedules": scheds, "profile": doc.get("profile"),
-            "slo": {"ttft_s": slo.get("ttft_s"), "tbt_s": (slo["tbt_ms"] / 1e3) if slo.get("tbt_ms") else None},
-            "tbt_what": "longest gap per request" if sampled_gaps else "every inter-token gap"}
+    return {
+        "schedules": scheds,
+        "profile": doc.get("profile"),
+        "slo": {"ttft_s": slo.get("ttft_s"), "tbt_s": (slo["tbt_ms"] / 1e3) if slo.get("tbt_ms") else None},
+        "tbt_what": "longest gap per request" if sampled_gaps else "every inter-token gap",
+    }
 
 
 # a document's schema (kttune.schema) -> what the report makes of it; a kttune document no section
 # reads (tune, validate, a listing) maps to nothing
-SCHEMA_KINDS = {"search": "search", "explain": "explain", "profile": "profile", "paths": "runner",
-                "runner-rows": "runner", "simulate": "sim", "schedules": "sim", "search-measured": "measured"}
+SCHEMA_KINDS = {
+    "search": "search",
+    "explain": "explain",
+    "profile": "profile",
+    "paths": "runner",
+    "runner-rows": "runner",
+    "simulate": "sim",
+    "schedules": "sim",
+    "search-measured": "measured",
+}
 
 
 def classify(doc: Any) -> str | None:
-    """"profile", "search", "explain", "measured", "runner", "sim", or None for a document no
+    """ "profile", "search", "explain", "measured", "runner", "sim", or None for a document no
     section reads: by its `schema`, else (a document written before the envelope) by its keys."""
     kind = doc_kind(doc)
     if kind is not None:
@@ -194,10 +224,15 @@ def read_inputs(paths: list[str | os.PathLike]) -> ReportInputs:
         elif p.is_file():
             files.append(p)
         else:
-            raise UserError(f"{str(p)!r} does not exist", "pass JSON files written by kttune (search/explain/probe --json)")
+            raise UserError(
+                f"{str(p)!r} does not exist", "pass JSON files written by kttune (search/explain/probe --json)"
+            )
     if not files:
-        raise UserError("no JSON documents to report on", "pass files written by `kttune search --json > r.json` "
-                        "or `kttune probe --json`, or a directory holding them")
+        raise UserError(
+            "no JSON documents to report on",
+            "pass files written by `kttune search --json > r.json` "
+            "or `kttune probe --json`, or a directory holding them",
+        )
     inp = ReportInputs()
     fix = "pass the file kttune wrote with --json (stdout only)"
     for f in files:
@@ -205,8 +240,10 @@ def read_inputs(paths: list[str | os.PathLike]) -> ReportInputs:
         with document_of(repr(str(f)), "result"):
             kind = classify(doc)
         if kind is None:
-            raise UserError(f"{str(f)!r} is no kttune result, profile, path-runner or simulation document",
-                            "pass the output of `kttune search/explain/probe --json`")
+            raise UserError(
+                f"{str(f)!r} is no kttune result, profile, path-runner or simulation document",
+                "pass the output of `kttune search/explain/probe --json`",
+            )
         with document_of(repr(str(f)), kind):
             if kind == "profile":
                 from kttune.hw.profile import profile_from_dict
@@ -272,24 +309,33 @@ def _result_section(doc: dict, k: str, out_dir: Path, runs: list[dict], figures:
     ev = doc["pick"] if is_search else doc["evaluation"]
     flags, pred = ev["flags"], ev["predicted"]
     m, prof, wl = doc.get("model", {}), doc.get("profile", {}), doc.get("workload", {})
-    lines = [f"## {'Search' if is_search else 'Explanation'}: {m.get('name')} ({m.get('method')}) "
-             f"on {prof.get('machine')}", ""]
-    lines += [f"- profile: {prof.get('machine')} ({prof.get('kind')}, fingerprint `{prof.get('fingerprint')}`, "
-              f"created {prof.get('created')})",
-              f"- workload: {wl.get('name')} (concurrency {wl.get('concurrency')}, decode weight {wl.get('decode_weight')})",
-              f"- VRAM budget {doc['budget']['vram_bytes_per_gpu'] / GIB:.1f} GiB per GPU "
-              f"(margin {doc['budget'].get('vram_margin', 0):.0%}), host RAM {doc['budget']['host_ram_bytes'] / GIB:.0f} GiB",
-              f"- predicted: mean prefill {pred['mean_prefill_ms'] / 1e3:.2f} s over the workload, decode "
-              f"{pred['decode_tok_s']:.1f} tok/s at batch {pred['decode_batch']}"
-              + (f" ({pred['decode_tok_s_per_request']:.1f} tok/s per request)" if "decode_tok_s_per_request" in pred else "")
-              + ", runtime peak "
-              f"{ev['vram_bytes_per_gpu']['runtime_peak_bytes'] / GIB:.1f} GiB",
-              f"- crossover of the two paths: {doc.get('crossover_tokens') or 'none'} tokens per forward", ""]
+    lines = [
+        f"## {'Search' if is_search else 'Explanation'}: {m.get('name')} ({m.get('method')}) on {prof.get('machine')}",
+        "",
+    ]
+    lines += [
+        f"- profile: {prof.get('machine')} ({prof.get('kind')}, fingerprint `{prof.get('fingerprint')}`, "
+        f"created {prof.get('created')})",
+        f"- workload: {wl.get('name')} (concurrency {wl.get('concurrency')}, decode weight {wl.get('decode_weight')})",
+        f"- VRAM budget {doc['budget']['vram_bytes_per_gpu'] / GIB:.1f} GiB per GPU "
+        f"(margin {doc['budget'].get('vram_margin', 0):.0%}), host RAM {doc['budget']['host_ram_bytes'] / GIB:.0f} GiB",
+        f"- predicted: mean prefill {pred['mean_prefill_ms'] / 1e3:.2f} s over the workload, decode "
+        f"{pred['decode_tok_s']:.1f} tok/s at batch {pred['decode_batch']}"
+        + (f" ({pred['decode_tok_s_per_request']:.1f} tok/s per request)" if "decode_tok_s_per_request" in pred else "")
+        + ", runtime peak "
+        f"{ev['vram_bytes_per_gpu']['runtime_peak_bytes'] / GIB:.1f} GiB",
+        f"- crossover of the two paths: {doc.get('crossover_tokens') or 'none'} tokens per forward",
+        "",
+    ]
     lines += ["| flag | value |", "|---|---|"]
-    for key, flag in (("num_gpu_experts", "--kt-num-gpu-experts"), ("chunked_prefill_size", "--chunked-prefill-size"),
-                      ("gpu_prefill_token_threshold", "--kt-gpu-prefill-token-threshold"),
-                      ("max_total_tokens", "--max-total-tokens"), ("cpuinfer_threads", "--kt-cpuinfer"),
-                      ("threadpool_count", "--kt-threadpool-count")):
+    for key, flag in (
+        ("num_gpu_experts", "--kt-num-gpu-experts"),
+        ("chunked_prefill_size", "--chunked-prefill-size"),
+        ("gpu_prefill_token_threshold", "--kt-gpu-prefill-token-threshold"),
+        ("max_total_tokens", "--max-total-tokens"),
+        ("cpuinfer_threads", "--kt-cpuinfer"),
+        ("threadpool_count", "--kt-threadpool-count"),
+    ):
         lines.append(f"| `{flag}` | {flags[key]} |")
     lines.append("")
     if doc.get("command"):
@@ -305,15 +351,27 @@ def _result_section(doc: dict, k: str, out_dir: Path, runs: list[dict], figures:
 
         where = shown(st["storage"])
         hidden = " (the password shows as `***`: put it in its place)" if f":{MASK}@" in where else ""
-        lines += [f"Optuna study `{st['name']}` ({st.get('trials')} trials, {st.get('feasible')} feasible) in "
-                  f"`{where}`. Open it in optuna-dashboard{hidden} (objectives: mean prefill s, decode tok/s):", "",
-                  "```bash", dashboard_command(st["storage"]), "```", ""]
+        lines += [
+            f"Optuna study `{st['name']}` ({st.get('trials')} trials, {st.get('feasible')} feasible) in "
+            f"`{where}`. Open it in optuna-dashboard{hidden} (objectives: mean prefill s, decode tok/s):",
+            "",
+            "```bash",
+            dashboard_command(st["storage"]),
+            "```",
+            "",
+        ]
     figs: list[tuple[str, str, Callable[[], Any]]] = []
     if doc.get("by_prompt_tokens"):
-        figs.append(("prefill", "Prefill time and throughput against prompt length",
-                     lambda: F.fig_prefill(doc, runs)))
-    figs.append(("vram", "VRAM of the pick against the budget, beside the runner-ups" if is_search
-                 else "VRAM of the given flags against the budget", lambda: F.fig_vram(doc)))
+        figs.append(("prefill", "Prefill time and throughput against prompt length", lambda: F.fig_prefill(doc, runs)))
+    figs.append(
+        (
+            "vram",
+            "VRAM of the pick against the budget, beside the runner-ups"
+            if is_search
+            else "VRAM of the given flags against the budget",
+            lambda: F.fig_vram(doc),
+        )
+    )
     if is_search:
         figs.append(("pareto", "Pareto front of the search", lambda: F.fig_pareto(doc, F.study_trials(doc))))
     for stem, title, make in figs:
@@ -327,15 +385,21 @@ def _profile_section(doc: dict, k: str, out_dir: Path, figures: list[FigureFile]
     p = doc.get("provenance", {})
     cpu = doc.get("inventory", {}).get("cpu", {})
     gpus = doc.get("inventory", {}).get("gpus", [])
-    lines = [f"## Probe: {p.get('machine')}", "",
-             f"- {p.get('kind')} profile, fingerprint `{doc.get('fingerprint')}`, created {p.get('created')}",
-             f"- CPU: {cpu.get('model')}, {cpu.get('physical_cores')} cores; GPUs: "
-             + (", ".join(g.get("name", "?") for g in gpus) or "none"),
-             f"- command: `{p.get('command')}`", ""]
+    lines = [
+        f"## Probe: {p.get('machine')}",
+        "",
+        f"- {p.get('kind')} profile, fingerprint `{doc.get('fingerprint')}`, created {p.get('created')}",
+        f"- CPU: {cpu.get('model')}, {cpu.get('physical_cores')} cores; GPUs: "
+        + (", ".join(g.get("name", "?") for g in gpus) or "none"),
+        f"- command: `{p.get('command')}`",
+        "",
+    ]
     kinds = {c["kind"] for c in doc.get("curves", ()) if c.get("points")}
-    plan = [("cpu_moe", "cpu-moe", "CPU MoE time against tokens per method and thread count", F.fig_cpu_moe),
-            ("h2d", "h2d", "Host-device copy bandwidth against size", F.fig_h2d),
-            ("pipeline", "pipeline", "Layerwise pipeline stages against the layer time", F.fig_pipeline)]
+    plan = [
+        ("cpu_moe", "cpu-moe", "CPU MoE time against tokens per method and thread count", F.fig_cpu_moe),
+        ("h2d", "h2d", "Host-device copy bandwidth against size", F.fig_h2d),
+        ("pipeline", "pipeline", "Layerwise pipeline stages against the layer time", F.fig_pipeline),
+    ]
     for kind, stem, title, fn in plan:
         if kind in kinds:
             lines += _figure_md(_save_figure(fn(doc), out_dir, f"{stem}{k}", title, figures))
@@ -354,24 +418,36 @@ def _runner_section(inputs: ReportInputs, out: Path, figures: list[FigureFile]) 
     lines = ["## Path runner against the cost model", ""]
     cal = F.calibration_error(runs)
     if cal:
-        lines += [f"{cal['n']} runs: median |measured / predicted - 1| {cal['median_abs_rel']:.1%}, "
-                  f"max {cal['max_abs_rel']:.1%} (the K layers run, whole prompt)"
-                  + (f"; {cal['disturbed']} run(s) the runner named disturbed left out." if cal.get("disturbed") else "."), ""]
-        lines += _figure_md(_save_figure(F.fig_calibration(runs, ref), out, "calibration",
-                                         "Predicted against measured prefill", figures))
+        lines += [
+            f"{cal['n']} runs: median |measured / predicted - 1| {cal['median_abs_rel']:.1%}, "
+            f"max {cal['max_abs_rel']:.1%} (the K layers run, whole prompt)"
+            + (f"; {cal['disturbed']} run(s) the runner named disturbed left out." if cal.get("disturbed") else "."),
+            "",
+        ]
+        lines += _figure_md(
+            _save_figure(
+                F.fig_calibration(runs, ref), out, "calibration", "Predicted against measured prefill", figures
+            )
+        )
     else:
-        lines += [f"{len(runs)} runs, none predicted (small-shape runs are not compared with the cost "
-                  "model), so no calibration figure.", ""]
+        lines += [
+            f"{len(runs)} runs, none predicted (small-shape runs are not compared with the cost "
+            "model), so no calibration figure.",
+            "",
+        ]
     lines += ["| model | path | n | prompt | chunk | measured ms | predicted ms |", "|---|---|---|---|---|---|---|"]
     for r in runs:
         p = r.get("predicted_ms")
-        lines.append(f"| {r.get('model') or ''} {r.get('method') or ''} | {r['path']} | {r.get('gpu_experts', '')} | "
-                     f"{r['tokens']} | {r.get('chunk', '')} | {r['measured_ms']:,.1f} | {'' if p is None else f'{p:,.1f}'} |")
+        lines.append(
+            f"| {r.get('model') or ''} {r.get('method') or ''} | {r['path']} | {r.get('gpu_experts', '')} | "
+            f"{r['tokens']} | {r.get('chunk', '')} | {r['measured_ms']:,.1f} | {'' if p is None else f'{p:,.1f}'} |"
+        )
     return lines + [""]
 
 
-def write_report(out_dir: str | os.PathLike, inputs: ReportInputs, title: str = "kttune report",
-                 save_documents: bool = False) -> WrittenReport:
+def write_report(
+    out_dir: str | os.PathLike, inputs: ReportInputs, title: str = "kttune report", save_documents: bool = False
+) -> WrittenReport:
     """Write `report.md` and its PNG figures into `out_dir` (created if needed). The report is
     built in a staging directory beside it and moved in file by file once whole: a document a
     figure cannot read stops it with `out_dir` as it was. With `save_documents`, the input
@@ -379,7 +455,9 @@ def write_report(out_dir: str | os.PathLike, inputs: ReportInputs, title: str = 
     from kttune.extras import require
 
     if inputs.empty():
-        raise UserError("nothing to report", "pass search, explain, measured search, probe, path-runner or simulation results")
+        raise UserError(
+            "nothing to report", "pass search, explain, measured search, probe, path-runner or simulation results"
+        )
     require("matplotlib", "the report's figures")  # before anything is made
     out = Path(out_dir)
     base = out.parent
@@ -394,8 +472,11 @@ def write_report(out_dir: str | os.PathLike, inputs: ReportInputs, title: str = 
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     moved = lambda p: out / p.name  # noqa: E731
-    return WrittenReport(moved(written.markdown), tuple(replace(f, path=moved(f.path)) for f in written.figures),
-                         tuple(moved(d) for d in written.documents))
+    return WrittenReport(
+        moved(written.markdown),
+        tuple(replace(f, path=moved(f.path)) for f in written.figures),
+        tuple(moved(d) for d in written.documents),
+    )
 
 
 def _write_report_into(out: Path, inputs: ReportInputs, title: str, save_documents: bool) -> WrittenReport:
@@ -404,8 +485,13 @@ def _write_report_into(out: Path, inputs: ReportInputs, title: str, save_documen
     figures: list[FigureFile] = []
     docs: list[Path] = []
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    lines = [f"# {title}", "", f"{REPORT_MARK} {kttune_version()} at {now}. Each figure names the profile "
-             "it rests on, where that profile was measured, and the calibration error.", ""]
+    lines = [
+        f"# {title}",
+        "",
+        f"{REPORT_MARK} {kttune_version()} at {now}. Each figure names the profile "
+        "it rests on, where that profile was measured, and the calibration error.",
+        "",
+    ]
     origin = inputs.origins.get
 
     def suffix(i: int, n: int) -> str:
@@ -433,8 +519,10 @@ def _write_report_into(out: Path, inputs: ReportInputs, title: str, save_documen
         named += [(f"profile{suffix(i, len(inputs.profiles))}.json", d) for i, d in enumerate(inputs.profiles)]
         if inputs.runs:
             named.append(("runs.json", enveloped("runner-rows", {"runs": inputs.runs})))
-        named += [(f"simulation{suffix(i, len(inputs.sims))}.json", enveloped("schedules", d))
-                  for i, d in enumerate(inputs.sims)]
+        named += [
+            (f"simulation{suffix(i, len(inputs.sims))}.json", enveloped("schedules", d))
+            for i, d in enumerate(inputs.sims)
+        ]
         for name, d in named:
             docs.append(write_json_atomic(out / name, d))
     md = out / "report.md"
@@ -454,17 +542,29 @@ def _measured_section(doc: dict) -> list[str]:
     """`kttune search --measure`: the measured pick against the model's pick, its candidates and
     the baselines, with the intervals the race decided on (no figure: a table)."""
     m, prof = doc.get("model") or {}, doc.get("profile") or {}
-    title = f"## Measured search: {m['name']} ({m.get('method')}) on {prof.get('machine')}" if m.get("name") else \
-        "## Measured search"
-    lines = [title, "", f"- evaluator: {doc['evaluator']}; prompt lengths {', '.join(map(str, doc['prompt_tokens']))}",
-             f"- decision ({doc.get('race_rounds', 0)} interleaved rounds): {doc['decision']}", ""]
-    lines += ["| configuration | chunk | threshold | GPU experts | threads | measured tok/s | predicted tok/s | state |",
-              "|---|---|---|---|---|---|---|---|"]
+    title = (
+        f"## Measured search: {m['name']} ({m.get('method')}) on {prof.get('machine')}"
+        if m.get("name")
+        else "## Measured search"
+    )
+    lines = [
+        title,
+        "",
+        f"- evaluator: {doc['evaluator']}; prompt lengths {', '.join(map(str, doc['prompt_tokens']))}",
+        f"- decision ({doc.get('race_rounds', 0)} interleaved rounds): {doc['decision']}",
+        "",
+    ]
+    lines += [
+        "| configuration | chunk | threshold | GPU experts | threads | measured tok/s | predicted tok/s | state |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for c in [doc["measured_pick"], doc["model_pick"], *doc.get("model_candidates", ()), *doc["baselines"]]:
         f, p = c["config"], c.get("predicted_tok_s")
-        lines.append(f"| {c['name']} | {f['chunked_prefill_size']} | {f['gpu_prefill_token_threshold']} | "
-                     f"{f['num_gpu_experts']} | {f['cpuinfer_threads']} | {_tok_s(c)} | "
-                     f"{'' if p is None else f'{p:,.0f}'} | {c.get('race_status') or c.get('state', '')} |")
+        lines.append(
+            f"| {c['name']} | {f['chunked_prefill_size']} | {f['gpu_prefill_token_threshold']} | "
+            f"{f['num_gpu_experts']} | {f['cpuinfer_threads']} | {_tok_s(c)} | "
+            f"{'' if p is None else f'{p:,.0f}'} | {c.get('race_status') or c.get('state', '')} |"
+        )
     lines.append("")
     if doc.get("command"):
         from kttune.emit.launch import launch_command
@@ -472,8 +572,11 @@ def _measured_section(doc: dict) -> list[str]:
         lines += ["```bash", launch_command(doc["command"]), "```", ""]
     st = doc.get("study") or {}
     if st:
-        lines += [f"Study `{st['name']}`: {st.get('measured_trials')} measured trials ({st.get('pruned')} stopped early), "
-                  f"{st.get('infeasible')} configurations over budget.", ""]
+        lines += [
+            f"Study `{st['name']}`: {st.get('measured_trials')} measured trials ({st.get('pruned')} stopped early), "
+            f"{st.get('infeasible')} configurations over budget.",
+            "",
+        ]
     return lines
 
 
@@ -482,8 +585,14 @@ def _sim_section(sim: dict, k: str, inputs: ReportInputs, out: Path, figures: li
 
     lines = ["## Serving simulation: prefill schedules", ""]
     for name, s in sim["schedules"].items():
-        lines.append(f"- {name}: {len(s.get('ttft_s') or ())} requests, "
-                     f"{len(s.get('attainment') or ())} arrival rates")
+        lines.append(f"- {name}: {len(s.get('ttft_s') or ())} requests, {len(s.get('attainment') or ())} arrival rates")
     lines.append("")
-    return lines + _figure_md(_save_figure(F.fig_schedules(sim, inputs.results[0] if inputs.results else None), out,
-                                           f"schedules{k}", "Schedules: TTFT, TBT, attainment", figures))
+    return lines + _figure_md(
+        _save_figure(
+            F.fig_schedules(sim, inputs.results[0] if inputs.results else None),
+            out,
+            f"schedules{k}",
+            "Schedules: TTFT, TBT, attainment",
+            figures,
+        )
+    )

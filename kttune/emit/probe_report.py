@@ -37,7 +37,9 @@ def cpu_moe_tables(curves: list[Curve], width: int | None = None) -> list[Any]:
     pivot too wide for it is split into several of consecutive token counts."""
     tables = []
     for (h, i, e, k), cs in _shapes(curves).items():
-        xs = sorted({int(p.x) for c in cs for p in c.points} | {int(s["x"]) for c in cs for s in c.skipped if s.get("x")})
+        xs = sorted(
+            {int(p.x) for c in cs for p in c.points} | {int(s["x"]) for c in cs for s in c.skipped if s.get("x")}
+        )
         kernels = sorted({f"{c.backend} {c.params.get('kernel', '')}".strip() for c in cs})
         rows = sorted(cs, key=lambda c: (c.params.get("method", ""), c.params.get("threads", 0)))
 
@@ -58,25 +60,35 @@ def cpu_moe_tables(curves: list[Curve], width: int | None = None) -> list[Any]:
                     else:
                         cells.append("skip" if x in skipped else "")
                 pools = c.params.get("threadpools", 1)
-                t.add_row(str(c.params.get("method")), f"{c.params.get('threads')}" + (f" ({pools} pools)" if pools > 1 else ""),
-                          *cells)
+                t.add_row(
+                    str(c.params.get("method")),
+                    f"{c.params.get('threads')}" + (f" ({pools} pools)" if pools > 1 else ""),
+                    *cells,
+                )
             return keep_title(t)
 
-        full = build(range(len(xs)), f"CPU MoE layer forward, H={h} I={i} E={e} top-{k}: ms / tokens per s", "; ".join(kernels))
+        full = build(
+            range(len(xs)), f"CPU MoE layer forward, H={h} I={i} E={e} top-{k}: ms / tokens per s", "; ".join(kernels)
+        )
         if width is None or fits(full, width):
             tables.append(full)
             continue
         short = f"CPU MoE layer forward, H{h} I{i} E{e} top-{k}"
         backends = "; ".join(sorted({c.backend for c in cs}))
         sep = ": " if width >= 80 else "\n"  # the title on two lines where one would be wider than the table
-        tables += split_columns(width, 2, lambda idx: build(idx, f"{short}{sep}{xs[idx[0]]}-{xs[idx[-1]]} tokens, ms / tok/s",
-                                                            backends), range(len(xs)))
+        tables += split_columns(
+            width,
+            2,
+            lambda idx: build(idx, f"{short}{sep}{xs[idx[0]]}-{xs[idx[-1]]} tokens, ms / tok/s", backends),
+            range(len(xs)),
+        )
     return tables
 
 
 def stage_a_table(curves: list[Curve], width: int | None = None) -> Any:
     """Stage A per method and thread count; the reasons of skipped sizes follow as `stage_a_skips`.
     Where the framed table does not fit `width`, the tight frame with the title on two lines."""
+
     def build(tight: bool) -> Any:
         title = "Stage A: write_weight_scale_to_buffer (per expert)"
         t = tight_table(title.replace(": ", ":\n")) if tight else Table(title=title)
@@ -85,10 +97,23 @@ def stage_a_table(curves: list[Curve], width: int | None = None) -> Any:
         for c in sorted(curves, key=lambda c: (c.params.get("method", ""), c.params.get("threads", 0))):
             for pt in c.points:
                 slot = "pinned" if pt.extra.get("pinned") else "pageable"
-                t.add_row(str(c.params.get("method")), str(c.params.get("threads")), _fmt_bytes(pt.x), _fmt_ms(pt.t_ms),
-                          f"{pt.x / pt.t_ms / 1e6:.1f}", slot)
+                t.add_row(
+                    str(c.params.get("method")),
+                    str(c.params.get("threads")),
+                    _fmt_bytes(pt.x),
+                    _fmt_ms(pt.t_ms),
+                    f"{pt.x / pt.t_ms / 1e6:.1f}",
+                    slot,
+                )
             for s in c.skipped:
-                t.add_row(str(c.params.get("method")), str(c.params.get("threads")), _fmt_bytes(s.get("x") or 0), "skip", "", "")
+                t.add_row(
+                    str(c.params.get("method")),
+                    str(c.params.get("threads")),
+                    _fmt_bytes(s.get("x") or 0),
+                    "skip",
+                    "",
+                    "",
+                )
         return keep_title(t)
 
     if width is None:
@@ -97,8 +122,12 @@ def stage_a_table(curves: list[Curve], width: int | None = None) -> Any:
 
 
 def stage_a_skips(curves: list[Curve]) -> list[str]:
-    return [f"stage A {c.params.get('method')} {c.params.get('threads')} threads, {_fmt_bytes(s.get('x') or 0)} skipped: "
-            f"{s['reason']}" for c in curves for s in c.skipped]
+    return [
+        f"stage A {c.params.get('method')} {c.params.get('threads')} threads, {_fmt_bytes(s.get('x') or 0)} skipped: "
+        f"{s['reason']}"
+        for c in curves
+        for s in c.skipped
+    ]
 
 
 def host_ram_tables(curves: list[Curve]) -> list[Any]:
@@ -118,16 +147,24 @@ def host_ram_tables(curves: list[Curve]) -> list[Any]:
                     t.add_row(str(c.params.get("method")), f"{x:,.0f}", "skip", "", "", "")
                     continue
                 reserved, pred = float(ex.get("reserved_bytes", 0)), float(ex.get("predicted_bytes", 0))
-                t.add_row(str(c.params.get("method")), f"{x:,.0f}", _fmt_bytes(reserved),
-                          _fmt_bytes(float(ex.get("resident_bytes", 0))), _fmt_bytes(pred),
-                          f"{pred / reserved:.2f}" if reserved > 0 else "")
+                t.add_row(
+                    str(c.params.get("method")),
+                    f"{x:,.0f}",
+                    _fmt_bytes(reserved),
+                    _fmt_bytes(float(ex.get("resident_bytes", 0))),
+                    _fmt_bytes(pred),
+                    f"{pred / reserved:.2f}" if reserved > 0 else "",
+                )
         tables.append(keep_title(t))
     return tables
 
 
 def host_ram_skips(curves: list[Curve]) -> list[str]:
-    return [f"host RAM {c.params.get('method')} max_len {s.get('x')} skipped: {s['reason']}"
-            for c in curves for s in c.skipped]
+    return [
+        f"host RAM {c.params.get('method')} max_len {s.get('x')} skipped: {s['reason']}"
+        for c in curves
+        for s in c.skipped
+    ]
 
 
 def curve_label(kind: str, params: dict) -> str:
@@ -172,7 +209,9 @@ def generic_table(kind: str, curves: list[Curve], width: int | None = None) -> l
             cells = []
             for j in idx:
                 pt = next((pt for pt in curves[j].points if pt.x == x), None)
-                cells.append("" if pt is None else f"{_copy_gbps(pt, curves[j].params):.1f}" if copies else _fmt_ms(pt.t_ms))
+                cells.append(
+                    "" if pt is None else f"{_copy_gbps(pt, curves[j].params):.1f}" if copies else _fmt_ms(pt.t_ms)
+                )
             t.add_row(row_label(x), *cells)
         return keep_title(t)
 
@@ -200,13 +239,19 @@ def _pipeline_table(curves: list[Curve], narrow: bool) -> Any:
         cols = ("MoE layer", "A\nthreads", "GB", "A", "B", "C", "layer", "layer/\nslowest")
     for col in cols:
         t.add_column(col, justify="left" if col == "MoE layer" else "right", no_wrap=True)
-    for c in sorted(curves, key=lambda c: (str(c.params.get("model")), c.params.get("method"), -c.params.get("threads", 0))):
+    for c in sorted(
+        curves, key=lambda c: (str(c.params.get("model")), c.params.get("method"), -c.params.get("threads", 0))
+    ):
         pt = max(c.points, key=lambda pt: pt.x)
         x = pt.extra
-        t.add_row(f"{c.params.get('model') or ''} {c.params.get('method')}".strip(), str(c.params.get("threads")),
-                  f"{pt.x / GB:.1f}", *(_fmt_ms(float(x[k])) if x.get(k) else "-" for k in ("stage_a_ms", "stage_b_ms", "stage_c_ms")),
-                  _fmt_ms(float(x.get("layer_ms") or pt.t_ms)),
-                  f"{x['overlap_ratio']:.2f}" if isinstance(x.get("overlap_ratio"), (int, float)) else "")
+        t.add_row(
+            f"{c.params.get('model') or ''} {c.params.get('method')}".strip(),
+            str(c.params.get("threads")),
+            f"{pt.x / GB:.1f}",
+            *(_fmt_ms(float(x[k])) if x.get(k) else "-" for k in ("stage_a_ms", "stage_b_ms", "stage_c_ms")),
+            _fmt_ms(float(x.get("layer_ms") or pt.t_ms)),
+            f"{x['overlap_ratio']:.2f}" if isinstance(x.get("overlap_ratio"), (int, float)) else "",
+        )
     return keep_title(t)
 
 
@@ -238,22 +283,38 @@ def inventory_table(p: HardwareProfile, width: int | None = None) -> Any:
     t.add_row("created", f"{p.provenance.created} (kttune {p.provenance.tool_version or '?'})")
     _add(t, "CPU", f"{cpu.model} ({cpu.vendor})", value_w)
     t.add_row("cores", f"{cpu.physical_cores} cores / {cpu.logical_cpus} CPUs, {cpu.sockets} socket(s)")
-    _add(t, "NUMA", "; ".join(f"node {n.id}: {len(n.cpus)} CPUs, {_fmt_bytes(n.mem_total_bytes)}" for n in cpu.numa_nodes),
-         value_w)
+    _add(
+        t,
+        "NUMA",
+        "; ".join(f"node {n.id}: {len(n.cpus)} CPUs, {_fmt_bytes(n.mem_total_bytes)}" for n in cpu.numa_nodes),
+        value_w,
+    )
     _add(t, "ISA", " ".join(cpu.isa) or "-", value_w)
     t.add_row("RAM", f"{_fmt_bytes(cpu.ram_total_bytes)} total, {_fmt_bytes(cpu.ram_available_bytes)} available")
     if inv.gpus:
         for g in inv.gpus:
-            _add(t, f"GPU {g.index}", f"{g.name}, {_fmt_bytes(g.vram_total_bytes)} ({_fmt_bytes(g.vram_free_bytes)} free)", value_w)
-            t.add_row("", f"PCIe Gen{g.pcie_gen}x{g.pcie_width} (max Gen{g.pcie_gen_max}x{g.pcie_width_max}), NUMA {g.numa_node}")
+            _add(
+                t,
+                f"GPU {g.index}",
+                f"{g.name}, {_fmt_bytes(g.vram_total_bytes)} ({_fmt_bytes(g.vram_free_bytes)} free)",
+                value_w,
+            )
+            t.add_row(
+                "",
+                f"PCIe Gen{g.pcie_gen}x{g.pcie_width} (max Gen{g.pcie_gen_max}x{g.pcie_width_max}), NUMA {g.numa_node}",
+            )
     else:
         _add(t, "GPU", "none" + (f" ({sw.nvml})" if sw.nvml else ""), value_w)
     t.add_row("python, torch", f"python {sw.python}, torch {sw.torch} (cuda {sw.torch_cuda})")
     t.add_row("kt-kernel", f"{sw.kt_kernel} ({sw.kt_cpu_variant})")
     t.add_row("sglang", f"{sw.sglang}{' (sglang-kt)' if sw.sglang_is_kt_fork else ''}")
     t.add_row("driver", f"{sw.nvidia_driver} (CUDA {sw.cuda_driver})")
-    _add(t, "timer", f"{p.timer.clock}, resolution {p.timer.resolution_ns or 0:.0f} ns, clocksource {p.timer.clocksource}",
-         value_w)
+    _add(
+        t,
+        "timer",
+        f"{p.timer.clock}, resolution {p.timer.resolution_ns or 0:.0f} ns, clocksource {p.timer.clocksource}",
+        value_w,
+    )
     return keep_title(t)
 
 

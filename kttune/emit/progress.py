@@ -12,7 +12,14 @@ from typing import Any, Callable, Iterator
 
 from rich.measure import Measurement
 from rich.progress import (
-    BarColumn, MofNCompleteColumn, Progress, ProgressColumn, SpinnerColumn, Task, TextColumn, TimeElapsedColumn,
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    SpinnerColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
     TimeRemainingColumn,
 )
 from rich.text import Text
@@ -45,15 +52,25 @@ class FittedProgress(Progress):
     def __init__(self, label: Any, status_field: str, console: Any, transient: bool, spinner: bool = False) -> None:
         self.status_field = status_field
         lead = [SpinnerColumn()] if spinner else []
-        self.wide_columns = (*lead, label, BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("eta"),
-                             TimeRemainingColumn(), TextColumn(f"{{task.fields[{status_field}]}}"))
+        self.wide_columns = (
+            *lead,
+            label,
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            TextColumn(f"{{task.fields[{status_field}]}}"),
+        )
         self._lead = (*lead, label)
         super().__init__(*self.wide_columns, console=console, transient=transient)
 
     def _width(self, columns) -> int:
         """The cells a line of these columns takes, unclamped by the console."""
         self.columns = columns
-        return Measurement.get(self.console, self.console.options.update_width(UNLIMITED), self.make_tasks_table(self.tasks)).maximum
+        return Measurement.get(
+            self.console, self.console.options.update_width(UNLIMITED), self.make_tasks_table(self.tasks)
+        ).maximum
 
     def _fits(self, columns) -> bool:
         return self._width(columns) <= self.console.width
@@ -105,8 +122,9 @@ class ProbeProgress:
 
     def __init__(self, console: Any) -> None:
         self.console = console
-        self.progress = FittedProgress(TextColumn("[bold]{task.fields[title]}"), "status", console, transient=False,
-                                       spinner=True)
+        self.progress = FittedProgress(
+            TextColumn("[bold]{task.fields[title]}"), "status", console, transient=False, spinner=True
+        )
         self.task = None
 
     def __enter__(self) -> "ProbeProgress":
@@ -136,8 +154,15 @@ def simulate_bar(console: Any) -> Any:
     done of the total, or the capacity search); short columns so it fits 60 terminal columns."""
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
-    return Progress(TextColumn("{task.description}"), BarColumn(bar_width=None), TaskProgressColumn(),
-                    TimeRemainingColumn(compact=True), console=console, transient=True, expand=True)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(bar_width=None),
+        TaskProgressColumn(),
+        TimeRemainingColumn(compact=True),
+        console=console,
+        transient=True,
+        expand=True,
+    )
 
 
 def simulate_updater(prog: Any) -> Callable[[str, int, int], None]:

@@ -27,15 +27,22 @@ def header(console: Console, inp, notes=()) -> None:
     then the inputs' notes (`notes`: e.g. a method that does not match the checkpoint, an untested
     family, clipped prompts), printed before any long work so they are seen whatever follows."""
     p = inp.profile.provenance
-    kind = {"datasheet": "[yellow]derived from datasheets[/]", "measured": "[green]measured[/]",
-            "mixed": "[yellow]measured + shipped parts[/]"}.get(p.kind, p.kind)
-    console.print(f"[bold]{inp.model.name}[/] ({inp.model.family}, {inp.model.num_experts} experts x top-{inp.model.top_k}, "
-                  f"{inp.model.num_moe_layers} MoE layers) with [bold]{inp.method}[/] on {inp.tp} GPU(s), "
-                  f"{inp.budget.vram_bytes_per_gpu / GIB:.1f} GiB VRAM each, {inp.budget.host_ram_bytes / GIB:.0f} GiB host RAM")
+    kind = {
+        "datasheet": "[yellow]derived from datasheets[/]",
+        "measured": "[green]measured[/]",
+        "mixed": "[yellow]measured + shipped parts[/]",
+    }.get(p.kind, p.kind)
+    console.print(
+        f"[bold]{inp.model.name}[/] ({inp.model.family}, {inp.model.num_experts} experts x top-{inp.model.top_k}, "
+        f"{inp.model.num_moe_layers} MoE layers) with [bold]{inp.method}[/] on {inp.tp} GPU(s), "
+        f"{inp.budget.vram_bytes_per_gpu / GIB:.1f} GiB VRAM each, {inp.budget.host_ram_bytes / GIB:.0f} GiB host RAM"
+    )
     borrowed = f"; GPU curves from {', '.join(p.sources)}" if p.sources and p.kind != "datasheet" else ""
-    console.print(f"profile: {p.machine} ({kind}{borrowed}); workload: {inp.workload.name} "
-                  f"(mean prompt {inp.workload.mean_prompt_tokens:,.0f} tokens, {inp.workload.concurrency} concurrent, "
-                  f"decode weight {inp.workload.decode_weight:g})")
+    console.print(
+        f"profile: {p.machine} ({kind}{borrowed}); workload: {inp.workload.name} "
+        f"(mean prompt {inp.workload.mean_prompt_tokens:,.0f} tokens, {inp.workload.concurrency} concurrent, "
+        f"decode weight {inp.workload.decode_weight:g})"
+    )
     render_notes(console, notes)
 
 
@@ -45,12 +52,19 @@ def vram_table(b: VramBreakdown, budget_bytes: int, usable_bytes: int, width: in
     labels and "when" texts."""
     if width is None:
         return _vram_table(b, budget_bytes, usable_bytes, False)
-    return first_that_fits(width, lambda: _vram_table(b, budget_bytes, usable_bytes, False),
-                           lambda: _vram_table(b, budget_bytes, usable_bytes, True))
+    return first_that_fits(
+        width,
+        lambda: _vram_table(b, budget_bytes, usable_bytes, False),
+        lambda: _vram_table(b, budget_bytes, usable_bytes, True),
+    )
 
 
-_VRAM_SHORT = {"CUDA graphs + KT output buffers": "CUDA graphs + KT outputs", "lazily, first long prompt": "lazy, 1st long prompt",
-               "KV cache (--max-total-tokens)": "KV cache (max tokens)", "activations: hidden+residual": "activations: hidden+resid."}
+_VRAM_SHORT = {
+    "CUDA graphs + KT output buffers": "CUDA graphs + KT outputs",
+    "lazily, first long prompt": "lazy, 1st long prompt",
+    "KV cache (--max-total-tokens)": "KV cache (max tokens)",
+    "activations: hidden+residual": "activations: hidden+resid.",
+}
 
 
 def _vram_table(b: VramBreakdown, budget_bytes: int, usable_bytes: int, narrow: bool) -> Table:
@@ -60,9 +74,12 @@ def _vram_table(b: VramBreakdown, budget_bytes: int, usable_bytes: int, narrow: 
     t.add_column("GiB", justify="right", no_wrap=True)
     t.add_column("when", no_wrap=True)
     labels = {
-        "cuda_context": ("CUDA context + NCCL", "startup"), "non_expert_weights": ("non-expert weights / TP", "startup"),
-        "gpu_experts": ("resident GPU experts", "startup"), "kv_cache": ("KV cache (--max-total-tokens)", "startup"),
-        "req_to_token_pool": ("request pool", "startup"), "cuda_graphs": ("CUDA graphs + KT output buffers", "startup"),
+        "cuda_context": ("CUDA context + NCCL", "startup"),
+        "non_expert_weights": ("non-expert weights / TP", "startup"),
+        "gpu_experts": ("resident GPU experts", "startup"),
+        "kv_cache": ("KV cache (--max-total-tokens)", "startup"),
+        "req_to_token_pool": ("request pool", "startup"),
+        "cuda_graphs": ("CUDA graphs + KT output buffers", "startup"),
         "kt_staging": ("KT staging buffer", "startup"),
         "layerwise_slot": ("layerwise full-layer slot", "lazily, first long prompt"),
         # activations (docs/memory.md#activations-by-phase): persistent + the LARGEST phase count
@@ -90,7 +107,9 @@ def lengths_table(ex: Explanation, width: int | None = None) -> Table:
     form if it fits, else the compact one (no per-path throughput, forwards as "2L+1H")."""
     if width is None:
         return _lengths_full(ex)
-    return first_that_fits(width, lambda: _lengths_full(ex), lambda: _lengths_compact(ex), lambda: _lengths_compact(ex, True))
+    return first_that_fits(
+        width, lambda: _lengths_full(ex), lambda: _lengths_compact(ex), lambda: _lengths_compact(ex, True)
+    )
 
 
 def _traffic_gb(r) -> str:
@@ -99,12 +118,30 @@ def _traffic_gb(r) -> str:
 
 def _lengths_full(ex: Explanation) -> Table:
     t = Table(title="Prefill per prompt length (idle server)", show_edge=False)
-    for col in ("prompt tokens", "hybrid only", "tok/s", "layerwise only", "tok/s", "picked", "tok/s", "forwards", "PCIe GB"):
+    for col in (
+        "prompt tokens",
+        "hybrid only",
+        "tok/s",
+        "layerwise only",
+        "tok/s",
+        "picked",
+        "tok/s",
+        "forwards",
+        "PCIe GB",
+    ):
         t.add_column(col, justify="left" if col == "forwards" else "right", no_wrap=True)
     for r in ex.rows:
-        t.add_row(f"{r.prompt_tokens:,}", ms_or_s(r.hybrid_ms), _tok_s(r.prompt_tokens, r.hybrid_ms), ms_or_s(r.layerwise_ms),
-                  _tok_s(r.prompt_tokens, r.layerwise_ms), ms_or_s(r.chosen_ms), _tok_s(r.prompt_tokens, r.chosen_ms), r.chosen_paths,
-                  _traffic_gb(r))
+        t.add_row(
+            f"{r.prompt_tokens:,}",
+            ms_or_s(r.hybrid_ms),
+            _tok_s(r.prompt_tokens, r.hybrid_ms),
+            ms_or_s(r.layerwise_ms),
+            _tok_s(r.prompt_tokens, r.layerwise_ms),
+            ms_or_s(r.chosen_ms),
+            _tok_s(r.prompt_tokens, r.chosen_ms),
+            r.chosen_paths,
+            _traffic_gb(r),
+        )
     return keep_title(t)
 
 
@@ -119,37 +156,63 @@ def _lengths_compact(ex: Explanation, narrow: bool = False) -> Table:
     if narrow:
         t = tight_table(title, "forwards: L layerwise, H hybrid;\nPCIe GB: expert weights streamed")
     else:
-        t = Table(title=title, show_edge=False, caption="forwards: L layerwise, H hybrid; PCIe GB: expert weights streamed")
-    for col in ("prompt\ntokens", "hybrid\nonly", "layer-\nwise only" if narrow else "layerwise\nonly", "picked",
-                "picked\ntok/s", "forwards", "PCIe\nGB"):
+        t = Table(
+            title=title, show_edge=False, caption="forwards: L layerwise, H hybrid; PCIe GB: expert weights streamed"
+        )
+    for col in (
+        "prompt\ntokens",
+        "hybrid\nonly",
+        "layer-\nwise only" if narrow else "layerwise\nonly",
+        "picked",
+        "picked\ntok/s",
+        "forwards",
+        "PCIe\nGB",
+    ):
         t.add_column(col, justify="left" if col == "forwards" else "right", no_wrap=True)
     for r in ex.rows:
-        t.add_row(f"{r.prompt_tokens:,}", ms_short(r.hybrid_ms), ms_short(r.layerwise_ms), ms_short(r.chosen_ms),
-                  _tok_s(r.prompt_tokens, r.chosen_ms), short_paths(r.chosen_paths), _traffic_gb(r))
+        t.add_row(
+            f"{r.prompt_tokens:,}",
+            ms_short(r.hybrid_ms),
+            ms_short(r.layerwise_ms),
+            ms_short(r.chosen_ms),
+            _tok_s(r.prompt_tokens, r.chosen_ms),
+            short_paths(r.chosen_paths),
+            _traffic_gb(r),
+        )
     return keep_title(t)
 
 
-def render_explanation(console: Console, inp, ex: Explanation, argv: list[str], title: str | None,
-                       notes: tuple[str, ...] = ()) -> None:
+def render_explanation(
+    console: Console, inp, ex: Explanation, argv: list[str], title: str | None, notes: tuple[str, ...] = ()
+) -> None:
     """`inp`: the SearchRequest explained; `notes`: more notes to print (e.g. the launch paths');
     `title`: the launch command's heading (None: no command printed)."""
     ev = ex.evaluation
     cfg = ev.cfg
     console.print(lengths_table(ex, console.width))
     cross = f"{ex.crossover_tokens:,} tokens per forward" if ex.crossover_tokens else "none (layerwise never wins)"
-    lw = (f"layerwise {ms_or_s(ex.layer_layerwise_ms)} (load {ms_or_s(ex.layerwise_load_ms)})" if ex.layer_layerwise_ms is not None
-          else "layerwise n/a")
-    console.print(f"one MoE layer at a {cfg.chunked_prefill_size:,}-token chunk: hybrid {ms_or_s(ex.layer_hybrid_ms)}, {lw}; "
-                  f"crossover: {cross}")
+    lw = (
+        f"layerwise {ms_or_s(ex.layer_layerwise_ms)} (load {ms_or_s(ex.layerwise_load_ms)})"
+        if ex.layer_layerwise_ms is not None
+        else "layerwise n/a"
+    )
+    console.print(
+        f"one MoE layer at a {cfg.chunked_prefill_size:,}-token chunk: hybrid {ms_or_s(ex.layer_hybrid_ms)}, {lw}; "
+        f"crossover: {cross}"
+    )
     for r in ex.reasons:
         console.print(f"  - {r}")
-    console.print(f"decode: {ev.decode_batch} requests at once, {ev.tbt_ms:.1f} ms per step: "
-                  f"{ev.decode_tok_s_per_request:,.1f} tok/s per request, {ev.decode_tok_s:,.1f} tok/s for the batch "
-                  f"(CPU handles {(1 - cfg.num_gpu_experts / inp.model.num_experts):.0%} of routed experts)")
+    console.print(
+        f"decode: {ev.decode_batch} requests at once, {ev.tbt_ms:.1f} ms per step: "
+        f"{ev.decode_tok_s_per_request:,.1f} tok/s per request, {ev.decode_tok_s:,.1f} tok/s for the batch "
+        f"(CPU handles {(1 - cfg.num_gpu_experts / inp.model.num_experts):.0%} of routed experts)"
+    )
     console.print(vram_table(ev.vram, inp.budget.vram_bytes_per_gpu, inp.budget.usable_vram_bytes, console.width))
-    console.print(f"host RAM: {ev.host.total_bytes / GIB:.1f} GiB (experts {ev.host.cpu_experts / GIB:.1f}, "
-                  f"CPU scratch {ev.host.cpu_scratch / GIB:.1f}, base {ev.host.base / GIB:.0f}) of "
-                  f"{inp.budget.host_ram_bytes / GIB:.0f} GiB")
+    console.print(
+        f"host RAM: {ev.host.total_bytes / GIB:.1f} GiB (experts {ev.host.cpu_experts / GIB:.1f}, "
+        f"CPU scratch {ev.host.cpu_scratch / GIB:.1f}, base {ev.host.base / GIB:.0f}) of "
+        f"{inp.budget.host_ram_bytes / GIB:.0f} GiB"
+    )
     if not ev.feasible:
         console.print(f"[red]does not fit: {', '.join(ev.violated)}[/]")
     for n in dict.fromkeys(ex.notes + tuple(notes)):
@@ -182,8 +245,12 @@ def pareto_table(result, width: int | None = None) -> Table:
     (abbreviated headers with a legend)."""
     if width is None:
         return _pareto_full(result)
-    return first_that_fits(width, lambda: _pareto_full(result), lambda: _pareto_compact(result),
-                           lambda: _pareto_compact(result, narrow=True))
+    return first_that_fits(
+        width,
+        lambda: _pareto_full(result),
+        lambda: _pareto_compact(result),
+        lambda: _pareto_compact(result, narrow=True),
+    )
 
 
 def _pareto_title(result) -> str:
@@ -197,19 +264,38 @@ def _row_style(result, e) -> str | None:
 def _peak(e, lines: int = 1) -> str:
     """Peak VRAM in GiB, marked `over` when the configuration does not fit (on a line of its own
     with `lines=2`, so the column stays narrow)."""
-    return f"{e.vram.runtime_peak_bytes / GIB:.1f}" + ("" if e.feasible else ("\n" if lines == 2 else " ") + "[red]over[/]")
+    return f"{e.vram.runtime_peak_bytes / GIB:.1f}" + (
+        "" if e.feasible else ("\n" if lines == 2 else " ") + "[red]over[/]"
+    )
 
 
 def _pareto_full(result) -> Table:
     t = Table(title=_pareto_title(result), show_edge=False)
-    for col in ("gpu experts", "chunk", "threshold", "max tokens", "threads", "mean prefill", "decode tok/s", "peak GiB"):
+    for col in (
+        "gpu experts",
+        "chunk",
+        "threshold",
+        "max tokens",
+        "threads",
+        "mean prefill",
+        "decode tok/s",
+        "peak GiB",
+    ):
         t.add_column(col, justify="right", no_wrap=True)
     for e in _front_rows(result):
         c = e.cfg
         mark = " *" if e is result.best else (" (kt run default)" if e is result.baseline else "")
-        t.add_row(f"{c.num_gpu_experts}{mark}", f"{c.chunked_prefill_size:,}", f"{c.gpu_prefill_token_threshold:,}",
-                  f"{c.max_total_tokens:,}", str(c.cpuinfer_threads), ms_or_s(e.mean_ttft_ms), f"{e.decode_tok_s:,.1f}",
-                  _peak(e), style=_row_style(result, e))
+        t.add_row(
+            f"{c.num_gpu_experts}{mark}",
+            f"{c.chunked_prefill_size:,}",
+            f"{c.gpu_prefill_token_threshold:,}",
+            f"{c.max_total_tokens:,}",
+            str(c.cpuinfer_threads),
+            ms_or_s(e.mean_ttft_ms),
+            f"{e.decode_tok_s:,.1f}",
+            _peak(e),
+            style=_row_style(result, e),
+        )
     return keep_title(t)
 
 
@@ -217,21 +303,41 @@ def _pareto_compact(result, narrow: bool = False) -> Table:
     """Two-line headers, K for 1024 tokens, the over-budget mark on a line of its own; `narrow` (60
     columns): abbreviated headers with a legend, in the tight frame."""
     if narrow:
-        t = tight_table(_pareto_title(result), "exp: GPU experts per layer; thr: threshold;\nKV: max tokens; "
-                                               "cpu: --kt-cpuinfer; K = 1024 tokens")
+        t = tight_table(
+            _pareto_title(result),
+            "exp: GPU experts per layer; thr: threshold;\nKV: max tokens; cpu: --kt-cpuinfer; K = 1024 tokens",
+        )
         cols = ("exp", "chunk", "thr", "KV", "cpu", "mean\nprefill", "decode\ntok/s", "peak\nGiB")
     else:
         t = Table(title=_pareto_title(result), show_edge=False, caption="K = 1024 tokens")
-        cols = ("GPU\nexperts", "chunk", "thresh", "max\ntokens", "cpu\ninfer", "mean\nprefill", "decode\ntok/s", "peak\nGiB")
+        cols = (
+            "GPU\nexperts",
+            "chunk",
+            "thresh",
+            "max\ntokens",
+            "cpu\ninfer",
+            "mean\nprefill",
+            "decode\ntok/s",
+            "peak\nGiB",
+        )
     t.add_column("", no_wrap=True)
     for col in cols:
         t.add_column(col, justify="right", no_wrap=True)
     for e in _front_rows(result):
         c = e.cfg
         mark = "pick" if e is result.best else ("kt run" if e is result.baseline else "")
-        t.add_row(mark, str(c.num_gpu_experts), tokens_short(c.chunked_prefill_size),
-                  tokens_short(c.gpu_prefill_token_threshold), tokens_short(c.max_total_tokens), str(c.cpuinfer_threads),
-                  ms_short(e.mean_ttft_ms), f"{e.decode_tok_s:,.1f}", _peak(e, 2), style=_row_style(result, e))
+        t.add_row(
+            mark,
+            str(c.num_gpu_experts),
+            tokens_short(c.chunked_prefill_size),
+            tokens_short(c.gpu_prefill_token_threshold),
+            tokens_short(c.max_total_tokens),
+            str(c.cpuinfer_threads),
+            ms_short(e.mean_ttft_ms),
+            f"{e.decode_tok_s:,.1f}",
+            _peak(e, 2),
+            style=_row_style(result, e),
+        )
     return keep_title(t)
 
 
@@ -241,12 +347,19 @@ def render_search_summary(console: Console, result) -> None:
     base = result.baseline
     if base is not None:
         fit = "" if base.feasible else f" (and it does not fit: {', '.join(base.violated)})"
-        parts = [f"{what} {times_faster(ours, theirs, lower_is_faster=low)}" for what, ours, theirs, low in (
-            ("mean prefill", b.mean_ttft_ms, base.mean_ttft_ms, True), ("decode", b.decode_tok_s, base.decode_tok_s, False))
-            if ours > 0 and theirs > 0]
+        parts = [
+            f"{what} {times_faster(ours, theirs, lower_is_faster=low)}"
+            for what, ours, theirs, low in (
+                ("mean prefill", b.mean_ttft_ms, base.mean_ttft_ms, True),
+                ("decode", b.decode_tok_s, base.decode_tok_s, False),
+            )
+            if ours > 0 and theirs > 0
+        ]
         console.print(f"against `kt run` defaults: {', '.join(parts)}{fit}")
-    console.print(f"[dim]study {result.study_name}: {result.trials_total} trials ({result.trials_new} new) in "
-                  f"{result.wall_s:.1f} s, storage {result.storage}[/]")
+    console.print(
+        f"[dim]study {result.study_name}: {result.trials_total} trials ({result.trials_new} new) in "
+        f"{result.wall_s:.1f} s, storage {result.storage}[/]"
+    )
 
 
 def render_search(console: Console, outcome) -> None:
@@ -255,18 +368,34 @@ def render_search(console: Console, outcome) -> None:
     slo = outcome.result.slo
     if slo is not None:
         t = slo["target"]
-        limits = " and ".join(([f"TTFT <= {t['ttft_s']:g} s"] if t["ttft_s"] is not None else []) +
-                              ([f"every gap <= {t['tbt_ms']:g} ms"] if t["tbt_ms"] is not None else []))
-        console.print(f"[green]SLO met[/] at {t['rate_per_s']:g} req/s ({limits}, simulated): {slo['attainment']:.0%} of "
-                      f"requests pass; 90% see TTFT <= {slo['ttft_needed_s']:.1f} s and every gap <= {slo['tbt_needed_ms']:,.0f} ms")
-    render_explanation(console, outcome.inputs.request, outcome.explanation, list(outcome.argv),
-                       "sglang-kt launch command", tuple(outcome.result.notes) + outcome.inputs.paths.notes)
+        limits = " and ".join(
+            ([f"TTFT <= {t['ttft_s']:g} s"] if t["ttft_s"] is not None else [])
+            + ([f"every gap <= {t['tbt_ms']:g} ms"] if t["tbt_ms"] is not None else [])
+        )
+        console.print(
+            f"[green]SLO met[/] at {t['rate_per_s']:g} req/s ({limits}, simulated): {slo['attainment']:.0%} of "
+            f"requests pass; 90% see TTFT <= {slo['ttft_needed_s']:.1f} s and every gap <= {slo['tbt_needed_ms']:,.0f} ms"
+        )
+    render_explanation(
+        console,
+        outcome.inputs.request,
+        outcome.explanation,
+        list(outcome.argv),
+        "sglang-kt launch command",
+        tuple(outcome.result.notes) + outcome.inputs.paths.notes,
+    )
 
 
 def render_explain(console: Console, outcome) -> None:
     """`kttune explain` (`outcome`: kttune.app.ExplainOutcome)."""
-    render_explanation(console, outcome.inputs.request, outcome.explanation, list(outcome.argv),
-                       "sglang-kt launch command for these flags", outcome.inputs.paths.notes)
+    render_explanation(
+        console,
+        outcome.inputs.request,
+        outcome.explanation,
+        list(outcome.argv),
+        "sglang-kt launch command for these flags",
+        outcome.inputs.paths.notes,
+    )
 
 
 def models_table(entries, width: int | None = None) -> Table:
@@ -274,8 +403,9 @@ def models_table(entries, width: int | None = None) -> Table:
     experts, MoE layers, method and grade."""
     if width is None:
         return _models_full(entries)
-    return first_that_fits(width, lambda: _models_full(entries), lambda: _models_compact(entries),
-                           lambda: _models_stacked(entries))
+    return first_that_fits(
+        width, lambda: _models_full(entries), lambda: _models_compact(entries), lambda: _models_stacked(entries)
+    )
 
 
 # What the catalog's `grade` column says (docs/model-configs.md#catalog-grades).
@@ -288,20 +418,42 @@ def _models_full(entries) -> Table:
     for col in ("name", "HF repo", "family", "experts", "top-k", "MoE layers", "checkpoint", "KT method", "grade"):
         t.add_column(col, no_wrap=True)
     for e in entries:
-        t.add_row(e.name, e.hf_repo, e.family, str(e.num_experts), str(e.top_k), str(e.num_moe_layers),
-                  e.checkpoint_format, e.default_method, e.grade)
+        t.add_row(
+            e.name,
+            e.hf_repo,
+            e.family,
+            str(e.num_experts),
+            str(e.top_k),
+            str(e.num_moe_layers),
+            e.checkpoint_format,
+            e.default_method,
+            e.grade,
+        )
     return keep_title(t)
 
 
 def _models_compact(entries) -> Table:
-    t = Table(title="kttune model catalog", show_edge=False,
-              caption=f"{GRADE_LEGEND}\nHF repo, family, checkpoint: a wider terminal or --json")
-    for col, justify in (("name", "left"), ("experts\nx top-k", "right"), ("MoE\nlayers", "right"),
-                         ("KT\nmethod", "left"), ("grade", "left")):
+    t = Table(
+        title="kttune model catalog",
+        show_edge=False,
+        caption=f"{GRADE_LEGEND}\nHF repo, family, checkpoint: a wider terminal or --json",
+    )
+    for col, justify in (
+        ("name", "left"),
+        ("experts\nx top-k", "right"),
+        ("MoE\nlayers", "right"),
+        ("KT\nmethod", "left"),
+        ("grade", "left"),
+    ):
         t.add_column(col, justify=justify, no_wrap=True)
     for e in entries:
-        t.add_row(e.name, f"{e.num_experts} x {e.top_k}", str(e.num_moe_layers), e.default_method,
-                  e.grade.replace(" / ", " /\n"))
+        t.add_row(
+            e.name,
+            f"{e.num_experts} x {e.top_k}",
+            str(e.num_moe_layers),
+            e.default_method,
+            e.grade.replace(" / ", " /\n"),
+        )
     return keep_title(t)
 
 
@@ -311,21 +463,29 @@ def _models_stacked(entries) -> Table:
     for col in ("name\nexperts x top-k, MoE layers", "KT\nmethod", "grade"):
         t.add_column(col, no_wrap=True)
     for e in entries:
-        t.add_row(f"{e.name}\n{e.num_experts} x {e.top_k}, {e.num_moe_layers} layers", e.default_method,
-                  e.grade.replace(" / ", " /\n"))
+        t.add_row(
+            f"{e.name}\n{e.num_experts} x {e.top_k}, {e.num_moe_layers} layers",
+            e.default_method,
+            e.grade.replace(" / ", " /\n"),
+        )
     return keep_title(t)
 
 
 def render_profiles(console: Console, listing) -> None:
     """`kttune profiles` (`listing`: kttune.app.ProfileListing). Where the machine column does not fit
     the console, the machines follow the table as lines of their own."""
+
     def table(with_machine: bool) -> Table:
         t = Table(title="shipped hardware profiles", show_edge=False)
         for col in ("name", "kind") + (("machine",) if with_machine else ()) + ("curves",):
             t.add_column(col, no_wrap=True, justify="right" if col == "curves" else "left")
         for r in listing.shipped:
-            t.add_row(r.name + (" (default)" if r.default else ""), r.kind, *((r.machine,) if with_machine else ()),
-                      str(r.curves))
+            t.add_row(
+                r.name + (" (default)" if r.default else ""),
+                r.kind,
+                *((r.machine,) if with_machine else ()),
+                str(r.curves),
+            )
         return keep_title(t)
 
     t = first_that_fits(console.width, lambda: table(True), lambda: table(False))
@@ -333,8 +493,14 @@ def render_profiles(console: Console, listing) -> None:
     if len(t.columns) == 3:
         for r in listing.shipped:
             console.print(f"  {r.name}: {r.machine}", highlight=False)
-    console.print("this machine: " + (f"probed profile {listing.this_machine} is used by default" if listing.this_machine
-                                      else "not probed (`kttune probe` measures it)"))
+    console.print(
+        "this machine: "
+        + (
+            f"probed profile {listing.this_machine} is used by default"
+            if listing.this_machine
+            else "not probed (`kttune probe` measures it)"
+        )
+    )
 
 
 def workloads_table(workloads, describe: bool = True, narrow: bool = False, tight: bool = False) -> Table:
@@ -342,9 +508,15 @@ def workloads_table(workloads, describe: bool = True, narrow: bool = False, tigh
     `tight` draws them in the narrowest frame."""
     title = "workloads (or -w FILE.json / TRACE.csv)"
     t = tight_table(title) if tight else Table(title=title, show_edge=False)
-    cols = [("name", lambda w: w.name), ("form", lambda w: w.form), ("mean\nprompt", lambda w: f"{w.mean_prompt_tokens:,.0f}"),
-            ("longest", lambda w: f"{w.max_prompt_tokens:,}"), ("output", lambda w: str(w.output_tokens)),
-            ("concur-\nrency", lambda w: str(w.concurrency)), ("decode\nweight", lambda w: f"{w.decode_weight:g}")]
+    cols = [
+        ("name", lambda w: w.name),
+        ("form", lambda w: w.form),
+        ("mean\nprompt", lambda w: f"{w.mean_prompt_tokens:,.0f}"),
+        ("longest", lambda w: f"{w.max_prompt_tokens:,}"),
+        ("output", lambda w: str(w.output_tokens)),
+        ("concur-\nrency", lambda w: str(w.concurrency)),
+        ("decode\nweight", lambda w: f"{w.decode_weight:g}"),
+    ]
     if narrow:
         cols = [c for c in cols if c[0] not in ("longest", "decode\nweight")]
     if describe:
@@ -356,17 +528,23 @@ def workloads_table(workloads, describe: bool = True, narrow: bool = False, tigh
     return keep_title(t)
 
 
-WORKLOADS_USE = ("search and explain score each workload's prompt lengths (log-normal: 12 quantile bins) at its "
-                 "mean output; simulate draws Poisson requests from the same lengths and output (log-normal: from "
-                 "both distributions), or replays a trace's requests.")
+WORKLOADS_USE = (
+    "search and explain score each workload's prompt lengths (log-normal: 12 quantile bins) at its "
+    "mean output; simulate draws Poisson requests from the same lengths and output (log-normal: from "
+    "both distributions), or replays a trace's requests."
+)
 
 
 def render_workloads(console: Console, workloads) -> None:
     """`kttune workloads`: every workload of the shared namespace and what each command uses of it;
     where descriptions do not fit as a column, they follow the table as lines of their own."""
-    t = first_that_fits(console.width, lambda: workloads_table(workloads), lambda: workloads_table(workloads, False),
-                        lambda: workloads_table(workloads, False, narrow=True),
-                        lambda: workloads_table(workloads, False, narrow=True, tight=True))
+    t = first_that_fits(
+        console.width,
+        lambda: workloads_table(workloads),
+        lambda: workloads_table(workloads, False),
+        lambda: workloads_table(workloads, False, narrow=True),
+        lambda: workloads_table(workloads, False, narrow=True, tight=True),
+    )
     console.print(t)
     if not any(c.header == "description" for c in t.columns):
         for w in workloads:

@@ -19,8 +19,15 @@ def rendered_lines(renderable: Any, width: int) -> list[str]:
     """The plain text lines `renderable` renders to on a console `width` cells wide."""
     from rich.console import Console
 
-    c = Console(width=width, record=True, file=_Null(), color_system=None, force_terminal=False,
-                legacy_windows=False, soft_wrap=False)
+    c = Console(
+        width=width,
+        record=True,
+        file=_Null(),
+        color_system=None,
+        force_terminal=False,
+        legacy_windows=False,
+        soft_wrap=False,
+    )
     c.print(renderable)
     return [ln.rstrip() for ln in c.export_text(styles=False).rstrip("\n").split("\n")]
 
@@ -44,11 +51,14 @@ def fits(renderable: Any, width: int) -> bool:
 
     narrow = rendered_lines(renderable, width)
     wide = rendered_lines(renderable, UNLIMITED)
-    if not (len(narrow) == len(wide) and all(cell_len(ln) <= width for ln in narrow)
-            and sum(ln.count(ELLIPSIS) for ln in narrow) == sum(ln.count(ELLIPSIS) for ln in wide)):
+    if not (
+        len(narrow) == len(wide)
+        and all(cell_len(ln) <= width for ln in narrow)
+        and sum(ln.count(ELLIPSIS) for ln in narrow) == sum(ln.count(ELLIPSIS) for ln in wide)
+    ):
         return False
     for text in (getattr(renderable, "title", None), getattr(renderable, "caption", None)):
-        for part in (_plain(text).split("\n") if isinstance(text, str) else ()):
+        for part in _plain(text).split("\n") if isinstance(text, str) else ():
             if part.strip() and not any(part.strip() in ln for ln in narrow):
                 return False
     return True
@@ -64,8 +74,15 @@ def keep_title(table: Any) -> Any:
     """Make a table at least as wide as its title and caption, so rich does not wrap them."""
     from rich.cells import cell_len
 
-    need = max([cell_len(part) for x in (table.title, table.caption) if isinstance(x, str) and x
-                for part in _plain(x).split("\n")] or [0])
+    need = max(
+        [
+            cell_len(part)
+            for x in (table.title, table.caption)
+            if isinstance(x, str) and x
+            for part in _plain(x).split("\n")
+        ]
+        or [0]
+    )
     table.min_width = max(table.min_width or 0, need)
     return table
 
@@ -97,7 +114,7 @@ def split_columns(width: int, fixed: int, build: Callable[[Sequence[int]], Any],
     idx = list(varying)
     while start < len(idx):
         end = start + 1
-        while end < len(idx) and fits(build(idx[start:end + 1]), width):
+        while end < len(idx) and fits(build(idx[start : end + 1]), width):
             end += 1
         out.append(build(idx[start:end]))
         start = end

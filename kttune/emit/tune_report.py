@@ -43,23 +43,34 @@ def _ratio(c: dict | None) -> str:
 
 def sorted_rows(doc: dict) -> list[dict]:
     rows = list(doc.get("verification", []))
-    return sorted(rows, key=lambda r: (ROLE_ORDER.get(r["role"], 9), -((r.get("measured_tok_s") or {}).get("median") or 0)))
+    return sorted(
+        rows, key=lambda r: (ROLE_ORDER.get(r["role"], 9), -((r.get("measured_tok_s") or {}).get("median") or 0))
+    )
 
 
 def _table(doc: dict, compact: bool):
     from rich import box
     from rich.table import Table
 
-    t = Table(title="verification: measured prefill tok/s", show_edge=False, box=box.SIMPLE_HEAD,
-              caption="flags: chunk/threshold/GPU experts/cpuinfer\n± half the interval, *k outliers left out\n"
-                      "vs pick: ratio [interval], paired by round")
+    t = Table(
+        title="verification: measured prefill tok/s",
+        show_edge=False,
+        box=box.SIMPLE_HEAD,
+        caption="flags: chunk/threshold/GPU experts/cpuinfer\n± half the interval, *k outliers left out\n"
+        "vs pick: ratio [interval], paired by round",
+    )
     cols = ["configuration", "flags", "tok/s", "±", "vs pick"] + ([] if compact else ["status"])
     for h in cols:
         t.add_column(h, justify="left" if h in ("configuration", "flags", "status") else "right", no_wrap=True)
     for r in sorted_rows(doc):
         name = r["name"] if len(r["name"]) <= 20 or not compact else r["name"][:19] + "…"
-        cells = [("* " if r["role"] == "pick" else "") + name, _flags(r["config"]), _tok(r.get("measured_tok_s")),
-                 _pm(r.get("measured_tok_s")), _ratio(r.get("vs_pick"))]
+        cells = [
+            ("* " if r["role"] == "pick" else "") + name,
+            _flags(r["config"]),
+            _tok(r.get("measured_tok_s")),
+            _pm(r.get("measured_tok_s")),
+            _ratio(r.get("vs_pick")),
+        ]
         if not compact:
             cells.append(r["status"] if r["fits"] else "does not fit")
         t.add_row(*cells)
@@ -71,14 +82,21 @@ def _narrow_table(doc: dict):
     from rich import box
     from rich.table import Table
 
-    t = Table(title="verification (tok/s, vs pick)", show_edge=False, box=box.SIMPLE_HEAD,
-              caption="ratio to the pick [interval]")
+    t = Table(
+        title="verification (tok/s, vs pick)",
+        show_edge=False,
+        box=box.SIMPLE_HEAD,
+        caption="ratio to the pick [interval]",
+    )
     for h in ("configuration", "tok/s", "vs pick"):
         t.add_column(h, justify="left" if h == "configuration" else "right", no_wrap=True)
     for r in sorted_rows(doc):
         name = r["name"] if len(r["name"]) <= 20 else r["name"][:19] + "…"
-        t.add_row(("* " if r["role"] == "pick" else "") + name, _tok(r.get("measured_tok_s")) + " " + _pm(r.get("measured_tok_s")),
-                  _ratio(r.get("vs_pick")))
+        t.add_row(
+            ("* " if r["role"] == "pick" else "") + name,
+            _tok(r.get("measured_tok_s")) + " " + _pm(r.get("measured_tok_s")),
+            _ratio(r.get("vs_pick")),
+        )
     return keep_title(t)
 
 
@@ -87,30 +105,42 @@ def summary_lines(doc: dict) -> list[str]:
     pick = doc["pick"]
     e = doc.get("pick_measured_tok_s")
     if doc["mode"] == "model":
-        out.append(f"pick (cost model, not measured): {_flags(pick)}; predicted {doc.get('pick_predicted_tok_s') or 0:,.0f} tok/s")
+        out.append(
+            f"pick (cost model, not measured): {_flags(pick)}; predicted {doc.get('pick_predicted_tok_s') or 0:,.0f} tok/s"
+        )
     else:
-        out.append(f"pick: {_flags(pick)} (chunk/threshold/GPU experts/cpuinfer), measured "
-                   + (f"{e['median']:,.0f} tok/s [{e['low']:,.0f}-{e['high']:,.0f}]" if e else "-"))
+        out.append(
+            f"pick: {_flags(pick)} (chunk/threshold/GPU experts/cpuinfer), measured "
+            + (f"{e['median']:,.0f} tok/s [{e['low']:,.0f}-{e['high']:,.0f}]" if e else "-")
+        )
     out.append(f"decision: {doc['decision']}")
     for g in doc.get("gains", []):
         out.append(f"gain over {g['baseline']}: {g['ratio']:.2f}x [{g['low']:.2f}-{g['high']:.2f}]")
     c = (doc.get("crossover") or {}).get("measured")
     if c:
         if c.get("x"):
-            out.append(f"crossover (n={doc['crossover']['gpu_experts']}): {c['x']:,.0f} tokens [{c['low']:,.0f}-{c['high']:,.0f}] "
-                       f"measured; the model said {doc['crossover'].get('predicted_raw')}, calibrated "
-                       f"{doc['crossover'].get('predicted_calibrated')}")
+            out.append(
+                f"crossover (n={doc['crossover']['gpu_experts']}): {c['x']:,.0f} tokens [{c['low']:,.0f}-{c['high']:,.0f}] "
+                f"measured; the model said {doc['crossover'].get('predicted_raw')}, calibrated "
+                f"{doc['crossover'].get('predicted_calibrated')}"
+            )
         else:
             out.append(f"crossover: not in the measured sizes (layerwise/hybrid ratio {c.get('side')} 1 throughout)")
     chk = doc.get("output_check") or {}
     if chk.get("checked"):
-        out.append(f"output check at {chk['tokens']} tokens: hybrid vs layerwise differ by {100 * chk['moe_rel_diff']:.2f}% "
-                   f"(MoE) and {100 * chk['layers_rel_diff']:.2f}% (layers), tolerance {100 * chk['tolerance']:.0f}%: "
-                   + ("agree" if chk.get("agree") else "DISAGREE"))
+        out.append(
+            f"output check at {chk['tokens']} tokens: hybrid vs layerwise differ by {100 * chk['moe_rel_diff']:.2f}% "
+            f"(MoE) and {100 * chk['layers_rel_diff']:.2f}% (layers), tolerance {100 * chk['tolerance']:.0f}%: "
+            + ("agree" if chk.get("agree") else "DISAGREE")
+        )
     elif chk:
         out.append(f"output check: {chk.get('reason', 'not run')}")
     if doc.get("phases_s"):
-        out.append(f"took {doc['wall_s']:.0f} s (" + ", ".join(f"{k} {v:.0f} s" for k, v in doc["phases_s"].items() if v >= 0.5) + ")")
+        out.append(
+            f"took {doc['wall_s']:.0f} s ("
+            + ", ".join(f"{k} {v:.0f} s" for k, v in doc["phases_s"].items() if v >= 0.5)
+            + ")"
+        )
     if doc.get("resumed"):
         out.append(f"resumed from {doc['state_path']}")
     return out
@@ -122,8 +152,11 @@ def render(console: Any, doc: dict) -> None:
     from kttune.emit.report import render_notes
 
     if doc.get("verification"):
-        console.print(first_that_fits(console.width, lambda: _table(doc, False), lambda: _table(doc, True),
-                                      lambda: _narrow_table(doc)))
+        console.print(
+            first_that_fits(
+                console.width, lambda: _table(doc, False), lambda: _table(doc, True), lambda: _narrow_table(doc)
+            )
+        )
     for line in summary_lines(doc):
         console.print(line, markup=False, highlight=False)
     render_notes(console, doc.get("notes", ()))
@@ -134,19 +167,28 @@ def render(console: Any, doc: dict) -> None:
 def markdown(doc: dict) -> str:
     from kttune.emit.launch import launch_command
 
-    lines = [f"# kttune tune: {doc['model']} {doc['method']}", "",
-             f"Mode: {doc['mode']} (evaluator {doc['evaluator']}); profile: {doc['profile']}; prompt lengths measured: "
-             f"{', '.join(map(str, doc.get('prompt_tokens', [])))}.", ""]
+    lines = [
+        f"# kttune tune: {doc['model']} {doc['method']}",
+        "",
+        f"Mode: {doc['mode']} (evaluator {doc['evaluator']}); profile: {doc['profile']}; prompt lengths measured: "
+        f"{', '.join(map(str, doc.get('prompt_tokens', [])))}.",
+        "",
+    ]
     if doc.get("verification"):
-        lines += ["| configuration | role | chunk | threshold | GPU experts | cpuinfer | tok/s median | interval | n | outliers | "
-                  "vs pick | status |", "|---|---|---:|---:|---:|---:|---:|---|---:|---|---|---|"]
+        lines += [
+            "| configuration | role | chunk | threshold | GPU experts | cpuinfer | tok/s median | interval | n | outliers | "
+            "vs pick | status |",
+            "|---|---|---:|---:|---:|---:|---:|---|---:|---|---|---|",
+        ]
         for r in sorted_rows(doc):
             c, e = r["config"], r.get("measured_tok_s") or {}
             iv = f"{e['low']:,.0f}-{e['high']:,.0f}" if e and e.get("n", 1) >= 2 else ""
             outs = "; ".join(o["reason"] for o in e.get("outliers", [])) if e else ""
-            lines.append(f"| {r['name']} | {r['role']} | {c['chunked_prefill_size']} | {c['gpu_prefill_token_threshold']} | "
-                         f"{c['num_gpu_experts']} | {c['cpuinfer_threads']} | {_tok(e or None)} | {iv} | {e.get('n', '') if e else ''} | "
-                         f"{outs} | {_ratio(r.get('vs_pick'))} | {r['status'] if r['fits'] else 'does not fit'} |")
+            lines.append(
+                f"| {r['name']} | {r['role']} | {c['chunked_prefill_size']} | {c['gpu_prefill_token_threshold']} | "
+                f"{c['num_gpu_experts']} | {c['cpuinfer_threads']} | {_tok(e or None)} | {iv} | {e.get('n', '') if e else ''} | "
+                f"{outs} | {_ratio(r.get('vs_pick'))} | {r['status'] if r['fits'] else 'does not fit'} |"
+            )
         lines.append("")
     lines += [f"- {x}" for x in summary_lines(doc)]
     lines += [f"- note: {n}" for n in doc.get("notes", [])]

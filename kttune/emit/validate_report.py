@@ -16,8 +16,10 @@ def render_validation(console: Console, outcome) -> None:
     console.print("[bold]server command[/] (run in its own process group):")
     console.print(launch_command(["python", "-m"] + res.argv[2:]), soft_wrap=True, markup=False)
     if res.ok:
-        console.print(f"[green]server ready after {res.ready_s:.0f} s[/] and served every prompt; the first was exactly "
-                      f"the chunk size ({res.chunk_prompt_tokens:,} tokens)")
+        console.print(
+            f"[green]server ready after {res.ready_s:.0f} s[/] and served every prompt; the first was exactly "
+            f"the chunk size ({res.chunk_prompt_tokens:,} tokens)"
+        )
     else:
         kind = res.failure.kind if res.failure else "timeout"
         console.print(f"[red]{kind}[/] during {res.stage}: {res.reason}")
@@ -43,7 +45,9 @@ def render_validation(console: Console, outcome) -> None:
 
         for k in cmp.corrections:
             applied = "" if ":" in k["path"] else " (MoE-layer time, applied by the cost model)"
-            console.print(f"correction {k['path']} {k['method']}: x{entry_factor(k):.3g} from {k['points']} measurements{applied}")
+            console.print(
+                f"correction {k['path']} {k['method']}: x{entry_factor(k):.3g} from {k['points']} measurements{applied}"
+            )
     if outcome.profile_written:
         console.print(f"corrections written to {outcome.profile_written}")
     console.print(f"server log: {res.log_path}")
@@ -56,8 +60,13 @@ def _frame(title: str, tight: bool) -> Table:
 def _lengths_table(cmp, tight: bool) -> Table:
     """Prediction against the server's TTFT per prompt length; `tight`: the 60-column frame."""
     t = _frame("prefill: predicted vs measured TTFT (median)", tight)
-    for col in ("prompt\ntokens" if tight else "prompt tokens", "forwards", "predicted", "measured",
-                "measured/\npredicted" if tight else "measured / predicted"):
+    for col in (
+        "prompt\ntokens" if tight else "prompt tokens",
+        "forwards",
+        "predicted",
+        "measured",
+        "measured/\npredicted" if tight else "measured / predicted",
+    ):
         t.add_column(col, justify="right", no_wrap=True)
     for c in cmp.lengths:
         paths = "+".join(sorted(set(c.paths))) if len(set(c.paths)) > 1 else f"{len(c.paths)} x {c.paths[0]}"

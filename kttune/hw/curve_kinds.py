@@ -48,8 +48,14 @@ from dataclasses import MISSING, dataclass, fields
 from typing import Any, Callable, ClassVar
 
 from kttune.hw.features import (
-    ATTENTION_FEATURES, COPY_FEATURES, GEMM_FEATURES, MOE_FEATURES, attention_prefill_flops, copy_features,
-    gemm_features, moe_features,
+    ATTENTION_FEATURES,
+    COPY_FEATURES,
+    GEMM_FEATURES,
+    MOE_FEATURES,
+    attention_prefill_flops,
+    copy_features,
+    gemm_features,
+    moe_features,
 )
 from kttune.spec.methods import METHODS, bytes_per_expert
 from kttune.spec.moe_shape import MoeLayerShape
@@ -121,7 +127,12 @@ def _required(cls: type, f: Any) -> bool:
 
 
 def _brief(params: dict[str, Any]) -> str:
-    return "{" + ", ".join(f"{k}: {v!r}" for k, v in list(params.items())[:4]) + ("" if len(params) <= 4 else ", ...") + "}"
+    return (
+        "{"
+        + ", ".join(f"{k}: {v!r}" for k, v in list(params.items())[:4])
+        + ("" if len(params) <= 4 else ", ...")
+        + "}"
+    )
 
 
 # ---- the cost model's fits -----------------------------------------------------------------------------
@@ -139,14 +150,18 @@ class CostFit:
 def _moe_row(c: Any, x: float) -> tuple:
     s: MoeCurveShape = c.shape
     fmt = METHODS[s.method].cpu_format if s.method in METHODS else "bf16"
-    return moe_features(x, s.hidden, s.inter, s.experts, s.top_k, s.routed_experts, bytes_per_expert(fmt, s.hidden, s.inter))
+    return moe_features(
+        x, s.hidden, s.inter, s.experts, s.top_k, s.routed_experts, bytes_per_expert(fmt, s.hidden, s.inter)
+    )
 
 
 MOE_FIT = CostFit(MOE_FEATURES, _moe_row)
 COPY_FIT = CostFit(COPY_FEATURES, lambda c, x: copy_features(x))
 GEMM_FIT = CostFit(GEMM_FEATURES, lambda c, x: gemm_features(x, c.shape.hidden, c.shape.out))
-ATTENTION_FIT = CostFit(ATTENTION_FEATURES, lambda c, x: (
-    1.0, attention_prefill_flops(x, 0, c.shape.heads, c.shape.head_dim, c.shape.v_head_dim)))
+ATTENTION_FIT = CostFit(
+    ATTENTION_FEATURES,
+    lambda c, x: (1.0, attention_prefill_flops(x, 0, c.shape.heads, c.shape.head_dim, c.shape.v_head_dim)),
+)
 
 
 # ---- the table ------------------------------------------------------------------------------------------
@@ -173,19 +188,22 @@ class CurveKind:
 
 DERIVE_RULES = ("cpu_threads", "gpu_roofline", "pcie_link", "pipeline_overlap", "host_cpu", "allreduce")
 
-KINDS: dict[str, CurveKind] = {k.name: k for k in (
-    CurveKind("cpu_moe", "tokens", "cpu", "cpu_threads", MoeCurveShape, MOE_FIT),
-    CurveKind("stage_a_write", "bytes", "cpu", "cpu_threads", MethodCurveShape, COPY_FIT),
-    CurveKind("h2d", "bytes", "pcie", "pcie_link", None, COPY_FIT),
-    CurveKind("d2h", "bytes", "pcie", "pcie_link", None, COPY_FIT),
-    CurveKind("stage_c_repack", "bytes", "gpu", "gpu_roofline", MethodCurveShape, COPY_FIT),
-    CurveKind("gpu_moe", "tokens", "gpu", "gpu_roofline", MoeCurveShape, MOE_FIT),
-    CurveKind("gpu_gemm", "tokens", "gpu", "gpu_roofline", GemmCurveShape, GEMM_FIT),
-    CurveKind("attention", "context", "gpu", "gpu_roofline", AttentionCurveShape, ATTENTION_FIT),
-    CurveKind("pipeline", "bytes", "cpu+gpu", "pipeline_overlap", MethodCurveShape, COPY_FIT),
-    CurveKind("host_ram", "tokens", "cpu", "host_cpu", MoeCurveShape, None),
-    CurveKind("allreduce", "bytes", "gpus", "allreduce", None, COPY_FIT),
-)}
+KINDS: dict[str, CurveKind] = {
+    k.name: k
+    for k in (
+        CurveKind("cpu_moe", "tokens", "cpu", "cpu_threads", MoeCurveShape, MOE_FIT),
+        CurveKind("stage_a_write", "bytes", "cpu", "cpu_threads", MethodCurveShape, COPY_FIT),
+        CurveKind("h2d", "bytes", "pcie", "pcie_link", None, COPY_FIT),
+        CurveKind("d2h", "bytes", "pcie", "pcie_link", None, COPY_FIT),
+        CurveKind("stage_c_repack", "bytes", "gpu", "gpu_roofline", MethodCurveShape, COPY_FIT),
+        CurveKind("gpu_moe", "tokens", "gpu", "gpu_roofline", MoeCurveShape, MOE_FIT),
+        CurveKind("gpu_gemm", "tokens", "gpu", "gpu_roofline", GemmCurveShape, GEMM_FIT),
+        CurveKind("attention", "context", "gpu", "gpu_roofline", AttentionCurveShape, ATTENTION_FIT),
+        CurveKind("pipeline", "bytes", "cpu+gpu", "pipeline_overlap", MethodCurveShape, COPY_FIT),
+        CurveKind("host_ram", "tokens", "cpu", "host_cpu", MoeCurveShape, None),
+        CurveKind("allreduce", "bytes", "gpus", "allreduce", None, COPY_FIT),
+    )
+}
 
 CURVE_KINDS = tuple(KINDS)
 

@@ -16,8 +16,20 @@ from kttune.hw.profile import HardwareProfile
 from kttune.units import GIB
 
 # Sapphire Rapids / Emerald Rapids Xeon flags kt-kernel's AMX variant uses.
-XEON_AMX_ISA = ("amx_bf16", "amx_int8", "amx_tile", "avx2", "avx512_bf16", "avx512_fp16", "avx512_vbmi",
-                "avx512_vnni", "avx512bw", "avx512f", "avx_vnni", "fma")
+XEON_AMX_ISA = (
+    "amx_bf16",
+    "amx_int8",
+    "amx_tile",
+    "avx2",
+    "avx512_bf16",
+    "avx512_fp16",
+    "avx512_vbmi",
+    "avx512_vnni",
+    "avx512bw",
+    "avx512f",
+    "avx_vnni",
+    "fma",
+)
 
 
 @dataclass(frozen=True)
@@ -38,17 +50,37 @@ class DatasheetBox:
 
 BOXES = (
     DatasheetBox(
-        "datasheet-h200-pcie5-xeon-amx-16c", "h200-pcie5-xeon-amx-16c",
-        Change(gpu="h200", cpu=CpuTarget(cores=16, isa=XEON_AMX_ISA, numa_nodes=1,
-                                         mem_bandwidth_gbps=dram_gbps(8, 4800), ram_bytes=128 * GIB,
-                                         model="Intel Xeon (Sapphire Rapids class, AMX), 16 cores, 8 x DDR5-4800")),
-        "16-core Xeon with AMX, 8 x DDR5-4800"),
+        "datasheet-h200-pcie5-xeon-amx-16c",
+        "h200-pcie5-xeon-amx-16c",
+        Change(
+            gpu="h200",
+            cpu=CpuTarget(
+                cores=16,
+                isa=XEON_AMX_ISA,
+                numa_nodes=1,
+                mem_bandwidth_gbps=dram_gbps(8, 4800),
+                ram_bytes=128 * GIB,
+                model="Intel Xeon (Sapphire Rapids class, AMX), 16 cores, 8 x DDR5-4800",
+            ),
+        ),
+        "16-core Xeon with AMX, 8 x DDR5-4800",
+    ),
     DatasheetBox(
-        "datasheet-rtx4090-pcie4-xeon-amx-64c", "h200-pcie5-xeon-amx-16c",
-        Change(gpu="rtx4090", cpu=CpuTarget(cores=64, isa=XEON_AMX_ISA, numa_nodes=2,
-                                            mem_bandwidth_gbps=dram_gbps(16, 4800), ram_bytes=1024 * GIB,
-                                            model="Intel Xeon (AMX), 2 sockets x 32 cores, 16 x DDR5-4800")),
-        "2 x 32-core Xeon with AMX, 16 x DDR5-4800"),
+        "datasheet-rtx4090-pcie4-xeon-amx-64c",
+        "h200-pcie5-xeon-amx-16c",
+        Change(
+            gpu="rtx4090",
+            cpu=CpuTarget(
+                cores=64,
+                isa=XEON_AMX_ISA,
+                numa_nodes=2,
+                mem_bandwidth_gbps=dram_gbps(16, 4800),
+                ram_bytes=1024 * GIB,
+                model="Intel Xeon (AMX), 2 sockets x 32 cores, 16 x DDR5-4800",
+            ),
+        ),
+        "2 x 32-core Xeon with AMX, 16 x DDR5-4800",
+    ),
 )
 
 
@@ -56,8 +88,13 @@ def datasheet_profile(box: DatasheetBox, measured: HardwareProfile) -> HardwareP
     """`box` derived from its measured profile; provenance kind "datasheet", created left empty so
     regenerating gives the same file."""
     p = derive_profile(measured, box.change, created="").profile
-    prov = replace(p.provenance, kind="datasheet", machine=box.machine, tool_version="kttune datasheet",
-                   command="python -m kttune.hw.datasheet")
+    prov = replace(
+        p.provenance,
+        kind="datasheet",
+        machine=box.machine,
+        tool_version="kttune datasheet",
+        command="python -m kttune.hw.datasheet",
+    )
     return replace(p, provenance=prov)
 
 

@@ -32,7 +32,14 @@ from kttune.hw.fingerprint import fingerprint
 from kttune.hw.fit import fit_nonneg
 from kttune.hw.gpu_table import GpuSpec, gpu_spec, pcie_gbps, spec_for_name
 from kttune.hw.profile import (
-    CpuInfo, Curve, GpuInfo, HardwareProfile, Inventory, NumaNode, Point, Provenance,
+    CpuInfo,
+    Curve,
+    GpuInfo,
+    HardwareProfile,
+    Inventory,
+    NumaNode,
+    Point,
+    Provenance,
 )
 from kttune.units import GIB
 
@@ -60,8 +67,16 @@ ISA_RATE: dict[str, dict[str, float]] = {
     "avx2": {"BF16": 0.15, "FP8": 0.25, "FP8_PERCHANNEL": 0.25, "RAWINT4": 0.3},
 }
 # Bytes per weight on the GPU by method (for the roofline ratio of GPU MoE points).
-GPU_BYTES_PER_WEIGHT = {"BF16": 2.0, "FP8": 1.0, "FP8_PERCHANNEL": 1.0, "MXFP8": 1.0, "RAWINT4": 0.53,
-                        "MXFP4": 0.53, "AMXINT4": 0.53, "AMXINT8": 1.0}
+GPU_BYTES_PER_WEIGHT = {
+    "BF16": 2.0,
+    "FP8": 1.0,
+    "FP8_PERCHANNEL": 1.0,
+    "MXFP8": 1.0,
+    "RAWINT4": 0.53,
+    "MXFP4": 0.53,
+    "AMXINT4": 0.53,
+    "AMXINT8": 1.0,
+}
 FP8_METHODS = ("FP8", "FP8_PERCHANNEL", "MXFP8")
 # All-reduce without a measurement: NCCL's own cost model (NVIDIA/nccl src/graph/tuning.cc,
 # `baseLat` and `hwLat`, ring algorithm, in us): a base latency per call plus a latency per ring
@@ -72,7 +87,7 @@ NCCL_PROTOCOL_BANDWIDTH_SHARE = {"LL": 0.25, "Simple": 1.0}
 # The share of the datasheet link rate a ring's bus bandwidth reaches.
 ALLREDUCE_LINK_EFFICIENCY = 0.7
 # Message sizes of a derived all-reduce curve: 4 B (a barrier) to 1 GiB.
-ALLREDUCE_SIZES = (4.0, 64.0, 1024.0) + tuple(float(2 ** e) for e in range(16, 31, 2))
+ALLREDUCE_SIZES = (4.0, 64.0, 1024.0) + tuple(float(2**e) for e in range(16, 31, 2))
 
 
 def dram_gbps(channels: int, mts: int) -> float:
@@ -117,8 +132,11 @@ def isa_class(isa: Iterable[str]) -> str:
 
 
 def _labelled(c: Curve, label: str, err: float, points: tuple[Point, ...] | None = None, **params: Any) -> Curve:
-    return replace(c, points=c.points if points is None else points,
-                   params={**c.params, **params, "label": label, "expected_error": err})
+    return replace(
+        c,
+        points=c.points if points is None else points,
+        params={**c.params, **params, "label": label, "expected_error": err},
+    )
 
 
 # ---- CPU -----------------------------------------------------------------------------------------
@@ -129,8 +147,10 @@ def fixed_call_ms(profile: HardwareProfile, kind: str) -> float:
     worker pool's wake-up and sync): the fastest call measured below the full pool. It bounds the
     fixed part from above and does not scale with threads, ISA or bandwidth."""
     cores = profile.inventory.cpu.physical_cores
-    return min((p.t_ms for c in profile.curves_of(kind) if 0 < int(c.params.get("threads", 0)) < cores
-                for p in c.points), default=0.0)
+    return min(
+        (p.t_ms for c in profile.curves_of(kind) if 0 < int(c.params.get("threads", 0)) < cores for p in c.points),
+        default=0.0,
+    )
 
 
 def _point_key(c: Curve, p: Point) -> tuple:
@@ -185,8 +205,16 @@ def _cpu_point_bytes(c: Curve, x: float) -> float:
     return touched * s.params_per_expert * GPU_BYTES_PER_WEIGHT.get(s.method, 1.0)
 
 
-def scale_cpu_time(t_ms: float, serial: float, threads_from: int, threads_to: int, rate_ratio: float = 1.0,
-                   numa_eff: float = 1.0, floor_ms: float = 0.0, fixed_ms: float = 0.0) -> float:
+def scale_cpu_time(
+    t_ms: float,
+    serial: float,
+    threads_from: int,
+    threads_to: int,
+    rate_ratio: float = 1.0,
+    numa_eff: float = 1.0,
+    floor_ms: float = 0.0,
+    fixed_ms: float = 0.0,
+) -> float:
     """One measured CPU time moved to another thread count and per-core rate: the fixed cost per call
     and the serial share of the rest stay, the parallel share scales with threads x rate x NUMA
     efficiency, not below `floor_ms` (the target's memory-bandwidth time for the bytes moved)."""
@@ -207,18 +235,24 @@ def derive_cpu_curves(profile: HardwareProfile, cpu: CpuTarget) -> tuple[list[Cu
     src_pools = max(1, len(src.numa_nodes))
     numa_eff = NUMA_EFFICIENCY ** max(0, pools - src_pools)
     bw = cpu.mem_bandwidth_gbps
-    notes = [f"CPU: {src_cores} -> {cpu.cores} cores; per call a fixed {fixed['cpu_moe'] * 1e3:.0f} us (kt-kernel MoE) "
-             f"and {fixed['stage_a_write'] * 1e3:.0f} us (stage A), the fastest calls measured; serial share of the rest "
-             f"{serial['cpu_moe']:.2f} (MoE) and {serial['stage_a_write']:.2f} (stage A), fitted on the measured thread "
-             f"sweep; threads keep the measured box's spare cores (t -> t + {cpu.cores - src_cores})"]
+    notes = [
+        f"CPU: {src_cores} -> {cpu.cores} cores; per call a fixed {fixed['cpu_moe'] * 1e3:.0f} us (kt-kernel MoE) "
+        f"and {fixed['stage_a_write'] * 1e3:.0f} us (stage A), the fastest calls measured; serial share of the rest "
+        f"{serial['cpu_moe']:.2f} (MoE) and {serial['stage_a_write']:.2f} (stage A), fitted on the measured thread "
+        f"sweep; threads keep the measured box's spare cores (t -> t + {cpu.cores - src_cores})"
+    ]
     if tgt_isa != src_isa:
-        notes.append(f"CPU ISA {src_isa} -> {tgt_isa}: per-core MoE rate ratios {ISA_RATE[tgt_isa]} (datasheet); "
-                     "stage A, a copy with re-layout, at the same per-core rate")
+        notes.append(
+            f"CPU ISA {src_isa} -> {tgt_isa}: per-core MoE rate ratios {ISA_RATE[tgt_isa]} (datasheet); "
+            "stage A, a copy with re-layout, at the same per-core rate"
+        )
     if pools > src_pools:
         notes.append(f"{pools} NUMA sub-pools: parallel efficiency {numa_eff:.2f} (datasheet guess)")
     if bw:
-        notes.append(f"memory bandwidth floor {bw:g} GB/s x {DRAM_EFFICIENCY} for the bytes each call moves "
-                     "(MoE: the experts it reads; stage A: the expert read and written)")
+        notes.append(
+            f"memory bandwidth floor {bw:g} GB/s x {DRAM_EFFICIENCY} for the bytes each call moves "
+            "(MoE: the experts it reads; stage A: the expert read and written)"
+        )
     else:
         notes.append("memory bandwidth not given: assumed to grow with the cores (no floor)")
     out = []
@@ -246,8 +280,9 @@ def derive_cpu_curves(profile: HardwareProfile, cpu: CpuTarget) -> tuple[list[Cu
             floor = _cpu_point_bytes(c, p.x) / (bw * DRAM_EFFICIENCY * 1e6) if bw else 0.0
             t = scale_cpu_time(p.t_ms, serial[c.kind], th, th_to, rate, numa_eff, floor, fixed[c.kind])
             pts.append(Point(x=p.x, t_ms=t, n=0, extra=dict(p.extra)))
-        label, err = ("scaled", CPU_SCALED_ERROR) if tgt_isa == src_isa and pools <= src_pools \
-            else ("datasheet", CPU_ISA_ERROR)
+        label, err = (
+            ("scaled", CPU_SCALED_ERROR) if tgt_isa == src_isa and pools <= src_pools else ("datasheet", CPU_ISA_ERROR)
+        )
         extra = {"threads": th_to}
         if "threadpools" in c.params:
             extra["threadpools"] = pools
@@ -312,7 +347,11 @@ def _moved(c: Curve, byte_ratio: float, flop_ratio: float, label: str, err: floa
     else:  # one point: nothing tells its fixed part apart; its time moves with its work
         _, nbytes, flops = rows[0]
         t = c.points[0].t_ms
-        fixed, per_byte, per_flop = 0.0, (t / nbytes if nbytes > 0 else 0.0), (t / flops if nbytes <= 0 < flops else 0.0)
+        fixed, per_byte, per_flop = (
+            0.0,
+            (t / nbytes if nbytes > 0 else 0.0),
+            (t / flops if nbytes <= 0 < flops else 0.0),
+        )
     pts = []
     for p, (_, nbytes, flops) in zip(c.points, rows):
         t = p.t_ms + per_byte * nbytes * (byte_ratio - 1) + per_flop * flops * (flop_ratio - 1)
@@ -355,9 +394,16 @@ def nccl_allreduce_ms(nbytes: float, n_gpus: int, bus_gbps: float, link: str) ->
     (low latency, a quarter of the bus bandwidth) and Simple, each a base latency plus a latency per
     ring step plus the ring's bandwidth term. A 4-byte all-reduce (what `dist.barrier` runs on NCCL)
     costs 6.6 + 2(n-1) us over PCIe: 8.6 us on two GPUs, 12.6 on four."""
-    return min(allreduce_ms(nbytes, n_gpus, bus_gbps * NCCL_PROTOCOL_BANDWIDTH_SHARE[p],
-                            NCCL_STEP_LATENCY_US[link][p] / 1e3, NCCL_BASE_LATENCY_US[p] / 1e3)
-               for p in ("LL", "Simple"))
+    return min(
+        allreduce_ms(
+            nbytes,
+            n_gpus,
+            bus_gbps * NCCL_PROTOCOL_BANDWIDTH_SHARE[p],
+            NCCL_STEP_LATENCY_US[link][p] / 1e3,
+            NCCL_BASE_LATENCY_US[p] / 1e3,
+        )
+        for p in ("LL", "Simple")
+    )
 
 
 def allreduce_link_gbps(link: str, gpu: GpuSpec) -> float:
@@ -380,8 +426,10 @@ def derive_profile(measured: HardwareProfile, change: Change, created: str = "")
     src_gpu = spec_for_name(inv.gpus[0].name) if inv.gpus else None
     tgt_gpu = gpu_spec(change.gpu) if change.gpu else src_gpu
     if change.gpu and src_gpu is None:
-        raise UserError(f"the measured GPU {inv.gpus[0].name!r} is not in kttune's GPU table",
-                        "derive only the CPU or the GPU count, or measure the target GPU")
+        raise UserError(
+            f"the measured GPU {inv.gpus[0].name!r} is not in kttune's GPU table",
+            "derive only the CPU or the GPU count, or measure the target GPU",
+        )
     n_src = len(inv.gpus)
     n_tgt = change.n_gpus if change.n_gpus is not None else n_src
     if n_tgt < 1:
@@ -396,17 +444,21 @@ def derive_profile(measured: HardwareProfile, change: Change, created: str = "")
     src_link = _link_gbps_of(inv.gpus[0]) if inv.gpus else 0.0
     tgt_link = pcie_gbps(tgt_gpu.pcie_gen, tgt_gpu.pcie_width) if gpu_changed else src_link
     if gpu_changed:
-        notes.append(f"GPU {src_gpu.key} -> {tgt_gpu.key}: GPU curves' fitted fixed parts kept (launch-bound calls such as "
-                     f"stage C stay as measured), their bytes terms scaled by the HBM ratio ({src_gpu.hbm_gbps:g} -> "
-                     f"{tgt_gpu.hbm_gbps:g} GB/s) and flops terms by the tensor-rate ratio (BF16 {src_gpu.bf16_tflops:g} -> "
-                     f"{tgt_gpu.bf16_tflops:g} TFLOP/s); copies' bytes terms by the PCIe ratio {src_link:.1f} -> {tgt_link:.1f} GB/s")
+        notes.append(
+            f"GPU {src_gpu.key} -> {tgt_gpu.key}: GPU curves' fitted fixed parts kept (launch-bound calls such as "
+            f"stage C stay as measured), their bytes terms scaled by the HBM ratio ({src_gpu.hbm_gbps:g} -> "
+            f"{tgt_gpu.hbm_gbps:g} GB/s) and flops terms by the tensor-rate ratio (BF16 {src_gpu.bf16_tflops:g} -> "
+            f"{tgt_gpu.bf16_tflops:g} TFLOP/s); copies' bytes terms by the PCIe ratio {src_link:.1f} -> {tgt_link:.1f} GB/s"
+        )
     carried_overlap = False
     for c in measured.curves:
         try:
             rule = curve_kind(c.kind).derive
         except ValueError as e:  # a curve built in code: the reader admits no kind without a row
-            raise UserError(f"cannot derive the profile: {e}", "add the kind's row to kttune/hw/curve_kinds.py, "
-                            "with its derive rule, or drop the curve") from None
+            raise UserError(
+                f"cannot derive the profile: {e}",
+                "add the kind's row to kttune/hw/curve_kinds.py, with its derive rule, or drop the curve",
+            ) from None
         if rule == "cpu_threads":
             if not cpu_changed:
                 curves.append(_labelled(c, "measured", 1.0))
@@ -429,8 +481,10 @@ def derive_profile(measured: HardwareProfile, change: Change, created: str = "")
         else:
             raise AssertionError(f"no derive rule {rule!r} for curve kind {c.kind!r}")
     if carried_overlap:
-        notes.append("pipeline curves measured with another GPU or CPU: their layer times dropped, their overlap "
-                     "ratio (layer time / slowest stage) carried; the cost model composes stages A, B and C with it")
+        notes.append(
+            "pipeline curves measured with another GPU or CPU: their layer times dropped, their overlap "
+            "ratio (layer time / slowest stage) carried; the cost model composes stages A, B and C with it"
+        )
     if cpu_changed and measured.has("host_ram"):
         notes.append("host_ram curves dropped: they describe kt-kernel on the measured CPU")
     curves += _derive_allreduce(measured, tgt_gpu, n_src, n_tgt, change.link, notes)
@@ -439,11 +493,16 @@ def derive_profile(measured: HardwareProfile, change: Change, created: str = "")
     for c in curves:
         labels[c.params["label"]] = labels.get(c.params["label"], 0) + 1
     kind = "measured" if set(labels) == {"measured"} else "mixed" if "measured" in labels else "datasheet"
-    errs = sorted({(c.kind, c.params["label"], c.params["expected_error"]) for c in curves if c.params["label"] != "measured"})
+    errs = sorted(
+        {(c.kind, c.params["label"], c.params["expected_error"]) for c in curves if c.params["label"] != "measured"}
+    )
     if errs:
         worst = max(e for *_, e in errs)
-        notes.append("expected error: " + ", ".join(sorted({f"{k} {lab} within {e:g}x" for k, lab, e in errs}))
-                     + f" (worst {worst:g}x; the CPU scaling was checked 16 -> 32 cores on measured boxes: worst 1.35x)")
+        notes.append(
+            "expected error: "
+            + ", ".join(sorted({f"{k} {lab} within {e:g}x" for k, lab, e in errs}))
+            + f" (worst {worst:g}x; the CPU scaling was checked 16 -> 32 cores on measured boxes: worst 1.35x)"
+        )
     what = []
     if gpu_changed:
         what.append(f"GPU {tgt_gpu.key}")
@@ -453,24 +512,35 @@ def derive_profile(measured: HardwareProfile, change: Change, created: str = "")
         what.append(f"CPU {change.cpu.cores} cores")
     machine = _machine_name(new_inv)
     prov = Provenance(
-        kind=kind, machine=machine, created=created, tool_version="kttune profile derive",
+        kind=kind,
+        machine=machine,
+        created=created,
+        tool_version="kttune profile derive",
         command="kttune profile derive",
-        notes=(f"DERIVED FROM '{measured.provenance.machine}' ({', '.join(what) or 'no change'}), NOT MEASURED "
-               f"where a curve's label is 'scaled' or 'datasheet'; run `kttune probe` on the real machine",) + tuple(notes),
+        notes=(
+            f"DERIVED FROM '{measured.provenance.machine}' ({', '.join(what) or 'no change'}), NOT MEASURED "
+            f"where a curve's label is 'scaled' or 'datasheet'; run `kttune probe` on the real machine",
+        )
+        + tuple(notes),
         sources=(measured.provenance.machine,) + ((tgt_gpu.source,) if gpu_changed else ()),
     )
     # Anything else the measured profile carries (e.g. path-runner calibration) holds for that
     # machine only: kept when nothing changed, dropped otherwise.
     changed = gpu_changed or cpu_changed or n_tgt != n_src
-    extra = {f.name: f.default_factory() if f.default_factory is not MISSING else f.default
-             for f in fields(measured) if changed and f.name not in _PROFILE_CORE_FIELDS}
-    prof = replace(measured, provenance=prov, inventory=new_inv, curves=tuple(curves),
-                   fingerprint=fingerprint(new_inv), **extra)
+    extra = {
+        f.name: f.default_factory() if f.default_factory is not MISSING else f.default
+        for f in fields(measured)
+        if changed and f.name not in _PROFILE_CORE_FIELDS
+    }
+    prof = replace(
+        measured, provenance=prov, inventory=new_inv, curves=tuple(curves), fingerprint=fingerprint(new_inv), **extra
+    )
     return Derived(profile=prof, assumptions=tuple(notes), labels=labels)
 
 
-def _derive_copy(c: Curve, src_link: float, tgt_link: float, n_src: int, n_tgt: int, cpu_changed: bool,
-                 notes: list[str]) -> list[Curve]:
+def _derive_copy(
+    c: Curve, src_link: float, tgt_link: float, n_src: int, n_tgt: int, cpu_changed: bool, notes: list[str]
+) -> list[Curve]:
     gpu = c.params.get("gpu")
     ratio = tgt_link / src_link if src_link > 0 else 1.0
     if gpu == "all":
@@ -487,8 +557,9 @@ def _derive_copy(c: Curve, src_link: float, tgt_link: float, n_src: int, n_tgt: 
     return [replace(base, params={**base.params, "gpu": g}) for g in range(n_tgt)]
 
 
-def _derive_allreduce(measured: HardwareProfile, tgt_gpu: GpuSpec | None, n_src: int, n_tgt: int,
-                      link: str | None, notes: list[str]) -> list[Curve]:
+def _derive_allreduce(
+    measured: HardwareProfile, tgt_gpu: GpuSpec | None, n_src: int, n_tgt: int, link: str | None, notes: list[str]
+) -> list[Curve]:
     if n_tgt <= 1 or tgt_gpu is None:
         return []
     link = link or "pcie"
@@ -506,9 +577,11 @@ def _derive_allreduce(measured: HardwareProfile, tgt_gpu: GpuSpec | None, n_src:
         lat_fit = max(0.0, (mt - slope * mx) / (2 * (n_src - 1)))
         bw_fit = f / slope / 1e6
         same_link = link == str(c0.params.get("link", "pcie"))
-        notes.append(f"all-reduce: ring model fitted on the measured {n_src}-GPU curve (link {bw_fit:.1f} GB/s, "
-                     f"latency {lat_fit * 1e3:.0f} us per step){'' if same_link else f'; link changed to {link}: datasheet rate {bw:.1f} GB/s'}, "
-                     f"moved to {n_tgt} GPUs")
+        notes.append(
+            f"all-reduce: ring model fitted on the measured {n_src}-GPU curve (link {bw_fit:.1f} GB/s, "
+            f"latency {lat_fit * 1e3:.0f} us per step){'' if same_link else f'; link changed to {link}: datasheet rate {bw:.1f} GB/s'}, "
+            f"moved to {n_tgt} GPUs"
+        )
         label, err = ("scaled", 1.5) if same_link else ("datasheet", 2.0)
         xs = tuple(p.x for p in c0.points)
         params = {**c0.params, "ranks": n_tgt, "link": link}
@@ -517,9 +590,11 @@ def _derive_allreduce(measured: HardwareProfile, tgt_gpu: GpuSpec | None, n_src:
         else:
             pts_out = tuple(Point(x=x, t_ms=allreduce_ms(x, n_tgt, bw, lat_fit), n=0) for x in xs)
     else:
-        notes.append(f"all-reduce not measured on more than one GPU: NCCL's ring cost model (LL and Simple protocols, "
-                     f"its base and per-step latencies) at the {link} datasheet rate x {ALLREDUCE_LINK_EFFICIENCY} "
-                     f"({bw:.1f} GB/s); a 4-byte all-reduce (a barrier) {nccl_allreduce_ms(4, n_tgt, bw, link) * 1e3:.1f} us")
+        notes.append(
+            f"all-reduce not measured on more than one GPU: NCCL's ring cost model (LL and Simple protocols, "
+            f"its base and per-step latencies) at the {link} datasheet rate x {ALLREDUCE_LINK_EFFICIENCY} "
+            f"({bw:.1f} GB/s); a 4-byte all-reduce (a barrier) {nccl_allreduce_ms(4, n_tgt, bw, link) * 1e3:.1f} us"
+        )
         label, err = "datasheet", 2.0
         params = {"ranks": n_tgt, "link": link, "dtype": "bf16"}
         pts_out = tuple(Point(x=x, t_ms=nccl_allreduce_ms(x, n_tgt, bw, link), n=0) for x in ALLREDUCE_SIZES)
@@ -533,18 +608,35 @@ def _inventory(inv: Inventory, change: Change, gpu: GpuSpec | None, n_gpus: int)
         nodes = max(1, t.numa_nodes)
         per = t.cores // nodes
         ram = t.ram_bytes or cpu.ram_total_bytes
-        cpu = CpuInfo(model=t.model or f"{t.cores}-core CPU", vendor=cpu.vendor, physical_cores=t.cores,
-                      logical_cpus=t.cores, sockets=nodes,
-                      numa_nodes=tuple(NumaNode(i, tuple(range(i * per, (i + 1) * per)), ram // nodes) for i in range(nodes)),
-                      isa=t.isa if t.isa is not None else cpu.isa, ram_total_bytes=ram,
-                      ram_available_bytes=int(ram * 0.9), mem_bandwidth_gbps=t.mem_bandwidth_gbps)
+        cpu = CpuInfo(
+            model=t.model or f"{t.cores}-core CPU",
+            vendor=cpu.vendor,
+            physical_cores=t.cores,
+            logical_cpus=t.cores,
+            sockets=nodes,
+            numa_nodes=tuple(NumaNode(i, tuple(range(i * per, (i + 1) * per)), ram // nodes) for i in range(nodes)),
+            isa=t.isa if t.isa is not None else cpu.isa,
+            ram_total_bytes=ram,
+            ram_available_bytes=int(ram * 0.9),
+            mem_bandwidth_gbps=t.mem_bandwidth_gbps,
+        )
     g0 = inv.gpus[0] if inv.gpus else None
     gpus = []
     for i in range(n_gpus):
         if gpu is not None:
-            gpus.append(GpuInfo(index=i, name=gpu.name, vram_total_bytes=gpu.vram_bytes, vram_free_bytes=gpu.vram_bytes,
-                                pcie_gen=gpu.pcie_gen, pcie_width=gpu.pcie_width, pcie_gen_max=gpu.pcie_gen,
-                                pcie_width_max=gpu.pcie_width, numa_node=0))
+            gpus.append(
+                GpuInfo(
+                    index=i,
+                    name=gpu.name,
+                    vram_total_bytes=gpu.vram_bytes,
+                    vram_free_bytes=gpu.vram_bytes,
+                    pcie_gen=gpu.pcie_gen,
+                    pcie_width=gpu.pcie_width,
+                    pcie_gen_max=gpu.pcie_gen,
+                    pcie_width_max=gpu.pcie_width,
+                    numa_node=0,
+                )
+            )
         elif g0 is not None:
             gpus.append(replace(g0, index=i, uuid=None))
     return replace(inv, cpu=cpu, gpus=tuple(gpus), hostname="", notes=inv.notes + ("derived, not measured",))
@@ -565,18 +657,36 @@ ISA_FLAGS = {
 }
 
 
-def cpu_target(cores: int, isa: str | None = None, numa_nodes: int = 1, mem_channels: int | None = None,
-               mem_mts: int = 4800, ram_gib: float | None = None, model: str = "") -> CpuTarget:
+def cpu_target(
+    cores: int,
+    isa: str | None = None,
+    numa_nodes: int = 1,
+    mem_channels: int | None = None,
+    mem_mts: int = 4800,
+    ram_gib: float | None = None,
+    model: str = "",
+) -> CpuTarget:
     """A CpuTarget from the caller's values; UserError naming the parameter on impossible ones."""
     if cores < 2:
-        raise ParameterError("cpu_cores", f"{cores} is too few", "kt-kernel needs at least 2 cores (one drives, the rest compute)")
+        raise ParameterError(
+            "cpu_cores", f"{cores} is too few", "kt-kernel needs at least 2 cores (one drives, the rest compute)"
+        )
     if numa_nodes < 1 or cores % numa_nodes:
-        raise ParameterError("numa_nodes", f"{numa_nodes} does not divide {cores} cores", "pass a NUMA node count that divides the cores")
+        raise ParameterError(
+            "numa_nodes", f"{numa_nodes} does not divide {cores} cores", "pass a NUMA node count that divides the cores"
+        )
     if isa is not None and isa.lower() not in ISA_FLAGS:
         raise UserError(f"unknown {{cpu_isa}} {isa!r}", f"use one of: {', '.join(ISA_FLAGS)}", params=("cpu_isa",))
     if mem_channels is not None and mem_channels < 1:
-        raise ParameterError("mem_channels", f"{mem_channels} is not a channel count", "pass the populated DDR channels, e.g. 8")
+        raise ParameterError(
+            "mem_channels", f"{mem_channels} is not a channel count", "pass the populated DDR channels, e.g. 8"
+        )
     bw = dram_gbps(mem_channels, mem_mts) if mem_channels else None
-    return CpuTarget(cores=cores, isa=ISA_FLAGS[isa.lower()] if isa else None, numa_nodes=numa_nodes,
-                     mem_bandwidth_gbps=bw, ram_bytes=int(ram_gib * GIB) if ram_gib else None,
-                     model=model or f"{cores}-core CPU ({isa or 'same ISA'}, {numa_nodes} NUMA node(s))")
+    return CpuTarget(
+        cores=cores,
+        isa=ISA_FLAGS[isa.lower()] if isa else None,
+        numa_nodes=numa_nodes,
+        mem_bandwidth_gbps=bw,
+        ram_bytes=int(ram_gib * GIB) if ram_gib else None,
+        model=model or f"{cores}-core CPU ({isa or 'same ISA'}, {numa_nodes} NUMA node(s))",
+    )

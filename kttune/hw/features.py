@@ -13,8 +13,9 @@ def expected_experts_touched(tokens: float, top_k: int, experts_total: int, expe
     return experts_subset * (1.0 - p_miss)
 
 
-def moe_features(tokens: float, hidden: int, inter: int, experts_total: int, top_k: int,
-                 experts_subset: int, bytes_per_expert: int) -> tuple[float, float, float]:
+def moe_features(
+    tokens: float, hidden: int, inter: int, experts_total: int, top_k: int, experts_subset: int, bytes_per_expert: int
+) -> tuple[float, float, float]:
     """(1, bytes of expert weights touched, flops) of an MoE forward over a subset of experts.
     Flops: 2 x 3HI per token-expert pair routed into the subset (gate, up, down)."""
     pairs = tokens * top_k * experts_subset / experts_total

@@ -15,7 +15,18 @@ from kttune.hw.profile import Inventory
 from kttune.units import GIB
 
 # ISA flags that change which kt-kernel variant runs, and so the CPU timings.
-RELEVANT_ISA = ("amx_bf16", "amx_int8", "amx_tile", "avx512f", "avx512_bf16", "avx512_vnni", "avx512_vbmi", "avx_vnni", "avx2", "fma")
+RELEVANT_ISA = (
+    "amx_bf16",
+    "amx_int8",
+    "amx_tile",
+    "avx512f",
+    "avx512_bf16",
+    "avx512_vnni",
+    "avx512_vbmi",
+    "avx_vnni",
+    "avx2",
+    "fma",
+)
 
 
 def fingerprint_fields(inv: Inventory) -> dict:

@@ -173,6 +173,7 @@ class HardwareProfile:
 
 # ---- (de)serialisation ----------------------------------------------------------------------
 
+
 def profile_to_dict(p: HardwareProfile) -> dict[str, Any]:
     d = asdict(p)
     if not d["calibration"]:
@@ -193,9 +194,17 @@ def _curve_from_dict(d: dict[str, Any]) -> Curve:
     if not pts:
         raise ValueError(f"{kind} curve {dict(d.get('params', {}))} has no points")
     for pt in pts:
-        if not (isinstance(pt.x, (int, float)) and isinstance(pt.t_ms, (int, float))
-                and math.isfinite(pt.x) and math.isfinite(pt.t_ms) and pt.x > 0 and pt.t_ms > 0):
-            raise ValueError(f"{kind} curve point x={pt.x!r} t_ms={pt.t_ms!r}: sizes and times must be positive numbers")
+        if not (
+            isinstance(pt.x, (int, float))
+            and isinstance(pt.t_ms, (int, float))
+            and math.isfinite(pt.x)
+            and math.isfinite(pt.t_ms)
+            and pt.x > 0
+            and pt.t_ms > 0
+        ):
+            raise ValueError(
+                f"{kind} curve point x={pt.x!r} t_ms={pt.t_ms!r}: sizes and times must be positive numbers"
+            )
     return Curve(
         kind=kind,
         x_unit=d["x_unit"],
@@ -218,7 +227,9 @@ def _check_inventory(inv: Inventory, origin: str) -> None:
     if len(inv.gpus) > bounds.GPUS.hi:
         bounds.GPUS.check(len(inv.gpus), "the GPU count of inventory.gpus", where=origin, fix=fix)
     for i, g in enumerate(inv.gpus):
-        bounds.VRAM_BYTES_PER_GPU.check(g.vram_total_bytes, f"inventory.gpus[{i}].vram_total_bytes", where=origin, fix=fix)
+        bounds.VRAM_BYTES_PER_GPU.check(
+            g.vram_total_bytes, f"inventory.gpus[{i}].vram_total_bytes", where=origin, fix=fix
+        )
 
 
 def _checked_calibration(entries: Any, origin: str) -> tuple[dict, ...]:
@@ -230,9 +241,16 @@ def _checked_calibration(entries: Any, origin: str) -> tuple[dict, ...]:
     out = []
     for i, e in enumerate(entries):
         where = f"calibration[{i}]"
-        if not isinstance(e, dict) or not isinstance(e.get("method"), str) or e.get("path") not in APPLIED_PATHS + PART_PATHS:
-            raise UserError(f"{origin}: {where} is not a calibration entry (a method, a path of "
-                            f"{', '.join(APPLIED_PATHS + PART_PATHS)}, a and b)", fix)
+        if (
+            not isinstance(e, dict)
+            or not isinstance(e.get("method"), str)
+            or e.get("path") not in APPLIED_PATHS + PART_PATHS
+        ):
+            raise UserError(
+                f"{origin}: {where} is not a calibration entry (a method, a path of "
+                f"{', '.join(APPLIED_PATHS + PART_PATHS)}, a and b)",
+                fix,
+            )
         bounds.CALIBRATION_A.check(e.get("a"), f"{where}.a", where=origin, fix=fix)
         bounds.CALIBRATION_B.check(e.get("b", 0.0), f"{where}.b", where=origin, fix=fix)
         out.append(dict(e))
@@ -241,8 +259,10 @@ def _checked_calibration(entries: Any, origin: str) -> tuple[dict, ...]:
 
 def profile_from_dict(d: dict[str, Any], origin: str = "profile") -> HardwareProfile:
     if not isinstance(d, dict):
-        raise UserError(f"{origin} holds a JSON {type(d).__name__}, not a kttune hardware profile",
-                        "pass a file written by `kttune probe` or one from profiles/ (`kttune profiles`)")
+        raise UserError(
+            f"{origin} holds a JSON {type(d).__name__}, not a kttune hardware profile",
+            "pass a file written by `kttune probe` or one from profiles/ (`kttune profiles`)",
+        )
     if d.get("format") != PROFILE_FORMAT:
         raise UserError(
             f"{origin} is not a kttune hardware profile (format {d.get('format')!r})",
@@ -291,9 +311,16 @@ def profile_from_dict(d: dict[str, Any], origin: str = "profile") -> HardwarePro
 def load_profile(path: str | os.PathLike) -> HardwareProfile:
     p = Path(path)
     if not p.is_file():
-        raise UserError(f"profile {str(p)!r} does not exist", "pass a file written by `kttune probe`, or a name from `kttune profiles`")
-    d = read_json_file(p, f"profile {str(p)!r}", "pass a JSON file written by `kttune probe` (re-run it to write the file again)",
-                       nan_as_null=True)
+        raise UserError(
+            f"profile {str(p)!r} does not exist",
+            "pass a file written by `kttune probe`, or a name from `kttune profiles`",
+        )
+    d = read_json_file(
+        p,
+        f"profile {str(p)!r}",
+        "pass a JSON file written by `kttune probe` (re-run it to write the file again)",
+        nan_as_null=True,
+    )
     return profile_from_dict(d, origin=f"profile {str(p)!r}")
 
 
@@ -322,8 +349,9 @@ def save_profile(p: HardwareProfile, path: str | os.PathLike) -> Path:
     return write_json_atomic(path, profile_to_dict(p))
 
 
-def save_profile_with_fallback(p: HardwareProfile, paths: Iterable[str | os.PathLike],
-                               fallback_dirs: Iterable[str | os.PathLike] = ()) -> tuple[list[Path], list[str]]:
+def save_profile_with_fallback(
+    p: HardwareProfile, paths: Iterable[str | os.PathLike], fallback_dirs: Iterable[str | os.PathLike] = ()
+) -> tuple[list[Path], list[str]]:
     """Write `p` to each path; a path that fails is reported and, when no path took the profile,
     it goes to the first `fallback_dirs` entry (then the temp dir) that takes it: a measured profile
     is never lost. Returns (written paths, one line per failure saying where the profile went)."""

@@ -40,7 +40,9 @@ def default_shipped_name() -> str:
     for n in DEFAULT_SHIPPED:
         if n in names:
             return n
-    raise UserError("no shipped hardware profile found", "reinstall kttune, or pass {profile} FILE", params=("profile",))
+    raise UserError(
+        "no shipped hardware profile found", "reinstall kttune, or pass {profile} FILE", params=("profile",)
+    )
 
 
 def resolve_profile(arg: str | None, this_machine: Inventory | None) -> HardwareProfile:
@@ -80,8 +82,10 @@ def cached_profile_for_this_machine(this_machine: Inventory | None) -> HardwareP
     try:
         return load_profile(path)
     except UserError as e:
-        raise UserError(f"this machine's cached profile is unusable: {e.problem}",
-                        f"re-run `kttune probe --fresh` to measure it again, or delete {path}") from None
+        raise UserError(
+            f"this machine's cached profile is unusable: {e.problem}",
+            f"re-run `kttune probe --fresh` to measure it again, or delete {path}",
+        ) from None
 
 
 def complete_with(measured: HardwareProfile, base: HardwareProfile) -> HardwareProfile:
@@ -97,8 +101,11 @@ def complete_with(measured: HardwareProfile, base: HardwareProfile) -> HardwareP
         created=prov.created,
         tool_version=prov.tool_version,
         command=prov.command,
-        notes=prov.notes + (f"{', '.join(missing)} curves taken from {base.provenance.kind} profile "
-                            f"'{base.provenance.machine}' (this machine's GPU parts were not measured)",),
+        notes=prov.notes
+        + (
+            f"{', '.join(missing)} curves taken from {base.provenance.kind} profile "
+            f"'{base.provenance.machine}' (this machine's GPU parts were not measured)",
+        ),
         sources=prov.sources + (base.provenance.machine,),
     )
     return replace(measured, curves=measured.curves + extra, provenance=merged)

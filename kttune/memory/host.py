@@ -67,8 +67,9 @@ def kernel_family(method_name: str, amx: bool) -> KernelFamily:
     has AMX, the AVX2 ones otherwise)."""
     if not amx:
         return AVX2
-    return {"AMXINT4": AMX_INT_ROW, "AMXINT8": AMX_INT_ROW, "RAWINT4": AMX_INT4_KGROUP,
-            "FP8": AMX_FP8}.get(method_name.upper(), AMX_BF16)
+    return {"AMXINT4": AMX_INT_ROW, "AMXINT8": AMX_INT_ROW, "RAWINT4": AMX_INT4_KGROUP, "FP8": AMX_FP8}.get(
+        method_name.upper(), AMX_BF16
+    )
 
 
 def kt_scratch_bytes(s: MoeLayerShape, max_len: int, family: KernelFamily, pools: int = 1) -> int:
@@ -85,8 +86,12 @@ def kt_scratch_bytes(s: MoeLayerShape, max_len: int, family: KernelFamily, pools
     i_p = s.inter // pools
     local = k * n * (2 * h + 2 * i_p) * 2
     rows = k * n + s.experts * family.m_step
-    pooled = (family.buffer_a_bytes(rows, h) + family.buffer_a_bytes(rows, i_p)
-              + family.buffer_c_bytes(rows, 2 * i_p + h) + rows * POOL_ROW_SLACK_BYTES)
+    pooled = (
+        family.buffer_a_bytes(rows, h)
+        + family.buffer_a_bytes(rows, i_p)
+        + family.buffer_c_bytes(rows, 2 * i_p + h)
+        + rows * POOL_ROW_SLACK_BYTES
+    )
     tp_outputs = FP32 * n * h * (pools + 1)
     return pools * (local + pooled) + tp_outputs
 
@@ -140,8 +145,12 @@ def cpu_expert_bytes(model: ModelSpec, method_name: str) -> int:
 
 def cpu_scratch_bytes(model: ModelSpec, cfg: LaunchConfig, amx: bool = True) -> int:
     """kt-kernel's forward scratch for this launch (`kt_scratch_bytes` at max_len = the chunk)."""
-    return kt_scratch_bytes(MoeLayerShape.of_model(model), cfg.chunked_prefill_size, kernel_family(cfg.method, amx),
-                            max(1, cfg.threadpool_count))
+    return kt_scratch_bytes(
+        MoeLayerShape.of_model(model),
+        cfg.chunked_prefill_size,
+        kernel_family(cfg.method, amx),
+        max(1, cfg.threadpool_count),
+    )
 
 
 def host_ram_breakdown(model: ModelSpec, cfg: LaunchConfig, amx: bool = True) -> HostRamBreakdown:

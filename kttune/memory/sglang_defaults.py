@@ -18,8 +18,13 @@ from kttune.spec.model_spec import ModelSpec
 from kttune.units import MIB
 
 # (capacity below, MiB) -> (chunk, decode graph batch below TP 4, at TP 4 and more)
-_TIERS = ((20 * 1024, 2048, 8, 8), (35 * 1024, 2048, 24, 80), (60 * 1024, 4096, 32, 160),
-          (90 * 1024, 8192, 256, 512), (160 * 1024, 8192, 256, 512))
+_TIERS = (
+    (20 * 1024, 2048, 8, 8),
+    (35 * 1024, 2048, 24, 80),
+    (60 * 1024, 4096, 32, 160),
+    (90 * 1024, 8192, 256, 512),
+    (160 * 1024, 8192, 256, 512),
+)
 _LARGEST = (16384, 256, 512)
 
 

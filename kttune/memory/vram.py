@@ -22,8 +22,44 @@ NCCL_BYTES = 512 * MIB
 # (server_args.swa_full_tokens_ratio default).
 SWA_FULL_TOKENS_RATIO = 0.8
 # Default decode CUDA-graph batch sizes SGLang captures (cuda_graph_runner: 1, 2, 4, 8, 12, 16, 24, 32, ...).
-_CAPTURE_BS = [1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128,
-               136, 144, 152, 160, 168, 176, 184, 192, 200, 208, 216, 224, 232, 240, 248, 256]
+_CAPTURE_BS = [
+    1,
+    2,
+    4,
+    8,
+    12,
+    16,
+    24,
+    32,
+    40,
+    48,
+    56,
+    64,
+    72,
+    80,
+    88,
+    96,
+    104,
+    112,
+    120,
+    128,
+    136,
+    144,
+    152,
+    160,
+    168,
+    176,
+    184,
+    192,
+    200,
+    208,
+    216,
+    224,
+    232,
+    240,
+    248,
+    256,
+]
 
 
 # Share of the VRAM budget kept free for what the model does not see (allocator fragmentation,
@@ -112,8 +148,13 @@ class ActivationPhases:
 
     @property
     def largest_phase(self) -> str:
-        return max(("attention", self.attention), ("router", self.router), ("hybrid_moe", self.hybrid_moe),
-                   ("layerwise_moe", self.layerwise_moe), key=lambda kv: kv[1])[0]
+        return max(
+            ("attention", self.attention),
+            ("router", self.router),
+            ("hybrid_moe", self.hybrid_moe),
+            ("layerwise_moe", self.layerwise_moe),
+            key=lambda kv: kv[1],
+        )[0]
 
     @property
     def peak_bytes(self) -> int:
@@ -140,8 +181,9 @@ def mla_attention_form(prefix: int, backend: str = "triton") -> str:
     return "absorbed"
 
 
-def attention_phase_bytes(model: ModelSpec, tokens: int, tp: int, prefix: int | None = None, backend: str = "triton",
-                          form: str | None = None) -> int:
+def attention_phase_bytes(
+    model: ModelSpec, tokens: int, tp: int, prefix: int | None = None, backend: str = "triton", form: str | None = None
+) -> int:
     """Alive at once in one layer's attention (SGLang deepseek_v2.py / qwen3_moe.py forward): the
     normed input, the projections of the rank's heads (with the output gate where the model has one:
     Qwen3-Next's `qkv_proj` projects q and a gate of q's size) and the attention output, o_proj's
@@ -159,9 +201,11 @@ def attention_phase_bytes(model: ModelSpec, tokens: int, tp: int, prefix: int | 
         rope, lora = model.qk_rope_head_dim, model.kv_lora_rank
         nope = model.head_dim - rope
         common = model.q_lora_rank + heads * model.head_dim + (lora + rope)  # q_a, q, kv_a latent
-        forms = {"expanded": heads * (nope + model.v_head_dim) + heads * model.head_dim + heads * model.v_head_dim,
-                 "absorbed": heads * (lora + rope) + heads * lora + heads * model.v_head_dim,
-                 "one_shot": heads * model.v_head_dim}
+        forms = {
+            "expanded": heads * (nope + model.v_head_dim) + heads * model.head_dim + heads * model.v_head_dim,
+            "absorbed": heads * (lora + rope) + heads * lora + heads * model.v_head_dim,
+            "one_shot": heads * model.v_head_dim,
+        }
         if prefix is None:
             per += common + max(forms["expanded"], forms["absorbed"])
         else:
@@ -198,12 +242,21 @@ def _shared_and_output_bytes(model: ModelSpec, tokens: int, tp: int) -> int:
 def hybrid_moe_phase_bytes(model: ModelSpec, cfg: LaunchConfig, tokens: int) -> int:
     """The hybrid CPU/GPU MoE (kt_ep_wrapper): fused MoE over the GPU experts when there are any,
     the gpu_out and cpu_out buffers (cpu_out copied back from pinned host memory), shared experts."""
-    fused = moe_activation_bytes(model, tokens, cfg.tp, w8a8_activations(get_method(cfg.method))) if cfg.num_gpu_experts > 0 else 0
+    fused = (
+        moe_activation_bytes(model, tokens, cfg.tp, w8a8_activations(get_method(cfg.method)))
+        if cfg.num_gpu_experts > 0
+        else 0
+    )
     return fused + 2 * tokens * model.hidden_size * BF16 + _shared_and_output_bytes(model, tokens, cfg.tp)
 
 
-def activation_phases(model: ModelSpec, cfg: LaunchConfig, tokens: int | None = None, prefix: int | None = None,
-                      attention_backend: str = "triton") -> ActivationPhases:
+def activation_phases(
+    model: ModelSpec,
+    cfg: LaunchConfig,
+    tokens: int | None = None,
+    prefix: int | None = None,
+    attention_backend: str = "triton",
+) -> ActivationPhases:
     """The phases of a prefill forward of `tokens` (default: the chunk) after `prefix` cached tokens
     (default: the worst of the MLA forms over the forward's own tokens; `attention_phase_bytes`). The
     layerwise path runs the chunk when it can fire; shorter prompts take the hybrid path."""
@@ -214,8 +267,11 @@ def activation_phases(model: ModelSpec, cfg: LaunchConfig, tokens: int | None = 
     layerwise = 0
     w8a8 = w8a8_activations(method)
     if lw:
-        layerwise = (moe_activation_bytes(model, m, cfg.tp, w8a8) + _shared_and_output_bytes(model, m, cfg.tp)
-                     + layerwise_transient_bytes(model, method, cfg.tp))
+        layerwise = (
+            moe_activation_bytes(model, m, cfg.tp, w8a8)
+            + _shared_and_output_bytes(model, m, cfg.tp)
+            + layerwise_transient_bytes(model, method, cfg.tp)
+        )
     return ActivationPhases(
         persistent=2 * m * model.hidden_size * BF16,
         attention=attention_phase_bytes(model, m, cfg.tp, prefix=prefix, backend=attention_backend),
@@ -295,19 +351,34 @@ class VramBreakdown:
 
     @property
     def startup_bytes(self) -> int:
-        return (self.cuda_context + self.non_expert_weights + self.gpu_experts + self.kv_cache
-                + self.req_to_token_pool + self.cuda_graphs + self.kt_staging)
+        return (
+            self.cuda_context
+            + self.non_expert_weights
+            + self.gpu_experts
+            + self.kv_cache
+            + self.req_to_token_pool
+            + self.cuda_graphs
+            + self.kt_staging
+        )
 
     @property
     def phase_peak_bytes(self) -> int:
-        return max(self.attention_phase, self.router_phase, self.hybrid_moe_phase,
-                   self.layerwise_moe_activations + self.layerwise_transients)
+        return max(
+            self.attention_phase,
+            self.router_phase,
+            self.hybrid_moe_phase,
+            self.layerwise_moe_activations + self.layerwise_transients,
+        )
 
     @property
     def largest_phase(self) -> str:
-        return max(("attention", self.attention_phase), ("router", self.router_phase),
-                   ("hybrid_moe", self.hybrid_moe_phase),
-                   ("layerwise_moe", self.layerwise_moe_activations + self.layerwise_transients), key=lambda kv: kv[1])[0]
+        return max(
+            ("attention", self.attention_phase),
+            ("router", self.router_phase),
+            ("hybrid_moe", self.hybrid_moe_phase),
+            ("layerwise_moe", self.layerwise_moe_activations + self.layerwise_transients),
+            key=lambda kv: kv[1],
+        )[0]
 
     @property
     def prefill_activations(self) -> int:
@@ -327,9 +398,13 @@ class VramBreakdown:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d.update(startup_bytes=self.startup_bytes, layerwise_extra_bytes=self.layerwise_extra_bytes,
-                 prefill_activations=self.prefill_activations, largest_phase=self.largest_phase,
-                 runtime_peak_bytes=self.runtime_peak_bytes)
+        d.update(
+            startup_bytes=self.startup_bytes,
+            layerwise_extra_bytes=self.layerwise_extra_bytes,
+            prefill_activations=self.prefill_activations,
+            largest_phase=self.largest_phase,
+            runtime_peak_bytes=self.runtime_peak_bytes,
+        )
         return d
 
 

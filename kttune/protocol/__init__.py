@@ -19,7 +19,35 @@ Pure (numpy/scipy, no torch): the model core may use it; what measures is always
 
 from kttune.protocol.race import RaceEntry, RaceResult, race
 from kttune.protocol.rounds import Protocol, RoundsResult, Samples, measure_rounds
-from kttune.protocol.stats import Comparison, Crossing, Estimate, Outlier, Trend, compare, crossing, estimate, outliers_of, trend
+from kttune.protocol.stats import (
+    Comparison,
+    Crossing,
+    Estimate,
+    Outlier,
+    Trend,
+    compare,
+    crossing,
+    estimate,
+    outliers_of,
+    trend,
+)
 
-__all__ = ["Comparison", "Crossing", "Estimate", "Outlier", "Protocol", "RaceEntry", "RaceResult", "RoundsResult", "Samples",
-           "Trend", "compare", "crossing", "estimate", "measure_rounds", "outliers_of", "race", "trend"]
+__all__ = [
+    "Comparison",
+    "Crossing",
+    "Estimate",
+    "Outlier",
+    "Protocol",
+    "RaceEntry",
+    "RaceResult",
+    "RoundsResult",
+    "Samples",
+    "Trend",
+    "compare",
+    "crossing",
+    "estimate",
+    "measure_rounds",
+    "outliers_of",
+    "race",
+    "trend",
+]

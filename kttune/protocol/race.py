@@ -58,13 +58,24 @@ def _best(items: Sequence[T], est: Mapping[T, Estimate]) -> T | None:
     return max(live, key=lambda i: est[i].median) if live else None
 
 
-def race(items: Sequence[T], sample: Callable[[T, int], float | None], protocol: Protocol, *,
-         cost: Callable[[T], tuple] | None = None, min_rounds: int | None = None, max_rounds: int = 5,
-         tie_tolerance: float = TIE_TOLERANCE, warm: Callable[[T], None] | None = None,
-         flag: Callable[[T, float], str | None] | None = None, unmeasurable: Callable[[T], str] | None = None,
-         known: Mapping[T, Sequence[tuple[int, float, str | None]]] | None = None,
-         on_sample: Callable[[T, int, float], None] | None = None, on_round: Callable[[int, list], None] | None = None,
-         stop: Callable[[], bool] | None = None, describe: Callable[[T], str] = str) -> RaceResult:
+def race(
+    items: Sequence[T],
+    sample: Callable[[T, int], float | None],
+    protocol: Protocol,
+    *,
+    cost: Callable[[T], tuple] | None = None,
+    min_rounds: int | None = None,
+    max_rounds: int = 5,
+    tie_tolerance: float = TIE_TOLERANCE,
+    warm: Callable[[T], None] | None = None,
+    flag: Callable[[T, float], str | None] | None = None,
+    unmeasurable: Callable[[T], str] | None = None,
+    known: Mapping[T, Sequence[tuple[int, float, str | None]]] | None = None,
+    on_sample: Callable[[T, int, float], None] | None = None,
+    on_round: Callable[[int, list], None] | None = None,
+    stop: Callable[[], bool] | None = None,
+    describe: Callable[[T], str] = str,
+) -> RaceResult:
     items = list(dict.fromkeys(items))
     lo_rounds = protocol.repeats if min_rounds is None else min_rounds
     max_rounds = max(max_rounds, lo_rounds)
@@ -85,8 +96,19 @@ def race(items: Sequence[T], sample: Callable[[T, int], float | None], protocol:
 
     try:
         for r in range(max_rounds):
-            run_round(alive, r, sample, protocol, samples, warm=warm, warmed=warmed, flag=flag, unmeasurable=unmeasurable,
-                      on_sample=on_sample, stop=stop)
+            run_round(
+                alive,
+                r,
+                sample,
+                protocol,
+                samples,
+                warm=warm,
+                warmed=warmed,
+                flag=flag,
+                unmeasurable=unmeasurable,
+                on_sample=on_sample,
+                stop=stop,
+            )
             done = r + 1
             alive = [i for i in alive if i not in samples.unmeasurable]
             est = estimates(r)
@@ -123,17 +145,23 @@ def race(items: Sequence[T], sample: Callable[[T, int], float | None], protocol:
     if best is None:
         decision = "nothing could be measured"
     elif winner == best and not ties:
-        decision = (f"{describe(best)} is the fastest" +
-                    (f"; every other was slower beyond noise" if len(alive) == 1 else
-                     f"; {len(alive) - 1} other(s) not told apart after {done} rounds (median ratio below "
-                     f"{1 - tie_tolerance:.2f} or not significant)"))
+        decision = f"{describe(best)} is the fastest" + (
+            "; every other was slower beyond noise"
+            if len(alive) == 1
+            else f"; {len(alive) - 1} other(s) not told apart after {done} rounds (median ratio below "
+            f"{1 - tie_tolerance:.2f} or not significant)"
+        )
     elif winner == best:
-        decision = (f"{describe(best)} is the fastest and tied within noise with {len(ties)} other(s); "
-                    "it is also the cheapest of them")
+        decision = (
+            f"{describe(best)} is the fastest and tied within noise with {len(ties)} other(s); "
+            "it is also the cheapest of them"
+        )
     else:
         c = compare(est[best], est[winner])
-        decision = (f"{describe(winner)} is tied within noise with the fastest, {describe(best)} (ratio {c.short()}), "
-                    "and cheaper: it wins")
+        decision = (
+            f"{describe(winner)} is tied within noise with the fastest, {describe(best)} (ratio {c.short()}), "
+            "and cheaper: it wins"
+        )
     entries = []
     for i in items:
         e = est.get(i)

@@ -54,7 +54,9 @@ class Protocol:
         random.Random(f"{self.seed}:{round_index}").shuffle(out)
         return out
 
-    def estimate(self, samples: Sequence[float], rounds: Sequence[int], flags: Mapping[int, str] | None = None) -> Estimate:
+    def estimate(
+        self, samples: Sequence[float], rounds: Sequence[int], flags: Mapping[int, str] | None = None
+    ) -> Estimate:
         return estimate(samples, self.confidence, rounds, flags, self.outlier_mads, self.outlier_min_rel)
 
     def to_dict(self) -> dict:
@@ -82,8 +84,9 @@ class Samples(Generic[T]):
         vs = [v for v in self.values.get(item, []) if upto is None or v[0] <= upto]
         if not vs:
             return None
-        return protocol.estimate([v for _, v, _ in vs], [r for r, _, _ in vs],
-                                 {i: f for i, (_, _, f) in enumerate(vs) if f})
+        return protocol.estimate(
+            [v for _, v, _ in vs], [r for r, _, _ in vs], {i: f for i, (_, _, f) in enumerate(vs) if f}
+        )
 
 
 @dataclass
@@ -94,20 +97,34 @@ class RoundsResult(Generic[T]):
     stopped: bool = False  # ended early by `stop`
 
     def to_dict(self, key: Callable[[T], str] = str) -> dict:
-        return {"rounds": self.rounds, "stopped": self.stopped, "warmups": self.samples.warmups,
-                "timed_samples": self.samples.timed,
-                "estimates": {key(k): e.to_dict() for k, e in self.estimates.items()},
-                "unmeasurable": {key(k): r for k, r in self.samples.unmeasurable.items()}}
+        return {
+            "rounds": self.rounds,
+            "stopped": self.stopped,
+            "warmups": self.samples.warmups,
+            "timed_samples": self.samples.timed,
+            "estimates": {key(k): e.to_dict() for k, e in self.estimates.items()},
+            "unmeasurable": {key(k): r for k, r in self.samples.unmeasurable.items()},
+        }
 
 
 class _Stop(Exception):
     pass
 
 
-def run_round(items: Sequence[T], round_index: int, sample: Callable[[T, int], float | None], protocol: Protocol,
-              samples: Samples, *, warm: Callable[[T], None] | None = None, warmed: set | None = None,
-              flag: Callable[[T, float], str | None] | None = None, unmeasurable: Callable[[T], str] | None = None,
-              on_sample: Callable[[T, int, float], None] | None = None, stop: Callable[[], bool] | None = None) -> None:
+def run_round(
+    items: Sequence[T],
+    round_index: int,
+    sample: Callable[[T, int], float | None],
+    protocol: Protocol,
+    samples: Samples,
+    *,
+    warm: Callable[[T], None] | None = None,
+    warmed: set | None = None,
+    flag: Callable[[T, float], str | None] | None = None,
+    unmeasurable: Callable[[T], str] | None = None,
+    on_sample: Callable[[T, int, float], None] | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> None:
     """One round over `items` (shuffled), skipping items that already have this round; then one
     re-measure of each item whose samples now hold a new outlier (within `max_remeasure`). Raises
     _Stop when `stop()` says so."""
@@ -150,12 +167,19 @@ def run_round(items: Sequence[T], round_index: int, sample: Callable[[T, int], f
             one(item)  # an outlier not yet replaced: one more sample, paired with this round
 
 
-def measure_rounds(items: Iterable[T], sample: Callable[[T, int], float | None], protocol: Protocol, *,
-                   warm: Callable[[T], None] | None = None, flag: Callable[[T, float], str | None] | None = None,
-                   unmeasurable: Callable[[T], str] | None = None,
-                   known: Mapping[T, Sequence[tuple[int, float, str | None]]] | None = None,
-                   on_sample: Callable[[T, int, float], None] | None = None,
-                   stop: Callable[[], bool] | None = None, rounds: int | None = None) -> RoundsResult:
+def measure_rounds(
+    items: Iterable[T],
+    sample: Callable[[T, int], float | None],
+    protocol: Protocol,
+    *,
+    warm: Callable[[T], None] | None = None,
+    flag: Callable[[T, float], str | None] | None = None,
+    unmeasurable: Callable[[T], str] | None = None,
+    known: Mapping[T, Sequence[tuple[int, float, str | None]]] | None = None,
+    on_sample: Callable[[T, int, float], None] | None = None,
+    stop: Callable[[], bool] | None = None,
+    rounds: int | None = None,
+) -> RoundsResult:
     """Measure every item `rounds` (default `protocol.repeats`) times in interleaved rounds."""
     items = list(dict.fromkeys(items))
     samples: Samples = Samples()
@@ -167,8 +191,19 @@ def measure_rounds(items: Iterable[T], sample: Callable[[T, int], float | None],
     stopped = False
     try:
         for r in range(n_rounds):
-            run_round(items, r, sample, protocol, samples, warm=warm, warmed=warmed, flag=flag, unmeasurable=unmeasurable,
-                      on_sample=on_sample, stop=stop)
+            run_round(
+                items,
+                r,
+                sample,
+                protocol,
+                samples,
+                warm=warm,
+                warmed=warmed,
+                flag=flag,
+                unmeasurable=unmeasurable,
+                on_sample=on_sample,
+                stop=stop,
+            )
     except _Stop:
         stopped = True
     est = {i: e for i in items if (e := samples.estimate(i, protocol)) is not None}

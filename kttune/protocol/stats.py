@@ -74,19 +74,47 @@ class Estimate:
         if decreasing:
             lo, hi = hi, lo
         kept = [fn(x) for x in self.kept]
-        return Estimate(fn(self.median), lo, hi, self.n, _cv(kept), self.confidence, samples, self.rounds,
-                        tuple(Outlier(o.index, fn(o.value), o.reason) for o in self.outliers), self.method)
+        return Estimate(
+            fn(self.median),
+            lo,
+            hi,
+            self.n,
+            _cv(kept),
+            self.confidence,
+            samples,
+            self.rounds,
+            tuple(Outlier(o.index, fn(o.value), o.reason) for o in self.outliers),
+            self.method,
+        )
 
     def to_dict(self) -> dict:
-        return {"median": self.median, "low": self.low, "high": self.high, "n": self.n, "cv": self.cv,
-                "confidence": self.confidence, "method": self.method, "samples": list(self.samples),
-                "rounds": list(self.rounds), "outliers": [o.to_dict() for o in self.outliers]}
+        return {
+            "median": self.median,
+            "low": self.low,
+            "high": self.high,
+            "n": self.n,
+            "cv": self.cv,
+            "confidence": self.confidence,
+            "method": self.method,
+            "samples": list(self.samples),
+            "rounds": list(self.rounds),
+            "outliers": [o.to_dict() for o in self.outliers],
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "Estimate":
-        return cls(d["median"], d["low"], d["high"], int(d["n"]), d["cv"], d["confidence"], tuple(d["samples"]),
-                   tuple(d.get("rounds") or range(len(d["samples"]))),
-                   tuple(Outlier(o["index"], o["value"], o["reason"]) for o in d.get("outliers", ())), d.get("method", "t-log"))
+        return cls(
+            d["median"],
+            d["low"],
+            d["high"],
+            int(d["n"]),
+            d["cv"],
+            d["confidence"],
+            tuple(d["samples"]),
+            tuple(d.get("rounds") or range(len(d["samples"]))),
+            tuple(Outlier(o["index"], o["value"], o["reason"]) for o in d.get("outliers", ())),
+            d.get("method", "t-log"),
+        )
 
     def short(self, fmt: str = "{:,.0f}") -> str:
         """'1,234 [1,200-1,260]' (the interval), or '1,234 (n=1)' without one."""
@@ -122,7 +150,9 @@ def _t_interval(logs: Sequence[float], confidence: float) -> tuple[float, float]
     return m - h, m + h
 
 
-def outliers_of(samples: Sequence[float], mads: float = OUTLIER_MADS, min_rel: float = OUTLIER_MIN_REL) -> list[Outlier]:
+def outliers_of(
+    samples: Sequence[float], mads: float = OUTLIER_MADS, min_rel: float = OUTLIER_MIN_REL
+) -> list[Outlier]:
     """The samples far from the others (see the module's rule); needs at least 3 positive samples."""
     if len(samples) < 3 or min(samples) <= 0:
         return []
@@ -141,9 +171,14 @@ def outliers_of(samples: Sequence[float], mads: float = OUTLIER_MADS, min_rel: f
     return out
 
 
-def estimate(samples: Sequence[float], confidence: float = CONFIDENCE, rounds: Sequence[int] | None = None,
-             flags: Mapping[int, str] | None = None, mads: float = OUTLIER_MADS,
-             min_rel: float = OUTLIER_MIN_REL) -> Estimate:
+def estimate(
+    samples: Sequence[float],
+    confidence: float = CONFIDENCE,
+    rounds: Sequence[int] | None = None,
+    flags: Mapping[int, str] | None = None,
+    mads: float = OUTLIER_MADS,
+    min_rel: float = OUTLIER_MIN_REL,
+) -> Estimate:
     """Summarise positive samples: median and the t-interval of their log mean, outliers (the
     caller's `flags` {index: reason} first, then the MAD rule over the rest) left out and named."""
     xs = tuple(float(x) for x in samples)
@@ -189,8 +224,15 @@ class Comparison:
         return "tie"
 
     def to_dict(self) -> dict:
-        return {"ratio": self.ratio, "low": self.low, "high": self.high, "confidence": self.confidence,
-                "paired": self.paired, "n": self.n, "verdict": self.verdict}
+        return {
+            "ratio": self.ratio,
+            "low": self.low,
+            "high": self.high,
+            "confidence": self.confidence,
+            "paired": self.paired,
+            "n": self.n,
+            "verdict": self.verdict,
+        }
 
     def short(self) -> str:
         if self.low == self.high:
@@ -231,7 +273,7 @@ def compare(a: Estimate, b: Estimate, confidence: float | None = None) -> Compar
     se = math.sqrt(va + vb)
     if se == 0:
         return Comparison(math.exp(m), math.exp(m), math.exp(m), conf, False, min(len(la), len(lb)))
-    df = (va + vb) ** 2 / ((va ** 2 / (len(la) - 1) if va else 0) + (vb ** 2 / (len(lb) - 1) if vb else 0) or 1e-300)
+    df = (va + vb) ** 2 / ((va**2 / (len(la) - 1) if va else 0) + (vb**2 / (len(lb) - 1) if vb else 0) or 1e-300)
     h = float(stats.t.ppf(0.5 + conf / 2, max(1.0, df))) * se
     return Comparison(math.exp(m), math.exp(m - h), math.exp(m + h), conf, False, min(len(la), len(lb)))
 

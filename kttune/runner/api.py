@@ -79,11 +79,15 @@ def run_paths(req: PathsRequest, progress: Progress | None = None) -> PathsResul
     spec = load_model(req.model, req.method)
     method = get_method(req.method or spec.default_method).name
     if not 1 <= req.layers <= spec.num_moe_layers:
-        raise UserError(f"--layers {req.layers} is outside 1..{spec.num_moe_layers}, the MoE layers of {spec.name}",
-                        "pass e.g. --layers 2")
+        raise UserError(
+            f"--layers {req.layers} is outside 1..{spec.num_moe_layers}, the MoE layers of {spec.name}",
+            "pass e.g. --layers 2",
+        )
     for n in req.gpu_experts:
         if not 0 <= n <= spec.num_experts:
-            raise UserError(f"--gpu-experts {n} is outside 0..{spec.num_experts} for {spec.name}", "pass a count per MoE layer")
+            raise UserError(
+                f"--gpu-experts {n} is outside 0..{spec.num_experts} for {spec.name}", "pass a count per MoE layer"
+            )
     for f in req.force:
         if f not in ("hybrid", "layerwise"):
             raise UserError(f"--force {f!r} is not a path", "use hybrid or layerwise")
@@ -97,18 +101,37 @@ def run_paths(req: PathsRequest, progress: Progress | None = None) -> PathsResul
     if req.small:
         res.notes.append("small shapes (CPU variant): predictions are for the real model and are not compared")
     max_fwd = max(list(req.chunks) + list(req.sweep) + [c for _, c, _, _ in req.points] + [1])
-    session = RunnerSession(SessionSpec(
-        model=req.model, method=req.method, layers=req.layers, threads=(req.cpuinfer,) if req.cpuinfer else (),
-        max_tokens=max_fwd, cpu_max_tokens=min(req.cpu_max_tokens, max_fwd), device=req.device, small=req.small,
-        seed=req.seed, max_run_s=req.max_run_s, slack=req.slack, profile=req.profile), say)
-    res.notes.append(f"stack built in {session.build_s:.1f} s" + ("; " + "; ".join(session.stack.notes) if session.stack.notes else ""))
+    session = RunnerSession(
+        SessionSpec(
+            model=req.model,
+            method=req.method,
+            layers=req.layers,
+            threads=(req.cpuinfer,) if req.cpuinfer else (),
+            max_tokens=max_fwd,
+            cpu_max_tokens=min(req.cpu_max_tokens, max_fwd),
+            device=req.device,
+            small=req.small,
+            seed=req.seed,
+            max_run_s=req.max_run_s,
+            slack=req.slack,
+            profile=req.profile,
+        ),
+        say,
+    )
+    res.notes.append(
+        f"stack built in {session.build_s:.1f} s"
+        + ("; " + "; ".join(session.stack.notes) if session.stack.notes else "")
+    )
     protocol = Protocol(repeats=req.repeats, seed=req.seed)
     profile = session.profile
     try:
         for n in req.gpu_experts:
             _run_grid(req, res, session, min(n, session.run_spec.num_experts), n, spec, method, protocol, say)
     finally:
-        res.notes.append("protocol: " + ", ".join(f"{k} {round(v, 1) if isinstance(v, float) else v}" for k, v in session.stats.items()))
+        res.notes.append(
+            "protocol: "
+            + ", ".join(f"{k} {round(v, 1) if isinstance(v, float) else v}" for k, v in session.stats.items())
+        )
         session.close()
         del session
         if torch.cuda.is_available():
@@ -128,7 +151,9 @@ class RunnerJob:
 
     def label(self) -> str:
         c = self.cfg
-        return f"L={self.prompt} chunk={c.chunk} thr={c.threshold} n={c.gpu_experts}" + (f" forced {self.force}" if self.force else "")
+        return f"L={self.prompt} chunk={c.chunk} thr={c.threshold} n={c.gpu_experts}" + (
+            f" forced {self.force}" if self.force else ""
+        )
 
 
 def grid_jobs(req: PathsRequest, session, n: int, threads: int) -> list[RunnerJob]:
@@ -141,8 +166,11 @@ def grid_jobs(req: PathsRequest, session, n: int, threads: int) -> list[RunnerJo
         for f in ("hybrid", "layerwise") if session.layerwise else ("hybrid",):
             jobs.append(RunnerJob(RunnerConfig(n, m, m, threads), m, f))
     seen = set()
-    grid = [(p, c, thr) for p, c, thr, pn in req.points if pn == n] if req.points else [
-        (p, c, c if req.threshold is None else req.threshold) for c in req.chunks for p in req.prompts]
+    grid = (
+        [(p, c, thr) for p, c, thr, pn in req.points if pn == n]
+        if req.points
+        else [(p, c, c if req.threshold is None else req.threshold) for c in req.chunks for p in req.prompts]
+    )
     for p, c, thr in grid:
         for f in (None,) + tuple(req.force):
             cfg = RunnerConfig(n, c, thr, threads)
@@ -153,8 +181,9 @@ def grid_jobs(req: PathsRequest, session, n: int, threads: int) -> list[RunnerJo
     return jobs
 
 
-def measure_jobs(session, jobs: list[RunnerJob], protocol, say: Progress, seed: int = 0,
-                 stop=None) -> tuple[dict, dict, dict]:
+def measure_jobs(
+    session, jobs: list[RunnerJob], protocol, say: Progress, seed: int = 0, stop=None
+) -> tuple[dict, dict, dict]:
     """Every job through the protocol's interleaved rounds on `session`: ({job: representative PathRun
     with its `timing`}, {job: skip reason}, the rounds' record). A run whose K layers are far apart
     (`compare.disturbed`) is an outlier with that reason; one that raises (out of memory, too large)
@@ -185,15 +214,18 @@ def measure_jobs(session, jobs: list[RunnerJob], protocol, say: Progress, seed: 
                 torch.cuda.empty_cache()
             return None
         runs.setdefault(job, []).append(run)
-        say(f"run {job.label()} (round {r + 1}): {run.measured_ms:.1f} ms ({len(run.forwards)} forwards: {','.join(run.paths)})")
+        say(
+            f"run {job.label()} (round {r + 1}): {run.measured_ms:.1f} ms ({len(run.forwards)} forwards: {','.join(run.paths)})"
+        )
         return run.measured_ms
 
     def flag(job: RunnerJob, value: float):
         bad = [f for f in runs[job][-1].forwards if disturbed(f)]
         return f"{len(bad)} forward(s) with layers over 3x apart" if bad else None
 
-    rounds = measure_rounds(todo, sample, protocol, flag=flag, unmeasurable=lambda j: errors.get(j, "could not be measured"),
-                            stop=stop)
+    rounds = measure_rounds(
+        todo, sample, protocol, flag=flag, unmeasurable=lambda j: errors.get(j, "could not be measured"), stop=stop
+    )
     out = {}
     for j in todo:
         if j in errors and j not in runs:
@@ -207,9 +239,12 @@ def measure_jobs(session, jobs: list[RunnerJob], protocol, say: Progress, seed: 
         ext = protocol.estimate([t.extrapolated_ms for t in tries], est.rounds, flags)
         kept = [i for i in range(len(tries)) if i not in flags] or list(range(len(tries)))
         rep = min(kept, key=lambda i: abs(tries[i].measured_ms - est.median))
-        run = replace(tries[rep], timing={"measured_ms": est.to_dict(), "extrapolated_ms": ext.to_dict()},
-                      peak_allocated_bytes=max(t.peak_allocated_bytes for t in tries),
-                      peak_reserved_bytes=max(t.peak_reserved_bytes for t in tries))
+        run = replace(
+            tries[rep],
+            timing={"measured_ms": est.to_dict(), "extrapolated_ms": ext.to_dict()},
+            peak_allocated_bytes=max(t.peak_allocated_bytes for t in tries),
+            peak_reserved_bytes=max(t.peak_reserved_bytes for t in tries),
+        )
         out[j] = run
     return out, skipped, rounds.to_dict(lambda j: j.label())
 
@@ -219,8 +254,16 @@ def _run_grid(req, res, session, n, n_asked, spec, method, protocol, say) -> Non
     jobs = grid_jobs(req, session, n, threads)
     done, skipped, _ = measure_jobs(session, jobs, protocol, say, seed=req.seed)
     for j, why in skipped.items():
-        res.skipped.append({"prompt": j.prompt, "chunk": j.cfg.chunk, "threshold": j.cfg.threshold, "gpu_experts": n_asked,
-                            "force": j.force, "reason": why})
+        res.skipped.append(
+            {
+                "prompt": j.prompt,
+                "chunk": j.cfg.chunk,
+                "threshold": j.cfg.threshold,
+                "gpu_experts": n_asked,
+                "force": j.force,
+                "reason": why,
+            }
+        )
     comps = _components(session.profile, spec, method) if session.profile is not None else None
     for j in jobs:
         if j in done:
@@ -241,8 +284,10 @@ def _predict(comps, profile, spec, run: PathRun) -> dict:
     from kttune.calibration.runner import disturbed, forward_points
     from kttune.runner.memory import predicted_runner_peak_bytes
 
-    out: dict = {"memory": predicted_runner_peak_bytes(spec, run),
-                 "disturbed_forwards": sum(1 for f in run.forwards if disturbed(f))}
+    out: dict = {
+        "memory": predicted_runner_peak_bytes(spec, run),
+        "disturbed_forwards": sum(1 for f in run.forwards if disturbed(f)),
+    }
     if comps is not None:
         pts = forward_points(run, comps)
         out["forwards"] = [p.to_dict() for p in pts]
@@ -255,7 +300,14 @@ def summarize(runs: list[PathRun], profile, spec) -> dict:
     count, and the memory model against the measured peaks."""
     from kttune.calibration.entries import Calibration
     from kttune.calibration.runner import (
-        ForwardPoint, disturbed, disturbed_forwards, forward_points, held_out_errors, measured_crossover, predicted_crossover)
+        ForwardPoint,
+        disturbed,
+        disturbed_forwards,
+        forward_points,
+        held_out_errors,
+        measured_crossover,
+        predicted_crossover,
+    )
     from kttune.runner.memory import layerwise_slot_held, predicted_runner_peak_bytes
 
     comps = _components(profile, spec, runs[0].method) if runs else None
@@ -271,7 +323,9 @@ def summarize(runs: list[PathRun], profile, spec) -> dict:
         """The components with a calibration fitted on `fit_on` (None without points)."""
         if not fit_on:
             return None
-        return _components(profile, spec, runs[0].method, calibration=tuple(Calibration.fit([p.to_dict() for p in fit_on]).to_dicts()))
+        return _components(
+            profile, spec, runs[0].method, calibration=tuple(Calibration.fit([p.to_dict() for p in fit_on]).to_dicts())
+        )
 
     # two held-out calibrations, neither sees the forced single forwards that measure a crossover:
     # fitted on the switch runs only, and on every run of the other GPU-expert counts (the calibration
@@ -280,7 +334,11 @@ def summarize(runs: list[PathRun], profile, spec) -> dict:
     switch_comps = calibrated(switch)
     cross = {}
     for n in sorted({r.gpu_experts for r in runs}):
-        forced = [r for r in runs if r.gpu_experts == n and r.forced_path and len(r.forwards) == 1 and not disturbed(r.forwards[0])]
+        forced = [
+            r
+            for r in runs
+            if r.gpu_experts == n and r.forced_path and len(r.forwards) == 1 and not disturbed(r.forwards[0])
+        ]
         sizes = sorted({r.prompt_tokens for r in forced})
         pairs = []
         for m in sizes:
@@ -297,20 +355,36 @@ def summarize(runs: list[PathRun], profile, spec) -> dict:
         pred_cal = predicted_crossover(switch_comps, ref) if ref and switch_comps else None
         pred_other = predicted_crossover(other_comps, ref) if ref and other_comps else None
         err = lambda p: (abs(p - meas) / meas) if (meas and p) else None  # noqa: E731
-        cross[str(n)] = {"measured": meas, "predicted": pred, "error": err(pred),
-                         "predicted_calibrated": pred_cal, "error_calibrated": err(pred_cal),
-                         "calibration_points": len(switch),
-                         "predicted_calibrated_other_n": pred_other, "error_calibrated_other_n": err(pred_other),
-                         "calibration_points_other_n": len(others), "pairs": pairs,
-                         "measured_interval": interval.to_dict() if interval else None}
+        cross[str(n)] = {
+            "measured": meas,
+            "predicted": pred,
+            "error": err(pred),
+            "predicted_calibrated": pred_cal,
+            "error_calibrated": err(pred_cal),
+            "calibration_points": len(switch),
+            "predicted_calibrated_other_n": pred_other,
+            "error_calibrated_other_n": err(pred_other),
+            "calibration_points_other_n": len(others),
+            "pairs": pairs,
+            "measured_interval": interval.to_dict() if interval else None,
+        }
     out["crossover"] = cross
     mem = []
     for r, held in zip(runs, layerwise_slot_held(runs)):
         if r.peak_allocated_bytes:
             pred = predicted_runner_peak_bytes(spec, r, held)["total"]
-            mem.append({"prompt": r.prompt_tokens, "chunk": r.chunk, "gpu_experts": r.gpu_experts, "paths": list(r.paths),
-                        "measured_peak_bytes": r.peak_allocated_bytes, "measured_reserved_bytes": r.peak_reserved_bytes,
-                        "predicted_bytes": pred, "ratio": round(pred / r.peak_allocated_bytes, 3)})
+            mem.append(
+                {
+                    "prompt": r.prompt_tokens,
+                    "chunk": r.chunk,
+                    "gpu_experts": r.gpu_experts,
+                    "paths": list(r.paths),
+                    "measured_peak_bytes": r.peak_allocated_bytes,
+                    "measured_reserved_bytes": r.peak_reserved_bytes,
+                    "predicted_bytes": pred,
+                    "ratio": round(pred / r.peak_allocated_bytes, 3),
+                }
+            )
     out["memory"] = mem
     return out
 
@@ -351,8 +425,13 @@ def calibration_points(results: dict, profile) -> list[dict]:
     `Calibration.fit` needs to correct that profile."""
     from kttune.calibration.runner import forward_points
 
-    return [p.to_dict() for _, _, runs, comps in _result_blobs(results, profile) if comps is not None
-            for r in runs for p in forward_points(r, comps)]
+    return [
+        p.to_dict()
+        for _, _, runs, comps in _result_blobs(results, profile)
+        if comps is not None
+        for r in runs
+        for p in forward_points(r, comps)
+    ]
 
 
 def repredict(results: dict, profile) -> dict:

@@ -34,8 +34,11 @@ def forward_phases(spec: ModelSpec, run: PathRun, f: ForwardRecord) -> vram.Acti
     """SGLang's activation phases (`kttune.memory.vram.activation_phases`) for one forward of the run,
     on the path that forward took, after the forward's own prefix, on `RUNNER_ATTENTION_BACKEND`."""
     lw = f.path == "layerwise"
-    cfg = replace(launch_config(run), chunked_prefill_size=max(run.chunk, f.tokens),
-                  gpu_prefill_token_threshold=f.tokens if lw else 0)
+    cfg = replace(
+        launch_config(run),
+        chunked_prefill_size=max(run.chunk, f.tokens),
+        gpu_prefill_token_threshold=f.tokens if lw else 0,
+    )
     return vram.activation_phases(spec, cfg, f.tokens, prefix=f.prefix, attention_backend=RUNNER_ATTENTION_BACKEND)
 
 
@@ -103,9 +106,12 @@ def runner_phases(spec: ModelSpec, run: PathRun, f: ForwardRecord) -> vram.Activ
     sg = forward_phases(spec, run, f)
     extra = runner_only_bytes(spec, run, f)
     lw = f.path == "layerwise"
-    return replace(sg, attention=sg.attention + extra["attention"],
-                   layerwise_moe=sg.layerwise_moe + (extra["moe"] if lw else 0),
-                   hybrid_moe=sg.hybrid_moe + (0 if lw else extra["moe"]))
+    return replace(
+        sg,
+        attention=sg.attention + extra["attention"],
+        layerwise_moe=sg.layerwise_moe + (extra["moe"] if lw else 0),
+        hybrid_moe=sg.hybrid_moe + (0 if lw else extra["moe"]),
+    )
 
 
 def layerwise_slot_held(runs: list[PathRun]) -> list[bool]:
@@ -133,7 +139,11 @@ def static_runner_bytes(spec: ModelSpec, run: PathRun, slot_held: bool | None = 
     k = run.layers_run
     emb = spec.vocab_size * spec.hidden_size * 2 * (1 if spec.tie_word_embeddings else 2)
     per_layer = max(0, spec.non_expert_bytes - emb) / max(1, spec.num_layers)
-    resident = k * run.gpu_experts * (vram.gpu_expert_bytes(spec, method, cfg) // max(1, spec.num_moe_layers * max(1, run.gpu_experts)))
+    resident = (
+        k
+        * run.gpu_experts
+        * (vram.gpu_expert_bytes(spec, method, cfg) // max(1, spec.num_moe_layers * max(1, run.gpu_experts)))
+    )
     kv_per_layer = vram.kv_cell_bytes(spec, run.tp) / max(1, spec.kv_layer_count)
     return {
         # as the runner holds them when recorded (bf16 projections, where a checkpoint such as

@@ -80,8 +80,10 @@ class PathRunner:
         self.side = torch.cuda.Stream(stack.device) if cuda else None
         self._run_peak = 0  # device peaks of the prompt being run, and of its forward's phases
         self._peaks: dict[str, int] = {}
-        self.backends: dict[str, str] = {"cpu_experts": stack.cpu_backend or "none (rank > 0)",
-                                          "sglang_ops": _sglang_status()}
+        self.backends: dict[str, str] = {
+            "cpu_experts": stack.cpu_backend or "none (rank > 0)",
+            "sglang_ops": _sglang_status(),
+        }
 
     # ---- timing ----------------------------------------------------------------------------------
     def _sync(self) -> None:
@@ -182,8 +184,9 @@ class PathRunner:
                 from kttune.runner.pipeline import PipelineConfig
 
                 cfg = PipelineConfig(2, 1)
-            st.pipeline = LayerPipeline(st.host, st.writer, cfg, st.device, first=first, tp=tp,
-                                        barrier=self.dist.barrier if tp > 1 else None)
+            st.pipeline = LayerPipeline(
+                st.host, st.writer, cfg, st.device, first=first, tp=tp, barrier=self.dist.barrier if tp > 1 else None
+            )
             self.backends["layerwise_writer"] = getattr(st.writer, "backend", "")
             self.backends["layerwise_pipeline"] = self.pipeline_config.label()
         pl = st.pipeline
@@ -199,7 +202,9 @@ class PathRunner:
         return y
 
     # ---- one prompt ------------------------------------------------------------------------------
-    def run_prompt(self, prompt_tokens: int, chunk: int, threshold: int, force: str | None = None, seed: int = 0) -> PathRun:
+    def run_prompt(
+        self, prompt_tokens: int, chunk: int, threshold: int, force: str | None = None, seed: int = 0
+    ) -> PathRun:
         st, spec = self.st, self.st.spec
         if min(chunk, prompt_tokens) > st.opts.max_tokens:  # the largest forward, not the flag, must fit
             raise ValueError(f"chunk {chunk} exceeds the stack's buffers ({st.opts.max_tokens} tokens)")
@@ -236,23 +241,48 @@ class PathRunner:
                 att.append((t_attn - t0) * 1e3)
                 moe.append((t2 - t_attn) * 1e3)
                 lay.append((t2 - t0) * 1e3)
-            forwards.append(ForwardRecord(m, prefix, path, tuple(lay), tuple(att), tuple(moe),
-                                          self._peaks.get("attn", 0), self._peaks.get("moe", 0)))
+            forwards.append(
+                ForwardRecord(
+                    m,
+                    prefix,
+                    path,
+                    tuple(lay),
+                    tuple(att),
+                    tuple(moe),
+                    self._peaks.get("attn", 0),
+                    self._peaks.get("moe", 0),
+                )
+            )
         self.last_hidden = x  # the last forward's output (the TP tests compare it)
         peak = max(torch.cuda.max_memory_allocated(st.device), self._run_peak) if cuda else 0
         peak_r = torch.cuda.max_memory_reserved(st.device) if cuda else 0
         return PathRun(
-            model=spec.name, method=st.method, tp=self.dist.tp, layers_run=len(st.layers), model_layers=spec.num_layers,
-            model_moe_layers=spec.num_moe_layers, gpu_experts=st.opts.gpu_experts, chunk=chunk, threshold=threshold,
-            cpuinfer=getattr(st.cpu, "threads", 0) or 0, prompt_tokens=prompt_tokens, forwards=tuple(forwards),
-            forced_path=force, peak_allocated_bytes=int(peak), peak_reserved_bytes=int(peak_r),
-            baseline_allocated_bytes=int(base), buffer_tokens=st.opts.max_tokens,
+            model=spec.name,
+            method=st.method,
+            tp=self.dist.tp,
+            layers_run=len(st.layers),
+            model_layers=spec.num_layers,
+            model_moe_layers=spec.num_moe_layers,
+            gpu_experts=st.opts.gpu_experts,
+            chunk=chunk,
+            threshold=threshold,
+            cpuinfer=getattr(st.cpu, "threads", 0) or 0,
+            prompt_tokens=prompt_tokens,
+            forwards=tuple(forwards),
+            forced_path=force,
+            peak_allocated_bytes=int(peak),
+            peak_reserved_bytes=int(peak_r),
+            baseline_allocated_bytes=int(base),
+            buffer_tokens=st.opts.max_tokens,
             layer_weight_bytes=sum(layer.attn.nbytes + layer.w.nbytes for layer in st.layers),
-            device=_device_name(st.device), backends=dict(self.backends),
+            device=_device_name(st.device),
+            backends=dict(self.backends),
             notes=tuple(st.notes),
         )
 
-    def _layer(self, layer, cache: AttnCache, x: torch.Tensor, pos: torch.Tensor, path: str) -> tuple[torch.Tensor, float]:
+    def _layer(
+        self, layer, cache: AttnCache, x: torch.Tensor, pos: torch.Tensor, path: str
+    ) -> tuple[torch.Tensor, float]:
         st, w = self.st, layer.w
         # the residual stream is updated in place, as SGLang's fused add-norm does: hidden states,
         # residual (x) and the normed input (h) are what persists through a layer
@@ -269,7 +299,9 @@ class PathRunner:
             routed.add_(swiglu_mlp(h, w.shared_w13, w.shared_w2))
         return x.add_(self.dist.all_reduce(routed)), t_attn
 
-    def moe_output(self, h: torch.Tensor, path: str, layer_index: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def moe_output(
+        self, h: torch.Tensor, path: str, layer_index: int = 0
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The routed-expert output of layer `layer_index` for normed hidden states h on `path`, with
         the routing used (for the CPU tests' laws)."""
         layer = self.st.layers[layer_index]

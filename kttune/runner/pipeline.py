@@ -152,8 +152,18 @@ class LayerPipeline:
       the repack that last read its ring entry. No Python runs between two steps.
     """
 
-    def __init__(self, host, writer, config: PipelineConfig, device, experts: int | None = None, diagnose: bool = False,
-                 first: int = 0, tp: int = 1, barrier=None):
+    def __init__(
+        self,
+        host,
+        writer,
+        config: PipelineConfig,
+        device,
+        experts: int | None = None,
+        diagnose: bool = False,
+        first: int = 0,
+        tp: int = 1,
+        barrier=None,
+    ):
         import torch
 
         from kttune.kernels.expert_weights import HostSlot
@@ -171,7 +181,9 @@ class LayerPipeline:
         # experts first..experts-1 are streamed (the path runner's BF16 layerwise copies 0..first-1
         # from the GPU-resident experts instead, as sglang-kt does)
         self.first = first
-        self.steps = [range(e0, min(e0 + config.group, self.experts)) for e0 in range(first, self.experts, config.group)]
+        self.steps = [
+            range(e0, min(e0 + config.group, self.experts)) for e0 in range(first, self.experts, config.group)
+        ]
         pb = self.post_batch = config.post_batch if self.repack else 1
         self.ring_size = 2 * pb  # stage B fills one half of the ring while stage C reads the other
         # stage C batches: consecutive steps [s0, s1) repacked together
@@ -325,7 +337,12 @@ class LayerPipeline:
             t4 = clock()
             a_wait += t4 - t3
             if self.diagnose:
-                for k, dt in (("wait_copy", t1 - t0), ("submit_a", t2 - t1), ("issue_bc", t3 - t2), ("wait_a", t4 - t3)):
+                for k, dt in (
+                    ("wait_copy", t1 - t0),
+                    ("submit_a", t2 - t1),
+                    ("issue_bc", t3 - t2),
+                    ("wait_a", t4 - t3),
+                ):
                     host[k] = host.get(k, 0.0) + dt * 1e3
         return a_wait * 1e3
 
@@ -390,9 +407,17 @@ class LayerPipeline:
         med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
         host_ms = {k: med([h.get(k, 0.0) for h in hosts]) for k in hosts[0]} if hosts and hosts[0] else {}
         return PipelineResult(
-            config=self.config, experts=self.experts, layer_bytes=self.layer_bytes,
-            stage_a_ms=med(a), stage_b_ms=med(b), stage_c_ms=med(c),
-            layer_ms=lmed, layer_ms_p10=lp10, layer_ms_p90=lp90, repeats=repeats,
-            a_in_pipeline_ms=med([r[1] for r in runs]), b_in_pipeline_ms=med([r[2] for r in runs]),
+            config=self.config,
+            experts=self.experts,
+            layer_bytes=self.layer_bytes,
+            stage_a_ms=med(a),
+            stage_b_ms=med(b),
+            stage_c_ms=med(c),
+            layer_ms=lmed,
+            layer_ms_p10=lp10,
+            layer_ms_p90=lp90,
+            repeats=repeats,
+            a_in_pipeline_ms=med([r[1] for r in runs]),
+            b_in_pipeline_ms=med([r[2] for r in runs]),
             host_ms=host_ms if self.diagnose or self.config.driver == "stream" else {},
         )

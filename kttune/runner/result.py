@@ -97,17 +97,29 @@ class PathRun:
         d["forwards"] = [asdict(f) for f in self.forwards]
         d["measured_ms"] = round(self.measured_ms, 3)
         d["extrapolated_ms"] = round(self.extrapolated_ms, 3)
-        d["extrapolation"] = (f"{self.layers_run} consecutive MoE decoder layers measured; per forward, mean MoE time x "
-                              f"{self.model_moe_layers} MoE layers + mean attention time x {self.model_layers} layers "
-                              "(dense layers' MLPs not run)")
+        d["extrapolation"] = (
+            f"{self.layers_run} consecutive MoE decoder layers measured; per forward, mean MoE time x "
+            f"{self.model_moe_layers} MoE layers + mean attention time x {self.model_layers} layers "
+            "(dense layers' MLPs not run)"
+        )
         d["notes"] = list(self.notes)
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> "PathRun":
-        fw = tuple(ForwardRecord(f["tokens"], f["prefix"], f["path"], tuple(f["layer_ms"]), tuple(f["attn_ms"]),
-                                 tuple(f["moe_ms"]), int(f.get("attn_peak_bytes", 0)), int(f.get("moe_peak_bytes", 0)))
-                   for f in d["forwards"])
+        fw = tuple(
+            ForwardRecord(
+                f["tokens"],
+                f["prefix"],
+                f["path"],
+                tuple(f["layer_ms"]),
+                tuple(f["attn_ms"]),
+                tuple(f["moe_ms"]),
+                int(f.get("attn_peak_bytes", 0)),
+                int(f.get("moe_peak_bytes", 0)),
+            )
+            for f in d["forwards"]
+        )
         keys = {k: d[k] for k in cls.__dataclass_fields__ if k in d and k not in ("forwards", "notes")}
         return cls(forwards=fw, notes=tuple(d.get("notes", ())), **keys)
 

@@ -73,8 +73,11 @@ def process_memory() -> dict:
 
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             free, total = torch.cuda.mem_get_info()
-            out.update(cuda_allocated_bytes=torch.cuda.memory_allocated(), cuda_reserved_bytes=torch.cuda.memory_reserved(),
-                       device_used_bytes=total - free)
+            out.update(
+                cuda_allocated_bytes=torch.cuda.memory_allocated(),
+                cuda_reserved_bytes=torch.cuda.memory_reserved(),
+                device_used_bytes=total - free,
+            )
     except Exception:  # noqa: BLE001 - memory figures are a report, never a failure
         pass
     return out
@@ -106,12 +109,25 @@ class RunnerSession:
             cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
             torch.set_num_threads(max(1, cores - max(1, max(threads))))
         t0 = time.perf_counter()
-        say(f"building {spec.layers} layers of {self.model.name} {self.method} (kt-kernel threads {', '.join(map(str, threads))})")
+        say(
+            f"building {spec.layers} layers of {self.model.name} {self.method} (kt-kernel threads {', '.join(map(str, threads))})"
+        )
         router = self.model.router
         max_tokens = max(64, spec.max_tokens)
-        self.stack = build_stack(self.run_spec, router, self.method, StackOptions(
-            layers=spec.layers, gpu_experts=0, cpuinfer=threads[0], max_tokens=max_tokens,
-            cpu_max_tokens=min(spec.cpu_max_tokens, max_tokens), seed=spec.seed, device=spec.device))
+        self.stack = build_stack(
+            self.run_spec,
+            router,
+            self.method,
+            StackOptions(
+                layers=spec.layers,
+                gpu_experts=0,
+                cpuinfer=threads[0],
+                max_tokens=max_tokens,
+                cpu_max_tokens=min(spec.cpu_max_tokens, max_tokens),
+                seed=spec.seed,
+                device=spec.device,
+            ),
+        )
         for t in threads[1:]:  # every kt-kernel MoE up front: nothing is built (and never freed) later
             self.stack.set_threads(t)
         self.stack.set_threads(threads[0])
@@ -126,8 +142,14 @@ class RunnerSession:
         self.comps = _components(self.profile, self.model, self.method) if self.profile is not None else None
         self._plans: set = set()  # (gpu experts, threads, forward plan) run at least once
         self._last: RunnerConfig | None = None
-        self.stats = {"warm_runs": 0, "switch_warmups": 0, "warm_s": 0.0, "timed_runs": 0, "timed_s": 0.0,
-                      "build_s": round(self.build_s, 2)}
+        self.stats = {
+            "warm_runs": 0,
+            "switch_warmups": 0,
+            "warm_s": 0.0,
+            "timed_runs": 0,
+            "timed_s": 0.0,
+            "build_s": round(self.build_s, 2),
+        }
         self._initial_warmup()
 
     # ---- configuration -----------------------------------------------------------------------------
@@ -261,8 +283,9 @@ class RunnerSession:
             torch.cuda.empty_cache()
         _malloc_trim()
 
-
-    def paths_agree(self, cfg: RunnerConfig, tokens: int | None = None, tolerance: float | None = None, seed: int = 7) -> dict:
+    def paths_agree(
+        self, cfg: RunnerConfig, tokens: int | None = None, tolerance: float | None = None, seed: int = 7
+    ) -> dict:
         """Whether hybrid and layerwise give the same output for `cfg`'s GPU experts and threads, at a
         forward of `threshold` tokens (where layerwise starts to fire) or `tokens`: the routed experts
         of layer 0 on both paths for the same hidden states, and the K layers' output of one forward
@@ -277,12 +300,17 @@ class RunnerSession:
             why = "given"
 
         if not self.layerwise or cfg.threshold <= 0:
-            return {"checked": False, "agree": True,
-                    "reason": "layerwise never fires" + ("" if self.layerwise else f" ({self.method} has none)")}
+            return {
+                "checked": False,
+                "agree": True,
+                "reason": "layerwise never fires" + ("" if self.layerwise else f" ({self.method} has none)"),
+            }
         m = min(tokens or cfg.threshold, self.max_tokens, self.cpu_max_tokens)
         self.configure(cfg)
         g = torch.Generator(device=self.stack.device).manual_seed(seed)
-        h = torch.randn(m, self.run_spec.hidden_size, generator=g, device=self.stack.device, dtype=torch.bfloat16).mul_(0.5)
+        h = torch.randn(m, self.run_spec.hidden_size, generator=g, device=self.stack.device, dtype=torch.bfloat16).mul_(
+            0.5
+        )
         yh, _, _ = self.runner.moe_output(h, "hybrid")
         yl, _, _ = self.runner.moe_output(h, "layerwise")
         self.runner.run_prompt(m, m, m, None, seed=seed)
@@ -296,17 +324,37 @@ class RunnerSession:
 
         finite = bool(torch.isfinite(yl).all() and torch.isfinite(out_switch).all())
         moe, layer = rel(yl, yh), rel(out_switch, out_hybrid)
-        return {"checked": True, "tokens": m, "threshold": cfg.threshold, "gpu_experts": cfg.gpu_experts,
-                "threads": cfg.threads, "moe_rel_diff": moe, "layers_rel_diff": layer, "tolerance": tolerance, "tolerance_why": why,
-                "finite": finite, "agree": finite and moe <= tolerance and layer <= tolerance,
-                "backends": dict(self.runner.backends),
-                "note": "" if m == cfg.threshold else f"checked at {m} tokens (the session's largest hybrid forward)"}
+        return {
+            "checked": True,
+            "tokens": m,
+            "threshold": cfg.threshold,
+            "gpu_experts": cfg.gpu_experts,
+            "threads": cfg.threads,
+            "moe_rel_diff": moe,
+            "layers_rel_diff": layer,
+            "tolerance": tolerance,
+            "tolerance_why": why,
+            "finite": finite,
+            "agree": finite and moe <= tolerance and layer <= tolerance,
+            "backends": dict(self.runner.backends),
+            "note": "" if m == cfg.threshold else f"checked at {m} tokens (the session's largest hybrid forward)",
+        }
 
     def info(self) -> dict:
-        return {"model": self.model.name, "method": self.method, "layers": self.spec.layers, "threads": list(self.threads),
-                "max_tokens": self.max_tokens, "cpu_max_tokens": self.cpu_max_tokens, "small": self.spec.small,
-                "device": str(self.stack.device), "num_experts": self.run_spec.num_experts, "layerwise": self.layerwise,
-                "notes": list(self.stack.notes), "stats": {k: round(v, 2) if isinstance(v, float) else v for k, v in self.stats.items()}}
+        return {
+            "model": self.model.name,
+            "method": self.method,
+            "layers": self.spec.layers,
+            "threads": list(self.threads),
+            "max_tokens": self.max_tokens,
+            "cpu_max_tokens": self.cpu_max_tokens,
+            "small": self.spec.small,
+            "device": str(self.stack.device),
+            "num_experts": self.run_spec.num_experts,
+            "layerwise": self.layerwise,
+            "notes": list(self.stack.notes),
+            "stats": {k: round(v, 2) if isinstance(v, float) else v for k, v in self.stats.items()},
+        }
 
     def close(self) -> None:
         import torch
@@ -319,7 +367,7 @@ class RunnerSession:
 
 
 BF16_ORDER_TOLERANCE = 0.03  # bf16 sums of the same products in another order: well under 1% apart
-E4M3_HALF_STEP = 2.0 ** -4  # e4m3 keeps 3 mantissa bits: rounding moves a value by up to 1/16 of itself
+E4M3_HALF_STEP = 2.0**-4  # e4m3 keeps 3 mantissa bits: rounding moves a value by up to 1/16 of itself
 
 
 def agreement_tolerance(method: str, device: str) -> tuple[float, str]:

@@ -47,12 +47,25 @@ def default_cpuinfer() -> int:
 
 
 def attention_shape(spec: ModelSpec, layer_id: int) -> AttentionShape:
-    kind = "sliding" if layer_id in spec.sliding_layer_ids else ("linear" if layer_id in spec.linear_attention_layer_ids else "full")
+    kind = (
+        "sliding"
+        if layer_id in spec.sliding_layer_ids
+        else ("linear" if layer_id in spec.linear_attention_layer_ids else "full")
+    )
     return AttentionShape(
-        kind=spec.attention, hidden=spec.hidden_size, heads=spec.num_attention_heads, kv_heads=spec.num_kv_heads,
-        head_dim=spec.head_dim, v_head_dim=spec.v_head_dim, kv_lora_rank=spec.kv_lora_rank, q_lora_rank=spec.q_lora_rank,
-        rope_dim=spec.qk_rope_head_dim, qk_norm=spec.qk_norm,
-        output_gate=spec.attention_output_gate and kind != "linear", layer_kind=kind, window=spec.sliding_window,
+        kind=spec.attention,
+        hidden=spec.hidden_size,
+        heads=spec.num_attention_heads,
+        kv_heads=spec.num_kv_heads,
+        head_dim=spec.head_dim,
+        v_head_dim=spec.v_head_dim,
+        kv_lora_rank=spec.kv_lora_rank,
+        q_lora_rank=spec.q_lora_rank,
+        rope_dim=spec.qk_rope_head_dim,
+        qk_norm=spec.qk_norm,
+        output_gate=spec.attention_output_gate and kind != "linear",
+        layer_kind=kind,
+        window=spec.sliding_window,
     )
 
 
@@ -60,11 +73,19 @@ def small_spec(spec: ModelSpec, hidden: int = 256, inter: int = 128, experts: in
     """The model's architecture at small shapes (the CPU variant): same attention kind, router, top-k
     (capped at experts/2), shared experts, layer kinds; narrower everything."""
     kv = max(1, heads * spec.num_kv_heads // max(1, spec.num_attention_heads)) if spec.attention == "gqa" else heads
-    over: dict[str, Any] = dict(hidden_size=hidden, moe_intermediate_size=inter, num_experts=experts,
-                                top_k=min(spec.top_k, experts // 2), num_attention_heads=heads, num_kv_heads=kv,
-                                shared_expert_intermediate_size=inter if spec.shared_expert_intermediate_size else 0)
+    over: dict[str, Any] = dict(
+        hidden_size=hidden,
+        moe_intermediate_size=inter,
+        num_experts=experts,
+        top_k=min(spec.top_k, experts // 2),
+        num_attention_heads=heads,
+        num_kv_heads=kv,
+        shared_expert_intermediate_size=inter if spec.shared_expert_intermediate_size else 0,
+    )
     if spec.attention == "mla":
-        over.update(kv_lora_rank=64, q_lora_rank=96 if spec.q_lora_rank else 0, qk_rope_head_dim=16, head_dim=48, v_head_dim=32)
+        over.update(
+            kv_lora_rank=64, q_lora_rank=96 if spec.q_lora_rank else 0, qk_rope_head_dim=16, head_dim=48, v_head_dim=32
+        )
     else:
         over.update(head_dim=32, v_head_dim=32)
     return replace(spec, **over)
@@ -119,7 +140,9 @@ class PathStack:
         if self.is_cuda:
             torch.cuda.empty_cache()
         for layer in self.layers:
-            layer.resident = GpuExperts.from_host(self.host, range(n), self.device, self.opts.tp, self.opts.rank) if n else None
+            layer.resident = (
+                GpuExperts.from_host(self.host, range(n), self.device, self.opts.tp, self.opts.rank) if n else None
+            )
         if self.cpu is not None:
             self.cpu.gpu_mask.zero_()
             self.cpu.gpu_mask[:n] = True
@@ -136,7 +159,7 @@ class PathStack:
         self.pipeline = None  # the layerwise pipeline drives this writer
         if self.cpu is not None:
             self.cpu.gpu_mask.zero_()
-            self.cpu.gpu_mask[:self.opts.gpu_experts] = True
+            self.cpu.gpu_mask[: self.opts.gpu_experts] = True
 
     def close(self) -> None:
         for cpu, _, writer in self.kt_by_threads.values():
@@ -164,15 +187,25 @@ def build_stack(spec: ModelSpec, router: RouterSpec, method: str, opts: StackOpt
     layers = []
     for j, lid in enumerate(ids):
         attn = Attention(attention_shape(spec, lid), dev, seed=opts.seed + 100 * j, tp=opts.tp, rank=opts.rank)
-        w = LayerWeights.random(spec.hidden_size, e, spec.shared_expert_intermediate_size, router, dev, seed=opts.seed + j,
-                                tp=opts.tp, rank=opts.rank)
+        w = LayerWeights.random(
+            spec.hidden_size,
+            e,
+            spec.shared_expert_intermediate_size,
+            router,
+            dev,
+            seed=opts.seed + j,
+            tp=opts.tp,
+            rank=opts.rank,
+        )
         res = GpuExperts.from_host(host, range(n), dev, opts.tp, opts.rank) if n else None
         layers.append(Layer(lid, attn, w, res))
     threads = opts.cpuinfer or default_cpuinfer()
     cpu, backend, writer = _cpu_side(spec, method, host, opts, threads, notes)
     if inter_tp * opts.tp != spec.moe_intermediate_size:
         raise ValueError(f"expert width {spec.moe_intermediate_size} not divisible by tp {opts.tp}")
-    st = PathStack(spec, router, method, replace(opts, cpuinfer=threads), dev, layers, host, cpu, backend, writer, notes)
+    st = PathStack(
+        spec, router, method, replace(opts, cpuinfer=threads), dev, layers, host, cpu, backend, writer, notes
+    )
     st.cpu_dense = _torch_cpu_weights(host) if cpu is None and opts.rank == 0 else None
     st.kt_by_threads[threads] = (cpu, backend, writer)
     _alloc_buffers(st)
@@ -202,8 +235,14 @@ def _cpu_side(spec: ModelSpec, method: str, host: HostExperts, opts: StackOption
             from kttune.kernels.kt_moe import KtMoeLayer
 
             try:
-                cpu = KtMoeLayer(host, top_k=spec.top_k, threads=threads, max_tokens=opts.cpu_max_tokens or opts.max_tokens, isa=None,
-                                 writer=get_method(method).layerwise)
+                cpu = KtMoeLayer(
+                    host,
+                    top_k=spec.top_k,
+                    threads=threads,
+                    max_tokens=opts.cpu_max_tokens or opts.max_tokens,
+                    isa=None,
+                    writer=get_method(method).layerwise,
+                )
                 cpu.gpu_mask[:n] = True
                 backend = f"kt-kernel:{kt.variant} {cpu.kernel_class} ({threads} threads)"
             except Exception as ex:  # noqa: BLE001 - kt-kernel refuses this method here

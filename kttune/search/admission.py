@@ -46,8 +46,10 @@ def pool_note(max_total_tokens: int, max_running_requests: int, workload: Worklo
     held = requests_the_pool_holds(max_total_tokens, workload)
     pool = f"the KV pool (--max-total-tokens {max_total_tokens:,}) holds {held} request(s) of {per:,} tokens (mean prompt + output)"
     if held < workload.concurrency:
-        return (f"{pool}, not the {workload.concurrency} the workload runs at once: SGLang queues the rest (it admits a "
-                f"request only when its prompt and output fit the pool); {pool_tokens_for(workload):,} tokens would hold them")
+        return (
+            f"{pool}, not the {workload.concurrency} the workload runs at once: SGLang queues the rest (it admits a "
+            f"request only when its prompt and output fit the pool); {pool_tokens_for(workload):,} tokens would hold them"
+        )
     if held < max_running_requests:
         return f"--max-running-requests {max_running_requests} is never reached: {pool}"
     return None

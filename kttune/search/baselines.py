@@ -31,20 +31,35 @@ class Baseline:
 KT_RUN_DEFAULTS = Baseline(
     name="kt run defaults",
     source="kt-kernel 0.7.2 `kt run` non-interactive defaults (kt_kernel/cli/commands/run.py): gpu_experts 1, "
-           "chunked_prefill_size 4096, threshold 4096, max_total_tokens 40000, cpu_threads 0.8 x threads",
-    chunk=4096, threshold=4096, gpu_experts=1, max_total_tokens=40000, cpuinfer_share=0.8)
+    "chunked_prefill_size 4096, threshold 4096, max_total_tokens 40000, cpu_threads 0.8 x threads",
+    chunk=4096,
+    threshold=4096,
+    gpu_experts=1,
+    max_total_tokens=40000,
+    cpuinfer_share=0.8,
+)
 
 KT_LAYERWISE_DOC_EXAMPLE = Baseline(
     name="KT layerwise doc example",
     source="KTransformers layerwise prefill documentation, launch example: --kt-cpuinfer 64 --kt-num-gpu-experts 32 "
-           "--chunked-prefill-size 16384 --kt-gpu-prefill-token-threshold 2048",
-    chunk=16384, threshold=2048, gpu_experts=32, max_total_tokens=65536, cpuinfer=64)
+    "--chunked-prefill-size 16384 --kt-gpu-prefill-token-threshold 2048",
+    chunk=16384,
+    threshold=2048,
+    gpu_experts=32,
+    max_total_tokens=65536,
+    cpuinfer=64,
+)
 
 KT_RUN_INTERACTIVE = Baseline(
     name="kt run interactive defaults",
     source="kt-kernel 0.7.2 `kt run` interactive-mode defaults (kt_kernel/cli/commands/run.py): gpu_experts min(8, E), "
-           "chunked_prefill_size 32768, threshold 500, max_total_tokens 32768, cpu_threads 0.8 x threads",
-    chunk=32768, threshold=500, gpu_experts=8, max_total_tokens=32768, cpuinfer_share=0.8)
+    "chunked_prefill_size 32768, threshold 500, max_total_tokens 32768, cpu_threads 0.8 x threads",
+    chunk=32768,
+    threshold=500,
+    gpu_experts=8,
+    max_total_tokens=32768,
+    cpuinfer_share=0.8,
+)
 
 BASELINES = (KT_RUN_DEFAULTS, KT_RUN_INTERACTIVE, KT_LAYERWISE_DOC_EXAMPLE)
 
@@ -82,7 +97,10 @@ def baseline_config(b: Baseline, space: SearchSpace, cores: int) -> tuple[Launch
     if threshold and threshold not in space.thresholds:
         threshold = _nearest([t for t in space.thresholds if t], threshold)
     if threshold != b.threshold:
-        notes.append(f"threshold {b.threshold} -> {threshold}" + (" (no layerwise path for this method)" if not threshold else ""))
+        notes.append(
+            f"threshold {b.threshold} -> {threshold}"
+            + (" (no layerwise path for this method)" if not threshold else "")
+        )
     n = min(b.gpu_experts, space.gpu_experts_max)
     if n != b.gpu_experts:
         notes.append(f"GPU experts {b.gpu_experts} -> {n} (the most that fit)")

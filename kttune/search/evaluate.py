@@ -40,10 +40,14 @@ class HostRamSource:
             return "raise {host_ram_bytes} to the target machine's RAM, or pick a smaller model or method"
         if self.kind == "probe":
             other = self.profile or "NAME"
-            return (f"to plan for a bigger machine pass {{profile}} {other} (or another of `kttune profiles`) or "
-                    "{host_ram_bytes} (e.g. 512G), or pick a smaller model or method")
-        return ("pass {host_ram_bytes} with the target machine's RAM (e.g. 512G), {profile} for another machine, "
-                "or pick a smaller model or method")
+            return (
+                f"to plan for a bigger machine pass {{profile}} {other} (or another of `kttune profiles`) or "
+                "{host_ram_bytes} (e.g. 512G), or pick a smaller model or method"
+            )
+        return (
+            "pass {host_ram_bytes} with the target machine's RAM (e.g. 512G), {profile} for another machine, "
+            "or pick a smaller model or method"
+        )
 
 
 @dataclass(frozen=True)
@@ -107,7 +111,8 @@ def evaluate(comp: Components, cfg: LaunchConfig, workload: Workload, budget: Bu
         "host_ram": (host.total_bytes - budget.host_ram_bytes) / GIB,
         # layerwise can only fire when a forward reaches the threshold, and the chunk caps a forward
         "threshold_le_chunk": float(cfg.gpu_prefill_token_threshold - cfg.chunked_prefill_size)
-        if cfg.gpu_prefill_token_threshold > 0 else -1.0,
+        if cfg.gpu_prefill_token_threshold > 0
+        else -1.0,
         # the KV pool must hold the workload's longest request
         "kv_holds_longest": float(longest - cfg.max_total_tokens) / 1024,
     }

@@ -8,7 +8,12 @@ from dataclasses import dataclass, replace
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
 from kttune.cost.prefill import (
-    crossover_tokens, hybrid_moe_layer, layerwise_moe_layer, layerwise_traffic_bytes, prefill_forwards, prefill_time_ms,
+    crossover_tokens,
+    hybrid_moe_layer,
+    layerwise_moe_layer,
+    layerwise_traffic_bytes,
+    prefill_forwards,
+    prefill_time_ms,
 )
 from kttune.search.admission import pool_note
 from kttune.search.evaluate import Budget, Evaluation, evaluate
@@ -40,15 +45,18 @@ class Explanation:
     fits: dict  # each fitted component: coefficients and relative RMS error on its own points
 
 
-def explain(comp: Components, cfg: LaunchConfig, workload: Workload, budget: Budget,
-            evaluation: Evaluation | None = None) -> Explanation:
+def explain(
+    comp: Components, cfg: LaunchConfig, workload: Workload, budget: Budget, evaluation: Evaluation | None = None
+) -> Explanation:
     """Both paths per prompt length, the crossover and the reasons for `cfg`. `evaluation`: the
     configuration's evaluation when the caller already has it (a search's pick), else it is made."""
     if evaluation is not None and evaluation.cfg != cfg:
         raise ValueError("explain(): the evaluation given is of another configuration")
     ev = evaluation if evaluation is not None else evaluate(comp, cfg, workload, budget)
     ctx = comp.model.max_position_embeddings
-    lengths = sorted({L for L in LENGTHS if L <= ctx} | set(workload.prompt_tokens[:: max(1, len(workload.prompt_tokens) // 4)]))
+    lengths = sorted(
+        {L for L in LENGTHS if L <= ctx} | set(workload.prompt_tokens[:: max(1, len(workload.prompt_tokens) // 4)])
+    )
     hybrid_cfg = replace(cfg, gpu_prefill_token_threshold=0)
     lw_cfg = replace(cfg, gpu_prefill_token_threshold=1) if comp.method.layerwise else None
     rows = []
@@ -58,9 +66,16 @@ def explain(comp: Components, cfg: LaunchConfig, workload: Workload, budget: Bud
         parts = [f"{n_lw} layerwise"] if n_lw else []
         if len(fw) - n_lw:
             parts.append(f"{len(fw) - n_lw} hybrid")
-        rows.append(LengthRow(L, prefill_time_ms(comp, hybrid_cfg, L),
-                              prefill_time_ms(comp, lw_cfg, L) if lw_cfg else None,
-                              sum(f.total_ms for f in fw), " + ".join(parts), layerwise_traffic_bytes(comp, cfg, L)))
+        rows.append(
+            LengthRow(
+                L,
+                prefill_time_ms(comp, hybrid_cfg, L),
+                prefill_time_ms(comp, lw_cfg, L) if lw_cfg else None,
+                sum(f.total_ms for f in fw),
+                " + ".join(parts),
+                layerwise_traffic_bytes(comp, cfg, L),
+            )
+        )
     cross = crossover_tokens(comp, cfg)
     chunk = cfg.chunked_prefill_size
     lh = hybrid_moe_layer(comp, cfg, chunk).total_ms
@@ -68,15 +83,25 @@ def explain(comp: Components, cfg: LaunchConfig, workload: Workload, budget: Bud
     reasons = []
     t = cfg.gpu_prefill_token_threshold
     if not comp.method.layerwise:
-        reasons.append(f"{comp.method.name} has no layerwise path in sglang-kt 0.7.2 (a threshold > 0 crashes it): threshold stays 0")
+        reasons.append(
+            f"{comp.method.name} has no layerwise path in sglang-kt 0.7.2 (a threshold > 0 crashes it): threshold stays 0"
+        )
     elif t == 0:
-        reasons.append("layerwise is off (threshold 0): "
-                       + (f"it only beats hybrid from {cross} tokens per forward" if cross else "it never beats the hybrid path here"))
+        reasons.append(
+            "layerwise is off (threshold 0): "
+            + (
+                f"it only beats hybrid from {cross} tokens per forward"
+                if cross
+                else "it never beats the hybrid path here"
+            )
+        )
     else:
         reasons.append(f"forwards of >= {t} tokens go layerwise, shorter ones (and every chunk tail) hybrid")
         if cross is not None:
-            reasons.append(f"the paths cross at {cross} tokens per forward (one MoE layer: layerwise streams "
-                           f"{comp.model.num_experts} experts, then computes; hybrid is bound by the CPU experts)")
+            reasons.append(
+                f"the paths cross at {cross} tokens per forward (one MoE layer: layerwise streams "
+                f"{comp.model.num_experts} experts, then computes; hybrid is bound by the CPU experts)"
+            )
         if t > chunk:
             reasons.append(f"threshold {t} > chunk {chunk}: layerwise can never fire")
     fits = comp.fit_report(cfg.cpuinfer_threads, cfg.threadpool_count)
@@ -87,5 +112,14 @@ def explain(comp: Components, cfg: LaunchConfig, workload: Workload, budget: Bud
         notes.append(pool)
     if loose:
         notes.append("fits with more than 20% relative RMS error on their own measurements: " + ", ".join(loose))
-    return Explanation(ev, tuple(rows), cross, lh, ll.total_ms if ll else None, ll.load_ms if ll else None,
-                       tuple(reasons), tuple(notes), fits)
+    return Explanation(
+        ev,
+        tuple(rows),
+        cross,
+        lh,
+        ll.total_ms if ll else None,
+        ll.load_ms if ll else None,
+        tuple(reasons),
+        tuple(notes),
+        fits,
+    )

@@ -78,7 +78,9 @@ class JournalScan:
     kept: tuple[bytes, ...]  # the well-formed records, in order, each ending in a newline
     bad: tuple[BadLine, ...]
     unknown: UnknownRecord | None = None  # the first record of a newer Optuna, if any
-    forward_ref_at: int | None = None  # offset of the first record after a bad line that refers to a study/trial not yet created
+    forward_ref_at: int | None = (
+        None  # offset of the first record after a bad line that refers to a study/trial not yet created
+    )
     records_before_first_bad: int = 0  # kept records that precede the first bad line
 
     @property
@@ -196,5 +198,6 @@ def scan_journal(data: bytes) -> JournalScan:
         if ahead and forward_ref_at is None and before_first_bad is not None:
             forward_ref_at = offset
         kept.append(line)
-    return JournalScan(tuple(kept), tuple(bad), None, forward_ref_at,
-                       len(kept) if before_first_bad is None else before_first_bad)
+    return JournalScan(
+        tuple(kept), tuple(bad), None, forward_ref_at, len(kept) if before_first_bad is None else before_first_bad
+    )

@@ -40,38 +40,64 @@ def default_paths(model: ModelSpec, method_name: str, model_path: str | None, we
         wp = mp  # native methods read the experts from the model directory itself
     else:
         wp = f"/path/to/{repo.split('/')[-1]}-CPU-weight-{method.name}"
-        notes.append(f"{method.name} needs converted CPU weights (kt-kernel scripts/convert_cpu_weights.py); replace {wp}")
+        notes.append(
+            f"{method.name} needs converted CPU weights (kt-kernel scripts/convert_cpu_weights.py); replace {wp}"
+        )
     return LaunchPaths(mp, wp, tuple(notes))
 
 
-def launch_argv(model: ModelSpec, cfg: LaunchConfig, vram: VramBreakdown, vram_budget_bytes: int,
-                paths: LaunchPaths, port: int = 30000) -> list[str]:
+def launch_argv(
+    model: ModelSpec,
+    cfg: LaunchConfig,
+    vram: VramBreakdown,
+    vram_budget_bytes: int,
+    paths: LaunchPaths,
+    port: int = 30000,
+) -> list[str]:
     """The argv, every flag named as kttune.spec.launch_args.FLAGS writes it (the table
     `kttune explain -- COMMAND` reads it back with)."""
     method = get_method(cfg.method)
     f = flag_name
     argv = [
-        "python", "-m", PROGRAMS[0],
-        f("model_path"), paths.model_path,
+        "python",
+        "-m",
+        PROGRAMS[0],
+        f("model_path"),
+        paths.model_path,
         f("trust_remote_code"),
-        f("weight_path"), paths.weight_path,
-        f("method"), method.name,
-        f("cpuinfer_threads"), str(cfg.cpuinfer_threads),
-        f("threadpool_count"), str(cfg.threadpool_count),
+        f("weight_path"),
+        paths.weight_path,
+        f("method"),
+        method.name,
+        f("cpuinfer_threads"),
+        str(cfg.cpuinfer_threads),
+        f("threadpool_count"),
+        str(cfg.threadpool_count),
         *([f("numa_nodes"), *map(str, cfg.numa_nodes)] if cfg.numa_nodes else []),
-        f("num_gpu_experts"), str(cfg.num_gpu_experts),
-        f("gpu_prefill_token_threshold"), str(cfg.gpu_prefill_token_threshold if method.layerwise else 0),
-        f("chunked_prefill_size"), str(cfg.chunked_prefill_size),
-        f("max_total_tokens"), str(cfg.max_total_tokens),
-        f("max_running_requests"), str(cfg.max_running_requests),
-        f("cuda_graph_max_bs"), str(cfg.cuda_graph_max_bs),
-        f("mem_fraction_static"), f"{mem_fraction_static(vram, vram_budget_bytes):g}",
-        f("tp"), str(cfg.tp),
-        f("attention_backend"), "triton" if model.attention == "mla" else "flashinfer",
+        f("num_gpu_experts"),
+        str(cfg.num_gpu_experts),
+        f("gpu_prefill_token_threshold"),
+        str(cfg.gpu_prefill_token_threshold if method.layerwise else 0),
+        f("chunked_prefill_size"),
+        str(cfg.chunked_prefill_size),
+        f("max_total_tokens"),
+        str(cfg.max_total_tokens),
+        f("max_running_requests"),
+        str(cfg.max_running_requests),
+        f("cuda_graph_max_bs"),
+        str(cfg.cuda_graph_max_bs),
+        f("mem_fraction_static"),
+        f"{mem_fraction_static(vram, vram_budget_bytes):g}",
+        f("tp"),
+        str(cfg.tp),
+        f("attention_backend"),
+        "triton" if model.attention == "mla" else "flashinfer",
         f("disable_shared_experts_fusion"),
         f("enable_mixed_chunk"),
-        f("watchdog_timeout"), "3000",
-        f("port"), str(port),
+        f("watchdog_timeout"),
+        "3000",
+        f("port"),
+        str(port),
     ]
     if "FP8" in method.name:
         argv += [f("fp8_gemm_backend"), "triton"]

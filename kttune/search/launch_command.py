@@ -17,7 +17,10 @@ from typing import Sequence
 from kttune.config import LaunchConfig
 from kttune.errors import InfeasibleError, UserError
 from kttune.memory.sglang_defaults import (
-    default_chunked_prefill_size, default_cuda_graph_max_bs, default_max_running_requests, default_mem_fraction_static,
+    default_chunked_prefill_size,
+    default_cuda_graph_max_bs,
+    default_max_running_requests,
+    default_mem_fraction_static,
     profiled_kv_tokens,
 )
 from kttune.search.admission import running_requests
@@ -37,7 +40,9 @@ def method_of(parsed: ParsedLaunch) -> tuple[str, tuple[str, ...]]:
     """The command's KT method (validated) and a note when it is sglang-kt's default."""
     if parsed.given("method"):
         return get_method(str(parsed.get("method"))).name, ()
-    return DEFAULT_METHOD, (f"{flag_name('method')} unset: sglang-kt 0.7.2 uses {DEFAULT_METHOD} (converted CPU weights)",)
+    return DEFAULT_METHOD, (
+        f"{flag_name('method')} unset: sglang-kt 0.7.2 uses {DEFAULT_METHOD} (converted CPU weights)",
+    )
 
 
 @dataclass(frozen=True)
@@ -48,18 +53,28 @@ class ResolvedLaunch:
     notes: tuple[str, ...]  # the defaults SGLang takes and the values kttune fitted, one line each
 
 
-def resolve_launch(parsed: ParsedLaunch, model: ModelSpec, method: str, vram_bytes: int, workload: Workload,
-                   measured_threads: Sequence[int], cores: int, numa_nodes: int) -> ResolvedLaunch:
+def resolve_launch(
+    parsed: ParsedLaunch,
+    model: ModelSpec,
+    method: str,
+    vram_bytes: int,
+    workload: Workload,
+    measured_threads: Sequence[int],
+    cores: int,
+    numa_nodes: int,
+) -> ResolvedLaunch:
     """The LaunchConfig sglang-kt 0.7.2 runs for `parsed` on a GPU of `vram_bytes`, for the
     model (`method` from `method_of`); `measured_threads`: the profile's `--kt-cpuinfer` counts."""
     meth = get_method(method)
     notes: list[str] = []
     f = flag_name
     if not parsed.given("weight_path"):
-        raise InfeasibleError(f"the command has no {f('weight_path')}: sglang-kt 0.7.2 then turns KT off and loads every "
-                              "expert on the GPU (ktransformers#2099)",
-                              f"add {f('weight_path')} DIR (for {meth.name}: "
-                              + ("the model directory itself)" if meth.native else "the converted CPU weights)"))
+        raise InfeasibleError(
+            f"the command has no {f('weight_path')}: sglang-kt 0.7.2 then turns KT off and loads every "
+            "expert on the GPU (ktransformers#2099)",
+            f"add {f('weight_path')} DIR (for {meth.name}: "
+            + ("the model directory itself)" if meth.native else "the converted CPU weights)"),
+        )
     tp = int(parsed.get("tp", 1))
     if tp < 1:
         raise UserError(f"{f('tp')} {tp} must be at least 1", f"pass the GPU count, e.g. {f('tp')} 1")
@@ -71,36 +86,52 @@ def resolve_launch(parsed: ParsedLaunch, model: ModelSpec, method: str, vram_byt
     elif parsed.given("gpu_experts_ratio"):
         ratio = float(parsed.get("gpu_experts_ratio"))
         if not 0.0 <= ratio <= 1.0:
-            raise UserError(f"{f('gpu_experts_ratio')} {ratio:g} is outside 0..1", "pass a share of the experts, e.g. 0.1")
+            raise UserError(
+                f"{f('gpu_experts_ratio')} {ratio:g} is outside 0..1", "pass a share of the experts, e.g. 0.1"
+            )
         total = int(E * L * ratio)
         n = total // L
-        notes.append(f"{f('gpu_experts_ratio')} {ratio:g}: {total} GPU experts over {L} MoE layers, modelled as {n} per layer"
-                     + (f" (uniform placement gives {total % L} layers one more)" if total % L else ""))
+        notes.append(
+            f"{f('gpu_experts_ratio')} {ratio:g}: {total} GPU experts over {L} MoE layers, modelled as {n} per layer"
+            + (f" (uniform placement gives {total % L} layers one more)" if total % L else "")
+        )
     else:
-        raise InfeasibleError(f"the command sets neither {f('num_gpu_experts')} nor {f('gpu_experts_ratio')}: sglang-kt 0.7.2 "
-                              "then disables KT with only a warning", f"add {f('num_gpu_experts')} N (0 is valid)")
+        raise InfeasibleError(
+            f"the command sets neither {f('num_gpu_experts')} nor {f('gpu_experts_ratio')}: sglang-kt 0.7.2 "
+            "then disables KT with only a warning",
+            f"add {f('num_gpu_experts')} N (0 is valid)",
+        )
     if not 0 <= n <= E:
-        raise UserError(f"{f('num_gpu_experts')} {n} is outside 0..{E} (experts per MoE layer of {model.name})",
-                        f"pass 0..{E}: the flag counts experts per layer")
+        raise UserError(
+            f"{f('num_gpu_experts')} {n} is outside 0..{E} (experts per MoE layer of {model.name})",
+            f"pass 0..{E}: the flag counts experts per layer",
+        )
     threshold = int(parsed.get("gpu_prefill_token_threshold", 0))
     if threshold < 0:
         raise UserError(f"{f('gpu_prefill_token_threshold')} {threshold} is negative", "pass 0 (off) or a token count")
     if threshold_crashes(meth, threshold):
-        raise InfeasibleError(f"{f('gpu_prefill_token_threshold')} {threshold} with {meth.name}: sglang-kt 0.7.2 crashes at the "
-                              "first forward that reaches it (the method has no layerwise path, ktransformers#2113)",
-                              f"set {f('gpu_prefill_token_threshold')} 0, or use a native method ({NATIVE_METHODS})")
+        raise InfeasibleError(
+            f"{f('gpu_prefill_token_threshold')} {threshold} with {meth.name}: sglang-kt 0.7.2 crashes at the "
+            "first forward that reaches it (the method has no layerwise path, ktransformers#2113)",
+            f"set {f('gpu_prefill_token_threshold')} 0, or use a native method ({NATIVE_METHODS})",
+        )
     if parsed.given("chunked_prefill_size"):
         chunk = int(parsed.get("chunked_prefill_size"))
         if chunk <= 0:
-            raise UserError(f"{f('chunked_prefill_size')} {chunk}: kttune models chunked prefill only (KT sizes its "
-                            "buffers by the chunk)", f"pass a chunk such as {f('chunked_prefill_size')} 8192")
+            raise UserError(
+                f"{f('chunked_prefill_size')} {chunk}: kttune models chunked prefill only (KT sizes its "
+                "buffers by the chunk)",
+                f"pass a chunk such as {f('chunked_prefill_size')} 8192",
+            )
     else:
         chunk = default_chunked_prefill_size(vram_bytes)
         notes.append(f"{f('chunked_prefill_size')} unset: SGLang picks {chunk} for a {vram_bytes / GIB:.0f} GiB GPU")
     page = int(parsed.get("page_size", 1) or 1)
     if page < 1 or chunk % page:
-        raise UserError(f"{f('chunked_prefill_size')} {chunk} is not a multiple of {f('page_size')} {page}",
-                        "SGLang needs the chunk to be whole pages")
+        raise UserError(
+            f"{f('chunked_prefill_size')} {chunk} is not a multiple of {f('page_size')} {page}",
+            "SGLang needs the chunk to be whole pages",
+        )
     graph_bs = int(parsed.get("cuda_graph_max_bs", 0)) or default_cuda_graph_max_bs(vram_bytes, tp)
     if not parsed.given("cuda_graph_max_bs"):
         notes.append(f"{f('cuda_graph_max_bs')} unset: SGLang captures decode graphs up to {graph_bs} requests")
@@ -110,29 +141,47 @@ def resolve_launch(parsed: ParsedLaunch, model: ModelSpec, method: str, vram_byt
         want = int(parsed.get("cpuinfer_threads"))
         th = want if want in threads else min(usable, key=lambda t: (abs(t - min(want, max(usable))), t))
         if th != want:
-            notes.append(f"{f('cpuinfer_threads')} {want}: the profile measured {', '.join(map(str, threads))} threads "
-                         f"({cores} cores); modelled with {th}")
+            notes.append(
+                f"{f('cpuinfer_threads')} {want}: the profile measured {', '.join(map(str, threads))} threads "
+                f"({cores} cores); modelled with {th}"
+            )
         elif want >= cores:
-            notes.append(f"{f('cpuinfer_threads')} {want} on {cores} cores: a pool on every core starves the thread that "
-                         "drives it (the measured cliff is in the prediction)")
+            notes.append(
+                f"{f('cpuinfer_threads')} {want} on {cores} cores: a pool on every core starves the thread that "
+                "drives it (the measured cliff is in the prediction)"
+            )
     else:
         th = default_cpuinfer_threads(threads, cores)
-        notes.append(f"{f('cpuinfer_threads')} unset: sglang-kt 0.7.2 fails to start without it (read from code); "
-                     f"modelled with {th}, the most measured below {cores} cores")
+        notes.append(
+            f"{f('cpuinfer_threads')} unset: sglang-kt 0.7.2 fails to start without it (read from code); "
+            f"modelled with {th}, the most measured below {cores} cores"
+        )
     pools = int(parsed.get("threadpool_count", 0)) or DEFAULT_THREADPOOLS
     if not parsed.given("threadpool_count"):
         notes.append(f"{f('threadpool_count')} unset: sglang-kt uses {DEFAULT_THREADPOOLS} pools")
     if pools != numa_nodes:
-        notes.append(f"{f('threadpool_count')} {pools} on a machine with {numa_nodes} NUMA node(s): each pool is pinned "
-                     f"to one node; the profile's CPU curves are of {numa_nodes} pool(s)")
+        notes.append(
+            f"{f('threadpool_count')} {pools} on a machine with {numa_nodes} NUMA node(s): each pool is pinned "
+            f"to one node; the profile's CPU curves are of {numa_nodes} pool(s)"
+        )
     dtype = str(parsed.get("kv_cache_dtype", "auto")).lower()
     if dtype not in KV_DTYPE_BYTES:
         raise UserError(f"{f('kv_cache_dtype')} {dtype} is not modelled", f"use one of {', '.join(KV_DTYPE_BYTES)}")
-    base = LaunchConfig(method=meth.name, tp=tp, num_gpu_experts=n, chunked_prefill_size=chunk,
-                        gpu_prefill_token_threshold=threshold, max_total_tokens=0, cpuinfer_threads=th,
-                        threadpool_count=pools, max_running_requests=1, cuda_graph_max_bs=graph_bs,
-                        kv_cache_dtype_bytes=KV_DTYPE_BYTES[dtype], context_length=int(parsed.get("context_length", 0)),
-                        page_size=page)
+    base = LaunchConfig(
+        method=meth.name,
+        tp=tp,
+        num_gpu_experts=n,
+        chunked_prefill_size=chunk,
+        gpu_prefill_token_threshold=threshold,
+        max_total_tokens=0,
+        cpuinfer_threads=th,
+        threadpool_count=pools,
+        max_running_requests=1,
+        cuda_graph_max_bs=graph_bs,
+        kv_cache_dtype_bytes=KV_DTYPE_BYTES[dtype],
+        context_length=int(parsed.get("context_length", 0)),
+        page_size=page,
+    )
     if parsed.given("mem_fraction_static"):
         mfs = float(parsed.get("mem_fraction_static"))
         if not 0.0 < mfs < 1.0:
@@ -142,21 +191,27 @@ def resolve_launch(parsed: ParsedLaunch, model: ModelSpec, method: str, vram_byt
         notes.append(f"{f('mem_fraction_static')} unset: SGLang takes {mfs:g} for a {vram_bytes / GIB:.0f} GiB GPU")
     profiled = profiled_kv_tokens(model, base, vram_bytes, mfs)
     if profiled <= 0:
-        raise InfeasibleError(f"SGLang stops at start with \"Not enough memory\": {f('mem_fraction_static')} {mfs:g} of the "
-                              f"{vram_bytes / GIB:.0f} GiB GPU leaves no room for a KV pool after the weights",
-                              f"lower {f('num_gpu_experts')}, or raise {f('mem_fraction_static')}")
+        raise InfeasibleError(
+            f'SGLang stops at start with "Not enough memory": {f("mem_fraction_static")} {mfs:g} of the '
+            f"{vram_bytes / GIB:.0f} GiB GPU leaves no room for a KV pool after the weights",
+            f"lower {f('num_gpu_experts')}, or raise {f('mem_fraction_static')}",
+        )
     if parsed.given("max_total_tokens"):
         cap = int(parsed.get("max_total_tokens"))
         if cap <= 0:
             raise UserError(f"{f('max_total_tokens')} {cap} must be positive", "pass a token count such as 65536")
         pool = min(cap, profiled)
         if cap > profiled:
-            notes.append(f"{f('max_total_tokens')} {cap:,} is more than {f('mem_fraction_static')} {mfs:g} leaves: SGLang "
-                         f"starts with a {profiled:,}-token pool (and logs a warning)")
+            notes.append(
+                f"{f('max_total_tokens')} {cap:,} is more than {f('mem_fraction_static')} {mfs:g} leaves: SGLang "
+                f"starts with a {profiled:,}-token pool (and logs a warning)"
+            )
     else:
         pool = profiled
-        notes.append(f"{f('max_total_tokens')} unset: the pool fills what {f('mem_fraction_static')} {mfs:g} leaves, "
-                     f"{pool:,} tokens; freed VRAM (fewer GPU experts) then only grows it, never the runtime headroom")
+        notes.append(
+            f"{f('max_total_tokens')} unset: the pool fills what {f('mem_fraction_static')} {mfs:g} leaves, "
+            f"{pool:,} tokens; freed VRAM (fewer GPU experts) then only grows it, never the runtime headroom"
+        )
     cfg = replace(base, max_total_tokens=pool)
     if parsed.given("max_running_requests"):
         running = int(parsed.get("max_running_requests"))
@@ -164,8 +219,10 @@ def resolve_launch(parsed: ParsedLaunch, model: ModelSpec, method: str, vram_byt
             raise UserError(f"{f('max_running_requests')} {running} must be at least 1", "pass e.g. 8")
     else:
         running = default_max_running_requests(model, cfg)
-        notes.append(f"{f('max_running_requests')} unset: SGLang allows {running} (the pool runs "
-                     f"{running_requests(pool, workload)} of the workload's requests at once)")
+        notes.append(
+            f"{f('max_running_requests')} unset: SGLang allows {running} (the pool runs "
+            f"{running_requests(pool, workload)} of the workload's requests at once)"
+        )
     return ResolvedLaunch(replace(cfg, max_running_requests=running), mfs, profiled, tuple(notes))
 
 
@@ -187,31 +244,81 @@ def flag_changes(yours, pick, crossover: int | None, cores: int, workload: Workl
 
     def add(key: str, va, vb, why: str) -> None:
         if va != vb:
-            out.append(FlagChange(flag_name(key), f"{va:,}" if isinstance(va, int) else str(va),
-                                  f"{vb:,}" if isinstance(vb, int) else str(vb), why))
+            out.append(
+                FlagChange(
+                    flag_name(key),
+                    f"{va:,}" if isinstance(va, int) else str(va),
+                    f"{vb:,}" if isinstance(vb, int) else str(vb),
+                    why,
+                )
+            )
 
-    add("num_gpu_experts", a.num_gpu_experts, b.num_gpu_experts,
-        "yours does not fit the VRAM budget" if over and b.num_gpu_experts < a.num_gpu_experts else
-        "more of the routed experts run on the GPU, in VRAM yours leaves free" if b.num_gpu_experts > a.num_gpu_experts else
-        "their VRAM serves the chunk and the KV pool better")
-    add("chunked_prefill_size", a.chunked_prefill_size, b.chunked_prefill_size,
+    add(
+        "num_gpu_experts",
+        a.num_gpu_experts,
+        b.num_gpu_experts,
+        "yours does not fit the VRAM budget"
+        if over and b.num_gpu_experts < a.num_gpu_experts
+        else "more of the routed experts run on the GPU, in VRAM yours leaves free"
+        if b.num_gpu_experts > a.num_gpu_experts
+        else "their VRAM serves the chunk and the KV pool better",
+    )
+    add(
+        "chunked_prefill_size",
+        a.chunked_prefill_size,
+        b.chunked_prefill_size,
         "fewer forwards per long prompt: each layerwise forward streams every MoE layer once"
-        if b.chunked_prefill_size > a.chunked_prefill_size else
-        ("yours does not fit the VRAM budget (its activations and the layerwise slot grow with it)" if over else
-         "its activation VRAM serves GPU experts or the KV pool better"))
+        if b.chunked_prefill_size > a.chunked_prefill_size
+        else (
+            "yours does not fit the VRAM budget (its activations and the layerwise slot grow with it)"
+            if over
+            else "its activation VRAM serves GPU experts or the KV pool better"
+        ),
+    )
     thr_b = b.gpu_prefill_token_threshold
-    add("gpu_prefill_token_threshold", a.gpu_prefill_token_threshold, thr_b,
-        "layerwise does not pay for this workload's forwards" if thr_b == 0 else
-        (f"the two paths cross at {crossover:,} tokens per forward" if crossover and thr_b <= crossover * 1.5 + 64 else
-         "fastest on the workload's prompt lengths"))
+    add(
+        "gpu_prefill_token_threshold",
+        a.gpu_prefill_token_threshold,
+        thr_b,
+        "layerwise does not pay for this workload's forwards"
+        if thr_b == 0
+        else (
+            f"the two paths cross at {crossover:,} tokens per forward"
+            if crossover and thr_b <= crossover * 1.5 + 64
+            else "fastest on the workload's prompt lengths"
+        ),
+    )
     per = workload.mean_prompt_tokens + workload.output_tokens
-    add("max_total_tokens", a.max_total_tokens, b.max_total_tokens,
-        f"holds the workload's {workload.concurrency} requests of {per:,.0f} tokens at once" if b.max_total_tokens > a.max_total_tokens
-        else ("yours does not fit the VRAM budget" if over else "a pool larger than the workload needs takes VRAM from experts or the chunk"))
-    add("cpuinfer_threads", a.cpuinfer_threads, b.cpuinfer_threads,
-        f"a pool on all {cores} cores starves the thread that drives it" if a.cpuinfer_threads >= cores else
-        "the fastest count on the profile's measured CPU curves")
-    add("threadpool_count", a.threadpool_count, b.threadpool_count, "one pool per NUMA node, as the profile was measured")
-    add("max_running_requests", a.max_running_requests, b.max_running_requests,
-        "the requests of the workload the pool holds at once (SGLang admits no more)")
+    add(
+        "max_total_tokens",
+        a.max_total_tokens,
+        b.max_total_tokens,
+        f"holds the workload's {workload.concurrency} requests of {per:,.0f} tokens at once"
+        if b.max_total_tokens > a.max_total_tokens
+        else (
+            "yours does not fit the VRAM budget"
+            if over
+            else "a pool larger than the workload needs takes VRAM from experts or the chunk"
+        ),
+    )
+    add(
+        "cpuinfer_threads",
+        a.cpuinfer_threads,
+        b.cpuinfer_threads,
+        f"a pool on all {cores} cores starves the thread that drives it"
+        if a.cpuinfer_threads >= cores
+        else "the fastest count on the profile's measured CPU curves",
+    )
+    add(
+        "threadpool_count",
+        a.threadpool_count,
+        b.threadpool_count,
+        "one pool per NUMA node, as the profile was measured",
+    )
+    add(
+        "max_running_requests",
+        a.max_running_requests,
+        b.max_running_requests,
+        "the requests of the workload the pool holds at once (SGLang admits no more)",
+    )
     return tuple(out)

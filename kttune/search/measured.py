@@ -144,8 +144,11 @@ class MeasuredSearchResult:
 
 def measured_study_name(req: MeasuredRequest, space: SearchSpace, evaluator: str) -> str:
     b = req.base
-    key = hashlib.sha256(json.dumps({"v": MEASURED_VERSION, "model_key": study_key(b, space, req.seed), "evaluator": evaluator},
-                                    sort_keys=True).encode()).hexdigest()[:12]
+    key = hashlib.sha256(
+        json.dumps(
+            {"v": MEASURED_VERSION, "model_key": study_key(b, space, req.seed), "evaluator": evaluator}, sort_keys=True
+        ).encode()
+    ).hexdigest()[:12]
     return f"kttune-measured-{evaluator}-{b.model.name}-{b.method}-tp{b.tp}-{key}"
 
 
@@ -154,8 +157,9 @@ def _predicted_tok_s(comp: Components, cfg: LaunchConfig, req: MeasuredRequest) 
     return prefill_tok_s(ModelEvaluator(comp).measure(cfg, wl.prompt_tokens), wl.prompt_tokens, wl.weights)
 
 
-def model_prefill_candidates(comp: Components, space: SearchSpace, req: MeasuredRequest, k: int,
-                             n_trials: int = 200, fixed: dict | None = None) -> list[LaunchConfig]:
+def model_prefill_candidates(
+    comp: Components, space: SearchSpace, req: MeasuredRequest, k: int, n_trials: int = 200, fixed: dict | None = None
+) -> list[LaunchConfig]:
     """The k configurations the model predicts fastest on the measured objective (prefill
     throughput): an in-memory model-evaluated random study of that one objective, then each of its
     k best polished by coordinate ascent (every value of one flag at a time, until none improves).
@@ -168,7 +172,11 @@ def model_prefill_candidates(comp: Components, space: SearchSpace, req: Measured
         """Predicted prefill tok/s; 0 when the configuration does not fit."""
         if cfg not in cache:
             ev = evaluate(comp, cfg, wl, b.budget)
-            cache[cfg] = sum(w * n for n, w in zip(wl.prompt_tokens, wl.weights)) / (ev.mean_ttft_ms / 1e3) if ev.feasible else 0.0
+            cache[cfg] = (
+                sum(w * n for n, w in zip(wl.prompt_tokens, wl.weights)) / (ev.mean_ttft_ms / 1e3)
+                if ev.feasible
+                else 0.0
+            )
         return cache[cfg]
 
     # random exploration is enough to seed the ascent, and costs nothing next to TPE's sampling
@@ -193,6 +201,7 @@ def model_prefill_candidates(comp: Components, space: SearchSpace, req: Measured
             starts.append(cfg)
         if len(starts) >= k:
             break
+
     def most_experts(cfg: LaunchConfig) -> LaunchConfig:
         """The most GPU experts that still fit with the rest of `cfg` (VRAM grows with them)."""
         lo, hi = 0, space.gpu_experts_max
@@ -205,8 +214,12 @@ def model_prefill_candidates(comp: Components, space: SearchSpace, req: Measured
 
     # a larger chunk may fit only with fewer GPU experts: each value of a flag is also tried with
     # the most experts that fit beside it
-    axes = {"chunked_prefill_size": space.chunks, "gpu_prefill_token_threshold": space.thresholds,
-            "num_gpu_experts": range(space.gpu_experts_max + 1), "cpuinfer_threads": space.threads}
+    axes = {
+        "chunked_prefill_size": space.chunks,
+        "gpu_prefill_token_threshold": space.thresholds,
+        "num_gpu_experts": range(space.gpu_experts_max + 1),
+        "cpuinfer_threads": space.threads,
+    }
     out: list[LaunchConfig] = []
     for cfg in starts:
         for _ in range(4):
@@ -252,12 +265,22 @@ def cheaper_key(comp: Components, cfg: LaunchConfig, req: SearchRequest) -> tupl
     return (ev.vram.runtime_peak_bytes, cfg.num_gpu_experts, cfg.cpuinfer_threads, cfg.chunked_prefill_size)
 
 
-def race_configs(cfgs: Sequence[LaunchConfig], evaluator: "Evaluator", lengths: Sequence[int], weights: Sequence[float],
-                 protocol: Protocol, cost: Callable[[LaunchConfig], tuple], max_rounds: int = 5,
-                 stop: Callable[[], bool] | None = None, on_sample=None, known=None,
-                 describe: Callable[[LaunchConfig], str] | None = None) -> RaceResult:
+def race_configs(
+    cfgs: Sequence[LaunchConfig],
+    evaluator: "Evaluator",
+    lengths: Sequence[int],
+    weights: Sequence[float],
+    protocol: Protocol,
+    cost: Callable[[LaunchConfig], tuple],
+    max_rounds: int = 5,
+    stop: Callable[[], bool] | None = None,
+    on_sample=None,
+    known=None,
+    describe: Callable[[LaunchConfig], str] | None = None,
+) -> RaceResult:
     """Race launch configurations on measured prefill throughput: one round measures every length
     of every surviving configuration (a fresh sample each), in a shuffled order."""
+
     def sample(cfg: LaunchConfig, r: int) -> float | None:
         ms = {}
         for n in lengths:
@@ -267,13 +290,28 @@ def race_configs(cfgs: Sequence[LaunchConfig], evaluator: "Evaluator", lengths: 
             ms[n] = float(got[n])
         return prefill_tok_s(ms, lengths, weights)
 
-    label = describe or (lambda c: f"{c.chunked_prefill_size}/{c.gpu_prefill_token_threshold}/{c.num_gpu_experts}/{c.cpuinfer_threads}")
-    return race(list(dict.fromkeys(cfgs)), sample, protocol, cost=cost, max_rounds=max_rounds, stop=stop,
-                on_sample=on_sample, known=known, describe=label)
+    label = describe or (
+        lambda c: f"{c.chunked_prefill_size}/{c.gpu_prefill_token_threshold}/{c.num_gpu_experts}/{c.cpuinfer_threads}"
+    )
+    return race(
+        list(dict.fromkeys(cfgs)),
+        sample,
+        protocol,
+        cost=cost,
+        max_rounds=max_rounds,
+        stop=stop,
+        on_sample=on_sample,
+        known=known,
+        describe=label,
+    )
 
 
-def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result: SearchResult,
-                        on_trial: Callable[[int, int, float | None], None] | None = None) -> MeasuredSearchResult:
+def run_measured_search(
+    req: MeasuredRequest,
+    evaluator: Evaluator,
+    model_result: SearchResult,
+    on_trial: Callable[[int, int, float | None], None] | None = None,
+) -> MeasuredSearchResult:
     """Run (or resume, or join) the measured study. `model_result` is the model search of the same
     request (kttune.search.study.run_search): its pick is measured first."""
     b = req.base
@@ -294,27 +332,41 @@ def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result
         tpe = optuna.samplers.TPESampler(seed=req.seed, n_startup_trials=5, multivariate=True, constant_liar=True)
         sampler = optuna.samplers.PartialFixedSampler(fixed, tpe)
         pruner = measured_pruner(req.p_threshold)
-    study = optuna.create_study(study_name=name, storage=storage, direction="maximize", sampler=sampler, pruner=pruner,
-                                load_if_exists=True)
+    study = optuna.create_study(
+        study_name=name, storage=storage, direction="maximize", sampler=sampler, pruner=pruner, load_if_exists=True
+    )
 
     cores = b.profile.inventory.cpu.physical_cores or max(space.threads) + 1
-    cands = [model_result.best.cfg] + [c for c in model_prefill_candidates(comp, space, req, req.model_candidates, req.model_prefill_trials, fixed)
-                                        if c != model_result.best.cfg][:max(0, req.model_candidates - 1)]
+    cands = [model_result.best.cfg] + [
+        c
+        for c in model_prefill_candidates(comp, space, req, req.model_candidates, req.model_prefill_trials, fixed)
+        if c != model_result.best.cfg
+    ][: max(0, req.model_candidates - 1)]
     base_cfgs = [(bl, *baseline_config(bl, space, cores)) for bl in req.baselines]
     for i, cfg in enumerate(cands):
-        study.enqueue_trial(space.params_of(cfg), user_attrs={"role": "model", "name": "model pick" if i == 0 else f"model prefill #{i}"},
-                            skip_if_exists=True)
+        study.enqueue_trial(
+            space.params_of(cfg),
+            user_attrs={"role": "model", "name": "model pick" if i == 0 else f"model prefill #{i}"},
+            skip_if_exists=True,
+        )
     for bl, cfg, _notes in base_cfgs:
         if evaluate(comp, cfg, b.workload, b.budget).feasible:
-            study.enqueue_trial(space.params_of(cfg), user_attrs={"role": "baseline", "name": bl.name}, skip_if_exists=True)
+            study.enqueue_trial(
+                space.params_of(cfg), user_attrs={"role": "baseline", "name": bl.name}, skip_if_exists=True
+            )
 
     worker = f"{socket.gethostname()}:{os.getpid()}"
     new = [0]
     stuck: set[int] = set()  # trials whose parameters never all arrived (kttune.search.twins)
 
     def measured_count() -> int:
-        return sum(1 for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED))
-                   if t.user_attrs.get("measured"))
+        return sum(
+            1
+            for t in study.get_trials(
+                deepcopy=False, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+            )
+            if t.user_attrs.get("measured")
+        )
 
     def objective(trial: optuna.Trial) -> float:
         cfg = space.suggest(trial)
@@ -327,8 +379,13 @@ def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result
         if twin is not None:  # another process measures it now, or will (two processes can enqueue the same candidate)
             trial.set_user_attr("duplicate_of", twin.number)
             raise optuna.TrialPruned(f"trial {twin.number} measures the same configuration")
-        same = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED))
-                if t.params == trial.params and t.user_attrs.get("measured")]
+        same = [
+            t
+            for t in study.get_trials(
+                deepcopy=False, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+            )
+            if t.params == trial.params and t.user_attrs.get("measured")
+        ]
         if same and same[0].state == optuna.trial.TrialState.PRUNED:  # measured before and stopped early
             trial.set_user_attr("duplicate_of", same[0].number)
             raise optuna.TrialPruned(f"trial {same[0].number} measured the same configuration and was stopped early")
@@ -370,16 +427,25 @@ def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result
 
     if measured_count() < req.trials:
         # every configuration may be infeasible or a duplicate: cap the attempts of this process
-        study.optimize(objective, n_trials=max(50, 20 * req.trials), timeout=req.budget_s, callbacks=[callback],
-                       gc_after_trial=False, catch=())
+        study.optimize(
+            objective,
+            n_trials=max(50, 20 * req.trials),
+            timeout=req.budget_s,
+            callbacks=[callback],
+            gc_after_trial=False,
+            catch=(),
+        )
 
     trials = study.get_trials(deepcopy=False)
     complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE and t.user_attrs.get("measured")]
     pruned = [t for t in trials if t.state == optuna.trial.TrialState.PRUNED and t.user_attrs.get("measured")]
     infeasible = [t for t in trials if t.user_attrs.get("infeasible")]
     if not complete:
-        raise UserError(f"no configuration was measured in full in study {name!r} ({len(trials)} trials)",
-                        "raise {budget_s} or {trials}, or check the evaluator", params=("budget_s", "trials"))
+        raise UserError(
+            f"no configuration was measured in full in study {name!r} ({len(trials)} trials)",
+            "raise {budget_s} or {trials}, or check the evaluator",
+            params=("budget_s", "trials"),
+        )
     by_params = {_key(t.params): t for t in complete}
     by_params_pruned = {_key(t.params): t for t in pruned}
 
@@ -394,8 +460,9 @@ def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result
             state, tok = "complete", float(t.value)
         else:
             state, tok = "pruned", None
-        return MeasuredConfig(label, cfg, fits, _predicted_tok_s(comp, cfg, req), tok, ms, state, source, notes,
-                              t.number if t else None)
+        return MeasuredConfig(
+            label, cfg, fits, _predicted_tok_s(comp, cfg, req), tok, ms, state, source, notes, t.number if t else None
+        )
 
     def cfg_of(t) -> LaunchConfig:
         return _config_of(space, t.params)
@@ -406,12 +473,15 @@ def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result
     # the race: the best screened trials, the model's pick and the fitting baselines that measured in
     # full, again in interleaved rounds; the winner is declared on intervals
     ranked = sorted(complete, key=lambda t: -t.value)
-    finalists = list(dict.fromkeys(cfg_of(t) for t in ranked))[:max(1, req.finalists)]
+    finalists = list(dict.fromkeys(cfg_of(t) for t in ranked))[: max(1, req.finalists)]
     complete_keys = set(by_params)
-    extra = [norm(c) for c in [cands[0]] + [cfg for _, cfg, _ in base_cfgs] if _key(space.params_of(c)) in complete_keys]
+    extra = [
+        norm(c) for c in [cands[0]] + [cfg for _, cfg, _ in base_cfgs] if _key(space.params_of(c)) in complete_keys
+    ]
     raced = list(dict.fromkeys(finalists + extra))
-    rr = race_configs(raced, evaluator, lengths, weights, req.protocol, lambda c: cheaper_key(comp, c, b),
-                      max_rounds=req.max_rounds)
+    rr = race_configs(
+        raced, evaluator, lengths, weights, req.protocol, lambda c: cheaper_key(comp, c, b), max_rounds=req.max_rounds
+    )
     raced_entry = {e.item: e for e in rr.entries}
     winner = rr.winner if rr.winner is not None else finalists[0]
 
@@ -423,15 +493,33 @@ def run_measured_search(req: MeasuredRequest, evaluator: Evaluator, model_result
         return replace(m, measured_tok_s=e.estimate.median, estimate=e.estimate, vs_best=vs, race_status=e.status)
 
     top = by_params.get(_key(space.params_of(winner))) or ranked[0]
-    model_confs = [with_race(describe("model pick" if i == 0 else f"model prefill #{i}", c,
-                                      "kttune search's pick" if i == 0 else "the model's fastest prefill"))
-                   for i, c in enumerate(cands)]
+    model_confs = [
+        with_race(
+            describe(
+                "model pick" if i == 0 else f"model prefill #{i}",
+                c,
+                "kttune search's pick" if i == 0 else "the model's fastest prefill",
+            )
+        )
+        for i, c in enumerate(cands)
+    ]
     return MeasuredSearchResult(
         best=with_race(describe("measured pick", winner, f"trial {top.number}, race winner")),
-        model_pick=model_confs[0], model_candidates=model_confs,
+        model_pick=model_confs[0],
+        model_candidates=model_confs,
         baselines=[with_race(describe(bl.name, cfg, bl.source, notes)) for bl, cfg, notes in base_cfgs],
-        lengths=lengths, weights=weights, evaluator=evaluator.name, study_name=name, storage=storage_url,
-        trials_measured=len(complete) + len(pruned), trials_pruned=len(pruned), trials_infeasible=len(infeasible),
-        trials_new=new[0], wall_s=time.perf_counter() - t0, space=space,
-        decision=rr.decision, race_rounds=rr.rounds,
-        notes=tuple(dict.fromkeys((*model_result.notes, *opened.notes))))
+        lengths=lengths,
+        weights=weights,
+        evaluator=evaluator.name,
+        study_name=name,
+        storage=storage_url,
+        trials_measured=len(complete) + len(pruned),
+        trials_pruned=len(pruned),
+        trials_infeasible=len(infeasible),
+        trials_new=new[0],
+        wall_s=time.perf_counter() - t0,
+        space=space,
+        decision=rr.decision,
+        race_rounds=rr.rounds,
+        notes=tuple(dict.fromkeys((*model_result.notes, *opened.notes))),
+    )

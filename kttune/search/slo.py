@@ -31,17 +31,26 @@ class SloTarget:
 
     @property
     def slo(self) -> Slo:
-        return Slo(ttft_s=self.ttft_s if self.ttft_s is not None else math.inf,
-                   tbt_ms=self.tbt_ms if self.tbt_ms is not None else math.inf)
+        return Slo(
+            ttft_s=self.ttft_s if self.ttft_s is not None else math.inf,
+            tbt_ms=self.tbt_ms if self.tbt_ms is not None else math.inf,
+        )
 
     def describe(self) -> str:
-        parts = ([f"TTFT <= {self.ttft_s:g} s"] if self.ttft_s is not None else []) + \
-                ([f"every gap <= {self.tbt_ms:g} ms"] if self.tbt_ms is not None else [])
+        parts = ([f"TTFT <= {self.ttft_s:g} s"] if self.ttft_s is not None else []) + (
+            [f"every gap <= {self.tbt_ms:g} ms"] if self.tbt_ms is not None else []
+        )
         return f"{' and '.join(parts)} for {self.target_attainment:.0%} of requests at {self.rate_per_s:g} req/s"
 
     def to_dict(self) -> dict:
-        return {"rate_per_s": self.rate_per_s, "ttft_s": self.ttft_s, "tbt_ms": self.tbt_ms,
-                "target_attainment": self.target_attainment, "requests": self.requests, "seed": self.seed}
+        return {
+            "rate_per_s": self.rate_per_s,
+            "ttft_s": self.ttft_s,
+            "tbt_ms": self.tbt_ms,
+            "target_attainment": self.target_attainment,
+            "requests": self.requests,
+            "seed": self.seed,
+        }
 
 
 @dataclass(frozen=True)
@@ -66,24 +75,43 @@ class SloCheck:
         """Each limit missed, with what the target share of requests would need."""
         out, t = [], self.target
         if t.ttft_s is not None and self.ttft_needed_s > t.ttft_s:
-            out.append(f"TTFT: {t.target_attainment:.0%} of requests need {_s(self.ttft_needed_s)}, the limit is {t.ttft_s:g} s "
-                       f"({_s(self.ttft_needed_s - t.ttft_s)} over)")
+            out.append(
+                f"TTFT: {t.target_attainment:.0%} of requests need {_s(self.ttft_needed_s)}, the limit is {t.ttft_s:g} s "
+                f"({_s(self.ttft_needed_s - t.ttft_s)} over)"
+            )
         if t.tbt_ms is not None and self.tbt_needed_ms > t.tbt_ms:
-            out.append(f"TBT: {t.target_attainment:.0%} of requests need {self.tbt_needed_ms:,.0f} ms, the limit is {t.tbt_ms:g} ms "
-                       f"({self.tbt_needed_ms - t.tbt_ms:,.0f} ms over)")
+            out.append(
+                f"TBT: {t.target_attainment:.0%} of requests need {self.tbt_needed_ms:,.0f} ms, the limit is {t.tbt_ms:g} ms "
+                f"({self.tbt_needed_ms - t.tbt_ms:,.0f} ms over)"
+            )
         if not out and not self.met:
-            out.append(f"each limit alone is met by {t.target_attainment:.0%} of requests, both together by {self.attainment:.0%}")
+            out.append(
+                f"each limit alone is met by {t.target_attainment:.0%} of requests, both together by {self.attainment:.0%}"
+            )
         return out
 
     def to_dict(self) -> dict:
-        return {"met": self.met, "attainment": self.attainment, "ttft_attainment": self.ttft_attainment,
-                "tbt_attainment": self.tbt_attainment, "ttft_needed_s": _finite(self.ttft_needed_s),
-                "tbt_needed_ms": _finite(self.tbt_needed_ms), "target": self.target.to_dict(), "shortfalls": self.shortfalls()}
+        return {
+            "met": self.met,
+            "attainment": self.attainment,
+            "ttft_attainment": self.ttft_attainment,
+            "tbt_attainment": self.tbt_attainment,
+            "ttft_needed_s": _finite(self.ttft_needed_s),
+            "tbt_needed_ms": _finite(self.tbt_needed_ms),
+            "target": self.target.to_dict(),
+            "shortfalls": self.shortfalls(),
+        }
 
 
 def workload_requests(workload: Workload, target: SloTarget) -> list[Request]:
-    return requests_from_workload(workload.prompt_tokens, workload.weights, workload.output_tokens, target.rate_per_s,
-                                  target.requests, target.seed)
+    return requests_from_workload(
+        workload.prompt_tokens,
+        workload.weights,
+        workload.output_tokens,
+        target.rate_per_s,
+        target.requests,
+        target.seed,
+    )
 
 
 def check_slo(comp: Components, cfg: LaunchConfig, requests: list[Request], target: SloTarget) -> SloCheck:
@@ -122,9 +150,12 @@ class SloScorer:
 
     def best(self) -> SloCheck | None:
         """The check with the highest attainment (the closest to the SLO)."""
+
         def closeness(c: SloCheck) -> tuple[float, float]:
             t = c.target
-            over = sum(min(1e9, need / lim) for need, lim in ((c.ttft_needed_s, t.ttft_s), (c.tbt_needed_ms, t.tbt_ms)) if lim)
+            over = sum(
+                min(1e9, need / lim) for need, lim in ((c.ttft_needed_s, t.ttft_s), (c.tbt_needed_ms, t.tbt_ms)) if lim
+            )
             return c.attainment, -over
 
         return max(self.checks.values(), key=closeness, default=None)
@@ -134,22 +165,37 @@ class SloScorer:
         from kttune.sim.simulate import capacity
         from kttune.sim.workload import rescale_arrivals
 
-        return capacity(self.comp, cfg, rescale_arrivals(self.requests, 1.0), engine.Schedule("chunked"), self.target.slo,
-                        target=self.target.target_attainment).max_rate_per_s
+        return capacity(
+            self.comp,
+            cfg,
+            rescale_arrivals(self.requests, 1.0),
+            engine.Schedule("chunked"),
+            self.target.slo,
+            target=self.target.target_attainment,
+        ).max_rate_per_s
 
     def unmet_error(self) -> InfeasibleError:
         """The error when no configuration met the SLO."""
         best = self.best()
         t = self.target
         if best is None:
-            return InfeasibleError(f"no configuration fits in memory, so none can meet {t.describe()}",
-                                   "raise {vram_bytes} or {host_ram_bytes}", params=("vram_bytes", "host_ram_bytes"))
+            return InfeasibleError(
+                f"no configuration fits in memory, so none can meet {t.describe()}",
+                "raise {vram_bytes} or {host_ram_bytes}",
+                params=("vram_bytes", "host_ram_bytes"),
+            )
         cfg = next(c for c, k in self.checks.items() if k is best)
         rate = self.max_rate(cfg)
-        at = (f"; with these flags at most {rate:.3g} req/s meets both limits" if rate > 0 else
-              "; with these flags not even an idle server meets both limits")
-        return InfeasibleError(f"no configuration meets {t.describe()}; the closest (chunk {cfg.chunked_prefill_size}, "
-                               f"threshold {cfg.gpu_prefill_token_threshold}, {cfg.num_gpu_experts} GPU experts) reaches "
-                               f"{best.attainment:.0%}: " + "; ".join(best.shortfalls()) + at,
-                               "lower {rate_per_s}, relax the limit named, or add hardware (`kttune simulate` shows these "
-                               "flags under load)", params=("rate_per_s",))
+        at = (
+            f"; with these flags at most {rate:.3g} req/s meets both limits"
+            if rate > 0
+            else "; with these flags not even an idle server meets both limits"
+        )
+        return InfeasibleError(
+            f"no configuration meets {t.describe()}; the closest (chunk {cfg.chunked_prefill_size}, "
+            f"threshold {cfg.gpu_prefill_token_threshold}, {cfg.num_gpu_experts} GPU experts) reaches "
+            f"{best.attainment:.0%}: " + "; ".join(best.shortfalls()) + at,
+            "lower {rate_per_s}, relax the limit named, or add hardware (`kttune simulate` shows these "
+            "flags under load)",
+            params=("rate_per_s",),
+        )

@@ -28,8 +28,27 @@ CHUNK_PAGE = 64
 # Fixed threshold candidates: from 64 up, since the paths of the large FP8/INT4 models (DeepSeek-V3,
 # Kimi-K2, MiniMax-M2) cross at 64-512 tokens per forward on a PCIe Gen5 box; KT's own docs use 400
 # and 500. `threshold_choices` adds the predicted crossovers of the space to these.
-THRESHOLD_CHOICES = (0, 64, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384,
-                     24576, 32768)
+THRESHOLD_CHOICES = (
+    0,
+    64,
+    128,
+    192,
+    256,
+    384,
+    512,
+    768,
+    1024,
+    1536,
+    2048,
+    3072,
+    4096,
+    6144,
+    8192,
+    12288,
+    16384,
+    24576,
+    32768,
+)
 KV_UNIT = 1024  # --max-total-tokens is searched in units of 1024 tokens
 MIN_USEFUL_KV_TOKENS = 4096
 
@@ -61,10 +80,17 @@ class SearchSpace:
             running = max(1, min(running, kv_units * KV_UNIT // self.request_kv_tokens))
         pools, numa = self.pools(threads)
         return LaunchConfig(
-            method=self.method, tp=self.tp, num_gpu_experts=gpu_experts, chunked_prefill_size=chunk,
-            gpu_prefill_token_threshold=threshold, max_total_tokens=kv_units * KV_UNIT,
-            cpuinfer_threads=threads, threadpool_count=pools, numa_nodes=numa,
-            max_running_requests=running, cuda_graph_max_bs=running,
+            method=self.method,
+            tp=self.tp,
+            num_gpu_experts=gpu_experts,
+            chunked_prefill_size=chunk,
+            gpu_prefill_token_threshold=threshold,
+            max_total_tokens=kv_units * KV_UNIT,
+            cpuinfer_threads=threads,
+            threadpool_count=pools,
+            numa_nodes=numa,
+            max_running_requests=running,
+            cuda_graph_max_bs=running,
         )
 
     def suggest(self, trial) -> LaunchConfig:
@@ -76,8 +102,11 @@ class SearchSpace:
         return self.config(chunk, threshold, n, kv, threads)
 
     def params_of(self, cfg: LaunchConfig) -> dict:
-        p = {"chunk": cfg.chunked_prefill_size, "gpu_experts": cfg.num_gpu_experts,
-             "kv_k": max(self.kv_units_min, min(self.kv_units_max, cfg.max_total_tokens // KV_UNIT))}
+        p = {
+            "chunk": cfg.chunked_prefill_size,
+            "gpu_experts": cfg.num_gpu_experts,
+            "kv_k": max(self.kv_units_min, min(self.kv_units_max, cfg.max_total_tokens // KV_UNIT)),
+        }
         if len(self.thresholds) > 1:
             p["threshold"] = cfg.gpu_prefill_token_threshold
         if len(self.threads) > 1:
@@ -96,16 +125,27 @@ def check_chunks(chunks: Iterable[int], page: int = CHUNK_PAGE) -> tuple[int, ..
         if n > FORWARD_TOKENS.hi:
             FORWARD_TOKENS.check(n, "chunks")
         if n <= 0 or n % page:
-            raise ParameterError("chunks", f"value {n} is not a positive multiple of {page}",
-                                 f"use a multiple of {page}, e.g. {max(page, n // page * page) or page}")
+            raise ParameterError(
+                "chunks",
+                f"value {n} is not a positive multiple of {page}",
+                f"use a multiple of {page}, e.g. {max(page, n // page * page) or page}",
+            )
         out.add(n)
     if not out:
         raise ParameterError("chunks", "is empty", "pass e.g. {chunks} 8192,65536")
     return tuple(sorted(out))
 
 
-def chunks_that_fit(comp: Components, budget: Budget, tp: int, threads: int, pools: int, kv_tokens: int, running: int,
-                    candidates: Sequence[int]) -> tuple[tuple[int, ...], list[str]]:
+def chunks_that_fit(
+    comp: Components,
+    budget: Budget,
+    tp: int,
+    threads: int,
+    pools: int,
+    kv_tokens: int,
+    running: int,
+    candidates: Sequence[int],
+) -> tuple[tuple[int, ...], list[str]]:
     """The candidate chunks whose least launch (no GPU experts, `kv_tokens` of KV, layerwise off)
     fits the VRAM budget and whose kt-kernel CPU scratch (sized by max_len = the chunk; kt-kernel
     refuses a forward longer than it, docs/memory.md) fits host RAM; and why the others do not."""
@@ -118,22 +158,36 @@ def chunks_that_fit(comp: Components, budget: Budget, tp: int, threads: int, poo
         if peak > budget.usable_vram_bytes:
             why.append(f"chunk {c}: VRAM peak {peak / GIB:.1f} GiB > {budget.usable_vram_bytes / GIB:.1f} GiB usable")
         elif host > budget.host_ram_bytes:
-            why.append(f"chunk {c}: host RAM {host / GIB:.0f} GiB (kt-kernel scratch grows with the chunk) "
-                       f"> {budget.host_ram_bytes / GIB:.0f} GiB")
+            why.append(
+                f"chunk {c}: host RAM {host / GIB:.0f} GiB (kt-kernel scratch grows with the chunk) "
+                f"> {budget.host_ram_bytes / GIB:.0f} GiB"
+            )
         else:
             keep.append(c)
     return tuple(keep), why
 
 
-def minimal_config(comp: Components, tp: int, threads: int, threadpools: int, kv_tokens: int, running: int) -> LaunchConfig:
+def minimal_config(
+    comp: Components, tp: int, threads: int, threadpools: int, kv_tokens: int, running: int
+) -> LaunchConfig:
     """The least VRAM a KT launch can take: no GPU experts, the smallest chunk, layerwise off."""
-    return LaunchConfig(method=comp.method.name, tp=tp, num_gpu_experts=0, chunked_prefill_size=CHUNK_CHOICES[0],
-                        gpu_prefill_token_threshold=0, max_total_tokens=kv_tokens, cpuinfer_threads=threads,
-                        threadpool_count=threadpools, max_running_requests=running, cuda_graph_max_bs=max(1, running))
+    return LaunchConfig(
+        method=comp.method.name,
+        tp=tp,
+        num_gpu_experts=0,
+        chunked_prefill_size=CHUNK_CHOICES[0],
+        gpu_prefill_token_threshold=0,
+        max_total_tokens=kv_tokens,
+        cpuinfer_threads=threads,
+        threadpool_count=threadpools,
+        max_running_requests=running,
+        cuda_graph_max_bs=max(1, running),
+    )
 
 
-def build_space(comp: Components, workload: Workload, budget: Budget, tp: int,
-                chunks: Sequence[int] | None = None) -> SearchSpace:
+def build_space(
+    comp: Components, workload: Workload, budget: Budget, tp: int, chunks: Sequence[int] | None = None
+) -> SearchSpace:
     """Bounds from the model, the profile and the budget. `chunks`: the user's chunk choices (see
     `check_chunks`) instead of CHUNK_CHOICES; either set is cut to the model's context and to what
     fits VRAM and host RAM (`chunks_that_fit`). UserError when none of the user's chunks fits;
@@ -145,14 +199,20 @@ def build_space(comp: Components, workload: Workload, budget: Budget, tp: int,
     pools = max(1, len(comp.profile.inventory.cpu.numa_nodes))
     running = max(1, workload.concurrency)
     if chunks and not [c for c in chunks if c <= ctx]:
-        raise UserError(f"every {{chunks}} value exceeds {model.name}'s context of {ctx} tokens",
-                        f"pass chunks of at most {ctx} tokens", params=("chunks",))
+        raise UserError(
+            f"every {{chunks}} value exceeds {model.name}'s context of {ctx} tokens",
+            f"pass chunks of at most {ctx} tokens",
+            params=("chunks",),
+        )
     wanted = tuple(c for c in (chunks or CHUNK_CHOICES) if c <= max(CHUNK_CHOICES[0] if not chunks else 0, ctx))
     longest_kv = max(MIN_USEFUL_KV_TOKENS, workload.max_prompt_tokens + workload.output_tokens)
     fit, why = chunks_that_fit(comp, budget, tp, threads[0], pools, longest_kv, running, wanted)
     if chunks and not fit:
-        raise UserError(f"none of {{chunks}} fits: {'; '.join(why)}", "pass smaller chunks, or raise {vram_bytes} / {host_ram_bytes}",
-                        params=("chunks", "vram_bytes", "host_ram_bytes"))
+        raise UserError(
+            f"none of {{chunks}} fits: {'; '.join(why)}",
+            "pass smaller chunks, or raise {vram_bytes} / {host_ram_bytes}",
+            params=("chunks", "vram_bytes", "host_ram_bytes"),
+        )
     chunks = fit or wanted[:1]  # nothing fits: keep the smallest, check_budget says why
     smallest = minimal_config(comp, tp, threads[0], pools, 0, running)
     kv_max_tokens = max_kv_tokens_that_fit(model, smallest, budget.usable_vram_bytes, page=KV_UNIT)
@@ -176,14 +236,25 @@ def build_space(comp: Components, workload: Workload, budget: Budget, tp: int,
     n_fit = 1 + int(spare // per_layer) if per_layer > 0 and spare >= 0 else 0
     gpu_experts_max = max(0, min(model.num_experts, n_fit))
     thresholds = threshold_choices(comp, replace(least, chunked_prefill_size=chunks[-1]), gpu_experts_max, threads)
-    return SearchSpace(chunks=chunks, thresholds=thresholds, gpu_experts_max=gpu_experts_max,
-                       kv_units_min=kv_units_min, kv_units_max=max(kv_units_min, kv_units_max), threads=threads,
-                       threadpools=pools, max_running_requests=running, tp=tp, method=comp.method.name,
-                       request_kv_tokens=request_kv_tokens(workload),
-                       pools_by_threads=tuple((t, *comp.threadpool_choice(t)) for t in threads))
+    return SearchSpace(
+        chunks=chunks,
+        thresholds=thresholds,
+        gpu_experts_max=gpu_experts_max,
+        kv_units_min=kv_units_min,
+        kv_units_max=max(kv_units_min, kv_units_max),
+        threads=threads,
+        threadpools=pools,
+        max_running_requests=running,
+        tp=tp,
+        method=comp.method.name,
+        request_kv_tokens=request_kv_tokens(workload),
+        pools_by_threads=tuple((t, *comp.threadpool_choice(t)) for t in threads),
+    )
 
 
-def threshold_choices(comp: Components, base: LaunchConfig, gpu_experts_max: int, threads: Sequence[int]) -> tuple[int, ...]:
+def threshold_choices(
+    comp: Components, base: LaunchConfig, gpu_experts_max: int, threads: Sequence[int]
+) -> tuple[int, ...]:
     """The thresholds a search offers: (0,) for methods without a layerwise path (sglang-kt crashes
     when it fires for them); else THRESHOLD_CHOICES plus the crossover the cost model predicts
     (kttune.cost.prefill.crossover_tokens, a multiple of 64) at each thread count with no and with

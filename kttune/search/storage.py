@@ -58,7 +58,6 @@ def _error(problem: str, fix: str | None = None) -> UserError:
     return UserError(problem, fix, params=STORAGE_PARAMS)
 
 
-
 @dataclass(frozen=True)
 class OpenedStorage:
     storage: Any  # an optuna BaseStorage
@@ -121,8 +120,10 @@ def _check_writable_file(path: Path, what: str) -> None:
         with open(path, "ab"):
             pass
     except OSError as e:
-        raise _error(f"cannot write {what} {path} ({e.strerror or e})",
-                        "pass {storage} a path in a writable directory, or set KTTUNE_CACHE_DIR") from None
+        raise _error(
+            f"cannot write {what} {path} ({e.strerror or e})",
+            "pass {storage} a path in a writable directory, or set KTTUNE_CACHE_DIR",
+        ) from None
 
 
 def _refuse_foreign(path: Path, head: bytes, whole: bool, what: str) -> None:
@@ -130,8 +131,10 @@ def _refuse_foreign(path: Path, head: bytes, whole: bool, what: str) -> None:
     file ends there): it is one when its complete lines are mostly records (a few bad lines are
     repaired), or when it is a single record torn before its newline."""
     if head.startswith(SQLITE_MAGIC):
-        raise _error(f"{what} {path} is an SQLite database, not a journal file; kttune left it untouched",
-                        f"pass {{storage}} sqlite:///{path} to use it as an Optuna RDB store")
+        raise _error(
+            f"{what} {path} is an SQLite database, not a journal file; kttune left it untouched",
+            f"pass {{storage}} sqlite:///{path} to use it as an Optuna RDB store",
+        )
     ops = known_op_codes()
     lines = [line for _, line in split_lines(head)]
     if lines and not whole and not lines[-1].endswith(b"\n"):
@@ -141,8 +144,11 @@ def _refuse_foreign(path: Path, head: bytes, whole: bool, what: str) -> None:
     if not kinds and head.lstrip().startswith(RECORD_START):
         return  # one record, torn by a crash before its newline
     if records == 0 or records < len(kinds) - records:
-        raise _error(f"{what} {path} is not an Optuna journal ({'none' if records == 0 else 'most'} of its first "
-                        "lines are not journal records); kttune left it untouched", STORAGE_FIX)
+        raise _error(
+            f"{what} {path} is not an Optuna journal ({'none' if records == 0 else 'most'} of its first "
+            "lines are not journal records); kttune left it untouched",
+            STORAGE_FIX,
+        )
 
 
 def _side_file(path: Path, lines: tuple[BadLine, ...]) -> Path:
@@ -197,33 +203,43 @@ def repair_journal(path: Path, lock: FlockLock) -> list[str]:
         if scan.unknown is not None:
             import optuna
 
-            raise _error(f"journal {path} holds a record this Optuna {optuna.__version__} cannot read (op code "
-                            f"{scan.unknown.op_code} at byte {scan.unknown.offset}, written by a newer Optuna); "
-                            "kttune left the file untouched",
-                            "upgrade Optuna to the version that wrote it (pip install -U optuna), or pass {storage} another file")
+            raise _error(
+                f"journal {path} holds a record this Optuna {optuna.__version__} cannot read (op code "
+                f"{scan.unknown.op_code} at byte {scan.unknown.offset}, written by a newer Optuna); "
+                "kttune left the file untouched",
+                "upgrade Optuna to the version that wrote it (pip install -U optuna), or pass {storage} another file",
+            )
         if not scan.bad:
             return []
         if scan.forward_ref_at is not None:
             first = scan.bad[0]
-            aside: tuple[BadLine, ...] = (BadLine(first.offset, data[first.offset:], "from a lost creation record on"),)
-            keep = data[:first.offset]
-            n = len(split_lines(data[first.offset:]))
+            aside: tuple[BadLine, ...] = (
+                BadLine(first.offset, data[first.offset :], "from a lost creation record on"),
+            )
+            keep = data[: first.offset]
+            n = len(split_lines(data[first.offset :]))
             side = _side_file(path, aside)
             _rewrite(path, data, keep)
-            return [f"journal {path}: the line at byte {first.offset} is not an Optuna record ({first.why}) and held a "
-                    f"study or trial creation (the record at byte {scan.forward_ref_at} refers to one the journal no "
-                    f"longer has), so the study resumes from the {scan.records_before_first_bad} records before it; "
-                    f"the {n} lines from byte {first.offset} on are kept in {side}"]
+            return [
+                f"journal {path}: the line at byte {first.offset} is not an Optuna record ({first.why}) and held a "
+                f"study or trial creation (the record at byte {scan.forward_ref_at} refers to one the journal no "
+                f"longer has), so the study resumes from the {scan.records_before_first_bad} records before it; "
+                f"the {n} lines from byte {first.offset} on are kept in {side}"
+            ]
         side = _side_file(path, scan.bad)
         _rewrite(path, data, b"".join(scan.kept))
         if scan.torn_tail_only:
             b = scan.bad[0]
-            return [f"journal {path}: set aside a torn last record ({len(b.data)} bytes at byte {b.offset}, left by an "
-                    f"interrupted write); resuming from its {len(scan.kept)} intact records; the bytes are kept in {side}"]
-        return [f"journal {path}: set aside {len(scan.bad)} line{'s' if len(scan.bad) > 1 else ''} that "
-                f"{'are' if len(scan.bad) > 1 else 'is'} not an Optuna record ({_where(scan.bad)}); kept all "
-                f"{len(scan.kept)} records before and after, so no finished trial leaves the study; the lines are "
-                f"kept in {side}"]
+            return [
+                f"journal {path}: set aside a torn last record ({len(b.data)} bytes at byte {b.offset}, left by an "
+                f"interrupted write); resuming from its {len(scan.kept)} intact records; the bytes are kept in {side}"
+            ]
+        return [
+            f"journal {path}: set aside {len(scan.bad)} line{'s' if len(scan.bad) > 1 else ''} that "
+            f"{'are' if len(scan.bad) > 1 else 'is'} not an Optuna record ({_where(scan.bad)}); kept all "
+            f"{len(scan.kept)} records before and after, so no finished trial leaves the study; the lines are "
+            f"kept in {side}"
+        ]
     finally:
         lock.release()
 
@@ -278,8 +294,10 @@ def _sqlite_path(url: str) -> str | None:
     return "" if path in ("", ":memory:") else path
 
 
-RDB_FIX = ("check that the database server runs and that the URL's user, host, port and database are right "
-           "(a password: {storage_password_file} or $KTTUNE_STORAGE_PASSWORD)")
+RDB_FIX = (
+    "check that the database server runs and that the URL's user, host, port and database are right "
+    "(a password: {storage_password_file} or $KTTUNE_STORAGE_PASSWORD)"
+)
 PG_SCHEMA_LOCK = 0x6B7474756E65  # pg_advisory_lock key ("kttune") held while Optuna creates its tables
 
 
@@ -316,8 +334,13 @@ def _schema_lock(url: str, sqlite_file: Path | None) -> Iterator[None]:
         engine.dispose()
 
 
-DRIVER_PACKAGES = {"psycopg": "psycopg[binary]", "psycopg2": "psycopg2-binary", "pymysql": "PyMySQL",
-                   "MySQLdb": "mysqlclient", "pg8000": "pg8000"}  # module SQLAlchemy imports -> PyPI package
+DRIVER_PACKAGES = {
+    "psycopg": "psycopg[binary]",
+    "psycopg2": "psycopg2-binary",
+    "pymysql": "PyMySQL",
+    "MySQLdb": "mysqlclient",
+    "pg8000": "pg8000",
+}  # module SQLAlchemy imports -> PyPI package
 
 
 def _rdb_error(show: str, e: Exception) -> UserError:
@@ -329,8 +352,10 @@ def _rdb_error(show: str, e: Exception) -> UserError:
     if missing is not None:
         module = (getattr(missing, "name", None) or "").split(".")[0]
         package = DRIVER_PACKAGES.get(module, module or "the driver its URL names")
-        return _error(f"cannot open Optuna storage {show}: its database driver is not installed "
-                         f"({redact(str(missing))})", f"pip install {package!r}" if module else f"install {package}")
+        return _error(
+            f"cannot open Optuna storage {show}: its database driver is not installed ({redact(str(missing))})",
+            f"pip install {package!r}" if module else f"install {package}",
+        )
     return _error(f"cannot open Optuna storage {show} ({type(e).__name__}: {msg})", RDB_FIX)
 
 
@@ -345,14 +370,18 @@ def open_rdb(storage: str) -> OpenedStorage:
     if url.lower().startswith("sqlite"):
         path = _sqlite_path(url)
         if not path or "mode=memory" in url:
-            raise _error(f"{{storage}} {show} is an in-memory database: the study would vanish when kttune exits "
-                            "and could not be resumed",
-                            "pass a file, e.g. {storage} sqlite:///kttune.db (or {storage} :memory: for a throwaway study)")
+            raise _error(
+                f"{{storage}} {show} is an in-memory database: the study would vanish when kttune exits "
+                "and could not be resumed",
+                "pass a file, e.g. {storage} sqlite:///kttune.db (or {storage} :memory: for a throwaway study)",
+            )
         p = Path(path).expanduser()
         if p.is_file() and p.stat().st_size:
             with open(p, "rb") as f:
                 if f.read(16) != SQLITE_MAGIC:
-                    raise _error(f"{{storage}} {show}: {p} is not an SQLite database; kttune left it untouched", STORAGE_FIX)
+                    raise _error(
+                        f"{{storage}} {show}: {p} is not an SQLite database; kttune left it untouched", STORAGE_FIX
+                    )
             _refuse_foreign_sqlite(p, show)
         if not p.parent.is_dir():
             raise _error(f"{{storage}} {show}: directory {p.parent} does not exist", "create it, or " + STORAGE_FIX)
@@ -379,8 +408,11 @@ def _refuse_foreign_sqlite(p: Path, show: str) -> None:
     except sqlite3.Error as e:
         raise _error(f"{{storage}} {show}: cannot read {p} ({e})", STORAGE_FIX) from None
     if tables and not {"studies", "version_info"} <= tables:
-        raise _error(f"{{storage}} {show}: {p} is an SQLite database with tables of its own, not an Optuna store; "
-                        "kttune left it untouched", STORAGE_FIX)
+        raise _error(
+            f"{{storage}} {show}: {p} is an SQLite database with tables of its own, not an Optuna store; "
+            "kttune left it untouched",
+            STORAGE_FIX,
+        )
 
 
 def open_storage(storage: str | None) -> OpenedStorage:
@@ -399,7 +431,9 @@ def open_storage(storage: str | None) -> OpenedStorage:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise _error(f"cannot create the study directory {path.parent} ({e.strerror or e})",
-                            "set KTTUNE_CACHE_DIR to a writable directory, or pass {storage} FILE") from None
+            raise _error(
+                f"cannot create the study directory {path.parent} ({e.strerror or e})",
+                "set KTTUNE_CACHE_DIR to a writable directory, or pass {storage} FILE",
+            ) from None
         return open_journal(path, "the default study journal")
     return open_journal(Path(storage).expanduser())

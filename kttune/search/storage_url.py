@@ -40,7 +40,6 @@ def _error(problem: str, fix: str | None = None) -> UserError:
     return UserError(problem, fix, params=STORAGE_PARAMS)
 
 
-
 def is_url(storage: str) -> bool:
     return "://" in storage
 
@@ -78,7 +77,7 @@ def _mask_unparsed(url: str) -> str:
     if at < 0 or ":" not in rest[:at]:
         return url
     user = rest[:at].split(":", 1)[0]
-    _remember(rest[len(user) + 1:at])
+    _remember(rest[len(user) + 1 : at])
     return f"{scheme}://{user}:{MASK}{rest[at:]}"
 
 
@@ -103,12 +102,16 @@ def read_password_file(path: str, what: str = "{storage_password_file}") -> str:
         text = Path(path).expanduser().read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
-        raise _error(f"cannot read {what} {path} ({reason})",
-                        "pass a readable text file whose first line is the database password") from None
+        raise _error(
+            f"cannot read {what} {path} ({reason})",
+            "pass a readable text file whose first line is the database password",
+        ) from None
     line = text.split("\n", 1)[0].rstrip("\r")
     if not line:
-        raise _error(f"{what} {path} is empty (its first line holds no password)",
-                        "write the database password on the file's first line")
+        raise _error(
+            f"{what} {path} is empty (its first line holds no password)",
+            "write the database password on the file's first line",
+        )
     _remember(line)
     return line
 
@@ -119,8 +122,10 @@ def with_password(storage: str, password_file: str | None = None) -> str:
     a password in the URL itself is kept. SQLite URLs and journal paths are returned as they are."""
     if not is_url(storage):
         if password_file:
-            raise _error("{storage_password_file} applies to a database URL, not a journal file",
-                            "drop {storage_password_file}, or pass {storage} postgresql://USER@HOST/DB")
+            raise _error(
+                "{storage_password_file} applies to a database URL, not a journal file",
+                "drop {storage_password_file}, or pass {storage} postgresql://USER@HOST/DB",
+            )
         return storage
     from sqlalchemy.engine import make_url
 
@@ -135,12 +140,17 @@ def with_password(storage: str, password_file: str | None = None) -> str:
     if own is not None:
         _remember(own)
         if password_file:
-            raise _error(f"{{storage}} {shown(storage)} holds a password and {{storage_password_file}} gives another",
-                            "drop the password from the URL (it stays in shell history), keep the file")
+            raise _error(
+                f"{{storage}} {shown(storage)} holds a password and {{storage_password_file}} gives another",
+                "drop the password from the URL (it stays in shell history), keep the file",
+            )
         return storage
     file = password_file or os.environ.get(PASSWORD_FILE_ENV) or None
-    pw = read_password_file(file, "{storage_password_file}" if password_file else f"${PASSWORD_FILE_ENV}") if file \
+    pw = (
+        read_password_file(file, "{storage_password_file}" if password_file else f"${PASSWORD_FILE_ENV}")
+        if file
         else os.environ.get(PASSWORD_ENV) or None
+    )
     _remember(pw)
     if pw is None and u.password != MASK:
         return storage

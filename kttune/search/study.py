@@ -11,7 +11,6 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
 import optuna
@@ -92,7 +91,9 @@ def tp_problem(model: ModelSpec, method_name: str, tp: int) -> str | None:
     if i % tp:
         return f"expert width {i} of {model.name} does not split over {tp} GPUs"
     if method.needs_fp8_tp_divisibility and (i // tp) % 128:
-        return f"{model.name} with {method.name} cannot run on {tp} GPUs: expert width {i}/{tp} is not a multiple of 128"
+        return (
+            f"{model.name} with {method.name} cannot run on {tp} GPUs: expert width {i}/{tp} is not a multiple of 128"
+        )
     return None
 
 
@@ -107,27 +108,36 @@ def check_request(req: SearchRequest) -> None:
     if ok:
         fix = f"use {{gpus}} {', '.join(map(str, ok[:-1])) + ' or ' + str(ok[-1]) if len(ok) > 1 else ok[0]}"
     else:
-        fix = (f"no GPU count from 1 to 8 serves it with {req.method}: pass another {{method}} "
-               "(e.g. BF16 or AMXINT4, whose experts need no 128-wide blocks)")
+        fix = (
+            f"no GPU count from 1 to 8 serves it with {req.method}: pass another {{method}} "
+            "(e.g. BF16 or AMXINT4, whose experts need no 128-wide blocks)"
+        )
     raise UserError(problem, fix, params=("gpus", "method"))
 
 
 def check_budget(comp: Components, space: SearchSpace, req: SearchRequest) -> None:
     """Nothing fits: say what the least a launch needs is, and where it goes."""
-    least_host = host_ram_breakdown(req.model, minimal_config(comp, req.tp, space.threads[0], space.threadpools,
-                                                               MIN_USEFUL_KV_TOKENS, space.max_running_requests))
+    least_host = host_ram_breakdown(
+        req.model,
+        minimal_config(
+            comp, req.tp, space.threads[0], space.threadpools, MIN_USEFUL_KV_TOKENS, space.max_running_requests
+        ),
+    )
     if least_host.total_bytes > req.budget.host_ram_bytes:
         raise InfeasibleError(
             f"{req.model.name} with {req.method} needs {least_host.total_bytes / GIB:.0f} GiB of host RAM "
             f"(experts {least_host.cpu_experts / GIB:.0f} GiB, all kept in RAM whatever the GPU-expert count; "
             f"scratch {least_host.cpu_scratch / GIB:.1f}; base {least_host.base / GIB:.0f}), "
             f"{req.budget.host_ram_source.has(req.budget.host_ram_bytes / GIB)}",
-            req.budget.host_ram_source.fix(), params=req.budget.host_ram_source.PARAMS,
+            req.budget.host_ram_source.fix(),
+            params=req.budget.host_ram_source.PARAMS,
         )
     if space.kv_units_max >= space.kv_units_min and _min_fits(comp, space, req):
         return
     kv_min = max(MIN_USEFUL_KV_TOKENS, req.workload.max_prompt_tokens + req.workload.output_tokens)
-    least = minimal_config(comp, req.tp, space.threads[0], space.threadpools, MIN_USEFUL_KV_TOKENS, space.max_running_requests)
+    least = minimal_config(
+        comp, req.tp, space.threads[0], space.threadpools, MIN_USEFUL_KV_TOKENS, space.max_running_requests
+    )
     b = vram_breakdown(req.model, least)
     parts = ", ".join(f"{k.replace('_', ' ')} {v / GIB:.2f}" for k, v in b.items() if v > 0)
     need = vram_needed_bytes(b.runtime_peak_bytes, req.budget.vram_margin)
@@ -135,16 +145,20 @@ def check_budget(comp: Components, space: SearchSpace, req: SearchRequest) -> No
         raise InfeasibleError(
             f"{req.model.name} needs at least {need / GIB:.1f} GiB per GPU with 0 GPU experts and a {MIN_USEFUL_KV_TOKENS}-token KV pool "
             f"(GiB: {parts}; plus {req.budget.vram_margin:.0%} margin), the budget is {req.budget.vram_bytes_per_gpu / GIB:.1f} GiB",
-            "raise {vram_bytes}, add GPUs with {gpus}, or pick a smaller model", params=("vram_bytes", "gpus"),
+            "raise {vram_bytes}, add GPUs with {gpus}, or pick a smaller model",
+            params=("vram_bytes", "gpus"),
         )
     raise InfeasibleError(
         f"the budget fits a KV pool smaller than the workload's longest request ({kv_min} tokens)",
-        "raise {vram_bytes}, or use a workload with shorter prompts", params=("vram_bytes",),
+        "raise {vram_bytes}, or use a workload with shorter prompts",
+        params=("vram_bytes",),
     )
 
 
 def _min_fits(comp: Components, space: SearchSpace, req: SearchRequest) -> bool:
-    least = minimal_config(comp, req.tp, space.threads[0], space.threadpools, space.kv_units_min * KV_UNIT, space.max_running_requests)
+    least = minimal_config(
+        comp, req.tp, space.threads[0], space.threadpools, space.kv_units_min * KV_UNIT, space.max_running_requests
+    )
     ev = evaluate(comp, least, req.workload, req.budget)
     return ev.constraints["vram"] <= 0
 
@@ -152,11 +166,23 @@ def _min_fits(comp: Components, space: SearchSpace, req: SearchRequest) -> bool:
 def study_key(req: SearchRequest, space: SearchSpace, seed: int | None = None) -> str:
     """Same inputs -> same study (so a rerun resumes it); any change of model, profile contents,
     budget, workload or space -> a new one."""
-    blob = json.dumps({
-        "v": SPACE_VERSION, "model": req.model.__dict__, "method": req.method, "tp": req.tp,
-        "profile": hashlib.sha256(json.dumps(_profile_contents(req.profile), sort_keys=True, default=str).encode()).hexdigest(),
-        "workload": req.workload.search_fields(), "budget": _searched(req.budget), "space": space.as_dict(), "seed": seed,
-    }, sort_keys=True, default=str)
+    blob = json.dumps(
+        {
+            "v": SPACE_VERSION,
+            "model": req.model.__dict__,
+            "method": req.method,
+            "tp": req.tp,
+            "profile": hashlib.sha256(
+                json.dumps(_profile_contents(req.profile), sort_keys=True, default=str).encode()
+            ).hexdigest(),
+            "workload": req.workload.search_fields(),
+            "budget": _searched(req.budget),
+            "space": space.as_dict(),
+            "seed": seed,
+        },
+        sort_keys=True,
+        default=str,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -179,8 +205,13 @@ def _feasible(trial: optuna.trial.FrozenTrial) -> bool:
     return bool(cons) and all(c <= 0 for c in cons.values())
 
 
-def snap_threshold_to_crossover(comp: Components, ev: Evaluation, space: SearchSpace, req: SearchRequest,
-                                evaluate_cfg: Callable[[LaunchConfig], Evaluation] | None = None) -> Evaluation:
+def snap_threshold_to_crossover(
+    comp: Components,
+    ev: Evaluation,
+    space: SearchSpace,
+    req: SearchRequest,
+    evaluate_cfg: Callable[[LaunchConfig], Evaluation] | None = None,
+) -> Evaluation:
     """When the workload cannot tell thresholds apart (no prompt reaches them, or several give the
     same times), put the threshold where the two paths cross: right for prompts outside the workload
     too. Kept only if it predicts the same or better on the workload and still fits."""
@@ -191,7 +222,9 @@ def snap_threshold_to_crossover(comp: Components, ev: Evaluation, space: SearchS
     if len(space.thresholds) <= 1 or ev.cfg.gpu_prefill_token_threshold == 0:
         return ev
     cross = crossover_tokens(comp, ev.cfg)
-    options = [t for t in space.thresholds if t and cross is not None and t >= cross and t <= ev.cfg.chunked_prefill_size]
+    options = [
+        t for t in space.thresholds if t and cross is not None and t >= cross and t <= ev.cfg.chunked_prefill_size
+    ]
     if not options or options[0] == ev.cfg.gpu_prefill_token_threshold:
         return ev
     alt_cfg = replace(ev.cfg, gpu_prefill_token_threshold=options[0])
@@ -211,16 +244,21 @@ def prepare_search(req: SearchRequest) -> tuple[Components, SearchSpace]:
     return comp, space
 
 
-def run_search(req: SearchRequest, opts: StudyOptions = StudyOptions(),
-               on_trial: Callable[[int, int, Evaluation | None], None] | None = None,
-               slo: SloTarget | None = None) -> SearchResult:
+def run_search(
+    req: SearchRequest,
+    opts: StudyOptions = StudyOptions(),
+    on_trial: Callable[[int, int, Evaluation | None], None] | None = None,
+    slo: SloTarget | None = None,
+) -> SearchResult:
     """Run (or resume) the study of `req` up to `opts.trials` trials in total. Each configuration
     is evaluated once: the trials' evaluations are kept and reused for the front, the pick and
     the `kt run` baseline. With `slo`, a configuration must also meet the SLO at the target rate
     in simulation (kttune.search.slo); without it, the idle-server objectives and memory
     constraints alone."""
     if opts.trials < 1:
-        raise ParameterError("trials", f"{opts.trials} must be at least 1", "pass a positive trial count, e.g. {trials} 300")
+        raise ParameterError(
+            "trials", f"{opts.trials} must be at least 1", "pass a positive trial count, e.g. {trials} 300"
+        )
     t0 = time.perf_counter()
     comp, space = prepare_search(req)
     opened = open_storage(opts.storage)
@@ -235,11 +273,15 @@ def run_search(req: SearchRequest, opts: StudyOptions = StudyOptions(),
     # every persisted trial, and each finished trial is written back with one append. The journal
     # fsyncs every write, and a trial makes about 15 writes when run against it directly.
     try:
-        persisted = optuna.create_study(study_name=name, storage=storage, directions=["minimize", "maximize"],
-                                        load_if_exists=True)
+        persisted = optuna.create_study(
+            study_name=name, storage=storage, directions=["minimize", "maximize"], load_if_exists=True
+        )
     except OSError as e:
-        raise UserError(f"cannot write the study to {storage_url} ({e.strerror or e})",
-                        "pass {storage} a path in a writable directory", params=("storage",)) from None
+        raise UserError(
+            f"cannot write the study to {storage_url} ({e.strerror or e})",
+            "pass {storage} a path in a writable directory",
+            params=("storage",),
+        ) from None
     done = _complete(persisted)
     sampler = optuna.samplers.NSGAIISampler(seed=opts.seed, population_size=min(50, max(10, opts.trials // 10)))
     study = optuna.create_study(sampler=sampler, directions=["minimize", "maximize"])
@@ -287,9 +329,11 @@ def run_search(req: SearchRequest, opts: StudyOptions = StudyOptions(),
         try:
             study.optimize(objective, n_trials=remaining, callbacks=[callback], gc_after_trial=False)
         except OSError as e:
-            raise UserError(f"cannot write the study to {storage_url} ({e.strerror or e}); the trials written "
-                            "before it are kept", "free space or pass {storage} elsewhere, then rerun to resume",
-                            params=("storage",)) from None
+            raise UserError(
+                f"cannot write the study to {storage_url} ({e.strerror or e}); the trials written before it are kept",
+                "free space or pass {storage} elsewhere, then rerun to resume",
+                params=("storage",),
+            ) from None
 
     # The front is taken over every stored trial: those other processes added to the study too.
     stored_trials = _complete(persisted)
@@ -300,7 +344,8 @@ def run_search(req: SearchRequest, opts: StudyOptions = StudyOptions(),
     if not feasible:
         raise InfeasibleError(
             f"no configuration among {len(trials)} trials fits the budget",
-            "raise {vram_bytes} or {trials}, or use a workload with shorter prompts", params=("vram_bytes", "trials"),
+            "raise {vram_bytes} or {trials}, or use a workload with shorter prompts",
+            params=("vram_bytes", "trials"),
         )
     configs = {}
     for t in feasible:
@@ -312,7 +357,18 @@ def run_search(req: SearchRequest, opts: StudyOptions = StudyOptions(),
     front = pareto_front(list(evals.values()))
     best = snap_threshold_to_crossover(comp, pick(front, req.workload.decode_weight), space, req, evaluate_once)
     baseline = evaluate_once(baseline_cfg)
-    return SearchResult(best=best, pareto=front, baseline=baseline, space=space, study_name=name, storage=storage_url,
-                        trials_total=len(trials), trials_new=new_count[0], trials_feasible=len(feasible),
-                        wall_s=time.perf_counter() - t0, notes=list(dict.fromkeys(list(opened.notes) + list(comp.notes))),
-                        components=comp, slo=scorer.checks[best.cfg].to_dict() if scorer else None)
+    return SearchResult(
+        best=best,
+        pareto=front,
+        baseline=baseline,
+        space=space,
+        study_name=name,
+        storage=storage_url,
+        trials_total=len(trials),
+        trials_new=new_count[0],
+        trials_feasible=len(feasible),
+        wall_s=time.perf_counter() - t0,
+        notes=list(dict.fromkeys(list(opened.notes) + list(comp.notes))),
+        components=comp,
+        slo=scorer.checks[best.cfg].to_dict() if scorer else None,
+    )

@@ -45,12 +45,18 @@ def check_threshold(method: KtMethod, threshold: int) -> None:
     """A flag set kttune is given (explain, validate, simulate): `threshold_crashes` is bad input.
     (A whole launch command that does it is "infeasible": kttune.search.launch_command.)"""
     if threshold_crashes(method, threshold):
-        raise ParameterError("threshold", f"{threshold} with {method.name}: sglang-kt 0.7.2 crashes when layerwise fires "
-                             "for this method", f"use {{threshold}} 0, or a native method ({NATIVE_METHODS})")
+        raise ParameterError(
+            "threshold",
+            f"{threshold} with {method.name}: sglang-kt 0.7.2 crashes when layerwise fires for this method",
+            f"use {{threshold}} 0, or a native method ({NATIVE_METHODS})",
+        )
 
 
 def check_gpu_experts(model: ModelSpec, gpu_experts: int) -> None:
     """GPU experts are counted per MoE layer: at most the layer's experts."""
     if gpu_experts > model.num_experts:
-        raise ParameterError("gpu_experts", f"{gpu_experts} exceeds the {model.num_experts} experts per layer",
-                             f"pass 0..{model.num_experts}")
+        raise ParameterError(
+            "gpu_experts",
+            f"{gpu_experts} exceeds the {model.num_experts} experts per layer",
+            f"pass 0..{model.num_experts}",
+        )

@@ -43,11 +43,23 @@ BINS = 12  # representative prompt lengths the search scores
 MAX_JSON_BYTES = 512 << 20  # a workload JSON is parsed whole
 FORMS = ("lengths", "log-normal", "trace")
 TRACE_SUFFIXES = (".csv", ".jsonl")
-KEYS = ("name", "description", "prompt_tokens", "weights", "samples", "output_tokens", "concurrency", "decode_weight",
-        "ttft_slo_ms", "tbt_slo_ms")
-FIX = ('write {"prompt_tokens": [lengths], "weights": [shares], "output_tokens": N, "concurrency": N, "decode_weight": 0..1}, '
-       '{"samples": [lengths]}, or {"prompt_tokens": {"median": M, "sigma": S}, "output_tokens": {"median": M, "sigma": S}} '
-       '(README: workloads)')
+KEYS = (
+    "name",
+    "description",
+    "prompt_tokens",
+    "weights",
+    "samples",
+    "output_tokens",
+    "concurrency",
+    "decode_weight",
+    "ttft_slo_ms",
+    "tbt_slo_ms",
+)
+FIX = (
+    'write {"prompt_tokens": [lengths], "weights": [shares], "output_tokens": N, "concurrency": N, "decode_weight": 0..1}, '
+    '{"samples": [lengths]}, or {"prompt_tokens": {"median": M, "sigma": S}, "output_tokens": {"median": M, "sigma": S}} '
+    "(README: workloads)"
+)
 
 
 @dataclass(frozen=True)
@@ -98,8 +110,12 @@ class Workload:
                 continue
             reps.append(max(1, round(sum(p * w for p, w in grp) / gw)))
             ws.append(gw / total)
-        return replace(self, prompt_tokens=tuple(reps), weights=tuple(ws),
-                       description=(self.description + f" (reduced to {len(reps)} measured lengths)").strip())
+        return replace(
+            self,
+            prompt_tokens=tuple(reps),
+            weights=tuple(ws),
+            description=(self.description + f" (reduced to {len(reps)} measured lengths)").strip(),
+        )
 
     def clipped(self, context_len: int) -> "Workload":
         """Prompts longer than the model's context (minus the output) are clipped to fit
@@ -115,9 +131,11 @@ class Workload:
         if not context_len or self.max_prompt_tokens <= cap:
             return None
         share = sum(w for p, w in zip(self.prompt_tokens, self.weights) if p > cap)
-        return (f"workload {self.name}: prompts longer than the model's {context_len:,}-token context minus "
-                f"{self.output_tokens} output tokens ({share:.0%} of requests, up to {self.max_prompt_tokens:,} "
-                f"tokens) are modelled clipped to {cap:,} tokens")
+        return (
+            f"workload {self.name}: prompts longer than the model's {context_len:,}-token context minus "
+            f"{self.output_tokens} output tokens ({share:.0%} of requests, up to {self.max_prompt_tokens:,} "
+            f"tokens) are modelled clipped to {cap:,} tokens"
+        )
 
     def search_fields(self) -> dict:
         """The fields search and explain read (what a study's key depends on): not the form, the
@@ -128,18 +146,36 @@ class Workload:
         """What search and simulate take from this workload, in words."""
         n = len(self.prompt_tokens)
         lengths = f"{n} prompt length{'s' if n > 1 else ''}"
-        search = {"lengths": lengths, "log-normal": f"{lengths} (quantile bins)", "trace": f"{lengths} (the trace's bins)"}[self.form]
-        simulate = {"lengths": f"Poisson draws of the {lengths}", "log-normal": "Poisson draws of the log-normals",
-                    "trace": f"the trace's {self.trace.rows:,} requests" if self.trace else "the trace"}[self.form]
+        search = {
+            "lengths": lengths,
+            "log-normal": f"{lengths} (quantile bins)",
+            "trace": f"{lengths} (the trace's bins)",
+        }[self.form]
+        simulate = {
+            "lengths": f"Poisson draws of the {lengths}",
+            "log-normal": "Poisson draws of the log-normals",
+            "trace": f"the trace's {self.trace.rows:,} requests" if self.trace else "the trace",
+        }[self.form]
         return {"search": f"{search}, output {self.output_tokens}", "simulate": simulate}
 
     def to_dict(self) -> dict:
         """`kttune workloads --json` and the search result's context."""
-        return {"name": self.name, "description": self.description, "form": self.form, "source": self.source,
-                "prompt_tokens": list(self.prompt_tokens), "weights": list(self.weights), "output_tokens": self.output_tokens,
-                "concurrency": self.concurrency, "decode_weight": self.decode_weight, "ttft_slo_ms": self.ttft_slo_ms,
-                "tbt_slo_ms": self.tbt_slo_ms, "log_normal": self.mix.to_dict() if self.mix else None,
-                "trace": {"path": self.trace.path, "requests": self.trace.rows} if self.trace else None, "uses": self.uses()}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "form": self.form,
+            "source": self.source,
+            "prompt_tokens": list(self.prompt_tokens),
+            "weights": list(self.weights),
+            "output_tokens": self.output_tokens,
+            "concurrency": self.concurrency,
+            "decode_weight": self.decode_weight,
+            "ttft_slo_ms": self.ttft_slo_ms,
+            "tbt_slo_ms": self.tbt_slo_ms,
+            "log_normal": self.mix.to_dict() if self.mix else None,
+            "trace": {"path": self.trace.path, "requests": self.trace.rows} if self.trace else None,
+            "uses": self.uses(),
+        }
 
 
 # ---- checks of JSON values ---------------------------------------------------------------------------
@@ -198,8 +234,10 @@ def _lengths(v, what: str) -> np.ndarray:
     ok = np.isfinite(a) & (a == np.round(a)) & (a >= 1) & (a <= MAX_PROMPT_TOKENS)
     if not ok.all():
         i = int(np.argmin(ok))
-        raise _Bad(f"{what}[{i}] is {_show(v[i])}: lengths are whole numbers of tokens 1..{MAX_PROMPT_TOKENS:,} "
-                   "(no model serves a longer context)")
+        raise _Bad(
+            f"{what}[{i}] is {_show(v[i])}: lengths are whole numbers of tokens 1..{MAX_PROMPT_TOKENS:,} "
+            "(no model serves a longer context)"
+        )
     return a.astype(np.int64)
 
 
@@ -231,7 +269,9 @@ def _log_normal(v, what: str, lo: int, hi: int) -> tuple[float, float, int, int]
     return median, sigma, a, b
 
 
-def log_normal_bins(median: float, sigma: float, lo: int, hi: int, bins: int = BINS) -> tuple[tuple[int, ...], tuple[float, ...]]:
+def log_normal_bins(
+    median: float, sigma: float, lo: int, hi: int, bins: int = BINS
+) -> tuple[tuple[int, ...], tuple[float, ...]]:
     """The quantile-bin rule (kttune.sim.quantiles.quantile_bins) on a clipped log-normal: its
     quantiles at (b + 1/2) / bins, rounded and clipped, each with share 1 / bins (equal ones merged)."""
     out: dict[int, float] = {}
@@ -299,8 +339,16 @@ def workload_from_dict(d, name: str, origin: str, source: str = "file") -> Workl
             if ln is None:
                 raise _Bad("a log-normal output_tokens needs a log-normal prompt_tokens too")
             on = _log_normal(out, "output_tokens", Mix.output_min, Mix.output_max)
-            mix = Mix(prompt_median=ln[0], prompt_sigma=ln[1], prompt_min=ln[2], prompt_max=ln[3],
-                      output_median=on[0], output_sigma=on[1], output_min=on[2], output_max=on[3])
+            mix = Mix(
+                prompt_median=ln[0],
+                prompt_sigma=ln[1],
+                prompt_min=ln[2],
+                prompt_max=ln[3],
+                output_median=on[0],
+                output_sigma=on[1],
+                output_min=on[2],
+                output_max=on[3],
+            )
             output = max(1, int(round(clipped_log_normal_mean(*on))))
         else:
             if ln is not None:
@@ -316,11 +364,19 @@ def workload_from_dict(d, name: str, origin: str, source: str = "file") -> Workl
             if k in d and not isinstance(d[k], str):
                 raise _Bad(f"{k} is {_show(d[k])}, not a string")
         return Workload(
-            name=d.get("name", name), prompt_tokens=reps, weights=ws, output_tokens=output,
+            name=d.get("name", name),
+            prompt_tokens=reps,
+            weights=ws,
+            output_tokens=output,
             concurrency=_whole(d.get("concurrency", 8), "concurrency", 1, MAX_CONCURRENCY),
             decode_weight=_real(d.get("decode_weight", 0.3), "decode_weight", 0.0, 1.0),
-            ttft_slo_ms=slos["ttft_slo_ms"], tbt_slo_ms=slos["tbt_slo_ms"], description=d.get("description", ""),
-            form="log-normal" if mix else "lengths", mix=mix, source=source)
+            ttft_slo_ms=slos["ttft_slo_ms"],
+            tbt_slo_ms=slos["tbt_slo_ms"],
+            description=d.get("description", ""),
+            form="log-normal" if mix else "lengths",
+            mix=mix,
+            source=source,
+        )
     except _Bad as e:
         raise UserError(f"{origin}: {e}", FIX) from None
 
@@ -330,9 +386,16 @@ def workload_from_trace(path: str) -> Workload:
     requests for simulate."""
     info = scan_trace(path)
     reps, ws = quantile_bins(info.prompt_tokens, BINS)
-    return Workload(name=Path(path).name, prompt_tokens=reps, weights=ws,
-                    output_tokens=max(1, int(round(info.output_tokens.mean()))),
-                    description=f"trace of {info.rows:,} requests", form="trace", trace=info, source="file")
+    return Workload(
+        name=Path(path).name,
+        prompt_tokens=reps,
+        weights=ws,
+        output_tokens=max(1, int(round(info.output_tokens.mean()))),
+        description=f"trace of {info.rows:,} requests",
+        form="trace",
+        trace=info,
+        source="file",
+    )
 
 
 def parse_json_text(text: str, origin: str) -> object:
@@ -341,10 +404,14 @@ def parse_json_text(text: str, origin: str) -> object:
         return json.loads(text)
     except json.JSONDecodeError as e:
         hint = "; one request per line is a trace: name it .jsonl" if e.msg == "Extra data" else ""
-        raise UserError(f"{origin} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}{hint})",
-                        "fix the file (" + FIX + ")") from None
+        raise UserError(
+            f"{origin} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}{hint})",
+            "fix the file (" + FIX + ")",
+        ) from None
     except ValueError as e:  # a number beyond Python's integer-string limit
-        raise UserError(f"{origin} holds a number kttune cannot read ({' '.join(str(e).split())[:80]})", "fix the file") from None
+        raise UserError(
+            f"{origin} holds a number kttune cannot read ({' '.join(str(e).split())[:80]})", "fix the file"
+        ) from None
     except RecursionError:
         raise UserError(f"{origin} is nested too deeply to be a workload", "fix the file (" + FIX + ")") from None
 
@@ -357,20 +424,26 @@ def preset_names() -> list[str]:
 def _load_file(spec: str) -> Workload:
     path = Path(spec)
     if not path.is_file():
-        raise UserError(f"workload file {spec!r} does not exist",
-                        "pass a JSON workload, a trace (.csv / .jsonl) or a preset: " + ", ".join(preset_names()))
+        raise UserError(
+            f"workload file {spec!r} does not exist",
+            "pass a JSON workload, a trace (.csv / .jsonl) or a preset: " + ", ".join(preset_names()),
+        )
     if path.suffix != ".json":
         return workload_from_trace(spec)
     origin = f"workload file {spec!r}"
     try:
         size = path.stat().st_size
         if size > MAX_JSON_BYTES:
-            raise UserError(f"{origin} is {size / 2**20:,.0f} MiB, more than the {MAX_JSON_BYTES >> 20} MiB a JSON workload may be",
-                            "bin the lengths ({\"prompt_tokens\": [...], \"weights\": [...]}), or pass requests as a trace (.csv), which kttune streams")
+            raise UserError(
+                f"{origin} is {size / 2**20:,.0f} MiB, more than the {MAX_JSON_BYTES >> 20} MiB a JSON workload may be",
+                'bin the lengths ({"prompt_tokens": [...], "weights": [...]}), or pass requests as a trace (.csv), which kttune streams',
+            )
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"cannot read {origin} ({getattr(e, 'strerror', None) or e})",
-                        "pass a UTF-8 JSON file or a preset: " + ", ".join(preset_names())) from None
+        raise UserError(
+            f"cannot read {origin} ({getattr(e, 'strerror', None) or e})",
+            "pass a UTF-8 JSON file or a preset: " + ", ".join(preset_names()),
+        ) from None
     return workload_from_dict(parse_json_text(text, origin), path.stem, origin)
 
 
@@ -383,7 +456,10 @@ def load_workload(spec: str) -> Workload:
     if spec not in names:
         close = difflib.get_close_matches(spec, names, n=3)
         hint = f"did you mean {', '.join(close)}? " if close else ""
-        raise UserError(f"unknown workload {spec!r}", f"{hint}presets: {', '.join(names)}; or pass a JSON file or a trace (.csv / .jsonl)")
+        raise UserError(
+            f"unknown workload {spec!r}",
+            f"{hint}presets: {', '.join(names)}; or pass a JSON file or a trace (.csv / .jsonl)",
+        )
     text = (resources.files("kttune.profiles") / "workloads" / f"{spec}.json").read_text()
     return workload_from_dict(parse_json_text(text, f"preset {spec!r}"), spec, f"preset {spec!r}", source="preset")
 

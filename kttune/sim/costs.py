@@ -100,7 +100,9 @@ class IterationCosts:
         # bounded: a long run meets millions of (tokens, prefix) pairs
         self._layer = lru_cache(maxsize=CACHE_ENTRIES)(self._layer_cost)
         self._hybrid = lru_cache(maxsize=CACHE_ENTRIES)(self._hybrid_cost)
-        self._nonmoe = lru_cache(maxsize=CACHE_ENTRIES // 4)(lambda t, p: non_moe_ms(comp, t, p))  # (tokens, prefix): few repeat
+        self._nonmoe = lru_cache(maxsize=CACHE_ENTRIES // 4)(
+            lambda t, p: non_moe_ms(comp, t, p)
+        )  # (tokens, prefix): few repeat
         self._groups = lru_cache(maxsize=CACHE_ENTRIES)(lambda g: layer_groups(m.num_layers, m.moe_layer_ids, g))
 
     # ---- per MoE layer -------------------------------------------------------------------------
@@ -108,7 +110,11 @@ class IterationCosts:
         m, c = self.model, self.comp
         d = expected_distinct_experts(tokens, m.top_k, m.num_experts, self.skew)
         if layerwise:
-            return (self.streamed * c.gpu_bytes_per_expert, d * c.gpu_bytes_per_expert, self.streamed * c.cpu_bytes_per_expert)
+            return (
+                self.streamed * c.gpu_bytes_per_expert,
+                d * c.gpu_bytes_per_expert,
+                self.streamed * c.cpu_bytes_per_expert,
+            )
         share_gpu = self.n_gpu / m.num_experts
         return 0.0, d * share_gpu * c.gpu_bytes_per_expert, d * (1.0 - share_gpu) * c.cpu_bytes_per_expert
 
@@ -138,7 +144,9 @@ class IterationCosts:
         n = self.num_moe
         return Step(n * h.ms + dense, n * h.gpu_ms + dense, n * h.cpu_ms, 0.0, n * h.hbm_bytes, n * h.host_bytes, 0)
 
-    def forward(self, segments: list[tuple[int, int]], decode: int, sum_ctx: float, groups: int = 1, group: int = 0) -> Step:
+    def forward(
+        self, segments: list[tuple[int, int]], decode: int, sum_ctx: float, groups: int = 1, group: int = 0
+    ) -> Step:
         """Prefill `segments` [(tokens, prefix)] with `decode` decode tokens riding along, through
         layer group `group` of `groups` (groups=1: every layer, token-chunked prefill)."""
         p = sum(s for s, _ in segments)

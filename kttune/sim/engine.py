@@ -61,7 +61,12 @@ class Schedule:
     group_tokens: int = 512  # layered: the rule's tokens per group
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "groups": self.groups, "large_chunk": self.large_chunk, "group_tokens": self.group_tokens}
+        return {
+            "name": self.name,
+            "groups": self.groups,
+            "large_chunk": self.large_chunk,
+            "group_tokens": self.group_tokens,
+        }
 
 
 @dataclass(frozen=True)
@@ -95,8 +100,17 @@ class Planner(Protocol):
 class Sink(Protocol):
     """Where a run's events go (kttune.sim.metrics.Summary, or the recorder behind `run`)."""
 
-    def request(self, rid: int, arrival_s: float, prompt: int, output: int, first_token_s: float, finish_s: float,
-                max_gap_ms: float, layer_loads: float) -> None: ...
+    def request(
+        self,
+        rid: int,
+        arrival_s: float,
+        prompt: int,
+        output: int,
+        first_token_s: float,
+        finish_s: float,
+        max_gap_ms: float,
+        layer_loads: float,
+    ) -> None: ...
 
     def rejected(self, rid: int, arrival_s: float, prompt: int, output: int) -> None: ...
 
@@ -115,6 +129,7 @@ class Sink(Protocol):
 # requests whose prefill that forward completed, and `groups_used` (G -> stages, for the totals).
 # A segment is (entry, tokens, prefix, completes): `tokens` prompt tokens of the request `entry`
 # after `prefix` already prefilled; `completes` when they end its prompt.
+
 
 class ChunkedPrefill:
     """SGLang's token-chunked prefill: one forward of up to chunk - decode prompt tokens per
@@ -191,7 +206,9 @@ class _Queue:
 
     def __init__(self, chunks, where: str) -> None:
         self._it, self._where = iter(chunks), where
-        self._chunks: deque[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = deque()  # (first rid, arrivals, prompts, outputs)
+        self._chunks: deque[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = (
+            deque()
+        )  # (first rid, arrivals, prompts, outputs)
         self._next_rid = 0
         self._last_s = 0.0
         self.first_arrival_s = math.nan
@@ -264,14 +281,22 @@ class _Queue:
 RID, ARRIVAL, PROMPT, OUTPUT, DONE, LOADS = range(6)  # fields of a request entry (a list)
 
 
-def serve(costs: IterationCosts, cfg: LaunchConfig, stream, schedule: Schedule, sink: Sink,
-          on_progress: Callable[[int], None] | None = None) -> None:
+def serve(
+    costs: IterationCosts,
+    cfg: LaunchConfig,
+    stream,
+    schedule: Schedule,
+    sink: Sink,
+    on_progress: Callable[[int], None] | None = None,
+) -> None:
     """Run `stream` (anything with `chunks()`, kttune.sim.workload) through one server under
     `schedule`, sending every event to `sink`. `on_progress(requests done)` every PROGRESS_EVERY."""
     if schedule.name not in PLANNERS:
         raise ValueError(f"unknown schedule {schedule.name!r}")
     if not (math.isfinite(costs.k_ms_per_ctx) and costs.k_ms_per_ctx >= 0):
-        raise ValueError(f"decode KV-read cost {costs.k_ms_per_ctx} ms per context token is not a finite non-negative time")
+        raise ValueError(
+            f"decode KV-read cost {costs.k_ms_per_ctx} ms per context token is not a finite non-negative time"
+        )
     planner = PLANNERS[schedule.name](schedule, costs, cfg)
     q = _Queue(stream.chunks(), f"requests of the {schedule.name} run")
     max_total = cfg.max_total_tokens
@@ -446,7 +471,11 @@ def serve(costs: IterationCosts, cfg: LaunchConfig, stream, schedule: Schedule, 
 
     if on_progress is not None:
         on_progress(done)
-    sink.close(RunTotals(q.first_arrival_s, t, it, gpu_busy, cpu_busy, tuple(tp), tuple(td), pre_max, dict(planner.groups_used)))
+    sink.close(
+        RunTotals(
+            q.first_arrival_s, t, it, gpu_busy, cpu_busy, tuple(tp), tuple(td), pre_max, dict(planner.groups_used)
+        )
+    )
 
 
 # ---- a recording run (everything in memory) --------------------------------------------------------
@@ -509,11 +538,26 @@ class _Recorder:
         def cat(parts, dtype):
             return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
-        return Trace(np.array(cols[0], dtype=float), np.array(cols[1], dtype=np.int64), np.array(cols[2], dtype=np.int64),
-                     np.array(cols[3], dtype=float), np.array(cols[4], dtype=float), np.array(cols[5], dtype=float),
-                     np.array(cols[6], dtype=bool), cat(self.ms, float), cat(self.dec, np.int64), cat(self.pre, np.int64),
-                     tot.prefill_gap_max_ms, tot.end_s, tot.gpu_busy_ms, tot.cpu_busy_ms, tot.traffic_prefill,
-                     tot.traffic_decode, np.array(cols[7], dtype=float), tot.groups_used)
+        return Trace(
+            np.array(cols[0], dtype=float),
+            np.array(cols[1], dtype=np.int64),
+            np.array(cols[2], dtype=np.int64),
+            np.array(cols[3], dtype=float),
+            np.array(cols[4], dtype=float),
+            np.array(cols[5], dtype=float),
+            np.array(cols[6], dtype=bool),
+            cat(self.ms, float),
+            cat(self.dec, np.int64),
+            cat(self.pre, np.int64),
+            tot.prefill_gap_max_ms,
+            tot.end_s,
+            tot.gpu_busy_ms,
+            tot.cpu_busy_ms,
+            tot.traffic_prefill,
+            tot.traffic_decode,
+            np.array(cols[7], dtype=float),
+            tot.groups_used,
+        )
 
 
 def run(costs: IterationCosts, cfg: LaunchConfig, requests, schedule: Schedule) -> Trace:
@@ -524,4 +568,16 @@ def run(costs: IterationCosts, cfg: LaunchConfig, requests, schedule: Schedule) 
     return rec.trace()
 
 
-__all__ = ["SCHEDULES", "Schedule", "Sink", "RunTotals", "ChunkedPrefill", "HybridPrefill", "LayeredPrefill", "serve", "run", "Trace", "Request"]
+__all__ = [
+    "SCHEDULES",
+    "Schedule",
+    "Sink",
+    "RunTotals",
+    "ChunkedPrefill",
+    "HybridPrefill",
+    "LayeredPrefill",
+    "serve",
+    "run",
+    "Trace",
+    "Request",
+]

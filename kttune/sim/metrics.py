@@ -106,12 +106,22 @@ class Summary:
     ScheduleResult; `ttft` and `max_gap` also answer "the limit q% of requests meet"
     (Distribution.higher: rejected requests count as never served)."""
 
-    def __init__(self, slo: Slo, samples: bool = False, exact_limit: int = EXACT_LIMIT, sample_limit: int = SAMPLE_LIMIT,
-                 gap_exact_limit: int = GAP_EXACT_LIMIT) -> None:
+    def __init__(
+        self,
+        slo: Slo,
+        samples: bool = False,
+        exact_limit: int = EXACT_LIMIT,
+        sample_limit: int = SAMPLE_LIMIT,
+        gap_exact_limit: int = GAP_EXACT_LIMIT,
+    ) -> None:
         self.slo = slo
         self.ttft = Distribution(exact_limit=exact_limit)  # served requests, s; rejected as +inf
-        self.max_gap = Distribution(exact_limit=exact_limit)  # requests of 2+ tokens, ms; 1 token as 0, rejected as +inf
-        self.gaps = Distribution(weighted=True, exact_limit=gap_exact_limit)  # every iteration with decode, weighted by it
+        self.max_gap = Distribution(
+            exact_limit=exact_limit
+        )  # requests of 2+ tokens, ms; 1 token as 0, rejected as +inf
+        self.gaps = Distribution(
+            weighted=True, exact_limit=gap_exact_limit
+        )  # every iteration with decode, weighted by it
         self.requests = self.rejected_count = 0
         self.ok_both = self.ok_ttft = self.ok_tbt = 0
         self.layer_loads = 0.0
@@ -171,28 +181,45 @@ class Summary:
         pp = max(1, served)
         exact = self.ttft.exact and self.max_gap.exact and self.gaps.exact
         return ScheduleResult(
-            schedule=name, requests=n, rejected=self.rejected_count,
+            schedule=name,
+            requests=n,
+            rejected=self.rejected_count,
             duration_s=float(tr.end_s - tr.first_arrival_s) if n else 0.0,
-            ttft_s=_percentiles(self.ttft), tbt_ms=_weighted_percentiles(self.gaps), max_tbt_ms=_percentiles(self.max_gap),
-            slo=self.slo, attainment=self.attainment, ttft_attainment=self.ok_ttft / n if n else math.nan,
+            ttft_s=_percentiles(self.ttft),
+            tbt_ms=_weighted_percentiles(self.gaps),
+            max_tbt_ms=_percentiles(self.max_gap),
+            slo=self.slo,
+            attainment=self.attainment,
+            ttft_attainment=self.ok_ttft / n if n else math.nan,
             tbt_attainment=self.ok_tbt / n if n else math.nan,
             traffic_total=Traffic(*(a + b for a, b in zip(tr.traffic_prefill, tr.traffic_decode))),
             traffic_prefill_per_prompt=Traffic(*(a / pp for a in tr.traffic_prefill)),
             layer_loads_per_prompt=self.layer_loads / pp,
-            gpu_busy_s=tr.gpu_busy_ms / 1e3, cpu_busy_s=tr.cpu_busy_ms / 1e3, iterations=tr.iterations,
+            gpu_busy_s=tr.gpu_busy_ms / 1e3,
+            cpu_busy_s=tr.cpu_busy_ms / 1e3,
+            iterations=tr.iterations,
             mean_decode_batch=self.decode_tokens / self.iterations if self.iterations else 0.0,
             longest_prefill_iteration_ms=tr.prefill_gap_max_ms,
             groups_used={str(k): v for k, v in sorted(tr.groups_used.items())},
             samples=self._samples() if self.reservoir is not None else None,
-            quantiles_exact=exact, quantile_relative_error=0.0 if exact else self.ttft.accuracy,
+            quantiles_exact=exact,
+            quantile_relative_error=0.0 if exact else self.ttft.accuracy,
         )
 
     def _samples(self) -> dict:
         items = sorted(self.reservoir.items)
         h = self.gaps.histogram()
-        hist = ({"edges_ms": np.round(h["edges"], 3).tolist(), "counts": h["counts"].astype(int).tolist()}
-                if len(h["edges"]) else {"edges_ms": [], "counts": []})
+        hist = (
+            {"edges_ms": np.round(h["edges"], 3).tolist(), "counts": h["counts"].astype(int).tolist()}
+            if len(h["edges"])
+            else {"edges_ms": [], "counts": []}
+        )
         cols = list(zip(*items)) if items else [(), (), (), ()]
-        return {"prompt_tokens": list(cols[1]), "ttft_s": np.round(np.array(cols[2], dtype=float), 4).tolist(),
-                "max_tbt_ms": np.round(np.array(cols[3], dtype=float), 3).tolist(), "tbt_hist_ms": hist,
-                "requests_sampled": len(items), "of_requests": self.reservoir.seen}
+        return {
+            "prompt_tokens": list(cols[1]),
+            "ttft_s": np.round(np.array(cols[2], dtype=float), 4).tolist(),
+            "max_tbt_ms": np.round(np.array(cols[3], dtype=float), 3).tolist(),
+            "tbt_hist_ms": hist,
+            "requests_sampled": len(items),
+            "of_requests": self.reservoir.seen,
+        }

@@ -45,7 +45,9 @@ class Distribution:
     Values come one at a time (`add`) or as arithmetic runs (`add_run`: a, a + step, ...), the
     form a stretch of decode-only iterations takes; both are kept in arrival order."""
 
-    def __init__(self, weighted: bool = False, exact_limit: int = EXACT_LIMIT, accuracy: float = RELATIVE_ACCURACY) -> None:
+    def __init__(
+        self, weighted: bool = False, exact_limit: int = EXACT_LIMIT, accuracy: float = RELATIVE_ACCURACY
+    ) -> None:
         if not 0 < accuracy < 1:
             raise ValueError(f"accuracy {accuracy} outside (0, 1)")
         self.weighted, self.exact_limit, self.accuracy = weighted, exact_limit, accuracy
@@ -97,8 +99,11 @@ class Distribution:
             self._weight += float(ws.sum()) if ws is not None else float(xs.size)
             self._sum += float((xs * ws).sum()) if ws is not None else float(xs.sum())
             self._min, self._max = min(self._min, float(xs.min())), max(self._max, float(xs.max()))
-            idx = np.clip(np.ceil(np.log(np.maximum(xs, _LO)) / self._log_gamma).astype(np.int64) - self._offset, 0,
-                          self._size - 1)
+            idx = np.clip(
+                np.ceil(np.log(np.maximum(xs, _LO)) / self._log_gamma).astype(np.int64) - self._offset,
+                0,
+                self._size - 1,
+            )
             self._hist += np.bincount(idx, weights=ws, minlength=self._size)
 
     def _held_values(self) -> tuple[np.ndarray, np.ndarray | None]:
@@ -115,6 +120,7 @@ class Distribution:
         if not parts:
             return np.zeros(0), (np.zeros(0) if self.weighted else None)
         return parts[0]
+
     # ---- reading --------------------------------------------------------------------------------
     @property
     def exact(self) -> bool:

@@ -95,5 +95,3 @@ def monte_carlo_distinct(tokens: int, top_k: int, num_experts: int, skew: float,
             seen.update(sample_topk(rng, num_experts, top_k, skew))
         total += len(seen)
     return total / trials
-
-

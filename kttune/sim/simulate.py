@@ -28,17 +28,32 @@ def _stream(requests):
     return RequestList(tuple(requests)) if isinstance(requests, (list, tuple)) else requests
 
 
-def summarise_run(costs: IterationCosts, cfg: LaunchConfig, requests, schedule: engine.Schedule, slo: Slo,
-                  samples: bool = False, on_progress=None) -> Summary:
+def summarise_run(
+    costs: IterationCosts,
+    cfg: LaunchConfig,
+    requests,
+    schedule: engine.Schedule,
+    slo: Slo,
+    samples: bool = False,
+    on_progress=None,
+) -> Summary:
     """One run of `requests` (a list of Request or a stream, kttune.sim.workload) into a Summary."""
     summary = Summary(slo, samples)
     engine.serve(costs, cfg, _stream(requests), schedule, summary, on_progress)
     return summary
 
 
-def simulate_one(comp: Components, cfg: LaunchConfig, requests, schedule: engine.Schedule, slo: Slo,
-                 router_skew: float = 0.0, samples: bool = False, costs: IterationCosts | None = None,
-                 on_progress=None) -> ScheduleResult:
+def simulate_one(
+    comp: Components,
+    cfg: LaunchConfig,
+    requests,
+    schedule: engine.Schedule,
+    slo: Slo,
+    router_skew: float = 0.0,
+    samples: bool = False,
+    costs: IterationCosts | None = None,
+    on_progress=None,
+) -> ScheduleResult:
     """One schedule over `requests` (a list of Request or a stream), in bounded memory."""
     c = schedule_config(cfg, schedule)
     costs = costs or IterationCosts(comp, c, router_skew)
@@ -54,13 +69,25 @@ class Capacity:
     requests_per_point: int
 
     def to_dict(self) -> dict:
-        return {"schedule": self.schedule, "max_rate_per_s": self.max_rate_per_s, "target_attainment": self.target_attainment,
-                "curve": [{"rate_per_s": r, "attainment": a} for r, a in self.curve],
-                "requests_per_point": self.requests_per_point}
+        return {
+            "schedule": self.schedule,
+            "max_rate_per_s": self.max_rate_per_s,
+            "target_attainment": self.target_attainment,
+            "curve": [{"rate_per_s": r, "attainment": a} for r, a in self.curve],
+            "requests_per_point": self.requests_per_point,
+        }
 
 
-def capacity(comp: Components, cfg: LaunchConfig, base: list[Request], schedule: engine.Schedule, slo: Slo,
-             router_skew: float = 0.0, target: float = TARGET_ATTAINMENT, steps: int = 7) -> Capacity:
+def capacity(
+    comp: Components,
+    cfg: LaunchConfig,
+    base: list[Request],
+    schedule: engine.Schedule,
+    slo: Slo,
+    router_skew: float = 0.0,
+    target: float = TARGET_ATTAINMENT,
+    steps: int = 7,
+) -> Capacity:
     """Highest rate keeping attainment >= target: the same requests (lengths fixed) with their
     arrivals rescaled to each rate; doubling to bracket, then bisection on a log scale."""
     c = schedule_config(cfg, schedule)
@@ -121,11 +148,22 @@ class SimulationReport:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict:
-        return finite_or_null({
-            "schema": schema("simulate"), "model": self.model, "method": self.method, "profile": self.profile,
-            "flags": self.flags, "workload": self.workload, "slo": self.slo.to_dict(), "router_skew": self.router_skew,
-            "schedules": [s.to_dict() for s in self.schedules], "schedule_settings": list(self.schedule_settings),
-            "capacity": [c.to_dict() for c in self.capacity], "notes": list(self.notes)})
+        return finite_or_null(
+            {
+                "schema": schema("simulate"),
+                "model": self.model,
+                "method": self.method,
+                "profile": self.profile,
+                "flags": self.flags,
+                "workload": self.workload,
+                "slo": self.slo.to_dict(),
+                "router_skew": self.router_skew,
+                "schedules": [s.to_dict() for s in self.schedules],
+                "schedule_settings": list(self.schedule_settings),
+                "capacity": [c.to_dict() for c in self.capacity],
+                "notes": list(self.notes),
+            }
+        )
 
 
 def paper_rule_tbt_slo_ms(costs: IterationCosts) -> float:
@@ -148,8 +186,13 @@ class SimulationInputs:
     profile_name: str = ""
 
 
-def simulate(inp: SimulationInputs, with_capacity: bool = False, capacity_requests: int = 300,
-             samples: bool = False, on_progress=None) -> SimulationReport:
+def simulate(
+    inp: SimulationInputs,
+    with_capacity: bool = False,
+    capacity_requests: int = 300,
+    samples: bool = False,
+    on_progress=None,
+) -> SimulationReport:
     """Every schedule on the same requests; optionally each schedule's capacity (on the first
     `capacity_requests` of them). `on_progress(step, done, total)`: step is a schedule's name
     (done/total requests) or "capacity of <schedule>"."""
@@ -157,7 +200,9 @@ def simulate(inp: SimulationInputs, with_capacity: bool = False, capacity_reques
     total = inp.requests.count
     for s in inp.schedules:
         tick = (lambda done, name=s.name: on_progress(name, done, total)) if on_progress else None
-        results.append(simulate_one(inp.comp, inp.cfg, inp.requests, s, inp.slo, inp.router_skew, samples, on_progress=tick))
+        results.append(
+            simulate_one(inp.comp, inp.cfg, inp.requests, s, inp.slo, inp.router_skew, samples, on_progress=tick)
+        )
     if with_capacity:
         base = inp.requests.head(capacity_requests)
         for i, s in enumerate(inp.schedules):
@@ -165,6 +210,15 @@ def simulate(inp: SimulationInputs, with_capacity: bool = False, capacity_reques
                 on_progress(f"capacity of {s.name}", i, len(inp.schedules))
             caps.append(capacity(inp.comp, inp.cfg, base, s, inp.slo, inp.router_skew))
     return SimulationReport(
-        model=inp.comp.model.name, method=inp.comp.method.name, profile=inp.profile_name, flags=inp.cfg.to_dict(),
-        workload=inp.workload, slo=inp.slo, router_skew=inp.router_skew, schedules=tuple(results), capacity=tuple(caps),
-        schedule_settings=tuple(s.to_dict() for s in inp.schedules), notes=tuple(dict.fromkeys(inp.comp.notes)))
+        model=inp.comp.model.name,
+        method=inp.comp.method.name,
+        profile=inp.profile_name,
+        flags=inp.cfg.to_dict(),
+        workload=inp.workload,
+        slo=inp.slo,
+        router_skew=inp.router_skew,
+        schedules=tuple(results),
+        capacity=tuple(caps),
+        schedule_settings=tuple(s.to_dict() for s in inp.schedules),
+        notes=tuple(dict.fromkeys(inp.comp.notes)),
+    )

@@ -60,20 +60,28 @@ def check_chunk(arr: np.ndarray, plen: np.ndarray, olen: np.ndarray, after_s: fl
     ok_arr = np.isfinite(arr) & (arr >= 0) & (arr <= MAX_ARRIVAL_S)
     if not ok_arr.all():
         i = int(np.argmin(ok_arr))
-        raise UserError(f"{where}: request {i + 1} of a chunk arrives at {arr[i]} s", f"arrival times must be finite seconds in 0..{MAX_ARRIVAL_S:.0e}")
+        raise UserError(
+            f"{where}: request {i + 1} of a chunk arrives at {arr[i]} s",
+            f"arrival times must be finite seconds in 0..{MAX_ARRIVAL_S:.0e}",
+        )
     if arr[0] < after_s or (arr.size > 1 and not (np.diff(arr) >= 0).all()):
         raise UserError(f"{where}: arrival times are not in order", "sort the requests by arrival_s")
     for name, v in (("prompt_tokens", plen), ("output_tokens", olen)):
         ok = (v >= 1) & (v <= MAX_PROMPT_TOKENS)
         if not ok.all():
             i = int(np.argmin(ok))
-            raise UserError(f"{where}: a request with {name} {v[i]}", f"lengths must be 1..{MAX_PROMPT_TOKENS:,} tokens")
+            raise UserError(
+                f"{where}: a request with {name} {v[i]}", f"lengths must be 1..{MAX_PROMPT_TOKENS:,} tokens"
+            )
 
 
 def _check_rate(rate_per_s: float) -> None:
     if not (isinstance(rate_per_s, (int, float)) and math.isfinite(rate_per_s) and rate_per_s > 0):
-        raise UserError(f"arrival rate {rate_per_s} must be a positive number of requests per second", "pass e.g. {rate_per_s} 0.5",
-                        params=("rate_per_s",))
+        raise UserError(
+            f"arrival rate {rate_per_s} must be a positive number of requests per second",
+            "pass e.g. {rate_per_s} 0.5",
+            params=("rate_per_s",),
+        )
 
 
 def _check_count(count: int) -> None:
@@ -148,9 +156,12 @@ class RequestList(_Stream):
     def chunks(self) -> Iterator[Chunk]:
         reqs = sorted(self.requests, key=lambda r: r.arrival_s)
         for s in range(0, len(reqs), CHUNK):
-            part = reqs[s:s + CHUNK]
-            yield (np.array([r.arrival_s for r in part], dtype=float), np.array([r.prompt_tokens for r in part], dtype=np.int64),
-                   np.array([r.output_tokens for r in part], dtype=np.int64))
+            part = reqs[s : s + CHUNK]
+            yield (
+                np.array([r.arrival_s for r in part], dtype=float),
+                np.array([r.prompt_tokens for r in part], dtype=np.int64),
+                np.array([r.output_tokens for r in part], dtype=np.int64),
+            )
 
 
 class _Poisson(_Stream):
@@ -227,8 +238,14 @@ def poisson_requests(mix: Mix, rate_per_s: float, count: int, seed: int = 0) -> 
     return MixStream(mix, rate_per_s, count, seed).head(count)
 
 
-def requests_from_workload(prompt_tokens: tuple[int, ...], weights: tuple[float, ...], output_tokens: int, rate_per_s: float,
-                           count: int, seed: int = 0) -> list[Request]:
+def requests_from_workload(
+    prompt_tokens: tuple[int, ...],
+    weights: tuple[float, ...],
+    output_tokens: int,
+    rate_per_s: float,
+    count: int,
+    seed: int = 0,
+) -> list[Request]:
     """The requests of `LengthsStream` as a list."""
     return LengthsStream(tuple(prompt_tokens), tuple(weights), output_tokens, rate_per_s, count, seed).head(count)
 
@@ -247,8 +264,10 @@ def rescale_arrivals(requests: list[Request], rate_per_s: float) -> list[Request
 
 
 # ---- trace files -----------------------------------------------------------------------------------
-TRACE_FIX = (f"write a header row arrival_s,prompt_tokens,output_tokens (CSV) or one JSON object per line with those keys "
-             f"(.jsonl): arrival_s in seconds (finite, >= 0), lengths whole numbers 1..{MAX_PROMPT_TOKENS:,}")
+TRACE_FIX = (
+    f"write a header row arrival_s,prompt_tokens,output_tokens (CSV) or one JSON object per line with those keys "
+    f"(.jsonl): arrival_s in seconds (finite, >= 0), lengths whole numbers 1..{MAX_PROMPT_TOKENS:,}"
+)
 
 
 def _trace_error(path: str, problem: str) -> UserError:
@@ -322,7 +341,10 @@ def read_trace(path: str) -> Iterator[Chunk]:
     """The rows of a trace file as checked chunks, in file order."""
     p = Path(path)
     if not p.is_file():
-        raise UserError(f"trace file {path!r} does not exist", "pass a CSV or JSON-lines file of arrival_s, prompt_tokens, output_tokens")
+        raise UserError(
+            f"trace file {path!r} does not exist",
+            "pass a CSV or JSON-lines file of arrival_s, prompt_tokens, output_tokens",
+        )
     rows = _jsonl_rows if p.suffix == ".jsonl" else _csv_rows
     try:
         with p.open(encoding="utf-8", newline="") as f:
@@ -330,9 +352,18 @@ def read_trace(path: str) -> Iterator[Chunk]:
             ps: list[float] = []
             os_: list[float] = []
             for ln, a, pt, ot in rows(path, f):
-                a, pt, ot = _number(path, ln, "arrival_s", a), _number(path, ln, "prompt_tokens", pt), _number(path, ln, "output_tokens", ot)
-                if not (0 <= a <= MAX_ARRIVAL_S and 1 <= pt <= MAX_PROMPT_TOKENS and 1 <= ot <= MAX_PROMPT_TOKENS
-                        and pt == int(pt) and ot == int(ot)):
+                a, pt, ot = (
+                    _number(path, ln, "arrival_s", a),
+                    _number(path, ln, "prompt_tokens", pt),
+                    _number(path, ln, "output_tokens", ot),
+                )
+                if not (
+                    0 <= a <= MAX_ARRIVAL_S
+                    and 1 <= pt <= MAX_PROMPT_TOKENS
+                    and 1 <= ot <= MAX_PROMPT_TOKENS
+                    and pt == int(pt)
+                    and ot == int(ot)
+                ):
                     raise _trace_error(path, f"line {ln}: {_row_problem(a, pt, ot)}")
                 arr.append(a)
                 ps.append(pt)
@@ -366,8 +397,12 @@ class TraceInfo:
         return (self.rows - 1) / span if self.rows > 1 and span > 0 else None
 
     def statistics(self) -> dict:
-        return {"prompt_tokens": self.prompt_tokens.statistics(), "output_tokens": self.output_tokens.statistics(),
-                "requests": self.rows, "mean_rate_per_s": self.mean_rate_per_s}
+        return {
+            "prompt_tokens": self.prompt_tokens.statistics(),
+            "output_tokens": self.output_tokens.statistics(),
+            "requests": self.rows,
+            "mean_rate_per_s": self.mean_rate_per_s,
+        }
 
 
 def scan_trace(path: str) -> TraceInfo:
@@ -390,8 +425,10 @@ def scan_trace(path: str) -> TraceInfo:
     if rows == 0:
         raise UserError(f"trace file {path!r} holds no requests", "add rows of arrival_s, prompt_tokens, output_tokens")
     if held is None and not in_order:
-        raise UserError(f"trace file {path!r} has more than {IN_MEMORY_ROWS:,} rows and its arrivals are not in order",
-                        "sort it by arrival_s (e.g. `sort -t, -k1,1g` below its header) so kttune can stream it")
+        raise UserError(
+            f"trace file {path!r} has more than {IN_MEMORY_ROWS:,} rows and its arrivals are not in order",
+            "sort it by arrival_s (e.g. `sort -t, -k1,1g` below its header) so kttune can stream it",
+        )
     arrays = None
     if held is not None:
         a, p, o = (np.concatenate([h[i] for h in held]) for i in range(3))
@@ -426,7 +463,7 @@ class TraceStream(_Stream):
             scale = (info.rows - 1) / self.rate_per_s / span
         if info.arrays is not None:
             arr, plen, olen = info.arrays
-            parts = ((arr[s:s + CHUNK], plen[s:s + CHUNK], olen[s:s + CHUNK]) for s in range(0, arr.size, CHUNK))
+            parts = ((arr[s : s + CHUNK], plen[s : s + CHUNK], olen[s : s + CHUNK]) for s in range(0, arr.size, CHUNK))
         else:
             parts = read_trace(info.path)
         for a, p, o in parts:

@@ -64,26 +64,31 @@ class FamilyRules:
 
 # The families whose `intermediate_size` is the per-expert width (they have no moe_intermediate_size
 # and no dense layers; n_shared_experts means nothing to them).
-_WIDTH_IN_INTERMEDIATE_SIZE = dict(expert_width_keys=("intermediate_size",), dense_width_key=None,
-                                   shared_expert_count_key=None)
+_WIDTH_IN_INTERMEDIATE_SIZE = dict(
+    expert_width_keys=("intermediate_size",), dense_width_key=None, shared_expert_count_key=None
+)
 # DeepSeek-V3's router: sigmoid scores, a correction bias, grouped top-k from n_group / topk_group.
 _NOAUX_TC = dict(router_scoring="sigmoid", router_correction_bias=True)
 
-FAMILIES: dict[str, FamilyRules] = {f.model_type: f for f in (
-    FamilyRules("deepseek_v3", mla=True, **_NOAUX_TC),
-    FamilyRules("deepseek_v2", mla=True),
-    FamilyRules("deepseek_v32", tested=False, mla=True, **_NOAUX_TC),  # V3.2: V3's router (sglang deepseek_v2.py)
-    FamilyRules("kimi_k2", mla=True, **_NOAUX_TC),
-    FamilyRules("glm4_moe", **_NOAUX_TC),
-    FamilyRules("qwen3_moe", qk_norm=True),
-    FamilyRules("qwen3_next", qk_norm=True, attention_output_gate=True, full_attention_interval=4,
-                shared_expert_gate=True),
-    FamilyRules("qwen2_moe", shared_expert_gate=True),
-    FamilyRules("minimax_m2", **_WIDTH_IN_INTERMEDIATE_SIZE),
-    FamilyRules("minimax", **_WIDTH_IN_INTERMEDIATE_SIZE),
-    FamilyRules("gpt_oss", router_gate_bias=True, attention_sinks=True, **_WIDTH_IN_INTERMEDIATE_SIZE),
-    FamilyRules("mixtral", sliding_window_ignored=True, **_WIDTH_IN_INTERMEDIATE_SIZE),
-)}
+FAMILIES: dict[str, FamilyRules] = {
+    f.model_type: f
+    for f in (
+        FamilyRules("deepseek_v3", mla=True, **_NOAUX_TC),
+        FamilyRules("deepseek_v2", mla=True),
+        FamilyRules("deepseek_v32", tested=False, mla=True, **_NOAUX_TC),  # V3.2: V3's router (sglang deepseek_v2.py)
+        FamilyRules("kimi_k2", mla=True, **_NOAUX_TC),
+        FamilyRules("glm4_moe", **_NOAUX_TC),
+        FamilyRules("qwen3_moe", qk_norm=True),
+        FamilyRules(
+            "qwen3_next", qk_norm=True, attention_output_gate=True, full_attention_interval=4, shared_expert_gate=True
+        ),
+        FamilyRules("qwen2_moe", shared_expert_gate=True),
+        FamilyRules("minimax_m2", **_WIDTH_IN_INTERMEDIATE_SIZE),
+        FamilyRules("minimax", **_WIDTH_IN_INTERMEDIATE_SIZE),
+        FamilyRules("gpt_oss", router_gate_bias=True, attention_sinks=True, **_WIDTH_IN_INTERMEDIATE_SIZE),
+        FamilyRules("mixtral", sliding_window_ignored=True, **_WIDTH_IN_INTERMEDIATE_SIZE),
+    )
+}
 
 GENERIC = FamilyRules("generic", tested=False)
 

@@ -24,8 +24,9 @@ def chunks_of(prompt_tokens: int, chunk: int) -> list[int]:
     return [chunk] * full + ([tail] if tail else [])
 
 
-def forward_plan(method_layerwise: bool, prompt_tokens: int, chunk: int, threshold: int,
-                 force: str | None = None) -> tuple[Forward, ...]:
+def forward_plan(
+    method_layerwise: bool, prompt_tokens: int, chunk: int, threshold: int, force: str | None = None
+) -> tuple[Forward, ...]:
     """The forwards a prompt runs: (path, tokens, prefix) per chunk (`force`: every one on that path)."""
     out, prefix = [], 0
     for m in chunks_of(prompt_tokens, chunk):

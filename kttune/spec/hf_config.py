@@ -20,7 +20,12 @@ from typing import Any
 from kttune.bounds import CONFIG_COUNT, CONFIG_SIZE, Bound
 from kttune.errors import UserError
 from kttune.spec.families import (
-    EXPERT_COUNT_KEYS, LAYER_COUNT_KEYS, ROUTER_SCORINGS, SHARED_EXPERT_WIDTH_KEYS, TOP_K_KEYS, FamilyRules,
+    EXPERT_COUNT_KEYS,
+    LAYER_COUNT_KEYS,
+    ROUTER_SCORINGS,
+    SHARED_EXPERT_WIDTH_KEYS,
+    TOP_K_KEYS,
+    FamilyRules,
     family_rules,
 )
 from kttune.spec.methods import FORMATS, NATIVE_METHOD_FOR_FORMAT, get_method
@@ -80,8 +85,10 @@ def _layer_list(cfg: dict, name: str, key: str, num_layers: int) -> list:
     v = cfg[key]
     if not isinstance(v, list) or len(v) < num_layers:
         n = f"{len(v)} entries" if isinstance(v, list) else f"a {type(v).__name__}"
-        raise UserError(f"config.json of {name}: {key} holds {n} for {num_layers} layers",
-                        f"give {key} one entry per layer, or {FIX_CONFIG}")
+        raise UserError(
+            f"config.json of {name}: {key} holds {n} for {num_layers} layers",
+            f"give {key} one entry per layer, or {FIX_CONFIG}",
+        )
     return v[:num_layers]
 
 
@@ -105,7 +112,8 @@ def _unsupported_quant(name: str, what: str) -> UserError:
     return UserError(
         f"{name}: unsupported quantization_config ({what})",
         "pass {method} (e.g. {method} AMXINT4 with CPU weights converted by "
-        "kt-kernel/scripts/convert_cpu_weights.py) to say how KTransformers serves its experts", params=("method",),
+        "kt-kernel/scripts/convert_cpu_weights.py) to say how KTransformers serves its experts",
+        params=("method",),
     )
 
 
@@ -222,10 +230,14 @@ def _moe_layer_ids(cfg: dict, name: str, num_layers: int) -> tuple[int, ...]:
         # Qwen MoE: MoE iff not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0
         listed = cfg.get("mlp_only_layers") or []
         if not isinstance(listed, list):
-            raise UserError(f"config.json of {name}: mlp_only_layers = {listed!r} is not a list of layer indices",
-                            f"list the dense layers, e.g. [0, 1], or {FIX_CONFIG}")
+            raise UserError(
+                f"config.json of {name}: mlp_only_layers = {listed!r} is not a list of layer indices",
+                f"list the dense layers, e.g. [0, 1], or {FIX_CONFIG}",
+            )
         layer = Bound(0, num_layers - 1, why=f"the model has {num_layers} layers")
-        dense = {layer.check(i, "mlp_only_layers entry", where=f"config.json of {name}", fix=FIX_CONFIG) for i in listed}
+        dense = {
+            layer.check(i, "mlp_only_layers entry", where=f"config.json of {name}", fix=FIX_CONFIG) for i in listed
+        }
         step = _int(cfg, name, "decoder_sparse_step", default=1)
         return tuple(i for i in range(num_layers) if i not in dense and (i + 1) % step == 0)
     return tuple(range(num_layers))  # MiniMax, gpt-oss, Mixtral: every layer is MoE
@@ -250,8 +262,12 @@ def _attention_layers(cfg: dict, name: str, rules: FamilyRules, num_layers: int,
     elif cfg.get("attn_type_list") is not None:
         # MiniMax: 1 = softmax (full) attention, 0 = lightning (linear) attention
         kind = Bound(0, 1)
-        kinds = ["full_attention" if kind.check(t, "attn_type_list entry", where=f"config.json of {name}", fix=FIX_CONFIG) == 1
-                 else "linear_attention" for t in _layer_list(cfg, name, "attn_type_list", num_layers)]
+        kinds = [
+            "full_attention"
+            if kind.check(t, "attn_type_list entry", where=f"config.json of {name}", fix=FIX_CONFIG) == 1
+            else "linear_attention"
+            for t in _layer_list(cfg, name, "attn_type_list", num_layers)
+        ]
     elif cfg.get("use_sliding_window") and window:
         # Qwen2/3: layers from max_window_layers on use the sliding window
         start = _count(cfg, name, "max_window_layers")
@@ -290,8 +306,13 @@ class NonExpertParams:
     @property
     def total(self) -> int:
         return (
-            self.embedding + self.lm_head + self.attention_linear + self.dense_mlp + self.shared_experts
-            + self.routers + self.other
+            self.embedding
+            + self.lm_head
+            + self.attention_linear
+            + self.dense_mlp
+            + self.shared_experts
+            + self.routers
+            + self.other
         )
 
 
@@ -310,8 +331,9 @@ def _mla_attention_params(cfg: dict, name: str, h: int, heads: int) -> tuple[int
     return linear, norms
 
 
-def _gqa_attention_params(cfg: dict, rules: FamilyRules, qk_norm: str, h: int, heads: int, kv: int,
-                          hd: int) -> tuple[int, int]:
+def _gqa_attention_params(
+    cfg: dict, rules: FamilyRules, qk_norm: str, h: int, heads: int, kv: int, hd: int
+) -> tuple[int, int]:
     q_out = heads * hd
     # Qwen3-Next's gated attention projects q and an output gate of the same size in q_proj.
     q_mult = 2 if _output_gate(cfg, rules) else 1
@@ -354,13 +376,17 @@ def _router(cfg: dict, name: str, rules: FamilyRules, num_experts: int, notes: l
     n_group = _int(cfg, name, "n_group", default=1)
     topk_group = _int(cfg, name, "topk_group", default=1)
     if num_experts % n_group or topk_group > n_group:
-        raise UserError(f"config.json of {name}: {num_experts} experts in n_group {n_group} groups, topk_group "
-                        f"{topk_group}", f"n_group must divide the expert count and topk_group be at most n_group; {FIX_CONFIG}")
+        raise UserError(
+            f"config.json of {name}: {num_experts} experts in n_group {n_group} groups, topk_group {topk_group}",
+            f"n_group must divide the expert count and topk_group be at most n_group; {FIX_CONFIG}",
+        )
     scaling = cfg.get("routed_scaling_factor")
-    if scaling is not None and (isinstance(scaling, bool) or not isinstance(scaling, (int, float))
-                                or not math.isfinite(scaling) or scaling <= 0):
-        raise UserError(f"config.json of {name}: routed_scaling_factor = {scaling!r} is not a positive number",
-                        FIX_CONFIG)
+    if scaling is not None and (
+        isinstance(scaling, bool) or not isinstance(scaling, (int, float)) or not math.isfinite(scaling) or scaling <= 0
+    ):
+        raise UserError(
+            f"config.json of {name}: routed_scaling_factor = {scaling!r} is not a positive number", FIX_CONFIG
+        )
     return RouterSpec(
         scoring=scoring,
         n_group=n_group,
@@ -397,40 +423,56 @@ def spec_from_config(config: dict, name: str, source: str, method: str | None = 
     return _read(config, name, source, method)[0]
 
 
-def _read(config: dict, name: str, source: str, method: str | None,
-          strict_quant: bool = True) -> tuple[ModelSpec, NonExpertParams]:
+def _read(
+    config: dict, name: str, source: str, method: str | None, strict_quant: bool = True
+) -> tuple[ModelSpec, NonExpertParams]:
     """`_parse` with every value it cannot use turned into one `UserError` naming the file."""
     try:
         spec, params = _parse(config, name, source, method, strict_quant)
     except UserError:
         raise
     except (TypeError, ValueError, KeyError, AttributeError, ZeroDivisionError, OverflowError, IndexError) as e:
-        raise UserError(f"config.json of {name} holds a value kttune cannot read ({type(e).__name__}: "
-                        f"{' '.join(str(e).split())[:160]})", "fix or re-download config.json") from None
+        raise UserError(
+            f"config.json of {name} holds a value kttune cannot read ({type(e).__name__}: "
+            f"{' '.join(str(e).split())[:160]})",
+            "fix or re-download config.json",
+        ) from None
     _check_sizes(spec, name)
     return spec, params
 
 
 def _check_sizes(spec: ModelSpec, name: str) -> None:
     """Architecture sizes that no real checkpoint has: zero, negative, or contradicting each other."""
-    for field_name, key in (("hidden_size", "hidden_size"), ("num_layers", "num_hidden_layers"),
-                            ("top_k", "num_experts_per_tok"), ("moe_intermediate_size", "moe_intermediate_size"),
-                            ("vocab_size", "vocab_size"), ("num_attention_heads", "num_attention_heads"),
-                            ("num_kv_heads", "num_key_value_heads"), ("head_dim", "head_dim")):
+    for field_name, key in (
+        ("hidden_size", "hidden_size"),
+        ("num_layers", "num_hidden_layers"),
+        ("top_k", "num_experts_per_tok"),
+        ("moe_intermediate_size", "moe_intermediate_size"),
+        ("vocab_size", "vocab_size"),
+        ("num_attention_heads", "num_attention_heads"),
+        ("num_kv_heads", "num_key_value_heads"),
+        ("head_dim", "head_dim"),
+    ):
         v = getattr(spec, field_name)
         if v < 1:
             raise UserError(f"config.json of {name}: {key} = {v} must be at least 1", "fix or re-download config.json")
         if v > 1 << 24:
             raise _larger_than_real(name, key, v)
     if spec.top_k > spec.num_experts:
-        raise UserError(f"config.json of {name}: {spec.top_k} experts per token but only {spec.num_experts} experts",
-                        "fix num_experts_per_tok or the expert count in config.json")
+        raise UserError(
+            f"config.json of {name}: {spec.top_k} experts per token but only {spec.num_experts} experts",
+            "fix num_experts_per_tok or the expert count in config.json",
+        )
     if spec.num_kv_heads > spec.num_attention_heads and spec.attention != "mla":
-        raise UserError(f"config.json of {name}: {spec.num_kv_heads} KV heads exceed {spec.num_attention_heads} "
-                        "attention heads", "fix num_key_value_heads in config.json")
+        raise UserError(
+            f"config.json of {name}: {spec.num_kv_heads} KV heads exceed {spec.num_attention_heads} attention heads",
+            "fix num_key_value_heads in config.json",
+        )
     if spec.max_position_embeddings < 0 or spec.num_experts > 1 << 16:
-        raise UserError(f"config.json of {name}: max_position_embeddings / expert count out of range",
-                        "fix or re-download config.json")
+        raise UserError(
+            f"config.json of {name}: max_position_embeddings / expert count out of range",
+            "fix or re-download config.json",
+        )
 
 
 def _moe_keys_elsewhere(cfg: dict, prefix: str = "") -> list[str]:
@@ -441,8 +483,14 @@ def _moe_keys_elsewhere(cfg: dict, prefix: str = "") -> list[str]:
         path = f"{prefix}{k}"
         if isinstance(v, dict):
             found += _moe_keys_elsewhere(v, path + ".")
-        elif "expert" in str(k).lower() and "per_tok" not in str(k).lower() and "top" not in str(k).lower() \
-                and isinstance(v, int) and not isinstance(v, bool) and v > 1:
+        elif (
+            "expert" in str(k).lower()
+            and "per_tok" not in str(k).lower()
+            and "top" not in str(k).lower()
+            and isinstance(v, int)
+            and not isinstance(v, bool)
+            and v > 1
+        ):
             found.append(path)
     return found
 
@@ -468,8 +516,7 @@ def _parse(
         raise UserError(
             f"{name} is a mixture-of-experts config ({family}) whose expert count sits in {keys}, "
             "a layout kttune does not read",
-            f"kttune reads {' / '.join(EXPERT_COUNT_KEYS)}; pick a supported family "
-            "(run `kttune models`)",
+            f"kttune reads {' / '.join(EXPERT_COUNT_KEYS)}; pick a supported family (run `kttune models`)",
         )
     if num_experts is not None:
         num_experts = _int(cfg, name, *EXPERT_COUNT_KEYS, rule=CONFIG_COUNT)
@@ -520,9 +567,11 @@ def _parse(
         attn_linear, attn_other = _mla_attention_params(cfg, name, h, heads)
     else:
         if heads % kv_heads:
-            raise UserError(f"config.json of {name}: {heads} attention heads do not split over {kv_heads} KV heads "
-                            "(grouped-query attention shares each KV head by a whole number of heads)",
-                            "fix num_attention_heads / num_key_value_heads in config.json")
+            raise UserError(
+                f"config.json of {name}: {heads} attention heads do not split over {kv_heads} KV heads "
+                "(grouped-query attention shares each KV head by a whole number of heads)",
+                "fix num_attention_heads / num_key_value_heads in config.json",
+            )
         head_dim = _int(cfg, name, "head_dim", default=h // heads)  # absent: hidden / heads; present: at least 1
         v_head_dim = head_dim
         attn_linear, attn_other = _gqa_attention_params(cfg, rules, qk_norm, h, heads, kv_heads, head_dim)

@@ -36,13 +36,19 @@ FLAGS: tuple[LaunchFlag, ...] = (
     LaunchFlag("numa_nodes", ("--kt-numa-nodes",), list, "NUMA node of each thread pool (one id per pool)"),
     LaunchFlag("num_gpu_experts", ("--kt-num-gpu-experts",), int, "GPU-resident experts per MoE layer"),
     LaunchFlag("gpu_experts_ratio", ("--kt-gpu-experts-ratio",), float, "GPU-resident share of all experts"),
-    LaunchFlag("gpu_prefill_token_threshold", ("--kt-gpu-prefill-token-threshold",), int,
-               "forwards of at least this many tokens take the layerwise path (0: off)"),
+    LaunchFlag(
+        "gpu_prefill_token_threshold",
+        ("--kt-gpu-prefill-token-threshold",),
+        int,
+        "forwards of at least this many tokens take the layerwise path (0: off)",
+    ),
     LaunchFlag("chunked_prefill_size", ("--chunked-prefill-size",), int, "tokens per prefill forward"),
     LaunchFlag("max_total_tokens", ("--max-total-tokens",), int, "KV pool cap in tokens"),
     LaunchFlag("max_running_requests", ("--max-running-requests",), int, "requests run at once, at most"),
     LaunchFlag("cuda_graph_max_bs", ("--cuda-graph-max-bs",), int, "largest decode batch captured as a CUDA graph"),
-    LaunchFlag("mem_fraction_static", ("--mem-fraction-static",), float, "share of free VRAM for weights and the KV pool"),
+    LaunchFlag(
+        "mem_fraction_static", ("--mem-fraction-static",), float, "share of free VRAM for weights and the KV pool"
+    ),
     # argparse takes any unambiguous prefix, so `--tp` reads as `--tp-size` (kt run spells it so)
     LaunchFlag("tp", ("--tensor-parallel-size", "--tp-size", "--tp"), int, "GPUs (tensor parallel)"),
     LaunchFlag("context_length", ("--context-length",), int, "longest request (default: the model's)"),
@@ -54,8 +60,12 @@ FLAGS: tuple[LaunchFlag, ...] = (
     LaunchFlag("watchdog_timeout", ("--watchdog-timeout",), float, "seconds a forward may take before SGLang aborts"),
     LaunchFlag("fp8_gemm_backend", ("--fp8-gemm-backend",), str, "dense FP8 GEMM kernels"),
     LaunchFlag("trust_remote_code", ("--trust-remote-code",), bool, "run the model repo's own code"),
-    LaunchFlag("disable_shared_experts_fusion", ("--disable-shared-experts-fusion",), bool,
-               "keep shared experts apart from routed ones (sglang-kt forces it with KT)"),
+    LaunchFlag(
+        "disable_shared_experts_fusion",
+        ("--disable-shared-experts-fusion",),
+        bool,
+        "keep shared experts apart from routed ones (sglang-kt forces it with KT)",
+    ),
     LaunchFlag("enable_mixed_chunk", ("--enable-mixed-chunk",), bool, "decode tokens ride in prefill forwards"),
 )
 
@@ -71,7 +81,7 @@ _NOT_MODELLED = {
     "trust_remote_code": "runs the model repo's own code: no effect on the prediction",
     "disable_shared_experts_fusion": "sglang-kt sets it whenever --kt-weight-path is set",
     "enable_mixed_chunk": "decode tokens ride in prefill forwards and count toward the threshold; the prediction "
-                          "is an idle server's prefill (kttune simulate models the mix)",
+    "is an idle server's prefill (kttune simulate models the mix)",
 }
 
 # (spellings, takes a value, note) of sglang-kt flags kttune reads and leaves out of the prediction.
@@ -83,18 +93,39 @@ IGNORED: tuple[tuple[tuple[str, ...], bool, str], ...] = (
     (("--tokenizer-path",), True, "the tokenizer: no effect on the prediction"),
     (("--dtype",), True, "the dense weights' dtype: kttune reads the checkpoint's"),
     (("--quantization",), True, "the GPU weights' quantization: kttune reads the checkpoint's quantization_config"),
-    (("--kt-max-deferred-experts-per-token",), True,
-     "defers low-weight experts to overlap the next layer (decode); not modelled: the prediction is without deferral"),
-    (("--kt-expert-placement-strategy",), True, "which experts sit on the GPU: modelled as uniform (experts 0..n-1 per layer)"),
+    (
+        ("--kt-max-deferred-experts-per-token",),
+        True,
+        "defers low-weight experts to overlap the next layer (decode); not modelled: the prediction is without deferral",
+    ),
+    (
+        ("--kt-expert-placement-strategy",),
+        True,
+        "which experts sit on the GPU: modelled as uniform (experts 0..n-1 per layer)",
+    ),
     (("--init-expert-location",), True, "expert frequencies for placement: modelled as uniform placement"),
-    (("--kt-enable-dynamic-expert-update",), False,
-     "re-picks each layer's GPU experts after a layerwise forward; not modelled (the GPU-expert count stays)"),
+    (
+        ("--kt-enable-dynamic-expert-update",),
+        False,
+        "re-picks each layer's GPU experts after a layerwise forward; not modelled (the GPU-expert count stays)",
+    ),
     (("--enable-p2p-check",), False, "checks GPU peer access at start: no effect on the prediction"),
-    (("--max-prefill-tokens",), True, "caps the prompt tokens added per prefill batch beyond one request's chunk: "
-                                      "the prediction is one prompt at a time"),
-    (("--schedule-conservativeness",), True, "how much output SGLang reserves at admission: kttune assumes the default"),
-    (("--disable-cuda-graph",), False, "no decode CUDA graphs: kttune still counts their memory and models decode "
-                                       "without graph-launch savings"),
+    (
+        ("--max-prefill-tokens",),
+        True,
+        "caps the prompt tokens added per prefill batch beyond one request's chunk: "
+        "the prediction is one prompt at a time",
+    ),
+    (
+        ("--schedule-conservativeness",),
+        True,
+        "how much output SGLang reserves at admission: kttune assumes the default",
+    ),
+    (
+        ("--disable-cuda-graph",),
+        False,
+        "no decode CUDA graphs: kttune still counts their memory and models decode without graph-launch savings",
+    ),
     (("--disable-radix-cache",), False, "no prefix reuse: the prediction assumes none anyway"),
     (("--enable-metrics",), False, "Prometheus metrics: no effect on the prediction"),
     (("--random-seed",), True, "sampling seed: no effect on the prediction"),
@@ -146,14 +177,19 @@ def split_command(text: str) -> list[str]:
     try:
         return [w for w in shlex.split(text.replace("\\\r\n", " ").replace("\\\n", " ")) if w.strip()]
     except ValueError as e:
-        raise UserError(f"cannot read the launch command ({e})", "quote it as the shell would, e.g. {command} \"python -m ...\"",
-                        params=("command",)) from None
+        raise UserError(
+            f"cannot read the launch command ({e})",
+            'quote it as the shell would, e.g. {command} "python -m ..."',
+            params=("command",),
+        ) from None
 
 
 def _program_end(words: Sequence[str]) -> tuple[int, tuple[str, ...]]:
     """Where the flags start, after `NAME=value` words and `python[3] -m sglang.launch_server`."""
     i, env = 0, []
-    while i < len(words) and "=" in words[i] and not words[i].startswith("-") and words[i].split("=", 1)[0].isidentifier():
+    while (
+        i < len(words) and "=" in words[i] and not words[i].startswith("-") and words[i].split("=", 1)[0].isidentifier()
+    ):
         env.append(words[i])
         i += 1
     if i < len(words) and words[i] == "env":  # `env A=1 python ...`
@@ -166,12 +202,15 @@ def _program_end(words: Sequence[str]) -> tuple[int, tuple[str, ...]]:
         i += 1
     prog = list(words[start:i])
     if prog:
-        ok = (prog[-1] in PROGRAMS and (len(prog) == 1 or (prog[-2] == "-m" and len(prog) == 3
-                                                           and prog[0].split("/")[-1].startswith("python"))))
+        ok = prog[-1] in PROGRAMS and (
+            len(prog) == 1 or (prog[-2] == "-m" and len(prog) == 3 and prog[0].split("/")[-1].startswith("python"))
+        )
         if not ok:
-            raise UserError(f"not an sglang launch command: {' '.join(prog)!r} where `python -m sglang.launch_server` was expected",
-                            "pass the command as you run it, e.g. kttune explain -- python -m sglang.launch_server "
-                            f"{flag_name('model_path')} ...")
+            raise UserError(
+                f"not an sglang launch command: {' '.join(prog)!r} where `python -m sglang.launch_server` was expected",
+                "pass the command as you run it, e.g. kttune explain -- python -m sglang.launch_server "
+                f"{flag_name('model_path')} ...",
+            )
     return i, tuple(env)
 
 
@@ -183,8 +222,12 @@ def _value(flag: LaunchFlag, written: str, text: str):
             return float(text)
     except ValueError:
         what = "a whole number" if flag.kind is int else "a number"
-        raise UserError(f"{written} {text!r} is not {what}", f"pass {written} as sglang-kt takes it, e.g. {written} 8192"
-                        if flag.kind is int else f"pass e.g. {written} 0.9") from None
+        raise UserError(
+            f"{written} {text!r} is not {what}",
+            f"pass {written} as sglang-kt takes it, e.g. {written} 8192"
+            if flag.kind is int
+            else f"pass e.g. {written} 0.9",
+        ) from None
     return text
 
 
@@ -224,8 +267,10 @@ def parse_launch_command(command: str | Sequence[str]) -> ParsedLaunch:
                     i += 1
                 if not items:
                     raise UserError(f"{name} has no value", f"write {name} VALUE ... ({flag.meaning})")
-                values[flag.key] = tuple(_value(LaunchFlag(flag.key, flag.names, int, flag.meaning), name, t)
-                                         for t in ",".join(items).replace(",", " ").split())
+                values[flag.key] = tuple(
+                    _value(LaunchFlag(flag.key, flag.names, int, flag.meaning), name, t)
+                    for t in ",".join(items).replace(",", " ").split()
+                )
                 continue
             if eq:
                 text, i = inline, i + 1

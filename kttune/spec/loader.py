@@ -25,12 +25,18 @@ from kttune.units import GB
 def read_config_json(path: Path) -> dict:
     """Parse a config.json under kttune.bounds' JSON limits; anything malformed is a `UserError`
     naming the file."""
-    config = read_json_file(path, str(path), "point {model} at a HuggingFace config.json (fix the file or download it again)",
-                            params=("model",))
+    config = read_json_file(
+        path,
+        str(path),
+        "point {model} at a HuggingFace config.json (fix the file or download it again)",
+        params=("model",),
+    )
     if not isinstance(config, dict):
         raise UserError(
-            f"{path} holds a JSON {type(config).__name__}, not an object", "point {model} at a HuggingFace config.json",
-            params=("model",))
+            f"{path} holds a JSON {type(config).__name__}, not an object",
+            "point {model} at a HuggingFace config.json",
+            params=("model",),
+        )
     return config
 
 
@@ -46,7 +52,8 @@ def _load_path(path: Path, method: str | None) -> ModelSpec:
             raise UserError(
                 f"no config.json in {path}",
                 "point {model} at a HuggingFace model directory (the one holding config.json and *.safetensors), "
-                "or at a catalog name (run `kttune models`)", params=("model",),
+                "or at a catalog name (run `kttune models`)",
+                params=("model",),
             )
     else:
         model_dir, cfg_path = path.parent, path
@@ -64,8 +71,10 @@ def _load_path(path: Path, method: str | None) -> ModelSpec:
         f"experts in {summary.routed_expert_tensor_count} tensors"
         + (f", {summary.mtp_bytes / GB:.2f} GB MTP layers skipped" if summary.mtp_tensor_count else "")
     )
-    expected = spec.num_experts * spec.num_moe_layers * bytes_per_expert(
-        spec.checkpoint_format, spec.hidden_size, spec.moe_intermediate_size
+    expected = (
+        spec.num_experts
+        * spec.num_moe_layers
+        * bytes_per_expert(spec.checkpoint_format, spec.hidden_size, spec.moe_intermediate_size)
     )
     if summary.routed_expert_tensor_count and not 0.8 < summary.routed_expert_bytes / expected < 1.25:
         notes.append(
@@ -82,7 +91,9 @@ def load_model(name_or_path: str, method: str | None = None) -> ModelSpec:
         get_method(method)  # an unknown method fails before any file is read
     query = name_or_path.strip()
     if not query:
-        raise UserError("empty {model}", "pass a catalog name (run `kttune models`) or a model directory", params=("model",))
+        raise UserError(
+            "empty {model}", "pass a catalog name (run `kttune models`) or a model directory", params=("model",)
+        )
     path = Path(os.path.expanduser(query))
     if path.exists():
         return _load_path(path, method)

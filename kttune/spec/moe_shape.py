@@ -31,9 +31,14 @@ class MoeLayerShape:
     @classmethod
     def of_model(cls, model: Any, method: str = "", name: str | None = None) -> "MoeLayerShape":
         """The routed-expert shape of a `kttune.spec.model_spec.ModelSpec`."""
-        return cls(hidden=int(model.hidden_size), inter=int(model.moe_intermediate_size),
-                   experts=int(model.num_experts), top_k=int(model.top_k), method=method,
-                   name=model.name if name is None else name)
+        return cls(
+            hidden=int(model.hidden_size),
+            inter=int(model.moe_intermediate_size),
+            experts=int(model.num_experts),
+            top_k=int(model.top_k),
+            method=method,
+            name=model.name if name is None else name,
+        )
 
     @property
     def label(self) -> str:

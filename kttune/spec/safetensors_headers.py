@@ -106,7 +106,8 @@ def safetensors_files(model_dir: str | Path) -> list[Path]:
             raise UserError(
                 f"{d}: {len(missing)} of {len(names)} safetensors shards named by {INDEX_NAME} are missing "
                 f"(first: {missing[0]})",
-                "finish the download, or point {model} at a directory holding only config.json", params=("model",),
+                "finish the download, or point {model} at a directory holding only config.json",
+                params=("model",),
             )
         return [d / n for n in names]
     return sorted(d.glob("*.safetensors"))

@@ -18,22 +18,31 @@ _NUM = r"(-?\d+(?:\.\d+)?)"
 # --- start-up memory (model_runner.py, memory_pool.py, model_runner_kv_cache_mixin.py, scheduler.py)
 LOAD_WEIGHT_END = re.compile(r"Load weight end\..*?avail mem=" + _NUM + r" GB, mem usage=" + _NUM + r" GB")
 KV_ALLOCATED_MLA = re.compile(r"KV Cache is allocated\. #tokens: (\d+), KV size: " + _NUM + r" GB")
-KV_ALLOCATED_KV = re.compile(r"KV Cache is allocated\. #tokens: (\d+), K size: " + _NUM + r" GB, V size: " + _NUM + r" GB")
+KV_ALLOCATED_KV = re.compile(
+    r"KV Cache is allocated\. #tokens: (\d+), K size: " + _NUM + r" GB, V size: " + _NUM + r" GB"
+)
 MEMORY_POOL_END = re.compile(r"Memory pool end\. avail mem=" + _NUM + r" GB")
 SCHEDULER_SIZES = re.compile(
     r"max_total_num_tokens=(\d+), chunked_prefill_size=(-?\d+), max_prefill_tokens=(\d+), "
-    r"max_running_requests=(\d+), context_len=(\d+), available_(?:gpu|cpu)_mem=" + _NUM + r" GB")
-CUDA_GRAPH_END = re.compile(r"Capture (?:piecewise )?(?:cuda|CUDA) graph end\..*?mem usage=" + _NUM + r" GB\. avail mem=" + _NUM + r" GB")
+    r"max_running_requests=(\d+), context_len=(\d+), available_(?:gpu|cpu)_mem=" + _NUM + r" GB"
+)
+CUDA_GRAPH_END = re.compile(
+    r"Capture (?:piecewise )?(?:cuda|CUDA) graph end\..*?mem usage=" + _NUM + r" GB\. avail mem=" + _NUM + r" GB"
+)
 READY = re.compile(r"The server is fired up and ready to roll!")
 
 # --- KT layerwise prefill (kt_ep_wrapper.py), rank 0 only
 KT_PREPARE = re.compile(r"KT layerwise prefill: layer (\d+) prepare weight = " + _NUM + r" ms")
-KT_COMPUTE = re.compile(r"KT layerwise prefill: layer (\d+) compute = " + _NUM + r" ms(?:, expert update = " + _NUM + r" ms)?")
+KT_COMPUTE = re.compile(
+    r"KT layerwise prefill: layer (\d+) compute = " + _NUM + r" ms(?:, expert update = " + _NUM + r" ms)?"
+)
 
 # --- failures
 # torch's caching allocator (c10/cuda/CUDACachingAllocator.cpp), raised as torch.OutOfMemoryError
 # (torch.cuda.OutOfMemoryError before torch 2.5)
-CUDA_OOM = re.compile(r"(?:torch\.(?:cuda\.)?)?OutOfMemoryError: CUDA out of memory\. Tried to allocate ([\d.]+ [KMGT]?i?B)")
+CUDA_OOM = re.compile(
+    r"(?:torch\.(?:cuda\.)?)?OutOfMemoryError: CUDA out of memory\. Tried to allocate ([\d.]+ [KMGT]?i?B)"
+)
 # SGLang's KV sizing when nothing is left for the pool (model_runner_kv_cache_mixin.py)
 NOT_ENOUGH_MEMORY = re.compile(r"RuntimeError: Not enough memory\. Please try to increase --mem-fraction-static")
 SCHEDULER_EXCEPTION = re.compile(r"Scheduler hit an exception: ")
@@ -124,9 +133,13 @@ def parse_startup(lines: Iterable[str]) -> StartupMemory:
         elif m := CUDA_GRAPH_END.search(line):
             d.update(graph_usage_gib=float(m.group(1)), graph_end_avail_gib=float(m.group(2)))
         elif m := SCHEDULER_SIZES.search(line):
-            d.update(max_total_num_tokens=int(m.group(1)), chunked_prefill_size=int(m.group(2)),
-                     max_running_requests=int(m.group(4)), context_len=int(m.group(5)),
-                     available_gpu_mem_gib=float(m.group(6)))
+            d.update(
+                max_total_num_tokens=int(m.group(1)),
+                chunked_prefill_size=int(m.group(2)),
+                max_running_requests=int(m.group(4)),
+                context_len=int(m.group(5)),
+                available_gpu_mem_gib=float(m.group(6)),
+            )
     return StartupMemory(**d)
 
 
@@ -153,5 +166,9 @@ def detect_failure(lines: Iterable[str]) -> Failure | None:
 
 def parse_log(text: str) -> ServerLog:
     lines = text.splitlines()
-    return ServerLog(startup=parse_startup(lines), layerwise=parse_layerwise(lines),
-                     ready=any(READY.search(x) for x in lines), failure=detect_failure(lines))
+    return ServerLog(
+        startup=parse_startup(lines),
+        layerwise=parse_layerwise(lines),
+        ready=any(READY.search(x) for x in lines),
+        failure=detect_failure(lines),
+    )

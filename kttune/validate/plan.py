@@ -19,7 +19,9 @@ def readiness_timeout_s(weight_bytes: int, base_s: float = READY_BASE_S, load_gb
     return base_s + weight_bytes / (load_gbps * GIB)
 
 
-def prompt_lengths(workload_lengths: tuple[int, ...], cfg: LaunchConfig, context_len: int, max_new_tokens: int = 1) -> list[int]:
+def prompt_lengths(
+    workload_lengths: tuple[int, ...], cfg: LaunchConfig, context_len: int, max_new_tokens: int = 1
+) -> list[int]:
     """The prompt lengths to send, in order: first exactly the chunk size (KT's docs: test with an
     input of length chunked-prefill-size; the layerwise slot is allocated lazily at the first forward
     that reaches the threshold, so a short probe cannot show the OOM), then the workload's lengths,
@@ -48,6 +50,6 @@ def server_argv(emitted: list[str], python: str, module: str, host: str, port: i
     for name, value in (("--port", str(port)), ("--host", host)):
         if name in flags:
             i = flags.index(name)
-            del flags[i:i + 2]
+            del flags[i : i + 2]
         flags += [name, value]
     return [python, "-m", module] + flags

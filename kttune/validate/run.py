@@ -58,8 +58,9 @@ class ValidationResult:
     server_info: dict | None = None
 
 
-def run_validation(req: ValidateRequest, comp: Components | None = None,
-                   on_event: Callable[[str, dict], None] | None = None) -> ValidationResult:
+def run_validation(
+    req: ValidateRequest, comp: Components | None = None, on_event: Callable[[str, dict], None] | None = None
+) -> ValidationResult:
     """Launch, measure, stop. The server is always stopped (its own process group, nothing else),
     whatever happens; `comp` given, the measurements are compared with its predictions."""
     emit = on_event or (lambda _k, _d: None)
@@ -103,15 +104,28 @@ def run_validation(req: ValidateRequest, comp: Components | None = None,
         server.stop()
         emit("stopped", {"pgid": server.pgid})
     log = parse_log(server.log_text())
-    res = ValidationResult(ok=failure is None and stage == "done", stage=stage, reason=reason, failure=failure,
-                           argv=argv, log_path=str(req.log_path), ready_s=ready_s, log=log,
-                           measurements=tuple(measurements), chunk_prompt_tokens=req.lengths[0] if req.lengths else 0,
-                           server_info=info)
+    res = ValidationResult(
+        ok=failure is None and stage == "done",
+        stage=stage,
+        reason=reason,
+        failure=failure,
+        argv=argv,
+        log_path=str(req.log_path),
+        ready_s=ready_s,
+        log=log,
+        measurements=tuple(measurements),
+        chunk_prompt_tokens=req.lengths[0] if req.lengths else 0,
+        server_info=info,
+    )
     if comp is not None and measurements:
         from dataclasses import replace
 
-        res = replace(res, comparison=compare(comp, req.cfg, measurements, comp.model.name,
-                                              datetime.now(timezone.utc).isoformat(timespec="seconds")))
+        res = replace(
+            res,
+            comparison=compare(
+                comp, req.cfg, measurements, comp.model.name, datetime.now(timezone.utc).isoformat(timespec="seconds")
+            ),
+        )
     return res
 
 
@@ -123,7 +137,9 @@ def _settle_failure(server) -> Failure | None:
         if fail is not None:
             return fail
         if not server.alive():
-            return detect_failure(server.log_text().splitlines()) or Failure("crash", f"the server exited with code {server.proc.returncode}")
+            return detect_failure(server.log_text().splitlines()) or Failure(
+                "crash", f"the server exited with code {server.proc.returncode}"
+            )
         time.sleep(0.1)
     return None
 
@@ -133,5 +149,7 @@ def write_corrections(profile: HardwareProfile, corrections: tuple[dict, ...], o
     entries of the same method, path and model) and write it atomically."""
     from dataclasses import replace
 
-    merged = Calibration.from_dicts(profile.calibration).with_server_entries(Calibration.from_dicts(corrections).entries)
+    merged = Calibration.from_dicts(profile.calibration).with_server_entries(
+        Calibration.from_dicts(corrections).entries
+    )
     return save_profile(replace(profile, calibration=tuple(merged.to_dicts())), out)

@@ -101,17 +101,25 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-def launch(argv: list[str], log_path: Path, env: dict[str, str] | None = None, host: str = "127.0.0.1",
-           port: int = 0) -> ServerProcess:
+def launch(
+    argv: list[str], log_path: Path, env: dict[str, str] | None = None, host: str = "127.0.0.1", port: int = 0
+) -> ServerProcess:
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "wb") as logf:  # a fresh log per launch: an old failure must not count
-        proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env={**os.environ, **(env or {})})
+        proc = subprocess.Popen(
+            argv,
+            stdout=logf,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, **(env or {})},
+        )
     return ServerProcess(proc=proc, pgid=proc.pid, log_path=log_path, host=host, port=port, argv=list(argv))
 
 
 # ---- HTTP ------------------------------------------------------------------------------------
+
 
 class ServerRequestError(Exception):
     """The server answered a request with an error, or dropped the connection."""
@@ -141,8 +149,9 @@ class Readiness:
     server_info: dict | None = None
 
 
-def wait_ready(server: ServerProcess, timeout_s: float, poll_s: float = 0.5,
-               on_poll: Callable[[float], None] | None = None) -> Readiness:
+def wait_ready(
+    server: ServerProcess, timeout_s: float, poll_s: float = 0.5, on_poll: Callable[[float], None] | None = None
+) -> Readiness:
     t0 = time.monotonic()
     while True:
         waited = time.monotonic() - t0
@@ -153,7 +162,9 @@ def wait_ready(server: ServerProcess, timeout_s: float, poll_s: float = 0.5,
             return Readiness(False, waited, fail, f"the server failed while starting: {fail.message}")
         if not server.alive():
             code = server.proc.returncode
-            fail = detect_failure(server.log_text().splitlines()) or Failure("crash", f"the server exited with code {code}")
+            fail = detect_failure(server.log_text().splitlines()) or Failure(
+                "crash", f"the server exited with code {code}"
+            )
             return Readiness(False, waited, fail, f"the server exited with code {code} while starting")
         try:
             status, _ = http_get_json(server.host, server.port, "/health", timeout_s=max(1.0, poll_s * 4))
@@ -183,10 +194,16 @@ class GenerateTiming:
     meta: dict
 
 
-def generate_ttft(host: str, port: int, input_ids: list[int], max_new_tokens: int = 1,
-                  timeout_s: float = 600.0) -> GenerateTiming:
-    body = json.dumps({"input_ids": input_ids, "stream": True,
-                       "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0, "ignore_eos": True}})
+def generate_ttft(
+    host: str, port: int, input_ids: list[int], max_new_tokens: int = 1, timeout_s: float = 600.0
+) -> GenerateTiming:
+    body = json.dumps(
+        {
+            "input_ids": input_ids,
+            "stream": True,
+            "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0, "ignore_eos": True},
+        }
+    )
     conn = http.client.HTTPConnection(host, port, timeout=timeout_s)
     t0 = time.perf_counter()
     ttft = None

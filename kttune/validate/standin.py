@@ -105,10 +105,14 @@ class Sim:
             with self.forward_lock:
                 if path == "layerwise":
                     if self.mode == "oom":
-                        _die(['  File "sglang/srt/layers/moe/kt_ep_wrapper.py", line 2694, in load',
-                              "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.86 GiB. GPU 0 has a total "
-                              "capacity of 139.81 GiB of which 2.10 GiB is free. Of the allocated memory 131.20 GiB is "
-                              "allocated by PyTorch, and 1.02 GiB is reserved by PyTorch but unallocated."])
+                        _die(
+                            [
+                                '  File "sglang/srt/layers/moe/kt_ep_wrapper.py", line 2694, in load',
+                                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.86 GiB. GPU 0 has a total "
+                                "capacity of 139.81 GiB of which 2.10 GiB is free. Of the allocated memory 131.20 GiB is "
+                                "allocated by PyTorch, and 1.02 GiB is reserved by PyTorch but unallocated.",
+                            ]
+                        )
                     for layer in range(1, self.layers + 1):
                         time.sleep(self.prepare_ms / 1e3)
                         log(f"KT layerwise prefill: layer {layer} prepare weight = {self.prepare_ms:.2f} ms")
@@ -126,8 +130,10 @@ def make_handler(sim: Sim):
         protocol_version = "HTTP/1.1"
 
         def log_message(self, fmt, *a):  # uvicorn-like access line
-            log(f'INFO:     {self.client_address[0]}:{self.client_address[1]} - "{self.requestline}" {a[1] if len(a) > 1 else ""}',
-                tp=False)
+            log(
+                f'INFO:     {self.client_address[0]}:{self.client_address[1]} - "{self.requestline}" {a[1] if len(a) > 1 else ""}',
+                tp=False,
+            )
 
         def _json(self, status: int, obj) -> None:
             body = json.dumps(obj).encode()
@@ -150,11 +156,20 @@ def make_handler(sim: Sim):
                 self.send_header("Content-Length", "0")
                 self.end_headers()
             elif self.path in ("/server_info", "/get_server_info"):
-                self._json(200, {"model_path": args.model, "chunked_prefill_size": args.chunked_prefill_size,
-                                 "kt_gpu_prefill_token_threshold": args.kt_gpu_prefill_token_threshold,
-                                 "kt_method": args.kt_method, "kt_num_gpu_experts": args.kt_num_gpu_experts,
-                                 "max_total_tokens": args.max_total_tokens, "tp_size": args.tp,
-                                 "max_total_num_tokens": args.max_total_tokens, "version": "0.7.2 (kttune stand-in)"})
+                self._json(
+                    200,
+                    {
+                        "model_path": args.model,
+                        "chunked_prefill_size": args.chunked_prefill_size,
+                        "kt_gpu_prefill_token_threshold": args.kt_gpu_prefill_token_threshold,
+                        "kt_method": args.kt_method,
+                        "kt_num_gpu_experts": args.kt_num_gpu_experts,
+                        "max_total_tokens": args.max_total_tokens,
+                        "tp_size": args.tp,
+                        "max_total_num_tokens": args.max_total_tokens,
+                        "version": "0.7.2 (kttune stand-in)",
+                    },
+                )
             else:
                 self._json(404, {"detail": "Not Found"})
 
@@ -176,10 +191,19 @@ def make_handler(sim: Sim):
             for i in range(max(1, max_new)):
                 if i:
                     time.sleep(0.002)
-                outs.append({"text": "x" * (i + 1), "output_ids": list(range(i + 1)),
-                             "meta_info": {"id": "standin", "prompt_tokens": len(ids), "completion_tokens": i + 1,
-                                           "finish_reason": None if i + 1 < max_new else {"type": "length", "length": max_new},
-                                           "e2e_latency": time.perf_counter() - t0}})
+                outs.append(
+                    {
+                        "text": "x" * (i + 1),
+                        "output_ids": list(range(i + 1)),
+                        "meta_info": {
+                            "id": "standin",
+                            "prompt_tokens": len(ids),
+                            "completion_tokens": i + 1,
+                            "finish_reason": None if i + 1 < max_new else {"type": "length", "length": max_new},
+                            "e2e_latency": time.perf_counter() - t0,
+                        },
+                    }
+                )
             if not req.get("stream"):
                 self._json(200, outs[-1])
                 return
@@ -207,17 +231,25 @@ def main(argv: list[str] | None = None) -> None:
     server = ThreadingHTTPServer((args.host, args.port), make_handler(sim))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     time.sleep(startup_s / 2)
-    log(f"Load weight end. elapsed={startup_s / 2:.2f} s, type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, "
-        "avail mem=96.41 GB, mem usage=42.37 GB.")
+    log(
+        f"Load weight end. elapsed={startup_s / 2:.2f} s, type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, "
+        "avail mem=96.41 GB, mem usage=42.37 GB."
+    )
     if sim.mode == "crash":
-        _die(['  File "sglang/srt/managers/scheduler.py", line 3240, in run_scheduler_process',
-              "ValueError: stand-in start-up crash (KTTUNE_STANDIN_MODE=crash)"])
+        _die(
+            [
+                '  File "sglang/srt/managers/scheduler.py", line 3240, in run_scheduler_process',
+                "ValueError: stand-in start-up crash (KTTUNE_STANDIN_MODE=crash)",
+            ]
+        )
     kv_gib = args.max_total_tokens * 70272 / GIB  # Kimi-K2's MLA cell, as an example
     log(f"KV Cache is allocated. #tokens: {args.max_total_tokens}, KV size: {kv_gib:.2f} GB")
     log(f"Memory pool end. avail mem={96.41 - kv_gib:.2f} GB")
-    log(f"max_total_num_tokens={args.max_total_tokens}, chunked_prefill_size={args.chunked_prefill_size}, "
+    log(
+        f"max_total_num_tokens={args.max_total_tokens}, chunked_prefill_size={args.chunked_prefill_size}, "
         f"max_prefill_tokens=16384, max_running_requests={args.max_running_requests}, "
-        f"context_len={args.context_length}, available_gpu_mem={96.41 - kv_gib - 1.5:.2f} GB")
+        f"context_len={args.context_length}, available_gpu_mem={96.41 - kv_gib - 1.5:.2f} GB"
+    )
     time.sleep(startup_s / 2)
     if sim.mode == "never-ready":
         while True:

@@ -36,7 +36,10 @@ def test_sizes_and_durations():
     assert resolve.vram_bytes("32G") == resolve.vram_bytes("32GiB") == 32 * GIB
     assert resolve.host_ram_bytes(None) is None and resolve.host_ram_bytes("1T") == 1024 * GIB
     assert resolve.seconds("1h30m", "--budget") == 5400 and resolve.seconds(None, "--budget") is None
-    assert resolve.milliseconds("150ms", "--tbt-slo") == pytest.approx(150) and resolve.milliseconds("0.2s", "--tbt-slo") == 200
+    assert (
+        resolve.milliseconds("150ms", "--tbt-slo") == pytest.approx(150)
+        and resolve.milliseconds("0.2s", "--tbt-slo") == 200
+    )
 
 
 def test_a_size_past_any_gpu_names_the_value_as_written():

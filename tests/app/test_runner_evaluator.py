@@ -25,8 +25,15 @@ def test_without_the_runner_the_error_names_the_fallback():
 
 
 def cfg(n=0, chunk=128, thr=128, threads=1) -> LaunchConfig:
-    return LaunchConfig(method="BF16", tp=1, num_gpu_experts=n, chunked_prefill_size=chunk, gpu_prefill_token_threshold=thr,
-                        max_total_tokens=4096, cpuinfer_threads=threads)
+    return LaunchConfig(
+        method="BF16",
+        tp=1,
+        num_gpu_experts=n,
+        chunked_prefill_size=chunk,
+        gpu_prefill_token_threshold=thr,
+        max_total_tokens=4096,
+        cpuinfer_threads=threads,
+    )
 
 
 @pytest.mark.skipif(not HAVE_RUNNER, reason="needs the path runner (kttune.runner)")
@@ -45,7 +52,9 @@ def test_cpu_runner_samples_every_call_on_one_session(tmp_path):
         session = ev.session
         ev.measure(cfg(n=4, chunk=256, thr=0, threads=13), [200])  # another configuration, same layers
         assert ev.session is session and session.stats["timed_runs"] == 4
-        assert ev.measure(cfg(chunk=1024, thr=0), [200]) == {200: pytest.approx(ev.measure(cfg(chunk=200, thr=0), [200])[200], rel=10)}
+        assert ev.measure(cfg(chunk=1024, thr=0), [200]) == {
+            200: pytest.approx(ev.measure(cfg(chunk=200, thr=0), [200])[200], rel=10)
+        }
     finally:
         ev.close()
 

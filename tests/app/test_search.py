@@ -42,7 +42,9 @@ def test_search_outcome_holds_the_pick_its_explanation_argv_and_json(tmp_path):
     assert out.best is best and out.explanation.evaluation is best  # the pick is not re-evaluated
     comp = Components(req.profile, req.model, req.method, req.tp)
     direct = evaluate(comp, best.cfg, req.workload, req.budget)
-    assert direct.mean_ttft_ms == pytest.approx(best.mean_ttft_ms) and direct.decode_tok_s == pytest.approx(best.decode_tok_s)
+    assert direct.mean_ttft_ms == pytest.approx(best.mean_ttft_ms) and direct.decode_tok_s == pytest.approx(
+        best.decode_tok_s
+    )
     assert out.explanation.crossover_tokens == crossover_tokens(comp, best.cfg)
     assert list(out.argv) == launch_argv(req.model, best.cfg, best.vram, req.budget.vram_bytes_per_gpu, inp.paths)
     d = json.loads(json.dumps(out.to_dict(), default=str))
@@ -59,8 +61,12 @@ def test_explain_outcome_against_the_cost_model():
     out = app.explain_flags(inp, gpu_experts=8, chunk=16384, threshold=4096, max_total_tokens=32768)
     req = inp.request
     cfg = out.evaluation.cfg
-    assert (cfg.num_gpu_experts, cfg.chunked_prefill_size, cfg.gpu_prefill_token_threshold, cfg.max_total_tokens) == \
-        (8, 16384, 4096, 32768)
+    assert (cfg.num_gpu_experts, cfg.chunked_prefill_size, cfg.gpu_prefill_token_threshold, cfg.max_total_tokens) == (
+        8,
+        16384,
+        4096,
+        32768,
+    )
     comp = Components(req.profile, req.model, req.method, req.tp)
     assert cfg.cpuinfer_threads in comp.cpu_thread_options()
     assert cfg.cpuinfer_threads < (req.profile.inventory.cpu.physical_cores or 10**9)

@@ -19,8 +19,16 @@ def _points(a=0.3, b=-0.1, noise=0.03, seed=0, path="hybrid", method="BF16"):
     for m in (64, 128, 256, 512, 1024, 2048, 4096, 8192):
         moe, other = 0.05 * m + 5.0, 0.01 * m
         true = moe * math.exp(a + b * math.log(m)) * (1 + rnd.uniform(-noise, noise))
-        pts.append({"method": method, "path": path, "tokens": m, "measured_ms": true + other,
-                    "predicted_moe_ms": moe, "predicted_other_ms": other})
+        pts.append(
+            {
+                "method": method,
+                "path": path,
+                "tokens": m,
+                "measured_ms": true + other,
+                "predicted_moe_ms": moe,
+                "predicted_other_ms": other,
+            }
+        )
     return pts
 
 
@@ -37,8 +45,15 @@ def test_fit_recovers_the_law_and_judges_each_point_held_out():
 def test_held_out_error_is_larger_than_in_sample_when_points_disagree():
     pts = _points(noise=0.3, seed=4)
     e = Calibration.fit(pts).entry("BF16", "hybrid")
-    in_sample = sum(abs(p["predicted_other_ms"] + Calibration.fit(pts).apply("BF16", "hybrid", p["predicted_moe_ms"], p["tokens"])
-                        - p["measured_ms"]) / p["measured_ms"] for p in pts) / len(pts)
+    in_sample = sum(
+        abs(
+            p["predicted_other_ms"]
+            + Calibration.fit(pts).apply("BF16", "hybrid", p["predicted_moe_ms"], p["tokens"])
+            - p["measured_ms"]
+        )
+        / p["measured_ms"]
+        for p in pts
+    ) / len(pts)
     assert e.held_out_mape > in_sample
 
 

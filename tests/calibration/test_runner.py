@@ -44,14 +44,21 @@ def _summary(path: Path, model: str, runs: list | None = None) -> dict:
 MODELS = ["qwen3-30b-a3b", "kimi-k2-thinking", "deepseek-v3"]
 
 
-_KIMI_EARLIER = pytest.mark.xfail(strict=True, reason=(
-    "Kimi-K2's hybrid layer is 26% slower in the model than in that run (raw target 25%): the box's "
-    "kt-kernel times drift 15-25% between runs an hour apart (docs/path-runner.md#results)"))
+_KIMI_EARLIER = pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "Kimi-K2's hybrid layer is 26% slower in the model than in that run (raw target 25%): the box's "
+        "kt-kernel times drift 15-25% between runs an hour apart (docs/path-runner.md#results)"
+    ),
+)
 
 
-@pytest.mark.parametrize("results,model", [(RESULTS, m) for m in MODELS] + [
-    pytest.param(EARLIER, m, marks=_KIMI_EARLIER if m == "kimi-k2-thinking" else ()) for m in MODELS],
-    ids=[f"latest-{m}" for m in MODELS] + [f"earlier-{m}" for m in MODELS])
+@pytest.mark.parametrize(
+    "results,model",
+    [(RESULTS, m) for m in MODELS]
+    + [pytest.param(EARLIER, m, marks=_KIMI_EARLIER if m == "kimi-k2-thinking" else ()) for m in MODELS],
+    ids=[f"latest-{m}" for m in MODELS] + [f"earlier-{m}" for m in MODELS],
+)
 def test_cost_model_against_the_runner(results, model):
     s = _summary(results, model)
     for path in ("hybrid", "layerwise"):
@@ -83,7 +90,10 @@ def test_held_out_crossover_calibrations_never_see_the_runs_that_measure_it():
     def slowed(r):
         if r.gpu_experts != 0 or r.forced_path != "hybrid":
             return r
-        fw = tuple(replace(f, layer_ms=tuple(2 * x for x in f.layer_ms), moe_ms=tuple(2 * x for x in f.moe_ms)) for f in r.forwards)
+        fw = tuple(
+            replace(f, layer_ms=tuple(2 * x for x in f.layer_ms), moe_ms=tuple(2 * x for x in f.moe_ms))
+            for f in r.forwards
+        )
         return replace(r, forwards=fw)
 
     before = _summary(RESULTS, "kimi-k2-thinking", runs)["crossover"]

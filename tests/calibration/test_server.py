@@ -38,8 +38,14 @@ def test_scaled_measurements_give_their_scale(k_hybrid, k_lw_ttft, k_load, k_com
         k = k_hybrid if paths == {"hybrid"} else k_lw_ttft if paths == {"layerwise"} else 7.0  # mixed: not fitted
         recs = ()
         if "layerwise" in paths:
-            recs = tuple(r for layer in range(3) for r in (LayerwiseRecord(layer, "prepare", k_load * load),
-                                                            LayerwiseRecord(layer, "compute", k_compute * gpu)))
+            recs = tuple(
+                r
+                for layer in range(3)
+                for r in (
+                    LayerwiseRecord(layer, "prepare", k_load * load),
+                    LayerwiseRecord(layer, "compute", k_compute * gpu),
+                )
+            )
         meas.append(PromptMeasurement(n, (_ttft(comp, c, n, k),) * 2, recs))
     out = {e["path"]: e for e in compare(comp, c, meas).corrections}
     assert abs(entry_factor(out["hybrid"]) / k_hybrid - 1) < 1e-9

@@ -12,15 +12,36 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kttune.calibration.transfer import (
-    SHRINKAGES, TransferPoint, by_model, choose_shrinkage, fit_terms, held_out, mape, nested_held_out,
-    no_group_worse, per_method_predictor, raw_predictor, terms_predictor,
+    SHRINKAGES,
+    TransferPoint,
+    by_model,
+    choose_shrinkage,
+    fit_terms,
+    held_out,
+    mape,
+    nested_held_out,
+    no_group_worse,
+    per_method_predictor,
+    raw_predictor,
+    terms_predictor,
 )
 
 
-def point(model: str, path: str, experts: float, copies: float, measured: float, method: str = "BF16",
-          threads: int = 13, tokens: int = 1024) -> TransferPoint:
-    terms = ({"fixed_ms": 1.0, "experts": experts, "copies": copies} if path == "hybrid"
-             else {"fixed_ms": 1.0, "load": experts, "gpu_moe": copies})
+def point(
+    model: str,
+    path: str,
+    experts: float,
+    copies: float,
+    measured: float,
+    method: str = "BF16",
+    threads: int = 13,
+    tokens: int = 1024,
+) -> TransferPoint:
+    terms = (
+        {"fixed_ms": 1.0, "experts": experts, "copies": copies}
+        if path == "hybrid"
+        else {"fixed_ms": 1.0, "load": experts, "gpu_moe": copies}
+    )
     return TransferPoint(model, method, path, tokens, 0, 0, threads, measured, 1.0, terms)
 
 
@@ -87,6 +108,7 @@ def test_the_per_method_calibration_says_nothing_about_an_unseen_method():
 
 # ---- the path runner's results (tests/data/paths-h200.json, the H200 box) ------------------------------
 
+
 @lru_cache(maxsize=1)
 def real_points() -> tuple[TransferPoint, ...]:
     import json
@@ -115,4 +137,5 @@ def test_on_the_runner_results_the_shipped_correction_makes_no_held_out_model_wo
         assert no_group_worse(tables[s])
         # the raw prediction is the terms' sum: the correction at infinite shrinkage is exactly raw
         assert mape((p.raw_ms, p.measured_ms) for p in pts) == pytest.approx(
-            mape((fit_terms(pts, math.inf, variant).predict(p), p.measured_ms) for p in pts))
+            mape((fit_terms(pts, math.inf, variant).predict(p), p.measured_ms) for p in pts)
+        )

@@ -16,22 +16,64 @@ def run(capsys, argv):
 
 
 def test_search_takes_the_users_chunks(capsys, tmp_path):
-    code, out, err = run(capsys, ["search", "-m", "qwen3-30b-a3b", "--vram", "24G", "--chunks", "8k,16384", "--trials", "20",
-                                  "--seed", "1", "--storage", str(tmp_path / "s.journal"), "--json"])
+    code, out, err = run(
+        capsys,
+        [
+            "search",
+            "-m",
+            "qwen3-30b-a3b",
+            "--vram",
+            "24G",
+            "--chunks",
+            "8k,16384",
+            "--trials",
+            "20",
+            "--seed",
+            "1",
+            "--storage",
+            str(tmp_path / "s.journal"),
+            "--json",
+        ],
+    )
     assert code == 0, err
     assert json.loads(out)["pick"]["flags"]["chunked_prefill_size"] in (8192, 16384)
 
 
 def test_bad_chunks_are_one_line(capsys, tmp_path):
     for bad, needle in (("1000", "multiple of 64"), ("65536", "context")):
-        code, _, err = run(capsys, ["search", "-m", "qwen3-30b-a3b", "--vram", "24G", "--chunks", bad, "--trials", "5",
-                                    "--storage", str(tmp_path / "s.journal")])
+        code, _, err = run(
+            capsys,
+            [
+                "search",
+                "-m",
+                "qwen3-30b-a3b",
+                "--vram",
+                "24G",
+                "--chunks",
+                bad,
+                "--trials",
+                "5",
+                "--storage",
+                str(tmp_path / "s.journal"),
+            ],
+        )
         lines = [ln for ln in err.strip().splitlines() if ln.strip()]
         assert code == 2 and len(lines) == 1 and needle in lines[0], err
 
 
 def test_explain_applies_the_same_margin(capsys):
-    args = ["explain", "-m", "qwen3-30b-a3b", "--vram", "12G", "--gpu-experts", "2", "--max-total-tokens", "16384", "--json"]
+    args = [
+        "explain",
+        "-m",
+        "qwen3-30b-a3b",
+        "--vram",
+        "12G",
+        "--gpu-experts",
+        "2",
+        "--max-total-tokens",
+        "16384",
+        "--json",
+    ]
     vram = {}
     for margin in (0.0, 0.45):
         code, out, err = run(capsys, args + ["--vram-margin", str(margin)])

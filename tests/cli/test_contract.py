@@ -22,14 +22,17 @@ def run(capsys, argv):
 
 
 def test_explain_that_does_not_fit_exits_1_with_the_report(capsys):
-    code, out, err = run(capsys, ["explain", "--model", "qwen3-30b-a3b", "--vram", "8G", "--gpu-experts", "0",
-                                  "--profile", PROFILE])
+    code, out, err = run(
+        capsys, ["explain", "--model", "qwen3-30b-a3b", "--vram", "8G", "--gpu-experts", "0", "--profile", PROFILE]
+    )
     assert code == 1 and "does not fit" in out and "Traceback" not in err
 
 
 def test_explain_json_that_does_not_fit_exits_1_with_json(capsys):
-    code, out, _ = run(capsys, ["explain", "--model", "qwen3-30b-a3b", "--vram", "8G", "--gpu-experts", "0",
-                                "--profile", PROFILE, "--json"])
+    code, out, _ = run(
+        capsys,
+        ["explain", "--model", "qwen3-30b-a3b", "--vram", "8G", "--gpu-experts", "0", "--profile", PROFILE, "--json"],
+    )
     assert code == 1 and json.loads(out)["evaluation"]["feasible"] is False
 
 
@@ -48,9 +51,27 @@ def test_loader_and_workload_notes_reach_report_and_json(capsys, tmp_path):
     d = _model_dir(tmp_path, model_type="brand_new_moe", max_position_embeddings=8192)
     wl = tmp_path / "long.json"
     wl.write_text(json.dumps({"prompt_tokens": [1000, 1_000_000], "weights": [0.5, 0.5], "output_tokens": 256}))
-    code, out, err = run(capsys, ["search", "--model", str(d), "--vram", "48G", "--profile", PROFILE, "--trials", "20",
-                                  "--storage", str(tmp_path / "s.journal"), "--kt-method", "MXFP4", "--workload",
-                                  str(wl), "--json"])
+    code, out, err = run(
+        capsys,
+        [
+            "search",
+            "--model",
+            str(d),
+            "--vram",
+            "48G",
+            "--profile",
+            PROFILE,
+            "--trials",
+            "20",
+            "--storage",
+            str(tmp_path / "s.journal"),
+            "--kt-method",
+            "MXFP4",
+            "--workload",
+            str(wl),
+            "--json",
+        ],
+    )
     assert code == 0, err
     notes = json.loads(out)["notes"]
     for needle in ("not one kttune was tested on", "--kt-method MXFP4 reads", "clipped to 7,936 tokens"):
@@ -62,18 +83,21 @@ def test_default_storage_in_an_unusable_place_is_one_line(capsys, tmp_path, monk
     blocker = tmp_path / "file"
     blocker.write_text("x")
     monkeypatch.setenv("KTTUNE_CACHE_DIR", str(blocker / "kttune"))
-    code, _, err = run(capsys, ["search", "--model", "qwen3-30b-a3b", "--vram", "32G", "--profile", PROFILE,
-                                "--trials", "5"])
+    code, _, err = run(
+        capsys, ["search", "--model", "qwen3-30b-a3b", "--vram", "32G", "--profile", PROFILE, "--trials", "5"]
+    )
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "KTTUNE_CACHE_DIR" in lines[0], err
     assert blocker.read_text() == "x"
 
 
 def test_probe_refuses_before_measuring(capsys, tmp_path):
-    for argv, needle in ((["probe", "--threads", "999"], "logical CPUs"),
-                         (["probe", "--threads", "0"], "outside 1.."),
-                         (["probe", "--out", str(tmp_path)], "is a directory"),
-                         (["probe", "--out", str(tmp_path / "f" / "p.json")], None)):
+    for argv, needle in (
+        (["probe", "--threads", "999"], "logical CPUs"),
+        (["probe", "--threads", "0"], "outside 1.."),
+        (["probe", "--out", str(tmp_path)], "is a directory"),
+        (["probe", "--out", str(tmp_path / "f" / "p.json")], None),
+    ):
         if needle is None:
             (tmp_path / "f").write_text("mine")
             needle = "which is a file"

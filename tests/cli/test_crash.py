@@ -24,8 +24,23 @@ PROFILE = "datasheet-h200-pcie5-xeon-amx-16c"
 
 
 def args(storage: Path, trials: int, *extra: str) -> list[str]:
-    return [KTTUNE, "search", "--model", "qwen3-30b-a3b", "--vram", "32G", "--profile", PROFILE,
-            "--trials", str(trials), "--storage", str(storage), "--seed", "3", *extra]
+    return [
+        KTTUNE,
+        "search",
+        "--model",
+        "qwen3-30b-a3b",
+        "--vram",
+        "32G",
+        "--profile",
+        PROFILE,
+        "--trials",
+        str(trials),
+        "--storage",
+        str(storage),
+        "--seed",
+        "3",
+        *extra,
+    ]
 
 
 def env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -48,8 +63,9 @@ def stored_complete(storage: Path) -> int:
 
 
 def start_and_wait_for_trials(tmp_path, storage: Path, lines: int = 60) -> subprocess.Popen:
-    p = subprocess.Popen(args(storage, 1_000_000), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=env(tmp_path))
+    p = subprocess.Popen(
+        args(storage, 1_000_000), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(tmp_path)
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if storage.exists() and storage.read_bytes().count(b"\n") >= lines:
@@ -105,12 +121,12 @@ def test_torn_journal_is_cut_back_with_a_backup_and_resumes(tmp_path):
     out = json.loads(r.stdout)
     note = next(n for n in out["notes"] if "set aside a torn last record" in n)
     intact = data[:-100][: data[:-100].rindex(b"\n") + 1]
-    assert set_aside(note) == [(len(intact), data[len(intact):-100])]  # exactly the torn bytes and their place, kept
+    assert set_aside(note) == [(len(intact), data[len(intact) : -100])]  # exactly the torn bytes and their place, kept
     assert out["study"]["trials"] == 60 == stored_complete(j)
     # The old failure: a record glued onto the torn line, mid-file. The torn bytes are set aside,
     # the whole record after them kept, and the study resumes.
     good = j.read_bytes()
-    j.write_bytes(good[:-100] + good[good.rindex(b"\n", 0, len(good) - 1) + 1:])
+    j.write_bytes(good[:-100] + good[good.rindex(b"\n", 0, len(good) - 1) + 1 :])
     r = run(tmp_path, args(j, 70, "--json"))
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
@@ -120,8 +136,12 @@ def test_torn_journal_is_cut_back_with_a_backup_and_resumes(tmp_path):
 
 def test_two_searches_on_one_study_count_their_own_trials(tmp_path):
     j = tmp_path / "s.journal"
-    procs = [subprocess.Popen(args(j, 300, "--json"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=env(tmp_path)) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            args(j, 300, "--json"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(tmp_path)
+        )
+        for _ in range(2)
+    ]
     outs = []
     for p in procs:
         out, err = p.communicate(timeout=300)
@@ -136,11 +156,29 @@ def test_two_searches_on_one_study_count_their_own_trials(tmp_path):
 def test_json_stdout_is_only_json_even_when_native_code_prints_at_exit(tmp_path):
     """kt-kernel's CPUInfer destructor writes `Goodbye` to file descriptor 1 at interpreter exit;
     an atexit write to fd 1 does the same here."""
-    code = ("import atexit, os, sys; atexit.register(lambda: os.write(1, b'CPUInfer[0x1]: Goodbye\\n'));"
-            "from kttune.cli import main; sys.argv = ['kttune'] + sys.argv[1:]; sys.exit(main())")
-    for cmd in (["models", "--json"], ["workloads", "--json"], ["profiles", "--json"],
-                ["search", "--model", "qwen3-30b-a3b", "--vram", "32G", "--profile", PROFILE, "--trials", "10",
-                 "--storage", str(tmp_path / "s.journal"), "--json"]):
+    code = (
+        "import atexit, os, sys; atexit.register(lambda: os.write(1, b'CPUInfer[0x1]: Goodbye\\n'));"
+        "from kttune.cli import main; sys.argv = ['kttune'] + sys.argv[1:]; sys.exit(main())"
+    )
+    for cmd in (
+        ["models", "--json"],
+        ["workloads", "--json"],
+        ["profiles", "--json"],
+        [
+            "search",
+            "--model",
+            "qwen3-30b-a3b",
+            "--vram",
+            "32G",
+            "--profile",
+            PROFILE,
+            "--trials",
+            "10",
+            "--storage",
+            str(tmp_path / "s.journal"),
+            "--json",
+        ],
+    ):
         r = run(tmp_path, [sys.executable, "-c", code, *cmd])
         assert r.returncode == 0, r.stderr
         json.loads(r.stdout)
@@ -148,8 +186,7 @@ def test_json_stdout_is_only_json_even_when_native_code_prints_at_exit(tmp_path)
 
 
 def test_c_locale_prints_without_crashing(tmp_path):
-    r = run(tmp_path, args(tmp_path / "s.journal", 20), LC_ALL="C", LANG="C", PYTHONCOERCECLOCALE="0",
-            PYTHONUTF8="0")
+    r = run(tmp_path, args(tmp_path / "s.journal", 20), LC_ALL="C", LANG="C", PYTHONCOERCECLOCALE="0", PYTHONUTF8="0")
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr and "launch command" in r.stdout
 
@@ -165,5 +202,5 @@ def test_launch_command_is_copyable_at_40_columns(tmp_path):
         if not ln.endswith("\\"):
             break
     pasted = shlex.split(" ".join(ln.rstrip("\\") for ln in lines))
-    assert pasted[-len(argv):] == argv  # whole tokens, in order, after the environment assignments
+    assert pasted[-len(argv) :] == argv  # whole tokens, in order, after the environment assignments
     assert any(t.startswith("PYTORCH_ALLOC_CONF=expandable_segments:True") for t in pasted)

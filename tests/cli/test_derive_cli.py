@@ -19,15 +19,36 @@ def run(capsys, argv):
 
 def test_derive_then_search_with_the_derived_profile(capsys, tmp_path):
     out = tmp_path / "2x5090.json"
-    code, stdout, _ = run(capsys, ["profile", "derive", "h200-pcie5-xeon-amx-16c", "--gpu", "rtx5090", "--gpus", "2",
-                                   "-o", str(out), "--json"])
+    code, stdout, _ = run(
+        capsys,
+        ["profile", "derive", "h200-pcie5-xeon-amx-16c", "--gpu", "rtx5090", "--gpus", "2", "-o", str(out), "--json"],
+    )
     assert code == 0
     summary = json.loads(stdout)
     assert summary["labels"]["scaled"] > 0 and summary["labels"]["measured"] > 0
     p = load_profile(out)
     assert len(p.inventory.gpus) == 2 and "5090" in p.inventory.gpus[0].name
-    code, stdout, err = run(capsys, ["search", "-m", "qwen3-30b-a3b", "--vram", "30G", "--gpus", "2", "--profile", str(out),
-                                     "--trials", "30", "--seed", "1", "--storage", str(tmp_path / "s.journal"), "--json"])
+    code, stdout, err = run(
+        capsys,
+        [
+            "search",
+            "-m",
+            "qwen3-30b-a3b",
+            "--vram",
+            "30G",
+            "--gpus",
+            "2",
+            "--profile",
+            str(out),
+            "--trials",
+            "30",
+            "--seed",
+            "1",
+            "--storage",
+            str(tmp_path / "s.journal"),
+            "--json",
+        ],
+    )
     assert code == 0, err
     res = json.loads(stdout)
     assert "5090" in res["profile"]["machine"]
@@ -35,22 +56,39 @@ def test_derive_then_search_with_the_derived_profile(capsys, tmp_path):
 
 def test_derive_another_cpu(capsys, tmp_path):
     out = tmp_path / "cpu.json"
-    code, _, err = run(capsys, ["profile", "derive", "h200-pcie5-xeon-amx-16c", "--cpu-cores", "64", "--numa", "2",
-                                "--mem-channels", "16", "-o", str(out)])
+    code, _, err = run(
+        capsys,
+        [
+            "profile",
+            "derive",
+            "h200-pcie5-xeon-amx-16c",
+            "--cpu-cores",
+            "64",
+            "--numa",
+            "2",
+            "--mem-channels",
+            "16",
+            "-o",
+            str(out),
+        ],
+    )
     assert code == 0, err
     p = load_profile(out)
     assert p.inventory.cpu.physical_cores == 64 and len(p.inventory.cpu.numa_nodes) == 2
     assert {c.params["threads"] for c in p.curves_of("cpu_moe")} >= {63, 64}
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["--gpu", "rtx9999"], "unknown gpu"),
-    (["--gpus", "0"], "--gpus 0"),
-    (["--cpu-cores", "12", "--numa", "5"], "--numa 5"),
-    (["--cpu-isa", "amx"], "--cpu-cores"),
-    (["--cpu-cores", "32", "--cpu-isa", "sse"], "--cpu-isa"),
-    ([], "nothing to change"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--gpu", "rtx9999"], "unknown gpu"),
+        (["--gpus", "0"], "--gpus 0"),
+        (["--cpu-cores", "12", "--numa", "5"], "--numa 5"),
+        (["--cpu-isa", "amx"], "--cpu-cores"),
+        (["--cpu-cores", "32", "--cpu-isa", "sse"], "--cpu-isa"),
+        ([], "nothing to change"),
+    ],
+)
 def test_bad_derive_input_is_one_line(capsys, tmp_path, argv, needle):
     code, _, err = run(capsys, ["profile", "derive", "h200-pcie5-xeon-amx-16c", "-o", str(tmp_path / "x.json"), *argv])
     assert code == 2
@@ -58,10 +96,13 @@ def test_bad_derive_input_is_one_line(capsys, tmp_path, argv, needle):
     assert len(lines) == 1 and lines[0].startswith("error: ") and needle.lower() in lines[0].lower(), err
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["profile", "derive"], "SOURCE"),
-    (["profile", "derive", "h200-pcie5-xeon-amx-16c", "--gpu", "rtx5090"], "--out"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["profile", "derive"], "SOURCE"),
+        (["profile", "derive", "h200-pcie5-xeon-amx-16c", "--gpu", "rtx5090"], "--out"),
+    ],
+)
 def test_a_missing_source_or_out_is_one_line(capsys, argv, needle):
     code, _, err = run(capsys, argv)
     lines = [ln for ln in err.strip().splitlines() if ln.strip()]

@@ -59,10 +59,21 @@ def test_malformed_config_json(capsys, tmp_path):
 def test_dense_model(capsys, tmp_path):
     d = tmp_path / "llama"
     d.mkdir()
-    (d / "config.json").write_text(json.dumps({
-        "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
-        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
-        "max_position_embeddings": 131072}))
+    (d / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "architectures": ["LlamaForCausalLM"],
+                "hidden_size": 4096,
+                "intermediate_size": 14336,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "vocab_size": 128256,
+                "max_position_embeddings": 131072,
+            }
+        )
+    )
     code, _, err = run(capsys, search_args(tmp_path, "--model", str(d), "--vram", "32G"))
     assert_one_line_error(code, err, "dense")
 
@@ -87,7 +98,9 @@ def test_budget_too_small_prints_the_minimum_and_breakdown(capsys, tmp_path):
 
 
 def test_unknown_method(capsys, tmp_path):
-    code, _, err = run(capsys, search_args(tmp_path, "--model", "qwen3-30b-a3b", "--vram", "32G", "--kt-method", "INT3"))
+    code, _, err = run(
+        capsys, search_args(tmp_path, "--model", "qwen3-30b-a3b", "--vram", "32G", "--kt-method", "INT3")
+    )
     assert_one_line_error(code, err, "INT3", "AMXINT4")
 
 
@@ -97,16 +110,35 @@ def test_zero_or_negative_counts(capsys, tmp_path, flag, value):
     assert_one_line_error(code, err, flag)
 
 
-@pytest.mark.parametrize("flag,value", [("--gpu-experts", "-1"), ("--chunk", "0"), ("--max-total-tokens", "-10"),
-                                        ("--threshold", "-1")])
+@pytest.mark.parametrize(
+    "flag,value", [("--gpu-experts", "-1"), ("--chunk", "0"), ("--max-total-tokens", "-10"), ("--threshold", "-1")]
+)
 def test_explain_rejects_negative_counts(capsys, flag, value):
-    code, _, err = run(capsys, ["explain", "--model", "qwen3-30b-a3b", "--vram", "32G", "--gpu-experts", "4", flag, value])
+    code, _, err = run(
+        capsys, ["explain", "--model", "qwen3-30b-a3b", "--vram", "32G", "--gpu-experts", "4", flag, value]
+    )
     assert_one_line_error(code, err, flag)
 
 
 def test_explain_rejects_a_threshold_for_amx(capsys):
-    code, _, err = run(capsys, ["explain", "--model", "deepseek-v3", "--kt-method", "AMXINT4", "--vram", "80G",
-                                "--host-ram", "1T", "--gpu-experts", "1", "--threshold", "4096"])
+    code, _, err = run(
+        capsys,
+        [
+            "explain",
+            "--model",
+            "deepseek-v3",
+            "--kt-method",
+            "AMXINT4",
+            "--vram",
+            "80G",
+            "--host-ram",
+            "1T",
+            "--gpu-experts",
+            "1",
+            "--threshold",
+            "4096",
+        ],
+    )
     assert_one_line_error(code, err, "AMXINT4", "--threshold 0")
 
 
@@ -127,13 +159,19 @@ def test_profile_that_is_not_json(capsys, tmp_path):
 
 
 def test_unknown_profile_name(capsys, tmp_path):
-    code, _, err = run(capsys, search_args(tmp_path, "--model", "qwen3-30b-a3b", "--vram", "32G", "--profile", "h100-box"))
+    code, _, err = run(
+        capsys, search_args(tmp_path, "--model", "qwen3-30b-a3b", "--vram", "32G", "--profile", "h100-box")
+    )
     assert_one_line_error(code, err, "h100-box", "datasheet-h200")
 
 
 def test_console_script_exit_code_and_no_traceback(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "kttune.cli", "search", "--model", "nope-model", "--vram", "32G"],
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "kttune.cli", "search", "--model", "nope-model", "--vram", "32G"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 2
     assert "Traceback" not in p.stderr and p.stderr.count("\n") == 1
 
@@ -152,6 +190,8 @@ def test_usage_errors_are_one_line(capsys, argv, needles):
 
 
 def test_unknown_option_through_the_console_entry(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "kttune.cli", "probe", "--bogus"], capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "kttune.cli", "probe", "--bogus"], capture_output=True, text=True, timeout=120
+    )
     assert p.returncode == 2
     assert "Traceback" not in p.stderr and p.stderr.count("\n") == 1 and "--bogus" in p.stderr

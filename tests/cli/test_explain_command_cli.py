@@ -23,16 +23,58 @@ def run(capsys, argv, code=0):
 
 
 def test_the_command_search_prints_explains_to_the_same_prediction(capsys):
-    s = json.loads(run(capsys, ["search", "-m", "qwen3-30b-a3b", "--vram", "32G", "--profile", MEASURED, "--trials", "80",
-                                "--seed", "2", "--storage", ":memory:", "--json"]).out)
-    from_command = json.loads(run(capsys, ["explain", "--vram", "32G", "--profile", MEASURED, "--no-compare", "--json",
-                                           "--", *s["command"]]).out)
+    s = json.loads(
+        run(
+            capsys,
+            [
+                "search",
+                "-m",
+                "qwen3-30b-a3b",
+                "--vram",
+                "32G",
+                "--profile",
+                MEASURED,
+                "--trials",
+                "80",
+                "--seed",
+                "2",
+                "--storage",
+                ":memory:",
+                "--json",
+            ],
+        ).out
+    )
+    from_command = json.loads(
+        run(
+            capsys, ["explain", "--vram", "32G", "--profile", MEASURED, "--no-compare", "--json", "--", *s["command"]]
+        ).out
+    )
     f = s["pick"]["flags"]
-    from_flags = json.loads(run(capsys, ["explain", "-m", "qwen3-30b-a3b", "--vram", "32G", "--profile", MEASURED, "--json",
-                                         "--gpu-experts", str(f["num_gpu_experts"]), "--chunk", str(f["chunked_prefill_size"]),
-                                         "--threshold", str(f["gpu_prefill_token_threshold"]),
-                                         "--max-total-tokens", str(f["max_total_tokens"]),
-                                         "--cpuinfer", str(f["cpuinfer_threads"])]).out)
+    from_flags = json.loads(
+        run(
+            capsys,
+            [
+                "explain",
+                "-m",
+                "qwen3-30b-a3b",
+                "--vram",
+                "32G",
+                "--profile",
+                MEASURED,
+                "--json",
+                "--gpu-experts",
+                str(f["num_gpu_experts"]),
+                "--chunk",
+                str(f["chunked_prefill_size"]),
+                "--threshold",
+                str(f["gpu_prefill_token_threshold"]),
+                "--max-total-tokens",
+                str(f["max_total_tokens"]),
+                "--cpuinfer",
+                str(f["cpuinfer_threads"]),
+            ],
+        ).out
+    )
     assert from_command["evaluation"] == from_flags["evaluation"] == s["pick"]
     assert from_command["by_prompt_tokens"] == from_flags["by_prompt_tokens"]
     assert from_command["launch"]["unknown"] == [] and from_command["kttune_pick"] is None
@@ -41,8 +83,21 @@ def test_the_command_search_prints_explains_to_the_same_prediction(capsys):
 
 
 def test_the_kt_doc_example_is_answered(capsys):
-    out = run(capsys, ["explain", "-m", "minimax-m2", "--host-ram", "512G", "--profile", MEASURED, "--json",
-                       "--command", DOC_COMMAND])
+    out = run(
+        capsys,
+        [
+            "explain",
+            "-m",
+            "minimax-m2",
+            "--host-ram",
+            "512G",
+            "--profile",
+            MEASURED,
+            "--json",
+            "--command",
+            DOC_COMMAND,
+        ],
+    )
     d = json.loads(out.out)
     assert d["launch"]["read"]["num_gpu_experts"] == 32 and d["launch"]["read"]["cpuinfer_threads"] == 64
     fl = d["evaluation"]["flags"]
@@ -59,28 +114,80 @@ def test_the_kt_doc_example_is_answered(capsys):
     assert pick["changes"] and all(c["why"] for c in pick["changes"])
     assert pick["evaluation"]["predicted"]["mean_prefill_ms"] <= pred["mean_prefill_ms"]
     # the report went to stderr: the read flags, the comparison and kttune's command
-    assert "read from the command" in out.err and "what kttune would change" in out.err and "kttune's launch command" in out.err
+    assert (
+        "read from the command" in out.err
+        and "what kttune would change" in out.err
+        and "kttune's launch command" in out.err
+    )
 
 
 def test_sglang_flag_names_work_as_options(capsys):
     base = ["explain", "-m", "qwen3-30b-a3b", "--vram", "32G", "--profile", MEASURED, "--json"]
-    a = json.loads(run(capsys, base + ["--kt-num-gpu-experts", "8", "--chunked-prefill-size", "16384",
-                                       "--kt-gpu-prefill-token-threshold", "1024", "--kt-cpuinfer", "13"]).out)
-    b = json.loads(run(capsys, base + ["--gpu-experts", "8", "--chunk", "16384", "--threshold", "1024", "--cpuinfer", "13"]).out)
+    a = json.loads(
+        run(
+            capsys,
+            base
+            + [
+                "--kt-num-gpu-experts",
+                "8",
+                "--chunked-prefill-size",
+                "16384",
+                "--kt-gpu-prefill-token-threshold",
+                "1024",
+                "--kt-cpuinfer",
+                "13",
+            ],
+        ).out
+    )
+    b = json.loads(
+        run(capsys, base + ["--gpu-experts", "8", "--chunk", "16384", "--threshold", "1024", "--cpuinfer", "13"]).out
+    )
     assert a["evaluation"] == b["evaluation"]
 
 
 def test_a_command_without_kt_is_the_answer_no(capsys):
-    err = run(capsys, ["explain", "--vram", "32G", "--", "python", "-m", "sglang.launch_server", "--model", "/m/Qwen3-30B-A3B",
-                       "--kt-num-gpu-experts", "8"], code=1).err
+    err = run(
+        capsys,
+        [
+            "explain",
+            "--vram",
+            "32G",
+            "--",
+            "python",
+            "-m",
+            "sglang.launch_server",
+            "--model",
+            "/m/Qwen3-30B-A3B",
+            "--kt-num-gpu-experts",
+            "8",
+        ],
+        code=1,
+    ).err
     assert "--kt-weight-path" in err and "Traceback" not in err
 
 
 def test_bad_explain_calls_are_one_line_errors(capsys):
-    err = run(capsys, ["explain", "--vram", "32G", "--gpu-experts", "4", "--", "python", "-m", "sglang.launch_server"], code=2).err
+    err = run(
+        capsys, ["explain", "--vram", "32G", "--gpu-experts", "4", "--", "python", "-m", "sglang.launch_server"], code=2
+    ).err
     assert "beside a launch command" in err
     err = run(capsys, ["explain", "--vram", "32G"], code=2).err
     assert "--model" in err and "sglang.launch_server" in err
-    err = run(capsys, ["explain", "--", "python", "-m", "sglang.launch_server", "--model", "/nowhere/model",
-                       "--kt-weight-path", "/w", "--kt-num-gpu-experts", "0"], code=2).err
+    err = run(
+        capsys,
+        [
+            "explain",
+            "--",
+            "python",
+            "-m",
+            "sglang.launch_server",
+            "--model",
+            "/nowhere/model",
+            "--kt-weight-path",
+            "/w",
+            "--kt-num-gpu-experts",
+            "0",
+        ],
+        code=2,
+    ).err
     assert "--model NAME" in err

@@ -100,8 +100,11 @@ def test_bad_sizes(capsys, vram, which):
 
 
 @FUZZ
-@given(gpus=st.one_of(st.integers(max_value=0), st.integers(min_value=65, max_value=10**6),
-                      st.sampled_from([3, 5, 6, 7, 12, 24])))
+@given(
+    gpus=st.one_of(
+        st.integers(max_value=0), st.integers(min_value=65, max_value=10**6), st.sampled_from([3, 5, 6, 7, 12, 24])
+    )
+)
 def test_bad_gpu_counts(capsys, gpus):
     """qwen3-30b-a3b: 32 attention heads and 4 KV heads; TP must split both (or replicate KV)."""
     with tempfile.TemporaryDirectory() as d:
@@ -112,10 +115,21 @@ def test_bad_gpu_counts(capsys, gpus):
 
 # ---- config.json ------------------------------------------------------------------------------------
 
-REQUIRED = ["hidden_size", "num_hidden_layers", "num_experts_per_tok", "moe_intermediate_size",
-            "num_attention_heads", "num_key_value_heads", "vocab_size", "num_experts"]
-bad_values = st.one_of(st.sampled_from([0, -1, -(10**6), 10**12, "abc", "", [1], {"x": 1}, True, False]),
-                       st.integers(max_value=0), st.integers(min_value=1 << 25, max_value=1 << 40))
+REQUIRED = [
+    "hidden_size",
+    "num_hidden_layers",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "vocab_size",
+    "num_experts",
+]
+bad_values = st.one_of(
+    st.sampled_from([0, -1, -(10**6), 10**12, "abc", "", [1], {"x": 1}, True, False]),
+    st.integers(max_value=0),
+    st.integers(min_value=1 << 25, max_value=1 << 40),
+)
 whole_docs = st.one_of(st.lists(st.integers(), max_size=3), st.integers(), st.text(max_size=5), st.none())
 
 
@@ -130,9 +144,15 @@ def test_bad_configs(capsys, data):
             doc = data.draw(whole_docs, label="doc")
         else:
             doc = copy.deepcopy(BASE_CONFIG)
-            for key in data.draw(st.lists(st.sampled_from(REQUIRED), min_size=1, max_size=3, unique=True), label="keys"):
+            for key in data.draw(
+                st.lists(st.sampled_from(REQUIRED), min_size=1, max_size=3, unique=True), label="keys"
+            ):
                 # dropped only where no fallback key holds a valid value (intermediate_size does)
-                if data.draw(st.booleans(), label=f"drop {key}") and key not in ("num_key_value_heads", "num_experts", "moe_intermediate_size"):
+                if data.draw(st.booleans(), label=f"drop {key}") and key not in (
+                    "num_key_value_heads",
+                    "num_experts",
+                    "moe_intermediate_size",
+                ):
                     del doc[key]
                 else:
                     doc[key] = data.draw(bad_values, label=key)
@@ -156,14 +176,24 @@ def test_huge_layer_count_is_refused_before_per_layer_tables(capsys, tmp_path, l
 def test_dbrx_style_moe_is_not_called_dense(capsys, tmp_path):
     mdir = tmp_path / "dbrx"
     mdir.mkdir()
-    (mdir / "config.json").write_text(json.dumps({
-        "model_type": "dbrx", "d_model": 6144, "n_layers": 40, "n_heads": 48, "vocab_size": 100352,
-        "ffn_config": {"moe_num_experts": 16, "moe_top_k": 4, "ffn_hidden_size": 10752}}))
+    (mdir / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "dbrx",
+                "d_model": 6144,
+                "n_layers": 40,
+                "n_heads": 48,
+                "vocab_size": 100352,
+                "ffn_config": {"moe_num_experts": 16, "moe_top_k": 4, "ffn_hidden_size": 10752},
+            }
+        )
+    )
     line = check_bad(capsys, search("--storage", str(tmp_path / "s.journal"), model=str(mdir)), tmp_path)
     assert "dense" not in line and "mixture-of-experts" in line and "ffn_config.moe_num_experts" in line
 
 
 # ---- hardware profiles --------------------------------------------------------------------------------
+
 
 def _mutated_profile(data) -> object:
     kind = data.draw(st.sampled_from(["whole", "points", "time", "x", "keys"]), label="kind")
@@ -211,13 +241,20 @@ def test_bad_cached_profile_is_one_line_naming_the_fix(capsys, tmp_path):
 
 # ---- workloads --------------------------------------------------------------------------------------
 
+
 @FUZZ
 @given(data=st.data())
 def test_bad_workloads(capsys, data):
-    doc = {"prompt_tokens": [512, 4096], "weights": [0.5, 0.5], "output_tokens": 256, "concurrency": 8,
-           "decode_weight": 0.3}
-    field = data.draw(st.sampled_from(["weights", "prompt_tokens", "output_tokens", "concurrency", "decode_weight",
-                                       "whole"]))
+    doc = {
+        "prompt_tokens": [512, 4096],
+        "weights": [0.5, 0.5],
+        "output_tokens": 256,
+        "concurrency": 8,
+        "decode_weight": 0.3,
+    }
+    field = data.draw(
+        st.sampled_from(["weights", "prompt_tokens", "output_tokens", "concurrency", "decode_weight", "whole"])
+    )
     if field == "weights":
         doc["weights"] = [data.draw(st.sampled_from([math.nan, math.inf, -1.0, "x", None])), 0.5]
     elif field == "prompt_tokens":
@@ -237,10 +274,24 @@ def test_bad_workloads(capsys, data):
 
 # ---- storage ----------------------------------------------------------------------------------------
 
+
 @FUZZ
-@given(kind=st.sampled_from(["foreign", "devnull", "dir", "under-file", "sqlite-mem", "sqlite-foreign",
-                             "sqlite-nodir", "scheme", "sqlite-tables"]),
-       content=st.binary(min_size=1, max_size=200).filter(lambda b: not b.lstrip().startswith(b'{"op_code"')))
+@given(
+    kind=st.sampled_from(
+        [
+            "foreign",
+            "devnull",
+            "dir",
+            "under-file",
+            "sqlite-mem",
+            "sqlite-foreign",
+            "sqlite-nodir",
+            "scheme",
+            "sqlite-tables",
+        ]
+    ),
+    content=st.binary(min_size=1, max_size=200).filter(lambda b: not b.lstrip().startswith(b'{"op_code"')),
+)
 def test_bad_storage(capsys, kind, content):
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
@@ -292,6 +343,7 @@ def test_profile_missing_a_curve_kind_runs_or_says_what_is_missing(capsys, tmp_p
 # (NaN, infinity, below, above, absurdly large) is refused when the option is read, before the
 # command loads a model or measures anything.
 
+
 def _bounded_options() -> list[tuple[str, str, object]]:
     import typer
 
@@ -317,13 +369,29 @@ def _minimal_argv(command: str, root: Path) -> list[str]:
         "search": search("--storage", str(root / "s.journal")),
         "explain": ["explain", "--model", MODEL, "--vram", "32G", "--gpu-experts", "0"],
         "simulate": ["simulate", "--model", MODEL, "--requests", "20"],
-        "validate": ["validate", "--model", MODEL, "--vram", "32G", "--gpu-experts", "0",
-                     "--server-module", "kttune.validate.standin"],
+        "validate": [
+            "validate",
+            "--model",
+            MODEL,
+            "--vram",
+            "32G",
+            "--gpu-experts",
+            "0",
+            "--server-module",
+            "kttune.validate.standin",
+        ],
         "paths": ["paths", MODEL, "--small", "--device", "cpu"],
         "probe": ["probe", "--quick", "--cpu-only"],
         "tune": ["tune", "--model", MODEL, "--vram", "32G", "--evaluator", "model", "--state", str(root / "t.json")],
-        "profile derive": ["profile", "derive", "datasheet-h200-pcie5-xeon-amx-16c", "-o", str(root / "d.json"),
-                           "--cpu-cores", "16"],
+        "profile derive": [
+            "profile",
+            "derive",
+            "datasheet-h200-pcie5-xeon-amx-16c",
+            "-o",
+            str(root / "d.json"),
+            "--cpu-cores",
+            "16",
+        ],
     }[command]
 
 
@@ -332,14 +400,20 @@ def _bad_values(rule) -> st.SearchStrategy[str]:
     if rule.integer:
         below = st.integers(max_value=int(rule.lo) - 1, min_value=-(10**30))
         above = st.integers(min_value=int(rule.hi) + 1, max_value=10**30)
-        return st.one_of(st.sampled_from([v for v in fixed if v[0].isdigit() or v[0] == "-" and v[1:].isdigit()]),
-                         below.map(str), above.map(str))
+        return st.one_of(
+            st.sampled_from([v for v in fixed if v[0].isdigit() or v[0] == "-" and v[1:].isdigit()]),
+            below.map(str),
+            above.map(str),
+        )
     # an offset from the bound, not floats near it: kt-kernel, once loaded in the test process,
     # sets flush-to-zero, and Hypothesis then cannot draw floats next to 0
     offset = st.floats(min_value=1e-3, max_value=1e12)
     edges = [rule.lo] * rule.lo_open + [rule.hi] * rule.hi_open
-    return st.one_of(st.sampled_from(fixed + [repr(float(e)) for e in edges]),
-                     offset.map(lambda d: repr(rule.lo - d)), offset.map(lambda d: repr(rule.hi + d)))
+    return st.one_of(
+        st.sampled_from(fixed + [repr(float(e)) for e in edges]),
+        offset.map(lambda d: repr(rule.lo - d)),
+        offset.map(lambda d: repr(rule.hi + d)),
+    )
 
 
 def test_the_fuzzed_commands_are_every_command_with_a_bounded_option():
@@ -367,8 +441,16 @@ def test_bad_option_values(capsys, data):
 # ---- documents the user hands back: path-runner results (calibrate), reports ----------------------
 
 RESULTS_FILE = PATHS_H200
-junk = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.text(max_size=3), st.just([]), st.just({}),
-                 st.just([1, "x"]), st.just({"x": None}))
+junk = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 5),
+    st.text(max_size=3),
+    st.just([]),
+    st.just({}),
+    st.just([1, "x"]),
+    st.just({"x": None}),
+)
 
 
 def _near_documents(data) -> object:
@@ -378,8 +460,11 @@ def _near_documents(data) -> object:
     if kind == "whole":
         return data.draw(st.one_of(st.lists(st.integers(), max_size=3), st.integers(), st.text(max_size=4), st.none()))
     if kind == "runner":
-        return {"request": data.draw(junk), "runs": data.draw(junk)} if data.draw(st.booleans()) else \
-            {"results": [{"request": {"model": MODEL}, "runs": data.draw(junk)}]}
+        return (
+            {"request": data.draw(junk), "runs": data.draw(junk)}
+            if data.draw(st.booleans())
+            else {"results": [{"request": {"model": MODEL}, "runs": data.draw(junk)}]}
+        )
     if kind == "runner-run":
         real = json.loads(RESULTS_FILE.read_text())["results"][0]
         run = dict(real["runs"][0])
@@ -405,8 +490,11 @@ def test_bad_documents(capsys, data, command):
         root = Path(d)
         f = root / "doc.json"
         f.write_text(json.dumps(doc))
-        argv = (["calibrate", str(f), "--profile", "h200-pcie5-xeon-amx-16c", "--out", str(root / "c.json")]
-                if command == "calibrate" else ["report", str(f), "-o", str(root / "rep")])
+        argv = (
+            ["calibrate", str(f), "--profile", "h200-pcie5-xeon-amx-16c", "--out", str(root / "c.json")]
+            if command == "calibrate"
+            else ["report", str(f), "-o", str(root / "rep")]
+        )
         cache = Path(os.environ["KTTUNE_CACHE_DIR"])
         before = snapshot(root, cache)
         code = main(argv)
@@ -421,6 +509,7 @@ def test_bad_documents(capsys, data, command):
 
 # ---- outputs: --out / -o / --report over what is not the command's own earlier output ---------------
 
+
 def _foreign(data) -> bytes:
     kind = data.draw(st.sampled_from(["bytes", "text", "runner", "search", "measured", "json"]))
     if kind == "bytes":
@@ -433,13 +522,22 @@ def _foreign(data) -> bytes:
         return json.dumps({"pick": {}, "pareto": []}).encode()
     if kind == "measured":  # a profile of another machine than the command's
         return json.dumps(profile_to_dict(load_shipped("h200x2-pcie5-xeon-amx-32c"))).encode()
-    return json.dumps(data.draw(st.one_of(st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3),
-                                                                                             st.integers(), max_size=3)))).encode()
+    return json.dumps(
+        data.draw(
+            st.one_of(
+                st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=3)
+            )
+        )
+    ).encode()
 
 
 @FUZZ
-@given(data=st.data(), command=st.sampled_from(["derive", "calibrate", "paths", "probe", "report", "report-dir",
-                                                "derive-input", "calibrate-input"]))
+@given(
+    data=st.data(),
+    command=st.sampled_from(
+        ["derive", "calibrate", "paths", "probe", "report", "report-dir", "derive-input", "calibrate-input"]
+    ),
+)
 def test_outputs_never_replace_what_is_not_their_own(capsys, data, command):
     content = _foreign(data)
     with tempfile.TemporaryDirectory() as d:
@@ -447,8 +545,9 @@ def test_outputs_never_replace_what_is_not_their_own(capsys, data, command):
         target = root / "target.json"
         target.write_bytes(content)
         if command in ("derive-input", "calibrate-input"):  # the output is the input, whatever it holds
-            target.write_bytes(RESULTS_FILE.read_bytes() if command == "calibrate-input"
-                               else json.dumps(BASE_PROFILE).encode())
+            target.write_bytes(
+                RESULTS_FILE.read_bytes() if command == "calibrate-input" else json.dumps(BASE_PROFILE).encode()
+            )
         results = str(target if command == "calibrate-input" else RESULTS_FILE)
         argv = {
             "derive": ["profile", "derive", "datasheet-h200-pcie5-xeon-amx-16c", "-o", str(target), "--gpus", "2"],
@@ -472,19 +571,35 @@ DSV3_CONFIG = {k: v for k, v in catalog_config("deepseek-v3").items() if not k.s
 # Each value is impossible for its key: never truncated, clamped or replaced by a default.
 IMPOSSIBLE = {
     "qwen": {
-        "hidden_size": [2048.5, -2048, 0], "num_experts": [128.7, -128, "128"], "head_dim": [0, -128, 1.5, "x"],
-        "num_key_value_heads": [5, 3, 7], "intermediate_size": [-1, 6144.5],
+        "hidden_size": [2048.5, -2048, 0],
+        "num_experts": [128.7, -128, "128"],
+        "head_dim": [0, -128, 1.5, "x"],
+        "num_key_value_heads": [5, 3, 7],
+        "intermediate_size": [-1, 6144.5],
         "layer_types": [["full_attention"] * 3, "full_attention", 5],
         "mlp_only_layers": ["all", [48], [-1], [1.5], {"0": 1}, "0,1"],
-        "decoder_sparse_step": [0, -1, 1.5], "max_position_embeddings": [-1, 4096.5],
+        "decoder_sparse_step": [0, -1, 1.5],
+        "max_position_embeddings": [-1, 4096.5],
     },
     "deepseek": {
-        "kv_lora_rank": [-512, 0, 511.5], "n_shared_experts": [-1, 1.5, "one"], "first_k_dense_replace": [-3, 2.5, "x"],
-        "moe_layer_freq": [0, -1], "q_lora_rank": [-1536], "qk_rope_head_dim": [-64], "v_head_dim": [-128],
+        "kv_lora_rank": [-512, 0, 511.5],
+        "n_shared_experts": [-1, 1.5, "one"],
+        "first_k_dense_replace": [-3, 2.5, "x"],
+        "moe_layer_freq": [0, -1],
+        "q_lora_rank": [-1536],
+        "qk_rope_head_dim": [-64],
+        "v_head_dim": [-128],
     },
 }
-TEXT_ATTACKS = ['"x": ' + "9" * 5000, '"x": ' + "[" * 100_000 + "]" * 100_000, '"x": NaN', '"x": Infinity',
-                '"x": 1e999', '"x": -Infinity', '"hidden_size": NaN']
+TEXT_ATTACKS = [
+    '"x": ' + "9" * 5000,
+    '"x": ' + "[" * 100_000 + "]" * 100_000,
+    '"x": NaN',
+    '"x": Infinity',
+    '"x": 1e999',
+    '"x": -Infinity',
+    '"hidden_size": NaN',
+]
 
 
 @FUZZ
@@ -528,8 +643,9 @@ def test_impossible_machines_in_a_profile(capsys, data):
         cpu["mem_bandwidth_gbps"] = data.draw(st.sampled_from([0, -5.0, 1e9, "fast"]))
     else:  # a path-runner correction exp(a + b ln M) that is no number, or no finite factor
         entry = {"method": "BF16", "path": "hybrid", "a": 0.1, "b": 0.0, "points": 8, "source": "runs.json"}
-        key, value = data.draw(st.sampled_from([("a", "x"), ("a", 1e300), ("b", 50.0), ("b", None), ("path", "fast"),
-                                                ("method", 5)]))
+        key, value = data.draw(
+            st.sampled_from([("a", "x"), ("a", 1e300), ("b", 50.0), ("b", None), ("path", "fast"), ("method", 5)])
+        )
         doc["calibration"] = [entry | {key: value}]
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
@@ -552,10 +668,28 @@ PROCESS = settings(max_examples=6, deadline=None, suppress_health_check=[HealthC
 SHIPPED = "datasheet-h200-pcie5-xeon-amx-16c"
 # (argv, the exit code the command has whoever reads it)
 READERS = [
-    (["models"], 0), (["models", "--json"], 0), (["workloads"], 0), (["profiles", "--json"], 0),
+    (["models"], 0),
+    (["models", "--json"], 0),
+    (["workloads"], 0),
+    (["profiles", "--json"], 0),
     (["search", "--model", MODEL, "--vram", "32G", "--profile", SHIPPED, "--trials", "10", "--storage", ":memory:"], 0),
-    (["search", "--model", MODEL, "--vram", "32G", "--profile", SHIPPED, "--trials", "10", "--storage", ":memory:",
-      "--json"], 0),
+    (
+        [
+            "search",
+            "--model",
+            MODEL,
+            "--vram",
+            "32G",
+            "--profile",
+            SHIPPED,
+            "--trials",
+            "10",
+            "--storage",
+            ":memory:",
+            "--json",
+        ],
+        0,
+    ),
     (["explain", "--model", MODEL, "--vram", "8G", "--gpu-experts", "0", "--profile", SHIPPED], 1),  # does not fit
 ]
 

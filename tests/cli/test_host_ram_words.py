@@ -40,11 +40,40 @@ def test_a_given_host_ram_is_named_as_such(capsys):
 def test_after_probing_a_small_machine_the_refusal_points_at_profile_and_host_ram(capsys):
     """A real (small) `kttune probe` of this machine, then a model whose experts no test machine
     holds: the refusal counts this machine's RAM and names the shipped profile to plan with."""
-    assert main(["probe", "--quick", "--cpu-only", "--methods", "BF16", "--threads", "1", "--max-tokens", "4",
-                 "--skip-host-ram"]) == 0
+    assert (
+        main(
+            [
+                "probe",
+                "--quick",
+                "--cpu-only",
+                "--methods",
+                "BF16",
+                "--threads",
+                "1",
+                "--max-tokens",
+                "4",
+                "--skip-host-ram",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
-    line = _error(capsys, ["search", "-m", "qwen3-235b-a22b", "--kt-method", "BF16", "--vram", "32G", "--trials", "5",
-                           "--storage", ":memory:"])
+    line = _error(
+        capsys,
+        [
+            "search",
+            "-m",
+            "qwen3-235b-a22b",
+            "--kt-method",
+            "BF16",
+            "--vram",
+            "32G",
+            "--trials",
+            "5",
+            "--storage",
+            ":memory:",
+        ],
+    )
     assert "this machine has" in line and "its `kttune probe` profile" in line
     assert f"--profile {default_shipped_name()}" in line and "--host-ram" in line
 

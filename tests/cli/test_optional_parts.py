@@ -16,11 +16,13 @@ QWEN = ["-m", "qwen3-30b-a3b", "--vram", "32G"]
 
 
 def kttune_without(modules: tuple[str, ...], argv: list[str], cwd) -> subprocess.CompletedProcess:
-    code = ("import sys\n"
-            f"sys.modules.update(dict.fromkeys({modules!r}))\n"
-            f"sys.argv = ['kttune', *{argv!r}]\n"
-            "from kttune.cli import main\n"
-            "sys.exit(main())\n")
+    code = (
+        "import sys\n"
+        f"sys.modules.update(dict.fromkeys({modules!r}))\n"
+        f"sys.argv = ['kttune', *{argv!r}]\n"
+        "from kttune.cli import main\n"
+        "sys.exit(main())\n"
+    )
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
@@ -35,13 +37,17 @@ def assert_names_the_install(p: subprocess.CompletedProcess, module: str, *needl
     return lines[0]
 
 
-@pytest.mark.parametrize("argv", [
-    ["search", *QWEN, "--trials", "5", "--storage", ":memory:"],
-    ["explain", *QWEN, "--gpu-experts", "4"],
-    ["simulate", "-m", "qwen3-30b-a3b", "--requests", "20"],
-    ["probe", "--quick", "--cpu-only"],
-    ["paths", "qwen3-30b-a3b", "--small", "--device", "cpu"],
-], ids=lambda a: a[0])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["search", *QWEN, "--trials", "5", "--storage", ":memory:"],
+        ["explain", *QWEN, "--gpu-experts", "4"],
+        ["simulate", "-m", "qwen3-30b-a3b", "--requests", "20"],
+        ["probe", "--quick", "--cpu-only"],
+        ["paths", "qwen3-30b-a3b", "--small", "--device", "cpu"],
+    ],
+    ids=lambda a: a[0],
+)
 def test_report_without_matplotlib_is_refused_before_any_work(tmp_path, argv):
     report = tmp_path / "report"
     p = kttune_without(("matplotlib",), [*argv, "--report", str(report)], tmp_path)
@@ -61,12 +67,18 @@ def test_report_command_without_matplotlib(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["probe", "--quick"], "kttune probe"),
-    (["paths", "qwen3-30b-a3b", "--small", "--device", "cpu"], "kttune paths"),
-    (["search", *QWEN, "--measure", "--evaluator", "runner-cpu", "--trials", "1", "--storage", ":memory:"],
-     "--evaluator runner-cpu"),
-], ids=["probe", "paths", "search-measure"])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["probe", "--quick"], "kttune probe"),
+        (["paths", "qwen3-30b-a3b", "--small", "--device", "cpu"], "kttune paths"),
+        (
+            ["search", *QWEN, "--measure", "--evaluator", "runner-cpu", "--trials", "1", "--storage", ":memory:"],
+            "--evaluator runner-cpu",
+        ),
+    ],
+    ids=["probe", "paths", "search-measure"],
+)
 def test_measuring_without_torch(tmp_path, argv, needle):
     p = kttune_without(("torch",), argv, tmp_path)
     assert_names_the_install(p, "torch", needle, "kttune[measure]")
@@ -74,15 +86,24 @@ def test_measuring_without_torch(tmp_path, argv, needle):
 
 def test_the_model_commands_need_no_torch(tmp_path):
     """The main job, listing and explaining run where torch cannot be imported at all."""
-    for argv in (["search", *QWEN, "--trials", "20", "--storage", ":memory:"], ["explain", *QWEN, "--gpu-experts", "4"],
-                 ["models"], ["profiles"], ["workloads"], ["profile", "show"]):
+    for argv in (
+        ["search", *QWEN, "--trials", "20", "--storage", ":memory:"],
+        ["explain", *QWEN, "--gpu-experts", "4"],
+        ["models"],
+        ["profiles"],
+        ["workloads"],
+        ["profile", "show"],
+    ):
         p = kttune_without(("torch",), argv, tmp_path)
         assert p.returncode == 0, (argv, p.stderr)
 
 
 def test_measured_search_without_scipy(tmp_path):
-    p = kttune_without(("scipy",), ["search", *QWEN, "--measure", "--evaluator", "model", "--trials", "1",
-                                    "--storage", ":memory:"], tmp_path)
+    p = kttune_without(
+        ("scipy",),
+        ["search", *QWEN, "--measure", "--evaluator", "model", "--trials", "1", "--storage", ":memory:"],
+        tmp_path,
+    )
     assert_names_the_install(p, "scipy", "--measure", "kttune[measure]")
 
 
@@ -95,15 +116,17 @@ def test_host_ram_probe_without_kt_kernel(tmp_path):
 def test_triton_kernels_without_triton(tmp_path):
     """Every caller falls back to the torch variants (available() is False); calling a Triton kernel
     directly is the user error naming the install."""
-    code = ("import sys; sys.modules['triton'] = None\n"
-            "import torch\n"
-            "from kttune.errors import UserError\n"
-            "from kttune.kernels import triton_int4\n"
-            "assert not triton_int4.available('cpu') and not triton_int4.available('cuda')\n"
-            "try:\n"
-            "    triton_int4.transpose_last2(torch.zeros(4, 8))\n"
-            "except UserError as e:\n"
-            "    print(e.line())\n")
+    code = (
+        "import sys; sys.modules['triton'] = None\n"
+        "import torch\n"
+        "from kttune.errors import UserError\n"
+        "from kttune.kernels import triton_int4\n"
+        "assert not triton_int4.available('cpu') and not triton_int4.available('cuda')\n"
+        "try:\n"
+        "    triton_int4.transpose_last2(torch.zeros(4, 8))\n"
+        "except UserError as e:\n"
+        "    print(e.line())\n"
+    )
     p = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "needs Triton" in p.stdout and OPTIONAL["triton"].install in p.stdout

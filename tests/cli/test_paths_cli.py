@@ -11,15 +11,18 @@ from kttune.cli import main
 from tests.cli.test_errors import assert_one_line_error, run
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["paths", "qwen3-30b-a3b", "--force", "sideways", "--small"], "sideways"),
-    (["paths", "qwen3-30b-a3b", "--gpu-experts", "999", "--small"], "999"),
-    (["paths", "qwen3-30b-a3b", "--chunks", "4k", "--small"], "4k"),
-    (["paths", "no-such-model", "--small"], "no-such-model"),
-    (["paths", "qwen3-30b-a3b", "--method", "AMXINT4", "--force", "layerwise", "--small"], "layerwise"),
-    (["paths", "qwen3-30b-a3b", "--repeats", "0", "--small"], "--repeats 0"),
-    (["calibrate", "/nonexistent.json", "--out", "/tmp/x.json"], "does not exist"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (["paths", "qwen3-30b-a3b", "--force", "sideways", "--small"], "sideways"),
+        (["paths", "qwen3-30b-a3b", "--gpu-experts", "999", "--small"], "999"),
+        (["paths", "qwen3-30b-a3b", "--chunks", "4k", "--small"], "4k"),
+        (["paths", "no-such-model", "--small"], "no-such-model"),
+        (["paths", "qwen3-30b-a3b", "--method", "AMXINT4", "--force", "layerwise", "--small"], "layerwise"),
+        (["paths", "qwen3-30b-a3b", "--repeats", "0", "--small"], "--repeats 0"),
+        (["calibrate", "/nonexistent.json", "--out", "/tmp/x.json"], "does not exist"),
+    ],
+)
 def test_bad_input_is_one_line(capsys, argv, needle):
     code, _, err = run(capsys, argv)
     assert_one_line_error(code, err, needle)
@@ -27,8 +30,25 @@ def test_bad_input_is_one_line(capsys, argv, needle):
 
 def test_small_run_then_calibrate(capsys, tmp_path):
     out = tmp_path / "r.json"
-    code = main(["paths", "qwen3-30b-a3b", "--small", "--layers", "1", "--chunks", "64", "--prompts", "100",
-                 "--cpuinfer", "1", "--device", "cpu", "--out", str(out)])
+    code = main(
+        [
+            "paths",
+            "qwen3-30b-a3b",
+            "--small",
+            "--layers",
+            "1",
+            "--chunks",
+            "64",
+            "--prompts",
+            "100",
+            "--cpuinfer",
+            "1",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+        ]
+    )
     assert code in (0, None)
     capsys.readouterr()
     d = json.loads(out.read_text())

@@ -12,13 +12,28 @@ PROFILE = Path(__file__).resolve().parents[2] / "profiles" / "h200-pcie5-xeon-am
 
 
 def test_report_from_saved_search_and_profile(capsys, tmp_path):
-    code = main(["search", "--model", "qwen3-30b-a3b", "--vram", "32G", "--profile", "h200-pcie5-xeon-amx-16c",
-                 "--trials", "80", "--seed", "2", "--storage", str(tmp_path / "s.journal"), "--json"])
+    code = main(
+        [
+            "search",
+            "--model",
+            "qwen3-30b-a3b",
+            "--vram",
+            "32G",
+            "--profile",
+            "h200-pcie5-xeon-amx-16c",
+            "--trials",
+            "80",
+            "--seed",
+            "2",
+            "--storage",
+            str(tmp_path / "s.journal"),
+            "--json",
+        ]
+    )
     out = capsys.readouterr()
     assert code == 0, out.err
     (tmp_path / "search.json").write_text(out.out)
-    code = main(["report", str(tmp_path / "search.json"), str(PROFILE),
-                 "--out", str(tmp_path / "rep"), "--json"])
+    code = main(["report", str(tmp_path / "search.json"), str(PROFILE), "--out", str(tmp_path / "rep"), "--json"])
     out = capsys.readouterr()
     assert code == 0, out.err
     written = json.loads(out.out)
@@ -37,9 +52,26 @@ def test_report_bad_input_is_one_line(capsys, tmp_path):
 
 
 def test_search_report_dir_with_json_keeps_stdout_json(capsys, tmp_path):
-    code = main(["search", "--model", "qwen3-30b-a3b", "--vram", "32G", "--profile", "h200-pcie5-xeon-amx-16c",
-                 "--trials", "60", "--seed", "4", "--storage", str(tmp_path / "s.journal"), "--json",
-                 "--report", str(tmp_path / "rep")])
+    code = main(
+        [
+            "search",
+            "--model",
+            "qwen3-30b-a3b",
+            "--vram",
+            "32G",
+            "--profile",
+            "h200-pcie5-xeon-amx-16c",
+            "--trials",
+            "60",
+            "--seed",
+            "4",
+            "--storage",
+            str(tmp_path / "s.journal"),
+            "--json",
+            "--report",
+            str(tmp_path / "rep"),
+        ]
+    )
     out = capsys.readouterr()
     assert code == 0, out.err
     doc = json.loads(out.out)  # stdout: the JSON alone
@@ -54,8 +86,24 @@ def test_search_report_dir_with_json_keeps_stdout_json(capsys, tmp_path):
 def test_probe_report_dir(capsys, tmp_path):
     """A real (small) CPU probe of this machine with --report: its CPU MoE figure, and stage A only
     as a table (no figure draws it)."""
-    code = main(["probe", "--quick", "--cpu-only", "--methods", "BF16", "--threads", "1,2", "--max-tokens", "4",
-                 "--fresh", "--out", str(tmp_path / "p.json"), "--report", str(tmp_path / "rep")])
+    code = main(
+        [
+            "probe",
+            "--quick",
+            "--cpu-only",
+            "--methods",
+            "BF16",
+            "--threads",
+            "1,2",
+            "--max-tokens",
+            "4",
+            "--fresh",
+            "--out",
+            str(tmp_path / "p.json"),
+            "--report",
+            str(tmp_path / "rep"),
+        ]
+    )
     out = capsys.readouterr()
     assert code == 0, out.err
     md = (tmp_path / "rep" / "report.md").read_text()

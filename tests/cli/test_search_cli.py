@@ -76,22 +76,70 @@ def test_readme_main_job(capsys, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("name", catalog_names())
 def test_every_catalog_model_at_a_budget_where_it_fits(capsys, tmp_path, name):
-    res = run_json(capsys, ["search", "--model", name, "--vram", "80G", "--host-ram", "2T", "--trials", "40",
-                            "--seed", "3", "--storage", str(tmp_path / "s.journal")])
+    res = run_json(
+        capsys,
+        [
+            "search",
+            "--model",
+            name,
+            "--vram",
+            "80G",
+            "--host-ram",
+            "2T",
+            "--trials",
+            "40",
+            "--seed",
+            "3",
+            "--storage",
+            str(tmp_path / "s.journal"),
+        ],
+    )
     check_command(res["command"], res)
 
 
 def test_amx_method_search_keeps_threshold_zero(capsys, tmp_path):
-    res = run_json(capsys, ["search", "--model", "deepseek-v3", "--kt-method", "AMXINT4", "--vram", "48G",
-                            "--host-ram", "1T", "--trials", "40", "--storage", str(tmp_path / "s.journal")])
+    res = run_json(
+        capsys,
+        [
+            "search",
+            "--model",
+            "deepseek-v3",
+            "--kt-method",
+            "AMXINT4",
+            "--vram",
+            "48G",
+            "--host-ram",
+            "1T",
+            "--trials",
+            "40",
+            "--storage",
+            str(tmp_path / "s.journal"),
+        ],
+    )
     check_command(res["command"], res)
     assert flag(res["command"], "--kt-gpu-prefill-token-threshold") == "0"
     assert "CPU-weight" in flag(res["command"], "--kt-weight-path")
 
 
 def test_tensor_parallel_search(capsys, tmp_path):
-    res = run_json(capsys, ["search", "--model", "minimax-m2.1", "--vram", "48G", "--gpus", "4", "--host-ram", "512G",
-                            "--trials", "40", "--storage", str(tmp_path / "s.journal")])
+    res = run_json(
+        capsys,
+        [
+            "search",
+            "--model",
+            "minimax-m2.1",
+            "--vram",
+            "48G",
+            "--gpus",
+            "4",
+            "--host-ram",
+            "512G",
+            "--trials",
+            "40",
+            "--storage",
+            str(tmp_path / "s.journal"),
+        ],
+    )
     check_command(res["command"], res)
     assert flag(res["command"], "--tensor-parallel-size") == "4"
 
@@ -107,8 +155,26 @@ def test_explain_prints_both_paths_and_the_crossover(capsys, tmp_path, monkeypat
     from tests.helpers import model
 
     monkeypatch.setenv("KTTUNE_CACHE_DIR", str(tmp_path / "cache"))
-    code = main(["explain", "--model", "minimax-m2.1", "--vram", "48G", "--host-ram", "512G", "--gpu-experts", "8",
-                 "--chunk", "16384", "--threshold", "4096", "--max-total-tokens", "32768", "--json"])
+    code = main(
+        [
+            "explain",
+            "--model",
+            "minimax-m2.1",
+            "--vram",
+            "48G",
+            "--host-ram",
+            "512G",
+            "--gpu-experts",
+            "8",
+            "--chunk",
+            "16384",
+            "--threshold",
+            "4096",
+            "--max-total-tokens",
+            "32768",
+            "--json",
+        ]
+    )
     out = capsys.readouterr()
     assert code == 0, out.err
     res = json.loads(out.out)
@@ -117,8 +183,11 @@ def test_explain_prints_both_paths_and_the_crossover(capsys, tmp_path, monkeypat
     m = model("minimax-m2.1")
     comp = Components(load_shipped(default_shipped_name()), m, m.default_method, 1)
     cfg = replace(comp_cfg(res), method=m.default_method)
-    cross = next(n for n in range(64, 65536 + 1, 64)
-                 if layerwise_moe_layer(comp, cfg, n).total_ms <= hybrid_moe_layer(comp, cfg, n).total_ms)
+    cross = next(
+        n
+        for n in range(64, 65536 + 1, 64)
+        if layerwise_moe_layer(comp, cfg, n).total_ms <= hybrid_moe_layer(comp, cfg, n).total_ms
+    )
     assert res["crossover_tokens"] == cross
     assert f"crossover: {cross:,} tokens per forward" in " ".join(out.err.split())
 
@@ -147,8 +216,15 @@ def comp_cfg(res: dict):
 def test_models_and_profiles_and_workloads_list(capsys):
     assert main(["models", "--json"]) == 0
     names = [m["name"] for m in json.loads(capsys.readouterr().out)]
-    assert {"kimi-k2-thinking", "deepseek-v3", "minimax-m2.1", "qwen3-235b-a22b", "qwen3-30b-a3b", "glm-4.7",
-            "qwen3-next-80b-a3b"} <= set(names)
+    assert {
+        "kimi-k2-thinking",
+        "deepseek-v3",
+        "minimax-m2.1",
+        "qwen3-235b-a22b",
+        "qwen3-30b-a3b",
+        "glm-4.7",
+        "qwen3-next-80b-a3b",
+    } <= set(names)
     assert main(["profiles", "--json"]) == 0
     prof = json.loads(capsys.readouterr().out)
     assert any(p["default"] for p in prof["shipped"])
@@ -168,10 +244,17 @@ def test_model_directory_with_safetensors(capsys, tmp_path):
     d.mkdir()
     cfg = {k: v for k, v in catalog_config("qwen3-30b-a3b").items() if not k.startswith("_")}
     (d / "config.json").write_text(json.dumps(cfg))
-    save_file({"model.embed_tokens.weight": np.zeros((1024, 64), dtype=np.float16),
-               "model.layers.0.mlp.experts.0.gate_proj.weight": np.zeros((8, 8), dtype=np.float16)},
-              str(d / "model.safetensors"))
-    res = run_json(capsys, ["search", "--model", str(d), "--vram", "32G", "--trials", "30", "--storage", str(tmp_path / "s.journal")])
+    save_file(
+        {
+            "model.embed_tokens.weight": np.zeros((1024, 64), dtype=np.float16),
+            "model.layers.0.mlp.experts.0.gate_proj.weight": np.zeros((8, 8), dtype=np.float16),
+        },
+        str(d / "model.safetensors"),
+    )
+    res = run_json(
+        capsys,
+        ["search", "--model", str(d), "--vram", "32G", "--trials", "30", "--storage", str(tmp_path / "s.journal")],
+    )
     assert res["model"]["non_expert_bytes_measured"] is True
     assert res["model"]["non_expert_bytes"] == 1024 * 64 * 2
     assert flag(res["command"], "--model") == str(d)

@@ -10,13 +10,37 @@ import pytest
 
 from kttune.cli import main
 
-BASE = ["search", "-m", "qwen3-30b-a3b", "--vram", "32G", "--profile", "h200-pcie5-xeon-amx-16c", "-w", "long-context",
-        "--seed", "1"]
+BASE = [
+    "search",
+    "-m",
+    "qwen3-30b-a3b",
+    "--vram",
+    "32G",
+    "--profile",
+    "h200-pcie5-xeon-amx-16c",
+    "-w",
+    "long-context",
+    "--seed",
+    "1",
+]
 
 
 def test_measured_search_json(tmp_path, capsys):
-    code = main(BASE + ["--measure", "--evaluator", "model", "--trials", "10", "--budget", "5m",
-                        "--storage", str(tmp_path / "s.journal"), "--json"])
+    code = main(
+        BASE
+        + [
+            "--measure",
+            "--evaluator",
+            "model",
+            "--trials",
+            "10",
+            "--budget",
+            "5m",
+            "--storage",
+            str(tmp_path / "s.journal"),
+            "--json",
+        ]
+    )
     cap = capsys.readouterr()
     assert code == 0, cap.err
     doc = json.loads(cap.out)
@@ -32,9 +56,14 @@ def test_measured_search_json(tmp_path, capsys):
     assert "--chunked-prefill-size" in doc["command"]
 
 
-@pytest.mark.parametrize("extra,needle", [(["--measure", "--budget", "ten"], "--budget"),
-                                          (["--budget", "10m"], "--measure"),
-                                          (["--measure", "--evaluator", "oracle"], "unknown evaluator")])
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        (["--measure", "--budget", "ten"], "--budget"),
+        (["--budget", "10m"], "--measure"),
+        (["--measure", "--evaluator", "oracle"], "unknown evaluator"),
+    ],
+)
 def test_bad_measured_options(capsys, extra, needle):
     code = main(BASE + extra)
     err = capsys.readouterr().err
@@ -74,8 +103,20 @@ def test_measured_search_honours_report(tmp_path, capsys):
     """`--measure --report DIR` writes the report of the measured search (it used to be ignored):
     the measured section, the document it comes from, and `kttune report DIR` rebuilds it."""
     out = tmp_path / "rep"
-    code = main(BASE + ["--measure", "--evaluator", "model", "--trials", "4", "--storage", str(tmp_path / "s.journal"),
-                        "--report", str(out)])
+    code = main(
+        BASE
+        + [
+            "--measure",
+            "--evaluator",
+            "model",
+            "--trials",
+            "4",
+            "--storage",
+            str(tmp_path / "s.journal"),
+            "--report",
+            str(out),
+        ]
+    )
     cap = capsys.readouterr()
     assert code == 0, cap.err
     md = (out / "report.md").read_text()

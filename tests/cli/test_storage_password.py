@@ -18,8 +18,19 @@ from kttune.search.storage_url import PASSWORD_ENV, PASSWORD_FILE_ENV, shown, wi
 from tests.postgres import PASSWORD, postgres, postgres_db  # noqa: F401 -- fixtures
 
 MARKER = "mArKeR-0d9a1c"  # a password that must never be shown
-SEARCH = ["search", "-m", "qwen3-30b-a3b", "--vram", "32G", "--profile", "h200-pcie5-xeon-amx-16c",
-          "-w", "long-context", "--seed", "2"]
+SEARCH = [
+    "search",
+    "-m",
+    "qwen3-30b-a3b",
+    "--vram",
+    "32G",
+    "--profile",
+    "h200-pcie5-xeon-amx-16c",
+    "-w",
+    "long-context",
+    "--seed",
+    "2",
+]
 COMMANDS = {"search": ["--trials", "20"], "search --measure": ["--measure", "--evaluator", "model", "--trials", "4"]}
 
 
@@ -29,12 +40,15 @@ def _no_password_in_the_environment(monkeypatch):
     monkeypatch.delenv(PASSWORD_FILE_ENV, raising=False)
 
 
-def run(tmp_path: Path, capsys, monkeypatch, command: str, storage: str, *extra: str) -> tuple[int, str, str, dict | None]:
+def run(
+    tmp_path: Path, capsys, monkeypatch, command: str, storage: str, *extra: str
+) -> tuple[int, str, str, dict | None]:
     """Run the command in `tmp_path` with --json and --report; (exit code, stdout, stderr, JSON)."""
     monkeypatch.chdir(tmp_path)
     capsys.readouterr()
-    code = main(SEARCH + COMMANDS[command] + ["--storage", storage, "--json", "--report", str(tmp_path / "report"),
-                                              *extra])
+    code = main(
+        SEARCH + COMMANDS[command] + ["--storage", storage, "--json", "--report", str(tmp_path / "report"), *extra]
+    )
     cap = capsys.readouterr()
     doc = json.loads(cap.out) if code == 0 else None
     return code, cap.out, cap.err, doc
@@ -93,18 +107,30 @@ def test_the_password_may_come_from_the_environment_or_a_file(tmp_path, capsys, 
 
 def test_a_password_in_the_url_and_a_password_file_are_refused_together(tmp_path, capsys, monkeypatch):
     (tmp_path / "pw").write_text("other\n")
-    code, out, err, _ = run(tmp_path, capsys, monkeypatch, "search", CLOSED["driver missing"](),
-                            "--storage-password-file", str(tmp_path / "pw"))
+    code, out, err, _ = run(
+        tmp_path,
+        capsys,
+        monkeypatch,
+        "search",
+        CLOSED["driver missing"](),
+        "--storage-password-file",
+        str(tmp_path / "pw"),
+    )
     assert code == 2 and "holds a password" in err
     assert_nowhere(MARKER, tmp_path, out, err)
 
 
-@pytest.mark.parametrize("url,expected", [
-    ("postgresql://u:p%40ss@h:5432/db", "postgresql://u:***@h:5432/db"),
-    ("mysql+pymysql://u:secret@h/db?charset=utf8", "mysql+pymysql://u:***@h/db?charset=utf8"),
-    ("postgresql://u@h/db?sslmode=require&password=secret", "postgresql://u@h/db?password=***&sslmode=require"),
-    ("postgresql://u:se@cret@h:notaport/db", "postgresql://u:***@h:notaport/db"),
-    ("sqlite:///x.db", "sqlite:///x.db"), ("runs/s.journal", "runs/s.journal")])
+@pytest.mark.parametrize(
+    "url,expected",
+    [
+        ("postgresql://u:p%40ss@h:5432/db", "postgresql://u:***@h:5432/db"),
+        ("mysql+pymysql://u:secret@h/db?charset=utf8", "mysql+pymysql://u:***@h/db?charset=utf8"),
+        ("postgresql://u@h/db?sslmode=require&password=secret", "postgresql://u@h/db?password=***&sslmode=require"),
+        ("postgresql://u:se@cret@h:notaport/db", "postgresql://u:***@h:notaport/db"),
+        ("sqlite:///x.db", "sqlite:///x.db"),
+        ("runs/s.journal", "runs/s.journal"),
+    ],
+)
 def test_shown_masks_as_sqlalchemy_renders_it(url, expected):
     assert shown(url) == expected
 
@@ -120,13 +146,18 @@ def test_a_url_as_kttune_shows_it_connects_again_with_the_password_from_the_envi
 # ---- a real PostgreSQL server that asks for the password ----------------------------------------------
 
 
-WAYS = ["in the URL", "from $KTTUNE_STORAGE_PASSWORD", "from --storage-password-file",
-        "*** as kttune shows it, with $KTTUNE_STORAGE_PASSWORD"]
+WAYS = [
+    "in the URL",
+    "from $KTTUNE_STORAGE_PASSWORD",
+    "from --storage-password-file",
+    "*** as kttune shows it, with $KTTUNE_STORAGE_PASSWORD",
+]
 
 
 @pytest.mark.parametrize("command,way", [("search", w) for w in WAYS] + [("search --measure", w) for w in WAYS[:2]])
-def test_a_working_database_is_used_and_its_password_never_shown(postgres_db, tmp_path, capsys, monkeypatch,
-                                                                 command, way):
+def test_a_working_database_is_used_and_its_password_never_shown(
+    postgres_db, tmp_path, capsys, monkeypatch, command, way
+):
     """Every way of giving the password with `search`; `search --measure` (which runs the model
     search first, 300 trials on the server) with two of them."""
     server, db = postgres_db
@@ -152,8 +183,9 @@ def test_a_wrong_password_fails_in_one_line_without_showing_it(postgres_db, tmp_
     assert_nowhere(MARKER, tmp_path, out, err)
 
 
-def test_kttune_report_reopens_the_study_with_the_password_from_the_environment(postgres_db, tmp_path, capsys,
-                                                                                monkeypatch):
+def test_kttune_report_reopens_the_study_with_the_password_from_the_environment(
+    postgres_db, tmp_path, capsys, monkeypatch
+):
     """The saved result names the storage with `***`; `kttune report` (whose Pareto figure draws
     every trial of the study) connects with $KTTUNE_STORAGE_PASSWORD and shows it nowhere."""
     from kttune.emit.figures import study_trials

@@ -20,9 +20,29 @@ def test_tune_cpu_variant_end_to_end(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setenv("KTTUNE_CACHE_DIR", str(tmp_path / "cache"))
     wl = tmp_path / "wl.json"
-    wl.write_text(json.dumps({"prompt_tokens": [300, 700, 1500], "weights": [1, 1, 1], "output_tokens": 16, "concurrency": 1}))
-    code = main(["tune", "-m", "qwen3-30b-a3b", "--vram", "32G", "-w", str(wl), "--evaluator", "runner-cpu",
-                 "--profile", SHIPPED, "--chunks", "512,1024", "--report", str(tmp_path / "rep"), "--json"])
+    wl.write_text(
+        json.dumps({"prompt_tokens": [300, 700, 1500], "weights": [1, 1, 1], "output_tokens": 16, "concurrency": 1})
+    )
+    code = main(
+        [
+            "tune",
+            "-m",
+            "qwen3-30b-a3b",
+            "--vram",
+            "32G",
+            "-w",
+            str(wl),
+            "--evaluator",
+            "runner-cpu",
+            "--profile",
+            SHIPPED,
+            "--chunks",
+            "512,1024",
+            "--report",
+            str(tmp_path / "rep"),
+            "--json",
+        ]
+    )
     cap = capsys.readouterr()
     assert code == 0, cap.err
     doc = json.loads(cap.out)
@@ -57,11 +77,16 @@ def test_tune_without_a_gpu_answers_from_the_model(tmp_path, capsys, monkeypatch
     assert "no GPU here" in " ".join(cap.err.split())
 
 
-@pytest.mark.parametrize("extra,needle", [(["--evaluator", "oracle"], "unknown evaluator"),
-                                          (["--budget", "ten"], "--budget"),
-                                          (["--repeats", "1"], "--repeats 1"),
-                                          (["--probe", "sometimes"], "--probe"),
-                                          (["--vram", "lots"], "--vram")])
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        (["--evaluator", "oracle"], "unknown evaluator"),
+        (["--budget", "ten"], "--budget"),
+        (["--repeats", "1"], "--repeats 1"),
+        (["--probe", "sometimes"], "--probe"),
+        (["--vram", "lots"], "--vram"),
+    ],
+)
 def test_bad_tune_options_are_one_line(capsys, extra, needle):
     code = main(["tune", "-m", "qwen3-30b-a3b", "--vram", "32G"] + extra)
     err = capsys.readouterr().err

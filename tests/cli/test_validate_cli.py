@@ -7,19 +7,44 @@ import json
 from kttune.cli import main
 from kttune.hw.profile import load_profile
 
-BASE = ["validate", "-m", "kimi-k2-thinking", "--vram", "140G", "--gpu-experts", "2", "--chunk", "4096",
-        "--threshold", "2048", "--max-total-tokens", "65536", "--profile", "h200-pcie5-xeon-amx-16c", "--repeats", "1", "-w", "chat"]
+BASE = [
+    "validate",
+    "-m",
+    "kimi-k2-thinking",
+    "--vram",
+    "140G",
+    "--gpu-experts",
+    "2",
+    "--chunk",
+    "4096",
+    "--threshold",
+    "2048",
+    "--max-total-tokens",
+    "65536",
+    "--profile",
+    "h200-pcie5-xeon-amx-16c",
+    "--repeats",
+    "1",
+    "-w",
+    "chat",
+]
 
 
 def test_validate_writes_corrections_into_the_profile(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("KTTUNE_STANDIN_STARTUP_S", "0.2")
     out = tmp_path / "calibrated.json"
-    code = main(BASE + ["--server-module", "kttune.validate.standin", "--out", str(out), "--log", str(tmp_path / "s.log"), "--json"])
+    code = main(
+        BASE
+        + ["--server-module", "kttune.validate.standin", "--out", str(out), "--log", str(tmp_path / "s.log"), "--json"]
+    )
     cap = capsys.readouterr()
     assert code == 0, cap.err
     doc = json.loads(cap.out)
     assert doc["ok"] and doc["prompt_lengths"][0] == 4096 and doc["measurements"][0]["server_prompt_tokens"] == 4096
-    assert "--kt-gpu-prefill-token-threshold" in doc["server_argv"] and doc["server_argv"][-2:] == ["--host", "127.0.0.1"]
+    assert "--kt-gpu-prefill-token-threshold" in doc["server_argv"] and doc["server_argv"][-2:] == [
+        "--host",
+        "127.0.0.1",
+    ]
     cal = load_profile(out).calibration
     assert {e["path"] for e in cal} == {"hybrid", "layerwise", "layerwise:load", "layerwise:compute"}
     assert {e["source"] for e in cal} == {"server"} and {e["method"] for e in cal} == {"RAWINT4"}
@@ -30,7 +55,10 @@ def test_oom_exits_1_and_writes_nothing(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("KTTUNE_STANDIN_MODE", "oom")
     monkeypatch.setenv("KTTUNE_STANDIN_STARTUP_S", "0.2")
     out = tmp_path / "calibrated.json"
-    code = main(BASE + ["--server-module", "kttune.validate.standin", "--out", str(out), "--log", str(tmp_path / "s.log"), "--json"])
+    code = main(
+        BASE
+        + ["--server-module", "kttune.validate.standin", "--out", str(out), "--log", str(tmp_path / "s.log"), "--json"]
+    )
     doc = json.loads(capsys.readouterr().out)
     assert code == 1 and doc["failure"]["kind"] == "oom" and not out.exists()
 

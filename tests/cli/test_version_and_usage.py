@@ -26,4 +26,7 @@ def test_a_group_without_its_subcommand(capsys):
     assert main(["profile"]) == 2
     out = capsys.readouterr()
     assert "show" in out.out and "derive" in out.out
-    assert out.err.strip() == "error: no command given; pick one of the commands above (`kttune profile COMMAND --help` explains each)"
+    assert (
+        out.err.strip()
+        == "error: no command given; pick one of the commands above (`kttune profile COMMAND --help` explains each)"
+    )

@@ -22,7 +22,9 @@ def test_decode_never_goes_layerwise(batch, threshold):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(batch=st.integers(1, 128), more=st.integers(1, 128), ctx=st.integers(1, 100_000), more_ctx=st.integers(1, 100_000))
+@given(
+    batch=st.integers(1, 128), more=st.integers(1, 128), ctx=st.integers(1, 100_000), more_ctx=st.integers(1, 100_000)
+)
 def test_a_bigger_batch_or_context_is_never_faster(batch, more, ctx, more_ctx):
     # kt-kernel itself is faster at some larger token counts where it switches kernels (measured on
     # the 16-core box: 64 -> 128 tokens), and the profile's CPU curves say so: a bigger batch may be

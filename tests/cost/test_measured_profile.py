@@ -18,8 +18,9 @@ from tests.helpers import cfg, model
 MEASURED = "h200-pcie5-xeon-amx-16c"
 
 
-def held_out(prof: HardwareProfile, curve: Curve | None = None, x: float | None = None,
-             drop=lambda c: False) -> HardwareProfile:
+def held_out(
+    prof: HardwareProfile, curve: Curve | None = None, x: float | None = None, drop=lambda c: False
+) -> HardwareProfile:
     """`prof` without point `x` of `curve` and without every curve `drop` selects."""
     curves = []
     for c in prof.curves:
@@ -55,7 +56,9 @@ def test_cpu_moe_predicts_a_left_out_token_count(method):
 
 
 @pytest.mark.parametrize("threads,tol", [(13, 0.10), (11, 0.10), (15, 0.25)])
-@pytest.mark.parametrize("name,method", [("kimi-k2-thinking", "RAWINT4"), ("deepseek-v3", "FP8"), ("qwen3-30b-a3b", "BF16")])
+@pytest.mark.parametrize(
+    "name,method", [("kimi-k2-thinking", "RAWINT4"), ("deepseek-v3", "FP8"), ("qwen3-30b-a3b", "BF16")]
+)
 def test_pipeline_predicts_a_left_out_layer_size(name, method, threads, tol):
     # layers of 1/4, 1/2 and all experts streamed A -> B -> C on the box: the half layer is left out
     # and predicted from the other two (15 threads fill 15 of 16 cores and vary more run to run)
@@ -67,14 +70,17 @@ def test_pipeline_predicts_a_left_out_layer_size(name, method, threads, tol):
     assert c.pipeline_layer_ms(streamed, threads) == pytest.approx(mid.t_ms, rel=tol)
 
 
-@pytest.mark.parametrize("name,method", [("kimi-k2-thinking", "RAWINT4"), ("deepseek-v3", "FP8"), ("qwen3-30b-a3b", "BF16")])
+@pytest.mark.parametrize(
+    "name,method", [("kimi-k2-thinking", "RAWINT4"), ("deepseek-v3", "FP8"), ("qwen3-30b-a3b", "BF16")]
+)
 def test_stages_compose_to_a_left_out_methods_layer_load(name, method):
     # every pipeline measurement of `method` is removed: the model composes stages A, B, C measured
     # alone with the overlap ratio measured on the OTHER methods, and must land on the full layer
     prof = load_shipped(MEASURED)
     full = max(the_curve(prof, "pipeline", method=method, threads=13).points, key=lambda p: p.x)
-    c = Components(held_out(prof, drop=lambda cv: cv.kind == "pipeline" and cv.params.get("method") == method),
-                   model(name), method)
+    c = Components(
+        held_out(prof, drop=lambda cv: cv.kind == "pipeline" and cv.params.get("method") == method), model(name), method
+    )
     assert c.pipeline_layer_ms(c.model.num_experts, 13) is None  # really composed
     load, *_ = layerwise_load_ms(c, cfg(method, gpu_prefill_token_threshold=1024, cpuinfer_threads=13))
     assert load == pytest.approx(full.t_ms, rel=0.10)
@@ -85,7 +91,9 @@ def test_measured_pipeline_meets_the_overlap_target():
     # layer is within 15% of its slowest stage alone, and of the best stage-alone times of every config
     prof = load_shipped(MEASURED)
     for method in ("RAWINT4", "FP8", "BF16"):
-        fulls = [max(the_curve(prof, "pipeline", method=method, threads=t).points, key=lambda p: p.x) for t in (15, 13, 11)]
+        fulls = [
+            max(the_curve(prof, "pipeline", method=method, threads=t).points, key=lambda p: p.x) for t in (15, 13, 11)
+        ]
         best = min(fulls, key=lambda p: p.t_ms)
         assert best.extra["overlap"] <= 1.15 and best.extra["overlap_vs_best_stages"] <= 1.15, method
 

@@ -11,8 +11,13 @@ from hypothesis import strategies as st
 from kttune.cost.components import Components
 from kttune.cost.decode import decode_step_ms
 from kttune.cost.prefill import (
-    crossover_tokens, forward_path, hybrid_moe_layer, layerwise_moe_layer, layerwise_traffic_bytes,
-    prefill_forwards, prefill_time_ms,
+    crossover_tokens,
+    forward_path,
+    hybrid_moe_layer,
+    layerwise_moe_layer,
+    layerwise_traffic_bytes,
+    prefill_forwards,
+    prefill_time_ms,
 )
 from kttune.spec.forwards import chunks_of
 from tests.helpers import cfg, model, profile
@@ -66,8 +71,10 @@ def test_traffic_is_forwards_times_layers_times_layer_bytes(L, C):
 def test_layerwise_prefill_time_falls_as_the_chunk_grows(L):
     # each layerwise chunk re-streams every layer: a bigger chunk streams fewer times
     c = comp()
-    times = [prefill_time_ms(c, cfg("FP8", chunked_prefill_size=C, gpu_prefill_token_threshold=1024), L)
-             for C in (4096, 8192, 16384)]
+    times = [
+        prefill_time_ms(c, cfg("FP8", chunked_prefill_size=C, gpu_prefill_token_threshold=1024), L)
+        for C in (4096, 8192, 16384)
+    ]
     assert times[0] > times[1] > times[2]
 
 
@@ -81,11 +88,14 @@ def test_gpu_experts_speed_up_the_hybrid_path_and_decode():
 def test_bf16_skips_streaming_resident_gpu_experts_but_fp8_resends_them():
     # docs/sglang-kt.md#the-two-prefill-paths: BF16/MXFP4 copy resident experts GPU->GPU; FP8 re-sends every expert
     bf = Components(profile(), model("qwen3-30b-a3b"), "BF16")
-    assert layerwise_moe_layer(bf, cfg("BF16", num_gpu_experts=64), 8192).load_ms < \
-        layerwise_moe_layer(bf, cfg("BF16", num_gpu_experts=0), 8192).load_ms
+    assert (
+        layerwise_moe_layer(bf, cfg("BF16", num_gpu_experts=64), 8192).load_ms
+        < layerwise_moe_layer(bf, cfg("BF16", num_gpu_experts=0), 8192).load_ms
+    )
     fp = comp()
-    assert layerwise_moe_layer(fp, cfg("FP8", num_gpu_experts=64), 8192).load_ms == \
-        pytest.approx(layerwise_moe_layer(fp, cfg("FP8", num_gpu_experts=0), 8192).load_ms)
+    assert layerwise_moe_layer(fp, cfg("FP8", num_gpu_experts=64), 8192).load_ms == pytest.approx(
+        layerwise_moe_layer(fp, cfg("FP8", num_gpu_experts=0), 8192).load_ms
+    )
 
 
 def test_cpu_experts_run_on_rank0_so_tp_does_not_speed_them_up():
@@ -103,6 +113,7 @@ def test_a_full_core_thread_pool_is_slower():
 
 
 # ---- the TP layerwise load as sglang-kt 0.7.2 runs it (docs/sglang-kt.md#layerwise-prefill-at-tp--1) ----
+
 
 def _tp_comp(n: int, name="kimi-k2-thinking", method="RAWINT4") -> Components:
     from kttune.hw.derive import Change, derive_profile

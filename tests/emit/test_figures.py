@@ -36,8 +36,21 @@ def _search(tmp_path_factory, argv: list[str]) -> dict:
 @pytest.fixture(scope="module")
 def kimi(tmp_path_factory) -> dict:
     """Kimi-K2-Thinking (RAWINT4) on one H200, long prompts: layerwise fires, threshold > 0."""
-    return _search(tmp_path_factory, ["--model", "kimi-k2-thinking", "--vram", "140G", "--host-ram", "1T",
-                                      "--workload", "long-context", "--trials", "150"])
+    return _search(
+        tmp_path_factory,
+        [
+            "--model",
+            "kimi-k2-thinking",
+            "--vram",
+            "140G",
+            "--host-ram",
+            "1T",
+            "--workload",
+            "long-context",
+            "--trials",
+            "150",
+        ],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -118,8 +131,12 @@ def test_prefill_picked_line_follows_the_threshold_up_to_one_chunk(kimi):
     thr, chunk = flags["gpu_prefill_token_threshold"], flags["chunked_prefill_size"]
     assert thr > 0
     checked = 0
-    for x, picked, hyb, lw in zip(lines["picked"].get_xdata(), lines["picked"].get_ydata(),
-                                  lines["hybrid only"].get_ydata(), lines["layerwise only"].get_ydata()):
+    for x, picked, hyb, lw in zip(
+        lines["picked"].get_xdata(),
+        lines["picked"].get_ydata(),
+        lines["hybrid only"].get_ydata(),
+        lines["layerwise only"].get_ydata(),
+    ):
         if x <= chunk:
             assert picked == pytest.approx(lw if x >= thr else hyb)
             checked += 1
@@ -130,14 +147,29 @@ def test_prefill_picked_line_follows_the_threshold_up_to_one_chunk(kimi):
 
 def test_prefill_draws_runner_points_at_the_chosen_chunk_only(kimi):
     chunk = kimi["pick"]["flags"]["chunked_prefill_size"]
-    runs = [{"path": "layerwise", "tokens": 8192, "chunk": chunk, "predicted_ms": 16000.0, "measured_ms": 17500.0},
-            {"path": "hybrid", "tokens": 1024, "chunk": chunk, "predicted_ms": 47000.0, "measured_ms": 44000.0},
-            {"path": "layerwise", "tokens": 8192, "chunk": 2048, "predicted_ms": 1.0, "measured_ms": 2.0},
-            # one forward of 512 tokens at chunk 512 is the same forward as at the chosen chunk
-            {"path": "hybrid", "tokens": 512, "chunk": 512, "predicted_ms": 9000.0, "measured_ms": 9000.0, "extrapolated_ms": 30000.0},
-            # another GPU-expert count measures another configuration
-            {"path": "hybrid", "tokens": 1024, "chunk": chunk, "gpu_experts": kimi["pick"]["flags"]["num_gpu_experts"] + 1,
-             "predicted_ms": 1.0, "measured_ms": 1.0}]
+    runs = [
+        {"path": "layerwise", "tokens": 8192, "chunk": chunk, "predicted_ms": 16000.0, "measured_ms": 17500.0},
+        {"path": "hybrid", "tokens": 1024, "chunk": chunk, "predicted_ms": 47000.0, "measured_ms": 44000.0},
+        {"path": "layerwise", "tokens": 8192, "chunk": 2048, "predicted_ms": 1.0, "measured_ms": 2.0},
+        # one forward of 512 tokens at chunk 512 is the same forward as at the chosen chunk
+        {
+            "path": "hybrid",
+            "tokens": 512,
+            "chunk": 512,
+            "predicted_ms": 9000.0,
+            "measured_ms": 9000.0,
+            "extrapolated_ms": 30000.0,
+        },
+        # another GPU-expert count measures another configuration
+        {
+            "path": "hybrid",
+            "tokens": 1024,
+            "chunk": chunk,
+            "gpu_experts": kimi["pick"]["flags"]["num_gpu_experts"] + 1,
+            "predicted_ms": 1.0,
+            "measured_ms": 1.0,
+        },
+    ]
     assert chunk > 8192
     fig = F.fig_prefill(kimi, runs)
     ax_t = fig.axes[0]
@@ -200,14 +232,22 @@ def test_pareto_front_pick_and_kt_run_default(kimi):
     # a front: sorted by prefill time, decode throughput strictly rises (nothing dominates anything)
     assert all(b[0] >= a[0] and b[1] > a[1] for a, b in zip(pts, pts[1:]))
     peaks = sorted(kimi["pareto"], key=lambda e: e["predicted"]["mean_prefill_ms"])
-    assert list(front.get_array()) == pytest.approx([e["vram_bytes_per_gpu"]["runtime_peak_bytes"] / GIB for e in peaks])
+    assert list(front.get_array()) == pytest.approx(
+        [e["vram_bytes_per_gpu"]["runtime_peak_bytes"] / GIB for e in peaks]
+    )
     pick = collection(ax, "pick").get_offsets().tolist()[0]
-    assert pick == pytest.approx([kimi["pick"]["predicted"]["mean_prefill_ms"] / 1e3, kimi["pick"]["predicted"]["decode_tok_s"]])
+    assert pick == pytest.approx(
+        [kimi["pick"]["predicted"]["mean_prefill_ms"] / 1e3, kimi["pick"]["predicted"]["decode_tok_s"]]
+    )
     # on the front, or off it only where the threshold snap made it better: never dominated by it
     assert not any(fx <= pick[0] and fy >= pick[1] and (fx, fy) != tuple(pick) for fx, fy in pts)
     base = collection(ax, "kt run default").get_offsets().tolist()[0]
-    assert base == pytest.approx([kimi["kt_run_default"]["predicted"]["mean_prefill_ms"] / 1e3,
-                                  kimi["kt_run_default"]["predicted"]["decode_tok_s"]])
+    assert base == pytest.approx(
+        [
+            kimi["kt_run_default"]["predicted"]["mean_prefill_ms"] / 1e3,
+            kimi["kt_run_default"]["predicted"]["decode_tok_s"],
+        ]
+    )
     cloud = collection(ax, "feasible trials").get_offsets().tolist()
     assert len(cloud) == kimi["study"]["feasible"]
     for x, y in cloud:  # no feasible trial beats the front on both objectives
@@ -251,7 +291,7 @@ def test_h2d_bandwidth_against_the_link_limit(measured):
         pts = sorted(c["points"], key=lambda pt: pt["x"])
         assert list(ln.get_xdata()) == [pt["x"] for pt in pts]
         assert list(ln.get_ydata()) == pytest.approx([pt["x"] / pt["t_ms"] / 1e6 for pt in pts])
-    (label, limit), = hlines(ax).items()
+    ((label, limit),) = hlines(ax).items()
     assert label.startswith("link limit") and limit == pytest.approx(63.02, abs=0.01)  # Gen5 x16 after 128b/130b
     for ln in ax.get_lines():
         if ln.get_label().endswith("gpu 0"):
@@ -291,8 +331,18 @@ def test_probe_figures_from_a_real_probe_of_this_machine(tmp_path):
     """A real (small) CPU probe here: its CPU MoE curves are the figure's lines, both thread counts."""
     from kttune.probes.run import ProbeOptions, run_probe
 
-    prof = run_probe(ProbeOptions(quick=True, methods=("BF16",), threads=(1, 2), max_tokens=4, gpu=False,
-                                  write_cache=False, merge_cached=False, stage_a=False))
+    prof = run_probe(
+        ProbeOptions(
+            quick=True,
+            methods=("BF16",),
+            threads=(1, 2),
+            max_tokens=4,
+            gpu=False,
+            write_cache=False,
+            merge_cached=False,
+            stage_a=False,
+        )
+    )
     doc = profile_to_dict(prof)
     fig = F.fig_cpu_moe(doc)
     labels = sorted(ln.get_label() for ax in fig.axes for ln in ax.get_lines())
@@ -327,15 +377,23 @@ def test_calibration_scatter_and_error(measured):
     assert "median |error| 8%" in ax.get_title() and "max 30%" in ax.get_title()
     cal = F.calibration_error(RUNS)
     assert cal["median_abs_rel"] == pytest.approx(0.075) and cal["max_abs_rel"] == pytest.approx(0.30)
-    assert "calibration vs path runner" in F.provenance_of(fig) and measured["provenance"]["machine"] in F.provenance_of(fig)
+    assert "calibration vs path runner" in F.provenance_of(fig) and measured["provenance"][
+        "machine"
+    ] in F.provenance_of(fig)
 
 
 SIM = {
     "schedules": {
-        "chunked": {"ttft_s": [0.5, 2.0, 1.0, 8.0], "tbt_s": [0.05, 0.30, 0.06],
-                    "attainment": [[0.5, 1.0], [2.0, 0.4], [1.0, 0.8]]},
-        "layered": {"ttft_s": [0.6, 1.5, 1.2, 3.0], "tbt_s": [0.05, 0.07, 0.06],
-                    "attainment": [[0.5, 1.0], [1.0, 0.95], [2.0, 0.7]]},
+        "chunked": {
+            "ttft_s": [0.5, 2.0, 1.0, 8.0],
+            "tbt_s": [0.05, 0.30, 0.06],
+            "attainment": [[0.5, 1.0], [2.0, 0.4], [1.0, 0.8]],
+        },
+        "layered": {
+            "ttft_s": [0.6, 1.5, 1.2, 3.0],
+            "tbt_s": [0.05, 0.07, 0.06],
+            "attainment": [[0.5, 1.0], [1.0, 0.95], [2.0, 0.7]],
+        },
     },
     "slo": {"ttft_s": 2.0, "tbt_s": 0.1},
 }
@@ -358,8 +416,16 @@ def test_schedule_distributions_and_attainment(kimi):
 
 
 def test_every_figure_carries_provenance(kimi, measured):
-    figs = [F.fig_prefill(kimi), F.fig_vram(kimi), F.fig_pareto(kimi), F.fig_cpu_moe(measured), F.fig_h2d(measured),
-            F.fig_pipeline(measured), F.fig_calibration(RUNS, kimi), F.fig_schedules(SIM, kimi)]
+    figs = [
+        F.fig_prefill(kimi),
+        F.fig_vram(kimi),
+        F.fig_pareto(kimi),
+        F.fig_cpu_moe(measured),
+        F.fig_h2d(measured),
+        F.fig_pipeline(measured),
+        F.fig_calibration(RUNS, kimi),
+        F.fig_schedules(SIM, kimi),
+    ]
     for fig in figs:
         text = F.provenance_of(fig)
         assert "profile measured on NVIDIA H200" in text
@@ -388,7 +454,12 @@ assert "matplotlib.pyplot" not in sys.modules
 print("ok")
 """
     (tmp_path / "p.json").write_text(json.dumps(profile_to_dict(load_shipped(MEASURED))))
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "MPLCONFIGDIR": str(tmp_path / "mpl")})
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "MPLCONFIGDIR": str(tmp_path / "mpl")},
+    )
     assert r.returncode == 0, r.stderr
     from matplotlib.image import imread
 
@@ -396,10 +467,27 @@ print("ok")
     assert img.shape[0] > 300 and img.shape[1] > 600
 
 
-
 def test_explain_result_prefill_and_single_vram_bar(capsys):
-    code = main(["explain", "--model", "qwen3-30b-a3b", "--vram", "32G", "--gpu-experts", "40", "--chunk", "16384",
-                 "--threshold", "1024", "--max-total-tokens", "40960", "--profile", MEASURED, "--json"])
+    code = main(
+        [
+            "explain",
+            "--model",
+            "qwen3-30b-a3b",
+            "--vram",
+            "32G",
+            "--gpu-experts",
+            "40",
+            "--chunk",
+            "16384",
+            "--threshold",
+            "1024",
+            "--max-total-tokens",
+            "40960",
+            "--profile",
+            MEASURED,
+            "--json",
+        ]
+    )
     out = capsys.readouterr()
     assert code == 0, out.err
     doc = json.loads(out.out)

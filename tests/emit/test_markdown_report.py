@@ -30,8 +30,16 @@ def test_report_of_a_search_profile_runner_and_simulation(kimi, tmp_path):  # no
     md = w.markdown.read_text()
     names = images(md)
     assert names == [f.path.name for f in w.figures]
-    assert names == ["prefill.png", "vram.png", "pareto.png", "cpu-moe.png", "h2d.png", "pipeline.png",
-                     "calibration.png", "schedules.png"]
+    assert names == [
+        "prefill.png",
+        "vram.png",
+        "pareto.png",
+        "cpu-moe.png",
+        "h2d.png",
+        "pipeline.png",
+        "calibration.png",
+        "schedules.png",
+    ]
     for f in w.figures:
         img = imread(f.path)
         assert img.ndim == 3 and img.shape[0] > 200
@@ -81,15 +89,37 @@ def test_classify_and_bad_input(tmp_path, kimi):  # noqa: F811
 
 
 SIMULATE_JSON = {  # the shape of `kttune simulate --json` (schema kttune.simulate/1), two schedules
-    "schema": "kttune.simulate/1", "profile": "h200-pcie5-xeon-amx-16c", "slo": {"ttft_s": 5.0, "tbt_ms": 250.0},
+    "schema": "kttune.simulate/1",
+    "profile": "h200-pcie5-xeon-amx-16c",
+    "slo": {"ttft_s": 5.0, "tbt_ms": 250.0},
     "schedules": [
-        {"schedule": "chunked", "ttft_s": {"p50": 1.0, "p90": 4.0, "p99": 9.0}, "tbt_ms": {"p50": 60.0, "p90": 200.0, "p99": 400.0},
-         "samples": {"prompt_tokens": [100, 200, 300], "ttft_s": [0.5, 1.0, 9.0], "max_tbt_ms": [80.0, 300.0, 120.0]}},
-        {"schedule": "layered", "ttft_s": {"p50": 1.2, "p90": 3.0, "p99": 4.0}, "tbt_ms": {"p50": 55.0, "p90": 90.0, "p99": 120.0},
-         "samples": None},
+        {
+            "schedule": "chunked",
+            "ttft_s": {"p50": 1.0, "p90": 4.0, "p99": 9.0},
+            "tbt_ms": {"p50": 60.0, "p90": 200.0, "p99": 400.0},
+            "samples": {
+                "prompt_tokens": [100, 200, 300],
+                "ttft_s": [0.5, 1.0, 9.0],
+                "max_tbt_ms": [80.0, 300.0, 120.0],
+            },
+        },
+        {
+            "schedule": "layered",
+            "ttft_s": {"p50": 1.2, "p90": 3.0, "p99": 4.0},
+            "tbt_ms": {"p50": 55.0, "p90": 90.0, "p99": 120.0},
+            "samples": None,
+        },
     ],
-    "capacity": [{"schedule": "chunked", "curve": [{"rate_per_s": 0.5, "attainment": 1.0}, {"rate_per_s": 1.0, "attainment": 0.6}]},
-                 {"schedule": "layered", "curve": [{"rate_per_s": 0.5, "attainment": 1.0}, {"rate_per_s": 1.0, "attainment": 0.9}]}],
+    "capacity": [
+        {
+            "schedule": "chunked",
+            "curve": [{"rate_per_s": 0.5, "attainment": 1.0}, {"rate_per_s": 1.0, "attainment": 0.6}],
+        },
+        {
+            "schedule": "layered",
+            "curve": [{"rate_per_s": 0.5, "attainment": 1.0}, {"rate_per_s": 1.0, "attainment": 0.9}],
+        },
+    ],
 }
 
 

@@ -15,9 +15,14 @@ def test_crossover_lines_carry_every_prediction_and_its_error():
         for n, c in blob["summary"]["crossover"].items():
             [line] = [ln for ln in lines if ln.startswith(f"crossover n={n}:")]
             assert f"measured {c['measured']}, predicted {c['predicted']} (error {round(100 * c['error'])}%)" in line
-            assert f"calibrated on the switch runs {c['predicted_calibrated']} (error {round(100 * c['error_calibrated'])}%)" in line
-            assert (f"calibrated on the other GPU-expert counts' runs {c['predicted_calibrated_other_n']} "
-                    f"(error {round(100 * c['error_calibrated_other_n'])}%)") in line
+            assert (
+                f"calibrated on the switch runs {c['predicted_calibrated']} (error {round(100 * c['error_calibrated'])}%)"
+                in line
+            )
+            assert (
+                f"calibrated on the other GPU-expert counts' runs {c['predicted_calibrated_other_n']} "
+                f"(error {round(100 * c['error_calibrated_other_n'])}%)"
+            ) in line
         md = markdown(blob, "t")
         assert all(f"- {ln}" in md for ln in lines)
         assert md.count("\n| ") == len(blob["runs"]) + 1  # the header row and one row per run

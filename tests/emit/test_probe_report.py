@@ -38,7 +38,9 @@ def test_host_ram_curve_prints_a_table_with_skips_within_80_columns():
         shape = MoeLayerShape(hidden=7168, inter=2048, experts=384, top_k=8, method="RAWINT4")
         return HostRamPoint(shape, "AMXInt4_KGroup_MOE", n, 1, 11, reserved, reserved - 2**20, 0)
 
-    c = host_ram_curve([pt(4096, 42 * 2**30), pt(1024, 41 * 2**30)], [{"x": 16384, "reason": "needs about 80 GiB, 60 GiB usable"}])
+    c = host_ram_curve(
+        [pt(4096, 42 * 2**30), pt(1024, 41 * 2**30)], [{"x": 16384, "reason": "needs about 80 GiB, 60 GiB usable"}]
+    )
     prof = load_shipped(default_shipped_name())
     console = Console(width=80, record=True)
     render_profile(replace(prof, curves=(c,)), console, inventory=False)

@@ -41,7 +41,12 @@ def h200_disturbed(h200) -> dict:
 
     doc = copy.deepcopy(h200)
     # a run of several forwards: its others still give it a prediction
-    run = next(r for res in doc["results"] for r in res["runs"] if len(r["forwards"]) > 1 and len(r["forwards"][0]["layer_ms"]) > 1)
+    run = next(
+        r
+        for res in doc["results"]
+        for r in res["runs"]
+        if len(r["forwards"]) > 1 and len(r["forwards"][0]["layer_ms"]) > 1
+    )
     f = run["forwards"][0]
     extra = 5 * f["layer_ms"][1] - f["layer_ms"][0]
     f["layer_ms"][0] += extra
@@ -63,8 +68,26 @@ def explain_qwen(tmp_path_factory) -> dict:
 
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        code = main(["explain", "-m", "qwen3-30b-a3b", "--vram", "139G", "--gpu-experts", "0", "--chunk", "4096",
-                     "--threshold", "2048", "--cpuinfer", "13", "--profile", "h200-pcie5-xeon-amx-16c", "--json"])
+        code = main(
+            [
+                "explain",
+                "-m",
+                "qwen3-30b-a3b",
+                "--vram",
+                "139G",
+                "--gpu-experts",
+                "0",
+                "--chunk",
+                "4096",
+                "--threshold",
+                "2048",
+                "--cpuinfer",
+                "13",
+                "--profile",
+                "h200-pcie5-xeon-amx-16c",
+                "--json",
+            ]
+        )
     assert code in (0, None)
     out.write_text(buf.getvalue())
     return json.loads(out.read_text())
@@ -77,8 +100,16 @@ def test_rows_from_the_h200_results_file_carry_the_runs_numbers(h200):
     for row, run in zip(rows, runs):
         paths = {f["path"] for f in run["forwards"]}
         assert row["path"] == (run["forced_path"] or (paths.pop() if len(paths) == 1 else "switch"))
-        assert (row["tokens"], row["chunk"], row["gpu_experts"]) == (run["prompt_tokens"], run["chunk"], run["gpu_experts"])
-        assert row["measured_ms"] == run["measured_ms"] == pytest.approx(sum(sum(f["layer_ms"]) for f in run["forwards"]), abs=1e-2)
+        assert (row["tokens"], row["chunk"], row["gpu_experts"]) == (
+            run["prompt_tokens"],
+            run["chunk"],
+            run["gpu_experts"],
+        )
+        assert (
+            row["measured_ms"]
+            == run["measured_ms"]
+            == pytest.approx(sum(sum(f["layer_ms"]) for f in run["forwards"]), abs=1e-2)
+        )
         assert row["predicted_ms"] == run["prediction"]["predicted_ms"]
         assert row["extrapolated_ms"] == run["extrapolated_ms"]
     assert {r["path"] for r in rows} == {"hybrid", "layerwise", "switch"}
@@ -97,7 +128,9 @@ def test_calibration_scatter_is_the_rows_predicted_and_measured(h200_disturbed):
     errs = sorted(abs(r["measured_ms"] / r["predicted_ms"] - 1) for r in rows if not r["disturbed"])
     n = len(errs)
     med = errs[n // 2] if n % 2 else (errs[n // 2 - 1] + errs[n // 2]) / 2
-    assert f"median |error| {med:.0%}" in ax.get_title() and f"({n} runs, {len(bad)} disturbed left out)" in ax.get_title()
+    assert (
+        f"median |error| {med:.0%}" in ax.get_title() and f"({n} runs, {len(bad)} disturbed left out)" in ax.get_title()
+    )
 
 
 def test_prefill_points_are_the_matching_runs_whole_model_times(h200, explain_qwen):
@@ -106,9 +139,14 @@ def test_prefill_points_are_the_matching_runs_whole_model_times(h200, explain_qw
     ax_t = fig.axes[0]
     got = sorted(map(tuple, collection(ax_t, "measured layerwise").get_offsets().tolist()))
     # qwen3 BF16 at 0 GPU experts, layerwise, chunk 4096 or one forward that fits it
-    want = sorted((r["tokens"], r["extrapolated_ms"] / 1e3) for r in rows
-                  if r["model"] == "qwen3-30b-a3b" and r["gpu_experts"] == 0 and r["path"] == "layerwise"
-                  and (r["chunk"] == 4096 or r["tokens"] <= min(r["chunk"], 4096)))
+    want = sorted(
+        (r["tokens"], r["extrapolated_ms"] / 1e3)
+        for r in rows
+        if r["model"] == "qwen3-30b-a3b"
+        and r["gpu_experts"] == 0
+        and r["path"] == "layerwise"
+        and (r["chunk"] == 4096 or r["tokens"] <= min(r["chunk"], 4096))
+    )
     assert len(got) == len(want) >= 5 and np.allclose(got, want)
     assert all(r["model"] == "qwen3-30b-a3b" for r in F.runner_points_for(explain_qwen, rows))
 
@@ -132,8 +170,27 @@ def test_small_cpu_run_reports_its_measurements(tmp_path, capsys):
     """A real small-shape run of `kttune paths --report`: the rows are its runs, unpredicted, so the
     report holds their table and no calibration figure; the saved documents rebuild it."""
     out, rep = tmp_path / "r.json", tmp_path / "rep"
-    code = main(["paths", "qwen3-30b-a3b", "--small", "--layers", "1", "--chunks", "64", "--prompts", "100",
-                 "--cpuinfer", "1", "--device", "cpu", "--out", str(out), "--report", str(rep)])
+    code = main(
+        [
+            "paths",
+            "qwen3-30b-a3b",
+            "--small",
+            "--layers",
+            "1",
+            "--chunks",
+            "64",
+            "--prompts",
+            "100",
+            "--cpuinfer",
+            "1",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+            "--report",
+            str(rep),
+        ]
+    )
     assert code in (0, None)
     capsys.readouterr()
     d = json.loads(out.read_text())
@@ -151,9 +208,26 @@ def test_small_cpu_run_reports_its_measurements(tmp_path, capsys):
 def test_simulate_report_draws_the_simulated_requests(tmp_path, capsys):
     rep = tmp_path / "rep"
     trace = tmp_path / "t.csv"
-    trace.write_text("arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{i * 3.0},{2000 + 500 * i},20\n" for i in range(10)))
-    code = main(["simulate", "-m", "qwen3-30b-a3b", "--profile", "h200-pcie5-xeon-amx-16c", "-w", str(trace),
-                 "--tbt-slo", "2s", "--samples", "--json", "--report", str(rep)])
+    trace.write_text(
+        "arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{i * 3.0},{2000 + 500 * i},20\n" for i in range(10))
+    )
+    code = main(
+        [
+            "simulate",
+            "-m",
+            "qwen3-30b-a3b",
+            "--profile",
+            "h200-pcie5-xeon-amx-16c",
+            "-w",
+            str(trace),
+            "--tbt-slo",
+            "2s",
+            "--samples",
+            "--json",
+            "--report",
+            str(rep),
+        ]
+    )
     out = capsys.readouterr()
     assert code in (0, None), out.err
     d = json.loads(out.out)  # stdout holds the JSON alone; the report line went to stderr
@@ -177,8 +251,10 @@ def test_the_repeats_interval_is_drawn_as_a_bar(h200_disturbed):
     doc = copy.deepcopy(h200_disturbed)
     run = doc["results"][0]["runs"][0]
     m = run["measured_ms"]
-    run["timing"] = {"measured_ms": {"median": m, "low": 0.9 * m, "high": 1.2 * m, "n": 3},
-                     "extrapolated_ms": {"median": run["extrapolated_ms"], "low": 1.0, "high": 2.0, "n": 3}}
+    run["timing"] = {
+        "measured_ms": {"median": m, "low": 0.9 * m, "high": 1.2 * m, "n": 3},
+        "extrapolated_ms": {"median": run["extrapolated_ms"], "low": 1.0, "high": 2.0, "n": 3},
+    }
     rows = M.runner_rows(doc)
     row = rows[0]
     assert (row["measured_low_ms"], row["measured_high_ms"]) == (0.9 * m, 1.2 * m)

@@ -12,8 +12,20 @@ WORDS = r"(\d+(?:\.\d)?x (?:faster|slower)|the same)"
 
 def test_the_kt_run_comparison_says_faster_or_slower_with_a_factor_of_at_least_one(capsys):
     # seed 1, 60 trials: a pick whose decode is slower than the kt run defaults' (prefill is faster)
-    argv = ["search", "-m", "qwen3-30b-a3b", "--vram", "32G", "--trials", "60", "--seed", "1", "--storage", ":memory:",
-            "--json"]
+    argv = [
+        "search",
+        "-m",
+        "qwen3-30b-a3b",
+        "--vram",
+        "32G",
+        "--trials",
+        "60",
+        "--seed",
+        "1",
+        "--storage",
+        ":memory:",
+        "--json",
+    ]
     assert main(argv) == 0
     out = capsys.readouterr()
     [line] = [ln for ln in out.err.splitlines() if ln.startswith("against `kt run` defaults")]

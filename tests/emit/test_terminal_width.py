@@ -58,11 +58,15 @@ def check(console: RecordingConsole, at_least: int) -> None:
 @pytest.fixture(scope="module")
 def searches(tmp_path_factory):
     out = []
-    for model, vram, wl, ram, prof in (("kimi-k2-thinking", "140G", "long-context", "1T", MEASURED),
-                                       ("qwen3-30b-a3b", "32G", "rag", None, MEASURED),
-                                       ("deepseek-v3", "80G", "chat", "2T", MEASURED),
-                                       ("qwen3-30b-a3b", "8G", "rag", None, RTX4090)):  # the kt run row over budget
-        inp = app.resolve_inputs(model, resolve.vram_bytes(vram), 1, prof, wl, host_ram_bytes=resolve.host_ram_bytes(ram))
+    for model, vram, wl, ram, prof in (
+        ("kimi-k2-thinking", "140G", "long-context", "1T", MEASURED),
+        ("qwen3-30b-a3b", "32G", "rag", None, MEASURED),
+        ("deepseek-v3", "80G", "chat", "2T", MEASURED),
+        ("qwen3-30b-a3b", "8G", "rag", None, RTX4090),
+    ):  # the kt run row over budget
+        inp = app.resolve_inputs(
+            model, resolve.vram_bytes(vram), 1, prof, wl, host_ram_bytes=resolve.host_ram_bytes(ram)
+        )
         out.append(app.search(inp, trials=120, seed=1, storage=str(tmp_path_factory.mktemp("s") / "s.journal")))
     return out
 
@@ -83,7 +87,16 @@ def test_wide_terminals_get_the_full_forms(searches):
     c = RecordingConsole(200)
     report.render_search(c, searches[0])
     headers = [[col.header for col in t.columns] for t in c.tables]
-    assert ["gpu experts", "chunk", "threshold", "max tokens", "threads", "mean prefill", "decode tok/s", "peak GiB"] in headers
+    assert [
+        "gpu experts",
+        "chunk",
+        "threshold",
+        "max tokens",
+        "threads",
+        "mean prefill",
+        "decode tok/s",
+        "peak GiB",
+    ] in headers
     assert any("layerwise only" in h for h in headers)
     narrow = RecordingConsole(80)
     report.render_search(narrow, searches[0])
@@ -132,7 +145,9 @@ def test_explain_of_a_launch_command_fits(width):
     from kttune.emit.launch_report import render_launch_explain
 
     doc = (Path(__file__).resolve().parents[1] / "fixtures" / "kt-layerwise-doc-launch.sh").read_text()
-    outcome = explain_command(doc, model="minimax-m2", profile=MEASURED, host_ram_bytes=512 * GIB, trials=60, storage=":memory:")
+    outcome = explain_command(
+        doc, model="minimax-m2", profile=MEASURED, host_ram_bytes=512 * GIB, trials=60, storage=":memory:"
+    )
     c = RecordingConsole(width)
     render_launch_explain(c, outcome)
     check(c, 3)  # prefill per length, VRAM, what kttune would change
@@ -172,8 +187,29 @@ def test_simulate_fits(width):
     from kttune.emit import simulate_report
     from kttune.app import simulate, simulation_inputs
 
-    inp = simulation_inputs("qwen3-30b-a3b", MEASURED, None, "summarize", None, 40, 0, 0, 8192, None, 262144, 32, None, 1,
-                  ("chunked", "hybrid", "layered"), None, 8192, None, None, 0.0, None)
+    inp = simulation_inputs(
+        "qwen3-30b-a3b",
+        MEASURED,
+        None,
+        "summarize",
+        None,
+        40,
+        0,
+        0,
+        8192,
+        None,
+        262144,
+        32,
+        None,
+        1,
+        ("chunked", "hybrid", "layered"),
+        None,
+        8192,
+        None,
+        None,
+        0.0,
+        None,
+    )
     rep = simulate(inp, with_capacity=True)
     c = RecordingConsole(width)
     simulate_report.render(c, rep)
@@ -237,8 +273,17 @@ def validated(tmp_path_factory):
     os.environ["KTTUNE_STANDIN_STARTUP_S"] = "0.2"
     try:
         inp = app.resolve_inputs("kimi-k2-thinking", 140 * GIB, 1, MEASURED, "chat", host_ram_bytes=1024 * GIB)
-        return app.validate(inp, 2, 4096, 2048, 65536, repeats=1, server_module="kttune.validate.standin",
-                              log_path=str(tmp_path_factory.mktemp("v") / "s.log"), write_profile=False)
+        return app.validate(
+            inp,
+            2,
+            4096,
+            2048,
+            65536,
+            repeats=1,
+            server_module="kttune.validate.standin",
+            log_path=str(tmp_path_factory.mktemp("v") / "s.log"),
+            write_profile=False,
+        )
     finally:
         os.environ.pop("KTTUNE_STANDIN_STARTUP_S", None)
 
@@ -277,7 +322,9 @@ def test_progress_bars_fit(width):
     probe.progress.tasks[0].start_time -= 3725  # an hour in: h:mm:ss
     bars = [(probe.progress, ("123/345", "1:02:05", "threads=13 slots2-e2-r4-stream"))]
     for label, status in (("searching", "best mean prefill 1.42 s"), ("measuring", "best 5,423 tok/s")):
-        bar = FittedProgress(TextColumn(label), "best", console, transient=True)  # as search_progress / measure_progress
+        bar = FittedProgress(
+            TextColumn(label), "best", console, transient=True
+        )  # as search_progress / measure_progress
         bar.add_task(label, total=300, completed=120, best=status)
         bars.append((bar, ("120/300", label, status)))
     for prog, whole in bars:

@@ -26,17 +26,35 @@ def test_the_cost_model_fits_each_kind_by_its_rows_features():
     p = load_shipped("h200-pcie5-xeon-amx-16c")
     comps = Components(p, load_model("qwen3-30b-a3b"), "BF16")
     report = comps.fit_report(comps.cpu_thread_options()[-1])
-    for part, kind in (("cpu_moe", "cpu_moe"), ("gpu_moe", "gpu_moe"), ("attention", "attention"), ("gemm", "gpu_gemm"),
-                       ("h2d", "h2d"), ("stage_a", "stage_a_write")):
+    for part, kind in (
+        ("cpu_moe", "cpu_moe"),
+        ("gpu_moe", "gpu_moe"),
+        ("attention", "attention"),
+        ("gemm", "gpu_gemm"),
+        ("h2d", "h2d"),
+        ("stage_a", "stage_a_write"),
+    ):
         assert tuple(report[part]["features"]) == KINDS[kind].fit.names
     assert fit_curves(p.curves_of("gpu_gemm")).names == KINDS["gpu_gemm"].fit.names
 
 
 def test_the_moe_view_reads_what_the_cpu_probe_writes():
-    params = {"method": "BF16", "threads": 3, "threadpools": 1, "hidden": 2048, "inter": 768, "experts": 128,
-              "top_k": 8, "cpu_experts": 120, "kernel": "AMXBF16_MOE"}
+    params = {
+        "method": "BF16",
+        "threads": 3,
+        "threadpools": 1,
+        "hidden": 2048,
+        "inter": 768,
+        "experts": 128,
+        "top_k": 8,
+        "cpu_experts": 120,
+        "kernel": "AMXBF16_MOE",
+    }
     s = curve_shape("cpu_moe", params)
-    assert s == MoeCurveShape(hidden=2048, inter=768, experts=128, top_k=8, method="BF16", cpu_experts=120) and s.routed_experts == 120
+    assert (
+        s == MoeCurveShape(hidden=2048, inter=768, experts=128, top_k=8, method="BF16", cpu_experts=120)
+        and s.routed_experts == 120
+    )
     assert curve_shape("gpu_moe", {k: v for k, v in params.items() if k != "cpu_experts"}).routed_experts == 128
     assert s.params_per_expert == 3 * 2048 * 768
 
@@ -48,13 +66,16 @@ def test_rows_are_complete():
     assert [k for k, row in KINDS.items() if row.fit is None] == ["host_ram"]
 
 
-@pytest.mark.parametrize("kind, x_unit, params, says", [
-    ("warp_drive", "bytes", {}, "unknown curve kind"),
-    ("gpu_gemm", "bytes", {"hidden": 8, "out": 8}, "x is in tokens"),
-    ("gpu_gemm", "tokens", {"hidden": 8}, "lack 'out'"),
-    ("attention", "context", {"attention": "gqa", "heads": 0, "head_dim": 8, "v_head_dim": 8}, "heads = 0"),
-    ("stage_a_write", "bytes", {"method": 4}, "method = 4 is not a string"),
-])
+@pytest.mark.parametrize(
+    "kind, x_unit, params, says",
+    [
+        ("warp_drive", "bytes", {}, "unknown curve kind"),
+        ("gpu_gemm", "bytes", {"hidden": 8, "out": 8}, "x is in tokens"),
+        ("gpu_gemm", "tokens", {"hidden": 8}, "lack 'out'"),
+        ("attention", "context", {"attention": "gqa", "heads": 0, "head_dim": 8, "v_head_dim": 8}, "heads = 0"),
+        ("stage_a_write", "bytes", {"method": 4}, "method = 4 is not a string"),
+    ],
+)
 def test_a_curve_off_its_row_is_refused(kind, x_unit, params, says):
     with pytest.raises(ValueError, match=says):
         check_curve(kind, x_unit, params)

@@ -8,7 +8,12 @@ from hypothesis import given, settings, strategies as st
 
 from kttune.errors import UserError
 from kttune.hw.derive import (
-    Change, CpuTarget, allreduce_ms, derive_profile, scale_cpu_time, serial_fraction,
+    Change,
+    CpuTarget,
+    allreduce_ms,
+    derive_profile,
+    scale_cpu_time,
+    serial_fraction,
 )
 from kttune.hw.gpu_table import GPUS, gpu_spec
 from kttune.hw.profile import profile_from_dict, profile_to_dict
@@ -54,7 +59,11 @@ def test_stage_a_scaled_to_32_cores_is_within_1_5x():
         return q.x, q.extra.get("hidden"), q.extra.get("inter"), q.extra.get("layer_experts")
 
     for c in dst.curves_of("stage_a_write", threads=31):
-        pred = {key(q): q.t_ms for cc in derived.curves_of("stage_a_write", method=c.params["method"], threads=31) for q in cc.points}
+        pred = {
+            key(q): q.t_ms
+            for cc in derived.curves_of("stage_a_write", method=c.params["method"], threads=31)
+            for q in cc.points
+        }
         for q in c.points:
             if key(q) in pred:
                 n += 1
@@ -126,9 +135,14 @@ def test_a_measured_allreduce_is_fitted_and_moved_to_more_gpus():
 
     src = load_shipped(DST)  # two GPUs
     lat, bw = 0.025, 40.0  # ms per step, GB/s
-    xs = [2.0 ** e for e in range(16, 30, 2)]
-    meas = Curve("allreduce", "bytes", tuple(Point(x=x, t_ms=allreduce_ms(x, 2, bw, lat)) for x in xs),
-                 {"ranks": 2, "link": "pcie", "dtype": "bf16"}, backend="nccl")
+    xs = [2.0**e for e in range(16, 30, 2)]
+    meas = Curve(
+        "allreduce",
+        "bytes",
+        tuple(Point(x=x, t_ms=allreduce_ms(x, 2, bw, lat)) for x in xs),
+        {"ranks": 2, "link": "pcie", "dtype": "bf16"},
+        backend="nccl",
+    )
     src = dc_replace(src, curves=src.curves + (meas,))
     four = derive_profile(src, Change(n_gpus=4)).profile.curves_of("allreduce")[0]
     assert four.params["label"] == "scaled"
@@ -142,7 +156,10 @@ from dataclasses import replace as _replace  # noqa: E402
 
 from kttune.hw.curve_kinds import CURVE_KINDS, DERIVE_RULES, KINDS  # noqa: E402
 from kttune.hw.derive import (  # noqa: E402
-    fixed_part_ms, nccl_allreduce_ms, scale_copy_curve, scale_gpu_curve,
+    fixed_part_ms,
+    nccl_allreduce_ms,
+    scale_copy_curve,
+    scale_gpu_curve,
 )
 from kttune.hw.gpu_table import GpuSpec  # noqa: E402
 from kttune.hw.profile import Curve, Point  # noqa: E402
@@ -173,7 +190,12 @@ def test_the_launch_bound_stage_c_keeps_its_time_on_a_slower_gpu():
     assert fixed_part_ms(meas) > 0.9 * min(p.t_ms for p in meas.points)
 
 
-@given(fixed=st.floats(0.0, 2.0, allow_subnormal=False), hbm=st.floats(200, 8000), more=st.floats(1.0, 10.0), tflops=st.floats(50, 2000))
+@given(
+    fixed=st.floats(0.0, 2.0, allow_subnormal=False),
+    hbm=st.floats(200, 8000),
+    more=st.floats(1.0, 10.0),
+    tflops=st.floats(50, 2000),
+)
 def test_more_hbm_bandwidth_never_slows_a_gpu_curve_and_leaves_its_fixed_cost(fixed, hbm, more, tflops):
     c = _gemm_curve(fixed, hbm, tflops)
     faster = scale_gpu_curve(c, _gpu(hbm, tflops), _gpu(hbm * more, tflops))
@@ -227,13 +249,24 @@ def test_stage_a_serial_share_pairs_only_points_of_the_same_layer():
     """Stage A points of one size come from layers of different depths (cache-resident or not):
     a sweep that scales perfectly with threads fits a serial share of 0, whatever other layer's
     point of the same size holds at the best thread count."""
+
     def curve(th: int, t: float, layer: int) -> Curve:
-        return Curve("stage_a_write", "bytes", (Point(x=9e6, t_ms=t, extra={"layer_experts": layer}),),
-                     {"method": "BF16", "threads": th})
+        return Curve(
+            "stage_a_write",
+            "bytes",
+            (Point(x=9e6, t_ms=t, extra={"layer_experts": layer}),),
+            {"method": "BF16", "threads": th},
+        )
+
     src = load_shipped(SRC)
     fixed = Curve("stage_a_write", "bytes", (Point(x=1e5, t_ms=0.02),), {"method": "FP8", "threads": 15})
-    sweep = (fixed, curve(15, 0.22, 8), curve(13, 0.02 + 0.20 * 15 / 13, 8), curve(11, 0.02 + 0.20 * 15 / 11, 8),
-             curve(15, 0.40, 29))
+    sweep = (
+        fixed,
+        curve(15, 0.22, 8),
+        curve(13, 0.02 + 0.20 * 15 / 13, 8),
+        curve(11, 0.02 + 0.20 * 15 / 11, 8),
+        curve(15, 0.40, 29),
+    )
     only = _replace(src, curves=tuple(c for c in src.curves if c.kind != "stage_a_write") + sweep)
     assert serial_fraction(only, "stage_a_write") == 0.0
 

@@ -11,8 +11,10 @@ from hypothesis import strategies as st
 from kttune.hw.features import attention_prefill_flops, expected_experts_touched, gemm_features, moe_features
 
 
-@pytest.mark.parametrize("tokens,top_k,experts,subset", [(1, 8, 128, 128), (16, 8, 128, 100), (64, 8, 384, 380),
-                                                           (4, 2, 8, 6), (48, 8, 256, 32)])
+@pytest.mark.parametrize(
+    "tokens,top_k,experts,subset",
+    [(1, 8, 128, 128), (16, 8, 128, 100), (64, 8, 384, 380), (4, 2, 8, 6), (48, 8, 256, 32)],
+)
 def test_experts_touched_matches_a_simulation(tokens, top_k, experts, subset):
     # uniform routing: every token picks top_k distinct experts; count the distinct ones of the subset
     rng = random.Random(0)

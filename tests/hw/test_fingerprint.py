@@ -17,25 +17,36 @@ def inv():
 
 
 def test_free_memory_hostname_and_notes_do_not_count(inv):
-    other = replace(inv, hostname="elsewhere", notes=("x",),
-                    cpu=replace(inv.cpu, ram_available_bytes=1),
-                    gpus=tuple(replace(g, vram_free_bytes=0, uuid="GPU-other") for g in inv.gpus))
+    other = replace(
+        inv,
+        hostname="elsewhere",
+        notes=("x",),
+        cpu=replace(inv.cpu, ram_available_bytes=1),
+        gpus=tuple(replace(g, vram_free_bytes=0, uuid="GPU-other") for g in inv.gpus),
+    )
     assert fingerprint(other) == fingerprint(inv)
 
 
 def test_ram_counts_in_16_gib_classes(inv):
-    assert fingerprint(replace(inv, cpu=replace(inv.cpu, ram_total_bytes=inv.cpu.ram_total_bytes + 3 * GIB))) == fingerprint(inv)
-    assert fingerprint(replace(inv, cpu=replace(inv.cpu, ram_total_bytes=inv.cpu.ram_total_bytes + 64 * GIB))) != fingerprint(inv)
+    assert fingerprint(
+        replace(inv, cpu=replace(inv.cpu, ram_total_bytes=inv.cpu.ram_total_bytes + 3 * GIB))
+    ) == fingerprint(inv)
+    assert fingerprint(
+        replace(inv, cpu=replace(inv.cpu, ram_total_bytes=inv.cpu.ram_total_bytes + 64 * GIB))
+    ) != fingerprint(inv)
 
 
-@pytest.mark.parametrize("change", [
-    lambda i: replace(i, cpu=replace(i.cpu, model="another CPU")),
-    lambda i: replace(i, cpu=replace(i.cpu, physical_cores=i.cpu.physical_cores + 1)),
-    lambda i: replace(i, cpu=replace(i.cpu, isa=tuple(f for f in i.cpu.isa if not f.startswith("amx")))),
-    lambda i: replace(i, gpus=i.gpus[:0]),
-    lambda i: replace(i, software=replace(i.software, kt_kernel="9.9.9")),
-    lambda i: replace(i, software=replace(i.software, torch="1.0.0")),
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda i: replace(i, cpu=replace(i.cpu, model="another CPU")),
+        lambda i: replace(i, cpu=replace(i.cpu, physical_cores=i.cpu.physical_cores + 1)),
+        lambda i: replace(i, cpu=replace(i.cpu, isa=tuple(f for f in i.cpu.isa if not f.startswith("amx")))),
+        lambda i: replace(i, gpus=i.gpus[:0]),
+        lambda i: replace(i, software=replace(i.software, kt_kernel="9.9.9")),
+        lambda i: replace(i, software=replace(i.software, torch="1.0.0")),
+    ],
+)
 def test_what_decides_timings_changes_it(inv, change):
     assert fingerprint(change(inv)) != fingerprint(inv)
 
@@ -44,7 +55,9 @@ def test_irrelevant_isa_flags_and_torch_local_suffix_do_not_count(inv):
     assert fingerprint(replace(inv, cpu=replace(inv.cpu, isa=inv.cpu.isa + ("sse3",)))) == fingerprint(inv)
     sw = inv.software
     if sw.torch:
-        assert fingerprint(replace(inv, software=replace(sw, torch=sw.torch.split("+")[0] + "+cu128"))) == fingerprint(inv)
+        assert fingerprint(replace(inv, software=replace(sw, torch=sw.torch.split("+")[0] + "+cu128"))) == fingerprint(
+            inv
+        )
 
 
 def test_shape(inv):

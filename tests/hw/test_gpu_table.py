@@ -14,12 +14,22 @@ def test_every_record_is_found_by_its_own_name():
         assert spec_for_name(g.name) is g and gpu_spec(g.key) is g
 
 
-@pytest.mark.parametrize("nvml_name, key", [
-    ("NVIDIA L40S", "l40s"), ("NVIDIA L40", "l40"), ("NVIDIA H20", "h20"), ("NVIDIA H200 NVL", "h200"),
-    ("NVIDIA H100 PCIe", "h100"), ("NVIDIA RTX A6000", "a6000"), ("NVIDIA RTX 6000 Ada Generation", "rtx-6000-ada"),
-    ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "rtx-pro-6000"), ("NVIDIA GeForce RTX 4090 D", "rtx4090"),
-    ("NVIDIA A800 80GB PCIe", "a800"), ("Tesla V100-SXM2-32GB", None),
-])
+@pytest.mark.parametrize(
+    "nvml_name, key",
+    [
+        ("NVIDIA L40S", "l40s"),
+        ("NVIDIA L40", "l40"),
+        ("NVIDIA H20", "h20"),
+        ("NVIDIA H200 NVL", "h200"),
+        ("NVIDIA H100 PCIe", "h100"),
+        ("NVIDIA RTX A6000", "a6000"),
+        ("NVIDIA RTX 6000 Ada Generation", "rtx-6000-ada"),
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "rtx-pro-6000"),
+        ("NVIDIA GeForce RTX 4090 D", "rtx4090"),
+        ("NVIDIA A800 80GB PCIe", "a800"),
+        ("Tesla V100-SXM2-32GB", None),
+    ],
+)
 def test_nvml_names_find_the_longest_key(nvml_name, key):
     g = spec_for_name(nvml_name)
     assert (g.key if g else None) == key
@@ -32,10 +42,17 @@ def test_records_are_datasheet_shaped():
         assert g.pcie_gen in PCIE_GTS and g.pcie_width in (8, 16)
 
 
-@pytest.mark.parametrize("gen, width, gbps", [
-    # PCI-SIG's per-direction figures before line coding: 2.0 (x1 Gen1) ... 128 GB/s (x16 Gen6)
-    (1, 1, 2.5 / 8), (3, 16, 16.0), (4, 16, 32.0), (5, 16, 64.0), (6, 16, 128.0),
-])
+@pytest.mark.parametrize(
+    "gen, width, gbps",
+    [
+        # PCI-SIG's per-direction figures before line coding: 2.0 (x1 Gen1) ... 128 GB/s (x16 Gen6)
+        (1, 1, 2.5 / 8),
+        (3, 16, 16.0),
+        (4, 16, 32.0),
+        (5, 16, 64.0),
+        (6, 16, 128.0),
+    ],
+)
 def test_pcie_rates_are_the_published_raw_rates_after_line_coding(gen, width, gbps):
     code = {1: 8 / 10, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 242 / 256}[gen]
     assert pcie_gbps(gen, width) == pytest.approx(gbps * code)

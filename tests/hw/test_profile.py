@@ -13,7 +13,14 @@ from hypothesis import strategies as st
 from kttune.errors import UserError
 from kttune.hw.curve_kinds import KINDS
 from kttune.hw.profile import (
-    CURVE_KINDS, Curve, HardwareProfile, Point, load_profile, profile_from_dict, profile_to_dict, save_profile,
+    CURVE_KINDS,
+    Curve,
+    HardwareProfile,
+    Point,
+    load_profile,
+    profile_from_dict,
+    profile_to_dict,
+    save_profile,
 )
 from kttune.hw.registry import load_shipped, shipped_names
 
@@ -39,11 +46,22 @@ def test_save_then_load_is_the_same_profile(name, tmp_path):
 
 
 _points = st.lists(
-    st.builds(Point, x=st.floats(1, 1e12), t_ms=st.floats(1e-4, 1e5), t_ms_p10=st.floats(1e-4, 1e5),
-              t_ms_p90=st.floats(1e-4, 1e5), n=st.integers(0, 1000),
-              extra=st.dictionaries(st.sampled_from(["gbps", "overlap", "note"]),
-                                    st.one_of(st.floats(0, 1e3, allow_subnormal=False), st.text(max_size=5)), max_size=2)),
-    min_size=1, max_size=5)
+    st.builds(
+        Point,
+        x=st.floats(1, 1e12),
+        t_ms=st.floats(1e-4, 1e5),
+        t_ms_p10=st.floats(1e-4, 1e5),
+        t_ms_p90=st.floats(1e-4, 1e5),
+        n=st.integers(0, 1000),
+        extra=st.dictionaries(
+            st.sampled_from(["gbps", "overlap", "note"]),
+            st.one_of(st.floats(0, 1e3, allow_subnormal=False), st.text(max_size=5)),
+            max_size=2,
+        ),
+    ),
+    min_size=1,
+    max_size=5,
+)
 
 
 @st.composite
@@ -52,8 +70,13 @@ def _curve(draw):
     carry (strings for str fields, whole numbers >= 1 for the others), plus free extras."""
     kind = draw(st.sampled_from(sorted(CURVE_KINDS)))
     row = KINDS[kind]
-    params = draw(st.dictionaries(st.sampled_from(["threads", "model", "gpu"]),
-                                  st.one_of(st.integers(0, 10**5), st.text(max_size=8)), max_size=2))
+    params = draw(
+        st.dictionaries(
+            st.sampled_from(["threads", "model", "gpu"]),
+            st.one_of(st.integers(0, 10**5), st.text(max_size=8)),
+            max_size=2,
+        )
+    )
     for f in fields(row.shape) if row.shape else ():
         if f.name in row.required_params or draw(st.booleans()):
             params[f.name] = draw(st.text(max_size=8) if f.type == "str" else st.integers(1, 10**5))
@@ -76,17 +99,20 @@ def _good() -> dict:
     return _shipped_json(shipped_names()[0])
 
 
-@pytest.mark.parametrize("breaks, says", [
-    (lambda d: d.update(format="something-else"), "is not a kttune hardware profile"),
-    (lambda d: d.update(version=d["version"] + 1), "profile format version"),
-    (lambda d: d.pop("inventory"), "malformed"),
-    (lambda d: d["curves"][0].update(kind="warp_drive"), "malformed"),
-    (lambda d: d["curves"][0]["points"][0].update(bogus=1), "malformed"),
-    (lambda d: d["curves"][0].update(x_unit="bytes"), "its x is in tokens"),  # curves[0] is a cpu_moe curve
-    (lambda d: d["curves"][0]["params"].pop("hidden"), "lack 'hidden'"),
-    (lambda d: d["curves"][0]["params"].update(top_k="8"), "top_k = '8' is not a whole number"),
-    (lambda d: d["curves"][0]["params"].update(experts=True), "experts = True is not a whole number"),
-])
+@pytest.mark.parametrize(
+    "breaks, says",
+    [
+        (lambda d: d.update(format="something-else"), "is not a kttune hardware profile"),
+        (lambda d: d.update(version=d["version"] + 1), "profile format version"),
+        (lambda d: d.pop("inventory"), "malformed"),
+        (lambda d: d["curves"][0].update(kind="warp_drive"), "malformed"),
+        (lambda d: d["curves"][0]["points"][0].update(bogus=1), "malformed"),
+        (lambda d: d["curves"][0].update(x_unit="bytes"), "its x is in tokens"),  # curves[0] is a cpu_moe curve
+        (lambda d: d["curves"][0]["params"].pop("hidden"), "lack 'hidden'"),
+        (lambda d: d["curves"][0]["params"].update(top_k="8"), "top_k = '8' is not a whole number"),
+        (lambda d: d["curves"][0]["params"].update(experts=True), "experts = True is not a whole number"),
+    ],
+)
 def test_a_bad_profile_is_one_user_error(breaks, says):
     d = _good()
     breaks(d)
@@ -107,7 +133,9 @@ def test_missing_and_non_json_files(tmp_path):
 def test_a_failed_save_keeps_the_old_file(tmp_path):
     path = save_profile(load_shipped(shipped_names()[0]), tmp_path / "p.json")
     before = path.read_text()
-    broken = replace(load_shipped(shipped_names()[0]), curves=(Curve("h2d", "bytes", (Point(1.0, 1.0),), params={"x": object()}),))
+    broken = replace(
+        load_shipped(shipped_names()[0]), curves=(Curve("h2d", "bytes", (Point(1.0, 1.0),), params={"x": object()}),)
+    )
     with pytest.raises(TypeError):
         save_profile(broken, path)
     assert path.read_text() == before

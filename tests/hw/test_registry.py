@@ -40,8 +40,12 @@ def test_unprobed_machine_gets_the_shipped_default():
 def test_this_machines_probe_is_used_with_shipped_gpu_parts():
     inv = collect_inventory()
     shipped = load_shipped(default_shipped_name())
-    cpu_only = replace(shipped, inventory=inv, fingerprint=fingerprint(inv),
-                       curves=tuple(c for c in shipped.curves if c.kind in CPU_KINDS))
+    cpu_only = replace(
+        shipped,
+        inventory=inv,
+        fingerprint=fingerprint(inv),
+        curves=tuple(c for c in shipped.curves if c.kind in CPU_KINDS),
+    )
     save_profile(cpu_only, profile_cache_path(cpu_only.fingerprint))  # what `kttune probe` writes here
     p = resolve_profile(None, inv)
     assert p.fingerprint == fingerprint(inv)

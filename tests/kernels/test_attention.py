@@ -31,7 +31,7 @@ def naive_mla(q, c_kv, k_rope, w_kv_b, heads, dn, dr, dv):
     q, c_kv, k_rope, w = q.double(), c_kv.double(), k_rope.double(), w_kv_b.double()
     out = torch.zeros(t, heads, dv, dtype=torch.float64)
     for h in range(heads):
-        wh = w[h * (dn + dv):(h + 1) * (dn + dv)]
+        wh = w[h * (dn + dv) : (h + 1) * (dn + dv)]
         w_k, w_v = wh[:dn], wh[dn:]
         for i in range(t):
             scores = []

@@ -42,5 +42,11 @@ def test_a_models_probe_shape_matches_the_shipped_curve_and_the_decoder_layer(na
     assert probe.params() == shipped_attention_params()[probe_name]
     layer = attention_shape(spec, 0)
     assert isinstance(layer, AttentionShape) and isinstance(probe, AttentionShape)
-    assert (layer.kind, layer.hidden, layer.heads, layer.head_dim, layer.v_head_dim, layer.rope_dim if layer.kind == "mla" else 0) == (
-        probe.attention, probe.hidden, probe.heads, probe.head_dim, probe.v_head_dim, probe.qk_rope_head_dim)
+    assert (
+        layer.kind,
+        layer.hidden,
+        layer.heads,
+        layer.head_dim,
+        layer.v_head_dim,
+        layer.rope_dim if layer.kind == "mla" else 0,
+    ) == (probe.attention, probe.hidden, probe.heads, probe.head_dim, probe.v_head_dim, probe.qk_rope_head_dim)

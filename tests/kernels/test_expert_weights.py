@@ -10,13 +10,23 @@ from hypothesis import strategies as st
 from kttune.kernels import expert_weights as ew
 from kttune.spec.methods import bytes_per_expert
 
-FORMAT = {"BF16": "bf16", "FP8": "fp8_block", "FP8_PERCHANNEL": "fp8_channel", "RAWINT4": "int4_g32",
-          "AMXINT4": "bf16", "AMXINT8": "bf16"}
+FORMAT = {
+    "BF16": "bf16",
+    "FP8": "fp8_block",
+    "FP8_PERCHANNEL": "fp8_channel",
+    "RAWINT4": "int4_g32",
+    "AMXINT4": "bf16",
+    "AMXINT8": "bf16",
+}
 
 
 @settings(max_examples=60, deadline=None)
-@given(method=st.sampled_from(ew.METHODS), h=st.integers(1, 64).map(lambda x: 32 * x),
-       i=st.integers(1, 64).map(lambda x: 32 * x), tp=st.sampled_from([1, 2, 4]))
+@given(
+    method=st.sampled_from(ew.METHODS),
+    h=st.integers(1, 64).map(lambda x: 32 * x),
+    i=st.integers(1, 64).map(lambda x: 32 * x),
+    tp=st.sampled_from([1, 2, 4]),
+)
 def test_shapes_add_up_to_the_documented_bytes(method, h, i, tp):
     # the table in docs/weight-formats.md, written out here independently of spec.methods' code path
     assert ew.source_format(method) == FORMAT[method]
@@ -44,7 +54,11 @@ def test_rawint4_words_are_the_checkpoints_bytes():
 @pytest.mark.parametrize("method,bound", [("BF16", 0.005), ("FP8", 0.05), ("FP8_PERCHANNEL", 0.05), ("RAWINT4", 0.2)])
 def test_quantisation_round_trip_within_the_formats_precision(method, bound):
     g = torch.Generator().manual_seed(0)
-    gate, up, down = torch.randn(3, 64, 256, generator=g), torch.randn(3, 64, 256, generator=g), torch.randn(3, 256, 64, generator=g)
+    gate, up, down = (
+        torch.randn(3, 64, 256, generator=g),
+        torch.randn(3, 64, 256, generator=g),
+        torch.randn(3, 256, 64, generator=g),
+    )
     w = ew.HostExperts.from_dense(method, gate, up, down)
     for a, b in zip(w.dense(), (gate, up, down)):
         rel = ((a - b).abs().mean() / b.abs().mean()).item()
@@ -111,7 +125,10 @@ def test_kt_writer_splits_an_expert_over_tp_ranks(method):
     n = host.inter // tp
     for r, slot in enumerate(slots):
         w13 = slot.views["w13"][0]
-        assert torch.equal(w13[:n].view(torch.uint8), host.gate[e][r * n:(r + 1) * n].contiguous().view(torch.uint8))
-        assert torch.equal(w13[n:].view(torch.uint8), host.up[e][r * n:(r + 1) * n].contiguous().view(torch.uint8))
+        assert torch.equal(w13[:n].view(torch.uint8), host.gate[e][r * n : (r + 1) * n].contiguous().view(torch.uint8))
+        assert torch.equal(w13[n:].view(torch.uint8), host.up[e][r * n : (r + 1) * n].contiguous().view(torch.uint8))
         cols = host.down.shape[2] // tp
-        assert torch.equal(slot.views["w2"][0].view(torch.uint8), host.down[e][:, r * cols:(r + 1) * cols].contiguous().view(torch.uint8))
+        assert torch.equal(
+            slot.views["w2"][0].view(torch.uint8),
+            host.down[e][:, r * cols : (r + 1) * cols].contiguous().view(torch.uint8),
+        )

@@ -77,7 +77,9 @@ def test_int4_cpu(m):
     assert _err(y, gm.moe_reference(x, d13, d2, ids, tw)) < 2e-2
 
 
-@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="set TRITON_INTERPRET=1 to run Triton kernels on CPU")
+@pytest.mark.skipif(
+    os.environ.get("TRITON_INTERPRET") != "1", reason="set TRITON_INTERPRET=1 to run Triton kernels on CPU"
+)
 @pytest.mark.parametrize("masked", [False, True])
 def test_int4_triton_interpreter(masked):
     pytest.importorskip("triton")
@@ -129,6 +131,7 @@ def test_gpu_int4_fresh_inputs_stable():
 
 
 # ---- the fused layout (SGLang's buffers) ------------------------------------------------------------
+
 
 def _masked_reference(x, w13, w2, ids, tw):
     """Slots with a negative id contribute nothing: the reference with those weights zeroed."""

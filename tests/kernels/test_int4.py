@@ -55,7 +55,9 @@ def test_batched_reference_repack():
     assert torch.equal(q[1], ps[1].t())
 
 
-@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="set TRITON_INTERPRET=1 to run Triton kernels on CPU")
+@pytest.mark.skipif(
+    os.environ.get("TRITON_INTERPRET") != "1", reason="set TRITON_INTERPRET=1 to run Triton kernels on CPU"
+)
 def test_triton_repack_interpreter():
     pytest.importorskip("triton")
     from kttune.kernels import triton_int4

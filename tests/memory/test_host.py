@@ -5,7 +5,12 @@ import pytest
 from hypothesis import given, strategies as st
 
 from kttune.memory.host import (
-    AVX2, cpu_expert_bytes, host_ram_breakdown, kernel_family, kt_allocation_bytes, kt_scratch_bytes,
+    AVX2,
+    cpu_expert_bytes,
+    host_ram_breakdown,
+    kernel_family,
+    kt_allocation_bytes,
+    kt_scratch_bytes,
 )
 from kttune.spec.moe_shape import MoeLayerShape
 from kttune.units import GB
@@ -44,18 +49,26 @@ def _measured_points():
     return [p for f in RESULTS for p in json.loads(f.read_text())["points"]]
 
 
-@pytest.mark.skipif(not RESULTS, reason="no tests/data/host_ram-*.json (run benchmarks/bench_host_ram.py, copy its result there)")
+@pytest.mark.skipif(
+    not RESULTS, reason="no tests/data/host_ram-*.json (run benchmarks/bench_host_ram.py, copy its result there)"
+)
 def test_formula_within_10_percent_of_measured_kt_kernel_allocations():
     # Every point is held out: the formula is read from kt-kernel's source, nothing is fitted.
     pts = _measured_points()
     assert len(pts) >= 20
     for p in pts:
-        s = MoeLayerShape(hidden=p["hidden"], inter=p["inter"], experts=p["experts"], top_k=p["top_k"], method=p["method"])
+        s = MoeLayerShape(
+            hidden=p["hidden"], inter=p["inter"], experts=p["experts"], top_k=p["top_k"], method=p["method"]
+        )
         pred = kt_allocation_bytes(s, p["max_len"], p["layers"], amx=p["kernel"].startswith("AMX"))
         assert abs(pred / p["reserved_bytes"] - 1) <= 0.10, (p["method"], p["max_len"], pred, p["reserved_bytes"])
 
 
-@given(n=st.integers(64, 131072), pools=st.sampled_from([1, 2, 4]), m=st.sampled_from(["BF16", "FP8", "RAWINT4", "AMXINT4"]))
+@given(
+    n=st.integers(64, 131072),
+    pools=st.sampled_from([1, 2, 4]),
+    m=st.sampled_from(["BF16", "FP8", "RAWINT4", "AMXINT4"]),
+)
 def test_scratch_is_linear_in_max_len_and_shared_by_layers(n, pools, m):
     s = MoeLayerShape(hidden=7168, inter=2048, experts=384, top_k=8, method=m)
     fam = kernel_family(m, amx=True)

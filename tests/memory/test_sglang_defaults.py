@@ -9,9 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kttune.config import LaunchConfig
 from kttune.memory.sglang_defaults import (
-    default_chunked_prefill_size, default_cuda_graph_max_bs, default_max_running_requests, default_mem_fraction_static,
+    default_chunked_prefill_size,
+    default_cuda_graph_max_bs,
+    default_max_running_requests,
+    default_mem_fraction_static,
     profiled_kv_tokens,
 )
 from kttune.memory.vram import kv_cell_bytes, mem_fraction_static, vram_breakdown
@@ -19,15 +21,26 @@ from kttune.units import GIB
 from tests.helpers import cfg, model
 
 
-@pytest.mark.parametrize("gib,chunk,bs,bs_tp4", [(16, 2048, 8, 8), (24, 2048, 24, 80), (48, 4096, 32, 160),
-                                                  (80, 8192, 256, 512), (141, 8192, 256, 512), (192, 16384, 256, 512)])
+@pytest.mark.parametrize(
+    "gib,chunk,bs,bs_tp4",
+    [
+        (16, 2048, 8, 8),
+        (24, 2048, 24, 80),
+        (48, 4096, 32, 160),
+        (80, 8192, 256, 512),
+        (141, 8192, 256, 512),
+        (192, 16384, 256, 512),
+    ],
+)
 def test_defaults_by_gpu_memory(gib, chunk, bs, bs_tp4):
     v = gib * GIB
     assert default_chunked_prefill_size(v) == chunk
     assert default_cuda_graph_max_bs(v, 1) == bs and default_cuda_graph_max_bs(v, 4) == bs_tp4
 
 
-@given(st.integers(8, 300), st.integers(1, 64).map(lambda k: 1024 * k), st.integers(1, 512), st.sampled_from([1, 2, 4, 8]))
+@given(
+    st.integers(8, 300), st.integers(1, 64).map(lambda k: 1024 * k), st.integers(1, 512), st.sampled_from([1, 2, 4, 8])
+)
 def test_the_default_fraction_keeps_its_reserve(gib, chunk, bs, tp):
     f = default_mem_fraction_static(gib * GIB, chunk, bs, tp)
     reserved_mib = (1 - f) * gib * 1024
@@ -38,7 +51,12 @@ def test_the_default_fraction_keeps_its_reserve(gib, chunk, bs, tp):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.floats(0.3, 0.98, allow_subnormal=False), st.floats(0.0, 0.3, allow_subnormal=False), st.integers(0, 60), st.sampled_from(["qwen3-30b-a3b", "kimi-k2-thinking"]))
+@given(
+    st.floats(0.3, 0.98, allow_subnormal=False),
+    st.floats(0.0, 0.3, allow_subnormal=False),
+    st.integers(0, 60),
+    st.sampled_from(["qwen3-30b-a3b", "kimi-k2-thinking"]),
+)
 def test_the_pool_grows_with_the_fraction_and_shrinks_with_gpu_experts(f, more, n, name):
     m = model(name)
     c = cfg("BF16" if name.startswith("qwen") else "RAWINT4", num_gpu_experts=n)
@@ -48,7 +66,11 @@ def test_the_pool_grows_with_the_fraction_and_shrinks_with_gpu_experts(f, more, 
     assert profiled_kv_tokens(m, replace(c, num_gpu_experts=n + 1), v, f) <= a
     if a:  # what the fraction leaves after the weights, in whole KV cells
         b = vram_breakdown(m, replace(c, max_total_tokens=a))
-        assert b.kv_cache <= (v - b.cuda_context) * f - b.non_expert_weights - b.gpu_experts < b.kv_cache + kv_cell_bytes(m, 1)
+        assert (
+            b.kv_cache
+            <= (v - b.cuda_context) * f - b.non_expert_weights - b.gpu_experts
+            < b.kv_cache + kv_cell_bytes(m, 1)
+        )
 
 
 @settings(max_examples=40, deadline=None)
@@ -68,5 +90,7 @@ def test_the_fraction_kttune_prints_leaves_its_pool_at_start(gib, n, kv):
 def test_unset_running_requests_follow_the_request_pool():
     m = model("qwen3-30b-a3b")  # 40,960-token context
     assert default_max_running_requests(m, cfg("BF16", max_total_tokens=65536)) == 2048
-    assert default_max_running_requests(m, cfg("BF16", max_total_tokens=400 * 1024)) == 4096  # rows: 400K / 40K x 512, capped
+    assert (
+        default_max_running_requests(m, cfg("BF16", max_total_tokens=400 * 1024)) == 4096
+    )  # rows: 400K / 40K x 512, capped
     assert default_max_running_requests(m, cfg("BF16", max_total_tokens=1000)) == 500

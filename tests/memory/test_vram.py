@@ -62,8 +62,10 @@ def test_hybrid_attention_models_cache_only_attention_layers():
     assert kv_cell_bytes(nxt, 1) == 2 * 512 * 12 * 2
 
 
-@pytest.mark.parametrize("name,method,gib", [("deepseek-v3", "FP8", 2.38), ("kimi-k2-thinking", "RAWINT4", 1.38),
-                                             ("minimax-m2", "FP8", 0.82)])
+@pytest.mark.parametrize(
+    "name,method,gib",
+    [("deepseek-v3", "FP8", 2.38), ("kimi-k2-thinking", "RAWINT4", 1.38), ("minimax-m2", "FP8", 0.82)],
+)
 def test_one_gpu_expert_per_layer_costs_documented_vram(name, method, gib):
     # docs/memory.md (resident GPU experts): "1 per-layer expert costs L_moe x B_gpu: DS-V3 FP8 2.38 GiB, Kimi-K2 RAWINT4 1.38 GiB, MiniMax-M2 FP8 0.82 GiB"
     m = model(name)
@@ -86,26 +88,42 @@ def test_converted_methods_keep_gpu_experts_in_checkpoint_format():
     assert amx == fp8
 
 
-@pytest.mark.parametrize("threshold,chunk,method,fires", [
-    (0, 8192, "FP8", False),  # threshold 0 = off
-    (4096, 8192, "FP8", True),
-    (8192, 8192, "FP8", True),  # >= fires
-    (16384, 8192, "FP8", False),  # a forward never exceeds the chunk
-    (4096, 8192, "AMXINT4", False),  # no layerwise path for AMX methods
-])
+@pytest.mark.parametrize(
+    "threshold,chunk,method,fires",
+    [
+        (0, 8192, "FP8", False),  # threshold 0 = off
+        (4096, 8192, "FP8", True),
+        (8192, 8192, "FP8", True),  # >= fires
+        (16384, 8192, "FP8", False),  # a forward never exceeds the chunk
+        (4096, 8192, "AMXINT4", False),  # no layerwise path for AMX methods
+    ],
+)
 def test_layerwise_slot_only_when_layerwise_can_fire(threshold, chunk, method, fires):
-    b = vram_breakdown(model("minimax-m2.1"), cfg(method, gpu_prefill_token_threshold=threshold, chunked_prefill_size=chunk))
+    b = vram_breakdown(
+        model("minimax-m2.1"), cfg(method, gpu_prefill_token_threshold=threshold, chunked_prefill_size=chunk)
+    )
     assert (b.layerwise_slot > 0) == fires
-    assert b.startup_bytes == vram_breakdown(model("minimax-m2.1"), cfg(method, chunked_prefill_size=chunk)).startup_bytes
+    assert (
+        b.startup_bytes == vram_breakdown(model("minimax-m2.1"), cfg(method, chunked_prefill_size=chunk)).startup_bytes
+    )
 
 
 @settings(max_examples=40, deadline=None)
-@given(n=st.integers(0, 64), chunk=st.sampled_from([1024, 2048, 4096, 8192, 16384]),
-       kv=st.integers(4096, 300_000), lw=st.booleans())
+@given(
+    n=st.integers(0, 64),
+    chunk=st.sampled_from([1024, 2048, 4096, 8192, 16384]),
+    kv=st.integers(4096, 300_000),
+    lw=st.booleans(),
+)
 def test_vram_is_monotone_in_experts_chunk_and_kv(n, chunk, kv, lw):
     m = model("qwen3-30b-a3b")
-    c = cfg("BF16", num_gpu_experts=n, chunked_prefill_size=chunk, max_total_tokens=kv,
-            gpu_prefill_token_threshold=1024 if lw else 0)
+    c = cfg(
+        "BF16",
+        num_gpu_experts=n,
+        chunked_prefill_size=chunk,
+        max_total_tokens=kv,
+        gpu_prefill_token_threshold=1024 if lw else 0,
+    )
     peak = vram_breakdown(m, c).runtime_peak_bytes
     assert vram_breakdown(m, replace(c, num_gpu_experts=n + 1)).runtime_peak_bytes > peak
     assert vram_breakdown(m, replace(c, max_total_tokens=kv + 1024)).runtime_peak_bytes > peak

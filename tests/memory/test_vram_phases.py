@@ -20,9 +20,13 @@ RESULTS = sorted(DATA.glob("paths-*.json"))
 
 
 @settings(max_examples=40, deadline=None)
-@given(name=st.sampled_from(["kimi-k2-thinking", "deepseek-v3", "qwen3-30b-a3b", "minimax-m2"]),
-       chunk=st.sampled_from([1024, 4096, 16384, 65536, 131072]), tp=st.sampled_from([1, 2, 4, 8]),
-       thr=st.sampled_from([0, 1024, 4096]), n=st.sampled_from([0, 8]))
+@given(
+    name=st.sampled_from(["kimi-k2-thinking", "deepseek-v3", "qwen3-30b-a3b", "minimax-m2"]),
+    chunk=st.sampled_from([1024, 4096, 16384, 65536, 131072]),
+    tp=st.sampled_from([1, 2, 4, 8]),
+    thr=st.sampled_from([0, 1024, 4096]),
+    n=st.sampled_from([0, 8]),
+)
 def test_peak_is_persistent_plus_the_largest_phase_never_the_sum(name, chunk, tp, thr, n):
     m = model(name)
     c = cfg(m.default_method, tp=tp, chunked_prefill_size=chunk, gpu_prefill_token_threshold=thr, num_gpu_experts=n)
@@ -63,11 +67,15 @@ def _ratios() -> list[tuple]:
     out = []
     for name, run, held in rows:
         pred = predicted_runner_peak_bytes(load_model(run.model, run.method), run, held)["total"]
-        out.append((name, run.model, run.chunk, run.prompt_tokens, run.gpu_experts, run.paths, pred / run.peak_allocated_bytes))
+        out.append(
+            (name, run.model, run.chunk, run.prompt_tokens, run.gpu_experts, run.paths, pred / run.peak_allocated_bytes)
+        )
     return out
 
 
-@pytest.mark.skipif(not RESULTS, reason="no tests/data/paths-*.json: run `kttune paths --out` on the GPU box, copy its result there")
+@pytest.mark.skipif(
+    not RESULTS, reason="no tests/data/paths-*.json: run `kttune paths --out` on the GPU box, copy its result there"
+)
 def test_phase_model_bounds_the_runners_measured_peak():
     """Held out (nothing is fitted to these peaks): SGLang's terms (kttune.memory.vram) for what the
     runner holds, plus its named runner-only terms (kttune/calibration/runner.py), against every measured
@@ -76,7 +84,9 @@ def test_phase_model_bounds_the_runners_measured_peak():
     assert not bad, bad
 
 
-@pytest.mark.skipif(not RESULTS, reason="no tests/data/paths-*.json: run `kttune paths --out` on the GPU box, copy its result there")
+@pytest.mark.skipif(
+    not RESULTS, reason="no tests/data/paths-*.json: run `kttune paths --out` on the GPU box, copy its result there"
+)
 def test_the_sglang_terms_carry_the_prediction():
     """The runner allocates as SGLang does: what only the runner holds (MLA's padded values, one
     expert run's GEMM buffers, its staging ring...) is a small share of every predicted peak."""
@@ -85,11 +95,20 @@ def test_the_sglang_terms_carry_the_prediction():
     shares = []
     for name, run, held in _runs():
         t = predicted_runner_peak_bytes(load_model(run.model, run.method), run, held)
-        shares.append(((t["runner_activation_difference"] + t["pipeline_ring"]) / t["total"], run.model, run.chunk, run.prompt_tokens))
+        shares.append(
+            (
+                (t["runner_activation_difference"] + t["pipeline_ring"]) / t["total"],
+                run.model,
+                run.chunk,
+                run.prompt_tokens,
+            )
+        )
     assert max(shares)[0] <= 0.15, max(shares)
 
 
-@pytest.mark.skipif(not RESULTS, reason="no tests/data/paths-*.json: run `kttune paths --out` on the GPU box, copy its result there")
+@pytest.mark.skipif(
+    not RESULTS, reason="no tests/data/paths-*.json: run `kttune paths --out` on the GPU box, copy its result there"
+)
 def test_every_phase_peak_is_bounded_by_its_phase():
     """Per forward, the device peak while the attention block ran and while the MoE block ran (the
     runner records both) is at most the predicted peak of that phase: the phases are alive one after
@@ -111,7 +130,9 @@ def test_every_phase_peak_is_bounded_by_its_phase():
                     seen += 1
                     for phase, meas in (("attn", fw.attn_peak_bytes), ("moe", fw.moe_peak_bytes)):
                         if pred[phase] + ALLOCATOR_GRANULARITY_BYTES < meas:
-                            bad.append((run.model, run.gpu_experts, fw.tokens, fw.prefix, fw.path, phase, pred[phase] / meas))
+                            bad.append(
+                                (run.model, run.gpu_experts, fw.tokens, fw.prefix, fw.path, phase, pred[phase] / meas)
+                            )
     if not seen:
         pytest.skip("no run in the results records phase peaks")
     assert not bad, bad
@@ -136,11 +157,14 @@ def test_one_shot_attention_grows_with_the_prefix_up_to_the_kv_chunk_cap(prefix,
     if prefix + 4096 >= vram.MLA_MAX_KV_CHUNK_TOKENS:
         assert b == a  # pieces of at most MLA_MAX_KV_CHUNK_TOKENS
     # the triton backend never expands a prefix: its phase does not depend on it
-    assert (vram.attention_phase_bytes(m, 4096, tp, prefix=prefix, backend="triton")
-            == vram.attention_phase_bytes(m, 4096, tp, prefix=prefix + extra, backend="triton"))
+    assert vram.attention_phase_bytes(m, 4096, tp, prefix=prefix, backend="triton") == vram.attention_phase_bytes(
+        m, 4096, tp, prefix=prefix + extra, backend="triton"
+    )
     # GQA models have no MLA forms: the prefix never matters
     q = model("qwen3-30b-a3b")
-    assert vram.attention_phase_bytes(q, 4096, tp, prefix=prefix, backend="flashinfer") == vram.attention_phase_bytes(q, 4096, tp)
+    assert vram.attention_phase_bytes(q, 4096, tp, prefix=prefix, backend="flashinfer") == vram.attention_phase_bytes(
+        q, 4096, tp
+    )
 
 
 def test_w8a8_methods_hold_their_quantised_activations():

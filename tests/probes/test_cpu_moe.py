@@ -117,8 +117,13 @@ def test_building_a_layer_prints_nothing_on_stdout(kt, cpu, capfd):
 def test_probe_figures_come_from_kt_kernel(kt, cpu):
     cores = usable_cores(cpu)
     opts = cm.CpuMoeOptions(
-        shapes=(MoeLayerShape(512, 256, 16, 4),), tokens=(1, 8, 32), threads=(1,), quick=True,
-        warmup=1, repeats=3, min_total_s=0.0,
+        shapes=(MoeLayerShape(512, 256, 16, 4),),
+        tokens=(1, 8, 32),
+        threads=(1,),
+        quick=True,
+        warmup=1,
+        repeats=3,
+        min_total_s=0.0,
     )
     curves = cm.probe_cpu_moe(opts, cpu, cores=cores, numa_ids=numa_nodes_with_cpus(cpu))
     assert {c.params["method"] for c in curves} == set(cm.supported_methods(kt, cpu.isa))
@@ -134,8 +139,13 @@ def test_probe_figures_come_from_kt_kernel(kt, cpu):
 def test_torch_fallback_is_labelled(monkeypatch, cpu):
     monkeypatch.setattr(cm, "load_kt_kernel", lambda: None)
     opts = cm.CpuMoeOptions(
-        shapes=(MoeLayerShape(256, 128, 8, 2),), tokens=(1, 4), threads=(1,), quick=True,
-        warmup=1, repeats=3, min_total_s=0.0,
+        shapes=(MoeLayerShape(256, 128, 8, 2),),
+        tokens=(1, 4),
+        threads=(1,),
+        quick=True,
+        warmup=1,
+        repeats=3,
+        min_total_s=0.0,
     )
     plan = cm.plan_cpu_moe(opts, cpu, 1, [0])
     assert any("torch fallback" in n for n in plan.notes)
@@ -160,7 +170,7 @@ def test_slow_sizes_are_skipped_with_a_reason():
     opts = cm.CpuMoeOptions(shapes=(cm.QUICK_SHAPE,), tokens=(1, 10, 100), max_point_s=0.05, warmup=0, repeats=1)
     import time
 
-    pts, skipped = cm._measure_curve(lambda n: (lambda: time.sleep(0.01)), task, [1, 10, 100], opts, NullReporter(), "t")
+    pts, skipped = cm._measure_curve(lambda n: lambda: time.sleep(0.01), task, [1, 10, 100], opts, NullReporter(), "t")
     assert [p.x for p in pts] == [1]
     assert [s["x"] for s in skipped] == [10, 100]
     assert "budget" in skipped[0]["reason"]

@@ -40,10 +40,25 @@ def test_shapes_for_model():
     from kttune.spec.model_spec import ModelSpec
 
     m = ModelSpec(
-        name="m", family="qwen3_moe", hidden_size=2048, num_layers=2, moe_layer_ids=(0, 1), num_experts=128, top_k=8,
-        moe_intermediate_size=768, shared_expert_intermediate_size=0, dense_intermediate_size=6144, vocab_size=10,
-        max_position_embeddings=4096, tie_word_embeddings=False, attention="gqa", num_attention_heads=32,
-        num_kv_heads=4, head_dim=128, v_head_dim=128, default_method="AMXINT4",
+        name="m",
+        family="qwen3_moe",
+        hidden_size=2048,
+        num_layers=2,
+        moe_layer_ids=(0, 1),
+        num_experts=128,
+        top_k=8,
+        moe_intermediate_size=768,
+        shared_expert_intermediate_size=0,
+        dense_intermediate_size=6144,
+        vocab_size=10,
+        max_position_embeddings=4096,
+        tie_word_embeddings=False,
+        attention="gqa",
+        num_attention_heads=32,
+        num_kv_heads=4,
+        head_dim=128,
+        v_head_dim=128,
+        default_method="AMXINT4",
     )
     ss = shapes_for(m)
     assert ss.moe[0].method == "BF16" and ss.notes  # AMXINT4 has no layerwise GPU path

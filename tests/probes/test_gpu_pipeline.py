@@ -9,9 +9,14 @@ def test_quick_layer_cap_keeps_whole_experts_within_the_cap():
     from kttune.probes.gpu_pipeline import expert_stream_bytes, layer_experts
     from kttune.units import GIB, MIB
 
-    @given(st.sampled_from(["BF16", "FP8", "RAWINT4"]), st.sampled_from([1024, 2048, 4096, 7168]),
-           st.sampled_from([256, 512, 768, 1536, 2048]), st.integers(8, 512), st.sampled_from([2, 4, 8]),
-           st.integers(64 * MIB, 8 * GIB))
+    @given(
+        st.sampled_from(["BF16", "FP8", "RAWINT4"]),
+        st.sampled_from([1024, 2048, 4096, 7168]),
+        st.sampled_from([256, 512, 768, 1536, 2048]),
+        st.integers(8, 512),
+        st.sampled_from([2, 4, 8]),
+        st.integers(64 * MIB, 8 * GIB),
+    )
     def law(method, h, i, e, k, cap):
         shape = MoeLayerShape(hidden=h, inter=i, experts=e, top_k=k, method=method, name="s")
         n = layer_experts(shape, cap)

@@ -71,8 +71,14 @@ def test_quick_pipeline_streams_the_capped_layer_at_every_thread_count():
     shape = MoeLayerShape(hidden=1024, inter=512, experts=64, top_k=4, method="BF16", name="small")
     cap = 20 * expert_stream_bytes(shape)
     curves, _, notes = gpu_pipeline.probe_pipeline_layer(
-        shape, configs=gpu_pipeline.QUICK_CONFIGS, repeats=1, threads_options=(2, 1),
-        expert_fractions=gpu_pipeline.QUICK_EXPERT_FRACTIONS, max_layer_bytes=cap, reporter=NullReporter())
+        shape,
+        configs=gpu_pipeline.QUICK_CONFIGS,
+        repeats=1,
+        threads_options=(2, 1),
+        expert_fractions=gpu_pipeline.QUICK_EXPERT_FRACTIONS,
+        max_layer_bytes=cap,
+        reporter=NullReporter(),
+    )
     assert layer_experts(shape, cap) == 20 and any("20 of 64 experts" in n for n in notes)
     assert sorted(c.params["threads"] for c in curves) == [1, 2]
     for c in curves:

@@ -13,8 +13,16 @@ from kttune.spec.moe_shape import MoeLayerShape
 
 
 def point(n: int, reserved: int) -> HostRamPoint:
-    return HostRamPoint(shape=MoeLayerShape(hidden=1024, inter=512, experts=32, top_k=8, method="BF16"),
-                        kernel="AMXBF16_MOE", max_len=n, layers=1, threads=1, reserved_bytes=reserved, resident_bytes=reserved, weights_source_bytes=0)
+    return HostRamPoint(
+        shape=MoeLayerShape(hidden=1024, inter=512, experts=32, top_k=8, method="BF16"),
+        kernel="AMXBF16_MOE",
+        max_len=n,
+        layers=1,
+        threads=1,
+        reserved_bytes=reserved,
+        resident_bytes=reserved,
+        weights_source_bytes=0,
+    )
 
 
 def test_curve_holds_measured_and_predicted_bytes_and_round_trips():
@@ -80,7 +88,13 @@ def test_step_records_a_curve_whose_reservation_grows_with_max_len():
     (curve,) = run_host_ram_step(plan, rep)
     assert curve.kind == "host_ram" and curve.x_unit == "tokens"
     assert {k: curve.params[k] for k in ("method", "hidden", "inter", "experts", "top_k", "layers")} == {
-        "method": "RAWINT4", "hidden": 256, "inter": 128, "experts": 16, "top_k": 4, "layers": 1}
+        "method": "RAWINT4",
+        "hidden": 256,
+        "inter": 128,
+        "experts": 16,
+        "top_k": 4,
+        "layers": 1,
+    }
     small, big = curve.points
     assert (small.x, big.x) == (64, 512)
     assert big.extra["reserved_bytes"] > small.extra["reserved_bytes"] > 0

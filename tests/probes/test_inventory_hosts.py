@@ -13,7 +13,11 @@ import pytest
 
 from kttune.probes.common import probe_thread_counts, smt_thread_counts
 from kttune.probes.inventory import (
-    collect_cpu, cpu_topology, node_physical_cores, numa_nodes_with_cpus, smt_logical,
+    collect_cpu,
+    cpu_topology,
+    node_physical_cores,
+    numa_nodes_with_cpus,
+    smt_logical,
 )
 
 HOSTS = Path(__file__).resolve().parents[1] / "data" / "hosts"
@@ -23,8 +27,10 @@ GIB = 2**30
 def test_a_two_socket_smt_xeon():
     cpu = collect_cpu(HOSTS / "xeon-2s-smt")
     assert (cpu.physical_cores, cpu.logical_cpus, cpu.sockets) == (16, 32, 2)
-    assert [n.cpus for n in cpu.numa_nodes] == [tuple(range(0, 8)) + tuple(range(16, 24)),
-                                                tuple(range(8, 16)) + tuple(range(24, 32))]
+    assert [n.cpus for n in cpu.numa_nodes] == [
+        tuple(range(0, 8)) + tuple(range(16, 24)),
+        tuple(range(8, 16)) + tuple(range(24, 32)),
+    ]
     assert all(abs(n.mem_total_bytes / GIB - 251.7) < 0.1 for n in cpu.numa_nodes)
     assert cpu.ram_total_bytes == 527961048 * 1024 and 0 < cpu.ram_available_bytes < cpu.ram_total_bytes
     assert cpu.has("amx_int8") and cpu.has("avx512_bf16") and cpu.model == "INTEL(R) XEON(R) SILVER 4509Y"
@@ -67,7 +73,9 @@ def test_a_multi_socket_host_is_measured_per_numa_node_and_over_all():
     cpu = collect_cpu(HOSTS / "xeon-2s-smt")
     opts = cm.CpuMoeOptions(shapes=cm.FULL_SHAPES, tokens=(1, 64, 1024), methods=("BF16",))
     try:
-        plan = cm.plan_cpu_moe(replace(opts), replace(cpu, isa=collect_cpu("/").isa), 16, list(numa_nodes_with_cpus(cpu)))
+        plan = cm.plan_cpu_moe(
+            replace(opts), replace(cpu, isa=collect_cpu("/").isa), 16, list(numa_nodes_with_cpus(cpu))
+        )
     except Exception as e:  # kt-kernel missing here: the plan needs its method list
         pytest.skip(f"kt-kernel not importable ({e})")
     every = sorted({t.threads for t in plan.tasks if not t.numa_nodes and t.shape == cm.FULL_SHAPES[0]})
@@ -81,7 +89,6 @@ def test_a_multi_socket_host_is_measured_per_numa_node_and_over_all():
 def _two_node_profile(one_node_factor: float):
     """The shipped 16-core profile's CPU MoE curves as a two-node host would record them: over both
     nodes (two pools) as measured, and on node 0 alone (one pool) `one_node_factor` x as long."""
-    from kttune.hw.profile import Point
     from kttune.hw.registry import load_shipped
 
     src = load_shipped("h200-pcie5-xeon-amx-16c")
@@ -116,5 +123,5 @@ def test_the_launch_flags_follow_what_was_measured(factor, want):
     assert ("--kt-numa-nodes" in argv) == bool(numa)
     if numa:  # kt-kernel wants one id per pool
         j = argv.index("--kt-numa-nodes")
-        assert argv[j + 1:j + 1 + pools] == [str(n) for n in numa]
+        assert argv[j + 1 : j + 1 + pools] == [str(n) for n in numa]
         assert any(line.strip() == "--kt-numa-nodes 0 \\" for line in launch_command(argv).splitlines())

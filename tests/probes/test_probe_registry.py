@@ -52,10 +52,25 @@ def test_a_new_record_runs_where_it_stands(monkeypatch, tmp_path):
         return [Curve("gpu_gemm", "tokens", (Point(x=1.0, t_ms=1.0),), {"hidden": 8, "out": 8})]
 
     never = Need("a warp drive", lambda ctx: False, lambda ctx: "extra2 not run: no warp drive")
-    monkeypatch.setattr(probe_run, "PROBES", PROBES + (Probe("extra", ("gpu_gemm",), plan, run),
-                                                       Probe("extra2", ("gpu_gemm",), plan, run, needs=(never,))))
-    p = run_probe(ProbeOptions(quick=True, methods=("BF16",), threads=(1,), max_tokens=2, stage_a=False, host_ram=False,
-                               gpu=False, write_cache=False, merge_cached=False, out=tmp_path / "p.json"))
+    monkeypatch.setattr(
+        probe_run,
+        "PROBES",
+        PROBES + (Probe("extra", ("gpu_gemm",), plan, run), Probe("extra2", ("gpu_gemm",), plan, run, needs=(never,))),
+    )
+    p = run_probe(
+        ProbeOptions(
+            quick=True,
+            methods=("BF16",),
+            threads=(1,),
+            max_tokens=2,
+            stage_a=False,
+            host_ram=False,
+            gpu=False,
+            write_cache=False,
+            merge_cached=False,
+            out=tmp_path / "p.json",
+        )
+    )
     assert seen["before"] == ["cpu_moe"]
     assert [c.kind for c in p.curves] == ["cpu_moe", "gpu_gemm"]
     assert "extra2 not run: no warp drive" in p.provenance.notes

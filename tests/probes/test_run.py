@@ -53,7 +53,11 @@ def test_quick_probe_writes_a_valid_profile(quick_profile):
     from kttune.probes.common import kt_thread_counts
 
     threads = kt_thread_counts(cores, quick=True)
-    assert {c.params["threads"] for c in moe} == set(threads) == {int(c.params["threads"]) for c in p.curves_of("stage_a_write")}
+    assert (
+        {c.params["threads"] for c in moe}
+        == set(threads)
+        == {int(c.params["threads"]) for c in p.curves_of("stage_a_write")}
+    )
     assert len(threads) == 2  # the quick search picks between two counts (on 2 cores: the cliff, 1 and 2)
     assert {c.params["method"] for c in moe} >= {"BF16", "FP8", "RAWINT4"}
     assert p.curves_of("stage_a_write")
@@ -76,7 +80,21 @@ def test_profile_show_prints_tables_and_json(quick_profile, capsys):
 
 @pytest.mark.kt
 def test_json_output_is_clean_and_cache_is_written(tmp_path, capfd):
-    rc = main(["probe", "--quick", "--host-ram", "--cpu-only", "--methods", "BF16", "--threads", "1", "--max-tokens", "4", "--json"])
+    rc = main(
+        [
+            "probe",
+            "--quick",
+            "--host-ram",
+            "--cpu-only",
+            "--methods",
+            "BF16",
+            "--threads",
+            "1",
+            "--max-tokens",
+            "4",
+            "--json",
+        ]
+    )
     assert rc == 0
     out = capfd.readouterr().out  # file descriptor 1: kt-kernel's C++ printf must not land here
     d = json.loads(out)
@@ -88,8 +106,16 @@ def test_json_output_is_clean_and_cache_is_written(tmp_path, capfd):
 
 @pytest.mark.kt
 def test_run_probe_options_without_cache(tmp_path):
-    opts = ProbeOptions(quick=True, methods=("RAWINT4",), threads=(1,), max_tokens=4, stage_a=False,
-                        host_ram=True, out=tmp_path / "x.json", write_cache=False)
+    opts = ProbeOptions(
+        quick=True,
+        methods=("RAWINT4",),
+        threads=(1,),
+        max_tokens=4,
+        stage_a=False,
+        host_ram=True,
+        out=tmp_path / "x.json",
+        write_cache=False,
+    )
     p = run_probe(opts)
     assert (tmp_path / "x.json").is_file()
     assert not profile_cache_path(p.fingerprint).exists()
@@ -125,7 +151,12 @@ def test_thread_cliff_note():
     from kttune.hw.profile import Curve, Point
 
     def c(threads, t):
-        return Curve("cpu_moe", "tokens", (Point(1, t),), {"method": "AMXINT4", "threads": threads, "hidden": 7168, "inter": 2048, "experts": 384})
+        return Curve(
+            "cpu_moe",
+            "tokens",
+            (Point(1, t),),
+            {"method": "AMXINT4", "threads": threads, "hidden": 7168, "inter": 2048, "experts": 384},
+        )
 
     notes = thread_cliff_notes([c(16, 8.0), c(15, 0.3)], cores=16)
     assert len(notes) == 1 and "the driving thread starves" in notes[0] and "cliff starts at 16" in notes[0]
@@ -152,8 +183,22 @@ def test_separate_runs_accumulate_in_the_cache(tmp_path):
 
 @pytest.mark.kt
 def test_skip_host_ram_leaves_the_step_out(capfd):
-    rc = main(["probe", "--quick", "--cpu-only", "--skip-host-ram", "--fresh", "--methods", "BF16", "--threads", "1",
-               "--max-tokens", "1", "--json"])
+    rc = main(
+        [
+            "probe",
+            "--quick",
+            "--cpu-only",
+            "--skip-host-ram",
+            "--fresh",
+            "--methods",
+            "BF16",
+            "--threads",
+            "1",
+            "--max-tokens",
+            "1",
+            "--json",
+        ]
+    )
     assert rc == 0
     kinds = {c["kind"] for c in json.loads(capfd.readouterr().out)["curves"]}
     assert "cpu_moe" in kinds and "host_ram" not in kinds

@@ -25,8 +25,9 @@ def test_stage_a_probe_writes_curves_from_kt_kernel(kt):
     import torch
 
     cpu = collect_cpu()
-    opts = sa.StageAOptions(hidden=1024, inters=(256, 512), threads=(1,), layer_bytes=16 * MIB,
-                            warmup=1, repeats=3, min_total_s=0.0)
+    opts = sa.StageAOptions(
+        hidden=1024, inters=(256, 512), threads=(1,), layer_bytes=16 * MIB, warmup=1, repeats=3, min_total_s=0.0
+    )
     curves = sa.probe_stage_a(opts, cpu, cores=1, numa_ids=[0], quick=True)
     assert {c.params["method"] for c in curves} == set(sa.STAGE_A_METHODS)
     for c in curves:

@@ -58,8 +58,12 @@ def test_an_outlier_is_measured_again_and_kept_named():
 
 
 def test_the_callers_flag_is_an_outlier_reason_and_remeasures_are_bounded():
-    res = measure_rounds(["a"], lambda i, r: 100.0 + r, Protocol(repeats=3, max_remeasure=2),
-                         flag=lambda i, v: "disturbed" if v == 101.0 else None)
+    res = measure_rounds(
+        ["a"],
+        lambda i, r: 100.0 + r,
+        Protocol(repeats=3, max_remeasure=2),
+        flag=lambda i, v: "disturbed" if v == 101.0 else None,
+    )
     e = res.estimates["a"]
     # round 1 is always disturbed: its re-measure is named too, and the next round's end measures
     # once more (two re-measures: the bound), which is clean
@@ -77,14 +81,22 @@ def test_resume_measures_only_the_missing_rounds():
 
 def test_stop_ends_after_the_current_sample_and_keeps_it():
     n = [0]
-    res = measure_rounds(list("abcd"), lambda i, r: n.__setitem__(0, n[0] + 1) or random.uniform(1, 2),
-                         Protocol(repeats=3), stop=lambda: n[0] >= 5)
+    res = measure_rounds(
+        list("abcd"),
+        lambda i, r: n.__setitem__(0, n[0] + 1) or random.uniform(1, 2),
+        Protocol(repeats=3),
+        stop=lambda: n[0] >= 5,
+    )
     assert res.stopped and res.samples.timed == 5 and sum(e.n + len(e.outliers) for e in res.estimates.values()) == 5
 
 
 def test_unmeasurable_items_are_dropped_with_their_reason():
-    res = measure_rounds(["a", "b"], lambda i, r: None if i == "b" else 1.0, Protocol(repeats=2),
-                         unmeasurable=lambda i: "over the time cap")
+    res = measure_rounds(
+        ["a", "b"],
+        lambda i, r: None if i == "b" else 1.0,
+        Protocol(repeats=2),
+        unmeasurable=lambda i: "over the time cap",
+    )
     assert set(res.estimates) == {"a"} and res.samples.unmeasurable == {"b": "over the time cap"}
 
 

@@ -8,9 +8,22 @@ def _run(model: str, method: str, device: str, forwards, label: str = "slots=2,g
     from kttune.runner.result import ForwardRecord, PathRun
 
     fw = tuple(ForwardRecord(m, p, path, (1.0,), (0.5,), (0.5,)) for m, p, path in forwards)
-    return PathRun(model=model, method=method, tp=1, layers_run=2, model_layers=61, model_moe_layers=58, gpu_experts=0,
-                   chunk=4096, threshold=1024, cpuinfer=13, prompt_tokens=sum(m for m, _, _ in forwards), forwards=fw,
-                   device=device, backends={"layerwise_pipeline": label})
+    return PathRun(
+        model=model,
+        method=method,
+        tp=1,
+        layers_run=2,
+        model_layers=61,
+        model_moe_layers=58,
+        gpu_experts=0,
+        chunk=4096,
+        threshold=1024,
+        cpuinfer=13,
+        prompt_tokens=sum(m for m, _, _ in forwards),
+        forwards=fw,
+        device=device,
+        backends={"layerwise_pipeline": label},
+    )
 
 
 def test_pipeline_ring_is_four_experts_for_the_repacking_method_only():
@@ -22,8 +35,19 @@ def test_pipeline_ring_is_four_experts_for_the_repacking_method_only():
     run = _run("kimi-k2-thinking", "RAWINT4", "NVIDIA H200", [(4096, 0, "layerwise")])
     per_expert = kinds_nbytes(slot_kinds("RAWINT4", kimi.hidden_size, kimi.moe_intermediate_size))
     assert pipeline_ring_bytes(kimi, run) == 2 * 2 * per_expert  # two ring entries of two experts
-    assert pipeline_ring_bytes(kimi, _run("kimi-k2-thinking", "RAWINT4", "NVIDIA H200", [(64, 0, "layerwise")],
-                                          "slots=2,group=1,post_batch=4,driver=stream")) == 2 * 4 * per_expert
+    assert (
+        pipeline_ring_bytes(
+            kimi,
+            _run(
+                "kimi-k2-thinking",
+                "RAWINT4",
+                "NVIDIA H200",
+                [(64, 0, "layerwise")],
+                "slots=2,group=1,post_batch=4,driver=stream",
+            ),
+        )
+        == 2 * 4 * per_expert
+    )
     ds = load_model("deepseek-v3", "FP8")
     assert pipeline_ring_bytes(ds, _run("deepseek-v3", "FP8", "NVIDIA H200", [(4096, 0, "layerwise")])) == 0
 

@@ -23,8 +23,12 @@ def runner(request):
     spec = load_model(name, method)
     before = torch.get_num_threads()
     torch.set_num_threads(1)  # kt-kernel's worker takes the other core
-    stack = build_stack(small_spec(spec), spec.router, method,
-                        StackOptions(layers=2, gpu_experts=5, cpuinfer=1, max_tokens=128, device="cpu"))
+    stack = build_stack(
+        small_spec(spec),
+        spec.router,
+        method,
+        StackOptions(layers=2, gpu_experts=5, cpuinfer=1, max_tokens=128, device="cpu"),
+    )
     yield PathRunner(stack)
     stack.close()
     torch.set_num_threads(before)
@@ -76,8 +80,13 @@ def test_prefix_attention_matches_one_shot():
     from kttune.kernels.decoder import Attention, AttnCache
     from kttune.runner.stack import attention_shape
 
-    for name, qk_norm in (("qwen3-30b-a3b", "per_head"), ("kimi-k2-thinking", ""), ("glm-4.5", "per_head"),
-                          ("minimax-m2", "per_layer"), ("qwen3-next-80b-a3b", "per_head")):
+    for name, qk_norm in (
+        ("qwen3-30b-a3b", "per_head"),
+        ("kimi-k2-thinking", ""),
+        ("glm-4.5", "per_head"),
+        ("minimax-m2", "per_layer"),
+        ("qwen3-next-80b-a3b", "per_head"),
+    ):
         spec = small_spec(load_model(name))
         shape = attention_shape(spec, spec.full_attention_layer_ids[0])
         attn = Attention(shape, "cpu", seed=3)
@@ -101,8 +110,12 @@ def test_gpu_paths_agree_and_record_memory(name, method):
     """On CUDA: kt-kernel submitted on the side stream, the stream-driven pipeline, our GPU kernels;
     the same laws as on the CPU, and a peak memory per prompt."""
     spec = load_model(name, method)
-    st = build_stack(small_spec(spec, hidden=512, inter=256, experts=32), spec.router, method,
-                     StackOptions(layers=2, gpu_experts=5, cpuinfer=4, max_tokens=256, device="cuda"))
+    st = build_stack(
+        small_spec(spec, hidden=512, inter=256, experts=32),
+        spec.router,
+        method,
+        StackOptions(layers=2, gpu_experts=5, cpuinfer=4, max_tokens=256, device="cuda"),
+    )
     r = PathRunner(st)
     try:
         h = _hidden(r).cuda()

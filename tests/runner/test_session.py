@@ -15,11 +15,33 @@ from kttune.protocol import trend
 
 DIMS = (1024, 256, 64)  # hidden, expert width, experts: one BF16 layer's experts = 96 MiB
 LAYER_BYTES = 3 * DIMS[0] * DIMS[1] * DIMS[2] * 2
-SPEC = SessionSpec(model="qwen3-30b-a3b", method="BF16", threads=(1, 2), max_tokens=256, cpu_max_tokens=256,
-                   small=True, small_dims=DIMS, device="cpu")
-CONFIGS = [RunnerConfig(n, c, t, th) for n, c, t, th in [
-    (0, 128, 128, 1), (8, 256, 0, 2), (16, 128, 64, 1), (32, 256, 256, 2), (0, 256, 128, 2), (8, 128, 0, 1),
-    (16, 256, 256, 1), (32, 128, 64, 2), (4, 256, 128, 1), (24, 128, 128, 2), (0, 128, 0, 2), (12, 256, 64, 1)]]
+SPEC = SessionSpec(
+    model="qwen3-30b-a3b",
+    method="BF16",
+    threads=(1, 2),
+    max_tokens=256,
+    cpu_max_tokens=256,
+    small=True,
+    small_dims=DIMS,
+    device="cpu",
+)
+CONFIGS = [
+    RunnerConfig(n, c, t, th)
+    for n, c, t, th in [
+        (0, 128, 128, 1),
+        (8, 256, 0, 2),
+        (16, 128, 64, 1),
+        (32, 256, 256, 2),
+        (0, 256, 128, 2),
+        (8, 128, 0, 1),
+        (16, 256, 256, 1),
+        (32, 128, 64, 2),
+        (4, 256, 128, 1),
+        (24, 128, 128, 2),
+        (0, 128, 0, 2),
+        (12, 256, 64, 1),
+    ]
+]
 
 
 def grows(rss: list[int]) -> bool:
@@ -54,8 +76,19 @@ def _old_way(queue) -> None:
     small = small_spec(spec, hidden=DIMS[0], inter=DIMS[1], experts=DIMS[2])
     rss = []
     for cfg in CONFIGS[:3]:
-        st = build_stack(small, spec.router, "BF16", StackOptions(
-            layers=2, gpu_experts=cfg.gpu_experts, cpuinfer=cfg.threads, max_tokens=256, cpu_max_tokens=256, device="cpu"))
+        st = build_stack(
+            small,
+            spec.router,
+            "BF16",
+            StackOptions(
+                layers=2,
+                gpu_experts=cfg.gpu_experts,
+                cpuinfer=cfg.threads,
+                max_tokens=256,
+                cpu_max_tokens=256,
+                device="cpu",
+            ),
+        )
         PathRunner(st).run_prompt(128, cfg.chunk, cfg.threshold)
         st.set_gpu_experts(0)  # at rest, as the session is measured
         st.close()
@@ -82,8 +115,9 @@ def test_the_worker_measures_and_gives_its_memory_back():
     from kttune.runner.worker import SessionWorker, worker_memory
 
     # BF16: the int4 GPU kernel runs in Triton's interpreter under the tests (conftest), which the worker inherits
-    spec = SessionSpec(model="qwen3-30b-a3b", method="BF16", threads=(1,), max_tokens=128, cpu_max_tokens=128,
-                       small=True, device="cpu")
+    spec = SessionSpec(
+        model="qwen3-30b-a3b", method="BF16", threads=(1,), max_tokens=128, cpu_max_tokens=128, small=True, device="cpu"
+    )
     with SessionWorker(spec) as w:
         pid = w.pid
         run = w.sample(RunnerConfig(4, 128, 64, 1), 200)
@@ -101,8 +135,17 @@ def test_the_worker_measures_and_gives_its_memory_back():
 def test_the_output_check_fails_when_the_layerwise_slot_holds_the_wrong_experts():
     """The check can fail: with the slot's experts shifted by one (a wrong layout, as a broken
     stage A writer would leave it), hybrid and layerwise disagree far beyond the tolerance."""
-    s = RunnerSession(SessionSpec(model="qwen3-30b-a3b", method="BF16", threads=(1,), max_tokens=128, cpu_max_tokens=128,
-                                  small=True, device="cpu"))
+    s = RunnerSession(
+        SessionSpec(
+            model="qwen3-30b-a3b",
+            method="BF16",
+            threads=(1,),
+            max_tokens=128,
+            cpu_max_tokens=128,
+            small=True,
+            device="cpu",
+        )
+    )
     try:
         cfg = RunnerConfig(0, 128, 64, 1)
         assert s.paths_agree(cfg)["agree"]
@@ -127,8 +170,15 @@ def test_gpu_session_memory_returns_and_paths_agree():
     trend; hybrid and layerwise agree at a threshold."""
     from kttune.runner.worker import SessionWorker, worker_memory
 
-    spec = SessionSpec(model="qwen3-30b-a3b", method="BF16", threads=(2, 4), max_tokens=512, cpu_max_tokens=512,
-                       small=True, small_dims=(512, 256, 32))
+    spec = SessionSpec(
+        model="qwen3-30b-a3b",
+        method="BF16",
+        threads=(2, 4),
+        max_tokens=512,
+        cpu_max_tokens=512,
+        small=True,
+        small_dims=(512, 256, 32),
+    )
     with SessionWorker(spec) as w:
         rss, dev = [], []
         for i in range(8):

@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 
 from kttune import app
 from kttune.cost.components import Components
-from kttune.search.admission import pool_note, pool_tokens_for, request_kv_tokens, requests_the_pool_holds, running_requests
+from kttune.search.admission import (
+    pool_note,
+    pool_tokens_for,
+    request_kv_tokens,
+    requests_the_pool_holds,
+    running_requests,
+)
 from kttune.search.evaluate import Budget, evaluate
 from kttune.search.space import KV_UNIT, build_space
 from kttune.search.workload import Workload
@@ -26,7 +32,10 @@ MEASURED = "h200-pcie5-xeon-amx-16c"
 
 workloads = st.builds(
     lambda prompts, out, conc: Workload("w", tuple(prompts), tuple(1 / len(prompts) for _ in prompts), out, conc),
-    st.lists(st.integers(64, 40000), min_size=1, max_size=5), st.integers(1, 2000), st.integers(1, 64))
+    st.lists(st.integers(64, 40000), min_size=1, max_size=5),
+    st.integers(1, 2000),
+    st.integers(1, 64),
+)
 
 
 @given(workloads, st.integers(1, 2**22))
@@ -39,7 +48,10 @@ def test_the_flag_follows_from_the_pool(wl, pool):
     assert run == 1 or pool >= run * per
     assert run == wl.concurrency or pool < (run + 1) * per  # fewer only when one more would not fit
     assert (pool_note(pool, run, wl) is None) == (requests_the_pool_holds(pool, wl) >= wl.concurrency)
-    assert pool_tokens_for(wl) >= wl.concurrency * per and requests_the_pool_holds(pool_tokens_for(wl), wl) >= wl.concurrency
+    assert (
+        pool_tokens_for(wl) >= wl.concurrency * per
+        and requests_the_pool_holds(pool_tokens_for(wl), wl) >= wl.concurrency
+    )
 
 
 CASES = [("qwen3-30b-a3b", "BF16"), ("kimi-k2-thinking", "RAWINT4"), ("deepseek-v3", "FP8"), ("gpt-oss-120b", "MXFP4")]
@@ -96,5 +108,7 @@ def test_explain_warns_when_the_given_pool_cannot_hold_the_concurrency(pool, not
     inp = app.resolve_inputs("qwen3-30b-a3b", 32 * GIB, 1, MEASURED, "rag")
     out = app.explain_flags(inp, 0, 8192, 0, pool)
     wl = inp.request.workload
-    assert out.evaluation.cfg.max_running_requests == min(8, pool // math.ceil(wl.mean_prompt_tokens + wl.output_tokens))
+    assert out.evaluation.cfg.max_running_requests == min(
+        8, pool // math.ceil(wl.mean_prompt_tokens + wl.output_tokens)
+    )
     assert any("KV pool" in n for n in out.explanation.notes) == noted

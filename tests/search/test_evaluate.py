@@ -38,7 +38,9 @@ def test_decode_batch_is_capped_by_concurrency_requests_and_kv(kv, running):
     wl = load_workload("chat")
     e = evaluate(comp(), cfg("BF16", max_total_tokens=kv * 1024, max_running_requests=running), wl, ROOMY)
     # SGLang admits a request only when its prompt and output fit the pool (kttune.search.admission)
-    assert e.decode_batch == max(1, min(wl.concurrency, running, kv * 1024 // (wl.mean_prompt_tokens + wl.output_tokens)))
+    assert e.decode_batch == max(
+        1, min(wl.concurrency, running, kv * 1024 // (wl.mean_prompt_tokens + wl.output_tokens))
+    )
     assert e.decode_tok_s == pytest.approx(e.decode_batch / (e.tbt_ms / 1e3))
     # each request sees one token per step; the batch's total is that times the batch
     assert e.decode_tok_s_per_request == pytest.approx(1e3 / e.tbt_ms)
@@ -47,7 +49,10 @@ def test_decode_batch_is_capped_by_concurrency_requests_and_kv(kv, running):
 
 def test_a_threshold_above_the_chunk_is_infeasible_and_zero_never_is():
     c, wl = comp(), load_workload("rag")
-    assert "threshold_le_chunk" in evaluate(c, cfg("BF16", chunked_prefill_size=2048, gpu_prefill_token_threshold=4096), wl, ROOMY).violated
+    assert (
+        "threshold_le_chunk"
+        in evaluate(c, cfg("BF16", chunked_prefill_size=2048, gpu_prefill_token_threshold=4096), wl, ROOMY).violated
+    )
     assert evaluate(c, cfg("BF16", chunked_prefill_size=4096, gpu_prefill_token_threshold=4096), wl, ROOMY).feasible
     assert evaluate(c, cfg("BF16", chunked_prefill_size=1024, gpu_prefill_token_threshold=0), wl, ROOMY).feasible
 

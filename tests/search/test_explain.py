@@ -34,8 +34,11 @@ def test_forwards_per_prompt_follow_the_chunking_and_the_threshold():
         sizes = [chunk] * (r.prompt_tokens // chunk) + ([r.prompt_tokens % chunk] if r.prompt_tokens % chunk else [])
         assert len(sizes) == math.ceil(r.prompt_tokens / chunk)
         n_lw = sum(s >= thr for s in sizes)
-        want = " + ".join(p for p in ([f"{n_lw} layerwise"] if n_lw else []) +
-                          ([f"{len(sizes) - n_lw} hybrid"] if len(sizes) - n_lw else []))
+        want = " + ".join(
+            p
+            for p in ([f"{n_lw} layerwise"] if n_lw else [])
+            + ([f"{len(sizes) - n_lw} hybrid"] if len(sizes) - n_lw else [])
+        )
         assert r.chosen_paths == want, r.prompt_tokens
         assert (r.traffic_bytes > 0) == (n_lw > 0)
 
@@ -44,7 +47,9 @@ def test_rows_are_the_cost_model_on_each_path():
     comp, c, wl = setup(chunked_prefill_size=8192, gpu_prefill_token_threshold=2048)
     ex = explain(comp, c, wl, BUDGET)
     for r in ex.rows:
-        assert r.hybrid_ms == pytest.approx(prefill_time_ms(comp, replace(c, gpu_prefill_token_threshold=0), r.prompt_tokens))
+        assert r.hybrid_ms == pytest.approx(
+            prefill_time_ms(comp, replace(c, gpu_prefill_token_threshold=0), r.prompt_tokens)
+        )
         assert r.chosen_ms == pytest.approx(prefill_time_ms(comp, c, r.prompt_tokens))
         # the picked flags mix both paths: never slower than both, never faster than both
         lo, hi = sorted((r.hybrid_ms, r.layerwise_ms))

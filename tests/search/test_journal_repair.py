@@ -45,8 +45,11 @@ def measured_journal_bytes() -> bytes:
     with tempfile.TemporaryDirectory() as d:
         j, b = Path(d) / "m.journal", base()
         model_res = run_search(b, StudyOptions(trials=40, seed=3, storage=":memory:"))
-        run_measured_search(MeasuredRequest(base=b, trials=6, seed=3, storage=str(j), model_prefill_trials=20),
-                            ModelEvaluator(comp_of(b)), model_res)
+        run_measured_search(
+            MeasuredRequest(base=b, trials=6, seed=3, storage=str(j), model_prefill_trials=20),
+            ModelEvaluator(comp_of(b)),
+            model_res,
+        )
         return j.read_bytes()
 
 
@@ -65,7 +68,7 @@ def insert(data: bytes, at_lines: list[int], lines: list[bytes]) -> tuple[bytes,
     inserted line in the result, as a repair must report them."""
     recs = [line for _, line in split_lines(data)]
     plan = sorted(zip(at_lines, range(len(lines))))
-    out, where, pos, prev = bytearray(), [], 0, 0
+    out, where, prev = bytearray(), [], 0
     for at, i in plan:
         chunk = b"".join(recs[prev:at])
         out += chunk
@@ -97,9 +100,15 @@ def test_a_garbage_line_in_the_middle_of_a_300_trial_journal_keeps_every_trial(t
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.integers(0, 10_000),
-                          st.binary(max_size=60).filter(lambda b: b"\n" not in b).map(lambda b: b + b"\n")),
-                min_size=1, max_size=6))
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 10_000), st.binary(max_size=60).filter(lambda b: b"\n" not in b).map(lambda b: b + b"\n")
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
 def test_inserted_bad_lines_are_set_aside_exactly_and_every_record_stays(insertions):
     """Law: whatever lines that are not records are inserted wherever in a real journal (the first
     line included), the scan keeps exactly the original records and sets aside exactly the
@@ -121,10 +130,10 @@ def test_a_torn_record_with_a_whole_one_appended_loses_only_the_torn_one(which, 
     intact = model_journal_bytes(30)
     lines = [line for _, line in split_lines(intact)]
     i = which % (len(lines) - 1)
-    torn = lines[i][:max(1, int(len(lines[i]) * cut))].rstrip(b"\n")
-    damaged = b"".join(lines[:i]) + torn + b"".join(lines[i + 1:])
+    torn = lines[i][: max(1, int(len(lines[i]) * cut))].rstrip(b"\n")
+    damaged = b"".join(lines[:i]) + torn + b"".join(lines[i + 1 :])
     scan = scan_journal(damaged)
-    assert b"".join(scan.kept) == b"".join(lines[:i] + lines[i + 1:])
+    assert b"".join(scan.kept) == b"".join(lines[:i] + lines[i + 1 :])
     assert [(b.offset, b.data) for b in scan.bad] == [(len(b"".join(lines[:i])), torn)]
 
 
@@ -138,7 +147,7 @@ def test_a_lost_record_of_a_measured_trial_leaves_the_other_trials_as_they_were(
     j = tmp_path / "m.journal"
     j.write_bytes(intact)
     before = trials_of(j)
-    j.write_bytes(b"".join(lines[:i]) + GARBAGE + b"".join(lines[i + 1:]))
+    j.write_bytes(b"".join(lines[:i]) + GARBAGE + b"".join(lines[i + 1 :]))
     (note,) = open_storage(str(j)).notes
     assert "set aside 1 line" in note and set_aside(note) == [(len(b"".join(lines[:i])), GARBAGE)]
     after = trials_of(j)
@@ -161,12 +170,12 @@ def test_a_lost_trial_creation_keeps_the_records_before_it_and_no_trial_gets_ano
     j = tmp_path / "m.journal"
     j.write_bytes(intact)
     before = trials_of(j)
-    j.write_bytes(b"".join(lines[:i]) + GARBAGE + b"".join(lines[i + 1:]))
+    j.write_bytes(b"".join(lines[:i]) + GARBAGE + b"".join(lines[i + 1 :]))
     (note,) = open_storage(str(j)).notes
     assert f"line at byte {len(b''.join(lines[:i]))} is not an Optuna record" in note and "creation" in note
     assert j.read_bytes() == b"".join(lines[:i])
     [(offset, kept)] = set_aside(note)
-    assert offset == len(b"".join(lines[:i])) and kept == GARBAGE + b"".join(lines[i + 1:])  # nothing thrown away
+    assert offset == len(b"".join(lines[:i])) and kept == GARBAGE + b"".join(lines[i + 1 :])  # nothing thrown away
     after = trials_of(j)
     for name, trials in after.items():
         finished = [t for t in trials if t[1].is_finished()]
@@ -194,9 +203,16 @@ def test_a_newer_optunas_record_is_refused_and_the_file_left_untouched(tmp_path,
     assert j.read_bytes() == data and sorted(p.name for p in tmp_path.iterdir()) == ["s.journal", "s.journal.flock"]
 
 
-@pytest.mark.parametrize("record", [b'{"op_code": 5, "worker_id": "w"}\n',  # a known op code without its fields
-                                    b'{"op_code": 6, "worker_id": "w", "trial_id": "x", "state": 1, "values": null}\n',
-                                    b'{"op_code": -1, "worker_id": "w"}\n', b'[1, 2, 3]\n', b'\n'])
+@pytest.mark.parametrize(
+    "record",
+    [
+        b'{"op_code": 5, "worker_id": "w"}\n',  # a known op code without its fields
+        b'{"op_code": 6, "worker_id": "w", "trial_id": "x", "state": 1, "values": null}\n',
+        b'{"op_code": -1, "worker_id": "w"}\n',
+        b"[1, 2, 3]\n",
+        b"\n",
+    ],
+)
 def test_json_that_is_not_a_well_formed_record_is_set_aside_too(tmp_path, record):
     """Optuna's replay would fail on these (a KeyError, an exit 3 before): they are bad lines."""
     intact = model_journal_bytes(30)

@@ -24,22 +24,35 @@ def resolve(text: str, vram_gib: float = 80, threads=(11, 13, 15, 16), cores=16,
     return resolve_launch(p, QWEN, method_of(p)[0], int(vram_gib * GIB), RAG, threads, cores, numa)
 
 
-@pytest.mark.parametrize("text,what", [
-    ("python -m sglang.launch_server --model /m --kt-num-gpu-experts 4", "no --kt-weight-path"),
-    (BASE, "neither --kt-num-gpu-experts nor --kt-gpu-experts-ratio"),
-    ("python -m sglang.launch_server --model /m --kt-weight-path /w --kt-num-gpu-experts 4 "
-     "--kt-gpu-prefill-token-threshold 1024", "crashes"),  # AMXINT4 by default: no layerwise path
-    (BASE + "--kt-num-gpu-experts 4 --mem-fraction-static 0.05", "Not enough memory"),
-])
+@pytest.mark.parametrize(
+    "text,what",
+    [
+        ("python -m sglang.launch_server --model /m --kt-num-gpu-experts 4", "no --kt-weight-path"),
+        (BASE, "neither --kt-num-gpu-experts nor --kt-gpu-experts-ratio"),
+        (
+            "python -m sglang.launch_server --model /m --kt-weight-path /w --kt-num-gpu-experts 4 "
+            "--kt-gpu-prefill-token-threshold 1024",
+            "crashes",
+        ),  # AMXINT4 by default: no layerwise path
+        (BASE + "--kt-num-gpu-experts 4 --mem-fraction-static 0.05", "Not enough memory"),
+    ],
+)
 def test_commands_that_cannot_run_as_kt_launches_are_refused(text, what):
     with pytest.raises(InfeasibleError) as e:
         resolve(text)
     assert what in e.value.problem and e.value.fix
 
 
-@pytest.mark.parametrize("tail", ["--kt-num-gpu-experts 200", "--kt-num-gpu-experts 4 --chunked-prefill-size 0",
-                                  "--kt-gpu-experts-ratio 1.5", "--kt-num-gpu-experts 4 --kv-cache-dtype int3",
-                                  "--kt-num-gpu-experts 4 --chunked-prefill-size 1000 --page-size 64"])
+@pytest.mark.parametrize(
+    "tail",
+    [
+        "--kt-num-gpu-experts 200",
+        "--kt-num-gpu-experts 4 --chunked-prefill-size 0",
+        "--kt-gpu-experts-ratio 1.5",
+        "--kt-num-gpu-experts 4 --kv-cache-dtype int3",
+        "--kt-num-gpu-experts 4 --chunked-prefill-size 1000 --page-size 64",
+    ],
+)
 def test_impossible_values_are_bad_input(tail):
     with pytest.raises(UserError) as e:
         resolve(BASE + tail)
@@ -53,8 +66,14 @@ def test_unset_flags_take_sglang_defaults_and_say_so():
     assert r.mem_fraction_static == default_mem_fraction_static(80 * GIB, 8192, 256, 1)
     assert c.max_total_tokens == r.profiled_kv_tokens == profiled_kv_tokens(QWEN, c, 80 * GIB, r.mem_fraction_static)
     text = "\n".join(r.notes)
-    for flag in ("--chunked-prefill-size", "--cuda-graph-max-bs", "--mem-fraction-static", "--max-total-tokens",
-                 "--max-running-requests", "--kt-threadpool-count"):
+    for flag in (
+        "--chunked-prefill-size",
+        "--cuda-graph-max-bs",
+        "--mem-fraction-static",
+        "--max-total-tokens",
+        "--max-running-requests",
+        "--kt-threadpool-count",
+    ):
         assert f"{flag} unset" in text
 
 
@@ -67,13 +86,17 @@ def test_the_cap_is_the_pool_unless_the_fraction_leaves_less():
 
 
 def test_ratio_and_thread_counts_are_fitted_with_a_note():
-    r = resolve("python -m sglang.launch_server --model /m --kt-weight-path /m --kt-method BF16 --kt-cpuinfer 64 "
-                "--kt-gpu-experts-ratio 0.1")
+    r = resolve(
+        "python -m sglang.launch_server --model /m --kt-weight-path /m --kt-method BF16 --kt-cpuinfer 64 "
+        "--kt-gpu-experts-ratio 0.1"
+    )
     assert r.cfg.num_gpu_experts == int(128 * 48 * 0.1) // 48 == 12
     assert r.cfg.cpuinfer_threads == 15  # the most measured below 16 cores, nearest to 64
     assert any("--kt-cpuinfer 64" in n and "modelled with 15" in n for n in r.notes)
     assert any("--kt-gpu-experts-ratio 0.1" in n for n in r.notes)
-    unset = resolve("python -m sglang.launch_server --model /m --kt-weight-path /m --kt-method BF16 --kt-num-gpu-experts 0")
+    unset = resolve(
+        "python -m sglang.launch_server --model /m --kt-weight-path /m --kt-method BF16 --kt-num-gpu-experts 0"
+    )
     assert unset.cfg.cpuinfer_threads == 15 and any("--kt-cpuinfer unset" in n for n in unset.notes)
 
 

@@ -28,15 +28,28 @@ SHIPPED = "h200-pcie5-xeon-amx-16c"
 
 
 # prompts up to 16K keep the exhaustive grid below cheap; 8 lengths give the signed-rank test room to prune
-WORKLOAD = workload_from_dict({"prompt_tokens": [300, 700, 1500, 2500, 4000, 6000, 10000, 16384],
-                               "weights": [8, 7, 6, 5, 4, 3, 2, 1], "output_tokens": 256,
-                               "concurrency": 4, "decode_weight": 0.3}, "test", "test workload")
+WORKLOAD = workload_from_dict(
+    {
+        "prompt_tokens": [300, 700, 1500, 2500, 4000, 6000, 10000, 16384],
+        "weights": [8, 7, 6, 5, 4, 3, 2, 1],
+        "output_tokens": 256,
+        "concurrency": 4,
+        "decode_weight": 0.3,
+    },
+    "test",
+    "test workload",
+)
 
 
 def base(name="qwen3-30b-a3b", vram=32) -> SearchRequest:
     m = model(name)
-    return SearchRequest(model=m, method=m.default_method, profile=profile(SHIPPED), workload=WORKLOAD,
-                         budget=Budget(vram * GIB, 512 * GIB))
+    return SearchRequest(
+        model=m,
+        method=m.default_method,
+        profile=profile(SHIPPED),
+        workload=WORKLOAD,
+        budget=Budget(vram * GIB, 512 * GIB),
+    )
 
 
 def model_search(b: SearchRequest, storage: str, seed: int = 3):
@@ -56,9 +69,15 @@ def test_budget_durations():
             parse_duration_s(bad, "--budget")
 
 
-@given(st.lists(st.tuples(st.integers(1, 100_000), st.floats(0.01, 1e5), st.floats(0.01, 1.0)), min_size=1, max_size=8,
-                unique_by=lambda x: x[0]),
-       st.floats(0.1, 10))
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 100_000), st.floats(0.01, 1e5), st.floats(0.01, 1.0)),
+        min_size=1,
+        max_size=8,
+        unique_by=lambda x: x[0],
+    ),
+    st.floats(0.1, 10),
+)
 def test_throughput_scales_inversely_with_time(rows, k):
     lengths = [r[0] for r in rows]
     ms = {r[0]: r[1] for r in rows}
@@ -91,7 +110,9 @@ def _grid_optimum(b: SearchRequest, kv_units: int) -> float:
 def test_pick_within_3_percent_of_the_grid_in_20_trials_and_beats_baselines(tmp_path):
     b = base()
     model_res = model_search(b, str(tmp_path / "model.journal"))
-    res = run_measured_search(MeasuredRequest(base=b, trials=20, seed=3, storage=":memory:"), ModelEvaluator(comp_of(b)), model_res)
+    res = run_measured_search(
+        MeasuredRequest(base=b, trials=20, seed=3, storage=":memory:"), ModelEvaluator(comp_of(b)), model_res
+    )
     assert res.trials_measured <= 21
     assert res.best.measured_tok_s >= 0.97 * _grid_optimum(b, res.model_pick.cfg.max_total_tokens // KV_UNIT)
     for bl in res.baselines:
@@ -104,10 +125,15 @@ def test_pick_within_3_percent_of_the_grid_in_20_trials_and_beats_baselines(tmp_
 
 def test_pruned_trials_stop_early_and_are_worse(tmp_path):
     b, storage = base(), str(tmp_path / "s.journal")
-    res = run_measured_search(MeasuredRequest(base=b, trials=25, seed=11, storage=storage, model_prefill_trials=40),
-                              ModelEvaluator(comp_of(b)), model_search(b, storage, seed=11))
-    study = optuna.load_study(study_name=res.study_name, storage=optuna.storages.JournalStorage(
-        optuna.storages.journal.JournalFileBackend(res.storage)))
+    res = run_measured_search(
+        MeasuredRequest(base=b, trials=25, seed=11, storage=storage, model_prefill_trials=40),
+        ModelEvaluator(comp_of(b)),
+        model_search(b, storage, seed=11),
+    )
+    study = optuna.load_study(
+        study_name=res.study_name,
+        storage=optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(res.storage)),
+    )
     pruned = [t for t in study.trials if t.state == optuna.trial.TrialState.PRUNED and t.user_attrs.get("measured")]
     assert res.trials_pruned == len(pruned) > 0
     n = len(res.lengths)
@@ -135,8 +161,11 @@ def test_a_torn_journal_is_repaired_and_the_result_says_so(tmp_path):
     b, journal = base(), tmp_path / "s.journal"
     intact = torn_journal(journal)
     model_res = model_search(b, str(tmp_path / "model.journal"))
-    res = run_measured_search(MeasuredRequest(base=b, trials=3, seed=3, storage=str(journal), model_prefill_trials=20),
-                              ModelEvaluator(comp_of(b)), model_res)
+    res = run_measured_search(
+        MeasuredRequest(base=b, trials=3, seed=3, storage=str(journal), model_prefill_trials=20),
+        ModelEvaluator(comp_of(b)),
+        model_res,
+    )
     (note,) = [n for n in res.notes if "set aside a torn last record" in n]
     assert str(journal) in note and note.rsplit("kept in ", 1)[1].startswith(str(journal) + ".set-aside-")
     assert set_aside(note) == [(len(intact), TORN_TAIL)]  # the torn bytes and where they were, kept
@@ -144,9 +173,12 @@ def test_a_torn_journal_is_repaired_and_the_result_says_so(tmp_path):
     assert data.startswith(intact) and TORN_TAIL not in data  # cut back, then appended to
     assert all(json.loads(line)["op_code"] is not None for line in data.splitlines())  # every record whole
     # the model search's notes (the profile's fits) come first, once each
-    assert list(res.notes[:len(model_res.notes)]) == list(dict.fromkeys(model_res.notes))
-    again = run_measured_search(MeasuredRequest(base=b, trials=3, seed=3, storage=str(journal), model_prefill_trials=20),
-                                ModelEvaluator(comp_of(b)), model_res)
+    assert list(res.notes[: len(model_res.notes)]) == list(dict.fromkeys(model_res.notes))
+    again = run_measured_search(
+        MeasuredRequest(base=b, trials=3, seed=3, storage=str(journal), model_prefill_trials=20),
+        ModelEvaluator(comp_of(b)),
+        model_res,
+    )
     assert not any("torn" in n for n in again.notes)  # nothing left to repair
 
 
@@ -158,8 +190,11 @@ def test_the_users_chunks_bound_the_measured_search_as_they_bound_the_model_sear
 
     b = replace(base(), chunks=(4096, 12288))
     model_res = run_search(b, StudyOptions(trials=40, seed=3, storage=":memory:"))
-    res = run_measured_search(MeasuredRequest(base=b, trials=4, seed=3, storage=":memory:", model_prefill_trials=20),
-                              ModelEvaluator(comp_of(b)), model_res)
+    res = run_measured_search(
+        MeasuredRequest(base=b, trials=4, seed=3, storage=":memory:", model_prefill_trials=20),
+        ModelEvaluator(comp_of(b)),
+        model_res,
+    )
     assert res.space == model_res.space and set(res.space.chunks) <= {4096, 12288}
     assert res.model_pick.cfg == model_res.best.cfg and res.model_pick.state == "complete"
     for c in (res.best, *res.model_candidates, *res.baselines):
@@ -176,8 +211,11 @@ class SlowModelEvaluator(ModelEvaluator):
 
 def _worker(storage: str, trials: int) -> None:
     b = base()
-    run_measured_search(MeasuredRequest(base=b, trials=trials, seed=3, storage=storage, model_prefill_trials=20),
-                        SlowModelEvaluator(comp_of(b)), model_search(b, storage))
+    run_measured_search(
+        MeasuredRequest(base=b, trials=trials, seed=3, storage=storage, model_prefill_trials=20),
+        SlowModelEvaluator(comp_of(b)),
+        model_search(b, storage),
+    )
 
 
 def run_two_workers_and_check(storage: str, store) -> None:
@@ -200,8 +238,11 @@ def run_two_workers_and_check(storage: str, store) -> None:
     assert len(names) == len(set(names))  # each enqueued candidate and baseline measured once
     # a third run of the same command finds the study done
     b = base()
-    res = run_measured_search(MeasuredRequest(base=b, trials=10, seed=3, storage=storage, model_prefill_trials=20),
-                              ModelEvaluator(comp_of(b)), model_search(b, storage))
+    res = run_measured_search(
+        MeasuredRequest(base=b, trials=10, seed=3, storage=storage, model_prefill_trials=20),
+        ModelEvaluator(comp_of(b)),
+        model_search(b, storage),
+    )
     assert res.study_name == summary.study_name and res.trials_new == 0
 
 
@@ -209,7 +250,9 @@ def test_two_processes_share_one_study(tmp_path):
     """Through a journal file here; the same code path serves sqlite:// and a PostgreSQL server
     (tests/search/test_measured_postgres.py)."""
     storage = str(tmp_path / "s.journal")
-    run_two_workers_and_check(storage, optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(storage)))
+    run_two_workers_and_check(
+        storage, optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(storage))
+    )
 
 
 def test_pruner_falls_back_to_median_without_scipy(monkeypatch):

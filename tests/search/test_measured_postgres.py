@@ -45,9 +45,11 @@ def _measured_by(server, db: str, worker: str) -> int:
 
     with psycopg.connect(host=server.host, port=server.port, user="postgres", password=PASSWORD, dbname=db) as c:
         try:
-            row = c.execute("select count(*) from trials t join trial_user_attributes a on a.trial_id = t.trial_id "
-                            "where a.key = 'worker' and a.value_json = %s and t.state = 'COMPLETE'",
-                            (json.dumps(worker),)).fetchone()
+            row = c.execute(
+                "select count(*) from trials t join trial_user_attributes a on a.trial_id = t.trial_id "
+                "where a.key = 'worker' and a.value_json = %s and t.state = 'COMPLETE'",
+                (json.dumps(worker),),
+            ).fetchone()
         except psycopg.errors.UndefinedTable:
             return 0  # the schema is not there yet
     return int(row[0])
@@ -61,11 +63,32 @@ def test_three_measured_searches_on_one_postgres_study_one_killed(postgres_db, t
     server, db = postgres_db
     url = server.url(db, password=None)
     env = {**os.environ, "KTTUNE_STORAGE_PASSWORD": PASSWORD, "KTTUNE_CACHE_DIR": str(tmp_path / "cache")}
-    cmd = [KTTUNE, "search", "--model", "qwen3-30b-a3b", "--vram", "32G", "--profile", "h200-pcie5-xeon-amx-16c",
-           "-w", "long-context", "--seed", "5", "--measure", "--evaluator", "model", "--trials", str(TRIALS),
-           "--storage", url, "--json"]
-    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
-             for _ in range(3)]
+    cmd = [
+        KTTUNE,
+        "search",
+        "--model",
+        "qwen3-30b-a3b",
+        "--vram",
+        "32G",
+        "--profile",
+        "h200-pcie5-xeon-amx-16c",
+        "-w",
+        "long-context",
+        "--seed",
+        "5",
+        "--measure",
+        "--evaluator",
+        "model",
+        "--trials",
+        str(TRIALS),
+        "--storage",
+        url,
+        "--json",
+    ]
+    procs = [
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+        for _ in range(3)
+    ]
     victim = procs[0]
     worker = f"{socket.gethostname()}:{victim.pid}"
     deadline = time.monotonic() + 600
@@ -84,7 +107,9 @@ def test_three_measured_searches_on_one_postgres_study_one_killed(postgres_db, t
     assert PASSWORD not in json.dumps(outs)
 
     store = optuna.storages.RDBStorage(server.url(db))
-    (name,) = [s.study_name for s in optuna.get_all_study_summaries(store) if s.study_name.startswith("kttune-measured-")]
+    (name,) = [
+        s.study_name for s in optuna.get_all_study_summaries(store) if s.study_name.startswith("kttune-measured-")
+    ]
     trials = optuna.load_study(study_name=name, storage=store).trials
     measured = [t for t in trials if t.user_attrs.get("measured") and t.state.is_finished()]
     assert TRIALS <= len(measured) <= TRIALS + 2  # the study's total; each survivor may finish one under way

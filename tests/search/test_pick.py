@@ -16,13 +16,17 @@ def ev(ttft: float, tok_s: float, kv: int = 65536) -> Evaluation:
     return Evaluation(cfg("BF16", max_total_tokens=kv), ttft, (), 1, 1e3 / tok_s, tok_s, None, None)
 
 
-evals = st.lists(st.builds(ev, st.floats(1, 1e6), st.floats(0.1, 1e4), st.sampled_from([32768, 65536])),
-                 min_size=1, max_size=30)
+evals = st.lists(
+    st.builds(ev, st.floats(1, 1e6), st.floats(0.1, 1e4), st.sampled_from([32768, 65536])), min_size=1, max_size=30
+)
 
 
 def dominates(a: Evaluation, b: Evaluation) -> bool:
-    return (a.mean_ttft_ms <= b.mean_ttft_ms and a.decode_tok_s >= b.decode_tok_s
-            and (a.mean_ttft_ms < b.mean_ttft_ms or a.decode_tok_s > b.decode_tok_s))
+    return (
+        a.mean_ttft_ms <= b.mean_ttft_ms
+        and a.decode_tok_s >= b.decode_tok_s
+        and (a.mean_ttft_ms < b.mean_ttft_ms or a.decode_tok_s > b.decode_tok_s)
+    )
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -59,8 +59,23 @@ def test_four_searches_started_at_once_on_a_fresh_sqlite_file(tmp_path):
     """The case of issue 23, end to end: each process exits 0 and the study holds the --trials
     they share (one may race past it by a trial each)."""
     url = f"sqlite:///{tmp_path}/x.db"
-    cmd = [KTTUNE, "search", "--model", "qwen3-30b-a3b", "--vram", "32G", "--profile", "h200-pcie5-xeon-amx-16c",
-           "--trials", "60", "--seed", "3", "--storage", url, "--json"]
+    cmd = [
+        KTTUNE,
+        "search",
+        "--model",
+        "qwen3-30b-a3b",
+        "--vram",
+        "32G",
+        "--profile",
+        "h200-pcie5-xeon-amx-16c",
+        "--trials",
+        "60",
+        "--seed",
+        "3",
+        "--storage",
+        url,
+        "--json",
+    ]
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
     outs = []
     for p in procs:

@@ -10,11 +10,18 @@ from kttune.search.workload import load_workload
 from tests.helpers import cfg, model, profile
 
 COMP = Components(profile("h200-pcie5-xeon-amx-16c"), model("qwen3-30b-a3b"), "BF16")
-FLAGS = cfg("BF16", gpu_prefill_token_threshold=2048, num_gpu_experts=8, max_total_tokens=200000, max_running_requests=16)
+FLAGS = cfg(
+    "BF16", gpu_prefill_token_threshold=2048, num_gpu_experts=8, max_total_tokens=200000, max_running_requests=16
+)
 
 
 @settings(max_examples=8, deadline=None)
-@given(rate=st.floats(0.005, 0.5, allow_subnormal=False), ttft=st.floats(1.0, 100.0, allow_subnormal=False), tbt=st.floats(50.0, 5000.0, allow_subnormal=False), wl=st.sampled_from(["summarize", "chat", "rag"]))
+@given(
+    rate=st.floats(0.005, 0.5, allow_subnormal=False),
+    ttft=st.floats(1.0, 100.0, allow_subnormal=False),
+    tbt=st.floats(50.0, 5000.0, allow_subnormal=False),
+    wl=st.sampled_from(["summarize", "chat", "rag"]),
+)
 def test_needed_limits_are_met_and_shortfalls_name_the_missed_limit(rate, ttft, tbt, wl):
     w = load_workload(wl)
     target = SloTarget(rate, ttft, tbt, requests=80)
@@ -58,8 +65,12 @@ def test_search_under_an_slo_picks_flags_that_meet_it(tmp_path):
     slo = SloTarget(0.01, 30.0, 3000.0, requests=60)
     res = run_search(_request(), _opts(tmp_path), slo=slo)
     assert res.slo["met"] and res.best.feasible and res.best.constraints["slo_attainment"] <= 0
-    again = check_slo(COMP.__class__(COMP.profile, COMP.model, res.best.cfg.method), res.best.cfg,
-                      workload_requests(load_workload("chat"), slo), slo)
+    again = check_slo(
+        COMP.__class__(COMP.profile, COMP.model, res.best.cfg.method),
+        res.best.cfg,
+        workload_requests(load_workload("chat"), slo),
+        slo,
+    )
     assert again.met
 
 

@@ -18,14 +18,26 @@ from kttune.memory.vram import vram_breakdown
 from kttune.search.baselines import kt_run_default
 from kttune.search.evaluate import Budget
 from kttune.search.space import (
-    CHUNK_CHOICES, CHUNK_PAGE, KV_UNIT, MIN_USEFUL_KV_TOKENS, build_space, check_chunks, minimal_config,
+    CHUNK_CHOICES,
+    CHUNK_PAGE,
+    KV_UNIT,
+    MIN_USEFUL_KV_TOKENS,
+    build_space,
+    check_chunks,
+    minimal_config,
 )
 from kttune.search.workload import load_workload
 from kttune.units import GIB
 from tests.helpers import model, profile
 
-CASES = [("qwen3-30b-a3b", "BF16"), ("qwen3-30b-a3b", "AMXINT4"), ("kimi-k2-thinking", "RAWINT4"),
-         ("deepseek-v3", "FP8"), ("minimax-m2.1", "FP8"), ("gpt-oss-120b", "MXFP4")]
+CASES = [
+    ("qwen3-30b-a3b", "BF16"),
+    ("qwen3-30b-a3b", "AMXINT4"),
+    ("kimi-k2-thinking", "RAWINT4"),
+    ("deepseek-v3", "FP8"),
+    ("minimax-m2.1", "FP8"),
+    ("gpt-oss-120b", "MXFP4"),
+]
 
 
 def space_for(name, method, vram_gib=80, wl="rag", tp=1):
@@ -159,8 +171,10 @@ def test_user_chunks_replace_the_defaults_and_none_fitting_is_a_user_error():
 # ---- thresholds reach the crossover -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name,method", [("kimi-k2-thinking", "RAWINT4"), ("deepseek-v3", "FP8"), ("minimax-m2.1", "FP8"),
-                                         ("qwen3-30b-a3b", "BF16")])
+@pytest.mark.parametrize(
+    "name,method",
+    [("kimi-k2-thinking", "RAWINT4"), ("deepseek-v3", "FP8"), ("minimax-m2.1", "FP8"), ("qwen3-30b-a3b", "BF16")],
+)
 def test_thresholds_hold_every_predicted_crossover_and_start_at_64(name, method):
     """The crossover of a configuration the space offers (any thread count, no or the most GPU
     experts, the largest chunk) is itself a threshold candidate, and the candidates start at 64

@@ -42,7 +42,10 @@ def test_the_model_search_and_the_measured_search_treat_memory_alike(tmp_path, m
     b = base()
     model_res = run_search(b, StudyOptions(trials=30, seed=3, storage=":memory:"))
     assert model_res.storage == ":memory:" and model_res.notes.count(IN_MEMORY_NOTE) == 1
-    res = run_measured_search(MeasuredRequest(base=b, trials=3, seed=3, storage=":memory:", model_prefill_trials=20),
-                              ModelEvaluator(comp_of(b)), model_res)
+    res = run_measured_search(
+        MeasuredRequest(base=b, trials=3, seed=3, storage=":memory:", model_prefill_trials=20),
+        ModelEvaluator(comp_of(b)),
+        model_res,
+    )
     assert res.storage == ":memory:" and res.notes.count(IN_MEMORY_NOTE) == 1
     assert list(tmp_path.iterdir()) == []

@@ -17,9 +17,14 @@ from tests.helpers import model, profile
 
 def request(name="qwen3-30b-a3b", method=None, vram=32, ram=128, tp=1, wl="rag"):
     m = model(name)
-    return SearchRequest(model=m, method=method or m.default_method, profile=profile(),
-                         workload=load_workload(wl).clipped(m.max_position_embeddings),
-                         budget=Budget(vram * GIB, ram * GIB), tp=tp)
+    return SearchRequest(
+        model=m,
+        method=method or m.default_method,
+        profile=profile(),
+        workload=load_workload(wl).clipped(m.max_position_embeddings),
+        budget=Budget(vram * GIB, ram * GIB),
+        tp=tp,
+    )
 
 
 def options(tmp_path, trials=120, seed=7, storage=None):
@@ -91,8 +96,12 @@ def test_sqlite_storage_resumes_to_the_requested_total(tmp_path):
     space, comp = again.space, again.components
     for t in after[25:]:
         p = {"threshold": 0, "threads": space.threads[0], **t.params}
-        ev = evaluate(comp, space.config(p["chunk"], p["threshold"], p["gpu_experts"], p["kv_k"], p["threads"]),
-                      request().workload, request().budget)
+        ev = evaluate(
+            comp,
+            space.config(p["chunk"], p["threshold"], p["gpu_experts"], p["kv_k"], p["threads"]),
+            request().workload,
+            request().budget,
+        )
         assert t.values == pytest.approx([ev.mean_ttft_ms / 1e3, ev.decode_tok_s])
     # asking for no more than is stored runs nothing and changes nothing
     same = run_search(request(), options(tmp_path, trials=40, storage=url))

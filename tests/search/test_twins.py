@@ -86,8 +86,11 @@ def _measure(storage: str, barrier) -> None:
     b = base()
     model_res = model_search(b, storage)
     barrier.wait()  # the four start their measured studies together
-    run_measured_search(MeasuredRequest(base=b, trials=40, seed=3, storage=storage, model_prefill_trials=20),
-                        ModelEvaluator(comp_of(b)), model_res)
+    run_measured_search(
+        MeasuredRequest(base=b, trials=40, seed=3, storage=storage, model_prefill_trials=20),
+        ModelEvaluator(comp_of(b)),
+        model_res,
+    )
 
 
 def test_four_processes_on_one_journal_measure_no_configuration_twice(tmp_path):
@@ -105,9 +108,14 @@ def test_four_processes_on_one_journal_measure_no_configuration_twice(tmp_path):
         p.join(600)
         assert p.exitcode == 0
     store = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(storage))
-    (name,) = [s.study_name for s in optuna.get_all_study_summaries(store) if s.study_name.startswith("kttune-measured-")]
-    measured = [t for t in optuna.load_study(study_name=name, storage=store).trials
-                if t.user_attrs.get("measured") and t.state.is_finished()]
+    (name,) = [
+        s.study_name for s in optuna.get_all_study_summaries(store) if s.study_name.startswith("kttune-measured-")
+    ]
+    measured = [
+        t
+        for t in optuna.load_study(study_name=name, storage=store).trials
+        if t.user_attrs.get("measured") and t.state.is_finished()
+    ]
     assert 40 <= len(measured) <= 44
     twice = [c for c, n in collections.Counter(tuple(sorted(t.params.items())) for t in measured).items() if n > 1]
     assert twice == []

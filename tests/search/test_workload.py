@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import settings
 
 from kttune.errors import UserError
 from kttune.search.workload import load_workload, preset_names
@@ -35,8 +35,16 @@ def test_a_bare_list_is_samples(tmp_path):
     assert w.prompt_tokens == (1000, 2000, 4000) and w.weights == (0.25, 0.5, 0.25)
 
 
-@pytest.mark.parametrize("body", ['{"prompt_tokens": []}', '{"prompt_tokens": [100], "weights": [1, 2]}',
-                                  '{"prompt_tokens": [-5]}', '{"prompt_tokens": [100], "decode_weight": 3}', '{oops'])
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"prompt_tokens": []}',
+        '{"prompt_tokens": [100], "weights": [1, 2]}',
+        '{"prompt_tokens": [-5]}',
+        '{"prompt_tokens": [100], "decode_weight": 3}',
+        "{oops",
+    ],
+)
 def test_bad_workload_files_are_user_errors(tmp_path, body):
     f = tmp_path / "w.json"
     f.write_text(body)
@@ -56,6 +64,7 @@ def test_prompts_clip_to_the_models_context():
 
 # ---- one namespace, every form -------------------------------------------------------------------
 
+
 def _write(tmp_path, body, name="w.json") -> str:
     f = tmp_path / name
     f.write_text(body if isinstance(body, str) else json.dumps(body))
@@ -68,11 +77,16 @@ def test_a_list_of_lengths_is_a_sample_whatever_its_form(xs):
     """{"prompt_tokens": L} without weights, {"samples": L} and the bare list L are one workload."""
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
-        got = {(w.prompt_tokens, w.weights) for w in (load_workload(_write(root, {"prompt_tokens": xs}, "a.json")),
-                                                      load_workload(_write(root, {"samples": xs}, "b.json")),
-                                                      load_workload(_write(root, xs, "c.json")))}
+        got = {
+            (w.prompt_tokens, w.weights)
+            for w in (
+                load_workload(_write(root, {"prompt_tokens": xs}, "a.json")),
+                load_workload(_write(root, {"samples": xs}, "b.json")),
+                load_workload(_write(root, xs, "c.json")),
+            )
+        }
     assert len(got) == 1
-    (reps, ws), = got
+    ((reps, ws),) = got
     assert len(reps) <= 12 and sum(ws) == pytest.approx(1.0) and min(xs) <= min(reps) and max(reps) <= max(xs)
 
 
@@ -80,7 +94,9 @@ def test_large_lists_are_binned_weighted_or_not(tmp_path):
     xs = list(range(1000, 201_000, 2))
     w = load_workload(_write(tmp_path, {"prompt_tokens": xs}))
     assert len(w.prompt_tokens) == 12 and w.mean_prompt_tokens == pytest.approx(sum(xs) / len(xs), rel=0.02)
-    weighted = load_workload(_write(tmp_path, {"prompt_tokens": xs[:500], "weights": [1 + i % 7 for i in range(500)]}, "v.json"))
+    weighted = load_workload(
+        _write(tmp_path, {"prompt_tokens": xs[:500], "weights": [1 + i % 7 for i in range(500)]}, "v.json")
+    )
     assert len(weighted.prompt_tokens) == 12 and sum(weighted.weights) == pytest.approx(1.0)
     # twelve or fewer weighted lengths stay as given
     few = load_workload(_write(tmp_path, {"prompt_tokens": [4000, 1000], "weights": [3, 1]}, "f.json"))
@@ -111,7 +127,10 @@ def test_every_preset_says_what_each_command_uses():
 
 BAD = [
     ('{"prompt_tokens": [100, 200],\n "weights": [1, 2,]}', "line 2, column 19"),
-    ('{"arrival_s": 0, "prompt_tokens": 9, "output_tokens": 2}\n{"arrival_s": 1, "prompt_tokens": 9, "output_tokens": 2}', ".jsonl"),
+    (
+        '{"arrival_s": 0, "prompt_tokens": 9, "output_tokens": 2}\n{"arrival_s": 1, "prompt_tokens": 9, "output_tokens": 2}',
+        ".jsonl",
+    ),
     ('{"prompt_tokens": [100, NaN]}', "prompt_tokens[1] is nan"),
     ('{"prompt_tokens": [100], "weights": [Infinity]}', "weights[0] is inf"),
     ('{"prompt_tokens": [100, true]}', "prompt_tokens[1] is true, not a number"),
@@ -138,10 +157,16 @@ BAD = [
     ('{"prompt_tokens": [100], "ttft_slo_ms": -5}', "not a positive time"),
     ('{"prompt_tokens": [100], "name": 5}', "name is 5, not a string"),
     ('{"prompt_tokens": {"median": 100}, "output_tokens": {"median": 9, "sigma": 1}}', "needs median and sigma"),
-    ('{"prompt_tokens": {"median": 100, "sigma": 1, "min": 50, "max": 10}, "output_tokens": {"median": 9, "sigma": 1}}', "above its max"),
+    (
+        '{"prompt_tokens": {"median": 100, "sigma": 1, "min": 50, "max": 10}, "output_tokens": {"median": 9, "sigma": 1}}',
+        "above its max",
+    ),
     ('{"prompt_tokens": {"median": 100, "sigma": 0.5}}', "needs a log-normal output_tokens"),
     ('{"prompt_tokens": [100], "output_tokens": {"median": 9, "sigma": 1}}', "needs a log-normal prompt_tokens"),
-    ('{"prompt_tokens": {"median": 100, "sigma": 0.5, "mean": 3}, "output_tokens": {"median": 9, "sigma": 1}}', "unknown key 'mean'"),
+    (
+        '{"prompt_tokens": {"median": 100, "sigma": 0.5, "mean": 3}, "output_tokens": {"median": 9, "sigma": 1}}',
+        "unknown key 'mean'",
+    ),
     ("7", "a JSON int, not a workload"),
     ('"rag"', "a JSON str, not a workload"),
     ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
@@ -160,7 +185,9 @@ def test_each_bad_workload_is_one_line_naming_the_problem(tmp_path, body, needle
 def test_a_trace_is_a_workload_too(tmp_path):
     """Search takes a trace's prompts, binned exactly, and its mean output."""
     rows = [(i * 0.5, 1000 + 37 * (i % 50), 10 + i % 7) for i in range(400)]
-    f = _write(tmp_path, "arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{a},{p},{o}\n" for a, p, o in rows), "t.csv")
+    f = _write(
+        tmp_path, "arrival_s,prompt_tokens,output_tokens\n" + "".join(f"{a},{p},{o}\n" for a, p, o in rows), "t.csv"
+    )
     w = load_workload(f)
     assert w.form == "trace" and w.trace.rows == 400 and len(w.prompt_tokens) == 12
     assert w.output_tokens == round(sum(o for _, _, o in rows) / 400)
@@ -173,19 +200,24 @@ def test_a_missing_file_names_the_forms(tmp_path):
         load_workload(str(tmp_path / "nope.csv"))
 
 
-@given(st.lists(st.tuples(st.integers(1, 200_000), st.floats(0.01, 10)), min_size=1, max_size=30, unique_by=lambda x: x[0]),
-       st.integers(1, 6))
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 200_000), st.floats(0.01, 10)), min_size=1, max_size=30, unique_by=lambda x: x[0]
+    ),
+    st.integers(1, 6),
+)
 def test_reduced_keeps_the_tokens_the_share_and_the_range(rows, k):
     """A reduced workload: at most k lengths, in order, inside the workload's range, weights that
     still sum to 1, and the request-weighted tokens kept (to rounding)."""
-    from hypothesis import assume
 
     from kttune.search.workload import Workload
 
     total = sum(w for _, w in rows)
     wl = Workload("w", tuple(p for p, _ in rows), tuple(w / total for _, w in rows))
     r = wl.reduced(k)
-    assert r == wl if len(rows) <= k else (len(r.prompt_tokens) <= k and list(r.prompt_tokens) == sorted(r.prompt_tokens))
+    assert (
+        r == wl if len(rows) <= k else (len(r.prompt_tokens) <= k and list(r.prompt_tokens) == sorted(r.prompt_tokens))
+    )
     assert min(wl.prompt_tokens) <= min(r.prompt_tokens) and max(r.prompt_tokens) <= max(wl.prompt_tokens)
     assert abs(sum(r.weights) - 1) < 1e-9
     assert abs(r.mean_prompt_tokens - wl.mean_prompt_tokens) <= 0.5 + 1e-9

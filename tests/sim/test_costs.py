@@ -36,8 +36,13 @@ def test_decode_step_is_the_cost_models(name, batch, ctx):
 
 
 @settings(max_examples=30, deadline=None)
-@given(name=NAMES, tokens=st.integers(1, 8192), prefix=st.integers(0, 30000), groups=st.integers(1, 64),
-       threshold=st.sampled_from([0, 1024]))
+@given(
+    name=NAMES,
+    tokens=st.integers(1, 8192),
+    prefix=st.integers(0, 30000),
+    groups=st.integers(1, 64),
+    threshold=st.sampled_from([0, 1024]),
+)
 def test_groups_add_up_to_the_whole_forward(name, tokens, prefix, groups, threshold):
     ic = costs(name, threshold)
     whole = forward_time(ic.comp, ic.cfg, tokens, prefix).total_ms
@@ -45,4 +50,6 @@ def test_groups_add_up_to_the_whole_forward(name, tokens, prefix, groups, thresh
     g = min(groups, ic.num_layers)
     parts = [ic.forward([(tokens, prefix)], 0, 0.0, g, i) for i in range(g)]
     assert math.isclose(sum(p.ms for p in parts), whole + (g - 1) * FORWARD_OVERHEAD_MS, rel_tol=1e-9)
-    assert math.isclose(sum(p.pcie_bytes for p in parts), ic.forward([(tokens, prefix)], 0, 0.0).pcie_bytes, rel_tol=1e-9)
+    assert math.isclose(
+        sum(p.pcie_bytes for p in parts), ic.forward([(tokens, prefix)], 0, 0.0).pcie_bytes, rel_tol=1e-9
+    )

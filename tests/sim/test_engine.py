@@ -41,15 +41,24 @@ def comp(name: str = "qwen3-30b-a3b", prof: str = MEASURED) -> Components:
 
 
 def _flags(c: Components, **kw):
-    base = dict(num_gpu_experts=8, chunked_prefill_size=8192, gpu_prefill_token_threshold=4096, max_total_tokens=1 << 20,
-                max_running_requests=32)
+    base = dict(
+        num_gpu_experts=8,
+        chunked_prefill_size=8192,
+        gpu_prefill_token_threshold=4096,
+        max_total_tokens=1 << 20,
+        max_running_requests=32,
+    )
     base.update(kw)
     return cfg(c.method.name, **base)
 
 
 @settings(max_examples=20, deadline=None)
-@given(prompt=st.integers(1, 40000), chunk=st.sampled_from([1024, 2048, 4096, 8192, 16384]),
-       threshold=st.sampled_from([0, 1024, 4096]), prof=st.sampled_from([MEASURED, "datasheet-h200-pcie5-xeon-amx-16c"]))
+@given(
+    prompt=st.integers(1, 40000),
+    chunk=st.sampled_from([1024, 2048, 4096, 8192, 16384]),
+    threshold=st.sampled_from([0, 1024, 4096]),
+    prof=st.sampled_from([MEASURED, "datasheet-h200-pcie5-xeon-amx-16c"]),
+)
 def test_single_request_ttft_is_the_idle_server_prediction(prompt, chunk, threshold, prof):
     c = comp(prof=prof)
     f = _flags(c, chunked_prefill_size=chunk, gpu_prefill_token_threshold=threshold)
@@ -70,8 +79,12 @@ def test_layered_single_request_within_ten_percent_of_one_large_chunk(name, prom
 
 
 @settings(max_examples=15, deadline=None)
-@given(chunks=st.integers(1, 6), chunk=st.sampled_from([2048, 4096, 8192]), name=st.sampled_from(["qwen3-30b-a3b", "kimi-k2-thinking"]),
-       skew=st.sampled_from([0.0, 1.0]))
+@given(
+    chunks=st.integers(1, 6),
+    chunk=st.sampled_from([2048, 4096, 8192]),
+    name=st.sampled_from(["qwen3-30b-a3b", "kimi-k2-thinking"]),
+    skew=st.sampled_from([0.0, 1.0]),
+)
 def test_chunked_traffic_is_chunks_x_layers_x_bytes_x_activated_fraction(chunks, chunk, name, skew):
     c = comp(name)
     m = c.model
@@ -80,7 +93,9 @@ def test_chunked_traffic_is_chunks_x_layers_x_bytes_x_activated_fraction(chunks,
     costs = IterationCosts(c, f, skew)
     r = summarise_run(costs, f, [Request(0, 0.0, prompt, 1)], engine.Schedule("chunked"), SLO).result("chunked")
     meth = get_method(m.default_method)
-    layer_bytes = m.num_experts * bytes_per_expert(gpu_format(meth, m.checkpoint_format), m.hidden_size, m.moe_intermediate_size)
+    layer_bytes = m.num_experts * bytes_per_expert(
+        gpu_format(meth, m.checkpoint_format), m.hidden_size, m.moe_intermediate_size
+    )
     n = math.ceil(prompt / chunk) * m.num_moe_layers
     # PCIe: KT's layerwise path sends every expert of each layer, whatever the tokens activate
     assert math.isclose(r.traffic_prefill_per_prompt.pcie_bytes, n * layer_bytes, rel_tol=1e-9)
@@ -99,13 +114,19 @@ def test_layered_loads_each_moe_layer_once_per_large_chunk(prompts, large):
     f = _flags(c, gpu_prefill_token_threshold=512)
     reqs = [Request(i, 1000.0 * i, p, 1) for i, p in enumerate(prompts)]
     tr = engine.run(IterationCosts(c, f), f, reqs, engine.Schedule("layered", large_chunk=large))
-    expected = [math.ceil(p / large) * c.model.num_moe_layers if p % large == 0 or p % large >= 512
-                else (p // large) * c.model.num_moe_layers for p in prompts]
+    expected = [
+        math.ceil(p / large) * c.model.num_moe_layers
+        if p % large == 0 or p % large >= 512
+        else (p // large) * c.model.num_moe_layers
+        for p in prompts
+    ]
     assert tr.layer_loads.tolist() == pytest.approx(expected)
 
 
 @settings(max_examples=10, deadline=None)
-@given(rate=st.floats(0.02, 0.5, allow_subnormal=False), groups=st.sampled_from([None, 4, 16]), seed=st.integers(0, 100))
+@given(
+    rate=st.floats(0.02, 0.5, allow_subnormal=False), groups=st.sampled_from([None, 4, 16]), seed=st.integers(0, 100)
+)
 def test_layered_decode_never_waits_longer_than_one_group_iteration(rate, groups, seed):
     c = comp()
     f = _flags(c)
@@ -117,9 +138,12 @@ def test_layered_decode_never_waits_longer_than_one_group_iteration(rate, groups
     # large chunk (layerwise) or just below the threshold (hybrid, whose time grows with tokens), after
     # the longest prefix a prompt of the mix can have
     d = f.max_running_requests
-    worst_group = max(costs.forward([(t - d, 30000)], d, d * 40000.0, g_total, g).ms
-                      for t in (f.gpu_prefill_token_threshold - 1, 8192 + d)
-                      for g_total in set(tr.groups_used) for g in range(g_total))
+    worst_group = max(
+        costs.forward([(t - d, 30000)], d, d * 40000.0, g_total, g).ms
+        for t in (f.gpu_prefill_token_threshold - 1, 8192 + d)
+        for g_total in set(tr.groups_used)
+        for g in range(g_total)
+    )
     gaps = tr.max_gap_ms[tr.output_tokens > 1]
     assert np.all(gaps <= worst_group + 1e-9)
     # and every gap is exactly one iteration: no request ever waits across two
@@ -168,7 +192,6 @@ def test_gap_histogram_counts_every_gap_once():
         served = [q for q in reqs if q.prompt_tokens + q.output_tokens <= 20000]
         assert sum(r.samples["tbt_hist_ms"]["counts"]) == sum(q.output_tokens - 1 for q in served)
         assert r.requests - r.rejected == len(served)
-
 
 
 class WholePromptsPrefill(engine.ChunkedPrefill):

@@ -51,7 +51,13 @@ def test_percentiles_exact_below_the_limit_and_within_the_error_above(xs, zeros,
 
 
 @settings(max_examples=40, deadline=None)
-@given(pairs=st.lists(st.tuples(st.floats(1e-3, 1e6, allow_nan=False, allow_subnormal=False), st.integers(1, 40)), min_size=1, max_size=200))
+@given(
+    pairs=st.lists(
+        st.tuples(st.floats(1e-3, 1e6, allow_nan=False, allow_subnormal=False), st.integers(1, 40)),
+        min_size=1,
+        max_size=200,
+    )
+)
 def test_weighted_quantiles_are_the_first_value_whose_weight_reaches_q(pairs):
     xs = np.array([x for x, _ in pairs])
     ws = np.array([w for _, w in pairs], dtype=float)
@@ -69,8 +75,18 @@ def test_weighted_quantiles_are_the_first_value_whose_weight_reaches_q(pairs):
 
 
 @settings(max_examples=40, deadline=None)
-@given(runs=st.lists(st.tuples(st.floats(0.01, 1e4, allow_subnormal=False), st.floats(0.0, 5.0, allow_subnormal=False), st.integers(1, 3000)), min_size=1, max_size=20),
-       w=st.integers(1, 64))
+@given(
+    runs=st.lists(
+        st.tuples(
+            st.floats(0.01, 1e4, allow_subnormal=False),
+            st.floats(0.0, 5.0, allow_subnormal=False),
+            st.integers(1, 3000),
+        ),
+        min_size=1,
+        max_size=20,
+    ),
+    w=st.integers(1, 64),
+)
 def test_runs_are_their_values(runs, w):
     """A run (first, step, count) is the values first + step x j, as the decode-only stretches give them."""
     xs = np.concatenate([a + s * np.arange(n, dtype=float) for a, s, n in runs])
@@ -129,11 +145,23 @@ def test_length_counts_bin_and_summarise_like_the_sorted_list(xs, split):
     assert reps == want_r and ws == pytest.approx(want_w)
     s, n = sorted(xs), len(xs)
     st_ = c.statistics()
-    assert st_ == {"mean": pytest.approx(sum(s) / n), "p50": s[n // 2], "p90": s[min(n - 1, int(0.9 * n))], "max": s[-1]}
+    assert st_ == {
+        "mean": pytest.approx(sum(s) / n),
+        "p50": s[n // 2],
+        "p90": s[min(n - 1, int(0.9 * n))],
+        "max": s[-1],
+    }
 
 
 @settings(max_examples=40, deadline=None)
-@given(pairs=st.lists(st.tuples(st.integers(1, 10**6), st.floats(0.01, 10.0, allow_subnormal=False)), min_size=13, max_size=200, unique_by=lambda p: p[0]))
+@given(
+    pairs=st.lists(
+        st.tuples(st.integers(1, 10**6), st.floats(0.01, 10.0, allow_subnormal=False)),
+        min_size=13,
+        max_size=200,
+        unique_by=lambda p: p[0],
+    )
+)
 def test_weighted_bins_are_the_quantiles_at_bin_middles(pairs):
     """With real weights each bin has share 1/12 and stands for the weighted quantile at (b + 1/2) / 12."""
     c = LengthCounts()

@@ -13,8 +13,12 @@ from kttune.sim.router import expected_distinct_experts, inclusion_probabilities
 
 
 @settings(max_examples=25, deadline=None)
-@given(e=st.sampled_from([8, 32, 64, 128]), k=st.integers(1, 8), b=st.integers(1, 64),
-       skew=st.sampled_from([0.0, 0.5, 1.0, 1.5]))
+@given(
+    e=st.sampled_from([8, 32, 64, 128]),
+    k=st.integers(1, 8),
+    b=st.integers(1, 64),
+    skew=st.sampled_from([0.0, 0.5, 1.0, 1.5]),
+)
 def test_formula_matches_monte_carlo(e, k, b, skew):
     k = min(k, e)
     trials = 150
@@ -28,7 +32,9 @@ def test_uniform_is_the_cost_models_formula():
     for b in (1, 7, 100, 4096):
         assert expected_distinct_experts(b, 8, 128, 0.0) == expected_experts_touched(b, 8, 128, 128)
         # a tiny skew is the continuous continuation of uniform routing
-        assert math.isclose(expected_distinct_experts(b, 8, 128, 1e-9), expected_experts_touched(b, 8, 128, 128), rel_tol=1e-6)
+        assert math.isclose(
+            expected_distinct_experts(b, 8, 128, 1e-9), expected_experts_touched(b, 8, 128, 128), rel_tol=1e-6
+        )
 
 
 @given(e=st.integers(2, 300), k=st.integers(1, 16), skew=st.floats(0.0, 3.0, allow_subnormal=False))

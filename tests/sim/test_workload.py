@@ -44,12 +44,23 @@ def test_trace_files_csv_and_jsonl(tmp_path):
     reqs = load_trace(str(csv))
     assert [(r.arrival_s, r.prompt_tokens, r.output_tokens) for r in reqs] == [(0.5, 3000, 20), (2.0, 100, 5)]
     jl = tmp_path / "t.jsonl"
-    jl.write_text("\n".join(json.dumps({"arrival_s": a, "prompt_tokens": p, "output_tokens": o}) for a, p, o in [(0, 10, 1), (1, 20, 2)]))
+    jl.write_text(
+        "\n".join(
+            json.dumps({"arrival_s": a, "prompt_tokens": p, "output_tokens": o}) for a, p, o in [(0, 10, 1), (1, 20, 2)]
+        )
+    )
     assert len(load_trace(str(jl))) == 2
 
 
-@pytest.mark.parametrize("text", ["arrival_s,prompt_tokens\n1,2\n", "arrival_s,prompt_tokens,output_tokens\n1,0,3\n",
-                                  "arrival_s,prompt_tokens,output_tokens\n", "a,b\nx,y\n"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "arrival_s,prompt_tokens\n1,2\n",
+        "arrival_s,prompt_tokens,output_tokens\n1,0,3\n",
+        "arrival_s,prompt_tokens,output_tokens\n",
+        "a,b\nx,y\n",
+    ],
+)
 def test_bad_traces_name_the_problem(tmp_path, text):
     p = tmp_path / "bad.csv"
     p.write_text(text)
@@ -59,21 +70,32 @@ def test_bad_traces_name_the_problem(tmp_path, text):
         load_trace(str(tmp_path / "missing.csv"))
 
 
-@pytest.mark.parametrize("name,text,needle", [
-    ("t.csv", "arrival_s,prompt_tokens,output_tokens\n0,100,5\ninf,100,5\n", "line 3: arrival_s inf"),
-    ("t.csv", "arrival_s,prompt_tokens,output_tokens\n0,100,5\nnan,100,5\n", "line 3: arrival_s nan"),
-    ("t.csv", "arrival_s,prompt_tokens,output_tokens\n-1,100,5\n", "line 2: arrival_s -1"),
-    ("t.csv", "arrival_s,prompt_tokens,output_tokens\n0,1000000000,5\n", "16,777,216"),
-    ("t.csv", "arrival_s,prompt_tokens,output_tokens\n0,100.5,5\n", "not a whole number"),
-    ("t.csv", "arrival_s,prompt_tokens,output_tokens\n0,100,x\n", "output_tokens 'x' is not a number"),
-    ("t.csv", "arrival_s,prompt_tokens,output_tokens\n0,100\n", "2 columns"),
-    ("t.jsonl", '{"arrival_s": 0, "prompt_tokens": 10, "output_tokens": 2}\n{"arrival_s": NaN, "prompt_tokens": 10, "output_tokens": 2}\n', "line 2: arrival_s nan"),
-    ("t.jsonl", '{"arrival_s": 0, "prompt_tokens": true, "output_tokens": 2}\n', "prompt_tokens is true, not a number"),
-    ("t.jsonl", '{"arrival_s": "0", "prompt_tokens": 1, "output_tokens": 2}\n', 'arrival_s is "0", not a number'),
-    ("t.jsonl", '{"arrival_s": 0, "prompt_tokens": 1}\n', "line 1: no output_tokens"),
-    ("t.jsonl", '{"arrival_s": 0,\n', "line 1, column"),
-    ("t.jsonl", "[1, 2]\n", "a JSON list, not an object"),
-])
+@pytest.mark.parametrize(
+    "name,text,needle",
+    [
+        ("t.csv", "arrival_s,prompt_tokens,output_tokens\n0,100,5\ninf,100,5\n", "line 3: arrival_s inf"),
+        ("t.csv", "arrival_s,prompt_tokens,output_tokens\n0,100,5\nnan,100,5\n", "line 3: arrival_s nan"),
+        ("t.csv", "arrival_s,prompt_tokens,output_tokens\n-1,100,5\n", "line 2: arrival_s -1"),
+        ("t.csv", "arrival_s,prompt_tokens,output_tokens\n0,1000000000,5\n", "16,777,216"),
+        ("t.csv", "arrival_s,prompt_tokens,output_tokens\n0,100.5,5\n", "not a whole number"),
+        ("t.csv", "arrival_s,prompt_tokens,output_tokens\n0,100,x\n", "output_tokens 'x' is not a number"),
+        ("t.csv", "arrival_s,prompt_tokens,output_tokens\n0,100\n", "2 columns"),
+        (
+            "t.jsonl",
+            '{"arrival_s": 0, "prompt_tokens": 10, "output_tokens": 2}\n{"arrival_s": NaN, "prompt_tokens": 10, "output_tokens": 2}\n',
+            "line 2: arrival_s nan",
+        ),
+        (
+            "t.jsonl",
+            '{"arrival_s": 0, "prompt_tokens": true, "output_tokens": 2}\n',
+            "prompt_tokens is true, not a number",
+        ),
+        ("t.jsonl", '{"arrival_s": "0", "prompt_tokens": 1, "output_tokens": 2}\n', 'arrival_s is "0", not a number'),
+        ("t.jsonl", '{"arrival_s": 0, "prompt_tokens": 1}\n', "line 1: no output_tokens"),
+        ("t.jsonl", '{"arrival_s": 0,\n', "line 1, column"),
+        ("t.jsonl", "[1, 2]\n", "a JSON list, not an object"),
+    ],
+)
 def test_trace_rows_are_checked_like_workload_files(tmp_path, name, text, needle):
     """A trace refuses what a workload JSON refuses (a 10^9-token prompt, NaN, infinity), naming the line."""
     p = tmp_path / name

@@ -20,9 +20,23 @@ from kttune.spec.catalog import (
 from kttune.spec.loader import load_model
 
 REQUIRED = [
-    "kimi-k2-thinking", "kimi-k2-instruct", "deepseek-v3", "deepseek-v3.1", "deepseek-r1", "minimax-m2",
-    "minimax-m2.1", "qwen3-235b-a22b", "qwen3-235b-a22b-fp8", "qwen3-30b-a3b", "qwen3-30b-a3b-fp8",
-    "qwen3-next-80b-a3b", "glm-4.7", "glm-4.5-air", "gpt-oss-20b", "gpt-oss-120b", "mixtral-8x7b",
+    "kimi-k2-thinking",
+    "kimi-k2-instruct",
+    "deepseek-v3",
+    "deepseek-v3.1",
+    "deepseek-r1",
+    "minimax-m2",
+    "minimax-m2.1",
+    "qwen3-235b-a22b",
+    "qwen3-235b-a22b-fp8",
+    "qwen3-30b-a3b",
+    "qwen3-30b-a3b-fp8",
+    "qwen3-next-80b-a3b",
+    "glm-4.7",
+    "glm-4.5-air",
+    "gpt-oss-20b",
+    "gpt-oss-120b",
+    "mixtral-8x7b",
 ]
 
 

@@ -11,9 +11,13 @@ from kttune.spec.methods import get_method
 
 
 @settings(max_examples=200, deadline=None)
-@given(L=st.integers(1, 200_000), c=st.integers(1, 70_000), t=st.integers(0, 70_000),
-       method=st.sampled_from(["BF16", "FP8", "RAWINT4", "AMXINT4", "LLAMAFILE"]),
-       force=st.sampled_from([None, "hybrid", "layerwise"]))
+@given(
+    L=st.integers(1, 200_000),
+    c=st.integers(1, 70_000),
+    t=st.integers(0, 70_000),
+    method=st.sampled_from(["BF16", "FP8", "RAWINT4", "AMXINT4", "LLAMAFILE"]),
+    force=st.sampled_from([None, "hybrid", "layerwise"]),
+)
 def test_the_plan_covers_the_prompt_in_chunks_and_switches_per_forward(L, c, t, method, force):
     plan = forward_plan(get_method(method).layerwise, L, c, t, force)
     sizes = [m for _, m, _ in plan]

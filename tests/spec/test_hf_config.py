@@ -100,8 +100,13 @@ def test_text_config_nesting_kimi_k25_style():
     qc = inner.pop("quantization_config")
     inner.pop("torch_dtype", None)
     inner["dtype"] = "bfloat16"
-    outer = {"model_type": "kimi_k25", "architectures": ["KimiK25ForConditionalGeneration"], "text_config": inner,
-             "quantization_config": qc, "vision_config": {"hidden_size": 1152}}
+    outer = {
+        "model_type": "kimi_k25",
+        "architectures": ["KimiK25ForConditionalGeneration"],
+        "text_config": inner,
+        "quantization_config": qc,
+        "vision_config": {"hidden_size": 1152},
+    }
     s = spec_from_config(outer, "k25", "t")
     assert s.family == "kimi_k2" and s.num_experts == 384 and s.attention == "mla"
     assert (s.checkpoint_format, s.default_method) == ("int4_g32", "RAWINT4")
@@ -151,9 +156,16 @@ def test_top_k_from_experts_per_token():
 # ---- dense models ------------------------------------------------------------------------------------
 
 LLAMA = {
-    "model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
-    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
-    "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+    "model_type": "llama",
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "torch_dtype": "bfloat16",
 }
 
 
@@ -187,8 +199,12 @@ def _ct(num_bits, type_, strategy, group_size=None):
     w = {"num_bits": num_bits, "type": type_, "symmetric": True, "strategy": strategy, "dynamic": False}
     if group_size:
         w["group_size"] = group_size
-    return {"quant_method": "compressed-tensors", "format": "pack-quantized",
-            "config_groups": {"group_0": {"targets": ["Linear"], "weights": w}}, "ignore": ["lm_head"]}
+    return {
+        "quant_method": "compressed-tensors",
+        "format": "pack-quantized",
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": w}},
+        "ignore": ["lm_head"],
+    }
 
 
 @pytest.mark.parametrize(
@@ -196,8 +212,11 @@ def _ct(num_bits, type_, strategy, group_size=None):
     [
         (None, "bf16", "BF16"),
         ({}, "bf16", "BF16"),
-        ({"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128], "activation_scheme": "dynamic"},
-         "fp8_block", "FP8"),
+        (
+            {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128], "activation_scheme": "dynamic"},
+            "fp8_block",
+            "FP8",
+        ),
         ({"quant_method": "fp8", "activation_scheme": "dynamic"}, "fp8_channel", "FP8_PERCHANNEL"),
         (_ct(8, "float", "channel"), "fp8_channel", "FP8_PERCHANNEL"),
         (_ct(4, "int", "group", 32), "int4_g32", "RAWINT4"),
@@ -293,8 +312,14 @@ def test_non_expert_estimate_within_10_percent(name, non_expert_b):
 
 @pytest.mark.parametrize(
     "name, active_b",
-    [("deepseek-v3", 37), ("kimi-k2-instruct", 32.6), ("qwen3-235b-a22b", 22), ("qwen3-30b-a3b", 3.3),
-     ("mixtral-8x7b", 12.9), ("glm-4.7", 32)],
+    [
+        ("deepseek-v3", 37),
+        ("kimi-k2-instruct", 32.6),
+        ("qwen3-235b-a22b", 22),
+        ("qwen3-30b-a3b", 3.3),
+        ("mixtral-8x7b", 12.9),
+        ("glm-4.7", 32),
+    ],
 )
 def test_active_params_match_published(name, active_b):
     s = spec(name)

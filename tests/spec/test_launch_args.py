@@ -26,19 +26,34 @@ DOC_COMMAND = (Path(__file__).resolve().parents[1] / "fixtures" / "kt-layerwise-
 def test_the_kt_doc_example_reads_whole():
     """The launch example of KTransformers' layerwise-prefill document (copied into our fixture)."""
     p = parse_launch_command(DOC_COMMAND)
-    assert dict(p.values) == {"model_path": "/path/to/model", "trust_remote_code": True, "method": "FP8",
-                              "weight_path": "/path/to/model", "cpuinfer_threads": 64, "threadpool_count": 2,
-                              "num_gpu_experts": 32, "chunked_prefill_size": 16384, "gpu_prefill_token_threshold": 2048}
+    assert dict(p.values) == {
+        "model_path": "/path/to/model",
+        "trust_remote_code": True,
+        "method": "FP8",
+        "weight_path": "/path/to/model",
+        "cpuinfer_threads": 64,
+        "threadpool_count": 2,
+        "num_gpu_experts": 32,
+        "chunked_prefill_size": 16384,
+        "gpu_prefill_token_threshold": 2048,
+    }
     assert p.unknown == ()
     assert [f for f, _ in p.ignored] == ["--trust-remote-code"]
 
 
 CONFIGS = st.builds(
-    LaunchConfig, method=st.sampled_from(["BF16", "FP8", "RAWINT4", "AMXINT4"]), tp=st.sampled_from([1, 2, 4, 8]),
-    num_gpu_experts=st.integers(0, 128), chunked_prefill_size=st.integers(1, 2048).map(lambda k: 64 * k),
-    gpu_prefill_token_threshold=st.integers(0, 65536), max_total_tokens=st.integers(1024, 2**20),
-    cpuinfer_threads=st.integers(1, 256), threadpool_count=st.integers(1, 8), max_running_requests=st.integers(1, 512),
-    cuda_graph_max_bs=st.integers(1, 512))
+    LaunchConfig,
+    method=st.sampled_from(["BF16", "FP8", "RAWINT4", "AMXINT4"]),
+    tp=st.sampled_from([1, 2, 4, 8]),
+    num_gpu_experts=st.integers(0, 128),
+    chunked_prefill_size=st.integers(1, 2048).map(lambda k: 64 * k),
+    gpu_prefill_token_threshold=st.integers(0, 65536),
+    max_total_tokens=st.integers(1024, 2**20),
+    cpuinfer_threads=st.integers(1, 256),
+    threadpool_count=st.integers(1, 8),
+    max_running_requests=st.integers(1, 512),
+    cuda_graph_max_bs=st.integers(1, 512),
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -46,10 +61,20 @@ CONFIGS = st.builds(
 def test_the_emitted_command_reads_back_to_its_configuration(cfg, path, as_text):
     m = model("qwen3-30b-a3b")
     argv = launch_argv(m, cfg, vram_breakdown(m, cfg), 80 * GIB, LaunchPaths(path, path + "-cpu"))
-    p = parse_launch_command(launch_command(argv) if as_text else argv)  # the printed block, env and line breaks included
+    p = parse_launch_command(
+        launch_command(argv) if as_text else argv
+    )  # the printed block, env and line breaks included
     assert p.unknown == ()
-    for key in ("num_gpu_experts", "chunked_prefill_size", "max_total_tokens", "cpuinfer_threads", "threadpool_count",
-                "max_running_requests", "cuda_graph_max_bs", "tp"):
+    for key in (
+        "num_gpu_experts",
+        "chunked_prefill_size",
+        "max_total_tokens",
+        "cpuinfer_threads",
+        "threadpool_count",
+        "max_running_requests",
+        "cuda_graph_max_bs",
+        "tp",
+    ):
         assert p.get(key) == getattr(cfg, key), key
     assert p.get("method") == cfg.method and p.get("model_path") == path and p.get("weight_path") == path + "-cpu"
     layerwise = cfg.method != "AMXINT4"
@@ -64,8 +89,19 @@ def test_the_emitter_writes_only_names_of_the_table():
     argv = launch_argv(m, cfg, vram_breakdown(m, cfg), 140 * GIB, LaunchPaths("/m", "/m"))
     names = {n for f in FLAGS for n in f.names}
     assert {w for w in argv if w.startswith("--")} <= names
-    assert {flag_name(k) for k in ("num_gpu_experts", "gpu_prefill_token_threshold", "chunked_prefill_size", "max_total_tokens",
-                                   "weight_path", "cpuinfer_threads", "threadpool_count", "method")} <= set(argv)
+    assert {
+        flag_name(k)
+        for k in (
+            "num_gpu_experts",
+            "gpu_prefill_token_threshold",
+            "chunked_prefill_size",
+            "max_total_tokens",
+            "weight_path",
+            "cpuinfer_threads",
+            "threadpool_count",
+            "method",
+        )
+    } <= set(argv)
 
 
 @pytest.mark.parametrize("flag", FLAGS, ids=lambda f: f.key)
@@ -85,11 +121,17 @@ def test_a_list_flag_takes_every_word_up_to_the_next_flag():
 
 
 def test_ignored_flags_have_a_note_and_keep_their_value_out_of_the_rest():
-    p = parse_launch_command("python -m sglang.launch_server --host 0.0.0.0 --kt-enable-dynamic-expert-update "
-                             "--kt-num-gpu-experts 4 --kt-max-deferred-experts-per-token 2 --my-flag 3 --other-switch "
-                             "--chunked-prefill-size 4096")
+    p = parse_launch_command(
+        "python -m sglang.launch_server --host 0.0.0.0 --kt-enable-dynamic-expert-update "
+        "--kt-num-gpu-experts 4 --kt-max-deferred-experts-per-token 2 --my-flag 3 --other-switch "
+        "--chunked-prefill-size 4096"
+    )
     assert p.get("num_gpu_experts") == 4 and p.get("chunked_prefill_size") == 4096
-    assert [f for f, _ in p.ignored] == ["--host", "--kt-enable-dynamic-expert-update", "--kt-max-deferred-experts-per-token"]
+    assert [f for f, _ in p.ignored] == [
+        "--host",
+        "--kt-enable-dynamic-expert-update",
+        "--kt-max-deferred-experts-per-token",
+    ]
     assert p.unknown == ("--my-flag", "--other-switch")
     assert all(note for _, _, note in IGNORED)
     assert len(p.notes()) == 4 and "--my-flag" in p.notes()[-1]
@@ -99,15 +141,18 @@ def test_the_last_value_wins_as_in_argparse():
     assert parse_launch_command(["--kt-num-gpu-experts", "4", "--kt-num-gpu-experts=9"]).get("num_gpu_experts") == 9
 
 
-@pytest.mark.parametrize("bad,what", [
-    ("python -m sglang.launch_server --kt-num-gpu-experts", "has no value"),
-    ("python -m sglang.launch_server --kt-num-gpu-experts four", "not a whole number"),
-    ("python -m sglang.launch_server --mem-fraction-static high", "not a number"),
-    ("python -m vllm.entrypoints.api_server --model x", "not an sglang launch command"),
-    ("kt run kimi", "not an sglang launch command"),
-    ("python -m sglang.launch_server --model 'unclosed", "cannot read the launch command"),
-    ("python -m sglang.launch_server --enable-mixed-chunk=1", "takes no value"),
-])
+@pytest.mark.parametrize(
+    "bad,what",
+    [
+        ("python -m sglang.launch_server --kt-num-gpu-experts", "has no value"),
+        ("python -m sglang.launch_server --kt-num-gpu-experts four", "not a whole number"),
+        ("python -m sglang.launch_server --mem-fraction-static high", "not a number"),
+        ("python -m vllm.entrypoints.api_server --model x", "not an sglang launch command"),
+        ("kt run kimi", "not an sglang launch command"),
+        ("python -m sglang.launch_server --model 'unclosed", "cannot read the launch command"),
+        ("python -m sglang.launch_server --enable-mixed-chunk=1", "takes no value"),
+    ],
+)
 def test_bad_commands_are_one_line_errors(bad, what):
     with pytest.raises(UserError) as e:
         parse_launch_command(bad)

@@ -27,9 +27,20 @@ def test_every_family_from_a_directory(tmp_path, name):
     from_dir = load_model(str(d))
     from_catalog = load_model(name)
     assert from_dir.name == name and from_dir.source == str(d)
-    fields = ("family", "num_experts", "top_k", "moe_layer_ids", "moe_intermediate_size", "checkpoint_format",
-              "default_method", "non_expert_params_estimate", "full_attention_layer_ids", "sliding_layer_ids",
-              "linear_attention_layer_ids", "head_dim")
+    fields = (
+        "family",
+        "num_experts",
+        "top_k",
+        "moe_layer_ids",
+        "moe_intermediate_size",
+        "checkpoint_format",
+        "default_method",
+        "non_expert_params_estimate",
+        "full_attention_layer_ids",
+        "sliding_layer_ids",
+        "linear_attention_layer_ids",
+        "head_dim",
+    )
     for f in fields:
         assert getattr(from_dir, f) == getattr(from_catalog, f), f
     assert from_dir.non_expert_bytes_measured is None
@@ -59,9 +70,17 @@ def test_text_config_directory(tmp_path):
 
 def test_measured_non_expert_bytes_from_headers(tmp_path):
     cfg = {
-        "model_type": "mixtral", "hidden_size": 16, "intermediate_size": 8, "num_hidden_layers": 1,
-        "num_attention_heads": 2, "num_key_value_heads": 1, "num_local_experts": 2, "num_experts_per_tok": 1,
-        "vocab_size": 32, "max_position_embeddings": 64, "torch_dtype": "bfloat16",
+        "model_type": "mixtral",
+        "hidden_size": 16,
+        "intermediate_size": 8,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "num_local_experts": 2,
+        "num_experts_per_tok": 1,
+        "vocab_size": 32,
+        "max_position_embeddings": 64,
+        "torch_dtype": "bfloat16",
     }
     d = _model_dir(tmp_path, "tiny-mixtral", cfg)
     t = {
@@ -85,7 +104,9 @@ def test_measured_non_expert_bytes_from_headers(tmp_path):
 def test_routed_bytes_mismatch_is_noted(tmp_path):
     cfg = {**catalog_config("mixtral-8x7b"), "num_hidden_layers": 1}
     d = _model_dir(tmp_path, "mixtral-one-layer", cfg)
-    save_file({"model.layers.0.block_sparse_moe.experts.0.w1.weight": np.zeros(4, np.float16)}, str(d / "model.safetensors"))
+    save_file(
+        {"model.layers.0.block_sparse_moe.experts.0.w1.weight": np.zeros(4, np.float16)}, str(d / "model.safetensors")
+    )
     assert any("differ from" in n for n in load_model(str(d)).notes)
 
 
@@ -150,11 +171,22 @@ def test_json_not_an_object(tmp_path):
 
 
 def test_dense_model_directory(tmp_path):
-    cfg = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
-           "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256, "num_experts_per_tok": 2}
+    cfg = {
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 128256,
+        "num_experts_per_tok": 2,
+    }
     d = _model_dir(tmp_path, "Llama-3.1-8B", cfg)
     e = _error(str(d))
-    assert e.problem == "Llama-3.1-8B is a dense model (no routed experts); kttune tunes MoE models served with KTransformers"
+    assert (
+        e.problem
+        == "Llama-3.1-8B is a dense model (no routed experts); kttune tunes MoE models served with KTransformers"
+    )
 
 
 def test_unknown_method():
@@ -163,7 +195,11 @@ def test_unknown_method():
 
 
 def test_unknown_quantization_asks_for_method(tmp_path):
-    d = _model_dir(tmp_path, "awq-model", {**catalog_config("qwen3-30b-a3b"), "quantization_config": {"quant_method": "awq", "bits": 4}})
+    d = _model_dir(
+        tmp_path,
+        "awq-model",
+        {**catalog_config("qwen3-30b-a3b"), "quantization_config": {"quant_method": "awq", "bits": 4}},
+    )
     e = _error(str(d))
     assert "'awq'" in e.problem and "--kt-method" in spelled(e).fix
     assert load_model(str(d), method="AMXINT4").default_method == "AMXINT4"

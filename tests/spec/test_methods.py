@@ -12,7 +12,13 @@ from hypothesis import strategies as st
 
 from kttune.errors import UserError
 from kttune.spec.methods import (
-    FORMATS, METHODS, NATIVE_METHOD_FOR_FORMAT, bytes_per_expert, get_method, gpu_format, layerwise_slot_bytes_per_expert,
+    FORMATS,
+    METHODS,
+    NATIVE_METHOD_FOR_FORMAT,
+    bytes_per_expert,
+    get_method,
+    gpu_format,
+    layerwise_slot_bytes_per_expert,
 )
 from kttune.units import MIB
 
@@ -80,7 +86,14 @@ def test_unknown_format_is_an_error():
 
 def test_layerwise_methods_are_the_native_six():
     # docs/sglang-kt.md#the-threshold-must-be-0-for-non-native-methods
-    assert {m.name for m in METHODS.values() if m.layerwise} == {"RAWINT4", "FP8", "FP8_PERCHANNEL", "BF16", "MXFP4", "MXFP8"}
+    assert {m.name for m in METHODS.values() if m.layerwise} == {
+        "RAWINT4",
+        "FP8",
+        "FP8_PERCHANNEL",
+        "BF16",
+        "MXFP4",
+        "MXFP8",
+    }
     assert all(m.native for m in METHODS.values() if m.layerwise)
 
 

@@ -91,8 +91,12 @@ def test_mtp_names():
 def test_deepseek_like_shards_with_index(tmp_path):
     # 2 real layers (dense 0, MoE 1) + an MTP layer 2, spread over two shards with an index
     shard1 = {"model.embed_tokens.weight": np.zeros((32, H), np.float16), **_deepseek_layer(0, moe=False)}
-    shard2 = {**_deepseek_layer(1, moe=True), **{k.replace("layers.1.", "layers.2."): v for k, v in _deepseek_layer(1, True).items()},
-              "model.norm.weight": np.ones(H, np.float16), "lm_head.weight": np.zeros((32, H), np.float16)}
+    shard2 = {
+        **_deepseek_layer(1, moe=True),
+        **{k.replace("layers.1.", "layers.2."): v for k, v in _deepseek_layer(1, True).items()},
+        "model.norm.weight": np.ones(H, np.float16),
+        "lm_head.weight": np.zeros((32, H), np.float16),
+    }
     save_file(shard1, str(tmp_path / "model-00001-of-00002.safetensors"))
     save_file(shard2, str(tmp_path / "model-00002-of-00002.safetensors"))
     weight_map = {k: "model-00001-of-00002.safetensors" for k in shard1}

@@ -7,8 +7,11 @@ from kttune.validate.plan import prompt_lengths, prompt_token_ids, readiness_tim
 from tests.helpers import cfg
 
 
-@given(st.lists(st.integers(1, 300_000), min_size=1, max_size=12), st.sampled_from([1024, 2048, 4096, 8192, 16384]),
-       st.integers(2048, 262_144))
+@given(
+    st.lists(st.integers(1, 300_000), min_size=1, max_size=12),
+    st.sampled_from([1024, 2048, 4096, 8192, 16384]),
+    st.integers(2048, 262_144),
+)
 def test_first_prompt_is_exactly_the_chunk_and_every_length_fits(lengths, chunk, ctx):
     out = prompt_lengths(tuple(lengths), cfg("RAWINT4", chunked_prefill_size=chunk), ctx)
     assert out[0] == min(chunk, ctx - 2)
@@ -28,5 +31,7 @@ def test_prompts_do_not_share_a_prefix():
 
 
 def test_server_argv_replaces_interpreter_module_port_and_host():
-    argv = server_argv(["python", "-m", "sglang.launch_server", "--model", "/m", "--port", "30000"], "/py", "x.y", "127.0.0.1", 4242)
+    argv = server_argv(
+        ["python", "-m", "sglang.launch_server", "--model", "/m", "--port", "30000"], "/py", "x.y", "127.0.0.1", 4242
+    )
     assert argv == ["/py", "-m", "x.y", "--model", "/m", "--port", "4242", "--host", "127.0.0.1"]

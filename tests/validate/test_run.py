@@ -19,15 +19,34 @@ from kttune.validate.server import ServerProcess, launch, wait_ready
 from tests.helpers import cfg, model, profile
 
 CHUNK, THRESHOLD = 2048, 1024
-EMITTED = ["python", "-m", "sglang.launch_server", "--model", "/m", "--kt-method", "RAWINT4",
-           "--chunked-prefill-size", str(CHUNK), "--kt-gpu-prefill-token-threshold", str(THRESHOLD), "--port", "30000"]
+EMITTED = [
+    "python",
+    "-m",
+    "sglang.launch_server",
+    "--model",
+    "/m",
+    "--kt-method",
+    "RAWINT4",
+    "--chunked-prefill-size",
+    str(CHUNK),
+    "--kt-gpu-prefill-token-threshold",
+    str(THRESHOLD),
+    "--port",
+    "30000",
+]
 
 
 def _request(tmp_path, mode="ok", timeout_s=30.0, lengths=(CHUNK, 300, 5000)):
-    return ValidateRequest(EMITTED, cfg("RAWINT4", chunked_prefill_size=CHUNK, gpu_prefill_token_threshold=THRESHOLD),
-                           lengths, vocab_size=160_000, timeout_s=timeout_s, log_path=tmp_path / "server.log",
-                           server_module="kttune.validate.standin",
-                           env={"KTTUNE_STANDIN_MODE": mode, "KTTUNE_STANDIN_STARTUP_S": "0.2"})
+    return ValidateRequest(
+        EMITTED,
+        cfg("RAWINT4", chunked_prefill_size=CHUNK, gpu_prefill_token_threshold=THRESHOLD),
+        lengths,
+        vocab_size=160_000,
+        timeout_s=timeout_s,
+        log_path=tmp_path / "server.log",
+        server_module="kttune.validate.standin",
+        env={"KTTUNE_STANDIN_MODE": mode, "KTTUNE_STANDIN_STARTUP_S": "0.2"},
+    )
 
 
 def _comp():
@@ -48,8 +67,12 @@ def _child_pid(log_text: str) -> int:
 
 def test_ready_by_polling_and_server_info(tmp_path):
     port = free_port()
-    srv = launch([sys.executable, "-m", "kttune.validate.standin", "--port", str(port), "--chunked-prefill-size", "4096"],
-                 tmp_path / "log", {"KTTUNE_STANDIN_STARTUP_S": "0.5"}, port=port)
+    srv = launch(
+        [sys.executable, "-m", "kttune.validate.standin", "--port", str(port), "--chunked-prefill-size", "4096"],
+        tmp_path / "log",
+        {"KTTUNE_STANDIN_STARTUP_S": "0.5"},
+        port=port,
+    )
     try:
         rd = wait_ready(srv, timeout_s=30, poll_s=0.05)
         assert rd.ready and rd.failure is None
@@ -86,7 +109,9 @@ def test_prompts_ttft_and_layerwise_lines(tmp_path):
     res = run_validation(_request(tmp_path), _comp())
     assert res.ok and res.stage == "done", res.reason
     first = res.measurements[0]
-    assert first.prompt_tokens == CHUNK and first.server_prompt_tokens == CHUNK  # exactly the chunk, as the server saw it
+    assert (
+        first.prompt_tokens == CHUNK and first.server_prompt_tokens == CHUNK
+    )  # exactly the chunk, as the server saw it
     assert [m.prompt_tokens for m in res.measurements] == [CHUNK, 300, 5000]
     for m in res.measurements:
         assert len(m.ttft_ms) == 2 and all(t > 0 for t in m.ttft_ms)
@@ -96,7 +121,12 @@ def test_prompts_ttft_and_layerwise_lines(tmp_path):
     assert len(first.layerwise) == 2 * 3 * 2 and len(res.measurements[1].layerwise) == 0
     assert len(res.measurements[2].layerwise) == 2 * 2 * 3 * 2
     assert {r.ms for r in first.layerwise if r.kind == "prepare"} == {4.0}
-    assert {e["path"] for e in res.comparison.corrections} == {"hybrid", "layerwise", "layerwise:load", "layerwise:compute"}
+    assert {e["path"] for e in res.comparison.corrections} == {
+        "hybrid",
+        "layerwise",
+        "layerwise:load",
+        "layerwise:compute",
+    }
 
 
 def test_stops_only_its_own_process_group(tmp_path):

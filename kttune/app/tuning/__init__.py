@@ -10,7 +10,17 @@ from typing import Callable
 from kttune.app.tuning.result import EVALUATORS, PROBE_MODES, Gain, TuneEvent, TuneRequest, TuneResult, VerifyRow
 from kttune.app.tuning.run import run_tune
 
-__all__ = ["EVALUATORS", "PROBE_MODES", "Gain", "TuneEvent", "TuneRequest", "TuneResult", "VerifyRow", "run_tune", "tune"]
+__all__ = [
+    "EVALUATORS",
+    "PROBE_MODES",
+    "Gain",
+    "TuneEvent",
+    "TuneRequest",
+    "TuneResult",
+    "VerifyRow",
+    "run_tune",
+    "tune",
+]
 
 
 def tune(req: TuneRequest, on_event: Callable[[TuneEvent], None] | None = None) -> TuneResult:
@@ -19,5 +29,7 @@ def tune(req: TuneRequest, on_event: Callable[[TuneEvent], None] | None = None) 
     from kttune.emit import tune_report
 
     result = run_tune(req, on_event)
-    result.report_files = tuple(tune_report.write_report(result.to_dict(), result.report_dir)) if result.report_dir else ()
+    result.report_files = (
+        tuple(tune_report.write_report(result.to_dict(), result.report_dir)) if result.report_dir else ()
+    )
     return result

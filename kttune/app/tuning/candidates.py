@@ -18,15 +18,21 @@ from kttune.search.space import SearchSpace
 from kttune.search.study import SearchRequest
 
 
-def measurement_key(cfg: LaunchConfig, lengths: Sequence[int], layerwise: bool, threads: Callable[[int], int] = lambda t: t) -> tuple:
+def measurement_key(
+    cfg: LaunchConfig, lengths: Sequence[int], layerwise: bool, threads: Callable[[int], int] = lambda t: t
+) -> tuple:
     """What a measurement of `cfg` at `lengths` runs: GPU experts, kt-kernel threads, and the
     forwards of every length (two configurations with one key measure the same thing)."""
-    return (cfg.num_gpu_experts, threads(cfg.cpuinfer_threads),
-            tuple(forward_plan(layerwise, n, cfg.chunked_prefill_size, cfg.gpu_prefill_token_threshold) for n in lengths))
+    return (
+        cfg.num_gpu_experts,
+        threads(cfg.cpuinfer_threads),
+        tuple(forward_plan(layerwise, n, cfg.chunked_prefill_size, cfg.gpu_prefill_token_threshold) for n in lengths),
+    )
 
 
-def dedupe(named: list[tuple[str, LaunchConfig]], key: Callable[[LaunchConfig], tuple],
-           cost: Callable[[LaunchConfig], tuple]) -> list[tuple[str, LaunchConfig]]:
+def dedupe(
+    named: list[tuple[str, LaunchConfig]], key: Callable[[LaunchConfig], tuple], cost: Callable[[LaunchConfig], tuple]
+) -> list[tuple[str, LaunchConfig]]:
     """One configuration per measurement key: the first name, the cheapest configuration."""
     groups: dict[tuple, list[tuple[str, LaunchConfig]]] = {}
     for name, cfg in named:
@@ -40,9 +46,17 @@ def crossover_threshold(space: SearchSpace, cfg: LaunchConfig, crossover: float)
     return min(ok) if ok else None
 
 
-def tune_candidates(comp: Components, space: SearchSpace, base: SearchRequest, pick: LaunchConfig, k: int,
-                    crossover: float | None, threads: Sequence[int], seed: int = 0, model_trials: int = 200
-                    ) -> list[tuple[str, LaunchConfig]]:
+def tune_candidates(
+    comp: Components,
+    space: SearchSpace,
+    base: SearchRequest,
+    pick: LaunchConfig,
+    k: int,
+    crossover: float | None,
+    threads: Sequence[int],
+    seed: int = 0,
+    model_trials: int = 200,
+) -> list[tuple[str, LaunchConfig]]:
     """The named candidates, feasible under the budget, the model's pick first."""
     fixed = {"kv_k": space.params_of(pick)["kv_k"]}
     req = MeasuredRequest(base=base, seed=seed)
@@ -59,8 +73,9 @@ def tune_candidates(comp: Components, space: SearchSpace, base: SearchRequest, p
     return [(n, c) for n, c in named if evaluate(comp, c, base.workload, base.budget).feasible]
 
 
-def tune_baselines(comp: Components, space: SearchSpace, base: SearchRequest, cores: int
-                   ) -> list[tuple[str, LaunchConfig, tuple[str, ...], bool]]:
+def tune_baselines(
+    comp: Components, space: SearchSpace, base: SearchRequest, cores: int
+) -> list[tuple[str, LaunchConfig, tuple[str, ...], bool]]:
     """(name, configuration fitted to this machine and space, what was changed, fits the budget)."""
     out = []
     for bl in BASELINES:

@@ -73,10 +73,17 @@ class VerifyRow:
     notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "role": self.role, "config": self.cfg.to_dict(), "fits": self.fits,
-                "predicted_tok_s": self.predicted_tok_s,
-                "measured_tok_s": self.estimate.to_dict() if self.estimate else None,
-                "vs_pick": self.vs_pick.to_dict() if self.vs_pick else None, "status": self.status, "notes": list(self.notes)}
+        return {
+            "name": self.name,
+            "role": self.role,
+            "config": self.cfg.to_dict(),
+            "fits": self.fits,
+            "predicted_tok_s": self.predicted_tok_s,
+            "measured_tok_s": self.estimate.to_dict() if self.estimate else None,
+            "vs_pick": self.vs_pick.to_dict() if self.vs_pick else None,
+            "status": self.status,
+            "notes": list(self.notes),
+        }
 
 
 @dataclass(frozen=True)
@@ -134,14 +141,32 @@ class TuneResult:
 
     def to_dict(self) -> dict:
         return {
-            "schema": schema("tune"), "mode": self.mode, "model": self.model, "method": self.method, "evaluator": self.evaluator,
-            "profile": self.profile, "pick": self.pick.to_dict(), "command": list(self.argv), "decision": self.decision,
+            "schema": schema("tune"),
+            "mode": self.mode,
+            "model": self.model,
+            "method": self.method,
+            "evaluator": self.evaluator,
+            "profile": self.profile,
+            "pick": self.pick.to_dict(),
+            "command": list(self.argv),
+            "decision": self.decision,
             "pick_measured_tok_s": self.pick_estimate.to_dict() if self.pick_estimate else None,
             "pick_predicted_tok_s": self.predicted_tok_s,
-            "prompt_tokens": list(self.lengths), "weights": list(self.weights),
-            "verification": [r.to_dict() for r in self.rows], "gains": [g.to_dict() for g in self.gains],
-            "crossover": self.crossover, "calibration": self.calibration, "output_check": self.check, "probe": self.probe,
-            "phases_s": self.phases_s, "protocol": self.protocol, "memory": self.memory, "wall_s": self.wall_s,
-            "resumed": self.resumed, "state_path": self.state_path, "report_dir": self.report_dir,
-            "notes": list(self.notes), "stopped": self.stopped,
+            "prompt_tokens": list(self.lengths),
+            "weights": list(self.weights),
+            "verification": [r.to_dict() for r in self.rows],
+            "gains": [g.to_dict() for g in self.gains],
+            "crossover": self.crossover,
+            "calibration": self.calibration,
+            "output_check": self.check,
+            "probe": self.probe,
+            "phases_s": self.phases_s,
+            "protocol": self.protocol,
+            "memory": self.memory,
+            "wall_s": self.wall_s,
+            "resumed": self.resumed,
+            "state_path": self.state_path,
+            "report_dir": self.report_dir,
+            "notes": list(self.notes),
+            "stopped": self.stopped,
         }

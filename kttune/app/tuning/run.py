@@ -106,8 +106,19 @@ class _Progress:
 def _inputs(req: TuneRequest, profile: str | None = None):
     from kttune.app.inputs import resolve_inputs
 
-    return resolve_inputs(req.model, req.vram_bytes, req.gpus, profile or req.profile, req.workload, req.method,
-                          req.host_ram_bytes, req.vram_margin, req.model_path, req.weight_path, req.chunks)
+    return resolve_inputs(
+        req.model,
+        req.vram_bytes,
+        req.gpus,
+        profile or req.profile,
+        req.workload,
+        req.method,
+        req.host_ram_bytes,
+        req.vram_margin,
+        req.model_path,
+        req.weight_path,
+        req.chunks,
+    )
 
 
 def _check_request(req: TuneRequest) -> None:
@@ -115,15 +126,24 @@ def _check_request(req: TuneRequest) -> None:
         raise UserError(f"unknown evaluator {req.evaluator!r}", f"use one of {', '.join(EVALUATORS)}")
     if req.probe not in PROBE_MODES:
         raise UserError(f"--probe {req.probe!r} is not a probe mode", f"use one of {', '.join(PROBE_MODES)}")
-    for name, v, lo in (("--repeats", req.repeats, 2), ("--layers", req.layers, 1), ("--lengths", req.lengths, 1),
-                        ("--candidates", req.candidates, 1), ("--finalists", req.finalists, 1)):
+    for name, v, lo in (
+        ("--repeats", req.repeats, 2),
+        ("--layers", req.layers, 1),
+        ("--lengths", req.lengths, 1),
+        ("--candidates", req.candidates, 1),
+        ("--finalists", req.finalists, 1),
+    ):
         if v < lo:
             raise UserError(f"{name} {v} must be at least {lo}", f"pass {name} {max(lo, 3)}")
     if req.max_rounds < req.repeats:
-        raise UserError(f"--max-rounds {req.max_rounds} is below --repeats {req.repeats}", "pass --max-rounds of at least --repeats")
+        raise UserError(
+            f"--max-rounds {req.max_rounds} is below --repeats {req.repeats}", "pass --max-rounds of at least --repeats"
+        )
     if req.gpus > 1 and req.evaluator in ("runner", "runner-cpu"):
-        raise UserError(f"--gpus {req.gpus} with --evaluator {req.evaluator}: the runner in tune measures one GPU (TP 1)",
-                        "use --gpus 1, or --evaluator model (or auto) for a TP answer from the cost model")
+        raise UserError(
+            f"--gpus {req.gpus} with --evaluator {req.evaluator}: the runner in tune measures one GPU (TP 1)",
+            "use --gpus 1, or --evaluator model (or auto) for a TP answer from the cost model",
+        )
     if req.budget_s is not None and req.budget_s <= 0:
         raise UserError(f"--budget {req.budget_s:g} s must be positive", "pass e.g. --budget 3m")
 
@@ -163,6 +183,7 @@ def default_dir(req: TuneRequest, key: str) -> Path:
 
 # ---- the model's answer (no GPU) --------------------------------------------------------------------
 
+
 def _model_answer(req: TuneRequest, inp, why: str, clock: _Clock, notes: list[str]) -> TuneResult:
     from kttune.app.search_explain import search
     from kttune.search.measured import prefill_tok_s
@@ -174,17 +195,34 @@ def _model_answer(req: TuneRequest, inp, why: str, clock: _Clock, notes: list[st
     comp = out.result.components
     from kttune.cost.prefill import prefill_time_ms
 
-    pred = prefill_tok_s({n: prefill_time_ms(comp, out.best.cfg, n) for n in wl.prompt_tokens}, wl.prompt_tokens, wl.weights)
+    pred = prefill_tok_s(
+        {n: prefill_time_ms(comp, out.best.cfg, n) for n in wl.prompt_tokens}, wl.prompt_tokens, wl.weights
+    )
     prof = r.profile.provenance
-    notes = [f"{why}: answered from the cost model on the {prof.kind} profile of {prof.machine!r}; nothing was measured"] + notes
+    notes = [
+        f"{why}: answered from the cost model on the {prof.kind} profile of {prof.machine!r}; nothing was measured"
+    ] + notes
     clock.phase("")
-    return TuneResult(mode="model", model=r.model.name, method=r.method, evaluator="model", profile=prof.machine,
-                      pick=out.best.cfg, argv=tuple(out.argv), decision="the cost model's pick (not measured)",
-                      lengths=tuple(wl.prompt_tokens), weights=tuple(wl.weights), predicted_tok_s=pred,
-                      phases_s=dict(clock.phases), wall_s=round(clock.elapsed(), 2), notes=tuple(dict.fromkeys(notes)))
+    return TuneResult(
+        mode="model",
+        model=r.model.name,
+        method=r.method,
+        evaluator="model",
+        profile=prof.machine,
+        pick=out.best.cfg,
+        argv=tuple(out.argv),
+        decision="the cost model's pick (not measured)",
+        lengths=tuple(wl.prompt_tokens),
+        weights=tuple(wl.weights),
+        predicted_tok_s=pred,
+        phases_s=dict(clock.phases),
+        wall_s=round(clock.elapsed(), 2),
+        notes=tuple(dict.fromkeys(notes)),
+    )
 
 
 # ---- profile ----------------------------------------------------------------------------------------
+
 
 def profile_holds(profile, this_fingerprint: str | None, method: str) -> tuple[bool, str]:
     """Whether `profile` answers for this machine: measured on one with the same fingerprint, with
@@ -206,9 +244,21 @@ def _probe_child(model: str, method: str, small: bool, threads: tuple[int, ...],
             from kttune.runner.stack import small_spec
 
             spec = small_spec(spec)
-        prof = run_probe(ProbeOptions(quick=True, model=spec, methods=(method,), threads=threads, max_tokens=PROBE_MAX_TOKENS,
-                                      stage_a=True, host_ram=False, gpu=False, merge_cached=True, write_cache=True,
-                                      command=f"kttune tune: CPU MoE and stage A of {spec.name} {method}"))
+        prof = run_probe(
+            ProbeOptions(
+                quick=True,
+                model=spec,
+                methods=(method,),
+                threads=threads,
+                max_tokens=PROBE_MAX_TOKENS,
+                stage_a=True,
+                host_ram=False,
+                gpu=False,
+                merge_cached=True,
+                write_cache=True,
+                command=f"kttune tune: CPU MoE and stage A of {spec.name} {method}",
+            )
+        )
         queue.put(("ok", len(prof.curves), list(prof.provenance.notes)[-3:]))
     except BaseException as e:  # noqa: BLE001 - reported to the parent
         queue.put(("error", f"{type(e).__name__}: {e}", []))
@@ -226,15 +276,21 @@ def _profile_step(req: TuneRequest, inp, small: bool, prog: _Progress):
     fp = fingerprint(inv) if inv is not None else None
     holds, why = profile_holds(inp.request.profile, fp, inp.request.method)
     if req.probe == "never" or (holds and req.probe == "auto"):
-        return inp, {"action": "reused" if holds else "not probed (--probe never)", "why": why,
-                     "profile": inp.request.profile.provenance.machine}
+        return inp, {
+            "action": "reused" if holds else "not probed (--probe never)",
+            "why": why,
+            "profile": inp.request.profile.provenance.machine,
+        }
     import multiprocessing as mp
 
     from kttune.probes.common import probe_thread_counts
 
     cores = (inv.cpu.physical_cores if inv is not None else None) or os.cpu_count() or 2
     threads = tuple(probe_thread_counts(cores, quick=False))
-    prog.say("probe", f"probing {inp.request.model.name} {inp.request.method} CPU MoE and stage A at {', '.join(map(str, threads))} threads ({why})")
+    prog.say(
+        "probe",
+        f"probing {inp.request.model.name} {inp.request.method} CPU MoE and stage A at {', '.join(map(str, threads))} threads ({why})",
+    )
     t0 = time.perf_counter()
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
@@ -248,16 +304,25 @@ def _profile_step(req: TuneRequest, inp, small: bool, prog: _Progress):
             p.kill()
     if status != "ok":
         raise RuntimeError(f"the probe failed: {detail}")
-    return _inputs(req), {"action": "probed", "why": why, "threads": list(threads), "curves": detail,
-                          "seconds": round(time.perf_counter() - t0, 1), "notes": pnotes}
+    return _inputs(req), {
+        "action": "probed",
+        "why": why,
+        "threads": list(threads),
+        "curves": detail,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "notes": pnotes,
+    }
 
 
 # ---- the measured answer -----------------------------------------------------------------------------
 
+
 def _label(cfg: LaunchConfig) -> str:
     """chunk/threshold/GPU experts/threads (and the KV pool, which tells two baselines apart)."""
-    return (f"{cfg.chunked_prefill_size}/{cfg.gpu_prefill_token_threshold}/{cfg.num_gpu_experts}/{cfg.cpuinfer_threads}"
-            f"/kv{cfg.max_total_tokens}")
+    return (
+        f"{cfg.chunked_prefill_size}/{cfg.gpu_prefill_token_threshold}/{cfg.num_gpu_experts}/{cfg.cpuinfer_threads}"
+        f"/kv{cfg.max_total_tokens}"
+    )
 
 
 def _thread_candidates(space, cores: int) -> list[int]:
@@ -271,11 +336,13 @@ def sweep_sizes(predicted: float | None, cap: int, lo: int = 32, count: int = 5)
     cap = max(lo, cap)
     top = min(cap, (predicted or cap) * 2 ** (count // 2))
     top = max(top, min(cap, lo * 2 ** (count - 1)))
-    raw = [top / 2 ** i for i in range(count)]
+    raw = [top / 2**i for i in range(count)]
     return sorted({min(cap, max(lo, int(round(x / 32)) * 32)) for x in raw})
 
 
-def run_tune(req: TuneRequest, on_event: Callable[[TuneEvent], None] | None = None, keep_runner: bool = False) -> TuneResult:
+def run_tune(
+    req: TuneRequest, on_event: Callable[[TuneEvent], None] | None = None, keep_runner: bool = False
+) -> TuneResult:
     """Tune the launch flags for `req` (module docstring). Raises UserError on bad input; a Ctrl-C
     leaves the samples saved in the state file. `keep_runner`: leave the runner session running and
     hand it back as `result.runner` (a benchmark measures more on it; the caller closes it)."""
@@ -296,8 +363,17 @@ def run_tune(req: TuneRequest, on_event: Callable[[TuneEvent], None] | None = No
     return _measured(req, inp, evaluator, small, probe, clock, prog, notes, keep_runner)
 
 
-def _measured(req: TuneRequest, inp, evaluator: str, small: bool, probe: dict, clock: _Clock, prog: _Progress,
-              notes: list[str], keep_runner: bool = False) -> TuneResult:
+def _measured(
+    req: TuneRequest,
+    inp,
+    evaluator: str,
+    small: bool,
+    probe: dict,
+    clock: _Clock,
+    prog: _Progress,
+    notes: list[str],
+    keep_runner: bool = False,
+) -> TuneResult:
     from kttune.app.search_explain import command_for
     from kttune.calibration.entries import Calibration
     from kttune.cost.components import Components
@@ -312,14 +388,18 @@ def _measured(req: TuneRequest, inp, evaluator: str, small: bool, probe: dict, c
         from kttune.runner.stack import small_spec
 
         inp = replace(inp, request=replace(inp.request, model=small_spec(inp.request.model)))
-        notes.append("CPU variant (--evaluator runner-cpu): the model's architecture at small shapes on this CPU, "
-                     "measured and searched as the model; a check of the flow, not advice for the real model")
+        notes.append(
+            "CPU variant (--evaluator runner-cpu): the model's architecture at small shapes on this CPU, "
+            "measured and searched as the model; a check of the flow, not advice for the real model"
+        )
     base = inp.request
     meas_wl = base.workload.reduced(req.lengths)
     lengths, weights = tuple(meas_wl.prompt_tokens), tuple(meas_wl.weights)
     if len(lengths) < len(base.workload.prompt_tokens):
-        notes.append(f"measured at {len(lengths)} representative lengths of the workload's {len(base.workload.prompt_tokens)} "
-                     f"({', '.join(map(str, lengths))} tokens, request-weighted)")
+        notes.append(
+            f"measured at {len(lengths)} representative lengths of the workload's {len(base.workload.prompt_tokens)} "
+            f"({', '.join(map(str, lengths))} tokens, request-weighted)"
+        )
     key = state_key(req, evaluator)
     home = default_dir(req, key)
     state = TuneState(Path(req.state_path) if req.state_path else home / "state.json", key, req.fresh)
@@ -327,17 +407,29 @@ def _measured(req: TuneRequest, inp, evaluator: str, small: bool, probe: dict, c
     comp0, space = prepare_search(base)
     cores = base.profile.inventory.cpu.physical_cores or max(space.threads) + 1
     baselines = tune_baselines(comp0, space, base, cores)
-    threads = sorted(set(_thread_candidates(space, cores)) | {cfg.cpuinfer_threads for _, cfg, _, fits in baselines if fits})
-    ev = path_runner_evaluator(inp, "cpu" if small else "cuda", threads=threads, chunks=space.chunks, layers=req.layers,
-                               lengths=lengths, max_run_s=RUN_CAP_S)
+    threads = sorted(
+        set(_thread_candidates(space, cores)) | {cfg.cpuinfer_threads for _, cfg, _, fits in baselines if fits}
+    )
+    ev = path_runner_evaluator(
+        inp,
+        "cpu" if small else "cuda",
+        threads=threads,
+        chunks=space.chunks,
+        layers=req.layers,
+        lengths=lengths,
+        max_run_s=RUN_CAP_S,
+    )
     layerwise = comp0.method.layerwise
     mkey = lambda c: measurement_key(c, lengths, layerwise, lambda t: ev.thread_map.get(t, t))  # noqa: E731
     stopped = ""
     try:
         clock.phase("runner")
         if not state.get("finished"):  # a finished run resumed needs no runner
-            prog.say("runner", f"building the runner: {req.layers} layers of {base.model.name} {base.method}, "
-                               f"kt-kernel threads {', '.join(map(str, ev.spec.threads))}")
+            prog.say(
+                "runner",
+                f"building the runner: {req.layers} layers of {base.model.name} {base.method}, "
+                f"kt-kernel threads {', '.join(map(str, ev.spec.threads))}",
+            )
             ev.session  # noqa: B018 - starts the worker (the build is this phase's time)
 
         # ---- crossover and calibration --------------------------------------------------------------
@@ -368,10 +460,19 @@ def _measured(req: TuneRequest, inp, evaluator: str, small: bool, probe: dict, c
             return run.measured_ms
 
         known = {(int(k.split(":")[0]), k.split(":")[1]): v for k, v in state.samples("crossover").items()}
-        rounds = measure_rounds(items, sweep_sample, protocol, known=known, stop=clock.over("crossover"),
-                                on_sample=lambda it, r, v: state.add("crossover", f"{it[0]}:{it[1]}", r, v))
-        ratios = {m: compare(rounds.estimates[(m, "hybrid")], rounds.estimates[(m, "layerwise")])
-                  for m in sizes if (m, "hybrid") in rounds.estimates and (m, "layerwise") in rounds.estimates}
+        rounds = measure_rounds(
+            items,
+            sweep_sample,
+            protocol,
+            known=known,
+            stop=clock.over("crossover"),
+            on_sample=lambda it, r, v: state.add("crossover", f"{it[0]}:{it[1]}", r, v),
+        )
+        ratios = {
+            m: compare(rounds.estimates[(m, "hybrid")], rounds.estimates[(m, "layerwise")])
+            for m in sizes
+            if (m, "hybrid") in rounds.estimates and (m, "layerwise") in rounds.estimates
+        }
         cross = crossing(sorted(ratios), [ratios[m] for m in sorted(ratios)]) if len(ratios) >= 2 else None
         stored = [v for k, v in state.data["results"].items() if k.startswith("point/")]
         cal = Calibration.fit(stored, source="kttune tune crossover sweep") if stored else None
@@ -379,10 +480,16 @@ def _measured(req: TuneRequest, inp, evaluator: str, small: bool, probe: dict, c
         base_cal = replace(base, profile=profile_cal)
         comp = Components(profile_cal, base.model, base.method, base.tp)
         pred_cal = crossover_tokens(comp, pick0) if layerwise else None
-        crossover = {"gpu_experts": pick0.num_gpu_experts, "threads": pick0.cpuinfer_threads, "sizes": sizes,
-                     "estimates": {f"{m}:{p}": e.to_dict() for (m, p), e in rounds.estimates.items()},
-                     "ratio_layerwise_over_hybrid": {str(m): c.to_dict() for m, c in ratios.items()},
-                     "measured": cross.to_dict() if cross else None, "predicted_raw": pred0, "predicted_calibrated": pred_cal}
+        crossover = {
+            "gpu_experts": pick0.num_gpu_experts,
+            "threads": pick0.cpuinfer_threads,
+            "sizes": sizes,
+            "estimates": {f"{m}:{p}": e.to_dict() for (m, p), e in rounds.estimates.items()},
+            "ratio_layerwise_over_hybrid": {str(m): c.to_dict() for m, c in ratios.items()},
+            "measured": cross.to_dict() if cross else None,
+            "predicted_raw": pred0,
+            "predicted_calibrated": pred_cal,
+        }
         if rounds.stopped:
             stopped = "the budget's share for the crossover was spent"
 
@@ -393,7 +500,9 @@ def _measured(req: TuneRequest, inp, evaluator: str, small: bool, probe: dict, c
         pick_m = model_res.best.cfg
         cost = cost_of(comp, base_cal)
         x = cross.x if cross and cross.x else None
-        named = tune_candidates(comp, space, base_cal, pick_m, req.candidates, x, _thread_candidates(space, cores), req.seed)
+        named = tune_candidates(
+            comp, space, base_cal, pick_m, req.candidates, x, _thread_candidates(space, cores), req.seed
+        )
         named = dedupe(named, mkey, cost)
         pick_c = next((c for n, c in named if n == "model pick"), None)
         base_named = [(n, c, nt, fits) for n, c, nt, fits in baselines]
@@ -412,8 +521,11 @@ def _measured(req: TuneRequest, inp, evaluator: str, small: bool, probe: dict, c
             ms = {}
             for n in lengths:
                 got = ev.measure(cfg, [n])
-                prog.step(f"{name_of.get(cfg, _label(cfg))}: {n} tokens" + (f", {got[n] / 1e3:.2f} s" if n in got else ", not measurable"),
-                          measured=n in got)
+                prog.step(
+                    f"{name_of.get(cfg, _label(cfg))}: {n} tokens"
+                    + (f", {got[n] / 1e3:.2f} s" if n in got else ", not measurable"),
+                    measured=n in got,
+                )
                 if n not in got:
                     return None
                 ms[n] = got[n]
@@ -427,14 +539,25 @@ def _measured(req: TuneRequest, inp, evaluator: str, small: bool, probe: dict, c
             state.put(f"unmeasurable/{_label(cfg)}", why)
             return why
 
-        unmeasurable = {by_label[k.split("/", 1)[1]]: v for k, v in state.data["results"].items()
-                        if k.startswith("unmeasurable/") and k.split("/", 1)[1] in by_label}
+        unmeasurable = {
+            by_label[k.split("/", 1)[1]]: v
+            for k, v in state.data["results"].items()
+            if k.startswith("unmeasurable/") and k.split("/", 1)[1] in by_label
+        }
 
         known_screen = {by_label[k]: v for k, v in state.samples("screen").items() if k in by_label}
-        screen = measure_rounds([c for c in cands if c not in unmeasurable], tok_s_sample, protocol, rounds=1, known=known_screen, stop=clock.over("screen"),
-                                on_sample=lambda c, r, v: state.add("screen", _label(c), r, v), unmeasurable=why_not)
+        screen = measure_rounds(
+            [c for c in cands if c not in unmeasurable],
+            tok_s_sample,
+            protocol,
+            rounds=1,
+            known=known_screen,
+            stop=clock.over("screen"),
+            on_sample=lambda c, r, v: state.add("screen", _label(c), r, v),
+            unmeasurable=why_not,
+        )
         ranked = sorted(screen.estimates, key=lambda c: -screen.estimates[c].median)
-        finalists = ranked[:req.finalists]
+        finalists = ranked[: req.finalists]
         if pick_c in screen.estimates and pick_c not in finalists:
             finalists.append(pick_c)  # the model's pick is always verified
         if screen.stopped:
@@ -454,10 +577,20 @@ def _measured(req: TuneRequest, inp, evaluator: str, small: bool, probe: dict, c
         def on_round(r: int, alive: list) -> None:
             prog.replan(len(alive) * len(lengths) * max(0, req.max_rounds - r))
 
-        rr = race(racers, tok_s_sample, protocol, cost=cost, max_rounds=req.max_rounds, tie_tolerance=req.tie_tolerance,
-                  known=known_race, stop=clock.over("race"), on_round=on_round, unmeasurable=why_not,
-                  on_sample=lambda c, r, v: state.add("race", _label(c), r, v),
-                  describe=lambda c: name_of.get(c, _label(c)))
+        rr = race(
+            racers,
+            tok_s_sample,
+            protocol,
+            cost=cost,
+            max_rounds=req.max_rounds,
+            tie_tolerance=req.tie_tolerance,
+            known=known_race,
+            stop=clock.over("race"),
+            on_round=on_round,
+            unmeasurable=why_not,
+            on_sample=lambda c, r, v: state.add("race", _label(c), r, v),
+            describe=lambda c: name_of.get(c, _label(c)),
+        )
         if rr.stopped:
             stopped = stopped or f"the budget's share for the race was spent after {rr.rounds} rounds"
 
@@ -465,7 +598,9 @@ def _measured(req: TuneRequest, inp, evaluator: str, small: bool, probe: dict, c
         clock.phase("check")
         prog.say("check", "checking that hybrid and layerwise agree at the pick's threshold")
         est = {e.item: e.estimate for e in rr.entries if e.estimate is not None}
-        order = [rr.winner] + sorted((c for c in est if c != rr.winner and c in finalists), key=lambda c: -est[c].median)
+        order = [rr.winner] + sorted(
+            (c for c in est if c != rr.winner and c in finalists), key=lambda c: -est[c].median
+        )
         pick, check, tried = None, {}, []
         for c in [c for c in order if c is not None][:3]:
             check = dict(state.get(f"check/{_label(c)}") or ev.paths_agree(c))
@@ -477,11 +612,15 @@ def _measured(req: TuneRequest, inp, evaluator: str, small: bool, probe: dict, c
         if pick is None:
             base_pick = rr.winner or finalists[0]
             pick = replace(base_pick, gpu_prefill_token_threshold=0)
-            notes.append(f"hybrid and layerwise disagree at the thresholds of {', '.join(tried)}: layerwise is turned off "
-                         "(--kt-gpu-prefill-token-threshold 0) and the pick is not measured that way")
+            notes.append(
+                f"hybrid and layerwise disagree at the thresholds of {', '.join(tried)}: layerwise is turned off "
+                "(--kt-gpu-prefill-token-threshold 0) and the pick is not measured that way"
+            )
         elif pick != rr.winner:
-            notes.append(f"the race's winner {name_of.get(rr.winner, '')} ({_label(rr.winner)}) failed the output check; "
-                         f"the next that passes, {_label(pick)}, is the pick")
+            notes.append(
+                f"the race's winner {name_of.get(rr.winner, '')} ({_label(rr.winner)}) failed the output check; "
+                f"the next that passes, {_label(pick)}, is the pick"
+            )
         check = {**check, "configurations_checked": tried}
         info = ev.info() if ev.started else {}
         memory = ev.memory() if ev.started else {}
@@ -509,23 +648,44 @@ def _measured(req: TuneRequest, inp, evaluator: str, small: bool, probe: dict, c
     for c in racers:
         e = entries.get(c)
         role = "pick" if c == pick else role_of.get(c, "runner-up")
-        rows.append(VerifyRow(name_of.get(c, _label(c)), role, c, True, predicted(c), est.get(c), vs_pick(c),
-                              e.status if e else "not measured", (e.reason,) if e and e.reason else ()))
+        rows.append(
+            VerifyRow(
+                name_of.get(c, _label(c)),
+                role,
+                c,
+                True,
+                predicted(c),
+                est.get(c),
+                vs_pick(c),
+                e.status if e else "not measured",
+                (e.reason,) if e and e.reason else (),
+            )
+        )
     for n, c, nt, fits in base_named:
         if not fits:
             rows.append(VerifyRow(n, "baseline", c, False, None, None, None, "does not fit the budget", nt))
         elif c not in racers:
-            rows.append(VerifyRow(n, "baseline", c, True, predicted(c), None, None, unmeasurable.get(c, "not measured"), nt))
+            rows.append(
+                VerifyRow(n, "baseline", c, True, predicted(c), None, None, unmeasurable.get(c, "not measured"), nt)
+            )
         elif nt:
             rows = [replace(r, notes=r.notes + nt) if r.cfg == c and r.role == "baseline" else r for r in rows]
     for c in cands:
         if c not in racers:
-            status = "screened out" if c in screen.estimates else (screen.samples.unmeasurable.get(c) or unmeasurable.get(c)
-                                                                     or "not measured")
-            rows.append(VerifyRow(name_of.get(c, _label(c)), "candidate", c, True, predicted(c), screen.estimates.get(c), None,
-                                  status))
+            status = (
+                "screened out"
+                if c in screen.estimates
+                else (screen.samples.unmeasurable.get(c) or unmeasurable.get(c) or "not measured")
+            )
+            rows.append(
+                VerifyRow(
+                    name_of.get(c, _label(c)), "candidate", c, True, predicted(c), screen.estimates.get(c), None, status
+                )
+            )
     if pick not in racers:  # layerwise turned off after a failed check
-        rows.insert(0, VerifyRow("pick (layerwise off)", "pick", pick, True, predicted(pick), None, None, "not measured"))
+        rows.insert(
+            0, VerifyRow("pick (layerwise off)", "pick", pick, True, predicted(pick), None, None, "not measured")
+        )
     gains = []
     for n, c, _, fits in base_named:
         e = est.get(c)
@@ -538,15 +698,43 @@ def _measured(req: TuneRequest, inp, evaluator: str, small: bool, probe: dict, c
     if stopped:
         decision += f" ({stopped}: decided on what was measured)"
     result = TuneResult(
-        mode="measured", model=base.model.name, method=base.method, evaluator=ev.name,
-        profile=base.profile.provenance.machine, pick=pick, argv=argv, decision=decision, lengths=lengths, weights=weights,
-        rows=tuple(rows), gains=tuple(gains), pick_estimate=pick_est, predicted_tok_s=predicted(pick), crossover=crossover,
-        calibration=cal.to_dicts() if cal else [], check=check, probe=probe, phases_s=dict(clock.phases),
-        protocol={**protocol.to_dict(), "max_rounds": req.max_rounds, "race_rounds": rr.rounds, "tie_tolerance": req.tie_tolerance,
-                  "session": info.get("stats", {}), "threads_built": list(ev.spec.threads), "thread_map": ev.thread_map,
-                  "samples_this_run": prog.samples},
-        memory=memory, wall_s=round(clock.elapsed(), 2), resumed=state.resumed, state_path=str(state.path or ""),
-        report_dir=str(Path(req.out_dir) if req.out_dir else home), notes=tuple(dict.fromkeys(notes)), stopped=stopped)
+        mode="measured",
+        model=base.model.name,
+        method=base.method,
+        evaluator=ev.name,
+        profile=base.profile.provenance.machine,
+        pick=pick,
+        argv=argv,
+        decision=decision,
+        lengths=lengths,
+        weights=weights,
+        rows=tuple(rows),
+        gains=tuple(gains),
+        pick_estimate=pick_est,
+        predicted_tok_s=predicted(pick),
+        crossover=crossover,
+        calibration=cal.to_dicts() if cal else [],
+        check=check,
+        probe=probe,
+        phases_s=dict(clock.phases),
+        protocol={
+            **protocol.to_dict(),
+            "max_rounds": req.max_rounds,
+            "race_rounds": rr.rounds,
+            "tie_tolerance": req.tie_tolerance,
+            "session": info.get("stats", {}),
+            "threads_built": list(ev.spec.threads),
+            "thread_map": ev.thread_map,
+            "samples_this_run": prog.samples,
+        },
+        memory=memory,
+        wall_s=round(clock.elapsed(), 2),
+        resumed=state.resumed,
+        state_path=str(state.path or ""),
+        report_dir=str(Path(req.out_dir) if req.out_dir else home),
+        notes=tuple(dict.fromkeys(notes)),
+        stopped=stopped,
+    )
     result.runner = ev if keep_runner else None
     result.space, result.components, result.request = space, comp, base_cal
     return result

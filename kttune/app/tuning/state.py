@@ -19,7 +19,13 @@ class TuneState:
     def __init__(self, path: Path | None, key: str, fresh: bool = False) -> None:
         self.path, self.key = path, key
         self.resumed = False
-        self.data: dict = {"schema": schema("tune-state"), "version": STATE_VERSION, "key": key, "samples": {}, "results": {}}
+        self.data: dict = {
+            "schema": schema("tune-state"),
+            "version": STATE_VERSION,
+            "key": key,
+            "samples": {},
+            "results": {},
+        }
         if path is not None and path.is_file() and not fresh:
             try:
                 d = json.loads(path.read_text())

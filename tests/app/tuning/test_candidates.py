@@ -19,14 +19,20 @@ def test_chunks_beyond_the_longest_prompt_measure_the_same():
     # without a layerwise path the threshold changes nothing
     assert measurement_key(cfg(8192, 0), lengths, False) == measurement_key(cfg(8192, 4096), lengths, False)
     # thread counts the CPU variant maps to one are one measurement
-    assert measurement_key(cfg(8192, 0, threads=11), lengths, True, lambda t: 1) == \
-        measurement_key(cfg(8192, 0, threads=15), lengths, True, lambda t: 1)
+    assert measurement_key(cfg(8192, 0, threads=11), lengths, True, lambda t: 1) == measurement_key(
+        cfg(8192, 0, threads=15), lengths, True, lambda t: 1
+    )
 
 
 def test_dedupe_keeps_the_first_name_and_the_cheapest_config():
     a, b, c = cfg(16384, 2048), cfg(8192, 2048), cfg(4096, 2048)
-    out = dedupe([("first", a), ("second", b), ("third", c)], lambda x: measurement_key(x, (3000,), True),
-                 lambda x: (x.chunked_prefill_size,))
+    out = dedupe(
+        [("first", a), ("second", b), ("third", c)],
+        lambda x: measurement_key(x, (3000,), True),
+        lambda x: (x.chunked_prefill_size,),
+    )
     assert out == [("first", c)]
-    out = dedupe([("x", a), ("y", replace(a, num_gpu_experts=2))], lambda x: measurement_key(x, (3000,), True), lambda x: ())
+    out = dedupe(
+        [("x", a), ("y", replace(a, num_gpu_experts=2))], lambda x: measurement_key(x, (3000,), True), lambda x: ()
+    )
     assert [n for n, _ in out] == ["x", "y"]

@@ -18,9 +18,19 @@ SHIPPED = "h200-pcie5-xeon-amx-16c"
 @pytest.fixture()
 def tiny(tmp_path):
     wl = tmp_path / "wl.json"
-    wl.write_text(json.dumps({"prompt_tokens": [300, 700, 1500], "weights": [1, 1, 1], "output_tokens": 16, "concurrency": 1}))
-    return dict(model="qwen3-30b-a3b", vram_bytes=32 * 2**30, workload=str(wl), evaluator="runner-cpu", profile=SHIPPED,
-                chunks=(512, 1024), state_path=str(tmp_path / "state.json"), out_dir=str(tmp_path / "report"))
+    wl.write_text(
+        json.dumps({"prompt_tokens": [300, 700, 1500], "weights": [1, 1, 1], "output_tokens": 16, "concurrency": 1})
+    )
+    return dict(
+        model="qwen3-30b-a3b",
+        vram_bytes=32 * 2**30,
+        workload=str(wl),
+        evaluator="runner-cpu",
+        profile=SHIPPED,
+        chunks=(512, 1024),
+        state_path=str(tmp_path / "state.json"),
+        out_dir=str(tmp_path / "report"),
+    )
 
 
 def test_tune_end_to_end_then_interrupted_and_resumed(tiny, tmp_path):
@@ -34,7 +44,11 @@ def test_tune_end_to_end_then_interrupted_and_resumed(tiny, tmp_path):
     roles = [r.role for r in res.rows]
     assert roles.count("pick") == 1 and "baseline" in roles and "runner-up" in roles
     pick_row = next(r for r in res.rows if r.role == "pick")
-    assert pick_row.cfg == res.pick and pick_row.estimate.n >= 3 and pick_row.estimate.low <= pick_row.estimate.median <= pick_row.estimate.high
+    assert (
+        pick_row.cfg == res.pick
+        and pick_row.estimate.n >= 3
+        and pick_row.estimate.low <= pick_row.estimate.median <= pick_row.estimate.high
+    )
     for r in res.rows:
         if r.role != "pick" and r.estimate is not None and r.estimate.n >= 2:
             assert r.vs_pick is not None and r.vs_pick.paired  # the same rounds: a paired ratio
