@@ -66,19 +66,24 @@ DEFAULT_RESULTS = (
 )
 
 
-def load_points(paths: list[str], profile) -> tuple[list[TransferPoint], list[dict]]:
-    """Transfer points of every full-shape run, and the data the crossovers need, per model."""
+def load_points(paths: list[str], profile) -> tuple[list[TransferPoint], list[dict], dict[str, list[str]]]:
+    """Transfer points of every full-shape run, the data the crossovers need, per model, and per
+    model the cost model's notes on what it borrowed (a method, a stage or a shape the profile did
+    not measure, `Components.notes`)."""
     raw = replace(profile, calibration=())
-    points, crossings = [], []
+    points, crossings, borrowed = [], [], {}
     for path in paths:
         d = json.loads(Path(path).read_text())
         for req, runs in runs_in_results(d):
             if not runs or req.get("small"):
                 continue
             spec = load_model(req["model"], req.get("method"))
-            c = Components(raw, spec, runs[0].method, runs[0].tp)
+            # the load predicted for the pipeline driver the runs used (Components.pipeline_driver)
+            c = Components(raw, spec, runs[0].method, runs[0].tp, pipeline_driver=runs[0].pipeline_driver)
             for r in runs:
                 points += transfer_points(r, c)
+            seen = borrowed.setdefault(spec.name, [])
+            seen += [n for n in c.notes if "not measured" in n and n not in seen]
             for n in sorted({r.gpu_experts for r in runs}):
                 forced = [
                     r
@@ -110,7 +115,7 @@ def load_points(paths: list[str], profile) -> tuple[list[TransferPoint], list[di
                             "run": ref,
                         }
                     )
-    return points, crossings
+    return points, crossings, borrowed
 
 
 def predicted_crossover(c: Components, run, correction: TermCorrection, hi: int = 65536) -> int | None:
@@ -238,6 +243,13 @@ def markdown(a: dict, files: list[str], profile_name: str) -> str:
         )
     lines += [
         "",
+        "What the profile did not measure for a model, and the cost model borrowed (its notes): "
+        + (
+            "; ".join(f"{m}: {' / '.join(ns)}" for m, ns in a.get("borrowed", {}).items())
+            if a.get("borrowed")
+            else "nothing."
+        ),
+        "",
         "Leave one thread count out: "
         + (
             "; ".join(
@@ -297,8 +309,9 @@ def main() -> None:
     ap.add_argument("--tag", default="h200-pcie5-xeon-amx-16c")
     a = ap.parse_args()
     prof = resolve_profile(a.profile, None)
-    points, crossings = load_points(a.results, prof)
+    points, crossings, borrowed = load_points(a.results, prof)
     res = analyse(points, crossings)
+    res["borrowed"] = {m: n for m, n in sorted(borrowed.items()) if n}
     out = Path(a.out) if a.out else results_dir(COMPUTED)
     out.mkdir(parents=True, exist_ok=True)
     md = markdown(res, a.results, a.profile)

@@ -39,6 +39,10 @@ class Components:
     method_name: str
     tp: int = 1
     notes: list[str] = field(default_factory=list)
+    # The layerwise pipeline's driver as the predicted path runs it ("host": a Python loop waits on
+    # each write; "stream": the whole layer enqueued on CUDA streams, as the path runner does), or
+    # None for the fastest the probe measured at each thread count (`pipeline_layer_ms`).
+    pipeline_driver: str | None = None
 
     def __post_init__(self) -> None:
         self.method = get_method(self.method_name)
@@ -61,6 +65,8 @@ class Components:
         self.overlap_ratio = self._overlap_ratio()
         self._pipeline_fits: dict[int, LinearFit] = {}  # stage A threads -> layer load fit
         self._pipeline_points: dict[int, list[tuple[float, float]]] = {}  # stage A threads -> (bytes, ms)
+        self._pipeline_curves: dict[int, list[Curve]] = {}
+        self._pipeline_driver_ratios: dict[int, float] = {}
         self._pipeline_fit = self._fit_pipeline()
         self.hbm_ms_per_byte = self._hbm_ms_per_byte()
         self._per_layer_dense_params = self._dense_params_per_layer()
@@ -230,19 +236,37 @@ class Components:
             self.notes.append(
                 f"GPU MoE for {self.method.name} not measured; used {curves[0].params.get('method')} curves rescaled by bytes"
             )
-        # GPU MoE curves run every expert of the layer: cpu_experts is absent and defaults to all
-        return fit_curves(curves)
+        # GPU MoE curves run every expert of the layer: cpu_experts is absent and defaults to all.
+        # The pooled fit over every shape keeps the bytes term best determined (the HBM rate decode
+        # reads, `_hbm_ms_per_byte`); the layer's time comes from the shapes near the model's.
+        self._gpu_moe_pooled_fit = fit_curves(curves)
+        near = nearest_shapes(curves, self.model.params_per_expert)
+        fit = fit_curves(near)
+        m = self.model
+        own = [
+            c
+            for c in near
+            if (c.shape.hidden, c.shape.inter, c.shape.experts) == (m.hidden_size, self.i_tp, m.num_experts)
+            and c.params.get("method") == self.method.name
+        ]
+        self._gpu_moe_residual = _residual_table(fit, own[0]) if own else None
+        return fit
 
     def gpu_moe_ms(self, tokens: float, gpu_experts: int) -> float:
-        """Fused MoE on one rank over `gpu_experts` of the layer's experts (I/tp shards)."""
+        """Fused MoE on one rank over `gpu_experts` of the layer's experts (I/tp shards): the fit over
+        the measured shapes within 8x of the model's expert size (`nearest_shapes`, as for the CPU
+        experts: a grouped GEMM's flop rate grows with the expert's width, so a 7168x2048 expert's
+        rate over-predicts a 2048x768 one's by 1.7x at 16k tokens), times the measured / fitted ratio
+        on the model's own shape where the profile measured it (`_residual_table`)."""
         if gpu_experts <= 0 or tokens <= 0:
             return 0.0
         m = self.model
-        return self._gpu_moe_fit(
+        t = self._gpu_moe_fit(
             moe_features(
                 tokens, m.hidden_size, self.i_tp, m.num_experts, m.top_k, gpu_experts, self.gpu_bytes_per_expert
             )
         )
+        return t * self._gpu_moe_residual(tokens) if self._gpu_moe_residual else t
 
     def _fit_attention(self) -> LinearFit:
         kind = self.model.attention
@@ -285,7 +309,7 @@ class Components:
         return self._gemm_fit(gemm_features(tokens, m.hidden_size, int(n)))
 
     def _hbm_ms_per_byte(self) -> float:
-        b = self._gpu_moe_fit.coef[1]
+        b = self._gpu_moe_pooled_fit.coef[1]
         if b > 0:
             return b
         for g in self.profile.inventory.gpus:
@@ -437,6 +461,7 @@ class Components:
         by_threads: dict[int, list[Curve]] = {}
         for c in curves:
             by_threads.setdefault(int(c.params.get("threads") or 0), []).append(c)
+        self._pipeline_curves = by_threads
         self._pipeline_fits = {t: fit_curves(cs) for t, cs in by_threads.items()}
         self._pipeline_points = {t: sorted((p.x, p.t_ms) for c in cs for p in c.points) for t, cs in by_threads.items()}
         # the reported fit: the thread count measured with the most points
@@ -453,8 +478,42 @@ class Components:
         nbytes = streamed_experts * self.cpu_bytes_per_expert
         pts = self._pipeline_points[threads]
         if len(pts) > 1 and pts[0][0] <= nbytes <= pts[-1][0]:  # inside the measured range: the points
-            return interp_loglog([x for x, _ in pts], [y for _, y in pts], nbytes)
-        return self._pipeline_fits[threads](copy_features(nbytes))
+            t = interp_loglog([x for x, _ in pts], [y for _, y in pts], nbytes)
+        else:
+            t = self._pipeline_fits[threads](copy_features(nbytes))
+        return t * self._pipeline_driver_ratio(threads)
+
+    def _pipeline_driver_ratio(self, threads: int) -> float:
+        """The full layer's time with `pipeline_driver`'s fastest configuration over the time of the
+        configuration the curve holds (the fastest of all), both measured by the pipeline probe at
+        `threads` on the same layer (the full-layer point's `configs`); 1.0 when no driver is asked
+        for, the curve's own driver is the one asked for, or the probe did not try that driver.
+        At one stage A worker per core but one, the stream driver's CUDA callback thread starves
+        (docs/sglang-kt.md#the-cpuinfer-thread-cliff): on the H200 box at 15 threads its best layer
+        took 1.1-1.6x the host loop's; at 11 and 13 the stream driver was itself the fastest."""
+        if self.pipeline_driver is None:
+            return 1.0
+        if threads not in self._pipeline_driver_ratios:
+            ratio = 1.0
+            for c in self._pipeline_curves.get(threads, []):
+                full = [pt for pt in c.points if pt.extra.get("configs")]
+                if not full or full[-1].extra.get("driver", "host") == self.pipeline_driver:
+                    continue
+                pt = full[-1]
+                same = [
+                    v["layer_ms"]
+                    for label, v in pt.extra["configs"].items()
+                    if _label_driver(label) == self.pipeline_driver and v.get("layer_ms")
+                ]
+                if same and pt.extra.get("layer_ms"):
+                    ratio = min(same) / pt.extra["layer_ms"]
+                    self.notes.append(
+                        f"layerwise load at {threads} threads: the profile's pipeline curve ran the "
+                        f"{pt.extra.get('driver', 'host')} driver; the {self.pipeline_driver} driver's best "
+                        f"configuration took {ratio:.2f}x as long on the same layer"
+                    )
+            self._pipeline_driver_ratios[threads] = ratio
+        return self._pipeline_driver_ratios[threads]
 
     def _overlap_ratio(self) -> float:
         ratios = [
@@ -509,6 +568,16 @@ def nearest_shapes(curves: list[Curve], params_per_expert: int, span: float = 8.
 
     best = min(dist(c) for c in curves)
     return [c for c in curves if dist(c) <= best + math.log(span)]
+
+
+def _label_driver(label: str) -> str:
+    """The driver of a pipeline configuration label (`kttune.runner.pipeline.PipelineConfig.label`:
+    "slots=2,group=2,driver=stream"; no driver named is the host loop)."""
+    for part in label.split(","):
+        key, _, value = part.partition("=")
+        if key == "driver":
+            return value
+    return "host"
 
 
 def _bits(fmt: str) -> float:

@@ -264,18 +264,21 @@ def _run_grid(req, res, session, n, n_asked, spec, method, protocol, say) -> Non
                 "reason": why,
             }
         )
-    comps = _components(session.profile, spec, method) if session.profile is not None else None
+    driver = next((r.pipeline_driver for r in done.values() if r.pipeline_driver), None)
+    comps = _components(session.profile, spec, method, driver=driver) if session.profile is not None else None
     for j in jobs:
         if j in done:
             res.runs.append(done[j])
             res.predictions.append({} if req.small else _predict(comps, session.profile, spec, done[j]))
 
 
-def _components(profile, spec, method, calibration: tuple = ()):
+def _components(profile, spec, method, calibration: tuple = (), driver: str | None = None):
+    """The cost model of the runner's runs: `driver` is the layerwise pipeline driver they ran
+    (`PathRun.pipeline_driver`), so the load is predicted for the pipeline that was measured."""
     from kttune.cost.components import Components
 
     try:
-        return Components(replace(profile, calibration=calibration), spec, method, 1)
+        return Components(replace(profile, calibration=calibration), spec, method, 1, pipeline_driver=driver)
     except UserError:
         return None
 
@@ -310,7 +313,7 @@ def summarize(runs: list[PathRun], profile, spec) -> dict:
     )
     from kttune.runner.memory import layerwise_slot_held, predicted_runner_peak_bytes
 
-    comps = _components(profile, spec, runs[0].method) if runs else None
+    comps = _components(profile, spec, runs[0].method, driver=runs[0].pipeline_driver) if runs else None
     out: dict = {}
     if comps is None or not runs:
         return out
@@ -324,7 +327,11 @@ def summarize(runs: list[PathRun], profile, spec) -> dict:
         if not fit_on:
             return None
         return _components(
-            profile, spec, runs[0].method, calibration=tuple(Calibration.fit([p.to_dict() for p in fit_on]).to_dicts())
+            profile,
+            spec,
+            runs[0].method,
+            calibration=tuple(Calibration.fit([p.to_dict() for p in fit_on]).to_dicts()),
+            driver=runs[0].pipeline_driver,
         )
 
     # two held-out calibrations, neither sees the forced single forwards that measure a crossover:
@@ -417,7 +424,7 @@ def _result_blobs(results: dict, profile):
         if not runs or req.get("small"):
             continue
         spec = load_model(req["model"], req.get("method"))
-        yield blob, spec, runs, _components(profile, spec, runs[0].method)
+        yield blob, spec, runs, _components(profile, spec, runs[0].method, driver=runs[0].pipeline_driver)
 
 
 def calibration_points(results: dict, profile) -> list[dict]:

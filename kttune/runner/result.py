@@ -92,6 +92,15 @@ class PathRun:
     def paths(self) -> tuple[str, ...]:
         return tuple(f.path for f in self.forwards)
 
+    @property
+    def pipeline_driver(self) -> str | None:
+        """The driver of the layerwise pipeline this run's session used ("host" or "stream", from
+        `backends["layerwise_pipeline"]`, a `PipelineConfig.label`), None where it is not recorded."""
+        label = self.backends.get("layerwise_pipeline")
+        if not label:
+            return None
+        return "stream" if "driver=stream" in label.split(",") else "host"
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d["forwards"] = [asdict(f) for f in self.forwards]
