@@ -382,13 +382,16 @@ def open_rdb(storage: str) -> OpenedStorage:
                     raise _error(
                         f"{{storage}} {show}: {p} is not an SQLite database; kttune left it untouched", STORAGE_FIX
                     )
-            _refuse_foreign_sqlite(p, show)
         if not p.parent.is_dir():
             raise _error(f"{{storage}} {show}: directory {p.parent} does not exist", "create it, or " + STORAGE_FIX)
         _check_writable_file(p, "{storage}")
         sqlite_file = p
     try:
         with _schema_lock(url, sqlite_file):
+            # under the lock: outside it, a process could see another's tables half created and take
+            # them for a foreign database (6 processes on a fresh file: 1 of 4 rounds failed so)
+            if sqlite_file is not None and sqlite_file.stat().st_size:
+                _refuse_foreign_sqlite(sqlite_file, show)
             return OpenedStorage(optuna.storages.RDBStorage(url), show)
     except UserError:
         raise

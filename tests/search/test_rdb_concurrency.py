@@ -84,3 +84,44 @@ def test_four_searches_started_at_once_on_a_fresh_sqlite_file(tmp_path):
         outs.append(json.loads(out)["study"])
     (summary,) = optuna.get_all_study_summaries(optuna.storages.RDBStorage(url))
     assert 60 <= summary.n_trials <= 64 and sum(o["new_trials"] for o in outs) == summary.n_trials
+
+
+def test_a_database_half_created_by_another_process_is_waited_for_not_refused(tmp_path):
+    """What failed 1 round in 4 on the development VM: a process that looked at the file while
+    another was creating Optuna's tables saw some of them and refused the file as "an SQLite
+    database with tables of its own". The look now happens under the schema lock: here the test
+    holds that lock over a store missing its `version_info` table, and the opener waits until the
+    store is whole, then opens it."""
+    import sqlite3
+    import threading
+    import time
+
+    from kttune.search.storage import FlockLock, open_storage
+
+    db = tmp_path / "half.db"
+    url = f"sqlite:///{db}"
+    optuna.storages.RDBStorage(url).engine.dispose()
+    con = sqlite3.connect(db)
+    con.execute("alter table version_info rename to version_info_later")
+    con.commit()
+    lock = FlockLock(str(db))
+    lock.acquire()
+    outcome: list[str] = []
+
+    def opener():
+        try:
+            open_storage(url)
+            outcome.append("ok")
+        except Exception as e:  # noqa: BLE001 -- asserted below
+            outcome.append(f"{type(e).__name__}: {e}")
+
+    t = threading.Thread(target=opener)
+    t.start()
+    time.sleep(0.5)
+    assert outcome == []  # waiting on the lock, not refusing what it would see
+    con.execute("alter table version_info_later rename to version_info")
+    con.commit()
+    con.close()
+    lock.release()
+    t.join(60)
+    assert outcome == ["ok"]
