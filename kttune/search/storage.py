@@ -382,6 +382,7 @@ def open_rdb(storage: str) -> OpenedStorage:
                     raise _error(
                         f"{{storage}} {show}: {p} is not an SQLite database; kttune left it untouched", STORAGE_FIX
                     )
+            _refuse_foreign_sqlite(p, show, whole=False)  # before any lock file is made beside it
         if not p.parent.is_dir():
             raise _error(f"{{storage}} {show}: directory {p.parent} does not exist", "create it, or " + STORAGE_FIX)
         _check_writable_file(p, "{storage}")
@@ -399,7 +400,31 @@ def open_rdb(storage: str) -> OpenedStorage:
         raise _rdb_error(show, e) from None
 
 
-def _refuse_foreign_sqlite(p: Path, show: str) -> None:
+# Optuna's tables (optuna/storages/_rdb/models.py); `studies` is created first
+OPTUNA_TABLES = frozenset(
+    {
+        "studies",
+        "study_directions",
+        "study_user_attributes",
+        "study_system_attributes",
+        "trials",
+        "trial_user_attributes",
+        "trial_system_attributes",
+        "trial_params",
+        "trial_values",
+        "trial_intermediate_values",
+        "trial_heartbeats",
+        "version_info",
+        "alembic_version",
+    }
+)
+
+
+def _refuse_foreign_sqlite(p: Path, show: str, whole: bool = True) -> None:
+    """Refuse an SQLite database that is not an Optuna store, leaving it untouched. `whole`: it must
+    hold Optuna's `studies` and `version_info` (under the schema lock, where no other process is
+    creating them); else only a database with none of Optuna's tables is refused (outside the lock
+    another process may be halfway through creating them)."""
     import sqlite3
 
     try:
@@ -410,7 +435,7 @@ def _refuse_foreign_sqlite(p: Path, show: str) -> None:
             con.close()
     except sqlite3.Error as e:
         raise _error(f"{{storage}} {show}: cannot read {p} ({e})", STORAGE_FIX) from None
-    if tables and not {"studies", "version_info"} <= tables:
+    if tables and not ({"studies", "version_info"} <= tables if whole else tables & OPTUNA_TABLES):
         raise _error(
             f"{{storage}} {show}: {p} is an SQLite database with tables of its own, not an Optuna store; "
             "kttune left it untouched",

@@ -54,6 +54,14 @@ def test_the_flag_follows_from_the_pool(wl, pool):
     )
 
 
+def test_float_noise_in_the_mean_costs_no_request():
+    """The example hypothesis found: 5 equal weights of 0.2 average 554 as 554.0000000000001; a pool
+    of 33,967 tokens holds 37 requests of 918 tokens, not 36 of 919."""
+    wl = Workload("w", (64, 308, 484, 1646, 268), (0.2,) * 5, 364, 37)
+    assert wl.mean_prompt_tokens != 554 and request_kv_tokens(wl) == 918
+    assert running_requests(33967, wl) == 37
+
+
 CASES = [("qwen3-30b-a3b", "BF16"), ("kimi-k2-thinking", "RAWINT4"), ("deepseek-v3", "FP8"), ("gpt-oss-120b", "MXFP4")]
 
 
