@@ -3,7 +3,7 @@ host against the profile `kttune.hw.derive` makes for this host from the measure
 
 Each kt-kernel build runs in its own process (`KT_KERNEL_CPU_VARIANT`), one MoE layer at the quick
 probe's shape (H1024 I512 E32 top-8, the shape the H200 box's profile holds too) on `--threads`
-workers, forwards of 1-64 tokens, `--repeats` timed calls after a warm-up, rounds of the builds
+workers, forwards of 1-64 tokens (`--tokens`), `--repeats` timed calls after a warm-up, rounds of the builds
 interleaved so the host's other load falls on each alike. A loaded host inflates the median (calls
 land on scheduler time slices of 4-8 ms), so the table keeps the 10th percentile beside it.
 
@@ -31,9 +31,9 @@ METHODS = ("BF16", "FP8", "RAWINT4")
 SOURCE = "h200-pcie5-xeon-amx-16c"
 
 
-def measure_build(threads: int, repeats: int) -> dict:
+def measure_build(threads: int, repeats: int, tokens: tuple[int, ...] = TOKENS) -> dict:
     """In this process (its kt-kernel build fixed by the environment): every method's layer timed at
-    TOKENS. {method: {tokens: [ms, ...]}} and the build's name."""
+    `tokens`. {method: {tokens: [ms, ...]}} and the build's name."""
     import time
 
     from kttune.kernels.expert_weights import HostExperts
@@ -54,7 +54,7 @@ def measure_build(threads: int, repeats: int) -> dict:
                     HostExperts.random(method, shape.hidden, shape.inter, shape.experts),
                     top_k=shape.top_k,
                     threads=threads,
-                    max_tokens=max(TOKENS),
+                    max_tokens=max(tokens),
                     isa=isa,
                     kt=kt,
                 )
@@ -63,7 +63,7 @@ def measure_build(threads: int, repeats: int) -> dict:
             continue
         res = {"kernel": layer.kernel_class}
         try:
-            for n in TOKENS:
+            for n in tokens:
                 x, ids, w, o = _inputs(n, shape, 0)
                 for _ in range(3):
                     layer.forward(x, ids, w, o)
@@ -79,7 +79,7 @@ def measure_build(threads: int, repeats: int) -> dict:
     return out
 
 
-def run_child(build: str, threads: int, repeats: int) -> dict:
+def run_child(build: str, threads: int, repeats: int, tokens: tuple[int, ...] = TOKENS) -> dict:
     """One build's measurements in a fresh process (kt-kernel loads one build per process)."""
     import tempfile
 
@@ -87,13 +87,14 @@ def run_child(build: str, threads: int, repeats: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         dest = Path(tmp) / "out.json"
         cmd = [sys.executable, __file__, "--child", str(dest), "--threads", str(threads), "--repeats", str(repeats)]
+        cmd += ["--tokens", ",".join(map(str, tokens))]
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
         if p.returncode or not dest.is_file():
             return {"error": p.stderr[-2000:]}
         return json.loads(dest.read_text())
 
 
-def summarize(rounds: dict[str, list[dict]], threads: int) -> dict:
+def summarize(rounds: dict[str, list[dict]], threads: int, tokens: tuple[int, ...] = TOKENS) -> dict:
     """Per build, method and token count: pooled samples' p10 and median, and the derived prediction."""
     import statistics
 
@@ -117,12 +118,12 @@ def summarize(rounds: dict[str, list[dict]], threads: int) -> dict:
             samples: dict[int, list[float]] = {}
             for r in runs:
                 m = r.get("methods", {}).get(method, {})
-                for n in TOKENS:
+                for n in tokens:
                     samples.setdefault(n, []).extend(m.get(str(n), []))
             pred = {}
             for c in derived.curves_of("cpu_moe", method=method, threads=threads, **SHAPE):
                 pred = {int(p.x): p.t_ms for p in c.points}
-            for n in TOKENS:
+            for n in tokens:
                 s = sorted(samples.get(n, []))
                 if not s:
                     continue
@@ -190,17 +191,21 @@ def main() -> None:
     )
     ap.add_argument("--tag", default="", help="a suffix for the file names (cpu-isa-TAG.json)")
     ap.add_argument("--note", default="", help="what the table should say about the host, e.g. its other load")
+    ap.add_argument(
+        "--tokens", default=",".join(map(str, TOKENS)), help="forward sizes, comma-separated (default 1,4,16,64)"
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)  # internal: measure this process's build into this file
     a = ap.parse_args()
+    tokens = tuple(int(t) for t in a.tokens.split(","))
     if a.child:
-        Path(a.child).write_text(json.dumps(measure_build(a.threads, a.repeats)))
+        Path(a.child).write_text(json.dumps(measure_build(a.threads, a.repeats, tokens)))
         return
     rounds: dict[str, list[dict]] = {b: [] for b in a.builds.split(",")}
     for i in range(a.rounds):
         for b in rounds:
             print(f"round {i + 1}/{a.rounds}: {b}", flush=True)
-            rounds[b].append(run_child(b, a.threads, a.repeats))
-    d = summarize(rounds, a.threads)
+            rounds[b].append(run_child(b, a.threads, a.repeats, tokens))
+    d = summarize(rounds, a.threads, tokens)
     d["note"] = a.note
     d["raw"] = rounds
     out = Path(a.out) if a.out else results_dir()

@@ -30,7 +30,7 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
-from kttune.cost.components import Components
+from kttune.cost.components import FASTEST_PIPELINE, Components
 from kttune.calibration.transfer import (
     SHRINKAGES,
     VARIANTS,
@@ -79,7 +79,9 @@ def load_points(paths: list[str], profile) -> tuple[list[TransferPoint], list[di
                 continue
             spec = load_model(req["model"], req.get("method"))
             # the load predicted for the pipeline driver the runs used (Components.pipeline_driver)
-            c = Components(raw, spec, runs[0].method, runs[0].tp, pipeline_driver=runs[0].pipeline_driver)
+            c = Components(
+                raw, spec, runs[0].method, runs[0].tp, pipeline_driver=runs[0].pipeline_driver or FASTEST_PIPELINE
+            )
             for r in runs:
                 points += transfer_points(r, c)
             seen = borrowed.setdefault(spec.name, [])

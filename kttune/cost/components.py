@@ -32,6 +32,17 @@ HYBRID_SYNC_MS = 0.05
 FORWARD_OVERHEAD_MS = 2.0
 
 
+# The layerwise load as sglang-kt 0.7.2 runs it (docs/sglang-kt.md#layerwise-prefill-at-tp--1): a
+# Python loop over the layer's experts, one expert a step into two pinned host slots (double
+# buffered), waiting on each write and on the copy that last read a slot. The pipeline probe
+# measures this configuration among others (`kttune.runner.pipeline.PipelineConfig(2, 1)`, its
+# label); a server's prediction takes its time, not the fastest configuration the probe found.
+SGLANG_KT_PIPELINE = "slots=2,group=1"
+# `Components(pipeline_driver=FASTEST_PIPELINE)`: the probe's curves as measured, in the fastest
+# configuration the probe found at each thread count (what the curves' own points hold).
+FASTEST_PIPELINE = "fastest"
+
+
 @dataclass
 class Components:
     profile: HardwareProfile
@@ -40,8 +51,10 @@ class Components:
     tp: int = 1
     notes: list[str] = field(default_factory=list)
     # The layerwise pipeline's driver as the predicted path runs it ("host": a Python loop waits on
-    # each write; "stream": the whole layer enqueued on CUDA streams, as the path runner does), or
-    # None for the fastest the probe measured at each thread count (`pipeline_layer_ms`).
+    # each write; "stream": the whole layer enqueued on CUDA streams, as the path runner does; its
+    # fastest configuration the probe measured; FASTEST_PIPELINE: the fastest of all, as the curves
+    # hold it), or None for the server: the configuration sglang-kt 0.7.2 runs
+    # (SGLANG_KT_PIPELINE), as the probe measured it at each thread count.
     pipeline_driver: str | None = None
 
     def __post_init__(self) -> None:
@@ -484,44 +497,61 @@ class Components:
         return t * self._pipeline_driver_ratio(threads)
 
     def _pipeline_driver_ratio(self, threads: int) -> float:
-        """The full layer's time with `pipeline_driver`'s fastest configuration over the time of the
+        """The full layer's time in the configuration the predicted path runs over the time of the
         configuration the curve holds (the fastest of all), both measured by the pipeline probe at
-        `threads` on the same layer (the full-layer point's `configs`); 1.0 when no driver is asked
-        for, the curve's own driver is the one asked for, or the probe did not try that driver.
-        At one stage A worker per core but one, the stream driver's CUDA callback thread starves
-        (docs/sglang-kt.md#the-cpuinfer-thread-cliff): on the H200 box at 15 threads its best layer
-        took 1.1-1.6x the host loop's; at 11 and 13 the stream driver was itself the fastest."""
-        if self.pipeline_driver is None:
+        `threads` on the same layer (the full-layer point's `configs`). The configuration:
+        `pipeline_driver`'s fastest when one is asked for (the path runner's), else sglang-kt's own
+        (SGLANG_KT_PIPELINE). 1.0 when the curve's configuration is that one, or the probe did not
+        try it. On the H200 box sglang-kt's loop took 1.09-1.17x the fastest at 11 and 13 threads
+        (the stream driver's there); at one stage A worker per core but one, the stream driver's
+        CUDA callback thread starves (docs/sglang-kt.md#the-cpuinfer-thread-cliff): at 15 threads
+        its best layer took 1.1-1.6x the host loop's."""
+        if self.pipeline_driver == FASTEST_PIPELINE:
             return 1.0
         if threads not in self._pipeline_driver_ratios:
             ratio = 1.0
             for c in self._pipeline_curves.get(threads, []):
                 full = [pt for pt in c.points if pt.extra.get("configs")]
-                if not full or full[-1].extra.get("driver", "host") == self.pipeline_driver:
+                if not full or not full[-1].extra.get("layer_ms"):
                     continue
                 pt = full[-1]
-                same = [
-                    v["layer_ms"]
-                    for label, v in pt.extra["configs"].items()
-                    if _label_driver(label) == self.pipeline_driver and v.get("layer_ms")
-                ]
-                if same and pt.extra.get("layer_ms"):
+                if self.pipeline_driver is None:
+                    same = [v["layer_ms"] for label, v in pt.extra["configs"].items() if label == SGLANG_KT_PIPELINE]
+                    what = "sglang-kt 0.7.2's loop (host, 2 slots, one expert a step)"
+                else:
+                    if pt.extra.get("driver", "host") == self.pipeline_driver:
+                        continue
+                    same = [
+                        v["layer_ms"]
+                        for label, v in pt.extra["configs"].items()
+                        if _label_driver(label) == self.pipeline_driver and v.get("layer_ms")
+                    ]
+                    what = f"the {self.pipeline_driver} driver's best configuration"
+                if same and same[0]:
                     ratio = min(same) / pt.extra["layer_ms"]
-                    self.notes.append(
-                        f"layerwise load at {threads} threads: the profile's pipeline curve ran the "
-                        f"{pt.extra.get('driver', 'host')} driver; the {self.pipeline_driver} driver's best "
-                        f"configuration took {ratio:.2f}x as long on the same layer"
-                    )
+                    if self.pipeline_driver is not None or ratio > 1.02:
+                        self.notes.append(
+                            f"layerwise load at {threads} threads: {what} took {ratio:.2f}x the "
+                            "configuration of the profile's pipeline curve on the same layer"
+                        )
             self._pipeline_driver_ratios[threads] = ratio
         return self._pipeline_driver_ratios[threads]
 
     def _overlap_ratio(self) -> float:
-        ratios = [
-            pt.extra["overlap_ratio"]
-            for c in self.profile.curves_of("pipeline")
-            for pt in c.points
-            if "overlap_ratio" in pt.extra
+        """Layer time over the slowest stage alone, the median over the profile's pipeline
+        measurements: of sglang-kt's configuration (SGLANG_KT_PIPELINE, from the full-layer points'
+        `configs`) for a server's prediction, of the curves' own configuration otherwise."""
+        points = [pt for c in self.profile.curves_of("pipeline") for pt in c.points]
+        sglang = [
+            v["overlap"]
+            for pt in points
+            if (v := pt.extra.get("configs", {}).get(SGLANG_KT_PIPELINE, {})).get("overlap")
         ]
+        ratios = (
+            sglang
+            if self.pipeline_driver is None and sglang
+            else [pt.extra["overlap_ratio"] for pt in points if "overlap_ratio" in pt.extra]
+        )
         if ratios:
             ratios.sort()
             return float(ratios[len(ratios) // 2])

@@ -274,11 +274,14 @@ def _run_grid(req, res, session, n, n_asked, spec, method, protocol, say) -> Non
 
 def _components(profile, spec, method, calibration: tuple = (), driver: str | None = None):
     """The cost model of the runner's runs: `driver` is the layerwise pipeline driver they ran
-    (`PathRun.pipeline_driver`), so the load is predicted for the pipeline that was measured."""
-    from kttune.cost.components import Components
+    (`PathRun.pipeline_driver`), so the load is predicted for the pipeline that was measured; not
+    recorded: the probe's fastest configuration (the runner's own, never sglang-kt's loop)."""
+    from kttune.cost.components import FASTEST_PIPELINE, Components
 
     try:
-        return Components(replace(profile, calibration=calibration), spec, method, 1, pipeline_driver=driver)
+        return Components(
+            replace(profile, calibration=calibration), spec, method, 1, pipeline_driver=driver or FASTEST_PIPELINE
+        )
     except UserError:
         return None
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from kttune.calibration.runner import launch_config
-from kttune.cost.components import Components
+from kttune.cost.components import FASTEST_PIPELINE, SGLANG_KT_PIPELINE, Components
 from kttune.cost.prefill import layerwise_moe_layer
 from kttune.hw.registry import load_shipped
 from kttune.runner.result import runs_in_results
@@ -36,7 +36,9 @@ def moe_part_errors(path: Path, keep, driver: bool = True) -> list[float]:
     out = []
     for req, runs in runs_in_results(json.loads(path.read_text())):
         spec = load_model(req["model"], req.get("method"))
-        c = Components(prof, spec, runs[0].method, 1, pipeline_driver=runs[0].pipeline_driver if driver else None)
+        c = Components(
+            prof, spec, runs[0].method, 1, pipeline_driver=runs[0].pipeline_driver if driver else FASTEST_PIPELINE
+        )
         for r in runs:
             for f in r.forwards:
                 if f.path == "layerwise" and keep(r, f):
@@ -89,11 +91,33 @@ def test_the_15_thread_pipeline_curves_are_the_host_loop_and_the_stream_driver_i
 
 def test_the_driver_asked_for_is_the_curves_own_at_13_threads():
     spec = load_model("qwen3-30b-a3b", "BF16")
-    plain = Components(raw_profile(), spec, "BF16")
-    stream = Components(raw_profile(), spec, "BF16", pipeline_driver="stream")
-    assert stream.pipeline_layer_ms(128, 13) == plain.pipeline_layer_ms(128, 13)
-    assert stream.pipeline_layer_ms(128, 15) > 1.4 * plain.pipeline_layer_ms(128, 15)
+    prof = raw_profile()
+    stream = Components(prof, spec, "BF16", pipeline_driver="stream")
+    (at_13,) = prof.curves_of("pipeline", method="BF16", threads=13)
+    (at_15,) = prof.curves_of("pipeline", method="BF16", threads=15)
+    assert at_13.points[-1].extra["driver"] == "stream"
+    assert stream.pipeline_layer_ms(128, 13) == pytest.approx(at_13.points[-1].t_ms, rel=1e-9)
+    assert stream.pipeline_layer_ms(128, 15) > 1.4 * at_15.points[-1].t_ms
     assert any("stream driver" in n for n in stream.notes)
+
+
+def test_a_server_is_predicted_with_sglang_kts_own_loop_as_the_probe_measured_it():
+    """The full layer at every thread count is the time the probe measured for sglang-kt 0.7.2's
+    configuration (host loop, 2 slots, one expert a step), not the fastest configuration it found:
+    1.11x and 1.17x that at 11 and 13 threads on the H200 box, the same at 15."""
+    spec = load_model("qwen3-30b-a3b", "BF16")
+    prof = raw_profile()
+    server = Components(prof, spec, "BF16")
+    ratios = {}
+    for curve in prof.curves_of("pipeline", method="BF16"):
+        t, full = int(curve.params["threads"]), curve.points[-1]
+        assert full.x == 128 * server.cpu_bytes_per_expert
+        sglang = full.extra["configs"][SGLANG_KT_PIPELINE]["layer_ms"]
+        assert server.pipeline_layer_ms(128, t) == pytest.approx(sglang * full.t_ms / full.extra["layer_ms"], rel=1e-9)
+        assert server.pipeline_layer_ms(128, t) >= full.t_ms
+        ratios[t] = server.pipeline_layer_ms(128, t) / full.t_ms
+    assert ratios[11] > 1.05 and ratios[13] > 1.05 and ratios[15] == pytest.approx(1.0, abs=0.01)
+    assert sum("sglang-kt 0.7.2's loop" in n for n in server.notes) == 2  # 11 and 13 threads
 
 
 def test_layerwise_at_15_threads_is_held_to_the_runner():

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from kttune.cost.components import Components
+from kttune.cost.components import FASTEST_PIPELINE, SGLANG_KT_PIPELINE, Components
 from kttune.cost.prefill import layerwise_load_ms
 from kttune.hw.profile import Curve, HardwareProfile
 from kttune.hw.registry import load_shipped
@@ -65,7 +65,7 @@ def test_pipeline_predicts_a_left_out_layer_size(name, method, threads, tol):
     prof = load_shipped(MEASURED)
     curve = the_curve(prof, "pipeline", method=method, threads=threads)
     mid = sorted(curve.points, key=lambda p: p.x)[1]
-    c = Components(held_out(prof, curve, mid.x), model(name), method)
+    c = Components(held_out(prof, curve, mid.x), model(name), method, pipeline_driver=FASTEST_PIPELINE)
     streamed = round(mid.x / c.cpu_bytes_per_expert)
     assert c.pipeline_layer_ms(streamed, threads) == pytest.approx(mid.t_ms, rel=tol)
 
@@ -75,15 +75,18 @@ def test_pipeline_predicts_a_left_out_layer_size(name, method, threads, tol):
 )
 def test_stages_compose_to_a_left_out_methods_layer_load(name, method):
     # every pipeline measurement of `method` is removed: the model composes stages A, B, C measured
-    # alone with the overlap ratio measured on the OTHER methods, and must land on the full layer
+    # alone with the overlap ratio measured on the OTHER methods, and must land on the full layer:
+    # the fastest configuration's with that configuration's overlap, sglang-kt's own loop's with its
+    # overlap (a server's prediction)
     prof = load_shipped(MEASURED)
     full = max(the_curve(prof, "pipeline", method=method, threads=13).points, key=lambda p: p.x)
-    c = Components(
-        held_out(prof, drop=lambda cv: cv.kind == "pipeline" and cv.params.get("method") == method), model(name), method
-    )
-    assert c.pipeline_layer_ms(c.model.num_experts, 13) is None  # really composed
-    load, *_ = layerwise_load_ms(c, cfg(method, gpu_prefill_token_threshold=1024, cpuinfer_threads=13))
-    assert load == pytest.approx(full.t_ms, rel=0.10)
+    sglang_ms = full.extra["configs"][SGLANG_KT_PIPELINE]["layer_ms"]
+    dropped = held_out(prof, drop=lambda cv: cv.kind == "pipeline" and cv.params.get("method") == method)
+    for driver, want in ((FASTEST_PIPELINE, full.t_ms), (None, sglang_ms)):
+        c = Components(dropped, model(name), method, pipeline_driver=driver)
+        assert c.pipeline_layer_ms(c.model.num_experts, 13) is None  # really composed
+        load, *_ = layerwise_load_ms(c, cfg(method, gpu_prefill_token_threshold=1024, cpuinfer_threads=13))
+        assert load == pytest.approx(want, rel=0.10), driver
 
 
 def test_measured_pipeline_meets_the_overlap_target():
