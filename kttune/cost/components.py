@@ -246,8 +246,9 @@ class Components:
                 params=("profile",),
             )
         if not self.profile.curves_of("gpu_moe", method=self.method.name):
+            pooled = ", ".join(sorted({str(c.params.get("method")) for c in curves}))
             self.notes.append(
-                f"GPU MoE for {self.method.name} not measured; used {curves[0].params.get('method')} curves rescaled by bytes"
+                f"GPU MoE for {self.method.name} not measured; used the {pooled} curves rescaled by bytes"
             )
         # GPU MoE curves run every expert of the layer: cpu_experts is absent and defaults to all.
         # The pooled fit over every shape keeps the bytes term best determined (the HBM rate decode
