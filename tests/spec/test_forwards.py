@@ -3,6 +3,8 @@ and sglang-kt's per-forward switch, which the cost model, the simulator and the 
 
 from __future__ import annotations
 
+from itertools import accumulate
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +25,7 @@ def test_the_plan_covers_the_prompt_in_chunks_and_switches_per_forward(L, c, t, 
     sizes = [m for _, m, _ in plan]
     assert sizes == chunks_of(L, c)
     assert sum(sizes) == L and all(s == c for s in sizes[:-1]) and 0 < sizes[-1] <= c
-    assert [p for _, _, p in plan] == [sum(sizes[:i]) for i in range(len(sizes))]  # prefix = tokens before
+    assert [p for _, _, p in plan] == list(accumulate(sizes[:-1], initial=0))  # prefix = tokens before
     for path, m, _ in plan:
         lw = method in ("BF16", "FP8", "RAWINT4") and 0 < t <= m
         assert path == (force or ("layerwise" if lw else "hybrid"))
