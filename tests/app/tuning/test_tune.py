@@ -74,9 +74,17 @@ def test_tune_end_to_end_then_interrupted_and_resumed(tiny, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         run_tune(TuneRequest(**tiny2), on_event=interrupt)
     saved = json.loads((tmp_path / "s2.json").read_text())
-    assert sum(len(v) for ph in saved["samples"].values() for v in ph.values()) >= 7  # what was measured is kept
+    saved_n = sum(len(v) for ph in saved["samples"].values() for v in ph.values())
+    assert saved_n >= 7  # what was measured is kept
     resumed = run_tune(TuneRequest(**tiny2))
-    assert resumed.resumed and resumed.protocol["samples_this_run"] < res.protocol["samples_this_run"] + 20
+    after = json.loads((tmp_path / "s2.json").read_text())
+    assert resumed.resumed
+    # the kept samples are used, not measured again: the state still holds them as they were (how
+    # many more the resumed run takes is the race's, which noise decides: not compared with another
+    # run's count)
+    for phase, items in saved["samples"].items():
+        for item, vs in items.items():
+            assert after["samples"][phase][item][: len(vs)] == vs
 
 
 def test_a_budget_cuts_the_plan_and_says_so(tiny, tmp_path):
