@@ -516,20 +516,22 @@ class Components:
                 if not full or not full[-1].extra.get("layer_ms"):
                     continue
                 pt = full[-1]
+                configs = pt.extra["configs"]
                 if self.pipeline_driver is None:
-                    same = [v["layer_ms"] for label, v in pt.extra["configs"].items() if label == SGLANG_KT_PIPELINE]
+                    target_ms = configs.get(SGLANG_KT_PIPELINE, {}).get("layer_ms")
                     what = "sglang-kt 0.7.2's loop (host, 2 slots, one expert a step)"
                 else:
                     if pt.extra.get("driver", "host") == self.pipeline_driver:
                         continue
                     same = [
                         v["layer_ms"]
-                        for label, v in pt.extra["configs"].items()
+                        for label, v in configs.items()
                         if _label_driver(label) == self.pipeline_driver and v.get("layer_ms")
                     ]
+                    target_ms = min(same, default=None)
                     what = f"the {self.pipeline_driver} driver's best configuration"
-                if same and same[0]:
-                    ratio = min(same) / pt.extra["layer_ms"]
+                if target_ms:
+                    ratio = target_ms / pt.extra["layer_ms"]
                     if self.pipeline_driver is not None or ratio > 1.02:
                         self.notes.append(
                             f"layerwise load at {threads} threads: {what} took {ratio:.2f}x the "
