@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from kttune.hw.derive import Change, CpuTarget, derive_profile, serial_fraction
+from kttune.hw.derive import Change, CpuTarget, derive_profile, serial_fractions
 from kttune.hw.registry import load_shipped
 from results_layout import COMPUTED, results_dir
 
@@ -58,8 +58,8 @@ def main() -> None:
         )
     worst = max(max(r["ratio"], 1 / r["ratio"]) for r in rows)
     print(
-        f"{len(rows)} points, worst {worst:.2f}x; serial share fitted on {SRC}: cpu_moe {serial_fraction(src):.2f}, "
-        f"stage A {serial_fraction(src, 'stage_a_write'):.2f}"
+        f"{len(rows)} points, worst {worst:.2f}x; serial share fitted on {SRC}, per method: cpu_moe "
+        f"{serial_fractions(src)}, stage A {serial_fractions(src, 'stage_a_write')}"
     )
     out = results_dir(COMPUTED) / "derive-16c-to-32c.json"
     out.parent.mkdir(parents=True, exist_ok=True)

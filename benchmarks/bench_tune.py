@@ -10,7 +10,9 @@ Per model (`--models name:METHOD:VRAM[:HOST_RAM]`):
    (>= 24 configurations), every point measured `--grid-repeats` (3) times in interleaved rounds at
    tune's measured prompt lengths, through the measurement protocol (kttune.protocol);
 3. cv: tune's pick measured at 5 positions of the run: before the grid, after each grid round and
-   after the head-to-head; its coefficient of variation (the claim: <= 3%);
+   after the head-to-head, each position the median of 3 samples back to back (the protocol's
+   measurement of a configuration); the coefficient of variation of those (the claim: <= 3%), and
+   of the single samples beside it;
 4. head-to-head: tune's pick and the grid optimum, 5 interleaved rounds: pick / optimum with its
    interval (the claim: the pick within 3% of the optimum's median, or inside its interval).
 
@@ -34,6 +36,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -44,6 +47,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 SMALL_WORKLOAD = {"prompt_tokens": [300, 700, 1500], "weights": [1, 1, 1], "output_tokens": 16, "concurrency": 1}
 CV_POSITIONS = 5
+CV_REPEATS = 3  # samples per position, back to back after its warm-up: the protocol's measurement is their median
 CV_TARGET = 0.03
 WITHIN = 0.03
 # rough seconds of each part per model on the H200 box, for the deadline (what is left must fit)
@@ -148,14 +152,22 @@ def judge_model(item: str, a, out: Path, clock, parts: set, deadline) -> dict:
         return prefill_tok_s(ms, lengths, weights) if set(ms) == set(lengths) else None
 
     try:
-        cv_samples: list[float] = []
+        cv_samples: list[float] = []  # the protocol's measurement at each position (median of CV_REPEATS)
+        cv_singles: list[list[float]] = []  # every sample, by position
 
         def cv_point(where: str) -> None:
             if "cv" in parts:
-                v = tok_s(res.pick)
-                if v is not None:
-                    cv_samples.append(v)
-                say(clock, f"  cv sample {len(cv_samples)} ({where}): {v and round(v)} tok/s")
+                vs = [v for v in (tok_s(res.pick) for _ in range(CV_REPEATS)) if v is not None]
+                if vs:
+                    cv_samples.append(statistics.median(vs))
+                    cv_singles.append(vs)
+                say(
+                    clock,
+                    f"  cv position {len(cv_samples)} ({where}): median {cv_samples[-1]:.0f} tok/s of "
+                    + ", ".join(f"{v:.0f}" for v in vs)
+                    if vs
+                    else f"  cv position ({where}): not measurable",
+                )
 
         if "grid" in parts and deadline() > PART_S["grid"] * (0.1 if a.small else 1):
             sp = res.space
@@ -239,16 +251,23 @@ def judge_model(item: str, a, out: Path, clock, parts: set, deadline) -> dict:
             while len(cv_samples) < CV_POSITIONS:
                 cv_point("at the end")
             e = estimate(cv_samples)
+            singles = [v for vs in cv_singles for v in vs]
             doc["cv"] = {
                 "config": label(res.pick),
                 "positions": len(cv_samples),
+                "repeats_per_position": CV_REPEATS,
                 "tok_s": e.to_dict(),
-                "cv": e.cv,
-                "cv_all_samples": _cv(cv_samples),
+                "cv": _cv(cv_samples),
+                "cv_single_samples": _cv(singles),
+                "samples_by_position": cv_singles,
                 "target": CV_TARGET,
                 "met": _cv(cv_samples) <= CV_TARGET,
             }
-            say(clock, f"  cv over {len(cv_samples)} positions: {100 * _cv(cv_samples):.1f}%")
+            say(
+                clock,
+                f"  cv over {len(cv_samples)} positions: {100 * _cv(cv_samples):.1f}% (the median of {CV_REPEATS} "
+                f"at each); single samples {100 * _cv(singles):.1f}%",
+            )
         doc["runner"] = ev.info().get("stats", {})
         doc["memory_at_end"] = ev.memory()
     finally:
@@ -283,7 +302,13 @@ def markdown(doc: dict) -> str:
             else "-"
         )
         chk = t.get("output_check") or {}
-        cv_text = f"{100 * cv['cv_all_samples']:.1f}%" if cv else "-"
+        cv_text = (
+            f"{100 * cv['cv']:.1f}% (single samples {100 * cv['cv_single_samples']:.1f}%)"
+            if cv and "cv_single_samples" in cv
+            else f"{100 * cv['cv_all_samples']:.1f}% (single samples)"
+            if cv
+            else "-"
+        )
         within = "yes" if h.get("within_3pct_or_inside_interval") else ("NO" if h else "-")
         check = (
             f"{'agree' if chk.get('agree') else 'DISAGREE'} ({100 * chk.get('moe_rel_diff', 0):.2f}%)"

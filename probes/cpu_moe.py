@@ -36,7 +36,7 @@ from kttune.spec.moe_shape import MoeLayerShape
 from kttune.units import GIB
 
 # Methods this probe can build weights for, in the order they are measured.
-PROBE_METHODS = ("AMXINT4", "AMXINT8", "BF16", "FP8", "RAWINT4")
+PROBE_METHODS = ("AMXINT4", "AMXINT8", "BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4")
 
 
 # Without a model: a small shape for --quick (fits anywhere, seconds per curve on 2 cores) and two
@@ -88,7 +88,7 @@ def host_bytes_needed(method: str, shape: MoeLayerShape, max_tokens: int, thread
 
     e, h, i = shape.experts, shape.hidden, shape.inter
     src = e * expert_nbytes(method, h, i)
-    if method in ("BF16", "FP8"):
+    if method in ("BF16", "FP8", "FP8_PERCHANNEL"):
         weights = 3 * src
     elif method == "RAWINT4":
         weights = 2 * src

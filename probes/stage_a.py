@@ -29,7 +29,7 @@ from kttune.units import GIB, MIB
 
 # Methods whose kt-kernel classes implement the writer and that layerwise prefill streams
 # (docs/weight-formats.md); the AMX-converted methods never stream.
-STAGE_A_METHODS = ("BF16", "FP8", "RAWINT4")
+STAGE_A_METHODS = ("BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4")
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,13 @@ ACCURACY = dict(
     host_ram="2026-12-01-xeon-amx-2c/host_ram.json",
     derive="2026-12-01-computed/derive-16c-to-32c.json",
     measured_search=f"{H200}/measured-search.json",
+    tune=(
+        f"{H200}/tune-qwen3.json",
+        f"{H200}/tune-glm-4.5-air.json",
+        "2026-12-02-h200-pcie5-xeon-amx-16c/tune-qwen3-fp8.json",
+        "2026-12-02-h200-pcie5-xeon-amx-16c/tune-qwen3-sglang-loop.json",
+        "2026-12-02-h200-pcie5-xeon-amx-16c/tune-kimi-k2.json",
+    ),
 )
 
 
@@ -299,6 +306,21 @@ def accuracy_block() -> str:
             f"benchmarks/results/{ACCURACY['measured_search'].removesuffix('.json')}.md",
         ),
     ]
+    tunes = [m for f in ACCURACY["tune"] for m in json.loads((RESULTS / f).read_text())["models"]]
+    h2h = [m["head_to_head"] for m in tunes if m.get("head_to_head")]
+    ratios = [h["pick_over_optimum"]["ratio"] for h in h2h]
+    inside = sum(1 for h in h2h if h["within_3pct_or_inside_interval"])
+    walls = [m["tune"]["wall_s"] for m in tunes]
+    rows.append(
+        (
+            "`kttune tune`'s pick",
+            f"measured grids of 24 configurations x 3 rounds on the H200 box, "
+            f"{len({m['model'] for m in tunes if m.get('head_to_head')})} models, {len(h2h)} runs",
+            f"{inside} of {len(h2h)} within 3% of the optimum or inside its interval, worst "
+            f"{min(ratios):.3f}x; tune took {min(walls):.0f}-{max(walls):.0f} s",
+            "docs/tune.md#on-the-h200-box",
+        )
+    )
     lines = ["| kttune predicts | measured by | error | details |", "|---|---|---|---|"]
     lines += [f"| {what} | {by} | {err} | [{Path(link).name.split('#')[0]}]({link}) |" for what, by, err, link in rows]
     return "\n".join(lines) + "\n"

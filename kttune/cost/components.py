@@ -38,6 +38,15 @@ FORWARD_OVERHEAD_MS = 2.0
 # measures this configuration among others (`kttune.runner.pipeline.PipelineConfig(2, 1)`, its
 # label); a server's prediction takes its time, not the fastest configuration the probe found.
 SGLANG_KT_PIPELINE = "slots=2,group=1"
+# A method whose layerwise pipeline the profile did not measure takes the pipeline of the method
+# that streams the same bytes through the same stages, as a function of the bytes streamed
+# (docs/cost-model.md#pipeline-twins): FP8 per-channel and FP8 block both copy e4m3 weights with
+# fp32 scales through kt-kernel's writer, a pinned slot and one H2D copy, with no stage C; their
+# stage A rates measured on the H200 box agree (50-60 GB/s per expert write at 11-15 threads).
+PIPELINE_TWIN = {"FP8_PERCHANNEL": "FP8"}
+# `Components(pipeline_driver=SGLANG_KT_DRIVER)`: a run measured in that configuration (the path
+# runner's default, `PathRun.pipeline_driver`), predicted as a server is (the same as None).
+SGLANG_KT_DRIVER = "sglang-kt"
 # `Components(pipeline_driver=FASTEST_PIPELINE)`: the probe's curves as measured, in the fastest
 # configuration the probe found at each thread count (what the curves' own points hold).
 FASTEST_PIPELINE = "fastest"
@@ -466,10 +475,18 @@ class Components:
     def _fit_pipeline(self) -> LinearFit | None:
         """Layer load time against streamed bytes, from the measured A -> B -> C pipeline of this
         method (one GPU). None when not measured for the method: then the stages are composed."""
+
         # a derived profile carries pipelines measured on another machine for their overlap only
-        curves = [
-            c for c in self.profile.curves_of("pipeline", method=self.method.name) if c.params.get("use") != "overlap"
-        ]
+        def measured(method: str) -> list[Curve]:
+            return [c for c in self.profile.curves_of("pipeline", method=method) if c.params.get("use") != "overlap"]
+
+        curves = measured(self.method.name)
+        twin = PIPELINE_TWIN.get(self.method.name)
+        if not curves and twin and (curves := measured(twin)):
+            self.notes.append(
+                f"layerwise pipeline for {self.method.name} not measured; used {twin}'s, by bytes streamed "
+                "(the same stages move the same e4m3 bytes: docs/cost-model.md#pipeline-twins)"
+            )
         if not curves:
             return None
         by_threads: dict[int, list[Curve]] = {}
@@ -497,6 +514,11 @@ class Components:
             t = self._pipeline_fits[threads](copy_features(nbytes))
         return t * self._pipeline_driver_ratio(threads)
 
+    @property
+    def _sglang_loop(self) -> bool:
+        """The predicted layerwise load is sglang-kt's own loop (a server's, or a run measured in it)."""
+        return self.pipeline_driver in (None, SGLANG_KT_DRIVER)
+
     def _pipeline_driver_ratio(self, threads: int) -> float:
         """The full layer's time in the configuration the predicted path runs over the time of the
         configuration the curve holds (the fastest of all), both measured by the pipeline probe at
@@ -517,7 +539,7 @@ class Components:
                     continue
                 pt = full[-1]
                 configs = pt.extra["configs"]
-                if self.pipeline_driver is None:
+                if self._sglang_loop:
                     target_ms = configs.get(SGLANG_KT_PIPELINE, {}).get("layer_ms")
                     what = "sglang-kt 0.7.2's loop (host, 2 slots, one expert a step)"
                 else:
@@ -532,7 +554,7 @@ class Components:
                     what = f"the {self.pipeline_driver} driver's best configuration"
                 if target_ms:
                     ratio = target_ms / pt.extra["layer_ms"]
-                    if self.pipeline_driver is not None or ratio > 1.02:
+                    if not self._sglang_loop or ratio > 1.02:
                         self.notes.append(
                             f"layerwise load at {threads} threads: {what} took {ratio:.2f}x the "
                             "configuration of the profile's pipeline curve on the same layer"
@@ -552,7 +574,7 @@ class Components:
         ]
         ratios = (
             sglang
-            if self.pipeline_driver is None and sglang
+            if self._sglang_loop and sglang
             else [pt.extra["overlap_ratio"] for pt in points if "overlap_ratio" in pt.extra]
         )
         if ratios:

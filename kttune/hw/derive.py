@@ -159,18 +159,45 @@ def _point_key(c: Curve, p: Point) -> tuple:
     return _shape_key(c) + (p.x, p.extra.get("hidden"), p.extra.get("inter"), p.extra.get("layer_experts"))
 
 
-def serial_fraction(profile: HardwareProfile, kind: str = "cpu_moe") -> float:
+def serial_fraction(profile: HardwareProfile, kind: str = "cpu_moe", method: str | None = None) -> float:
     """The share of a kt-kernel call (`kind` cpu_moe or stage_a_write), beyond its fixed cost
     (`fixed_call_ms`), that does not speed up with threads: least squares in log time over every
     point measured at fewer threads than the box's best (cores - 1) against the same point at
-    cores - 1, of t(th) - f = (t(best) - f) x (s + (1 - s) best / th). DEFAULT_SERIAL_FRACTION when
-    there is no such sweep. Points pair only with the same shape and size (a stage A point with the
-    same layer: the probe writes experts of one size from layers of different depths)."""
+    cores - 1, of t(th) - f = (t(best) - f) x (s + (1 - s) best / th). With `method`, that method's
+    curves only. DEFAULT_SERIAL_FRACTION when there is no such sweep. Points pair only with the same
+    shape and size (a stage A point with the same layer: the probe writes experts of one size from
+    layers of different depths)."""
+    pairs = _serial_pairs(profile, kind, method)
+    if not pairs:
+        return DEFAULT_SERIAL_FRACTION
+    best = profile.inventory.cpu.physical_cores - 1
+
+    def err(s: float) -> float:
+        return sum((math.log(t) - math.log(tb * (s + (1 - s) * best / th))) ** 2 for th, t, tb in pairs)
+
+    return min((i / 100 for i in range(0, 81)), key=err)
+
+
+def serial_fractions(profile: HardwareProfile, kind: str = "cpu_moe") -> dict[str, float]:
+    """`serial_fraction` per method with a thread sweep of its own, and under "" the fit over every
+    method (for a method without one). Per method because the share is the kernel's: on the H200 box
+    the memory-bound BF16, FP8 and RAWINT4 MoE kernels keep 0.17-0.34 serial from 11 to 15 threads,
+    the compute-bound AMXINT8 and FP8 per-channel ones scale with the threads (0.0), and one fit over
+    all of them is whichever has the most points (0.10, then 0.0 once FP8 per-channel was probed)."""
+    methods = sorted({str(c.params.get("method", "")).upper() for c in profile.curves_of(kind)} - {""})
+    out = {m: serial_fraction(profile, kind, m) for m in methods if _serial_pairs(profile, kind, m)}
+    out[""] = serial_fraction(profile, kind)
+    return out
+
+
+def _serial_pairs(profile: HardwareProfile, kind: str, method: str | None = None) -> list[tuple[int, float, float]]:
+    """(threads, time, time at cores - 1) of each point measured at fewer threads, less the fixed cost."""
     best = profile.inventory.cpu.physical_cores - 1
     fixed = fixed_call_ms(profile, kind)
-    ref = {_point_key(c, p): p.t_ms for c in profile.curves_of(kind, threads=best) for p in c.points}
+    sel = {} if method is None else {"method": method}
+    ref = {_point_key(c, p): p.t_ms for c in profile.curves_of(kind, threads=best, **sel) for p in c.points}
     pairs = []
-    for c in profile.curves_of(kind):
+    for c in profile.curves_of(kind, **sel):
         th = int(c.params.get("threads", 0))
         if not 0 < th < best:
             continue
@@ -178,13 +205,7 @@ def serial_fraction(profile: HardwareProfile, kind: str = "cpu_moe") -> float:
             r = ref.get(_point_key(c, p))
             if r is not None and p.t_ms > fixed and r > fixed:
                 pairs.append((th, p.t_ms - fixed, r - fixed))
-    if not pairs:
-        return DEFAULT_SERIAL_FRACTION
-
-    def err(s: float) -> float:
-        return sum((math.log(t) - math.log(tb * (s + (1 - s) * best / th))) ** 2 for th, t, tb in pairs)
-
-    return min((i / 100 for i in range(0, 81)), key=err)
+    return pairs
 
 
 def _shape_key(c: Curve) -> tuple:
@@ -224,11 +245,15 @@ def scale_cpu_time(
     return fixed + rest * serial + max(par, floor_ms)
 
 
+def _shares(per_method: dict[str, float]) -> str:
+    return ", ".join(f"{m or 'other'} {v:.2f}" for m, v in sorted(per_method.items(), key=lambda kv: kv[0] == ""))
+
+
 def derive_cpu_curves(profile: HardwareProfile, cpu: CpuTarget) -> tuple[list[Curve], list[str]]:
     src = profile.inventory.cpu
     src_cores = src.physical_cores
     kinds = ("cpu_moe", "stage_a_write")
-    serial = {k: serial_fraction(profile, k) for k in kinds}
+    serial = {k: serial_fractions(profile, k) for k in kinds}
     fixed = {k: fixed_call_ms(profile, k) for k in kinds}
     src_isa, tgt_isa = isa_class(src.isa), isa_class(cpu.isa if cpu.isa is not None else src.isa)
     pools = max(1, cpu.numa_nodes)
@@ -238,8 +263,8 @@ def derive_cpu_curves(profile: HardwareProfile, cpu: CpuTarget) -> tuple[list[Cu
     notes = [
         f"CPU: {src_cores} -> {cpu.cores} cores; per call a fixed {fixed['cpu_moe'] * 1e3:.0f} us (kt-kernel MoE) "
         f"and {fixed['stage_a_write'] * 1e3:.0f} us (stage A), the fastest calls measured; serial share of the rest "
-        f"{serial['cpu_moe']:.2f} (MoE) and {serial['stage_a_write']:.2f} (stage A), fitted on the measured thread "
-        f"sweep; threads keep the measured box's spare cores (t -> t + {cpu.cores - src_cores})"
+        f"fitted on the measured thread sweep, per method: MoE {_shares(serial['cpu_moe'])}, stage A "
+        f"{_shares(serial['stage_a_write'])}; threads keep the measured box's spare cores (t -> t + {cpu.cores - src_cores})"
     ]
     if tgt_isa != src_isa:
         notes.append(
@@ -278,7 +303,8 @@ def derive_cpu_curves(profile: HardwareProfile, cpu: CpuTarget) -> tuple[list[Cu
         pts = []
         for p in c.points:
             floor = _cpu_point_bytes(c, p.x) / (bw * DRAM_EFFICIENCY * 1e6) if bw else 0.0
-            t = scale_cpu_time(p.t_ms, serial[c.kind], th, th_to, rate, numa_eff, floor, fixed[c.kind])
+            share = serial[c.kind].get(method, serial[c.kind][""])
+            t = scale_cpu_time(p.t_ms, share, th, th_to, rate, numa_eff, floor, fixed[c.kind])
             pts.append(Point(x=p.x, t_ms=t, n=0, extra=dict(p.extra)))
         label, err = (
             ("scaled", CPU_SCALED_ERROR) if tgt_isa == src_isa and pools <= src_pools else ("datasheet", CPU_ISA_ERROR)

@@ -65,7 +65,8 @@ class Dist:
 
 class PathRunner:
     """Runs prompts on a built `PathStack`. `pipeline_config` is the layerwise pipeline's
-    configuration (default: the stream driver with slots of two experts on CUDA, host loop on CPU)."""
+    configuration (default: sglang-kt 0.7.2's own loop, `PipelineConfig(2, 1)`: a host loop, one
+    expert a step into two pinned slots, as the server runs it; docs/path-runner.md#pipeline)."""
 
     def __init__(self, stack: PathStack, pipeline_config: Any = None, dist: Dist | None = None):
         from kttune.runner.pipeline import PipelineConfig
@@ -74,8 +75,7 @@ class PathRunner:
         self.dist = dist or Dist(stack.opts.rank, stack.opts.tp)
         cuda = stack.is_cuda
         if pipeline_config is None:
-            stream_ok = cuda and getattr(stack.writer, "stream_capable", False)
-            pipeline_config = PipelineConfig(2, 2, 1, "stream") if stream_ok else PipelineConfig(2, 1)
+            pipeline_config = PipelineConfig(2, 1)
         self.pipeline_config = pipeline_config
         self.side = torch.cuda.Stream(stack.device) if cuda else None
         self._run_peak = 0  # device peaks of the prompt being run, and of its forward's phases

@@ -45,6 +45,20 @@ class PipelineConfig:
         if self.driver not in ("host", "stream"):
             raise ValueError(f"driver must be 'host' or 'stream', not {self.driver!r}")
 
+    @classmethod
+    def from_label(cls, label: str) -> "PipelineConfig":
+        """The configuration a `label()` names ("slots=2,group=1", "slots=2,group=2,driver=stream");
+        fields left out take their defaults. Raises ValueError for anything else."""
+        fields = {}
+        for part in (p.strip() for p in label.split(",") if p.strip()):
+            key, sep, value = part.partition("=")
+            if not sep or key not in ("slots", "group", "post_batch", "driver"):
+                raise ValueError(
+                    f"pipeline configuration {label!r}: {part!r} is not slots=, group=, post_batch= or driver="
+                )
+            fields[key] = value if key == "driver" else int(value)
+        return cls(**fields)
+
     def label(self) -> str:
         s = f"slots={self.slots},group={self.group}"
         if self.post_batch != 1:

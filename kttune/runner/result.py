@@ -94,11 +94,17 @@ class PathRun:
 
     @property
     def pipeline_driver(self) -> str | None:
-        """The driver of the layerwise pipeline this run's session used ("host" or "stream", from
-        `backends["layerwise_pipeline"]`, a `PipelineConfig.label`), None where it is not recorded."""
+        """The layerwise pipeline this run's session used, from `backends["layerwise_pipeline"]` (a
+        `PipelineConfig.label`): "sglang-kt" for sglang-kt 0.7.2's own loop (kttune.cost.components.
+        SGLANG_KT_PIPELINE, the runner's default), else its driver ("host" or "stream"); None where it
+        is not recorded."""
+        from kttune.cost.components import SGLANG_KT_DRIVER, SGLANG_KT_PIPELINE
+
         label = self.backends.get("layerwise_pipeline")
         if not label:
             return None
+        if label == SGLANG_KT_PIPELINE:
+            return SGLANG_KT_DRIVER
         return "stream" if "driver=stream" in label.split(",") else "host"
 
     def to_dict(self) -> dict:

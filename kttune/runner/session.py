@@ -49,6 +49,9 @@ class SessionSpec:
     max_run_s: float = 60.0  # runs the cost model predicts (x slack) longer than this are not measured
     slack: float = 1.5
     profile: str | None = None  # for those predictions (default: the shipped default profile)
+    # the layerwise pipeline's configuration (a PipelineConfig label, or "" for the runner's own
+    # default: the stream driver, two experts a step); see docs/path-runner.md#pipeline-driver
+    pipeline: str = ""
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,9 @@ class RunnerSession:
             self.stack.set_threads(t)
         self.stack.set_threads(threads[0])
         self.build_s = time.perf_counter() - t0
-        self.runner = PathRunner(self.stack)
+        from kttune.runner.pipeline import PipelineConfig
+
+        self.runner = PathRunner(self.stack, PipelineConfig.from_label(spec.pipeline) if spec.pipeline else None)
         if spec.small:
             self.profile = None
         else:

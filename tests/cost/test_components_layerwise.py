@@ -129,3 +129,63 @@ def test_layerwise_at_15_threads_is_held_to_the_runner():
     assert len(with_driver) == 3
     assert max(abs(e) for e in with_driver) <= 0.20
     assert min(without) < -0.40
+
+
+def test_a_run_in_sglang_kts_loop_is_predicted_as_a_server_is():
+    """The runner's default pipeline is sglang-kt's own loop: a run that recorded it is predicted
+    with the same load as a server's prediction, and not with the fastest configuration's where the
+    probe measured the two apart."""
+    from kttune.cost.components import SGLANG_KT_DRIVER
+    from kttune.runner.result import PathRun
+
+    run = PathRun(
+        "qwen3-30b-a3b",
+        "BF16",
+        1,
+        2,
+        48,
+        48,
+        0,
+        16384,
+        1024,
+        13,
+        4096,
+        (),
+        None,
+        backends={"layerwise_pipeline": SGLANG_KT_PIPELINE},
+    )
+    assert run.pipeline_driver == SGLANG_KT_DRIVER
+    assert replace(run, backends={"layerwise_pipeline": "slots=2,group=2"}).pipeline_driver == "host"
+    assert replace(run, backends={"layerwise_pipeline": "slots=2,group=2,driver=stream"}).pipeline_driver == "stream"
+    prof = raw_profile()
+    spec = load_model("qwen3-30b-a3b", "BF16")
+    lc = launch_config(run)
+    server, loop, fastest = (
+        layerwise_moe_layer(Components(prof, spec, "BF16", 1, pipeline_driver=d), lc, 4096).total_ms
+        for d in (None, SGLANG_KT_DRIVER, FASTEST_PIPELINE)
+    )
+    assert loop == pytest.approx(server, rel=1e-12)
+    assert loop > fastest * 1.05  # 1.17x measured at 13 threads on this layer
+
+
+def test_fp8_per_channel_streams_through_fp8_blocks_pipeline_by_bytes():
+    """A method without its own pipeline curve takes its twin's (PIPELINE_TWIN) as a function of the
+    bytes streamed: the same bytes take the same time, and the note says what was borrowed."""
+    from kttune.cost.components import PIPELINE_TWIN
+
+    assert PIPELINE_TWIN["FP8_PERCHANNEL"] == "FP8"
+    prof = raw_profile()
+    assert not prof.curves_of("pipeline", method="FP8_PERCHANNEL")
+    pc = Components(
+        prof, load_model("glm-4.7", "FP8_PERCHANNEL"), "FP8_PERCHANNEL", 1, pipeline_driver=FASTEST_PIPELINE
+    )
+    fp8 = Components(prof, load_model("deepseek-v3", "FP8"), "FP8", 1, pipeline_driver=FASTEST_PIPELINE)
+    for threads in (11, 13, 15):
+        n = 100
+        t = pc.pipeline_layer_ms(n, threads)
+        assert t is not None
+        # deepseek-v3's experts needed for the same bytes (fractional: the curve is a function of bytes)
+        same = n * pc.cpu_bytes_per_expert / fp8.cpu_bytes_per_expert
+        lo, hi = fp8.pipeline_layer_ms(int(same), threads), fp8.pipeline_layer_ms(int(same) + 1, threads)
+        assert lo <= t <= hi
+    assert any("not measured; used FP8's" in n for n in pc.notes)

@@ -14,6 +14,7 @@ from kttune.hw.derive import (
     derive_profile,
     scale_cpu_time,
     serial_fraction,
+    serial_fractions,
 )
 from kttune.hw.gpu_table import GPUS, gpu_spec
 from kttune.hw.profile import profile_from_dict, profile_to_dict
@@ -71,9 +72,67 @@ def test_stage_a_scaled_to_32_cores_is_within_1_5x():
     assert n >= 3
 
 
-def test_serial_fraction_is_fitted_on_the_measured_sweep():
-    s = serial_fraction(load_shipped(SRC))
-    assert 0.05 < s < 0.6
+def test_serial_fraction_is_fitted_per_kernel_on_the_measured_sweep():
+    """Each method's share is the fit of its own sweep: two kernels with known serial shares, one
+    with many more points than the other, are each recovered (a pooled fit is the one with the
+    most points), and the shipped box's values are shares."""
+    from kttune.hw.profile import Curve, Point
+
+    src = load_shipped(SRC)
+    best, f = src.inventory.cpu.physical_cores - 1, 1.0
+
+    def sweep(method, share, sizes):
+        out = []
+        for th in (best - 4, best - 2, best):
+            pts = tuple(Point(x=x, t_ms=f + x * (share + (1 - share) * best / th)) for x in sizes)
+            out.append(
+                Curve(
+                    "cpu_moe",
+                    "tokens",
+                    pts,
+                    {"method": method, "threads": th, "hidden": 64, "inter": 32, "experts": 8, "top_k": 2},
+                )
+            )
+        return out
+
+    fixed = Curve(
+        "cpu_moe",
+        "tokens",
+        (Point(x=1, t_ms=f),),
+        {"method": "BF16", "threads": best, "hidden": 8, "inter": 8, "experts": 8, "top_k": 1},
+    )
+    only = _replace(
+        src, curves=(fixed, *sweep("BF16", 0.3, (64, 128)), *sweep("FP8", 0.0, tuple(range(100, 2000, 100))))
+    )
+    s = serial_fractions(only)
+    assert s["BF16"] == pytest.approx(0.3, abs=0.011) and s["FP8"] == pytest.approx(0.0, abs=0.011)
+    assert s[""] < 0.1  # pooled: the many-point kernel's
+    shipped = serial_fractions(src)
+    assert {"BF16", "FP8", "RAWINT4", "FP8_PERCHANNEL"} <= set(shipped)
+    assert all(0.0 <= v <= 0.8 for v in shipped.values())
+    assert shipped[""] == serial_fraction(src)
+
+
+def test_each_method_is_derived_with_its_own_serial_share():
+    src = load_shipped(SRC)
+    shares = serial_fractions(src)
+    derived = derive_profile(src, Change(cpu=CpuTarget(cores=32))).profile
+    from kttune.hw.derive import fixed_call_ms
+
+    fixed = fixed_call_ms(src, "cpu_moe")
+    checked = set()
+    for c in src.curves_of("cpu_moe", threads=13):
+        m = c.params["method"]
+        (d,) = [
+            x
+            for x in derived.curves_of("cpu_moe", method=m, threads=29)
+            if x.shape == c.shape and x.params.get("threadpools") == c.params.get("threadpools")
+        ]
+        for p, q in zip(c.points, d.points):
+            want = scale_cpu_time(p.t_ms, shares[m], 13, 29, 1.0, 1.0, 0.0, fixed)
+            assert q.t_ms == pytest.approx(want, rel=1e-9)
+        checked.add(m)
+    assert {"BF16", "FP8_PERCHANNEL"} <= checked
 
 
 @given(t=st.floats(0.01, 1e4), s=st.floats(0, 0.8, allow_subnormal=False), a=st.integers(1, 64), b=st.integers(1, 256))

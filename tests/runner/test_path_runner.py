@@ -68,6 +68,9 @@ def test_prompt_runs_chunk_by_chunk_with_the_switch(runner):
     assert run.measured_ms == pytest.approx(sum(sum(f.layer_ms) for f in run.forwards))
     back = PathRun.from_dict(run.to_dict())
     assert back.to_dict() == run.to_dict()
+    # the layerwise forward ran in sglang-kt 0.7.2's own loop (docs/path-runner.md#pipeline)
+    assert run.backends["layerwise_pipeline"] == "slots=2,group=1"
+    assert run.pipeline_driver == "sglang-kt"
     with pytest.raises(ValueError, match="max_len|buffers"):
         runner.run_prompt(400, 200, 0)
 

@@ -53,3 +53,12 @@ def test_stream_driver_needs_a_stream_writer():
     host = HostExperts.random("BF16", 256, 128, 4)
     with pytest.raises(ValueError, match="stream"):
         LayerPipeline(host, TorchExpertWriter(host), PipelineConfig(2, 1, driver="stream"), "cpu")
+
+
+def test_a_label_names_its_configuration_back():
+    for cfg in (PipelineConfig(2, 1), PipelineConfig(2, 2, 1, "stream"), PipelineConfig(3, 1, 4, "stream")):
+        assert PipelineConfig.from_label(cfg.label()) == cfg
+    assert PipelineConfig.from_label("slots=4") == PipelineConfig(4, 1)
+    for bad in ("slots=2,ring=3", "slots", "slots=two", "slots=1,group=1", "driver=thread"):
+        with pytest.raises(ValueError):
+            PipelineConfig.from_label(bad)

@@ -1,6 +1,6 @@
 """The configurations `kttune tune` measures, from the (calibrated) model: its pick, its fastest
-prefill configurations, the pick at the measured crossover, the pick at the other thread counts;
-and the baselines. Configurations that run the same forwards on the same GPU experts and threads
+prefill configurations, the pick at the measured crossover, the pick at the other thread counts and
+at the chunks either side of its own; and the baselines. Configurations that run the same forwards on the same GPU experts and threads
 for every measured length are one measurement: only the cheapest of them is kept. Pure."""
 
 from __future__ import annotations
@@ -46,6 +46,35 @@ def crossover_threshold(space: SearchSpace, cfg: LaunchConfig, crossover: float)
     return min(ok) if ok else None
 
 
+def chunk_neighbours(chunks: Sequence[int], pick: LaunchConfig) -> list[tuple[str, LaunchConfig]]:
+    """The pick at the chunk choices either side of its own (its threshold capped at the chunk).
+    The chunk is the flag the model ranks least surely: its effect is the balance of a forward's
+    fixed costs against kt-kernel's max_len and the activations' VRAM, small beside the noise of
+    one measurement, so the race measures the pick's neighbours rather than trusting the model's
+    choice among them (on the H200 box, qwen3-30b-a3b's pick at chunk 32,768 lost 4.5% to a grid
+    point at 16,384: docs/tune.md#on-the-h200-box)."""
+    ordered = sorted(set(chunks))
+    c = pick.chunked_prefill_size
+    if c not in ordered:
+        return []
+    i = ordered.index(c)
+    out = []
+    for j in (i - 1, i + 1):
+        if 0 <= j < len(ordered):
+            x = ordered[j]
+            out.append(
+                (
+                    f"pick at chunk {x}",
+                    replace(
+                        pick,
+                        chunked_prefill_size=x,
+                        gpu_prefill_token_threshold=min(pick.gpu_prefill_token_threshold, x),
+                    ),
+                )
+            )
+    return out
+
+
 def tune_candidates(
     comp: Components,
     space: SearchSpace,
@@ -70,6 +99,7 @@ def tune_candidates(
     for t in threads:
         if t != pick.cpuinfer_threads:
             named.append((f"pick at {t} threads", replace(pick, cpuinfer_threads=t)))
+    named += chunk_neighbours(space.chunks, pick)
     return [(n, c) for n, c in named if evaluate(comp, c, base.workload, base.budget).feasible]
 
 

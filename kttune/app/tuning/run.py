@@ -13,7 +13,8 @@ On a machine with a GPU (the one that will serve):
    interleaved rounds (kttune.protocol); the crossover with its interval; the cost model calibrated
    on those forwards (kttune.calibration.entries);
 4. search: the calibrated model's pick and fastest prefill configurations, the pick at the measured
-   crossover and at the other thread counts, the baselines (`kt run` defaults, the KT doc example);
+   crossover, at the other thread counts and at the chunks either side of its own, the baselines
+   (`kt run` defaults, the KT doc example);
 5. screen: one round over the candidates; the best `finalists` go on;
 6. race: finalists and baselines in interleaved rounds until the slower beyond noise are out; a tie
    within noise goes to the cheaper configuration (less VRAM, fewer GPU experts, fewer threads);

@@ -1,0 +1,278 @@
+"""Where the spread of one configuration's measurement comes from (issue 21's CV at 5 positions).
+
+One runner session (in process), one configuration measured many times in three orders:
+
+1. back to back: the configuration alone, `--n` samples;
+2. interleaved: the configuration among others (other GPU-expert counts and thread counts, as the
+   grid runs them), in a seeded random order per round;
+3. interleaved, re-warmed: as 2, with one untimed run of the configuration's first length right
+   before each timed sample.
+
+Then 1 again on a second session holding only the configuration's own kt-kernel pool (are the
+parked pools of the other thread counts a cause?).
+
+Each sample records, per prompt length, the wall time of the K layers and their attention / MoE
+split, beside the host's load average, the process's CPU time, the GPU's SM clock and temperature
+(NVML) and the Python GC's collection counts: a drift shows which part moves with what.
+
+    python benchmarks/diag/diag_cv.py --out $OUT/cv.json       # the GPU box (about 2 minutes)
+    python benchmarks/diag/diag_cv.py --small --out /tmp/cv.json  # anywhere (CPU variant)
+    python benchmarks/diag/diag_cv.py --report a.json b.json > cv-diag.md  # the table of runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+
+def gpu_state() -> dict:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        return {
+            "sm_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+            "mem_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+            "temp_c": pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+            "power_w": pynvml.nvmlDeviceGetPowerUsage(h) / 1e3,
+        }
+    except Exception as e:  # no NVML here
+        return {"error": type(e).__name__}
+
+
+def cpu_mhz() -> float | None:
+    try:
+        xs = [float(line.split(":")[1]) for line in open("/proc/cpuinfo") if line.startswith("cpu MHz")]
+        return round(sum(xs) / len(xs), 1) if xs else None
+    except OSError:
+        return None
+
+
+def thread_ns() -> dict:
+    """CPU time on core (ns) of each thread of this process, by tid (/proc/self/task/*/schedstat)."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                out[tid] = int(f.read().split()[0])
+        except OSError:
+            pass
+    return out
+
+
+def system_busy() -> tuple[int, int]:
+    with open("/proc/stat") as f:
+        xs = [int(x) for x in f.readline().split()[1:]]
+    return sum(xs) - xs[3] - xs[4], sum(xs)
+
+
+def sample(sess, cfg, lengths, phase: str, i: int, t0: float) -> dict:
+    from kttune.search.measured import prefill_tok_s
+
+    c0 = os.times()
+    g0 = [s["collections"] for s in gc.get_stats()]
+    per = []
+    ms = {}
+    busy = []
+    for n in lengths:
+        sess.warm(cfg, n)
+        a0, s0, w0 = thread_ns(), system_busy(), time.perf_counter()
+        run = sess.sample(cfg, n)
+        a1, s1, w1 = thread_ns(), system_busy(), time.perf_counter()
+        d = sorted(((a1[t] - a0.get(t, 0)) / 1e6 for t in a1), reverse=True)
+        busy.append(
+            {
+                "wall_ms": round((w1 - w0) * 1e3, 2),
+                "process_cpu_ms": round(sum(d), 1),
+                "threads_over_1ms": sum(1 for x in d if x > 1.0),
+                "top_thread_ms": [round(x, 1) for x in d[:4]],
+                "kt_like_threads_ms": [round(x, 1) for x in d[4:20]],
+                "system_busy_share": round((s1[0] - s0[0]) / max(1, s1[1] - s0[1]), 3),
+            }
+        )
+
+        ms[n] = run.extrapolated_ms
+        per.append(
+            {
+                "tokens": n,
+                "measured_ms": round(run.measured_ms, 3),
+                "extrapolated_ms": round(run.extrapolated_ms, 2),
+                "attn_ms": [round(sum(f.attn_ms), 3) for f in run.forwards],
+                "moe_ms": [round(sum(f.moe_ms), 3) for f in run.forwards],
+                "paths": list(run.paths),
+            }
+        )
+    c1 = os.times()
+    return {
+        "phase": phase,
+        "i": i,
+        "t_s": round(time.perf_counter() - t0, 2),
+        "tok_s": prefill_tok_s(ms, lengths, [1.0] * len(lengths)),
+        "lengths": per,
+        "cpu_user_s": round(c1.user - c0.user, 3),
+        "cpu_sys_s": round(c1.system - c0.system, 3),
+        "loadavg": os.getloadavg()[0],
+        "cpu_mhz": cpu_mhz(),
+        "gpu": gpu_state(),
+        "gc": [s["collections"] - g for s, g in zip(gc.get_stats(), g0)],
+        "busy": busy,
+    }
+
+
+def cv(xs) -> float:
+    return statistics.pstdev(xs) / statistics.mean(xs) if len(xs) > 1 else 0.0
+
+
+def report(paths: list[str]) -> str:
+    """A Markdown table of diag results: per file and phase, the samples' median, CV and range, the
+    process's busy threads and CPU-ms per wall-ms during the timed runs."""
+    lines = [
+        "| run | pipeline | phase | n | median tok/s | CV | min - max | busy threads | CPU-ms per wall-ms |",
+        "|---|---|---|---:|---:|---:|---|---:|---:|",
+    ]
+    for path in paths:
+        d = json.loads(Path(path).read_text())
+        pipe = d.get("backends", {}).get("layerwise_pipeline", "?")
+        by: dict = {}
+        for s in d["samples"]:
+            by.setdefault(s["phase"], []).append(s)
+        for phase, ss in by.items():
+            v = [s["tok_s"] for s in ss]
+            busy = [b for s in ss for b in s.get("busy", [])]
+            threads = f"{statistics.median(b['threads_over_1ms'] for b in busy):.0f}" if busy else "-"
+            ratio = f"{statistics.median(b['process_cpu_ms'] / b['wall_ms'] for b in busy):.1f}" if busy else "-"
+            lines.append(
+                f"| {Path(path).name} | {pipe} | {phase} | {len(v)} | {statistics.median(v):,.0f} | "
+                f"{100 * cv(v):.1f}% | {min(v):,.0f} - {max(v):,.0f} | {threads} | {ratio} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--report"]:
+        print(report(sys.argv[2:]), end="")
+        return
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--model", default="qwen3-30b-a3b")
+    ap.add_argument("--method", default="BF16")
+    ap.add_argument("--config", default="46/16384/1216/13", help="gpu experts/chunk/threshold/threads")
+    ap.add_argument("--others", default="0/16384/1024/13,46/16384/1024/15,47/8192/0/13,0/8192/4096/15")
+    ap.add_argument("--lengths", default="3283,6059,11755")
+    ap.add_argument("--n", type=int, default=12)
+    ap.add_argument("--small", action="store_true")
+    ap.add_argument("--skip-back-to-back", action="store_true")
+    ap.add_argument(
+        "--phases",
+        default="back_to_back,interleaved,interleaved_rewarmed,back_to_back_one_pool",
+        help="back_to_back, interleaved, interleaved_rewarmed, interleaved_settled, interleaved_same_threads, "
+        "interleaved_other_threads, interleaved_torch_threads, back_to_back_one_pool",
+    )
+    ap.add_argument("--settle-s", type=float, default=1.0)
+    ap.add_argument(
+        "--pipeline", default="", help="the layerwise pipeline (a PipelineConfig label; default the runner's)"
+    )
+    a = ap.parse_args()
+
+    from kttune.runner.session import RunnerConfig, RunnerSession, SessionSpec
+
+    def rc(s: str) -> RunnerConfig:
+        g, c, t, th = (int(x) for x in s.split("/"))
+        return RunnerConfig(g, c, t, th)
+
+    cfg = rc(a.config)
+    others = [rc(s) for s in a.others.split(",") if s]
+    lengths = [int(x) for x in a.lengths.split(",")]
+    if a.small:
+        cfg, others = RunnerConfig(4, 512, 256, 1), [RunnerConfig(0, 512, 0, 1), RunnerConfig(8, 256, 256, 1)]
+        lengths = [300, 700]
+    threads = tuple(sorted({cfg.threads, *(o.threads for o in others)}))
+    common = dict(
+        model=a.model,
+        method=a.method,
+        layers=2,
+        max_tokens=max(min(max(x.chunk for x in [cfg, *others]), max(lengths)), 64),
+        cpu_max_tokens=4096,
+        device="cpu" if a.small else None,
+        small=a.small,
+        pipeline=a.pipeline,
+    )
+    out: dict = {"model": a.model, "method": a.method, "config": a.config, "lengths": lengths, "samples": []}
+    t0 = time.perf_counter()
+
+    def save():
+        phases = {}
+        for s in out["samples"]:
+            phases.setdefault(s["phase"], []).append(s["tok_s"])
+        out["summary"] = {
+            p: {"n": len(v), "median": statistics.median(v), "cv": cv(v), "first": v[0], "last": v[-1]}
+            for p, v in phases.items()
+        }
+        Path(a.out).write_text(json.dumps(out, indent=1))
+
+    sess = RunnerSession(SessionSpec(threads=threads, **common), progress=lambda m: print(m, flush=True))
+    out["backends"] = dict(sess.runner.backends)
+    rng = random.Random(0)
+    phases = a.phases.split(",")
+    if a.skip_back_to_back:
+        phases = [p for p in phases if p != "back_to_back"]
+    for phase in phases:
+        if phase == "back_to_back_one_pool":
+            continue
+        pool = {
+            "interleaved": others,
+            "interleaved_rewarmed": others,
+            "interleaved_settled": others,
+            "interleaved_same_threads": [o for o in others if o.threads == cfg.threads],
+            "interleaved_other_threads": [o for o in others if o.threads != cfg.threads],
+            "interleaved_torch_threads": others,
+        }.get(phase, [])
+        if phase == "interleaved_torch_threads":
+            import torch
+
+            torch.set_num_threads(max(1, (os.cpu_count() or 16) - cfg.threads))
+        for i in range(a.n):
+            order = [cfg, *pool]
+            rng.shuffle(order)
+            for c in order:
+                if c == cfg:
+                    if phase == "interleaved_rewarmed":
+                        sess.runner.run_prompt(lengths[0], cfg.chunk, cfg.threshold, None)
+                    if phase == "interleaved_settled":
+                        sess.warm(cfg, lengths[0])
+                        time.sleep(a.settle_s)
+                    out["samples"].append(sample(sess, cfg, lengths, phase, i, t0))
+                else:
+                    for n in lengths:
+                        if sess.skip_reason(c, n) is None:
+                            sess.sample(c, n)
+        save()
+        print(phase, out["summary"][phase], flush=True)
+    out["stats"] = dict(sess.stats)
+    sess.close()
+    del sess
+    gc.collect()
+    if "back_to_back_one_pool" in phases:
+        solo = RunnerSession(SessionSpec(threads=(cfg.threads,), **common), progress=lambda m: print(m, flush=True))
+        for i in range(a.n):
+            out["samples"].append(sample(solo, cfg, lengths, "back_to_back_one_pool", i, t0))
+        solo.close()
+    save()
+    for p, s in out["summary"].items():
+        print(f"{p}: n={s['n']} median {s['median']:.0f} tok/s, CV {100 * s['cv']:.1f}%", flush=True)
+
+
+if __name__ == "__main__":
+    main()
