@@ -19,7 +19,15 @@ from typing import Sequence
 
 from kttune.errors import UserError
 from kttune.hw.profile import CpuInfo, Curve
-from kttune.kernels.expert_weights import INT4_GROUP, HostExperts, HostSlot, expert_nbytes, slot_kinds, write_nbytes
+from kttune.kernels.expert_weights import (
+    INT4_GROUP,
+    LAYERWISE_METHODS,
+    HostExperts,
+    HostSlot,
+    expert_nbytes,
+    slot_kinds,
+    write_nbytes,
+)
 from kttune.kernels.kt_ext import load_kt_kernel
 from kttune.kernels.kt_moe import KtMoeLayer, kt_class_name
 from kttune.probes.common import KtPoolTask, NullReporter, Reporter, kt_thread_counts, measure, probe_thread_counts
@@ -28,8 +36,8 @@ from kttune.spec.moe_shape import MoeLayerShape
 from kttune.units import GIB, MIB
 
 # Methods whose kt-kernel classes implement the writer and that layerwise prefill streams
-# (docs/weight-formats.md); the AMX-converted methods never stream.
-STAGE_A_METHODS = ("BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4")
+# (docs/weight-formats.md): the methods with a layerwise expert layout; the AMX-converted methods never stream.
+STAGE_A_METHODS = LAYERWISE_METHODS
 
 
 @dataclass(frozen=True)

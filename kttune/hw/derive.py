@@ -167,7 +167,27 @@ def serial_fraction(profile: HardwareProfile, kind: str = "cpu_moe", method: str
     curves only. DEFAULT_SERIAL_FRACTION when there is no such sweep. Points pair only with the same
     shape and size (a stage A point with the same layer: the probe writes experts of one size from
     layers of different depths)."""
-    pairs = _serial_pairs(profile, kind, method)
+    return _fit_serial(profile, _serial_pairs(profile, kind, method))
+
+
+def serial_fractions(profile: HardwareProfile, kind: str = "cpu_moe") -> dict[str, float]:
+    """`serial_fraction` per method with a thread sweep of its own, and under "" the fit over every
+    method (for a method without one). Per method because the share is the kernel's: on the H200 box
+    kt-kernel's AMXINT4, FP8 and RAWINT4 MoE keep 0.14-0.25 serial from 11 to 15 threads while BF16,
+    AMXINT8 and FP8 per-channel scale with the threads (0.00), and one fit over all of them follows
+    whichever has the most points (0.10, then 0.00 once FP8 per-channel was probed)."""
+    methods = sorted({str(c.params.get("method", "")).upper() for c in profile.curves_of(kind)} - {""})
+    out = {}
+    for m in methods:
+        pairs = _serial_pairs(profile, kind, m)
+        if pairs:
+            out[m] = _fit_serial(profile, pairs)
+    out[""] = serial_fraction(profile, kind)
+    return out
+
+
+def _fit_serial(profile: HardwareProfile, pairs: list[tuple[int, float, float]]) -> float:
+    """The least-squares serial share of `_serial_pairs` (DEFAULT_SERIAL_FRACTION for none)."""
     if not pairs:
         return DEFAULT_SERIAL_FRACTION
     best = profile.inventory.cpu.physical_cores - 1
@@ -176,18 +196,6 @@ def serial_fraction(profile: HardwareProfile, kind: str = "cpu_moe", method: str
         return sum((math.log(t) - math.log(tb * (s + (1 - s) * best / th))) ** 2 for th, t, tb in pairs)
 
     return min((i / 100 for i in range(0, 81)), key=err)
-
-
-def serial_fractions(profile: HardwareProfile, kind: str = "cpu_moe") -> dict[str, float]:
-    """`serial_fraction` per method with a thread sweep of its own, and under "" the fit over every
-    method (for a method without one). Per method because the share is the kernel's: on the H200 box
-    the memory-bound BF16, FP8 and RAWINT4 MoE kernels keep 0.17-0.34 serial from 11 to 15 threads,
-    the compute-bound AMXINT8 and FP8 per-channel ones scale with the threads (0.0), and one fit over
-    all of them is whichever has the most points (0.10, then 0.0 once FP8 per-channel was probed)."""
-    methods = sorted({str(c.params.get("method", "")).upper() for c in profile.curves_of(kind)} - {""})
-    out = {m: serial_fraction(profile, kind, m) for m in methods if _serial_pairs(profile, kind, m)}
-    out[""] = serial_fraction(profile, kind)
-    return out
 
 
 def _serial_pairs(profile: HardwareProfile, kind: str, method: str | None = None) -> list[tuple[int, float, float]]:

@@ -65,7 +65,7 @@ class Dist:
 
 class PathRunner:
     """Runs prompts on a built `PathStack`. `pipeline_config` is the layerwise pipeline's
-    configuration (default: sglang-kt 0.7.2's own loop, `PipelineConfig(2, 1)`: a host loop, one
+    configuration (default: sglang-kt 0.7.2's own loop, `SGLANG_KT_PIPELINE`: a host loop, one
     expert a step into two pinned slots, as the server runs it; docs/path-runner.md#pipeline)."""
 
     def __init__(self, stack: PathStack, pipeline_config: Any = None, dist: Dist | None = None):
@@ -75,7 +75,9 @@ class PathRunner:
         self.dist = dist or Dist(stack.opts.rank, stack.opts.tp)
         cuda = stack.is_cuda
         if pipeline_config is None:
-            pipeline_config = PipelineConfig(2, 1)
+            from kttune.cost.components import SGLANG_KT_PIPELINE
+
+            pipeline_config = PipelineConfig.from_label(SGLANG_KT_PIPELINE)
         self.pipeline_config = pipeline_config
         self.side = torch.cuda.Stream(stack.device) if cuda else None
         self._run_peak = 0  # device peaks of the prompt being run, and of its forward's phases

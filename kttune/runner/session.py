@@ -50,7 +50,7 @@ class SessionSpec:
     slack: float = 1.5
     profile: str | None = None  # for those predictions (default: the shipped default profile)
     # the layerwise pipeline's configuration (a PipelineConfig label, or "" for the runner's own
-    # default: the stream driver, two experts a step); see docs/path-runner.md#pipeline-driver
+    # default: sglang-kt 0.7.2's loop, SGLANG_KT_PIPELINE); see docs/path-runner.md#pipeline
     pipeline: str = ""
 
 
