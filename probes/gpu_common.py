@@ -54,8 +54,12 @@ DEEPSEEK_ATTN = AttentionShape(
 LAYERWISE_GPU_METHODS = ("BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4")
 
 
-def shapes_for(model) -> ShapeSet:
-    """Shapes of `model` (a `kttune.spec.model_spec.ModelSpec`), or the representative set if None."""
+def shapes_for(model, methods: tuple[str, ...] = ()) -> ShapeSet:
+    """Shapes of `model` (a `kttune.spec.model_spec.ModelSpec`), or the representative set if None.
+    `methods` (the probe's --methods): the model's expert shape once per method among them that has a
+    layerwise GPU path, so the pipeline is measured in the bytes and stages the runner and the server
+    stream for that method (glm-4.7 in FP8_PERCHANNEL streams half its BF16 layer, through another
+    kt-kernel writer); none of them: the model's default method, as without `methods`."""
     if model is None:
         return ShapeSet(
             moe=(QWEN3_30B_A3B, DEEPSEEK_V3, KIMI_K2),
@@ -63,12 +67,21 @@ def shapes_for(model) -> ShapeSet:
             gemm=((2048, 2048), (2048, 6144), (7168, 7168), (7168, 18432)),
             notes=("no model given: representative shapes Qwen3-30B-A3B (bf16), DeepSeek-V3 (FP8), Kimi-K2 (RAWINT4)",),
         )
-    method = model.default_method.upper()
     notes = []
-    if method not in LAYERWISE_GPU_METHODS:
-        notes.append(f"{model.name}: method {method} has no layerwise GPU path; GPU experts measured as BF16")
-        method = "BF16"
-    moe = MoeLayerShape.of_model(model, method)
+    asked = [m.upper() for m in methods]
+    layerwise = list(dict.fromkeys(m for m in asked if m in LAYERWISE_GPU_METHODS))
+    if asked and not layerwise:
+        notes.append(
+            f"{model.name}: none of {', '.join(asked)} has a layerwise GPU path; the GPU probes use the "
+            "model's default method"
+        )
+    if not layerwise:
+        method = model.default_method.upper()
+        if method not in LAYERWISE_GPU_METHODS:
+            notes.append(f"{model.name}: method {method} has no layerwise GPU path; GPU experts measured as BF16")
+            method = "BF16"
+        layerwise = [method]
+    moe = tuple(MoeLayerShape.of_model(model, m) for m in layerwise)
     # The curve's shape: MLA's KV heads are its query heads; GQA carries no latent or rope split.
     common = dict(
         hidden=model.hidden_size,
@@ -89,7 +102,7 @@ def shapes_for(model) -> ShapeSet:
         attn = AttentionShape("gqa", kv_heads=model.num_kv_heads, **common)
     h = model.hidden_size
     gemm = ((h, h), (h, max(model.dense_intermediate_size, model.shared_expert_intermediate_size, h) * 2))
-    return ShapeSet(moe=(moe,), attention=(attn,), gemm=gemm, notes=tuple(notes))
+    return ShapeSet(moe=moe, attention=(attn,), gemm=gemm, notes=tuple(notes))
 
 
 # ---- PCIe ----------------------------------------------------------------------------------------

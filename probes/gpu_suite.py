@@ -83,11 +83,13 @@ class PipelineStep:
         return curves
 
 
-def count_steps(inventory, model, quick: bool, only: tuple[str, ...] | None = None) -> int:
+def count_steps(
+    inventory, model, quick: bool, only: tuple[str, ...] | None = None, methods: tuple[str, ...] = ()
+) -> int:
     """How many progress steps `run_gpu_probes` reports (one per probe of one shape)."""
     if not cuda_present():
         return 0
-    return len(plan_gpu_probes(inventory, model, quick, NullReporter(), only))
+    return len(plan_gpu_probes(inventory, model, quick, NullReporter(), only, methods=methods))
 
 
 def run_gpu_probes(
@@ -98,15 +100,17 @@ def run_gpu_probes(
     *,
     only: tuple[str, ...] | None = None,
     threads: Sequence[int] = (),
+    methods: tuple[str, ...] = (),
 ) -> list[Curve]:
     """Measure the GPU side of this machine. `model` is a ModelSpec or None (representative shapes).
     `only` restricts to some of: copy, repack, pipeline, moe, gemm, attention. `threads`: the
-    pipeline's stage A thread counts (default: `pipeline_threads(inventory, quick)`)."""
+    pipeline's stage A thread counts (default: `pipeline_threads(inventory, quick)`). `methods`: the
+    probe's KT methods; with a model, its layerwise ones each get the pipeline (`shapes_for`)."""
     rep = reporter or NullReporter()
     if not cuda_present():
         rep.note("no CUDA GPU: GPU probes skipped")
         return []
-    shapes = shapes_for(model)
+    shapes = shapes_for(model, methods)
     for n in shapes.notes:
         rep.note(n)
     from kttune.probes.gpu_moe import sglang_ops_available
@@ -122,7 +126,7 @@ def run_gpu_probes(
             "gptq_marlin_repack, fused_marlin_moe and fused_moe were not run"
         )
     )
-    steps = plan_gpu_probes(inventory, model, quick, rep, only, threads)
+    steps = plan_gpu_probes(inventory, model, quick, rep, only, threads, methods)
     rep.plan(len(steps), "GPU probes")
     curves: list[Curve] = []
     for name, fn in steps:
@@ -142,11 +146,21 @@ def run_gpu_probes(
     return curves
 
 
-def plan_gpu_probes(inventory, model, quick: bool, rep: Reporter, only=None, threads: Sequence[int] = ()) -> list:
-    """The GPU probes to run, in order: (step name, callable returning curves). Imports no CUDA."""
+def plan_gpu_probes(
+    inventory,
+    model,
+    quick: bool,
+    rep: Reporter,
+    only=None,
+    threads: Sequence[int] = (),
+    methods: tuple[str, ...] = (),
+) -> list:
+    """The GPU probes to run, in order: (step name, callable returning curves). Imports no CUDA.
+    The pipeline runs once per MoE shape (one per layerwise method asked for: `shapes_for`); the GPU
+    MoE once per expert geometry, whatever the methods (it measures each of its methods itself)."""
     from kttune.probes import gpu_attention, gpu_copy, gpu_gemm, gpu_moe, gpu_repack
 
-    shapes = shapes_for(model)
+    shapes = shapes_for(model, methods)
     want = set(only or ("copy", "repack", "pipeline", "moe", "gemm", "attention"))
     steps = []
     if "copy" in want:
@@ -164,7 +178,10 @@ def plan_gpu_probes(inventory, model, quick: bool, rep: Reporter, only=None, thr
         for s in shapes.moe:
             steps.append((f"pipeline {s.name} {s.method}", PipelineStep(s, ts, quick, rep)))
     if "moe" in want:
-        for s in shapes.moe:
+        geometries = {}
+        for s in shapes.moe:  # the first shape of each geometry, in order
+            geometries.setdefault((s.hidden, s.inter, s.experts, s.top_k), s)
+        for s in geometries.values():
 
             def moe(s=s):
                 # quick: each shape in its own method only (the method its layerwise path runs)

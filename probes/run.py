@@ -297,7 +297,11 @@ def _plan_gpu(ctx: ProbeContext, plans: dict[str, Any]) -> Steps:
     suite = _gpu_suite()
     try:
         n = (
-            int(suite.count_steps(ctx.inventory, ctx.options.model, ctx.options.quick))
+            int(
+                suite.count_steps(
+                    ctx.inventory, ctx.options.model, ctx.options.quick, methods=tuple(ctx.options.methods)
+                )
+            )
             if hasattr(suite, "count_steps")
             else 0
         )
@@ -309,7 +313,11 @@ def _plan_gpu(ctx: ProbeContext, plans: dict[str, Any]) -> Steps:
 def _run_gpu(ctx: ProbeContext, plan: Steps) -> list[Curve]:
     o = ctx.options
     # the pipeline runs at the CPU probes' thread counts: one --kt-cpuinfer drives both paths
-    return list(_gpu_suite().run_gpu_probes(ctx.inventory, o.model, o.quick, ctx.reporter, threads=ctx.threads))
+    return list(
+        _gpu_suite().run_gpu_probes(
+            ctx.inventory, o.model, o.quick, ctx.reporter, threads=ctx.threads, methods=tuple(o.methods)
+        )
+    )
 
 
 def _run_allreduce(ctx: ProbeContext, plan: Steps) -> list[Curve]:

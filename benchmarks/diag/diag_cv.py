@@ -178,7 +178,8 @@ def main() -> None:
         "--phases",
         default="back_to_back,interleaved,interleaved_rewarmed,back_to_back_one_pool",
         help="back_to_back, interleaved, interleaved_rewarmed, interleaved_settled, interleaved_same_threads, "
-        "interleaved_other_threads, interleaved_torch_threads, back_to_back_one_pool",
+        "interleaved_other_threads, interleaved_torch_threads, back_to_back_one_pool, blocks (one other "
+        "configuration, then three samples back to back: bench_tune's CV positions)",
     )
     ap.add_argument("--settle-s", type=float, default=1.0)
     ap.add_argument(
@@ -230,6 +231,22 @@ def main() -> None:
         phases = [p for p in phases if p != "back_to_back"]
     for phase in phases:
         if phase == "back_to_back_one_pool":
+            continue
+        if phase == "blocks":
+            # bench_tune's CV positions: one other configuration, then the configuration measured
+            # CV_REPEATS times back to back; each block records what ran before it
+            for i in range(a.n):
+                prev = others[i % len(others)]
+                for n in lengths:
+                    if sess.skip_reason(prev, n) is None:
+                        sess.sample(prev, n)
+                for j in range(3):
+                    s = sample(sess, cfg, lengths, phase, i, t0)
+                    s["after"] = f"{prev.gpu_experts}/{prev.chunk}/{prev.threshold}/{prev.threads}"
+                    s["block_sample"] = j
+                    out["samples"].append(s)
+            save()
+            print(phase, out["summary"][phase], flush=True)
             continue
         pool = {
             "interleaved": others,

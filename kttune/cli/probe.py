@@ -76,7 +76,9 @@ def probe(
             "--methods",
             help="KT methods to measure, comma-separated or "
             "repeated (default: all the host's kt-kernel "
-            "runs: AMXINT4, AMXINT8, BF16, FP8, RAWINT4).",
+            "runs: AMXINT4, AMXINT8, BF16, FP8, FP8_PERCHANNEL, RAWINT4). With "
+            "--model, the GPU pipeline streams the layer in each of them that has a "
+            "layerwise path (else in the model's default method).",
         ),
     ] = None,
     threads: Annotated[

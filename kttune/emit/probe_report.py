@@ -244,8 +244,9 @@ def _pipeline_table(curves: list[Curve], narrow: bool) -> Any:
     ):
         pt = max(c.points, key=lambda pt: pt.x)
         x = pt.extra
+        sep = "\n" if narrow else " "  # narrow: the method under the model (FP8_PERCHANNEL is long)
         t.add_row(
-            f"{c.params.get('model') or ''} {c.params.get('method')}".strip(),
+            f"{c.params.get('model') or ''}{sep}{c.params.get('method')}".strip(),
             str(c.params.get("threads")),
             f"{pt.x / GB:.1f}",
             *(_fmt_ms(float(x[k])) if x.get(k) else "-" for k in ("stage_a_ms", "stage_b_ms", "stage_c_ms")),

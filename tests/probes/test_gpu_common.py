@@ -72,3 +72,27 @@ def test_bound_to_node_restores_affinity():
     with bound_to_node(0 if node_cpus(0) else None):
         pass
     assert os.sched_getaffinity(0) == before
+
+
+def test_the_pipeline_runs_in_each_layerwise_method_asked_for():
+    """`kttune probe --model glm-4.7 --methods FP8_PERCHANNEL` streams the layer the runner streams
+    (FP8 per channel: half the BF16 layer's bytes), not the model's default method's; the GPU MoE
+    runs once per expert geometry (it times its methods itself)."""
+    from kttune.probes import gpu_suite
+    from kttune.probes.common import NullReporter
+    from kttune.spec.loader import load_model
+
+    glm = load_model("glm-4.7")
+    (fp8,) = shapes_for(glm, ("FP8_PERCHANNEL", "AMXINT4")).moe  # AMXINT4 has no layerwise path
+    assert fp8.method == "FP8_PERCHANNEL" and (fp8.hidden, fp8.inter, fp8.experts) == (5120, 1536, 160)
+    assert fp8.layer_bytes < 0.6 * shapes_for(glm).moe[0].layer_bytes  # the default (BF16) layer
+    none = shapes_for(glm, ("AMXINT4",))
+    assert [s.method for s in none.moe] == [shapes_for(glm).moe[0].method] and none.notes
+    steps = [
+        n for n, _ in gpu_suite.plan_gpu_probes(None, glm, False, NullReporter(), methods=("BF16", "FP8_PERCHANNEL"))
+    ]
+    assert [n for n in steps if n.startswith("pipeline")] == [
+        "pipeline glm-4.7 BF16",
+        "pipeline glm-4.7 FP8_PERCHANNEL",
+    ]
+    assert [n for n in steps if n.startswith("gpu_moe")] == ["gpu_moe glm-4.7"]
