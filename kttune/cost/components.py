@@ -44,6 +44,11 @@ SGLANG_KT_PIPELINE = "slots=2,group=1"
 # fp32 scales through kt-kernel's writer, a pinned slot and one H2D copy, with no stage C; their
 # stage A rates measured on the H200 box agree (50-60 GB/s per expert write at 11-15 threads).
 PIPELINE_TWIN = {"FP8_PERCHANNEL": "FP8"}
+# A method whose GPU MoE the profile did not measure, and the method whose measured curve runs the
+# same kernel on the same layout: the GPU MoE probe's FP8 curve is measured with per-channel e4m3
+# weights and per-token activation scales (kttune/probes/gpu_moe.py, its `fp8_scales` parameter),
+# which is FP8_PERCHANNEL's layout exactly (docs/cost-model.md#pipeline-twins).
+GPU_MOE_TWIN = {"FP8_PERCHANNEL": "FP8"}
 # `Components(pipeline_driver=SGLANG_KT_DRIVER)`: a run measured in that configuration (the path
 # runner's default, `PathRun.pipeline_driver`), predicted as a server is (the same as None).
 SGLANG_KT_DRIVER = "sglang-kt"
@@ -247,18 +252,29 @@ class Components:
 
     # ---- GPU -----------------------------------------------------------------------------------
     def _fit_gpu_moe(self) -> LinearFit:
-        curves = self.profile.curves_of("gpu_moe", method=self.method.name) or self.profile.curves_of("gpu_moe")
+        method = self.method.name
+        twin = GPU_MOE_TWIN.get(method)
+        if (
+            not self.profile.curves_of("gpu_moe", method=method)
+            and twin
+            and self.profile.curves_of("gpu_moe", method=twin)
+        ):
+            method = twin  # the same kernel measured under the twin's name (GPU_MOE_TWIN)
+        curves = self.profile.curves_of("gpu_moe", method=method) or self.profile.curves_of("gpu_moe")
         if not curves:
             raise UserError(
                 "the hardware profile has no GPU MoE measurements",
                 "pass a profile with GPU curves ({profile}), e.g. a shipped one from `kttune profiles`",
                 params=("profile",),
             )
-        if not self.profile.curves_of("gpu_moe", method=self.method.name):
-            pooled = ", ".join(sorted({str(c.params.get("method")) for c in curves}))
+        if method != self.method.name:
             self.notes.append(
-                f"GPU MoE for {self.method.name} not measured; used the {pooled} curves rescaled by bytes"
+                f"GPU MoE for {self.method.name} not measured under its name; used {method}'s curves, the same "
+                "kernel on per-channel e4m3 weights (docs/cost-model.md#pipeline-twins)"
             )
+        elif not self.profile.curves_of("gpu_moe", method=method):
+            pooled = ", ".join(sorted({str(c.params.get("method")) for c in curves}))
+            self.notes.append(f"GPU MoE for {method} not measured; used the {pooled} curves rescaled by bytes")
         # GPU MoE curves run every expert of the layer: cpu_experts is absent and defaults to all.
         # The pooled fit over every shape keeps the bytes term best determined (the HBM rate decode
         # reads, `_hbm_ms_per_byte`); the layer's time comes from the shapes near the model's.
@@ -270,7 +286,7 @@ class Components:
             c
             for c in near
             if (c.shape.hidden, c.shape.inter, c.shape.experts) == (m.hidden_size, self.i_tp, m.num_experts)
-            and c.params.get("method") == self.method.name
+            and c.params.get("method") == method
         ]
         self._gpu_moe_residual = _residual_table(fit, own[0]) if own else None
         return fit

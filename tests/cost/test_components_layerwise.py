@@ -219,3 +219,23 @@ def test_fp8_per_channel_uses_its_own_measured_pipeline_and_the_twin_held_out_ag
         assert own.pipeline_layer_ms(full, threads) == pytest.approx(last.t_ms, rel=0.01)
     for threads in (11, 13):
         assert twin.pipeline_layer_ms(full, threads) == pytest.approx(own.pipeline_layer_ms(full, threads), rel=0.05)
+
+
+def test_fp8_per_channel_gpu_moe_is_fp8s_curve_alone():
+    """The GPU MoE probe's FP8 curve runs per-channel e4m3 weights, FP8_PERCHANNEL's own layout
+    (GPU_MOE_TWIN): the prediction rests on FP8's curves only, so taking every other method's GPU
+    MoE curves out of the profile leaves it unchanged, and the note names what was used."""
+    from kttune.cost.components import GPU_MOE_TWIN
+
+    assert GPU_MOE_TWIN["FP8_PERCHANNEL"] == "FP8"
+    prof = raw_profile()
+    only_fp8 = replace(
+        prof, curves=tuple(c for c in prof.curves if c.kind != "gpu_moe" or c.params.get("method") == "FP8")
+    )
+    assert len(only_fp8.curves_of("gpu_moe")) < len(prof.curves_of("gpu_moe"))
+    glm = load_model("glm-4.7", "FP8_PERCHANNEL")
+    a = Components(prof, glm, "FP8_PERCHANNEL", 1)
+    b = Components(only_fp8, glm, "FP8_PERCHANNEL", 1)
+    for tokens in (64, 2048, 16384):
+        assert a.gpu_moe_ms(tokens, 160) == pytest.approx(b.gpu_moe_ms(tokens, 160), rel=1e-9)
+    assert any("used FP8's curves, the same kernel" in n for n in a.notes)
