@@ -234,7 +234,7 @@ def main() -> None:
             continue
         if phase == "blocks":
             # bench_tune's CV positions: one other configuration, then the configuration measured
-            # CV_REPEATS times back to back; each block records what ran before it
+            # 3 times back to back (bench_tune's CV_REPEATS); each block records what ran before it
             for i in range(a.n):
                 prev = others[i % len(others)]
                 for n in lengths:

@@ -253,14 +253,11 @@ class Components:
     # ---- GPU -----------------------------------------------------------------------------------
     def _fit_gpu_moe(self) -> LinearFit:
         method = self.method.name
+        own = self.profile.curves_of("gpu_moe", method=method)
         twin = GPU_MOE_TWIN.get(method)
-        if (
-            not self.profile.curves_of("gpu_moe", method=method)
-            and twin
-            and self.profile.curves_of("gpu_moe", method=twin)
-        ):
+        if not own and twin and (own := self.profile.curves_of("gpu_moe", method=twin)):
             method = twin  # the same kernel measured under the twin's name (GPU_MOE_TWIN)
-        curves = self.profile.curves_of("gpu_moe", method=method) or self.profile.curves_of("gpu_moe")
+        curves = own or self.profile.curves_of("gpu_moe")
         if not curves:
             raise UserError(
                 "the hardware profile has no GPU MoE measurements",
@@ -272,7 +269,7 @@ class Components:
                 f"GPU MoE for {self.method.name} not measured under its name; used {method}'s curves, the same "
                 "kernel on per-channel e4m3 weights (docs/cost-model.md#pipeline-twins)"
             )
-        elif not self.profile.curves_of("gpu_moe", method=method):
+        elif not own:
             pooled = ", ".join(sorted({str(c.params.get("method")) for c in curves}))
             self.notes.append(f"GPU MoE for {method} not measured; used the {pooled} curves rescaled by bytes")
         # GPU MoE curves run every expert of the layer: cpu_experts is absent and defaults to all.
