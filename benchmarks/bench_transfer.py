@@ -56,6 +56,7 @@ from kttune.calibration.runner import (
     smallest_forward_where,
     transfer_points,
 )
+from kttune.runner.api import crossover_interval
 from kttune.runner.result import runs_in_results
 from kttune.spec.loader import load_model
 from results_layout import COMPUTED, results_dir
@@ -113,6 +114,7 @@ def load_points(paths: list[str], profile) -> tuple[list[TransferPoint], list[di
                             "gpu_experts": n,
                             "threads": ref.cpuinfer,
                             "measured": measured_crossover(pairs),
+                            "interval": crossover_interval(forced),
                             "comp": c,
                             "run": ref,
                         }
@@ -153,6 +155,9 @@ def analyse(points: list[TransferPoint], crossings: list[dict]) -> dict:
     shipped = fit_terms(points, chosen[ship_v], ship_v) if ship_v else TermCorrection()
     lopo = {"per_method": leave_one_point_out(points, per_method_predictor)}
     lopo.update({f"terms:{v}": leave_one_point_out(points, terms_predictor(0.0, v)) for v in VARIANTS})
+    # calibrated on the model's own runs, each forward held out: what `kttune calibrate` (and tune's
+    # calibration) gives on the box that will serve the model
+    own = {m: leave_one_point_out([p for p in points if p.model == m], per_method_predictor) for m in models}
     rows = []
     for (m, path), r in sorted(lomo_method.items()):
         rows.append(
@@ -163,6 +168,7 @@ def analyse(points: list[TransferPoint], crossings: list[dict]) -> dict:
                 "points": r["points"],
                 "raw": r["raw"],
                 "per_method_lomo": r["held_out"],
+                "calibrated_own_lopo": own[m].get(path),
                 **{f"terms_{v}_lomo": lomo[v][(m, path)]["held_out"] for v in VARIANTS},
                 **{f"terms_{v}_shrinkage": lomo[v][(m, path)]["shrinkage"] for v in VARIANTS},
             }
@@ -176,8 +182,17 @@ def analyse(points: list[TransferPoint], crossings: list[dict]) -> dict:
         corr = fit_terms(train, s, cross_v)
         raw = predicted_crossover(x["comp"], x["run"], TermCorrection())
         held = predicted_crossover(x["comp"], x["run"], corr)
-        meas = x["measured"]
+        iv = x.get("interval")
+        if iv is not None and iv.x is not None:
+            meas = round(iv.x)  # the crossing of the repeats' paired ratios (kttune.protocol.crossing)
+        else:
+            meas = x["measured"]
         err = lambda v: abs(v - meas) / meas if (v and meas) else None  # noqa: E731
+        ok = lambda v: (  # noqa: E731
+            None
+            if not (v and meas)
+            else bool((iv is not None and iv.x is not None and iv.low <= v <= iv.high) or err(v) <= 0.20)
+        )
         cross.append(
             {
                 "file": x["file"],
@@ -185,8 +200,10 @@ def analyse(points: list[TransferPoint], crossings: list[dict]) -> dict:
                 "gpu_experts": x["gpu_experts"],
                 "threads": x["threads"],
                 "measured": meas,
+                "measured_interval": iv.to_dict() if iv is not None else None,
                 "raw": raw,
                 "raw_error": err(raw),
+                "raw_inside_or_within_20pct": ok(raw),
                 "terms_lomo": held,
                 "terms_lomo_error": err(held),
                 "shrinkage": None if math.isinf(s) else s,
@@ -229,10 +246,14 @@ def markdown(a: dict, files: list[str], profile_name: str) -> str:
         "% error per decoder-layer forward. Corrections: per-method (the profile's calibration form, fitted on the "
         "other models) and shared physical terms in three feature sets ("
         + "; ".join(f"{v}: {', '.join(f'{p} {list(n)}' for p, n in a['variants'][v].items())}" for v in vs)
-        + "), each held-out model predicted at the shrinkage chosen on the other models (in brackets; none = no correction).",
+        + "), each held-out model predicted at the shrinkage chosen on the other models (in brackets; none = no correction). "
+        "Calibrated, own runs: the per-method calibration fitted on the model's other forwards, each forward held out "
+        "(what `kttune calibrate` and `kttune tune` fit on the box that serves the model).",
         "",
-        "| model | method | path | forwards | raw | per-method | " + " | ".join(f"terms: {v}" for v in vs) + " |",
-        "|---|---|---|---|---|---|" + "---|" * len(vs),
+        "| model | method | path | forwards | raw | calibrated, own runs | per-method | "
+        + " | ".join(f"terms: {v}" for v in vs)
+        + " |",
+        "|---|---|---|---|---|---|---|" + "---|" * len(vs),
     ]
     for r in a["rows"]:
         cells = []
@@ -241,7 +262,7 @@ def markdown(a: dict, files: list[str], profile_name: str) -> str:
             cells.append(f"{pct(r[f'terms_{v}_lomo'])} ({'none' if sh is None else f'{sh:g}'})")
         lines.append(
             f"| {r['model']} | {r['method']} | {r['path']} | {r['points']} | {pct(r['raw'])} | "
-            f"{pct(r['per_method_lomo'])} | " + " | ".join(cells) + " |"
+            f"{pct(r.get('calibrated_own_lopo'))} | {pct(r['per_method_lomo'])} | " + " | ".join(cells) + " |"
         )
     lines += [
         "",
@@ -289,13 +310,20 @@ def markdown(a: dict, files: list[str], profile_name: str) -> str:
         "",
         f"## Crossover (tokens) per model and GPU-expert count (terms: {a['crossover_variant']}, held-out model)",
         "",
-        "| file | model | n | measured | raw (error) | corrected, held-out model (error) |",
-        "|---|---|---|---|---|---|",
+        "Measured: where the paired layerwise / hybrid ratio of forced single forwards crosses 1, with the interval "
+        "from the ratios' bounds when the sweep has repeats (`kttune paths --sweep ... --repeats N`); without repeats, "
+        "the crossing of single samples and no interval. Judged: inside the interval or within 20%.",
+        "",
+        "| file | model | n | measured [interval] | raw (error) | raw inside or within 20% | corrected, held-out model (error) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for x in a["crossover"]:
+        iv = x.get("measured_interval") or {}
+        meas = f"{x['measured']}" + (f" [{iv['low']:.0f}-{iv['high']:.0f}]" if iv.get("x") is not None else "")
+        judged = {True: "yes", False: "no", None: "n/a"}[x.get("raw_inside_or_within_20pct")]
         lines.append(
-            f"| {Path(x['file']).stem} | {x['model']} | {x['gpu_experts']} | {x['measured']} | {x['raw']} ({pct(x['raw_error'])}) | "
-            f"{x['terms_lomo']} ({pct(x['terms_lomo_error'])}) |"
+            f"| {Path(x['file']).stem} | {x['model']} | {x['gpu_experts']} | {meas} | {x['raw']} ({pct(x['raw_error'])}) | "
+            f"{judged} | {x['terms_lomo']} ({pct(x['terms_lomo_error'])}) |"
         )
     return "\n".join(lines) + "\n"
 

@@ -6,6 +6,10 @@ shapes stay importable without it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kttune.spec.model_spec import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -50,3 +54,38 @@ class AttentionShape:
             "kv_lora_rank": self.kv_lora_rank,
             "qk_rope_head_dim": self.rope_dim,
         }
+
+
+def attention_shape(spec: "ModelSpec", layer_id: int) -> AttentionShape:
+    """The attention of decoder layer `layer_id` of `spec`, as the path runner builds it."""
+    kind = (
+        "sliding"
+        if layer_id in spec.sliding_layer_ids
+        else ("linear" if layer_id in spec.linear_attention_layer_ids else "full")
+    )
+    return AttentionShape(
+        kind=spec.attention,
+        hidden=spec.hidden_size,
+        heads=spec.num_attention_heads,
+        kv_heads=spec.num_kv_heads,
+        head_dim=spec.head_dim,
+        v_head_dim=spec.v_head_dim,
+        kv_lora_rank=spec.kv_lora_rank,
+        q_lora_rank=spec.q_lora_rank,
+        rope_dim=spec.qk_rope_head_dim,
+        qk_norm=spec.qk_norm,
+        output_gate=spec.attention_output_gate and kind != "linear",
+        layer_kind=kind,
+        window=spec.sliding_window,
+        name=spec.name,
+    )
+
+
+def block_layer_id(spec: "ModelSpec") -> int:
+    """The decoder layer whose attention block the attention-block probe times: the first MoE layer
+    with full attention (the layers the runner runs first), else the first MoE layer."""
+    full = set(spec.full_attention_layer_ids)
+    for lid in spec.moe_layer_ids:
+        if lid in full or not (spec.sliding_layer_ids or spec.linear_attention_layer_ids):
+            return lid
+    return spec.moe_layer_ids[0] if spec.moe_layer_ids else 0

@@ -317,3 +317,28 @@ class LayerWeights:
     def nbytes(self) -> int:
         ts = [self.input_norm, self.post_norm, self.gate, self.bias, self.shared_w13, self.shared_w2]
         return sum(t.numel() * t.element_size() for t in ts if t is not None)
+
+
+# ---- the attention block -------------------------------------------------------------------------
+
+
+def attention_block(
+    attn: Attention,
+    w: LayerWeights,
+    x: torch.Tensor,
+    positions: torch.Tensor,
+    cache: AttnCache,
+    router: RouterSpec,
+    top_k: int,
+    all_reduce=None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The part of one MoE decoder layer before its experts, as the path runner runs it and the
+    attention-block probe times it: input RMSNorm, attention over the cached prefix plus the chunk,
+    o projection (TP: `all_reduce` sums the ranks' partial outputs), residual added into `x` in place,
+    post-attention RMSNorm, router. Returns (normed hidden states h, expert ids, routing weights)."""
+    a = attn.forward(rms_norm(x, w.input_norm), positions, cache)
+    x.add_(all_reduce(a) if all_reduce is not None else a)
+    del a
+    h = rms_norm(x, w.post_norm)
+    ids, rw = route(h @ w.gate.t(), router, top_k, w.bias)
+    return h, ids, rw

@@ -80,3 +80,70 @@ def probe_attention(
         backend=backend,
         skipped=tuple(skipped),
     )
+
+
+# ---- the attention block ---------------------------------------------------------------------------
+
+# Chunk sizes (tokens, from an empty cache) the attention block is timed at: the smallest are all
+# launch and host-side work, so the fit's fixed part is measured where nothing else hides it.
+BLOCK_TOKENS = (16, 64, 256, 1024, 4096)
+BLOCK_TOKENS_QUICK = (16, 256, 4096)
+BLOCK_BACKEND = "kttune.kernels.decoder.attention_block (eager torch ops, as the path runner runs them)"
+
+
+def probe_attention_block(
+    spec, *, quick: bool = False, device=None, reporter: Reporter | None = None, repeats: int = 7
+) -> Curve:
+    """Wall time of one MoE decoder layer's attention block (`kttune.kernels.decoder.attention_block`:
+    norms, projections, attention, residual, router) of `spec` at its real shape, the device
+    synchronised before and after each call as the path runner times its `attn` phase. Its fixed
+    part is the per-layer launch and host-side cost no SDPA or GEMM curve holds
+    (docs/cost-model.md#the-attention-blocks-fixed-cost). Runs on CUDA, or on the CPU for tests."""
+    import time
+
+    import torch
+
+    from kttune.kernels.attention_shape import attention_shape, block_layer_id
+    from kttune.kernels.decoder import Attention, AttnCache, LayerWeights, attention_block
+    from kttune.probes.common import point_from_samples
+
+    rep = reporter or NullReporter()
+    dev = torch.device(device) if device is not None else torch.device("cuda", 0)
+    shape = attention_shape(spec, block_layer_id(spec))
+    attn = Attention(shape, dev)
+    w = LayerWeights.random(spec.hidden_size, spec.num_experts, 0, spec.router, dev)
+    weights = attn.nbytes + w.nbytes
+    sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
+    g = torch.Generator(device=dev).manual_seed(0)
+    pts, skipped = [], []
+    for t in BLOCK_TOKENS_QUICK if quick else BLOCK_TOKENS:
+        rep.step(f"attention block {spec.name} {t}", 0)
+        try:
+            x0 = torch.randn(t, spec.hidden_size, generator=g, device=dev, dtype=torch.bfloat16).mul_(0.5)
+            pos = torch.arange(t, device=dev)
+
+            def call():
+                attention_block(attn, w, x0.clone(), pos, AttnCache(), spec.router, spec.top_k)
+
+            samples = []
+            for i in range(3 + repeats):  # 3 warm-up calls: kernels, the allocator's blocks
+                sync()
+                t0 = time.perf_counter()
+                call()
+                sync()
+                if i >= 3:
+                    samples.append((time.perf_counter() - t0) * 1e3)
+        except torch.cuda.OutOfMemoryError:
+            torch.cuda.empty_cache()
+            skipped.append({"x": t, "reason": "CUDA out of memory"})
+            continue
+        pts.append(point_from_samples(t, samples))
+    params = shape.params() | {
+        "model": spec.name,
+        "hidden": spec.hidden_size,
+        "block_params": weights // 2,  # bf16
+        "experts": spec.num_experts,
+        "top_k": spec.top_k,
+        "qk_norm": shape.qk_norm or "none",
+    }
+    return Curve("attention_block", "tokens", tuple(pts), params, backend=BLOCK_BACKEND, skipped=tuple(skipped))

@@ -16,6 +16,7 @@ from kttune.hw.gpu_table import PCIE_GTS, pcie_gbps
 from kttune.hw.profile import Point
 from kttune.kernels.attention_shape import AttentionShape
 from kttune.probes.common import point_from_samples
+from kttune.spec.loader import load_model
 from kttune.spec.moe_shape import MoeLayerShape
 
 # ---- shapes ------------------------------------------------------------------------------------
@@ -29,6 +30,7 @@ class ShapeSet:
     attention: tuple[AttentionShape, ...]
     gemm: tuple[tuple[int, int], ...]  # (hidden, out) of bf16 GEMMs
     notes: tuple[str, ...] = field(default_factory=tuple)
+    blocks: tuple = ()  # ModelSpecs whose attention block (norms, attention, router) is timed
 
 
 # Representative shapes when no model is given (docs/model-configs.md#sizes-derived-from-the-configs): a small bf16 MoE and the
@@ -51,6 +53,9 @@ DEEPSEEK_ATTN = AttentionShape(
     name="DeepSeek-V3",
 )
 
+# The bundled models whose attention blocks a probe without a model times: one GQA with q/k norm, one MLA.
+REPRESENTATIVE_BLOCKS = ("qwen3-30b-a3b", "deepseek-v3")
+
 LAYERWISE_GPU_METHODS = ("BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4")
 
 
@@ -66,6 +71,7 @@ def shapes_for(model, methods: tuple[str, ...] = ()) -> ShapeSet:
             attention=(QWEN3_ATTN, DEEPSEEK_ATTN),
             gemm=((2048, 2048), (2048, 6144), (7168, 7168), (7168, 18432)),
             notes=("no model given: representative shapes Qwen3-30B-A3B (bf16), DeepSeek-V3 (FP8), Kimi-K2 (RAWINT4)",),
+            blocks=tuple(load_model(n) for n in REPRESENTATIVE_BLOCKS),
         )
     notes = []
     asked = [m.upper() for m in methods]
@@ -102,7 +108,7 @@ def shapes_for(model, methods: tuple[str, ...] = ()) -> ShapeSet:
         attn = AttentionShape("gqa", kv_heads=model.num_kv_heads, **common)
     h = model.hidden_size
     gemm = ((h, h), (h, max(model.dense_intermediate_size, model.shared_expert_intermediate_size, h) * 2))
-    return ShapeSet(moe=moe, attention=(attn,), gemm=gemm, notes=tuple(notes))
+    return ShapeSet(moe=moe, attention=(attn,), gemm=gemm, notes=tuple(notes), blocks=(model,))
 
 
 # ---- PCIe ----------------------------------------------------------------------------------------

@@ -202,5 +202,12 @@ def plan_gpu_probes(
             steps.append(
                 (f"attention {a.name}", lambda a=a: [gpu_attention.probe_attention(a, quick=quick, reporter=rep)])
             )
+        for spec in shapes.blocks:
+            steps.append(
+                (
+                    f"attention block {spec.name}",
+                    lambda spec=spec: [gpu_attention.probe_attention_block(spec, quick=quick, reporter=rep)],
+                )
+            )
 
     return steps

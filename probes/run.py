@@ -346,7 +346,7 @@ PROBES: tuple[Probe, ...] = (
     ),
     Probe(
         "gpu",
-        ("h2d", "d2h", "stage_c_repack", "pipeline", "gpu_moe", "gpu_gemm", "attention"),
+        ("h2d", "d2h", "stage_c_repack", "pipeline", "gpu_moe", "gpu_gemm", "attention", "attention_block"),
         _plan_gpu,
         _run_gpu,
         needs=(GPU_SUITE, CUDA),

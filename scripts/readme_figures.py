@@ -52,6 +52,7 @@ ACCURACY = dict(
     host_ram="2026-12-01-xeon-amx-2c/host_ram.json",
     derive="2026-12-01-computed/derive-16c-to-32c.json",
     measured_search=f"{H200}/measured-search.json",
+    transfer="2026-12-02-computed/transfer-h200-seven-models-sglang-loop.json",
     tune=(
         f"{H200}/tune-qwen3.json",
         f"{H200}/tune-glm-4.5-air.json",
@@ -308,6 +309,21 @@ def accuracy_block() -> str:
             f"benchmarks/results/{ACCURACY['measured_search'].removesuffix('.json')}.md",
         ),
     ]
+    tr = json.loads((RESULTS / ACCURACY["transfer"]).read_text())
+    raw = [r["raw"] for r in tr["rows"]]
+    cal = [r["calibrated_own_lopo"] for r in tr["rows"]]
+    over = sorted(f"{r['model']} {r['path']} {r['raw']:.0%}" for r in tr["rows"] if r["raw"] > 0.15)
+    rows.append(
+        (
+            "MoE layer per forward on models it was not corrected on (leave one model out)",
+            f"path runner, H200 box: {sum(r['points'] for r in tr['rows'])} forwards of {len(tr['models'])} models "
+            f"at grid and space-filling design points",
+            f"raw {min(raw):.0%}-{max(raw):.0%} per model and path"
+            + (f" (over 15%: {', '.join(over)})" if over else "")
+            + f"; calibrated on the model's own runs, each forward held out, {min(cal):.0%}-{max(cal):.0%}",
+            "docs/cost-model.md#how-far-to-trust-it",
+        )
+    )
     tunes = [m for f in ACCURACY["tune"] for m in json.loads((RESULTS / f).read_text())["models"]]
     h2h = [m["head_to_head"] for m in tunes if m.get("head_to_head")]
     ratios = [h["pick_over_optimum"]["ratio"] for h in h2h]

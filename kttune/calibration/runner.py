@@ -88,7 +88,7 @@ def forward_points(run: PathRun, c: Components) -> list[ForwardPoint]:
         if disturbed(f):
             continue
         layer = layerwise_moe_layer(c, cfg, f.tokens) if f.path == "layerwise" else hybrid_moe_layer(c, cfg, f.tokens)
-        other = c.attention_ms(f.tokens, f.prefix) + c.dense_ms(f.tokens)
+        other = c.layer_other_ms(f.tokens, f.prefix)
         out.append(
             ForwardPoint(
                 run.model,
@@ -132,7 +132,7 @@ def transfer_points(run: PathRun, c: Components) -> list:
             run.gpu_experts,
             run.cpuinfer,
             sum(f.layer_ms) / len(f.layer_ms),
-            c.attention_ms(f.tokens, f.prefix) + c.dense_ms(f.tokens),
+            c.layer_other_ms(f.tokens, f.prefix),
             layer_terms(c, cfg, f.tokens, f.path),
         )
         for f in run.forwards

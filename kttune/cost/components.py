@@ -84,6 +84,7 @@ class Components:
         self._gpu_moe_fit = self._fit_gpu_moe()
         self._attn_fit = self._fit_attention()
         self._gemm_fit = self._fit_gemm()
+        self.layer_overhead_ms = self._layer_overhead()
         self._h2d_fit = self._fit_copy("h2d")
         self._d2h_fit = self._fit_copy("d2h") if self.profile.has("d2h") else self._h2d_fit
         self._h2d_all_fit = self._fit_copy_all_links() if self.tp > 1 else None
@@ -336,6 +337,39 @@ class Components:
         emb = m.vocab_size * m.hidden_size * (1 if m.tie_word_embeddings else 2)
         params = m.non_expert_bytes / max(1, m.non_expert_dtype_bytes)
         return max(0.0, params - emb) / m.num_layers
+
+    def _layer_overhead(self) -> float:
+        """Per decoder layer, the attention block's fixed cost that neither the SDPA nor the GEMM fit
+        holds: its launches and host-side work (norms, rotary, router, a few dozen eager ops). The
+        fitted fixed part of the attention-block curves (probes/gpu_attention.py) of this model, else
+        of its attention kind and q/k norm, else of its kind, less the fixed parts attention_ms and
+        dense_ms already charge (docs/cost-model.md#the-attention-blocks-fixed-cost). 0 with a note
+        when the profile has no such curve."""
+        curves = self.profile.curves_of("attention_block")
+        m = self.model
+        qk = m.qk_norm or "none"
+        pick = (
+            [c for c in curves if c.params.get("model") == m.name]
+            or [c for c in curves if c.params.get("attention") == m.attention and c.params.get("qk_norm") == qk]
+            or [c for c in curves if c.params.get("attention") == m.attention]
+        )
+        if not pick:
+            self.notes.append(
+                "the profile has no attention-block measurement: the per-layer launch and host-side cost "
+                "of the attention block is not counted (kttune probe measures it)"
+            )
+            return 0.0
+        if not any(c.params.get("model") == m.name for c in pick):
+            names = ", ".join(sorted({str(c.params.get("model")) for c in pick}))
+            self.notes.append(f"attention block of {m.name} not measured; used the fixed cost of {names}")
+        fixed = fit_curves(pick).coef[0]
+        return max(0.0, fixed - self._attn_fit.coef[0] - self._gemm_fit.coef[0])
+
+    def layer_other_ms(self, tokens: float, prefix: float) -> float:
+        """One full-attention MoE decoder layer's work besides its experts: attention, dense matmuls
+        and the attention block's fixed cost (what the path runner's `attn` phase and shared experts
+        take)."""
+        return self.attention_ms(tokens, prefix) + self.dense_ms(tokens) + self.layer_overhead_ms
 
     def dense_ms(self, tokens: float) -> float:
         """Non-expert matmuls of one decoder layer (attention projections, dense or shared MLP) on one

@@ -104,7 +104,7 @@ def non_moe_ms(c: Components, tokens: int, prefix: int) -> float:
     t = len(m.full_attention_layer_ids) * c.attention_ms(tokens, prefix)
     if m.sliding_layer_ids:
         t += len(m.sliding_layer_ids) * c.attention_ms(tokens, min(prefix, m.sliding_window))
-    return t + m.num_layers * (c.dense_ms(tokens) + c.allreduce_layer_ms(tokens))
+    return t + m.num_layers * (c.dense_ms(tokens) + c.allreduce_layer_ms(tokens) + c.layer_overhead_ms)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ Each kind's x axis and the params its curves carry (the ones its typed view need
 | gpu_moe         | tokens  | method, hidden, inter, experts, top_k                                  |
 | gpu_gemm        | tokens  | hidden, out (a bf16 [tokens, hidden] x [hidden, out] matmul)           |
 | attention       | context | attention (mla/gqa), heads, kv_heads, head_dim, v_head_dim, kv_lora_rank, qk_rope_head_dim (one layer, a prefill of `context` tokens from empty) |
+| attention_block | tokens  | the attention keys, model, hidden, block_params (its weights), experts, top_k, qk_norm (one layer's norms, projections, attention and router, wall time as the runner times it) |
 | pipeline        | bytes   | method, experts, threads (one full MoE layer streamed A -> B -> C; extra: per-stage ms, overlap) |
 | host_ram        | tokens  | method, hidden, inter, experts, top_k, layers, threadpools, kernel (x = max_len; t_ms = time to build the layers; extra: reserved, resident, predicted bytes) |
 | allreduce       | bytes   | ranks, backend (nccl/gloo), dtype (one all_reduce of a tensor of x bytes per rank) |
@@ -52,6 +53,7 @@ from kttune.hw.features import (
     COPY_FEATURES,
     GEMM_FEATURES,
     MOE_FEATURES,
+    attention_block_flops,
     attention_prefill_flops,
     copy_features,
     gemm_features,
@@ -99,6 +101,16 @@ class AttentionCurveShape:
     heads: int
     head_dim: int
     v_head_dim: int
+
+
+@dataclass(frozen=True)
+class AttentionBlockCurveShape(AttentionCurveShape):
+    """One decoder layer's attention block (norms, projections, attention, router) of a model: the
+    keys the attention-block probe writes (probes/gpu_attention.py), with its weights' count."""
+
+    hidden: int = 0
+    block_params: int = 0
+    REQUIRED: ClassVar[tuple[str, ...]] = ("hidden", "block_params")
 
 
 def _view(cls: type, kind: str, params: dict[str, Any]) -> Any:
@@ -163,6 +175,14 @@ ATTENTION_FIT = CostFit(
     lambda c, x: (1.0, attention_prefill_flops(x, 0, c.shape.heads, c.shape.head_dim, c.shape.v_head_dim)),
 )
 
+ATTENTION_BLOCK_FIT = CostFit(
+    ATTENTION_FEATURES,
+    lambda c, x: (
+        1.0,
+        attention_block_flops(x, c.shape.heads, c.shape.head_dim, c.shape.v_head_dim, c.shape.block_params),
+    ),
+)
+
 
 # ---- the table ------------------------------------------------------------------------------------------
 
@@ -199,6 +219,7 @@ KINDS: dict[str, CurveKind] = {
         CurveKind("gpu_moe", "tokens", "gpu", "gpu_roofline", MoeCurveShape, MOE_FIT),
         CurveKind("gpu_gemm", "tokens", "gpu", "gpu_roofline", GemmCurveShape, GEMM_FIT),
         CurveKind("attention", "context", "gpu", "gpu_roofline", AttentionCurveShape, ATTENTION_FIT),
+        CurveKind("attention_block", "tokens", "gpu", "gpu_roofline", AttentionBlockCurveShape, ATTENTION_BLOCK_FIT),
         CurveKind("pipeline", "bytes", "cpu+gpu", "pipeline_overlap", MethodCurveShape, COPY_FIT),
         CurveKind("host_ram", "tokens", "cpu", "host_cpu", MoeCurveShape, None),
         CurveKind("allreduce", "bytes", "gpus", "allreduce", None, COPY_FIT),

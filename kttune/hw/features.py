@@ -36,6 +36,12 @@ def attention_prefill_flops(tokens: float, prefix: float, heads: int, qk_dim: in
 ATTENTION_FEATURES = ("overhead_ms", "ms_per_flop")
 
 
+def attention_block_flops(tokens: float, heads: int, qk_dim: int, v_dim: int, block_params: int) -> float:
+    """One attention block of `tokens` tokens from an empty cache (the attention-block probe's
+    point): its causal attention plus 2 flops per weight per token for the projections and the router."""
+    return attention_prefill_flops(tokens, 0, heads, qk_dim, v_dim) + 2.0 * tokens * block_params
+
+
 def gemm_features(tokens: float, k_dim: int, n_dim: int) -> tuple[float, float, float]:
     """(1, weight bytes (bf16), flops) of a [tokens, k] x [k, n] matmul."""
     return (1.0, 2.0 * k_dim * n_dim, 2.0 * tokens * k_dim * n_dim)

@@ -34,7 +34,7 @@ from typing import Any, Callable
 import torch
 
 from kttune.kernels.cpu_moe import moe_forward
-from kttune.kernels.decoder import AttnCache, rms_norm, route, swiglu_mlp
+from kttune.kernels.decoder import AttnCache, attention_block, route, swiglu_mlp
 from kttune.kernels.gpu_experts import GpuExperts, gpu_subset_moe
 from kttune.runner.result import ForwardRecord, PathRun
 from kttune.runner.stack import PathStack
@@ -288,11 +288,7 @@ class PathRunner:
         st, w = self.st, layer.w
         # the residual stream is updated in place, as SGLang's fused add-norm does: hidden states,
         # residual (x) and the normed input (h) are what persists through a layer
-        a = layer.attn.forward(rms_norm(x, w.input_norm), pos, cache)
-        x.add_(self.dist.all_reduce(a))
-        del a
-        h = rms_norm(x, w.post_norm)
-        ids, rw = route(h @ w.gate.t(), st.router, st.spec.top_k, w.bias)
+        h, ids, rw = attention_block(layer.attn, w, x, pos, cache, st.router, st.spec.top_k, self.dist.all_reduce)
         t_attn = self._phase_end("attn")
         routed = self._layerwise(layer, h, ids, rw) if path == "layerwise" else self._hybrid(layer, h, ids, rw)
         if st.router.scaling != 1.0:

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from kttune.kernels.attention_shape import AttentionShape
+from kttune.kernels.attention_shape import attention_shape  # noqa: F401 (re-exported: runner.memory)
 from kttune.kernels.decoder import Attention, LayerWeights, RouterSpec
 from kttune.kernels.expert_weights import HostExperts, TorchExpertWriter, norm_method
 from kttune.kernels.gpu_experts import GpuExperts
@@ -44,29 +44,6 @@ class StackOptions:
 def default_cpuinfer() -> int:
     n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
     return max(1, n - 3) if n > 4 else max(1, n)
-
-
-def attention_shape(spec: ModelSpec, layer_id: int) -> AttentionShape:
-    kind = (
-        "sliding"
-        if layer_id in spec.sliding_layer_ids
-        else ("linear" if layer_id in spec.linear_attention_layer_ids else "full")
-    )
-    return AttentionShape(
-        kind=spec.attention,
-        hidden=spec.hidden_size,
-        heads=spec.num_attention_heads,
-        kv_heads=spec.num_kv_heads,
-        head_dim=spec.head_dim,
-        v_head_dim=spec.v_head_dim,
-        kv_lora_rank=spec.kv_lora_rank,
-        q_lora_rank=spec.q_lora_rank,
-        rope_dim=spec.qk_rope_head_dim,
-        qk_norm=spec.qk_norm,
-        output_gate=spec.attention_output_gate and kind != "linear",
-        layer_kind=kind,
-        window=spec.sliding_window,
-    )
 
 
 def small_spec(spec: ModelSpec, hidden: int = 256, inter: int = 128, experts: int = 16, heads: int = 4) -> ModelSpec:

@@ -362,3 +362,19 @@ def test_more_memory_bandwidth_never_slows_a_derived_cpu_curve(bw, more, cores):
     for a, b in zip(lo.curves, hi.curves):
         if a.kind in ("cpu_moe", "stage_a_write"):
             assert all(q.t_ms <= p.t_ms * (1 + 1e-9) for p, q in zip(a.points, b.points))
+
+
+def test_the_attention_blocks_launch_cost_stays_and_its_work_scales_on_a_slower_gpu():
+    """A block curve of 3 ms fixed cost plus its roofline work: on a 4090 the 16-token point (all
+    launches) keeps its time within 5%, the 4096-token point (mostly work) grows."""
+    from tests.cost.test_attention_block import block_curve
+
+    from kttune.spec.loader import load_model
+
+    src = load_shipped(SRC)
+    c = block_curve(load_model("qwen3-30b-a3b"), 3.0, tflops=400.0)
+    src = _replace(src, curves=tuple(x for x in src.curves if x.kind != "attention_block") + (c,))
+    der = derive_profile(src, Change(gpu="rtx4090")).profile.curves_of("attention_block")[0]
+    small, big = (der.points[0], c.points[0]), (der.points[-1], c.points[-1])
+    assert small[1].t_ms <= small[0].t_ms <= 1.05 * small[1].t_ms
+    assert big[0].t_ms > 1.5 * big[1].t_ms
