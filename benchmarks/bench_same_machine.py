@@ -1,0 +1,137 @@
+"""How much of the cost model's error on a model is the machine instance: the same path-runner
+measurements predicted by the shipped profile and by a `kttune probe --model X` taken in the same
+device call (the same machine) as the runs.
+
+The device tool's machines of one kind are separate VMs: a run of a later call may land on another
+host. The shipped profile is one instance's measurement; `kttune tune` probes the instance it advises.
+For each (runs, same-call probe) pair given, the prediction profile is the shipped one with every
+curve kind the probe measured replaced by the probe's curves (what the probe did not measure, the
+shipped profile keeps). Reported per path: mean absolute and signed % error per decoder-layer
+forward; per GPU-expert count: the measured crossover with its interval (repeats) and each
+prediction. Writes same-machine-TAG.{json,md} to --out.
+
+    python benchmarks/bench_same_machine.py RUNS.json:PROBE.profile.json [...] [--out DIR] [--tag TAG]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from dataclasses import replace
+from pathlib import Path
+
+from bench_transfer import load_points, predicted_crossover
+
+from kttune.calibration.transfer import TermCorrection
+from kttune.hw.profile import HardwareProfile, load_profile
+from kttune.hw.registry import resolve_profile
+from results_layout import COMPUTED, results_dir
+
+
+def overlaid(shipped: HardwareProfile, probe: HardwareProfile) -> HardwareProfile:
+    """`shipped` with every curve kind `probe` measured taken from `probe` alone."""
+    kinds = {c.kind for c in probe.curves}
+    return replace(shipped, curves=tuple(c for c in shipped.curves if c.kind not in kinds) + probe.curves)
+
+
+def errors(points, path: str) -> dict:
+    xs = [p for p in points if p.path == path]
+    if not xs:
+        return {"forwards": 0, "mape": None, "signed": None}
+    rel = [(p.raw_ms - p.measured_ms) / p.measured_ms for p in xs]
+    return {"forwards": len(xs), "mape": statistics.mean(abs(r) for r in rel), "signed": statistics.mean(rel)}
+
+
+def crossovers(crossings) -> list[dict]:
+    out = []
+    for x in crossings:
+        iv = x.get("interval")
+        meas = round(iv.x) if iv is not None and iv.x is not None else x["measured"]
+        pred = predicted_crossover(x["comp"], x["run"], TermCorrection())
+        inside = bool(iv is not None and iv.x is not None and pred and iv.low <= pred <= iv.high)
+        out.append(
+            {
+                "gpu_experts": x["gpu_experts"],
+                "measured": meas,
+                "interval": [iv.low, iv.high] if iv is not None and iv.x is not None else None,
+                "predicted": pred,
+                "error": abs(pred - meas) / meas if pred and meas else None,
+                "inside_interval": inside,
+            }
+        )
+    return out
+
+
+def analyse(pairs: list[tuple[str, str]], shipped_name: str) -> list[dict]:
+    shipped = replace(resolve_profile(shipped_name, None), calibration=())
+    rows = []
+    for runs, probe_file in pairs:
+        probe = load_profile(probe_file)
+        row = {"runs": runs, "probe": probe_file, "profiles": {}}
+        for label, prof in (("shipped", shipped), ("same machine", overlaid(shipped, probe))):
+            points, crossings, _ = load_points([runs], prof)
+            row["model"] = points[0].model if points else None
+            row["profiles"][label] = {
+                "hybrid": errors(points, "hybrid"),
+                "layerwise": errors(points, "layerwise"),
+                "crossover": crossovers(crossings),
+            }
+        rows.append(row)
+    return rows
+
+
+def pct(v) -> str:
+    return "n/a" if v is None else f"{v:.0%}"
+
+
+def markdown(rows: list[dict], shipped: str) -> str:
+    lines = [
+        "# The same runs predicted by the shipped profile and by a probe of the same machine",
+        "",
+        f"Shipped profile: `{shipped}` (its calibration left out). Same machine: the shipped profile with every curve kind "
+        "a `kttune probe --model X` taken in the runs' own device call measured replaced by that probe's curves. Error: "
+        "per decoder-layer forward, mean absolute (signed: + = predicted slower than measured).",
+        "",
+        "| model | profile | hybrid | layerwise | crossover: n, measured [interval] -> predicted (error, inside) |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rows:
+        for label, d in r["profiles"].items():
+            cells = []
+            for path in ("hybrid", "layerwise"):
+                e = d[path]
+                cells.append(
+                    f"{pct(e['mape'])} ({e['signed']:+.0%}, {e['forwards']} forwards)"
+                    if e["mape"] is not None
+                    else "n/a"
+                )
+            cross = "; ".join(
+                f"n={c['gpu_experts']}: {c['measured']}"
+                + (f" [{c['interval'][0]:.0f}-{c['interval'][1]:.0f}]" if c["interval"] else "")
+                + f" -> {c['predicted']} ({pct(c['error'])}, {'inside' if c['inside_interval'] else 'outside'})"
+                for c in d["crossover"]
+            )
+            lines.append(f"| {r['model']} | {label} | {cells[0]} | {cells[1]} | {cross} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("pairs", nargs="+", help="RUNS.json:PROBE.profile.json")
+    ap.add_argument("--profile", default="h200-pcie5-xeon-amx-16c")
+    ap.add_argument("--out", default=None, help=f"default: {COMPUTED} folder of today")
+    ap.add_argument("--tag", default="h200")
+    a = ap.parse_args()
+    pairs = [tuple(p.split(":", 1)) for p in a.pairs]
+    rows = analyse(pairs, a.profile)
+    out = Path(a.out) if a.out else results_dir(COMPUTED)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"same-machine-{a.tag}.json").write_text(json.dumps({"profile": a.profile, "rows": rows}, indent=1) + "\n")
+    md = markdown(rows, a.profile)
+    (out / f"same-machine-{a.tag}.md").write_text(md)
+    print(md)
+
+
+if __name__ == "__main__":
+    main()
