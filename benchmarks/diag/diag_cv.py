@@ -29,6 +29,7 @@ import os
 import random
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -72,6 +73,48 @@ def thread_ns() -> dict:
     return out
 
 
+def placement(before: dict, after: dict, wall_s: float) -> dict:
+    """Where this process's busy threads ran during a sample: for each thread on core over half the
+    sample's wall time, the CPU it last ran on and how many CPUs its affinity allows; the CPUs that
+    two or more of them last shared; the host's steal time over the sample is in `steal_share`."""
+    rows = []
+    for tid, ns in after.items():
+        if (ns - before.get(tid, 0)) / 1e9 < 0.5 * wall_s:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                cpu = int(f.read().rsplit(")", 1)[1].split()[36])
+            allowed = len(os.sched_getaffinity(int(tid)))
+        except (OSError, ValueError, IndexError):
+            continue
+        rows.append((cpu, allowed))
+    cpus = [c for c, _ in rows]
+    return {
+        "busy_threads": len(rows),
+        "pinned": sum(1 for _, n in rows if n == 1),
+        "shared_cpus": sorted({c for c in cpus if cpus.count(c) > 1}),
+    }
+
+
+def steal() -> tuple[int, int]:
+    with open("/proc/stat") as f:
+        xs = [int(x) for x in f.readline().split()[1:]]
+    return (xs[7] if len(xs) > 7 else 0), sum(xs)
+
+
+def pin_busy_threads(before: dict, after: dict, wall_s: float, cores: list[int]) -> int:
+    """Pin the threads on core over half of a sample's wall time (kt-kernel's workers) one to a
+    core of `cores`, in tid order; returns how many were pinned."""
+    busy = sorted(int(t) for t, ns in after.items() if (ns - before.get(t, 0)) / 1e9 >= 0.5 * wall_s)
+    busy = [t for t in busy if t != threading.get_native_id()]
+    for tid, core in zip(busy, cores):
+        try:
+            os.sched_setaffinity(tid, {core})
+        except OSError:
+            pass
+    return min(len(busy), len(cores))
+
+
 def system_busy() -> tuple[int, int]:
     with open("/proc/stat") as f:
         xs = [int(x) for x in f.readline().split()[1:]]
@@ -88,9 +131,9 @@ def sample(sess, cfg, lengths, phase: str, i: int, t0: float) -> dict:
     busy = []
     for n in lengths:
         sess.warm(cfg, n)
-        a0, s0, w0 = thread_ns(), system_busy(), time.perf_counter()
+        a0, s0, w0, st0 = thread_ns(), system_busy(), time.perf_counter(), steal()
         run = sess.sample(cfg, n)
-        a1, s1, w1 = thread_ns(), system_busy(), time.perf_counter()
+        a1, s1, w1, st1 = thread_ns(), system_busy(), time.perf_counter(), steal()
         d = sorted(((a1[t] - a0.get(t, 0)) / 1e6 for t in a1), reverse=True)
         busy.append(
             {
@@ -100,6 +143,8 @@ def sample(sess, cfg, lengths, phase: str, i: int, t0: float) -> dict:
                 "top_thread_ms": [round(x, 1) for x in d[:4]],
                 "kt_like_threads_ms": [round(x, 1) for x in d[4:20]],
                 "system_busy_share": round((s1[0] - s0[0]) / max(1, s1[1] - s0[1]), 3),
+                "steal_share": round((st1[0] - st0[0]) / max(1, st1[1] - st0[1]), 4),
+                "placement": placement(a0, a1, w1 - w0),
             }
         )
 
@@ -179,7 +224,8 @@ def main() -> None:
         default="back_to_back,interleaved,interleaved_rewarmed,back_to_back_one_pool",
         help="back_to_back, interleaved, interleaved_rewarmed, interleaved_settled, interleaved_same_threads, "
         "interleaved_other_threads, interleaved_torch_threads, back_to_back_one_pool, blocks (one other "
-        "configuration, then three samples back to back: bench_tune's CV positions)",
+        "configuration, then three samples back to back: bench_tune's CV positions), blocks_pinned (blocks "
+        "with kt-kernel's busy workers pinned one to a core)",
     )
     ap.add_argument("--settle-s", type=float, default=1.0)
     ap.add_argument(
@@ -232,7 +278,13 @@ def main() -> None:
     for phase in phases:
         if phase == "back_to_back_one_pool":
             continue
-        if phase == "blocks":
+        if phase == "blocks_pinned":  # kt-kernel's busy workers pinned one to a core, then blocks
+            a0, w0 = thread_ns(), time.perf_counter()
+            sess.sample(cfg, lengths[-1])
+            cores = sorted(os.sched_getaffinity(0))[: cfg.threads]
+            out["pinned_threads"] = pin_busy_threads(a0, thread_ns(), time.perf_counter() - w0, cores)
+            print(f"pinned {out['pinned_threads']} busy threads to cores {cores}", flush=True)
+        if phase in ("blocks", "blocks_pinned"):
             # bench_tune's CV positions: one other configuration, then the configuration measured
             # 3 times back to back (bench_tune's CV_REPEATS); each block records what ran before it
             for i in range(a.n):
