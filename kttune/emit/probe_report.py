@@ -175,7 +175,7 @@ def curve_label(kind: str, params: dict) -> str:
         return f"{params.get('method')}\n{params.get('model') or 'E' + str(params.get('experts'))}"
     if kind == "gpu_gemm":
         return f"{params.get('hidden')}\nx{params.get('out')}"
-    if kind == "attention":
+    if kind in ("attention", "attention_block"):
         return f"{params.get('attention')}\n{params.get('model') or ''}".rstrip()
     if kind == "stage_c_repack":
         return str(params.get("method"))
