@@ -83,9 +83,8 @@ def attention_shape(spec: "ModelSpec", layer_id: int) -> AttentionShape:
 
 def block_layer_id(spec: "ModelSpec") -> int:
     """The decoder layer whose attention block the attention-block probe times: the first MoE layer
-    with full attention (the layers the runner runs first), else the first MoE layer."""
-    full = set(spec.full_attention_layer_ids)
-    for lid in spec.moe_layer_ids:
-        if lid in full or not (spec.sliding_layer_ids or spec.linear_attention_layer_ids):
-            return lid
-    return spec.moe_layer_ids[0] if spec.moe_layer_ids else 0
+    with full attention (neither sliding nor linear, as `attention_shape` classifies it), else the
+    first MoE layer."""
+    other = set(spec.sliding_layer_ids) | set(spec.linear_attention_layer_ids)
+    full = [lid for lid in spec.moe_layer_ids if lid not in other]
+    return (full or list(spec.moe_layer_ids) or [0])[0]

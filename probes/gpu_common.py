@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -56,6 +57,13 @@ DEEPSEEK_ATTN = AttentionShape(
 # The bundled models whose attention blocks a probe without a model times: one GQA with q/k norm, one MLA.
 REPRESENTATIVE_BLOCKS = ("qwen3-30b-a3b", "deepseek-v3")
 
+
+@lru_cache(maxsize=1)
+def _representative_blocks() -> tuple:
+    """REPRESENTATIVE_BLOCKS' specs, read once: a probe plans its GPU steps more than once."""
+    return tuple(load_model(n) for n in REPRESENTATIVE_BLOCKS)
+
+
 LAYERWISE_GPU_METHODS = ("BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4")
 
 
@@ -71,7 +79,7 @@ def shapes_for(model, methods: tuple[str, ...] = ()) -> ShapeSet:
             attention=(QWEN3_ATTN, DEEPSEEK_ATTN),
             gemm=((2048, 2048), (2048, 6144), (7168, 7168), (7168, 18432)),
             notes=("no model given: representative shapes Qwen3-30B-A3B (bf16), DeepSeek-V3 (FP8), Kimi-K2 (RAWINT4)",),
-            blocks=tuple(load_model(n) for n in REPRESENTATIVE_BLOCKS),
+            blocks=_representative_blocks(),
         )
     notes = []
     asked = [m.upper() for m in methods]

@@ -12,7 +12,7 @@ from dataclasses import replace
 from kttune.calibration.runner import launch_config
 from kttune.memory import vram
 from kttune.runner.result import ForwardRecord, PathRun
-from kttune.runner.stack import attention_shape
+from kttune.kernels.attention_shape import attention_shape
 from kttune.spec.methods import get_method
 from kttune.spec.model_spec import ModelSpec
 

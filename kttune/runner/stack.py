@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from kttune.kernels.attention_shape import attention_shape  # noqa: F401 (re-exported: runner.memory)
+from kttune.kernels.attention_shape import attention_shape
 from kttune.kernels.decoder import Attention, LayerWeights, RouterSpec
 from kttune.kernels.expert_weights import HostExperts, TorchExpertWriter, norm_method
 from kttune.kernels.gpu_experts import GpuExperts

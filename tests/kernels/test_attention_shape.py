@@ -35,7 +35,7 @@ def test_representative_shapes_give_the_shipped_profiles_params():
 
 @pytest.mark.parametrize("name,probe_name", [("deepseek-v3", "DeepSeek-V3"), ("qwen3-30b-a3b", "Qwen3-30B-A3B")])
 def test_a_models_probe_shape_matches_the_shipped_curve_and_the_decoder_layer(name, probe_name):
-    from kttune.runner.stack import attention_shape
+    from kttune.kernels.attention_shape import attention_shape
 
     spec = load_model(name)
     (probe,) = shapes_for(spec).attention

@@ -81,7 +81,7 @@ def test_prefix_attention_matches_one_shot():
     family's q/k norm: per head (Qwen3, GLM-4.5), over the layer's heads (MiniMax-M2), none (MLA),
     and Qwen3-Next's output gate."""
     from kttune.kernels.decoder import Attention, AttnCache
-    from kttune.runner.stack import attention_shape
+    from kttune.kernels.attention_shape import attention_shape
 
     for name, qk_norm in (
         ("qwen3-30b-a3b", "per_head"),
