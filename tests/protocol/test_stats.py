@@ -86,6 +86,21 @@ def test_pairing_cancels_a_drift_that_hits_both_alike():
     assert not unpaired.paired and unpaired.verdict == "tie"
 
 
+def test_pairing_counts_only_rounds_where_both_kept_a_sample():
+    """Outliers are left out of the pairing too: two estimates over the same five rounds whose
+    outliers fall in different rounds share fewer than two kept rounds, and then the ratio is
+    Welch's, named unpaired (as a tune race on the CPU variant met it); one more shared round and
+    it is paired again."""
+    a = estimate([100, 101, 60, 100.5, 99.5], rounds=range(5), flags={0: "disturbed", 3: "disturbed"})
+    b = estimate([110, 50, 111, 109.5, 110.5], rounds=range(5), flags={1: "disturbed"})
+    assert {o.index for o in a.outliers} == {0, 2, 3}  # round 2: the MAD rule; a keeps rounds 1 and 4
+    c = compare(a, b)  # b keeps 0, 2, 3, 4: only round 4 in common
+    assert not c.paired and c.n == 2 and c.low < 1.1 < c.high
+    b2 = estimate([110, 111, 111, 109.5, 110.5], rounds=range(5), flags={0: "disturbed"})
+    c2 = compare(a, b2)  # rounds 1 and 4 in common
+    assert c2.paired and c2.n == 2
+
+
 @settings(max_examples=50, deadline=None)
 @given(st.floats(100, 5000), st.floats(0.3, 1.5))
 def test_crossing_of_a_power_law(x0, slope):
