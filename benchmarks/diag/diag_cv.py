@@ -121,6 +121,79 @@ def system_busy() -> tuple[int, int]:
     return sum(xs) - xs[3] - xs[4], sum(xs)
 
 
+def alloc_stats() -> dict:
+    """The CUDA caching allocator's counters that a rebuild or a fragmented pool would move."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return {}
+        m = torch.cuda.memory_stats()
+        keys = ("num_device_alloc", "num_device_free", "num_alloc_retries", "num_sync_all_streams")
+        return {k: m.get(k, 0) for k in keys} | {
+            "reserved_mib": round(m.get("reserved_bytes.all.current", 0) / 2**20, 1),
+            "allocated_mib": round(m.get("allocated_bytes.all.current", 0) / 2**20, 1),
+            "segments": m.get("segment.all.current", 0),
+        }
+    except Exception as e:
+        return {"error": type(e).__name__}
+
+
+def attn_probe(sess, tokens: int, repeats: int = 5) -> dict:
+    """Layer 0's attention block alone at `tokens` (no prefix), on the session's own weights: the
+    wall time between syncs (as the runner's `attn` phase) and the device time between CUDA events.
+    Bimodal wall with steady events says the host side moves; both moving says the device does."""
+    import torch
+
+    from kttune.kernels.decoder import AttnCache, attention_block
+
+    st = sess.stack
+    layer = st.layers[0]
+    dev = layer.w.post_norm.device
+    cuda = dev.type == "cuda"
+    g = torch.Generator(device=dev).manual_seed(1)
+    x0 = torch.randn(tokens, st.spec.hidden_size, generator=g, device=dev, dtype=torch.bfloat16).mul_(0.5)
+    pos = torch.arange(tokens, device=dev)
+    walls, events, queued = [], [], []
+    for i in range(2 + repeats):
+        if cuda:  # the same block queued behind a 50 ms device sleep: every launch is enqueued before
+            # the device starts, so the events time the device alone, without host launch gaps
+            x = x0.clone()
+            cache = AttnCache(capacity=tokens)
+            torch.cuda.synchronize(dev)
+            q0, q1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda._sleep(100_000_000)
+            q0.record()
+            attention_block(layer.attn, layer.w, x, pos, cache, st.router, st.spec.top_k)
+            q1.record()
+            torch.cuda.synchronize(dev)
+            if i >= 2:
+                queued.append(q0.elapsed_time(q1))
+        x = x0.clone()
+        cache = AttnCache(capacity=tokens)
+        if cuda:
+            torch.cuda.synchronize(dev)
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        w0 = time.perf_counter()
+        if cuda:
+            e0.record()
+        attention_block(layer.attn, layer.w, x, pos, cache, st.router, st.spec.top_k)
+        if cuda:
+            e1.record()
+            torch.cuda.synchronize(dev)
+        w1 = time.perf_counter()
+        if i >= 2:
+            walls.append((w1 - w0) * 1e3)
+            events.append(e0.elapsed_time(e1) if cuda else 0.0)
+    return {
+        "tokens": tokens,
+        "wall_ms": round(statistics.median(walls), 3),
+        "event_ms": round(statistics.median(events), 3),
+        "queued_event_ms": round(statistics.median(queued), 3) if queued else None,
+        "wall_range": [round(min(walls), 3), round(max(walls), 3)],
+    }
+
+
 def sample(sess, cfg, lengths, phase: str, i: int, t0: float) -> dict:
     from kttune.search.measured import prefill_tok_s
 
@@ -129,11 +202,15 @@ def sample(sess, cfg, lengths, phase: str, i: int, t0: float) -> dict:
     per = []
     ms = {}
     busy = []
+    allocs = []
     for n in lengths:
         sess.warm(cfg, n)
+        m0 = alloc_stats()
         a0, s0, w0, st0 = thread_ns(), system_busy(), time.perf_counter(), steal()
         run = sess.sample(cfg, n)
         a1, s1, w1, st1 = thread_ns(), system_busy(), time.perf_counter(), steal()
+        m1 = alloc_stats()
+        allocs.append({"before": m0, "delta": {k: m1[k] - m0[k] for k in m0 if k in m1 and k != "error"}})
         d = sorted(((a1[t] - a0.get(t, 0)) / 1e6 for t in a1), reverse=True)
         busy.append(
             {
@@ -173,6 +250,7 @@ def sample(sess, cfg, lengths, phase: str, i: int, t0: float) -> dict:
         "gpu": gpu_state(),
         "gc": [s["collections"] - g for s, g in zip(gc.get_stats(), g0)],
         "busy": busy,
+        "alloc": allocs,
     }
 
 
@@ -225,7 +303,8 @@ def main() -> None:
         help="back_to_back, interleaved, interleaved_rewarmed, interleaved_settled, interleaved_same_threads, "
         "interleaved_other_threads, interleaved_torch_threads, back_to_back_one_pool, blocks (one other "
         "configuration, then three samples back to back: bench_tune's CV positions), blocks_pinned (blocks "
-        "with kt-kernel's busy workers pinned one to a core)",
+        "with kt-kernel's busy workers pinned one to a core), blocks_rebuilt (the session put at rest before "
+        "each block of the configuration alone), blocks_alone (blocks of the configuration alone)",
     )
     ap.add_argument("--settle-s", type=float, default=1.0)
     ap.add_argument(
@@ -284,6 +363,22 @@ def main() -> None:
             cores = sorted(os.sched_getaffinity(0))[: cfg.threads]
             out["pinned_threads"] = pin_busy_threads(a0, thread_ns(), time.perf_counter() - w0, cores)
             print(f"pinned {out['pinned_threads']} busy threads to cores {cores}", flush=True)
+        if phase in ("blocks_rebuilt", "blocks_alone"):
+            # the configuration alone, 3 samples a block; blocks_rebuilt puts the session at rest
+            # (resident experts and the layerwise slot released, the allocator's cache emptied)
+            # before each block, so each block measures a fresh build with nothing else run between
+            for i in range(a.n):
+                if phase == "blocks_rebuilt":
+                    sess.rest()
+                for j in range(3):
+                    s = sample(sess, cfg, lengths, phase, i, t0)
+                    s["block_sample"] = j
+                    if j == 2 and not a.small:
+                        s["attn_probe"] = attn_probe(sess, lengths[-1])
+                    out["samples"].append(s)
+            save()
+            print(phase, out["summary"][phase], flush=True)
+            continue
         if phase in ("blocks", "blocks_pinned"):
             # bench_tune's CV positions: one other configuration, then the configuration measured
             # 3 times back to back (bench_tune's CV_REPEATS); each block records what ran before it
@@ -296,6 +391,8 @@ def main() -> None:
                     s = sample(sess, cfg, lengths, phase, i, t0)
                     s["after"] = f"{prev.gpu_experts}/{prev.chunk}/{prev.threshold}/{prev.threads}"
                     s["block_sample"] = j
+                    if j == 2 and not a.small:
+                        s["attn_probe"] = attn_probe(sess, lengths[-1])
                     out["samples"].append(s)
             save()
             print(phase, out["summary"][phase], flush=True)
