@@ -7,6 +7,7 @@ the (token, expert) pairs the CPU served and the distinct experts it touched.
 
     python benchmarks/diag/diag_cpu_moe_subset.py --out $OUT/cpu-moe-subset.json     # the GPU box
     python benchmarks/diag/diag_cpu_moe_subset.py --small --out /tmp/subset.json      # anywhere
+    python benchmarks/diag/diag_cpu_moe_subset.py --report a.json b.json > subset.md  # the table
 """
 
 from __future__ import annotations
@@ -21,7 +22,31 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 
+def report(paths: list[str]) -> str:
+    """A Markdown table of diag results: per file, routing and GPU-expert count, the share of
+    (token, expert) pairs the CPU served, the fitted slope and intercept of kt-kernel's time over the
+    prompt lengths, and the slope's ratio to the smallest count's beside the pairs' ratio."""
+    lines = [
+        "| model | kernel, threads | routing | GPU experts | CPU pair share | slope ms/1k tok | "
+        "intercept ms | slope ratio | pair ratio |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for path in paths:
+        d = json.loads(Path(path).read_text())
+        for key, v in d.get("summary", {}).items():
+            tag, n = key.split("/")
+            lines.append(
+                f"| {d['model']} {d['method']} | {d['kernel']}, {d['threads']} | {tag} | {n} | "
+                f"{v['pair_share']:.3f} | {v['slope_ms_per_1k']:.2f} | {v['intercept_ms']:.2f} | "
+                f"{v.get('slope_ratio', float('nan')):.3f} | {v.get('pair_ratio', float('nan')):.3f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--report"]:
+        print(report(sys.argv[2:]), end="")
+        return
     import torch
 
     from kttune.kernels.decoder import rms_norm, route

@@ -258,12 +258,28 @@ def cv(xs) -> float:
     return statistics.pstdev(xs) / statistics.mean(xs) if len(xs) > 1 else 0.0
 
 
+def blocks_of(ss: list[dict]) -> list[list[dict]]:
+    """The samples of a block phase cut into their blocks (a new block where block_sample restarts)."""
+    out: list[list[dict]] = []
+    for s in ss:
+        if not out or s.get("block_sample", 1) <= out[-1][-1].get("block_sample", 0):
+            out.append([])
+        out[-1].append(s)
+    return out
+
+
 def report(paths: list[str]) -> str:
-    """A Markdown table of diag results: per file and phase, the samples' median, CV and range, the
-    process's busy threads and CPU-ms per wall-ms during the timed runs."""
+    """Markdown tables of diag results: per file and phase, the samples' median, CV and range, the
+    process's busy threads and CPU-ms per wall-ms during the timed runs; then, for the block phases,
+    the CV of the block medians and within the blocks, and the attention block timed alone."""
     lines = [
         "| run | pipeline | phase | n | median tok/s | CV | min - max | busy threads | CPU-ms per wall-ms |",
         "|---|---|---|---:|---:|---:|---|---:|---:|",
+    ]
+    block_lines = [
+        "| run | phase | blocks | CV of block medians | mean CV within a block | "
+        "attention block alone, device ms (min - max) | queued behind a device sleep, ms |",
+        "|---|---|---:|---:|---:|---|---|",
     ]
     for path in paths:
         d = json.loads(Path(path).read_text())
@@ -280,7 +296,26 @@ def report(paths: list[str]) -> str:
                 f"| {Path(path).name} | {pipe} | {phase} | {len(v)} | {statistics.median(v):,.0f} | "
                 f"{100 * cv(v):.1f}% | {min(v):,.0f} - {max(v):,.0f} | {threads} | {ratio} |"
             )
-    return "\n".join(lines) + "\n"
+            if not any("block_sample" in s for s in ss):
+                continue
+            blocks = blocks_of(ss)
+            medians = [statistics.median(s["tok_s"] for s in b) for b in blocks]
+            within = [cv([s["tok_s"] for s in b]) for b in blocks if len(b) > 1]
+            probes = [s["attn_probe"] for s in ss if s.get("attn_probe")]
+
+            def span(key: str, probes=probes) -> str:
+                xs = [p[key] for p in probes if p.get(key) is not None]
+                return f"{min(xs):.2f} - {max(xs):.2f}" if xs else "-"
+
+            block_lines.append(
+                f"| {Path(path).name} | {phase} | {len(blocks)} | {100 * cv(medians):.1f}% | "
+                f"{100 * statistics.mean(within) if within else 0:.1f}% | {span('event_ms')} | "
+                f"{span('queued_event_ms')} |"
+            )
+    out = "\n".join(lines) + "\n"
+    if len(block_lines) > 2:
+        out += "\n" + "\n".join(block_lines) + "\n"
+    return out
 
 
 def main() -> None:
