@@ -202,12 +202,5 @@ def plan_gpu_probes(
             steps.append(
                 (f"attention {a.name}", lambda a=a: [gpu_attention.probe_attention(a, quick=quick, reporter=rep)])
             )
-        for spec in shapes.blocks:
-            steps.append(
-                (
-                    f"attention block {spec.name}",
-                    lambda spec=spec: [gpu_attention.probe_attention_block(spec, quick=quick, reporter=rep)],
-                )
-            )
-
+    # the attention block is its own probe record (kttune.probes.run.PROBES), run with this suite or alone
     return steps

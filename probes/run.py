@@ -59,9 +59,13 @@ class ProbeOptions:
     out: also write the profile here.
     merge_cached: start from this machine's cached profile (same fingerprint) and replace only the
         curves measured now, so CPU and GPU parts, or methods, can be probed in separate runs.
-    stage_a, host_ram, gpu: run those steps (host_ram: kt-kernel's reserved and resident host RAM
-        against max_len, `kttune.probes.host_ram`; it needs kt-kernel; by default a full probe runs it
-        and a quick one leaves it out, to stay under a minute on a KT-class box).
+    cpu_moe, stage_a, host_ram, gpu: run those steps (host_ram: kt-kernel's reserved and resident
+        host RAM against max_len, `kttune.probes.host_ram`; it needs kt-kernel and the CPU MoE step;
+        by default a full probe runs it and a quick one leaves it out, to stay under a minute on a
+        KT-class box).
+    attention_block: time the attention block (`probes/gpu_attention.probe_attention_block`: the
+        model's, or the representative ones) even without the rest of the GPU probes (`gpu` runs it
+        too); it needs CUDA. `kttune tune` runs it alone when the cached profile lacks this model's.
     """
 
     quick: bool = False
@@ -72,9 +76,11 @@ class ProbeOptions:
     out: Path | None = None
     write_cache: bool = True
     merge_cached: bool = True  # keep curves of this machine's cached profile that were not re-measured
+    cpu_moe: bool = True
     stage_a: bool = True
     host_ram: bool | None = None  # None: in a full probe, not in a quick one
     gpu: bool = True
+    attention_block: bool = False  # also without `gpu` (which runs it anyway)
     command: str = ""
 
 
@@ -320,6 +326,38 @@ def _run_gpu(ctx: ProbeContext, plan: Steps) -> list[Curve]:
     )
 
 
+def _block_specs(ctx: ProbeContext) -> tuple:
+    """The models whose attention block is timed: the probe's model, else one GQA and one MLA."""
+    from kttune.probes.gpu_common import shapes_for
+
+    return shapes_for(ctx.options.model, tuple(ctx.options.methods)).blocks
+
+
+def _run_attention_block(ctx: ProbeContext, plan: Steps) -> list[Curve]:
+    """One curve per model of `_block_specs`; a block that fails is a note, the others stand."""
+    from kttune.probes import gpu_attention
+
+    curves = []
+    for spec in _block_specs(ctx):
+        ctx.reporter.step(f"attention block {spec.name}")
+        try:
+            curves.append(gpu_attention.probe_attention_block(spec, quick=ctx.options.quick, reporter=ctx.reporter))
+        except Exception as e:  # noqa: BLE001 - the other curves stand
+            ctx.reporter.note(f"attention block {spec.name}: failed ({type(e).__name__}: {e})")
+        finally:
+            _empty_cuda_cache()
+    return curves
+
+
+def _empty_cuda_cache() -> None:
+    try:
+        import torch
+
+        torch.cuda.empty_cache()
+    except Exception:  # noqa: BLE001 - nothing to give back
+        pass
+
+
 def _run_allreduce(ctx: ProbeContext, plan: Steps) -> list[Curve]:
     """Tensor parallelism: each layer all-reduces twice. A failure is a note; the other curves stand."""
     from kttune.probes.allreduce import probe_allreduce
@@ -335,22 +373,30 @@ def _run_allreduce(ctx: ProbeContext, plan: Steps) -> list[Curve]:
 
 
 PROBES: tuple[Probe, ...] = (
-    Probe("cpu_moe", ("cpu_moe",), _plan_cpu_moe, _run_cpu_moe),
+    Probe("cpu_moe", ("cpu_moe",), _plan_cpu_moe, _run_cpu_moe, wanted=lambda o: o.cpu_moe),
     Probe("stage_a", ("stage_a_write",), _plan_stage_a, _run_stage_a, wanted=lambda o: o.stage_a),
     Probe(
         "host_ram",
         ("host_ram",),
         _plan_host_ram,
         lambda ctx, plan: run_host_ram_step(plan, ctx.reporter),
-        wanted=lambda o: host_ram_runs(o),
+        wanted=lambda o: o.cpu_moe and host_ram_runs(o),
     ),
     Probe(
         "gpu",
-        ("h2d", "d2h", "stage_c_repack", "pipeline", "gpu_moe", "gpu_gemm", "attention", "attention_block"),
+        ("h2d", "d2h", "stage_c_repack", "pipeline", "gpu_moe", "gpu_gemm", "attention"),
         _plan_gpu,
         _run_gpu,
         needs=(GPU_SUITE, CUDA),
         wanted=lambda o: o.gpu,
+    ),
+    Probe(
+        "attention_block",
+        ("attention_block",),
+        lambda ctx, plans: Steps(len(_block_specs(ctx))),
+        _run_attention_block,
+        needs=(CUDA,),
+        wanted=lambda o: o.gpu or o.attention_block,
     ),
     Probe(
         "allreduce",

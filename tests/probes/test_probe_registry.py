@@ -4,6 +4,8 @@ its run."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from kttune.hw.curve_kinds import CURVE_KINDS
@@ -74,3 +76,24 @@ def test_a_new_record_runs_where_it_stands(monkeypatch, tmp_path):
     assert seen["before"] == ["cpu_moe"]
     assert [c.kind for c in p.curves] == ["cpu_moe", "gpu_gemm"]
     assert "extra2 not run: no warp drive" in p.provenance.notes
+
+
+def test_the_attention_block_runs_alone_or_with_the_gpu_probes_where_cuda_is(monkeypatch):
+    """One record writes the block: asked for alone (cpu_moe, stage A and the GPU suite off: what
+    `kttune tune` runs when its profile lacks the model's block) or with the GPU probes; it needs CUDA."""
+    from kttune.runner.stack import small_spec
+    from kttune.spec.loader import load_model
+
+    cpu, cores, numa = _args()
+    spec = small_spec(load_model("qwen3-30b-a3b"))
+    alone = ProbeOptions(quick=True, model=spec, cpu_moe=False, stage_a=False, gpu=False, attention_block=True)
+    monkeypatch.setattr(probe_run, "_cuda_available", lambda: False)
+    plan = plan_probe(alone, cpu, cores, numa)
+    assert not plan.plans and plan.missing["attention_block"].name == "CUDA"
+    monkeypatch.setattr(probe_run, "_cuda_available", lambda: True)
+    plan = plan_probe(alone, cpu, cores, numa)
+    assert list(plan.plans) == ["attention_block"] and plan.steps == 1  # the model's block, one step
+    both = plan_probe(replace(alone, gpu=True, attention_block=False), cpu, cores, numa)
+    assert "attention_block" in both.plans  # the GPU probes run it too
+    generic = plan_probe(replace(alone, model=None), cpu, cores, numa)
+    assert generic["attention_block"].steps == 2  # one GQA and one MLA block without a model

@@ -6,7 +6,8 @@ On a machine with a GPU (the one that will serve):
 
 1. profile: this machine's profile where it holds (measured on a machine with this fingerprint, with
    CPU MoE curves of the method), else a targeted probe of the model's expert shape at the thread
-   counts to choose from (CPU MoE and stage A, in a child process);
+   counts to choose from (CPU MoE and stage A, in a child process); on a CUDA machine, the model's
+   attention block too, where the profile lacks it (the cost model's per-layer fixed cost);
 2. runner: one runner session (K decoder layers at the model's shapes, one kt-kernel MoE per thread
    count) in a worker process, for every measurement below (kttune.runner.session);
 3. crossover: forced single forwards on both paths at sizes around the model's crossover, in
@@ -255,14 +256,70 @@ def _probe_child(model: str, method: str, small: bool, threads: tuple[int, ...],
                 stage_a=True,
                 host_ram=False,
                 gpu=False,
+                attention_block=not small,  # where CUDA is; the small variant's block is not the model's
                 merge_cached=True,
                 write_cache=True,
-                command=f"kttune tune: CPU MoE and stage A of {spec.name} {method}",
+                command=f"kttune tune: CPU MoE, stage A and attention block of {spec.name} {method}",
             )
         )
         queue.put(("ok", len(prof.curves), list(prof.provenance.notes)[-3:]))
     except BaseException as e:  # noqa: BLE001 - reported to the parent
         queue.put(("error", f"{type(e).__name__}: {e}", []))
+
+
+def block_measured(profile, model_name: str) -> bool:
+    """Whether `profile` holds an attention-block curve of this model (the cost model's per-layer
+    fixed cost, docs/cost-model.md#the-attention-blocks-fixed-cost; without it the model borrows
+    another model's)."""
+    return any(c.params.get("model") == model_name for c in profile.curves_of("attention_block"))
+
+
+def _probe_attention_block(req: TuneRequest, inp, prog: _Progress):
+    """(inputs, what was done): the model's attention block timed on this GPU (seconds), the rest of
+    the profile as it was. Into this machine's cached profile where there is one (the next tune
+    finds it); else, when the profile in use is a shipped one measured on this machine kind, into
+    this run's copy only (a cache of one curve would hide the shipped curves from the next run)."""
+    from kttune.app.inputs import this_machine_inventory
+    from kttune.hw.registry import cached_profile_for_this_machine
+    from kttune.probes.run import ProbeOptions, curve_key, run_probe
+
+    spec = inp.request.model
+    prog.say("probe", f"timing the attention block of {spec.name} on this GPU (the profile has none of this model)")
+    t0 = time.perf_counter()
+    cached = cached_profile_for_this_machine(this_machine_inventory()) is not None
+    prof = run_probe(
+        ProbeOptions(
+            quick=True,
+            model=spec,
+            methods=(inp.request.method,),
+            cpu_moe=False,
+            stage_a=False,
+            host_ram=False,
+            gpu=False,
+            attention_block=True,
+            merge_cached=cached,
+            write_cache=cached,
+            command=f"kttune tune: attention block of {spec.name}",
+        )
+    )
+    new = [c for c in prof.curves if c.kind == "attention_block" and c.params.get("model") == spec.name]
+    info = {"model": spec.name, "curves": len(new), "seconds": round(time.perf_counter() - t0, 1)}
+    if not new:
+        info["notes"] = [n for n in prof.provenance.notes if "attention block" in n][-2:]
+        return inp, info
+    if cached:
+        info["into"] = "this machine's cached profile"
+        return _inputs(req), info
+    old = inp.request.profile
+    keys = {curve_key(c) for c in new}
+    note = f"attention block of {spec.name} measured on this machine by kttune tune (not cached)"
+    merged = replace(
+        old,
+        curves=tuple(c for c in old.curves if curve_key(c) not in keys) + tuple(new),
+        provenance=replace(old.provenance, notes=old.provenance.notes + (note,)),
+    )
+    info["into"] = "this run's copy of the profile (no cached profile of this machine to keep it in)"
+    return replace(inp, request=replace(inp.request, profile=merged)), info
 
 
 def _profile_step(req: TuneRequest, inp, small: bool, prog: _Progress):
@@ -277,11 +334,16 @@ def _profile_step(req: TuneRequest, inp, small: bool, prog: _Progress):
     fp = fingerprint(inv) if inv is not None else None
     holds, why = profile_holds(inp.request.profile, fp, inp.request.method)
     if req.probe == "never" or (holds and req.probe == "auto"):
-        return inp, {
+        info = {
             "action": "reused" if holds else "not probed (--probe never)",
             "why": why,
             "profile": inp.request.profile.provenance.machine,
         }
+        # the small CPU variant's block is not the model's: the cost model would take it for it
+        if holds and req.probe == "auto" and not small and _has_cuda():
+            if not block_measured(inp.request.profile, inp.request.model.name):
+                inp, info["attention_block"] = _probe_attention_block(req, inp, prog)
+        return inp, info
     import multiprocessing as mp
 
     from kttune.probes.common import probe_thread_counts
