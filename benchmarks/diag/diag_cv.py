@@ -154,7 +154,7 @@ def attn_probe(sess, tokens: int, repeats: int = 5) -> dict:
     g = torch.Generator(device=dev).manual_seed(1)
     x0 = torch.randn(tokens, st.spec.hidden_size, generator=g, device=dev, dtype=torch.bfloat16).mul_(0.5)
     pos = torch.arange(tokens, device=dev)
-    walls, events, queued = [], [], []
+    walls, events, queued, enqueue = [], [], [], []
     for i in range(2 + repeats):
         if cuda:  # the same block queued behind a 50 ms device sleep: every launch is enqueued before
             # the device starts, so the events time the device alone, without host launch gaps
@@ -163,12 +163,15 @@ def attn_probe(sess, tokens: int, repeats: int = 5) -> dict:
             torch.cuda.synchronize(dev)
             q0, q1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             torch.cuda._sleep(100_000_000)
+            h0 = time.perf_counter()
             q0.record()
             attention_block(layer.attn, layer.w, x, pos, cache, st.router, st.spec.top_k)
             q1.record()
+            h1 = time.perf_counter()  # the host's launch time (a sync inside the block shows as ~50 ms)
             torch.cuda.synchronize(dev)
             if i >= 2:
                 queued.append(q0.elapsed_time(q1))
+                enqueue.append((h1 - h0) * 1e3)
         x = x0.clone()
         cache = AttnCache(capacity=tokens)
         if cuda:
@@ -190,8 +193,37 @@ def attn_probe(sess, tokens: int, repeats: int = 5) -> dict:
         "wall_ms": round(statistics.median(walls), 3),
         "event_ms": round(statistics.median(events), 3),
         "queued_event_ms": round(statistics.median(queued), 3) if queued else None,
+        "enqueue_ms": round(statistics.median(enqueue), 3) if enqueue else None,
         "wall_range": [round(min(walls), 3), round(max(walls), 3)],
+        "main_cpu": _last_cpu(threading.get_native_id()),
+        "main_affinity": len(os.sched_getaffinity(0)),
     }
+
+
+def _last_cpu(tid: int) -> int | None:
+    try:
+        with open(f"/proc/self/task/{tid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[36])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def pin_main_off_workers() -> list[int]:
+    """Pin the calling (main) thread to the CPUs no single-CPU-pinned thread (kt-kernel's workers)
+    holds; returns them (unchanged, and [], when every CPU is held)."""
+    me = threading.get_native_id()
+    held: set[int] = set()
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            aff = os.sched_getaffinity(int(tid))
+        except OSError:
+            continue
+        if int(tid) != me and len(aff) == 1:
+            held |= aff
+    free = sorted(set(os.sched_getaffinity(0)) - held)
+    if free:
+        os.sched_setaffinity(0, free)
+    return free
 
 
 def sample(sess, cfg, lengths, phase: str, i: int, t0: float) -> dict:
@@ -278,8 +310,8 @@ def report(paths: list[str]) -> str:
     ]
     block_lines = [
         "| run | phase | blocks | CV of block medians | mean CV within a block | "
-        "attention block alone, device ms (min - max) | queued behind a device sleep, ms |",
-        "|---|---|---:|---:|---:|---|---|",
+        "attention block alone, device ms (min - max) | queued behind a device sleep, ms | host launch, ms |",
+        "|---|---|---:|---:|---:|---|---|---|",
     ]
     for path in paths:
         d = json.loads(Path(path).read_text())
@@ -310,7 +342,7 @@ def report(paths: list[str]) -> str:
             block_lines.append(
                 f"| {Path(path).name} | {phase} | {len(blocks)} | {100 * cv(medians):.1f}% | "
                 f"{100 * statistics.mean(within) if within else 0:.1f}% | {span('event_ms')} | "
-                f"{span('queued_event_ms')} |"
+                f"{span('queued_event_ms')} | {span('enqueue_ms')} |"
             )
     out = "\n".join(lines) + "\n"
     if len(block_lines) > 2:
@@ -342,6 +374,11 @@ def main() -> None:
         "each block of the configuration alone), blocks_alone (blocks of the configuration alone)",
     )
     ap.add_argument("--settle-s", type=float, default=1.0)
+    ap.add_argument(
+        "--pin-main",
+        action="store_true",
+        help="after the session is built, pin the main (driving) thread to the CPUs kt-kernel's pinned workers leave",
+    )
     ap.add_argument(
         "--pipeline", default="", help="the layerwise pipeline (a PipelineConfig label; default the runner's)"
     )
@@ -385,6 +422,9 @@ def main() -> None:
 
     sess = RunnerSession(SessionSpec(threads=threads, **common), progress=lambda m: print(m, flush=True))
     out["backends"] = dict(sess.runner.backends)
+    if a.pin_main:
+        out["main_pinned_to"] = pin_main_off_workers()
+        print(f"main thread pinned to CPUs {out['main_pinned_to']}", flush=True)
     rng = random.Random(0)
     phases = a.phases.split(",")
     if a.skip_back_to_back:
