@@ -30,7 +30,7 @@ from kttune.errors import ParameterError, UserError
 from kttune.hw.curve_kinds import curve_kind
 from kttune.hw.fingerprint import fingerprint
 from kttune.hw.fit import fit_nonneg
-from kttune.hw.features import attention_block_flops
+from kttune.hw.features import attention_block_flops, attention_prefill_flops
 from kttune.hw.gpu_table import GpuSpec, gpu_spec, pcie_gbps, spec_for_name
 from kttune.hw.profile import (
     CpuInfo,
@@ -340,7 +340,7 @@ def _gpu_point_work(c: Curve, x: float) -> tuple[float, float, bool]:
     if c.kind == "gpu_gemm":
         return 2 * x * s.hidden * s.out, 2 * (x * s.hidden + s.hidden * s.out + x * s.out), False
     if c.kind == "attention":
-        return 2 * x * x / 2 * s.heads * (s.head_dim + s.v_head_dim), 0.0, False
+        return attention_prefill_flops(x, 0, s.heads, s.head_dim, s.v_head_dim), 0.0, False
     if c.kind == "attention_block":  # the block's weights read once, its activations aside
         return attention_block_flops(x, s.heads, s.head_dim, s.v_head_dim, s.block_params), 2 * s.block_params, False
     if c.kind == "stage_c_repack":
