@@ -18,7 +18,7 @@ from kttune.kernels.kt_moe import KtMoeLayer
 from kttune.kernels.routing import random_routing
 from kttune.probes.common import measure
 from kttune.runner.path_runner import PathRunner
-from kttune.runner.stack import StackOptions, build_stack
+from diag_common import diag_stack
 from kttune.spec.loader import load_model
 
 
@@ -34,15 +34,8 @@ def main() -> None:
     sizes = [int(x) for x in sys.argv[3].split(",")]
     spec = load_model(name, method)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
+    st = diag_stack(spec, method, layers=1, max_tokens=max(sizes), device=dev)
     with quiet_stdout(to_stderr=True):
-        st = build_stack(
-            spec,
-            spec.router,
-            method,
-            StackOptions(
-                layers=1, gpu_experts=0, cpuinfer=13, max_tokens=max(sizes), cpu_max_tokens=max(sizes), device=dev
-            ),
-        )
         probe_like = KtMoeLayer(
             st.host, top_k=spec.top_k, threads=13, threadpools=1, numa_nodes=[0], max_tokens=max(sizes), isa=None
         )

@@ -50,10 +50,9 @@ def main() -> None:
     import torch
 
     from kttune.kernels.decoder import rms_norm, route
-    from kttune.kernels.kt_ext import quiet_stdout
     from kttune.kernels.routing import random_routing
     from kttune.probes.common import measure
-    from kttune.runner.stack import StackOptions, build_stack
+    from diag_common import diag_stack
     from kttune.spec.loader import load_model
 
     ap = argparse.ArgumentParser()
@@ -83,20 +82,7 @@ def main() -> None:
         sizes, counts = [64, 128], [0, 2, 4]
     counts = [n for n in counts if n < spec.num_experts]
     dev = "cuda" if torch.cuda.is_available() else "cpu"
-    with quiet_stdout(to_stderr=True):
-        st = build_stack(
-            spec,
-            spec.router,
-            a.method,
-            StackOptions(
-                layers=1,
-                gpu_experts=0,
-                cpuinfer=a.threads,
-                max_tokens=max(sizes),
-                cpu_max_tokens=max(sizes),
-                device=dev,
-            ),
-        )
+    st = diag_stack(spec, a.method, layers=1, threads=a.threads, max_tokens=max(sizes), device=dev)
     layer = st.layers[0]
     sync = torch.cuda.synchronize if dev == "cuda" else None
     out = {

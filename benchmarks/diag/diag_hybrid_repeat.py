@@ -6,21 +6,14 @@ import sys
 
 import torch
 
-from kttune.kernels.kt_ext import quiet_stdout
 from kttune.runner.path_runner import PathRunner
-from kttune.runner.stack import StackOptions, build_stack
+from diag_common import diag_stack
 from kttune.spec.loader import load_model
 
 name, method, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 sizes = [int(s) for s in sys.argv[4].split(",")]
 spec = load_model(name, method)
-with quiet_stdout(to_stderr=True):
-    st = build_stack(
-        spec,
-        spec.router,
-        method,
-        StackOptions(layers=2, gpu_experts=0, cpuinfer=13, max_tokens=max(sizes), cpu_max_tokens=4096, device="cuda"),
-    )
+st = diag_stack(spec, method, max_tokens=max(sizes), cpu_max_tokens=4096)
 st.set_gpu_experts(n)
 r = PathRunner(st)
 orig = r._hybrid

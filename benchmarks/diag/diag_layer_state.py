@@ -15,9 +15,8 @@ from pathlib import Path
 
 import torch
 
-from kttune.kernels.kt_ext import quiet_stdout
 from kttune.runner.path_runner import PathRunner
-from kttune.runner.stack import StackOptions, build_stack
+from diag_common import diag_stack
 from kttune.spec.loader import load_model
 
 
@@ -46,20 +45,7 @@ def main() -> None:
     spec = load_model(name, method)
     print(f"# {name} {method} K={layers} THP {thp_state()} torch threads {torch.get_num_threads()}", flush=True)
     t0 = time.perf_counter()
-    with quiet_stdout(to_stderr=True):
-        st = build_stack(
-            spec,
-            spec.router,
-            method,
-            StackOptions(
-                layers=layers,
-                gpu_experts=0,
-                cpuinfer=13,
-                max_tokens=max(sizes + [128]),
-                cpu_max_tokens=max(sizes + [128]),
-                device="cuda",
-            ),
-        )
+    st = diag_stack(spec, method, layers=layers, max_tokens=max(sizes + [128]))
     built = time.perf_counter()
     print(f"# built in {built - t0:.1f} s, anon huge pages {anon_huge_mib()} MiB; {st.cpu_backend}", flush=True)
 

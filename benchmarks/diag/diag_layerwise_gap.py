@@ -26,10 +26,9 @@ from pathlib import Path
 import torch
 
 from kttune.kernels.gpu_experts import GpuExperts
-from kttune.kernels.kt_ext import quiet_stdout
 from kttune.runner.path_runner import PathRunner
 from kttune.runner.pipeline import LayerPipeline, PipelineConfig
-from kttune.runner.stack import StackOptions, build_stack
+from diag_common import diag_stack
 from kttune.spec.loader import load_model
 
 
@@ -61,13 +60,7 @@ def main() -> None:
     spec = load_model(name, method)
     cfg = PipelineConfig.from_label(label)
     t0 = time.perf_counter()
-    with quiet_stdout(to_stderr=True):
-        st = build_stack(
-            spec,
-            spec.router,
-            method,
-            StackOptions(layers=2, gpu_experts=8, cpuinfer=threads, max_tokens=m, cpu_max_tokens=m, device="cuda"),
-        )
+    st = diag_stack(spec, method, gpu_experts=8, threads=threads, max_tokens=m)
     say("built", s=round(time.perf_counter() - t0, 1), backend=st.cpu_backend, pipeline=label)
     r = PathRunner(st, cfg)
 

@@ -20,20 +20,13 @@ def main() -> None:
     a = ap.parse_args()
     import torch
 
-    from kttune.kernels.kt_ext import quiet_stdout
     from kttune.runner.path_runner import PathRunner
-    from kttune.runner.stack import StackOptions, build_stack
+    from diag_common import diag_stack
     from kttune.spec.loader import load_model
 
     name, method = a.model.split(":")
     spec = load_model(name, method)
-    with quiet_stdout(to_stderr=True):
-        st = build_stack(
-            spec,
-            spec.router,
-            method,
-            StackOptions(layers=2, gpu_experts=0, cpuinfer=13, max_tokens=a.tokens, cpu_max_tokens=4096, device="cuda"),
-        )
+    st = diag_stack(spec, method, max_tokens=a.tokens, cpu_max_tokens=4096)
     st.set_gpu_experts(a.n)
     r = PathRunner(st)
     r.run_prompt(64, 64, 0, "hybrid")

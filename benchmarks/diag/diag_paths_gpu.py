@@ -4,9 +4,9 @@ alone (n=0) synchronous vs on the stream, the GPU part alone (n=E), and the spli
 import torch
 
 from kttune.kernels.grouped_moe import moe_reference
-from kttune.kernels.kt_ext import quiet_stdout
 from kttune.runner.path_runner import PathRunner
-from kttune.runner.stack import StackOptions, build_stack, small_spec
+from diag_common import diag_stack
+from kttune.runner.stack import small_spec
 from kttune.spec.loader import load_model
 
 
@@ -16,13 +16,7 @@ def rel(a, b):
 
 for name, method in (("qwen3-30b-a3b", "BF16"), ("kimi-k2-thinking", "RAWINT4")):
     spec = load_model(name, method)
-    with quiet_stdout(to_stderr=True):
-        st = build_stack(
-            small_spec(spec, 512, 256, 32),
-            spec.router,
-            method,
-            StackOptions(layers=1, gpu_experts=0, cpuinfer=4, max_tokens=256, device="cuda"),
-        )
+    st = diag_stack(small_spec(spec, 512, 256, 32), method, router=spec.router, layers=1, threads=4, max_tokens=256)
     r = PathRunner(st)
     g, u, d = st.host.dense()
     h = torch.randn(24, 512, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16).cuda()

@@ -62,7 +62,8 @@ def diagnose(name: str, method: str, threads: int, sizes: list[int], repeats: in
     from kttune.probes.cpu_moe import CpuMoeOptions, probe_cpu_moe, shape_from_model
     from kttune.probes.inventory import collect_cpu, usable_cores
     from kttune.runner.path_runner import PathRunner
-    from kttune.runner.stack import StackOptions, build_stack, small_spec
+    from diag_common import diag_stack
+    from kttune.runner.stack import small_spec
     from kttune.spec.loader import load_model
 
     spec = load_model(name, method)
@@ -77,20 +78,16 @@ def diagnose(name: str, method: str, threads: int, sizes: list[int], repeats: in
         say(f"{name} M={m:5d} {candidate:58s} median {d['median_ms']:9.3f} ms  p10 {d['p10_ms']:9.3f}")
 
     runner_max = 4096  # the runner's default cpu_max_tokens (PathsRequest.cpu_max_tokens)
-    with quiet_stdout(to_stderr=True):
-        st = build_stack(
-            run_spec,
-            spec.router,
-            method,
-            StackOptions(
-                layers=1,
-                gpu_experts=0,
-                cpuinfer=threads,
-                max_tokens=max(sizes),
-                cpu_max_tokens=max(runner_max, max(sizes)),
-                device=dev,
-            ),
-        )
+    st = diag_stack(
+        run_spec,
+        method,
+        router=spec.router,
+        layers=1,
+        threads=threads,
+        max_tokens=max(sizes),
+        cpu_max_tokens=max(runner_max, max(sizes)),
+        device=dev,
+    )
     r = PathRunner(st)
     layer = st.layers[0]
     # 1. the runner end to end: forced hybrid single forwards, its MoE part

@@ -37,10 +37,9 @@ def main() -> None:
     a = ap.parse_args()
     import torch
 
-    from kttune.kernels.kt_ext import quiet_stdout
     from kttune.runner.memory import predicted_phase_peaks, predicted_runner_peak_bytes
     from kttune.runner.path_runner import PathRunner
-    from kttune.runner.stack import StackOptions, build_stack
+    from diag_common import diag_stack
     from kttune.spec.loader import load_model
     from kttune.units import GIB
 
@@ -51,15 +50,7 @@ def main() -> None:
         spec = load_model(name, method)
         biggest = max(c for _, c, _, _ in points)
         t0 = time.perf_counter()
-        with quiet_stdout(to_stderr=True):
-            st = build_stack(
-                spec,
-                spec.router,
-                method,
-                StackOptions(
-                    layers=2, gpu_experts=0, cpuinfer=13, max_tokens=biggest, cpu_max_tokens=4096, device="cuda"
-                ),
-            )
+        st = diag_stack(spec, method, max_tokens=biggest, cpu_max_tokens=4096)
         r = PathRunner(st)
         print(f"{name}: stack {time.perf_counter() - t0:.1f} s", flush=True)
         for n, (p, c, thr, f) in [(n0, pt) for n0 in (0, n) for pt in points]:

@@ -10,22 +10,15 @@ import sys
 
 import torch
 
-from kttune.kernels.kt_ext import quiet_stdout
 from kttune.runner.path_runner import PathRunner
-from kttune.runner.stack import StackOptions, build_stack
+from diag_common import diag_stack
 from kttune.spec.loader import load_model
 
 
 def main() -> None:
     name, method, m = sys.argv[1], sys.argv[2], int(sys.argv[3])
     spec = load_model(name, method)
-    with quiet_stdout(to_stderr=True):
-        st = build_stack(
-            spec,
-            spec.router,
-            method,
-            StackOptions(layers=2, gpu_experts=0, cpuinfer=13, max_tokens=m, cpu_max_tokens=m, device="cuda"),
-        )
+    st = diag_stack(spec, method, max_tokens=m)
     r = PathRunner(st)
     hybrid = r._hybrid
 
