@@ -12,7 +12,9 @@ Per model (`--models name:METHOD:VRAM[:HOST_RAM]`):
 3. cv: tune's pick measured at 5 positions of the run: before the grid, after each grid round and
    after the head-to-head, each position the median of 3 samples back to back (the protocol's
    measurement of a configuration); the coefficient of variation of those (the claim: <= 3%), and
-   of the single samples beside it;
+   of the single samples beside it; at each position tune's strongest rival (the fastest other
+   configuration of its verification) is measured in turn with the pick, and the CV of their ratio
+   says how much a decision moves where the absolute figure drifts;
 4. head-to-head: tune's pick and the grid optimum, 5 interleaved rounds: pick / optimum with its
    interval (the claim: the pick within 3% of the optimum's median, or inside its interval).
 
@@ -154,17 +156,32 @@ def judge_model(item: str, a, out: Path, clock, parts: set, deadline) -> dict:
     try:
         cv_samples: list[float] = []  # the protocol's measurement at each position (median of CV_REPEATS)
         cv_singles: list[list[float]] = []  # every sample, by position
+        # tune's strongest rival (the fastest other configuration of its verification), measured in
+        # turn with the pick at each position: what a decision rests on is their ratio
+        rival = rival_of(res)
+        cv_ratios: list[float] = []
 
         def cv_point(where: str) -> None:
             if "cv" in parts:
-                vs = [v for v in (tok_s(res.pick) for _ in range(CV_REPEATS)) if v is not None]
+                vs, rs = [], []
+                for _ in range(CV_REPEATS):
+                    v = tok_s(res.pick)
+                    if v is not None:
+                        vs.append(v)
+                    if rival is not None:
+                        r = tok_s(rival)
+                        if r is not None:
+                            rs.append(r)
                 if vs:
                     cv_samples.append(statistics.median(vs))
                     cv_singles.append(vs)
+                if vs and rs:
+                    cv_ratios.append(statistics.median(vs) / statistics.median(rs))
                 say(
                     clock,
                     f"  cv position {len(cv_samples)} ({where}): median {cv_samples[-1]:.0f} tok/s of "
                     + ", ".join(f"{v:.0f}" for v in vs)
+                    + (f"; pick / rival {cv_ratios[-1]:.3f}" if vs and rs else "")
                     if vs
                     else f"  cv position ({where}): not measurable",
                 )
@@ -262,17 +279,32 @@ def judge_model(item: str, a, out: Path, clock, parts: set, deadline) -> dict:
                 "samples_by_position": cv_singles,
                 "target": CV_TARGET,
                 "met": _cv(cv_samples) <= CV_TARGET,
+                "rival": label(rival) if rival is not None else None,
+                "pick_over_rival_by_position": [round(x, 4) for x in cv_ratios],
+                "cv_of_ratio": _cv(cv_ratios) if len(cv_ratios) > 1 else None,
             }
             say(
                 clock,
                 f"  cv over {len(cv_samples)} positions: {100 * _cv(cv_samples):.1f}% (the median of {CV_REPEATS} "
-                f"at each); single samples {100 * _cv(singles):.1f}%",
+                f"at each); single samples {100 * _cv(singles):.1f}%"
+                + (
+                    f"; pick / rival {label(rival)} at the same positions: CV {100 * _cv(cv_ratios):.1f}%"
+                    if len(cv_ratios) > 1
+                    else ""
+                ),
             )
         doc["runner"] = ev.info().get("stats", {})
         doc["memory_at_end"] = ev.memory()
     finally:
         ev.close()
     return doc
+
+
+def rival_of(res):
+    """The fastest configuration of tune's verification other than the pick (its closest competitor,
+    runner-up or baseline), None when nothing else was measured."""
+    rows = [r for r in res.rows if r.cfg != res.pick and r.estimate is not None and r.estimate.n >= 1]
+    return max(rows, key=lambda r: r.estimate.median).cfg if rows else None
 
 
 def _cv(xs) -> float:
@@ -302,8 +334,9 @@ def markdown(doc: dict) -> str:
             else "-"
         )
         chk = t.get("output_check") or {}
+        ratio_cv = f"; pick / rival {100 * cv['cv_of_ratio']:.1f}%" if cv and cv.get("cv_of_ratio") is not None else ""
         cv_text = (
-            f"{100 * cv['cv']:.1f}% (single samples {100 * cv['cv_single_samples']:.1f}%)"
+            f"{100 * cv['cv']:.1f}% (single samples {100 * cv['cv_single_samples']:.1f}%{ratio_cv})"
             if cv and "cv_single_samples" in cv
             else f"{100 * cv['cv_all_samples']:.1f}% (single samples)"
             if cv
