@@ -59,14 +59,21 @@ CPU_SCALED_ERROR = 1.5
 CPU_ISA_ERROR = 3.0
 GPU_SCALED_ERROR = 1.5
 COPY_SCALED_ERROR = 1.3
-# kt-kernel per-core rate of a method on another ISA class, relative to the AMX class (datasheet
-# ratios of the instruction throughput, unchecked by any measurement here). Methods absent from an
-# ISA class do not run on it (AMXINT4/AMXINT8 need AMX).
+# kt-kernel's compute rate per core of a method on another ISA class, relative to the AMX class; it
+# moves the compute-bound part of a call only (`isa_compute_ms`). AVX-512 BF16, FP8 and RAWINT4:
+# measured, kt-kernel's AMX and AVX-512 builds on one CPU (the AMX box, 11 workers, H1024 I512 E32
+# top-8, 256 tokens: the AMX build's time over the AVX-512 build's, medians of 27 calls;
+# benchmarks/results/2026-12-03-h200-pcie5-xeon-amx-16c/cpu-isa-amx-box-11t.md): BF16 3.38 / 13.28
+# ms, FP8 27.4 / 28.0, RAWINT4 11.6 / 11.6 (kt-kernel's FP8 and RAWINT4 MoE use no AMX tiles, so an
+# AVX-512 CPU runs them at the AMX CPU's rate). The rest are datasheet ratios of the instruction
+# throughput that nothing measured has checked (`ISA_RATE_MEASURED` says which are which). Methods
+# absent from an ISA class do not run on it (AMXINT4/AMXINT8 need AMX).
 ISA_RATE: dict[str, dict[str, float]] = {
     "amx": {"AMXINT4": 1.0, "AMXINT8": 1.0, "BF16": 1.0, "FP8": 1.0, "FP8_PERCHANNEL": 1.0, "RAWINT4": 1.0},
-    "avx512": {"BF16": 0.35, "FP8": 0.5, "FP8_PERCHANNEL": 0.5, "RAWINT4": 0.5},
+    "avx512": {"BF16": 0.25, "FP8": 0.98, "FP8_PERCHANNEL": 0.5, "RAWINT4": 1.0},
     "avx2": {"BF16": 0.15, "FP8": 0.25, "FP8_PERCHANNEL": 0.25, "RAWINT4": 0.3},
 }
+ISA_RATE_MEASURED = {("avx512", "BF16"), ("avx512", "FP8"), ("avx512", "RAWINT4")}
 # Bytes per weight on the GPU by method (for the roofline ratio of GPU MoE points).
 GPU_BYTES_PER_WEIGHT = {
     "BF16": 2.0,
@@ -244,14 +251,35 @@ def scale_cpu_time(
     numa_eff: float = 1.0,
     floor_ms: float = 0.0,
     fixed_ms: float = 0.0,
+    compute_ms: float | None = None,
 ) -> float:
     """One measured CPU time moved to another thread count and per-core rate: the fixed cost per call
-    and the serial share of the rest stay, the parallel share scales with threads x rate x NUMA
-    efficiency, not below `floor_ms` (the target's memory-bandwidth time for the bytes moved)."""
+    and the serial share of the rest stay, the parallel share scales with threads x NUMA efficiency,
+    not below `floor_ms` (the target's memory-bandwidth time for the bytes moved). `rate_ratio` (the
+    target ISA's compute rate over the measured one's) divides `compute_ms`, the part of the call past
+    its fixed cost that is compute (`isa_compute_ms`; None: all of it): the call takes the longer of
+    its parallel share and that compute at the target's rate, so a call bound by memory or
+    synchronisation keeps its time on a slower ISA."""
     fixed = min(max(0.0, fixed_ms), t_ms)
     rest = t_ms - fixed
-    par = rest * (1 - serial) * threads_from / (threads_to * rate_ratio * numa_eff)
+    spread = (1 - serial) * threads_from / (threads_to * numa_eff)
+    compute = rest if compute_ms is None else min(max(0.0, compute_ms), rest)
+    par = max(rest * spread, compute * spread / rate_ratio)
     return fixed + rest * serial + max(par, floor_ms)
+
+
+def isa_compute_ms(c: Curve, fixed_ms: float) -> dict[float, float]:
+    """Per point of a kt-kernel MoE curve, the compute part of its time past the fixed cost: the
+    flops of a forward grow with its tokens (6 x tokens x top-k x H x I), so the largest point's time,
+    taken as all compute, scaled by tokens, and never above the point's own time. An upper bound on
+    the compute (the largest point may still be partly bound by memory), so an ISA change never
+    charges a point more than all of its time at the slower rate."""
+    pts = [p for p in c.points if p.x > 0]
+    if not pts:
+        return {}
+    top = max(pts, key=lambda p: p.x)
+    per_token = max(0.0, top.t_ms - fixed_ms) / top.x
+    return {p.x: min(max(0.0, p.t_ms - fixed_ms), per_token * p.x) for p in pts}
 
 
 def _shares(per_method: dict[str, float]) -> str:
@@ -276,9 +304,12 @@ def derive_cpu_curves(profile: HardwareProfile, cpu: CpuTarget) -> tuple[list[Cu
         f"{_shares(serial['stage_a_write'])}; threads keep the measured box's spare cores (t -> t + {cpu.cores - src_cores})"
     ]
     if tgt_isa != src_isa:
+        measured = sorted(m for cls, m in ISA_RATE_MEASURED if cls == tgt_isa)
         notes.append(
-            f"CPU ISA {src_isa} -> {tgt_isa}: per-core MoE rate ratios {ISA_RATE[tgt_isa]} (datasheet); "
-            "stage A, a copy with re-layout, at the same per-core rate"
+            f"CPU ISA {src_isa} -> {tgt_isa}: per-core MoE compute rate ratios {ISA_RATE[tgt_isa]} "
+            + (f"(measured for {', '.join(measured)}; the rest datasheet)" if measured else "(datasheet)")
+            + " on the compute part of each call (its largest forward's time per token); stage A, a copy "
+            "with re-layout, at the same per-core rate"
         )
     if pools > src_pools:
         notes.append(f"{pools} NUMA sub-pools: parallel efficiency {numa_eff:.2f} (datasheet guess)")
@@ -309,14 +340,16 @@ def derive_cpu_curves(profile: HardwareProfile, cpu: CpuTarget) -> tuple[list[Cu
         th_to = th + cpu.cores - src_cores
         if th_to < 1:
             continue
+        compute = isa_compute_ms(c, fixed[c.kind]) if c.kind == "cpu_moe" and rate != 1.0 else {}
         pts = []
         for p in c.points:
             floor = _cpu_point_bytes(c, p.x) / (bw * DRAM_EFFICIENCY * 1e6) if bw else 0.0
             share = serial[c.kind].get(method, serial[c.kind][""])
-            t = scale_cpu_time(p.t_ms, share, th, th_to, rate, numa_eff, floor, fixed[c.kind])
+            t = scale_cpu_time(p.t_ms, share, th, th_to, rate, numa_eff, floor, fixed[c.kind], compute.get(p.x))
             pts.append(Point(x=p.x, t_ms=t, n=0, extra=dict(p.extra)))
+        isa_checked = tgt_isa == src_isa or (c.kind == "cpu_moe" and (tgt_isa, method) in ISA_RATE_MEASURED)
         label, err = (
-            ("scaled", CPU_SCALED_ERROR) if tgt_isa == src_isa and pools <= src_pools else ("datasheet", CPU_ISA_ERROR)
+            ("scaled", CPU_SCALED_ERROR) if isa_checked and pools <= src_pools else ("datasheet", CPU_ISA_ERROR)
         )
         extra = {"threads": th_to}
         if "threadpools" in c.params:
