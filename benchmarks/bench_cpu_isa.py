@@ -31,7 +31,7 @@ METHODS = ("BF16", "FP8", "RAWINT4")
 SOURCE = "h200-pcie5-xeon-amx-16c"
 
 
-def measure_build(threads: int, repeats: int, tokens: tuple[int, ...] = TOKENS) -> dict:
+def measure_build(threads: int, repeats: int, tokens: tuple[int, ...] = TOKENS, shape: dict = SHAPE) -> dict:
     """In this process (its kt-kernel build fixed by the environment): every method's layer timed at
     `tokens`. {method: {tokens: [ms, ...]}} and the build's name."""
     import time
@@ -45,7 +45,7 @@ def measure_build(threads: int, repeats: int, tokens: tuple[int, ...] = TOKENS) 
 
     kt = load_kt_kernel()
     isa = collect_cpu().isa
-    shape = MoeLayerShape(**SHAPE)
+    shape = MoeLayerShape(**shape)
     out: dict = {"variant": kt.variant, "methods": {}}
     for method in METHODS:
         try:
@@ -79,7 +79,7 @@ def measure_build(threads: int, repeats: int, tokens: tuple[int, ...] = TOKENS) 
     return out
 
 
-def run_child(build: str, threads: int, repeats: int, tokens: tuple[int, ...] = TOKENS) -> dict:
+def run_child(build: str, threads: int, repeats: int, tokens: tuple[int, ...] = TOKENS, shape: dict = SHAPE) -> dict:
     """One build's measurements in a fresh process (kt-kernel loads one build per process)."""
     import tempfile
 
@@ -87,14 +87,16 @@ def run_child(build: str, threads: int, repeats: int, tokens: tuple[int, ...] = 
     with tempfile.TemporaryDirectory() as tmp:
         dest = Path(tmp) / "out.json"
         cmd = [sys.executable, __file__, "--child", str(dest), "--threads", str(threads), "--repeats", str(repeats)]
-        cmd += ["--tokens", ",".join(map(str, tokens))]
+        cmd += ["--tokens", ",".join(map(str, tokens)), "--shape", _shape_arg(shape)]
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
         if p.returncode or not dest.is_file():
             return {"error": p.stderr[-2000:]}
         return json.loads(dest.read_text())
 
 
-def summarize(rounds: dict[str, list[dict]], threads: int, tokens: tuple[int, ...] = TOKENS) -> dict:
+def summarize(
+    rounds: dict[str, list[dict]], threads: int, tokens: tuple[int, ...] = TOKENS, shape: dict = SHAPE
+) -> dict:
     """Per build, method and token count: pooled samples' p10 and median, and the derived prediction."""
     import statistics
 
@@ -121,7 +123,7 @@ def summarize(rounds: dict[str, list[dict]], threads: int, tokens: tuple[int, ..
                 for n in tokens:
                     samples.setdefault(n, []).extend(m.get(str(n), []))
             pred = {}
-            for c in derived.curves_of("cpu_moe", method=method, threads=threads, **SHAPE):
+            for c in derived.curves_of("cpu_moe", method=method, threads=threads, **shape):
                 pred = {int(p.x): p.t_ms for p in c.points}
             for n in tokens:
                 s = sorted(samples.get(n, []))
@@ -151,10 +153,14 @@ def summarize(rounds: dict[str, list[dict]], threads: int, tokens: tuple[int, ..
         "cores": cores,
         "threads": threads,
         "source": SOURCE,
-        "shape": SHAPE,
+        "shape": shape,
         "isa_class_of_host": isa_class(cpu.isa),
         "rows": rows,
     }
+
+
+def _shape_arg(shape: dict) -> str:
+    return ",".join(str(shape[k]) for k in ("hidden", "inter", "experts", "top_k"))
 
 
 def markdown(d: dict) -> str:
@@ -194,18 +200,25 @@ def main() -> None:
     ap.add_argument(
         "--tokens", default=",".join(map(str, TOKENS)), help="forward sizes, comma-separated (default 1,4,16,64)"
     )
+    ap.add_argument(
+        "--shape",
+        default=_shape_arg(SHAPE),
+        help="the MoE layer: hidden,inter,experts,top_k (default the quick probe's; the source profile must hold "
+        "cpu_moe curves of it at --threads for the prediction)",
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)  # internal: measure this process's build into this file
     a = ap.parse_args()
     tokens = tuple(int(t) for t in a.tokens.split(","))
+    shape = dict(zip(("hidden", "inter", "experts", "top_k"), (int(x) for x in a.shape.split(","))))
     if a.child:
-        Path(a.child).write_text(json.dumps(measure_build(a.threads, a.repeats, tokens)))
+        Path(a.child).write_text(json.dumps(measure_build(a.threads, a.repeats, tokens, shape)))
         return
     rounds: dict[str, list[dict]] = {b: [] for b in a.builds.split(",")}
     for i in range(a.rounds):
         for b in rounds:
             print(f"round {i + 1}/{a.rounds}: {b}", flush=True)
-            rounds[b].append(run_child(b, a.threads, a.repeats, tokens))
-    d = summarize(rounds, a.threads, tokens)
+            rounds[b].append(run_child(b, a.threads, a.repeats, tokens, shape))
+    d = summarize(rounds, a.threads, tokens, shape)
     d["note"] = a.note
     d["raw"] = rounds
     out = Path(a.out) if a.out else results_dir()
