@@ -1,6 +1,6 @@
 """The configurations `kttune tune` measures, from the (calibrated) model: its pick, its fastest
 prefill configurations, the pick at the measured crossover, the pick at the other thread counts and
-at the chunks either side of its own; and the baselines. Configurations that run the same forwards on the same GPU experts and threads
+at the chunks either side of its own (with the most GPU experts that fit there); and the baselines. Configurations that run the same forwards on the same GPU experts and threads
 for every measured length are one measurement: only the cheapest of them is kept. Pure."""
 
 from __future__ import annotations
@@ -46,13 +46,34 @@ def crossover_threshold(space: SearchSpace, cfg: LaunchConfig, crossover: float)
     return min(ok) if ok else None
 
 
-def chunk_neighbours(chunks: Sequence[int], pick: LaunchConfig) -> list[tuple[str, LaunchConfig]]:
-    """The pick at the chunk choices either side of its own (its threshold capped at the chunk).
-    The chunk is the flag the model ranks least surely: its effect is the balance of a forward's
-    fixed costs against kt-kernel's max_len and the activations' VRAM, small beside the noise of
-    one measurement, so the race measures the pick's neighbours rather than trusting the model's
-    choice among them (on the H200 box, qwen3-30b-a3b's pick at chunk 32,768 lost 4.5% to a grid
-    point at 16,384: docs/tune.md#on-the-h200-box)."""
+def most_gpu_experts(cfg: LaunchConfig, fits: Callable[[LaunchConfig], bool], most: int) -> LaunchConfig | None:
+    """`cfg` with the most GPU experts (0..`most`) that `fits` allows, None when none fits. Fewer
+    GPU experts never need more VRAM, so the feasible counts are a prefix (bisected)."""
+    if not fits(replace(cfg, num_gpu_experts=0)):
+        return None
+    lo, hi = 0, most
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(replace(cfg, num_gpu_experts=mid)) else (lo, mid - 1)
+    return replace(cfg, num_gpu_experts=lo)
+
+
+def chunk_neighbours(
+    chunks: Sequence[int],
+    pick: LaunchConfig,
+    fits: Callable[[LaunchConfig], bool] | None = None,
+    most_experts: int = 0,
+) -> list[tuple[str, LaunchConfig]]:
+    """The pick at the chunk choices either side of its own (its threshold capped at the chunk),
+    each with the most GPU experts that fit beside that chunk's activations (`fits`, up to
+    `most_experts`; without `fits`, the pick's). The chunk is the flag the model ranks least surely:
+    its effect is the balance of a forward's fixed costs against kt-kernel's max_len and the
+    activations' VRAM, small beside the noise of one measurement, so the race measures the pick's
+    neighbours rather than trusting the model's choice among them. A smaller chunk frees VRAM for
+    GPU experts, and that is what the neighbour must use: on the H200 box three tune picks at chunk
+    32,768 lost 4-10% to a grid point at 16,384 that held 3 more GPU experts, while the neighbour at
+    16,384 with the pick's experts ran the same forwards as the pick and was one measurement with it
+    (docs/tune.md#on-the-h200-box)."""
     ordered = sorted(set(chunks))
     c = pick.chunked_prefill_size
     if c not in ordered:
@@ -62,16 +83,14 @@ def chunk_neighbours(chunks: Sequence[int], pick: LaunchConfig) -> list[tuple[st
     for j in (i - 1, i + 1):
         if 0 <= j < len(ordered):
             x = ordered[j]
-            out.append(
-                (
-                    f"pick at chunk {x}",
-                    replace(
-                        pick,
-                        chunked_prefill_size=x,
-                        gpu_prefill_token_threshold=min(pick.gpu_prefill_token_threshold, x),
-                    ),
-                )
+            cfg = replace(
+                pick, chunked_prefill_size=x, gpu_prefill_token_threshold=min(pick.gpu_prefill_token_threshold, x)
             )
+            if fits is not None:
+                cfg = most_gpu_experts(cfg, fits, most_experts)
+                if cfg is None:
+                    continue
+            out.append((f"pick at chunk {x}", cfg))
     return out
 
 
@@ -99,8 +118,12 @@ def tune_candidates(
     for t in threads:
         if t != pick.cpuinfer_threads:
             named.append((f"pick at {t} threads", replace(pick, cpuinfer_threads=t)))
-    named += chunk_neighbours(space.chunks, pick)
-    return [(n, c) for n, c in named if evaluate(comp, c, base.workload, base.budget).feasible]
+
+    def fits(c: LaunchConfig) -> bool:
+        return evaluate(comp, c, base.workload, base.budget).feasible
+
+    named += chunk_neighbours(space.chunks, pick, fits, space.gpu_experts_max)
+    return [(n, c) for n, c in named if fits(c)]
 
 
 def tune_baselines(

@@ -51,3 +51,26 @@ def test_the_picks_chunk_neighbours_keep_a_threshold_layerwise_can_fire_at():
     # at the ends of the space one neighbour; a chunk outside the space none
     assert [n for n, _ in chunk_neighbours(chunks, cfg(4096, 1024))] == ["pick at chunk 8192"]
     assert chunk_neighbours(chunks, cfg(12288, 1024)) == []
+
+
+def test_a_chunk_neighbour_holds_the_most_gpu_experts_that_fit_beside_its_chunk():
+    """A VRAM law of its own here: activations grow with the chunk, so a budget of 64 units holds
+    64 - chunk/1024 experts. The neighbour at a smaller chunk takes the experts the pick could not
+    hold, the one at a larger chunk gives some back, and one that fits with none is left out."""
+    from kttune.app.tuning.candidates import chunk_neighbours, most_gpu_experts
+
+    def fits(c):
+        return c.num_gpu_experts + c.chunked_prefill_size // 1024 <= 64
+
+    chunks = (8192, 16384, 32768, 65536)
+    pick = cfg(32768, 1024, n=32)
+    out = dict(chunk_neighbours(chunks, pick, fits, most_experts=128))
+    assert out["pick at chunk 16384"].num_gpu_experts == 48
+    assert out["pick at chunk 65536"].num_gpu_experts == 0  # 64 units of activations: room for none
+    assert all(fits(c) and not fits(replace(c, num_gpu_experts=c.num_gpu_experts + 1)) for c in out.values())
+    # the bisection agrees with a scan, and a configuration that fits with none gives None
+    for chunk in (1024, 8192, 40960):
+        scan = max(n for n in range(0, 129) if fits(replace(pick, chunked_prefill_size=chunk, num_gpu_experts=n)))
+        got = most_gpu_experts(replace(pick, chunked_prefill_size=chunk), fits, 128)
+        assert got.num_gpu_experts == scan
+    assert most_gpu_experts(replace(pick, chunked_prefill_size=131072), fits, 128) is None
