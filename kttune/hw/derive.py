@@ -27,7 +27,7 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, Iterable
 
 from kttune.errors import ParameterError, UserError
-from kttune.hw.curve_kinds import curve_kind
+from kttune.hw.curve_kinds import MOE_FIT, curve_kind
 from kttune.hw.fingerprint import fingerprint
 from kttune.hw.fit import fit_nonneg
 from kttune.hw.features import attention_block_flops, attention_prefill_flops
@@ -59,19 +59,24 @@ CPU_SCALED_ERROR = 1.5
 CPU_ISA_ERROR = 3.0
 GPU_SCALED_ERROR = 1.5
 COPY_SCALED_ERROR = 1.3
-# kt-kernel's compute rate per core of a method on another ISA class, relative to the AMX class; it
-# moves the compute-bound part of a call only (`isa_compute_ms`). AVX-512 BF16, FP8 and RAWINT4:
-# measured, kt-kernel's AMX and AVX-512 builds on one CPU (the AMX box, 11 workers, H1024 I512 E32
-# top-8, 256 tokens: the AMX build's time over the AVX-512 build's, medians of 27 calls;
-# benchmarks/results/2026-12-03-h200-pcie5-xeon-amx-16c/cpu-isa-amx-box-11t.md): BF16 3.38 / 13.28
-# ms, FP8 27.4 / 28.0, RAWINT4 11.6 / 11.6 (kt-kernel's FP8 and RAWINT4 MoE use no AMX tiles, so an
-# AVX-512 CPU runs them at the AMX CPU's rate). The rest are datasheet ratios of the instruction
-# throughput that nothing measured has checked (`ISA_RATE_MEASURED` says which are which). Methods
-# absent from an ISA class do not run on it (AMXINT4/AMXINT8 need AMX).
+# kt-kernel's compute rate per thread of a method on another ISA class, as a share of the best the
+# measured profile reaches with that method (its peak flops per thread over every kt-kernel MoE
+# point, `peak_flops_per_thread`); it moves only the compute of a call (`isa_compute_ms`).
+# Measured, AVX-512 (kt-kernel's AMX and AVX-512 builds on one CPU, the AMX box,
+# benchmarks/results/2026-12-03-h200-pcie5-xeon-amx-16c/cpu-isa-amx-box-*.md): BF16 0.144, the
+# AVX-512 build's 47.8 GFLOPS per thread at qwen3-30b-a3b's expert shape, 1,024 tokens, 13 workers
+# (its most compute-bound point), over the shipped profile's AMX BF16 peak of 331.9; FP8 and
+# RAWINT4 1.0, since kt-kernel's FP8 and RAWINT4 MoE use no AMX tiles (both builds take the same
+# time at every point measured, 4-1,024 tokens, two shapes). The rest are datasheet guesses that
+# nothing measured has checked (`ISA_RATE_MEASURED` says which are which): AVX2 from the quiet
+# Xeon's AVX2 build against its AVX-512 build (3.3x BF16, 5.6x FP8, 4.8x RAWINT4 at 256 tokens, one
+# worker, 2026-12-02-xeon-avx512-2c/cpu-isa.md) times the AVX-512 shares above; AVX-512
+# FP8_PERCHANNEL half of AMX, and its AVX2 share that over FP8's 5.6. Methods absent from an ISA class do not run on it (AMXINT4/AMXINT8
+# need AMX).
 ISA_RATE: dict[str, dict[str, float]] = {
     "amx": {"AMXINT4": 1.0, "AMXINT8": 1.0, "BF16": 1.0, "FP8": 1.0, "FP8_PERCHANNEL": 1.0, "RAWINT4": 1.0},
-    "avx512": {"BF16": 0.25, "FP8": 0.98, "FP8_PERCHANNEL": 0.5, "RAWINT4": 1.0},
-    "avx2": {"BF16": 0.15, "FP8": 0.25, "FP8_PERCHANNEL": 0.25, "RAWINT4": 0.3},
+    "avx512": {"BF16": 0.144, "FP8": 1.0, "FP8_PERCHANNEL": 0.5, "RAWINT4": 1.0},
+    "avx2": {"BF16": 0.044, "FP8": 0.18, "FP8_PERCHANNEL": 0.09, "RAWINT4": 0.21},
 }
 ISA_RATE_MEASURED = {("avx512", "BF16"), ("avx512", "FP8"), ("avx512", "RAWINT4")}
 # Bytes per weight on the GPU by method (for the roofline ratio of GPU MoE points).
@@ -268,18 +273,31 @@ def scale_cpu_time(
     return fixed + rest * serial + max(par, floor_ms)
 
 
-def isa_compute_ms(c: Curve, fixed_ms: float) -> dict[float, float]:
-    """Per point of a kt-kernel MoE curve, the compute part of its time past the fixed cost: the
-    flops of a forward grow with its tokens (6 x tokens x top-k x H x I), so the largest point's time,
-    taken as all compute, scaled by tokens, and never above the point's own time. An upper bound on
-    the compute (the largest point may still be partly bound by memory), so an ISA change never
-    charges a point more than all of its time at the slower rate."""
-    pts = [p for p in c.points if p.x > 0]
-    if not pts:
+def peak_flops_per_thread(profile: HardwareProfile, method: str) -> float:
+    """The most flops per worker thread per second any kt-kernel MoE point of `method` in `profile`
+    reaches below the full pool (the compute rate its kernel attains at its best), 0 without one."""
+    cores = profile.inventory.cpu.physical_cores
+    best = 0.0
+    for c in profile.curves_of("cpu_moe", method=method):
+        th = int(c.params.get("threads", 0))
+        if not 0 < th < cores:
+            continue
+        for p in c.points:
+            if p.t_ms > 0:
+                best = max(best, MOE_FIT.row(c, p.x)[2] / (p.t_ms * 1e-3) / th)
+    return best
+
+
+def isa_compute_ms(c: Curve, fixed_ms: float, peak: float) -> dict[float, float]:
+    """Per point of a kt-kernel MoE curve, the compute part of its time past the fixed cost: its
+    flops (`kttune.hw.features.moe_features`) at `peak` flops per thread per second on the curve's
+    threads, never above the point's own time. On another ISA that part runs at `ISA_RATE` x peak
+    (`scale_cpu_time`); what the point takes beyond it (weights read, the pool's synchronisation)
+    does not move."""
+    th = int(c.params.get("threads", 0))
+    if peak <= 0 or th <= 0:
         return {}
-    top = max(pts, key=lambda p: p.x)
-    per_token = max(0.0, top.t_ms - fixed_ms) / top.x
-    return {p.x: min(max(0.0, p.t_ms - fixed_ms), per_token * p.x) for p in pts}
+    return {p.x: min(max(0.0, p.t_ms - fixed_ms), MOE_FIT.row(c, p.x)[2] / (peak * th) * 1e3) for p in c.points}
 
 
 def _shares(per_method: dict[str, float]) -> str:
@@ -308,8 +326,8 @@ def derive_cpu_curves(profile: HardwareProfile, cpu: CpuTarget) -> tuple[list[Cu
         notes.append(
             f"CPU ISA {src_isa} -> {tgt_isa}: per-core MoE compute rate ratios {ISA_RATE[tgt_isa]} "
             + (f"(measured for {', '.join(measured)}; the rest datasheet)" if measured else "(datasheet)")
-            + " on the compute part of each call (its largest forward's time per token); stage A, a copy "
-            "with re-layout, at the same per-core rate"
+            + " as shares of the measured profile's best flops per thread, on the compute part of each call "
+            "(its flops at that best); stage A, a copy with re-layout, at the same per-core rate"
         )
     if pools > src_pools:
         notes.append(f"{pools} NUMA sub-pools: parallel efficiency {numa_eff:.2f} (datasheet guess)")
@@ -321,6 +339,7 @@ def derive_cpu_curves(profile: HardwareProfile, cpu: CpuTarget) -> tuple[list[Cu
     else:
         notes.append("memory bandwidth not given: assumed to grow with the cores (no floor)")
     out = []
+    peak: dict[str, float] = {}  # per method, the measured profile's best flops per thread
     for c in profile.curves:
         if c.kind not in kinds:
             continue
@@ -340,7 +359,11 @@ def derive_cpu_curves(profile: HardwareProfile, cpu: CpuTarget) -> tuple[list[Cu
         th_to = th + cpu.cores - src_cores
         if th_to < 1:
             continue
-        compute = isa_compute_ms(c, fixed[c.kind]) if c.kind == "cpu_moe" and rate != 1.0 else {}
+        compute = (
+            isa_compute_ms(c, fixed[c.kind], peak.setdefault(method, peak_flops_per_thread(profile, method)))
+            if c.kind == "cpu_moe" and rate != 1.0
+            else {}
+        )
         pts = []
         for p in c.points:
             floor = _cpu_point_bytes(c, p.x) / (bw * DRAM_EFFICIENCY * 1e6) if bw else 0.0
