@@ -38,3 +38,21 @@ def diag_stack(
     )
     with quiet_stdout(to_stderr=True):
         return build_stack(spec, router if router is not None else spec.router, method, opts)
+
+
+def layer_inputs(st: Any, layer: Any, tokens: int, device: str) -> tuple:
+    """A MoE layer's inputs as the runner makes them, for `tokens` random hidden states (seeded by
+    the count): the normed input on the device and on the host, and the (ids, weights) of the
+    layer's own router and of uniform routing (`kttune.kernels.routing.random_routing`)."""
+    import torch
+
+    from kttune.kernels.decoder import rms_norm, route
+    from kttune.kernels.routing import random_routing
+
+    spec = st.spec
+    g = torch.Generator().manual_seed(tokens)
+    x = (torch.randn(tokens, spec.hidden_size, generator=g) * 0.5).to(torch.bfloat16)
+    h = rms_norm(x.to(device), layer.w.post_norm)
+    ids_r, w_r = route(h @ layer.w.gate.t(), st.router, spec.top_k, layer.w.bias)
+    ids_u, w_u = random_routing(tokens, spec.num_experts, spec.top_k, seed=tokens)
+    return h, h.cpu().contiguous(), (ids_r, w_r), (ids_u, w_u)

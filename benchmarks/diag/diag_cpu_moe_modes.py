@@ -12,13 +12,11 @@ import sys
 
 import torch
 
-from kttune.kernels.decoder import rms_norm, route
 from kttune.kernels.kt_ext import quiet_stdout
 from kttune.kernels.kt_moe import KtMoeLayer
-from kttune.kernels.routing import random_routing
 from kttune.probes.common import measure
 from kttune.runner.path_runner import PathRunner
-from diag_common import diag_stack
+from diag_common import diag_stack, layer_inputs
 from kttune.spec.loader import load_model
 
 
@@ -46,12 +44,7 @@ def main() -> None:
         flush=True,
     )
     for m in sizes:
-        g = torch.Generator().manual_seed(m)
-        x = (torch.randn(m, spec.hidden_size, generator=g) * 0.5).to(torch.bfloat16)
-        h = rms_norm(x.to(dev), layer.w.post_norm)
-        ids_r, w_r = route(h @ layer.w.gate.t(), st.router, spec.top_k, layer.w.bias)
-        ids_u, w_u = random_routing(m, spec.num_experts, spec.top_k, seed=m)
-        h_cpu = h.cpu().contiguous()
+        h, h_cpu, (ids_r, w_r), (ids_u, w_u) = layer_inputs(st, layer, m, dev)
         out = torch.empty(m, spec.hidden_size, dtype=torch.bfloat16)
         rows = {}
         for tag, ids, w in (("router", ids_r, w_r), ("uniform", ids_u.to(dev), w_u.to(dev))):

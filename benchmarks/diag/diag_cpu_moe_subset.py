@@ -49,10 +49,8 @@ def main() -> None:
         return
     import torch
 
-    from kttune.kernels.decoder import rms_norm, route
-    from kttune.kernels.routing import random_routing
     from kttune.probes.common import measure
-    from diag_common import diag_stack
+    from diag_common import diag_stack, layer_inputs
     from kttune.spec.loader import load_model
 
     ap = argparse.ArgumentParser()
@@ -96,12 +94,7 @@ def main() -> None:
     }
     print(f"# {spec.name} {a.method}: {out['kernel']}, {a.threads} threads", flush=True)
     for m in sizes:
-        g = torch.Generator().manual_seed(m)
-        x = (torch.randn(m, spec.hidden_size, generator=g) * 0.5).to(torch.bfloat16)
-        h = rms_norm(x.to(dev), layer.w.post_norm)
-        ids_r, w_r = route(h @ layer.w.gate.t(), st.router, spec.top_k, layer.w.bias)
-        ids_u, w_u = random_routing(m, spec.num_experts, spec.top_k, seed=m)
-        h_cpu = h.cpu().contiguous()
+        h, h_cpu, (ids_r, w_r), (ids_u, w_u) = layer_inputs(st, layer, m, dev)
         y = torch.empty(m, spec.hidden_size, dtype=torch.bfloat16)
         for tag, ids0, w0 in (("uniform", ids_u, w_u), ("router", ids_r.cpu(), w_r.cpu())):
             for n in counts:
@@ -116,18 +109,7 @@ def main() -> None:
                     repeats=a.repeats,
                     sync=sync,
                 )
-                kept = ids[ids >= 0]
-                row = {
-                    "tokens": m,
-                    "routing": tag,
-                    "gpu_experts": n,
-                    "cpu_pairs": int(kept.numel()),
-                    "cpu_pair_share": round(kept.numel() / ids.numel(), 4),
-                    "cpu_experts_touched": int(torch.unique(kept).numel()),
-                    "median_ms": round(r.t_ms, 3),
-                    "p10_ms": round(r.t_ms_p10, 3),
-                    "p90_ms": round(r.t_ms_p90, 3),
-                }
+                row = _row(m, tag, n, ids, r.t_ms, r.t_ms_p10, r.t_ms_p90)
                 out["rows"].append(row)
                 print(
                     f"M={m:5d} {tag:7s} gpu={n:3d} pairs={row['cpu_pairs']:6d} ({row['cpu_pair_share']:.3f}) "
@@ -168,6 +150,25 @@ def main() -> None:
     st.close()
 
 
+def _row(tokens: int, routing: str, gpu_experts: int, ids, median: float, p10: float, p90: float) -> dict:
+    """One timed call: the (token, expert) pairs the CPU served (ids >= 0), their share of the
+    slots, the distinct experts they touched, and the time's median and 10th/90th percentiles."""
+    import torch
+
+    kept = ids[ids >= 0]
+    return {
+        "tokens": tokens,
+        "routing": routing,
+        "gpu_experts": gpu_experts,
+        "cpu_pairs": int(kept.numel()),
+        "cpu_pair_share": round(kept.numel() / ids.numel(), 4),
+        "cpu_experts_touched": int(torch.unique(kept).numel()),
+        "median_ms": round(median, 3),
+        "p10_ms": round(p10, 3),
+        "p90_ms": round(p90, 3),
+    }
+
+
 def _runner_rows(st, layer, h, ids_u, w_u, counts, m, repeats, sync, rows) -> None:
     """At each count, after the runner's own `set_gpu_experts` (resident experts built, kt-kernel's
     mask set): kt-kernel called synchronously as above (runner_sync), the runner's CPU half alone
@@ -200,20 +201,9 @@ def _runner_rows(st, layer, h, ids_u, w_u, counts, m, repeats, sync, rows) -> No
         for _ in range(repeats):
             for k, f in calls.items():
                 got[k].append(measure(f, x=m, warmup=0, repeats=1, sync=sync).t_ms)
-        kept = masked[masked >= 0]
         for k, ts in got.items():
             q = statistics.quantiles(ts, n=10) if len(ts) > 1 else [ts[0]] * 9
-            row = {
-                "tokens": m,
-                "routing": k,
-                "gpu_experts": n,
-                "cpu_pairs": int(kept.numel()),
-                "cpu_pair_share": round(kept.numel() / masked.numel(), 4),
-                "cpu_experts_touched": int(torch.unique(kept).numel()),
-                "median_ms": round(statistics.median(ts), 3),
-                "p10_ms": round(q[0], 3),
-                "p90_ms": round(q[-1], 3),
-            }
+            row = _row(m, k, n, masked, statistics.median(ts), q[0], q[-1])
             rows.append(row)
             print(
                 f"M={m:5d} {k:13s} gpu={n:3d} share={row['cpu_pair_share']:.3f} {row['median_ms']:9.3f} ms", flush=True

@@ -286,6 +286,19 @@ def sample(sess, cfg, lengths, phase: str, i: int, t0: float) -> dict:
     }
 
 
+def block(sess, cfg, lengths, phase: str, i: int, t0: float, probe: bool, size: int = 3) -> list[dict]:
+    """One block: `size` samples of `cfg` back to back (bench_tune's CV_REPEATS), each marked with
+    its place in the block; after the last, the attention block alone (`attn_probe`) if `probe`."""
+    out = []
+    for j in range(size):
+        s = sample(sess, cfg, lengths, phase, i, t0)
+        s["block_sample"] = j
+        if j == size - 1 and probe:
+            s["attn_probe"] = attn_probe(sess, lengths[-1])
+        out.append(s)
+    return out
+
+
 def cv(xs) -> float:
     return statistics.pstdev(xs) / statistics.mean(xs) if len(xs) > 1 else 0.0
 
@@ -445,12 +458,7 @@ def main() -> None:
             for i in range(a.n):
                 if phase == "blocks_rebuilt":
                     sess.rest()
-                for j in range(3):
-                    s = sample(sess, cfg, lengths, phase, i, t0)
-                    s["block_sample"] = j
-                    if j == 2 and not a.small:
-                        s["attn_probe"] = attn_probe(sess, lengths[-1])
-                    out["samples"].append(s)
+                out["samples"] += block(sess, cfg, lengths, phase, i, t0, probe=not a.small)
             save()
             print(phase, out["summary"][phase], flush=True)
             continue
@@ -462,13 +470,10 @@ def main() -> None:
                 for n in lengths:
                     if sess.skip_reason(prev, n) is None:
                         sess.sample(prev, n)
-                for j in range(3):
-                    s = sample(sess, cfg, lengths, phase, i, t0)
-                    s["after"] = f"{prev.gpu_experts}/{prev.chunk}/{prev.threshold}/{prev.threads}"
-                    s["block_sample"] = j
-                    if j == 2 and not a.small:
-                        s["attn_probe"] = attn_probe(sess, lengths[-1])
-                    out["samples"].append(s)
+                after = f"{prev.gpu_experts}/{prev.chunk}/{prev.threshold}/{prev.threads}"
+                out["samples"] += [
+                    {**s, "after": after} for s in block(sess, cfg, lengths, phase, i, t0, probe=not a.small)
+                ]
             save()
             print(phase, out["summary"][phase], flush=True)
             continue
