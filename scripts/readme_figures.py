@@ -65,6 +65,7 @@ ACCURACY = dict(
         "2026-12-03-h200-pcie5-xeon-amx-16c/tune-qwen3-fp8-sglang-loop.json",
         "2026-12-03-h200-pcie5-xeon-amx-16c/tune-qwen3-rival.json",
         "2026-12-03-h200-pcie5-xeon-amx-16c/tune-glm-4.5-air-rival.json",
+        "2026-12-03-h200-pcie5-xeon-amx-16c/tune-qwen3-neighbour-experts.json",
     ),
 )
 
