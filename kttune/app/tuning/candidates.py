@@ -1,6 +1,7 @@
 """The configurations `kttune tune` measures, from the (calibrated) model: its pick, its fastest
 prefill configurations, the pick at the measured crossover, the pick at the other thread counts and
-at the chunks either side of its own (with the most GPU experts that fit there); and the baselines. Configurations that run the same forwards on the same GPU experts and threads
+at the chunks either side of its own at each of those thread counts (with the most GPU experts that
+fit there); and the baselines. Configurations that run the same forwards on the same GPU experts and threads
 for every measured length are one measurement: only the cheapest of them is kept. Pure."""
 
 from __future__ import annotations
@@ -122,7 +123,12 @@ def tune_candidates(
     def fits(c: LaunchConfig) -> bool:
         return evaluate(comp, c, base.workload, base.budget).feasible
 
-    named += chunk_neighbours(space.chunks, pick, fits, space.gpu_experts_max)
+    # the chunk neighbours at every thread count raced (the race may keep another count than the
+    # model's: on the H200 box qwen3's model pick ran 11 threads where 13 won)
+    for t in dict.fromkeys((pick.cpuinfer_threads, *threads)):
+        at = replace(pick, cpuinfer_threads=t)
+        for name, c in chunk_neighbours(space.chunks, at, fits, space.gpu_experts_max):
+            named.append((name if t == pick.cpuinfer_threads else f"{name}, {t} threads", c))
     return [(n, c) for n, c in named if fits(c)]
 
 

@@ -74,3 +74,31 @@ def test_a_chunk_neighbour_holds_the_most_gpu_experts_that_fit_beside_its_chunk(
         got = most_gpu_experts(replace(pick, chunked_prefill_size=chunk), fits, 128)
         assert got.num_gpu_experts == scan
     assert most_gpu_experts(replace(pick, chunked_prefill_size=131072), fits, 128) is None
+
+
+def test_tune_races_the_chunk_neighbours_at_every_thread_count_it_races():
+    """On the shipped H200 profile for qwen3-30b-a3b under 32G: each chunk neighbour of the model's
+    pick comes at the pick's thread count and at every other one, fits the budget, and holds the most
+    GPU experts that fit beside its chunk (one more does not fit)."""
+    from kttune.app.inputs import resolve_inputs
+    from kttune.app.tuning.candidates import tune_candidates
+    from kttune.cost.components import Components
+    from kttune.search.evaluate import evaluate
+    from kttune.search.study import StudyOptions, prepare_search, run_search
+
+    base = resolve_inputs("qwen3-30b-a3b", 32 * 2**30, 1, "h200-pcie5-xeon-amx-16c").request
+    comp0, space = prepare_search(base)
+    pick = run_search(base, StudyOptions(trials=60, seed=0, storage=":memory:")).best.cfg
+    comp = Components(base.profile, base.model, base.method, base.tp)
+    threads = sorted({11, 13, 15} | {pick.cpuinfer_threads})
+    named = dict(tune_candidates(comp, space, base, pick, 2, None, threads, seed=0, model_trials=40))
+    neighbours = {n: c for n, c in named.items() if n.startswith("pick at chunk")}
+    assert neighbours, named.keys()
+    assert {c.cpuinfer_threads for c in neighbours.values()} == set(threads)
+    for name, c in neighbours.items():
+        assert c.chunked_prefill_size != pick.chunked_prefill_size, name
+        assert evaluate(comp, c, base.workload, base.budget).feasible, name
+        more = replace(c, num_gpu_experts=c.num_gpu_experts + 1)
+        assert (
+            c.num_gpu_experts == space.gpu_experts_max or not evaluate(comp, more, base.workload, base.budget).feasible
+        ), name
