@@ -9,8 +9,10 @@ time into what is fixed per call (launches, kt-kernel's task submission and sync
 and what scales, and only the scaling part moves by a hardware ratio:
 - CPU MoE and stage A (`cpu_threads`): the fixed cost per call stays; of the rest, a serial share
   fitted on the measured box's own thread sweep (`serial_fraction`) stays and the parallel part
-  scales by threads, an ISA rate ratio when the ISA class changes and a NUMA efficiency when the
-  sub-pool count grows, floored by the target's memory bandwidth for the bytes the call moves.
+  scales by threads and a NUMA efficiency when the sub-pool count grows; when the ISA class changes
+  its compute part (the point's flops at the profile's peak rate) runs at the target's share of that
+  rate (`ISA_RATE`), the rest as it was; floored by the target's memory bandwidth for the bytes the
+  call moves.
 - GPU curves (`gpu_roofline`): the fitted fixed part stays; the rest scales by the ratio of the
   target's roofline time to the measured GPU's (tensor rate and HBM bandwidth from the datasheet
   table).
