@@ -114,6 +114,9 @@ def summary_lines(doc: dict) -> list[str]:
             + (f"{e['median']:,.0f} tok/s [{e['low']:,.0f}-{e['high']:,.0f}]" if e else "-")
         )
     out.append(f"decision: {doc['decision']}")
+    line = profile_line(doc.get("probe") or {})
+    if line:
+        out.append(line)
     for g in doc.get("gains", []):
         out.append(f"gain over {g['baseline']}: {g['ratio']:.2f}x [{g['low']:.2f}-{g['high']:.2f}]")
     c = (doc.get("crossover") or {}).get("measured")
@@ -144,6 +147,31 @@ def summary_lines(doc: dict) -> list[str]:
     if doc.get("resumed"):
         out.append(f"resumed from {doc['state_path']}")
     return out
+
+
+def profile_line(probe: dict) -> str:
+    """What tune's profile step did (`TuneResult.probe`): the profile reused or probed, and the
+    model's attention block where tune timed it; "" when there is nothing to say."""
+    action = probe.get("action")
+    if not action:
+        return ""
+    if action == "given":
+        text = f"profile: {probe.get('profile')} (given; nothing probed)"
+    elif action == "probed":
+        text = (
+            f"profile: probed here ({probe.get('why')}): {probe.get('curves')} curves at "
+            f"{', '.join(map(str, probe.get('threads', [])))} threads in {probe.get('seconds', 0):.0f} s"
+        )
+    else:
+        text = f"profile: {action} ({probe.get('why')})"
+    block = probe.get("attention_block")
+    if block:
+        text += (
+            f"; attention block of {block['model']} timed on this GPU in {block['seconds']:.1f} s, into {block['into']}"
+            if block.get("curves")
+            else f"; attention block of {block['model']} not timed: " + "; ".join(block.get("notes") or ["no curve"])
+        )
+    return text
 
 
 def render(console: Any, doc: dict) -> None:
