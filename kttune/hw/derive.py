@@ -73,8 +73,8 @@ COPY_SCALED_ERROR = 1.3
 # nothing measured has checked (`ISA_RATE_MEASURED` says which are which): AVX2 from the quiet
 # Xeon's AVX2 build against its AVX-512 build (3.3x BF16, 5.6x FP8, 4.8x RAWINT4 at 256 tokens, one
 # worker, 2026-12-02-xeon-avx512-2c/cpu-isa.md) times the AVX-512 shares above; AVX-512
-# FP8_PERCHANNEL half of AMX, and its AVX2 share that over FP8's 5.6. Methods absent from an ISA class do not run on it (AMXINT4/AMXINT8
-# need AMX).
+# FP8_PERCHANNEL half of AMX, and its AVX2 share that over FP8's 5.6. Methods absent from an ISA
+# class do not run on it (AMXINT4/AMXINT8 need AMX).
 ISA_RATE: dict[str, dict[str, float]] = {
     "amx": {"AMXINT4": 1.0, "AMXINT8": 1.0, "BF16": 1.0, "FP8": 1.0, "FP8_PERCHANNEL": 1.0, "RAWINT4": 1.0},
     "avx512": {"BF16": 0.144, "FP8": 1.0, "FP8_PERCHANNEL": 0.5, "RAWINT4": 1.0},
@@ -361,11 +361,11 @@ def derive_cpu_curves(profile: HardwareProfile, cpu: CpuTarget) -> tuple[list[Cu
         th_to = th + cpu.cores - src_cores
         if th_to < 1:
             continue
-        compute = (
-            isa_compute_ms(c, fixed[c.kind], peak.setdefault(method, peak_flops_per_thread(profile, method)))
-            if c.kind == "cpu_moe" and rate != 1.0
-            else {}
-        )
+        compute = {}
+        if c.kind == "cpu_moe" and rate != 1.0:
+            if method not in peak:  # once per method, not per curve
+                peak[method] = peak_flops_per_thread(profile, method)
+            compute = isa_compute_ms(c, fixed[c.kind], peak[method])
         pts = []
         for p in c.points:
             floor = _cpu_point_bytes(c, p.x) / (bw * DRAM_EFFICIENCY * 1e6) if bw else 0.0
