@@ -128,6 +128,13 @@ def run_gpu_probes(
     )
     steps = plan_gpu_probes(inventory, model, quick, rep, only, threads, methods)
     rep.plan(len(steps), "GPU probes")
+    return run_steps(steps, rep)
+
+
+def run_steps(steps, rep: Reporter) -> list[Curve]:
+    """Run (step name, callable returning curves) steps in order, one progress step each: a step
+    that fails is a note (with its traceback) and the others stand; the allocator's cache is given
+    back after each."""
     curves: list[Curve] = []
     for name, fn in steps:
         rep.step(name)

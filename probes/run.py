@@ -334,28 +334,19 @@ def _block_specs(ctx: ProbeContext) -> tuple:
 
 
 def _run_attention_block(ctx: ProbeContext, plan: Steps) -> list[Curve]:
-    """One curve per model of `_block_specs`; a block that fails is a note, the others stand."""
+    """One curve per model of `_block_specs`, through the GPU suite's step runner (a block that
+    fails is a note, the others stand)."""
     from kttune.probes import gpu_attention
 
-    curves = []
-    for spec in _block_specs(ctx):
-        ctx.reporter.step(f"attention block {spec.name}")
-        try:
-            curves.append(gpu_attention.probe_attention_block(spec, quick=ctx.options.quick, reporter=ctx.reporter))
-        except Exception as e:  # noqa: BLE001 - the other curves stand
-            ctx.reporter.note(f"attention block {spec.name}: failed ({type(e).__name__}: {e})")
-        finally:
-            _empty_cuda_cache()
-    return curves
-
-
-def _empty_cuda_cache() -> None:
-    try:
-        import torch
-
-        torch.cuda.empty_cache()
-    except Exception:  # noqa: BLE001 - nothing to give back
-        pass
+    q = ctx.options.quick
+    steps = [
+        (
+            f"attention block {spec.name}",
+            lambda spec=spec: [gpu_attention.probe_attention_block(spec, quick=q, reporter=ctx.reporter)],
+        )
+        for spec in _block_specs(ctx)
+    ]
+    return _gpu_suite().run_steps(steps, ctx.reporter)
 
 
 def _run_allreduce(ctx: ProbeContext, plan: Steps) -> list[Curve]:
@@ -395,7 +386,7 @@ PROBES: tuple[Probe, ...] = (
         ("attention_block",),
         lambda ctx, plans: Steps(len(_block_specs(ctx))),
         _run_attention_block,
-        needs=(CUDA,),
+        needs=(GPU_SUITE, CUDA),
         wanted=lambda o: o.gpu or o.attention_block,
     ),
     Probe(
@@ -626,8 +617,13 @@ def _cached_curves_not_remeasured(fp: str, new: list[Curve]) -> list[Curve]:
         old = load_profile(path)
     except UserError:
         return []  # unreadable or another format version: start afresh
+    return curves_not_remeasured(old.curves, new)
+
+
+def curves_not_remeasured(old, new) -> list[Curve]:
+    """The curves of `old` that no curve of `new` measures again (same kind and params)."""
     fresh = {curve_key(c) for c in new}
-    return [c for c in old.curves if curve_key(c) not in fresh]
+    return [c for c in old if curve_key(c) not in fresh]
 
 
 def profile_paths(options: ProbeOptions, profile: HardwareProfile) -> list[Path]:
