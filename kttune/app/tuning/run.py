@@ -274,19 +274,18 @@ def block_measured(profile, model_name: str) -> bool:
     return any(c.params.get("model") == model_name for c in profile.curves_of("attention_block"))
 
 
-def _probe_attention_block(req: TuneRequest, inp, prog: _Progress):
+def _probe_attention_block(req: TuneRequest, inp, inv, prog: _Progress):
     """(inputs, what was done): the model's attention block timed on this GPU (seconds), the rest of
     the profile as it was. Into this machine's cached profile where there is one (the next tune
     finds it); else, when the profile in use is a shipped one measured on this machine kind, into
     this run's copy only (a cache of one curve would hide the shipped curves from the next run)."""
-    from kttune.app.inputs import this_machine_inventory
     from kttune.hw.registry import cached_profile_for_this_machine
-    from kttune.probes.run import ProbeOptions, curve_key, run_probe
+    from kttune.probes.run import ProbeOptions, curves_not_remeasured, run_probe
 
     spec = inp.request.model
     prog.say("probe", f"timing the attention block of {spec.name} on this GPU (the profile has none of this model)")
     t0 = time.perf_counter()
-    cached = cached_profile_for_this_machine(this_machine_inventory()) is not None
+    cached = cached_profile_for_this_machine(inv) is not None
     prof = run_probe(
         ProbeOptions(
             quick=True,
@@ -311,11 +310,10 @@ def _probe_attention_block(req: TuneRequest, inp, prog: _Progress):
         info["into"] = "this machine's cached profile"
         return _inputs(req), info
     old = inp.request.profile
-    keys = {curve_key(c) for c in new}
     note = f"attention block of {spec.name} measured on this machine by kttune tune (not cached)"
     merged = replace(
         old,
-        curves=tuple(c for c in old.curves if curve_key(c) not in keys) + tuple(new),
+        curves=tuple(curves_not_remeasured(old.curves, new)) + tuple(new),
         provenance=replace(old.provenance, notes=old.provenance.notes + (note,)),
     )
     info["into"] = "this run's copy of the profile (no cached profile of this machine to keep it in)"
@@ -342,7 +340,7 @@ def _profile_step(req: TuneRequest, inp, small: bool, prog: _Progress):
         # the small CPU variant's block is not the model's: the cost model would take it for it
         if holds and req.probe == "auto" and not small and _has_cuda():
             if not block_measured(inp.request.profile, inp.request.model.name):
-                inp, info["attention_block"] = _probe_attention_block(req, inp, prog)
+                inp, info["attention_block"] = _probe_attention_block(req, inp, inv, prog)
         return inp, info
     import multiprocessing as mp
 

@@ -81,7 +81,7 @@ def test_without_a_cache_the_block_goes_into_this_runs_copy_only(cuda_on_cpu):
     req = _request()
     inp = _tiny_inputs(req)
     shipped_curves = len(inp.request.profile.curves)
-    out, info = tune_run._probe_attention_block(req, inp, tune_run._Progress(None))
+    out, info = tune_run._probe_attention_block(req, inp, this_machine_inventory(), tune_run._Progress(None))
     assert info["curves"] == 1 and "this run's copy" in info["into"]
     prof = out.request.profile
     assert tune_run.block_measured(prof, TINY) and len(prof.curves) == shipped_curves + 1
