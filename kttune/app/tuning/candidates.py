@@ -60,14 +60,11 @@ def most_gpu_experts(cfg: LaunchConfig, fits: Callable[[LaunchConfig], bool], mo
 
 
 def chunk_neighbours(
-    chunks: Sequence[int],
-    pick: LaunchConfig,
-    fits: Callable[[LaunchConfig], bool] | None = None,
-    most_experts: int = 0,
+    chunks: Sequence[int], pick: LaunchConfig, fits: Callable[[LaunchConfig], bool], most_experts: int
 ) -> list[tuple[str, LaunchConfig]]:
     """The pick at the chunk choices either side of its own (its threshold capped at the chunk),
     each with the most GPU experts that fit beside that chunk's activations (`fits`, up to
-    `most_experts`; without `fits`, the pick's). The chunk is the flag the model ranks least surely:
+    `most_experts`; left out where none fit). The chunk is the flag the model ranks least surely:
     its effect is the balance of a forward's fixed costs against kt-kernel's max_len and the
     activations' VRAM, small beside the noise of one measurement, so the race measures the pick's
     neighbours rather than trusting the model's choice among them. A smaller chunk frees VRAM for
@@ -84,14 +81,15 @@ def chunk_neighbours(
     for j in (i - 1, i + 1):
         if 0 <= j < len(ordered):
             x = ordered[j]
-            cfg = replace(
-                pick, chunked_prefill_size=x, gpu_prefill_token_threshold=min(pick.gpu_prefill_token_threshold, x)
+            cfg = most_gpu_experts(
+                replace(
+                    pick, chunked_prefill_size=x, gpu_prefill_token_threshold=min(pick.gpu_prefill_token_threshold, x)
+                ),
+                fits,
+                most_experts,
             )
-            if fits is not None:
-                cfg = most_gpu_experts(cfg, fits, most_experts)
-                if cfg is None:
-                    continue
-            out.append((f"pick at chunk {x}", cfg))
+            if cfg is not None:
+                out.append((f"pick at chunk {x}", cfg))
     return out
 
 

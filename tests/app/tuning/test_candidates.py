@@ -42,15 +42,19 @@ def test_the_picks_chunk_neighbours_keep_a_threshold_layerwise_can_fire_at():
     from kttune.app.tuning.candidates import chunk_neighbours
 
     chunks = (4096, 8192, 16384, 32768)
-    out = dict(chunk_neighbours(chunks, cfg(16384, 12288)))
+
+    def keep_eight(c):  # a budget of exactly the pick's 8 GPU experts at every chunk
+        return c.num_gpu_experts <= 8
+
+    out = dict(chunk_neighbours(chunks, cfg(16384, 12288), keep_eight, 128))
     assert set(out) == {"pick at chunk 8192", "pick at chunk 32768"}
     assert out["pick at chunk 8192"] == replace(
         cfg(16384, 12288), chunked_prefill_size=8192, gpu_prefill_token_threshold=8192
     )
     assert out["pick at chunk 32768"] == replace(cfg(16384, 12288), chunked_prefill_size=32768)
     # at the ends of the space one neighbour; a chunk outside the space none
-    assert [n for n, _ in chunk_neighbours(chunks, cfg(4096, 1024))] == ["pick at chunk 8192"]
-    assert chunk_neighbours(chunks, cfg(12288, 1024)) == []
+    assert [n for n, _ in chunk_neighbours(chunks, cfg(4096, 1024), keep_eight, 128)] == ["pick at chunk 8192"]
+    assert chunk_neighbours(chunks, cfg(12288, 1024), keep_eight, 128) == []
 
 
 def test_a_chunk_neighbour_holds_the_most_gpu_experts_that_fit_beside_its_chunk():
