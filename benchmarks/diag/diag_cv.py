@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import json
 import os
 import random
@@ -81,13 +82,13 @@ def placement(before: dict, after: dict, wall_s: float) -> dict:
     for tid, ns in after.items():
         if (ns - before.get(tid, 0)) / 1e9 < 0.5 * wall_s:
             continue
+        cpu = _last_cpu(int(tid))
         try:
-            with open(f"/proc/self/task/{tid}/stat") as f:
-                cpu = int(f.read().rsplit(")", 1)[1].split()[36])
             allowed = len(os.sched_getaffinity(int(tid)))
-        except (OSError, ValueError, IndexError):
+        except OSError:
             continue
-        rows.append((cpu, allowed))
+        if cpu is not None:
+            rows.append((cpu, allowed))
     cpus = [c for c, _ in rows]
     return {
         "busy_threads": len(rows),
@@ -201,6 +202,7 @@ def attn_probe(sess, tokens: int, repeats: int = 5) -> dict:
 
 
 def _last_cpu(tid: int) -> int | None:
+    """The CPU thread `tid` of this process last ran on (/proc/self/task/TID/stat, field 39)."""
     try:
         with open(f"/proc/self/task/{tid}/stat") as f:
             return int(f.read().rsplit(")", 1)[1].split()[36])
@@ -304,13 +306,8 @@ def cv(xs) -> float:
 
 
 def blocks_of(ss: list[dict]) -> list[list[dict]]:
-    """The samples of a block phase cut into their blocks (a new block where block_sample restarts)."""
-    out: list[list[dict]] = []
-    for s in ss:
-        if not out or s.get("block_sample", 1) <= out[-1][-1].get("block_sample", 0):
-            out.append([])
-        out[-1].append(s)
-    return out
+    """The samples of a block phase by block (each sample's `i` is its block's index)."""
+    return [list(g) for _, g in itertools.groupby(ss, key=lambda s: s["i"])]
 
 
 def report(paths: list[str]) -> str:
