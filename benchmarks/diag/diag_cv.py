@@ -201,6 +201,73 @@ def attn_probe(sess, tokens: int, repeats: int = 5) -> dict:
     }
 
 
+class Metronome:
+    """Fixed reference work timed right before a sample, one channel per part of the host a
+    configuration's time can ride on: `py_ms` a single-thread pure-Python loop (the driving
+    thread's speed), `launch_ms` the host time of 400 tiny CUDA launches (the launch rate the
+    attention block and the layerwise loop lean on), `mem_ms` a 64 MiB host copy (the memory
+    bandwidth stage A writes with), `kt_ms` one kt-kernel MoE call of 512 tokens, uniform routing,
+    on the configuration's own workers. Each is the median of 3 after one untimed call. A channel
+    that follows the samples' drift names the part of the host that moves."""
+
+    def __init__(self, sess) -> None:
+        import torch
+
+        from diag_common import layer_inputs
+
+        st = sess.stack
+        self.sess = sess
+        self.dev = st.layers[0].w.post_norm.device
+        self.cuda = self.dev.type == "cuda"
+        m = min(512, sess.cpu_max_tokens)
+        _, self.h_cpu, _, (self.ids, self.w) = layer_inputs(st, st.layers[0], m, self.dev.type)
+        self.y = torch.empty(m, st.spec.hidden_size, dtype=torch.bfloat16)
+        self.src = torch.ones(16 << 20, dtype=torch.float32)
+        self.dst = torch.empty_like(self.src)
+        self.tiny = torch.zeros(1, device=self.dev) if self.cuda else None
+
+    @staticmethod
+    def _median(fn, n: int = 3) -> float:
+        fn()
+        ts = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            fn()
+            ts.append((time.perf_counter() - t0) * 1e3)
+        return round(statistics.median(ts), 4)
+
+    def _py(self) -> None:
+        x = 0
+        for i in range(300_000):
+            x += i
+
+    def _launch(self) -> None:
+        import torch
+
+        torch.cuda.synchronize(self.dev)
+        for _ in range(400):
+            self.tiny.add_(1.0)
+
+    def _kt(self, cfg) -> None:
+        st = self.sess.stack
+        ids = self.ids.masked_fill(self.ids < cfg.gpu_experts, -1).contiguous()
+        st.cpu.forward(self.h_cpu, ids, self.w.contiguous(), self.y)
+
+    def __call__(self, cfg) -> dict:
+        import torch
+
+        self.sess.configure(cfg)
+        out = {
+            "py_ms": self._median(self._py),
+            "mem_ms": self._median(lambda: self.dst.copy_(self.src)),
+            "launch_ms": self._median(self._launch) if self.cuda else None,
+            "kt_ms": self._median(lambda: self._kt(cfg)) if self.sess.stack.cpu is not None else None,
+        }
+        if self.cuda:
+            torch.cuda.synchronize(self.dev)
+        return out
+
+
 def _last_cpu(tid: int) -> int | None:
     """The CPU thread `tid` of this process last ran on (/proc/self/task/TID/stat, field 39)."""
     try:
@@ -228,9 +295,10 @@ def pin_main_off_workers() -> list[int]:
     return free
 
 
-def sample(sess, cfg, lengths, phase: str, i: int, t0: float) -> dict:
+def sample(sess, cfg, lengths, phase: str, i: int, t0: float, metronome=None) -> dict:
     from kttune.search.measured import prefill_tok_s
 
+    tick = metronome(cfg) if metronome is not None else None
     c0 = os.times()
     g0 = [s["collections"] for s in gc.get_stats()]
     per = []
@@ -285,15 +353,16 @@ def sample(sess, cfg, lengths, phase: str, i: int, t0: float) -> dict:
         "gc": [s["collections"] - g for s, g in zip(gc.get_stats(), g0)],
         "busy": busy,
         "alloc": allocs,
+        **({"metronome": tick} if tick is not None else {}),
     }
 
 
-def block(sess, cfg, lengths, phase: str, i: int, t0: float, probe: bool, size: int = 3) -> list[dict]:
+def block(sess, cfg, lengths, phase: str, i: int, t0: float, probe: bool, size: int = 3, metronome=None) -> list[dict]:
     """One block: `size` samples of `cfg` back to back (bench_tune's CV_REPEATS), each marked with
     its place in the block; after the last, the attention block alone (`attn_probe`) if `probe`."""
     out = []
     for j in range(size):
-        s = sample(sess, cfg, lengths, phase, i, t0)
+        s = sample(sess, cfg, lengths, phase, i, t0, metronome)
         s["block_sample"] = j
         if j == size - 1 and probe:
             s["attn_probe"] = attn_probe(sess, lengths[-1])
@@ -357,7 +426,68 @@ def report(paths: list[str]) -> str:
     out = "\n".join(lines) + "\n"
     if len(block_lines) > 2:
         out += "\n" + "\n".join(block_lines) + "\n"
+    tick_lines = metronome_report(paths)
+    if tick_lines:
+        out += "\n" + tick_lines
     return out
+
+
+CHANNELS = ("py_ms", "launch_ms", "mem_ms", "kt_ms")
+
+
+def metronome_report(paths: list[str]) -> str:
+    """For the samples with a metronome: each channel's spread (max / min) and its correlation with
+    the sample's time (1 / tok/s); then the CV of the block medians of the time corrected by a
+    least-squares fit on the channels, each block's correction fitted on the other blocks only
+    (leave one block out), so a channel that merely fits noise does not lower it."""
+    import numpy as np
+
+    lines = [
+        "| run | phase | blocks | CV of block medians, raw | "
+        + " | ".join(f"{c}: max/min, r" for c in CHANNELS)
+        + " | corrected by every channel (held-out blocks) | by kt_ms alone | by launch_ms alone |",
+        "|---|---|---:|---:|" + "---|" * (len(CHANNELS) + 3),
+    ]
+    for path in paths:
+        d = json.loads(Path(path).read_text())
+        by: dict = {}
+        for s in d["samples"]:
+            if s.get("metronome"):
+                by.setdefault(s["phase"], []).append(s)
+        for phase, ss in by.items():
+            chans = [c for c in CHANNELS if all(s["metronome"].get(c) is not None for s in ss)]
+            t = np.array([1.0 / s["tok_s"] for s in ss])
+            blocks = np.array([s["i"] for s in ss])
+            cells = []
+            for c in CHANNELS:
+                if c not in chans:
+                    cells.append("-")
+                    continue
+                m = np.array([s["metronome"][c] for s in ss])
+                r = float(np.corrcoef(m, t)[0, 1]) if m.std() > 0 else 0.0
+                cells.append(f"{m.max() / m.min():.2f}, {r:+.2f}")
+
+            def held_out_cv(use: list[str]) -> str:
+                if not use or len(set(blocks)) < 3:
+                    return "-"
+                x = np.column_stack([np.ones(len(ss))] + [[s["metronome"][c] for s in ss] for c in use])
+                fixed = np.empty_like(t)
+                for b in set(blocks):
+                    train = blocks != b
+                    coef, *_ = np.linalg.lstsq(x[train], t[train], rcond=None)
+                    mean = x[train].mean(axis=0)
+                    fixed[~train] = t[~train] - (x[~train] - mean)[:, 1:] @ coef[1:]
+                med = [float(np.median(fixed[blocks == b])) for b in sorted(set(blocks))]
+                return f"{100 * cv(med):.1f}%"
+
+            raw = [float(np.median(t[blocks == b])) for b in sorted(set(blocks))]
+            lines.append(
+                f"| {Path(path).name} | {phase} | {len(raw)} | {100 * cv(raw):.1f}% | "
+                + " | ".join(cells)
+                + f" | {held_out_cv(chans)} | {held_out_cv([c for c in chans if c == 'kt_ms'])} | "
+                f"{held_out_cv([c for c in chans if c == 'launch_ms'])} |"
+            )
+    return "\n".join(lines) + "\n" if len(lines) > 2 else ""
 
 
 def main() -> None:
@@ -388,6 +518,12 @@ def main() -> None:
         "--pin-main",
         action="store_true",
         help="after the session is built, pin the main (driving) thread to the CPUs kt-kernel's pinned workers leave",
+    )
+    ap.add_argument(
+        "--metronome",
+        action="store_true",
+        help="time fixed reference work (Python loop, CUDA launches, host copy, a kt-kernel call) before "
+        "every sample of the configuration: which part of the host follows the drift (`Metronome`)",
     )
     ap.add_argument(
         "--pipeline", default="", help="the layerwise pipeline (a PipelineConfig label; default the runner's)"
@@ -435,6 +571,7 @@ def main() -> None:
     if a.pin_main:
         out["main_pinned_to"] = pin_main_off_workers()
         print(f"main thread pinned to CPUs {out['main_pinned_to']}", flush=True)
+    tick = Metronome(sess) if a.metronome else None
     rng = random.Random(0)
     phases = a.phases.split(",")
     if a.skip_back_to_back:
@@ -455,7 +592,7 @@ def main() -> None:
             for i in range(a.n):
                 if phase == "blocks_rebuilt":
                     sess.rest()
-                out["samples"] += block(sess, cfg, lengths, phase, i, t0, probe=not a.small)
+                out["samples"] += block(sess, cfg, lengths, phase, i, t0, probe=not a.small, metronome=tick)
             save()
             print(phase, out["summary"][phase], flush=True)
             continue
@@ -469,7 +606,8 @@ def main() -> None:
                         sess.sample(prev, n)
                 after = f"{prev.gpu_experts}/{prev.chunk}/{prev.threshold}/{prev.threads}"
                 out["samples"] += [
-                    {**s, "after": after} for s in block(sess, cfg, lengths, phase, i, t0, probe=not a.small)
+                    {**s, "after": after}
+                    for s in block(sess, cfg, lengths, phase, i, t0, probe=not a.small, metronome=tick)
                 ]
             save()
             print(phase, out["summary"][phase], flush=True)
@@ -496,7 +634,7 @@ def main() -> None:
                     if phase == "interleaved_settled":
                         sess.warm(cfg, lengths[0])
                         time.sleep(a.settle_s)
-                    out["samples"].append(sample(sess, cfg, lengths, phase, i, t0))
+                    out["samples"].append(sample(sess, cfg, lengths, phase, i, t0, tick))
                 else:
                     for n in lengths:
                         if sess.skip_reason(c, n) is None:
