@@ -69,16 +69,18 @@ COPY_SCALED_ERROR = 1.3
 # AVX-512 build's 47.8 GFLOPS per thread at qwen3-30b-a3b's expert shape, 1,024 tokens, 13 workers
 # (its most compute-bound point), over the shipped profile's AMX BF16 peak of 331.9; FP8 and
 # RAWINT4 1.0, since kt-kernel's FP8 and RAWINT4 MoE use no AMX tiles (both builds take the same
-# time at every point measured, 4-1,024 tokens, two shapes). The rest are datasheet guesses that
-# nothing measured has checked (`ISA_RATE_MEASURED` says which are which): AVX2 from the quiet
-# Xeon's AVX2 build against its AVX-512 build (3.3x BF16, 5.6x FP8, 4.8x RAWINT4 at 256 tokens, one
-# worker, 2026-12-02-xeon-avx512-2c/cpu-isa.md) times the AVX-512 shares above; AVX-512
-# FP8_PERCHANNEL half of AMX, and its AVX2 share that over FP8's 5.6. Methods absent from an ISA
-# class do not run on it (AMXINT4/AMXINT8 need AMX).
+# time at every point measured, 4-1,024 tokens, two shapes). AVX2 (kt-kernel's AMX and AVX2 builds
+# on the same CPU, cpu-isa-amx-box-avx2-*.md there): BF16 0.044 (the AVX2 build within 2% of it at
+# that qwen3 point), FP8 0.142 and RAWINT4 0.167, read at the same point; they stay labelled
+# `datasheet` (`ISA_RATE_MEASURED` holds the AVX-512 ones only): forwards of 4-16 tokens, held out,
+# take the AVX2 build up to 1.75x longer than derived, and on another CPU (a 1-worker Xeon VM) the
+# FP8 and RAWINT4 rates are up to 1.5x slow (docs/derive.md). FP8_PERCHANNEL: half of FP8's on
+# AVX-512 and AVX2, unmeasured. Methods absent from an ISA class do not run on it (AMXINT4/AMXINT8
+# need AMX).
 ISA_RATE: dict[str, dict[str, float]] = {
     "amx": {"AMXINT4": 1.0, "AMXINT8": 1.0, "BF16": 1.0, "FP8": 1.0, "FP8_PERCHANNEL": 1.0, "RAWINT4": 1.0},
     "avx512": {"BF16": 0.144, "FP8": 1.0, "FP8_PERCHANNEL": 0.5, "RAWINT4": 1.0},
-    "avx2": {"BF16": 0.044, "FP8": 0.18, "FP8_PERCHANNEL": 0.09, "RAWINT4": 0.21},
+    "avx2": {"BF16": 0.044, "FP8": 0.142, "FP8_PERCHANNEL": 0.071, "RAWINT4": 0.167},
 }
 ISA_RATE_MEASURED = {("avx512", "BF16"), ("avx512", "FP8"), ("avx512", "RAWINT4")}
 # Bytes per weight on the GPU by method (for the roofline ratio of GPU MoE points).

@@ -30,13 +30,13 @@ AVX512 = ("avx2", "avx512_bf16", "avx512_vnni", "avx512bw", "avx512f", "fma")
 RATE_POINT = ("BF16", 1024)  # the point of the qwen3-shape run BF16's rate was read at
 
 
-def _checks(results: str, cores: int, held_out=lambda method, tokens: True):
-    """(method, tokens, predicted / measured p10, label) of the AVX-512 build's points in `results`."""
+def _checks(results: str, cores: int, held_out=lambda method, tokens: True, build="avx512_bf16", isa=AVX512):
+    """(method, tokens, predicted / measured p10, label) of `build`'s points in `results`."""
     doc = json.loads((RESULTS / results).read_text())
-    derived = derive_profile(load_shipped("h200-pcie5-xeon-amx-16c"), Change(cpu=CpuTarget(cores=cores, isa=AVX512)))
+    derived = derive_profile(load_shipped("h200-pcie5-xeon-amx-16c"), Change(cpu=CpuTarget(cores=cores, isa=isa)))
     out = []
     for row in doc["rows"]:
-        if row["build"] != "avx512_bf16" or not held_out(row["method"], row["tokens"]):
+        if row["build"] != build or not held_out(row["method"], row["tokens"]):
             continue
         (curve,) = derived.profile.curves_of("cpu_moe", method=row["method"], threads=doc["threads"], **doc["shape"])
         pred = {int(p.x): p.t_ms for p in curve.points}
@@ -65,6 +65,27 @@ def test_on_the_amx_cpu_an_isa_change_moves_only_the_compute(results, points):
         # before the compute split (whole calls at datasheet rates) the small shape's points were
         # 1.21-2.87x, BF16 at 4-16 tokens the worst
         assert 0.8 <= ratio <= 1.25, (method, tokens, ratio)
+
+
+AVX2 = ("avx2", "fma")
+
+
+def test_avx2_rates_read_on_the_amx_cpu_hold_where_they_were_not_read():
+    """AVX2's rates come from the qwen3-shape run's 1,024-token points (the AVX2 build on the AMX
+    box); every other point of both shapes there, and the quiet Xeon's AVX2 build (another CPU, one
+    worker), are held out. Small forwards are where they miss (the AVX2 build's per-call work beyond
+    its flops), so their `datasheet` label, not `scaled`."""
+    box = "2026-12-03-h200-pcie5-xeon-amx-16c"
+    rate_point = lambda m, t: t != 1024  # noqa: E731
+    checks = _checks(f"{box}/cpu-isa-amx-box-avx2-qwen3-shape-13t.json", 16, rate_point, "avx2", AVX2)
+    checks += _checks(f"{box}/cpu-isa-amx-box-avx2-11t.json", 16, build="avx2", isa=AVX2)
+    checks += _checks("2026-12-02-xeon-avx512-2c/cpu-isa.json", 2, build="avx2", isa=AVX2)
+    assert len(checks) == 6 + 12 + 9
+    for method, tokens, ratio, label in checks:
+        assert label == "datasheet"
+        assert 0.55 <= ratio <= 1.5, (method, tokens, ratio)  # well inside the label's 3x
+        if tokens >= 64:
+            assert 0.75 <= ratio <= 1.5, (method, tokens, ratio)
 
 
 def test_measured_rates_are_labelled_and_the_rest_stay_datasheet():
