@@ -9,8 +9,16 @@ its GEMMs, measured per model, and whether the path runner sees the same.
    mask the runner's prefix attention uses against the square causal kernel), at one shape.
 3. `--runner MODEL`: in the same process, the runner's `attn` phase (median of its layers over
    repeats, after warm-up) at the probe's sizes, on both paths, next to the probe's curve.
+4. `--compare-eager`: per model, the block again with RMSNorm and rotary as the piecewise torch ops
+   (`kernels.decoder.TRITON_ELEMENTWISE = False`, the runner before the Triton kernels), the two
+   probes alternated model by model, and each version's kernel launches per block counted at
+   `--launch-tokens` (torch.profiler's device events).
 
-    python benchmarks/bench_attention_block.py --out DIR [--models a,b,...] [--runner qwen3-30b-a3b]
+    python benchmarks/bench_attention_block.py --out DIR [--models a,b,...] [--runner qwen3-30b-a3b] [--compare-eager]
+    python benchmarks/bench_attention_block.py --merge DIR/attention-block.json --into profiles/X.json  # anywhere
+
+`--merge` puts a run's block curves into a measured profile of the same machine kind, each in place
+of that profile's block curve of the same model, and says so in the profile's lab notes.
 """
 
 from __future__ import annotations
@@ -61,6 +69,32 @@ def prefix_sdpa(out: list[str]) -> dict:
     return res
 
 
+def launches(spec, tokens: int) -> int:
+    """Device kernels (and copies) one attention block of `spec` at `tokens` runs, after a warm-up
+    call, counted from torch.profiler's device events."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from kttune.kernels.attention_shape import attention_shape, block_layer_id
+    from kttune.kernels.decoder import Attention, AttnCache, LayerWeights, attention_block
+
+    dev = torch.device("cuda", 0)
+    attn = Attention(attention_shape(spec, block_layer_id(spec)), dev)
+    w = LayerWeights.random(spec.hidden_size, spec.num_experts, 0, spec.router, dev)
+    x0 = torch.randn(tokens, spec.hidden_size, device=dev, dtype=torch.bfloat16).mul_(0.5)
+    pos = torch.arange(tokens, device=dev)
+    attention_block(attn, w, x0.clone(), pos, AttnCache(), spec.router, spec.top_k)
+    torch.cuda.synchronize(dev)
+    x = x0.clone()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        attention_block(attn, w, x, pos, AttnCache(), spec.router, spec.top_k)
+        torch.cuda.synchronize(dev)
+    n = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+    del attn, w, x, x0
+    torch.cuda.empty_cache()
+    return n
+
+
 def runner_attn(name: str, curve, out: list[str], repeats: int = 5) -> list[dict]:
     """The runner's attn phase on `name` (K = 2, BF16 / the model's method, 13 threads) at the probe's
     sizes, both paths, median over layers x repeats after a warm-up run of each."""
@@ -101,12 +135,45 @@ def runner_attn(name: str, curve, out: list[str], repeats: int = 5) -> list[dict
     return rows
 
 
+def merge(result: Path, into: Path) -> list[str]:
+    """The block curves of `result` (this script's JSON) into the profile `into`, replacing its
+    block curve of each model measured; returns the models replaced."""
+    from dataclasses import replace
+
+    from kttune.hw.profile import _curve_from_dict, load_profile, save_profile
+
+    new = [_curve_from_dict(c) for c in json.loads(result.read_text())["curves"]]
+    models = {c.params["model"] for c in new}
+    prof = load_profile(into)
+    kept = tuple(c for c in prof.curves if not (c.kind == "attention_block" and c.params.get("model") in models))
+    backends = sorted({c.backend for c in new})
+    note = (
+        f"attention_block curves of {', '.join(sorted(models))} replaced from {result.parent.name}/{result.name} "
+        f"({'; '.join(backends)})"
+    )
+    prov = replace(prof.provenance, lab_notes=(*prof.provenance.lab_notes, note))
+    save_profile(replace(prof, curves=kept + tuple(new), provenance=prov), into)
+    return sorted(models)
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--merge"]:
+        ap = argparse.ArgumentParser()
+        ap.add_argument("--merge", type=Path, required=True)
+        ap.add_argument("--into", type=Path, required=True)
+        a = ap.parse_args()
+        print(f"replaced the block curves of {', '.join(merge(a.merge, a.into))} in {a.into}")
+        return
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--runner", default="qwen3-30b-a3b", help="model for the runner check ('' = none)")
+    ap.add_argument(
+        "--compare-eager", action="store_true", help="also the block with the piecewise torch RMSNorm and rotary"
+    )
+    ap.add_argument("--launch-tokens", type=int, default=11755)
     a = ap.parse_args()
+    from kttune.kernels import decoder
     from kttune.probes.gpu_attention import probe_attention_block
     from kttune.spec.loader import load_model
 
@@ -115,17 +182,29 @@ def main() -> None:
     log: list[str] = []
     curves = []
     t0 = time.perf_counter()
+    eager_curves, counts = [], {}
     for name in a.models.split(","):
         spec = load_model(name)
-        c = probe_attention_block(spec)
-        curves.append(c)
-        log.append(
-            f"block {name}: "
-            + " ".join(f"{int(p.x)}:{p.t_ms:.2f}[{p.t_ms_p10:.2f}-{p.t_ms_p90:.2f}]" for p in c.points)
-            + f"  fixed part {fixed_part(c):.2f} ms"
-        )
-        print(log[-1], flush=True)
+        versions = (True, False) if a.compare_eager else (True,)
+        for fused in versions:
+            decoder.TRITON_ELEMENTWISE = fused
+            c = probe_attention_block(spec)
+            (curves if fused else eager_curves).append(c)
+            tag = "block" if fused else "eager"
+            if a.compare_eager:
+                counts.setdefault(name, {})[tag] = launches(spec, a.launch_tokens)
+            log.append(
+                f"{tag} {name}: "
+                + " ".join(f"{int(p.x)}:{p.t_ms:.2f}[{p.t_ms_p10:.2f}-{p.t_ms_p90:.2f}]" for p in c.points)
+                + f"  fixed part {fixed_part(c):.2f} ms"
+                + (f"  {counts[name][tag]} launches at {a.launch_tokens} tokens" if a.compare_eager else "")
+            )
+            print(log[-1], flush=True)
+        decoder.TRITON_ELEMENTWISE = True
     res = {"curves": [asdict(c) for c in curves], "prefix_sdpa": prefix_sdpa(log)}
+    if a.compare_eager:
+        res["eager_curves"] = [asdict(c) for c in eager_curves]
+        res["launches"] = {"tokens": a.launch_tokens, "per_model": counts}
     print("\n".join(log[-5:]), flush=True)
     if a.runner:
         c = next(c for c in curves if c.params["model"] == a.runner)

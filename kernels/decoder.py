@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from kttune.kernels import triton_norm_rope
 from kttune.kernels.attention import MlaDims, gqa_prefill, mla_expand
 from kttune.kernels.attention_shape import AttentionShape
 from kttune.spec.model_spec import RouterSpec  # the model's router, read from config.json by kttune.spec
@@ -66,6 +67,10 @@ def route(
 # Elementwise ops run in row pieces of at most this many elements, so their fp32 temporaries stay
 # small: SGLang's fused RMSNorm and rotary kernels keep none (docs/path-runner.md#memory).
 PIECE_ELEMENTS = 1 << 22
+# On CUDA, RMSNorm and the rotary embedding run as one Triton launch each (sglang's fused kernels do;
+# the piecewise torch ops made the attention block host-bound, `kttune.kernels.triton_norm_rope`).
+# False runs the torch ops there too (benchmarks/bench_attention_block.py --compare-eager).
+TRITON_ELEMENTWISE = True
 
 
 def _row_pieces(rows: int, width: int):
@@ -75,7 +80,10 @@ def _row_pieces(rows: int, width: int):
 
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """RMSNorm over the last dim, computed in fp32 piece by piece into a new tensor of x's dtype."""
+    """RMSNorm over the last dim, computed in fp32 into a new tensor of x's dtype: on CUDA one Triton
+    launch (`kttune.kernels.triton_norm_rope`), elsewhere torch ops piece by piece."""
+    if TRITON_ELEMENTWISE and x.is_cuda and triton_norm_rope.available():
+        return triton_norm_rope.rms_norm(x, w, eps)
     d = x.shape[-1]
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     xs, os_ = x.reshape(-1, d), out.view(-1, d)
@@ -88,7 +96,10 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6) -> torch.Tenso
 
 def rope_(x: torch.Tensor, positions: torch.Tensor, theta: float = 10000.0) -> torch.Tensor:
     """Rotary embedding (neox half-split) of x [T, heads, d] at `positions` [T], in place (x may be a
-    view, e.g. the rope part of MLA's query); returns x."""
+    view, e.g. the rope part of MLA's query); returns x. On CUDA one Triton launch
+    (`kttune.kernels.triton_norm_rope`), elsewhere torch ops piece by piece."""
+    if TRITON_ELEMENTWISE and x.is_cuda and triton_norm_rope.available():
+        return triton_norm_rope.rope_(x, positions, theta)
     t, heads, d = x.shape
     inv = 1.0 / (theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d))
     for r0, r1 in _row_pieces(t, heads * d):

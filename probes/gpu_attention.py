@@ -88,7 +88,18 @@ def probe_attention(
 # launch and host-side work, so the fit's fixed part is measured where nothing else hides it.
 BLOCK_TOKENS = (16, 64, 256, 1024, 4096)
 BLOCK_TOKENS_QUICK = (16, 256, 4096)
-BLOCK_BACKEND = "kttune.kernels.decoder.attention_block (eager torch ops, as the path runner runs them)"
+
+
+def block_backend(device) -> str:
+    """What runs the attention block on `device`, as the path runner runs it: torch ops, with RMSNorm
+    and rotary as one Triton launch each on CUDA where Triton runs (`kttune.kernels.decoder`)."""
+    import torch
+
+    from kttune.kernels import decoder, triton_norm_rope
+
+    fused = decoder.TRITON_ELEMENTWISE and torch.device(device).type == "cuda" and triton_norm_rope.available()
+    how = "torch ops, RMSNorm and rotary one Triton launch each" if fused else "eager torch ops"
+    return f"kttune.kernels.decoder.attention_block ({how}, as the path runner runs them)"
 
 
 def probe_attention_block(
@@ -145,4 +156,4 @@ def probe_attention_block(
         "top_k": spec.top_k,
         "qk_norm": shape.qk_norm or "none",
     }
-    return Curve("attention_block", "tokens", tuple(pts), params, backend=BLOCK_BACKEND, skipped=tuple(skipped))
+    return Curve("attention_block", "tokens", tuple(pts), params, backend=block_backend(dev), skipped=tuple(skipped))
