@@ -16,29 +16,11 @@ the torch versions.
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 
-try:  # Triton is optional: torch CPU builds ship without it.
-    import triton
-    import triton.language as tl
-
-    _HAVE_TRITON = True
-except Exception:  # pragma: no cover - depends on the install
-    triton = None
-    tl = None
-    _HAVE_TRITON = False
-
-
-def available(device: str = "cuda") -> bool:
-    """True when the kernels can run on `device` ("cuda", or "cpu" under TRITON_INTERPRET=1)."""
-    if not _HAVE_TRITON:
-        return False
-    if device == "cpu":
-        return os.environ.get("TRITON_INTERPRET") == "1"
-    return torch.cuda.is_available()
-
+from kttune.kernels.triton_support import HAVE_TRITON as _HAVE_TRITON
+from kttune.kernels.triton_support import available, tl, triton  # noqa: F401 (available: this module's)
 
 if _HAVE_TRITON:
 
