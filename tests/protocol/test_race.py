@@ -37,9 +37,32 @@ def test_the_true_best_wins_and_the_clearly_slower_go_out(seed, rest):
 def test_a_tie_within_noise_goes_to_the_cheaper():
     means = {"big": 1000.0, "small": 998.0}
     cost = {"big": (40,), "small": (10,)}
-    res = race(list(means), noisy(means, 0.03, 1), Protocol(repeats=3), cost=lambda i: cost[i], max_rounds=4)
+    res = race(list(means), noisy(means, 0.01, 1), Protocol(repeats=3), cost=lambda i: cost[i], max_rounds=4)
     assert res.best_measured in means and res.winner == "small"
     assert "cheaper" in res.decision or res.best_measured == "small"
+
+
+def test_not_told_apart_is_no_tie_the_faster_median_wins():
+    """At 10% noise 7 rounds cannot show two items within 5% of each other: the race does not call
+    that a tie (which would hand the win to the cheaper on no evidence); the faster median wins."""
+    means = {"big": 1000.0, "small": 990.0}
+    cost = {"big": (40,), "small": (10,)}
+    res = race(list(means), noisy(means, 0.10, 3), Protocol(repeats=3), cost=lambda i: cost[i], max_rounds=4)
+    assert res.rounds == 4 + 3  # the extra rounds were raced, to no decision
+    assert res.winner == res.best_measured
+    other = next(e for e in res.entries if e.item != res.winner)
+    assert other.status == "survived" and "not told apart" in other.reason
+    assert other.vs_best.low < 0.95 or other.vs_best.high > 1.05
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10**6), st.floats(0.95, 1.0), st.floats(0.005, 0.08))
+def test_a_cheaper_winner_is_shown_within_the_margin_of_the_fastest(seed, f, sigma):
+    means = {"fast": 1000.0, "cheap": 1000.0 * f}
+    res = race(list(means), noisy(means, sigma, seed), Protocol(repeats=3, seed=seed), cost=lambda i: (i == "fast",))
+    if res.winner != res.best_measured:
+        c = next(e for e in res.entries if e.item == res.winner).vs_best
+        assert 0.95 <= c.low and c.high <= 1.05 and c.ratio >= 0.97
 
 
 def test_deterministic_samples_decide_in_the_minimum_rounds():
