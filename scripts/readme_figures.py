@@ -66,6 +66,9 @@ ACCURACY = dict(
         "2026-12-03-h200-pcie5-xeon-amx-16c/tune-qwen3-rival.json",
         "2026-12-03-h200-pcie5-xeon-amx-16c/tune-glm-4.5-air-rival.json",
         "2026-12-03-h200-pcie5-xeon-amx-16c/tune-qwen3-neighbour-experts.json",
+        "2026-12-03-h200-pcie5-xeon-amx-16c/tune-glm-4.5-air-triton.json",
+        "2026-12-03-h200-pcie5-xeon-amx-16c/tune-qwen3-triton.json",
+        "2026-12-03-h200-pcie5-xeon-amx-16c/tune-qwen3-race-margin.json",
     ),
 )
 
