@@ -139,13 +139,13 @@ def race(
     def tied(c: Comparison) -> bool:
         return c.low >= 1.0 - tie_margin and c.high <= 1.0 + tie_margin and c.ratio >= 1.0 - tie_tolerance
 
-    def undecided() -> tuple:
-        """(the best, the survivors neither out nor tied with it)."""
-        est = estimates()
-        best = _best(alive, est)
-        if best is None:
-            return None, []
-        return best, [i for i in alive if i != best and i in est and not tied(compare(est[best], est[i]))]
+    def split(best: T, est: Mapping) -> tuple[list, list]:
+        """The survivors besides `best`: (tied with it, neither out nor tied)."""
+        ties, open_ = [], []
+        for i in alive:
+            if i != best and i in est:
+                (ties if tied(compare(est[best], est[i])) else open_).append(i)
+        return ties, open_
 
     try:
         for r in range(max_rounds):
@@ -153,7 +153,9 @@ def race(
             if len(alive) <= 1 and r + 1 >= lo_rounds:
                 break
         for r in range(done, done + extra_rounds):
-            best, open_ = undecided()
+            est = estimates(r - 1)  # the rounds done so far only: a resumed race holds later ones
+            best = _best(alive, est)
+            open_ = split(best, est)[1] if best is not None else []
             if not open_:
                 break
             one_round(r, [best, *open_])
@@ -161,15 +163,9 @@ def race(
         stopped = True
     est = estimates()
     best = _best(alive, est) or _best(items, est)
-    ties, open_ = [], []
-    if best is not None:
-        for i in alive:
-            if i == best or i not in est:
-                continue
-            c = compare(est[best], est[i])
-            (ties if tied(c) else open_).append(i)
-            if not tied(c):
-                why[i] = f"not told apart from {describe(best)}: ratio {c.short()} after {done} rounds"
+    ties, open_ = split(best, est) if best is not None else ([], [])
+    for i in open_:
+        why[i] = f"not told apart from {describe(best)}: ratio {compare(est[best], est[i]).short()} after {done} rounds"
     winner = best
     if best is not None and ties:
         pool = [best, *ties]
