@@ -73,6 +73,12 @@ PIECE_ELEMENTS = 1 << 22
 TRITON_ELEMENTWISE = True
 
 
+def fused_elementwise(device: torch.device) -> bool:
+    """Whether RMSNorm and rotary run as Triton launches on `device` (CUDA, Triton there, and
+    `TRITON_ELEMENTWISE`) rather than as the piecewise torch ops."""
+    return TRITON_ELEMENTWISE and device.type == "cuda" and triton_norm_rope.available()
+
+
 def _row_pieces(rows: int, width: int):
     step = max(1, PIECE_ELEMENTS // max(1, width))
     for r0 in range(0, rows, step):
@@ -82,7 +88,7 @@ def _row_pieces(rows: int, width: int):
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """RMSNorm over the last dim, computed in fp32 into a new tensor of x's dtype: on CUDA one Triton
     launch (`kttune.kernels.triton_norm_rope`), elsewhere torch ops piece by piece."""
-    if TRITON_ELEMENTWISE and x.is_cuda and triton_norm_rope.available():
+    if fused_elementwise(x.device):
         return triton_norm_rope.rms_norm(x, w, eps)
     d = x.shape[-1]
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
@@ -98,7 +104,7 @@ def rope_(x: torch.Tensor, positions: torch.Tensor, theta: float = 10000.0) -> t
     """Rotary embedding (neox half-split) of x [T, heads, d] at `positions` [T], in place (x may be a
     view, e.g. the rope part of MLA's query); returns x. On CUDA one Triton launch
     (`kttune.kernels.triton_norm_rope`), elsewhere torch ops piece by piece."""
-    if TRITON_ELEMENTWISE and x.is_cuda and triton_norm_rope.available():
+    if fused_elementwise(x.device):
         return triton_norm_rope.rope_(x, positions, theta)
     t, heads, d = x.shape
     inv = 1.0 / (theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d))

@@ -95,9 +95,9 @@ def block_backend(device) -> str:
     and rotary as one Triton launch each on CUDA where Triton runs (`kttune.kernels.decoder`)."""
     import torch
 
-    from kttune.kernels import decoder, triton_norm_rope
+    from kttune.kernels.decoder import fused_elementwise
 
-    fused = decoder.TRITON_ELEMENTWISE and torch.device(device).type == "cuda" and triton_norm_rope.available()
+    fused = fused_elementwise(torch.device(device))
     how = "torch ops, RMSNorm and rotary one Triton launch each" if fused else "eager torch ops"
     return f"kttune.kernels.decoder.attention_block ({how}, as the path runner runs them)"
 
