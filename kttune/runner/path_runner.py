@@ -244,13 +244,14 @@ class PathRunner:
             pos = torch.arange(prefix, prefix + m, device=st.device)
             lay, att, moe = [], [], []
             self._peaks = {}  # this forward's, by phase
+            _, t0 = self._phase_end()
             for layer, cache in zip(st.layers, caches):
-                _, t0 = self._phase_end()
                 x, (t_attn, t_moe) = self._layer(layer, cache, x, pos, path)
-                t2, _ = self._phase_end("moe")
+                t2, next_t0 = self._phase_end("moe")  # one boundary: this MoE part's end, the next layer's start
                 att.append((t_attn - t0) * 1e3)
                 moe.append((t2 - t_moe) * 1e3)
                 lay.append(att[-1] + moe[-1])
+                t0 = next_t0
             forwards.append(
                 ForwardRecord(
                     m,
