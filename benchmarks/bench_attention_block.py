@@ -140,9 +140,9 @@ def merge(result: Path, into: Path) -> list[str]:
     block curve of each model measured; returns the models replaced."""
     from dataclasses import replace
 
-    from kttune.hw.profile import _curve_from_dict, load_profile, save_profile
+    from kttune.hw.profile import curve_from_dict, load_profile, save_profile
 
-    new = [_curve_from_dict(c) for c in json.loads(result.read_text())["curves"]]
+    new = [curve_from_dict(c) for c in json.loads(result.read_text())["curves"]]
     models = {c.params["model"] for c in new}
     prof = load_profile(into)
     kept = tuple(c for c in prof.curves if not (c.kind == "attention_block" and c.params.get("model") in models))

@@ -187,7 +187,7 @@ def _tuple(xs: Iterable[Any] | None) -> tuple:
     return tuple(xs or ())
 
 
-def _curve_from_dict(d: dict[str, Any]) -> Curve:
+def curve_from_dict(d: dict[str, Any]) -> Curve:
     kind = d["kind"]
     check_curve(kind, d["x_unit"], dict(d.get("params", {})))
     pts = tuple(Point(**pt) for pt in d["points"])
@@ -296,7 +296,7 @@ def profile_from_dict(d: dict[str, Any], origin: str = "profile") -> HardwarePro
         return HardwareProfile(
             provenance=Provenance(**prov),
             inventory=inventory,
-            curves=tuple(_curve_from_dict(c) for c in d.get("curves", ())),
+            curves=tuple(curve_from_dict(c) for c in d.get("curves", ())),
             fingerprint=d.get("fingerprint", ""),
             timer=TimerInfo(**d.get("timer", {})),
             calibration=_checked_calibration(d.get("calibration") or (), origin),
