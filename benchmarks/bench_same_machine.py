@@ -8,7 +8,9 @@ For each (runs, same-call probe) pair given, the prediction profile is the shipp
 curve kind the probe measured replaced by the probe's curves (what the probe did not measure, the
 shipped profile keeps). Reported per path: mean absolute and signed % error per decoder-layer
 forward; per GPU-expert count: the measured crossover with its interval (repeats) and each
-prediction. Writes same-machine-TAG.{json,md} to --out.
+prediction; and the per-method calibration fitted on the model's other forwards, each forward held out
+(what `kttune calibrate` and `kttune tune` fit on the machine that serves). Writes
+same-machine-TAG.{json,md} to --out.
 
     python benchmarks/bench_same_machine.py RUNS.json:PROBE.profile.json [...] [--out DIR] [--tag TAG]
 """
@@ -23,7 +25,7 @@ from pathlib import Path
 
 from bench_transfer import load_points, predicted_crossover
 
-from kttune.calibration.transfer import TermCorrection
+from kttune.calibration.transfer import TermCorrection, leave_one_point_out, per_method_predictor
 from kttune.hw.profile import HardwareProfile, load_profile
 from kttune.hw.registry import resolve_profile
 from results_layout import COMPUTED, results_dir
@@ -75,6 +77,9 @@ def analyse(pairs: list[tuple[str, str]], shipped_name: str) -> list[dict]:
             row["profiles"][label] = {
                 "hybrid": errors(points, "hybrid"),
                 "layerwise": errors(points, "layerwise"),
+                # what `kttune calibrate` / `kttune tune` fit on the serving machine: the per-method
+                # calibration on this model's other forwards, each forward held out
+                "calibrated_held_out": leave_one_point_out(points, per_method_predictor) if len(points) > 2 else {},
                 "crossover": crossovers(crossings),
             }
         rows.append(row)
@@ -93,8 +98,8 @@ def markdown(rows: list[dict], shipped: str) -> str:
         "a `kttune probe --model X` taken in the runs' own device call measured replaced by that probe's curves. Error: "
         "per decoder-layer forward, mean absolute (signed: + = predicted slower than measured).",
         "",
-        "| model | profile | hybrid | layerwise | crossover: n, measured [interval] -> predicted (error, inside) |",
-        "|---|---|---|---|---|",
+        "| model | profile | hybrid | layerwise | calibrated, each forward held out: hybrid / layerwise | crossover: n, measured [interval] -> predicted (error, inside) |",
+        "|---|---|---|---|---|---|",
     ]
     for r in rows:
         for label, d in r["profiles"].items():
@@ -112,7 +117,9 @@ def markdown(rows: list[dict], shipped: str) -> str:
                 + f" -> {c['predicted']} ({pct(c['error'])}, {'inside' if c['inside_interval'] else 'outside'})"
                 for c in d["crossover"]
             )
-            lines.append(f"| {r['model']} | {label} | {cells[0]} | {cells[1]} | {cross} |")
+            cal = d.get("calibrated_held_out", {})
+            cal_cell = " / ".join(pct(cal.get(path)) for path in ("hybrid", "layerwise"))
+            lines.append(f"| {r['model']} | {label} | {cells[0]} | {cells[1]} | {cal_cell} | {cross} |")
     return "\n".join(lines) + "\n"
 
 
