@@ -53,6 +53,7 @@ ACCURACY = dict(
     derive="2026-12-01-computed/derive-16c-to-32c.json",
     measured_search=f"{H200}/measured-search.json",
     transfer="2026-12-02-computed/transfer-h200-seven-models-sglang-loop.json",
+    same_instance="2026-12-03-computed/same-machine-h200-seven-models-one-instance.json",
     tune=(
         f"{H200}/tune-qwen3.json",
         f"{H200}/tune-glm-4.5-air.json",
@@ -330,6 +331,20 @@ def accuracy_block() -> str:
             + (f" (over 15%: {', '.join(over)})" if over else "")
             + f"; calibrated on the model's own runs, each forward held out, {min(cal):.0%}-{max(cal):.0%}",
             "docs/cost-model.md#how-far-to-trust-it",
+        )
+    )
+    si = [r["profiles"]["same machine"] for r in json.loads((RESULTS / ACCURACY["same_instance"]).read_text())["rows"]]
+    si_x = [c for d in si for c in d["crossover"] if c.get("error") is not None]
+    si_raw = [d[p]["mape"] for d in si for p in ("hybrid", "layerwise") if d[p]["mape"] is not None]
+    si_cal = [v for d in si for v in d["calibrated_held_out"].values() if v is not None]
+    rows.append(
+        (
+            "crossover and MoE layer per forward, from a `kttune probe --model` of the machine instance the runs ran on",
+            f"path runner, H200 box, one instance: {len(si)} models, {len(si_x)} crossovers with intervals",
+            f"crossover {_pct(min(c['error'] for c in si_x), max(c['error'] for c in si_x))} "
+            f"({sum(1 for c in si_x if c['inside_interval'])} inside the measured interval); per forward raw "
+            f"{_pct(min(si_raw), max(si_raw))}, calibrated (held out) {_pct(min(si_cal), max(si_cal))}",
+            "docs/cost-model.md#one-machine-instance-seven-models",
         )
     )
     tunes = [m for f in ACCURACY["tune"] for m in json.loads((RESULTS / f).read_text())["models"]]
