@@ -100,10 +100,12 @@ def pairs(rounds: int) -> dict:
 
 
 def summarize_series(d: dict) -> dict:
+    from kttune.probes.common import quantiles
+
     rows = d["rows"]
     fast = statistics.median(min(r["ms"]) for r in rows)
     slow = [[m > SLOW * fast for m in r["ms"]] for r in rows]
-    share = sorted(sum(s) / len(s) for s in slow)
+    share = [sum(s) / len(s) for s in slow]
     step_s = rows[-1]["t"] / max(1, len(rows) - 1)
     stay = {}
     for lag in (1, 5, 25):
@@ -122,14 +124,10 @@ def summarize_series(d: dict) -> dict:
         "sweeps": len(rows),
         "seconds": rows[-1]["t"],
         "fastest_ms": round(fast, 3),
-        "slow_share_p10_median_p90": [
-            round(share[len(share) // 10], 2),
-            round(statistics.median(share), 2),
-            round(share[9 * len(share) // 10], 2),
-        ],
+        "slow_share_p10_median_p90": [round(q, 2) for q in quantiles(share)],
         "slowest_over_fastest_median": round(statistics.median(max(r["ms"]) / min(r["ms"]) for r in rows), 2),
         "p_still_slow_after": stay,
-        "base_rate": round(statistics.mean(sum(s) / len(s) for s in slow), 2),
+        "base_rate": round(statistics.mean(share), 2),
         "window_5s_mean_ms": [round(m, 2) for m in means],
         "window_max_over_min": round(max(means) / min(means), 2),
         "window_cv": round(statistics.pstdev(means) / statistics.mean(means), 3),
@@ -157,7 +155,7 @@ def report(paths: list[str]) -> str:
     lines = []
     for p in paths:
         d = json.loads(Path(p).read_text())
-        if d.get("kind") == "pairs" or "rounds" in d:
+        if "rounds" in d:  # a --pairs file
             s = summarize_pairs(d)
             lines += [
                 f"## {Path(p).name}: one other CPU spinning, every pair, {s['rounds']} rounds",
