@@ -52,14 +52,17 @@ def crossovers(crossings) -> list[dict]:
         meas = round(iv.x) if iv is not None and iv.x is not None else x["measured"]
         pred = predicted_crossover(x["comp"], x["run"], TermCorrection())
         inside = bool(iv is not None and iv.x is not None and pred and iv.low <= pred <= iv.high)
+        # layerwise already won at the sweep's smallest size: the crossover is at or below it, not at it
+        below = bool(x.get("sizes") and meas == x["sizes"][0] and (iv is None or iv.x is None))
         out.append(
             {
                 "gpu_experts": x["gpu_experts"],
                 "measured": meas,
                 "interval": [iv.low, iv.high] if iv is not None and iv.x is not None else None,
+                "below_sweep": below,
                 "predicted": pred,
-                "error": abs(pred - meas) / meas if pred and meas else None,
-                "inside_interval": inside,
+                "error": abs(pred - meas) / meas if pred and meas and not below else None,
+                "inside_interval": inside or bool(below and pred and pred <= meas),
             }
         )
     return out
@@ -112,7 +115,12 @@ def markdown(rows: list[dict], shipped: str) -> str:
                     else "n/a"
                 )
             cross = "; ".join(
-                f"n={c['gpu_experts']}: {c['measured']}"
+                f"n={c['gpu_experts']}: "
+                + (
+                    f"at or below {c['measured']} (the sweep's first size)"
+                    if c.get("below_sweep")
+                    else f"{c['measured']}"
+                )
                 + (f" [{c['interval'][0]:.0f}-{c['interval'][1]:.0f}]" if c["interval"] else "")
                 + f" -> {c['predicted']} ({pct(c['error'])}, {'inside' if c['inside_interval'] else 'outside'})"
                 for c in d["crossover"]

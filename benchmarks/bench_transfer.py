@@ -114,6 +114,7 @@ def load_points(paths: list[str], profile) -> tuple[list[TransferPoint], list[di
                             "gpu_experts": n,
                             "threads": ref.cpuinfer,
                             "measured": measured_crossover(pairs),
+                            "sizes": [m for m, _, _ in pairs],
                             "interval": crossover_interval(forced),
                             "comp": c,
                             "run": ref,

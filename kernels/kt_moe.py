@@ -21,24 +21,8 @@ from typing import Any, Sequence
 from kttune.kernels.expert_weights import ONLINE_QUANTIZED, HostExperts
 from kttune.kernels.kt_ext import KtKernel, load_kt_kernel, quiet_stdout
 from kttune.kernels.kt_pool import cpu_infer
+from kttune.spec.kt_classes import KT_CLASS_PREFERENCE
 from kttune.spec.methods import FP8_BLOCK
-
-# kt-kernel MoE classes per method, most preferred first (the order kt-kernel 0.7.2's own
-# selection uses: `utils/amx.py` `_select_rawint4_backend`, FP8/BF16 "prefer AMX, fall back to
-# AVX2"). A class is used only if the loaded extension variant compiled it in; `needs` names host
-# ISA flags a class needs beyond that (kt-kernel checks AVX-VNNI at run time).
-KT_CLASS_PREFERENCE: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
-    "AMXINT4": (("AMXInt4_MOE", ()),),
-    "AMXINT8": (("AMXInt8_MOE", ()),),
-    "BF16": (("AMXBF16_MOE", ()), ("AVX2BF16_MOE", ())),
-    "FP8": (("AMXFP8_MOE", ()), ("AVX2FP8_MOE", ())),
-    "FP8_PERCHANNEL": (("AMXFP8PerChannel_MOE", ()),),
-    "RAWINT4": (
-        ("AMXInt4_KGroup_MOE", ()),
-        ("AVXVNNI256RawInt4_MOE", ("avx_vnni",)),
-        ("AVX2RawInt4_MOE", ()),
-    ),
-}
 
 
 def class_candidates(

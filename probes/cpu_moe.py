@@ -32,6 +32,7 @@ from kttune.kernels.expert_weights import HostExperts, expert_nbytes
 from kttune.kernels.kt_ext import KtKernel, kt_kernel_error, load_kt_kernel
 from kttune.kernels.kt_moe import KtMoeLayer, kt_class_name
 from kttune.probes.common import KtPoolTask, NullReporter, Reporter, kt_thread_counts, measure, probe_thread_counts
+from kttune.spec.kt_classes import kt_matmul_above
 from kttune.spec.moe_shape import MoeLayerShape
 from kttune.units import GIB
 
@@ -63,6 +64,19 @@ def token_series(max_tokens: int, quick: bool) -> list[int]:
         t *= step
     xs.append(max_tokens)
     return sorted(set(xs))
+
+
+def with_switch_points(tokens: Sequence[int], matmul_above: int | None) -> list[int]:
+    """`tokens` with a point on each side of the length where kt-kernel switches GEMM kernels
+    (`kttune.spec.kt_classes.kt_matmul_above`): the last length on the vector-matrix kernel and one a
+    quarter past it on the matrix-matrix one, where the series spans the switch. A fit on both
+    kernels needs each measured near the switch: a powers-of-two series leaves Kimi-K2's 192 between
+    128 and 256 on the H200 box, where the call at 192 took 1.5x the call at 256
+    (docs/cost-model.md#kt-kernels-two-gemm-kernels)."""
+    xs = sorted(set(tokens))
+    if matmul_above is None or not xs or not xs[0] < matmul_above < xs[-1]:
+        return xs
+    return sorted(set(xs) | {matmul_above, min(xs[-1], matmul_above + max(1, matmul_above // 4))})
 
 
 def thread_series(cores: int, quick: bool) -> list[int]:
@@ -195,6 +209,7 @@ def plan_cpu_moe(opts: CpuMoeOptions, cpu: CpuInfo, cores: int, numa_ids: Sequen
                 while shape.inter % p:
                     p -= 1
                 tokens = tuple(opts.tokens) if (t in edge or opts.threads or opts.quick) else sparse
+                tokens = tuple(with_switch_points(tokens, _matmul_above(kt, method, cpu, shape)))
                 tasks.append(CpuMoeTask(method, t, p, shape=shape, tokens=tokens))
             if si == 0 and pools > 1 and not opts.threads:
                 tasks += _one_node_tasks(opts, cpu, method, shape, numa_ids[0], node_physical_cores(cpu, numa_ids[0]))
@@ -204,6 +219,11 @@ def plan_cpu_moe(opts: CpuMoeOptions, cpu: CpuInfo, cores: int, numa_ids: Sequen
             "so `--kt-threadpool-count` and `--kt-numa-nodes` are chosen from measurements"
         )
     return CpuMoePlan(tasks=tasks, backend=kt.backend if kt else "torch-cpu", notes=notes)
+
+
+def _matmul_above(kt: KtKernel | None, method: str, cpu: CpuInfo, shape: MoeLayerShape) -> int | None:
+    """Where the class kt-kernel runs `method` with on this host switches GEMM kernels at `shape`."""
+    return kt_matmul_above(kt_class_name(kt, method, cpu.isa), shape.experts, shape.top_k) if kt else None
 
 
 def _one_node_tasks(
@@ -216,7 +236,8 @@ def _one_node_tasks(
     if node_cores < 2:
         return []
     counts = probe_thread_counts(node_cores, opts.quick, (), smt_logical(cpu, node_cores))
-    return [CpuMoeTask(method, t, 1, shape=shape, tokens=tuple(opts.tokens), numa_nodes=(node,)) for t in counts]
+    tokens = tuple(with_switch_points(opts.tokens, _matmul_above(load_kt_kernel(), method, cpu, shape)))
+    return [CpuMoeTask(method, t, 1, shape=shape, tokens=tokens, numa_nodes=(node,)) for t in counts]
 
 
 def _fit_shape(

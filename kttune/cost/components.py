@@ -11,14 +11,21 @@ import math
 from dataclasses import dataclass, field
 
 from kttune.calibration.entries import Calibration
-from kttune.cost.features import attention_prefill_flops, copy_features, gemm_features, moe_features
+from kttune.cost.features import (
+    attention_prefill_flops,
+    copy_features,
+    gemm_features,
+    kt_gemm_split,
+    moe_features,
+)
 from kttune.cost.fit import LinearFit, fit_nonneg, interp_loglog
 from kttune.errors import UserError
 from kttune.hw.derive import nccl_allreduce_ms  # the all-reduce model a derived profile's curve holds
-from kttune.hw.curve_kinds import curve_kind  # each kind's features: the fit is the table's
+from kttune.hw.curve_kinds import cpu_matmul_above, curve_kind  # each kind's features: the fit is the table's
 from kttune.hw.gpu_table import spec_for_name  # datasheet HBM bandwidth when no curve fits it
 from kttune.hw.profile import Curve, HardwareProfile
 from kttune.memory.vram import kv_cell_bytes  # the decode KV read is the pool's per-token cell
+from kttune.spec.kt_classes import kt_matmul_above
 from kttune.spec.methods import FORMATS, METHODS, bytes_per_expert, get_method, gpu_format
 from kttune.spec.model_spec import ModelSpec
 
@@ -177,7 +184,11 @@ class Components:
             same_shape = [
                 c for c in pooled if (c.shape.hidden, c.shape.inter) == (m.hidden_size, m.moe_intermediate_size)
             ]
-            table = _residual_table(fit, same_shape[0]) if same_shape and self._cpu_method == self.method.name else None
+            table = (
+                _residual_table(fit, same_shape[0], cpu_matmul_above(same_shape[0]))
+                if same_shape and self._cpu_method == self.method.name
+                else None
+            )
             lent = None if same_shape else self._shape_from_other_threads(threads, pools, numa, pooled)
             self._cpu_fits[key] = lent or (fit, table)
         return self._cpu_fits[key]
@@ -238,18 +249,25 @@ class Components:
             return 0.0
         m = self.model
         fit, residual = self._cpu_fit(threads, pools, numa)
-        t = fit(
-            moe_features(
-                tokens,
-                m.hidden_size,
-                m.moe_intermediate_size,
-                m.num_experts,
-                m.top_k,
-                cpu_experts,
-                self.cpu_bytes_per_expert,
-            )
+        row = moe_features(
+            tokens,
+            m.hidden_size,
+            m.moe_intermediate_size,
+            m.num_experts,
+            m.top_k,
+            cpu_experts,
+            self.cpu_bytes_per_expert,
         )
+        t = fit(kt_gemm_split(row, tokens, self.cpu_matmul_above(threads)))
         return t * residual(tokens) if residual else t
+
+    def cpu_matmul_above(self, threads: int) -> int | None:
+        """The forward length above which kt-kernel runs the model's CPU experts with its
+        matrix-matrix GEMM (`kttune.spec.kt_classes.kt_matmul_above`): the layer's routed experts and
+        top-k, the class that measured the fitted curves (the one this host runs the method with)."""
+        kernels = [c.params.get("kernel") for c in self.profile.curves_of("cpu_moe", method=self._cpu_method)]
+        kernel = next((k for k in kernels if k), None)
+        return kt_matmul_above(kernel, self.model.num_experts, self.model.top_k)
 
     # ---- GPU -----------------------------------------------------------------------------------
     def _fit_gpu_moe(self) -> LinearFit:
@@ -641,7 +659,26 @@ def fit_curves(curves: list[Curve]) -> LinearFit:
         for pt in c.points:
             rows.append(fit.row(c, pt.x))
             ys.append(pt.t_ms)
+    if "ms_per_flop_vector" in fit.names:
+        return _fit_kernel_split(fit.names, rows, ys)
     return fit_nonneg(fit.names, rows, ys)
+
+
+def _fit_kernel_split(names: tuple[str, ...], rows: list[tuple], ys: list[float]) -> LinearFit:
+    """A kt-kernel MoE fit whose flops are split by the GEMM kernel that ran them
+    (`kttune.hw.features.kt_gemm_split`). Where the points hold flops of one kernel only (a class
+    with one kernel, or no point measured on one side of the switch), the two flop rates are one:
+    fitted as one column and both set to it, so a length on the unmeasured side is not predicted
+    as free of compute."""
+    vec, mat = names.index("ms_per_flop_vector"), names.index("ms_per_flop")
+    if any(r[vec] > 0 for r in rows) and any(r[mat] > 0 for r in rows):
+        return fit_nonneg(names, rows, ys)
+    keep = [i for i in range(len(names)) if i != vec]
+    merged = [tuple(r[i] + (r[vec] if i == mat else 0.0) for i in keep) for r in rows]
+    one = fit_nonneg(tuple(names[i] for i in keep), merged, ys)
+    coef = dict(zip(one.names, one.coef))
+    coef["ms_per_flop_vector"] = coef["ms_per_flop"]
+    return LinearFit(names, tuple(coef[n] for n in names), one.rel_rmse, one.n_points)
 
 
 # A thread count whose nearest measured expert shape is this much nearer the model's (in expert size)
@@ -686,16 +723,26 @@ def _bits(fmt: str) -> float:
     return FORMATS[fmt].weight_bits
 
 
-def _residual_table(fit: LinearFit, curve: Curve):
+def _residual_table(fit: LinearFit, curve: Curve, switch_above: int | None = None):
     """Measured / fitted on a curve of the model's own shape, as a function of tokens: keeps what the
-    three-term fit cannot express (cache effects, kernel switch points) where it was measured, and
-    holds the last ratio past the largest measured size."""
-    xs, ratios = [], []
+    fit's terms cannot express (cache effects) where it was measured, and holds the last ratio past
+    the largest measured size. With `switch_above` (the length above which the kernel that measured
+    the curve switches kernels, `kttune.spec.kt_classes.kt_matmul_above`), a length is read among the
+    points on its own side of the switch where that side has any: a ratio measured on one kernel
+    says nothing of the other."""
+    pts = []
     for pt in sorted(curve.points, key=lambda q: q.x):
         f = fit(curve_kind(curve.kind).fit.row(curve, pt.x))
         if f > 0:
-            xs.append(pt.x)
-            ratios.append(pt.t_ms / f)
-    if not xs:
+            pts.append((pt.x, pt.t_ms / f))
+    if not pts:
         return None
-    return lambda t: interp_loglog(xs, ratios, t) if t <= xs[-1] else ratios[-1]
+
+    def table(t: float) -> float:
+        side = pts
+        if switch_above is not None:
+            side = [p for p in pts if (p[0] <= switch_above) == (t <= switch_above)] or pts
+        xs, ratios = [p[0] for p in side], [p[1] for p in side]
+        return interp_loglog(xs, ratios, t) if t <= xs[-1] else ratios[-1]
+
+    return table

@@ -5,23 +5,27 @@ where it is read and where it is predicted; this module names them for the cost 
 from kttune.hw.features import (
     ATTENTION_FEATURES,
     COPY_FEATURES,
+    CPU_MOE_FEATURES,
     GEMM_FEATURES,
     MOE_FEATURES,
     attention_prefill_flops,
     copy_features,
     expected_experts_touched,
     gemm_features,
+    kt_gemm_split,
     moe_features,
 )
 
 __all__ = [
     "ATTENTION_FEATURES",
     "COPY_FEATURES",
+    "CPU_MOE_FEATURES",
     "GEMM_FEATURES",
     "MOE_FEATURES",
     "attention_prefill_flops",
     "copy_features",
     "expected_experts_touched",
     "gemm_features",
+    "kt_gemm_split",
     "moe_features",
 ]

@@ -51,14 +51,17 @@ from typing import Any, Callable, ClassVar
 from kttune.hw.features import (
     ATTENTION_FEATURES,
     COPY_FEATURES,
+    CPU_MOE_FEATURES,
     GEMM_FEATURES,
     MOE_FEATURES,
     attention_block_flops,
     attention_prefill_flops,
     copy_features,
     gemm_features,
+    kt_gemm_split,
     moe_features,
 )
+from kttune.spec.kt_classes import kt_matmul_above
 from kttune.spec.methods import METHODS, bytes_per_expert
 from kttune.spec.moe_shape import MoeLayerShape
 
@@ -167,7 +170,19 @@ def _moe_row(c: Any, x: float) -> tuple:
     )
 
 
+def cpu_matmul_above(c: Any) -> int | None:
+    """Where the kt-kernel class that measured a `cpu_moe` curve switches to its matrix-matrix GEMM
+    (`kttune.spec.kt_classes.kt_matmul_above`; the curve's `kernel` param names the class)."""
+    s: MoeCurveShape = c.shape
+    return kt_matmul_above(c.params.get("kernel"), s.experts, s.top_k)
+
+
+def _cpu_moe_row(c: Any, x: float) -> tuple:
+    return kt_gemm_split(_moe_row(c, x), x, cpu_matmul_above(c))
+
+
 MOE_FIT = CostFit(MOE_FEATURES, _moe_row)
+CPU_MOE_FIT = CostFit(CPU_MOE_FEATURES, _cpu_moe_row)
 COPY_FIT = CostFit(COPY_FEATURES, lambda c, x: copy_features(x))
 GEMM_FIT = CostFit(GEMM_FEATURES, lambda c, x: gemm_features(x, c.shape.hidden, c.shape.out))
 ATTENTION_FIT = CostFit(
@@ -211,7 +226,7 @@ DERIVE_RULES = ("cpu_threads", "gpu_roofline", "pcie_link", "pipeline_overlap", 
 KINDS: dict[str, CurveKind] = {
     k.name: k
     for k in (
-        CurveKind("cpu_moe", "tokens", "cpu", "cpu_threads", MoeCurveShape, MOE_FIT),
+        CurveKind("cpu_moe", "tokens", "cpu", "cpu_threads", MoeCurveShape, CPU_MOE_FIT),
         CurveKind("stage_a_write", "bytes", "cpu", "cpu_threads", MethodCurveShape, COPY_FIT),
         CurveKind("h2d", "bytes", "pcie", "pcie_link", None, COPY_FIT),
         CurveKind("d2h", "bytes", "pcie", "pcie_link", None, COPY_FIT),

@@ -44,6 +44,7 @@ from kttune.hw.profile import (
     Point,
     Provenance,
 )
+from kttune.spec.kt_classes import kt_class_on_isa
 from kttune.units import GIB
 
 # HardwareProfile fields a derive step rewrites or keeps; any other field is reset to its default
@@ -354,11 +355,16 @@ def derive_cpu_curves(profile: HardwareProfile, cpu: CpuTarget) -> tuple[list[Cu
             continue  # the method does not run on the target's ISA class
         if c.kind == "stage_a_write":
             rate = 1.0
+        kernel = {}
+        if c.kind == "cpu_moe" and tgt_isa != src_isa and "kernel" in c.params:
+            # the class the target's build runs the method with: an AVX2 host runs kt-kernel's AVX2
+            # class, one GEMM at every length, not the AMX family's two (kttune.spec.kt_classes)
+            kernel = {"kernel": kt_class_on_isa(method, tgt_isa) or c.params["kernel"]}
         if th >= src_cores:
             # A pool on every core starves the driving thread: calls take multiples of ~8 ms
             # whatever the core count (both measured boxes, 16 and 32 cores, show it): kept as measured.
             extra = {"threads": cpu.cores, **({"threadpools": pools} if "threadpools" in c.params else {})}
-            out.append(_labelled(c, "scaled", CPU_SCALED_ERROR, **extra))
+            out.append(_labelled(c, "scaled", CPU_SCALED_ERROR, **extra, **kernel))
             continue
         th_to = th + cpu.cores - src_cores
         if th_to < 1:
@@ -381,7 +387,7 @@ def derive_cpu_curves(profile: HardwareProfile, cpu: CpuTarget) -> tuple[list[Cu
         extra = {"threads": th_to}
         if "threadpools" in c.params:
             extra["threadpools"] = pools
-        out.append(_labelled(c, label, err, tuple(pts), **extra))
+        out.append(_labelled(c, label, err, tuple(pts), **extra, **kernel))
     return out, notes
 
 

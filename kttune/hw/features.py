@@ -26,6 +26,21 @@ def moe_features(
 MOE_FEATURES = ("overhead_ms", "ms_per_byte", "ms_per_flop")
 
 
+def kt_gemm_split(
+    moe_row: tuple[float, float, float], tokens: float, matmul_above: int | None
+) -> tuple[float, float, float, float]:
+    """A kt-kernel MoE forward's `moe_features` row (1, bytes touched, flops) as (1, bytes touched,
+    flops on the vector-matrix kernel, flops on the matrix-matrix kernel): its flops go to the
+    kernel its length selects (`kt_matmul_above`), all to the second for a class with one kernel."""
+    one, nbytes, flops = moe_row
+    if matmul_above is not None and tokens <= matmul_above:
+        return (one, nbytes, flops, 0.0)
+    return (one, nbytes, 0.0, flops)
+
+
+CPU_MOE_FEATURES = ("overhead_ms", "ms_per_byte", "ms_per_flop_vector", "ms_per_flop")
+
+
 def attention_prefill_flops(tokens: float, prefix: float, heads: int, qk_dim: int, v_dim: int) -> float:
     """Causal attention flops of `tokens` new tokens after `prefix` cached ones, one layer:
     QK^T and PV over an average context of prefix + (tokens+1)/2."""

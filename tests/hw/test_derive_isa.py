@@ -118,3 +118,18 @@ def test_a_slower_isa_costs_between_nothing_and_all_of_the_call(t, serial, threa
     assert same * (1 - 1e-9) <= slow <= whole * (1 + 1e-9)
     all_compute = scale_cpu_time(t, serial, threads, threads, rate, fixed_ms=fixed, compute_ms=t - fixed)
     assert all_compute == pytest.approx(whole)
+
+
+@pytest.mark.parametrize("isa, switch", [(AVX512, 192), (AVX2, None)])
+def test_a_derived_host_runs_the_class_its_build_has(isa, switch):
+    """kt-kernel's AVX-512 build runs the AMX-family classes, with their switch of GEMM kernels at
+    4E/k tokens; its AVX2 build runs one GEMM at every length (docs/cost-model.md#kt-kernels-two-gemm-kernels):
+    a profile derived for the host says which, and the cost model puts the switch only where it is."""
+    from kttune.cost.components import Components
+    from kttune.spec.loader import load_model
+
+    derived = derive_profile(load_shipped("h200-pcie5-xeon-amx-16c"), Change(cpu=CpuTarget(cores=32, isa=isa))).profile
+    kernels = {c.params["kernel"] for c in derived.curves_of("cpu_moe", method="RAWINT4")}
+    assert kernels == ({"AMXInt4_KGroup_MOE"} if switch else {"AVX2RawInt4_MOE"})
+    comp = Components(derived, load_model("kimi-k2-thinking"), "RAWINT4")
+    assert comp.cpu_matmul_above(comp.cpu_thread_options()[0]) == switch

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from kttune.kernels.kt_moe import KT_CLASS_PREFERENCE, class_candidates, expert_ptrs
+from kttune.kernels.kt_moe import class_candidates, expert_ptrs
+from kttune.spec.kt_classes import KT_CLASS_PREFERENCE
 
 
 class FakeMoeModule:
