@@ -52,8 +52,9 @@ ACCURACY = dict(
     host_ram="2026-12-01-xeon-amx-2c/host_ram.json",
     derive="2026-12-01-computed/derive-16c-to-32c.json",
     measured_search=f"{H200}/measured-search.json",
-    transfer="2026-12-02-computed/transfer-h200-seven-models-sglang-loop.json",
-    same_instance="2026-12-03-computed/same-machine-h200-seven-models-one-instance.json",
+    transfer="2026-12-04-computed/transfer-h200-seven-models-sglang-loop.json",
+    same_instance="2026-12-04-computed/same-machine-h200-seven-models-one-instance.json",
+    switch_sweeps="2026-12-04-computed/same-machine-h200-switch-sweeps.json",
     tune=(
         f"{H200}/tune-qwen3.json",
         f"{H200}/tune-glm-4.5-air.json",
@@ -345,6 +346,20 @@ def accuracy_block() -> str:
             f"({sum(1 for c in si_x if c['inside_interval'])} inside the measured interval); per forward raw "
             f"{_pct(min(si_raw), max(si_raw))}, calibrated (held out) {_pct(min(si_cal), max(si_cal))}",
             "docs/cost-model.md#one-machine-instance-seven-models",
+        )
+    )
+    sw = json.loads((RESULTS / ACCURACY["switch_sweeps"]).read_text())["rows"]
+    sw_raw = [r["profiles"]["same machine"]["hybrid"]["mape"] for r in sw]
+    sw_cal = [r["profiles"]["same machine"]["calibrated_held_out"]["hybrid"] for r in sw]
+    sw_n = sum(r["profiles"]["same machine"]["hybrid"]["forwards"] for r in sw)
+    rows.append(
+        (
+            "hybrid MoE layer per forward across kt-kernel's switch of GEMM kernels (4E/k tokens), at lengths the "
+            "probe did not measure",
+            f"path runner, H200 box: {sw_n} forwards of {len(sw)} models (Kimi-K2 160-288 tokens, two BF16 models "
+            "40-112), probe of the same device call",
+            f"raw {_pct(min(sw_raw), max(sw_raw))}, calibrated (held out) {_pct(min(sw_cal), max(sw_cal))}",
+            "docs/cost-model.md#kt-kernels-two-gemm-kernels",
         )
     )
     tunes = [m for f in ACCURACY["tune"] for m in json.loads((RESULTS / f).read_text())["models"]]
