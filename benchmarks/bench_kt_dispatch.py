@@ -34,13 +34,19 @@ CASES = {
         ("RAWINT4", 7168, 2048, 384, 8),  # Kimi-K2: switch at 192
         ("BF16", 2048, 768, 128, 8),  # Qwen3-30B-A3B: switch at 64
         ("BF16", 2048, 768, 64, 8),  # the same experts, half as many: switch at 32
+        ("AMXINT8", 2048, 768, 128, 8),  # online-quantised int8 (moe.hpp): switch at 64
+        ("AMXINT4", 2048, 768, 128, 8),  # online-quantised int4 (moe.hpp): switch at 64
         ("FP8", 2048, 768, 128, 8),  # one kernel at every length: no switch
+        ("FP8_PERCHANNEL", 2048, 768, 128, 8),  # one kernel at every length: no switch
     ),
     "small": (
         ("RAWINT4", 2048, 768, 64, 8),  # switch at 32
         ("BF16", 2048, 768, 64, 8),  # switch at 32
         ("BF16", 2048, 768, 32, 8),  # switch at 16
+        ("AMXINT8", 2048, 768, 64, 8),  # switch at 32
+        ("AMXINT4", 2048, 768, 64, 8),  # switch at 32
         ("FP8", 2048, 768, 64, 8),  # no switch
+        ("FP8_PERCHANNEL", 2048, 768, 64, 8),  # no switch
     ),
 }
 

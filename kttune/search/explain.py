@@ -104,6 +104,7 @@ def explain(
             )
         if t > chunk:
             reasons.append(f"threshold {t} > chunk {chunk}: layerwise can never fire")
+    reasons += _kt_switch_reason(comp, cfg)
     fits = comp.fit_report(cfg.cpuinfer_threads, cfg.threadpool_count)
     loose = [f"{k} {v['rel_rmse']:.0%}" for k, v in fits.items() if v["rel_rmse"] > 0.2]
     notes = list(dict.fromkeys(comp.notes))
@@ -123,3 +124,20 @@ def explain(
         tuple(notes),
         fits,
     )
+
+
+def _kt_switch_reason(comp: Components, cfg: LaunchConfig) -> list[str]:
+    """Where kt-kernel's CPU experts change GEMM kernels, when the hybrid path runs any on the CPU
+    (docs/cost-model.md#kt-kernels-two-gemm-kernels): a hybrid forward just past it can be cheaper
+    than one at it."""
+    above = comp.cpu_matmul_above(cfg.cpuinfer_threads)
+    cpu_experts = comp.model.num_experts - cfg.num_gpu_experts
+    if above is None or cpu_experts <= 0:
+        return []
+    args = (cpu_experts, cfg.cpuinfer_threads, cfg.threadpool_count, tuple(cfg.numa_nodes))
+    at, past = comp.cpu_moe_ms(above, *args), comp.cpu_moe_ms(above + 1, *args)
+    return [
+        f"kt-kernel runs a forward of up to {above} tokens (4 x {comp.model.num_experts} experts / top-"
+        f"{comp.model.top_k}) on its vector GEMM, a longer one on its matrix GEMM: the CPU experts of a "
+        f"{above}-token forward take {at:.1f} ms a layer, of a {above + 1}-token one {past:.1f} ms"
+    ]

@@ -79,3 +79,17 @@ def test_a_threshold_above_the_chunk_is_called_out():
     ex = explain(comp, c, wl, BUDGET)
     assert any("can never fire" in r for r in ex.reasons)
     assert all("layerwise" not in r.chosen_paths for r in ex.rows)
+
+
+@pytest.mark.parametrize("name, method, switch", [("kimi-k2-thinking", "RAWINT4", 192), ("minimax-m2.1", "FP8", None)])
+def test_where_kt_kernel_changes_gemm_kernels_is_said(name, method, switch):
+    """docs/cost-model.md#kt-kernels-two-gemm-kernels: a method whose kt-kernel class switches kernels
+    at 4E/k tokens gets a reason naming the length and the CPU experts' time on each side of it; a
+    class with one kernel (FP8) gets none, and nor does a layer with every expert on the GPU."""
+    comp, c, wl = setup(name, method)
+    said = [r for r in explain(comp, c, wl, Budget(80 * GIB, 2048 * GIB)).reasons if "vector GEMM" in r]
+    assert len(said) == (1 if switch else 0)
+    if switch:
+        assert f"up to {switch} tokens" in said[0] and f"{switch + 1}-token" in said[0]
+        all_gpu = replace(c, num_gpu_experts=comp.model.num_experts)
+        assert not [r for r in explain(comp, all_gpu, wl, Budget(80 * GIB, 2048 * GIB)).reasons if "vector GEMM" in r]
