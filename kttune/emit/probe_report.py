@@ -8,6 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from kttune.emit.terminal import first_that_fits, fits, keep_title, split_columns, tight_table
+from kttune.hw.curve_kinds import cpu_matmul_above
 from kttune.hw.profile import Curve, HardwareProfile
 from kttune.units import GB, GIB, MIB
 
@@ -324,6 +325,28 @@ def inventory_notes(p: HardwareProfile) -> list[str]:
     return [f"measured by: {p.provenance.command or '?'}"] + [f"note: {n}" for n in p.provenance.notes]
 
 
+def cpu_moe_switch_lines(curves: list[Curve]) -> list[str]:
+    """Per expert shape and method, where the kt-kernel class that measured it changes GEMM kernels
+    (docs/cost-model.md#kt-kernels-two-gemm-kernels) and the times measured on each side of it, at
+    the curve's first thread count that measured both."""
+    lines, seen = [], set()
+    for c in sorted(curves, key=lambda c: (c.params.get("method", ""), c.params.get("threads", 0))):
+        p = c.params
+        key = (p.get("hidden"), p.get("inter"), p.get("experts"), p.get("top_k"), p.get("method"))
+        above = cpu_matmul_above(c)
+        pts = {int(pt.x): pt.t_ms for pt in c.points}
+        past = min((x for x in pts if x > (above or 0)), default=None)
+        if key in seen or above is None or above not in pts or past is None:
+            continue
+        seen.add(key)
+        lines.append(
+            f"{p.get('method')} H{p.get('hidden')} I{p.get('inter')} E{p.get('experts')} top-{p.get('top_k')}, "
+            f"{p.get('threads')} threads: {p.get('kernel')} runs up to {above} tokens (4E/k) on its vector GEMM, "
+            f"longer forwards on its matrix GEMM: {_fmt_ms(pts[above])} ms at {above}, {_fmt_ms(pts[past])} ms at {past}"
+        )
+    return lines
+
+
 def render_profile(p: HardwareProfile, console: Any, inventory: bool = True) -> None:
     width = console.width
     if inventory:
@@ -344,6 +367,9 @@ def render_profile(p: HardwareProfile, console: Any, inventory: bool = True) -> 
             tables = generic_table(kind, cs, width)
         for t in tables:
             console.print(t)
+        if kind == "cpu_moe":
+            for line in cpu_moe_switch_lines(cs):
+                console.print(line, style="dim", highlight=False)
         if kind in ("stage_a_write", "host_ram"):
             for line in (stage_a_skips if kind == "stage_a_write" else host_ram_skips)(cs):
                 console.print(line, highlight=False)

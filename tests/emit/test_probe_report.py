@@ -51,3 +51,23 @@ def test_host_ram_curve_prints_a_table_with_skips_within_80_columns():
     assert "41.0 GiB" in rows[0] and "skip" in rows[2]
     assert "host RAM RAWINT4 max_len 16384 skipped: needs about 80 GiB" in text
     assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_where_kt_kernel_switches_gemm_kernels_is_printed_with_both_times():
+    """docs/cost-model.md#kt-kernels-two-gemm-kernels: the H200 box's Kimi-K2 probe measured 192 (the
+    last length on the vector GEMM) and 240; the line names both with their times. FP8's class has one
+    kernel: no line."""
+    from pathlib import Path
+
+    from kttune.emit.probe_report import cpu_moe_switch_lines
+    from kttune.hw.profile import load_profile
+
+    box = Path(__file__).resolve().parents[2] / "benchmarks/results/2026-12-04-h200-pcie5-xeon-amx-16c"
+    p = load_profile(box / "probe-kimi-k2-thinking-switch.profile.json")
+    (c,) = p.curves_of("cpu_moe")
+    pts = {int(pt.x): pt.t_ms for pt in c.points}
+    (line,) = cpu_moe_switch_lines([c])
+    assert "up to 192 tokens" in line and f"{_fmt_ms(pts[192])} ms at 192" in line
+    assert f"{_fmt_ms(pts[240])} ms at 240" in line
+    fp8 = [c for c in load_shipped(default_shipped_name()).curves_of("cpu_moe") if c.params["method"] == "FP8"]
+    assert fp8 and cpu_moe_switch_lines(fp8) == []
