@@ -258,13 +258,14 @@ class Components:
             cpu_experts,
             self.cpu_bytes_per_expert,
         )
-        t = fit(kt_gemm_split(row, tokens, self.cpu_matmul_above(threads)))
+        t = fit(kt_gemm_split(row, tokens, self.cpu_matmul_above()))
         return t * residual(tokens) if residual else t
 
-    def cpu_matmul_above(self, threads: int) -> int | None:
+    def cpu_matmul_above(self) -> int | None:
         """The forward length above which kt-kernel runs the model's CPU experts with its
         matrix-matrix GEMM (`kttune.spec.kt_classes.kt_matmul_above`): the layer's routed experts and
-        top-k, the class that measured the fitted curves (the one this host runs the method with)."""
+        top-k, the class that measured the profile's curves of the method (the one this host runs it
+        with, at every thread count)."""
         kernels = [c.params.get("kernel") for c in self.profile.curves_of("cpu_moe", method=self._cpu_method)]
         kernel = next((k for k in kernels if k), None)
         return kt_matmul_above(kernel, self.model.num_experts, self.model.top_k)

@@ -130,7 +130,7 @@ def _kt_switch_reason(comp: Components, cfg: LaunchConfig) -> list[str]:
     """Where kt-kernel's CPU experts change GEMM kernels, when the hybrid path runs any on the CPU
     (docs/cost-model.md#kt-kernels-two-gemm-kernels): a hybrid forward just past it can be cheaper
     than one at it."""
-    above = comp.cpu_matmul_above(cfg.cpuinfer_threads)
+    above = comp.cpu_matmul_above()
     cpu_experts = comp.model.num_experts - cfg.num_gpu_experts
     if above is None or cpu_experts <= 0:
         return []

@@ -30,7 +30,7 @@ def test_a_bigger_batch_or_context_is_never_faster(batch, more, ctx, more_ctx):
     # on the 16-core box: 64 -> 128 tokens; docs/cost-model.md#kt-kernels-two-gemm-kernels): on each
     # side of it a bigger batch is never faster, but by the measured curves' largest dip.
     t = decode_step_ms(COMP, cfg("BF16"), batch, ctx)
-    above = COMP.cpu_matmul_above(cfg("BF16").cpuinfer_threads)
+    above = COMP.cpu_matmul_above()
     assert above == 4 * COMP.model.num_experts // COMP.model.top_k
     smaller = decode_step_ms(COMP, cfg("BF16"), above + 1, ctx) if batch <= above < batch + more else t
     assert decode_step_ms(COMP, cfg("BF16"), batch + more, ctx) >= smaller * (1 - _measured_cpu_dip())

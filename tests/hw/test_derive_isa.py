@@ -132,4 +132,4 @@ def test_a_derived_host_runs_the_class_its_build_has(isa, switch):
     kernels = {c.params["kernel"] for c in derived.curves_of("cpu_moe", method="RAWINT4")}
     assert kernels == ({"AMXInt4_KGroup_MOE"} if switch else {"AVX2RawInt4_MOE"})
     comp = Components(derived, load_model("kimi-k2-thinking"), "RAWINT4")
-    assert comp.cpu_matmul_above(comp.cpu_thread_options()[0]) == switch
+    assert comp.cpu_matmul_above() == switch
