@@ -52,17 +52,22 @@ def crossovers(crossings) -> list[dict]:
         meas = round(iv.x) if iv is not None and iv.x is not None else x["measured"]
         pred = predicted_crossover(x["comp"], x["run"], TermCorrection())
         inside = bool(iv is not None and iv.x is not None and pred and iv.low <= pred <= iv.high)
-        # layerwise already won at the sweep's smallest size: the crossover is at or below it, not at it
+        # layerwise already won at the sweep's smallest size: the crossover is at or below it, not at it;
+        # it never won in the sweep: the crossover is above its largest size
         below = bool(x.get("sizes") and meas == x["sizes"][0] and (iv is None or iv.x is None))
+        above = bool(x.get("sizes") and meas is None)
         out.append(
             {
                 "gpu_experts": x["gpu_experts"],
                 "measured": meas,
                 "interval": [iv.low, iv.high] if iv is not None and iv.x is not None else None,
                 "below_sweep": below,
+                "above_sweep": x["sizes"][-1] if above else None,
                 "predicted": pred,
                 "error": abs(pred - meas) / meas if pred and meas and not below else None,
-                "inside_interval": inside or bool(below and pred and pred <= meas),
+                "inside_interval": inside
+                or bool(below and pred and pred <= meas)
+                or bool(above and pred and pred > x["sizes"][-1]),
             }
         )
     return out
@@ -119,6 +124,8 @@ def markdown(rows: list[dict], shipped: str) -> str:
                 + (
                     f"at or below {c['measured']} (the sweep's first size)"
                     if c.get("below_sweep")
+                    else f"above {c['above_sweep']} (the sweep's last size)"
+                    if c.get("above_sweep")
                     else f"{c['measured']}"
                 )
                 + (f" [{c['interval'][0]:.0f}-{c['interval'][1]:.0f}]" if c["interval"] else "")

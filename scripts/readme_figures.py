@@ -356,8 +356,8 @@ def accuracy_block() -> str:
         (
             "hybrid MoE layer per forward across kt-kernel's switch of GEMM kernels (4E/k tokens), at lengths the "
             "probe did not measure",
-            f"path runner, H200 box: {sw_n} forwards of {len(sw)} models (Kimi-K2 160-288 tokens, two BF16 models "
-            "40-112), probe of the same device call",
+            f"path runner, H200 box: {sw_n} forward sizes of {len(sw)} models (Kimi-K2 160-288 tokens, four BF16 "
+            "models 40-136), probe of the same device call",
             f"raw {_pct(min(sw_raw), max(sw_raw))}, calibrated (held out) {_pct(min(sw_cal), max(sw_cal))}",
             "docs/cost-model.md#kt-kernels-two-gemm-kernels",
         )
