@@ -81,6 +81,30 @@ def fitting_config(c: Components, cfg: LaunchConfig, vram_bytes: int) -> tuple[L
     return cfg, vram_breakdown(c.model, cfg).runtime_peak_bytes
 
 
+# The seed's figures are "up to": the best a GPU count reaches. The chunks and GPU-expert counts a
+# user would try, each at every thread count below the cores; the best that fits the VRAM.
+BEST_CHUNKS = (4096, 8192, 16384, 32768, 65536)
+BEST_GPU_EXPERTS = (32, 16, 8, 0)
+
+
+def best_fitting(c: Components, n_gpus: int, options: list[int], pools: int, vram_bytes: int) -> dict:
+    """The fastest configuration over BEST_CHUNKS x the most of BEST_GPU_EXPERTS that fits x the thread
+    counts `options` (the seed's threshold), by the same best-over-PROMPTS throughput."""
+    usable = usable_vram_bytes(vram_bytes)
+    best = None
+    for t in options:
+        for chunk in BEST_CHUNKS:
+            for n in BEST_GPU_EXPERTS:
+                cfg = config(c, n_gpus, t, pools, n, chunk)
+                if vram_breakdown(c.model, cfg).runtime_peak_bytes > usable:
+                    continue
+                tok_s, at = best_tok_s(c, cfg)
+                if best is None or tok_s > best["predicted_tok_s"]:
+                    best = {"threads": t, "chunk": chunk, "gpu_experts": n, "predicted_tok_s": tok_s, "at_prompt": at}
+                break  # the most GPU experts that fit at this chunk
+    return best
+
+
 def terms(c: Components, cfg: LaunchConfig, tokens: int) -> dict:
     """One forward of `tokens` tokens from an empty prefix, per decoder layer, term by term (ms)."""
     f = forward_time(c, cfg, tokens)
@@ -139,6 +163,8 @@ def run() -> dict:
             vram = prof.inventory.gpus[0].vram_total_bytes
             fit_cfg, fit_peak = fitting_config(c, cfg, vram)
             fit_tok_s, fit_at = best_tok_s(c, fit_cfg)
+            best = best_fitting(c, n, options, pools, vram)
+            best["error"] = best["predicted_tok_s"] / SEED_TOK_S[n] - 1
             rows.append(
                 {
                     "cpu": cpu_name,
@@ -160,6 +186,7 @@ def run() -> dict:
                         "at_prompt": fit_at,
                         "error": fit_tok_s / SEED_TOK_S[n] - 1,
                     },
+                    "best_fitting": best,
                     "terms_16k": terms(c, cfg, 16384),
                     "profile_notes": [a for a in prof.provenance.notes[1:]],
                 }
@@ -171,6 +198,9 @@ def run() -> dict:
         r["scaling_error"] = r["scaling"] / r["seed_scaling"] - 1
         r["fitting"]["scaling"] = r["fitting"]["predicted_tok_s"] / base["fitting"]["predicted_tok_s"]
         r["fitting"]["scaling_error"] = r["fitting"]["scaling"] / r["seed_scaling"] - 1
+        b = r["best_fitting"]
+        b["scaling"] = b["predicted_tok_s"] / base["best_fitting"]["predicted_tok_s"]
+        b["scaling_error"] = b["scaling"] / r["seed_scaling"] - 1
     return {
         "source_profile": SOURCE,
         "model": MODEL,
@@ -202,6 +232,22 @@ def markdown(d: dict) -> str:
             f"| {r['cpu']} | {r['gpus']} | {r['seed_tok_s']:,} | {r['predicted_tok_s']:,} | {100 * r['error']:+.0f}% | "
             f"{r['scaling']:.2f}x ({r['seed_scaling']:.2f}x) | {100 * r['scaling_error']:+.0f}% | {fits} | "
             f"{f['gpu_experts']}, {f['chunk']} -> {f['predicted_tok_s']:,} ({100 * f['error']:+.0f}%; scaling {f['scaling']:.2f}x) |"
+        )
+    lines += [
+        "",
+        'The best configuration that fits each GPU count (the seed\'s figures are "up to"): chunk '
+        f"{', '.join(map(str, BEST_CHUNKS))} x the most of {', '.join(map(str, BEST_GPU_EXPERTS))} GPU experts "
+        "that fits x the thread counts, at the seed's threshold:",
+        "",
+        "| CPU | GPUs | seed tok/s | best: chunk, GPU experts, threads | predicted | error | scaling (seed) | scaling error |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in d["rows"]:
+        b = r["best_fitting"]
+        lines.append(
+            f"| {r['cpu']} | {r['gpus']} | {r['seed_tok_s']:,} | {b['chunk']}, {b['gpu_experts']}, {b['threads']} | "
+            f"{b['predicted_tok_s']:,.0f} | {100 * b['error']:+.0f}% | {b['scaling']:.2f}x ({r['seed_scaling']:.2f}x) | "
+            f"{100 * b['scaling_error']:+.0f}% |"
         )
     lines += [
         "",
