@@ -204,15 +204,16 @@ def plan_cpu_moe(opts: CpuMoeOptions, cpu: CpuInfo, cores: int, numa_ids: Sequen
     for si, shape in enumerate(opts.shapes):
         shape_threads = all_threads if (si == 0 or not opts.sweep_threads_on_first_shape_only) else edge
         for method in methods:
+            above = _matmul_above(kt, method, cpu, shape)
             for t in shape_threads:
                 p = min(pools, t)
                 while shape.inter % p:
                     p -= 1
                 tokens = tuple(opts.tokens) if (t in edge or opts.threads or opts.quick) else sparse
-                tokens = tuple(with_switch_points(tokens, _matmul_above(kt, method, cpu, shape)))
-                tasks.append(CpuMoeTask(method, t, p, shape=shape, tokens=tokens))
+                tasks.append(CpuMoeTask(method, t, p, shape=shape, tokens=tuple(with_switch_points(tokens, above))))
             if si == 0 and pools > 1 and not opts.threads:
-                tasks += _one_node_tasks(opts, cpu, method, shape, numa_ids[0], node_physical_cores(cpu, numa_ids[0]))
+                node = numa_ids[0]
+                tasks += _one_node_tasks(opts, cpu, method, shape, node, node_physical_cores(cpu, node), above)
     if pools > 1 and not opts.threads:
         notes.append(
             f"{pools} NUMA nodes: the first shape is also measured on node {numa_ids[0]} alone (one pool), "
@@ -227,7 +228,13 @@ def _matmul_above(kt: KtKernel | None, method: str, cpu: CpuInfo, shape: MoeLaye
 
 
 def _one_node_tasks(
-    opts: CpuMoeOptions, cpu: CpuInfo, method: str, shape: MoeLayerShape, node: int, node_cores: int
+    opts: CpuMoeOptions,
+    cpu: CpuInfo,
+    method: str,
+    shape: MoeLayerShape,
+    node: int,
+    node_cores: int,
+    matmul_above: int | None,
 ) -> list[CpuMoeTask]:
     """A pool on one NUMA node (`--kt-threadpool-count 1 --kt-numa-nodes N`) at that node's own
     thread counts (its cores less the spare ones, and above them on SMT)."""
@@ -236,7 +243,7 @@ def _one_node_tasks(
     if node_cores < 2:
         return []
     counts = probe_thread_counts(node_cores, opts.quick, (), smt_logical(cpu, node_cores))
-    tokens = tuple(with_switch_points(opts.tokens, _matmul_above(load_kt_kernel(), method, cpu, shape)))
+    tokens = tuple(with_switch_points(opts.tokens, matmul_above))
     return [CpuMoeTask(method, t, 1, shape=shape, tokens=tokens, numa_nodes=(node,)) for t in counts]
 
 

@@ -88,6 +88,7 @@ class Components:
         )
         self._cpu_fits: dict[tuple[int, int], tuple[LinearFit, Curve | None]] = {}
         self._cpu_method = self._pick_cpu_method()
+        self._cpu_matmul_above = self._find_cpu_matmul_above()
         self._gpu_moe_fit = self._fit_gpu_moe()
         self._attn_fit = self._fit_attention()
         self._gemm_fit = self._fit_gemm()
@@ -258,7 +259,7 @@ class Components:
             cpu_experts,
             self.cpu_bytes_per_expert,
         )
-        t = fit(kt_gemm_split(row, tokens, self.cpu_matmul_above()))
+        t = fit(kt_gemm_split(row, tokens, self._cpu_matmul_above))
         return t * residual(tokens) if residual else t
 
     def cpu_matmul_above(self) -> int | None:
@@ -266,6 +267,9 @@ class Components:
         matrix-matrix GEMM (`kttune.spec.kt_classes.kt_matmul_above`): the layer's routed experts and
         top-k, the class that measured the profile's curves of the method (the one this host runs it
         with, at every thread count)."""
+        return self._cpu_matmul_above
+
+    def _find_cpu_matmul_above(self) -> int | None:
         kernels = [c.params.get("kernel") for c in self.profile.curves_of("cpu_moe", method=self._cpu_method)]
         kernel = next((k for k in kernels if k), None)
         return kt_matmul_above(kernel, self.model.num_experts, self.model.top_k)
@@ -738,12 +742,14 @@ def _residual_table(fit: LinearFit, curve: Curve, switch_above: int | None = Non
             pts.append((pt.x, pt.t_ms / f))
     if not pts:
         return None
+    # each side's (xs, ratios), split once: the table is read on the search's hot path
+    sides = {}
+    for below in (True, False):
+        side = [p for p in pts if switch_above is None or (p[0] <= switch_above) == below] or pts
+        sides[below] = ([x for x, _ in side], [r for _, r in side])
 
     def table(t: float) -> float:
-        side = pts
-        if switch_above is not None:
-            side = [p for p in pts if (p[0] <= switch_above) == (t <= switch_above)] or pts
-        xs, ratios = [p[0] for p in side], [p[1] for p in side]
+        xs, ratios = sides[switch_above is None or t <= switch_above]
         return interp_loglog(xs, ratios, t) if t <= xs[-1] else ratios[-1]
 
     return table

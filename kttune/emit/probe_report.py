@@ -335,8 +335,10 @@ def cpu_moe_switch_lines(curves: list[Curve]) -> list[str]:
         key = (p.get("hidden"), p.get("inter"), p.get("experts"), p.get("top_k"), p.get("method"))
         above = cpu_matmul_above(c)
         pts = {int(pt.x): pt.t_ms for pt in c.points}
-        past = min((x for x in pts if x > (above or 0)), default=None)
-        if key in seen or above is None or above not in pts or past is None:
+        if key in seen or above not in pts:  # None (one kernel) is never a measured length
+            continue
+        past = min((x for x in pts if x > above), default=None)
+        if past is None:
             continue
         seen.add(key)
         lines.append(
