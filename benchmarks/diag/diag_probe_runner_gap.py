@@ -17,6 +17,8 @@ candidates one at a time, in one process, on one model's layer, from the runner'
   task each, as in a probe process that measured those counts first;
 - retained layers: after two more layers of the shape were built and closed (kt-kernel 0.7.2 keeps
   a closed layer's memory, as a probe process that measured other methods holds);
+- settling: on a fresh layer built the probe's way, each size's first calls against its later ones
+  (the probe takes 2 warm-up and 3-5 timed calls per size; the runner's sweep is in its steady state);
 - the probe itself: `probe_cpu_moe` at this shape, thread count and sizes, in this process, last.
 
 Each timing: 2 warm-up calls, `--repeats` timed ones; median and 10th percentile. Prints one line per
@@ -161,6 +163,16 @@ def diagnose(name: str, method: str, threads: int, sizes: list[int], repeats: in
             max_tokens=probe_max,
             isa=cpu.isa,
         )
+    settle_calls = 30
+    for m in sizes:
+        fn = sync_forward(probe_layer, m)
+        per_call = []
+        for _ in range(settle_calls):
+            t0 = time.perf_counter()
+            fn()
+            per_call.append((time.perf_counter() - t0) * 1e3)
+        rec("settling: fresh layer, calls 3-7 at this size", m, stats(per_call[2:7]))
+        rec(f"settling: fresh layer, calls {settle_calls - 9}-{settle_calls} at this size", m, stats(per_call[-10:]))
     for m in sizes:
         rec(
             f"max_len: layer built as the probe builds it (max_len {probe_max})",
