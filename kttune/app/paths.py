@@ -12,7 +12,7 @@ from kttune.errors import UserError
 
 def paths_request(**fields):
     """A kttune.runner.api.PathsRequest (model, method, layers, gpu_experts, chunks, prompts,
-    threshold, force, sweep, cpuinfer, small, device, max_run_s, repeats, profile)."""
+    threshold, force, sweep, cpuinfer, small, device, cpu_max_tokens, max_run_s, repeats, profile)."""
     from kttune.runner.api import PathsRequest
 
     return PathsRequest(**fields)

@@ -64,6 +64,15 @@ def paths(
         bool, typer.Option("--small", help="The model's architecture at small shapes (the CPU variant).")
     ] = False,
     device: Annotated[str, typer.Option("--device", help="cuda or cpu (default: cuda when present).")] = "",
+    cpu_max_tokens: Annotated[
+        int,
+        bounded(
+            "--cpu-max-tokens",
+            rule=bounds.FORWARD_TOKENS,
+            help="kt-kernel's max_len (rounded up to a multiple of 64): the largest hybrid forward the runner "
+            "times (its host scratch grows with it); a larger one is skipped with the reason.",
+        ),
+    ] = 4096,
     max_run_s: Annotated[
         float,
         bounded(
@@ -110,6 +119,7 @@ def paths(
         cpuinfer=cpuinfer,
         small=small,
         device=device,
+        cpu_max_tokens=cpu_max_tokens,
         max_run_s=max_run_s,
         profile=profile,
         repeats=repeats,
