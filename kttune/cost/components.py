@@ -209,6 +209,9 @@ class Components:
             return abs(math.log(c.shape.params_per_expert / ppe))
 
         here = min(dist(c) for c in pooled)
+        # every shape this count measured is narrower than the model's expert by more than NARROW_REACH:
+        # its flop rate would be extrapolated upward, where the kernel runs faster (the docstring)
+        narrow_only = all(c.shape.params_per_expert * NARROW_REACH < ppe for c in pooled)
         mine = {
             (c.shape.hidden, c.shape.inter, c.shape.experts): c
             for c in _same_pool(
@@ -222,7 +225,8 @@ class Components:
                 continue
             d = min(dist(c) for c in theirs)
             common = [c for c in theirs if (c.shape.hidden, c.shape.inter, c.shape.experts) in mine]
-            if here - d > math.log(SHAPE_REACH) and common and (best is None or d < best[0]):
+            nearer = here - d > math.log(SHAPE_REACH) or (narrow_only and d < here)
+            if nearer and common and (best is None or d < best[0]):
                 best = (d, t, theirs, min(common, key=dist))
         if best is None:
             return None
@@ -689,6 +693,11 @@ def _fit_kernel_split(names: tuple[str, ...], rows: list[tuple], ys: list[float]
 # A thread count whose nearest measured expert shape is this much nearer the model's (in expert size)
 # lends its shape to a count measured only farther away (Components._shape_from_other_threads).
 SHAPE_REACH = 2.0
+# ... and a count whose shapes are all this much narrower than the model's expert borrows from any count
+# that measured a nearer one: a narrow shape's rate, extrapolated to a wider expert, over-predicts its
+# time (Qwen3-Next's 3.1M-parameter experts from the 1.6M-parameter small shape: 2.5x at 8,192 tokens;
+# docs/cost-model.md#cpu-experts-at-other-thread-counts).
+NARROW_REACH = 1.5
 
 
 def _same_pool(curves: list[Curve], pools: int, numa: tuple[int, ...]) -> list[Curve]:

@@ -21,12 +21,14 @@ from kttune.runner.result import runs_in_results
 from kttune.spec.loader import load_model
 
 RESULTS = Path(__file__).parents[1] / "data" / "paths-transfer-h200.json"
+# qwen3-next-80b-a3b at 11 threads, two instances: its 3.1M-parameter expert is 2x the small shape's
+QWEN3_NEXT = [Path(__file__).parents[1] / "data" / f"paths-qwen3-next-h200{s}.json" for s in ("", "-2")]
 
 
 @lru_cache(maxsize=2)
-def errors_at_11_threads(reach: float) -> dict[str, float]:
-    old = components.SHAPE_REACH
-    components.SHAPE_REACH = reach
+def errors_at_11_threads(reach: float, narrow_reach: float = components.NARROW_REACH) -> dict[str, float]:
+    old, old_narrow = components.SHAPE_REACH, components.NARROW_REACH
+    components.SHAPE_REACH, components.NARROW_REACH = reach, narrow_reach
     try:
         prof = replace(load_shipped("h200-pcie5-xeon-amx-16c"), calibration=())
         pts = []
@@ -34,7 +36,7 @@ def errors_at_11_threads(reach: float) -> dict[str, float]:
             c = Components(prof, load_model(req["model"], req.get("method")), runs[0].method, 1)
             pts += [p for r in runs if r.cpuinfer == 11 for p in transfer_points(r, c) if p.path == "hybrid"]
     finally:
-        components.SHAPE_REACH = old
+        components.SHAPE_REACH, components.NARROW_REACH = old, old_narrow
     return {m: mape((p.raw_ms, p.measured_ms) for p in pts if p.model == m) for m in {p.model for p in pts}}
 
 
@@ -51,4 +53,32 @@ def test_hybrid_at_11_threads_holds_on_models_no_curve_measured(model):
     (the issue's raw target); extrapolating the 1024x512 curve alone was off by more."""
     assert errors_at_11_threads(components.SHAPE_REACH)[model] <= 0.15
     if model == "glm-4.5-air":  # 4096x1408, 11x the small shape's expert: the extrapolation overshoots
-        assert errors_at_11_threads(float("inf"))[model] > 0.3
+        assert errors_at_11_threads(float("inf"), float("inf"))[model] > 0.3
+
+
+@lru_cache(maxsize=2)
+def qwen3_next_hybrid_error(narrow_reach: float) -> float:
+    old = components.NARROW_REACH
+    components.NARROW_REACH = narrow_reach
+    try:
+        prof = replace(load_shipped("h200-pcie5-xeon-amx-16c"), calibration=())
+        pts = []
+        for path in QWEN3_NEXT:
+            for req, runs in runs_in_results(json.loads(path.read_text())):
+                c = Components(prof, load_model(req["model"], req.get("method")), runs[0].method, 1)
+                pts += [p for r in runs for p in transfer_points(r, c) if p.path == "hybrid"]
+    finally:
+        components.NARROW_REACH = old
+    assert len(pts) == 8
+    return mape((p.raw_ms, p.measured_ms) for p in pts)
+
+
+def test_a_count_measured_only_narrower_borrows_a_nearer_shape():
+    """Qwen3-Next's expert is 2x the 11-thread small shape (within SHAPE_REACH of it) and 1.5x
+    narrower than the 13-thread Qwen3-30B shape. Extrapolated upward, the small shape's flop rate
+    over-predicts its hybrid layer (measured on the H200 box, 1,536-8,192 tokens); taken from the
+    nearer 13-thread shape and scaled to 11 threads, the error falls by more than half."""
+    borrowed, extrapolated = qwen3_next_hybrid_error(components.NARROW_REACH), qwen3_next_hybrid_error(float("inf"))
+    assert extrapolated > 0.6
+    assert borrowed < 0.35
+    assert borrowed < extrapolated / 2
