@@ -55,6 +55,7 @@ ACCURACY = dict(
     transfer="2026-12-04-computed/transfer-h200-seven-models-sglang-loop.json",
     same_instance="2026-12-04-computed/same-machine-h200-seven-models-one-instance.json",
     switch_sweeps="2026-12-04-computed/same-machine-h200-switch-sweeps.json",
+    new_models="2026-12-04-computed/same-machine-h200-two-new-models.json",
     tune=(
         f"{H200}/tune-qwen3.json",
         f"{H200}/tune-glm-4.5-air.json",
@@ -360,6 +361,21 @@ def accuracy_block() -> str:
             "models 40-136), probe of the same device call",
             f"raw {_pct(min(sw_raw), max(sw_raw))}, calibrated (held out) {_pct(min(sw_cal), max(sw_cal))}",
             "docs/cost-model.md#kt-kernels-two-gemm-kernels",
+        )
+    )
+    nm = json.loads((RESULTS / ACCURACY["new_models"]).read_text())["rows"]
+    nm_raw = [r["profiles"]["same machine"][p]["mape"] for r in nm for p in ("hybrid", "layerwise")]
+    nm_x = [c for r in nm for c in r["profiles"]["same machine"]["crossover"] if c.get("error") is not None]
+    nm_ship = [r["profiles"]["shipped"]["hybrid"]["mape"] for r in nm]
+    rows.append(
+        (
+            "MoE layer per forward and crossover on two models of shapes no curve or fit had "
+            "(Mixtral-8x7B: 8 experts of 176M parameters; Qwen3-Next-80B-A3B: 512 of 3.1M)",
+            f"path runner, H200 box: {len(nm)} sweeps on 3 instances, probe of the same device call",
+            f"raw {_pct(min(nm_raw), max(nm_raw))}; crossover "
+            + ", ".join(f"{c['error']:.0%}" + (" (inside)" if c["inside_interval"] else "") for c in nm_x)
+            + f"; from the shipped profile instead, hybrid {_pct(min(nm_ship), max(nm_ship))}",
+            "docs/cost-model.md#two-models-off-every-grid",
         )
     )
     tunes = [m for f in ACCURACY["tune"] for m in json.loads((RESULTS / f).read_text())["models"]]

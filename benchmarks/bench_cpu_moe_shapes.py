@@ -1,0 +1,164 @@
+"""How kt-kernel's matrix-kernel time per token depends on the expert's shape, on one machine, in one
+process: the same number of rows per expert (E = 16 experts, top-4, 512 / 1,024 / 2,048 tokens:
+128 / 256 / 512 rows each) at expert shapes (H, I) from Qwen3-Next's 2048 x 512 to Mixtral's
+4096 x 14336. The cost model charges the matrix kernel one rate per flop; the 2026-12-04 probes of
+Mixtral-8x7B and Qwen3-Next-80B-A3B on one instance ran it at 12.8 and 5.8 TFLOP/s.
+
+`--measure` times the curves (kttune.probes.cpu_moe, the probe's own protocol) and writes
+cpu-moe-shapes.json to --out. `--analyse FILE` fits each shape's time per token (the slope between
+its largest two sizes) on the other shapes, leave one shape out, with two laws, and writes
+cpu-moe-shapes.md beside it:
+
+- flops: slope = a x flops per token (the model's matrix term);
+- flops + outputs: slope = a x flops + b x output elements per token (each routed pair writes 2I
+  gate/up and H down outputs in fp32 accumulators, converted and combined elementwise), a, b >= 0.
+
+    python benchmarks/bench_cpu_moe_shapes.py --measure --out DIR [--threads 11]
+    python benchmarks/bench_cpu_moe_shapes.py --analyse DIR/cpu-moe-shapes.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+SHAPES = [(2048, 512), (2048, 768), (1024, 2048), (4096, 1408), (2048, 3072), (7168, 2048), (4096, 14336)]
+EXPERTS, TOP_K = 16, 4
+TOKENS = (512, 1024, 2048)
+
+
+def measure(out: Path, threads: int, shapes=SHAPES, tokens=TOKENS) -> None:
+    from kttune.probes.cpu_moe import CpuMoeOptions, probe_cpu_moe
+    from kttune.probes.inventory import collect_cpu, host_line, usable_cores
+    from kttune.spec.moe_shape import MoeLayerShape
+
+    cpu = collect_cpu()
+    t0 = time.perf_counter()
+    doc = {
+        "host": host_line(),
+        "threads": threads,
+        "experts": EXPERTS,
+        "top_k": TOP_K,
+        "tokens": list(tokens),
+        "curves": [],
+    }
+    for h, i in shapes:
+        opts = CpuMoeOptions(
+            shapes=(MoeLayerShape(h, i, EXPERTS, TOP_K, "BF16", f"{h}x{i}"),),
+            tokens=tuple(tokens),
+            methods=("BF16",),
+            threads=(threads,),
+            warmup=2,
+            repeats=5,
+            min_total_s=0.3,
+            max_repeats=15,
+        )
+        for c in probe_cpu_moe(opts, cpu, cores=usable_cores(cpu), numa_ids=[0]):
+            pts = [{"x": p.x, "t_ms": p.t_ms, "p10": p.t_ms_p10, "p90": p.t_ms_p90, "n": p.n} for p in c.points]
+            doc["curves"].append({"hidden": h, "inter": i, "kernel": c.params.get("kernel"), "points": pts})
+            print(
+                f"[{time.perf_counter() - t0:6.1f}s] {h}x{i}: "
+                + ", ".join(f"{p['x']:.0f}: {p['t_ms']:.1f}" for p in pts),
+                flush=True,
+            )
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "cpu-moe-shapes.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def slopes(doc: dict) -> list[dict]:
+    """Per shape: ms per token between its two largest sizes, flops and output elements per token."""
+    k = doc["top_k"]
+    rows = []
+    for c in doc["curves"]:
+        pts = sorted((p["x"], p["t_ms"]) for p in c["points"] if p["x"] >= min(doc["tokens"]))
+        if len(pts) < 2:
+            continue
+        (x0, y0), (x1, y1) = pts[-2], pts[-1]
+        h, i = c["hidden"], c["inter"]
+        rows.append(
+            {
+                "shape": f"{h}x{i}",
+                "slope_ms": (y1 - y0) / (x1 - x0),
+                "flops": k * 6.0 * h * i,
+                "outputs": k * (2.0 * i + h),
+            }
+        )
+    return rows
+
+
+def _fit(rows: list[dict], law: str) -> tuple[float, float]:
+    """Least squares on relative error (each row weighted by 1/slope), coefficients >= 0."""
+    import numpy as np
+
+    y = np.array([r["slope_ms"] for r in rows])
+    cols = [[r["flops"] for r in rows]] + ([[r["outputs"] for r in rows]] if law == "flops + outputs" else [])
+    a = np.array(cols).T / y[:, None]
+    coef = np.linalg.lstsq(a, np.ones(len(rows)), rcond=None)[0]
+    if len(coef) > 1 and coef.min() < 0:  # the non-negative solution of two terms: drop the negative one
+        keep = int(np.argmax(coef))
+        one = np.linalg.lstsq(a[:, [keep]], np.ones(len(rows)), rcond=None)[0][0]
+        coef = np.zeros(2)
+        coef[keep] = one
+    return float(coef[0]), float(coef[1]) if len(coef) > 1 else 0.0
+
+
+def analyse(path: Path) -> str:
+    doc = json.loads(path.read_text())
+    rows = slopes(doc)
+    laws = ("flops", "flops + outputs")
+    lines = [
+        "# kt-kernel's matrix kernel against the expert's shape",
+        "",
+        f"Host: {doc['host']}; {doc['threads']} threads, E = {doc['experts']}, top-{doc['top_k']}, "
+        f"{', '.join(map(str, doc['tokens']))} tokens (the slope between the largest two). Each shape predicted "
+        "from a fit on the others (leave one shape out); error = predicted / measured - 1.",
+        "",
+        "| shape (H x I) | measured ms / token | TFLOP/s | " + " | ".join(f"{law}: held out" for law in laws) + " |",
+        "|---|---|---|" + "---|" * len(laws),
+    ]
+    summary = {law: [] for law in laws}
+    for j, r in enumerate(rows):
+        others = rows[:j] + rows[j + 1 :]
+        cells = []
+        for law in laws:
+            a, b = _fit(others, law)
+            err = (a * r["flops"] + b * r["outputs"]) / r["slope_ms"] - 1
+            summary[law].append(abs(err))
+            cells.append(f"{err:+.0%}")
+        tf = r["flops"] / (r["slope_ms"] * 1e-3) / 1e12
+        lines.append(f"| {r['shape']} | {r['slope_ms']:.4f} | {tf:.1f} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for law in laws:
+        a, b = _fit(rows, law)
+        errs = summary[law]
+        lines.append(
+            f"- {law}: held-out mean |error| {sum(errs) / len(errs):.0%}, worst {max(errs):.0%}; fitted on all: "
+            f"{1 / (a * 1e-3) / 1e12 if a else float('inf'):.1f} TFLOP/s"
+            + (f", {b * 1e6:.3f} ns per output element" if b else "")
+        )
+    md = "\n".join(lines) + "\n"
+    path.with_suffix(".md").write_text(md)
+    return md
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--measure", action="store_true")
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--threads", type=int, default=11)
+    ap.add_argument("--analyse", default=None)
+    ap.add_argument("--shapes", default=None, help="HxI,HxI,... instead of the default set (a quick check)")
+    ap.add_argument("--tokens", default=None, help="token counts instead of 512,1024,2048")
+    a = ap.parse_args()
+    if a.measure:
+        shapes = [tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")] if a.shapes else SHAPES
+        tokens = [int(v) for v in a.tokens.split(",")] if a.tokens else TOKENS
+        measure(Path(a.out), a.threads, shapes, tokens)
+    if a.analyse:
+        print(analyse(Path(a.analyse)))
+
+
+if __name__ == "__main__":
+    main()
