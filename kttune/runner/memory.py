@@ -118,13 +118,19 @@ def layerwise_slot_held(runs: list[PathRun]) -> list[bool]:
     """Per run of one `kttune paths` request (in the order they ran), whether the full-layer slot was
     on the device: allocated at the first layerwise forward and kept until the GPU/CPU split or the
     thread count changes (the stack then drops its pipeline, `set_gpu_experts` / `set_threads`), as
-    sglang-kt keeps it for the server's life once allocated."""
+    sglang-kt keeps it for the server's life once allocated. A run measured in interleaved rounds
+    reports the largest peak of its rounds (`kttune.runner.api.measure_jobs`), so it holds the slot
+    when any run of its split is layerwise."""
     held, last, out = False, None, []
+    # a run measured in interleaved rounds (`timing` over 2+ samples) reports its peak over every round:
+    # from the second on, every layerwise run of its split has run before it
+    with_slot = {(r.gpu_experts, r.cpuinfer) for r in runs if "layerwise" in r.paths}
     for r in runs:
         if (r.gpu_experts, r.cpuinfer) != last:
             held, last = False, (r.gpu_experts, r.cpuinfer)
         held = held or "layerwise" in r.paths
-        out.append(held)
+        rounds = (r.timing or {}).get("measured_ms", {}).get("n", 1)
+        out.append(held or (rounds > 1 and (r.gpu_experts, r.cpuinfer) in with_slot))
     return out
 
 

@@ -90,3 +90,20 @@ def test_the_layerwise_slot_is_held_from_the_first_layerwise_forward_until_the_s
     with_slot, without = (predicted_runner_peak_bytes(spec, hy, h) for h in (True, False))
     assert without["layerwise_slot"] == without["pipeline_ring"] == 0 < with_slot["layerwise_slot"]
     assert predicted_runner_peak_bytes(spec, hy)["total"] == with_slot["total"]  # unknown history: the larger
+
+
+def test_a_run_of_interleaved_rounds_holds_the_slot_when_its_split_has_a_layerwise_run():
+    """Its reported peak is the largest of its rounds, and from the second round on every layerwise
+    run of its split has run before it: the H200 sweep of qwen3-next-80b-a3b listed a hybrid run
+    first, measured 3.49 GB with the 3.0 GB slot in it, predicted 0.58 GB before."""
+    from dataclasses import replace
+
+    from kttune.runner.memory import layerwise_slot_held
+
+    hy = _run("qwen3-30b-a3b", "BF16", "NVIDIA H200", [(1024, 0, "hybrid")])
+    lw = _run("qwen3-30b-a3b", "BF16", "NVIDIA H200", [(4096, 0, "layerwise")])
+    timed = {"measured_ms": {"n": 5}}
+    runs = [replace(hy, timing=timed), replace(lw, timing=timed), replace(hy, gpu_experts=8, timing=timed)]
+    assert layerwise_slot_held(runs) == [True, True, False]
+    once = {"measured_ms": {"n": 1}}  # one sample: the order it ran in decides, as before
+    assert layerwise_slot_held([replace(hy, timing=once), replace(lw, timing=once)]) == [False, True]
