@@ -4,9 +4,10 @@ process: the same number of rows per expert (E = 16 experts, top-4, 512 / 1,024 
 4096 x 14336. The cost model charges the matrix kernel one rate per flop; the 2026-12-04 probes of
 Mixtral-8x7B and Qwen3-Next-80B-A3B on one instance ran it at 12.8 and 5.8 TFLOP/s.
 
-`--measure` times the curves (kttune.probes.cpu_moe, the probe's own protocol) and writes
-cpu-moe-shapes.json to --out. `--analyse FILE` fits each shape's time per token (the slope between
-its largest two sizes) on the other shapes, leave one shape out, with two laws, and writes
+`--measure` times the curves (kttune.probes.cpu_moe, the probe's own protocol, one shape after
+another; with `--interleaved ROUNDS`, every shape's layer built once and measured in shuffled rounds)
+and writes cpu-moe-shapes.json to --out. `--analyse FILE` fits each shape's time per token (the least-squares
+slope over its sizes) on the other shapes, leave one shape out, with two laws, and writes
 cpu-moe-shapes.md beside it:
 
 - flops: slope = a x flops per token (the model's matrix term);
@@ -67,20 +68,81 @@ def measure(out: Path, threads: int, shapes=SHAPES, tokens=TOKENS) -> None:
         (out / "cpu-moe-shapes.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 
+def measure_interleaved(out: Path, threads: int, shapes=SHAPES, tokens=TOKENS, rounds: int = 5) -> None:
+    """Every shape's layer built once, then `rounds` rounds; in each, the shapes in a shuffled order and
+    every size of a shape once (one warm-up call first): the host's drift over the run falls on every
+    shape alike. Each point: the median over rounds with its 10th and 90th percentiles."""
+    import random
+
+    from kttune.kernels.expert_weights import HostExperts
+    from kttune.kernels.kt_ext import quiet_stdout
+    from kttune.kernels.kt_moe import KtMoeLayer
+    from kttune.probes.common import quantiles
+    from kttune.probes.cpu_moe import _inputs
+    from kttune.probes.inventory import host_line
+    from kttune.spec.moe_shape import MoeLayerShape
+
+    t0 = time.perf_counter()
+    layers, inputs = {}, {}
+    for h, i in shapes:
+        with quiet_stdout(to_stderr=True):
+            layers[(h, i)] = KtMoeLayer(
+                HostExperts.random("BF16", h, i, EXPERTS), top_k=TOP_K, threads=threads, max_tokens=max(tokens)
+            )
+        shape = MoeLayerShape(h, i, EXPERTS, TOP_K, "BF16")
+        inputs[(h, i)] = {n: _inputs(n, shape, 0) for n in tokens}
+    print(f"[{time.perf_counter() - t0:6.1f}s] built {len(layers)} layers", flush=True)
+    samples = {key: {n: [] for n in tokens} for key in layers}
+    rng = random.Random(0)
+    for r in range(rounds):
+        order = list(layers)
+        rng.shuffle(order)
+        for key in order:
+            for n in tokens:
+                x, ids, w, o = inputs[key][n]
+                layers[key].forward(x, ids, w, o)  # warm-up: the shape's buffers after another's
+                a = time.perf_counter()
+                layers[key].forward(x, ids, w, o)
+                samples[key][n].append((time.perf_counter() - a) * 1e3)
+        print(f"[{time.perf_counter() - t0:6.1f}s] round {r + 1}", flush=True)
+    doc = {
+        "host": host_line(),
+        "threads": threads,
+        "experts": EXPERTS,
+        "top_k": TOP_K,
+        "tokens": list(tokens),
+        "protocol": f"interleaved: {rounds} rounds, shapes shuffled per round, one warm-up call per point",
+        "curves": [],
+    }
+    for (h, i), per in samples.items():
+        pts = []
+        for n, xs in per.items():
+            p10, med, p90 = quantiles(xs)
+            pts.append({"x": n, "t_ms": med, "p10": p10, "p90": p90, "n": len(xs), "samples": xs})
+        doc["curves"].append({"hidden": h, "inter": i, "kernel": layers[(h, i)].kernel_class, "points": pts})
+        print(f"{h}x{i}: " + ", ".join(f"{p['x']}: {p['t_ms']:.1f} [{p['p10']:.1f}-{p['p90']:.1f}]" for p in pts))
+    for lay in layers.values():
+        lay.close()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "cpu-moe-shapes.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+
 def slopes(doc: dict) -> list[dict]:
-    """Per shape: ms per token between its two largest sizes, flops and output elements per token."""
+    """Per shape: ms per token (least squares over its sizes), flops and output elements per token."""
     k = doc["top_k"]
     rows = []
     for c in doc["curves"]:
         pts = sorted((p["x"], p["t_ms"]) for p in c["points"] if p["x"] >= min(doc["tokens"]))
         if len(pts) < 2:
             continue
-        (x0, y0), (x1, y1) = pts[-2], pts[-1]
+        xs, ys = [x for x, _ in pts], [y for _, y in pts]
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
         h, i = c["hidden"], c["inter"]
         rows.append(
             {
                 "shape": f"{h}x{i}",
-                "slope_ms": (y1 - y0) / (x1 - x0),
+                "slope_ms": slope,
                 "flops": k * 6.0 * h * i,
                 "outputs": k * (2.0 * i + h),
             }
@@ -112,7 +174,8 @@ def analyse(path: Path) -> str:
         "# kt-kernel's matrix kernel against the expert's shape",
         "",
         f"Host: {doc['host']}; {doc['threads']} threads, E = {doc['experts']}, top-{doc['top_k']}, "
-        f"{', '.join(map(str, doc['tokens']))} tokens (the slope between the largest two). Each shape predicted "
+        f"{', '.join(map(str, doc['tokens']))} tokens (the least-squares slope over them); "
+        f"{doc.get('protocol', 'one shape after another (kttune.probes.cpu_moe)')}. Each shape predicted "
         "from a fit on the others (leave one shape out); error = predicted / measured - 1.",
         "",
         "| shape (H x I) | measured ms / token | TFLOP/s | " + " | ".join(f"{law}: held out" for law in laws) + " |",
@@ -151,11 +214,15 @@ def main() -> None:
     ap.add_argument("--analyse", default=None)
     ap.add_argument("--shapes", default=None, help="HxI,HxI,... instead of the default set (a quick check)")
     ap.add_argument("--tokens", default=None, help="token counts instead of 512,1024,2048")
+    ap.add_argument("--interleaved", type=int, default=0, help="ROUNDS: all shapes built once, measured in rounds")
     a = ap.parse_args()
     if a.measure:
         shapes = [tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")] if a.shapes else SHAPES
         tokens = [int(v) for v in a.tokens.split(",")] if a.tokens else TOKENS
-        measure(Path(a.out), a.threads, shapes, tokens)
+        if a.interleaved:
+            measure_interleaved(Path(a.out), a.threads, shapes, tokens, a.interleaved)
+        else:
+            measure(Path(a.out), a.threads, shapes, tokens)
     if a.analyse:
         print(analyse(Path(a.analyse)))
 
