@@ -89,6 +89,7 @@ class Components:
         self._cpu_fits: dict[tuple[int, int], tuple[LinearFit, Curve | None]] = {}
         self._cpu_method = self._pick_cpu_method()
         self._cpu_matmul_above = self._find_cpu_matmul_above()
+        self._note_unmeasured_expert_shape()
         self._gpu_moe_fit = self._fit_gpu_moe()
         self._attn_fit = self._fit_attention()
         self._gemm_fit = self._fit_gemm()
@@ -110,6 +111,24 @@ class Components:
         self.notes.extend(self.calibration.summary(self.method.name))
 
     # ---- CPU experts ---------------------------------------------------------------------------
+    def _note_unmeasured_expert_shape(self) -> None:
+        """Say so where no CPU MoE curve of the method measured an expert within SHAPE_REACH of the
+        model's, at any thread count: kt-kernel's rate per flop moves with the expert's shape (4.5-9.7
+        TFLOP/s over seven shapes at equal rows per expert), which the fit carries over by flops only
+        (docs/cost-model.md#two-models-off-every-grid)."""
+        curves = self.profile.curves_of("cpu_moe", method=self._cpu_method)
+        if not curves:
+            return
+        m, ppe = self.model, self.model.params_per_expert
+        nearest = min((c.shape.params_per_expert for c in curves), key=lambda n: abs(math.log(n / ppe)))
+        if abs(math.log(nearest / ppe)) > math.log(SHAPE_REACH):
+            self.notes.append(
+                f"CPU MoE: no curve of this profile measured an expert near {m.name}'s ({ppe / 1e6:.1f}M "
+                f"parameters; the nearest {nearest / 1e6:.1f}M): kt-kernel's rate moves with the expert's shape, "
+                f"so its CPU times may be off by 2x (docs/cost-model.md#two-models-off-every-grid); "
+                f"`kttune probe --model {m.name}` or `kttune tune` measures them"
+            )
+
     def _pick_cpu_method(self) -> str:
         have = {c.params.get("method") for c in self.profile.curves_of("cpu_moe")}
         if not have:

@@ -82,3 +82,18 @@ def test_a_count_measured_only_narrower_borrows_a_nearer_shape():
     assert extrapolated > 0.6
     assert borrowed < 0.35
     assert borrowed < extrapolated / 2
+
+
+def test_a_model_whose_expert_no_curve_came_near_is_told_to_probe_it():
+    """Mixtral's 176M-parameter expert against the shipped profile's widest BF16 curve (Qwen3-30B's
+    4.7M): its CPU side came out 2-2.75x slow on the H200 box (docs/cost-model.md), so the notes name
+    the probe that measures it; a model whose expert the profile measured gets no such note."""
+    prof = load_shipped("h200-pcie5-xeon-amx-16c")
+
+    def shape_notes(name: str) -> list[str]:
+        spec = load_model(name)
+        return [n for n in Components(prof, spec, spec.default_method).notes if n.startswith("CPU MoE: no curve")]
+
+    [note] = shape_notes("mixtral-8x7b")
+    assert "176.2M" in note and "`kttune probe --model mixtral-8x7b`" in note
+    assert shape_notes("qwen3-30b-a3b") == []
