@@ -30,6 +30,19 @@ EXPERTS, TOP_K = 16, 4
 TOKENS = (512, 1024, 2048)
 
 
+def _document(host: str, threads: int, tokens, protocol: str) -> dict:
+    """The results document both ways of measuring write (curves appended per shape)."""
+    return {
+        "host": host,
+        "threads": threads,
+        "experts": EXPERTS,
+        "top_k": TOP_K,
+        "tokens": list(tokens),
+        "protocol": protocol,
+        "curves": [],
+    }
+
+
 def measure(out: Path, threads: int, shapes=SHAPES, tokens=TOKENS) -> None:
     from kttune.probes.cpu_moe import CpuMoeOptions, probe_cpu_moe
     from kttune.probes.inventory import collect_cpu, host_line, usable_cores
@@ -37,14 +50,7 @@ def measure(out: Path, threads: int, shapes=SHAPES, tokens=TOKENS) -> None:
 
     cpu = collect_cpu()
     t0 = time.perf_counter()
-    doc = {
-        "host": host_line(),
-        "threads": threads,
-        "experts": EXPERTS,
-        "top_k": TOP_K,
-        "tokens": list(tokens),
-        "curves": [],
-    }
+    doc = _document(host_line(), threads, tokens, "one shape after another (kttune.probes.cpu_moe)")
     for h, i in shapes:
         opts = CpuMoeOptions(
             shapes=(MoeLayerShape(h, i, EXPERTS, TOP_K, "BF16", f"{h}x{i}"),),
@@ -105,15 +111,8 @@ def measure_interleaved(out: Path, threads: int, shapes=SHAPES, tokens=TOKENS, r
                 layers[key].forward(x, ids, w, o)
                 samples[key][n].append((time.perf_counter() - a) * 1e3)
         print(f"[{time.perf_counter() - t0:6.1f}s] round {r + 1}", flush=True)
-    doc = {
-        "host": host_line(),
-        "threads": threads,
-        "experts": EXPERTS,
-        "top_k": TOP_K,
-        "tokens": list(tokens),
-        "protocol": f"interleaved: {rounds} rounds, shapes shuffled per round, one warm-up call per point",
-        "curves": [],
-    }
+    protocol = f"interleaved: {rounds} rounds, shapes shuffled per round, one warm-up call per point"
+    doc = _document(host_line(), threads, tokens, protocol)
     for (h, i), per in samples.items():
         pts = []
         for n, xs in per.items():
