@@ -120,8 +120,9 @@ class Components:
         if not curves:
             return
         m, ppe = self.model, self.model.params_per_expert
-        nearest = min((c.shape.params_per_expert for c in curves), key=lambda n: abs(math.log(n / ppe)))
-        if abs(math.log(nearest / ppe)) > math.log(SHAPE_REACH):
+        near = min(curves, key=lambda c: shape_distance(c, ppe))
+        nearest = near.shape.params_per_expert
+        if shape_distance(near, ppe) > math.log(SHAPE_REACH):
             self.notes.append(
                 f"CPU MoE: no curve of this profile measured an expert near {m.name}'s ({ppe / 1e6:.1f}M "
                 f"parameters; the nearest {nearest / 1e6:.1f}M): kt-kernel's rate moves with the expert's shape, "
@@ -225,7 +226,7 @@ class Components:
         ppe = self.model.params_per_expert
 
         def dist(c: Curve) -> float:
-            return abs(math.log(c.shape.params_per_expert / ppe))
+            return shape_distance(c, ppe)
 
         here = min(dist(c) for c in pooled)
         # every shape this count measured is narrower than the model's expert by more than NARROW_REACH:
@@ -730,16 +731,17 @@ def _same_pool(curves: list[Curve], pools: int, numa: tuple[int, ...]) -> list[C
     return same or [c for c in curves if c.params.get("threadpools", 1) == pools] or curves
 
 
+def shape_distance(c: Curve, params_per_expert: int) -> float:
+    """How far a curve's expert is from one of `params_per_expert` parameters: |log| of their ratio."""
+    return abs(math.log(c.shape.params_per_expert / params_per_expert))
+
+
 def nearest_shapes(curves: list[Curve], params_per_expert: int, span: float = 8.0) -> list[Curve]:
     """The curves whose expert size is within `span`x of the one nearest the model's: a tiny quick
     shape runs the kernels far from their efficient regime, so it only enters the fit when nothing
     closer was measured."""
-
-    def dist(c: Curve) -> float:
-        return abs(math.log(c.shape.params_per_expert / params_per_expert))
-
-    best = min(dist(c) for c in curves)
-    return [c for c in curves if dist(c) <= best + math.log(span)]
+    best = min(shape_distance(c, params_per_expert) for c in curves)
+    return [c for c in curves if shape_distance(c, params_per_expert) <= best + math.log(span)]
 
 
 def _label_driver(label: str) -> str:
