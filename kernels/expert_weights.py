@@ -326,12 +326,18 @@ class HostExperts:
 
 
 class HostSlot:
-    """`group` experts' worth of pinned (or pageable) host memory, one `[group, ...]` view per kind."""
+    """`group` experts' worth of pinned (or pageable) host memory, one `[group, ...]` view per kind.
+    `buffer` (uint8, `nbytes(kinds, group)` long) lays the views over memory the caller owns (a
+    `SharedSlot`'s shared mapping); else the slot allocates its own. `peers`: at TP, the same slot
+    of every GPU rank in rank order (rank 0's view of them), which stage A fills in one write."""
 
-    def __init__(self, kinds: Sequence[TensorKind], group: int, pin: bool = True):
+    def __init__(self, kinds: Sequence[TensorKind], group: int, pin: bool = True, buffer: torch.Tensor | None = None):
         self.kinds, self.group = tuple(kinds), group
-        self.buffer = torch.empty(kinds_nbytes(kinds) * group, dtype=torch.uint8, pin_memory=pin)
+        if buffer is None:
+            buffer = torch.empty(self.nbytes(kinds, group), dtype=torch.uint8, pin_memory=pin)
+        self.buffer = buffer
         self.buffer.fill_(0)  # touch the pages (NUMA placement follows the caller's binding)
+        self.peers: tuple[HostSlot, ...] = (self,)
         self.views: dict[str, torch.Tensor] = {}
         off = 0
         for k in self.kinds:
@@ -344,6 +350,15 @@ class HostSlot:
         v = self.views
         return tuple(v[n][j].data_ptr() if n in v else 0 for n in ("w13", "s13", "w2", "s2"))  # type: ignore[return-value]
 
+    @staticmethod
+    def nbytes(kinds: Sequence[TensorKind], group: int) -> int:
+        return kinds_nbytes(kinds) * group
+
+    def peer_ptrs(self, j: int) -> tuple[list[int], list[int], list[int], list[int]]:
+        """(w13, s13, w2, s2) address lists over `peers` (one per GPU rank) of their j-th expert: the
+        arguments of kt-kernel's `write_weight_scale_to_buffer_task`."""
+        return tuple(list(x) for x in zip(*(p.ptrs(j) for p in self.peers)))  # type: ignore[return-value]
+
 
 class TorchExpertWriter:
     """Stage A by torch CPU copies (synchronous: `submit` does the work)."""
@@ -352,13 +367,16 @@ class TorchExpertWriter:
     asynchronous = False
     stream_capable = False
 
-    def __init__(self, host: HostExperts, tp: int = 1, rank: int = 0):
-        self.host, self.tp, self.rank = host, tp, rank
+    def __init__(self, host: HostExperts):
+        self.host = host
 
     def submit(self, experts: range, slot: HostSlot) -> None:
+        """Each of the slot's `peers` (its own slot at TP 1, every rank's at TP) gets its rank's share."""
+        tp = len(slot.peers)
         for j, e in enumerate(experts):
-            for name, src in self.host.expected(e, self.tp, self.rank).items():
-                slot.views[name][j].copy_(src)
+            for r, peer in enumerate(slot.peers):
+                for name, src in self.host.expected(e, tp, r).items():
+                    peer.views[name][j].copy_(src)
 
     def wait(self) -> None:
         pass
@@ -387,8 +405,7 @@ class KtExpertWriter:
 
     def _tasks(self, experts: range, slot: HostSlot):
         for j, e in enumerate(experts):
-            w13, s13, w2, s2 = slot.ptrs(j)
-            yield self.layer.write_task(int(e), [w13], [s13], [w2], [s2])
+            yield self.layer.write_task(int(e), *slot.peer_ptrs(j))  # one rank's share per peer
 
     def submit(self, experts: range, slot: HostSlot) -> None:
         for task in self._tasks(experts, slot):

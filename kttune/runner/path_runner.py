@@ -80,12 +80,20 @@ class PathRunner:
             pipeline_config = PipelineConfig.from_label(SGLANG_KT_PIPELINE)
         self.pipeline_config = pipeline_config
         self.side = torch.cuda.Stream(stack.device) if cuda else None
+        self._shared_slots: list = []  # TP: the layerwise slots' factories (kttune.runner.tp_slots), closed with the runner
         self._run_peak = 0  # device peaks of the prompt being run, and of its forward's phases
         self._peaks: dict[str, int] = {}
         self.backends: dict[str, str] = {
             "cpu_experts": stack.cpu_backend or "none (rank > 0)",
             "sglang_ops": _sglang_status(),
         }
+
+    def close(self) -> None:
+        """Release what the runner holds beyond its stack (TP: the shared slots' CUDA registrations)."""
+        self._sync()
+        for f in self._shared_slots:
+            f.close()
+        self._shared_slots.clear()
 
     # ---- timing ----------------------------------------------------------------------------------
     def _sync(self) -> None:
@@ -190,20 +198,33 @@ class PathRunner:
         if st.pipeline is None:  # sglang-kt allocates the full-layer slot at the first layerwise forward
             tp = self.dist.tp
             cfg = self.pipeline_config
-            if tp > 1:  # per-expert steps, each closed by a barrier of all ranks, host-driven
+            slots = None
+            if tp > 1:  # sglang-kt's loop: one expert a step, closed by a barrier of all ranks, host-driven
                 from kttune.runner.pipeline import PipelineConfig
+                from kttune.runner.tp_slots import SharedSlots
 
                 cfg = PipelineConfig(2, 1)
+                slots = SharedSlots(self.dist, pin=st.is_cuda)
+                self._shared_slots.append(slots)
             st.pipeline = LayerPipeline(
-                st.host, st.writer, cfg, st.device, first=first, tp=tp, barrier=self.dist.barrier if tp > 1 else None
+                st.host,
+                st.writer,
+                cfg,
+                st.device,
+                first=first,
+                tp=tp,
+                barrier=self.dist.barrier if tp > 1 else None,
+                slot_factory=slots,
             )
+            if slots is not None:
+                st.notes.extend(n for n in slots.notes if n not in st.notes)
             self.backends["layerwise_writer"] = getattr(st.writer, "backend", "")
             self.backends["layerwise_pipeline"] = self.pipeline_config.label()
         pl = st.pipeline
         if first and layer.resident is not None:  # resident experts copied GPU -> GPU
             for name, t in layer.resident.t.items():
                 pl.gpu.dst[name][:n].copy_(t)
-        if st.is_cuda and self.dist.tp == 1:
+        if st.is_cuda:
             pl.run()
         else:
             pl.run_serial()

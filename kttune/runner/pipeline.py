@@ -177,6 +177,7 @@ class LayerPipeline:
         first: int = 0,
         tp: int = 1,
         barrier=None,
+        slot_factory=None,
     ):
         import torch
 
@@ -191,7 +192,9 @@ class LayerPipeline:
         cuda = self.device.type == "cuda"  # on a CPU device (tests) the stages run one after another
         kinds = host.slot_kinds(tp)
         self.barrier = barrier  # TP: called after each step's write (sglang-kt's per-expert barrier)
-        self.slots = [HostSlot(kinds, config.group, pin=cuda) for _ in range(config.slots)]
+        # TP: kttune.runner.tp_slots.SharedSlots (every rank's slot mapped into rank 0, whose writer fills them all)
+        make = slot_factory or (lambda kinds, group, i: HostSlot(kinds, group, pin=cuda))
+        self.slots = [make(kinds, config.group, i) for i in range(config.slots)]
         # experts first..experts-1 are streamed (the path runner's BF16 layerwise copies 0..first-1
         # from the GPU-resident experts instead, as sglang-kt does)
         self.first = first
@@ -338,6 +341,11 @@ class LayerPipeline:
                 self.writer.submit(self.steps[nxt], self.slots[j])
             else:
                 t1 = clock()
+            tb = clock()
+            if self.barrier is not None:
+                # TP (sglang-kt's loop): rank 0 has waited for its write of s and submitted s+1, each
+                # rank has waited for its own copy of s-1; no rank copies s before all are here
+                self.barrier()
             t2 = clock()
             self._issue_copy_and_post(s, None, h2d_done, post_done, copy_times)
             t3 = clock()
@@ -353,7 +361,8 @@ class LayerPipeline:
             if self.diagnose:
                 for k, dt in (
                     ("wait_copy", t1 - t0),
-                    ("submit_a", t2 - t1),
+                    ("submit_a", tb - t1),
+                    ("barrier", t2 - tb),
                     ("issue_bc", t3 - t2),
                     ("wait_a", t4 - t3),
                 ):

@@ -227,11 +227,12 @@ def _cpu_side(spec: ModelSpec, method: str, host: HostExperts, opts: StackOption
                 cpu = None
     if cpu is None and is_rank0:
         backend = "torch-cpu (kttune.kernels.cpu_moe.moe_forward)"
-    if opts.tp > 1 and get_method(method).layerwise:
-        # each rank streams its own I/tp share (sglang-kt: rank 0's kt-kernel threads write every
-        # rank's share into shared pinned memory; here each process writes its own, then barriers)
-        writer = TorchExpertWriter(host, opts.tp, opts.rank)
-        notes.append("TP layerwise: stage A by torch copies of each rank's share, one barrier per expert")
+    if opts.tp > 1 and not is_rank0 and get_method(method).layerwise:
+        # sglang-kt at TP: rank 0's writer fills every rank's share of the expert into that rank's
+        # slot (shared memory, kttune.runner.tp_slots); the other ranks only barrier and copy
+        from kttune.runner.tp_slots import PeerWritten
+
+        writer = PeerWritten()
     elif is_rank0 and get_method(method).layerwise:
         if cpu is not None and cpu.can_write_buffer:
             from kttune.kernels.expert_weights import KtExpertWriter

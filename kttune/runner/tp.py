@@ -1,8 +1,10 @@
 """The path runner at tensor parallelism: one process per GPU (NCCL), or per CPU rank over gloo (the
 CPU variant), each building its I/tp share of the same K layers (attention heads, shared and GPU
 experts sharded; CPU experts on rank 0 at full width) and running the same prompts; each layer's
-attention and MoE outputs are all-reduced, and the layerwise load closes every expert with a
-barrier of all ranks, as sglang-kt does. Rank 0's records come back."""
+attention and MoE outputs are all-reduced; the layerwise load runs sglang-kt's loop: rank 0's writer
+fills every rank's share of an expert into that rank's slot in shared memory
+(kttune.runner.tp_slots), a barrier of all ranks closes every expert, then each rank copies its own
+share. Rank 0's records come back."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ class TpJob:
     prompts: tuple[tuple[int, int, int, str | None], ...]  # (L, chunk, threshold, force)
     small: bool = False
     backend: str = ""  # "" = nccl when CUDA has tp GPUs, else gloo
+    keep_hidden: bool = True  # return each prompt's last hidden states (the checks'; a timing run needs none)
 
 
 def _worker(rank: int, job: TpJob, port: int, queue: Any) -> None:
@@ -44,7 +47,9 @@ def _worker(rank: int, job: TpJob, port: int, queue: Any) -> None:
         out = []
         for p, c, t, f in job.prompts:
             run = runner.run_prompt(p, c, t, f)
-            out.append((run.to_dict(), runner.last_hidden.float().cpu().numpy()))  # no shared tensors
+            hidden = runner.last_hidden.float().cpu().numpy() if job.keep_hidden else None  # no shared tensors
+            out.append((run.to_dict(), hidden))
+        runner.close()
         st.close()
         if rank == 0:
             queue.put(("ok", out))

@@ -7,7 +7,7 @@ from kttune.runner.stack import StackOptions, build_stack, small_spec
 from kttune.runner.tp import TpJob, run_tp
 from kttune.spec.loader import load_model
 
-PROMPTS = ((100, 64, 64, None),)  # a layerwise chunk then a hybrid tail
+PROMPTS = ((100, 64, 64, None), (64, 64, 64, "layerwise"))  # a layerwise chunk then a hybrid tail; layerwise alone
 
 
 def _tp1(name, method, opts):
