@@ -459,7 +459,8 @@ class Components:
         return fit_curves(curves)
 
     def _fit_copy_all_links(self) -> LinearFit | None:
-        """H2D with every GPU copying at once (`gpu: "all"` curves, x = total bytes), if measured."""
+        """H2D with every GPU copying at once (`gpu: "all"` curves, x = bytes per GPU, the host's
+        clock over all of them), if measured."""
         curves = [c for c in self.profile.curves_of("h2d", gpu="all") if c.params.get("pinned", True)]
         if not curves:
             self.notes.append(
@@ -517,13 +518,18 @@ class Components:
         return self._h2d_fit(copy_features(nbytes)) if nbytes > 0 else 0.0
 
     def h2d_all_ranks_ms(self, nbytes_per_rank: float) -> float:
-        """Every TP rank copying its shard at once (layerwise stage B): limited by the measured
-        all-GPU aggregate when the profile has it, else by one link."""
+        """Every TP rank copying its shard at once (layerwise stage B): each over its own link (the
+        single-link curve: its fixed cost and its rate), and no faster than the measured rate of
+        every GPU copying at once (the `gpu: "all"` curve, x = bytes per GPU). Only that curve's
+        rate applies, not its fixed cost: the probe launches every GPU's copy from one thread and
+        waits for them together, while each rank of a server launches its own
+        (docs/cost-model.md#tp-layerwise-load)."""
         if nbytes_per_rank <= 0:
             return 0.0
-        if self._h2d_all_fit is not None:
-            return max(self.h2d_ms(nbytes_per_rank), self._h2d_all_fit(copy_features(nbytes_per_rank * self.tp)))
-        return self.h2d_ms(nbytes_per_rank)
+        one = self.h2d_ms(nbytes_per_rank)
+        if self._h2d_all_fit is not None and self._h2d_all_fit.coef[1] > 0:
+            return max(one, nbytes_per_rank * self._h2d_all_fit.coef[1])
+        return one
 
     def d2h_ms(self, nbytes: float) -> float:
         return self._d2h_fit(copy_features(nbytes)) if nbytes > 0 else 0.0
@@ -592,13 +598,16 @@ class Components:
         # the reported fit: the thread count measured with the most points
         return self._pipeline_fits[max(by_threads, key=lambda t: sum(len(c.points) for c in by_threads[t]))]
 
-    def pipeline_layer_ms(self, streamed_experts: int, threads: int) -> float | None:
+    def pipeline_layer_ms(self, streamed_experts: int, threads: int, at_tp1: bool = False) -> float | None:
         """Measured pipeline time for streaming `streamed_experts` experts of this model (TP 1), or
         None when the profile holds no pipeline curve for the method at this thread count, or
         TP > 1 (each rank then copies a shard over its own link while rank 0 writes every shard):
-        the caller composes the stages then. Inside the measured byte range the curve's points are
+        the caller composes the stages then (`at_tp1`: the TP 1 time all the same, which the TP
+        composition starts from). Inside the measured byte range the curve's points are
         interpolated (log-log); outside it, the linear fit extrapolates."""
-        if self._pipeline_fit is None or self.tp != 1 or streamed_experts <= 0 or threads not in self._pipeline_fits:
+        if self._pipeline_fit is None or streamed_experts <= 0 or threads not in self._pipeline_fits:
+            return None
+        if self.tp != 1 and not at_tp1:
             return None
         nbytes = streamed_experts * self.cpu_bytes_per_expert
         pts = self._pipeline_points[threads]

@@ -58,7 +58,13 @@ def layerwise_load_ms(c: Components, cfg: LaunchConfig) -> tuple[float, float, f
     passes a `dist.barrier` before it starts a copy, so at TP > 1 each expert's copy follows a
     barrier: the pipeline's step is max(A, B + barrier, C). The load is the measured pipeline of this
     method when the profile has it (TP 1), else fill + E_s x step x the measured overlap ratio.
-    A, B, C are each stage alone, summed over the layer."""
+    A, B, C are each stage alone, summed over the layer.
+
+    At TP > 1 with the loop measured at TP 1 (the pipeline probe runs one GPU): that measured time,
+    changed only by what TP changes in each step (docs/cost-model.md#tp-layerwise-load): the
+    slowest stage becomes max(A, B_tp, C_tp), with B and C over each rank's 1/tp of the bytes
+    (stage A still writes the whole expert), and a barrier is added. The host's own per-step cost
+    in the loop (issuing the copies, waiting on events), which the measured TP 1 loop holds, stays."""
     streamed = streamed_experts_per_layer(c, cfg)
     if streamed <= 0:
         return 0.0, 0.0, 0.0, 0.0
@@ -66,8 +72,13 @@ def layerwise_load_ms(c: Components, cfg: LaunchConfig) -> tuple[float, float, f
     b = c.h2d_all_ranks_ms(c.gpu_bytes_per_expert)
     cc = c.stage_c_ms(c.gpu_bytes_per_expert)
     measured = c.pipeline_layer_ms(streamed, cfg.cpuinfer_threads)
+    tp1 = c.pipeline_layer_ms(streamed, cfg.cpuinfer_threads, at_tp1=True) if c.tp > 1 else None
     if measured is not None:
         load = measured  # the whole pipeline, measured for this method on this machine
+    elif tp1 is not None:
+        full = c.gpu_bytes_per_expert * c.tp  # one expert over one link, as the TP 1 loop copied it
+        slowest_tp1 = max(a, c.h2d_ms(full), c.stage_c_ms(full))
+        load = max(0.0, tp1 + streamed * (max(a, b, cc) - slowest_tp1 + c.barrier_ms()))
     else:
         step = max(a, b + c.barrier_ms(), cc)
         load = (a + b + cc - max(a, b, cc)) + streamed * step * c.overlap_ratio
