@@ -56,6 +56,17 @@ ACCURACY = dict(
     same_instance="2026-12-04-computed/same-machine-h200-seven-models-one-instance.json",
     switch_sweeps="2026-12-04-computed/same-machine-h200-switch-sweeps.json",
     new_models="2026-12-04-computed/same-machine-h200-two-new-models.json",
+    tp_two_gpus=tuple(
+        f"2026-12-04-computed/tp-paths-h200x2-{m}.json"
+        for m in (
+            "qwen3-30b-a3b",
+            "glm-4.5-air",
+            "mixtral-8x7b",
+            "qwen3-next-80b-a3b",
+            "deepseek-v3",
+            "kimi-k2-thinking",
+        )
+    ),
     tune=(
         f"{H200}/tune-qwen3.json",
         f"{H200}/tune-glm-4.5-air.json",
@@ -376,6 +387,33 @@ def accuracy_block() -> str:
             + ", ".join(f"{c['error']:.0%}" + (" (inside)" if c["inside_interval"] else "") for c in nm_x)
             + f"; from the shipped profile instead, hybrid {_pct(min(nm_ship), max(nm_ship))}",
             "docs/cost-model.md#two-models-off-every-grid",
+        )
+    )
+    tp = [json.loads((RESULTS / f).read_text()) for f in ACCURACY["tp_two_gpus"]]
+    tp2 = [j for d in tp for j in d["jobs"] if j["tp"] == 2]
+    tp_err = {p: [j["predicted"]["probe"]["mape"][p] for j in tp2] for p in ("hybrid", "layerwise")}
+    tp_x = [
+        (j["crossover"], j["predicted"]["probe"]["crossover"])
+        for j in tp2
+        if j["crossover"] and j["crossover"]["x"] is not None and j["predicted"]["probe"]["crossover"]
+    ]
+    tp_inside = sum(1 for c, p in tp_x if c["low"] <= p <= c["high"])
+    tp_ratio = [
+        abs(r["predicted"]["probe"] - r["measured"][0])
+        for d in tp
+        for r in d["ratios"]
+        if r["path"] == "layerwise" and "probe" in r["predicted"]
+    ]
+    rows.append(
+        (
+            "MoE layer per forward and crossover at TP 2 (sglang-kt's TP layerwise loop), from a `kttune probe --model` "
+            "of the same instance",
+            f"path runner on two H200s, 32-core AMX host at 28 threads: {len(tp)} models of 3 methods, TP 2 and TP 1 "
+            f"in alternating processes ({len(tp2)} TP 2 jobs)",
+            f"TP 2 layerwise {_pct(min(tp_err['layerwise']), max(tp_err['layerwise']))}, hybrid "
+            f"{_pct(min(tp_err['hybrid']), max(tp_err['hybrid']))}; {tp_inside} of {len(tp_x)} measured crossovers "
+            f"inside their interval; TP 2 / TP 1 layerwise time within {max(tp_ratio):.2f} of the measured ratio",
+            "docs/cost-model.md#tp-layerwise-load",
         )
     )
     tunes = [m for f in ACCURACY["tune"] for m in json.loads((RESULTS / f).read_text())["models"]]
