@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import statistics
 import sys
 import time
@@ -50,36 +49,16 @@ def measure_job(
     small: bool = False,
     timeout_s: float = 900.0,
 ) -> dict:
-    """One TP size's job: warm-up then `rounds` shuffled rounds of every (size, path) forced forward.
-    Returns a `kttune.paths/1` results dict."""
-    from kttune.protocol import Protocol
-    from kttune.runner.result import PathRun
+    """One TP size's job (kttune.runner.tp.sweep_tp) as a `kttune.paths/1` results dict."""
     from kttune.runner.stack import StackOptions
-    from kttune.runner.tp import TpJob, run_tp
+    from kttune.runner.tp import TpJob, sweep_tp
 
-    items = [(m, path) for m in sizes for path in ("hybrid", "layerwise")]
-    prompts = [(m, m, m, path) for m, path in items]  # warm-up: each once, untimed
-    order = []
-    for r in range(rounds):
-        rnd = list(items)
-        random.Random(f"{seed}:{r}").shuffle(rnd)
-        order += [(r, it) for it in rnd]
-        prompts += [(m, m, m, path) for m, path in rnd]
     opts = StackOptions(max_tokens=max(sizes), cpu_max_tokens=max(sizes), **opts_kw)
     t0 = time.perf_counter()
-    out = run_tp(
-        TpJob(model, method, tp, opts, tuple(prompts), small=small, backend=backend, keep_hidden=False), timeout_s
+    runs = sweep_tp(
+        TpJob(model, method, tp, opts, (), small=small, backend=backend), tuple(sizes), rounds, seed, timeout_s
     )
     wall = time.perf_counter() - t0
-    timed = [PathRun.from_dict(d) for d, _ in out[len(items) :]]
-    proto = Protocol(repeats=rounds)
-    runs = []
-    for it in items:
-        tries = [(r, run) for (r, i), run in zip(order, timed) if i == it]
-        est = proto.estimate([run.measured_ms for _, run in tries], [r for r, _ in tries])
-        ext = proto.estimate([run.extrapolated_ms for _, run in tries], [r for r, _ in tries])
-        rep = min(tries, key=lambda x: abs(x[1].measured_ms - est.median))[1]
-        runs.append(replace(rep, timing={"measured_ms": est.to_dict(), "extrapolated_ms": ext.to_dict()}).to_dict())
     request = {
         "model": model,
         "method": method,
@@ -95,7 +74,12 @@ def measure_job(
         "seed": seed,
         "backend": backend or "nccl where the box has the GPUs, else gloo",
     }
-    return {"schema": "kttune.paths/1", "request": request, "runs": runs, "wall_s": round(wall, 1)}
+    return {
+        "schema": "kttune.paths/1",
+        "request": request,
+        "runs": [r.to_dict() for r in runs],
+        "wall_s": round(wall, 1),
+    }
 
 
 def cmd_measure(a) -> None:

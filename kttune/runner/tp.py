@@ -61,3 +61,28 @@ def run_tp(job: TpJob, timeout_s: float = 600.0) -> list[tuple[dict, Any]]:
     from kttune.probes.ranks import run_ranks
 
     return run_ranks(_worker, job.tp, (job,), timeout_s)
+
+
+def sweep_tp(job: TpJob, sizes: tuple[int, ...], rounds: int, seed: int = 0, timeout_s: float = 900.0) -> list[Any]:
+    """Every size of `sizes` as one forward (chunk = threshold = size) forced onto each path, at
+    `job.tp` ranks: each once untimed (warm-up), then `rounds` rounds in the measurement protocol's
+    shuffled order (kttune.protocol), all in one job (the ranks' processes built once). Returns one
+    PathRun per (size, path), the sample nearest the median, with the rounds' estimates under `timing`
+    (as `kttune paths` records a run). `job.prompts` is ignored."""
+    from kttune.protocol import Protocol
+    from kttune.runner.result import PathRun
+
+    items = [(m, path) for m in sizes for path in ("hybrid", "layerwise")]
+    proto = Protocol(repeats=rounds, seed=seed)
+    order = [(r, it) for r in range(rounds) for it in proto.order(items, r)]
+    prompts = tuple((m, m, m, path) for m, path in items) + tuple((m, m, m, path) for _, (m, path) in order)
+    out = run_tp(replace(job, prompts=prompts, keep_hidden=False), timeout_s)
+    timed = [PathRun.from_dict(d) for d, _ in out[len(items) :]]
+    runs = []
+    for it in items:
+        tries = [(r, run) for (r, i), run in zip(order, timed) if i == it]
+        est = proto.estimate([run.measured_ms for _, run in tries], [r for r, _ in tries])
+        ext = proto.estimate([run.extrapolated_ms for _, run in tries], [r for r, _ in tries])
+        rep = min(tries, key=lambda x: abs(x[1].measured_ms - est.median))[1]
+        runs.append(replace(rep, timing={"measured_ms": est.to_dict(), "extrapolated_ms": ext.to_dict()}))
+    return runs

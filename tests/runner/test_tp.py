@@ -12,7 +12,8 @@ import torch
 from kttune.probes.ranks import rank_process_group, run_ranks
 from kttune.runner.path_runner import Dist, PathRunner
 from kttune.runner.stack import StackOptions, build_stack, small_spec
-from kttune.runner.tp import TpJob, run_tp
+from kttune.runner.api import crossover_interval
+from kttune.runner.tp import TpJob, run_tp, sweep_tp
 from kttune.spec.loader import load_model
 
 MODEL = ("kimi-k2-thinking", "RAWINT4")  # MLA, shared experts, router bias, int4 re-sent
@@ -83,3 +84,22 @@ def test_tp2_routed_output_equals_tp1_on_each_path():
         y2 = torch.from_numpy(two[path])
         rel = ((y2 - y1).abs().mean() / y1.abs().mean()).item()
         assert rel < 0.03, (path, rel)
+
+
+def test_tp_sweep_measures_every_size_on_each_path_in_rounds():
+    """`sweep_tp` (benchmarks/bench_tp_paths.py's measurement): each (size, path) warmed once, then
+    timed once per round; its record carries the rounds' estimate, and the crossover interval reads
+    the records as it reads `kttune paths`'s."""
+    runs = sweep_tp(TpJob(*MODEL, 2, OPTS, (), small=True, backend="gloo"), (32, 64), rounds=3, timeout_s=300)
+    assert sorted((r.prompt_tokens, r.forced_path) for r in runs) == [
+        (32, "hybrid"),
+        (32, "layerwise"),
+        (64, "hybrid"),
+        (64, "layerwise"),
+    ]
+    for r in runs:
+        assert r.tp == 2 and r.paths == (r.forced_path,)
+        est = r.timing["measured_ms"]
+        assert len(est["samples"]) == 3 and sorted(est["rounds"]) == [0, 1, 2]
+        assert est["low"] <= est["median"] <= est["high"]
+    crossover_interval(runs)  # reads them (a crossing or none on the small shapes)
