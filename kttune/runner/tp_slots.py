@@ -28,6 +28,19 @@ def _shm_dir() -> str:
     return SHM_DIR if os.path.isdir(SHM_DIR) else os.environ.get("TMPDIR", "/tmp")
 
 
+def check_space(directory: str, nbytes: int) -> None:
+    """Raise a one-line error when `directory` (a tmpfs: /dev/shm) has less than `nbytes` free: a file
+    mapped there beyond its free space faults on first touch (SIGBUS) instead of failing cleanly.
+    Containers get 64 MB of /dev/shm unless told otherwise; sglang-kt's own TP slots need the same."""
+    st = os.statvfs(directory)
+    free = st.f_bavail * st.f_frsize
+    if free < nbytes:
+        raise RuntimeError(
+            f"{directory} has {free / 2**20:.0f} MiB free and the TP layerwise slots need {nbytes / 2**20:.0f} MiB: "
+            "give the container more shared memory (docker run --shm-size=...G) or free some"
+        )
+
+
 class SharedSlots:
     """Slot factory for one `LayerPipeline` at TP: `dist` has the rank, the TP size and the barrier
     (kttune.runner.path_runner.Dist); `pin` registers each rank's own mapping with CUDA."""
@@ -60,6 +73,7 @@ class SharedSlots:
         n = HostSlot.nbytes(kinds, group)
         paths = [self._path(index, r) for r in range(tp)]
         if rank == 0:
+            check_space(os.path.dirname(paths[0]), n * tp)
             maps = [self._map(p, n) for p in paths]  # creates the files
         self.dist.barrier()
         if rank != 0:

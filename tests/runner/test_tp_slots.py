@@ -96,3 +96,12 @@ def test_rank0_writes_every_ranks_share_on_two_gpus(method):
     if torch.cuda.device_count() < TP:
         pytest.skip(f"needs {TP} GPUs")
     _check(method, "kt", "cuda")
+
+
+def test_too_little_shared_memory_is_a_clear_error(tmp_path):
+    """A slot file mapped beyond a tmpfs's free space faults on first touch; the factory says so first."""
+    from kttune.runner.tp_slots import check_space
+
+    check_space(str(tmp_path), 1)
+    with pytest.raises(RuntimeError, match=r"MiB free and the TP layerwise slots need .* --shm-size"):
+        check_space(str(tmp_path), 2**62)
