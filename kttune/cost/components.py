@@ -462,6 +462,10 @@ class Components:
         """H2D with every GPU copying at once (`gpu: "all"` curves, x = bytes per GPU, the host's
         clock over all of them), if measured."""
         curves = [c for c in self.profile.curves_of("h2d", gpu="all") if c.params.get("pinned", True)]
+        # how many GPUs copied at once in the measurement (each point records it; a derived profile
+        # keeps the measured points, whatever its own GPU count)
+        gpus = [int(p.extra["gpus"]) for c in curves for p in c.points if p.extra.get("gpus")]
+        self._h2d_all_gpus = max(gpus) if gpus else self.tp
         if not curves:
             self.notes.append(
                 f"H2D over {self.tp} links at once not measured; assumed each link runs at its single-GPU rate"
@@ -519,16 +523,18 @@ class Components:
 
     def h2d_all_ranks_ms(self, nbytes_per_rank: float) -> float:
         """Every TP rank copying its shard at once (layerwise stage B): each over its own link (the
-        single-link curve: its fixed cost and its rate), and no faster than the measured rate of
-        every GPU copying at once (the `gpu: "all"` curve, x = bytes per GPU). Only that curve's
-        rate applies, not its fixed cost: the probe launches every GPU's copy from one thread and
+        single-link curve: its fixed cost and its rate), and no faster than the host's aggregate rate
+        measured with every GPU copying at once (the `gpu: "all"` curve, x = bytes per GPU), shared by
+        `tp` ranks where that curve had its own GPU count. Only that curve's rate applies, not its
+        fixed cost: the probe launches every GPU's copy from one thread and
         waits for them together, while each rank of a server launches its own
         (docs/cost-model.md#tp-layerwise-load)."""
         if nbytes_per_rank <= 0:
             return 0.0
         one = self.h2d_ms(nbytes_per_rank)
         if self._h2d_all_fit is not None and self._h2d_all_fit.coef[1] > 0:
-            return max(one, nbytes_per_rank * self._h2d_all_fit.coef[1])
+            # the host's aggregate rate, shared by `tp` ranks where the curve had `_h2d_all_gpus` GPUs
+            return max(one, nbytes_per_rank * self._h2d_all_fit.coef[1] * self.tp / self._h2d_all_gpus)
         return one
 
     def d2h_ms(self, nbytes: float) -> float:

@@ -75,3 +75,13 @@ def test_all_links_copy_counts_each_gpus_bytes_once():
     c2 = Components(profile, spec, "BF16", 2)
     half = c2.gpu_bytes_per_expert
     assert c2.h2d_ms(half) <= c2.h2d_all_ranks_ms(half) < c2.h2d_ms(2 * half)
+
+
+def test_the_hosts_aggregate_copy_rate_is_shared_by_the_ranks():
+    """Measured with two GPUs copying at once; four ranks share the same host rate: a large shard
+    (bandwidth-bound) takes twice as long each at TP 4 as at TP 2."""
+    profile = load_profile(DATA / "probe-glm-4.5-air-x2.profile.json")
+    spec = load_model("glm-4.5-air", "BF16")
+    gib = 2.0**30
+    two, four = Components(profile, spec, "BF16", 2), Components(profile, spec, "BF16", 4)
+    assert four.h2d_all_ranks_ms(gib) / two.h2d_all_ranks_ms(gib) == pytest.approx(2.0, rel=0.02)
