@@ -272,15 +272,16 @@ def _run_grid(req, res, session, n, n_asked, spec, method, protocol, say) -> Non
             res.predictions.append({} if req.small else _predict(comps, session.profile, spec, done[j]))
 
 
-def _components(profile, spec, method, calibration: tuple = (), driver: str | None = None):
-    """The cost model of the runner's runs: `driver` is the layerwise pipeline driver they ran
+def _components(profile, spec, method, calibration: tuple = (), driver: str | None = None, tp: int = 1):
+    """The cost model of the runner's runs at their TP size (`PathRun.tp`: a session runs 1,
+    `kttune.runner.tp` more): `driver` is the layerwise pipeline driver they ran
     (`PathRun.pipeline_driver`), so the load is predicted for the pipeline that was measured; not
     recorded: the probe's fastest configuration (the runner's own, never sglang-kt's loop)."""
     from kttune.cost.components import FASTEST_PIPELINE, Components
 
     try:
         return Components(
-            replace(profile, calibration=calibration), spec, method, 1, pipeline_driver=driver or FASTEST_PIPELINE
+            replace(profile, calibration=calibration), spec, method, tp, pipeline_driver=driver or FASTEST_PIPELINE
         )
     except UserError:
         return None
@@ -316,7 +317,7 @@ def summarize(runs: list[PathRun], profile, spec) -> dict:
     )
     from kttune.runner.memory import layerwise_slot_held, predicted_runner_peak_bytes
 
-    comps = _components(profile, spec, runs[0].method, driver=runs[0].pipeline_driver) if runs else None
+    comps = _components(profile, spec, runs[0].method, driver=runs[0].pipeline_driver, tp=runs[0].tp) if runs else None
     out: dict = {}
     if comps is None or not runs:
         return out
@@ -335,6 +336,7 @@ def summarize(runs: list[PathRun], profile, spec) -> dict:
             runs[0].method,
             calibration=tuple(Calibration.fit([p.to_dict() for p in fit_on]).to_dicts()),
             driver=runs[0].pipeline_driver,
+            tp=runs[0].tp,
         )
 
     # two held-out calibrations, neither sees the forced single forwards that measure a crossover:
@@ -427,7 +429,12 @@ def _result_blobs(results: dict, profile):
         if not runs or req.get("small"):
             continue
         spec = load_model(req["model"], req.get("method"))
-        yield blob, spec, runs, _components(profile, spec, runs[0].method, driver=runs[0].pipeline_driver)
+        yield (
+            blob,
+            spec,
+            runs,
+            _components(profile, spec, runs[0].method, driver=runs[0].pipeline_driver, tp=runs[0].tp),
+        )
 
 
 def calibration_points(results: dict, profile) -> list[dict]:

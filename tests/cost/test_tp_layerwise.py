@@ -85,3 +85,17 @@ def test_the_hosts_aggregate_copy_rate_is_shared_by_the_ranks():
     gib = 2.0**30
     two, four = Components(profile, spec, "BF16", 2), Components(profile, spec, "BF16", 4)
     assert four.h2d_all_ranks_ms(gib) / two.h2d_all_ranks_ms(gib) == pytest.approx(2.0, rel=0.02)
+
+
+def test_kttune_calibrate_reads_a_tp_run_at_its_tp_size():
+    """A TP 2 results file (benchmarks/bench_tp_paths.py writes `kttune paths`'s form) is predicted at
+    TP 2 by what `kttune calibrate` fits on: its layerwise forwards are the TP 2 model's, not TP 1's."""
+    from kttune.runner.api import calibration_points
+
+    profile = load_profile(DATA / "probe-deepseek-v3-x2.profile.json")
+    doc = json.loads((DATA / "deepseek-v3-tp2-1.json").read_text())
+    got = {(p["path"], p["tokens"]): p["predicted_ms"] for p in calibration_points(doc, profile)}
+    _, want = _layerwise("deepseek-v3", 2)
+    _, tp1 = _layerwise("deepseek-v3", 1)
+    for m, v in want.items():
+        assert got[("layerwise", m)] == pytest.approx(v) and abs(v - tp1[m]) > 0.2 * tp1[m]
