@@ -232,21 +232,26 @@ def measure_jobs(
             skipped[j] = errors[j]
             continue
         est = rounds.estimates.get(j)
-        if est is None:
-            continue
-        tries = runs[j]
-        flags = {o.index: o.reason for o in est.outliers}
-        ext = protocol.estimate([t.extrapolated_ms for t in tries], est.rounds, flags)
-        kept = [i for i in range(len(tries)) if i not in flags] or list(range(len(tries)))
-        rep = min(kept, key=lambda i: abs(tries[i].measured_ms - est.median))
-        run = replace(
-            tries[rep],
-            timing={"measured_ms": est.to_dict(), "extrapolated_ms": ext.to_dict()},
-            peak_allocated_bytes=max(t.peak_allocated_bytes for t in tries),
-            peak_reserved_bytes=max(t.peak_reserved_bytes for t in tries),
-        )
-        out[j] = run
+        if est is not None:
+            out[j] = representative_run(runs[j], est, protocol)
     return out, skipped, rounds.to_dict(lambda j: j.label())
+
+
+def representative_run(tries: list[PathRun], est, protocol) -> PathRun:
+    """The record of a run measured once per round (`tries`, in round order; `est` the estimate of
+    their K-layer times): the sample nearest the median among those not left out as outliers, with
+    the estimates of its K-layer and extrapolated times under `timing` and the largest peaks of all
+    the samples (the peak is a maximum over the rounds)."""
+    flags = {o.index: o.reason for o in est.outliers}
+    ext = protocol.estimate([t.extrapolated_ms for t in tries], est.rounds, flags)
+    kept = [i for i in range(len(tries)) if i not in flags] or list(range(len(tries)))
+    rep = min(kept, key=lambda i: abs(tries[i].measured_ms - est.median))
+    return replace(
+        tries[rep],
+        timing={"measured_ms": est.to_dict(), "extrapolated_ms": ext.to_dict()},
+        peak_allocated_bytes=max(t.peak_allocated_bytes for t in tries),
+        peak_reserved_bytes=max(t.peak_reserved_bytes for t in tries),
+    )
 
 
 def _run_grid(req, res, session, n, n_asked, spec, method, protocol, say) -> None:

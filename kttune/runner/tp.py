@@ -68,8 +68,9 @@ def sweep_tp(job: TpJob, sizes: tuple[int, ...], rounds: int, seed: int = 0, tim
     `job.tp` ranks: each once untimed (warm-up), then `rounds` rounds in the measurement protocol's
     shuffled order (kttune.protocol), all in one job (the ranks' processes built once). Returns one
     PathRun per (size, path), the sample nearest the median, with the rounds' estimates under `timing`
-    (as `kttune paths` records a run). `job.prompts` is ignored."""
+    (as `kttune paths` records a run: kttune.runner.api.representative_run). `job.prompts` is ignored."""
     from kttune.protocol import Protocol
+    from kttune.runner.api import representative_run
     from kttune.runner.result import PathRun
 
     items = [(m, path) for m in sizes for path in ("hybrid", "layerwise")]
@@ -82,7 +83,5 @@ def sweep_tp(job: TpJob, sizes: tuple[int, ...], rounds: int, seed: int = 0, tim
     for it in items:
         tries = [(r, run) for (r, i), run in zip(order, timed) if i == it]
         est = proto.estimate([run.measured_ms for _, run in tries], [r for r, _ in tries])
-        ext = proto.estimate([run.extrapolated_ms for _, run in tries], [r for r, _ in tries])
-        rep = min(tries, key=lambda x: abs(x[1].measured_ms - est.median))[1]
-        runs.append(replace(rep, timing={"measured_ms": est.to_dict(), "extrapolated_ms": ext.to_dict()}))
+        runs.append(representative_run([run for _, run in tries], est, proto))
     return runs
