@@ -96,7 +96,7 @@ class Components:
         self.layer_overhead_ms = self._layer_overhead()
         self._h2d_fit = self._fit_copy("h2d")
         self._d2h_fit = self._fit_copy("d2h") if self.profile.has("d2h") else self._h2d_fit
-        self._h2d_all_fit = self._fit_copy_all_links() if self.tp > 1 else None
+        self._h2d_all_ms_per_byte = self._all_links_ms_per_byte() if self.tp > 1 else None
         self._stage_a_fits: dict[int, LinearFit] = {}
         self._stage_c_fit = self._fit_stage_c()
         self.overlap_ratio = self._overlap_ratio()
@@ -458,20 +458,21 @@ class Components:
             )
         return fit_curves(curves)
 
-    def _fit_copy_all_links(self) -> LinearFit | None:
-        """H2D with every GPU copying at once (`gpu: "all"` curves, x = bytes per GPU, the host's
-        clock over all of them), if measured."""
+    def _all_links_ms_per_byte(self) -> float | None:
+        """ms per byte of one rank's shard when the `tp` ranks copy at once, from the host's aggregate
+        rate: the `gpu: "all"` H2D curves (every GPU copying x bytes at once, the host's clock over
+        all of them) fitted, their rate per byte per GPU times tp over the GPUs they measured (each
+        point records how many; a derived profile keeps the measured points, whatever its own GPU
+        count). None where not measured."""
         curves = [c for c in self.profile.curves_of("h2d", gpu="all") if c.params.get("pinned", True)]
-        # how many GPUs copied at once in the measurement (each point records it; a derived profile
-        # keeps the measured points, whatever its own GPU count)
-        gpus = [int(p.extra["gpus"]) for c in curves for p in c.points if p.extra.get("gpus")]
-        self._h2d_all_gpus = max(gpus) if gpus else self.tp
         if not curves:
             self.notes.append(
                 f"H2D over {self.tp} links at once not measured; assumed each link runs at its single-GPU rate"
             )
             return None
-        return fit_curves(curves)
+        per_gpu = fit_curves(curves).coef[1]
+        gpus = [int(p.extra["gpus"]) for c in curves for p in c.points if p.extra.get("gpus")]
+        return per_gpu * self.tp / (max(gpus) if gpus else self.tp) if per_gpu > 0 else None
 
     def _allreduce_curve(self) -> Curve | None:
         """The profile's all-reduce curve for this many ranks (or the nearest measured count)."""
@@ -532,9 +533,8 @@ class Components:
         if nbytes_per_rank <= 0:
             return 0.0
         one = self.h2d_ms(nbytes_per_rank)
-        if self._h2d_all_fit is not None and self._h2d_all_fit.coef[1] > 0:
-            # the host's aggregate rate, shared by `tp` ranks where the curve had `_h2d_all_gpus` GPUs
-            return max(one, nbytes_per_rank * self._h2d_all_fit.coef[1] * self.tp / self._h2d_all_gpus)
+        if self._h2d_all_ms_per_byte is not None:
+            return max(one, nbytes_per_rank * self._h2d_all_ms_per_byte)
         return one
 
     def d2h_ms(self, nbytes: float) -> float:
