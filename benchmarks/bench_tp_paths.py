@@ -112,8 +112,8 @@ def cmd_measure(a) -> None:
 
 
 def predict_runs(runs, profile):
-    """{(path, size): predicted K-layer... per decoder layer ms} and the predicted crossover of one
-    job's runs under `profile` (its calibration left out)."""
+    """{(path, size): predicted ms per decoder layer}, the predicted crossover and the cost model's
+    notes, for one job's runs under `profile` (its calibration left out) at the job's TP size."""
     from kttune.calibration.runner import forward_points, predicted_crossover
     from kttune.cost.components import FASTEST_PIPELINE, Components
     from kttune.spec.loader import load_model
@@ -186,7 +186,7 @@ def analyse(files: list[str], profiles: dict) -> dict:
             if tp == 1:
                 continue
             for row, meas, k in rows:
-                for base, bmeas, bk in by_tp[1]:
+                for base, bmeas, _ in by_tp[1]:
                     for key in sorted(set(meas) & set(bmeas)):
                         cmp = compare(bmeas[key], meas[key])
                         name = f"{key[0]} {key[1]}"

@@ -327,8 +327,8 @@ class HostExperts:
 
 class HostSlot:
     """`group` experts' worth of pinned (or pageable) host memory, one `[group, ...]` view per kind.
-    `buffer` (uint8, `nbytes(kinds, group)` long) lays the views over memory the caller owns (a
-    `SharedSlot`'s shared mapping); else the slot allocates its own. `peers`: at TP, the same slot
+    `buffer` (uint8, `nbytes(kinds, group)` long) lays the views over memory the caller owns (the
+    shared mapping of `kttune.runner.tp_slots.SharedSlots`); else the slot allocates its own. `peers`: at TP, the same slot
     of every GPU rank in rank order (rank 0's view of them), which stage A fills in one write."""
 
     def __init__(self, kinds: Sequence[TensorKind], group: int, pin: bool = True, buffer: torch.Tensor | None = None):
