@@ -27,7 +27,10 @@ from kttune.hw.registry import load_shipped
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 SHAPE = dict(hidden=1024, inter=512, experts=32, top_k=8)
 AVX512 = ("avx2", "avx512_bf16", "avx512_vnni", "avx512bw", "avx512f", "fma")
-RATE_POINT = ("BF16", 1024)  # the point of the qwen3-shape run BF16's rate was read at
+RATE_POINT = ("BF16", 1024)
+# What the measured AVX-512 rates held to on the other CPU (docs/derive.md): tighter than the label
+# of every scaled CPU curve, which also covers a change of box at real expert shapes.
+ISA_HELD = 1.5  # the point of the qwen3-shape run BF16's rate was read at
 
 
 def _checks(results: str, cores: int, held_out=lambda method, tokens: True, build="avx512_bf16", isa=AVX512):
@@ -49,7 +52,7 @@ def test_the_measured_avx512_rates_hold_on_another_cpu():
     assert {m for m, *_ in checks} == {"BF16", "FP8", "RAWINT4"} and len(checks) == 9
     for method, tokens, ratio, label in checks:
         assert label == "scaled", (method, tokens)
-        assert 1 / CPU_SCALED_ERROR <= ratio <= CPU_SCALED_ERROR, (method, tokens, ratio)
+        assert 1 / ISA_HELD <= ratio <= ISA_HELD <= CPU_SCALED_ERROR, (method, tokens, ratio)
 
 
 @pytest.mark.parametrize(
