@@ -50,7 +50,8 @@ RUNNER = dict(
 ACCURACY = dict(
     paths=(f"{H200}/paths.json", f"{H200}/paths-earlier.json"),
     host_ram="2026-12-01-xeon-amx-2c/host_ram.json",
-    derive="2026-12-01-computed/derive-16c-to-32c.json",
+    derive="2026-12-04-computed/derive-16c-to-32c.json",
+    derive_real="2026-12-04-computed/derive-16c-to-32c-real-shapes.json",
     measured_search=f"{H200}/measured-search.json",
     transfer="2026-12-04-computed/transfer-h200-seven-models-sglang-loop.json",
     same_instance="2026-12-04-computed/same-machine-h200-seven-models-one-instance.json",
@@ -264,6 +265,27 @@ def _pct(lo: float, hi: float) -> str:
     return f"{a}%" if a == b else f"{a}-{b}%"
 
 
+def _derive_real_row(d: dict) -> tuple[str, str, str, str]:
+    """The derive check at six models' own expert shapes (benchmarks/bench_derive.py --real-shapes)."""
+
+    def span(rows: list[dict]) -> str:
+        rs = [sum(r["derived_ms"]) / 2 / r["measured_ms"] for r in rows]
+        return f"{min(rs):.2f}-{max(rs):.2f}x"
+
+    def errs(path: str, tp: int | None = None) -> str:
+        v = [r["abs_error"][path] for r in d["runs"] if path in r["abs_error"] and tp in (None, r["tp"])]
+        return _pct(min(v), max(v))
+
+    return (
+        "kt-kernel MoE and prefill per forward of a derived machine, at models' own expert shapes",
+        f"16-core box derived to the 32-core two-GPU box: its probes of {len(d['models'])} models, its path "
+        f"runner's TP 1 and TP 2 forwards ({len(d['runs'])} jobs)",
+        f"kt-kernel MoE {span([p for m in d['models'] for p in m['cpu_moe']])} (derived / measured); per "
+        f"forward hybrid {errs('hybrid')}, layerwise TP 1 {errs('layerwise', 1)}, TP 2 {errs('layerwise', 2)}",
+        "docs/derive.md#thread-scaling-inside-one-box-and-across-boxes",
+    )
+
+
 def accuracy_block() -> str:
     """One row per model kttune predicts with, against what measured it, read from the results."""
     from kttune.emit.figures import calibration_error
@@ -324,6 +346,7 @@ def accuracy_block() -> str:
             f"within {derive['worst_factor']:.2f}x",
             "docs/derive.md#cpu-kt-kernels-measured-per-core-throughput",
         ),
+        _derive_real_row(json.loads((RESULTS / ACCURACY["derive_real"]).read_text())),
         (
             "`search --measure`'s pick",
             f"a measured grid on the H200 box ({ms['model']}, {ms['vram']})",
