@@ -605,6 +605,13 @@ def derive_profile(measured: HardwareProfile, change: Change, created: str = "")
             "pipeline curves measured with another GPU or CPU: their layer times dropped, their overlap "
             "ratio (layer time / slowest stage) carried; the cost model composes stages A, B and C with it"
         )
+        if n_tgt > 1:
+            notes.append(
+                f"TP {n_tgt} layerwise load composed from the stages alone: on the measured two-GPU box such a "
+                "composition ran 38-61% fast at TP 2 where stage A bound the loop (stage A slows beside the "
+                "copies of every rank, which the stages alone do not hold; docs/derive.md); "
+                "`kttune probe` on the machine measures the loop"
+            )
     if cpu_changed and measured.has("host_ram"):
         notes.append("host_ram curves dropped: they describe kt-kernel on the measured CPU")
     curves += _derive_allreduce(measured, tgt_gpu, n_src, n_tgt, change.link, notes)

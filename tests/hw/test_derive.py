@@ -435,3 +435,13 @@ def test_a_larger_box_shortens_only_the_shared_share(t, s, th, k):
     larger = scale_cpu_time(t, s, th, th, cores_ratio=1 / k)
     assert same == pytest.approx(t)
     assert same - larger == pytest.approx(t * s * (1 - 1 / k), rel=1e-9)
+
+
+def test_a_composed_tp_load_says_what_it_misses():
+    """Where the CPU changes the measured loop is dropped; planning TP > 1 on the composition gets the
+    note with the two-GPU box's figure, TP 1 does not."""
+    src = load_shipped(SRC)
+    two = derive_profile(src, Change(n_gpus=2, cpu=CpuTarget(cores=32)))
+    one = derive_profile(src, Change(cpu=CpuTarget(cores=32)))
+    assert any("TP 2 layerwise load composed" in n for n in two.assumptions)
+    assert not any("layerwise load composed" in n for n in one.assumptions)
