@@ -109,6 +109,29 @@ def cpu_topology(root: str | os.PathLike = "/") -> dict[int, tuple[int, int]]:
     return out
 
 
+def _cache_bytes(text: str) -> int | None:
+    """sysfs's cache `size` ('307200K', '32M', '1G') in bytes."""
+    m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)\s*", text or "")
+    if not m:
+        return None
+    return int(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m.group(2)]
+
+
+def last_level_cache_bytes(root: str | os.PathLike = "/") -> int | None:
+    """The size of the largest-level data or unified cache CPU 0 reports under `root`'s sysfs
+    (`cpu0/cache/index*/{level,type,size}`: the L3 a socket's cores share), or None where sysfs has no
+    cache entries (some containers and VMs)."""
+    best: tuple[int, int] | None = None
+    for d in sorted((Path(root) / SYS_CPU / "cpu0" / "cache").glob("index*")):
+        level, kind, size = (_read(d / f) for f in ("level", "type", "size"))
+        if not level or not size or (kind or "").strip() == "Instruction":
+            continue
+        nbytes = _cache_bytes(size)
+        if nbytes and level.strip().isdigit() and (best is None or int(level) > best[0]):
+            best = (int(level), nbytes)
+    return None if best is None else best[1]
+
+
 def _numa_nodes(root: str | os.PathLike, ram_total: int, logical: int) -> tuple[NumaNode, ...]:
     nodes = []
     base = Path(root) / SYS_NODE

@@ -34,8 +34,21 @@ from kttune.probes.cpu_moe import (
     token_series,
 )
 from kttune.probes.host_ram import HostRamPlan, plan_host_ram, run_host_ram_step
-from kttune.probes.inventory import collect_inventory, machine_name, numa_nodes_with_cpus, smt_logical, usable_cores
-from kttune.probes.stage_a import StageAOptions, plan_stage_a, probe_stage_a
+from kttune.probes.inventory import (
+    collect_inventory,
+    last_level_cache_bytes,
+    machine_name,
+    numa_nodes_with_cpus,
+    smt_logical,
+    usable_cores,
+)
+from kttune.probes.stage_a import (
+    QUICK_CACHE_MULTIPLE,
+    StageAOptions,
+    cold_layer_bytes,
+    plan_stage_a,
+    probe_stage_a,
+)
 from kttune.units import MIB
 
 QUICK_MAX_TOKENS = 256
@@ -134,7 +147,11 @@ def cpu_moe_options(options: ProbeOptions) -> CpuMoeOptions:
     return CpuMoeOptions(**common, warmup=2, repeats=3, min_total_s=0.3, max_repeats=30, max_point_s=2.0)
 
 
-def stage_a_options(options: ProbeOptions) -> StageAOptions:
+def stage_a_options(options: ProbeOptions, llc_bytes: int | None = None) -> StageAOptions:
+    """What the stage A probe writes: the model's expert widths (or representative ones), from a
+    source larger than the last-level cache (`llc_bytes`, this host's when None)."""
+    if llc_bytes is None:
+        llc_bytes = last_level_cache_bytes()
     if options.model is not None:
         h, i = int(options.model.hidden_size), int(options.model.moe_intermediate_size)
         inters = (i // 2, i) if options.quick else (i // 4, i // 2, i)
@@ -150,13 +167,19 @@ def stage_a_options(options: ProbeOptions) -> StageAOptions:
             inters=inters,
             methods=methods,
             threads=tuple(options.threads),
-            layer_bytes=64 * MIB,
+            layer_bytes=cold_layer_bytes(64 * MIB, llc_bytes, QUICK_CACHE_MULTIPLE),
             warmup=1,
             repeats=5,
             min_total_s=0.05,
             max_repeats=50,
         )
-    return StageAOptions(hidden=h, inters=inters, methods=methods, threads=tuple(options.threads))
+    return StageAOptions(
+        hidden=h,
+        inters=inters,
+        methods=methods,
+        threads=tuple(options.threads),
+        layer_bytes=cold_layer_bytes(StageAOptions.layer_bytes, llc_bytes),
+    )
 
 
 def _gpu_suite() -> Any | None:

@@ -35,6 +35,22 @@ from kttune.probes.cpu_moe import available_ram_bytes, host_bytes_needed
 from kttune.spec.moe_shape import MoeLayerShape
 from kttune.units import GIB, MIB
 
+# The writes cycle over a source this many times the host's last-level cache at least: a server streams
+# a layer of GBs, never cache-resident. On the 16-core H200 box (a 300 MB L3) a 0.25 GiB cycle wrote
+# GLM-4.5-Air's expert 0-8% faster alone than a 4 GiB one, and beside one link's copies up to 24%
+# faster (docs/probe.md#stage-a-writes-from-a-cold-source). A quick probe takes half the margin.
+COLD_CACHE_MULTIPLE = 4
+QUICK_CACHE_MULTIPLE = 2
+# Experts one write layer holds at most (small experts need many to fill the cycle).
+MAX_CYCLE_EXPERTS = 512
+
+
+def cold_layer_bytes(floor: int, llc_bytes: int | None, multiple: int = COLD_CACHE_MULTIPLE) -> int:
+    """Source bytes the stage A writes cycle over: `multiple` x the last-level cache, never less than
+    `floor` (and `floor` where the cache size is unknown)."""
+    return max(floor, multiple * llc_bytes) if llc_bytes else floor
+
+
 # Methods whose kt-kernel classes implement the writer and that layerwise prefill streams
 # (docs/weight-formats.md): the methods with a layerwise expert layout; the AMX-converted methods never stream.
 STAGE_A_METHODS = LAYERWISE_METHODS
@@ -146,7 +162,7 @@ def probe_stage_a(
         for inter in task.inters:
             nbytes = write_nbytes(task.method, opts.hidden, inter, opts.gpu_tp)
             src_bytes = expert_nbytes(task.method, opts.hidden, inter)
-            experts = max(4, min(64, math.ceil(opts.layer_bytes / max(src_bytes, 1))))
+            experts = max(4, min(MAX_CYCLE_EXPERTS, math.ceil(opts.layer_bytes / max(src_bytes, 1))))
             shape = MoeLayerShape(opts.hidden, inter, experts, 1)
             need = sum(host_bytes_needed(task.method, shape, 1, task.threadpools)) + 2 * nbytes
             budget = int(available_ram_bytes() * opts.ram_fraction)
@@ -202,6 +218,7 @@ def probe_stage_a(
                         "gpu_tp": opts.gpu_tp,
                         "pinned": pinned,
                         "layer_experts": experts,
+                        "source_bytes": experts * src_bytes,
                         "kernel": kernel,
                     },
                 )

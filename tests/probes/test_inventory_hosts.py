@@ -125,3 +125,14 @@ def test_the_launch_flags_follow_what_was_measured(factor, want):
         j = argv.index("--kt-numa-nodes")
         assert argv[j + 1 : j + 1 + pools] == [str(n) for n in numa]
         assert any(line.strip() == "--kt-numa-nodes 0 \\" for line in launch_command(argv).splitlines())
+
+
+def test_the_last_level_cache_of_the_amx_box():
+    """The 16-core H200 box's sysfs cache entries (cpu0: L1d 48K, L1i 32K, L2 2048K, a 300 MB L3 over
+    CPUs 0-15): the L3, not the instruction cache or a lower level; None where sysfs has no entries."""
+    from kttune.probes.inventory import last_level_cache_bytes
+
+    assert last_level_cache_bytes(HOSTS / "xeon-amx-16c-vm") == 307200 * 1024
+    assert last_level_cache_bytes(HOSTS / "epyc-1s-smt") is None  # that tree holds no cache entries
+    mine = last_level_cache_bytes()
+    assert mine is None or mine >= 1 << 20

@@ -37,3 +37,35 @@ def test_stage_a_probe_writes_curves_from_kt_kernel(kt):
         for p in c.points:
             assert p.t_ms > 0 and p.extra["kernel"] == c.params["kernel"]
             assert p.extra["pinned"] is torch.cuda.is_available()  # pinned slot only with CUDA
+
+
+def test_the_writes_cycle_over_more_than_the_last_level_cache():
+    """A server streams a layer of GBs: the probe's source is 4x the last-level cache (2x in a quick
+    probe), the former 256 MiB / 64 MiB where that is more or the cache is unknown."""
+    from kttune.probes.run import ProbeOptions, stage_a_options
+
+    l3 = 307200 * 1024  # the 16-core H200 box's
+    assert stage_a_options(ProbeOptions(), llc_bytes=l3).layer_bytes == 4 * l3
+    assert stage_a_options(ProbeOptions(quick=True), llc_bytes=l3).layer_bytes == 2 * l3
+    assert stage_a_options(ProbeOptions(), llc_bytes=32 * MIB).layer_bytes == 256 * MIB
+    assert stage_a_options(ProbeOptions(quick=True), llc_bytes=None).layer_bytes == 64 * MIB
+
+
+@pytest.mark.kt
+def test_the_probe_records_the_source_it_cycled_over(kt):
+    """Small experts fill the cycle with many of them (up to MAX_CYCLE_EXPERTS): a 96 MiB source of
+    0.75 MiB experts is 128 of them, past the former cap of 64."""
+    cpu = collect_cpu()
+    opts = sa.StageAOptions(
+        hidden=1024,
+        inters=(128,),
+        methods=("BF16",),
+        threads=(1,),
+        layer_bytes=96 * MIB,
+        warmup=1,
+        repeats=2,
+        min_total_s=0.0,
+    )
+    (curve,) = sa.probe_stage_a(opts, cpu, cores=1, numa_ids=[0], quick=True)
+    (pt,) = curve.points
+    assert pt.extra["layer_experts"] == 128 and pt.extra["source_bytes"] >= 96 * MIB
