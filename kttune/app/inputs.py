@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from kttune import bounds
 from kttune.errors import ParameterError, UserError
-from kttune.hw.profile import Inventory
+from kttune.hw.profile import HardwareProfile, Inventory
 from kttune.memory.vram import DEFAULT_VRAM_MARGIN
 from kttune.search.evaluate import Budget, HostRamSource
 from kttune.search.launch import LaunchPaths, default_paths
@@ -69,6 +69,28 @@ def check_host_ram_bytes(host_ram_bytes: int, shown: str | None = None) -> int:
     return bounds.HOST_RAM_BYTES.check(host_ram_bytes, "host_ram_bytes")
 
 
+def measured_elsewhere_note(
+    profile: HardwareProfile, name: str | None, here: Inventory | None, model: str
+) -> str | None:
+    """What a plan on a profile measured on another machine may miss, or None for this machine's own
+    profile (`name` None, or the same fingerprint) and for derived ones (their curves carry labels).
+    The figures are the H200 box's, where one machine kind ran on many instances
+    (docs/cost-model.md#one-machine-instance-seven-models)."""
+    from kttune.hw.fingerprint import fingerprint
+
+    if name is None or profile.provenance.kind != "measured":
+        return None
+    if here is not None and fingerprint(here) == profile.fingerprint:
+        return None
+    return (
+        f"profile {name!r} was measured on another machine ({profile.provenance.machine}): on instances of "
+        "that one machine kind kt-kernel's CPU times moved by up to 1.9x, and crossovers predicted from a "
+        "profile of another instance missed by up to 55% where a probe of the serving instance held within "
+        f"13% (docs/cost-model.md#one-machine-instance-seven-models); `kttune tune --model {model} --vram ...` "
+        "measures this machine and decides on its own runs"
+    )
+
+
 def resolve_inputs(
     model: str,
     vram_bytes: int,
@@ -93,7 +115,8 @@ def resolve_inputs(
     check_vram_bytes(vram_bytes)
     spec = load_model(model, method)
     meth = get_method(method or spec.default_method).name
-    prof, prof_name = resolve_named_profile(profile, this_machine_inventory())
+    here = this_machine_inventory()
+    prof, prof_name = resolve_named_profile(profile, here)
     raw_wl = load_workload(workload)
     wl = raw_wl.clipped(spec.max_position_embeddings)
     ram = host_ram_bytes if host_ram_bytes is not None else prof.inventory.cpu.ram_total_bytes
@@ -104,7 +127,11 @@ def resolve_inputs(
             params=("host_ram_bytes",),
         )
     check_host_ram_bytes(ram)
-    notes = tuple(spec.notes) + tuple(n for n in (raw_wl.clip_note(spec.max_position_embeddings),) if n)
+    notes = tuple(spec.notes) + tuple(
+        n
+        for n in (raw_wl.clip_note(spec.max_position_embeddings), measured_elsewhere_note(prof, prof_name, here, model))
+        if n
+    )
     source = (
         HostRamSource("given")
         if host_ram_bytes is not None

@@ -1,0 +1,43 @@
+"""A plan on a profile measured on another machine says so, with what that costs and the command
+that measures this one; this machine's own profile and derived ones (labelled per curve) do not."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+from kttune import app
+from kttune.app.inputs import measured_elsewhere_note, this_machine_inventory
+from kttune.hw.fingerprint import fingerprint
+from kttune.hw.profile import profile_to_dict
+from kttune.hw.registry import load_shipped
+from kttune.units import GIB
+
+SHIPPED = "h200-pcie5-xeon-amx-16c"
+
+
+def _elsewhere(notes) -> list[str]:
+    return [n for n in notes if "measured on another machine" in n]
+
+
+def test_a_shipped_profile_of_another_machine_says_what_it_may_miss():
+    here = this_machine_inventory()
+    assert here is None or fingerprint(here) != load_shipped(SHIPPED).fingerprint  # this is not the H200 box
+    inp = app.resolve_inputs("qwen3-30b-a3b", 32 * GIB, profile=SHIPPED)
+    (note,) = _elsewhere(inp.notes)
+    assert f"'{SHIPPED}'" in note and "1.9x" in note and "`kttune tune --model qwen3-30b-a3b" in note
+    assert "docs/cost-model.md#one-machine-instance-seven-models" in note
+
+
+def test_this_machines_own_profile_and_derived_ones_do_not(tmp_path):
+    here = this_machine_inventory()
+    mine = replace(load_shipped(SHIPPED), fingerprint=fingerprint(here)) if here else None
+    if mine is not None:
+        path = tmp_path / "mine.json"
+        path.write_text(json.dumps(profile_to_dict(mine)))
+        inp = app.resolve_inputs("qwen3-30b-a3b", 32 * GIB, profile=str(path))
+        assert _elsewhere(inp.notes) == []
+    derived = load_shipped("datasheet-h200-pcie5-xeon-amx-16c")
+    assert measured_elsewhere_note(derived, "datasheet-h200-pcie5-xeon-amx-16c", here, "qwen3-30b-a3b") is None
+    # the profile `kttune probe` cached for this machine comes without a name
+    assert measured_elsewhere_note(load_shipped(SHIPPED), None, here, "qwen3-30b-a3b") is None
