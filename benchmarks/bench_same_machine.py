@@ -12,7 +12,12 @@ prediction; and the per-method calibration fitted on the model's other forwards,
 (what `kttune calibrate` and `kttune tune` fit on the machine that serves). Writes
 same-machine-TAG.{json,md} to --out.
 
-    python benchmarks/bench_same_machine.py RUNS.json:PROBE.profile.json [...] [--out DIR] [--tag TAG]
+With `--leave-one-model-out` (every pair's probe from one machine instance), each model is also
+predicted from the other pairs' probes alone, overlaid on the shipped profile the same way: the
+instance fixed, the model's own expert shape, layer and attention block never measured. That
+separates what carries from model to model from what moves between instances.
+
+    python benchmarks/bench_same_machine.py RUNS.json:PROBE.profile.json [...] [--out DIR] [--tag TAG] [--leave-one-model-out]
 """
 
 from __future__ import annotations
@@ -73,16 +78,26 @@ def crossovers(crossings) -> list[dict]:
     return out
 
 
-def analyse(pairs: list[tuple[str, str]], shipped_name: str) -> list[dict]:
+OTHER_MODELS = "other models, same instance"
+
+
+def analyse(pairs: list[tuple[str, str]], shipped_name: str, leave_one_model_out: bool = False) -> list[dict]:
     shipped = replace(resolve_profile(shipped_name, None), calibration=())
+    probes = {f: load_profile(f) for _, f in pairs}
     rows = []
     for runs, probe_file in pairs:
-        probe = load_profile(probe_file)
+        probe = probes[probe_file]
+        profiles = [("shipped", shipped), ("same machine", overlaid(shipped, probe))]
+        if leave_one_model_out:
+            others = [p for f, p in probes.items() if f != probe_file]
+            union = replace(probe, curves=tuple(c for p in others for c in p.curves))
+            profiles.append((OTHER_MODELS, overlaid(shipped, union)))
         row = {"runs": runs, "probe": probe_file, "profiles": {}}
-        for label, prof in (("shipped", shipped), ("same machine", overlaid(shipped, probe))):
-            points, crossings, _ = load_points([runs], prof)
+        for label, prof in profiles:
+            points, crossings, notes = load_points([runs], prof)
             row["model"] = points[0].model if points else None
             row["profiles"][label] = {
+                "borrowed": sorted({n for ns in notes.values() for n in ns}),
                 "hybrid": errors(points, "hybrid"),
                 "layerwise": errors(points, "layerwise"),
                 # what `kttune calibrate` / `kttune tune` fit on the serving machine: the per-method
@@ -135,6 +150,18 @@ def markdown(rows: list[dict], shipped: str) -> str:
             cal = d.get("calibrated_held_out", {})
             cal_cell = " / ".join(pct(cal.get(path)) for path in ("hybrid", "layerwise"))
             lines.append(f"| {r['model']} | {label} | {cells[0]} | {cells[1]} | {cal_cell} | {cross} |")
+    lomo = [r for r in rows if OTHER_MODELS in r["profiles"]]
+    if lomo:
+        lines += [
+            "",
+            f"{OTHER_MODELS}: the shipped profile with every curve kind the other rows' probes measured replaced by "
+            "those probes' curves (one machine instance; this model's own probe left out). What they did not "
+            "measure for the model, and the cost model borrowed:",
+            "",
+        ]
+        for r in lomo:
+            borrowed = r["profiles"][OTHER_MODELS].get("borrowed") or ["nothing"]
+            lines.append(f"- {r['model']}: " + "; ".join(borrowed))
     return "\n".join(lines) + "\n"
 
 
@@ -144,9 +171,10 @@ def main() -> None:
     ap.add_argument("--profile", default="h200-pcie5-xeon-amx-16c")
     ap.add_argument("--out", default=None, help=f"default: {COMPUTED} folder of today")
     ap.add_argument("--tag", default="h200")
+    ap.add_argument("--leave-one-model-out", action="store_true", help="also predict each model from the other probes")
     a = ap.parse_args()
     pairs = [tuple(p.split(":", 1)) for p in a.pairs]
-    rows = analyse(pairs, a.profile)
+    rows = analyse(pairs, a.profile, a.leave_one_model_out)
     out = Path(a.out) if a.out else results_dir(COMPUTED)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"same-machine-{a.tag}.json").write_text(json.dumps({"profile": a.profile, "rows": rows}, indent=1) + "\n")
