@@ -55,6 +55,7 @@ ACCURACY = dict(
     measured_search=f"{H200}/measured-search.json",
     transfer="2026-12-04-computed/transfer-h200-seven-models-sglang-loop.json",
     same_instance="2026-12-04-computed/same-machine-h200-seven-models-one-instance.json",
+    lomo_instance="2026-12-04-computed/same-machine-h200-seven-models-leave-one-model-out.json",
     switch_sweeps="2026-12-04-computed/same-machine-h200-switch-sweeps.json",
     new_models="2026-12-04-computed/same-machine-h200-two-new-models.json",
     tp_two_gpus=tuple(
@@ -380,6 +381,24 @@ def accuracy_block() -> str:
             f"crossover {_pct(min(c['error'] for c in si_x), max(c['error'] for c in si_x))} "
             f"({sum(1 for c in si_x if c['inside_interval'])} inside the measured interval); per forward raw "
             f"{_pct(min(si_raw), max(si_raw))}, calibrated (held out) {_pct(min(si_cal), max(si_cal))}",
+            "docs/cost-model.md#one-machine-instance-seven-models",
+        )
+    )
+    # leave one model out on that instance: the models whose method another model's probe measured
+    lo = [
+        r["profiles"]["other models, same instance"]
+        for r in json.loads((RESULTS / ACCURACY["lomo_instance"]).read_text())["rows"]
+    ]
+    lo = [d for d in lo if not any("was not measured on this profile" in n for n in d["borrowed"])]
+    lo_x = [c for d in lo for c in d["crossover"] if c.get("error") is not None]
+    lo_raw = [d[p]["mape"] for d in lo for p in ("hybrid", "layerwise") if d[p]["mape"] is not None]
+    rows.append(
+        (
+            "MoE layer per forward and crossover on a model left out, the machine instance fixed",
+            f"the same instance's runs, each model predicted from the other models' probes ({len(lo)} models whose "
+            "method another model measured)",
+            f"per forward raw {_pct(min(lo_raw), max(lo_raw))}; crossover {_pct(min(c['error'] for c in lo_x), max(c['error'] for c in lo_x))} "
+            f"({sum(1 for c in lo_x if c['inside_interval'])} inside the measured interval)",
             "docs/cost-model.md#one-machine-instance-seven-models",
         )
     )
