@@ -103,6 +103,9 @@ class Components:
         self._pipeline_fits: dict[int, LinearFit] = {}  # stage A threads -> layer load fit
         self._pipeline_points: dict[int, list[tuple[float, float]]] = {}  # stage A threads -> (bytes, ms)
         self._pipeline_curves: dict[int, list[Curve]] = {}
+        # stage A threads -> load against (1, experts streamed, bytes), where the curves measured two
+        # expert sizes or more (`_fit_pipeline_steps`)
+        self._pipeline_step_fits: dict[int, LinearFit] = {}
         self._pipeline_driver_ratios: dict[int, float] = {}
         self._pipeline_fit = self._fit_pipeline()
         self.hbm_ms_per_byte = self._hbm_ms_per_byte()
@@ -601,6 +604,11 @@ class Components:
         self._pipeline_curves = by_threads
         self._pipeline_fits = {t: fit_curves(cs) for t, cs in by_threads.items()}
         self._pipeline_points = {t: sorted((p.x, p.t_ms) for c in cs for p in c.points) for t, cs in by_threads.items()}
+        # a twin's curves stand in by bytes streamed (PIPELINE_TWIN): its layers' steps are not this method's
+        own_method = all(c.params.get("method") == self.method.name for c in curves)
+        self._pipeline_step_fits = {
+            t: f for t, cs in by_threads.items() if own_method and (f := _fit_pipeline_steps(cs)) is not None
+        }
         # the reported fit: the thread count measured with the most points
         return self._pipeline_fits[max(by_threads, key=lambda t: sum(len(c.points) for c in by_threads[t]))]
 
@@ -616,7 +624,11 @@ class Components:
         if self.tp != 1 and not at_tp1:
             return None
         nbytes = streamed_experts * self.cpu_bytes_per_expert
-        pts = self._pipeline_points[threads]
+        own = [c for c in self._pipeline_curves[threads] if _same_expert_bytes(c, self.cpu_bytes_per_expert)]
+        steps = self._pipeline_step_fits.get(threads)
+        if steps is not None and not own:  # another layer's expert size: its steps and bytes apart
+            return steps((1.0, streamed_experts, nbytes)) * self._pipeline_driver_ratio(threads)
+        pts = sorted((p.x, p.t_ms) for c in own for p in c.points) if own else self._pipeline_points[threads]
         if len(pts) > 1 and pts[0][0] <= nbytes <= pts[-1][0]:  # inside the measured range: the points
             t = interp_loglog([x for x, _ in pts], [y for _, y in pts], nbytes)
         else:
@@ -642,7 +654,10 @@ class Components:
             return 1.0
         if threads not in self._pipeline_driver_ratios:
             ratio = 1.0
-            for c in self._pipeline_curves.get(threads, []):
+            curves = self._pipeline_curves.get(threads, [])
+            # the model's own layer where measured: the ratio is a property of the layer's loop
+            own = [c for c in curves if _same_expert_bytes(c, self.cpu_bytes_per_expert)]
+            for c in own or curves:
                 full = [pt for pt in c.points if pt.extra.get("configs")]
                 if not full or not full[-1].extra.get("layer_ms"):
                     continue
@@ -691,6 +706,37 @@ class Components:
             return float(ratios[len(ratios) // 2])
         self.notes.append(f"pipeline overlap not measured; assumed layer time = {DEFAULT_OVERLAP_RATIO}x slowest stage")
         return DEFAULT_OVERLAP_RATIO
+
+
+def _pipeline_expert_bytes(c: Curve) -> float:
+    """Bytes of one expert of the layer a pipeline curve streamed (its method's host format)."""
+    return bytes_per_expert(get_method(c.params["method"]).cpu_format, int(c.params["hidden"]), int(c.params["inter"]))
+
+
+def _same_expert_bytes(c: Curve, expert_bytes: float) -> bool:
+    return abs(_pipeline_expert_bytes(c) / expert_bytes - 1) < 0.02
+
+
+# Pipeline curves of at least this many distinct expert sizes separate a cost per step from a cost per byte.
+PIPELINE_STEP_SIZES = 2
+
+
+def _fit_pipeline_steps(curves: list[Curve]) -> LinearFit | None:
+    """The layerwise load against (1, experts streamed, bytes streamed) over pipeline curves of
+    `PIPELINE_STEP_SIZES` expert sizes or more (one thread count, one method), None with fewer. Within
+    one layer the bytes streamed are the experts streamed times one expert's bytes, so a cost per
+    step (the loop's host waits and launches, each copy's and write's fixed cost) and a cost per byte
+    are one column; layers of other expert sizes tell them apart, and a layer none of them measured is
+    read from both (docs/cost-model.md#one-machine-instance-seven-models)."""
+    if len({round(_pipeline_expert_bytes(c)) for c in curves}) < PIPELINE_STEP_SIZES:
+        return None
+    rows, ys = [], []
+    for c in curves:
+        e = _pipeline_expert_bytes(c)
+        for p in c.points:
+            rows.append((1.0, p.x / e, p.x))
+            ys.append(p.t_ms)
+    return fit_nonneg(("overhead_ms", "ms_per_expert", "ms_per_byte"), rows, ys)
 
 
 def fit_curves(curves: list[Curve]) -> LinearFit:
