@@ -37,8 +37,9 @@ from kttune.units import GIB, MIB
 
 # The writes cycle over a source this many times the host's last-level cache at least: a server streams
 # a layer of GBs, never cache-resident. On the 16-core H200 box (a 300 MB L3) a 0.25 GiB cycle wrote
-# GLM-4.5-Air's expert 0-8% faster alone than a 4 GiB one, and beside one link's copies up to 24%
-# faster (docs/probe.md#stage-a-writes-from-a-cold-source). A quick probe takes half the margin.
+# GLM-4.5-Air's and Qwen3-30B-A3B's experts 2-10% faster alone than a 4 GiB one, and beside one link's
+# copies the 4 GiB cycle took up to 24% longer (docs/probe.md#stage-a-writes-from-a-cold-source). A
+# quick probe takes half the margin.
 COLD_CACHE_MULTIPLE = 4
 QUICK_CACHE_MULTIPLE = 2
 # Experts one write layer holds at most (small experts need many to fill the cycle).
