@@ -61,8 +61,8 @@ class ProbeOptions:
 
     quick: a reduced probe (one small expert shape, tokens up to 256, fewer repeats, the layerwise
         pipeline over at most 2 GiB of each layer) at two kt-kernel thread counts, cores-5 and
-        cores-3 (`kttune.probes.common.kt_thread_counts`): under a minute on a 2-core host and on the
-        16-core H200 box.
+        cores-3 (`kttune.probes.common.kt_thread_counts`): about a minute, on a 2-core host (65-73 s)
+        and on the 16-core H200 box (59.5 s; 62.4 s with stage A writing from twice its L3, docs/probe.md).
     model: a `kttune.spec.model_spec.ModelSpec`: measure its expert shape (H, I, E, top-k) instead
         of the representative shapes (E shrinks, with a reason, if the layer does not fit in RAM).
     methods: KT methods to measure (default: every one the host's kt-kernel runs).
