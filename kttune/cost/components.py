@@ -708,13 +708,18 @@ class Components:
         return DEFAULT_OVERLAP_RATIO
 
 
-def _pipeline_expert_bytes(c: Curve) -> float:
-    """Bytes of one expert of the layer a pipeline curve streamed (its method's host format)."""
-    return bytes_per_expert(get_method(c.params["method"]).cpu_format, int(c.params["hidden"]), int(c.params["inter"]))
+def _pipeline_expert_bytes(c: Curve) -> float | None:
+    """Bytes of one expert of the layer a pipeline curve streamed (its method's host format), None
+    where the curve does not name the layer's shape (its params' hidden and inter are optional)."""
+    h, i = c.params.get("hidden"), c.params.get("inter")
+    if not h or not i or c.params.get("method") not in METHODS:
+        return None
+    return bytes_per_expert(get_method(c.params["method"]).cpu_format, int(h), int(i))
 
 
 def _same_expert_bytes(c: Curve, expert_bytes: float) -> bool:
-    return abs(_pipeline_expert_bytes(c) / expert_bytes - 1) < 0.02
+    e = _pipeline_expert_bytes(c)
+    return e is not None and abs(e / expert_bytes - 1) < 0.02
 
 
 # Pipeline curves of at least this many distinct expert sizes separate a cost per step from a cost per byte.
@@ -728,11 +733,11 @@ def _fit_pipeline_steps(curves: list[Curve]) -> LinearFit | None:
     step (the loop's host waits and launches, each copy's and write's fixed cost) and a cost per byte
     are one column; layers of other expert sizes tell them apart, and a layer none of them measured is
     read from both (docs/cost-model.md#one-machine-instance-seven-models)."""
-    if len({round(_pipeline_expert_bytes(c)) for c in curves}) < PIPELINE_STEP_SIZES:
+    sized = [(c, e) for c in curves if (e := _pipeline_expert_bytes(c))]
+    if len(sized) < len(curves) or len({round(e) for _, e in sized}) < PIPELINE_STEP_SIZES:
         return None
     rows, ys = [], []
-    for c in curves:
-        e = _pipeline_expert_bytes(c)
+    for c, e in sized:
         for p in c.points:
             rows.append((1.0, p.x / e, p.x))
             ys.append(p.t_ms)

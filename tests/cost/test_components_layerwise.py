@@ -284,3 +284,22 @@ def test_the_models_own_layer_is_its_measured_loop_whatever_else_was_measured():
     for e in (64, 128, 256):
         assert among.pipeline_layer_ms(e, 11) == pytest.approx(alone.pipeline_layer_ms(e, 11), rel=1e-9)
     assert among._pipeline_step_fits and not alone._pipeline_step_fits
+
+
+def test_a_loop_that_does_not_name_its_layer_is_read_by_bytes():
+    """Pipeline curves need only their method; without the layer's shape (hidden, inter) no steps are
+    fitted and the load is read by bytes, as before."""
+    spec = load_model("minimax-m2.1", "FP8")
+    named = _probes(*FP8_MODELS)
+    bare = replace(
+        named,
+        curves=tuple(
+            replace(c, params={k: v for k, v in c.params.items() if k not in ("hidden", "inter")})
+            if c.kind == "pipeline"
+            else c
+            for c in named.curves
+        ),
+    )
+    c = Components(bare, spec, "FP8")
+    assert not c._pipeline_step_fits
+    assert c.pipeline_layer_ms(128, 11) > 0
