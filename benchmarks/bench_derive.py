@@ -143,8 +143,16 @@ def real_shapes(probes: list[str], runs: list[str]) -> dict:
                     continue
                 q = full[-1]
                 sgl = q.extra["configs"].get("slots=2,group=1", {})
-                cfgs = [
-                    LaunchConfig(method, 1, 0, 8192, 1, 8192, t)  # every expert streamed, TP 1
+                cfgs = [  # every expert streamed, TP 1
+                    LaunchConfig(
+                        method=method,
+                        tp=1,
+                        num_gpu_experts=0,
+                        chunked_prefill_size=8192,
+                        gpu_prefill_token_threshold=1,
+                        max_total_tokens=8192,
+                        cpuinfer_threads=t,
+                    )
                     for t in (lo, hi)
                 ]
                 row["pipeline"] = {
