@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from pathlib import Path
 
@@ -106,16 +105,12 @@ def measure(out: Path, threads: list[int], rounds: int, shapes=SHAPES) -> None:
 
 
 def fit_serial(points: list[tuple[int, float]]) -> float:
-    """The serial share s in t(th) = t(ref) x (s + (1 - s) x ref / th), ref the largest count of
-    `points` ((threads, ms)), least squares in log time over a 0.01 grid in [0, 0.8]: the form
-    `kttune.hw.derive._fit_serial` fits a profile's sweep with."""
+    """The serial share of `points` ((threads, ms)) against their largest count, as `profile derive`
+    fits a profile's sweep (`kttune.hw.derive.fit_serial_share`)."""
+    from kttune.hw.derive import fit_serial_share
+
     ref_t, ref = max(points)
-    others = [(th, t) for th, t in points if th != ref_t]
-
-    def err(s: float) -> float:
-        return sum((math.log(t) - math.log(ref * (s + (1 - s) * ref_t / th))) ** 2 for th, t in others)
-
-    return min((i / 100 for i in range(0, 81)), key=err)
+    return fit_serial_share([(th, t, ref) for th, t in points if th != ref_t], ref_t)
 
 
 def summarise(doc: dict) -> list[dict]:
