@@ -103,6 +103,8 @@ class Components:
         self._pipeline_fits: dict[int, LinearFit] = {}  # stage A threads -> layer load fit
         self._pipeline_points: dict[int, list[tuple[float, float]]] = {}  # stage A threads -> (bytes, ms)
         self._pipeline_curves: dict[int, list[Curve]] = {}
+        # stage A threads -> the model's own layer's curves, where the profile measured that layer
+        self._pipeline_own: dict[int, list[Curve]] = {}
         # stage A threads -> load against (1, experts streamed, bytes), where the curves measured two
         # expert sizes or more (`_fit_pipeline_steps`)
         self._pipeline_step_fits: dict[int, LinearFit] = {}
@@ -603,7 +605,14 @@ class Components:
             by_threads.setdefault(int(c.params.get("threads") or 0), []).append(c)
         self._pipeline_curves = by_threads
         self._pipeline_fits = {t: fit_curves(cs) for t, cs in by_threads.items()}
-        self._pipeline_points = {t: sorted((p.x, p.t_ms) for c in cs for p in c.points) for t, cs in by_threads.items()}
+        self._pipeline_own = {
+            t: [c for c in cs if _same_expert_bytes(c, self.cpu_bytes_per_expert)] for t, cs in by_threads.items()
+        }
+        # the points read as measured: the model's own layer where measured, else every layer's
+        self._pipeline_points = {
+            t: sorted((p.x, p.t_ms) for c in (self._pipeline_own[t] or cs) for p in c.points)
+            for t, cs in by_threads.items()
+        }
         # a twin's curves stand in by bytes streamed (PIPELINE_TWIN): its layers' steps are not this method's
         own_method = all(c.params.get("method") == self.method.name for c in curves)
         self._pipeline_step_fits = {
@@ -624,11 +633,10 @@ class Components:
         if self.tp != 1 and not at_tp1:
             return None
         nbytes = streamed_experts * self.cpu_bytes_per_expert
-        own = [c for c in self._pipeline_curves[threads] if _same_expert_bytes(c, self.cpu_bytes_per_expert)]
         steps = self._pipeline_step_fits.get(threads)
-        if steps is not None and not own:  # another layer's expert size: its steps and bytes apart
+        if steps is not None and not self._pipeline_own[threads]:  # another layer's size: steps and bytes apart
             return steps((1.0, streamed_experts, nbytes)) * self._pipeline_driver_ratio(threads)
-        pts = sorted((p.x, p.t_ms) for c in own for p in c.points) if own else self._pipeline_points[threads]
+        pts = self._pipeline_points[threads]
         if len(pts) > 1 and pts[0][0] <= nbytes <= pts[-1][0]:  # inside the measured range: the points
             t = interp_loglog([x for x, _ in pts], [y for _, y in pts], nbytes)
         else:
@@ -654,10 +662,8 @@ class Components:
             return 1.0
         if threads not in self._pipeline_driver_ratios:
             ratio = 1.0
-            curves = self._pipeline_curves.get(threads, [])
             # the model's own layer where measured: the ratio is a property of the layer's loop
-            own = [c for c in curves if _same_expert_bytes(c, self.cpu_bytes_per_expert)]
-            for c in own or curves:
+            for c in self._pipeline_own.get(threads) or self._pipeline_curves.get(threads, []):
                 full = [pt for pt in c.points if pt.extra.get("configs")]
                 if not full or not full[-1].extra.get("layer_ms"):
                     continue
