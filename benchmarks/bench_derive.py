@@ -20,7 +20,6 @@ derive-16c-to-32c-real-shapes.{json,md} there.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from kttune.hw.derive import Change, CpuTarget, derive_profile, serial_fractions
@@ -96,11 +95,10 @@ def _bracket(c, threads: int) -> tuple[int, int]:
 def real_shapes(probes: list[str], runs: list[str]) -> dict:
     from dataclasses import replace
 
-    sys.path.insert(0, str(Path(__file__).parent))
     from bench_tp_paths import predict_runs
 
     from kttune.config import LaunchConfig
-    from kttune.cost.components import Components
+    from kttune.cost.components import SGLANG_KT_PIPELINE, Components
     from kttune.cost.prefill import layerwise_load_ms
     from kttune.hw.profile import load_profile
     from kttune.runner.result import runs_in_results
@@ -142,7 +140,7 @@ def real_shapes(probes: list[str], runs: list[str]) -> dict:
                 if not full:
                     continue
                 q = full[-1]
-                sgl = q.extra["configs"].get("slots=2,group=1", {})
+                sgl = q.extra["configs"].get(SGLANG_KT_PIPELINE, {})
                 cfgs = [  # every expert streamed, TP 1
                     LaunchConfig(
                         method=method,
