@@ -30,10 +30,11 @@ EXPERTS, TOP_K = 16, 4
 TOKENS = (512, 1024, 2048)
 
 
-def _document(host: str, threads: int, tokens, protocol: str) -> dict:
+def _document(host: str, threads: int, tokens, protocol: str, method: str = "BF16") -> dict:
     """The results document both ways of measuring write (curves appended per shape)."""
     return {
         "host": host,
+        "method": method,
         "threads": threads,
         "experts": EXPERTS,
         "top_k": TOP_K,
@@ -43,19 +44,19 @@ def _document(host: str, threads: int, tokens, protocol: str) -> dict:
     }
 
 
-def measure(out: Path, threads: int, shapes=SHAPES, tokens=TOKENS) -> None:
+def measure(out: Path, threads: int, shapes=SHAPES, tokens=TOKENS, method: str = "BF16") -> None:
     from kttune.probes.cpu_moe import CpuMoeOptions, probe_cpu_moe
     from kttune.probes.inventory import collect_cpu, host_line, usable_cores
     from kttune.spec.moe_shape import MoeLayerShape
 
     cpu = collect_cpu()
     t0 = time.perf_counter()
-    doc = _document(host_line(), threads, tokens, "one shape after another (kttune.probes.cpu_moe)")
+    doc = _document(host_line(), threads, tokens, "one shape after another (kttune.probes.cpu_moe)", method)
     for h, i in shapes:
         opts = CpuMoeOptions(
-            shapes=(MoeLayerShape(h, i, EXPERTS, TOP_K, "BF16", f"{h}x{i}"),),
+            shapes=(MoeLayerShape(h, i, EXPERTS, TOP_K, method, f"{h}x{i}"),),
             tokens=tuple(tokens),
-            methods=("BF16",),
+            methods=(method,),
             threads=(threads,),
             warmup=2,
             repeats=5,
@@ -74,7 +75,9 @@ def measure(out: Path, threads: int, shapes=SHAPES, tokens=TOKENS) -> None:
         (out / "cpu-moe-shapes.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 
-def measure_interleaved(out: Path, threads: int, shapes=SHAPES, tokens=TOKENS, rounds: int = 5) -> None:
+def measure_interleaved(
+    out: Path, threads: int, shapes=SHAPES, tokens=TOKENS, rounds: int = 5, method: str = "BF16"
+) -> None:
     """Every shape's layer built once, then `rounds` rounds; in each, the shapes in a shuffled order and
     every size of a shape once (one warm-up call first): the host's drift over the run falls on every
     shape alike. Each point: the median over rounds with its 10th and 90th percentiles."""
@@ -93,9 +96,9 @@ def measure_interleaved(out: Path, threads: int, shapes=SHAPES, tokens=TOKENS, r
     for h, i in shapes:
         with quiet_stdout(to_stderr=True):
             layers[(h, i)] = KtMoeLayer(
-                HostExperts.random("BF16", h, i, EXPERTS), top_k=TOP_K, threads=threads, max_tokens=max(tokens)
+                HostExperts.random(method, h, i, EXPERTS), top_k=TOP_K, threads=threads, max_tokens=max(tokens)
             )
-        shape = MoeLayerShape(h, i, EXPERTS, TOP_K, "BF16")
+        shape = MoeLayerShape(h, i, EXPERTS, TOP_K, method)
         inputs[(h, i)] = {n: _inputs(n, shape, 0) for n in tokens}
     print(f"[{time.perf_counter() - t0:6.1f}s] built {len(layers)} layers", flush=True)
     samples = {key: {n: [] for n in tokens} for key in layers}
@@ -112,7 +115,7 @@ def measure_interleaved(out: Path, threads: int, shapes=SHAPES, tokens=TOKENS, r
                 samples[key][n].append((time.perf_counter() - a) * 1e3)
         print(f"[{time.perf_counter() - t0:6.1f}s] round {r + 1}", flush=True)
     protocol = f"interleaved: {rounds} rounds, shapes shuffled per round, one warm-up call per point"
-    doc = _document(host_line(), threads, tokens, protocol)
+    doc = _document(host_line(), threads, tokens, protocol, method)
     for (h, i), per in samples.items():
         pts = []
         for n, xs in per.items():
@@ -172,7 +175,7 @@ def analyse(path: Path) -> str:
     lines = [
         "# kt-kernel's matrix kernel against the expert's shape",
         "",
-        f"Host: {doc['host']}; {doc['threads']} threads, E = {doc['experts']}, top-{doc['top_k']}, "
+        f"Host: {doc['host']}; {doc.get('method', 'BF16')}, {doc['threads']} threads, E = {doc['experts']}, top-{doc['top_k']}, "
         f"{', '.join(map(str, doc['tokens']))} tokens (the least-squares slope over them); "
         f"{doc.get('protocol', 'one shape after another (kttune.probes.cpu_moe)')}. Each shape predicted "
         "from a fit on the others (leave one shape out); error = predicted / measured - 1.",
@@ -199,6 +202,7 @@ def analyse(path: Path) -> str:
             f"- {law}: held-out mean |error| {sum(errs) / len(errs):.0%}, worst {max(errs):.0%}; fitted on all: "
             f"{1 / (a * 1e-3) / 1e12 if a else float('inf'):.1f} TFLOP/s"
             + (f", {b * 1e6:.3f} ns per output element" if b else "")
+            + (f" ({b / a:,.0f} flop-equivalents each)" if a and b else "")
         )
     md = "\n".join(lines) + "\n"
     path.with_suffix(".md").write_text(md)
@@ -214,14 +218,15 @@ def main() -> None:
     ap.add_argument("--shapes", default=None, help="HxI,HxI,... instead of the default set (a quick check)")
     ap.add_argument("--tokens", default=None, help="token counts instead of 512,1024,2048")
     ap.add_argument("--interleaved", type=int, default=0, help="ROUNDS: all shapes built once, measured in rounds")
+    ap.add_argument("--method", default="BF16", help="the KT method whose kt-kernel class runs the layers")
     a = ap.parse_args()
     if a.measure:
         shapes = [tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")] if a.shapes else SHAPES
         tokens = [int(v) for v in a.tokens.split(",")] if a.tokens else TOKENS
         if a.interleaved:
-            measure_interleaved(Path(a.out), a.threads, shapes, tokens, a.interleaved)
+            measure_interleaved(Path(a.out), a.threads, shapes, tokens, a.interleaved, a.method)
         else:
-            measure(Path(a.out), a.threads, shapes, tokens)
+            measure(Path(a.out), a.threads, shapes, tokens, a.method)
     if a.analyse:
         print(analyse(Path(a.analyse)))
 
