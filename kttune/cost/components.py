@@ -16,6 +16,7 @@ from kttune.cost.features import (
     copy_features,
     gemm_features,
     kt_gemm_split,
+    matrix_work_per_flop,
     moe_features,
 )
 from kttune.cost.fit import LinearFit, fit_nonneg, interp_loglog
@@ -25,7 +26,7 @@ from kttune.hw.curve_kinds import cpu_matmul_above, curve_kind  # each kind's fe
 from kttune.hw.gpu_table import spec_for_name  # datasheet HBM bandwidth when no curve fits it
 from kttune.hw.profile import Curve, HardwareProfile
 from kttune.memory.vram import kv_cell_bytes  # the decode KV read is the pool's per-token cell
-from kttune.spec.kt_classes import kt_matmul_above
+from kttune.spec.kt_classes import kt_matmul_above, matrix_output_flops
 from kttune.spec.methods import FORMATS, METHODS, bytes_per_expert, get_method, gpu_format
 from kttune.spec.model_spec import ModelSpec
 
@@ -88,7 +89,7 @@ class Components:
         )
         self._cpu_fits: dict[tuple[int, int], tuple[LinearFit, Curve | None]] = {}
         self._cpu_method = self._pick_cpu_method()
-        self._cpu_matmul_above = self._find_cpu_matmul_above()
+        self._cpu_matmul_above, self._cpu_matrix_work = self._find_cpu_kernel()
         self._note_unmeasured_expert_shape()
         self._gpu_moe_fit = self._fit_gpu_moe()
         self._attn_fit = self._fit_attention()
@@ -119,8 +120,9 @@ class Components:
     def _note_unmeasured_expert_shape(self) -> None:
         """Say so where no CPU MoE curve of the method measured an expert within SHAPE_REACH of the
         model's, at any thread count: kt-kernel's rate per flop moves with the expert's shape (4.5-9.7
-        TFLOP/s over seven shapes at equal rows per expert), which the fit carries over by flops only
-        (docs/cost-model.md#two-models-off-every-grid)."""
+        TFLOP/s over seven shapes at equal rows per expert), which the expert-shape law carries
+        (`kttune.hw.features.matrix_work_per_flop`), but a profile of another instance at shapes that
+        far away still missed Mixtral's CPU side by up to 1.8x (docs/cost-model.md#the-expert-shape-law)."""
         curves = self.profile.curves_of("cpu_moe", method=self._cpu_method)
         if not curves:
             return
@@ -131,7 +133,8 @@ class Components:
             self.notes.append(
                 f"CPU MoE: no curve of this profile measured an expert near {m.name}'s ({ppe / 1e6:.1f}M "
                 f"parameters; the nearest {nearest / 1e6:.1f}M): kt-kernel's rate moves with the expert's shape, "
-                f"so its CPU times may be off by 2x (docs/cost-model.md#two-models-off-every-grid); "
+                f"which the expert-shape law carries, yet so far out its CPU times may be off by 2x "
+                f"(docs/cost-model.md#the-expert-shape-law); "
                 f"`kttune probe --model {m.name}` or `kttune tune` measures them"
             )
 
@@ -288,7 +291,7 @@ class Components:
             cpu_experts,
             self.cpu_bytes_per_expert,
         )
-        t = fit(kt_gemm_split(row, tokens, self._cpu_matmul_above))
+        t = fit(kt_gemm_split(row, tokens, self._cpu_matmul_above, self._cpu_matrix_work))
         return t * residual(tokens) if residual else t
 
     def cpu_matmul_above(self) -> int | None:
@@ -298,10 +301,16 @@ class Components:
         with, at every thread count)."""
         return self._cpu_matmul_above
 
-    def _find_cpu_matmul_above(self) -> int | None:
-        kernels = [c.params.get("kernel") for c in self.profile.curves_of("cpu_moe", method=self._cpu_method)]
-        kernel = next((k for k in kernels if k), None)
-        return kt_matmul_above(kernel, self.model.num_experts, self.model.top_k)
+    def _find_cpu_kernel(self) -> tuple[int | None, float]:
+        """The class that measured the profile's curves of the method: where it switches to its
+        matrix kernel at the model's layer, and that kernel's work per flop at the model's expert
+        shape (`kttune.hw.features.matrix_work_per_flop`; 1 for a class whose cost per output element
+        was not measured)."""
+        curves = [c for c in self.profile.curves_of("cpu_moe", method=self._cpu_method) if c.params.get("kernel")]
+        kernel, backend = (curves[0].params["kernel"], curves[0].backend) if curves else (None, None)
+        m = self.model
+        work = matrix_work_per_flop(m.hidden_size, m.moe_intermediate_size, matrix_output_flops(backend, kernel))
+        return kt_matmul_above(kernel, m.num_experts, m.top_k), work
 
     # ---- GPU -----------------------------------------------------------------------------------
     def _fit_gpu_moe(self) -> LinearFit:

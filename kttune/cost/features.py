@@ -13,6 +13,7 @@ from kttune.hw.features import (
     expected_experts_touched,
     gemm_features,
     kt_gemm_split,
+    matrix_work_per_flop,
     moe_features,
 )
 
@@ -27,5 +28,6 @@ __all__ = [
     "expected_experts_touched",
     "gemm_features",
     "kt_gemm_split",
+    "matrix_work_per_flop",
     "moe_features",
 ]

@@ -59,9 +59,10 @@ from kttune.hw.features import (
     copy_features,
     gemm_features,
     kt_gemm_split,
+    matrix_work_per_flop,
     moe_features,
 )
-from kttune.spec.kt_classes import kt_matmul_above
+from kttune.spec.kt_classes import kt_matmul_above, matrix_output_flops
 from kttune.spec.methods import METHODS, bytes_per_expert
 from kttune.spec.moe_shape import MoeLayerShape
 
@@ -177,8 +178,15 @@ def cpu_matmul_above(c: Any) -> int | None:
     return kt_matmul_above(c.params.get("kernel"), s.experts, s.top_k)
 
 
+def cpu_matrix_work(c: Any) -> float:
+    """The matrix kernel's work per flop at a `cpu_moe` curve's expert shape, for the class and build
+    that measured it (`kttune.hw.features.matrix_work_per_flop`)."""
+    s: MoeCurveShape = c.shape
+    return matrix_work_per_flop(s.hidden, s.inter, matrix_output_flops(c.backend, c.params.get("kernel")))
+
+
 def _cpu_moe_row(c: Any, x: float) -> tuple:
-    return kt_gemm_split(_moe_row(c, x), x, cpu_matmul_above(c))
+    return kt_gemm_split(_moe_row(c, x), x, cpu_matmul_above(c), cpu_matrix_work(c))
 
 
 MOE_FIT = CostFit(MOE_FEATURES, _moe_row)

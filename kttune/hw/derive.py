@@ -60,7 +60,7 @@ DRAM_EFFICIENCY = 0.7
 NUMA_EFFICIENCY = 0.85
 # Expected error factors, from the checks in tests/hw/test_derive.py (16-core -> 32-core box) and
 # the spread of the efficiency a GPU reaches across generations. CPU: the 16-core box derived to the
-# measured 32-core one held within 1.35x on the small probe shape, and within 0.59-1.94x at six
+# measured 32-core one held within 1.35x on the small probe shape, and within 0.57-1.94x at six
 # models' own expert shapes (`benchmarks/bench_derive.py --real-shapes`, docs/derive.md).
 CPU_SCALED_ERROR = 2.0
 CPU_ISA_ERROR = 3.0
@@ -634,7 +634,7 @@ def derive_profile(measured: HardwareProfile, change: Change, created: str = "")
             "expected error: "
             + ", ".join(sorted({f"{k} {lab} within {e:g}x" for k, lab, e in errs}))
             + f" (worst {worst:g}x; the CPU scaling was checked 16 -> 32 cores on measured boxes: within 1.35x on "
-            "the probe's small shape, 0.59-1.94x at six models' own expert shapes)"
+            "the probe's small shape, 0.57-1.94x at six models' own expert shapes)"
         )
     what = []
     if gpu_changed:

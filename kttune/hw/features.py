@@ -26,16 +26,25 @@ def moe_features(
 MOE_FEATURES = ("overhead_ms", "ms_per_byte", "ms_per_flop")
 
 
+def matrix_work_per_flop(hidden: int, inter: int, output_flops: float) -> float:
+    """The matrix-matrix kernel's work per flop of an expert of `hidden` x `inter`, with a cost of
+    `output_flops` flop-equivalents per output element (`kttune.spec.kt_classes.MATRIX_OUTPUT_FLOPS`):
+    each routed pair runs 6HI flops and writes 2I + H elements, so 1 + r (2I + H) / 6HI."""
+    return 1.0 + output_flops * (2.0 * inter + hidden) / (6.0 * hidden * inter)
+
+
 def kt_gemm_split(
-    moe_row: tuple[float, float, float], tokens: float, matmul_above: int | None
+    moe_row: tuple[float, float, float], tokens: float, matmul_above: int | None, matrix_work: float = 1.0
 ) -> tuple[float, float, float, float]:
     """A kt-kernel MoE forward's `moe_features` row (1, bytes touched, flops) as (1, bytes touched,
-    flops on the vector-matrix kernel, flops on the matrix-matrix kernel): its flops go to the
-    kernel its length selects (`kt_matmul_above`), all to the second for a class with one kernel."""
+    flops on the vector-matrix kernel, work on the matrix-matrix kernel): its flops go to the
+    kernel its length selects (`kt_matmul_above`), all to the second for a class with one kernel;
+    the second's are weighted by `matrix_work` (`matrix_work_per_flop`: its cost per output element
+    in flop-equivalents)."""
     one, nbytes, flops = moe_row
     if matmul_above is not None and tokens <= matmul_above:
         return (one, nbytes, flops, 0.0)
-    return (one, nbytes, 0.0, flops)
+    return (one, nbytes, 0.0, flops * matrix_work)
 
 
 CPU_MOE_FEATURES = ("overhead_ms", "ms_per_byte", "ms_per_flop_vector", "ms_per_flop")

@@ -49,6 +49,41 @@ def kt_matmul_above(kernel: str | None, experts_total: int, top_k: int) -> int |
     return 4 * experts_total // top_k
 
 
+# The MoE kernel's cost per output element, in flop-equivalents of its own rate (the flops it could
+# have run in the time it spends on one element), per (build variant, class), measured: each routed
+# (token, expert) pair runs 6HI flops and writes 2I gate/up and H down outputs in fp32 accumulators
+# that the kernel converts, activates and combines elementwise, so a narrow expert runs fewer flops
+# per second than a wide one (docs/cost-model.md#the-expert-shape-law). Measured by
+# `benchmarks/bench_cpu_moe_shapes.py --interleaved` (seven expert shapes from 2048 x 512 to
+# 4096 x 14336 built once and timed in shuffled rounds at 128-1,024 rows per expert; results
+# `cpu-moe-shapes-interleaved*.md`): on the H200 box's AMX Xeon (11 threads unless said) the AMX
+# tile kernels BF16 2,140 / 2,512 / 3,078 / 3,567 (6, 11, 15 threads on one instance, 11 on another;
+# the median kept), INT4 3,541, INT8 3,677; its FP8, FP8 per-channel and RAWINT4 classes, which
+# compute without AMX tiles, 282, 503 and 505; on an AMD EPYC's AVX-512 build (1 thread), BF16 127
+# and INT8 0. A ratio of two costs of one kernel on the same cores, so the instance's speed cancels
+# in it (BF16's flop rate moved 2x between the two instances, the ratio 1.7x). Where the MACs are
+# fast (AMX tiles) the elementwise work shows; where they are slow it vanishes. A class not measured
+# has none (0: the flops alone).
+MATRIX_OUTPUT_FLOPS: dict[tuple[str, str], float] = {
+    ("amx", "AMXBF16_MOE"): 2795.0,
+    ("amx", "AMXInt4_MOE"): 3541.0,
+    ("amx", "AMXInt8_MOE"): 3677.0,
+    ("amx", "AMXFP8_MOE"): 282.0,
+    ("amx", "AMXFP8PerChannel_MOE"): 503.0,
+    ("amx", "AMXInt4_KGroup_MOE"): 505.0,
+    ("avx512", "AMXBF16_MOE"): 127.0,
+    ("avx512", "AMXInt8_MOE"): 0.0,
+}
+
+
+def matrix_output_flops(backend: str | None, kernel: str | None) -> float:
+    """`MATRIX_OUTPUT_FLOPS` of the class `kernel` of the build named by a curve's `backend`
+    ("kt-kernel:<variant>", `kttune.kernels.kt_ext.KtKernel.backend`); 0 where not measured."""
+    if not backend or not kernel or not backend.startswith("kt-kernel:"):
+        return 0.0
+    return MATRIX_OUTPUT_FLOPS.get((backend.split(":", 1)[1], kernel), 0.0)
+
+
 def kt_class_on_isa(method: str, isa_class: str) -> str | None:
     """The class kt-kernel runs `method` with on a host of ISA class `isa_class` ("amx", "avx512",
     "avx2"; `kttune.hw.derive.isa_class`): the first AMX-family class on AMX and AVX-512 hosts, the
