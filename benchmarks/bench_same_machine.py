@@ -15,9 +15,13 @@ same-machine-TAG.{json,md} to --out.
 With `--leave-one-model-out` (every pair's probe from one machine instance), each model is also
 predicted from the other pairs' probes alone, overlaid on the shipped profile the same way: the
 instance fixed, the model's own expert shape, layer and attention block never measured. That
-separates what carries from model to model from what moves between instances.
+separates what carries from model to model from what moves between instances. `--others PROBE ...`
+adds probes of the same instance that have no runs (models measured only to be left in). With
+`--flops-alone`, every profile but the model's own probe is also read without the expert-shape law,
+so the table shows what the law moved.
 
-    python benchmarks/bench_same_machine.py RUNS.json:PROBE.profile.json [...] [--out DIR] [--tag TAG] [--leave-one-model-out]
+    python benchmarks/bench_same_machine.py RUNS.json:PROBE.profile.json [...] [--out DIR] [--tag TAG]
+        [--leave-one-model-out [--others PROBE ...]] [--flops-alone]
 """
 
 from __future__ import annotations
@@ -25,11 +29,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 
 from bench_transfer import load_points, predicted_crossover
 
+import kttune.spec.kt_classes as kt_classes
 from kttune.calibration.transfer import TermCorrection, leave_one_point_out, per_method_predictor
 from kttune.hw.profile import HardwareProfile, load_profile
 from kttune.hw.registry import resolve_profile
@@ -81,30 +87,56 @@ def crossovers(crossings) -> list[dict]:
 OTHER_MODELS = "other models, same instance"
 
 
-def analyse(pairs: list[tuple[str, str]], shipped_name: str, leave_one_model_out: bool = False) -> list[dict]:
+@contextmanager
+def flops_alone():
+    """The CPU fit without the expert-shape law's cost per output element
+    (`kttune.spec.kt_classes.MATRIX_OUTPUT_FLOPS` emptied): the model as it was before the law."""
+    saved = kt_classes.MATRIX_OUTPUT_FLOPS
+    kt_classes.MATRIX_OUTPUT_FLOPS = {}
+    try:
+        yield
+    finally:
+        kt_classes.MATRIX_OUTPUT_FLOPS = saved
+
+
+FLOPS_ALONE = ", flops alone"
+
+
+def analyse(
+    pairs: list[tuple[str, str]],
+    shipped_name: str,
+    leave_one_model_out: bool = False,
+    others: tuple[str, ...] = (),
+    compare_flops_alone: bool = False,
+) -> list[dict]:
     shipped = replace(resolve_profile(shipped_name, None), calibration=())
     probes = {f: load_profile(f) for _, f in pairs}
+    probes.update({f: load_profile(f) for f in others if f not in probes})
     rows = []
     for runs, probe_file in pairs:
         probe = probes[probe_file]
         profiles = [("shipped", shipped), ("same machine", overlaid(shipped, probe))]
         if leave_one_model_out:
-            others = [p for f, p in probes.items() if f != probe_file]
-            union = replace(probe, curves=tuple(c for p in others for c in p.curves))
+            rest = [p for f, p in probes.items() if f != probe_file]
+            union = replace(probe, curves=tuple(c for p in rest for c in p.curves))
             profiles.append((OTHER_MODELS, overlaid(shipped, union)))
+        if compare_flops_alone:
+            profiles += [(label + FLOPS_ALONE, prof) for label, prof in profiles if label != "same machine"]
         row = {"runs": runs, "probe": probe_file, "profiles": {}}
         for label, prof in profiles:
-            points, crossings, notes = load_points([runs], prof)
-            row["model"] = points[0].model if points else None
-            row["profiles"][label] = {
-                "borrowed": sorted({n for ns in notes.values() for n in ns}),
-                "hybrid": errors(points, "hybrid"),
-                "layerwise": errors(points, "layerwise"),
-                # what `kttune calibrate` / `kttune tune` fit on the serving machine: the per-method
-                # calibration on this model's other forwards, each forward held out
-                "calibrated_held_out": leave_one_point_out(points, per_method_predictor) if len(points) > 2 else {},
-                "crossover": crossovers(crossings),
-            }
+            # every fit is made lazily, so the whole row is computed under one law
+            with flops_alone() if label.endswith(FLOPS_ALONE) else nullcontext():
+                points, crossings, notes = load_points([runs], prof)
+                row["model"] = points[0].model if points else None
+                row["profiles"][label] = {
+                    "borrowed": sorted({n for ns in notes.values() for n in ns}),
+                    "hybrid": errors(points, "hybrid"),
+                    "layerwise": errors(points, "layerwise"),
+                    # what `kttune calibrate` / `kttune tune` fit on the serving machine: the per-method
+                    # calibration on this model's other forwards, each forward held out
+                    "calibrated_held_out": leave_one_point_out(points, per_method_predictor) if len(points) > 2 else {},
+                    "crossover": crossovers(crossings),
+                }
         rows.append(row)
     return rows
 
@@ -150,6 +182,12 @@ def markdown(rows: list[dict], shipped: str) -> str:
             cal = d.get("calibrated_held_out", {})
             cal_cell = " / ".join(pct(cal.get(path)) for path in ("hybrid", "layerwise"))
             lines.append(f"| {r['model']} | {label} | {cells[0]} | {cells[1]} | {cal_cell} | {cross} |")
+    if any(label.endswith(FLOPS_ALONE) for r in rows for label in r["profiles"]):
+        lines += [
+            "",
+            f"`...{FLOPS_ALONE}`: the same profile with kt-kernel's MoE fitted by flops alone, without the expert-shape "
+            "law's cost per output element (docs/cost-model.md#the-expert-shape-law).",
+        ]
     lomo = [r for r in rows if OTHER_MODELS in r["profiles"]]
     if lomo:
         lines += [
@@ -172,9 +210,17 @@ def main() -> None:
     ap.add_argument("--out", default=None, help=f"default: {COMPUTED} folder of today")
     ap.add_argument("--tag", default="h200")
     ap.add_argument("--leave-one-model-out", action="store_true", help="also predict each model from the other probes")
+    ap.add_argument(
+        "--others", nargs="*", default=(), help="probes of the same instance without runs, for --leave-one-model-out"
+    )
+    ap.add_argument(
+        "--flops-alone",
+        action="store_true",
+        help="also predict without the expert-shape law (each profile but the model's own probe)",
+    )
     a = ap.parse_args()
     pairs = [tuple(p.split(":", 1)) for p in a.pairs]
-    rows = analyse(pairs, a.profile, a.leave_one_model_out)
+    rows = analyse(pairs, a.profile, a.leave_one_model_out, tuple(a.others), a.flops_alone)
     out = Path(a.out) if a.out else results_dir(COMPUTED)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"same-machine-{a.tag}.json").write_text(json.dumps({"profile": a.profile, "rows": rows}, indent=1) + "\n")
