@@ -58,6 +58,7 @@ ACCURACY = dict(
     lomo_instance="2026-12-04-computed/same-machine-h200-seven-models-leave-one-model-out.json",
     switch_sweeps="2026-12-04-computed/same-machine-h200-switch-sweeps.json",
     new_models="2026-12-04-computed/same-machine-h200-two-new-models.json",
+    shape_law="2026-12-04-computed/same-machine-h200-expert-shape-law-held-out.json",
     tp_two_gpus=tuple(
         f"2026-12-04-computed/tp-paths-h200x2-{m}.json"
         for m in (
@@ -429,6 +430,30 @@ def accuracy_block() -> str:
             + ", ".join(f"{c['error']:.0%}" + (" (inside)" if c["inside_interval"] else "") for c in nm_x)
             + f"; from the shipped profile instead, hybrid {_pct(min(nm_ship), max(nm_ship))}",
             "docs/cost-model.md#two-models-off-every-grid",
+        )
+    )
+    sl = json.loads((RESULTS / ACCURACY["shape_law"]).read_text())["rows"]
+
+    def hybrid(label: str) -> list[float]:
+        return [r["profiles"][label]["hybrid"]["mape"] for r in sl]
+
+    def crossings(label: str) -> list[dict]:
+        return [c for r in sl for c in r["profiles"][label]["crossover"] if c.get("error") is not None]
+
+    law, flops = crossings("shipped"), crossings("shipped, flops alone")
+    rows.append(
+        (
+            "hybrid MoE layer per forward and crossover from the shipped profile on models whose expert it never "
+            "measured, with the expert-shape law (a cost per output element)",
+            f"path runner, H200 box, one instance: {len(sl)} sweeps of "
+            f"{len({r['model'] for r in sl})} models in BF16 (GLM-4.7 5,120 x 1,536, Qwen3-235B-A22B 4,096 x 1,536)",
+            f"hybrid {_pct(min(hybrid('shipped')), max(hybrid('shipped')))} (by flops alone "
+            f"{_pct(min(hybrid('shipped, flops alone')), max(hybrid('shipped, flops alone')))}); crossover "
+            f"{_pct(min(c['error'] for c in law), max(c['error'] for c in law))}, "
+            f"{sum(1 for c in law if c['inside_interval'])} of {len(law)} inside (by flops alone "
+            f"{_pct(min(c['error'] for c in flops), max(c['error'] for c in flops))}, "
+            f"{sum(1 for c in flops if c['inside_interval'])} inside)",
+            "docs/cost-model.md#the-expert-shape-law",
         )
     )
     tp = [json.loads((RESULTS / f).read_text()) for f in ACCURACY["tp_two_gpus"]]
