@@ -376,6 +376,9 @@ def derive_cpu_curves(profile: HardwareProfile, cpu: CpuTarget) -> tuple[list[Cu
             # the class the target's build runs the method with: an AVX2 host runs kt-kernel's AVX2
             # class, one GEMM at every length, not the AMX family's two (kttune.spec.kt_classes)
             kernel = {"kernel": kt_class_on_isa(method, tgt_isa) or c.params["kernel"]}
+            # and not the measured build's: its cost per output element is that build's
+            # (kttune.spec.kt_classes.MATRIX_OUTPUT_FLOPS), unknown for the target's
+            c = replace(c, backend=f"derived for {tgt_isa} from {c.backend}")
         if th >= src_cores:
             # A pool on every core starves the driving thread: calls take multiples of ~8 ms
             # whatever the core count (both measured boxes, 16 and 32 cores, show it): kept as measured.

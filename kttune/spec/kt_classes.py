@@ -59,11 +59,12 @@ def kt_matmul_above(kernel: str | None, experts_total: int, top_k: int) -> int |
 # `cpu-moe-shapes-interleaved*.md`): on the H200 box's AMX Xeon (11 threads unless said) the AMX
 # tile kernels BF16 2,140 / 2,512 / 3,078 / 3,567 (6, 11, 15 threads on one instance, 11 on another;
 # the median kept), INT4 3,541, INT8 3,677; its FP8, FP8 per-channel and RAWINT4 classes, which
-# compute without AMX tiles, 282, 503 and 505; on an AMD EPYC's AVX-512 build (1 thread), BF16 127
-# and INT8 0. A ratio of two costs of one kernel on the same cores, so the instance's speed cancels
+# compute without AMX tiles, 282, 503 and 505; on an AMD EPYC, the avx512_bf16 build (1 thread),
+# BF16 127 and INT8 0. A ratio of two costs of one kernel on the same cores, so the instance's speed cancels
 # in it (BF16's flop rate moved 2x between the two instances, the ratio 1.7x). Where the MACs are
-# fast (AMX tiles) the elementwise work shows; where they are slow it vanishes. A class not measured
-# has none (0: the flops alone).
+# fast (AMX tiles) the elementwise work shows; where they are slow it vanishes. A class or build not
+# measured has none (0: the flops alone), and so has a curve `profile derive` carried to another ISA
+# class (its backend then names no build).
 MATRIX_OUTPUT_FLOPS: dict[tuple[str, str], float] = {
     ("amx", "AMXBF16_MOE"): 2795.0,
     ("amx", "AMXInt4_MOE"): 3541.0,
@@ -71,8 +72,8 @@ MATRIX_OUTPUT_FLOPS: dict[tuple[str, str], float] = {
     ("amx", "AMXFP8_MOE"): 282.0,
     ("amx", "AMXFP8PerChannel_MOE"): 503.0,
     ("amx", "AMXInt4_KGroup_MOE"): 505.0,
-    ("avx512", "AMXBF16_MOE"): 127.0,
-    ("avx512", "AMXInt8_MOE"): 0.0,
+    ("avx512_bf16", "AMXBF16_MOE"): 127.0,
+    ("avx512_bf16", "AMXInt8_MOE"): 0.0,
 }
 
 

@@ -14,12 +14,16 @@ import pytest
 
 import kttune.spec.kt_classes as kt_classes
 from kttune.cost.components import Components
+from kttune.hw.derive import Change, CpuTarget, derive_profile
 from kttune.hw.features import matrix_work_per_flop
 from kttune.hw.profile import load_profile
+from kttune.hw.registry import load_shipped
 from kttune.spec.kt_classes import matrix_output_flops
 from kttune.spec.loader import load_model
 
 DATA = Path(__file__).parents[1] / "data" / "probes-one-instance"
+AVX512 = ("avx2", "avx512_bf16", "avx512_vnni", "avx512bw", "avx512f", "fma")
+AVX2 = ("avx2", "fma")
 INSTANCES = {
     "2026-12-04": ["qwen3-30b-a3b-bf16-instance", "glm-4.5-air-bf16-instance", "mixtral-8x7b-bf16-instance"],
     "2026-12-03": ["qwen3-30b-a3b-one-instance", "glm-4.5-air-one-instance"],
@@ -38,12 +42,25 @@ def test_work_per_flop_is_one_without_a_cost_per_element_and_grows_as_the_expert
 def test_the_constant_is_the_measuring_build_and_class_s():
     assert matrix_output_flops("kt-kernel:amx", "AMXBF16_MOE") > 1000
     # the same class in the AVX-512 build: the MACs are slow, the elements hardly show
-    assert matrix_output_flops("kt-kernel:avx512", "AMXBF16_MOE") < 0.1 * matrix_output_flops(
+    assert matrix_output_flops("kt-kernel:avx512_bf16", "AMXBF16_MOE") < 0.1 * matrix_output_flops(
         "kt-kernel:amx", "AMXBF16_MOE"
     )
     assert matrix_output_flops("kt-kernel:amx", "no-such-class") == 0.0
     assert matrix_output_flops("torch-cpu", "AMXBF16_MOE") == 0.0
     assert matrix_output_flops(None, None) == 0.0
+
+
+@pytest.mark.parametrize("isa", [AVX2, AVX512])
+def test_a_curve_derived_to_another_isa_class_keeps_no_cost_per_element(isa):
+    """The measured build's constant is not the target build's: a CPU MoE curve `profile derive`
+    carried from the AMX box to an AVX-512 or AVX2 host is read by flops alone; one carried to a larger
+    AMX host keeps the AMX build's."""
+    shipped = load_shipped("h200-pcie5-xeon-amx-16c")
+    for target, kept in ((CpuTarget(cores=32, isa=isa), False), (CpuTarget(cores=32), True)):
+        derived = derive_profile(shipped, Change(cpu=target)).profile
+        curves = derived.curves_of("cpu_moe", method="BF16")
+        assert curves
+        assert all((matrix_output_flops(c.backend, c.params.get("kernel")) > 0) == kept for c in curves)
 
 
 def held_out_errors(instance: str) -> dict[str, float]:
