@@ -301,6 +301,12 @@ class Components:
         with, at every thread count)."""
         return self._cpu_matmul_above
 
+    def cpu_matrix_work(self) -> float:
+        """kt-kernel's matrix-kernel work per flop at the model's expert shape, for the class that
+        measured the profile's curves of the method (`kttune.hw.features.matrix_work_per_flop`; 1
+        where that class's cost per output element was not measured)."""
+        return self._cpu_matrix_work
+
     def _find_cpu_kernel(self) -> tuple[int | None, float]:
         """The class that measured the profile's curves of the method: where it switches to its
         matrix kernel at the model's layer, and that kernel's work per flop at the model's expert

@@ -105,6 +105,7 @@ def explain(
         if t > chunk:
             reasons.append(f"threshold {t} > chunk {chunk}: layerwise can never fire")
     reasons += _kt_switch_reason(comp, cfg)
+    reasons += _shape_law_reason(comp, cfg)
     fits = comp.fit_report(cfg.cpuinfer_threads, cfg.threadpool_count)
     loose = [f"{k} {v['rel_rmse']:.0%}" for k, v in fits.items() if v["rel_rmse"] > 0.2]
     notes = list(dict.fromkeys(comp.notes))
@@ -124,6 +125,21 @@ def explain(
         tuple(notes),
         fits,
     )
+
+
+def _shape_law_reason(comp: Components, cfg: LaunchConfig) -> list[str]:
+    """How much of kt-kernel's matrix-kernel time at the model's expert shape is elementwise work (the
+    expert-shape law, docs/cost-model.md#the-expert-shape-law), when the hybrid path runs CPU experts
+    and the class that measured the profile has a cost per output element."""
+    work = comp.cpu_matrix_work()
+    if work <= 1.0 or comp.model.num_experts - cfg.num_gpu_experts <= 0:
+        return []
+    m = comp.model
+    return [
+        f"kt-kernel's matrix GEMM at {m.name}'s {m.hidden_size} x {m.moe_intermediate_size} experts spends "
+        f"{1 - 1 / work:.0%} of its time on the outputs (converting, activating, combining), not the "
+        "multiply-adds: narrower experts run fewer flops per second (docs/cost-model.md#the-expert-shape-law)"
+    ]
 
 
 def _kt_switch_reason(comp: Components, cfg: LaunchConfig) -> list[str]:

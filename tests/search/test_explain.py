@@ -93,3 +93,21 @@ def test_where_kt_kernel_changes_gemm_kernels_is_said(name, method, switch):
         assert f"up to {switch} tokens" in said[0] and f"{switch + 1}-token" in said[0]
         all_gpu = replace(c, num_gpu_experts=comp.model.num_experts)
         assert not [r for r in explain(comp, all_gpu, wl, Budget(80 * GIB, 2048 * GIB)).reasons if "vector GEMM" in r]
+
+
+def test_the_expert_shape_law_is_said_with_the_share_it_gives_the_outputs(monkeypatch):
+    """docs/cost-model.md#the-expert-shape-law: on the AMX box's BF16 class the matrix GEMM's output
+    work is a larger share of a narrow expert's time than of a wide one's; a class without a measured
+    cost per element gets no such reason, and nor does a layer with every expert on the GPU."""
+    import kttune.spec.kt_classes as kt_classes
+
+    def share(name: str, method: str = "BF16", **flags) -> float | None:
+        comp, c, wl = setup(name, method, **flags)
+        said = [r for r in explain(comp, c, wl, Budget(80 * GIB, 2048 * GIB)).reasons if "on the outputs" in r]
+        return float(said[0].split(" spends ")[1].split("%")[0]) / 100 if said else None
+
+    narrow, wide = share("qwen3-30b-a3b"), share("mixtral-8x7b")
+    assert narrow is not None and wide is not None and 0 < wide < narrow < 1
+    assert share("qwen3-30b-a3b", num_gpu_experts=128) is None
+    monkeypatch.setattr(kt_classes, "MATRIX_OUTPUT_FLOPS", {})
+    assert share("qwen3-30b-a3b") is None
