@@ -25,6 +25,8 @@ import json
 import time
 from pathlib import Path
 
+from kttune.hw.shape_law import ShapeSlope, fit_shape_law, slope
+
 SHAPES = [(2048, 512), (2048, 768), (1024, 2048), (4096, 1408), (2048, 3072), (7168, 2048), (4096, 14336)]
 EXPERTS, TOP_K = 16, 4
 TOKENS = (512, 1024, 2048)
@@ -129,43 +131,20 @@ def measure_interleaved(
     (out / "cpu-moe-shapes.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 
-def slopes(doc: dict) -> list[dict]:
-    """Per shape: ms per token (least squares over its sizes), flops and output elements per token."""
-    k = doc["top_k"]
+def slopes(doc: dict) -> list[ShapeSlope]:
+    """Per shape: ms per token, the least-squares slope over its sizes (`kttune.hw.shape_law.slope`)."""
     rows = []
     for c in doc["curves"]:
         pts = sorted((p["x"], p["t_ms"]) for p in c["points"] if p["x"] >= min(doc["tokens"]))
-        if len(pts) < 2:
-            continue
-        xs, ys = [x for x, _ in pts], [y for _, y in pts]
-        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-        h, i = c["hidden"], c["inter"]
-        rows.append(
-            {
-                "shape": f"{h}x{i}",
-                "slope_ms": slope,
-                "flops": k * 6.0 * h * i,
-                "outputs": k * (2.0 * i + h),
-            }
-        )
+        if len(pts) >= 2:
+            rows.append(ShapeSlope(c["hidden"], c["inter"], doc["top_k"], slope(pts)))
     return rows
 
 
-def _fit(rows: list[dict], law: str) -> tuple[float, float]:
-    """Least squares on relative error (each row weighted by 1/slope), coefficients >= 0."""
-    import numpy as np
-
-    y = np.array([r["slope_ms"] for r in rows])
-    cols = [[r["flops"] for r in rows]] + ([[r["outputs"] for r in rows]] if law == "flops + outputs" else [])
-    a = np.array(cols).T / y[:, None]
-    coef = np.linalg.lstsq(a, np.ones(len(rows)), rcond=None)[0]
-    if len(coef) > 1 and coef.min() < 0:  # the non-negative solution of two terms: drop the negative one
-        keep = int(np.argmax(coef))
-        one = np.linalg.lstsq(a[:, [keep]], np.ones(len(rows)), rcond=None)[0][0]
-        coef = np.zeros(2)
-        coef[keep] = one
-    return float(coef[0]), float(coef[1]) if len(coef) > 1 else 0.0
+def _fit(rows: list[ShapeSlope], law: str) -> tuple[float, float]:
+    """(ms per flop, ms per output element) of `law`, by the package's fit (kttune.hw.shape_law)."""
+    fit = fit_shape_law(rows, with_outputs=law == "flops + outputs")
+    return fit.coef[0], fit.coef[1] if len(fit.coef) > 1 else 0.0
 
 
 def analyse(path: Path) -> str:
@@ -189,11 +168,11 @@ def analyse(path: Path) -> str:
         cells = []
         for law in laws:
             a, b = _fit(others, law)
-            err = (a * r["flops"] + b * r["outputs"]) / r["slope_ms"] - 1
+            err = (a * r.flops + b * r.outputs) / r.ms_per_token - 1
             summary[law].append(abs(err))
             cells.append(f"{err:+.0%}")
-        tf = r["flops"] / (r["slope_ms"] * 1e-3) / 1e12
-        lines.append(f"| {r['shape']} | {r['slope_ms']:.4f} | {tf:.1f} | " + " | ".join(cells) + " |")
+        tf = r.flops / (r.ms_per_token * 1e-3) / 1e12
+        lines.append(f"| {r.hidden}x{r.inter} | {r.ms_per_token:.4f} | {tf:.1f} | " + " | ".join(cells) + " |")
     lines.append("")
     for law in laws:
         a, b = _fit(rows, law)
