@@ -160,7 +160,9 @@ class Components:
 
     def fit_report(self, threads: int, pools: int = 1) -> dict[str, dict]:
         """Each fitted component with its coefficients and relative RMS error over the points it was
-        fitted on: how far the model is from its own measurements."""
+        fitted on: how far the model is from its own measurements. The CPU MoE's `ms_per_flop` is per
+        unit of matrix-kernel work; its `matrix_work_per_flop` at the model's expert shape (the
+        expert-shape law, `cpu_matrix_work`) turns it into ms per flop there."""
         fits = {
             "cpu_moe": self._cpu_fit(threads, pools)[0],
             "gpu_moe": self._gpu_moe_fit,
@@ -173,7 +175,9 @@ class Components:
             fits["stage_c"] = self._stage_c_fit
         if self._pipeline_fit is not None:
             fits["pipeline"] = self._pipeline_fit
-        return {k: v.as_dict() for k, v in fits.items()}
+        report = {k: v.as_dict() for k, v in fits.items()}
+        report["cpu_moe"]["matrix_work_per_flop"] = self._cpu_matrix_work
+        return report
 
     def cpu_thread_options(self) -> list[int]:
         return sorted({int(c.params["threads"]) for c in self.profile.curves_of("cpu_moe", method=self._cpu_method)})
