@@ -43,9 +43,9 @@ def run_slopes(path: str) -> list[ShapeSlope]:
     return out
 
 
-@given(
-    a=st.floats(1e-11, 1e-9),
-    r=st.floats(0.0, 5000.0),
+@given(  # kt-kernel, once loaded in the process, flushes subnormals: none drawn
+    a=st.floats(1e-11, 1e-9, allow_subnormal=False),
+    r=st.floats(0.0, 5000.0, allow_subnormal=False),
     k=st.integers(1, 8),
 )
 def test_the_fit_recovers_the_ratio_of_a_law_it_is_given(a, r, k):
