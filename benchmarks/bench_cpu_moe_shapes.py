@@ -25,7 +25,7 @@ import json
 import time
 from pathlib import Path
 
-from kttune.hw.shape_law import ShapeSlope, fit_shape_law, slope
+from kttune.hw.shape_law import ShapeSlope, fit_shape_law, slopes_of
 
 SHAPES = [(2048, 512), (2048, 768), (1024, 2048), (4096, 1408), (2048, 3072), (7168, 2048), (4096, 14336)]
 EXPERTS, TOP_K = 16, 4
@@ -131,16 +131,6 @@ def measure_interleaved(
     (out / "cpu-moe-shapes.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 
-def slopes(doc: dict) -> list[ShapeSlope]:
-    """Per shape: ms per token, the least-squares slope over its sizes (`kttune.hw.shape_law.slope`)."""
-    rows = []
-    for c in doc["curves"]:
-        pts = sorted((p["x"], p["t_ms"]) for p in c["points"] if p["x"] >= min(doc["tokens"]))
-        if len(pts) >= 2:
-            rows.append(ShapeSlope(c["hidden"], c["inter"], doc["top_k"], slope(pts)))
-    return rows
-
-
 def _fit(rows: list[ShapeSlope], law: str) -> tuple[float, float]:
     """(ms per flop, ms per output element) of `law`, by the package's fit (kttune.hw.shape_law)."""
     fit = fit_shape_law(rows, with_outputs=law == "flops + outputs")
@@ -149,7 +139,7 @@ def _fit(rows: list[ShapeSlope], law: str) -> tuple[float, float]:
 
 def analyse(path: Path) -> str:
     doc = json.loads(path.read_text())
-    rows = slopes(doc)
+    rows = slopes_of(doc)
     laws = ("flops", "flops + outputs")
     lines = [
         "# kt-kernel's matrix kernel against the expert's shape",

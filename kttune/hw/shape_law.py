@@ -10,8 +10,9 @@ own rate, the constant `kttune.spec.kt_classes.MATRIX_OUTPUT_FLOPS` holds per bu
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from kttune.hw.fit import LinearFit, fit_nonneg
 
@@ -35,13 +36,22 @@ class ShapeSlope:
 
 
 def slope(points: Sequence[tuple[float, float]]) -> float:
-    """The least-squares slope of (tokens, ms) points: the time per token past the fixed cost."""
+    """The least-squares slope of (tokens, ms) points (`statistics.linear_regression`): the time per
+    token past the fixed cost."""
     if len(points) < 2:
         raise ValueError("a slope needs two sizes or more")
-    n = len(points)
-    mx = sum(x for x, _ in points) / n
-    my = sum(y for _, y in points) / n
-    return sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+    return statistics.linear_regression([x for x, _ in points], [y for _, y in points]).slope
+
+
+def slopes_of(doc: Mapping) -> list[ShapeSlope]:
+    """Per shape of a `benchmarks/bench_cpu_moe_shapes.py` results document, its time per token over
+    the document's sizes; a shape with fewer than two sizes is left out."""
+    out = []
+    for c in doc["curves"]:
+        pts = sorted((p["x"], p["t_ms"]) for p in c["points"] if p["x"] >= min(doc["tokens"]))
+        if len(pts) >= 2:
+            out.append(ShapeSlope(c["hidden"], c["inter"], doc["top_k"], slope(pts)))
+    return out
 
 
 def fit_shape_law(slopes: Sequence[ShapeSlope], with_outputs: bool = True) -> LinearFit:

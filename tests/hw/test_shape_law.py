@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
-from kttune.hw.shape_law import ShapeSlope, fit_shape_law, output_flops, slope
+from kttune.hw.shape_law import ShapeSlope, fit_shape_law, output_flops, slope, slopes_of
 from kttune.spec.kt_classes import MATRIX_OUTPUT_FLOPS
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
@@ -35,12 +35,7 @@ SHAPES = [(2048, 512), (2048, 768), (1024, 2048), (4096, 1408), (2048, 3072), (7
 
 
 def run_slopes(path: str) -> list[ShapeSlope]:
-    doc = json.loads((RESULTS / path).read_text())
-    out = []
-    for c in doc["curves"]:
-        pts = sorted((p["x"], p["t_ms"]) for p in c["points"])
-        out.append(ShapeSlope(c["hidden"], c["inter"], doc["top_k"], slope(pts)))
-    return out
+    return slopes_of(json.loads((RESULTS / path).read_text()))
 
 
 @given(  # kt-kernel, once loaded in the process, flushes subnormals: none drawn
