@@ -25,7 +25,7 @@ import json
 import time
 from pathlib import Path
 
-from kttune.hw.shape_law import ShapeSlope, fit_shape_law, slopes_of
+from kttune.hw.shape_law import ShapeSlope, fit_shape_law, held_out_errors, slopes_of
 
 SHAPES = [(2048, 512), (2048, 768), (1024, 2048), (4096, 1408), (2048, 3072), (7168, 2048), (4096, 14336)]
 EXPERTS, TOP_K = 16, 4
@@ -82,53 +82,55 @@ def measure_interleaved(
 ) -> None:
     """Every shape's layer built once, then `rounds` rounds; in each, the shapes in a shuffled order and
     every size of a shape once (one warm-up call first): the host's drift over the run falls on every
-    shape alike. Each point: the median over rounds with its 10th and 90th percentiles."""
-    import random
-
-    from kttune.kernels.expert_weights import HostExperts
-    from kttune.kernels.kt_ext import quiet_stdout
-    from kttune.kernels.kt_moe import KtMoeLayer
-    from kttune.probes.common import quantiles
-    from kttune.probes.cpu_moe import _inputs
-    from kttune.probes.inventory import host_line
-    from kttune.spec.moe_shape import MoeLayerShape
+    shape alike. Each point: the median over rounds with its 10th and 90th percentiles. The probe's
+    own measurement (probes/cpu_moe_shape.py, what `kttune probe --shape-law` runs) at this
+    benchmark's shapes and sizes."""
+    from kttune.kernels.kt_ext import load_kt_kernel
+    from kttune.probes.cpu_moe_shape import ShapeLawOptions, measure_shape_set
+    from kttune.probes.inventory import collect_cpu, host_line
 
     t0 = time.perf_counter()
-    layers, inputs = {}, {}
-    for h, i in shapes:
-        with quiet_stdout(to_stderr=True):
-            layers[(h, i)] = KtMoeLayer(
-                HostExperts.random(method, h, i, EXPERTS), top_k=TOP_K, threads=threads, max_tokens=max(tokens)
-            )
-        shape = MoeLayerShape(h, i, EXPERTS, TOP_K, method)
-        inputs[(h, i)] = {n: _inputs(n, shape, 0) for n in tokens}
-    print(f"[{time.perf_counter() - t0:6.1f}s] built {len(layers)} layers", flush=True)
-    samples = {key: {n: [] for n in tokens} for key in layers}
-    rng = random.Random(0)
-    for r in range(rounds):
-        order = list(layers)
-        rng.shuffle(order)
-        for key in order:
-            for n in tokens:
-                x, ids, w, o = inputs[key][n]
-                layers[key].forward(x, ids, w, o)  # warm-up: the shape's buffers after another's
-                a = time.perf_counter()
-                layers[key].forward(x, ids, w, o)
-                samples[key][n].append((time.perf_counter() - a) * 1e3)
-        print(f"[{time.perf_counter() - t0:6.1f}s] round {r + 1}", flush=True)
+    opts = ShapeLawOptions(
+        threads=threads,
+        methods=(method,),
+        shapes=tuple(shapes),
+        tokens=tuple(tokens),
+        rounds=rounds,
+        experts=EXPERTS,
+        top_k=TOP_K,
+    )
+    kt = load_kt_kernel()
+    if kt is None:
+        raise SystemExit("kt-kernel is not importable: this benchmark times its kernels")
+    curves = measure_shape_set(method, shapes, opts, kt=kt, isa=collect_cpu().isa, reporter=_Printer(t0))
     protocol = f"interleaved: {rounds} rounds, shapes shuffled per round, one warm-up call per point"
     doc = _document(host_line(), threads, tokens, protocol, method)
-    for (h, i), per in samples.items():
-        pts = []
-        for n, xs in per.items():
-            p10, med, p90 = quantiles(xs)
-            pts.append({"x": n, "t_ms": med, "p10": p10, "p90": p90, "n": len(xs), "samples": xs})
-        doc["curves"].append({"hidden": h, "inter": i, "kernel": layers[(h, i)].kernel_class, "points": pts})
+    for c in curves:
+        pts = [
+            {"x": p.x, "t_ms": p.t_ms, "p10": p.t_ms_p10, "p90": p.t_ms_p90, "n": p.n, "samples": p.extra["samples_ms"]}
+            for p in c.points
+        ]
+        h, i = c.params["hidden"], c.params["inter"]
+        doc["curves"].append({"hidden": h, "inter": i, "kernel": c.params["kernel"], "points": pts})
         print(f"{h}x{i}: " + ", ".join(f"{p['x']}: {p['t_ms']:.1f} [{p['p10']:.1f}-{p['p90']:.1f}]" for p in pts))
-    for lay in layers.values():
-        lay.close()
     out.mkdir(parents=True, exist_ok=True)
     (out / "cpu-moe-shapes.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+
+class _Printer:
+    """The probe's progress steps as timed lines (the benchmark's logs)."""
+
+    def __init__(self, t0: float) -> None:
+        self.t0 = t0
+
+    def step(self, description: str, advance: float = 1.0) -> None:
+        print(f"[{time.perf_counter() - self.t0:6.1f}s] {description}", flush=True)
+
+    def note(self, message: str) -> None:
+        print(message, flush=True)
+
+    def plan(self, total_steps: int, title: str) -> None:
+        pass
 
 
 def _fit(rows: list[ShapeSlope], law: str) -> tuple[float, float]:
@@ -152,15 +154,10 @@ def analyse(path: Path) -> str:
         "| shape (H x I) | measured ms / token | TFLOP/s | " + " | ".join(f"{law}: held out" for law in laws) + " |",
         "|---|---|---|" + "---|" * len(laws),
     ]
-    summary = {law: [] for law in laws}
+    held = {law: held_out_errors(rows, with_outputs=law == "flops + outputs") for law in laws}
+    summary = {law: [abs(e) for e in errs] for law, errs in held.items()}
     for j, r in enumerate(rows):
-        others = rows[:j] + rows[j + 1 :]
-        cells = []
-        for law in laws:
-            a, b = _fit(others, law)
-            err = (a * r.flops + b * r.outputs) / r.ms_per_token - 1
-            summary[law].append(abs(err))
-            cells.append(f"{err:+.0%}")
+        cells = [f"{held[law][j]:+.0%}" for law in laws]
         tf = r.flops / (r.ms_per_token * 1e-3) / 1e12
         lines.append(f"| {r.hidden}x{r.inter} | {r.ms_per_token:.4f} | {tf:.1f} | " + " | ".join(cells) + " |")
     lines.append("")

@@ -33,6 +33,7 @@ from kttune.probes.cpu_moe import (
     shape_from_model,
     token_series,
 )
+from kttune.probes.cpu_moe_shape import ShapeLawOptions, ShapeLawPlan, plan_shape_law, probe_shape_law
 from kttune.probes.host_ram import HostRamPlan, plan_host_ram, run_host_ram_step
 from kttune.probes.inventory import (
     collect_inventory,
@@ -76,6 +77,11 @@ class ProbeOptions:
         host RAM against max_len, `kttune.probes.host_ram`; it needs kt-kernel and the CPU MoE step;
         by default a full probe runs it and a quick one leaves it out, to stay under a minute on a
         KT-class box).
+    shape_law: measure kt-kernel's cost per output element per method (`probes/cpu_moe_shape.py`: five
+        expert shapes timed in shared rounds), which carries the CPU MoE curves to expert shapes the
+        probe did not measure (docs/cost-model.md#the-expert-shape-law). None: in a full probe
+        without a model (its representative shapes are not the served model's), not in a quick one
+        or one of a model (whose own shape is measured).
     attention_block: time the attention block (`probes/gpu_attention.probe_attention_block`: the
         model's, or the representative ones) even without the rest of the GPU probes (`gpu` runs it
         too); it needs CUDA. `kttune tune` runs it alone when the cached profile lacks this model's.
@@ -92,6 +98,7 @@ class ProbeOptions:
     cpu_moe: bool = True
     stage_a: bool = True
     host_ram: bool | None = None  # None: in a full probe, not in a quick one
+    shape_law: bool | None = None  # None: in a full probe without a model
     gpu: bool = True
     attention_block: bool = False  # also without `gpu` (which runs it anyway)
     command: str = ""
@@ -300,6 +307,24 @@ def _run_cpu_moe(ctx: ProbeContext, plan: Any) -> list[Curve]:
     return curves
 
 
+def shape_law_runs(options: ProbeOptions) -> bool:
+    """Whether the probe measures the expert-shape law: as asked, else in a full probe without a model."""
+    if options.shape_law is not None:
+        return options.shape_law
+    return not options.quick and options.model is None
+
+
+def _plan_shape_law(ctx: ProbeContext, plans: dict[str, Any]) -> ShapeLawPlan:
+    # at the probe's first kt-kernel thread count (cores - 5 on a KT-class box: the count the
+    # project's constants were measured at), one pool
+    opts = ShapeLawOptions(threads=min(ctx.threads), methods=tuple(ctx.options.methods))
+    return plan_shape_law(opts, ctx.cpu)
+
+
+def _run_shape_law(ctx: ProbeContext, plan: ShapeLawPlan) -> list[Curve]:
+    return probe_shape_law(plan, ctx.cpu, ctx.reporter, numa_ids=ctx.numa_ids)
+
+
 def _plan_stage_a(ctx: ProbeContext, plans: dict[str, Any]) -> Any:
     return plan_stage_a(stage_a_options(ctx.options), ctx.cpu, ctx.cores, list(ctx.numa_ids), ctx.options.quick)
 
@@ -388,6 +413,13 @@ def _run_allreduce(ctx: ProbeContext, plan: Steps) -> list[Curve]:
 
 PROBES: tuple[Probe, ...] = (
     Probe("cpu_moe", ("cpu_moe",), _plan_cpu_moe, _run_cpu_moe, wanted=lambda o: o.cpu_moe),
+    Probe(
+        "cpu_moe_shape",
+        ("cpu_moe_shape",),
+        _plan_shape_law,
+        _run_shape_law,
+        wanted=lambda o: o.cpu_moe and shape_law_runs(o),
+    ),
     Probe("stage_a", ("stage_a_write",), _plan_stage_a, _run_stage_a, wanted=lambda o: o.stage_a),
     Probe(
         "host_ram",

@@ -22,13 +22,15 @@ class ProbeOutcome:
 
 def probe_options(**fields):
     """A kttune.probes.run.ProbeOptions (quick, model, methods, threads, max_tokens, out, gpu,
-    host_ram, merge_cached, command). What the probe needs (torch; kt-kernel for an asked-for host
-    RAM step) is checked first: one line naming the extra."""
+    host_ram, shape_law, merge_cached, command). What the probe needs (torch; kt-kernel for an
+    asked-for host RAM step or expert-shape law) is checked first: one line naming the extra."""
     from kttune.extras import require
 
     require("torch", "`kttune probe`")
     if fields.get("host_ram"):  # asked for explicitly: it measures kt-kernel's own allocations, no fallback
         require("kt_kernel", "`kttune probe --host-ram`")
+    if fields.get("shape_law"):  # kt-kernel's own classes: the torch fallback is no build a server runs
+        require("kt_kernel", "`kttune probe --shape-law`")
     from kttune.probes.run import ProbeOptions
 
     return ProbeOptions(**fields)

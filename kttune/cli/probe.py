@@ -127,6 +127,15 @@ def probe(
             "--quick (docs/probe.md).",
         ),
     ] = None,
+    shape_law: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--shape-law/--skip-shape-law",
+            help="Measure or skip kt-kernel's cost per output element per method (five expert shapes "
+            "timed in shared rounds), which carries the CPU curves to expert shapes not measured "
+            "(docs/cost-model.md#the-expert-shape-law). Default: in a full probe without --model.",
+        ),
+    ] = None,
     as_json: Json = False,
     report_dir: Report = None,
 ) -> None:
@@ -148,6 +157,7 @@ def probe(
         out=out,
         gpu=not cpu_only,
         host_ram=host_ram,
+        shape_law=shape_law,
         merge_cached=not fresh,
         command="kttune " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("kttune") else "kttune probe",
     )

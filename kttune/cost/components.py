@@ -8,6 +8,7 @@ search, so every fit is done in the constructor.
 from __future__ import annotations
 
 import math
+from typing import Callable
 from dataclasses import dataclass, field
 
 from kttune.calibration.entries import Calibration
@@ -22,11 +23,16 @@ from kttune.cost.features import (
 from kttune.cost.fit import LinearFit, fit_nonneg, interp_loglog
 from kttune.errors import UserError
 from kttune.hw.derive import nccl_allreduce_ms  # the all-reduce model a derived profile's curve holds
-from kttune.hw.curve_kinds import cpu_matmul_above, curve_kind  # each kind's features: the fit is the table's
+from kttune.hw.curve_kinds import (
+    cpu_matmul_above,
+    cpu_moe_row,
+    curve_kind,
+)  # each kind's features: the fit is the table's
 from kttune.hw.gpu_table import spec_for_name  # datasheet HBM bandwidth when no curve fits it
 from kttune.hw.profile import Curve, HardwareProfile
+from kttune.hw.shape_law import output_flops_for
 from kttune.memory.vram import kv_cell_bytes  # the decode KV read is the pool's per-token cell
-from kttune.spec.kt_classes import kt_matmul_above, matrix_output_flops
+from kttune.spec.kt_classes import kt_matmul_above
 from kttune.spec.methods import FORMATS, METHODS, bytes_per_expert, get_method, gpu_format
 from kttune.spec.model_spec import ModelSpec
 
@@ -88,6 +94,7 @@ class Components:
             gpu_format(self.method, m.checkpoint_format), m.hidden_size, self.i_tp
         )
         self._cpu_fits: dict[tuple[int, int], tuple[LinearFit, Curve | None]] = {}
+        self._output_flops_cache: dict[tuple[str | None, str | None], tuple[float, str]] = {}
         self._cpu_method = self._pick_cpu_method()
         self._cpu_matmul_above, self._cpu_matrix_work = self._find_cpu_kernel()
         self._note_unmeasured_expert_shape()
@@ -177,6 +184,7 @@ class Components:
             fits["pipeline"] = self._pipeline_fit
         report = {k: v.as_dict() for k, v in fits.items()}
         report["cpu_moe"]["matrix_work_per_flop"] = self._cpu_matrix_work
+        report["cpu_moe"]["output_flops_source"] = self.cpu_output_flops_source
         return report
 
     def cpu_thread_options(self) -> list[int]:
@@ -212,13 +220,13 @@ class Components:
                     f"use one of {opts} threads, or probe with `kttune probe --threads {threads}`",
                 )
             pooled = nearest_shapes(_same_pool(curves, pools, numa), self.model.params_per_expert)
-            fit = fit_curves(pooled)
+            fit = fit_curves(pooled, self._cpu_row)
             m = self.model
             same_shape = [
                 c for c in pooled if (c.shape.hidden, c.shape.inter) == (m.hidden_size, m.moe_intermediate_size)
             ]
             table = (
-                _residual_table(fit, same_shape[0], cpu_matmul_above(same_shape[0]))
+                _residual_table(fit, same_shape[0], cpu_matmul_above(same_shape[0]), self._cpu_row)
                 if same_shape and self._cpu_method == self.method.name
                 else None
             )
@@ -263,8 +271,9 @@ class Components:
         if best is None:
             return None
         _, t, theirs, ref = best
-        at_t, at_threads = fit_curves([ref]), fit_curves([mine[(ref.shape.hidden, ref.shape.inter, ref.shape.experts)]])
-        row = curve_kind("cpu_moe").fit.row
+        at_t = fit_curves([ref], self._cpu_row)
+        at_threads = fit_curves([mine[(ref.shape.hidden, ref.shape.inter, ref.shape.experts)]], self._cpu_row)
+        row = self._cpu_row
 
         def scale(tokens: float) -> float:
             a = at_t(row(ref, tokens))
@@ -275,7 +284,7 @@ class Components:
             f"{self.model.name}'s; its shape taken from the {t}-thread curves, scaled by the "
             f"{threads}/{t}-thread ratio on {ref.shape.hidden}x{ref.shape.inter}"
         )
-        return fit_curves(nearest_shapes(theirs, ppe)), scale
+        return fit_curves(nearest_shapes(theirs, ppe), self._cpu_row), scale
 
     def cpu_moe_ms(
         self, tokens: float, cpu_experts: int, threads: int, pools: int = 1, numa: tuple[int, ...] = ()
@@ -319,8 +328,23 @@ class Components:
         curves = [c for c in self.profile.curves_of("cpu_moe", method=self._cpu_method) if c.params.get("kernel")]
         kernel, backend = (curves[0].params["kernel"], curves[0].backend) if curves else (None, None)
         m = self.model
-        work = matrix_work_per_flop(m.hidden_size, m.moe_intermediate_size, matrix_output_flops(backend, kernel))
+        r, self.cpu_output_flops_source = self._output_flops(backend, kernel)
+        work = matrix_work_per_flop(m.hidden_size, m.moe_intermediate_size, r)
         return kt_matmul_above(kernel, m.num_experts, m.top_k), work
+
+    def _output_flops(self, backend: str | None, kernel: str | None) -> tuple[float, str]:
+        """kt-kernel's cost per output element for a build and class, and its source: this profile's
+        own `cpu_moe_shape` set where its probe measured one, else the benchmark's constant
+        (`kttune.hw.shape_law.output_flops_for`); once per (build, class)."""
+        key = (backend, kernel)
+        if key not in self._output_flops_cache:
+            self._output_flops_cache[key] = output_flops_for(self.profile.curves, backend, kernel)
+        return self._output_flops_cache[key]
+
+    def _cpu_row(self, c: Curve, x: float) -> tuple:
+        """A `cpu_moe` point's features at the cost per output element of the build and class that
+        measured it (`_output_flops`)."""
+        return cpu_moe_row(c, x, self._output_flops(c.backend, c.params.get("kernel"))[0])
 
     # ---- GPU -----------------------------------------------------------------------------------
     def _fit_gpu_moe(self) -> LinearFit:
@@ -769,15 +793,17 @@ def _fit_pipeline_steps(curves: list[Curve]) -> LinearFit | None:
     return fit_nonneg(("overhead_ms", "ms_per_expert", "ms_per_byte"), rows, ys)
 
 
-def fit_curves(curves: list[Curve]) -> LinearFit:
+def fit_curves(curves: list[Curve], row: Callable[[Curve, float], tuple] | None = None) -> LinearFit:
     """Fit every point of `curves` (one kind) by that kind's features (`kttune.hw.curve_kinds`: its
-    `fit` row; the one loop every component shares)."""
+    `fit` row, or `row` where the caller knows more of the curves, such as a profile's own cost per
+    output element; the one loop every component shares)."""
     fit = curve_kind(curves[0].kind).fit
     assert fit is not None and all(c.kind == curves[0].kind for c in curves)
+    row = row or fit.row
     rows, ys = [], []
     for c in curves:
         for pt in c.points:
-            rows.append(fit.row(c, pt.x))
+            rows.append(row(c, pt.x))
             ys.append(pt.t_ms)
     if "ms_per_flop_vector" in fit.names:
         return _fit_kernel_split(fit.names, rows, ys)
@@ -849,16 +875,22 @@ def _bits(fmt: str) -> float:
     return FORMATS[fmt].weight_bits
 
 
-def _residual_table(fit: LinearFit, curve: Curve, switch_above: int | None = None):
+def _residual_table(
+    fit: LinearFit,
+    curve: Curve,
+    switch_above: int | None = None,
+    row: Callable[[Curve, float], tuple] | None = None,
+):
     """Measured / fitted on a curve of the model's own shape, as a function of tokens: keeps what the
     fit's terms cannot express (cache effects) where it was measured, and holds the last ratio past
     the largest measured size. With `switch_above` (the length above which the kernel that measured
     the curve switches kernels, `kttune.spec.kt_classes.kt_matmul_above`), a length is read among the
     points on its own side of the switch where that side has any: a ratio measured on one kernel
-    says nothing of the other."""
+    says nothing of the other. `row`: the features the fit was made with (default: the kind's)."""
+    row = row or curve_kind(curve.kind).fit.row
     pts = []
     for pt in sorted(curve.points, key=lambda q: q.x):
-        f = fit(curve_kind(curve.kind).fit.row(curve, pt.x))
+        f = fit(row(curve, pt.x))
         if f > 0:
             pts.append((pt.x, pt.t_ms / f))
     if not pts:

@@ -86,6 +86,34 @@ def cpu_moe_tables(curves: list[Curve], width: int | None = None) -> list[Any]:
     return tables
 
 
+def shape_law_tables(curves: list[Curve]) -> list[Any]:
+    """Per (build, class, threads) of the `cpu_moe_shape` sets: a row per expert shape with its time
+    per token (the slope over its sizes) and flop rate, the law's verdict in the caption
+    (`kttune.hw.shape_law.measured_shape_law`)."""
+    from kttune.hw.shape_law import measured_shape_law, slopes_of_curves
+
+    sets: dict[tuple, list[Curve]] = {}
+    for c in curves:
+        key = (c.backend, c.params.get("kernel", ""), c.params.get("method", ""), c.params.get("threads", 0))
+        sets.setdefault(key, []).append(c)
+    tables = []
+    for (backend, kernel, method, threads), cs in sets.items():
+        fit = measured_shape_law(cs, backend, kernel)
+        t = Table(
+            title=f"Expert-shape law: {method} ({backend} {kernel}), {threads} threads",
+            caption=fit.describe() if fit else "fewer than 3 shapes: not judged",
+        )
+        for col in ("H x I", "ms / token", "TFLOP/s", "outputs / Mflop"):
+            t.add_column(col, justify="right", no_wrap=True)
+        for sl in slopes_of_curves(cs):
+            tf = sl.flops / (sl.ms_per_token * 1e-3) / 1e12 if sl.ms_per_token > 0 else float("nan")
+            t.add_row(
+                f"{sl.hidden}x{sl.inter}", f"{sl.ms_per_token:.4f}", f"{tf:.2f}", f"{sl.outputs / sl.flops * 1e6:.0f}"
+            )
+        tables.append(t)
+    return tables
+
+
 def stage_a_table(curves: list[Curve], width: int | None = None) -> Any:
     """Stage A per method and thread count; the reasons of skipped sizes follow as `stage_a_skips`.
     Where the framed table does not fit `width`, the tight frame with the title on two lines."""
@@ -365,6 +393,8 @@ def render_profile(p: HardwareProfile, console: Any, inventory: bool = True) -> 
             tables = [stage_a_table(cs, width)]
         elif kind == "host_ram":
             tables = host_ram_tables(cs)
+        elif kind == "cpu_moe_shape":
+            tables = shape_law_tables(cs)
         else:
             tables = generic_table(kind, cs, width)
         for t in tables:

@@ -11,6 +11,7 @@ Each kind's x axis and the params its curves carry (the ones its typed view need
 | kind            | x       | params                                                                 |
 |-----------------|---------|------------------------------------------------------------------------|
 | cpu_moe         | tokens  | method, threads, threadpools, hidden, inter, experts, top_k, cpu_experts |
+| cpu_moe_shape   | tokens  | as cpu_moe, plus kernel and rounds: one of a set of expert shapes timed in shared interleaved rounds, from which the expert-shape law's cost per output element is fitted (kttune.hw.shape_law) |
 | stage_a_write   | bytes   | method, threads (bytes = expert bytes written into a pinned slot)      |
 | h2d, d2h        | bytes   | gpu (index or "all"), pinned (bool), numa (node of the host buffer)    |
 | stage_c_repack  | bytes   | method (bytes of expert weights post-processed on the GPU)             |
@@ -38,6 +39,9 @@ Derive rules (docs/derive.md states each with its check):
   the slowest stage alone, a property of the pipeline's code) is carried, `use: overlap`.
 - `host_cpu`: what kt-kernel holds in host RAM on this CPU and kt-kernel build: kept when the CPU
   is unchanged, dropped when it changes.
+- `kt_build`: what a kt-kernel build's class costs per unit of work at one shape against another (the
+  `cpu_moe_shape` sets, a ratio the core count and clock cancel in): kept while the target runs the
+  same ISA class, dropped when it runs another (its build is another).
 - `allreduce`: re-derived for the target GPU count and link (ring model fitted on a measured curve,
   else NCCL's own latency and bandwidth model).
 Adding a curve kind is adding a row here (docs/howto-add-a-probe.md). Pure (no torch).
@@ -178,15 +182,25 @@ def cpu_matmul_above(c: Any) -> int | None:
     return kt_matmul_above(c.params.get("kernel"), s.experts, s.top_k)
 
 
-def cpu_matrix_work(c: Any) -> float:
-    """The matrix kernel's work per flop at a `cpu_moe` curve's expert shape, for the class and build
-    that measured it (`kttune.hw.features.matrix_work_per_flop`)."""
+def cpu_matrix_work(c: Any, output_flops: float | None = None) -> float:
+    """The matrix kernel's work per flop at a `cpu_moe` curve's expert shape
+    (`kttune.hw.features.matrix_work_per_flop`) for the cost per output element `output_flops`; by
+    default the constant of the class and build that measured the curve
+    (`kttune.spec.kt_classes.matrix_output_flops`; a profile that measured its own is read through
+    `kttune.hw.shape_law.output_flops_for`)."""
     s: MoeCurveShape = c.shape
-    return matrix_work_per_flop(s.hidden, s.inter, matrix_output_flops(c.backend, c.params.get("kernel")))
+    r = matrix_output_flops(c.backend, c.params.get("kernel")) if output_flops is None else output_flops
+    return matrix_work_per_flop(s.hidden, s.inter, r)
+
+
+def cpu_moe_row(c: Any, x: float, output_flops: float | None = None) -> tuple:
+    """A `cpu_moe` point's features (`CPU_MOE_FEATURES`) at the cost per output element `output_flops`
+    (default: `cpu_matrix_work`'s)."""
+    return kt_gemm_split(_moe_row(c, x), x, cpu_matmul_above(c), cpu_matrix_work(c, output_flops))
 
 
 def _cpu_moe_row(c: Any, x: float) -> tuple:
-    return kt_gemm_split(_moe_row(c, x), x, cpu_matmul_above(c), cpu_matrix_work(c))
+    return cpu_moe_row(c, x)
 
 
 MOE_FIT = CostFit(MOE_FEATURES, _moe_row)
@@ -229,12 +243,13 @@ class CurveKind:
         return self.depends_on in ("gpu", "pcie", "cpu+gpu")
 
 
-DERIVE_RULES = ("cpu_threads", "gpu_roofline", "pcie_link", "pipeline_overlap", "host_cpu", "allreduce")
+DERIVE_RULES = ("cpu_threads", "gpu_roofline", "pcie_link", "pipeline_overlap", "host_cpu", "kt_build", "allreduce")
 
 KINDS: dict[str, CurveKind] = {
     k.name: k
     for k in (
         CurveKind("cpu_moe", "tokens", "cpu", "cpu_threads", MoeCurveShape, CPU_MOE_FIT),
+        CurveKind("cpu_moe_shape", "tokens", "cpu", "kt_build", MoeCurveShape, None),
         CurveKind("stage_a_write", "bytes", "cpu", "cpu_threads", MethodCurveShape, COPY_FIT),
         CurveKind("h2d", "bytes", "pcie", "pcie_link", None, COPY_FIT),
         CurveKind("d2h", "bytes", "pcie", "pcie_link", None, COPY_FIT),

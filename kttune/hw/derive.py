@@ -564,6 +564,10 @@ def derive_profile(measured: HardwareProfile, change: Change, created: str = "")
         raise ParameterError("gpus", f"{n_tgt} is not a GPU count", "pass 1 or more")
     gpu_changed = change.gpu is not None and tgt_gpu is not None and src_gpu is not None and tgt_gpu.key != src_gpu.key
     cpu_changed = change.cpu is not None
+    # the target runs the measured build's ISA class (the kt-kernel build a `kt_build` curve measured)
+    same_isa = not cpu_changed or isa_class(change.cpu.isa if change.cpu.isa is not None else inv.cpu.isa) == isa_class(
+        inv.cpu.isa
+    )
     curves: list[Curve] = []
     if cpu_changed:
         cpu_curves, cpu_notes = derive_cpu_curves(measured, change.cpu)
@@ -603,6 +607,9 @@ def derive_profile(measured: HardwareProfile, change: Change, created: str = "")
                 curves.append(_labelled(c, "measured", 1.0))
         elif rule == "host_cpu":
             if not cpu_changed:
+                curves.append(_labelled(c, "measured", 1.0))
+        elif rule == "kt_build":
+            if not cpu_changed or same_isa:
                 curves.append(_labelled(c, "measured", 1.0))
         elif rule == "allreduce":
             continue  # re-derived below

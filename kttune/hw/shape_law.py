@@ -3,18 +3,31 @@ as a cost per flop plus a cost per output element (docs/cost-model.md#the-expert
 
 Each routed (token, expert) pair of an expert of hidden H and intermediate I runs 6HI flops and
 writes 2I + H output elements, so a forward's time per token at top-k is k (6HI a + (2I + H) b).
-Fitted on shapes measured in one set of interleaved rounds (`benchmarks/bench_cpu_moe_shapes.py
---interleaved`), the ratio b / a is the kernel's cost per output element in flop-equivalents of its
-own rate, the constant `kttune.spec.kt_classes.MATRIX_OUTPUT_FLOPS` holds per build and class.
+Fitted on shapes measured in one set of interleaved rounds (`kttune probe`'s `cpu_moe_shape` curves,
+probes/cpu_moe_shape.py; `benchmarks/bench_cpu_moe_shapes.py --interleaved`), the ratio b / a is the
+kernel's cost per output element in flop-equivalents of its own rate. A profile whose probe measured
+it for a (build, class) carries its own (`output_flops_for`); else the constant
+`kttune.spec.kt_classes.MATRIX_OUTPUT_FLOPS` measured by the benchmark holds, and a build or class in
+neither is read by flops alone.
 """
 
 from __future__ import annotations
 
+import random
 import statistics
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from kttune.hw.fit import LinearFit, fit_nonneg
+from kttune.spec.kt_classes import matrix_output_flops
+
+# Fewest shapes a set must hold for its r to be judged: with two, a two-term fit passes through both
+# and no shape is left to hold out.
+MIN_SHAPES = 3
+# A set's r is used only where its 10th percentile over resampled rounds is above 0: where one round in
+# ten or more can be read without the term, it is not shown to be there. (A first gate, r within 2x
+# between those percentiles, turned away BF16 sets of the H200 box whose every resampled r predicted
+# held-out models far better than flops alone: benchmarks/results/2026-12-04-computed/shape-law-probe-*.)
 
 
 @dataclass(frozen=True)
@@ -54,6 +67,18 @@ def slopes_of(doc: Mapping) -> list[ShapeSlope]:
     return out
 
 
+def slopes_of_curves(curves: Sequence) -> list[ShapeSlope]:
+    """Per `cpu_moe_shape` curve (`kttune.hw.profile.Curve`), its time per token over its sizes; a curve
+    with fewer than two sizes is left out."""
+    out = []
+    for c in curves:
+        pts = sorted((p.x, p.t_ms) for p in c.points)
+        if len(pts) >= 2:
+            s = c.shape
+            out.append(ShapeSlope(s.hidden, s.inter, s.top_k, slope(pts)))
+    return out
+
+
 def fit_shape_law(slopes: Sequence[ShapeSlope], with_outputs: bool = True) -> LinearFit:
     """ms per token = a x flops + b x output elements (`with_outputs`; else a x flops alone), on
     relative error with a, b >= 0 (`kttune.hw.fit.fit_nonneg`); names ("ms_per_flop",
@@ -70,3 +95,141 @@ def output_flops(slopes: Sequence[ShapeSlope]) -> float:
     keeps no output term, or no flop term to measure it in."""
     a, b = fit_shape_law(slopes).coef
     return b / a if a > 0 else 0.0
+
+
+def held_out_errors(slopes: Sequence[ShapeSlope], with_outputs: bool = True) -> list[float]:
+    """Each shape's time per token predicted by the law fitted on the other shapes (leave one shape
+    out): predicted / measured - 1, in the order of `slopes`."""
+    errs = []
+    for j, s in enumerate(slopes):
+        coef = fit_shape_law(list(slopes[:j]) + list(slopes[j + 1 :]), with_outputs).coef
+        b = coef[1] if len(coef) > 1 else 0.0
+        errs.append((coef[0] * s.flops + b * s.outputs) / s.ms_per_token - 1)
+    return errs
+
+
+@dataclass(frozen=True)
+class ShapeLawFit:
+    """The law judged on one set of shapes measured alike: the fitted cost per output element, the
+    evidence that it transfers (mean |error| of each law, each shape held out) and how firmly the rounds
+    hold it (`r_p10`, `r_p90`: its 10th and 90th percentiles over the rounds resampled, None where the
+    points carry no per-round samples). It is `kept` only where it predicts held-out shapes better than
+    flops alone and its 10th percentile over resampled rounds is above 0."""
+
+    fitted_output_flops: float
+    shapes: int
+    held_out_flops: float
+    held_out_law: float
+    r_p10: float | None = None
+    r_p90: float | None = None
+
+    @property
+    def transfers(self) -> bool:
+        return self.held_out_law < self.held_out_flops
+
+    @property
+    def significant(self) -> bool:
+        if self.r_p10 is None:
+            return True  # no rounds to resample: the held-out test alone judges
+        return self.r_p10 > 0
+
+    @property
+    def kept(self) -> bool:
+        return self.transfers and self.significant
+
+    @property
+    def output_flops(self) -> float:
+        """The cost per output element the set supports: the fitted one where kept, else 0."""
+        return self.fitted_output_flops if self.kept else 0.0
+
+    def describe(self) -> str:
+        interval = f" [{self.r_p10:,.0f}-{self.r_p90:,.0f} over rounds resampled]" if self.r_p10 is not None else ""
+        if self.kept:
+            verdict = f"{self.fitted_output_flops:,.0f}{interval} flop-equivalents per output element"
+        elif not self.transfers:
+            verdict = f"flops alone (the law's {self.fitted_output_flops:,.0f} did not predict a held-out shape better)"
+        else:
+            verdict = (
+                f"flops alone (the law's {self.fitted_output_flops:,.0f}{interval} is not above 0 in 9 rounds of 10)"
+            )
+        return (
+            f"{verdict}; {self.shapes} shapes, each held out: flops alone {self.held_out_flops:.0%}, "
+            f"with outputs {self.held_out_law:.0%} mean error"
+        )
+
+
+def judge_shape_law(slopes: Sequence[ShapeSlope], r_interval: tuple[float, float] | None = None) -> ShapeLawFit:
+    """`ShapeLawFit` of `slopes` (at least `MIN_SHAPES` distinct shapes; ValueError otherwise), with the
+    (10th, 90th) percentiles of r over resampled rounds where known (`resampled_output_flops`). A term
+    that does not transfer across shapes, or that the rounds do not show above 0, is not applied to a
+    shape nobody measured."""
+    if len({(s.hidden, s.inter) for s in slopes}) < MIN_SHAPES:
+        raise ValueError(f"the expert-shape law needs {MIN_SHAPES} expert shapes or more, got {len(slopes)}")
+    flops = [abs(e) for e in held_out_errors(slopes, with_outputs=False)]
+    law = [abs(e) for e in held_out_errors(slopes, with_outputs=True)]
+    lo, hi = r_interval if r_interval is not None else (None, None)
+    return ShapeLawFit(output_flops(slopes), len(slopes), sum(flops) / len(flops), sum(law) / len(law), lo, hi)
+
+
+def resampled_output_flops(curves: Sequence, draws: int = 200, seed: int = 0) -> tuple[float, float] | None:
+    """The (10th, 90th) percentiles of r over the set's rounds resampled with replacement (every point's
+    per-round samples, `Point.extra["samples_ms"]`, drawn at the same round indices, so a round's drift
+    stays shared by its shapes); None where the points carry no equal-length samples."""
+    samples = [[p.extra.get("samples_ms") for p in c.points] for c in curves]
+    counts = {len(s) for per in samples for s in per if s}
+    if any(not s for per in samples for s in per) or len(counts) != 1:
+        return None
+    rounds = counts.pop()
+    rng = random.Random(seed)
+    rs = []
+    for _ in range(draws):
+        idx = [rng.randrange(rounds) for _ in range(rounds)]
+        slopes = []
+        for c, per in zip(curves, samples):
+            pts = [(p.x, statistics.median(s[i] for i in idx)) for p, s in zip(c.points, per)]
+            slopes.append(ShapeSlope(c.shape.hidden, c.shape.inter, c.shape.top_k, slope(pts)))
+        # a draw whose slope is not positive somewhere is noise there: no evidence of the term
+        rs.append(output_flops(slopes) if all(sl.ms_per_token > 0 for sl in slopes) else 0.0)
+    q = statistics.quantiles(rs, n=10, method="inclusive")
+    return q[0], q[-1]
+
+
+def measured_shape_law(curves: Sequence, backend: str, kernel: str) -> ShapeLawFit | None:
+    """The law judged on a profile's `cpu_moe_shape` curves of kt-kernel build `backend` and class
+    `kernel` (at the thread count that measured the most shapes; the larger count on a tie); None
+    where fewer than `MIN_SHAPES` shapes were measured. Curves `kttune profile derive` carried to another
+    ISA name no kt-kernel build and match none."""
+    mine = [
+        c for c in curves if c.kind == "cpu_moe_shape" and c.backend == backend and c.params.get("kernel") == kernel
+    ]
+    by_threads: dict[int, list] = {}
+    for c in mine:
+        by_threads.setdefault(int(c.params.get("threads", 0)), []).append(c)
+    best = max(by_threads.items(), key=lambda kv: (len(kv[1]), kv[0]), default=None)
+    if best is None:
+        return None
+    # a shape whose time does not grow with its sizes was timed in the noise: not read
+    with_sizes = [c for c in best[1] if len(c.points) >= 2 and slopes_of_curves([c])[0].ms_per_token > 0]
+    slopes = slopes_of_curves(with_sizes)
+    if len({(s.hidden, s.inter) for s in slopes}) < MIN_SHAPES:
+        return None
+    return judge_shape_law(slopes, resampled_output_flops(with_sizes))
+
+
+def output_flops_for(curves: Sequence, backend: str | None, kernel: str | None) -> tuple[float, str]:
+    """kt-kernel's cost per output element (flop-equivalents) for the class `kernel` of the build named
+    by `backend` ("kt-kernel:<variant>"), and where it comes from: the profile's own `cpu_moe_shape`
+    curves where its probe measured the class (`measured_shape_law`), else the constant measured by
+    `benchmarks/bench_cpu_moe_shapes.py` (`kttune.spec.kt_classes.MATRIX_OUTPUT_FLOPS`), else 0
+    (flops alone)."""
+    if not backend or not kernel or not backend.startswith("kt-kernel:"):
+        return 0.0, "not a kt-kernel build this project measured: flops alone"
+    fit = measured_shape_law(curves, backend, kernel)
+    if fit is not None and fit.kept:
+        return fit.output_flops, f"measured by this profile's probe: {fit.describe()}"
+    probe = f"; this profile's probe: {fit.describe()}" if fit is not None else ""
+    r = matrix_output_flops(backend, kernel)
+    build = f"kt-kernel {backend.split(':', 1)[1]} {kernel}"
+    if r:
+        return r, f"{build}'s constant {r:,.0f} (benchmarks/bench_cpu_moe_shapes.py){probe}"
+    return 0.0, f"{build}: flops alone{probe or ' (not measured)'}"

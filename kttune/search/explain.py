@@ -138,7 +138,8 @@ def _shape_law_reason(comp: Components, cfg: LaunchConfig) -> list[str]:
     return [
         f"kt-kernel's matrix GEMM at {m.name}'s {m.hidden_size} x {m.moe_intermediate_size} experts spends "
         f"{1 - 1 / work:.0%} of its time on the outputs (converting, activating, combining), not the "
-        "multiply-adds: narrower experts run fewer flops per second (docs/cost-model.md#the-expert-shape-law)"
+        "multiply-adds: narrower experts run fewer flops per second (docs/cost-model.md#the-expert-shape-law); "
+        f"its cost per output element: {comp.cpu_output_flops_source}"
     ]
 
 

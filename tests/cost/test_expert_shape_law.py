@@ -88,3 +88,76 @@ def test_a_model_s_cpu_experts_from_other_shapes_of_its_instance(instance, monke
     worst_flops = max(abs(e) for e in flops_only.values())
     assert worst_law <= 0.15, with_law
     assert worst_flops > 0.15 and worst_law < 0.6 * worst_flops, (with_law, flops_only)
+
+
+# ---- the probe's own shape sets (probes/cpu_moe_shape.py), held to models it did not measure ----------
+
+RUN_B = Path(__file__).parents[2] / "benchmarks" / "results" / "2026-12-04-h200-pcie5-xeon-amx-16c"
+HELD_OUT = [
+    ("glm-4.5-air", "BF16"),
+    ("mixtral-8x7b", "BF16"),
+    ("qwen3-30b-a3b", "BF16"),
+    ("glm-4.7", "FP8_PERCHANNEL"),
+    ("minimax-m2.1", "FP8"),
+    ("kimi-k2-thinking", "RAWINT4"),
+    ("qwen3-235b-a22b", "AMXINT4"),
+    ("qwen3-235b-a22b", "AMXINT8"),
+]
+
+
+def quick_cpu_with_shipped_gpu(quick, with_sets: bool):
+    """The quick probe's CPU MoE curves (and its shape sets, `with_sets`) with the shipped H200 profile's
+    GPU curves, which the cost model needs and the CPU MoE prediction does not read."""
+    shipped = load_shipped("h200-pcie5-xeon-amx-16c")
+    mine = ("cpu_moe", "cpu_moe_shape") if with_sets else ("cpu_moe",)
+    return replace(
+        shipped,
+        curves=tuple(c for c in shipped.curves if c.kind not in ("cpu_moe", "cpu_moe_shape"))
+        + tuple(c for c in quick.curves if c.kind in mine),
+    )
+
+
+def mean_abs_error(profile) -> float:
+    """Each held-out model's kt-kernel MoE at 256 tokens and more (its matrix kernel), measured by its
+    own probe on the instance of the quick probe, predicted from `profile`: mean |error| over models."""
+    per_model = []
+    for name, method in HELD_OUT:
+        probe = load_profile(RUN_B / f"shape-law-probe-b-probe-{name}-{method}.profile.json")
+        model = load_model(name, method)
+        comp = Components(profile, model, method)
+        curve = probe.curves_of("cpu_moe", method=method)[0]
+        th = int(curve.params["threads"])
+        errs = [abs(comp.cpu_moe_ms(p.x, model.num_experts, th) / p.t_ms - 1) for p in curve.points if p.x >= 256]
+        per_model.append(sum(errs) / len(errs))
+    return sum(per_model) / len(per_model)
+
+
+def test_the_probe_s_own_law_carries_a_quick_profile_to_eight_held_out_models(monkeypatch):
+    """One H200-box instance: `kttune probe --quick --shape-law`, then eight models' own CPU MoE curves
+    at shapes outside the probe's set (six methods). Read with the probe's own r, the quick profile's
+    1024 x 512 curves predict them as well as with the benchmark's constants, and far better than by
+    flops alone: what a kt-kernel build outside the constants' table gains from measuring r itself."""
+    quick = load_profile(RUN_B / "shape-law-probe-b-probe-quick-shape-law.profile.json")
+    with_sets = mean_abs_error(quick_cpu_with_shipped_gpu(quick, True))
+    constants = mean_abs_error(quick_cpu_with_shipped_gpu(quick, False))
+    monkeypatch.setattr(kt_classes, "MATRIX_OUTPUT_FLOPS", {})
+    sets_alone = mean_abs_error(quick_cpu_with_shipped_gpu(quick, True))  # a build the table does not hold
+    flops_alone = mean_abs_error(quick_cpu_with_shipped_gpu(quick, False))
+    assert sets_alone <= constants + 0.02 and with_sets <= constants + 0.02, (sets_alone, with_sets, constants)
+    assert sets_alone < 0.5 * flops_alone, (sets_alone, flops_alone)
+
+
+def test_a_profile_s_kept_set_is_what_the_model_reads():
+    quick = load_profile(RUN_B / "shape-law-probe-b-probe-quick-shape-law.profile.json")
+    profile = quick_cpu_with_shipped_gpu(quick, True)
+    model = load_model("qwen3-235b-a22b", "AMXINT8")
+    comp = Components(profile, model, "AMXINT8")
+    assert comp.cpu_output_flops_source.startswith("measured by this profile's probe")
+    r = float(comp.cpu_output_flops_source.split(": ")[1].split(" ")[0].replace(",", ""))
+    assert comp.cpu_matrix_work() == pytest.approx(
+        matrix_work_per_flop(model.hidden_size, model.moe_intermediate_size, r), rel=1e-3
+    )
+    assert r != matrix_output_flops("kt-kernel:amx", "AMXInt8_MOE")
+    # without the sets, the constant
+    comp = Components(quick_cpu_with_shipped_gpu(quick, False), model, "AMXINT8")
+    assert comp.cpu_output_flops_source.startswith("kt-kernel amx AMXInt8_MOE's constant")

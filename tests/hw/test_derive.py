@@ -445,3 +445,29 @@ def test_a_composed_tp_load_says_what_it_misses():
     one = derive_profile(src, Change(cpu=CpuTarget(cores=32)))
     assert any("TP 2 layerwise load composed" in n for n in two.assumptions)
     assert not any("layerwise load composed" in n for n in one.assumptions)
+
+
+def test_a_build_s_shape_sets_move_with_its_isa_class_only():
+    """`kt_build`: a probe's expert-shape sets are a ratio of one build's costs at two shapes; a larger
+    host of the same ISA class runs that build (kept, labelled measured), one of another class runs
+    another build (dropped, so the target's curves are read by the constants or by flops alone)."""
+    from kttune.hw.derive import Change, CpuTarget, derive_profile
+
+    shipped = load_shipped(SRC)
+    sets = [
+        Curve(
+            "cpu_moe_shape",
+            "tokens",
+            (Point(1024, 10.0 * h / 1024), Point(2048, 19.0 * h / 1024)),
+            dict(method="BF16", threads=11, hidden=h, inter=i, experts=16, top_k=4, kernel="AMXBF16_MOE"),
+            backend="kt-kernel:amx",
+        )
+        for h, i in ((1024, 512), (2048, 512), (4096, 2048))
+    ]
+    prof = _replace(shipped, curves=shipped.curves + tuple(sets))
+    same = derive_profile(prof, Change(cpu=CpuTarget(cores=32))).profile.curves_of("cpu_moe_shape")
+    assert [c.points for c in same] == [c.points for c in sets]
+    assert all(c.params["label"] == "measured" for c in same)
+    for isa in (("avx2", "fma"), ("avx2", "avx512f", "avx512bw", "avx512_bf16")):
+        assert not derive_profile(prof, Change(cpu=CpuTarget(cores=32, isa=isa))).profile.has("cpu_moe_shape")
+    assert derive_profile(prof, Change(gpu="rtx4090")).profile.has("cpu_moe_shape")  # the CPU unchanged

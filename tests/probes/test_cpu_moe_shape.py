@@ -1,0 +1,74 @@
+"""The expert-shape law's probe (probes/cpu_moe_shape.py) on this machine's real kt-kernel: one curve
+per shape with each round's sample, the RAM plan that drops the largest layers first, and the record
+that runs it (in a full probe without a model, or when asked)."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+
+import pytest
+
+from kttune.hw.profile import load_profile, save_profile
+from kttune.hw.registry import load_shipped
+from kttune.hw.shape_law import measured_shape_law
+from kttune.kernels.kt_ext import kt_kernel_error, load_kt_kernel
+from kttune.probes import cpu_moe_shape as cs
+from kttune.probes.common import NullReporter
+from kttune.probes.inventory import collect_cpu
+from kttune.probes.run import ProbeOptions, shape_law_runs
+
+TINY = ((256, 128), (512, 128), (256, 512))
+
+
+@pytest.fixture(scope="module")
+def kt():
+    k = load_kt_kernel()
+    if k is None:
+        pytest.skip(f"kt-kernel not importable: {kt_kernel_error()}")
+    return k
+
+
+@pytest.mark.kt
+def test_each_shape_is_one_curve_of_the_rounds_medians(kt, tmp_path):
+    cpu = collect_cpu()
+    opts = cs.ShapeLawOptions(threads=1, methods=("BF16",), shapes=TINY, tokens=(64, 256), rounds=3)
+    rep = NullReporter()
+    plan = cs.plan_shape_law(opts, cpu)
+    assert plan.shapes == {"BF16": TINY} and plan.steps == len(TINY) + 3
+    curves = cs.probe_shape_law(plan, cpu, rep)
+    assert [(c.params["hidden"], c.params["inter"]) for c in curves] == list(TINY)
+    for c in curves:
+        assert c.kind == "cpu_moe_shape" and c.backend == kt.backend and c.params["kernel"]
+        assert c.params["rounds"] == 3 and c.params["threads"] == 1 and c.params["top_k"] == 4
+        for p in c.points:
+            s = p.extra["samples_ms"]
+            assert len(s) == 3 and p.t_ms == statistics.median(s) and p.t_ms_p10 <= p.t_ms <= p.t_ms_p90
+    # judged, and said so
+    assert measured_shape_law(curves, kt.backend, curves[0].params["kernel"]) is not None
+    assert any(n.startswith("expert-shape law BF16") for n in rep.notes)
+    # a profile keeps them through its file
+    save_profile(replace(load_shipped("h200-pcie5-xeon-amx-16c"), curves=tuple(curves)), tmp_path / "p.json")
+    back = load_profile(tmp_path / "p.json").curves_of("cpu_moe_shape")
+    assert [c.points[0].extra["samples_ms"] for c in back] == [c.points[0].extra["samples_ms"] for c in curves]
+
+
+@pytest.mark.kt
+def test_the_plan_drops_the_largest_layers_first_and_a_method_under_three_shapes(kt):
+    cpu = collect_cpu()
+    opts = cs.ShapeLawOptions(threads=1, methods=("bf16",))
+    sizes = {s: cs._layer_bytes("BF16", *s, opts) for s in cs.SHAPES}
+    all_but_largest = sum(sizes.values()) - max(sizes.values())
+    plan = cs.plan_shape_law(opts, cpu, ram_bytes=int(all_but_largest / opts.ram_fraction) + 1)
+    assert plan.shapes["BF16"] == tuple(s for s in cs.SHAPES if s != max(sizes, key=sizes.get))
+    assert any("4096x2048 left out" in n for n in plan.notes)
+    plan = cs.plan_shape_law(opts, cpu, ram_bytes=int(min(sizes.values()) * 2.5 / opts.ram_fraction))
+    assert "BF16" not in plan.shapes and any("fewer than 3 shapes" in n for n in plan.notes)
+
+
+def test_a_full_probe_without_a_model_measures_it_unless_told():
+    assert shape_law_runs(ProbeOptions())
+    assert not shape_law_runs(ProbeOptions(quick=True))
+    assert not shape_law_runs(ProbeOptions(model=object()))  # the model's own shape is measured
+    assert shape_law_runs(ProbeOptions(quick=True, shape_law=True))
+    assert not shape_law_runs(ProbeOptions(shape_law=False))
