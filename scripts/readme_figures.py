@@ -59,6 +59,7 @@ ACCURACY = dict(
     switch_sweeps="2026-12-04-computed/same-machine-h200-switch-sweeps.json",
     new_models="2026-12-04-computed/same-machine-h200-two-new-models.json",
     shape_law="2026-12-04-computed/same-machine-h200-expert-shape-law-held-out.json",
+    shape_law_probe="2026-12-04-computed/shape-law-probe-held-out.json",
     tp_two_gpus=tuple(
         f"2026-12-04-computed/tp-paths-h200x2-{m}.json"
         for m in (
@@ -454,6 +455,26 @@ def accuracy_block() -> str:
             f"{_pct(min(c['error'] for c in flops), max(c['error'] for c in flops))}, "
             f"{sum(1 for c in flops if c['inside_interval'])} inside)",
             "docs/cost-model.md#the-expert-shape-law",
+        )
+    )
+    slp = json.loads((RESULTS / ACCURACY["shape_law_probe"]).read_text())["rows"]
+
+    def per_source(label: str) -> list[float]:
+        return [sum(abs(e) for e in r["errors"][label]) / len(r["errors"][label]) for r in slp if r["errors"][label]]
+
+    sets = [per_source(label) for label in slp[0]["errors"] if label not in ("flops alone", "constant")]
+    rows.append(
+        (
+            "kt-kernel MoE at expert shapes the probe did not measure, with the cost per output element the probe "
+            "measures itself (`--shape-law`: what a kt-kernel build outside the project's table gets)",
+            f"H200 box, one instance: a quick probe with {len(sets)} shape sets, then {len(slp)} models' own "
+            f"curves ({len({r['method'] for r in slp})} methods)",
+            "mean "
+            + _pct(min(sum(v) / len(v) for v in sets), max(sum(v) / len(v) for v in sets))
+            + f" (worst {_pct(min(max(v) for v in sets), max(max(v) for v in sets))}); with the table's constants "
+            f"{sum(per_source('constant')) / len(slp):.0%} ({max(per_source('constant')):.0%}), by flops alone "
+            f"{sum(per_source('flops alone')) / len(slp):.0%} ({max(per_source('flops alone')):.0%})",
+            "docs/cost-model.md#the-probe-measures-r-itself",
         )
     )
     tp = [json.loads((RESULTS / f).read_text()) for f in ACCURACY["tp_two_gpus"]]
