@@ -59,7 +59,10 @@ ACCURACY = dict(
     switch_sweeps="2026-12-04-computed/same-machine-h200-switch-sweeps.json",
     new_models="2026-12-04-computed/same-machine-h200-two-new-models.json",
     shape_law="2026-12-04-computed/same-machine-h200-expert-shape-law-held-out.json",
-    shape_law_probe="2026-12-04-computed/shape-law-probe-held-out.json",
+    shape_law_probe=(
+        "2026-12-04-computed/shape-law-probe-held-out.json",
+        "2026-12-04-computed/shape-law-probe-held-out-c.json",
+    ),
     tp_two_gpus=tuple(
         f"2026-12-04-computed/tp-paths-h200x2-{m}.json"
         for m in (
@@ -457,23 +460,25 @@ def accuracy_block() -> str:
             "docs/cost-model.md#the-expert-shape-law",
         )
     )
-    slp = json.loads((RESULTS / ACCURACY["shape_law_probe"]).read_text())["rows"]
+    slp_runs = [json.loads((RESULTS / f).read_text())["rows"] for f in ACCURACY["shape_law_probe"]]
 
-    def per_source(label: str) -> list[float]:
-        return [sum(abs(e) for e in r["errors"][label]) / len(r["errors"][label]) for r in slp if r["errors"][label]]
+    def per_source(rows_: list[dict], label: str) -> list[float]:
+        """Each model's mean |error| with the r of `label`."""
+        return [sum(abs(e) for e in r["errors"][label]) / len(r["errors"][label]) for r in rows_ if r["errors"][label]]
 
-    sets = [per_source(label) for label in slp[0]["errors"] if label not in ("flops alone", "constant")]
+    def means(labels) -> list[float]:
+        return [sum(v) / len(v) for rows_ in slp_runs for lab in labels(rows_) if (v := per_source(rows_, lab))]
+
+    own = means(lambda rows_: [k for k in rows_[0]["errors"] if k not in ("flops alone", "constant")])
+    const, flops = means(lambda rows_: ["constant"]), means(lambda rows_: ["flops alone"])
     rows.append(
         (
             "kt-kernel MoE at expert shapes the probe did not measure, with the cost per output element the probe "
             "measures itself (`--shape-law`: what a kt-kernel build outside the project's table gets)",
-            f"H200 box, one instance: a quick probe with {len(sets)} shape sets, then {len(slp)} models' own "
-            f"curves ({len({r['method'] for r in slp})} methods)",
-            "mean "
-            + _pct(min(sum(v) / len(v) for v in sets), max(sum(v) / len(v) for v in sets))
-            + f" (worst {_pct(min(max(v) for v in sets), max(max(v) for v in sets))}); with the table's constants "
-            f"{sum(per_source('constant')) / len(slp):.0%} ({max(per_source('constant')):.0%}), by flops alone "
-            f"{sum(per_source('flops alone')) / len(slp):.0%} ({max(per_source('flops alone')):.0%})",
+            f"H200 box, {len(slp_runs)} instances: a quick probe with its shape sets ({len(own)} sets), then "
+            f"{len(slp_runs[0])} models' own curves ({len({r['method'] for r in slp_runs[0]})} methods)",
+            f"mean over the models {_pct(min(own), max(own))}; with the table's constants "
+            f"{_pct(min(const), max(const))}, by flops alone {_pct(min(flops), max(flops))}",
             "docs/cost-model.md#the-probe-measures-r-itself",
         )
     )
