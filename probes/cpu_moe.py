@@ -419,18 +419,7 @@ def probe_cpu_moe(
                 kind="cpu_moe",
                 x_unit="tokens",
                 points=tuple(points),
-                params={
-                    "method": task.method,
-                    "threads": task.threads,
-                    "threadpools": task.threadpools,
-                    **({"numa_nodes": list(task.numa_nodes)} if task.numa_nodes else {}),
-                    "hidden": shape.hidden,
-                    "inter": shape.inter,
-                    "experts": shape.experts,
-                    "top_k": shape.top_k,
-                    "cpu_experts": shape.experts,
-                    "kernel": kernel,
-                },
+                params=moe_curve_params(task.method, task.threads, task.threadpools, shape, kernel, task.numa_nodes),
                 backend=backend,
                 skipped=tuple(skipped + skipped_t),
             )
@@ -438,6 +427,25 @@ def probe_cpu_moe(
     weights_cache.clear()
     gc.collect()
     return curves
+
+
+def moe_curve_params(
+    method: str, threads: int, threadpools: int, shape: MoeLayerShape, kernel: str, numa_nodes: Sequence[int] = ()
+) -> dict[str, Any]:
+    """The params of a kt-kernel MoE curve (`cpu_moe`, `cpu_moe_shape`: `kttune.hw.curve_kinds.MoeCurveShape`
+    and the class that ran it): every expert of the layer on the CPU."""
+    return {
+        "method": method,
+        "threads": threads,
+        "threadpools": threadpools,
+        **({"numa_nodes": list(numa_nodes)} if numa_nodes else {}),
+        "hidden": shape.hidden,
+        "inter": shape.inter,
+        "experts": shape.experts,
+        "top_k": shape.top_k,
+        "cpu_experts": shape.experts,
+        "kernel": kernel,
+    }
 
 
 def _torch_curve(

@@ -37,7 +37,13 @@ from kttune.kernels.expert_weights import HostExperts
 from kttune.kernels.kt_ext import KtKernel, load_kt_kernel, quiet_stdout
 from kttune.kernels.kt_moe import KtMoeLayer
 from kttune.probes.common import NullReporter, Reporter, quantiles
-from kttune.probes.cpu_moe import _inputs, available_ram_bytes, host_bytes_needed, supported_methods
+from kttune.probes.cpu_moe import (
+    _inputs,
+    available_ram_bytes,
+    host_bytes_needed,
+    moe_curve_params,
+    supported_methods,
+)
 from kttune.spec.moe_shape import MoeLayerShape
 from kttune.units import GIB
 
@@ -154,6 +160,7 @@ def measure_shape_set(
             reporter.step(f"shape law {method}: round {r + 1}/{opts.rounds}")
         curves = []
         for (h, i), per in samples.items():
+            kernel = layers[(h, i)].kernel_class
             pts = []
             for n, xs in per.items():
                 p10, med, p90 = quantiles(xs)
@@ -164,15 +171,9 @@ def measure_shape_set(
                     x_unit="tokens",
                     points=tuple(pts),
                     params={
-                        "method": method,
-                        "threads": opts.threads,
-                        "threadpools": 1,
-                        "hidden": h,
-                        "inter": i,
-                        "experts": opts.experts,
-                        "top_k": opts.top_k,
-                        "cpu_experts": opts.experts,
-                        "kernel": layers[(h, i)].kernel_class,
+                        **moe_curve_params(
+                            method, opts.threads, 1, MoeLayerShape(h, i, opts.experts, opts.top_k, method), kernel
+                        ),
                         "rounds": opts.rounds,
                     },
                     backend=kt.backend,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kttune.spec.kt_classes import KT_GEMM_DISPATCH_KERNELS, kt_matmul_above
-from kttune.kernels.kt_ext import kt_kernel_error, load_kt_kernel
+from kttune.kernels.kt_ext import load_kt_kernel
 from kttune.kernels.kt_moe import kt_class_name
 from kttune.kernels.kt_pool import pool_split
 from kttune.probes import cpu_moe as cm
@@ -28,14 +28,6 @@ QUANT_TOL = {"BF16": 0.02, "FP8": 0.10, "FP8_PERCHANNEL": 0.10, "RAWINT4": 0.30,
 
 def rel_err(a, b) -> float:
     return ((a.float() - b.float()).abs().mean() / b.float().abs().mean()).item()
-
-
-@pytest.fixture(scope="module")
-def kt():
-    k = load_kt_kernel()
-    if k is None:
-        pytest.skip(f"kt-kernel not importable: {kt_kernel_error()}")
-    return k
 
 
 @pytest.fixture(scope="module")

@@ -12,21 +12,12 @@ import pytest
 from kttune.hw.profile import load_profile, save_profile
 from kttune.hw.registry import load_shipped
 from kttune.hw.shape_law import measured_shape_law
-from kttune.kernels.kt_ext import kt_kernel_error, load_kt_kernel
 from kttune.probes import cpu_moe_shape as cs
 from kttune.probes.common import NullReporter
 from kttune.probes.inventory import collect_cpu
 from kttune.probes.run import ProbeOptions, shape_law_runs
 
 TINY = ((256, 128), (512, 128), (256, 512))
-
-
-@pytest.fixture(scope="module")
-def kt():
-    k = load_kt_kernel()
-    if k is None:
-        pytest.skip(f"kt-kernel not importable: {kt_kernel_error()}")
-    return k
 
 
 @pytest.mark.kt

@@ -6,18 +6,9 @@ from __future__ import annotations
 import pytest
 
 from kttune.kernels.expert_weights import write_nbytes
-from kttune.kernels.kt_ext import load_kt_kernel
 from kttune.probes import stage_a as sa
 from kttune.probes.inventory import collect_cpu
 from kttune.units import MIB
-
-
-@pytest.fixture(scope="module")
-def kt():
-    k = load_kt_kernel()
-    if k is None:
-        pytest.skip("kt-kernel not importable")
-    return k
 
 
 @pytest.mark.kt
