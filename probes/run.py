@@ -675,10 +675,21 @@ def _cached_curves_not_remeasured(fp: str, new: list[Curve]) -> list[Curve]:
     return curves_not_remeasured(old.curves, new)
 
 
+def set_key(c: Curve) -> tuple | None:
+    """The set a curve belongs to where its kind's curves are read together: an expert-shape law set
+    (`cpu_moe_shape`: one build, class and thread count, timed in shared rounds); None otherwise."""
+    if c.kind != "cpu_moe_shape":
+        return None
+    return (c.kind, c.backend, c.params.get("kernel"), c.params.get("method"), c.params.get("threads"))
+
+
 def curves_not_remeasured(old, new) -> list[Curve]:
-    """The curves of `old` that no curve of `new` measures again (same kind and params)."""
+    """The curves of `old` that no curve of `new` measures again (same kind and params); a set read
+    together (`set_key`) is replaced whole when any of its curves is measured again, so no shape of
+    an earlier set's rounds joins a later one's."""
     fresh = {curve_key(c) for c in new}
-    return [c for c in old if curve_key(c) not in fresh]
+    sets = {k for c in new if (k := set_key(c)) is not None}
+    return [c for c in old if curve_key(c) not in fresh and set_key(c) not in sets]
 
 
 def profile_paths(options: ProbeOptions, profile: HardwareProfile) -> list[Path]:

@@ -63,3 +63,21 @@ def test_a_full_probe_without_a_model_measures_it_unless_told():
     assert not shape_law_runs(ProbeOptions(model=object()))  # the model's own shape is measured
     assert shape_law_runs(ProbeOptions(quick=True, shape_law=True))
     assert not shape_law_runs(ProbeOptions(shape_law=False))
+
+
+def test_a_new_set_replaces_the_cached_one_whole():
+    """A re-probe that measures four of five shapes (the fifth left out for RAM) drops the cached set's
+    fifth too: its rounds were another run's. Other methods' sets and other kinds stay."""
+    from kttune.hw.profile import Curve, Point
+    from kttune.probes.run import curves_not_remeasured
+
+    def curve(kind, method, h, threads=11):
+        params = dict(method=method, threads=threads, hidden=h, inter=512, experts=16, top_k=4, kernel=f"K{method}")
+        return Curve(kind, "tokens", (Point(1024, 1.0), Point(2048, 2.0)), params, backend="kt-kernel:amx")
+
+    old = [curve("cpu_moe_shape", "BF16", h) for h in (1024, 2048, 3072, 4096, 5120)]
+    old += [curve("cpu_moe_shape", "FP8", 1024), curve("cpu_moe_shape", "BF16", 1024, threads=13)]
+    old += [curve("cpu_moe", "BF16", 1024)]
+    new = [curve("cpu_moe_shape", "BF16", h) for h in (1024, 2048, 3072, 4096)]
+    kept = curves_not_remeasured(old, new)
+    assert kept == old[5:]
