@@ -22,8 +22,9 @@ Without kt-kernel the same curves come from `kttune.kernels.cpu_moe` (torch), la
 from __future__ import annotations
 
 import gc
+import itertools
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from kttune.errors import UserError
@@ -35,6 +36,9 @@ from kttune.probes.common import KtPoolTask, NullReporter, Reporter, kt_thread_c
 from kttune.spec.kt_classes import kt_matmul_above
 from kttune.spec.moe_shape import MoeLayerShape
 from kttune.units import GIB
+
+# Most copies of one layer the timed calls cycle over (`CpuMoeOptions.cold_bytes`).
+MAX_COLD_COPIES = 64
 
 # Methods this probe can build weights for, in the order they are measured.
 PROBE_METHODS = ("AMXINT4", "AMXINT8", "BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4")
@@ -141,6 +145,14 @@ class CpuMoeOptions:
     max_repeats: int = 30
     ram_fraction: float = 0.7  # of the RAM available when a layer is built
     seed: int = 0
+    # Expert weights the timed calls cycle over: a layer whose weights are fewer is built this many
+    # times over (`cold_copies`, each call on the next copy), so each call reads its experts from
+    # DRAM as a server's forward reads every layer's in turn, not from the last-level cache where one
+    # small layer stays between calls. 0 (the probe's default): one layer. Measured on the H200 box
+    # (`benchmarks/bench_cpu_moe_cold.py`): the quick layer over copies to 2x the L3 runs BF16 1.2-1.7x
+    # slower at 1-256 tokens, but predicts eight models' own curves no better (mean 16% / 18% against
+    # 18% / 14% from the one layer, two rounds): not the default (docs/probe.md#the-quick-layer-in-the-cache).
+    cold_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -294,6 +306,18 @@ def _inputs(tokens: int, shape: MoeLayerShape, seed: int) -> tuple[Any, Any, Any
     return x, ids, w, out
 
 
+def cold_copies(method: str, shape: MoeLayerShape, cold_bytes: int, budget: int, max_tokens: int) -> int:
+    """How many copies of a layer the timed calls cycle over: enough that their expert weights reach
+    `cold_bytes` (at most `MAX_COLD_COPIES`, and as many as fit in `budget` bytes); 1 for a layer at
+    least that large."""
+    layer = shape.experts * expert_nbytes(method, shape.hidden, shape.inter)
+    if cold_bytes <= layer or layer <= 0:
+        return 1
+    w, s = host_bytes_needed(method, shape, max_tokens)
+    fit = max(1, budget // max(1, w + s))
+    return int(max(1, min(MAX_COLD_COPIES, fit, -(-cold_bytes // layer))))
+
+
 def _measure_curve(
     run: Callable[[int], Callable[[], object]],
     task: CpuMoeTask,
@@ -385,31 +409,53 @@ def probe_cpu_moe(
         if skipped[len(skipped0) :]:
             reporter.step(f"{label}: skipped sizes", advance=len(task.tokens) - len(tokens))
         if kt is not None:
+            copies = cold_copies(
+                task.method, shape, opts.cold_bytes, int(available_ram_bytes() * opts.ram_fraction), max(tokens)
+            )
+            layers: list[KtMoeLayer] = []
             try:
-                layer = KtMoeLayer(
-                    w,
-                    top_k=shape.top_k,
-                    threads=task.threads,
-                    threadpools=task.threadpools,
-                    numa_nodes=list(task.numa_nodes) or numa_ids,
-                    max_tokens=max(tokens),
-                    isa=cpu.isa,
-                    kt=kt,
-                )
+                for i in range(copies):
+                    # each copy its own source too: RAWINT4 reads its int4 weights in place
+                    src = (
+                        w
+                        if i == 0
+                        else HostExperts.random(
+                            task.method, shape.hidden, shape.inter, shape.experts, seed=opts.seed + i
+                        )
+                    )
+                    layers.append(
+                        KtMoeLayer(
+                            src,
+                            top_k=shape.top_k,
+                            threads=task.threads,
+                            threadpools=task.threadpools,
+                            numa_nodes=list(task.numa_nodes) or numa_ids,
+                            max_tokens=max(tokens),
+                            isa=cpu.isa,
+                            kt=kt,
+                        )
+                    )
             except Exception as e:
+                for lay in layers:
+                    lay.close()
                 reporter.note(f"{label}: kt-kernel could not build the layer ({type(e).__name__}: {e}); skipped")
                 reporter.step(f"{label}: failed", advance=1 + len(tokens))
                 continue
-            reporter.step(f"{label}: loaded {layer.kernel_class}")
+            layer = layers[0]
+            reporter.step(f"{label}: loaded {layer.kernel_class}" + (f" x {copies}" if copies > 1 else ""))
+            source = copies * shape.experts * expert_nbytes(task.method, shape.hidden, shape.inter)
             try:
 
                 def run(n: int) -> Callable[[], object]:
                     x, ids, rw, out = _inputs(n, shape, opts.seed)
-                    return lambda: layer.forward(x, ids, rw, out)
+                    turn = itertools.cycle(layers)
+                    return lambda: next(turn).forward(x, ids, rw, out)
 
                 points, skipped_t = _measure_curve(run, task, tokens, opts, reporter, label)
+                points = [replace(p, extra={**p.extra, "source_bytes": source}) for p in points]
             finally:
-                layer.close()
+                for lay in layers:
+                    lay.close()
             backend, kernel = kt.backend, layer.kernel_class
         else:
             points, skipped_t = _torch_curve(task, shape, tokens, opts, reporter, label)

@@ -3,6 +3,8 @@ method's quantization error, and the probe's figures come from them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from kttune.spec.kt_classes import KT_GEMM_DISPATCH_KERNELS, kt_matmul_above
@@ -198,3 +200,30 @@ def test_full_plan_measures_every_shape_at_the_same_threads(cpu):
     # and the first shape on node 0 alone, one pool (tests/probes/test_inventory_hosts.py: real trees)
     assert {t.shape for t in plan.tasks if t.numa_nodes} <= {cm.FULL_SHAPES[0]}
     assert plan.steps == sum(1 + len(t.tokens) for t in plan.tasks)
+
+
+def test_a_small_layer_is_cycled_over_copies_up_to_the_cold_bytes():
+    """`CpuMoeOptions.cold_bytes`: enough copies that their weights reach it, at most MAX_COLD_COPIES
+    and as many as the RAM budget holds; one for a layer that large already."""
+    shape = MoeLayerShape(hidden=256, inter=128, experts=8, top_k=2)
+    layer = 8 * cm.expert_nbytes("BF16", 256, 128)
+    big = 10**12
+    assert cm.cold_copies("BF16", shape, 0, big, 64) == 1
+    assert cm.cold_copies("BF16", shape, layer, big, 64) == 1
+    assert cm.cold_copies("BF16", shape, 3 * layer - 1, big, 64) == 3
+    assert cm.cold_copies("BF16", shape, 1000 * layer, big, 64) == cm.MAX_COLD_COPIES
+    w, s = cm.host_bytes_needed("BF16", shape, 64)
+    assert cm.cold_copies("BF16", shape, 10 * layer, 2 * (w + s), 64) == 2
+
+
+@pytest.mark.kt
+def test_the_probe_records_the_bytes_its_calls_cycled_over(kt, cpu):
+    shape = MoeLayerShape(hidden=256, inter=128, experts=8, top_k=2)
+    layer = 8 * cm.expert_nbytes("BF16", 256, 128)
+    opts = cm.CpuMoeOptions(
+        shapes=(shape,), tokens=(4, 16), methods=("BF16",), threads=(1,), warmup=1, repeats=3, cold_bytes=3 * layer
+    )
+    (curve,) = cm.probe_cpu_moe(opts, cpu, cores=1, numa_ids=[0])
+    assert [p.extra["source_bytes"] for p in curve.points] == [3 * layer, 3 * layer]
+    (one,) = cm.probe_cpu_moe(replace(opts, cold_bytes=0), cpu, cores=1, numa_ids=[0])
+    assert [p.extra["source_bytes"] for p in one.points] == [layer, layer]

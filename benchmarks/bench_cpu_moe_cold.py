@@ -1,0 +1,64 @@
+"""Does a small probe layer read its experts from the cache? The quick CPU MoE probe's layer
+(1,024 x 512, 32 experts: 100 MB in BF16, 25 MB in int4) fits in the H200 box's 300 MB last-level
+cache, where it stays between timed calls; a server's forward reads every layer's experts from DRAM
+in turn. The probe now cycles such a layer over copies until their weights reach twice (quick) or four
+times (full) the cache (`CpuMoeOptions.cold_bytes`, as stage A's source does).
+
+This measures both in one process, alternating (warm, cold, warm, cold, ...): the quick probe's
+`cpu_moe` curves with one layer (cold_bytes 0) and with the copies, each written as a profile
+(`warm-<i>.profile.json`, `cold-<i>.profile.json` under --out) that `bench_shape_law_probe.py --base`
+reads to predict models' own curves of the same instance.
+
+    python benchmarks/bench_cpu_moe_cold.py --out DIR [--threads 11] [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+
+def main() -> None:
+    from kttune.hw.fingerprint import fingerprint
+    from kttune.hw.profile import HardwareProfile, Provenance, save_profile
+    from kttune.probes.cpu_moe import probe_cpu_moe
+    from kttune.probes.inventory import collect_inventory, numa_nodes_with_cpus, usable_cores
+    from kttune.probes.run import ProbeOptions, cpu_moe_options
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--threads", type=int, default=11)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--methods", default="", help="comma-separated KT methods (default: every one kt-kernel runs)")
+    a = ap.parse_args()
+    inv = collect_inventory()
+    cpu = inv.cpu
+    methods = tuple(m for m in a.methods.split(",") if m)
+    cold = cpu_moe_options(ProbeOptions(quick=True, threads=(a.threads,), methods=methods))
+    warm = replace(cold, cold_bytes=0)
+    a.out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    for r in range(a.rounds):
+        for name, opts in (("warm", warm), ("cold", cold)):
+            curves = probe_cpu_moe(opts, cpu, cores=usable_cores(cpu), numa_ids=list(numa_nodes_with_cpus(cpu)))
+            prov = Provenance(
+                kind="measured",
+                machine=inv.cpu.model,
+                created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                command=f"benchmarks/bench_cpu_moe_cold.py ({name}: cold_bytes {opts.cold_bytes})",
+            )
+            prof = HardwareProfile(provenance=prov, inventory=inv, curves=tuple(curves), fingerprint=fingerprint(inv))
+            save_profile(prof, a.out / f"{name}-{r + 1}.profile.json")
+            lines = [
+                f"{c.params['method']} x{c.points[0].extra.get('source_bytes', 0) / 2**20:.0f} MiB: "
+                + ", ".join(f"{p.x:.0f}: {p.t_ms:.2f}" for p in c.points)
+                for c in curves
+            ]
+            print(f"[{time.perf_counter() - t0:6.1f}s] {name} {r + 1}\n  " + "\n  ".join(lines), flush=True)
+
+
+if __name__ == "__main__":
+    main()
