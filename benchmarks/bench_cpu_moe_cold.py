@@ -1,8 +1,9 @@
 """Does a small probe layer read its experts from the cache? The quick CPU MoE probe's layer
 (1,024 x 512, 32 experts: 100 MB in BF16, 25 MB in int4) fits in the H200 box's 300 MB last-level
 cache, where it stays between timed calls; a server's forward reads every layer's experts from DRAM
-in turn. The probe now cycles such a layer over copies until their weights reach twice (quick) or four
-times (full) the cache (`CpuMoeOptions.cold_bytes`, as stage A's source does).
+in turn. `CpuMoeOptions.cold_bytes` cycles such a layer over copies until their weights reach it (here
+twice the cache, as the quick stage A source); the probe's default is one layer
+(docs/probe.md#the-quick-layer-in-the-cache says why).
 
 This measures both in one process, alternating (warm, cold, warm, cold, ...): the quick probe's
 `cpu_moe` curves with one layer (cold_bytes 0) and with the copies, each written as a profile

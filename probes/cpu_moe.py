@@ -149,7 +149,7 @@ class CpuMoeOptions:
     # times over (`cold_copies`, each call on the next copy), so each call reads its experts from
     # DRAM as a server's forward reads every layer's in turn, not from the last-level cache where one
     # small layer stays between calls. 0 (the probe's default): one layer. Measured on the H200 box
-    # (`benchmarks/bench_cpu_moe_cold.py`): the quick layer over copies to 2x the L3 runs BF16 1.2-1.7x
+    # (`benchmarks/bench_cpu_moe_cold.py`): the quick layer over copies to 2x the L3 runs BF16 1.2-1.8x
     # slower at 1-256 tokens, but predicts eight models' own curves no better (mean 16% / 18% against
     # 18% / 14% from the one layer, two rounds): not the default (docs/probe.md#the-quick-layer-in-the-cache).
     cold_bytes: int = 0
