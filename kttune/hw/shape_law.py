@@ -150,7 +150,7 @@ class ShapeLawFit:
             verdict = f"flops alone (the law's {self.fitted_output_flops:,.0f} did not predict a held-out shape better)"
         else:
             verdict = (
-                f"flops alone (the law's {self.fitted_output_flops:,.0f}{interval} is not above 0 in 9 rounds of 10)"
+                f"flops alone (the law's {self.fitted_output_flops:,.0f}{interval} is not above 0 in 9 of 10 resampled draws)"
             )
         return (
             f"{verdict}; {self.shapes} shapes, each held out: flops alone {self.held_out_flops:.0%}, "
