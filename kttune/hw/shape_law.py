@@ -149,9 +149,7 @@ class ShapeLawFit:
         elif not self.transfers:
             verdict = f"flops alone (the law's {self.fitted_output_flops:,.0f} did not predict a held-out shape better)"
         else:
-            verdict = (
-                f"flops alone (the law's {self.fitted_output_flops:,.0f}{interval} is not above 0 in 9 of 10 resampled draws)"
-            )
+            verdict = f"flops alone (the law's {self.fitted_output_flops:,.0f}{interval} is not above 0 in 9 of 10 resampled draws)"
         return (
             f"{verdict}; {self.shapes} shapes, each held out: flops alone {self.held_out_flops:.0%}, "
             f"with outputs {self.held_out_law:.0%} mean error"
