@@ -306,11 +306,16 @@ def _inputs(tokens: int, shape: MoeLayerShape, seed: int) -> tuple[Any, Any, Any
     return x, ids, w, out
 
 
+def layer_nbytes(method: str, shape: MoeLayerShape) -> int:
+    """Bytes of a layer's expert weights in `method`'s source format (what a forward reads)."""
+    return shape.experts * expert_nbytes(method, shape.hidden, shape.inter)
+
+
 def cold_copies(method: str, shape: MoeLayerShape, cold_bytes: int, budget: int, max_tokens: int) -> int:
     """How many copies of a layer the timed calls cycle over: enough that their expert weights reach
     `cold_bytes` (at most `MAX_COLD_COPIES`, and as many as fit in `budget` bytes); 1 for a layer at
     least that large."""
-    layer = shape.experts * expert_nbytes(method, shape.hidden, shape.inter)
+    layer = layer_nbytes(method, shape)
     if cold_bytes <= layer or layer <= 0:
         return 1
     w, s = host_bytes_needed(method, shape, max_tokens)
@@ -409,8 +414,12 @@ def probe_cpu_moe(
         if skipped[len(skipped0) :]:
             reporter.step(f"{label}: skipped sizes", advance=len(task.tokens) - len(tokens))
         if kt is not None:
-            copies = cold_copies(
-                task.method, shape, opts.cold_bytes, int(available_ram_bytes() * opts.ram_fraction), max(tokens)
+            copies = (
+                cold_copies(
+                    task.method, shape, opts.cold_bytes, int(available_ram_bytes() * opts.ram_fraction), max(tokens)
+                )
+                if opts.cold_bytes
+                else 1
             )
             layers: list[KtMoeLayer] = []
             try:
@@ -443,7 +452,7 @@ def probe_cpu_moe(
                 continue
             layer = layers[0]
             reporter.step(f"{label}: loaded {layer.kernel_class}" + (f" x {copies}" if copies > 1 else ""))
-            source = copies * shape.experts * expert_nbytes(task.method, shape.hidden, shape.inter)
+            source = copies * layer_nbytes(task.method, shape)
             try:
 
                 def run(n: int) -> Callable[[], object]:

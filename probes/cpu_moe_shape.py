@@ -130,8 +130,9 @@ def measure_shape_set(
     reporter = reporter or NullReporter()
     layers: dict[tuple[int, int], KtMoeLayer] = {}
     inputs: dict[tuple[int, int], dict[int, Any]] = {}
+    layer_shapes = {(h, i): MoeLayerShape(h, i, opts.experts, opts.top_k, method) for h, i in shapes}
     try:
-        for h, i in shapes:
+        for (h, i), shape in layer_shapes.items():
             with quiet_stdout(to_stderr=True):
                 layers[(h, i)] = KtMoeLayer(
                     HostExperts.random(method, h, i, opts.experts, seed=opts.seed),
@@ -142,7 +143,6 @@ def measure_shape_set(
                     isa=isa,
                     kt=kt,
                 )
-            shape = MoeLayerShape(h, i, opts.experts, opts.top_k, method)
             inputs[(h, i)] = {n: _inputs(n, shape, opts.seed) for n in opts.tokens}
             reporter.step(f"shape law {method}: built {h}x{i}")
         samples: dict[tuple[int, int], dict[int, list[float]]] = {k: {n: [] for n in opts.tokens} for k in layers}
@@ -159,8 +159,7 @@ def measure_shape_set(
                     samples[key][n].append((time.perf_counter() - t0) * 1e3)
             reporter.step(f"shape law {method}: round {r + 1}/{opts.rounds}")
         curves = []
-        for (h, i), per in samples.items():
-            kernel = layers[(h, i)].kernel_class
+        for key, per in samples.items():
             pts = []
             for n, xs in per.items():
                 p10, med, p90 = quantiles(xs)
@@ -171,9 +170,7 @@ def measure_shape_set(
                     x_unit="tokens",
                     points=tuple(pts),
                     params={
-                        **moe_curve_params(
-                            method, opts.threads, 1, MoeLayerShape(h, i, opts.experts, opts.top_k, method), kernel
-                        ),
+                        **moe_curve_params(method, opts.threads, 1, layer_shapes[key], layers[key].kernel_class),
                         "rounds": opts.rounds,
                     },
                     backend=kt.backend,

@@ -21,6 +21,7 @@ from typing import Any, Callable
 from kttune.errors import UserError
 from kttune.hw.fingerprint import fingerprint
 from kttune.hw.profile import Curve, HardwareProfile, Inventory, Provenance, save_profile
+from kttune.hw.shape_law import shape_set_key
 from kttune.paths import profile_cache_path
 from kttune.kernels.kt_ext import load_kt_kernel
 from kttune.probes.common import NullReporter, Reporter, probe_thread_counts, timer_info
@@ -675,21 +676,17 @@ def _cached_curves_not_remeasured(fp: str, new: list[Curve]) -> list[Curve]:
     return curves_not_remeasured(old.curves, new)
 
 
-def set_key(c: Curve) -> tuple | None:
-    """The set a curve belongs to where its kind's curves are read together: an expert-shape law set
-    (`cpu_moe_shape`: one build, class and thread count, timed in shared rounds); None otherwise."""
-    if c.kind != "cpu_moe_shape":
-        return None
-    return (c.kind, c.backend, c.params.get("kernel"), c.params.get("method"), c.params.get("threads"))
-
-
 def curves_not_remeasured(old, new) -> list[Curve]:
-    """The curves of `old` that no curve of `new` measures again (same kind and params); a set read
-    together (`set_key`) is replaced whole when any of its curves is measured again, so no shape of
-    an earlier set's rounds joins a later one's."""
+    """The curves of `old` that no curve of `new` measures again (same kind and params); an
+    expert-shape set (`kttune.hw.shape_law.shape_set_key`, read together) is replaced whole when any
+    of its curves is measured again, so no shape of an earlier set's rounds joins a later one's."""
+
+    def set_of(c: Curve) -> tuple | None:
+        return shape_set_key(c) if c.kind == "cpu_moe_shape" else None
+
     fresh = {curve_key(c) for c in new}
-    sets = {k for c in new if (k := set_key(c)) is not None}
-    return [c for c in old if curve_key(c) not in fresh and set_key(c) not in sets]
+    sets = {k for c in new if (k := set_of(c)) is not None}
+    return [c for c in old if curve_key(c) not in fresh and set_of(c) not in sets]
 
 
 def profile_paths(options: ProbeOptions, profile: HardwareProfile) -> list[Path]:

@@ -8,8 +8,8 @@ search, so every fit is done in the constructor.
 from __future__ import annotations
 
 import math
-from typing import Callable
 from dataclasses import dataclass, field
+from typing import Callable
 
 from kttune.calibration.entries import Calibration
 from kttune.cost.features import (

@@ -90,12 +90,11 @@ def shape_law_tables(curves: list[Curve]) -> list[Any]:
     """Per (build, class, threads) of the `cpu_moe_shape` sets: a row per expert shape with its time
     per token (the slope over its sizes) and flop rate, the law's verdict in the caption
     (`kttune.hw.shape_law.measured_shape_law`)."""
-    from kttune.hw.shape_law import measured_shape_law, slopes_of_curves
+    from kttune.hw.shape_law import measured_shape_law, shape_set_key, slopes_of_curves
 
     sets: dict[tuple, list[Curve]] = {}
     for c in curves:
-        key = (c.backend, c.params.get("kernel", ""), c.params.get("method", ""), c.params.get("threads", 0))
-        sets.setdefault(key, []).append(c)
+        sets.setdefault(shape_set_key(c), []).append(c)
     tables = []
     for (backend, kernel, method, threads), cs in sets.items():
         fit = measured_shape_law(cs, backend, kernel)

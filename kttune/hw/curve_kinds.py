@@ -182,29 +182,19 @@ def cpu_matmul_above(c: Any) -> int | None:
     return kt_matmul_above(c.params.get("kernel"), s.experts, s.top_k)
 
 
-def cpu_matrix_work(c: Any, output_flops: float | None = None) -> float:
-    """The matrix kernel's work per flop at a `cpu_moe` curve's expert shape
-    (`kttune.hw.features.matrix_work_per_flop`) for the cost per output element `output_flops`; by
-    default the constant of the class and build that measured the curve
-    (`kttune.spec.kt_classes.matrix_output_flops`; a profile that measured its own is read through
-    `kttune.hw.shape_law.output_flops_for`)."""
+def cpu_moe_row(c: Any, x: float, output_flops: float | None = None) -> tuple:
+    """A `cpu_moe` point's features (`CPU_MOE_FEATURES`), its matrix kernel's flops weighted by the work
+    per flop at the curve's expert shape (`kttune.hw.features.matrix_work_per_flop`) for the cost per
+    output element `output_flops`; by default the constant of the class and build that measured the
+    curve (`kttune.spec.kt_classes.matrix_output_flops`; a profile that measured its own is read
+    through `kttune.hw.shape_law.output_flops_for`)."""
     s: MoeCurveShape = c.shape
     r = matrix_output_flops(c.backend, c.params.get("kernel")) if output_flops is None else output_flops
-    return matrix_work_per_flop(s.hidden, s.inter, r)
-
-
-def cpu_moe_row(c: Any, x: float, output_flops: float | None = None) -> tuple:
-    """A `cpu_moe` point's features (`CPU_MOE_FEATURES`) at the cost per output element `output_flops`
-    (default: `cpu_matrix_work`'s)."""
-    return kt_gemm_split(_moe_row(c, x), x, cpu_matmul_above(c), cpu_matrix_work(c, output_flops))
-
-
-def _cpu_moe_row(c: Any, x: float) -> tuple:
-    return cpu_moe_row(c, x)
+    return kt_gemm_split(_moe_row(c, x), x, cpu_matmul_above(c), matrix_work_per_flop(s.hidden, s.inter, r))
 
 
 MOE_FIT = CostFit(MOE_FEATURES, _moe_row)
-CPU_MOE_FIT = CostFit(CPU_MOE_FEATURES, _cpu_moe_row)
+CPU_MOE_FIT = CostFit(CPU_MOE_FEATURES, cpu_moe_row)
 COPY_FIT = CostFit(COPY_FEATURES, lambda c, x: copy_features(x))
 GEMM_FIT = CostFit(GEMM_FEATURES, lambda c, x: gemm_features(x, c.shape.hidden, c.shape.out))
 ATTENTION_FIT = CostFit(

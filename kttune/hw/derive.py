@@ -609,7 +609,7 @@ def derive_profile(measured: HardwareProfile, change: Change, created: str = "")
             if not cpu_changed:
                 curves.append(_labelled(c, "measured", 1.0))
         elif rule == "kt_build":
-            if not cpu_changed or same_isa:
+            if same_isa:
                 curves.append(_labelled(c, "measured", 1.0))
         elif rule == "allreduce":
             continue  # re-derived below

@@ -192,26 +192,31 @@ def resampled_output_flops(curves: Sequence, draws: int = 200, seed: int = 0) ->
     return q[0], q[-1]
 
 
+def shape_set_key(c) -> tuple:
+    """The set a `cpu_moe_shape` curve belongs to: one kt-kernel build, class, method and thread count,
+    timed in shared rounds (what `measured_shape_law` judges together, `kttune profile show` prints as
+    one table and a re-probe replaces whole)."""
+    return (c.backend, c.params.get("kernel"), c.params.get("method"), c.params.get("threads"))
+
+
 def measured_shape_law(curves: Sequence, backend: str, kernel: str) -> ShapeLawFit | None:
     """The law judged on a profile's `cpu_moe_shape` curves of kt-kernel build `backend` and class
-    `kernel` (at the thread count that measured the most shapes; the larger count on a tie); None
-    where fewer than `MIN_SHAPES` shapes were measured. Curves `kttune profile derive` carried to another
-    ISA name no kt-kernel build and match none."""
-    mine = [
-        c for c in curves if c.kind == "cpu_moe_shape" and c.backend == backend and c.params.get("kernel") == kernel
-    ]
-    by_threads: dict[int, list] = {}
-    for c in mine:
-        by_threads.setdefault(int(c.params.get("threads", 0)), []).append(c)
-    best = max(by_threads.items(), key=lambda kv: (len(kv[1]), kv[0]), default=None)
+    `kernel` (the set, `shape_set_key`, that measured the most shapes; the larger thread count on a
+    tie); None where fewer than `MIN_SHAPES` shapes were measured. Curves `kttune profile derive`
+    carried to another ISA name no kt-kernel build and match none."""
+    sets: dict[tuple, list] = {}
+    for c in curves:
+        if c.kind == "cpu_moe_shape" and c.backend == backend and c.params.get("kernel") == kernel:
+            sets.setdefault(shape_set_key(c), []).append(c)
+    best = max(sets.items(), key=lambda kv: (len(kv[1]), int(kv[0][3] or 0)), default=None)
     if best is None:
         return None
     # a shape whose time does not grow with its sizes was timed in the noise: not read
-    with_sizes = [c for c in best[1] if len(c.points) >= 2 and slopes_of_curves([c])[0].ms_per_token > 0]
-    slopes = slopes_of_curves(with_sizes)
+    read = [(c, sl) for c in best[1] for sl in slopes_of_curves([c]) if sl.ms_per_token > 0]
+    slopes = [sl for _, sl in read]
     if len({(s.hidden, s.inter) for s in slopes}) < MIN_SHAPES:
         return None
-    return judge_shape_law(slopes, resampled_output_flops(with_sizes))
+    return judge_shape_law(slopes, resampled_output_flops([c for c, _ in read]))
 
 
 def output_flops_for(curves: Sequence, backend: str | None, kernel: str | None) -> tuple[float, str]:
