@@ -7,6 +7,12 @@ import importlib.util
 import os
 
 import pytest
+from hypothesis import settings
+
+# No wall-clock assertions in tests: Hypothesis's per-example deadline is one (a first example that
+# imports scipy took 0.56 s against its 0.2 s default), so every property test runs without it.
+settings.register_profile("kttune", deadline=None)
+settings.load_profile("kttune")
 
 
 def _has_cuda() -> bool:
