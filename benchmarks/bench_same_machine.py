@@ -39,6 +39,7 @@ import kttune.spec.kt_classes as kt_classes
 from kttune.calibration.transfer import TermCorrection, leave_one_point_out, per_method_predictor
 from kttune.hw.profile import HardwareProfile, load_profile
 from kttune.hw.registry import resolve_profile
+from kttune.protocol import check_crossing
 from results_layout import COMPUTED, results_dir
 
 
@@ -57,28 +58,25 @@ def errors(points, path: str) -> dict:
 
 
 def crossovers(crossings) -> list[dict]:
+    """Each measured crossover with the raw model's prediction, judged by
+    `kttune.protocol.check_crossing` (a crossing beyond the sweep is a bound: "at or below" its
+    first size, "above" its last)."""
     out = []
     for x in crossings:
         iv = x.get("interval")
-        meas = round(iv.x) if iv is not None and iv.x is not None else x["measured"]
         pred = predicted_crossover(x["comp"], x["run"], TermCorrection())
-        inside = bool(iv is not None and iv.x is not None and pred and iv.low <= pred <= iv.high)
-        # layerwise already won at the sweep's smallest size: the crossover is at or below it, not at it;
-        # it never won in the sweep: the crossover is above its largest size
-        below = bool(x.get("sizes") and meas == x["sizes"][0] and (iv is None or iv.x is None))
-        above = bool(x.get("sizes") and meas is None)
+        check = check_crossing(pred, x.get("sizes") or [], iv, x["measured"])
         out.append(
             {
                 "gpu_experts": x["gpu_experts"],
-                "measured": meas,
+                "measured": None if check.measured is None else round(check.measured),
                 "interval": [iv.low, iv.high] if iv is not None and iv.x is not None else None,
-                "below_sweep": below,
-                "above_sweep": x["sizes"][-1] if above else None,
+                "below_sweep": check.edge == "below",
+                "above_sweep": x["sizes"][-1] if check.edge == "above" else None,
                 "predicted": pred,
-                "error": abs(pred - meas) / meas if pred and meas and not below else None,
-                "inside_interval": inside
-                or bool(below and pred and pred <= meas)
-                or bool(above and pred and pred > x["sizes"][-1]),
+                "error": check.error,
+                "inside_interval": check.inside,
+                "agrees": check.agrees,
             }
         )
     return out

@@ -56,6 +56,7 @@ from kttune.calibration.runner import (
     smallest_forward_where,
     transfer_points,
 )
+from kttune.protocol import check_crossing
 from kttune.runner.api import crossover_interval
 from kttune.runner.result import runs_in_results
 from kttune.spec.loader import load_model
@@ -184,16 +185,9 @@ def analyse(points: list[TransferPoint], crossings: list[dict]) -> dict:
         raw = predicted_crossover(x["comp"], x["run"], TermCorrection())
         held = predicted_crossover(x["comp"], x["run"], corr)
         iv = x.get("interval")
-        if iv is not None and iv.x is not None:
-            meas = round(iv.x)  # the crossing of the repeats' paired ratios (kttune.protocol.crossing)
-        else:
-            meas = x["measured"]
-        err = lambda v: abs(v - meas) / meas if (v and meas) else None  # noqa: E731
-        ok = lambda v: (  # noqa: E731
-            None
-            if not (v and meas)
-            else bool((iv is not None and iv.x is not None and iv.low <= v <= iv.high) or err(v) <= 0.20)
-        )
+        raw_check = check_crossing(raw, x["sizes"], iv, x["measured"])
+        held_check = check_crossing(held, x["sizes"], iv, x["measured"])
+        meas = None if raw_check.measured is None else round(raw_check.measured)
         cross.append(
             {
                 "file": x["file"],
@@ -201,12 +195,14 @@ def analyse(points: list[TransferPoint], crossings: list[dict]) -> dict:
                 "gpu_experts": x["gpu_experts"],
                 "threads": x["threads"],
                 "measured": meas,
+                "measured_edge": raw_check.edge,
+                "sweep": [x["sizes"][0], x["sizes"][-1]],
                 "measured_interval": iv.to_dict() if iv is not None else None,
                 "raw": raw,
-                "raw_error": err(raw),
-                "raw_inside_or_within_20pct": ok(raw),
+                "raw_error": raw_check.error,
+                "raw_inside_or_within_20pct": raw_check.agrees,
                 "terms_lomo": held,
-                "terms_lomo_error": err(held),
+                "terms_lomo_error": held_check.error,
                 "shrinkage": None if math.isinf(s) else s,
             }
         )
@@ -313,14 +309,21 @@ def markdown(a: dict, files: list[str], profile_name: str) -> str:
         "",
         "Measured: where the paired layerwise / hybrid ratio of forced single forwards crosses 1, with the interval "
         "from the ratios' bounds when the sweep has repeats (`kttune paths --sweep ... --repeats N`); without repeats, "
-        "the crossing of single samples and no interval. Judged: inside the interval or within 20%.",
+        "the crossing of single samples and no interval. Judged (kttune.protocol.check_crossing): inside the interval "
+        "or within 20%; a crossover beyond the sweep is a bound, judged by the side the prediction falls on.",
         "",
         "| file | model | n | measured [interval] | raw (error) | raw inside or within 20% | corrected, held-out model (error) |",
         "|---|---|---|---|---|---|---|",
     ]
     for x in a["crossover"]:
         iv = x.get("measured_interval") or {}
-        meas = f"{x['measured']}" + (f" [{iv['low']:.0f}-{iv['high']:.0f}]" if iv.get("x") is not None else "")
+        edge, sweep = x.get("measured_edge"), x.get("sweep") or [None, None]
+        if edge == "below":
+            meas = f"at or below {sweep[0]}"
+        elif edge == "above":
+            meas = f"above {sweep[1]}"
+        else:
+            meas = f"{x['measured']}" + (f" [{iv['low']:.0f}-{iv['high']:.0f}]" if iv.get("x") is not None else "")
         judged = {True: "yes", False: "no", None: "n/a"}[x.get("raw_inside_or_within_20pct")]
         lines.append(
             f"| {Path(x['file']).stem} | {x['model']} | {x['gpu_experts']} | {meas} | {x['raw']} ({pct(x['raw_error'])}) | "

@@ -11,6 +11,8 @@ The public API, small on purpose (docs/measured-search.md#the-measurement-protoc
   the slower beyond noise eliminated, a tie within noise won by the cheaper item.
 - `estimate(samples)` -> `Estimate` (median, interval, CV, outliers); `compare(a, b)` ->
   `Comparison` (ratio b/a with its interval, paired by round); `crossing(xs, ratios)` -> `Crossing`;
+  `check_crossing(predicted, sizes, interval)` -> `CrossingCheck` (a predicted crossover judged
+  against the measured one: inside its interval or within `CROSSOVER_TOLERANCE`);
   `trend(values)` -> `Trend` (a robust per-step slope: memory across configurations).
 
 Pure (numpy/scipy, no torch): the model core may use it; what measures is always the caller's
@@ -22,9 +24,11 @@ from kttune.protocol.rounds import Protocol, RoundsResult, Samples, measure_roun
 from kttune.protocol.stats import (
     Comparison,
     Crossing,
+    CrossingCheck,
     Estimate,
     Outlier,
     Trend,
+    check_crossing,
     compare,
     crossing,
     estimate,
@@ -35,6 +39,7 @@ from kttune.protocol.stats import (
 __all__ = [
     "Comparison",
     "Crossing",
+    "CrossingCheck",
     "Estimate",
     "Outlier",
     "Protocol",
@@ -43,6 +48,7 @@ __all__ = [
     "RoundsResult",
     "Samples",
     "Trend",
+    "check_crossing",
     "compare",
     "crossing",
     "estimate",

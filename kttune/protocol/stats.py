@@ -321,6 +321,72 @@ def crossing(xs: Sequence[float], ratios: Sequence[Comparison]) -> Crossing:
     return Crossing(c, lo if lo is not None else x[0], hi if hi is not None else x[-1])
 
 
+# A predicted crossover agrees with a measured one when it is inside the measured interval or within
+# this share of the measured point (the judged tolerance: docs/cost-model.md#how-far-to-trust-it).
+CROSSOVER_TOLERANCE = 0.20
+
+
+@dataclass(frozen=True)
+class CrossingCheck:
+    """A predicted crossover against a measured sweep (`check_crossing`). `measured`: the crossing
+    (of the repeats' ratios where there are repeats, else of single samples), or the sweep's edge
+    it lies beyond (`edge` "below": layerwise already won at the first size; "above": it never won
+    up to the last); `error` |predicted - measured| / measured where it crosses inside the sweep;
+    `inside`: inside the interval, or on the edge's side; `agrees`: inside, or within the tolerance
+    of a crossing inside the sweep (None where the sweep measured nothing to judge)."""
+
+    measured: float | None
+    error: float | None
+    inside: bool
+    agrees: bool | None
+    edge: str = ""
+
+    def to_dict(self) -> dict:
+        return {
+            "measured": self.measured,
+            "error": self.error,
+            "inside": self.inside,
+            "agrees": self.agrees,
+            "edge": self.edge,
+        }
+
+
+def check_crossing(
+    predicted: float | None,
+    sizes: Sequence[float],
+    interval: Crossing | None,
+    single: float | None = None,
+    tolerance: float = CROSSOVER_TOLERANCE,
+) -> CrossingCheck:
+    """Judge `predicted` (None: the model never has layerwise win) against a sweep over `sizes`:
+    its `interval` (`crossing` of the repeats' paired ratios; None without repeats) or, without
+    one, `single` (the crossing of single samples: the first size when layerwise won there
+    already, None when it never won). A crossing beyond the sweep is a bound, not a point: a
+    prediction agrees with it only on its side."""
+    sizes = sorted(sizes)
+    if interval is not None and interval.x is not None:
+        meas, edge = interval.x, ""
+    elif interval is not None and interval.side in ("below", "above"):
+        meas, edge = (sizes[0], "below") if interval.side == "below" else (None, "above")
+    elif single is not None:
+        meas, edge = single, ("below" if sizes and single == sizes[0] else "")
+    else:
+        meas, edge = None, ("above" if sizes else "")
+    if edge == "below":
+        inside = predicted is not None and predicted <= sizes[0]
+        return CrossingCheck(meas, None, inside, inside, edge)
+    if edge == "above":
+        inside = predicted is None or predicted > sizes[-1]
+        return CrossingCheck(None, None, inside, inside, edge)
+    if meas is None:
+        return CrossingCheck(None, None, False, None)
+    if predicted is None:
+        return CrossingCheck(meas, None, False, False)
+    error = abs(predicted - meas) / meas
+    inside = interval is not None and interval.low <= predicted <= interval.high
+    return CrossingCheck(meas, error, inside, inside or error <= tolerance)
+
+
 @dataclass(frozen=True)
 class Trend:
     """A robust per-step trend of a series (Theil-Sen: the median of the pairwise slopes), with its

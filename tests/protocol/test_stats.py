@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kttune.protocol import Comparison, compare, crossing, estimate, outliers_of
+from kttune.protocol import Comparison, check_crossing, compare, crossing, estimate, outliers_of
 
 positive = st.floats(0.01, 1e6, allow_nan=False, allow_infinity=False)
 
@@ -120,6 +120,48 @@ def test_crossing_of_a_power_law(x0, slope):
 def test_crossing_outside_the_range_says_which_side():
     up = [Comparison(2.0, 1.9, 2.1, 0.95, True, 3)] * 3
     assert crossing([1, 2, 3], up).side == "above" and crossing([1, 2, 3], up).x is None
+
+
+def _sweep(x0: float, spread: float, sizes=(64, 96, 128, 192, 256)):
+    """A measured sweep whose ratio (x0 / x) crosses 1 at x0, each ratio known within +-spread."""
+    ratios = [Comparison(x0 / x, x0 / x * (1 - spread), x0 / x * (1 + spread), 0.95, True, 3) for x in sizes]
+    return list(sizes), crossing(list(sizes), ratios)
+
+
+def test_a_prediction_inside_a_wide_interval_agrees_beyond_the_tolerance():
+    sizes, c = _sweep(100, 0.30)  # the interval is wide: its bounds cross 1 at about 77 and 130
+    far = c.high * 0.99
+    check = check_crossing(far, sizes, c)
+    assert abs(far - 100) / 100 > 0.2 and check.inside and check.agrees
+    assert check.measured == pytest.approx(100) and check.error == pytest.approx(abs(far - 100) / 100)
+
+
+def test_a_prediction_outside_a_tight_interval_agrees_within_the_tolerance_only():
+    sizes, c = _sweep(100, 0.01)
+    near, far = check_crossing(115, sizes, c), check_crossing(125, sizes, c)
+    assert not near.inside and near.agrees
+    assert not far.inside and far.agrees is False
+    assert check_crossing(None, sizes, c).agrees is False  # the model never has layerwise win
+
+
+def test_a_crossover_beyond_the_sweep_is_a_bound():
+    sizes, below = _sweep(40, 0.02)  # layerwise wins at every size: at or below 64
+    assert below.side == "below"
+    assert check_crossing(60, sizes, below).agrees and check_crossing(60, sizes, below).edge == "below"
+    # 70 is within 20% of 64, but the measured crossover is at most 64: it cannot be judged near
+    assert check_crossing(70, sizes, below).agrees is False
+    sizes, above = _sweep(400, 0.02)  # hybrid wins at every size: above 256
+    assert above.side == "above"
+    assert check_crossing(300, sizes, above).agrees and check_crossing(None, sizes, above).agrees
+    assert check_crossing(230, sizes, above).agrees is False and check_crossing(230, sizes, above).measured is None
+
+
+def test_single_samples_judge_without_an_interval():
+    sizes = [64, 96, 128]
+    assert check_crossing(110, sizes, None, single=100).agrees and not check_crossing(110, sizes, None, 100).inside
+    assert check_crossing(60, sizes, None, single=64).edge == "below"
+    assert check_crossing(200, sizes, None, single=None).edge == "above"
+    assert check_crossing(200, [], None, single=None).agrees is None  # nothing measured
 
 
 @given(st.floats(-1e6, 1e6, allow_subnormal=False), st.floats(-1e3, 1e3, allow_subnormal=False), st.integers(3, 40))
