@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The user's flow, held out: on one GPU box, `kttune probe --quick` (no model: its representative
+# shapes only), then the path runner's forced sweep around each model's crossover, in one device
+# call so the probe and the runs share the machine instance. benchmarks/bench_quick_transfer.py then
+# predicts every sweep from that quick profile (which measured none of the models' expert shapes,
+# layers or attention blocks) and from a shipped profile of another instance. Results go to
+# $OUT/r and are packed into $OUT/quick-transfer-TAG.tgz (the device returns few files).
+#
+#   TAG=a THREADS=11 bash benchmarks/bench_quick_transfer.sh MODEL:METHOD:GPU_EXPERTS:SIZES [...]
+#
+# 2026-12-04, H200 box: TAG=a, b (one instance) and c (another); the models and sizes are in
+# benchmarks/results/2026-12-04-h200-pcie5-xeon-amx-16c/quick-transfer-crossover-*.json ("request").
+set -u
+TAG=${TAG:-a}
+THREADS=${THREADS:-11}
+R=${OUT:-/tmp/out}/r
+mkdir -p "$R"
+pack() { tar czf "${OUT:-/tmp/out}/quick-transfer-$TAG.tgz" -C "$R" . ; }
+trap pack EXIT
+{ date; lscpu | head -20; nproc; free -g; nvidia-smi -L; } > "$R/machine.txt" 2>&1
+s0=$(date +%s)
+timeout 200 python -m kttune.cli probe --quick --skip-host-ram --fresh --out "$R/quick-$TAG.profile.json" \
+  > "$R/quick-$TAG.log" 2>&1
+echo "quick rc=$? $(( $(date +%s) - s0 )) s" | tee -a "$R/machine.txt"
+pack
+for job in "$@"; do
+  IFS=: read -r MODEL METHOD N SIZES <<< "$job"
+  MAX=${SIZES##*,}
+  s0=$(date +%s)
+  timeout 100 python -m kttune.cli paths "$MODEL" --kt-method "$METHOD" --gpu-experts "$N" --sweep "$SIZES" \
+    --cpuinfer "$THREADS" --repeats 3 --prompts "$MAX" --chunks "$MAX" --profile "$R/quick-$TAG.profile.json" \
+    --out "$R/crossover-$MODEL-quick-$TAG.json" > "$R/crossover-$MODEL-quick-$TAG.log" 2>&1
+  echo "paths $MODEL rc=$? $(( $(date +%s) - s0 )) s" | tee -a "$R/machine.txt"
+  pack
+done
