@@ -54,6 +54,7 @@ ACCURACY = dict(
     derive_real="2026-12-04-computed/derive-16c-to-32c-real-shapes.json",
     measured_search=f"{H200}/measured-search.json",
     transfer="2026-12-04-computed/transfer-h200-seven-models-sglang-loop.json",
+    quick_transfer="2026-12-04-computed/quick-transfer-h200.json",
     same_instance="2026-12-04-computed/same-machine-h200-seven-models-one-instance.json",
     lomo_instance="2026-12-04-computed/same-machine-h200-seven-models-leave-one-model-out.json",
     switch_sweeps="2026-12-04-computed/same-machine-h200-switch-sweeps.json",
@@ -373,6 +374,23 @@ def accuracy_block() -> str:
             + (f" (over 15%: {', '.join(over)})" if over else "")
             + f"; calibrated on the model's own runs, each forward held out, {min(cal):.0%}-{max(cal):.0%}",
             "docs/cost-model.md#how-far-to-trust-it",
+        )
+    )
+    qt = json.loads((RESULTS / ACCURACY["quick_transfer"]).read_text())
+    qs, ss = qt["summary"]["quick"], qt["summary"]["shipped"]
+    rows.append(
+        (
+            "MoE layer per forward and crossover on models the profile never measured, from the serving instance's "
+            "own `kttune probe --quick` (no model)",
+            f"path runner, H200 box, 2 instances: {len(qt['groups'])} quick probes, each followed by the runner's "
+            f"sweeps ({qs['runs']} sweeps of {len({r['model'] for r in qt['rows']})} models, 3 repeats)",
+            f"per model and path raw {_pct(qs['per_path_min'], qs['per_path_max'])} (mean {qs['per_path_mean']:.0%}; "
+            f"both paths within 15% in {qs['runs_both_paths_within_target']} of {qs['runs']}), calibrated on own runs "
+            f"(held out) at most {qs['calibrated_max']:.0%}; crossovers {qs['crossovers_agree']} of {qs['crossovers']} "
+            f"inside or within 20%. From the shipped profile (another instance) on the same runs "
+            f"{_pct(ss['per_path_min'], ss['per_path_max'])} ({ss['runs_both_paths_within_target']} of {ss['runs']}), "
+            f"crossovers {ss['crossovers_agree']} of {ss['crossovers']}",
+            "docs/cost-model.md#the-instances-own-quick-probe",
         )
     )
     si = [r["profiles"]["same machine"] for r in json.loads((RESULTS / ACCURACY["same_instance"]).read_text())["rows"]]

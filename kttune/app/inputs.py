@@ -75,7 +75,7 @@ def measured_elsewhere_note(
     """What a plan on a profile measured on another machine may miss, or None for this machine's own
     profile (`name` None, or the same fingerprint) and for derived ones (their curves carry labels).
     The figures are the H200 box's, where one machine kind ran on many instances
-    (docs/cost-model.md#one-machine-instance-seven-models)."""
+    (docs/cost-model.md#one-machine-instance-seven-models, #the-instances-own-quick-probe)."""
     from kttune.hw.fingerprint import fingerprint
 
     if name is None or profile.provenance.kind != "measured":
@@ -84,10 +84,11 @@ def measured_elsewhere_note(
         return None
     return (
         f"profile {name!r} was measured on another machine ({profile.provenance.machine}): on instances of "
-        "that one machine kind kt-kernel's CPU times moved by up to 1.9x, and crossovers predicted from a "
-        "profile of another instance missed by up to 55% where a probe of the serving instance held within "
-        f"13% (docs/cost-model.md#one-machine-instance-seven-models); `kttune tune --model {model} --vram ...` "
-        "measures this machine and decides on its own runs"
+        "that one machine kind kt-kernel's CPU times moved by up to 1.9x, and over 24 sweeps of 9 models the "
+        "crossover predicted from another instance's profile agreed with the measured one 14 times, from the "
+        "serving instance's own `kttune probe --quick` (about a minute, no model measured) 20 times "
+        "(docs/cost-model.md#the-instances-own-quick-probe); run `kttune probe --quick` here, or "
+        f"`kttune tune --model {model} --vram ...`, which measures this machine and decides on its own runs"
     )
 
 

@@ -26,7 +26,7 @@ def test_a_shipped_profile_of_another_machine_says_what_it_may_miss():
     inp = app.resolve_inputs("qwen3-30b-a3b", 32 * GIB, profile=SHIPPED)
     (note,) = _elsewhere(inp.notes)
     assert f"'{SHIPPED}'" in note and "1.9x" in note and "`kttune tune --model qwen3-30b-a3b" in note
-    assert "docs/cost-model.md#one-machine-instance-seven-models" in note
+    assert "`kttune probe --quick`" in note and "docs/cost-model.md#the-instances-own-quick-probe" in note
 
 
 def test_this_machines_own_profile_and_derived_ones_do_not(tmp_path):
