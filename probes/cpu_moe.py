@@ -32,7 +32,15 @@ from kttune.hw.profile import CpuInfo, Curve, Point
 from kttune.kernels.expert_weights import HostExperts, expert_nbytes
 from kttune.kernels.kt_ext import KtKernel, kt_kernel_error, load_kt_kernel
 from kttune.kernels.kt_moe import KtMoeLayer, kt_class_name
-from kttune.probes.common import KtPoolTask, NullReporter, Reporter, kt_thread_counts, measure, probe_thread_counts
+from kttune.probes.common import (
+    KtPoolTask,
+    NullReporter,
+    Reporter,
+    kt_thread_counts,
+    measure,
+    probe_thread_counts,
+    remeasure_scattered,
+)
 from kttune.spec.kt_classes import kt_matmul_above
 from kttune.spec.moe_shape import MoeLayerShape
 from kttune.units import GIB
@@ -332,7 +340,8 @@ def _measure_curve(
     label: str,
 ) -> tuple[list[Point], list[dict]]:
     """Time `run(tokens)()` for each token count; skip sizes whose predicted time (linear from the
-    last measured point) exceeds `opts.max_point_s`."""
+    last measured point) exceeds `opts.max_point_s`. A point scattered beyond
+    `kttune.probes.common.SCATTER_LIMIT` is timed again after the others, the tighter kept."""
     points: list[Point] = []
     skipped: list[dict] = []
     for n in tokens:
@@ -359,7 +368,19 @@ def _measure_curve(
         )
         points.append(pt)
         reporter.step(f"{label}: {n} tok {pt.t_ms:.2f} ms")
-    return points, skipped
+
+    def again(p: Point) -> Point:
+        n = int(p.x)
+        return measure(
+            run(n),
+            x=n,
+            warmup=opts.warmup,
+            repeats=opts.repeats,
+            min_total_s=opts.min_total_s,
+            max_repeats=opts.max_repeats,
+        )
+
+    return remeasure_scattered(points, again, reporter, label), skipped
 
 
 def probe_cpu_moe(

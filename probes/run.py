@@ -24,7 +24,7 @@ from kttune.hw.profile import Curve, HardwareProfile, Inventory, Provenance, sav
 from kttune.hw.shape_law import shape_set_key
 from kttune.paths import profile_cache_path
 from kttune.kernels.kt_ext import load_kt_kernel
-from kttune.probes.common import NullReporter, Reporter, probe_thread_counts, timer_info
+from kttune.probes.common import NullReporter, Reporter, probe_thread_counts, scattered_note, timer_info
 from kttune.probes.cpu_moe import (
     FULL_SHAPES,
     QUICK_SHAPE,
@@ -305,6 +305,8 @@ def _run_cpu_moe(ctx: ProbeContext, plan: Any) -> list[Curve]:
     )
     for n in thread_cliff_notes(curves, ctx.cores, logical=smt_logical(ctx.cpu, ctx.cores)):
         ctx.reporter.note(n)
+    if note := scattered_note(curves, "CPU MoE"):
+        ctx.reporter.note(note)
     return curves
 
 
@@ -331,7 +333,7 @@ def _plan_stage_a(ctx: ProbeContext, plans: dict[str, Any]) -> Any:
 
 
 def _run_stage_a(ctx: ProbeContext, plan: Any) -> list[Curve]:
-    return probe_stage_a(
+    curves = probe_stage_a(
         stage_a_options(ctx.options),
         ctx.cpu,
         ctx.reporter,
@@ -340,6 +342,9 @@ def _run_stage_a(ctx: ProbeContext, plan: Any) -> list[Curve]:
         quick=ctx.options.quick,
         plan=plan,
     )
+    if note := scattered_note(curves, "stage A writes"):
+        ctx.reporter.note(note)
+    return curves
 
 
 def _plan_host_ram(ctx: ProbeContext, plans: dict[str, Any]) -> HostRamPlan:
