@@ -49,6 +49,13 @@ def predict(runs: str, profile) -> dict:
     }
 
 
+def instance_of(profile) -> str:
+    """The machine instance a profile was measured on: its GPUs' UUIDs (one VM of a machine kind is
+    one physical GPU), else its fingerprint."""
+    uuids = [g.uuid for g in profile.inventory.gpus if getattr(g, "uuid", None)]
+    return ",".join(uuids) or profile.fingerprint
+
+
 def analyse(groups: list[tuple[str, str, list[str]]], shipped_name: str) -> list[dict]:
     shipped = resolve_profile(shipped_name, None)
     rows = []
@@ -56,7 +63,16 @@ def analyse(groups: list[tuple[str, str, list[str]]], shipped_name: str) -> list
         quick = load_profile(quick_file)
         for runs in runs_files:
             q, s = predict(runs, quick), predict(runs, shipped)
-            rows.append({"instance_run": tag, "runs": runs, "model": q["model"], "quick": q, "shipped": s})
+            rows.append(
+                {
+                    "instance_run": tag,
+                    "instance": instance_of(quick),
+                    "runs": runs,
+                    "model": q["model"],
+                    "quick": q,
+                    "shipped": s,
+                }
+            )
     return rows
 
 
@@ -72,6 +88,7 @@ def summary(rows: list[dict]) -> dict:
         cal = [c for c in cal if c is not None]
         out[src] = {
             "runs": len(rows),
+            "instances": len({r["instance"] for r in rows}),
             "per_path_min": min(errs),
             "per_path_max": max(errs),
             "per_path_mean": sum(errs) / len(errs),

@@ -382,7 +382,7 @@ def accuracy_block() -> str:
         (
             "MoE layer per forward and crossover on models the profile never measured, from the serving instance's "
             "own `kttune probe --quick` (no model)",
-            f"path runner, H200 box, 2 instances: {len(qt['groups'])} quick probes, each followed by the runner's "
+            f"path runner, H200 box, {qs['instances']} instances: {len(qt['groups'])} quick probes, each followed by the runner's "
             f"sweeps ({qs['runs']} sweeps of {len({r['model'] for r in qt['rows']})} models, 3 repeats)",
             f"per model and path raw {_pct(qs['per_path_min'], qs['per_path_max'])} (mean {qs['per_path_mean']:.0%}; "
             f"both paths within 15% in {qs['runs_both_paths_within_target']} of {qs['runs']}), calibrated on own runs "
