@@ -84,7 +84,7 @@ def measured_elsewhere_note(
         return None
     return (
         f"profile {name!r} was measured on another machine ({profile.provenance.machine}): on instances of "
-        "that one machine kind kt-kernel's CPU times moved by up to 1.9x, and over 24 sweeps of 9 models the "
+        "that one machine kind kt-kernel's CPU times moved by up to 1.9x, and over 24 sweeps of 9 models on quiet hosts the "
         "crossover predicted from another instance's profile agreed with the measured one 14 times, from the "
         "serving instance's own `kttune probe --quick` (about a minute, no model measured) 20 times "
         "(docs/cost-model.md#the-instances-own-quick-probe); run `kttune probe --quick` here, or "
