@@ -31,6 +31,7 @@ from bench_transfer import load_points
 from kttune.calibration.transfer import leave_one_point_out, per_method_predictor
 from kttune.hw.profile import load_profile
 from kttune.hw.registry import resolve_profile
+from kttune.probes.common import SCATTER_LIMIT, scatter
 from results_layout import COMPUTED, results_dir
 
 PATHS = ("hybrid", "layerwise")
@@ -74,6 +75,24 @@ def analyse(groups: list[tuple[str, str, list[str]]], shipped_name: str) -> list
                 }
             )
     return rows
+
+
+def quick_probes(groups: list[tuple[str, str, list[str]]]) -> list[dict]:
+    """Per call: its quick probe's instance and how many of its kt-kernel MoE points scattered beyond
+    `kttune.probes.common.SCATTER_LIMIT` (a busy host: docs/probe.md#scattered-points)."""
+    out = []
+    for tag, quick_file, _ in groups:
+        prof = load_profile(quick_file)
+        pts = [p for c in prof.curves if c.kind == "cpu_moe" for p in c.points]
+        out.append(
+            {
+                "tag": tag,
+                "instance": instance_of(prof),
+                "cpu_moe_points": len(pts),
+                "scattered": sum(1 for p in pts if scatter(p) > SCATTER_LIMIT),
+            }
+        )
+    return out
 
 
 def summary(rows: list[dict]) -> dict:
@@ -122,7 +141,7 @@ def _cross(cs: list[dict]) -> str:
     return "; ".join(one(c) for c in cs) or "n/a"
 
 
-def markdown(rows: list[dict], summ: dict, shipped: str, groups) -> str:
+def markdown(rows: list[dict], summ: dict, shipped: str, groups, probes: list[dict]) -> str:
     lines = [
         "# Models the profile never measured: the instance's own quick probe against a shipped profile",
         "",
@@ -154,6 +173,14 @@ def markdown(rows: list[dict], summ: dict, shipped: str, groups) -> str:
             f"{d['runs_both_paths_within_target']} of {d['runs']} | {d['crossovers_agree']} of {d['crossovers']} | "
             f"{pct(d['calibrated_max'])} |"
         )
+    lines += [
+        "",
+        "| call | instance (GPU) | quick probe's kt-kernel MoE points scattered beyond 2x (p90 / p10) | worst per path, quick |",
+        "|---|---|---|---|",
+    ]
+    for q in probes:
+        worst = max((r["quick"][p]["mape"] or 0) for r in rows if r["instance_run"] == q["tag"] for p in PATHS)
+        lines.append(f"| {q['tag']} | {q['instance']} | {q['scattered']} of {q['cpu_moe_points']} | {pct(worst)} |")
     lines += ["", "What the quick profile did not measure for each model, and the cost model borrowed:", ""]
     seen = {}
     for r in rows:
@@ -180,9 +207,9 @@ def main() -> None:
     summ = summary(rows)
     out = Path(a.out) if a.out else results_dir(COMPUTED)
     out.mkdir(parents=True, exist_ok=True)
-    doc = {"shipped": a.shipped, "groups": groups, "summary": summ, "rows": rows}
+    doc = {"shipped": a.shipped, "groups": groups, "quick_probes": quick_probes(groups), "summary": summ, "rows": rows}
     (out / f"quick-transfer-{a.tag}.json").write_text(json.dumps(doc, indent=1) + "\n")
-    md = markdown(rows, summ, a.shipped, groups)
+    md = markdown(rows, summ, a.shipped, groups, doc["quick_probes"])
     (out / f"quick-transfer-{a.tag}.md").write_text(md)
     print(md)
 

@@ -73,8 +73,8 @@ def measure(
 
 
 # A point whose 90th percentile is more than this multiple of its 10th was disturbed while it was
-# timed (its samples come back to back, in well under a second): on the H200 box 3-8 of a quick
-# probe's 84 CPU points on quiet instances, 23 on one busy instance, where kt-kernel's RAWINT4 call at
+# timed (its samples come back to back, in well under a second): on the H200 box 3-6 of a quick
+# probe's 68 kt-kernel MoE points on quiet instances, 16 on one busy instance, where kt-kernel's RAWINT4 call at
 # 1-16 tokens read 2-3x the other instances' and predicted Kimi-K2's hybrid layer 107% slow
 # (docs/probe.md#scattered-points).
 SCATTER_LIMIT = 2.0

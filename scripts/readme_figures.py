@@ -378,13 +378,25 @@ def accuracy_block() -> str:
     )
     qt = json.loads((RESULTS / ACCURACY["quick_transfer"]).read_text())
     qs, ss = qt["summary"]["quick"], qt["summary"]["shipped"]
+    worst = [
+        max(
+            r["quick"][p]["mape"] or 0
+            for r in qt["rows"]
+            if r["instance_run"] == q["tag"]
+            for p in ("hybrid", "layerwise")
+        )
+        for q in qt["quick_probes"]
+    ]
     rows.append(
         (
             "MoE layer per forward and crossover on models the profile never measured, from the serving instance's "
             "own `kttune probe --quick` (no model)",
             f"path runner, H200 box, {qs['instances']} instances: {len(qt['groups'])} quick probes, each followed by the runner's "
             f"sweeps ({qs['runs']} sweeps of {len({r['model'] for r in qt['rows']})} models, 3 repeats)",
-            f"per model and path raw {_pct(qs['per_path_min'], qs['per_path_max'])} (mean {qs['per_path_mean']:.0%}; "
+            f"per model and path raw {_pct(qs['per_path_min'], qs['per_path_max'])} (worst per call "
+            + " / ".join(f"{w:.0%}" for w in worst)
+            + f"; the quick probes had {' / '.join(str(q['scattered']) for q in qt['quick_probes'])} of "
+            f"{qt['quick_probes'][0]['cpu_moe_points']} CPU points scattered beyond 2x; mean {qs['per_path_mean']:.0%}; "
             f"both paths within 15% in {qs['runs_both_paths_within_target']} of {qs['runs']}), calibrated on own runs "
             f"(held out) at most {qs['calibrated_max']:.0%}; crossovers {qs['crossovers_agree']} of {qs['crossovers']} "
             f"inside or within 20%. From the shipped profile (another instance) on the same runs "
