@@ -34,6 +34,7 @@ QUICK_CONFIGS = (PipelineConfig(2, 2, 1, "stream"),)
 # own copy, once per thread count) was most of the quick probe's time on the H200 box
 # (benchmarks/results/2026-12-01-h200-pcie5-xeon-amx-16c/quick-probe.md).
 QUICK_LAYER_BYTES = 2 * GIB
+PIPELINE_REPEATS = 3  # timed layers per point (kttune.probes.gpu_suite.PipelineStep), quick or full
 QUICK_EXPERT_FRACTIONS = (0.5, 1.0)  # two points per thread count: the fit needs a slope, not a constant
 
 

@@ -65,6 +65,15 @@ class PipelineStep:
 
         return gpu_pipeline.QUICK_LAYER_BYTES if self.quick else None
 
+    @property
+    def repeats(self) -> int:
+        """Timed layers per point, quick or not: a point is a median with its spread. The quick probe
+        took one until 2026-12-04, where a busy instance's single samples read the FP8 layer 1.4-1.6x
+        other instances' (docs/probe.md#scattered-points); three cost about 0.3 s a point."""
+        from kttune.probes import gpu_pipeline
+
+        return gpu_pipeline.PIPELINE_REPEATS
+
     def __call__(self) -> list[Curve]:
         from kttune.probes import gpu_pipeline
 
@@ -72,7 +81,7 @@ class PipelineStep:
         curves, _, notes = gpu_pipeline.probe_pipeline_layer(
             self.shape,
             configs=gpu_pipeline.QUICK_CONFIGS if q else gpu_pipeline.DEFAULT_CONFIGS,
-            repeats=1 if q else 3,
+            repeats=self.repeats,
             reporter=self.reporter,
             threads_options=self.threads,
             expert_fractions=gpu_pipeline.QUICK_EXPERT_FRACTIONS if q else (0.25, 0.5, 1.0),

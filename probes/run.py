@@ -373,11 +373,14 @@ def _plan_gpu(ctx: ProbeContext, plans: dict[str, Any]) -> Steps:
 def _run_gpu(ctx: ProbeContext, plan: Steps) -> list[Curve]:
     o = ctx.options
     # the pipeline runs at the CPU probes' thread counts: one --kt-cpuinfer drives both paths
-    return list(
+    curves = list(
         _gpu_suite().run_gpu_probes(
             ctx.inventory, o.model, o.quick, ctx.reporter, threads=ctx.threads, methods=tuple(o.methods)
         )
     )
+    if note := scattered_note([c for c in curves if c.kind == "pipeline"], "layerwise pipeline"):
+        ctx.reporter.note(note)
+    return curves
 
 
 def _block_specs(ctx: ProbeContext) -> tuple:

@@ -42,3 +42,5 @@ def test_quick_pipeline_plan_caps_the_10gb_layers_and_keeps_two_points():
         assert n * gpu_pipeline.expert_stream_bytes(f.shape) <= gpu_pipeline.QUICK_LAYER_BYTES
         assert n < f.shape.experts or f.shape.method == "BF16"  # only the 1.2 GB Qwen3 layer is whole
     assert len(gpu_pipeline.QUICK_EXPERT_FRACTIONS) >= 2  # a slope, not a constant, for the cost fit
+    # every point a median with its spread, quick or full (a single layer timing carried a busy moment)
+    assert all(f.repeats >= 3 for f in quick + full) and {f.repeats for f in quick} == {f.repeats for f in full}
