@@ -344,6 +344,17 @@ def _measure_curve(
     `kttune.probes.common.SCATTER_LIMIT` is timed again after the others, the tighter kept."""
     points: list[Point] = []
     skipped: list[dict] = []
+
+    def timed(n: int) -> Point:
+        return measure(
+            run(n),
+            x=n,
+            warmup=opts.warmup,
+            repeats=opts.repeats,
+            min_total_s=opts.min_total_s,
+            max_repeats=opts.max_repeats,
+        )
+
     for n in tokens:
         if points:
             last = points[-1]
@@ -357,30 +368,10 @@ def _measure_curve(
                 )
                 reporter.step(f"{label}: skip {n} tokens")
                 continue
-        fn = run(n)
-        pt = measure(
-            fn,
-            x=n,
-            warmup=opts.warmup,
-            repeats=opts.repeats,
-            min_total_s=opts.min_total_s,
-            max_repeats=opts.max_repeats,
-        )
+        pt = timed(n)
         points.append(pt)
         reporter.step(f"{label}: {n} tok {pt.t_ms:.2f} ms")
-
-    def again(p: Point) -> Point:
-        n = int(p.x)
-        return measure(
-            run(n),
-            x=n,
-            warmup=opts.warmup,
-            repeats=opts.repeats,
-            min_total_s=opts.min_total_s,
-            max_repeats=opts.max_repeats,
-        )
-
-    return remeasure_scattered(points, again, reporter, label), skipped
+    return remeasure_scattered(points, lambda p: timed(int(p.x)), reporter, label), skipped
 
 
 def probe_cpu_moe(

@@ -68,8 +68,8 @@ class PipelineStep:
     @property
     def repeats(self) -> int:
         """Timed layers per point, quick or not: a point is a median with its spread. The quick probe
-        took one until 2026-12-04, where a busy instance's single samples read the FP8 layer 1.4-1.6x
-        other instances' (docs/probe.md#scattered-points); three cost about 0.3 s a point."""
+        took one until 2026-12-04, where a busy instance's single samples read every layer 1.2-1.7x
+        another instance's (docs/probe.md#scattered-points); three cost about 0.3 s a point."""
         from kttune.probes import gpu_pipeline
 
         return gpu_pipeline.PIPELINE_REPEATS
