@@ -335,7 +335,7 @@ class CrossingCheck:
     `inside`: inside the interval, or on the edge's side; `agrees`: inside, or within the tolerance
     of a crossing inside the sweep (None where the sweep measured nothing to judge)."""
 
-    measured: float | None
+    measured: float | None  # tokens, whole
     error: float | None
     inside: bool
     agrees: bool | None
@@ -365,7 +365,7 @@ def check_crossing(
     prediction agrees with it only on its side."""
     sizes = sorted(sizes)
     if interval is not None and interval.x is not None:
-        meas, edge = interval.x, ""
+        meas, edge = round(interval.x), ""  # a crossover is a whole number of tokens
     elif interval is not None and interval.side in ("below", "above"):
         meas, edge = (sizes[0], "below") if interval.side == "below" else (None, "above")
     elif single is not None:
