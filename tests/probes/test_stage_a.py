@@ -60,3 +60,26 @@ def test_the_probe_records_the_source_it_cycled_over(kt):
     (curve,) = sa.probe_stage_a(opts, cpu, cores=1, numa_ids=[0], quick=True)
     (pt,) = curve.points
     assert pt.extra["layer_experts"] == 128 and pt.extra["source_bytes"] >= 96 * MIB
+
+
+@pytest.mark.kt
+def test_a_write_timed_again_is_the_same_write(kt):
+    """A scattered stage A point is timed again on its writer layer built anew
+    (docs/probe.md#scattered-points): the second timing writes the same bytes of the same expert
+    size from the same source through the same kt-kernel class."""
+    import torch
+
+    cpu = collect_cpu()
+    opts = sa.StageAOptions(
+        hidden=1024, inters=(256,), methods=("FP8",), threads=(1,), layer_bytes=16 * MIB, warmup=1, repeats=3
+    )
+    (curve,) = sa.probe_stage_a(opts, cpu, cores=1, numa_ids=[0], quick=True)
+    (first,) = curve.points
+    hosts: dict = {}
+    task = sa.StageATask("FP8", 1, 1, inters=(256,))
+    pinned = bool(torch.cuda.is_available())
+    again = sa._time_write(task, first.extra["inter"], first.extra["layer_experts"], hosts, opts, cpu, kt, [0], pinned)
+    assert again.x == first.x and again.t_ms > 0
+    assert {k: v for k, v in again.extra.items() if k != "remeasured"} == {
+        k: v for k, v in first.extra.items() if k != "remeasured"
+    }
