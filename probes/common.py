@@ -111,15 +111,16 @@ def remeasure_scattered(
 
 def scattered_note(curves: Sequence[Curve], what: str) -> str | None:
     """A note when points of `curves` stay scattered beyond `SCATTER_LIMIT` (after a second timing where
-    the probe gives one): the host was busy while they were timed, and the curves may be off by as much."""
+    the probe gives one): the curves may be off by as much."""
     pts = [p for c in curves for p in c.points]
     bad = [p for p in pts if scatter(p) > SCATTER_LIMIT]
     if not bad:
         return None
     return (
         f"{what}: {len(bad)} of {len(pts)} points scattered more than {SCATTER_LIMIT:g}x between their 10th and "
-        "90th percentiles: the host was busy while they were timed, and those curves may be off by as much; "
-        "re-run the probe with --fresh on a quiet machine (docs/probe.md#scattered-points)"
+        "90th percentiles (a host busy while they were timed, or a call that varies by itself, as past the "
+        "thread cliff): those curves may be off by as much; re-run the probe with --fresh on a quiet machine "
+        "(docs/probe.md#scattered-points)"
     )
 
 
