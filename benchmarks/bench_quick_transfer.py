@@ -57,42 +57,31 @@ def instance_of(profile) -> str:
     return ",".join(uuids) or profile.fingerprint
 
 
-def analyse(groups: list[tuple[str, str, list[str]]], shipped_name: str) -> list[dict]:
+def analyse(groups: list[tuple[str, str, list[str]]], shipped_name: str) -> tuple[list[dict], list[dict]]:
+    """Per call, its quick probe (`quick_probe`) with the worst per-path error its profile gave; per
+    sweep, the predictions from that profile and from the shipped one."""
     shipped = resolve_profile(shipped_name, None)
-    rows = []
+    calls, rows = [], []
     for tag, quick_file, runs_files in groups:
         quick = load_profile(quick_file)
+        instance = instance_of(quick)
+        mine = []
         for runs in runs_files:
             q, s = predict(runs, quick), predict(runs, shipped)
-            rows.append(
-                {
-                    "instance_run": tag,
-                    "instance": instance_of(quick),
-                    "runs": runs,
-                    "model": q["model"],
-                    "quick": q,
-                    "shipped": s,
-                }
+            mine.append(
+                {"instance_run": tag, "instance": instance, "runs": runs, "model": q["model"], "quick": q, "shipped": s}
             )
-    return rows
+        worst = max((r["quick"][p]["mape"] or 0) for r in mine for p in PATHS)
+        calls.append({"tag": tag, "instance": instance, **quick_probe(quick), "worst_per_path": worst})
+        rows += mine
+    return calls, rows
 
 
-def quick_probes(groups: list[tuple[str, str, list[str]]]) -> list[dict]:
-    """Per call: its quick probe's instance and how many of its kt-kernel MoE points scattered beyond
+def quick_probe(profile) -> dict:
+    """How many of a quick profile's kt-kernel MoE points scattered beyond
     `kttune.probes.common.SCATTER_LIMIT` (a busy host: docs/probe.md#scattered-points)."""
-    out = []
-    for tag, quick_file, _ in groups:
-        prof = load_profile(quick_file)
-        pts = [p for c in prof.curves if c.kind == "cpu_moe" for p in c.points]
-        out.append(
-            {
-                "tag": tag,
-                "instance": instance_of(prof),
-                "cpu_moe_points": len(pts),
-                "scattered": sum(1 for p in pts if scatter(p) > SCATTER_LIMIT),
-            }
-        )
-    return out
+    pts = [p for c in profile.curves if c.kind == "cpu_moe" for p in c.points]
+    return {"cpu_moe_points": len(pts), "scattered": sum(1 for p in pts if scatter(p) > SCATTER_LIMIT)}
 
 
 def summary(rows: list[dict]) -> dict:
@@ -179,8 +168,9 @@ def markdown(rows: list[dict], summ: dict, shipped: str, groups, probes: list[di
         "|---|---|---|---|",
     ]
     for q in probes:
-        worst = max((r["quick"][p]["mape"] or 0) for r in rows if r["instance_run"] == q["tag"] for p in PATHS)
-        lines.append(f"| {q['tag']} | {q['instance']} | {q['scattered']} of {q['cpu_moe_points']} | {pct(worst)} |")
+        lines.append(
+            f"| {q['tag']} | {q['instance']} | {q['scattered']} of {q['cpu_moe_points']} | {pct(q['worst_per_path'])} |"
+        )
     lines += ["", "What the quick profile did not measure for each model, and the cost model borrowed:", ""]
     seen = {}
     for r in rows:
@@ -203,11 +193,11 @@ def main() -> None:
     ap.add_argument("--tag", default="h200")
     a = ap.parse_args()
     groups = [parse_group(g) for g in a.groups]
-    rows = analyse(groups, a.shipped)
+    calls, rows = analyse(groups, a.shipped)
     summ = summary(rows)
     out = Path(a.out) if a.out else results_dir(COMPUTED)
     out.mkdir(parents=True, exist_ok=True)
-    doc = {"shipped": a.shipped, "groups": groups, "quick_probes": quick_probes(groups), "summary": summ, "rows": rows}
+    doc = {"shipped": a.shipped, "groups": groups, "quick_probes": calls, "summary": summ, "rows": rows}
     (out / f"quick-transfer-{a.tag}.json").write_text(json.dumps(doc, indent=1) + "\n")
     md = markdown(rows, summ, a.shipped, groups, doc["quick_probes"])
     (out / f"quick-transfer-{a.tag}.md").write_text(md)

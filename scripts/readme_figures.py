@@ -378,15 +378,7 @@ def accuracy_block() -> str:
     )
     qt = json.loads((RESULTS / ACCURACY["quick_transfer"]).read_text())
     qs, ss = qt["summary"]["quick"], qt["summary"]["shipped"]
-    worst = [
-        max(
-            r["quick"][p]["mape"] or 0
-            for r in qt["rows"]
-            if r["instance_run"] == q["tag"]
-            for p in ("hybrid", "layerwise")
-        )
-        for q in qt["quick_probes"]
-    ]
+    worst = [q["worst_per_path"] for q in qt["quick_probes"]]
     rows.append(
         (
             "MoE layer per forward and crossover on models the profile never measured, from the serving instance's "
