@@ -53,24 +53,28 @@ def kt_matmul_above(kernel: str | None, experts_total: int, top_k: int) -> int |
 # have run in the time it spends on one element), per (build variant, class), measured: each routed
 # (token, expert) pair runs 6HI flops and writes 2I gate/up and H down outputs in fp32 accumulators
 # that the kernel converts, activates and combines elementwise, so a narrow expert runs fewer flops
-# per second than a wide one (docs/cost-model.md#the-expert-shape-law). Measured by
-# `benchmarks/bench_cpu_moe_shapes.py --interleaved` (seven expert shapes from 2048 x 512 to
-# 4096 x 14336 built once and timed in shuffled rounds at 128-1,024 rows per expert; results
-# `cpu-moe-shapes-interleaved*.md`): on the H200 box's AMX Xeon (11 threads unless said) the AMX
-# tile kernels BF16 2,140 / 2,512 / 3,078 / 3,567 (6, 11, 15 threads on one instance, 11 on another;
-# the median kept), INT4 3,541, INT8 3,677; its FP8, FP8 per-channel and RAWINT4 classes, which
-# compute without AMX tiles, 282, 503 and 505; on an AMD EPYC, the avx512_bf16 build (1 thread),
-# BF16 127 and INT8 0. A ratio of two costs of one kernel on the same cores, so the instance's speed cancels
-# in it (BF16's flop rate moved 2x between the two instances, the ratio 1.7x). Where the MACs are
+# per second than a wide one (docs/cost-model.md#the-expert-shape-law). Each constant is the median
+# of its runs: `benchmarks/bench_cpu_moe_shapes.py --interleaved` (seven expert shapes from
+# 2048 x 512 to 4096 x 14336 built once and timed in shuffled rounds at 128-1,024 rows per expert;
+# results `cpu-moe-shapes-interleaved*.md`) and the probe's own shape sets (`kttune probe
+# --shape-law`: five shapes, 256-1,024 rows per expert; `shape-law-probe-{b,c}-*` profiles), on the
+# H200 box's AMX Xeon at 11 threads unless said: the AMX tile kernels BF16 2,140 / 2,512 / 3,078 /
+# 3,567 (6, 11, 15 threads on one instance, 11 on another) and 2,212 / 3,186 / 3,966 (sets of two
+# more instances), INT4 3,541 and 4,930 / 5,202 / 7,802, INT8 3,677 and 4,781 / 3,950 / 5,041; its
+# FP8, FP8 per-channel and RAWINT4 classes, which compute without AMX tiles, 282, 503 and 505 and
+# 267 / 161, 256 / 302, 490 / 735; on an AMD EPYC, the avx512_bf16 build (1 thread), BF16 127 and
+# INT8 0. A ratio of two costs of one kernel on the same cores, so the instance's speed cancels in it
+# (BF16's flop rate moved 2x between two instances, the ratio 1.7x); over the runs' range the
+# predictions move by a few points (docs/cost-model.md#the-expert-shape-law). Where the MACs are
 # fast (AMX tiles) the elementwise work shows; where they are slow it vanishes. A class or build not
 # measured has none (0: the flops alone), and so has a curve `profile derive` carried to another ISA
 # class (its backend then names no build).
 MATRIX_OUTPUT_FLOPS: dict[tuple[str, str], float] = {
-    ("amx", "AMXBF16_MOE"): 2795.0,
-    ("amx", "AMXInt4_MOE"): 3541.0,
-    ("amx", "AMXInt8_MOE"): 3677.0,
-    ("amx", "AMXFP8_MOE"): 282.0,
-    ("amx", "AMXFP8PerChannel_MOE"): 503.0,
+    ("amx", "AMXBF16_MOE"): 3078.0,
+    ("amx", "AMXInt4_MOE"): 5066.0,
+    ("amx", "AMXInt8_MOE"): 4366.0,
+    ("amx", "AMXFP8_MOE"): 267.0,
+    ("amx", "AMXFP8PerChannel_MOE"): 302.0,
     ("amx", "AMXInt4_KGroup_MOE"): 505.0,
     ("avx512_bf16", "AMXBF16_MOE"): 127.0,
     ("avx512_bf16", "AMXInt8_MOE"): 0.0,
