@@ -13,9 +13,11 @@ neither is read by flops alone.
 
 from __future__ import annotations
 
+import json
 import random
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping, Sequence
 
 from kttune.hw.fit import LinearFit, fit_nonneg
@@ -77,6 +79,21 @@ def slopes_of_curves(curves: Sequence) -> list[ShapeSlope]:
             s = c.shape
             out.append(ShapeSlope(s.hidden, s.inter, s.top_k, slope(pts)))
     return out
+
+
+def run_slopes(path: str | Path, key: tuple[str, str]) -> list[ShapeSlope]:
+    """One run of the constant of `key` (build variant, class), a path of
+    `kttune.spec.kt_classes.MATRIX_OUTPUT_FLOPS_RUNS`: a `bench_cpu_moe_shapes.py` results document,
+    or a profile whose probe measured the class's shape set (its `cpu_moe_shape` curves of that
+    build and class)."""
+    path = Path(path)
+    if path.name.endswith(".profile.json"):
+        from kttune.hw.profile import load_profile
+
+        want = (f"kt-kernel:{key[0]}", key[1])
+        curves = load_profile(path).curves_of("cpu_moe_shape")
+        return slopes_of_curves([c for c in curves if (c.backend, c.params.get("kernel")) == want])
+    return slopes_of(json.loads(path.read_text()))
 
 
 def fit_shape_law(slopes: Sequence[ShapeSlope], with_outputs: bool = True) -> LinearFit:

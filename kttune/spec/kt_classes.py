@@ -81,6 +81,36 @@ MATRIX_OUTPUT_FLOPS: dict[tuple[str, str], float] = {
 }
 
 
+# The runs each constant of MATRIX_OUTPUT_FLOPS is the median of, as paths under the repository's
+# benchmarks/results/ (not installed with the package: provenance, read by tests/hw/test_shape_law.py
+# and benchmarks/bench_shape_law_constants.py): `bench_cpu_moe_shapes.py --interleaved` runs (JSON)
+# and profiles whose probe measured the class's shape set (`kttune probe --shape-law`).
+_H200, _EPYC = "2026-12-04-h200-pcie5-xeon-amx-16c", "2026-12-04-epyc-avx512-2c"
+_SETS_B, _SETS_B2, _SETS_C = (
+    f"{_H200}/shape-law-probe-b-probe-quick-shape-law.profile.json",
+    f"{_H200}/shape-law-probe-b-probe-quick-shape-law-2.profile.json",
+    f"{_H200}/shape-law-probe-c-probe-quick-shape-law.profile.json",
+)
+MATRIX_OUTPUT_FLOPS_RUNS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("amx", "AMXBF16_MOE"): (
+        f"{_H200}/cpu-moe-shapes-interleaved.json",
+        f"{_H200}/cpu-moe-shapes-interleaved-bf16-11t.json",
+        f"{_H200}/cpu-moe-shapes-interleaved-bf16-15t.json",
+        f"{_H200}/cpu-moe-shapes-interleaved-bf16-6t.json",
+        _SETS_B,
+        _SETS_B2,
+        _SETS_C,
+    ),
+    ("amx", "AMXInt4_MOE"): (f"{_H200}/cpu-moe-shapes-interleaved-amxint4-11t.json", _SETS_B, _SETS_B2, _SETS_C),
+    ("amx", "AMXInt8_MOE"): (f"{_H200}/cpu-moe-shapes-interleaved-amxint8-11t.json", _SETS_B, _SETS_B2, _SETS_C),
+    ("amx", "AMXFP8_MOE"): (f"{_H200}/cpu-moe-shapes-interleaved-fp8-11t.json", _SETS_B, _SETS_C),
+    ("amx", "AMXFP8PerChannel_MOE"): (f"{_H200}/cpu-moe-shapes-interleaved-fp8-perchannel-11t.json", _SETS_B, _SETS_C),
+    ("amx", "AMXInt4_KGroup_MOE"): (f"{_H200}/cpu-moe-shapes-interleaved-rawint4-11t.json", _SETS_B, _SETS_C),
+    ("avx512_bf16", "AMXBF16_MOE"): (f"{_EPYC}/cpu-moe-shapes-interleaved-bf16-1t.json",),
+    ("avx512_bf16", "AMXInt8_MOE"): (f"{_EPYC}/cpu-moe-shapes-interleaved-amxint8-1t.json",),
+}
+
+
 def matrix_output_flops(backend: str | None, kernel: str | None) -> float:
     """`MATRIX_OUTPUT_FLOPS` of the class `kernel` of the build named by a curve's `backend`
     ("kt-kernel:<variant>", `kttune.kernels.kt_ext.KtKernel.backend`); 0 where not measured."""

@@ -3,7 +3,6 @@ runs the cost model's constants (kttune.spec.kt_classes.MATRIX_OUTPUT_FLOPS) are
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import replace
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
+from kttune.hw import shape_law
 from kttune.hw.shape_law import (
     ShapeSlope,
     fit_shape_law,
@@ -20,53 +20,17 @@ from kttune.hw.shape_law import (
     output_flops_for,
     resampled_output_flops,
     slope,
-    slopes_of,
     slopes_of_curves,
 )
-from kttune.hw.profile import load_profile
-from kttune.spec.kt_classes import MATRIX_OUTPUT_FLOPS
+from kttune.spec.kt_classes import MATRIX_OUTPUT_FLOPS, MATRIX_OUTPUT_FLOPS_RUNS
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
-H200, EPYC = "2026-12-04-h200-pcie5-xeon-amx-16c", "2026-12-04-epyc-avx512-2c"
-# each constant's runs: `benchmarks/bench_cpu_moe_shapes.py --interleaved` (JSON) and the probe's own
-# shape sets (`kttune probe --shape-law`, a profile's `cpu_moe_shape` curves of the class); the
-# constant is their median
-PROBE_B, PROBE_B2, PROBE_C = (
-    f"{H200}/shape-law-probe-b-probe-quick-shape-law.profile.json",
-    f"{H200}/shape-law-probe-b-probe-quick-shape-law-2.profile.json",
-    f"{H200}/shape-law-probe-c-probe-quick-shape-law.profile.json",
-)
-RUNS = {
-    ("amx", "AMXBF16_MOE"): [
-        f"{H200}/cpu-moe-shapes-interleaved.json",
-        f"{H200}/cpu-moe-shapes-interleaved-bf16-11t.json",
-        f"{H200}/cpu-moe-shapes-interleaved-bf16-15t.json",
-        f"{H200}/cpu-moe-shapes-interleaved-bf16-6t.json",
-        PROBE_B,
-        PROBE_B2,
-        PROBE_C,
-    ],
-    ("amx", "AMXInt4_MOE"): [f"{H200}/cpu-moe-shapes-interleaved-amxint4-11t.json", PROBE_B, PROBE_B2, PROBE_C],
-    ("amx", "AMXInt8_MOE"): [f"{H200}/cpu-moe-shapes-interleaved-amxint8-11t.json", PROBE_B, PROBE_B2, PROBE_C],
-    ("amx", "AMXFP8_MOE"): [f"{H200}/cpu-moe-shapes-interleaved-fp8-11t.json", PROBE_B, PROBE_C],
-    ("amx", "AMXFP8PerChannel_MOE"): [f"{H200}/cpu-moe-shapes-interleaved-fp8-perchannel-11t.json", PROBE_B, PROBE_C],
-    ("amx", "AMXInt4_KGroup_MOE"): [f"{H200}/cpu-moe-shapes-interleaved-rawint4-11t.json", PROBE_B, PROBE_C],
-    ("avx512_bf16", "AMXBF16_MOE"): [f"{EPYC}/cpu-moe-shapes-interleaved-bf16-1t.json"],
-    ("avx512_bf16", "AMXInt8_MOE"): [f"{EPYC}/cpu-moe-shapes-interleaved-amxint8-1t.json"],
-}
+RUNS = MATRIX_OUTPUT_FLOPS_RUNS
 SHAPES = [(2048, 512), (2048, 768), (1024, 2048), (4096, 1408), (2048, 3072), (7168, 2048), (4096, 14336)]
 
 
-def run_slopes(path: str, key: tuple[str, str] | None = None) -> list[ShapeSlope]:
-    """A run's slopes: a benchmark's JSON, or the shape set of `key`'s (build, class) in a profile."""
-    if path.endswith(".profile.json"):
-        curves = [
-            c
-            for c in load_profile(RESULTS / path).curves_of("cpu_moe_shape")
-            if key is not None and (c.backend, c.params.get("kernel")) == (f"kt-kernel:{key[0]}", key[1])
-        ]
-        return slopes_of_curves(curves)
-    return slopes_of(json.loads((RESULTS / path).read_text()))
+def run_slopes(path: str, key: tuple[str, str]) -> list[ShapeSlope]:
+    return shape_law.run_slopes(RESULTS / path, key)
 
 
 @given(  # kt-kernel, once loaded in the process, flushes subnormals: none drawn
