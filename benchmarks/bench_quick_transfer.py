@@ -79,7 +79,7 @@ def analyse(groups: list[tuple[str, str, list[str]]], shipped_name: str) -> tupl
 
 def quick_probe(profile) -> dict:
     """How many of a quick profile's kt-kernel MoE points scattered beyond
-    `kttune.probes.common.SCATTER_LIMIT` (a busy host: docs/probe.md#scattered-points)."""
+    `kttune.probes.common.SCATTER_LIMIT` (a busy host: docs/probe.md#disturbed-points)."""
     pts = [p for c in profile.curves if c.kind == "cpu_moe" for p in c.points]
     return {"cpu_moe_points": len(pts), "scattered": sum(1 for p in pts if scatter(p) > SCATTER_LIMIT)}
 

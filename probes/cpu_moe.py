@@ -39,7 +39,7 @@ from kttune.probes.common import (
     kt_thread_counts,
     measure,
     probe_thread_counts,
-    remeasure_scattered,
+    retime,
 )
 from kttune.spec.kt_classes import kt_matmul_above
 from kttune.spec.moe_shape import MoeLayerShape
@@ -340,8 +340,8 @@ def _measure_curve(
     label: str,
 ) -> tuple[list[Point], list[dict]]:
     """Time `run(tokens)()` for each token count; skip sizes whose predicted time (linear from the
-    last measured point) exceeds `opts.max_point_s`. A point scattered beyond
-    `kttune.probes.common.SCATTER_LIMIT` is timed again after the others, the tighter kept."""
+    last measured point) exceeds `opts.max_point_s`. After the curve, a point that took little time to
+    time, or scattered, is timed again and the faster kept (`kttune.probes.common.retime`)."""
     points: list[Point] = []
     skipped: list[dict] = []
 
@@ -371,7 +371,7 @@ def _measure_curve(
         pt = timed(n)
         points.append(pt)
         reporter.step(f"{label}: {n} tok {pt.t_ms:.2f} ms")
-    return remeasure_scattered(points, lambda p: timed(int(p.x)), reporter, label), skipped
+    return retime(points, lambda p: timed(int(p.x)), reporter, label), skipped
 
 
 def probe_cpu_moe(

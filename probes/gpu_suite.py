@@ -69,7 +69,7 @@ class PipelineStep:
     def repeats(self) -> int:
         """Timed layers per point, quick or not: a point is a median with its spread. The quick probe
         took one until 2026-12-04, where a busy instance's single samples read every layer 1.2-1.7x
-        another instance's (docs/probe.md#scattered-points); three cost about 0.3 s a point."""
+        another instance's (docs/probe.md#disturbed-points); three cost about 0.3 s a point."""
         from kttune.probes import gpu_pipeline
 
         return gpu_pipeline.PIPELINE_REPEATS

@@ -24,7 +24,7 @@ from kttune.hw.profile import Curve, HardwareProfile, Inventory, Provenance, sav
 from kttune.hw.shape_law import shape_set_key
 from kttune.paths import profile_cache_path
 from kttune.kernels.kt_ext import load_kt_kernel
-from kttune.probes.common import NullReporter, Reporter, probe_thread_counts, scattered_note, timer_info
+from kttune.probes.common import NullReporter, Reporter, probe_thread_counts, disturbed_note, timer_info
 from kttune.probes.cpu_moe import (
     FULL_SHAPES,
     QUICK_SHAPE,
@@ -305,7 +305,7 @@ def _run_cpu_moe(ctx: ProbeContext, plan: Any) -> list[Curve]:
     )
     for n in thread_cliff_notes(curves, ctx.cores, logical=smt_logical(ctx.cpu, ctx.cores)):
         ctx.reporter.note(n)
-    if note := scattered_note(curves, "CPU MoE"):
+    if note := disturbed_note(curves, "CPU MoE"):
         ctx.reporter.note(note)
     return curves
 
@@ -342,7 +342,7 @@ def _run_stage_a(ctx: ProbeContext, plan: Any) -> list[Curve]:
         quick=ctx.options.quick,
         plan=plan,
     )
-    if note := scattered_note(curves, "stage A writes"):
+    if note := disturbed_note(curves, "stage A writes"):
         ctx.reporter.note(note)
     return curves
 
@@ -378,7 +378,7 @@ def _run_gpu(ctx: ProbeContext, plan: Steps) -> list[Curve]:
             ctx.inventory, o.model, o.quick, ctx.reporter, threads=ctx.threads, methods=tuple(o.methods)
         )
     )
-    if note := scattered_note([c for c in curves if c.kind == "pipeline"], "layerwise pipeline"):
+    if note := disturbed_note([c for c in curves if c.kind == "pipeline"], "layerwise pipeline"):
         ctx.reporter.note(note)
     return curves
 

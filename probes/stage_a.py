@@ -37,7 +37,7 @@ from kttune.probes.common import (
     kt_thread_counts,
     measure,
     probe_thread_counts,
-    remeasure_scattered,
+    retime,
 )
 from kttune.probes.cpu_moe import available_ram_bytes, host_bytes_needed
 from kttune.spec.moe_shape import MoeLayerShape
@@ -274,7 +274,7 @@ def probe_stage_a(
             except Exception:  # the first timing stands
                 return p
 
-        points = remeasure_scattered(points, again, reporter, label)
+        points = retime(points, again, reporter, label, every=False)
         if points or skipped:
             curves.append(
                 Curve(

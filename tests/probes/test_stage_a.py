@@ -65,7 +65,7 @@ def test_the_probe_records_the_source_it_cycled_over(kt):
 @pytest.mark.kt
 def test_a_write_timed_again_is_the_same_write(kt):
     """A scattered stage A point is timed again on its writer layer built anew
-    (docs/probe.md#scattered-points): the second timing writes the same bytes of the same expert
+    (docs/probe.md#disturbed-points): the second timing writes the same bytes of the same expert
     size from the same source through the same kt-kernel class."""
     import torch
 
@@ -80,6 +80,6 @@ def test_a_write_timed_again_is_the_same_write(kt):
     pinned = bool(torch.cuda.is_available())
     again = sa._time_write(task, first.extra["inter"], first.extra["layer_experts"], hosts, opts, cpu, kt, [0], pinned)
     assert again.x == first.x and again.t_ms > 0
-    assert {k: v for k, v in again.extra.items() if k != "remeasured"} == {
+    assert {k: v for k, v in again.extra.items() if k != "timings"} == {
         k: v for k, v in first.extra.items() if k != "remeasured"
     }
