@@ -112,20 +112,26 @@ def retime(
     scattered ones only (where a second timing is costly: a stage A write rebuilds its layer). Where
     the two medians differ by more than `AGREE_LIMIT`, or the faster is still scattered, a third
     timing. The fastest is kept and the point records every timing in order (`extra["timings"]`:
-    median and p90 / p10 each)."""
+    median and p90 / p10 each). A repeat timing that fails leaves the timings taken (the failure in
+    `extra["retime_error"]`): nothing measured is lost."""
     out = []
     for p in points:
         short = p.n * p.t_ms < SHORT_POINT_MS
         if scatter(p) <= SCATTER_LIMIT and not (every and short):
             out.append(p)
             continue
-        tries = [p, remeasure(p)]
-        best = min(tries, key=lambda q: q.t_ms)
-        if scatter(best) > SCATTER_LIMIT or max(q.t_ms for q in tries) > AGREE_LIMIT * best.t_ms:
+        tries, error = [p], None
+        try:
             tries.append(remeasure(p))
             best = min(tries, key=lambda q: q.t_ms)
-        timings = [{"ms": q.t_ms, "scatter": round(scatter(q), 2)} for q in tries]
-        out.append(replace(best, extra={**best.extra, "timings": timings}))
+            if scatter(best) > SCATTER_LIMIT or max(q.t_ms for q in tries) > AGREE_LIMIT * best.t_ms:
+                tries.append(remeasure(p))
+        except Exception as e:  # noqa: BLE001 - the timings taken stand
+            error = f"{type(e).__name__}: {e}"
+            reporter.note(f"{label}: {p.x:g} could not be timed again ({error}); its first timing kept")
+        best = min(tries, key=lambda q: q.t_ms)
+        extra = {**best.extra, "timings": [{"ms": q.t_ms, "scatter": round(scatter(q), 2)} for q in tries]}
+        out.append(replace(best, extra={**extra, "retime_error": error} if error else extra))
         if best is not p:
             reporter.step(f"{label}: {p.x:g} timed again ({p.t_ms:.3g} -> {best.t_ms:.3g} ms)", advance=0)
     return out

@@ -121,6 +121,21 @@ def test_the_cpu_moe_curve_times_a_scattered_size_again():
     assert pt.t_ms < 3.0 and scatter(pt) <= first["scatter"]
 
 
+def test_a_repeat_timing_that_fails_keeps_the_first():
+    """A second timing that raises (kt-kernel out of memory, say) loses nothing: the first stands and
+    the point and a note say why it was not timed again."""
+    first = _pt(4, 3.0, 1.0, 9.0)
+
+    def fails(p):
+        raise MemoryError("no room for the second layer")
+
+    rep = NullReporter()
+    (kept,) = retime([first], fails, rep, "t")
+    assert kept.t_ms == 3.0 and [t["ms"] for t in kept.extra["timings"]] == [3.0]
+    assert "MemoryError" in kept.extra["retime_error"] and "could not be timed again" in rep.notes[0]
+    assert disturbed(kept)  # still scattered: the note about disturbed points counts it
+
+
 def test_points_that_stay_disturbed_are_reported():
     calm = measure(_work, x=1, warmup=1, repeats=5)
     noisy = _pt(2, 3.0, 1.0, 9.0)
