@@ -4,11 +4,12 @@ launch command. Bad input raises UserError naming the parameter (kttune.errors).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kttune import bounds
 from kttune.errors import ParameterError, UserError
 from kttune.hw.profile import HardwareProfile, Inventory
+from kttune.hw.thread_interp import with_thread_count
 from kttune.memory.vram import DEFAULT_VRAM_MARGIN
 from kttune.search.evaluate import Budget, HostRamSource
 from kttune.search.launch import LaunchPaths, default_paths
@@ -41,6 +42,20 @@ class Inputs:
     # What the loader and the inputs say about the request (wrong method for the checkpoint,
     # an untested family, clipped prompts): printed in the report, listed in the JSON.
     notes: tuple[str, ...] = ()
+
+
+def with_cpuinfer(inp: Inputs, cpuinfer: int | None) -> tuple[Inputs, str | None]:
+    """`inp` whose profile has curves at `cpuinfer` kt-kernel workers: where the profile did not
+    measure that count but counts on both sides of it, interpolated between them
+    (`kttune.hw.thread_interp`), and the note that says so (for the cost model's notes). Unchanged,
+    and None, otherwise (a count outside the measured range stays an error of
+    `kttune.search.user_flags.cpuinfer_threads`)."""
+    if cpuinfer is None:
+        return inp, None
+    profile, note = with_thread_count(inp.request.profile, cpuinfer)
+    if note is None:
+        return inp, None
+    return replace(inp, request=replace(inp.request, profile=profile)), note
 
 
 def check_vram_bytes(vram_bytes: int, shown: str | None = None) -> int:

@@ -27,10 +27,17 @@ def default_cpuinfer_threads(measured: Sequence[int], cores: int) -> int:
 
 
 def cpuinfer_threads(measured: Sequence[int], cores: int, given: int | None) -> int:
-    """The thread count to model: `given`, which the profile must have measured, else the default."""
+    """The thread count to model: `given`, which the profile must have measured (or the app layer
+    interpolated between two measured counts: `kttune.hw.thread_interp`), else the default."""
     th = given if given is not None else default_cpuinfer_threads(measured, cores)
     if th not in measured:
-        raise ParameterError("cpuinfer", f"{th} was not measured on this profile", f"use one of {sorted(measured)}")
+        ms = sorted(measured)
+        raise ParameterError(
+            "cpuinfer",
+            f"{th} is outside the thread counts this profile measured ({', '.join(map(str, ms))})",
+            f"use a count from {ms[0]} to {ms[-1]} (one between two measured counts is interpolated), "
+            f"or measure it: kttune probe --threads {th}",
+        )
     return th
 
 
