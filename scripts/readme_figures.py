@@ -55,6 +55,7 @@ ACCURACY = dict(
     measured_search=f"{H200}/measured-search.json",
     transfer="2026-12-04-computed/transfer-h200-seven-models-sglang-loop.json",
     quick_transfer="2026-12-04-computed/quick-transfer-h200.json",
+    thread_interp="2026-12-04-computed/thread-interp.json",
     same_instance="2026-12-04-computed/same-machine-h200-seven-models-one-instance.json",
     lomo_instance="2026-12-04-computed/same-machine-h200-seven-models-leave-one-model-out.json",
     switch_sweeps="2026-12-04-computed/same-machine-h200-switch-sweeps.json",
@@ -529,6 +530,29 @@ def accuracy_block() -> str:
             f"{_pct(min(tp_err['hybrid']), max(tp_err['hybrid']))}; {tp_inside} of {len(tp_x)} measured crossovers "
             f"inside their interval; TP 2 / TP 1 layerwise time within {max(tp_ratio):.2f} of the measured ratio",
             "docs/cost-model.md#tp-layerwise-load",
+        )
+    )
+    ti = json.loads((RESULTS / ACCURACY["thread_interp"]).read_text())
+    moe = [r for r in ti["summary"] if r["kind"] == "cpu_moe"]
+    runner = ti["runner"]["rows"]
+
+    def per_forward(path: str, which: str) -> float:
+        rs = [r for r in runner if r["path"] == path]
+        return sum(r[which] * r["forwards"] for r in rs) / sum(r["forwards"] for r in rs)
+
+    rows.append(
+        (
+            "kt-kernel MoE and MoE layer per forward at a `--kt-cpuinfer` the profile did not measure, between two "
+            "it did",
+            f"H200 box: each inner thread count left out and read from its neighbours ({sum(r['points'] for r in moe)} "
+            f"kt-kernel MoE points at {len(moe)} held-out counts); the path runner's "
+            f"{sum(r['forwards'] for r in runner)} forwards at {ti['runner']['held']} threads",
+            f"kt-kernel MoE {_pct(min(r['interpolated_mean'] for r in moe), max(r['interpolated_mean'] for r in moe))} "
+            f"(the nearest count below {_pct(min(r['nearest_below_mean'] for r in moe), max(r['nearest_below_mean'] for r in moe))}); "
+            f"per forward hybrid {per_forward('hybrid', 'interpolated'):.0%}, layerwise "
+            f"{per_forward('layerwise', 'interpolated'):.0%} (with the count measured "
+            f"{per_forward('hybrid', 'measured'):.0%}, {per_forward('layerwise', 'measured'):.0%})",
+            "docs/cost-model.md#a-thread-count-between-two-measured",
         )
     )
     tunes = [m for f in ACCURACY["tune"] for m in json.loads((RESULTS / f).read_text())["models"]]

@@ -36,7 +36,7 @@ def cpuinfer_threads(measured: Sequence[int], cores: int, given: int | None) -> 
             "cpuinfer",
             f"{th} is outside the thread counts this profile measured ({', '.join(map(str, ms))})",
             f"use a count from {ms[0]} to {ms[-1]} (one between two measured counts is interpolated), "
-            f"or measure it: kttune probe --threads {th}",
+            f"or measure it: `kttune probe --threads {th}`",
         )
     return th
 
