@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from results_layout import write_result
+
 from kttune.hw.profile import load_profile
 
 HOG = Path(__file__).resolve().parent / "diag" / "diag_memory_hog.py"
@@ -164,10 +166,7 @@ def main() -> None:
     runs = {label: json.loads(f[0].read_text()) if (f := _files(d, "run.json")) else {} for label, d in folders}
     doc["runs"] = runs
     md = markdown(doc, runs)
-    if a.out:
-        a.out.with_suffix(".json").write_text(json.dumps(doc, indent=1) + "\n")
-        a.out.with_suffix(".md").write_text(md)
-    print(md)
+    write_result(a.out, doc, md)
 
 
 if __name__ == "__main__":

@@ -17,11 +17,12 @@ first `--base` pairs with the first `--models` group, and so on.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from pathlib import Path
 
 from bench_shape_law_probe import _model_of, errors
+
+from results_layout import write_result
 
 import kttune.spec.kt_classes as kt_classes
 from kttune.hw.profile import load_profile
@@ -137,10 +138,7 @@ def main() -> None:
         instances.append((group[0], Path(group[1]), [Path(p) for p in group[2:]]))
     doc = run(a.results, instances, a.gpu_from)
     md = markdown(doc)
-    if a.out:
-        a.out.with_suffix(".json").write_text(json.dumps(doc, indent=1) + "\n")
-        a.out.with_suffix(".md").write_text(md)
-    print(md)
+    write_result(a.out, doc, md)
 
 
 if __name__ == "__main__":

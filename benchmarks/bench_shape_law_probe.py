@@ -15,10 +15,11 @@ left out of its set better than flops alone). Error: predicted / measured - 1, m
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from dataclasses import replace
 from pathlib import Path
+
+from results_layout import write_result
 
 import kttune.spec.kt_classes as kt_classes
 from kttune.cost.components import Components
@@ -139,10 +140,7 @@ def main() -> None:
     a = ap.parse_args()
     doc = run(a.base, a.law or [a.base], a.models, a.gpu_from)
     md = markdown(doc)
-    if a.out:
-        a.out.with_suffix(".json").write_text(json.dumps(doc, indent=1) + "\n")
-        a.out.with_suffix(".md").write_text(md)
-    print(md)
+    write_result(a.out, doc, md)
 
 
 if __name__ == "__main__":

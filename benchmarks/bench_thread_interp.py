@@ -18,6 +18,8 @@ import statistics
 from dataclasses import replace
 from pathlib import Path
 
+from results_layout import write_result
+
 from kttune.hw.profile import load_profile
 from kttune.hw.registry import resolve_profile
 from kttune.hw.thread_interp import amdahl_between, interpolated_curves
@@ -218,11 +220,8 @@ def main() -> None:
     summ = summary(rows)
     runner = runner_rows(resolve_profile(a.runs_profile, None), a.hold, a.runs) if a.runs else []
     md = markdown(summ) + runner_markdown(a.hold, runner)
-    if a.out:
-        doc = {"summary": summ, "points": rows, "runner": {"held": a.hold, "profile": a.runs_profile, "rows": runner}}
-        a.out.with_suffix(".json").write_text(json.dumps(doc, indent=1) + "\n")
-        a.out.with_suffix(".md").write_text(md)
-    print(md)
+    doc = {"summary": summ, "points": rows, "runner": {"held": a.hold, "profile": a.runs_profile, "rows": runner}}
+    write_result(a.out, doc, md)
 
 
 if __name__ == "__main__":

@@ -88,6 +88,15 @@ def results_dir(machine: str | None = None, day: date | None = None, root: Path 
 # ---- the manifest ----------------------------------------------------------------------------------
 
 
+def write_result(out: Path | None, doc: dict, md: str) -> None:
+    """A benchmark's result: `out` with .json (the document) and .md (its table), when given; the table
+    printed either way."""
+    if out is not None:
+        out.with_suffix(".json").write_text(json.dumps(doc, indent=1) + "\n")
+        out.with_suffix(".md").write_text(md)
+    print(md)
+
+
 def load_manifest(path: Path = MANIFEST) -> dict:
     return json.loads(path.read_text()) if path.exists() else {"schema": "kttune.results-manifest/1", "files": []}
 

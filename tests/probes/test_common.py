@@ -67,16 +67,16 @@ def test_two_timings_that_agree_take_no_third():
     assert retime([long], again, NullReporter(), "t") == [long]
 
 
-def test_a_point_timed_wholly_inside_a_busy_moment_is_caught():
-    """The host is busy (every call delayed 5 ms) for the whole of the point's first timing: its
-    samples agree with each other, so its spread says nothing; the second pass, on a quiet host,
-    finds the call's own time."""
-    busy = {"on": True}
+def _curve_busy_while_first_timed(delayed):
+    """One CPU MoE size timed by `_measure_curve` on a host busy until the first timing is over: a
+    call sleeps 5 ms when `delayed(call number)` while busy. Its point."""
+    busy = {"on": True, "calls": 0}
 
     def run(n):
         def fn():
+            busy["calls"] += 1
             _work(0.5)
-            if busy["on"]:
+            if busy["on"] and delayed(busy["calls"]):
                 time.sleep(0.005)
 
         return fn
@@ -90,32 +90,21 @@ def test_a_point_timed_wholly_inside_a_busy_moment_is_caught():
                 busy["on"] = False
 
     (pt,), _ = _measure_curve(run, task, [4], opts, Quiet(), "t")
+    return pt
+
+
+def test_a_point_timed_wholly_inside_a_busy_moment_is_caught():
+    """The host is busy (every call delayed 5 ms) for the whole of the point's first timing: its
+    samples agree with each other, so its spread says nothing; the second pass, on a quiet host,
+    finds the call's own time."""
+    pt = _curve_busy_while_first_timed(lambda call: True)
     first = pt.extra["timings"][0]
     assert first["ms"] > 5.0 and first["scatter"] <= SCATTER_LIMIT  # tight and slow
     assert pt.t_ms < 3.0 and pt.t_ms == min(t["ms"] for t in pt.extra["timings"])
 
 
 def test_the_cpu_moe_curve_times_a_scattered_size_again():
-    busy = {"on": True, "calls": 0}
-
-    def run(n):
-        def fn():
-            busy["calls"] += 1
-            _work(0.5)
-            if busy["on"] and busy["calls"] % 5 < 3:  # three calls in five delayed while the host is busy
-                time.sleep(0.005)
-
-        return fn
-
-    opts = CpuMoeOptions(shapes=(), tokens=(4,), warmup=1, repeats=10, min_total_s=0.0, max_repeats=10)
-    task = CpuMoeTask("BF16", 1, 1, MoeLayerShape(64, 32, 4, 2), (4,))
-
-    class Quiet(NullReporter):
-        def step(self, description, advance=1.0):
-            if "4 tok" in description:
-                busy["on"] = False
-
-    (pt,), _ = _measure_curve(run, task, [4], opts, Quiet(), "t")
+    pt = _curve_busy_while_first_timed(lambda call: call % 5 < 3)  # three calls in five delayed
     first = pt.extra["timings"][0]
     assert first["scatter"] > SCATTER_LIMIT and first["ms"] > 4.0  # most first samples slept 5 ms
     assert pt.t_ms < 3.0 and scatter(pt) <= first["scatter"]
