@@ -113,7 +113,9 @@ def runner_rows(profile, held: int, runs: list[Path]) -> list[dict]:
         plain,
         curves=tuple(c for c in plain.curves if not (c.kind in kinds and int(c.params.get("threads") or 0) == held)),
     )
-    interp, _ = with_thread_count(without, held)
+    interp, note = with_thread_count(without, held)
+    if note is None:
+        raise SystemExit(f"the profile has no kt-kernel counts on both sides of {held} below its cores to read it from")
     out: dict[tuple, dict] = {}
     for label, prof in (("measured", plain), ("interpolated", interp)):
         points, _, _ = load_points([str(r) for r in runs], prof)

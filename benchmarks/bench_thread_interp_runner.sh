@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# A thread count between two measured ones, at the path runner, with the model's own shape measured
+# on both sides (what the shipped profile could not give: its 11-thread curves hold only the probe's
+# small expert; docs/cost-model.md#a-thread-count-between-two-measured). One device call: for each
+# model, `kttune probe --model X --threads LO,MID,HI` (the CPU MoE, stage A and pipeline at the three
+# counts), then the runner's forced sweep at MID threads. Offline, benchmarks/bench_thread_interp.py
+# predicts the sweep from that probe with the MID curves as measured and left out and read from LO and
+# HI:
+#
+#   LO=11 MID=13 HI=15 bash benchmarks/bench_thread_interp_runner.sh MODEL:METHOD:GPU_EXPERTS:SIZES [...]
+#   python benchmarks/bench_thread_interp.py --runs-profile R/probe-MODEL.profile.json \
+#       --runs R/sweep-MODEL.json --hold 13 --out FILE.md
+#
+# Results go to $OUT/r, packed into $OUT/thread-interp-runner.tgz (the device returns few files).
+set -u
+LO=${LO:-11}
+MID=${MID:-13}
+HI=${HI:-15}
+R=${OUT:-/tmp/out}/r
+mkdir -p "$R"
+pack() { tar czf "${OUT:-/tmp/out}/thread-interp-runner.tgz" -C "$R" . ; }
+trap pack EXIT
+{ date; lscpu | head -20; nproc; free -g; nvidia-smi -L; } > "$R/machine.txt" 2>&1
+for job in "$@"; do
+  IFS=: read -r MODEL METHOD N SIZES <<< "$job"
+  MAX=${SIZES##*,}
+  s0=$(date +%s)
+  timeout 240 python -m kttune.cli probe --model "$MODEL" --methods "$METHOD" --threads "$LO,$MID,$HI" \
+    --skip-host-ram --fresh --out "$R/probe-$MODEL.profile.json" > "$R/probe-$MODEL.log" 2>&1
+  echo "probe $MODEL rc=$? $(( $(date +%s) - s0 )) s" | tee -a "$R/machine.txt"
+  pack
+  s0=$(date +%s)
+  timeout 120 python -m kttune.cli paths "$MODEL" --kt-method "$METHOD" --gpu-experts "$N" --sweep "$SIZES" \
+    --cpuinfer "$MID" --repeats 3 --prompts "$MAX" --chunks "$MAX" --profile "$R/probe-$MODEL.profile.json" \
+    --out "$R/sweep-$MODEL.json" > "$R/sweep-$MODEL.log" 2>&1
+  echo "paths $MODEL rc=$? $(( $(date +%s) - s0 )) s" | tee -a "$R/machine.txt"
+  pack
+done
