@@ -9,6 +9,7 @@ from rich.table import Table
 
 from kttune.emit.terminal import first_that_fits, fits, keep_title, split_columns, tight_table
 from kttune.hw.curve_kinds import cpu_matmul_above
+from kttune.hw.point_quality import disturbed
 from kttune.hw.profile import Curve, HardwareProfile
 from kttune.units import GB, GIB, MIB
 
@@ -34,14 +35,18 @@ def _shapes(curves: list[Curve]) -> dict[tuple, list[Curve]]:
 
 def cpu_moe_tables(curves: list[Curve], width: int | None = None) -> list[Any]:
     """One pivot per expert shape: a row per (method, threads x pools), a column per token count,
-    cells 'ms' over 'tokens/s'; the backend and kernel classes in the caption. At `width` columns a
-    pivot too wide for it is split into several of consecutive token counts."""
+    cells 'ms' over 'tokens/s', a point that reads as disturbed marked '*'
+    (`kttune.hw.point_quality.disturbed`, said in the caption); the backend and kernel classes in the
+    caption. At `width` columns a pivot too wide for it is split into several of consecutive token
+    counts."""
     tables = []
     for (h, i, e, k), cs in _shapes(curves).items():
         xs = sorted(
             {int(p.x) for c in cs for p in c.points} | {int(s["x"]) for c in cs for s in c.skipped if s.get("x")}
         )
         kernels = sorted({f"{c.backend} {c.params.get('kernel', '')}".strip() for c in cs})
+        marked = any(disturbed(p) for c in cs for p in c.points)
+        mark = "; * disturbed (see the notes)" if marked else ""
         rows = sorted(cs, key=lambda c: (c.params.get("method", ""), c.params.get("threads", 0)))
 
         def build(idx, title: str, caption: str | None) -> Table:
@@ -57,7 +62,8 @@ def cpu_moe_tables(curves: list[Curve], width: int | None = None) -> list[Any]:
                 for x in (xs[j] for j in idx):
                     if x in pts:
                         ms = pts[x].t_ms
-                        cells.append(f"{_fmt_ms(ms)}\n{x / ms * 1e3:,.0f}/s")
+                        star = "*" if disturbed(pts[x]) else ""
+                        cells.append(f"{_fmt_ms(ms)}{star}\n{x / ms * 1e3:,.0f}/s")
                     else:
                         cells.append("skip" if x in skipped else "")
                 pools = c.params.get("threadpools", 1)
@@ -69,13 +75,15 @@ def cpu_moe_tables(curves: list[Curve], width: int | None = None) -> list[Any]:
             return keep_title(t)
 
         full = build(
-            range(len(xs)), f"CPU MoE layer forward, H={h} I={i} E={e} top-{k}: ms / tokens per s", "; ".join(kernels)
+            range(len(xs)),
+            f"CPU MoE layer forward, H={h} I={i} E={e} top-{k}: ms / tokens per s",
+            "; ".join(kernels) + mark,
         )
         if width is None or fits(full, width):
             tables.append(full)
             continue
         short = f"CPU MoE layer forward, H{h} I{i} E{e} top-{k}"
-        backends = "; ".join(sorted({c.backend for c in cs}))
+        backends = "; ".join(sorted({c.backend for c in cs})) + mark
         sep = ": " if width >= 80 else "\n"  # the title on two lines where one would be wider than the table
         tables += split_columns(
             width,

@@ -71,3 +71,24 @@ def test_where_kt_kernel_switches_gemm_kernels_is_printed_with_both_times():
     assert f"{_fmt_ms(pts[240])} ms at 240" in line
     fp8 = [c for c in load_shipped(default_shipped_name()).curves_of("cpu_moe") if c.params["method"] == "FP8"]
     assert fp8 and cpu_moe_switch_lines(fp8) == []
+
+
+def test_a_disturbed_point_is_marked_in_its_table():
+    """The development VM's probe beside a bursty neighbour (benchmarks/bench_probe_disturbed.py): the
+    points the probe calls disturbed carry '*', the others not, and the caption says what it means."""
+    from pathlib import Path
+
+    from kttune.hw.point_quality import disturbed
+    from kttune.hw.profile import load_profile
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks/results/2026-12-04-epyc-avx512-2c"
+    p = load_profile(path / "probe-disturbed-after-hog-1.profile.json")
+    console = Console(record=True, width=400)
+    render_profile(p, console)
+    text = console.export_text()
+    pts = [pt for c in p.curves_of("cpu_moe") for pt in c.points]
+    bad = [pt for pt in pts if disturbed(pt)]
+    assert bad and len(bad) < len(pts)
+    for pt in pts:
+        assert (f"{_fmt_ms(pt.t_ms)}*" in text) == (pt in bad)
+    assert "* disturbed (see the notes)" in text and "points disturbed" in text
