@@ -103,7 +103,24 @@ def analyse(folders: list[tuple[str, str]]) -> dict:
                     "timed_again": sum(1 for k in ratio if "timings" in pts[k].extra or "remeasured" in pts[k].extra),
                 }
             )
-    return {"reference": "median of every quiet profile's point", "off_limit": OFF, "rows": rows}
+    # does a rule read a quiet host differently? each folder's quiet medians against the first folder's
+    per_folder = {label: [_points(f) for f in _files(d, "quiet-*.profile.json")] for label, d in folders}
+    first = folders[0][0]
+    quiet_ratio = {}
+    for label, qs in per_folder.items():
+        if label == first or not qs or not per_folder[first]:
+            continue
+        ratios = [
+            statistics.median(q[k].t_ms for q in qs) / statistics.median(q[k].t_ms for q in per_folder[first])
+            for k in keys
+        ]
+        quiet_ratio[label] = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
+    return {
+        "reference": "median of every quiet profile's point",
+        "off_limit": OFF,
+        "rows": rows,
+        "quiet_against_first_folder": quiet_ratio,
+    }
 
 
 def markdown(doc: dict, runs: dict[str, dict]) -> str:
@@ -135,6 +152,12 @@ def markdown(doc: dict, runs: dict[str, dict]) -> str:
                 f"| {label} | {'busy' if busy else 'quiet'} | {len(rs)} | {sum(len(r['off']) for r in rs)} | "
                 f"{silent} | {wall} |"
             )
+    for label, r in doc.get("quiet_against_first_folder", {}).items():
+        first = doc["rows"][0]["folder"] if doc["rows"] else "the first folder"
+        lines.append(
+            f"\nQuiet probes, {label} against {first} (per point, the median over each folder's quiet probes): "
+            f"median ratio {r['median']:.3f}, range {r['min']:.3f}-{r['max']:.3f}."
+        )
     return "\n".join(lines) + "\n"
 
 
