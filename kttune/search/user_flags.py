@@ -32,11 +32,13 @@ def cpuinfer_threads(measured: Sequence[int], cores: int, given: int | None) -> 
     th = given if given is not None else default_cpuinfer_threads(measured, cores)
     if th not in measured:
         ms = sorted(measured)
+        below = [t for t in ms if t < cores]
+        between = f", a count between {below[0]} and {below[-1]} (interpolated)" if len(below) >= 2 else ""
         raise ParameterError(
             "cpuinfer",
-            f"{th} is outside the thread counts this profile measured ({', '.join(map(str, ms))})",
-            f"use a count from {ms[0]} to {ms[-1]} (one between two measured counts is interpolated), "
-            f"or measure it: `kttune probe --threads {th}`",
+            f"{th} is not a thread count this profile measured ({', '.join(map(str, ms))}) nor one between two "
+            f"it measured below the {cores} cores",
+            f"use one of them{between}, or measure it: `kttune probe --threads {th}`",
         )
     return th
 

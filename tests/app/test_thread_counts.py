@@ -24,5 +24,6 @@ def test_explain_takes_a_count_between_two_measured_and_refuses_one_outside():
     at = {t: explain_flags(inp, 8, 8192, 2048, 65536, cpuinfer=t).explanation.evaluation for t in (11, 13)}
     lo, hi = sorted(a.mean_ttft_ms for a in at.values())
     assert lo * 0.98 <= ev.mean_ttft_ms <= hi * 1.02
-    with pytest.raises(ParameterError, match="outside the thread counts this profile measured"):
+    with pytest.raises(ParameterError, match="not a thread count this profile measured") as e:
         explain_flags(inp, 8, 8192, 2048, 65536, cpuinfer=9)
+    assert "between 11 and 15 (interpolated)" in str(e.value.fix) and "kttune probe --threads 9" in str(e.value.fix)
