@@ -29,9 +29,9 @@ from bench_same_machine import crossovers, errors, pct
 from bench_transfer import load_points
 
 from kttune.calibration.transfer import leave_one_point_out, per_method_predictor
+from kttune.hw.point_quality import SCATTER_LIMIT, disturbed, scatter
 from kttune.hw.profile import load_profile
 from kttune.hw.registry import resolve_profile
-from kttune.probes.common import SCATTER_LIMIT, scatter
 from results_layout import COMPUTED, results_dir
 
 PATHS = ("hybrid", "layerwise")
@@ -78,10 +78,17 @@ def analyse(groups: list[tuple[str, str, list[str]]], shipped_name: str) -> tupl
 
 
 def quick_probe(profile) -> dict:
-    """How many of a quick profile's kt-kernel MoE points scattered beyond
-    `kttune.probes.common.SCATTER_LIMIT` (a busy host: docs/probe.md#disturbed-points)."""
+    """How many of a quick profile's kt-kernel MoE points scattered beyond `SCATTER_LIMIT`, how many
+    were timed again, and how many still read as disturbed (`kttune.hw.point_quality.disturbed`; the
+    same as scattered for a profile of the probe before it timed points twice): a busy host
+    (docs/probe.md#disturbed-points)."""
     pts = [p for c in profile.curves if c.kind == "cpu_moe" for p in c.points]
-    return {"cpu_moe_points": len(pts), "scattered": sum(1 for p in pts if scatter(p) > SCATTER_LIMIT)}
+    return {
+        "cpu_moe_points": len(pts),
+        "scattered": sum(1 for p in pts if scatter(p) > SCATTER_LIMIT),
+        "timed_again": sum(1 for p in pts if len(p.extra.get("timings", ())) > 1),
+        "disturbed": sum(1 for p in pts if disturbed(p)),
+    }
 
 
 def summary(rows: list[dict]) -> dict:
