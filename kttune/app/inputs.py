@@ -4,9 +4,10 @@ launch command. Bad input raises UserError naming the parameter (kttune.errors).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from kttune import bounds
+from kttune.cost.components import Components
 from kttune.errors import ParameterError, UserError
 from kttune.hw.profile import HardwareProfile, Inventory
 from kttune.hw.thread_interp import with_thread_count
@@ -44,18 +45,20 @@ class Inputs:
     notes: tuple[str, ...] = ()
 
 
-def with_cpuinfer(inp: Inputs, cpuinfer: int | None) -> tuple[Inputs, str | None]:
-    """`inp` whose profile has curves at `cpuinfer` kt-kernel workers: where the profile did not
-    measure that count but counts on both sides of it, interpolated between them
-    (`kttune.hw.thread_interp`), and the note that says so (for the cost model's notes). Unchanged,
-    and None, otherwise (a count outside the measured range stays an error of
-    `kttune.search.user_flags.cpuinfer_threads`)."""
-    if cpuinfer is None:
-        return inp, None
-    profile, note = with_thread_count(inp.request.profile, cpuinfer)
-    if note is None:
-        return inp, None
-    return replace(inp, request=replace(inp.request, profile=profile)), note
+def components_at(profile: HardwareProfile, model, method: str, tp: int, cpuinfer: int | None) -> Components:
+    """The cost model of `profile` for a flag set with `cpuinfer` kt-kernel workers: where the profile did
+    not measure that count but counts on both sides of it, its curves there interpolated
+    (`kttune.hw.thread_interp`) and the note that says so among the model's notes; else the profile's
+    own (a count outside the measured range stays an error of
+    `kttune.search.user_flags.cpuinfer_threads`). A search keeps to the measured counts: it builds
+    its model from the profile itself."""
+    note = None
+    if cpuinfer is not None:
+        profile, note = with_thread_count(profile, cpuinfer)
+    comp = Components(profile, model, method, tp)
+    if note:
+        comp.notes.append(note)
+    return comp
 
 
 def check_vram_bytes(vram_bytes: int, shown: str | None = None) -> int:

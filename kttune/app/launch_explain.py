@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Sequence
 
 from kttune.app import serialize
-from kttune.app.inputs import resolve_inputs, this_machine_inventory, with_cpuinfer
+from kttune.app.inputs import components_at, resolve_inputs, this_machine_inventory
 from kttune.app.search_explain import ExplainOutcome, SearchOutcome, command_for, search
-from kttune.cost.components import Components
 from kttune.errors import InfeasibleError, UserError
 from kttune.memory.vram import DEFAULT_VRAM_MARGIN
 from kttune.search.explain import explain
@@ -140,15 +139,11 @@ def explain_command(
         model_path=str(parsed.get("model_path")) if parsed.given("model_path") else None,
         weight_path=str(parsed.get("weight_path")) if parsed.given("weight_path") else None,
     )
-    # a --kt-cpuinfer between two measured counts: interpolated for the command's own prediction
-    # (kttune.hw.thread_interp); the search's pick below keeps to the measured counts
-    given = int(parsed.get("cpuinfer_threads")) if parsed.given("cpuinfer_threads") else None
-    measured_inp = inp
-    inp, thread_note = with_cpuinfer(inp, given)
     req = inp.request
-    comp = Components(req.profile, req.model, req.method, req.tp)
-    if thread_note:
-        comp.notes.append(thread_note)
+    # a --kt-cpuinfer between two measured counts: interpolated for the command's own prediction; the
+    # search's pick below keeps to the measured counts (kttune.app.inputs.components_at)
+    given = int(parsed.get("cpuinfer_threads")) if parsed.given("cpuinfer_threads") else None
+    comp = components_at(req.profile, req.model, req.method, req.tp, given)
     cpu = req.profile.inventory.cpu
     resolved = resolve_launch(
         parsed,
@@ -169,7 +164,7 @@ def explain_command(
     pick, problem = None, None
     if compare:
         try:
-            pick = search(replace(measured_inp, paths=paths), trials=trials, seed=0, storage=storage)
+            pick = search(inp, trials=trials, seed=0, storage=storage)
         except InfeasibleError as e:
             problem = e
     return LaunchExplainOutcome(parsed, resolved, explained, pick, problem)

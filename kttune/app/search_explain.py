@@ -9,7 +9,7 @@ from typing import Callable
 
 from kttune import bounds
 from kttune.app import serialize
-from kttune.app.inputs import Inputs, with_cpuinfer
+from kttune.app.inputs import Inputs, components_at
 from kttune.app.names import DEFAULT_TRIALS
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
@@ -166,12 +166,9 @@ def explain_flags(
     threadpools: int | None = None,
 ) -> ExplainOutcome:
     """Explain a given flag set (see `launch_config` for the checks). A `cpuinfer` between two
-    measured counts is interpolated (`kttune.app.inputs.with_cpuinfer`)."""
-    inp, thread_note = with_cpuinfer(inp, cpuinfer)
+    measured counts is interpolated (`kttune.app.inputs.components_at`)."""
     req = inp.request
-    comp = Components(req.profile, req.model, req.method, req.tp)
-    if thread_note:
-        comp.notes.append(thread_note)
+    comp = components_at(req.profile, req.model, req.method, req.tp, cpuinfer)
     cfg = launch_config(inp, gpu_experts, chunk, threshold, max_total_tokens, cpuinfer, threadpools, components=comp)
     ex = explain(comp, cfg, req.workload, req.budget)
     return ExplainOutcome(inp, ex, tuple(command_for(inp, ex.evaluation)))

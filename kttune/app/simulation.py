@@ -16,13 +16,13 @@ import math
 from dataclasses import fields, replace
 from pathlib import Path
 
+from kttune.app.inputs import components_at
 from kttune.app.names import DEFAULT_WORKLOAD
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
 from kttune.cost.prefill import prefill_time_ms
 from kttune.errors import ParameterError, UserError
 from kttune.hw.registry import load_shipped, resolve_profile, shipped_names
-from kttune.hw.thread_interp import with_thread_count
 from kttune.search.user_flags import check_gpu_experts, check_threshold, cpuinfer_threads
 from kttune.search.workload import Workload, load_workload, preset_names, simulation_statistics, workload_from_dict
 from kttune.sim import engine
@@ -279,11 +279,7 @@ def simulation_inputs(
     max_running = (
         max_running_requests if max_running_requests is not None else pick.get("max_running_requests", wl.concurrency)
     )
-    # a count between two measured ones: interpolated (kttune.hw.thread_interp)
-    prof, thread_note = with_thread_count(prof, cpuinfer) if cpuinfer is not None else (prof, None)
-    comp = Components(prof, spec, meth.name, gpus)
-    if thread_note:
-        comp.notes.append(thread_note)
+    comp = components_at(prof, spec, meth.name, gpus, cpuinfer)  # a count between two measured: interpolated
     th = cpuinfer_threads(comp.cpu_thread_options(), prof.inventory.cpu.physical_cores or 10**9, cpuinfer)
     if gpu_experts < 0:
         raise ParameterError("gpu_experts", f"{gpu_experts} is negative", f"pass 0..{spec.num_experts}")

@@ -1,5 +1,5 @@
 """`explain` (and `simulate`, `validate`) at a `--kt-cpuinfer` the profile did not measure: between two
-measured counts it is interpolated (kttune.hw.thread_interp, through kttune.app.inputs.with_cpuinfer);
+measured counts it is interpolated (kttune.hw.thread_interp, through kttune.app.inputs.components_at);
 outside them it is refused with the range and the probe that measures it."""
 
 from __future__ import annotations
