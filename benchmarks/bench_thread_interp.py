@@ -22,15 +22,9 @@ from results_layout import write_result
 
 from kttune.hw.profile import load_profile
 from kttune.hw.registry import resolve_profile
-from kttune.hw.thread_interp import amdahl_between, interpolated_curves
+from kttune.hw.thread_interp import amdahl_between, curve_group, interpolated_curves
 
 KINDS = ("cpu_moe", "stage_a_write")
-
-
-def _key(c) -> tuple:
-    return (c.kind,) + tuple(
-        sorted((k, str(v)) for k, v in c.params.items() if k not in ("threads", "interpolated_from"))
-    )
 
 
 def profile_rows(name: str, profile) -> list[dict]:
@@ -38,7 +32,9 @@ def profile_rows(name: str, profile) -> list[dict]:
     rows = []
     counts = sorted({int(c.params["threads"]) for c in profile.curves if c.kind in KINDS and c.params.get("threads")})
     for held in counts[1:-1]:
-        measured = {_key(c): c for c in profile.curves if c.kind in KINDS and int(c.params.get("threads") or 0) == held}
+        measured = {
+            curve_group(c): c for c in profile.curves if c.kind in KINDS and int(c.params.get("threads") or 0) == held
+        }
         without = replace(
             profile,
             curves=tuple(
@@ -46,7 +42,7 @@ def profile_rows(name: str, profile) -> list[dict]:
             ),
         )
         for c in interpolated_curves(without, held):
-            m = measured.get(_key(c))
+            m = measured.get(curve_group(c))
             if m is None:
                 continue
             truth = {p.x: p.t_ms for p in m.points}

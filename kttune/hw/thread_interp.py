@@ -30,8 +30,14 @@ def amdahl_between(threads: float, t1: float, t2: float, threads1: float, thread
     return t1 - b / threads1 + b / threads
 
 
-def _group_key(c: Curve) -> tuple:
-    return (c.kind,) + tuple(sorted((k, str(v)) for k, v in c.params.items() if k != "threads"))
+# what an interpolated curve adds to its params besides its thread count
+MARKS = ("interpolated_from", "threads_from")
+
+
+def curve_group(c: Curve) -> tuple:
+    """What makes curves at different thread counts measurements of the same thing: the kind and
+    every param but the thread count (and this module's marks)."""
+    return (c.kind,) + tuple(sorted((k, str(v)) for k, v in c.params.items() if k != "threads" and k not in MARKS))
 
 
 def _counts(curves: list[Curve]) -> dict[int, Curve]:
@@ -74,7 +80,7 @@ def interpolated_curves(profile: HardwareProfile, threads: int) -> list[Curve]:
     groups: dict[tuple, list[Curve]] = {}
     for c in profile.curves:
         if c.kind in INTERPOLATED_KINDS + NEAREST_BELOW_KINDS:
-            groups.setdefault(_group_key(c), []).append(c)
+            groups.setdefault(curve_group(c), []).append(c)
     out = []
     for curves in groups.values():
         counts = {t: c for t, c in _counts(curves).items() if t < cores}

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from kttune.hw.registry import load_shipped
-from kttune.hw.thread_interp import amdahl_between, interpolated_curves, with_thread_count
+from kttune.hw.thread_interp import amdahl_between, curve_group, interpolated_curves, with_thread_count
 
 SHIPPED = "h200-pcie5-xeon-amx-16c"
 THREAD_KINDS = ("cpu_moe", "stage_a_write", "pipeline")
@@ -42,13 +42,12 @@ def _without(profile, threads):
 
 def _errors(interpolated, measured, kind):
     """(interpolated / measured - 1, nearest count below / measured - 1) over the points both have."""
-    key = lambda c: tuple(sorted((k, str(v)) for k, v in c.params.items() if k not in ("interpolated_from",)))  # noqa: E731
-    truth = {key(c): {p.x: p.t_ms for p in c.points} for c in measured if c.kind == kind}
+    truth = {curve_group(c): {p.x: p.t_ms for p in c.points} for c in measured if c.kind == kind}
     out = []
     for c in interpolated:
         if c.kind != kind:
             continue
-        ms = truth[key(c)]
+        ms = truth[curve_group(c)]
         out += [(p.t_ms / ms[p.x] - 1, p.extra["interpolated_ms"][0] / ms[p.x] - 1) for p in c.points if p.x in ms]
     return out
 
