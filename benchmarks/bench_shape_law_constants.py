@@ -20,7 +20,7 @@ import argparse
 import statistics
 from pathlib import Path
 
-from bench_shape_law_probe import _model_of, errors
+from bench_shape_law_probe import _model_of, errors, quick_cpu_on
 
 from results_layout import write_result
 
@@ -50,8 +50,6 @@ def tables(runs: dict[tuple[str, str], list[tuple[str, float]]]) -> dict[str, di
 
 
 def run(results: Path, instances: list[tuple[str, Path, list[Path]]], gpu_from: str) -> dict:
-    from dataclasses import replace
-
     shipped = load_shipped(gpu_from)
     runs = runs_r(results)
     ways = tables(runs)
@@ -60,11 +58,7 @@ def run(results: Path, instances: list[tuple[str, Path, list[Path]]], gpu_from: 
     rows = []
     try:
         for name, base_path, model_paths in instances:
-            base = load_profile(base_path)
-            cpu = tuple(c for c in base.curves if c.kind == "cpu_moe")
-            plain = replace(
-                shipped, curves=tuple(c for c in shipped.curves if c.kind not in ("cpu_moe", "cpu_moe_shape")) + cpu
-            )
+            plain = quick_cpu_on(load_profile(base_path), shipped)
             for mp in model_paths:
                 probe = load_profile(mp)
                 model, method = _model_of(mp, probe)

@@ -60,15 +60,17 @@ def source_of(base: HardwareProfile, name: str, method: str) -> str:
     return Components(base, model, method).cpu_output_flops_source
 
 
+def quick_cpu_on(base: HardwareProfile, shipped: HardwareProfile) -> HardwareProfile:
+    """`shipped` with its CPU MoE curves and shape sets replaced by `base`'s CPU MoE curves (its shape
+    sets left out): what the cost model reads the models' CPU MoE from."""
+    cpu = tuple(c for c in base.curves if c.kind == "cpu_moe")
+    return replace(shipped, curves=tuple(c for c in shipped.curves if c.kind not in ("cpu_moe", "cpu_moe_shape")) + cpu)
+
+
 def run(base_path: Path, law_paths: list[Path], model_paths: list[Path], gpu_from: str) -> dict:
     """The base's CPU MoE curves, with the GPU curves of the shipped profile `gpu_from` (the cost model
     needs them; the CPU MoE prediction does not read them)."""
-    base = load_profile(base_path)
-    shipped = load_shipped(gpu_from)
-    cpu = tuple(c for c in base.curves if c.kind == "cpu_moe")
-    plain = replace(
-        shipped, curves=tuple(c for c in shipped.curves if c.kind not in ("cpu_moe", "cpu_moe_shape")) + cpu
-    )
+    plain = quick_cpu_on(load_profile(base_path), load_shipped(gpu_from))
     laws = {p.name: load_profile(p) for p in law_paths}
     table = dict(kt_classes.MATRIX_OUTPUT_FLOPS)
     rows = []
