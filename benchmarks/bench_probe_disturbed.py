@@ -28,6 +28,7 @@ from pathlib import Path
 
 from results_layout import write_result
 
+from kttune.hw.point_quality import disturbed
 from kttune.hw.profile import load_profile
 
 HOG = Path(__file__).resolve().parent / "diag" / "diag_memory_hog.py"
@@ -77,9 +78,8 @@ def _files(prefix: str, pattern: str) -> list[Path]:
 
 
 def analyse(folders: list[tuple[str, str]]) -> dict:
-    from kttune.probes.common import disturbed
-
-    quiet = [_points(f) for _, d in folders for f in _files(d, "quiet-*.profile.json")]
+    per_folder = {label: [_points(f) for f in _files(d, "quiet-*.profile.json")] for label, d in folders}
+    quiet = [q for qs in per_folder.values() for q in qs]
     keys = set.intersection(*(set(q) for q in quiet))
     ref = {k: statistics.median(q[k].t_ms for q in quiet) for k in keys}
     rows = []
@@ -104,7 +104,6 @@ def analyse(folders: list[tuple[str, str]]) -> dict:
                 }
             )
     # does a rule read a quiet host differently? each folder's quiet medians against the first folder's
-    per_folder = {label: [_points(f) for f in _files(d, "quiet-*.profile.json")] for label, d in folders}
     first = folders[0][0]
     quiet_ratio = {}
     for label, qs in per_folder.items():
