@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from kttune.hw.fit import LinearFit, fit_nonneg
+from kttune.hw.profile import load_profile
 from kttune.spec.kt_classes import matrix_output_flops
 
 # Fewest shapes a set must hold for its r to be judged: with two, a two-term fit passes through both
@@ -88,8 +89,6 @@ def run_slopes(path: str | Path, key: tuple[str, str]) -> list[ShapeSlope]:
     build and class)."""
     path = Path(path)
     if path.name.endswith(".profile.json"):
-        from kttune.hw.profile import load_profile
-
         want = (f"kt-kernel:{key[0]}", key[1])
         curves = load_profile(path).curves_of("cpu_moe_shape")
         return slopes_of_curves([c for c in curves if (c.backend, c.params.get("kernel")) == want])
