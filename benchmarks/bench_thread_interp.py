@@ -18,11 +18,12 @@ import statistics
 from dataclasses import replace
 from pathlib import Path
 
+from bench_transfer import load_points
 from results_layout import write_result
 
 from kttune.hw.profile import load_profile
 from kttune.hw.registry import resolve_profile
-from kttune.hw.thread_interp import amdahl_between, curve_group, interpolated_curves
+from kttune.hw.thread_interp import amdahl_between, curve_group, interpolated_curves, with_thread_count
 
 KINDS = ("cpu_moe", "stage_a_write")
 
@@ -96,13 +97,6 @@ def runner_rows(profile, held: int, runs: list[Path]) -> list[dict]:
     """The path runner's forwards at `held` threads (`runs`: `kttune paths` results), each predicted
     by the raw cost model from `profile` and from `profile` without its `held`-thread curves, read
     again from the counts around it (per model and path: mean absolute error)."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_transfer import load_points
-
-    from kttune.hw.thread_interp import with_thread_count
-
     kinds = KINDS + ("pipeline",)
     plain = replace(profile, calibration=())
     without = replace(
