@@ -21,6 +21,9 @@ class LaunchConfig:
     kv_cache_dtype_bytes: int = 2  # --kv-cache-dtype auto (bf16) = 2
     context_length: int = 0  # --context-length; 0 = model's max_position_embeddings
     page_size: int = 1
+    # --max-mamba-cache-size: state slots of linear-attention layers (Qwen3-Next, Qwen3.5); 0 = what
+    # kttune launches with, 3 per running request (kttune.memory.vram.linear_state_slots)
+    linear_state_slots: int = 0
 
     def __post_init__(self) -> None:
         # from JSON the node ids arrive as a list: keep the config hashable and equal to itself

@@ -27,6 +27,7 @@ VRAM_ITEMS = (
     ("non_expert_weights", "non-expert weights / TP"),
     ("gpu_experts", "resident GPU experts"),
     ("kv_cache", "KV cache"),
+    ("linear_state", "linear-attention states"),
     ("req_to_token_pool", "request pool"),
     ("cuda_graphs", "CUDA graphs + KT buffers"),
     ("kt_staging", "KT staging buffer"),

@@ -78,6 +78,7 @@ def _vram_table(b: VramBreakdown, budget_bytes: int, usable_bytes: int, narrow: 
         "non_expert_weights": ("non-expert weights / TP", "startup"),
         "gpu_experts": ("resident GPU experts", "startup"),
         "kv_cache": ("KV cache (--max-total-tokens)", "startup"),
+        "linear_state": ("linear-attention states", "startup"),
         "req_to_token_pool": ("request pool", "startup"),
         "cuda_graphs": ("CUDA graphs + KT output buffers", "startup"),
         "kt_staging": ("KT staging buffer", "startup"),

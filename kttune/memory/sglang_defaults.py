@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kttune.config import LaunchConfig
-from kttune.memory.vram import context_length, kv_cell_bytes, vram_breakdown
+from kttune.memory.vram import context_length, kv_cell_bytes, linear_state_bytes_per_request, vram_breakdown
 from kttune.spec.model_spec import ModelSpec
 from kttune.units import MIB
 
@@ -60,14 +60,46 @@ def default_mem_fraction_static(vram_bytes: int, chunk: int, cuda_graph_max_bs: 
     return round((mib - reserved) / mib, 3)
 
 
+# SGLang's default share of the state pool to the KV pool when `--max-mamba-cache-size` is unset
+# (server_args.mamba_full_memory_ratio).
+MAMBA_FULL_MEMORY_RATIO = 0.9
+
+
+def _rest_after_weights(model: ModelSpec, cfg: LaunchConfig, vram_bytes: int, mem_fraction_static: float) -> float:
+    """What `mem_fraction_static` of the free memory at start (the GPU less the CUDA context) leaves
+    after the weights (non-expert and the resident GPU experts)."""
+    b = vram_breakdown(model, replace(cfg, max_total_tokens=0))
+    return (vram_bytes - b.cuda_context) * mem_fraction_static - (b.non_expert_weights + b.gpu_experts)
+
+
+def linear_state_slots_at_start(
+    model: ModelSpec,
+    cfg: LaunchConfig,
+    vram_bytes: int,
+    mem_fraction_static: float,
+    ratio: float = MAMBA_FULL_MEMORY_RATIO,
+    running_if_no_radix: int = 0,
+) -> int:
+    """The state pool SGLang sizes at start for a model with linear-attention layers when
+    `--max-mamba-cache-size` is unset (`handle_max_mamba_cache`): `--max-running-requests` slots
+    with the radix cache off (`running_if_no_radix`), else the slots that `ratio / (1 + ratio)` of
+    the memory left after the weights holds. 0 without such layers."""
+    per = linear_state_bytes_per_request(model, cfg.tp)
+    if per <= 0:
+        return 0
+    if running_if_no_radix:
+        return running_if_no_radix
+    rest = _rest_after_weights(model, cfg, vram_bytes, mem_fraction_static)
+    return max(0, int(rest * ratio / (1 + ratio) // per))
+
+
 def profiled_kv_tokens(model: ModelSpec, cfg: LaunchConfig, vram_bytes: int, mem_fraction_static: float) -> int:
     """The KV pool SGLang sizes at start from the fraction: what `mem_fraction_static` of the free
-    memory at start (the GPU less the CUDA context) leaves after the weights (non-expert and the
-    resident GPU experts), in tokens of the KV cell, page-aligned; 0 or less is "Not enough memory"
-    at start. `--max-total-tokens` can only lower it."""
-    b = vram_breakdown(model, replace(cfg, max_total_tokens=0))
-    free_at_start = vram_bytes - b.cuda_context
-    rest = free_at_start * mem_fraction_static - (b.non_expert_weights + b.gpu_experts)
+    memory at start leaves after the weights and the linear-attention state pool (`cfg`'s slots), in
+    tokens of the KV cell, page-aligned; 0 or less is "Not enough memory" at start.
+    `--max-total-tokens` can only lower it."""
+    rest = _rest_after_weights(model, cfg, vram_bytes, mem_fraction_static)
+    rest -= cfg.linear_state_slots * linear_state_bytes_per_request(model, cfg.tp)
     cell = kv_cell_bytes(model, cfg.tp, cfg.kv_cache_dtype_bytes)
     if rest <= 0 or cell <= 0:
         return 0

@@ -6,7 +6,7 @@ the largest (it also holds the KT staging buffers), so that is the rank reported
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from kttune.config import LaunchConfig
 from kttune.spec.methods import KtMethod, bytes_per_expert, get_method, gpu_format, layerwise_slot_bytes_per_expert
@@ -93,6 +93,52 @@ def kv_cell_bytes(model: ModelSpec, tp: int, dtype_bytes: int = 2) -> float:
         per_layer = kv_heads_per_rank * (model.head_dim + model.v_head_dim)
     layers = len(model.full_attention_layer_ids) + SWA_FULL_TOKENS_RATIO * len(model.sliding_layer_ids)
     return per_layer * layers * dtype_bytes
+
+
+# SGLang's state slots per running request for linear-attention models with the radix cache on
+# (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO, model_runner_kv_cache_mixin.py): it runs at most
+# `--max-mamba-cache-size // 3` requests at once; the other slots keep cached prefixes' states.
+LINEAR_STATE_SLOTS_PER_REQUEST = 3
+# The conv state's element (SGLang's default SGLANG_MAMBA_CONV_DTYPE, bf16).
+LINEAR_CONV_STATE_BYTES = 2
+
+
+def linear_state_bytes_per_request(model: ModelSpec, tp: int) -> int:
+    """One request's recurrent state on one rank over every linear-attention layer (SGLang
+    `Mamba2StateShape.create` and `mamba_cache_per_req`, docs/memory.md#linear-attention-state): the
+    conv state, (value_dim + 2 x key heads x key_head_dim) / tp channels x (conv kernel - 1), and the
+    temporal state, value heads / tp x value_head_dim x key_head_dim. Key heads that do not split
+    over the ranks are replicated up to tp first. 0 for a model without such layers."""
+    lin = model.linear_attention
+    if lin is None or not model.linear_attention_layer_ids:
+        return 0
+    groups = lin.num_key_heads
+    if groups % tp:
+        groups = tp  # extra_groups_for_head_shards adds tp - groups: the groups replicated over the shards
+    conv_dim = lin.value_dim + 2 * groups * lin.key_head_dim
+    conv = conv_dim // tp * (lin.conv_kernel - 1) * LINEAR_CONV_STATE_BYTES
+    temporal = lin.num_value_heads // tp * lin.value_head_dim * lin.key_head_dim * lin.ssm_state_bytes
+    return (conv + temporal) * len(model.linear_attention_layer_ids)
+
+
+def linear_state_slots(model: ModelSpec, cfg: LaunchConfig) -> int:
+    """The state pool's slots (`--max-mamba-cache-size`): the configuration's, else what kttune
+    launches with, LINEAR_STATE_SLOTS_PER_REQUEST per running request. 0 without linear layers."""
+    if model.linear_attention is None or not model.linear_attention_layer_ids:
+        return 0
+    return cfg.linear_state_slots or LINEAR_STATE_SLOTS_PER_REQUEST * cfg.max_running_requests
+
+
+def with_linear_state_slots(model: ModelSpec, cfg: LaunchConfig) -> LaunchConfig:
+    """`cfg` with its state slots spelled out (what kttune launches with when it leaves them 0)."""
+    slots = linear_state_slots(model, cfg)
+    return cfg if slots == cfg.linear_state_slots else replace(cfg, linear_state_slots=slots)
+
+
+def linear_state_pool_bytes(model: ModelSpec, cfg: LaunchConfig) -> int:
+    """The state pool SGLang allocates at start (MambaPool: its slots and one spare)."""
+    slots = linear_state_slots(model, cfg)
+    return (slots + 1) * linear_state_bytes_per_request(model, cfg.tp) if slots else 0
 
 
 def kv_pool_bytes(model: ModelSpec, cfg: LaunchConfig) -> float:
@@ -338,6 +384,7 @@ class VramBreakdown:
     non_expert_weights: int
     gpu_experts: int
     kv_cache: int
+    linear_state: int  # linear-attention layers' per-request states (Qwen3-Next, Qwen3.5); 0 without
     req_to_token_pool: int
     cuda_graphs: int
     kt_staging: int
@@ -356,6 +403,7 @@ class VramBreakdown:
             + self.non_expert_weights
             + self.gpu_experts
             + self.kv_cache
+            + self.linear_state
             + self.req_to_token_pool
             + self.cuda_graphs
             + self.kt_staging
@@ -418,6 +466,7 @@ def vram_breakdown(model: ModelSpec, cfg: LaunchConfig) -> VramBreakdown:
         non_expert_weights=int(model.non_expert_bytes / cfg.tp),
         gpu_experts=gpu_expert_bytes(model, method, cfg),
         kv_cache=int(kv_pool_bytes(model, cfg)),
+        linear_state=linear_state_pool_bytes(model, cfg),
         req_to_token_pool=req_to_token_pool_bytes(model, cfg),
         cuda_graphs=cuda_graph_bytes(model, cfg),
         kt_staging=staging_bytes(model, cfg),

@@ -11,7 +11,13 @@ from kttune.cost.decode import decode_step_ms
 from kttune.cost.prefill import prefill_time_ms
 from kttune.memory.host import HostRamBreakdown, host_ram_breakdown
 from kttune.search.admission import requests_the_pool_holds
-from kttune.memory.vram import DEFAULT_VRAM_MARGIN, VramBreakdown, usable_vram_bytes, vram_breakdown
+from kttune.memory.vram import (
+    DEFAULT_VRAM_MARGIN,
+    VramBreakdown,
+    usable_vram_bytes,
+    vram_breakdown,
+    with_linear_state_slots,
+)
 from kttune.search.workload import Workload
 from kttune.units import GIB
 
@@ -96,6 +102,7 @@ def decode_context(workload: Workload) -> float:
 
 def evaluate(comp: Components, cfg: LaunchConfig, workload: Workload, budget: Budget) -> Evaluation:
     model = comp.model
+    cfg = with_linear_state_slots(model, cfg)  # the states the launch command sizes, spelled out
     ttft = tuple((p, prefill_time_ms(comp, cfg, p)) for p in workload.prompt_tokens)
     mean_ttft = sum(w * t for (_, t), w in zip(ttft, workload.weights))
     ctx = decode_context(workload)

@@ -1,14 +1,16 @@
 """The sglang-kt launch argv for a configuration (docs/sglang-kt.md#the-launch-command-kttune-emits). Every flag that must be
 set is set: `--kt-weight-path` and `--kt-num-gpu-experts` always (either missing silently turns KT
 off), the threshold explicitly (0 = off), `--max-total-tokens` so the lazily allocated layerwise
-slot keeps its headroom, and `--kt-cpuinfer` / `--kt-threadpool-count` as chosen."""
+slot keeps its headroom, `--max-mamba-cache-size` for models with linear-attention layers (unset,
+SGLang takes their states' room from the KV pool), and `--kt-cpuinfer` / `--kt-threadpool-count` as
+chosen."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from kttune.config import LaunchConfig
-from kttune.memory.vram import VramBreakdown, mem_fraction_static
+from kttune.memory.vram import VramBreakdown, linear_state_slots, mem_fraction_static
 from kttune.spec.launch_args import PROGRAMS, flag_name
 from kttune.spec.methods import get_method
 from kttune.spec.model_spec import ModelSpec
@@ -86,6 +88,7 @@ def launch_argv(
         str(cfg.max_running_requests),
         f("cuda_graph_max_bs"),
         str(cfg.cuda_graph_max_bs),
+        *([f("linear_state_slots"), str(linear_state_slots(model, cfg))] if linear_state_slots(model, cfg) else []),
         f("mem_fraction_static"),
         f"{mem_fraction_static(vram, vram_budget_bytes):g}",
         f("tp"),

@@ -21,15 +21,18 @@ from kttune.memory.sglang_defaults import (
     default_cuda_graph_max_bs,
     default_max_running_requests,
     default_mem_fraction_static,
+    linear_state_slots_at_start,
+    MAMBA_FULL_MEMORY_RATIO,
     profiled_kv_tokens,
 )
+from kttune.memory.vram import LINEAR_STATE_SLOTS_PER_REQUEST, linear_state_bytes_per_request
 from kttune.search.admission import running_requests
 from kttune.search.user_flags import NATIVE_METHODS, default_cpuinfer_threads, threshold_crashes, usable_threads
 from kttune.search.workload import Workload
 from kttune.spec.launch_args import ParsedLaunch, flag_name
 from kttune.spec.methods import get_method
 from kttune.spec.model_spec import ModelSpec
-from kttune.units import GIB
+from kttune.units import GIB, MIB
 
 DEFAULT_METHOD = "AMXINT4"  # sglang-kt 0.7.2's `--kt-method` when unset
 DEFAULT_THREADPOOLS = 2  # its `--kt-threadpool-count` when unset
@@ -189,6 +192,8 @@ def resolve_launch(
     else:
         mfs = default_mem_fraction_static(vram_bytes, chunk, graph_bs, tp)
         notes.append(f"{f('mem_fraction_static')} unset: SGLang takes {mfs:g} for a {vram_bytes / GIB:.0f} GiB GPU")
+    base, linear_notes = _linear_state(parsed, model, base, vram_bytes, mfs)
+    notes.extend(linear_notes)
     profiled = profiled_kv_tokens(model, base, vram_bytes, mfs)
     if profiled <= 0:
         raise InfeasibleError(
@@ -223,7 +228,62 @@ def resolve_launch(
             f"{f('max_running_requests')} unset: SGLang allows {running} (the pool runs "
             f"{running_requests(pool, workload)} of the workload's requests at once)"
         )
+    slots = base.linear_state_slots
+    if slots:
+        per_slot = 1 if parsed.given("disable_radix_cache") else LINEAR_STATE_SLOTS_PER_REQUEST
+        if slots // per_slot < 1:
+            raise InfeasibleError(
+                f"{slots} linear-attention state slot(s) run no request: SGLang runs at most "
+                f"{flag_name('linear_state_slots')} // {per_slot} requests at once",
+                f"pass {flag_name('linear_state_slots')} {per_slot} or more",
+            )
+        if running > slots // per_slot:
+            notes.append(
+                f"{flag_name('max_running_requests')} {running}: SGLang runs at most {slots // per_slot} at once "
+                f"with {slots} linear-attention state slots ({per_slot} per request"
+                f"{'' if per_slot == 1 else ' with the radix cache on'})"
+            )
+            running = slots // per_slot
     return ResolvedLaunch(replace(cfg, max_running_requests=running), mfs, profiled, tuple(notes))
+
+
+def _linear_state(
+    parsed: ParsedLaunch, model: ModelSpec, base: LaunchConfig, vram_bytes: int, mfs: float
+) -> tuple[LaunchConfig, tuple[str, ...]]:
+    """The linear-attention state pool the command starts with (docs/memory.md#linear-attention-state):
+    `--max-mamba-cache-size` as given, else as SGLang sizes it: `--max-running-requests` slots with
+    the radix cache off, else a share of the memory after the weights that the KV pool then lacks."""
+    f = flag_name
+    no_radix = parsed.given("disable_radix_cache")
+    per = linear_state_bytes_per_request(model, base.tp)
+    if per <= 0:
+        given = [f(k) for k in ("linear_state_slots", "mamba_full_memory_ratio") if parsed.given(k)]
+        notes = (f"{', '.join(given)}: {model.name} has no linear-attention layers; no effect",) if given else ()
+        if no_radix:
+            notes += (f"{f('disable_radix_cache')}: no prefix reuse; the prediction assumes none anyway",)
+        return base, notes
+    if parsed.given("linear_state_slots"):
+        slots = int(parsed.get("linear_state_slots"))
+        if slots < 1:
+            raise UserError(f"{f('linear_state_slots')} {slots} must be at least 1", "pass e.g. 24")
+        return replace(base, linear_state_slots=slots), ()
+    running = int(parsed.get("max_running_requests", 0)) if no_radix else 0
+    ratio = float(parsed.get("mamba_full_memory_ratio", MAMBA_FULL_MEMORY_RATIO))
+    if ratio <= 0:
+        raise UserError(f"{f('mamba_full_memory_ratio')} {ratio:g} must be positive", "pass e.g. 0.9")
+    slots = linear_state_slots_at_start(model, base, vram_bytes, mfs, ratio, running_if_no_radix=running)
+    gib = slots * per / GIB
+    if running:
+        why = f"{f('disable_radix_cache')} with {f('max_running_requests')} {running}: one slot per request"
+    else:
+        why = (
+            f"{ratio:g} / {1 + ratio:g} of what {f('mem_fraction_static')} {mfs:g} leaves after the weights, "
+            "which the KV pool then lacks"
+        )
+    return replace(base, linear_state_slots=slots), (
+        f"{f('linear_state_slots')} unset: SGLang keeps {slots} linear-attention request states "
+        f"({gib:.2f} GiB, {per / MIB:.1f} MiB each): {why}",
+    )
 
 
 @dataclass(frozen=True)

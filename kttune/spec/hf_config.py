@@ -29,7 +29,7 @@ from kttune.spec.families import (
     family_rules,
 )
 from kttune.spec.methods import FORMATS, NATIVE_METHOD_FOR_FORMAT, get_method
-from kttune.spec.model_spec import ModelSpec, RouterSpec
+from kttune.spec.model_spec import LinearAttentionSpec, ModelSpec, RouterSpec
 
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
 
@@ -398,16 +398,33 @@ def _router(cfg: dict, name: str, rules: FamilyRules, num_experts: int, notes: l
     )
 
 
-def _linear_attention_params(cfg: dict, name: str, h: int) -> tuple[int, int]:
-    """Qwen3-Next Gated DeltaNet layer (transformers `Qwen3NextGatedDeltaNet`)."""
-    nk = _int(cfg, name, "linear_num_key_heads", default=16)
-    nv = _int(cfg, name, "linear_num_value_heads", default=32)
-    dk = _int(cfg, name, "linear_key_head_dim", default=128)
-    dv = _int(cfg, name, "linear_value_head_dim", default=128)
-    conv = _int(cfg, name, "linear_conv_kernel_dim", default=4)
-    key_dim, value_dim = nk * dk, nv * dv
-    linear = h * (2 * key_dim + 2 * value_dim) + h * 2 * nv + value_dim * h  # in_proj_qkvz, in_proj_ba, out_proj
-    other = (2 * key_dim + value_dim) * conv + 2 * nv + dv  # conv1d, A_log + dt_bias, gated norm
+# `mamba_ssm_dtype` -> bytes of the recurrent state (SGLang `mamba2_state_dtype`: float32 unless set)
+_SSM_STATE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def _linear_attention(cfg: dict, name: str, notes: list[str]) -> LinearAttentionSpec:
+    """A Gated DeltaNet layer's shape (transformers `Qwen3NextGatedDeltaNet`; SGLang's defaults where
+    the config is silent)."""
+    ssm = str(cfg.get("mamba_ssm_dtype") or "float32")
+    if ssm not in _SSM_STATE_BYTES:
+        notes.append(f"mamba_ssm_dtype {ssm!r} is not one SGLang takes; it keeps the state in float32")
+        ssm = "float32"
+    return LinearAttentionSpec(
+        num_key_heads=_int(cfg, name, "linear_num_key_heads", default=16),
+        num_value_heads=_int(cfg, name, "linear_num_value_heads", default=32),
+        key_head_dim=_int(cfg, name, "linear_key_head_dim", default=128),
+        value_head_dim=_int(cfg, name, "linear_value_head_dim", default=128),
+        conv_kernel=_int(cfg, name, "linear_conv_kernel_dim", default=4),
+        ssm_state_bytes=_SSM_STATE_BYTES[ssm],
+    )
+
+
+def _linear_attention_params(lin: LinearAttentionSpec, h: int) -> tuple[int, int]:
+    """Parameters of one Gated DeltaNet layer: in_proj_qkvz, in_proj_ba and out_proj; conv1d, A_log +
+    dt_bias and the gated norm."""
+    key_dim, value_dim, nv = lin.key_dim, lin.value_dim, lin.num_value_heads
+    linear = h * (2 * key_dim + 2 * value_dim) + h * 2 * nv + value_dim * h
+    other = (2 * key_dim + value_dim) * lin.conv_kernel + 2 * nv + lin.value_head_dim
     return linear, other
 
 
@@ -576,8 +593,9 @@ def _parse(
         v_head_dim = head_dim
         attn_linear, attn_other = _gqa_attention_params(cfg, rules, qk_norm, h, heads, kv_heads, head_dim)
     lin_linear, lin_other = (0, 0)
-    if layers.linear:
-        lin_linear, lin_other = _linear_attention_params(cfg, name, h)
+    linear_attention = _linear_attention(cfg, name, notes) if layers.linear else None
+    if linear_attention is not None:
+        lin_linear, lin_other = _linear_attention_params(linear_attention, h)
     n_softmax = len(layers.full) + len(layers.sliding)
     n_linear = len(layers.linear)
 
@@ -648,6 +666,7 @@ def _parse(
         sliding_window=layers.sliding_window,
         sliding_layer_ids=layers.sliding,
         linear_attention_layer_ids=layers.linear,
+        linear_attention=linear_attention,
         router=router,
         checkpoint_format=ckpt_format,
         default_method=default_method,

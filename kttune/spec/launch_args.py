@@ -54,6 +54,19 @@ FLAGS: tuple[LaunchFlag, ...] = (
     LaunchFlag("context_length", ("--context-length",), int, "longest request (default: the model's)"),
     LaunchFlag("page_size", ("--page-size",), int, "KV page size in tokens"),
     LaunchFlag("kv_cache_dtype", ("--kv-cache-dtype",), str, "KV cache element type"),
+    LaunchFlag(
+        "linear_state_slots",
+        ("--max-mamba-cache-size",),
+        int,
+        "request states the linear-attention layers keep (Qwen3-Next, Qwen3.5)",
+    ),
+    LaunchFlag(
+        "mamba_full_memory_ratio",
+        ("--mamba-full-memory-ratio",),
+        float,
+        "linear-attention states : KV pool, of the memory left after the weights (unset state slots)",
+    ),
+    LaunchFlag("disable_radix_cache", ("--disable-radix-cache",), bool, "no prefix reuse"),
     # written by kttune, read for the round trip; no prediction depends on them
     LaunchFlag("attention_backend", ("--attention-backend",), str, "attention kernels"),
     LaunchFlag("port", ("--port",), int, "HTTP port"),
@@ -126,7 +139,6 @@ IGNORED: tuple[tuple[tuple[str, ...], bool, str], ...] = (
         False,
         "no decode CUDA graphs: kttune still counts their memory and models decode without graph-launch savings",
     ),
-    (("--disable-radix-cache",), False, "no prefix reuse: the prediction assumes none anyway"),
     (("--enable-metrics",), False, "Prometheus metrics: no effect on the prediction"),
     (("--random-seed",), True, "sampling seed: no effect on the prediction"),
     (("--moe-runner-backend",), True, "the GPU MoE kernels: the cost model uses the profile's measured GPU MoE"),

@@ -24,6 +24,28 @@ class RouterSpec:
 
 
 @dataclass(frozen=True)
+class LinearAttentionSpec:
+    """The shape of a Gated DeltaNet layer (Qwen3-Next, Qwen3.5: transformers `Qwen3NextGatedDeltaNet`):
+    its projections' parameters and the recurrent state SGLang keeps per request both come from it
+    (docs/memory.md#linear-attention-state)."""
+
+    num_key_heads: int  # linear_num_key_heads
+    num_value_heads: int  # linear_num_value_heads
+    key_head_dim: int  # linear_key_head_dim
+    value_head_dim: int  # linear_value_head_dim
+    conv_kernel: int  # linear_conv_kernel_dim
+    ssm_state_bytes: int = 4  # `mamba_ssm_dtype` of the config (float32 unless it says)
+
+    @property
+    def key_dim(self) -> int:
+        return self.num_key_heads * self.key_head_dim
+
+    @property
+    def value_dim(self) -> int:
+        return self.num_value_heads * self.value_head_dim
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     name: str
     family: str  # HF model_type of the language model (deepseek_v3, kimi_k2, qwen3_moe, ...)
@@ -53,6 +75,7 @@ class ModelSpec:
     sliding_window: int = 0  # gpt-oss sliding layers (KV capped at the window)
     sliding_layer_ids: tuple[int, ...] = ()
     linear_attention_layer_ids: tuple[int, ...] = ()  # Qwen3-Next Gated DeltaNet layers (no KV)
+    linear_attention: LinearAttentionSpec | None = None  # their shape, where the model has such layers
     router: RouterSpec = field(default_factory=RouterSpec)
     # weights
     checkpoint_format: str = "bf16"  # native expert format (see kttune.spec.methods.FORMATS)

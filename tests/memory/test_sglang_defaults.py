@@ -14,9 +14,16 @@ from kttune.memory.sglang_defaults import (
     default_cuda_graph_max_bs,
     default_max_running_requests,
     default_mem_fraction_static,
+    linear_state_slots_at_start,
     profiled_kv_tokens,
 )
-from kttune.memory.vram import kv_cell_bytes, mem_fraction_static, vram_breakdown
+from kttune.memory.vram import (
+    kv_cell_bytes,
+    linear_state_bytes_per_request,
+    linear_state_slots,
+    mem_fraction_static,
+    vram_breakdown,
+)
 from kttune.units import GIB
 from tests.helpers import cfg, model
 
@@ -73,18 +80,46 @@ def test_the_pool_grows_with_the_fraction_and_shrinks_with_gpu_experts(f, more, 
         )
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.integers(24, 200), st.integers(0, 40), st.integers(1, 128).map(lambda k: 1024 * k))
-def test_the_fraction_kttune_prints_leaves_its_pool_at_start(gib, n, kv):
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(24, 200),
+    st.integers(0, 40),
+    st.integers(1, 128).map(lambda k: 1024 * k),
+    st.integers(1, 64),
+    st.sampled_from(["qwen3-30b-a3b", "qwen3-next-80b-a3b"]),
+)
+def test_the_fraction_kttune_prints_leaves_its_pool_at_start(gib, n, kv, running, name):
     """The emitted --mem-fraction-static sizes a pool of at least the emitted --max-total-tokens, so
-    SGLang runs the pool kttune modelled (the cap, not the fraction, decides it)."""
-    m = model("qwen3-30b-a3b")
-    c = cfg("BF16", num_gpu_experts=n, max_total_tokens=kv)
+    SGLang runs the pool kttune modelled (the cap, not the fraction, decides it); for a model with
+    linear-attention layers, with the emitted --max-mamba-cache-size's states taken first."""
+    m = model(name)
+    c = cfg("BF16", num_gpu_experts=n, max_total_tokens=kv, max_running_requests=running)
     b = vram_breakdown(m, c)
     if b.startup_bytes > 0.97 * gib * GIB:
         return  # over the budget: the search never prints it
     f = mem_fraction_static(b, gib * GIB)
-    assert profiled_kv_tokens(m, c, gib * GIB, f) >= kv
+    emitted = replace(c, linear_state_slots=linear_state_slots(m, c))  # as SGLang reads the command back
+    assert profiled_kv_tokens(m, emitted, gib * GIB, f) >= kv
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(0.5, 0.95, allow_subnormal=False), st.floats(0.1, 4.0, allow_subnormal=False), st.integers(0, 60))
+def test_unset_state_slots_take_their_share_and_the_kv_pool_the_rest(f, ratio, n):
+    """`--max-mamba-cache-size` unset: SGLang gives the states ratio / (1 + ratio) of what the fraction
+    leaves after the weights, in whole states, and the KV pool what is left of it."""
+    m = model("qwen3-next-80b-a3b")
+    c = cfg("BF16", num_gpu_experts=n, max_total_tokens=0)
+    v = 80 * GIB
+    b = vram_breakdown(m, c)
+    rest = (v - b.cuda_context) * f - b.non_expert_weights - b.gpu_experts
+    per = linear_state_bytes_per_request(m, 1)
+    slots = linear_state_slots_at_start(m, c, v, f, ratio)
+    assert slots * per <= rest * ratio / (1 + ratio) < (slots + 1) * per
+    kv = profiled_kv_tokens(m, replace(c, linear_state_slots=slots), v, f)
+    assert kv <= profiled_kv_tokens(m, c, v, f)  # the states come out of the KV pool's room
+    assert kv * kv_cell_bytes(m, 1) <= rest - slots * per < (kv + 1) * kv_cell_bytes(m, 1)
+    assert linear_state_slots_at_start(m, c, v, f, ratio, running_if_no_radix=7) == 7
+    assert linear_state_slots_at_start(model("qwen3-30b-a3b"), c, v, f, ratio) == 0
 
 
 def test_unset_running_requests_follow_the_request_pool():

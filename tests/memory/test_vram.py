@@ -8,7 +8,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kttune.memory.vram import kv_cell_bytes, layerwise_slot_bytes, max_kv_tokens_that_fit, vram_breakdown
+from kttune.memory.vram import (
+    LINEAR_STATE_SLOTS_PER_REQUEST,
+    kv_cell_bytes,
+    layerwise_slot_bytes,
+    linear_state_bytes_per_request,
+    linear_state_pool_bytes,
+    max_kv_tokens_that_fit,
+    vram_breakdown,
+)
+from kttune.spec.hf_config import spec_from_config
+from kttune.spec.catalog import catalog_config
 from kttune.spec.methods import get_method
 from kttune.units import GB, GIB
 from tests.helpers import cfg, model
@@ -60,6 +70,67 @@ def test_gqa_kv_cell_splits_heads_over_tp():
 def test_hybrid_attention_models_cache_only_attention_layers():
     nxt = model("qwen3-next-80b-a3b")  # 12 of 48 layers hold KV: 2 heads x (256 + 256)
     assert kv_cell_bytes(nxt, 1) == 2 * 512 * 12 * 2
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4, 8])
+def test_linear_state_per_request_is_sglangs_mamba_state(tp):
+    """Qwen3-Next's 36 Gated DeltaNet layers (config: 16 key / 32 value heads of 128, conv kernel 4):
+    SGLang's Mamba2StateShape keeps a bf16 conv state of (32x128 + 2x16x128) / tp channels x 3 and an
+    fp32 temporal state of 32 / tp heads x 128 x 128, per layer (docs/memory.md#linear-attention-state)."""
+    nxt = model("qwen3-next-80b-a3b")
+    assert linear_state_bytes_per_request(nxt, tp) == 36 * ((4096 + 4096) // tp * 3 * 2 + 32 // tp * 128 * 128 * 4)
+    assert linear_state_bytes_per_request(nxt, 1) == 77_266_944  # 73.7 MiB
+
+
+def test_the_state_pool_is_the_tensors_sglang_allocates():
+    """Against the allocation itself: the conv and temporal tensors SGLang's MambaPool creates
+    ([layers, slots + 1, ...] in bf16 and fp32), built with torch from the config's keys."""
+    torch = pytest.importorskip("torch")
+    raw = catalog_config("qwen3-next-80b-a3b")
+    nxt = model("qwen3-next-80b-a3b")
+    c = cfg("BF16", max_running_requests=5, tp=2)
+    layers, slots, tp = len(nxt.linear_attention_layer_ids), 15, 2
+    conv_dim = (
+        raw["linear_value_head_dim"] * raw["linear_num_value_heads"]
+        + 2 * raw["linear_num_key_heads"] * raw["linear_key_head_dim"]
+    )
+    conv = torch.empty(
+        (layers, slots + 1, conv_dim // tp, raw["linear_conv_kernel_dim"] - 1), dtype=torch.bfloat16, device="meta"
+    )
+    ssm = torch.empty(
+        (
+            layers,
+            slots + 1,
+            raw["linear_num_value_heads"] // tp,
+            raw["linear_value_head_dim"],
+            raw["linear_key_head_dim"],
+        ),
+        dtype=torch.float32,
+        device="meta",
+    )
+    want = conv.numel() * conv.element_size() + ssm.numel() * ssm.element_size()
+    assert linear_state_pool_bytes(nxt, c) == want
+    assert vram_breakdown(nxt, c).linear_state == want
+
+
+def test_the_state_pool_is_part_of_startup_and_only_for_linear_layers():
+    nxt = model("qwen3-next-80b-a3b")
+    c = cfg("BF16", max_running_requests=8)
+    with_pool = vram_breakdown(nxt, c)
+    assert with_pool.linear_state == (LINEAR_STATE_SLOTS_PER_REQUEST * 8 + 1) * linear_state_bytes_per_request(nxt, 1)
+    given = vram_breakdown(nxt, replace(c, linear_state_slots=2))
+    assert with_pool.startup_bytes - given.startup_bytes == (24 - 2) * linear_state_bytes_per_request(nxt, 1)
+    for name in ("qwen3-30b-a3b", "deepseek-v3", "gpt-oss-120b"):
+        m = model(name)
+        assert m.linear_attention is None and vram_breakdown(m, cfg("BF16")).linear_state == 0
+
+
+def test_key_heads_that_do_not_split_are_replicated_and_the_ssm_dtype_is_read():
+    raw = dict(catalog_config("qwen3-next-80b-a3b"), linear_num_key_heads=2, mamba_ssm_dtype="bfloat16")
+    m = spec_from_config(raw, "two-key-heads", "test")
+    # 2 key heads over 4 ranks: SGLang replicates them to 4 groups before sharding the conv channels
+    assert linear_state_bytes_per_request(m, 4) == 36 * ((4096 + 2 * 4 * 128) // 4 * 3 * 2 + 8 * 128 * 128 * 2)
+    assert linear_state_bytes_per_request(m, 2) == 36 * ((4096 + 2 * 2 * 128) // 2 * 3 * 2 + 16 * 128 * 128 * 2)
 
 
 @pytest.mark.parametrize(

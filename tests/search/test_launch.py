@@ -44,3 +44,18 @@ def test_multiline_command_is_the_same_command_in_80_columns():
     assert all(len(line) <= 80 for line in text.splitlines())
     # backslash-newline continues the line: the shell reads exactly the one-line command
     assert shlex.split(text.replace("\\\n", " ")) == shlex.split(launch_command(argv, multiline=False))
+
+
+def test_linear_attention_models_get_their_state_slots_and_read_them_back():
+    """The emitted --max-mamba-cache-size (3 states per running request) is what the VRAM breakdown
+    counted, and `kttune explain -- COMMAND` reads the same slots back; no other model gets the flag."""
+    from kttune.search.launch_command import resolve_launch
+    from kttune.search.workload import load_workload
+    from kttune.spec.launch_args import parse_launch_command
+
+    a = argv_for("qwen3-next-80b-a3b", "BF16", max_running_requests=6)
+    assert a[a.index("--max-mamba-cache-size") + 1] == "18"
+    nxt = model("qwen3-next-80b-a3b")
+    r = resolve_launch(parse_launch_command(a), nxt, "BF16", 80 * GIB, load_workload("rag"), (15,), 16, 1)
+    assert r.cfg.linear_state_slots == 18 and r.cfg.max_running_requests == 6
+    assert "--max-mamba-cache-size" not in argv_for("qwen3-30b-a3b", "BF16")

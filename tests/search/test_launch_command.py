@@ -11,6 +11,7 @@ from kttune.memory.sglang_defaults import default_mem_fraction_static, profiled_
 from kttune.search.launch_command import flag_changes, method_of, resolve_launch
 from kttune.search.workload import load_workload
 from kttune.spec.launch_args import parse_launch_command
+from kttune.memory.vram import kv_cell_bytes, linear_state_bytes_per_request
 from kttune.units import GIB
 from tests.helpers import model
 
@@ -116,3 +117,48 @@ def test_changes_name_only_the_flags_that_differ():
     ch = flag_changes(ev, other, 1024, 16, RAG)
     assert [c.flag for c in ch] == ["--kt-num-gpu-experts", "--kt-gpu-prefill-token-threshold"]
     assert ch[0].yours == "4" and ch[0].kttune == "9" and "cross at 1,024" in ch[1].why
+
+
+NEXT = model("qwen3-next-80b-a3b")
+NEXT_BASE = BASE + "--kt-num-gpu-experts 8 --mem-fraction-static 0.9 --max-running-requests 8 "
+
+
+def resolve_next(tail: str = ""):
+    p = parse_launch_command(NEXT_BASE + tail)
+    return resolve_launch(p, NEXT, "BF16", 80 * GIB, RAG, (11, 13, 15, 16), 16, 1)
+
+
+def test_linear_attention_states_take_their_slots_from_the_kv_pool():
+    """docs/memory.md#linear-attention-state: unset, SGLang gives the states a share of the room
+    after the weights; given, exactly the slots; either way the KV pool sizes from what is left."""
+    unset = resolve_next()
+    per = linear_state_bytes_per_request(NEXT, 1)
+    assert unset.cfg.linear_state_slots > 0
+    assert any("--max-mamba-cache-size unset" in n and "0.9 / 1.9" in n for n in unset.notes)
+    given = resolve_next("--max-mamba-cache-size 24")
+    assert given.cfg.linear_state_slots == 24
+    freed = (unset.cfg.linear_state_slots - 24) * per
+    assert given.profiled_kv_tokens - unset.profiled_kv_tokens == pytest.approx(freed / kv_cell_bytes(NEXT, 1), abs=1)
+    no_radix = resolve_next("--disable-radix-cache")
+    assert no_radix.cfg.linear_state_slots == 8  # one per running request
+    ratio = resolve_next("--mamba-full-memory-ratio 0.3")
+    assert ratio.cfg.linear_state_slots < unset.cfg.linear_state_slots
+
+
+def test_too_few_state_slots_cap_the_running_requests():
+    r = resolve_next("--max-mamba-cache-size 12")
+    assert r.cfg.max_running_requests == 4  # 3 slots per request with the radix cache on
+    assert any("runs at most 4 at once" in n for n in r.notes)
+    assert resolve_next("--max-mamba-cache-size 12 --disable-radix-cache").cfg.max_running_requests == 8
+    with pytest.raises(InfeasibleError) as e:
+        resolve_next("--max-mamba-cache-size 2")
+    assert "run no request" in e.value.problem and "--max-mamba-cache-size 3" in e.value.fix
+    with pytest.raises(UserError):
+        resolve_next("--max-mamba-cache-size 0")
+
+
+def test_state_flags_on_a_model_without_linear_layers_change_nothing_and_say_so():
+    r = resolve(BASE + "--kt-num-gpu-experts 4 --max-mamba-cache-size 24 --disable-radix-cache")
+    assert r.cfg.linear_state_slots == 0
+    assert any("--max-mamba-cache-size: qwen3-30b-a3b has no linear-attention layers" in n for n in r.notes)
+    assert any("--disable-radix-cache: no prefix reuse" in n for n in r.notes)
