@@ -82,16 +82,32 @@ def context_length(model: ModelSpec, cfg: LaunchConfig) -> int:
     return cfg.context_length or model.max_position_embeddings
 
 
+# DeepSeek Sparse Attention's cache (SGLang NSATokenToKVPool): fp8 values with one fp32 scale per
+# this many, for the indexer's keys always and for the latent in an fp8 KV cache; the rope part of
+# the latent stays bf16.
+DSA_QUANT_BLOCK = 128
+
+
 def kv_cell_bytes(model: ModelSpec, tp: int, dtype_bytes: int = 2) -> float:
     """KV bytes per token on one rank (SGLang `get_cell_size_per_token`): MLA caches one latent
     (kv_lora_rank + qk_rope_head_dim) per layer, not divided by TP; GQA caches K and V of the rank's
-    KV heads. Sliding-window layers count at SWA_FULL_TOKENS_RATIO (hybrid SWA pool)."""
+    KV heads. Sliding-window layers count at SWA_FULL_TOKENS_RATIO (hybrid SWA pool). A model with
+    sparse attention (`dsa_index_head_dim`) also caches its indexer's fp8 key and scale per layer,
+    and in an fp8 cache stores the latent as fp8 with scales and the rope part in bf16
+    (docs/memory.md#kv-bytes-per-token-kv_cell_bytes)."""
+    layers = len(model.full_attention_layer_ids) + SWA_FULL_TOKENS_RATIO * len(model.sliding_layer_ids)
+    if model.attention == "mla" and model.dsa_index_head_dim:
+        lora, rope, idx = model.kv_lora_rank, model.qk_rope_head_dim, model.dsa_index_head_dim
+        if dtype_bytes == 1:
+            latent = lora + lora // DSA_QUANT_BLOCK * 4 + rope * 2
+        else:
+            latent = (lora + rope) * dtype_bytes
+        return (latent + idx + idx // DSA_QUANT_BLOCK * 4) * layers
     if model.attention == "mla":
         per_layer = model.kv_lora_rank + model.qk_rope_head_dim
     else:
         kv_heads_per_rank = max(1, model.num_kv_heads // tp)
         per_layer = kv_heads_per_rank * (model.head_dim + model.v_head_dim)
-    layers = len(model.full_attention_layer_ids) + SWA_FULL_TOKENS_RATIO * len(model.sliding_layer_ids)
     return per_layer * layers * dtype_bytes
 
 

@@ -36,6 +36,7 @@ from kttune.units import GIB, MIB
 
 DEFAULT_METHOD = "AMXINT4"  # sglang-kt 0.7.2's `--kt-method` when unset
 DEFAULT_THREADPOOLS = 2  # its `--kt-threadpool-count` when unset
+DSA_PAGE_SIZE = 64  # SGLang's page size for DeepSeek Sparse Attention models, whatever --page-size says
 KV_DTYPE_BYTES = {"auto": 2, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2, "fp8_e5m2": 1, "fp8_e4m3": 1}
 
 
@@ -130,6 +131,12 @@ def resolve_launch(
         chunk = default_chunked_prefill_size(vram_bytes)
         notes.append(f"{f('chunked_prefill_size')} unset: SGLang picks {chunk} for a {vram_bytes / GIB:.0f} GiB GPU")
     page = int(parsed.get("page_size", 1) or 1)
+    if model.dsa_index_head_dim and page != DSA_PAGE_SIZE:
+        if parsed.given("page_size"):
+            notes.append(
+                f"{f('page_size')} {page}: SGLang sets {DSA_PAGE_SIZE} for a model with sparse attention ({model.name})"
+            )
+        page = DSA_PAGE_SIZE
     if page < 1 or chunk % page:
         raise UserError(
             f"{f('chunked_prefill_size')} {chunk} is not a multiple of {f('page_size')} {page}",

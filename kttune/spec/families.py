@@ -78,6 +78,8 @@ FAMILIES: dict[str, FamilyRules] = {
         FamilyRules("deepseek_v32", tested=False, mla=True, **_NOAUX_TC),  # V3.2: V3's router (sglang deepseek_v2.py)
         FamilyRules("kimi_k2", mla=True, **_NOAUX_TC),
         FamilyRules("glm4_moe", **_NOAUX_TC),
+        # GLM-5.x: GLM-4's body with DeepSeek-V3's MLA and V3.2's sparse-attention indexer (sglang deepseek_v2.py)
+        FamilyRules("glm_moe_dsa", mla=True, **_NOAUX_TC),
         FamilyRules("qwen3_moe", qk_norm=True),
         FamilyRules(
             "qwen3_next", qk_norm=True, attention_output_gate=True, full_attention_interval=4, shared_expert_gate=True

@@ -328,7 +328,20 @@ def _mla_attention_params(cfg: dict, name: str, h: int, heads: int) -> tuple[int
     linear += kv_lora * heads * (nope + v)  # kv_b_proj
     linear += heads * v * h  # o_proj
     norms = q_lora + kv_lora  # q_a_layernorm, kv_a_layernorm
+    idx = _dsa_index_head_dim(cfg, name)
+    if idx:  # DeepSeek Sparse Attention's indexer: wq_b, wk, weights_proj; k_norm (a LayerNorm)
+        index_heads = _int(cfg, name, "index_n_heads", default=64)
+        linear += (q_lora or h) * index_heads * idx + h * idx + h * index_heads
+        norms += 2 * idx
     return linear, norms
+
+
+def _dsa_index_head_dim(cfg: dict, name: str) -> int:
+    """The key width of DeepSeek Sparse Attention's indexer (DeepSeek-V3.2, GLM-5): SGLang runs a model
+    whose config sets `index_topk` with it and caches one such key per token and layer; 0 without."""
+    if cfg.get("index_topk") is None:
+        return 0
+    return _int(cfg, name, "index_head_dim", default=128)
 
 
 def _gqa_attention_params(
@@ -660,6 +673,7 @@ def _parse(
         kv_lora_rank=_count(cfg, name, "kv_lora_rank") if mla else 0,
         q_lora_rank=_count(cfg, name, "q_lora_rank") if mla else 0,
         qk_rope_head_dim=_count(cfg, name, "qk_rope_head_dim") if mla else 0,
+        dsa_index_head_dim=_dsa_index_head_dim(cfg, name) if mla else 0,
         qk_norm=qk_norm,
         attention_output_gate=not mla and _output_gate(cfg, rules),
         full_attention_layer_ids=layers.full,

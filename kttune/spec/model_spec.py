@@ -69,6 +69,9 @@ class ModelSpec:
     kv_lora_rank: int = 0  # MLA only
     q_lora_rank: int = 0  # MLA only (0 = no q compression)
     qk_rope_head_dim: int = 0  # MLA only
+    # DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): its indexer's key width, cached per token and
+    # layer beside the latent; 0 = no sparse attention
+    dsa_index_head_dim: int = 0
     qk_norm: str = ""  # RMSNorm of q and k: "per_head" (Qwen3, GLM-4.5), "per_layer" (MiniMax-M2), "" none
     attention_output_gate: bool = False  # q_proj also projects a sigmoid gate on the attention output (Qwen3-Next)
     full_attention_layer_ids: tuple[int, ...] = ()  # layers that keep a KV cache growing with context

@@ -72,6 +72,42 @@ def test_hybrid_attention_models_cache_only_attention_layers():
     assert kv_cell_bytes(nxt, 1) == 2 * 512 * 12 * 2
 
 
+def deepseek_v32():
+    """DeepSeek-V3.2: DeepSeek-V3's config with the sparse-attention indexer's keys (64 heads of 128,
+    top 2,048) and its architecture."""
+    raw = dict(catalog_config("deepseek-v3"), index_head_dim=128, index_n_heads=64, index_topk=2048)
+    raw.update(model_type="deepseek_v32", architectures=["DeepseekV32ForCausalLM"])
+    return spec_from_config(raw, "deepseek-v3.2", "test")
+
+
+def test_sparse_attention_caches_the_indexer_key_beside_the_latent():
+    """SGLang's NSATokenToKVPool: per token and layer the latent (bf16, or in an fp8 cache 512 fp8 +
+    4 fp32 scales + 64 bf16 rope = 656 B) and the indexer's 128 fp8 + one fp32 scale = 132 B."""
+    glm5 = model("glm-5")
+    assert glm5.dsa_index_head_dim == 128 and glm5.attention == "mla"
+    assert kv_cell_bytes(glm5, 1) == ((512 + 64) * 2 + 132) * 78 == 100_152
+    assert kv_cell_bytes(glm5, 1, dtype_bytes=1) == (656 + 132) * 78
+    assert kv_cell_bytes(glm5, 8) == kv_cell_bytes(glm5, 1)  # one latent per rank, as any MLA
+    v32 = deepseek_v32()
+    assert kv_cell_bytes(v32, 1) == kv_cell_bytes(model("deepseek-v3"), 1) + 132 * 61
+    assert model("deepseek-v3").dsa_index_head_dim == 0 and model("kimi-k2-thinking").dsa_index_head_dim == 0
+
+
+@pytest.mark.parametrize("fp8", [False, True])
+def test_the_sparse_attention_cell_is_the_tensors_sglang_allocates(fp8):
+    """Against the allocation: the pool's per-layer latent buffer and the indexer's paged buffer
+    (pages of 64 tokens x 132 B), built with torch from the config's keys, per token of a large pool."""
+    torch = pytest.importorskip("torch")
+    raw, glm5 = catalog_config("glm-5"), model("glm-5")
+    size, page, layers = 64 * 4096, 64, raw["num_hidden_layers"]
+    lora, rope, idx = raw["kv_lora_rank"], raw["qk_rope_head_dim"], raw["index_head_dim"]
+    dim, dtype = (lora + lora // 128 * 4 + rope * 2, torch.uint8) if fp8 else (lora + rope, torch.bfloat16)
+    kv = torch.empty((size + page, 1, dim), dtype=dtype, device="meta")
+    index_k = torch.empty(((size + page + 1) // page, page * (idx + idx // 128 * 4)), dtype=torch.uint8, device="meta")
+    per_token = layers * (kv.numel() * kv.element_size() + index_k.numel() * index_k.element_size()) / size
+    assert kv_cell_bytes(glm5, 1, dtype_bytes=1 if fp8 else 2) == pytest.approx(per_token, rel=0.001)
+
+
 @pytest.mark.parametrize("tp", [1, 2, 4, 8])
 def test_linear_state_per_request_is_sglangs_mamba_state(tp):
     """Qwen3-Next's 36 Gated DeltaNet layers (config: 16 key / 32 value heads of 128, conv kernel 4):

@@ -162,3 +162,14 @@ def test_state_flags_on_a_model_without_linear_layers_change_nothing_and_say_so(
     assert r.cfg.linear_state_slots == 0
     assert any("--max-mamba-cache-size: qwen3-30b-a3b has no linear-attention layers" in n for n in r.notes)
     assert any("--disable-radix-cache: no prefix reuse" in n for n in r.notes)
+
+
+def test_sparse_attention_models_run_on_pages_of_64():
+    glm5 = model("glm-5")
+    p = parse_launch_command(
+        "python -m sglang.launch_server --model /m --kt-weight-path /m --kt-method BF16 --kt-cpuinfer 13 "
+        "--kt-num-gpu-experts 0 --page-size 1 --mem-fraction-static 0.9"
+    )
+    r = resolve_launch(p, glm5, "BF16", 141 * GIB, RAG, (11, 13, 15, 16), 16, 1)
+    assert r.cfg.page_size == 64 and r.profiled_kv_tokens % 64 == 0
+    assert any("--page-size 1: SGLang sets 64" in n for n in r.notes)

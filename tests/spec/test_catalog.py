@@ -34,6 +34,7 @@ REQUIRED = [
     "qwen3-next-80b-a3b",
     "glm-4.7",
     "glm-4.5-air",
+    "glm-5",
     "gpt-oss-20b",
     "gpt-oss-120b",
     "mixtral-8x7b",
@@ -91,6 +92,9 @@ def test_entry_values():
     assert by["deepseek-v3"].total_params / 1e9 == pytest.approx(671, rel=0.02)
     assert by["deepseek-v3"].active_params / 1e9 == pytest.approx(37, rel=0.05)
     assert by["glm-4.5-air"].grade == "C"
+    # GLM-5's technical report: 744B parameters, 40B active (the embedding's 1.9B not counted as active)
+    assert by["glm-5"].total_params / 1e9 == pytest.approx(744, rel=0.01)
+    assert by["glm-5"].active_params / 1e9 == pytest.approx(40, rel=0.05)
 
 
 @pytest.mark.parametrize(
@@ -115,8 +119,8 @@ def test_resolve(query, name):
 def test_close_names_and_unknown_error():
     assert close_catalog_names("deepseekv3")[0] == "deepseek-v3"
     assert "kimi-k2-thinking" in close_catalog_names("kimi-k2-thinkin")
-    with pytest.raises(UserError, match="unknown model 'glm-5'.*did you mean glm-4.*kttune models"):
-        catalog_config("glm-5")
+    with pytest.raises(UserError, match="unknown model 'glm-6'.*did you mean glm-.*kttune models"):
+        catalog_config("glm-6")
 
 
 def test_no_modules_list_is_trimmed_text():
