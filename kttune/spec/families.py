@@ -84,6 +84,19 @@ FAMILIES: dict[str, FamilyRules] = {
         FamilyRules(
             "qwen3_next", qk_norm=True, attention_output_gate=True, full_attention_interval=4, shared_expert_gate=True
         ),
+        # Qwen3.5 MoE (Qwen3_5MoeForConditionalGeneration): Qwen3-Next's layer under `text_config`, whose
+        # model_type is qwen3_5_moe_text (sglang configs/qwen3_5.py subclasses Qwen3NextConfig)
+        *(
+            FamilyRules(
+                t,
+                tested=False,
+                qk_norm=True,
+                attention_output_gate=True,
+                full_attention_interval=4,
+                shared_expert_gate=True,
+            )
+            for t in ("qwen3_5_moe_text", "qwen3_5_moe")
+        ),
         FamilyRules("qwen2_moe", shared_expert_gate=True),
         FamilyRules("minimax_m2", **_WIDTH_IN_INTERMEDIATE_SIZE),
         FamilyRules("minimax", **_WIDTH_IN_INTERMEDIATE_SIZE),

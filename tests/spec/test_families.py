@@ -97,3 +97,22 @@ def test_expert_width_key_is_the_familys():
 def test_every_record_names_its_own_model_type():
     assert all(k == f.model_type for k, f in FAMILIES.items())
     assert all(f.router_scoring in ROUTER_SCORINGS for f in FAMILIES.values())
+
+
+def test_qwen35_nests_qwen3_nexts_layer_under_text_config():
+    """Qwen3.5 MoE ships Qwen3-Next's layer (gated attention, Gated DeltaNet, gated shared expert) as
+    the `text_config` of a multimodal config with `layer_types`: read under its own family record,
+    it is the same model as the Qwen3-Next config it was written from."""
+    inner = catalog_config("qwen3-next-80b-a3b")
+    n = inner.pop("full_attention_interval")
+    inner.update(
+        model_type="qwen3_5_moe_text",
+        layer_types=["full_attention" if (i + 1) % n == 0 else "linear_attention" for i in range(48)],
+        mamba_ssm_dtype="float32",
+    )
+    outer = {"architectures": ["Qwen3_5MoeForConditionalGeneration"], "model_type": "qwen3_5_moe", "text_config": inner}
+    s, ref = _spec("q35", outer), _spec("qwen3-next-80b-a3b")
+    assert s.family == "qwen3_5_moe_text"
+    for key in ("attention_output_gate", "qk_norm", "full_attention_layer_ids", "linear_attention", "router"):
+        assert getattr(s, key) == getattr(ref, key), key
+    assert s.non_expert_params_estimate == ref.non_expert_params_estimate
