@@ -505,6 +505,25 @@ def _check_sizes(spec: ModelSpec, name: str) -> None:
         )
 
 
+# Config keys of architectures whose layers kttune's memory and cost models would misread, with what
+# they mean: such a config is refused rather than read by the generic rules (docs/model-configs.md).
+UNMODELLED_KEYS = {
+    "compress_ratios": "compressed sparse attention",  # DeepSeek-V4: KV compressed 4x / 128x per layer
+    "hc_mult": "hyper-connections",  # DeepSeek-V4: several residual streams per layer
+}
+
+
+def _refuse_unmodelled(cfg: dict, name: str, family: str) -> None:
+    found = [f"{why} ({k})" for k, why in UNMODELLED_KEYS.items() if cfg.get(k) is not None]
+    if found:
+        raise UserError(
+            f"{name} ({family}) uses {' and '.join(found)}, which kttune does not model: its KV pool, "
+            "attention and weights would be misread",
+            "kttune cannot advise on this architecture yet (docs/model-configs.md#architectures-kttune-refuses); "
+            "pick a supported model (run `kttune models`)",
+        )
+
+
 def _moe_keys_elsewhere(cfg: dict, prefix: str = "") -> list[str]:
     """Keys naming an expert count > 1 in places kttune does not read (e.g. DBRX's
     ffn_config.moe_num_experts): the config is MoE, not dense."""
@@ -534,6 +553,7 @@ def _parse(
     notes: list[str] = []
     family = str(cfg.get("model_type") or config.get("model_type") or "unknown")
     rules = family_rules(family)
+    _refuse_unmodelled(cfg, name, family)
     if cfg is not config:
         notes.append(f"language model read from text_config ({config.get('model_type')} -> {family})")
     if not rules.tested:

@@ -116,3 +116,14 @@ def test_qwen35_nests_qwen3_nexts_layer_under_text_config():
     for key in ("attention_output_gate", "qk_norm", "full_attention_layer_ids", "linear_attention", "router"):
         assert getattr(s, key) == getattr(ref, key), key
     assert s.non_expert_params_estimate == ref.non_expert_params_estimate
+
+
+def test_architectures_the_models_would_misread_are_refused_with_the_reason():
+    """DeepSeek-V4 (compressed attention, hyper-connections): read by the generic rules its KV pool and
+    experts come out as another model's, so the reader refuses it with one line naming the keys."""
+    cfg = catalog_config("deepseek-v3")
+    cfg.update(model_type="deepseek_v4", compress_ratios=[0, 0] + [4, 128] * 29 + [4], hc_mult=4)
+    with pytest.raises(UserError) as e:
+        _spec("dsv4", cfg)
+    assert "compress_ratios" in e.value.problem and "hc_mult" in e.value.problem
+    assert "kttune models" in e.value.fix
