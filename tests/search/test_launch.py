@@ -59,3 +59,9 @@ def test_linear_attention_models_get_their_state_slots_and_read_them_back():
     r = resolve_launch(parse_launch_command(a), nxt, "BF16", 80 * GIB, load_workload("rag"), (15,), 16, 1)
     assert r.cfg.linear_state_slots == 18 and r.cfg.max_running_requests == 6
     assert "--max-mamba-cache-size" not in argv_for("qwen3-30b-a3b", "BF16")
+
+
+def test_sparse_attention_models_launch_with_the_bf16_kv_they_are_sized_for():
+    a = argv_for("glm-5", "BF16")
+    assert a[a.index("--kv-cache-dtype") + 1] == "bfloat16"
+    assert "--kv-cache-dtype" not in argv_for("deepseek-v3", "FP8")
