@@ -115,7 +115,8 @@ def summarize(
             "avx2": ("avx2", "fma"),
             "avx512": ("avx2", "avx512_bf16", "avx512_vnni", "avx512bw", "avx512f", "fma"),
         }.get(cls, cpu.isa)
-        derived = derive_profile(src, Change(cpu=CpuTarget(cores=cores, isa=isa))).profile
+        target = CpuTarget(cores=cores, isa=isa, vendor=cpu.vendor or None)
+        derived = derive_profile(src, Change(cpu=target)).profile
         for method in METHODS:
             samples: dict[int, list[float]] = {}
             for r in runs:
@@ -146,6 +147,13 @@ def summarize(
                             (c.params["label"] for c in derived.curves_of("cpu_moe", method=method, threads=threads)),
                             None,
                         ),
+                        "expected_error": next(
+                            (
+                                c.params["expected_error"]
+                                for c in derived.curves_of("cpu_moe", method=method, threads=threads)
+                            ),
+                            None,
+                        ),
                     }
                 )
     return {
@@ -173,14 +181,17 @@ def markdown(d: dict) -> str:
         + (f" ({d['note']})" if d.get("note") else "")
         + ".",
         "",
-        "| build | method | tokens | measured p10 ms | median ms | predicted ms | predicted / p10 |",
-        "|---|---|---|---|---|---|---|",
+        "| build | method | tokens | measured p10 ms | median ms | predicted ms | predicted / p10 | label (stated error) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in d["rows"]:
         ratio = f"{r['ratio_p10']:.2f}" if r["ratio_p10"] else "n/a"
         pred = f"{r['predicted_ms']:.3f}" if r["predicted_ms"] else "n/a"
+        err = r.get("expected_error")
+        label = f"{r.get('label')} ({err:g}x)" if err else str(r.get("label"))
         lines.append(
-            f"| {r['build']} | {r['method']} | {r['tokens']} | {r['p10_ms']:.3f} | {r['median_ms']:.3f} | {pred} | {ratio} |"
+            f"| {r['build']} | {r['method']} | {r['tokens']} | {r['p10_ms']:.3f} | {r['median_ms']:.3f} | {pred} | "
+            f"{ratio} | {label} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -206,6 +217,11 @@ def main() -> None:
         help="the MoE layer: hidden,inter,experts,top_k (default the quick probe's; the source profile must hold "
         "cpu_moe curves of it at --threads for the prediction)",
     )
+    ap.add_argument(
+        "--reanalyse",
+        metavar="JSON",
+        help="recompute the table of a cpu-isa-*.json this host wrote, from its samples, with the current derive",
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)  # internal: measure this process's build into this file
     a = ap.parse_args()
     tokens = tuple(int(t) for t in a.tokens.split(","))
@@ -213,17 +229,27 @@ def main() -> None:
     if a.child:
         Path(a.child).write_text(json.dumps(measure_build(a.threads, a.repeats, tokens, shape)))
         return
-    rounds: dict[str, list[dict]] = {b: [] for b in a.builds.split(",")}
-    for i in range(a.rounds):
-        for b in rounds:
-            print(f"round {i + 1}/{a.rounds}: {b}", flush=True)
-            rounds[b].append(run_child(b, a.threads, a.repeats, tokens, shape))
-    d = summarize(rounds, a.threads, tokens, shape)
-    d["note"] = a.note
-    d["raw"] = rounds
-    out = Path(a.out) if a.out else results_dir()
-    out.mkdir(parents=True, exist_ok=True)
-    name = f"cpu-isa-{a.tag}" if a.tag else "cpu-isa"
+    if a.reanalyse:
+        path = Path(a.reanalyse)
+        old = json.loads(path.read_text())
+        rounds = old["raw"]
+        tokens = tuple(sorted({r["tokens"] for r in old["rows"]}))
+        d = summarize(rounds, old["threads"], tokens, old["shape"])
+        d["note"] = old.get("note", "")
+        d["raw"] = rounds
+        out, name = path.parent, path.stem
+    else:
+        rounds = {b: [] for b in a.builds.split(",")}
+        for i in range(a.rounds):
+            for b in rounds:
+                print(f"round {i + 1}/{a.rounds}: {b}", flush=True)
+                rounds[b].append(run_child(b, a.threads, a.repeats, tokens, shape))
+        d = summarize(rounds, a.threads, tokens, shape)
+        d["note"] = a.note
+        d["raw"] = rounds
+        out = Path(a.out) if a.out else results_dir()
+        out.mkdir(parents=True, exist_ok=True)
+        name = f"cpu-isa-{a.tag}" if a.tag else "cpu-isa"
     (out / f"{name}.json").write_text(json.dumps(d, indent=1) + "\n")
     md = markdown(d)
     (out / f"{name}.md").write_text(md)

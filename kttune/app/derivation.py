@@ -42,6 +42,7 @@ def derive(
     mem_channels: int | None = None,
     mem_mts: int = 4800,
     ram_gib: float | None = None,
+    cpu_vendor: str | None = None,
 ) -> DeriveOutcome:
     """Derive from `source` (a profile file or shipped name) the profile of the machine the other
     values describe and write it to `out`; each curve is labelled measured, scaled or datasheet."""
@@ -52,7 +53,7 @@ def derive(
 
     if link is not None and link not in ("pcie", "nvlink"):
         raise UserError(f"unknown {{link}} {link!r}", "use pcie or nvlink", params=("link",))
-    if cpu_cores is None and (cpu_isa or mem_channels or ram_gib or numa_nodes != 1):
+    if cpu_cores is None and (cpu_isa or cpu_vendor or mem_channels or ram_gib or numa_nodes != 1):
         raise UserError(
             "CPU options given without {cpu_cores}",
             "pass {cpu_cores} N with the other CPU options",
@@ -67,7 +68,11 @@ def derive(
         flag="--out",
     )
     measured = resolve_profile(source, None)  # a file or a shipped name: no inventory needed
-    cpu = cpu_target(cpu_cores, cpu_isa, numa_nodes, mem_channels, mem_mts, ram_gib) if cpu_cores is not None else None
+    cpu = (
+        cpu_target(cpu_cores, cpu_isa, numa_nodes, mem_channels, mem_mts, ram_gib, vendor=cpu_vendor)
+        if cpu_cores is not None
+        else None
+    )
     created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     d = derive_profile(measured, Change(gpu=gpu, n_gpus=gpus, cpu=cpu, link=link), created=created)
     return DeriveOutcome(save_profile(d.profile, out_path), d)

@@ -39,6 +39,14 @@ def derive(
         Optional[str],
         typer.Option("--cpu-isa", help="Target CPU ISA class: amx, avx512 or avx2 (default: the measured one)."),
     ] = None,
+    cpu_vendor: Annotated[
+        Optional[str],
+        typer.Option(
+            "--cpu-vendor",
+            help="Target CPU vendor: intel or amd (default: the measured one's). Another vendor's per-core "
+            "speed is not derived: its CPU curves are labelled datasheet.",
+        ),
+    ] = None,
     numa: Annotated[
         int, bounded("--numa", rule=bounds.NUMA_NODES, help="Target NUMA nodes (kt-kernel thread pools).")
     ] = 1,
@@ -74,6 +82,7 @@ def derive(
         link=link,
         cpu_cores=cpu_cores,
         cpu_isa=cpu_isa,
+        cpu_vendor=cpu_vendor,
         numa_nodes=numa,
         mem_channels=mem_channels,
         mem_mts=mem_mts,

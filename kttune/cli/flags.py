@@ -55,6 +55,7 @@ FLAGS = {
     "link": "--link",
     "cpu_cores": "--cpu-cores",
     "cpu_isa": "--cpu-isa",
+    "cpu_vendor": "--cpu-vendor",
     "numa_nodes": "--numa",
     "mem_channels": "--mem-channels",
 }

@@ -64,6 +64,13 @@ NUMA_EFFICIENCY = 0.85
 # models' own expert shapes (`benchmarks/bench_derive.py --real-shapes`, docs/derive.md).
 CPU_SCALED_ERROR = 2.0
 CPU_ISA_ERROR = 3.0
+# A CPU of another vendor than the measured box's (another microarchitecture: clocks, vector units,
+# caches) keeps the measured box's per-core speed, which no ISA class carries: on an AMD EPYC (Zen 4)
+# core kt-kernel's AVX-512 build ran 1.5-3.7x faster than the AMX box derived to it, its AVX2 build
+# 0.94-2.0x (benchmarks/results/2026-12-05-epyc-avx512-2c/cpu-isa-quiet.md, docs/derive.md).
+CPU_VENDOR_ERROR = 4.0
+# `--cpu-vendor` values and the vendor strings the CPU reports (/proc/cpuinfo `vendor_id`).
+CPU_VENDORS = {"intel": "GenuineIntel", "amd": "AuthenticAMD"}
 GPU_SCALED_ERROR = 1.5
 COPY_SCALED_ERROR = 1.3
 # kt-kernel's compute rate per thread of a method on another ISA class, as a share of the best the
@@ -127,6 +134,7 @@ class CpuTarget:
     mem_bandwidth_gbps: float | None = None
     model: str = ""
     ram_bytes: int | None = None
+    vendor: str | None = None  # as the CPU reports it (CPU_VENDORS); None: the measured box's
 
 
 @dataclass(frozen=True)
@@ -350,6 +358,14 @@ def derive_cpu_curves(profile: HardwareProfile, cpu: CpuTarget) -> tuple[list[Cu
             + " as shares of the measured profile's best flops per thread, on the compute part of each call "
             "(its flops at that best); stage A, a copy with re-layout, at the same per-core rate"
         )
+    other_vendor = bool(cpu.vendor) and bool(src.vendor) and cpu.vendor != src.vendor
+    if other_vendor:
+        notes.append(
+            f"CPU vendor {src.vendor} -> {cpu.vendor}: kt-kernel's per-core speed is the measured box's, which "
+            f"another microarchitecture does not keep (an AMD Zen 4 core ran the AVX-512 build 1.5-3.7x faster "
+            f"than derived from an Intel AMX box): every CPU curve is a datasheet guess within "
+            f"{CPU_VENDOR_ERROR:g}x; `kttune probe` on the host measures it"
+        )
     if pools > src_pools:
         notes.append(f"{pools} NUMA sub-pools: parallel efficiency {numa_eff:.2f} (datasheet guess)")
     if bw:
@@ -383,7 +399,8 @@ def derive_cpu_curves(profile: HardwareProfile, cpu: CpuTarget) -> tuple[list[Cu
             # A pool on every core starves the driving thread: calls take multiples of ~8 ms
             # whatever the core count (both measured boxes, 16 and 32 cores, show it): kept as measured.
             extra = {"threads": cpu.cores, **({"threadpools": pools} if "threadpools" in c.params else {})}
-            out.append(_labelled(c, "scaled", CPU_SCALED_ERROR, **extra, **kernel))
+            label, err = ("datasheet", CPU_VENDOR_ERROR) if other_vendor else ("scaled", CPU_SCALED_ERROR)
+            out.append(_labelled(c, label, err, **extra, **kernel))
             continue
         th_to = th + cpu.cores - src_cores
         if th_to < 1:
@@ -409,6 +426,8 @@ def derive_cpu_curves(profile: HardwareProfile, cpu: CpuTarget) -> tuple[list[Cu
         label, err = (
             ("scaled", CPU_SCALED_ERROR) if isa_checked and pools <= src_pools else ("datasheet", CPU_ISA_ERROR)
         )
+        if other_vendor:
+            label, err = "datasheet", CPU_VENDOR_ERROR
         extra = {"threads": th_to}
         if "threadpools" in c.params:
             extra["threadpools"] = pools
@@ -753,7 +772,7 @@ def _inventory(inv: Inventory, change: Change, gpu: GpuSpec | None, n_gpus: int)
         ram = t.ram_bytes or cpu.ram_total_bytes
         cpu = CpuInfo(
             model=t.model or f"{t.cores}-core CPU",
-            vendor=cpu.vendor,
+            vendor=t.vendor or cpu.vendor,
             physical_cores=t.cores,
             logical_cpus=t.cores,
             sockets=nodes,
@@ -808,8 +827,10 @@ def cpu_target(
     mem_mts: int = 4800,
     ram_gib: float | None = None,
     model: str = "",
+    vendor: str | None = None,
 ) -> CpuTarget:
-    """A CpuTarget from the caller's values; UserError naming the parameter on impossible ones."""
+    """A CpuTarget from the caller's values; UserError naming the parameter on impossible ones.
+    `vendor`: intel or amd (CPU_VENDORS), None for the measured box's."""
     if cores < 2:
         raise ParameterError(
             "cpu_cores", f"{cores} is too few", "kt-kernel needs at least 2 cores (one drives, the rest compute)"
@@ -824,8 +845,13 @@ def cpu_target(
         raise ParameterError(
             "mem_channels", f"{mem_channels} is not a channel count", "pass the populated DDR channels, e.g. 8"
         )
+    if vendor is not None and vendor.lower() not in CPU_VENDORS:
+        raise UserError(
+            f"unknown {{cpu_vendor}} {vendor!r}", f"use one of: {', '.join(CPU_VENDORS)}", params=("cpu_vendor",)
+        )
     bw = dram_gbps(mem_channels, mem_mts) if mem_channels else None
     return CpuTarget(
+        vendor=CPU_VENDORS[vendor.lower()] if vendor else None,
         cores=cores,
         isa=ISA_FLAGS[isa.lower()] if isa else None,
         numa_nodes=numa_nodes,

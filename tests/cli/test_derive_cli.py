@@ -78,6 +78,17 @@ def test_derive_another_cpu(capsys, tmp_path):
     assert {c.params["threads"] for c in p.curves_of("cpu_moe")} >= {63, 64}
 
 
+def test_another_vendors_cpu_is_derived_as_a_datasheet_guess(capsys, tmp_path):
+    out = tmp_path / "epyc.json"
+    argv = ["profile", "derive", "h200-pcie5-xeon-amx-16c", "--cpu-cores", "64", "--cpu-isa", "avx512"]
+    code, text, err = run(capsys, [*argv, "--cpu-vendor", "amd", "--numa", "2", "-o", str(out)])
+    assert code == 0, err
+    p = load_profile(out)
+    assert p.inventory.cpu.vendor == "AuthenticAMD"
+    assert {c.params["label"] for c in p.curves if c.kind in ("cpu_moe", "stage_a_write")} == {"datasheet"}
+    assert "CPU vendor GenuineIntel -> AuthenticAMD" in text
+
+
 @pytest.mark.parametrize(
     "argv, needle",
     [
@@ -86,6 +97,8 @@ def test_derive_another_cpu(capsys, tmp_path):
         (["--cpu-cores", "12", "--numa", "5"], "--numa 5"),
         (["--cpu-isa", "amx"], "--cpu-cores"),
         (["--cpu-cores", "32", "--cpu-isa", "sse"], "--cpu-isa"),
+        (["--cpu-cores", "32", "--cpu-vendor", "via"], "--cpu-vendor"),
+        (["--cpu-vendor", "amd"], "--cpu-cores"),
         ([], "nothing to change"),
     ],
 )

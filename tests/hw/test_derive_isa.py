@@ -15,6 +15,8 @@ from hypothesis import given, strategies as st
 
 from kttune.hw.derive import (
     CPU_SCALED_ERROR,
+    CPU_VENDOR_ERROR,
+    CPU_VENDORS,
     ISA_RATE,
     ISA_RATE_MEASURED,
     Change,
@@ -33,10 +35,13 @@ RATE_POINT = ("BF16", 1024)
 ISA_HELD = 1.5  # the point of the qwen3-shape run BF16's rate was read at
 
 
-def _checks(results: str, cores: int, held_out=lambda method, tokens: True, build="avx512_bf16", isa=AVX512):
+def _checks(
+    results: str, cores: int, held_out=lambda method, tokens: True, build="avx512_bf16", isa=AVX512, vendor=None
+):
     """(method, tokens, predicted / measured p10, label) of `build`'s points in `results`."""
     doc = json.loads((RESULTS / results).read_text())
-    derived = derive_profile(load_shipped("h200-pcie5-xeon-amx-16c"), Change(cpu=CpuTarget(cores=cores, isa=isa)))
+    target = CpuTarget(cores=cores, isa=isa, vendor=vendor)
+    derived = derive_profile(load_shipped("h200-pcie5-xeon-amx-16c"), Change(cpu=target))
     out = []
     for row in doc["rows"]:
         if row["build"] != build or not held_out(row["method"], row["tokens"]):
@@ -136,3 +141,20 @@ def test_a_derived_host_runs_the_class_its_build_has(isa, switch):
     assert kernels == ({"AMXInt4_KGroup_MOE"} if switch else {"AVX2RawInt4_MOE"})
     comp = Components(derived, load_model("kimi-k2-thinking"), "RAWINT4")
     assert comp.cpu_matmul_above() == switch
+
+
+@pytest.mark.parametrize("build, isa", [("avx512_bf16", AVX512), ("avx2", ("avx2", "fma"))])
+def test_a_cpu_of_another_vendor_is_labelled_with_the_error_it_showed(build, isa):
+    """A quiet AMD EPYC (Zen 4) core, one worker, kt-kernel's AVX-512 and AVX2 builds: derived from the
+    Intel AMX box with the target's vendor named, every curve is a datasheet guess whose stated error
+    holds every point; named as the measured box's vendor, the AVX-512 build's points fall outside
+    the 2x a `scaled` curve states (the per-core speed is the microarchitecture's, not the ISA's)."""
+    results = "2026-12-05-epyc-avx512-2c/cpu-isa-quiet.json"
+    named = _checks(results, cores=2, build=build, isa=isa, vendor=CPU_VENDORS["amd"])
+    assert len(named) == 9
+    for method, tokens, ratio, label in named:
+        assert label == "datasheet" and 1 / CPU_VENDOR_ERROR <= ratio <= CPU_VENDOR_ERROR, (method, tokens, ratio)
+    if build == "avx512_bf16":
+        same = _checks(results, cores=2, build=build, isa=isa)
+        outside = [(m, t) for m, t, r, label in same if label == "scaled" and r > CPU_SCALED_ERROR]
+        assert ("BF16", 256) in outside and ("FP8", 64) in outside
