@@ -279,6 +279,13 @@ def _linear_state(
     if ratio <= 0:
         raise UserError(f"{f('mamba_full_memory_ratio')} {ratio:g} must be positive", "pass e.g. 0.9")
     slots = linear_state_slots_at_start(model, base, vram_bytes, mfs, ratio, running_if_no_radix=running)
+    if slots < 1:
+        raise InfeasibleError(
+            f"SGLang keeps no linear-attention request state at start: {ratio:g} / {1 + ratio:g} of what "
+            f"{f('mem_fraction_static')} {mfs:g} leaves after the weights holds no {per / MIB:.1f} MiB state, "
+            "so it runs no request",
+            f"pass {f('linear_state_slots')} N, or raise {f('mem_fraction_static')}",
+        )
     gib = slots * per / GIB
     if running:
         why = f"{f('disable_radix_cache')} with {f('max_running_requests')} {running}: one slot per request"
@@ -387,5 +394,12 @@ def flag_changes(yours, pick, crossover: int | None, cores: int, workload: Workl
         a.max_running_requests,
         b.max_running_requests,
         "the requests of the workload the pool holds at once (SGLang admits no more)",
+    )
+    add(
+        "linear_state_slots",
+        a.linear_state_slots,
+        b.linear_state_slots,
+        f"{LINEAR_STATE_SLOTS_PER_REQUEST} linear-attention states per running request, set so that they do not "
+        "take the KV pool's room (docs/memory.md#linear-attention-state)",
     )
     return tuple(out)

@@ -155,6 +155,9 @@ def test_too_few_state_slots_cap_the_running_requests():
     assert "run no request" in e.value.problem and "--max-mamba-cache-size 3" in e.value.fix
     with pytest.raises(UserError):
         resolve_next("--max-mamba-cache-size 0")
+    with pytest.raises(InfeasibleError) as e:  # the ratio's share of the room after the weights holds no state
+        resolve_next("--mamba-full-memory-ratio 0.0001")
+    assert "no linear-attention request state" in e.value.problem
 
 
 def test_state_flags_on_a_model_without_linear_layers_change_nothing_and_say_so():
