@@ -13,7 +13,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kttune.config import LaunchConfig
-from kttune.memory.vram import context_length, kv_cell_bytes, linear_state_bytes_per_request, vram_breakdown
+from kttune.memory.vram import (
+    DSA_QUANT_BLOCK,
+    context_length,
+    kv_cell_bytes,
+    linear_state_bytes_per_request,
+    vram_breakdown,
+)
 from kttune.spec.model_spec import ModelSpec
 from kttune.units import MIB
 
@@ -93,14 +99,46 @@ def linear_state_slots_at_start(
     return max(0, int(rest * ratio / (1 + ratio) // per))
 
 
-def profiled_kv_tokens(model: ModelSpec, cfg: LaunchConfig, vram_bytes: int, mem_fraction_static: float) -> int:
-    """The KV pool SGLang sizes at start from the fraction: what `mem_fraction_static` of the free
-    memory at start leaves after the weights and the linear-attention state pool (`cfg`'s slots), in
-    tokens of the KV cell, page-aligned; 0 or less is "Not enough memory" at start.
-    `--max-total-tokens` can only lower it."""
+def profiling_cell_bytes(model: ModelSpec, tp: int, dtype_bytes: int = 2) -> float:
+    """The bytes per token sglang-kt 0.7.2 divides the room by when it sizes the KV pool at start
+    (`get_cell_size_per_token`), which for MLA is not what its pool stores: it counts
+    `qk_nope_head_dim + qk_rope_head_dim` per layer (192 for DeepSeek-V3 and Kimi-K2) where
+    MLATokenToKVPool stores `kv_lora_rank + qk_rope_head_dim` (576), plus the sparse-attention
+    indexer's key where there is one; so a pool the fraction sizes holds up to 3x the tokens the
+    fraction has room for (docs/memory.md#what-sglang-picks-when-a-flag-is-unset). Every other
+    attention: the cell it stores (`kv_cell_bytes`)."""
+    if model.attention != "mla":
+        return kv_cell_bytes(model, tp, dtype_bytes)
+    layers = len(model.full_attention_layer_ids) + len(model.sliding_layer_ids)
+    cell = model.head_dim * layers * dtype_bytes  # head_dim = qk_nope + qk_rope for MLA
+    if model.dsa_index_head_dim:
+        idx = model.dsa_index_head_dim
+        cell += (idx + idx // DSA_QUANT_BLOCK * 4) * layers
+    return cell
+
+
+def kv_tokens_the_room_holds(model: ModelSpec, cfg: LaunchConfig, vram_bytes: int, mem_fraction_static: float) -> int:
+    """The tokens of the KV cell SGLang stores (`kv_cell_bytes`) that the room the fraction leaves
+    (after the weights and the state pool) holds, page-aligned: what `profiled_kv_tokens` would be if
+    SGLang counted the cell it stores."""
     rest = _rest_after_weights(model, cfg, vram_bytes, mem_fraction_static)
     rest -= cfg.linear_state_slots * linear_state_bytes_per_request(model, cfg.tp)
     cell = kv_cell_bytes(model, cfg.tp, cfg.kv_cache_dtype_bytes)
+    if rest <= 0 or cell <= 0:
+        return 0
+    page = max(1, cfg.page_size)
+    return int(rest // cell) // page * page
+
+
+def profiled_kv_tokens(model: ModelSpec, cfg: LaunchConfig, vram_bytes: int, mem_fraction_static: float) -> int:
+    """The KV pool SGLang sizes at start from the fraction: what `mem_fraction_static` of the free
+    memory at start leaves after the weights and the linear-attention state pool (`cfg`'s slots), in
+    tokens of sglang-kt's profiling cell (`profiling_cell_bytes`; for MLA more tokens than that room
+    holds), page-aligned; 0 or less is "Not enough memory" at start. `--max-total-tokens` can only
+    lower it."""
+    rest = _rest_after_weights(model, cfg, vram_bytes, mem_fraction_static)
+    rest -= cfg.linear_state_slots * linear_state_bytes_per_request(model, cfg.tp)
+    cell = profiling_cell_bytes(model, cfg.tp, cfg.kv_cache_dtype_bytes)
     if rest <= 0 or cell <= 0:
         return 0
     page = max(1, cfg.page_size)

@@ -21,11 +21,12 @@ from kttune.memory.sglang_defaults import (
     default_cuda_graph_max_bs,
     default_max_running_requests,
     default_mem_fraction_static,
+    kv_tokens_the_room_holds,
     linear_state_slots_at_start,
     MAMBA_FULL_MEMORY_RATIO,
     profiled_kv_tokens,
 )
-from kttune.memory.vram import LINEAR_STATE_SLOTS_PER_REQUEST, linear_state_bytes_per_request
+from kttune.memory.vram import LINEAR_STATE_SLOTS_PER_REQUEST, kv_cell_bytes, linear_state_bytes_per_request
 from kttune.search.admission import running_requests
 from kttune.search.user_flags import NATIVE_METHODS, default_cpuinfer_threads, threshold_crashes, usable_threads
 from kttune.search.workload import Workload
@@ -223,6 +224,16 @@ def resolve_launch(
         notes.append(
             f"{f('max_total_tokens')} unset: the pool fills what {f('mem_fraction_static')} {mfs:g} leaves, "
             f"{pool:,} tokens; freed VRAM (fewer GPU experts) then only grows it, never the runtime headroom"
+        )
+    holds = kv_tokens_the_room_holds(model, base, vram_bytes, mfs)
+    if pool > holds:
+        over = (pool - holds) * kv_cell_bytes(model, tp, base.kv_cache_dtype_bytes)
+        notes.append(
+            f"sglang-kt 0.7.2 sizes the MLA KV pool by {model.head_dim} values a layer (qk_nope + qk_rope) where it "
+            f"stores {model.kv_lora_rank + model.qk_rope_head_dim} (kv_lora_rank + qk_rope): its {pool:,}-token pool "
+            f"takes {over / GIB:.2f} GiB more than {f('mem_fraction_static')} {mfs:g} leaves, a CUDA out-of-memory at "
+            f"start or in the first long prefill; {f('max_total_tokens')} {holds:,} or less fits "
+            "(docs/memory.md#what-sglang-picks-when-a-flag-is-unset)"
         )
     cfg = replace(base, max_total_tokens=pool)
     if parsed.given("max_running_requests"):

@@ -14,8 +14,10 @@ from kttune.memory.sglang_defaults import (
     default_cuda_graph_max_bs,
     default_max_running_requests,
     default_mem_fraction_static,
+    kv_tokens_the_room_holds,
     linear_state_slots_at_start,
     profiled_kv_tokens,
+    profiling_cell_bytes,
 )
 from kttune.memory.vram import (
     kv_cell_bytes,
@@ -71,13 +73,14 @@ def test_the_pool_grows_with_the_fraction_and_shrinks_with_gpu_experts(f, more, 
     a = profiled_kv_tokens(m, c, v, f)
     assert profiled_kv_tokens(m, c, v, min(0.99, f + more)) >= a
     assert profiled_kv_tokens(m, replace(c, num_gpu_experts=n + 1), v, f) <= a
-    if a:  # what the fraction leaves after the weights, in whole KV cells
+    if a:  # what the fraction leaves after the weights, in whole cells of sglang-kt's profiling cell
         b = vram_breakdown(m, replace(c, max_total_tokens=a))
-        assert (
-            b.kv_cache
-            <= (v - b.cuda_context) * f - b.non_expert_weights - b.gpu_experts
-            < b.kv_cache + kv_cell_bytes(m, 1)
-        )
+        rest = (v - b.cuda_context) * f - b.non_expert_weights - b.gpu_experts
+        cell = profiling_cell_bytes(m, 1)
+        assert a * cell <= rest < (a + 1) * cell
+        # the pool stores the full cell: for Kimi-K2's MLA (512 + 64 stored, 128 + 64 counted) 3x the room
+        assert b.kv_cache / (a * cell) == pytest.approx(kv_cell_bytes(m, 1) / cell)
+        assert kv_tokens_the_room_holds(m, c, v, f) * kv_cell_bytes(m, 1) <= rest
 
 
 @settings(max_examples=60, deadline=None)
@@ -129,3 +132,15 @@ def test_unset_running_requests_follow_the_request_pool():
         default_max_running_requests(m, cfg("BF16", max_total_tokens=400 * 1024)) == 4096
     )  # rows: 400K / 40K x 512, capped
     assert default_max_running_requests(m, cfg("BF16", max_total_tokens=1000)) == 500
+
+
+def test_sglang_kt_profiles_an_mla_pool_by_the_query_width_not_the_latent():
+    """sglang-kt 0.7.2's get_cell_size_per_token counts qk_nope + qk_rope per MLA layer (128 + 64 for
+    DeepSeek-V3 and Kimi-K2) where MLATokenToKVPool stores kv_lora_rank + qk_rope (512 + 64); with
+    the sparse-attention indexer's 132 B beside both (GLM-5: 192 + 64 against 512 + 64)."""
+    for name, layers in (("deepseek-v3", 61), ("kimi-k2-thinking", 61)):
+        assert profiling_cell_bytes(model(name), 1) == (128 + 64) * layers * 2
+        assert kv_cell_bytes(model(name), 1) == 3 * profiling_cell_bytes(model(name), 1)
+    assert profiling_cell_bytes(model("glm-5"), 1) == ((192 + 64) * 2 + 132) * 78
+    q = model("qwen3-30b-a3b")  # GQA: the cell it stores
+    assert profiling_cell_bytes(q, 1) == kv_cell_bytes(q, 1)

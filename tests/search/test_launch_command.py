@@ -176,3 +176,23 @@ def test_sparse_attention_models_run_on_pages_of_64():
     r = resolve_launch(p, glm5, "BF16", 141 * GIB, RAG, (11, 13, 15, 16), 16, 1)
     assert r.cfg.page_size == 64 and r.profiled_kv_tokens % 64 == 0
     assert any("--page-size 1: SGLang sets 64" in n for n in r.notes)
+
+
+def test_an_mla_command_without_a_cap_overcommits_and_says_so():
+    """sglang-kt 0.7.2 sizes an MLA pool by its profiling cell (3x short for DeepSeek-V3): without
+    --max-total-tokens the pool takes about 3x the room the fraction leaves, which the note names
+    with the cap that fits; with that cap, no note."""
+    v3 = model("deepseek-v3")
+    cmd = (
+        "python -m sglang.launch_server --model /m --kt-weight-path /m --kt-method FP8 --kt-cpuinfer 13 "
+        "--kt-num-gpu-experts 2 --mem-fraction-static 0.9 "
+    )
+    p = parse_launch_command(cmd)
+    r = resolve_launch(p, v3, "FP8", 141 * GIB, RAG, (11, 13, 15, 16), 16, 1)
+    (note,) = [n for n in r.notes if "sizes the MLA KV pool" in n]
+    fits = int(note.split("--max-total-tokens ")[1].split(" or less")[0].replace(",", ""))
+    assert r.cfg.max_total_tokens == pytest.approx(3 * fits, rel=0.01)
+    capped = resolve_launch(
+        parse_launch_command(cmd + f"--max-total-tokens {fits}"), v3, "FP8", 141 * GIB, RAG, (11, 13, 15, 16), 16, 1
+    )
+    assert capped.cfg.max_total_tokens == fits and not any("sizes the MLA KV pool" in n for n in capped.notes)
