@@ -75,7 +75,7 @@ FAMILIES: dict[str, FamilyRules] = {
     for f in (
         FamilyRules("deepseek_v3", mla=True, **_NOAUX_TC),
         FamilyRules("deepseek_v2", mla=True),
-        FamilyRules("deepseek_v32", tested=False, mla=True, **_NOAUX_TC),  # V3.2: V3's router (sglang deepseek_v2.py)
+        FamilyRules("deepseek_v32", mla=True, **_NOAUX_TC),  # V3.2: V3's router (sglang deepseek_v2.py)
         FamilyRules("kimi_k2", mla=True, **_NOAUX_TC),
         FamilyRules("glm4_moe", **_NOAUX_TC),
         # GLM-5.x: GLM-4's body with DeepSeek-V3's MLA and V3.2's sparse-attention indexer (sglang deepseek_v2.py)

@@ -72,14 +72,6 @@ def test_hybrid_attention_models_cache_only_attention_layers():
     assert kv_cell_bytes(nxt, 1) == 2 * 512 * 12 * 2
 
 
-def deepseek_v32():
-    """DeepSeek-V3.2: DeepSeek-V3's config with the sparse-attention indexer's keys (64 heads of 128,
-    top 2,048) and its architecture."""
-    raw = dict(catalog_config("deepseek-v3"), index_head_dim=128, index_n_heads=64, index_topk=2048)
-    raw.update(model_type="deepseek_v32", architectures=["DeepseekV32ForCausalLM"])
-    return spec_from_config(raw, "deepseek-v3.2", "test")
-
-
 def test_sparse_attention_caches_the_indexer_key_beside_the_latent():
     """SGLang's NSATokenToKVPool: per token and layer the latent (bf16, or in an fp8 cache 512 fp8 +
     4 fp32 scales + 64 bf16 rope = 656 B) and the indexer's 128 fp8 + one fp32 scale = 132 B."""
@@ -88,7 +80,7 @@ def test_sparse_attention_caches_the_indexer_key_beside_the_latent():
     assert kv_cell_bytes(glm5, 1) == ((512 + 64) * 2 + 132) * 78 == 100_152
     assert kv_cell_bytes(glm5, 1, dtype_bytes=1) == (656 + 132) * 78
     assert kv_cell_bytes(glm5, 8) == kv_cell_bytes(glm5, 1)  # one latent per rank, as any MLA
-    v32 = deepseek_v32()
+    v32 = model("deepseek-v3.2")
     assert kv_cell_bytes(v32, 1) == kv_cell_bytes(model("deepseek-v3"), 1) + 132 * 61
     assert model("deepseek-v3").dsa_index_head_dim == 0 and model("kimi-k2-thinking").dsa_index_head_dim == 0
 

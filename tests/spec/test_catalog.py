@@ -24,6 +24,7 @@ REQUIRED = [
     "kimi-k2-instruct",
     "deepseek-v3",
     "deepseek-v3.1",
+    "deepseek-v3.2",
     "deepseek-r1",
     "minimax-m2",
     "minimax-m2.1",
@@ -92,6 +93,9 @@ def test_entry_values():
     assert by["deepseek-v3"].total_params / 1e9 == pytest.approx(671, rel=0.02)
     assert by["deepseek-v3"].active_params / 1e9 == pytest.approx(37, rel=0.05)
     assert by["glm-4.5-air"].grade == "C"
+    # DeepSeek-V3.2: V3's 671B and the sparse-attention indexer's 0.85B (61 layers of wq_b, wk, weights_proj)
+    assert (by["deepseek-v3.2"].total_params - by["deepseek-v3"].total_params) / 1e9 == pytest.approx(0.85, abs=0.01)
+    assert by["deepseek-v3.2"].default_method == "FP8"
     # GLM-5's technical report: 744B parameters, 40B active (the embedding's 1.9B not counted as active)
     assert by["glm-5"].total_params / 1e9 == pytest.approx(744, rel=0.01)
     assert by["glm-5"].active_params / 1e9 == pytest.approx(40, rel=0.05)
@@ -105,6 +109,8 @@ def test_entry_values():
         ("Qwen/Qwen3-30B-A3B", "qwen3-30b-a3b"),
         ("qwen3_30b_a3b_fp8", "qwen3-30b-a3b-fp8"),
         ("  GLM-4.5-Air ", "glm-4.5-air"),
+        ("deepseek-ai/DeepSeek-V3.2", "deepseek-v3.2"),
+        ("DeepSeek-V3.2-Exp", "deepseek-v3.2"),
         ("mistralai/Mixtral-8x7B-v0.1", "mixtral-8x7b"),
         ("Qwen3-Next-80B-A3B-Thinking", "qwen3-next-80b-a3b"),
         ("openai/gpt-oss-120b", "gpt-oss-120b"),
