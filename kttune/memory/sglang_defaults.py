@@ -117,17 +117,25 @@ def profiling_cell_bytes(model: ModelSpec, tp: int, dtype_bytes: int = 2) -> flo
     return cell
 
 
-def kv_tokens_the_room_holds(model: ModelSpec, cfg: LaunchConfig, vram_bytes: int, mem_fraction_static: float) -> int:
-    """The tokens of the KV cell SGLang stores (`kv_cell_bytes`) that the room the fraction leaves
-    (after the weights and the state pool) holds, page-aligned: what `profiled_kv_tokens` would be if
-    SGLang counted the cell it stores."""
+def _tokens_in_room(
+    model: ModelSpec, cfg: LaunchConfig, vram_bytes: int, mem_fraction_static: float, cell: float
+) -> int:
+    """Cells of `cell` bytes in the room the fraction leaves after the weights and the state pool
+    (`cfg`'s slots), page-aligned; 0 when there is none."""
     rest = _rest_after_weights(model, cfg, vram_bytes, mem_fraction_static)
     rest -= cfg.linear_state_slots * linear_state_bytes_per_request(model, cfg.tp)
-    cell = kv_cell_bytes(model, cfg.tp, cfg.kv_cache_dtype_bytes)
     if rest <= 0 or cell <= 0:
         return 0
     page = max(1, cfg.page_size)
     return int(rest // cell) // page * page
+
+
+def kv_tokens_the_room_holds(model: ModelSpec, cfg: LaunchConfig, vram_bytes: int, mem_fraction_static: float) -> int:
+    """The tokens of the KV cell SGLang stores (`kv_cell_bytes`) that the room the fraction leaves
+    (after the weights and the state pool) holds: what `profiled_kv_tokens` would be if SGLang counted
+    the cell it stores."""
+    cell = kv_cell_bytes(model, cfg.tp, cfg.kv_cache_dtype_bytes)
+    return _tokens_in_room(model, cfg, vram_bytes, mem_fraction_static, cell)
 
 
 def profiled_kv_tokens(model: ModelSpec, cfg: LaunchConfig, vram_bytes: int, mem_fraction_static: float) -> int:
@@ -136,13 +144,8 @@ def profiled_kv_tokens(model: ModelSpec, cfg: LaunchConfig, vram_bytes: int, mem
     tokens of sglang-kt's profiling cell (`profiling_cell_bytes`; for MLA more tokens than that room
     holds), page-aligned; 0 or less is "Not enough memory" at start. `--max-total-tokens` can only
     lower it."""
-    rest = _rest_after_weights(model, cfg, vram_bytes, mem_fraction_static)
-    rest -= cfg.linear_state_slots * linear_state_bytes_per_request(model, cfg.tp)
     cell = profiling_cell_bytes(model, cfg.tp, cfg.kv_cache_dtype_bytes)
-    if rest <= 0 or cell <= 0:
-        return 0
-    page = max(1, cfg.page_size)
-    return int(rest // cell) // page * page
+    return _tokens_in_room(model, cfg, vram_bytes, mem_fraction_static, cell)
 
 
 def default_max_running_requests(model: ModelSpec, cfg: LaunchConfig) -> int:
