@@ -15,33 +15,26 @@
 # HOG_OFF s idle) beside the quick probe only, so the sweeps judge a profile measured on a host busy
 # part of the time (docs/probe.md#disturbed-points); their figures go to machine.txt.
 set -u
+source "$(dirname "$0")/device_common.sh"
 TAG=${TAG:-a}
 THREADS=${THREADS:-11}
 HOG=${HOG:-0}
-R=${OUT:-/tmp/out}/r
-mkdir -p "$R"
-pack() { tar czf "${OUT:-/tmp/out}/quick-transfer-$TAG.tgz" -C "$R" . ; }
-trap pack EXIT
-{ date; lscpu | head -20; nproc; free -g; nvidia-smi -L; } > "$R/machine.txt" 2>&1
+device_results "quick-transfer-$TAG"
+describe_machine
 hogs=()
 for _ in $(seq 1 "$HOG"); do
   python benchmarks/diag/diag_memory_hog.py --mib 1024 --on "${HOG_ON:-0.3}" --off "${HOG_OFF:-0.6}" --seconds 200 \
     >> "$R/hog-$TAG.jsonl" 2>&1 &
   hogs+=($!)
 done
-s0=$(date +%s)
-timeout 200 python -m kttune.cli probe --quick --skip-host-ram --fresh --out "$R/quick-$TAG.profile.json" \
-  > "$R/quick-$TAG.log" 2>&1
-echo "quick rc=$? $(( $(date +%s) - s0 )) s, $HOG neighbours" | tee -a "$R/machine.txt"
+step "quick ($HOG neighbours)" 200 "quick-$TAG.log" python -m kttune.cli probe --quick --skip-host-ram --fresh \
+  --out "$R/quick-$TAG.profile.json"
 for h in "${hogs[@]}"; do kill "$h" 2>/dev/null; done
 pack
 for job in "$@"; do
   IFS=: read -r MODEL METHOD N SIZES <<< "$job"
   MAX=${SIZES##*,}
-  s0=$(date +%s)
-  timeout 100 python -m kttune.cli paths "$MODEL" --kt-method "$METHOD" --gpu-experts "$N" --sweep "$SIZES" \
-    --cpuinfer "$THREADS" --repeats 3 --prompts "$MAX" --chunks "$MAX" --profile "$R/quick-$TAG.profile.json" \
-    --out "$R/crossover-$MODEL-quick-$TAG.json" > "$R/crossover-$MODEL-quick-$TAG.log" 2>&1
-  echo "paths $MODEL rc=$? $(( $(date +%s) - s0 )) s" | tee -a "$R/machine.txt"
-  pack
+  step "paths $MODEL" 100 "crossover-$MODEL-quick-$TAG.log" python -m kttune.cli paths "$MODEL" --kt-method "$METHOD" \
+    --gpu-experts "$N" --sweep "$SIZES" --cpuinfer "$THREADS" --repeats 3 --prompts "$MAX" --chunks "$MAX" \
+    --profile "$R/quick-$TAG.profile.json" --out "$R/crossover-$MODEL-quick-$TAG.json"
 done

@@ -13,26 +13,18 @@
 #
 # Results go to $OUT/r, packed into $OUT/thread-interp-runner.tgz (the device returns few files).
 set -u
+source "$(dirname "$0")/device_common.sh"
 LO=${LO:-11}
 MID=${MID:-13}
 HI=${HI:-15}
-R=${OUT:-/tmp/out}/r
-mkdir -p "$R"
-pack() { tar czf "${OUT:-/tmp/out}/thread-interp-runner.tgz" -C "$R" . ; }
-trap pack EXIT
-{ date; lscpu | head -20; nproc; free -g; nvidia-smi -L; } > "$R/machine.txt" 2>&1
+device_results thread-interp-runner
+describe_machine
 for job in "$@"; do
   IFS=: read -r MODEL METHOD N SIZES <<< "$job"
   MAX=${SIZES##*,}
-  s0=$(date +%s)
-  timeout 240 python -m kttune.cli probe --model "$MODEL" --methods "$METHOD" --threads "$LO,$MID,$HI" \
-    --skip-host-ram --fresh --out "$R/probe-$MODEL.profile.json" > "$R/probe-$MODEL.log" 2>&1
-  echo "probe $MODEL rc=$? $(( $(date +%s) - s0 )) s" | tee -a "$R/machine.txt"
-  pack
-  s0=$(date +%s)
-  timeout 120 python -m kttune.cli paths "$MODEL" --kt-method "$METHOD" --gpu-experts "$N" --sweep "$SIZES" \
-    --cpuinfer "$MID" --repeats 3 --prompts "$MAX" --chunks "$MAX" --profile "$R/probe-$MODEL.profile.json" \
-    --out "$R/sweep-$MODEL.json" > "$R/sweep-$MODEL.log" 2>&1
-  echo "paths $MODEL rc=$? $(( $(date +%s) - s0 )) s" | tee -a "$R/machine.txt"
-  pack
+  step "probe $MODEL" 240 "probe-$MODEL.log" python -m kttune.cli probe --model "$MODEL" --methods "$METHOD" \
+    --threads "$LO,$MID,$HI" --skip-host-ram --fresh --out "$R/probe-$MODEL.profile.json"
+  step "paths $MODEL" 120 "sweep-$MODEL.log" python -m kttune.cli paths "$MODEL" --kt-method "$METHOD" \
+    --gpu-experts "$N" --sweep "$SIZES" --cpuinfer "$MID" --repeats 3 --prompts "$MAX" --chunks "$MAX" \
+    --profile "$R/probe-$MODEL.profile.json" --out "$R/sweep-$MODEL.json"
 done

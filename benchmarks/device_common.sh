@@ -1,0 +1,30 @@
+# Sourced by the scripts that run as one device call (bench_quick_transfer.sh,
+# bench_thread_interp_runner.sh, bench_tp_paths.sh): results under $OUT/r, packed into $OUT/NAME.tgz
+# after every step and on exit (the device returns few files), each step's exit status and seconds
+# logged to machine.txt.
+
+# device_results NAME: the results folder $R and the archive $OUT/NAME.tgz, packed on exit.
+device_results() {
+  R=${OUT:-/tmp/out}/r
+  ARCHIVE=${OUT:-/tmp/out}/$1.tgz
+  mkdir -p "$R"
+  trap pack EXIT
+}
+
+pack() { tar czf "$ARCHIVE" -C "$R" . ; }
+
+# describe_machine: what the device is, into machine.txt (CPU, memory, GPUs).
+describe_machine() {
+  { date; lscpu | head -20; nproc; free -g; nvidia-smi -L; } > "$R/machine.txt" 2>&1
+}
+
+# step LABEL SECONDS LOG CMD...: CMD under a time limit with its output in $R/LOG, its exit status
+# and seconds in machine.txt, then the results packed.
+step() {
+  local label=$1 limit=$2 log=$3 s0
+  shift 3
+  s0=$(date +%s)
+  timeout "$limit" "$@" > "$R/$log" 2>&1
+  echo "$label rc=$? $(( $(date +%s) - s0 )) s" | tee -a "$R/machine.txt"
+  pack
+}
