@@ -18,12 +18,13 @@ import argparse
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from results_layout import write_result
 
 from kttune.config import LaunchConfig
-from kttune.memory.vram import vram_breakdown
+from kttune.memory.vram import mem_fraction_static, vram_breakdown
 from kttune.search.launch_command import resolve_launch
 from kttune.search.workload import load_workload
 from kttune.spec.launch_args import flag_name, parse_launch_command
@@ -84,7 +85,7 @@ def main() -> None:
             argv = doc["command"]["argv"] if isinstance(doc["command"], dict) else doc["command"]
             cfg = LaunchConfig(**flags)
             b = vram_breakdown(model, cfg)
-            old_mfs = round(min(0.98, max(0.05, (b.startup_bytes - b.linear_state) / (gib * GIB) + 0.01)), 3)
+            old_mfs = mem_fraction_static(replace(b, linear_state=0), gib * GIB)  # sized without the states
             rows.append(
                 {
                     "gpus": gpus,

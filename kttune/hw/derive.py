@@ -359,6 +359,11 @@ def derive_cpu_curves(profile: HardwareProfile, cpu: CpuTarget) -> tuple[list[Cu
             "(its flops at that best); stage A, a copy with re-layout, at the same per-core rate"
         )
     other_vendor = bool(cpu.vendor) and bool(src.vendor) and cpu.vendor != src.vendor
+
+    def vendor_label(label: str, err: float) -> tuple[str, float]:
+        """A curve's label, or on another vendor's CPU a datasheet guess within CPU_VENDOR_ERROR."""
+        return ("datasheet", CPU_VENDOR_ERROR) if other_vendor else (label, err)
+
     if other_vendor:
         notes.append(
             f"CPU vendor {src.vendor} -> {cpu.vendor}: kt-kernel's per-core speed is the measured box's, which "
@@ -399,8 +404,7 @@ def derive_cpu_curves(profile: HardwareProfile, cpu: CpuTarget) -> tuple[list[Cu
             # A pool on every core starves the driving thread: calls take multiples of ~8 ms
             # whatever the core count (both measured boxes, 16 and 32 cores, show it): kept as measured.
             extra = {"threads": cpu.cores, **({"threadpools": pools} if "threadpools" in c.params else {})}
-            label, err = ("datasheet", CPU_VENDOR_ERROR) if other_vendor else ("scaled", CPU_SCALED_ERROR)
-            out.append(_labelled(c, label, err, **extra, **kernel))
+            out.append(_labelled(c, *vendor_label("scaled", CPU_SCALED_ERROR), **extra, **kernel))
             continue
         th_to = th + cpu.cores - src_cores
         if th_to < 1:
@@ -423,11 +427,9 @@ def derive_cpu_curves(profile: HardwareProfile, cpu: CpuTarget) -> tuple[list[Cu
             )
             pts.append(Point(x=p.x, t_ms=t, n=0, extra=dict(p.extra)))
         isa_checked = tgt_isa == src_isa or (c.kind == "cpu_moe" and (tgt_isa, method) in ISA_RATE_MEASURED)
-        label, err = (
-            ("scaled", CPU_SCALED_ERROR) if isa_checked and pools <= src_pools else ("datasheet", CPU_ISA_ERROR)
+        label, err = vendor_label(
+            *(("scaled", CPU_SCALED_ERROR) if isa_checked and pools <= src_pools else ("datasheet", CPU_ISA_ERROR))
         )
-        if other_vendor:
-            label, err = "datasheet", CPU_VENDOR_ERROR
         extra = {"threads": th_to}
         if "threadpools" in c.params:
             extra["threadpools"] = pools

@@ -14,8 +14,8 @@ from dataclasses import replace
 
 from kttune.config import LaunchConfig
 from kttune.memory.vram import (
-    DSA_QUANT_BLOCK,
     context_length,
+    dsa_index_bytes_per_layer,
     kv_cell_bytes,
     linear_state_bytes_per_request,
     vram_breakdown,
@@ -111,10 +111,7 @@ def profiling_cell_bytes(model: ModelSpec, tp: int, dtype_bytes: int = 2) -> flo
         return kv_cell_bytes(model, tp, dtype_bytes)
     layers = len(model.full_attention_layer_ids) + len(model.sliding_layer_ids)
     cell = model.head_dim * layers * dtype_bytes  # head_dim = qk_nope + qk_rope for MLA
-    if model.dsa_index_head_dim:
-        idx = model.dsa_index_head_dim
-        cell += (idx + idx // DSA_QUANT_BLOCK * 4) * layers
-    return cell
+    return cell + dsa_index_bytes_per_layer(model) * layers
 
 
 def _tokens_in_room(

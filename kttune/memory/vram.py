@@ -88,6 +88,13 @@ def context_length(model: ModelSpec, cfg: LaunchConfig) -> int:
 DSA_QUANT_BLOCK = 128
 
 
+def dsa_index_bytes_per_layer(model: ModelSpec) -> int:
+    """The sparse-attention indexer's key SGLang caches per token and layer: `dsa_index_head_dim` fp8
+    bytes and an fp32 scale per DSA_QUANT_BLOCK (132 B for 128); 0 without sparse attention."""
+    idx = model.dsa_index_head_dim
+    return idx + idx // DSA_QUANT_BLOCK * 4
+
+
 def kv_cell_bytes(model: ModelSpec, tp: int, dtype_bytes: int = 2) -> float:
     """KV bytes per token on one rank (SGLang `get_cell_size_per_token`): MLA caches one latent
     (kv_lora_rank + qk_rope_head_dim) per layer, not divided by TP; GQA caches K and V of the rank's
@@ -97,12 +104,12 @@ def kv_cell_bytes(model: ModelSpec, tp: int, dtype_bytes: int = 2) -> float:
     (docs/memory.md#kv-bytes-per-token-kv_cell_bytes)."""
     layers = len(model.full_attention_layer_ids) + SWA_FULL_TOKENS_RATIO * len(model.sliding_layer_ids)
     if model.attention == "mla" and model.dsa_index_head_dim:
-        lora, rope, idx = model.kv_lora_rank, model.qk_rope_head_dim, model.dsa_index_head_dim
+        lora, rope = model.kv_lora_rank, model.qk_rope_head_dim
         if dtype_bytes == 1:
             latent = lora + lora // DSA_QUANT_BLOCK * 4 + rope * 2
         else:
             latent = (lora + rope) * dtype_bytes
-        return (latent + idx + idx // DSA_QUANT_BLOCK * 4) * layers
+        return (latent + dsa_index_bytes_per_layer(model)) * layers
     if model.attention == "mla":
         per_layer = model.kv_lora_rank + model.qk_rope_head_dim
     else:
@@ -119,6 +126,11 @@ LINEAR_STATE_SLOTS_PER_REQUEST = 3
 LINEAR_CONV_STATE_BYTES = 2
 
 
+def has_linear_state(model: ModelSpec) -> bool:
+    """Whether the model has linear-attention layers, whose requests each keep a state."""
+    return model.linear_attention is not None and bool(model.linear_attention_layer_ids)
+
+
 def linear_state_bytes_per_request(model: ModelSpec, tp: int) -> int:
     """One request's recurrent state on one rank over every linear-attention layer (SGLang
     `Mamba2StateShape.create` and `mamba_cache_per_req`, docs/memory.md#linear-attention-state): the
@@ -126,7 +138,7 @@ def linear_state_bytes_per_request(model: ModelSpec, tp: int) -> int:
     temporal state, value heads / tp x value_head_dim x key_head_dim. Key heads that do not split
     over the ranks are replicated up to tp first. 0 for a model without such layers."""
     lin = model.linear_attention
-    if lin is None or not model.linear_attention_layer_ids:
+    if not has_linear_state(model):
         return 0
     groups = lin.num_key_heads
     if groups % tp:
@@ -140,7 +152,7 @@ def linear_state_bytes_per_request(model: ModelSpec, tp: int) -> int:
 def linear_state_slots(model: ModelSpec, cfg: LaunchConfig) -> int:
     """The state pool's slots (`--max-mamba-cache-size`): the configuration's, else what kttune
     launches with, LINEAR_STATE_SLOTS_PER_REQUEST per running request. 0 without linear layers."""
-    if model.linear_attention is None or not model.linear_attention_layer_ids:
+    if not has_linear_state(model):
         return 0
     return cfg.linear_state_slots or LINEAR_STATE_SLOTS_PER_REQUEST * cfg.max_running_requests
 

@@ -60,6 +60,7 @@ def launch_argv(
     `kttune explain -- COMMAND` reads it back with)."""
     method = get_method(cfg.method)
     f = flag_name
+    slots = linear_state_slots(model, cfg)
     argv = [
         "python",
         "-m",
@@ -88,7 +89,7 @@ def launch_argv(
         str(cfg.max_running_requests),
         f("cuda_graph_max_bs"),
         str(cfg.cuda_graph_max_bs),
-        *([f("linear_state_slots"), str(linear_state_slots(model, cfg))] if linear_state_slots(model, cfg) else []),
+        *([f("linear_state_slots"), str(slots)] if slots else []),
         f("mem_fraction_static"),
         f"{mem_fraction_static(vram, vram_budget_bytes):g}",
         f("tp"),
