@@ -799,6 +799,7 @@ def _inventory(inv: Inventory, change: Change, gpu: GpuSpec | None, n_gpus: int)
                     pcie_gen_max=gpu.pcie_gen,
                     pcie_width_max=gpu.pcie_width,
                     numa_node=0,
+                    compute_capability=gpu.compute_capability or None,
                 )
             )
         elif g0 is not None:

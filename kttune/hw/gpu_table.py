@@ -26,6 +26,8 @@ class GpuSpec:
     pcie_width: int
     nvlink_gbps: float = 0.0  # per direction, per GPU; 0: none
     source: str = ""
+    # CUDA compute capability (NVIDIA's CUDA GPUs list): which kernels SGLang dispatches to
+    compute_capability: str = ""
 
     @property
     def fp8_or_bf16_tflops(self) -> float:
@@ -46,6 +48,7 @@ GPUS: dict[str, GpuSpec] = {
             16,
             56.25,
             "NVIDIA Ampere GA102 GPU architecture whitepaper, table 9",
+            compute_capability="8.6",
         ),
         GpuSpec(
             "rtx4090",
@@ -58,6 +61,7 @@ GPUS: dict[str, GpuSpec] = {
             16,
             0.0,
             "NVIDIA Ada GPU architecture whitepaper, appendix A table 2",
+            compute_capability="8.9",
         ),
         GpuSpec(
             "rtx4090-48g",
@@ -70,6 +74,7 @@ GPUS: dict[str, GpuSpec] = {
             16,
             0.0,
             "RTX 4090 figures (Ada whitepaper) with 48 GB: a board-partner memory upgrade, no NVIDIA datasheet",
+            compute_capability="8.9",
         ),
         GpuSpec(
             "rtx5090",
@@ -82,6 +87,7 @@ GPUS: dict[str, GpuSpec] = {
             16,
             0.0,
             "NVIDIA RTX Blackwell GPU architecture whitepaper, appendix table",
+            compute_capability="12.0",
         ),
         GpuSpec(
             "rtx-pro-6000",
@@ -94,8 +100,21 @@ GPUS: dict[str, GpuSpec] = {
             16,
             0.0,
             "NVIDIA RTX Blackwell GPU architecture whitepaper; RTX PRO 6000 Blackwell datasheet",
+            compute_capability="12.0",
         ),
-        GpuSpec("l40s", "NVIDIA L40S", 48 * GB, 864, 362.05, 733, 4, 16, 0.0, "NVIDIA L40S datasheet"),
+        GpuSpec(
+            "l40s",
+            "NVIDIA L40S",
+            48 * GB,
+            864,
+            362.05,
+            733,
+            4,
+            16,
+            0.0,
+            "NVIDIA L40S datasheet",
+            compute_capability="8.9",
+        ),
         GpuSpec(
             "a100",
             "NVIDIA A100-SXM4-80GB",
@@ -107,6 +126,7 @@ GPUS: dict[str, GpuSpec] = {
             16,
             300,
             "NVIDIA A100 Tensor Core GPU datasheet (80GB SXM)",
+            compute_capability="8.0",
         ),
         GpuSpec(
             "h100",
@@ -119,8 +139,21 @@ GPUS: dict[str, GpuSpec] = {
             16,
             450,
             "NVIDIA H100 Tensor Core GPU datasheet (SXM)",
+            compute_capability="9.0",
         ),
-        GpuSpec("h20", "NVIDIA H20", 96 * GB, 4000, 148, 296, 5, 16, 450, "NVIDIA H20 product brief"),
+        GpuSpec(
+            "h20",
+            "NVIDIA H20",
+            96 * GB,
+            4000,
+            148,
+            296,
+            5,
+            16,
+            450,
+            "NVIDIA H20 product brief",
+            compute_capability="9.0",
+        ),
         GpuSpec(
             "h200",
             "NVIDIA H200",
@@ -132,9 +165,20 @@ GPUS: dict[str, GpuSpec] = {
             16,
             450,
             "NVIDIA H200 Tensor Core GPU datasheet (SXM figures)",
+            compute_capability="9.0",
         ),
         GpuSpec(
-            "h800", "NVIDIA H800", 80 * GB, 3350, 989, 1979, 5, 16, 200, "NVIDIA H800 Tensor Core GPU datasheet (SXM)"
+            "h800",
+            "NVIDIA H800",
+            80 * GB,
+            3350,
+            989,
+            1979,
+            5,
+            16,
+            200,
+            "NVIDIA H800 Tensor Core GPU datasheet (SXM)",
+            compute_capability="9.0",
         ),
         GpuSpec(
             "a800",
@@ -147,8 +191,21 @@ GPUS: dict[str, GpuSpec] = {
             16,
             200,
             "NVIDIA A800 Tensor Core GPU datasheet (80GB SXM)",
+            compute_capability="8.0",
         ),
-        GpuSpec("l40", "NVIDIA L40", 48 * GB, 864, 181.05, 362.1, 4, 16, 0.0, "NVIDIA L40 datasheet"),
+        GpuSpec(
+            "l40",
+            "NVIDIA L40",
+            48 * GB,
+            864,
+            181.05,
+            362.1,
+            4,
+            16,
+            0.0,
+            "NVIDIA L40 datasheet",
+            compute_capability="8.9",
+        ),
         GpuSpec(
             "rtx-6000-ada",
             "NVIDIA RTX 6000 Ada Generation",
@@ -160,8 +217,21 @@ GPUS: dict[str, GpuSpec] = {
             16,
             0.0,
             "NVIDIA Ada GPU architecture whitepaper, appendix (RTX 6000 Ada)",
+            compute_capability="8.9",
         ),
-        GpuSpec("a6000", "NVIDIA RTX A6000", 48 * GB, 768, 154.8, None, 4, 16, 56.25, "NVIDIA RTX A6000 datasheet"),
+        GpuSpec(
+            "a6000",
+            "NVIDIA RTX A6000",
+            48 * GB,
+            768,
+            154.8,
+            None,
+            4,
+            16,
+            56.25,
+            "NVIDIA RTX A6000 datasheet",
+            compute_capability="8.6",
+        ),
     )
 }
 

@@ -105,7 +105,7 @@ def launch_argv(
     ]
     if "FP8" in method.name:
         argv += [f("fp8_gemm_backend"), "triton"]
-    if model.dsa_index_head_dim:
+    if model.sparse_attention:
         # sglang-kt picks fp8 for a sparse-attention model's KV from compute capability 10 on; kttune
         # sizes and launches the bf16 cell on every GPU, as KT's GLM-5 tutorial does
         # (docs/memory.md#kv-bytes-per-token-kv_cell_bytes)

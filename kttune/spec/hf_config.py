@@ -29,7 +29,7 @@ from kttune.spec.families import (
     family_rules,
 )
 from kttune.spec.methods import FORMATS, NATIVE_METHOD_FOR_FORMAT, get_method
-from kttune.spec.model_spec import LinearAttentionSpec, ModelSpec, RouterSpec
+from kttune.spec.model_spec import LinearAttentionSpec, ModelSpec, RouterSpec, SparseAttentionSpec
 
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
 
@@ -328,20 +328,24 @@ def _mla_attention_params(cfg: dict, name: str, h: int, heads: int) -> tuple[int
     linear += kv_lora * heads * (nope + v)  # kv_b_proj
     linear += heads * v * h  # o_proj
     norms = q_lora + kv_lora  # q_a_layernorm, kv_a_layernorm
-    idx = _dsa_index_head_dim(cfg, name)
-    if idx:  # DeepSeek Sparse Attention's indexer: wq_b, wk, weights_proj; k_norm (a LayerNorm)
-        index_heads = _int(cfg, name, "index_n_heads", default=64)
+    dsa = _sparse_attention(cfg, name)
+    if dsa:  # DeepSeek Sparse Attention's indexer: wq_b, wk, weights_proj; k_norm (a LayerNorm)
+        idx, index_heads = dsa.index_head_dim, dsa.index_heads
         linear += (q_lora or h) * index_heads * idx + h * idx + h * index_heads
         norms += 2 * idx
     return linear, norms
 
 
-def _dsa_index_head_dim(cfg: dict, name: str) -> int:
-    """The key width of DeepSeek Sparse Attention's indexer (DeepSeek-V3.2, GLM-5): SGLang runs a model
-    whose config sets `index_topk` with it and caches one such key per token and layer; 0 without."""
+def _sparse_attention(cfg: dict, name: str) -> SparseAttentionSpec | None:
+    """DeepSeek Sparse Attention's indexer (DeepSeek-V3.2, GLM-5): SGLang runs a model whose config sets
+    `index_topk` with it; None without (docs/cost-model.md#sparse-attention)."""
     if cfg.get("index_topk") is None:
-        return 0
-    return _int(cfg, name, "index_head_dim", default=128)
+        return None
+    return SparseAttentionSpec(
+        index_head_dim=_int(cfg, name, "index_head_dim", default=128),
+        index_heads=_int(cfg, name, "index_n_heads", default=64),
+        index_topk=_int(cfg, name, "index_topk"),
+    )
 
 
 def _gqa_attention_params(
@@ -693,7 +697,7 @@ def _parse(
         kv_lora_rank=_count(cfg, name, "kv_lora_rank") if mla else 0,
         q_lora_rank=_count(cfg, name, "q_lora_rank") if mla else 0,
         qk_rope_head_dim=_count(cfg, name, "qk_rope_head_dim") if mla else 0,
-        dsa_index_head_dim=_dsa_index_head_dim(cfg, name) if mla else 0,
+        sparse_attention=_sparse_attention(cfg, name) if mla else None,
         qk_norm=qk_norm,
         attention_output_gate=not mla and _output_gate(cfg, rules),
         full_attention_layer_ids=layers.full,

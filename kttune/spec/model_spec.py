@@ -46,6 +46,18 @@ class LinearAttentionSpec:
 
 
 @dataclass(frozen=True)
+class SparseAttentionSpec:
+    """DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): a small indexer scores every earlier token with
+    `index_heads` fp8 heads of `index_head_dim`, and each query attends to the `index_topk` best in
+    MLA's latent form. Its key is cached per token and layer beside the latent
+    (docs/memory.md#kv-bytes-per-token-kv_cell_bytes, docs/cost-model.md#sparse-attention)."""
+
+    index_head_dim: int  # index_head_dim
+    index_heads: int  # index_n_heads
+    index_topk: int  # index_topk: the tokens each query attends to
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     name: str
     family: str  # HF model_type of the language model (deepseek_v3, kimi_k2, qwen3_moe, ...)
@@ -69,9 +81,7 @@ class ModelSpec:
     kv_lora_rank: int = 0  # MLA only
     q_lora_rank: int = 0  # MLA only (0 = no q compression)
     qk_rope_head_dim: int = 0  # MLA only
-    # DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): its indexer's key width, cached per token and
-    # layer beside the latent; 0 = no sparse attention
-    dsa_index_head_dim: int = 0
+    sparse_attention: SparseAttentionSpec | None = None  # DeepSeek Sparse Attention's indexer, where the model has one
     qk_norm: str = ""  # RMSNorm of q and k: "per_head" (Qwen3, GLM-4.5), "per_layer" (MiniMax-M2), "" none
     attention_output_gate: bool = False  # q_proj also projects a sigmoid gate on the attention output (Qwen3-Next)
     full_attention_layer_ids: tuple[int, ...] = ()  # layers that keep a KV cache growing with context

@@ -35,6 +35,18 @@ def test_nvml_names_find_the_longest_key(nvml_name, key):
     assert (g.key if g else None) == key
 
 
+def test_compute_capability_agrees_with_the_tensor_cores_and_nvml():
+    """FP8 tensor cores arrived with SM 8.9 (Ada) and Hopper: a record has an FP8 rate exactly when its
+    compute capability is 8.9 or more; the H200 box's NVML reading is the table's."""
+    from kttune.hw.registry import load_shipped
+
+    for g in GPUS.values():
+        major, minor = (int(x) for x in g.compute_capability.split("."))
+        assert (g.fp8_tflops is not None) == ((major, minor) >= (8, 9)), g.key
+    measured = load_shipped("h200-pcie5-xeon-amx-16c").inventory.gpus[0]
+    assert spec_for_name(measured.name).compute_capability == measured.compute_capability
+
+
 def test_records_are_datasheet_shaped():
     for g in GPUS.values():
         assert g.vram_bytes > 0 and g.hbm_gbps > 0 and g.bf16_tflops > 0 and g.source

@@ -9,6 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kttune.memory.vram import (
+    decode_kv_read_bytes,
+    decode_kv_reads,
+    dsa_index_bytes_per_layer,
     LINEAR_STATE_SLOTS_PER_REQUEST,
     kv_cell_bytes,
     layerwise_slot_bytes,
@@ -76,13 +79,40 @@ def test_sparse_attention_caches_the_indexer_key_beside_the_latent():
     """SGLang's NSATokenToKVPool: per token and layer the latent (bf16, or in an fp8 cache 512 fp8 +
     4 fp32 scales + 64 bf16 rope = 656 B) and the indexer's 128 fp8 + one fp32 scale = 132 B."""
     glm5 = model("glm-5")
-    assert glm5.dsa_index_head_dim == 128 and glm5.attention == "mla"
+    assert glm5.sparse_attention.index_head_dim == 128 and glm5.attention == "mla"
     assert kv_cell_bytes(glm5, 1) == ((512 + 64) * 2 + 132) * 78 == 100_152
     assert kv_cell_bytes(glm5, 1, dtype_bytes=1) == (656 + 132) * 78
     assert kv_cell_bytes(glm5, 8) == kv_cell_bytes(glm5, 1)  # one latent per rank, as any MLA
     v32 = model("deepseek-v3.2")
     assert kv_cell_bytes(v32, 1) == kv_cell_bytes(model("deepseek-v3"), 1) + 132 * 61
-    assert model("deepseek-v3").dsa_index_head_dim == 0 and model("kimi-k2-thinking").dsa_index_head_dim == 0
+    assert model("deepseek-v3").sparse_attention is None and model("kimi-k2-thinking").sparse_attention is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    name=st.sampled_from(["qwen3-30b-a3b", "deepseek-v3", "gpt-oss-120b", "glm-5", "deepseek-v3.2"]),
+    tp=st.sampled_from([1, 2, 4, 8]),
+    ctx=st.integers(1, 200_000),
+    sparse=st.booleans(),
+)
+def test_a_decode_step_reads_what_each_layer_attends_to(name, tp, ctx, sparse):
+    """Against a layer-by-layer count: a full-attention layer reads every cached token, a sliding one
+    the last `sliding_window`, a sparse-attention layer run sparse every token's index key and the
+    latents of the top-k (before any cap binds, the whole cell), run dense every latent alone."""
+    m = model(name)
+    cell = kv_cell_bytes(replace(m, sliding_layer_ids=(), sparse_attention=None), tp) / len(m.full_attention_layer_ids)
+    dsa = m.sparse_attention is not None and sparse
+    index = dsa_index_bytes_per_layer(m) if dsa else 0
+    topk = m.sparse_attention.index_topk if dsa else ctx
+    brute = len(m.full_attention_layer_ids) * (index * ctx + cell * min(ctx, topk))
+    brute += len(m.sliding_layer_ids) * cell * min(ctx, m.sliding_window)
+    assert decode_kv_read_bytes(m, tp, 3, ctx, sparse=sparse) == pytest.approx(3 * brute)
+    assert all(cap == float("inf") for _, cap in decode_kv_reads(model("deepseek-v3"), tp, sparse=sparse))
+    if ctx <= 128 and (sparse or not m.sparse_attention):  # within every cap: the pool's cell
+        full = replace(
+            m, sliding_layer_ids=(), full_attention_layer_ids=m.full_attention_layer_ids + m.sliding_layer_ids
+        )
+        assert decode_kv_read_bytes(m, tp, 1, ctx, sparse=sparse) == pytest.approx(ctx * kv_cell_bytes(full, tp))
 
 
 @pytest.mark.parametrize("fp8", [False, True])
