@@ -45,17 +45,19 @@ class Inputs:
     notes: tuple[str, ...] = ()
 
 
-def components_at(profile: HardwareProfile, model, method: str, tp: int, cpuinfer: int | None) -> Components:
+def components_at(
+    profile: HardwareProfile, model, method: str, tp: int, cpuinfer: int | None, attention_backend: str = ""
+) -> Components:
     """The cost model of `profile` for a flag set with `cpuinfer` kt-kernel workers: where the profile did
     not measure that count but counts on both sides of it, its curves there interpolated
     (`kttune.hw.thread_interp`) and the note that says so among the model's notes; else the profile's
     own (a count outside the measured range stays an error of
     `kttune.search.user_flags.cpuinfer_threads`). A search keeps to the measured counts: it builds
-    its model from the profile itself."""
+    its model from the profile itself. `attention_backend`: the command's (Components.attention_backend)."""
     note = None
     if cpuinfer is not None:
         profile, note = with_thread_count(profile, cpuinfer)
-    comp = Components(profile, model, method, tp)
+    comp = Components(profile, model, method, tp, attention_backend=attention_backend)
     if note:
         comp.notes.append(note)
     return comp

@@ -16,7 +16,14 @@ from kttune.errors import InfeasibleError, UserError
 from kttune.memory.vram import DEFAULT_VRAM_MARGIN
 from kttune.search.explain import explain
 from kttune.search.launch import LaunchPaths
-from kttune.search.launch_command import FlagChange, ResolvedLaunch, flag_changes, method_of, resolve_launch
+from kttune.search.launch_command import (
+    FlagChange,
+    ResolvedLaunch,
+    attention_backend_of,
+    flag_changes,
+    method_of,
+    resolve_launch,
+)
 from kttune.search.study import check_request
 from kttune.spec.catalog import resolve_catalog_name
 from kttune.spec.launch_args import ParsedLaunch, flag_name, parse_launch_command
@@ -143,7 +150,7 @@ def explain_command(
     # a --kt-cpuinfer between two measured counts: interpolated for the command's own prediction; the
     # search's pick below keeps to the measured counts (kttune.app.inputs.components_at)
     given = int(parsed.get("cpuinfer_threads")) if parsed.given("cpuinfer_threads") else None
-    comp = components_at(req.profile, req.model, req.method, req.tp, given)
+    comp = components_at(req.profile, req.model, req.method, req.tp, given, attention_backend_of(parsed, req.model)[0])
     cpu = req.profile.inventory.cpu
     resolved = resolve_launch(
         parsed,

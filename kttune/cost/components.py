@@ -19,6 +19,7 @@ from kttune.cost.features import (
     kt_gemm_split,
     matrix_work_per_flop,
     moe_features,
+    sparse_attention_prefill_work,
 )
 from kttune.cost.fit import LinearFit, fit_nonneg, interp_loglog
 from kttune.errors import UserError
@@ -31,7 +32,7 @@ from kttune.hw.curve_kinds import (
 from kttune.hw.gpu_table import spec_for_name  # datasheet HBM bandwidth when no curve fits it
 from kttune.hw.profile import Curve, HardwareProfile
 from kttune.hw.shape_law import output_flops_for
-from kttune.memory.vram import kv_cell_bytes  # the decode KV read is the pool's per-token cell
+from kttune.memory.vram import decode_kv_read_bytes, decode_kv_reads  # what a decode step reads of the pool
 from kttune.spec.kt_classes import kt_matmul_above
 from kttune.spec.methods import FORMATS, METHODS, bytes_per_expert, get_method, gpu_format
 from kttune.spec.model_spec import ModelSpec
@@ -44,6 +45,34 @@ DEFAULT_OVERLAP_RATIO = 1.3
 HYBRID_SYNC_MS = 0.05
 # Per prefill forward: scheduler, sampling, launch overhead outside the layers.
 FORWARD_OVERHEAD_MS = 2.0
+
+
+# The one SGLang attention backend that runs DeepSeek Sparse Attention's indexer: the others take no
+# indexer metadata (`get_indexer_metadata` returns None), so the model skips the indexer and attends
+# densely to every token (docs/cost-model.md#sparse-attention).
+SPARSE_BACKEND = "nsa"
+# GlmMoeDsaForCausalLM (GLM-5): SGLang sets SGLANG_NSA_FORCE_MLA for it on Blackwell (server_args.py)
+GLM_DSA_FAMILY = "glm_moe_dsa"
+
+
+def sparse_prefill_is_dense(sm: int | None, kv_len: float, index_topk: int, family: str = "") -> bool:
+    """Whether SGLang's nsa backend runs a sparse-attention model's prefill forward as dense attention
+    (`NativeSparseAttnBackend.set_nsa_prefill_impl`, docs/cost-model.md#sparse-attention): on SM 90
+    and SM 100-109 (its MHA kernels), when the forward's sequence holds no more than the top-k
+    tokens (every query then attends to all of them anyway); never for GLM-5's architecture
+    (`glm_moe_dsa`) from SM 100 on, where SGLang forces the sparse form. Elsewhere, and on a GPU of
+    unknown compute capability, the sparse kernels."""
+    if sm is None or (family == GLM_DSA_FAMILY and sm >= 100):
+        return False
+    return (sm == 90 or 100 <= sm < 110) and kv_len <= index_topk
+
+
+def sparse_kernel_heads(heads: int, sm: int | None) -> int:
+    """The heads FlashMLA's sparse kernel computes for `heads` heads on a rank: SGLang pads them to a
+    multiple of 64 (Hopper) or 128 (SM 100 on) with zero queries (`_forward_flashmla_sparse`,
+    docs/cost-model.md#sparse-attention), so DeepSeek-V3.2's 128 heads at TP 4 cost 64."""
+    pad = 128 if sm is not None and sm >= 100 else 64
+    return -(-heads // pad) * pad
 
 
 # The layerwise load as sglang-kt 0.7.2 runs it (docs/sglang-kt.md#layerwise-prefill-at-tp--1): a
@@ -84,10 +113,15 @@ class Components:
     # hold it), or None for the server: the configuration sglang-kt 0.7.2 runs
     # (SGLANG_KT_PIPELINE), as the probe measured it at each thread count.
     pipeline_driver: str | None = None
+    # SGLang's --attention-backend as the launch sets it: "" for what kttune launches (triton for MLA,
+    # flashinfer for GQA), "nsa" for SGLang's sparse-attention backend, which alone runs a
+    # sparse-attention model's indexer (`runs_sparse_attention`; docs/cost-model.md#sparse-attention)
+    attention_backend: str = ""
 
     def __post_init__(self) -> None:
         self.method = get_method(self.method_name)
         m = self.model
+        self.runs_sparse_attention = m.sparse_attention is not None and self.attention_backend == SPARSE_BACKEND
         self.i_tp = m.moe_intermediate_size // self.tp
         self.cpu_bytes_per_expert = bytes_per_expert(self.method.cpu_format, m.hidden_size, m.moe_intermediate_size)
         self.gpu_bytes_per_expert = bytes_per_expert(
@@ -119,6 +153,8 @@ class Components:
         self._pipeline_driver_ratios: dict[int, float] = {}
         self._pipeline_fit = self._fit_pipeline()
         self.hbm_ms_per_byte = self._hbm_ms_per_byte()
+        self.gpu_sm = self._gpu_sm()
+        self.fp8_speedup = self._fp8_speedup()
         self._per_layer_dense_params = self._dense_params_per_layer()
         self.calibration = Calibration.from_dicts(self.profile.calibration)
         self.notes.extend(self.calibration.summary(self.method.name))
@@ -412,10 +448,56 @@ class Components:
         return fit_curves(curves)
 
     def attention_ms(self, tokens: float, prefix: float) -> float:
-        """Prefill attention of one full-attention layer on one rank (heads / tp)."""
+        """Prefill attention of one full-attention layer on one rank (heads / tp). A model with sparse
+        attention on SGLang's sparse backend (`runs_sparse_attention`; on any other backend SGLang
+        skips the indexer and the attention is dense) runs it as SGLang dispatches it
+        (docs/cost-model.md#sparse-attention): dense, as any MLA model, where
+        `sparse_prefill_is_dense` says so; else each query over its top-k tokens
+        in the latent form, the rank's heads padded as the kernel pads them (`sparse_kernel_heads`),
+        plus the indexer over every causal pair (all its heads on every rank: its Linears are
+        replicated), the indexer's FP8 flops at the GPU's FP8 / BF16 datasheet ratio and its logits
+        at the HBM rate. Every flop is priced at the rate of the profile's attention
+        curves: the sparse kernels themselves were not measured."""
         m = self.model
         heads = max(1, m.num_attention_heads // self.tp)
-        return self._attn_fit((1.0, attention_prefill_flops(tokens, prefix, heads, m.head_dim, m.v_head_dim)))
+        dsa = m.sparse_attention
+        if not self.runs_sparse_attention or sparse_prefill_is_dense(
+            self.gpu_sm, prefix + tokens, dsa.index_topk, m.family
+        ):
+            return self._attn_fit((1.0, attention_prefill_flops(tokens, prefix, heads, m.head_dim, m.v_head_dim)))
+        main, index, logits = sparse_attention_prefill_work(
+            tokens,
+            prefix,
+            sparse_kernel_heads(heads, self.gpu_sm),
+            m.kv_lora_rank,
+            m.qk_rope_head_dim,
+            dsa.index_topk,
+            dsa.index_heads,
+            dsa.index_head_dim,
+        )
+        return self._attn_fit((1.0, main + index / self.fp8_speedup)) + logits * self.hbm_ms_per_byte
+
+    def _gpu_datasheet(self):
+        gpus = self.profile.inventory.gpus
+        return spec_for_name(gpus[0].name) if gpus else None
+
+    def _gpu_sm(self) -> int | None:
+        """The GPU's compute capability as SGLang's `get_device_sm` reads it (major x 10 + minor): the
+        profile's, else the GPU table's; None where neither knows the GPU."""
+        gpus = self.profile.inventory.gpus
+        cc = (gpus[0].compute_capability if gpus else None) or (
+            getattr(self._gpu_datasheet(), "compute_capability", "")
+        )
+        if not cc:
+            return None
+        major, _, minor = str(cc).partition(".")
+        return int(major) * 10 + int(minor or 0)
+
+    def _fp8_speedup(self) -> float:
+        """FP8 over BF16 dense tensor rate of the GPU's datasheet (2 on Hopper and Blackwell; 1 where
+        the GPU has no FP8 tensor cores or is not in the table)."""
+        spec = self._gpu_datasheet()
+        return spec.fp8_or_bf16_tflops / spec.bf16_tflops if spec is not None else 1.0
 
     def _fit_gemm(self) -> LinearFit:
         curves = self.profile.curves_of("gpu_gemm")
@@ -487,11 +569,19 @@ class Components:
 
     def decode_dense_ms(self, batch: int, context: float) -> float:
         """One decode step's non-expert work on one rank: weight reads plus the KV read of `batch`
-        requests at `context` tokens, both HBM-bound."""
+        requests at `context` tokens (`decode_kv_read_bytes`: sliding-window and sparse-attention
+        layers read a bounded part of it), both HBM-bound."""
         m = self.model
         weights = m.non_expert_bytes / self.tp
-        kv = batch * context * kv_cell_bytes(m, self.tp)
+        kv = decode_kv_read_bytes(m, self.tp, batch, context, sparse=self.runs_sparse_attention)
         return (weights + kv) * self.hbm_ms_per_byte + m.num_layers * self._gemm_fit.coef[0]
+
+    def decode_kv_terms(self) -> tuple[tuple[float, float], ...]:
+        """The decode KV read as (ms per context token and request, tokens read at most) terms
+        (`kttune.memory.vram.decode_kv_reads` at the HBM rate): decode_dense_ms(batch, context) is
+        decode_dense_ms(batch, 0) + batch x sum of ms x min(context, cap)."""
+        reads = decode_kv_reads(self.model, self.tp, sparse=self.runs_sparse_attention)
+        return tuple((b * self.hbm_ms_per_byte, cap) for b, cap in reads)
 
     # ---- copies and the layerwise stages ---------------------------------------------------------
     def _fit_copy(self, kind: str) -> LinearFit:

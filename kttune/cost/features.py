@@ -9,12 +9,14 @@ from kttune.hw.features import (
     GEMM_FEATURES,
     MOE_FEATURES,
     attention_prefill_flops,
+    causal_pairs,
     copy_features,
     expected_experts_touched,
     gemm_features,
     kt_gemm_split,
     matrix_work_per_flop,
     moe_features,
+    sparse_attention_prefill_work,
 )
 
 __all__ = [
@@ -24,10 +26,12 @@ __all__ = [
     "GEMM_FEATURES",
     "MOE_FEATURES",
     "attention_prefill_flops",
+    "causal_pairs",
     "copy_features",
     "expected_experts_touched",
     "gemm_features",
     "kt_gemm_split",
     "matrix_work_per_flop",
     "moe_features",
+    "sparse_attention_prefill_work",
 ]

@@ -60,6 +60,40 @@ def attention_prefill_flops(tokens: float, prefix: float, heads: int, qk_dim: in
 ATTENTION_FEATURES = ("overhead_ms", "ms_per_flop")
 
 
+def causal_pairs(tokens: float, prefix: float, cap: float = float("inf")) -> float:
+    """Query-key pairs of `tokens` new tokens after `prefix` cached ones, each query seeing every
+    earlier token and itself, at most `cap` of them: sum over i = 1..tokens of min(prefix + i, cap)."""
+    if tokens <= 0:
+        return 0.0
+    below = min(tokens, max(0.0, cap - prefix))  # queries that see fewer than `cap` tokens
+    seen = below * prefix + below * (below + 1) / 2.0
+    return seen if below >= tokens else seen + (tokens - below) * cap
+
+
+def sparse_attention_prefill_work(
+    tokens: float,
+    prefix: float,
+    heads: int,
+    kv_lora_rank: int,
+    rope_dim: int,
+    index_topk: int,
+    index_heads: int,
+    index_head_dim: int,
+) -> tuple[float, float, float]:
+    """DeepSeek Sparse Attention on one layer, the form SGLang's sparse prefill runs
+    (docs/cost-model.md#sparse-attention): (BF16 attention flops, FP8 indexer flops, indexer logit
+    bytes). Each query attends to min(context, topk) tokens in MLA's latent form, q.k over
+    kv_lora + rope and p.v over kv_lora per head; the indexer scores every causal query-key pair
+    with `index_heads` heads of `index_head_dim` in FP8 and writes one fp32 logit per pair, which the
+    top-k reads back. The absorbed projections (q_nope into the latent, the latent out to v) are
+    kv_b_proj's weights applied per query, counted with the layer's dense matmuls."""
+    attended = causal_pairs(tokens, prefix, index_topk)
+    pairs = causal_pairs(tokens, prefix)
+    main = 2.0 * attended * heads * ((kv_lora_rank + rope_dim) + kv_lora_rank)
+    index = 2.0 * pairs * index_heads * index_head_dim
+    return main, index, 8.0 * pairs
+
+
 def attention_block_flops(tokens: float, heads: int, qk_dim: int, v_dim: int, block_params: int) -> float:
     """One attention block of `tokens` tokens from an empty cache (the attention-block probe's
     point): its causal attention plus 2 flops per weight per token for the projections and the router."""

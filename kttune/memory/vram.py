@@ -6,6 +6,8 @@ the largest (it also holds the KT staging buffers), so that is the rank reported
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import asdict, dataclass, replace
 
 from kttune.config import LaunchConfig
@@ -89,9 +91,11 @@ DSA_QUANT_BLOCK = 128
 
 
 def dsa_index_bytes_per_layer(model: ModelSpec) -> int:
-    """The sparse-attention indexer's key SGLang caches per token and layer: `dsa_index_head_dim` fp8
+    """The sparse-attention indexer's key SGLang caches per token and layer: `index_head_dim` fp8
     bytes and an fp32 scale per DSA_QUANT_BLOCK (132 B for 128); 0 without sparse attention."""
-    idx = model.dsa_index_head_dim
+    if model.sparse_attention is None:
+        return 0
+    idx = model.sparse_attention.index_head_dim
     return idx + idx // DSA_QUANT_BLOCK * 4
 
 
@@ -99,23 +103,52 @@ def kv_cell_bytes(model: ModelSpec, tp: int, dtype_bytes: int = 2) -> float:
     """KV bytes per token on one rank (SGLang `get_cell_size_per_token`): MLA caches one latent
     (kv_lora_rank + qk_rope_head_dim) per layer, not divided by TP; GQA caches K and V of the rank's
     KV heads. Sliding-window layers count at SWA_FULL_TOKENS_RATIO (hybrid SWA pool). A model with
-    sparse attention (`dsa_index_head_dim`) also caches its indexer's fp8 key and scale per layer,
+    sparse attention (`sparse_attention`) also caches its indexer's fp8 key and scale per layer,
     and in an fp8 cache stores the latent as fp8 with scales and the rope part in bf16
     (docs/memory.md#kv-bytes-per-token-kv_cell_bytes)."""
     layers = len(model.full_attention_layer_ids) + SWA_FULL_TOKENS_RATIO * len(model.sliding_layer_ids)
-    if model.attention == "mla" and model.dsa_index_head_dim:
-        lora, rope = model.kv_lora_rank, model.qk_rope_head_dim
-        if dtype_bytes == 1:
-            latent = lora + lora // DSA_QUANT_BLOCK * 4 + rope * 2
-        else:
-            latent = (lora + rope) * dtype_bytes
-        return (latent + dsa_index_bytes_per_layer(model)) * layers
+    return (_kv_bytes_per_layer(model, tp, dtype_bytes) + dsa_index_bytes_per_layer(model)) * layers
+
+
+def _kv_bytes_per_layer(model: ModelSpec, tp: int, dtype_bytes: int) -> float:
+    """One token's attention cache in one layer on one rank, the sparse-attention indexer's key aside."""
     if model.attention == "mla":
-        per_layer = model.kv_lora_rank + model.qk_rope_head_dim
+        lora, rope = model.kv_lora_rank, model.qk_rope_head_dim
+        if model.sparse_attention and dtype_bytes == 1:
+            return lora + lora // DSA_QUANT_BLOCK * 4 + rope * 2
+        return (lora + rope) * dtype_bytes
+    kv_heads_per_rank = max(1, model.num_kv_heads // tp)
+    return kv_heads_per_rank * (model.head_dim + model.v_head_dim) * dtype_bytes
+
+
+def decode_kv_reads(
+    model: ModelSpec, tp: int, dtype_bytes: int = 2, sparse: bool = False
+) -> tuple[tuple[float, float], ...]:
+    """What one request's decode step reads of its cache on one rank, as (bytes per context token,
+    tokens read at most; inf: all of them) terms: full-attention layers read every token;
+    sliding-window layers the last `sliding_window`. A sparse-attention model run `sparse` (SGLang's
+    nsa backend) reads every token's indexer key and the latents of the top-k tokens alone; on any
+    other backend the indexer is skipped and every latent read, its keys left unread
+    (docs/cost-model.md#sparse-attention). Terms of 0 bytes are left out."""
+    per_layer = _kv_bytes_per_layer(model, tp, dtype_bytes)
+    full = len(model.full_attention_layer_ids)
+    terms: list[tuple[float, float]] = []
+    if model.sparse_attention and sparse:
+        terms += [(dsa_index_bytes_per_layer(model) * full, math.inf)]
+        terms += [(per_layer * full, float(model.sparse_attention.index_topk))]
     else:
-        kv_heads_per_rank = max(1, model.num_kv_heads // tp)
-        per_layer = kv_heads_per_rank * (model.head_dim + model.v_head_dim)
-    return per_layer * layers * dtype_bytes
+        terms += [(per_layer * full, math.inf)]
+    if model.sliding_layer_ids:
+        terms += [(per_layer * len(model.sliding_layer_ids), float(model.sliding_window))]
+    return tuple((b, cap) for b, cap in terms if b > 0)
+
+
+def decode_kv_read_bytes(
+    model: ModelSpec, tp: int, batch: float, context: float, dtype_bytes: int = 2, sparse: bool = False
+) -> float:
+    """The cache one decode step of `batch` requests at an average `context` tokens reads on one rank
+    (`decode_kv_reads`, each request taken at the average)."""
+    return batch * sum(b * min(context, cap) for b, cap in decode_kv_reads(model, tp, dtype_bytes, sparse))
 
 
 # SGLang's state slots per running request for linear-attention models with the radix cache on

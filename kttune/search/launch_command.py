@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Sequence
 
 from kttune.config import LaunchConfig
+from kttune.cost.components import SPARSE_BACKEND
 from kttune.errors import InfeasibleError, UserError
 from kttune.memory.sglang_defaults import (
     default_chunked_prefill_size,
@@ -132,12 +133,15 @@ def resolve_launch(
         chunk = default_chunked_prefill_size(vram_bytes)
         notes.append(f"{f('chunked_prefill_size')} unset: SGLang picks {chunk} for a {vram_bytes / GIB:.0f} GiB GPU")
     page = int(parsed.get("page_size", 1) or 1)
-    if model.dsa_index_head_dim and page != DSA_PAGE_SIZE:
+    if model.sparse_attention and page != DSA_PAGE_SIZE:
         if parsed.given("page_size"):
             notes.append(
                 f"{f('page_size')} {page}: SGLang sets {DSA_PAGE_SIZE} for a model with sparse attention ({model.name})"
             )
         page = DSA_PAGE_SIZE
+    note = attention_backend_of(parsed, model)[1]
+    if note:
+        notes.append(note)
     if page < 1 or chunk % page:
         raise UserError(
             f"{f('chunked_prefill_size')} {chunk} is not a multiple of {f('page_size')} {page}",
@@ -263,6 +267,29 @@ def resolve_launch(
             )
             running = slots // per_slot
     return ResolvedLaunch(replace(cfg, max_running_requests=running), mfs, profiled, tuple(notes))
+
+
+def attention_backend_of(parsed: ParsedLaunch, model: ModelSpec) -> tuple[str, str | None]:
+    """The attention backend the cost model runs the command on (`Components.attention_backend`: as
+    given, SGLang's pick where the cost model depends on it, else ""), and a note where it decides how a
+    sparse-attention model attends (docs/cost-model.md#sparse-attention): SGLang picks its nsa
+    backend for such a model when the flag is unset, and only that backend runs the indexer."""
+    f = flag_name
+    given = str(parsed.get("attention_backend")) if parsed.given("attention_backend") else ""
+    if not model.sparse_attention:
+        return given, None
+    if not given:
+        return SPARSE_BACKEND, (
+            f"{f('attention_backend')} unset: SGLang runs {model.name} on its {SPARSE_BACKEND} backend, "
+            "the one that runs its sparse attention (each query over its top-k tokens past the first "
+            f"{model.sparse_attention.index_topk:,})"
+        )
+    if given == SPARSE_BACKEND:
+        return given, None
+    return given, (
+        f"{f('attention_backend')} {given}: SGLang skips {model.name}'s sparse-attention indexer on this "
+        "backend and attends to every token, as DeepSeek-V3 does (the pool still holds the indexer's keys)"
+    )
 
 
 def _linear_state(

@@ -2,8 +2,8 @@
 
 Every time here comes from kttune.cost's public functions (moe_layer, hybrid_moe_layer, non_moe_ms,
 decode_step_ms's parts), so whatever calibration the cost model applies flows in. Calls are memoised
-per token count (a bounded LRU each); the KV-read part of decode is linear in the summed context, so
-a decode step of any batch is one memo lookup plus a multiply.
+per token count (a bounded LRU each); the KV-read part of decode is piecewise linear in the summed
+context (`kv_ms`), so a decode step of any batch is one memo lookup plus a few multiplies.
 
 An iteration runs `prefill` tokens (one or more prompt segments, each after its own prefix) together
 with `decode` tokens (one per running request, `--enable-mixed-chunk`), through `group` decoder
@@ -12,11 +12,13 @@ then run the decode tokens alone):
 
     ms = n_moe_g x layer(P + D) + (MoE layers - n_moe_g) x hybrid(D)
          + (layers_g / layers) x sum_seg non_moe(seg, prefix)         (prefill attention, dense)
-         + (1 - layers_g / layers) x W + k x sum_ctx                  (decode weight and KV reads)
+         + (1 - layers_g / layers) x W + sum_i k_i min(sum_ctx, D cap_i)  (decode weight and KV reads)
          + forward overhead
 
 where layer(M) takes KT's per-forward path (layerwise at M >= threshold), W is the decode step's
-non-expert weight read and k its KV read per context token (kttune.cost.components.decode_dense_ms).
+non-expert weight read and k_i its KV read per context token of each layer kind, read up to cap_i
+tokens a request (inf for full attention; the window, or a sparse-attention model's top-k:
+kttune.cost.components.decode_kv_terms).
 A decode-only step is exactly kttune.cost.decode.decode_step_ms, and a prefill forward of one
 segment with no decode is exactly kttune.cost.prefill.forward_time.
 
@@ -95,8 +97,7 @@ class IterationCosts:
         self.n_gpu = min(cfg.num_gpu_experts, m.num_experts)
         self.streamed = streamed_experts_per_layer(comp, cfg)
         self.w_ms = comp.decode_dense_ms(1, 0.0)
-        probe_ctx = 1e4
-        self.k_ms_per_ctx = (comp.decode_dense_ms(1, probe_ctx) - self.w_ms) / probe_ctx
+        self.kv_terms = comp.decode_kv_terms()
         # bounded: a long run meets millions of (tokens, prefix) pairs
         self._layer = lru_cache(maxsize=CACHE_ENTRIES)(self._layer_cost)
         self._hybrid = lru_cache(maxsize=CACHE_ENTRIES)(self._hybrid_cost)
@@ -135,12 +136,32 @@ class IterationCosts:
     def path(self, tokens: int) -> str:
         return forward_path(self.comp, self.cfg, tokens)
 
+    # ---- the decode KV read ----------------------------------------------------------------------
+    def kv_ms(self, batch: int, sum_ctx: float) -> float:
+        """The KV read of `batch` requests whose contexts sum to `sum_ctx`, each taken at the average
+        (a term capped at `cap` tokens reads min(sum_ctx, batch x cap): exact when every request is
+        on the same side of the cap, an upper bound otherwise)."""
+        return sum(k * min(sum_ctx, batch * cap) for k, cap in self.kv_terms)
+
+    def kv_growth(self, batch: int, sum_ctx: float) -> tuple[float, float]:
+        """(ms the decode step grows by per iteration, iterations it keeps growing so): while every
+        request gains a token a step, kv_ms grows by k x batch for each term below its cap, until
+        the first term reaches it (inf: none will)."""
+        slope, steps = 0.0, math.inf
+        for k, cap in self.kv_terms:
+            room = batch * cap - sum_ctx
+            if room > 0:
+                slope += k * batch
+                if cap != math.inf:
+                    steps = min(steps, math.floor(room / batch) + 1)
+        return slope, steps
+
     # ---- iterations ----------------------------------------------------------------------------
     def decode(self, batch: int, sum_ctx: float) -> Step:
         """A decode-only iteration of `batch` requests whose contexts sum to `sum_ctx`
         (= kttune.cost.decode.decode_step_ms(batch, sum_ctx / batch))."""
         h = self._hybrid(batch)
-        dense = self.w_ms + self.k_ms_per_ctx * sum_ctx
+        dense = self.w_ms + self.kv_ms(batch, sum_ctx)
         n = self.num_moe
         return Step(n * h.ms + dense, n * h.gpu_ms + dense, n * h.cpu_ms, 0.0, n * h.hbm_bytes, n * h.host_bytes, 0)
 
@@ -167,7 +188,7 @@ class IterationCosts:
                 cpu += rest * h.cpu_ms
                 hbm += rest * h.hbm_bytes
                 host += rest * h.host_bytes
-            dense = (1.0 - frac) * self.w_ms + self.k_ms_per_ctx * sum_ctx
+            dense = (1.0 - frac) * self.w_ms + self.kv_ms(decode, sum_ctx)
             ms += dense
             gpu += dense
         other = sum(self._nonmoe(s, x) for s, x in segments) * frac

@@ -293,16 +293,14 @@ def serve(
     `schedule`, sending every event to `sink`. `on_progress(requests done)` every PROGRESS_EVERY."""
     if schedule.name not in PLANNERS:
         raise ValueError(f"unknown schedule {schedule.name!r}")
-    if not (math.isfinite(costs.k_ms_per_ctx) and costs.k_ms_per_ctx >= 0):
-        raise ValueError(
-            f"decode KV-read cost {costs.k_ms_per_ctx} ms per context token is not a finite non-negative time"
-        )
+    for k, _ in costs.kv_terms:
+        if not (math.isfinite(k) and k >= 0):
+            raise ValueError(f"decode KV-read cost {k} ms per context token is not a finite non-negative time")
     planner = PLANNERS[schedule.name](schedule, costs, cfg)
     q = _Queue(stream.chunks(), f"requests of the {schedule.name} run")
     max_total = cfg.max_total_tokens
     kv_free = max_total
     max_running = max(1, cfg.max_running_requests)
-    k_ctx = costs.k_ms_per_ctx
     running = 0
     prefilling: deque[list] = deque()  # admitted, prompt not finished: entries
     finishes: list[tuple] = []  # heap of (last iteration, rid, entry, first decode iteration, first token time)
@@ -383,13 +381,14 @@ def serve(
             next_report = done + PROGRESS_EVERY
         if not segs and finishes[0][0] > it:
             # Decode only, and nothing changes before the next arrival or finish: run those
-            # iterations at once (each is a + k x summed context, which grows by `decode` a step).
+            # iterations at once (each is a + the KV read of the summed context, which grows by
+            # `decode` a step: kd ms a step until a capped read reaches its cap, kv_growth).
             step = costs.decode(decode, sum_ctx)
             a = step.ms
             if not 0.0 <= a < math.inf:
                 raise ValueError(f"the cost model gave a decode step of {a} ms ({decode} requests)")
-            m = finishes[0][0] - it
-            kd = k_ctx * decode  # each step is kd longer than the one before
+            kd, linear = costs.kv_growth(decode, sum_ctx)  # each step is kd longer than the one before
+            m = min(finishes[0][0] - it, linear)
             nxt = q.next_arrival_s
             acc, cnt = 0.0, m
             if m > LONG_RUN:  # numpy's cumsum adds in order too: the same sums
@@ -412,7 +411,7 @@ def serve(
                 raise ValueError("simulated time overflowed")
             sink.decode_run(a, kd, cnt, decode)
             push_gap(it + cnt - 1, a + kd * (cnt - 1))
-            gpu_busy += cnt * step.gpu_ms + k_ctx * decode * cnt * (cnt - 1) / 2
+            gpu_busy += cnt * step.gpu_ms + kd * cnt * (cnt - 1) / 2
             cpu_busy += cnt * step.cpu_ms
             td[0] += cnt * step.pcie_bytes
             td[1] += cnt * step.hbm_bytes

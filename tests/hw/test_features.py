@@ -8,7 +8,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kttune.hw.features import attention_prefill_flops, expected_experts_touched, gemm_features, moe_features
+from kttune.hw.features import (
+    attention_prefill_flops,
+    causal_pairs,
+    expected_experts_touched,
+    gemm_features,
+    moe_features,
+    sparse_attention_prefill_work,
+)
 
 
 @pytest.mark.parametrize(
@@ -50,6 +57,52 @@ def test_attention_flops_by_brute_force():
     tokens, prefix, heads, qk, v = 7, 5, 3, 16, 8
     brute = sum(2 * heads * (qk + v) * (prefix + j + 1) for j in range(tokens))
     assert attention_prefill_flops(tokens, prefix, heads, qk, v) == pytest.approx(brute)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    tokens=st.integers(0, 300), prefix=st.integers(0, 300), cap=st.one_of(st.integers(1, 400), st.just(float("inf")))
+)
+def test_causal_pairs_counts_each_query_s_context(tokens, prefix, cap):
+    assert causal_pairs(tokens, prefix, cap) == sum(min(prefix + i, cap) for i in range(1, tokens + 1))
+
+
+def _reference_dsa_prefill(tokens, prefix, heads, lora, rope, topk, index_heads, index_dim):
+    """One sparse-attention layer written out query by query in torch (the indexer's scores over the
+    causal context, its top-k, attention over the chosen latents): what FlopCounterMode counts."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    ctx_all = prefix + tokens
+    q = torch.randn(tokens, heads, lora + rope, generator=g)
+    latent = torch.randn(ctx_all, lora + rope, generator=g)
+    iq = torch.randn(tokens, index_heads, index_dim, generator=g)
+    ik = torch.randn(ctx_all, index_dim, generator=g)
+    w = torch.randn(index_heads, generator=g)
+    for i in range(tokens):
+        ctx = prefix + i + 1
+        scores = (torch.relu(iq[i] @ ik[:ctx].T) * w[:, None]).sum(0)
+        chosen = latent[:ctx][scores.topk(min(ctx, topk)).indices]
+        probs = torch.softmax(q[i] @ chosen.T, dim=-1)
+        probs @ chosen[:, :lora]
+
+
+@pytest.mark.parametrize(
+    "tokens,prefix,topk",
+    [(12, 0, 32), (40, 0, 16), (24, 50, 16), (9, 3, 10)],
+)
+def test_sparse_attention_work_is_what_a_reference_layer_counts(tokens, prefix, topk):
+    from torch.utils.flop_counter import FlopCounterMode
+
+    heads, lora, rope, index_heads, index_dim = 4, 16, 8, 3, 8
+    with FlopCounterMode(display=False) as counter:
+        _reference_dsa_prefill(tokens, prefix, heads, lora, rope, topk, index_heads, index_dim)
+    main, index, logit_bytes = sparse_attention_prefill_work(
+        tokens, prefix, heads, lora, rope, topk, index_heads, index_dim
+    )
+    assert main + index == counter.get_total_flops()
+    # one fp32 logit per causal query-key pair, written by the indexer and read back by the top-k
+    assert logit_bytes == 8 * sum(prefix + i for i in range(1, tokens + 1))
 
 
 def test_gemm_features():

@@ -8,7 +8,7 @@ import pytest
 
 from kttune.errors import InfeasibleError, UserError
 from kttune.memory.sglang_defaults import default_mem_fraction_static, profiled_kv_tokens
-from kttune.search.launch_command import flag_changes, method_of, resolve_launch
+from kttune.search.launch_command import attention_backend_of, flag_changes, method_of, resolve_launch
 from kttune.search.workload import load_workload
 from kttune.spec.launch_args import parse_launch_command
 from kttune.memory.vram import kv_cell_bytes, linear_state_bytes_per_request
@@ -176,6 +176,24 @@ def test_sparse_attention_models_run_on_pages_of_64():
     r = resolve_launch(p, glm5, "BF16", 141 * GIB, RAG, (11, 13, 15, 16), 16, 1)
     assert r.cfg.page_size == 64 and r.profiled_kv_tokens % 64 == 0
     assert any("--page-size 1: SGLang sets 64" in n for n in r.notes)
+
+
+@pytest.mark.parametrize(
+    "flag,backend,note",
+    [("", "nsa", "unset: SGLang runs glm-5 on its nsa backend"), ("--attention-backend nsa", "nsa", None)]
+    + [(f"--attention-backend {b}", b, "skips glm-5's sparse-attention indexer") for b in ("triton", "flashinfer")],
+)
+def test_the_backend_decides_whether_a_sparse_attention_model_runs_its_indexer(flag, backend, note):
+    """SGLang picks nsa for a sparse-attention model when the flag is unset, and only nsa runs the
+    indexer (docs/cost-model.md#sparse-attention): the backend the cost model runs the command on,
+    with the note that says which attention it models."""
+    cmd = BASE + "--kt-num-gpu-experts 0 --max-total-tokens 20000 " + flag
+    got, said = attention_backend_of(parse_launch_command(cmd), model("glm-5"))
+    assert got == backend and (said is None if note is None else note in said)
+    r = resolve_launch(parse_launch_command(cmd), model("glm-5"), "BF16", 141 * GIB, RAG, (11, 13, 15, 16), 16, 1)
+    assert (note is None and not any("--attention-backend" in n for n in r.notes)) or any(note in n for n in r.notes)
+    # a model without sparse attention: the flag as given, nothing to say
+    assert attention_backend_of(parse_launch_command(cmd), QWEN) == (backend if flag else "", None)
 
 
 def test_an_mla_command_without_a_cap_overcommits_and_says_so():

@@ -66,6 +66,21 @@ def test_single_request_ttft_is_the_idle_server_prediction(prompt, chunk, thresh
     assert math.isclose(r.ttft_s.p50 * 1e3, prefill_time_ms(c, f, prompt), rel_tol=1e-9)
 
 
+@pytest.mark.parametrize("name", ["qwen3-30b-a3b", "gpt-oss-120b", "deepseek-v3.2"])
+@pytest.mark.parametrize("prompt,output", [(2000, 300), (60, 200), (5000, 50)])
+def test_a_lone_request_decodes_for_the_sum_of_its_steps(name, prompt, output):
+    """The engine runs quiet decode iterations in batches; step by step, each is the cost model's
+    decode step at that context, across the caps of a sliding window (gpt-oss: 128) and of a sparse
+    model's top-k (2,048) on the nsa backend: the batches end where a capped read stops growing."""
+    m = model(name)
+    c = Components(profile(MEASURED), m, m.default_method, attention_backend="nsa")
+    f = _flags(c)
+    r = simulate_one(c, f, [Request(0, 3.0, prompt, output)], engine.Schedule("chunked"), SLO)
+    ic = IterationCosts(c, f)
+    steps = sum(ic.decode(1, prompt + j).ms for j in range(1, output))
+    assert math.isclose((r.duration_s - r.ttft_s.p50) * 1e3, steps, rel_tol=1e-9)
+
+
 @pytest.mark.parametrize("name", ["qwen3-30b-a3b", "kimi-k2-thinking", "deepseek-v3"])
 @pytest.mark.parametrize("prompt", [700, 8192, 20000])
 def test_layered_single_request_within_ten_percent_of_one_large_chunk(name, prompt):
