@@ -117,6 +117,7 @@ def predicted_s(profile, req) -> float:
     from kttune.config import LaunchConfig
     from kttune.cost.components import Components
     from kttune.cost.prefill import hybrid_moe_layer, layerwise_moe_layer
+    from kttune.memory.vram import EXPAND_EVERY_PREFIX
     from kttune.spec.forwards import forward_plan
     from kttune.spec.loader import load_model
 
@@ -128,7 +129,7 @@ def predicted_s(profile, req) -> float:
         cfg = LaunchConfig(req.method, 1, n, ch, thr, 65536, req.cpuinfer)
         for path, m, prefix in forward_plan(c.method.layerwise, p, ch, thr, force):
             lt = layerwise_moe_layer(c, cfg, m) if path == "layerwise" else hybrid_moe_layer(c, cfg, m)
-            total += req.layers * (lt.total_ms + c.attention_ms(m, prefix) + c.dense_ms(m))
+            total += req.layers * (lt.total_ms + c.attention_ms(m, prefix, EXPAND_EVERY_PREFIX) + c.dense_ms(m))
     return total / 1e3
 
 

@@ -24,6 +24,7 @@ from kttune.calibration.transfer import MeasuredForward, TransferPoint
 from kttune.config import LaunchConfig
 from kttune.cost.components import Components
 from kttune.cost.prefill import hybrid_moe_layer, layerwise_moe_layer
+from kttune.memory.vram import EXPAND_EVERY_PREFIX
 
 # A path-runner record (kttune.runner.result.PathRun / ForwardRecord), read by attribute.
 PathRun = Any
@@ -88,7 +89,7 @@ def forward_points(run: PathRun, c: Components) -> list[ForwardPoint]:
         if disturbed(f):
             continue
         layer = layerwise_moe_layer(c, cfg, f.tokens) if f.path == "layerwise" else hybrid_moe_layer(c, cfg, f.tokens)
-        other = c.layer_other_ms(f.tokens, f.prefix)
+        other = c.layer_other_ms(f.tokens, f.prefix, EXPAND_EVERY_PREFIX)
         out.append(
             ForwardPoint(
                 run.model,
@@ -132,7 +133,7 @@ def transfer_points(run: PathRun, c: Components) -> list:
             run.gpu_experts,
             run.cpuinfer,
             sum(f.layer_ms) / len(f.layer_ms),
-            c.layer_other_ms(f.tokens, f.prefix),
+            c.layer_other_ms(f.tokens, f.prefix, EXPAND_EVERY_PREFIX),
             layer_terms(c, cfg, f.tokens, f.path),
         )
         for f in run.forwards

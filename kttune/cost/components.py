@@ -19,6 +19,7 @@ from kttune.cost.features import (
     kt_gemm_split,
     matrix_work_per_flop,
     moe_features,
+    mla_latent_attention_flops,
     sparse_attention_prefill_work,
 )
 from kttune.cost.fit import LinearFit, fit_nonneg, interp_loglog
@@ -32,7 +33,14 @@ from kttune.hw.curve_kinds import (
 from kttune.hw.gpu_table import spec_for_name  # datasheet HBM bandwidth when no curve fits it
 from kttune.hw.profile import Curve, HardwareProfile
 from kttune.hw.shape_law import output_flops_for
-from kttune.memory.vram import decode_kv_read_bytes, decode_kv_reads  # what a decode step reads of the pool
+from kttune.memory.vram import (  # what a decode step reads of the pool; the MLA form a backend runs
+    LAUNCH_ATTENTION_BACKEND,
+    SGLANG_DEFAULT_BACKEND,
+    decode_kv_read_bytes,
+    decode_kv_reads,
+    mla_attention_form,
+    sglang_default_mla_backend,
+)
 from kttune.spec.kt_classes import kt_matmul_above
 from kttune.spec.methods import FORMATS, METHODS, bytes_per_expert, get_method, gpu_format
 from kttune.spec.model_spec import ModelSpec
@@ -121,7 +129,6 @@ class Components:
     def __post_init__(self) -> None:
         self.method = get_method(self.method_name)
         m = self.model
-        self.runs_sparse_attention = m.sparse_attention is not None and self.attention_backend == SPARSE_BACKEND
         self.i_tp = m.moe_intermediate_size // self.tp
         self.cpu_bytes_per_expert = bytes_per_expert(self.method.cpu_format, m.hidden_size, m.moe_intermediate_size)
         self.gpu_bytes_per_expert = bytes_per_expert(
@@ -155,6 +162,7 @@ class Components:
         self.hbm_ms_per_byte = self._hbm_ms_per_byte()
         self.gpu_sm = self._gpu_sm()
         self.fp8_speedup = self._fp8_speedup()
+        self.runs_sparse_attention = m.sparse_attention is not None and self.mla_backend == SPARSE_BACKEND
         self._per_layer_dense_params = self._dense_params_per_layer()
         self.calibration = Calibration.from_dicts(self.profile.calibration)
         self.notes.extend(self.calibration.summary(self.method.name))
@@ -447,35 +455,68 @@ class Components:
             )
         return fit_curves(curves)
 
-    def attention_ms(self, tokens: float, prefix: float) -> float:
-        """Prefill attention of one full-attention layer on one rank (heads / tp). A model with sparse
-        attention on SGLang's sparse backend (`runs_sparse_attention`; on any other backend SGLang
-        skips the indexer and the attention is dense) runs it as SGLang dispatches it
-        (docs/cost-model.md#sparse-attention): dense, as any MLA model, where
-        `sparse_prefill_is_dense` says so; else each query over its top-k tokens
-        in the latent form, the rank's heads padded as the kernel pads them (`sparse_kernel_heads`),
-        plus the indexer over every causal pair (all its heads on every rank: its Linears are
-        replicated), the indexer's FP8 flops at the GPU's FP8 / BF16 datasheet ratio and its logits
-        at the HBM rate. Every flop is priced at the rate of the profile's attention
-        curves: the sparse kernels themselves were not measured."""
+    def attention_ms(self, tokens: float, prefix: float, backend: str | None = None) -> float:
+        """Prefill attention of one full-attention layer on one rank (heads / tp), in the form SGLang
+        runs it on `backend` (None: the one this model runs on, `attention_backend`).
+
+        MLA (docs/cost-model.md#mla-prefill-forms) takes the form `mla_attention_form` names: with no
+        prefix, or expanded in one shot, MHA over per-head keys and values (qk_nope + rope, v), a
+        one-shot forward also expanding the prefix's latents through kv_b_proj; absorbed (triton,
+        what kttune launches, whenever there is a prefix), each query against the latents,
+        kv_lora + rope wide for q.k and kv_lora for p.v. A model with sparse attention on SGLang's
+        sparse backend (`runs_sparse_attention`) runs it as that backend dispatches it
+        (docs/cost-model.md#sparse-attention): dense where `sparse_prefill_is_dense` says so; else
+        each query over its top-k latents, the rank's heads padded as the kernel pads them
+        (`sparse_kernel_heads`), plus the indexer over every causal pair (all its heads on every
+        rank: its Linears are replicated), its FP8 flops at the GPU's FP8 / BF16 datasheet ratio and
+        its logits at the HBM rate. Every flop is priced at the rate of the profile's attention
+        curves: of these forms the probe measures MHA alone."""
         m = self.model
         heads = max(1, m.num_attention_heads // self.tp)
+        mha = attention_prefill_flops(tokens, prefix, heads, m.head_dim, m.v_head_dim)
+        if m.attention != "mla":
+            return self._attn_fit((1.0, mha))
+        backend = backend if backend is not None else self.mla_backend
         dsa = m.sparse_attention
-        if not self.runs_sparse_attention or sparse_prefill_is_dense(
-            self.gpu_sm, prefix + tokens, dsa.index_topk, m.family
-        ):
-            return self._attn_fit((1.0, attention_prefill_flops(tokens, prefix, heads, m.head_dim, m.v_head_dim)))
-        main, index, logits = sparse_attention_prefill_work(
-            tokens,
-            prefix,
-            sparse_kernel_heads(heads, self.gpu_sm),
-            m.kv_lora_rank,
-            m.qk_rope_head_dim,
-            dsa.index_topk,
-            dsa.index_heads,
-            dsa.index_head_dim,
-        )
-        return self._attn_fit((1.0, main + index / self.fp8_speedup)) + logits * self.hbm_ms_per_byte
+        if backend == SPARSE_BACKEND and dsa is not None:
+            if sparse_prefill_is_dense(self.gpu_sm, prefix + tokens, dsa.index_topk, m.family):
+                return self._attn_fit((1.0, mha)) + self._mla_prefix_expansion_ms(prefix)
+            main, index, logits = sparse_attention_prefill_work(
+                tokens,
+                prefix,
+                sparse_kernel_heads(heads, self.gpu_sm),
+                m.kv_lora_rank,
+                m.qk_rope_head_dim,
+                dsa.index_topk,
+                dsa.index_heads,
+                dsa.index_head_dim,
+            )
+            return self._attn_fit((1.0, main + index / self.fp8_speedup)) + logits * self.hbm_ms_per_byte
+        form = mla_attention_form(int(prefix), backend)
+        if form == "absorbed":
+            return self._attn_fit(
+                (1.0, mla_latent_attention_flops(tokens, prefix, heads, m.kv_lora_rank, m.qk_rope_head_dim))
+            )
+        return self._attn_fit((1.0, mha)) + (self._mla_prefix_expansion_ms(prefix) if form == "one_shot" else 0.0)
+
+    @property
+    def mla_backend(self) -> str:
+        """The attention backend this model's MLA runs on: the one given (SGLANG_DEFAULT_BACKEND: the
+        one SGLang picks for the GPU), else kttune's launch's."""
+        if self.attention_backend == SGLANG_DEFAULT_BACKEND:
+            return SPARSE_BACKEND if self.model.sparse_attention else sglang_default_mla_backend(self.gpu_sm)
+        return self.attention_backend or LAUNCH_ATTENTION_BACKEND["mla"]
+
+    def _mla_prefix_expansion_ms(self, prefix: float) -> float:
+        """kv_b_proj over the prefix's latents, which a one-shot MLA forward expands into the rank's
+        per-head keys (qk_nope) and values with the new tokens' (the new tokens' are the dense
+        matmuls')."""
+        m = self.model
+        if prefix <= 0:
+            return 0.0
+        heads = max(1, m.num_attention_heads // self.tp)
+        nope = m.head_dim - m.qk_rope_head_dim
+        return self._gemm_fit(gemm_features(prefix, m.kv_lora_rank, heads * (nope + m.v_head_dim)))
 
     def _gpu_datasheet(self):
         gpus = self.profile.inventory.gpus
@@ -542,11 +583,11 @@ class Components:
         fixed = fit_curves(pick).coef[0]
         return max(0.0, fixed - self._attn_fit.coef[0] - self._gemm_fit.coef[0])
 
-    def layer_other_ms(self, tokens: float, prefix: float) -> float:
-        """One full-attention MoE decoder layer's work besides its experts: attention, dense matmuls
-        and the attention block's fixed cost (what the path runner's `attn` phase and shared experts
-        take)."""
-        return self.attention_ms(tokens, prefix) + self.dense_ms(tokens) + self.layer_overhead_ms
+    def layer_other_ms(self, tokens: float, prefix: float, backend: str | None = None) -> float:
+        """One full-attention MoE decoder layer's work besides its experts: attention (on `backend`,
+        `attention_ms`), dense matmuls and the attention block's fixed cost (what the path runner's
+        `attn` phase and shared experts take: its forwards pass `EXPAND_EVERY_PREFIX`)."""
+        return self.attention_ms(tokens, prefix, backend) + self.dense_ms(tokens) + self.layer_overhead_ms
 
     def dense_ms(self, tokens: float) -> float:
         """Non-expert matmuls of one decoder layer (attention projections, dense or shared MLP) on one

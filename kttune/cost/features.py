@@ -15,6 +15,7 @@ from kttune.hw.features import (
     gemm_features,
     kt_gemm_split,
     matrix_work_per_flop,
+    mla_latent_attention_flops,
     moe_features,
     sparse_attention_prefill_work,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "gemm_features",
     "kt_gemm_split",
     "matrix_work_per_flop",
+    "mla_latent_attention_flops",
     "moe_features",
     "sparse_attention_prefill_work",
 ]

@@ -70,6 +70,14 @@ def causal_pairs(tokens: float, prefix: float, cap: float = float("inf")) -> flo
     return seen if below >= tokens else seen + (tokens - below) * cap
 
 
+def mla_latent_attention_flops(
+    tokens: float, prefix: float, heads: int, kv_lora_rank: int, rope_dim: int, cap: float = float("inf")
+) -> float:
+    """MLA attention in the latent ("absorbed") form on one layer: each query, per head, against at
+    most `cap` of its causal context's latents, q.k over kv_lora + rope and p.v over kv_lora."""
+    return 2.0 * causal_pairs(tokens, prefix, cap) * heads * ((kv_lora_rank + rope_dim) + kv_lora_rank)
+
+
 def sparse_attention_prefill_work(
     tokens: float,
     prefix: float,
@@ -87,9 +95,8 @@ def sparse_attention_prefill_work(
     with `index_heads` heads of `index_head_dim` in FP8 and writes one fp32 logit per pair, which the
     top-k reads back. The absorbed projections (q_nope into the latent, the latent out to v) are
     kv_b_proj's weights applied per query, counted with the layer's dense matmuls."""
-    attended = causal_pairs(tokens, prefix, index_topk)
+    main = mla_latent_attention_flops(tokens, prefix, heads, kv_lora_rank, rope_dim, index_topk)
     pairs = causal_pairs(tokens, prefix)
-    main = 2.0 * attended * heads * ((kv_lora_rank + rope_dim) + kv_lora_rank)
     index = 2.0 * pairs * index_heads * index_head_dim
     return main, index, 8.0 * pairs
 

@@ -276,13 +276,35 @@ class ActivationPhases:
 MLA_CHUNKED_PREFIX_THRESHOLD = 8192
 MLA_MAX_KV_CHUNK_TOKENS = 128 * 1024
 MLA_ONE_SHOT_BACKENDS = ("fa3", "flashinfer", "flashmla")
+# The --attention-backend kttune's launch commands set (kttune.search.launch), by attention kind.
+LAUNCH_ATTENTION_BACKEND = {"mla": "triton", "gqa": "flashinfer"}
+# A command that leaves --attention-backend unset: SGLang picks one by the GPU
+# (`sglang_default_mla_backend`; a sparse-attention model: nsa).
+SGLANG_DEFAULT_BACKEND = "auto"
+# Not an SGLang backend: the path runner's attention, which expands the whole cached latent with the
+# new tokens in every forward (kttune.kernels.decoder; docs/path-runner.md#memory).
+EXPAND_EVERY_PREFIX = "expand-every-prefix"
+
+
+def sglang_default_mla_backend(sm: int | None) -> str:
+    """SGLang's attention backend for an MLA model when the flag is unset (server_args.py
+    `_handle_attention_backend_compatibility`): fa3 on Hopper (SM 90), flashinfer from SM 100 to 109,
+    triton elsewhere and on a GPU of unknown compute capability."""
+    if sm == 90:
+        return "fa3"
+    if sm is not None and 100 <= sm < 110:
+        return "flashinfer"
+    return "triton"
 
 
 def mla_attention_form(prefix: int, backend: str = "triton") -> str:
     """Which MLA prefill form SGLang runs for a forward over `prefix` cached tokens: "expanded"
-    (no prefix), "absorbed" or "one_shot"."""
+    (no prefix), "absorbed" or "one_shot" (`EXPAND_EVERY_PREFIX`: one_shot whenever there is a
+    prefix)."""
     if prefix <= 0:
         return "expanded"
+    if backend == EXPAND_EVERY_PREFIX:
+        return "one_shot"
     if backend in MLA_ONE_SHOT_BACKENDS and prefix >= MLA_CHUNKED_PREFIX_THRESHOLD:
         return "one_shot"
     return "absorbed"

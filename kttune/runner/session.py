@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable
 
+from kttune.memory.vram import EXPAND_EVERY_PREFIX
 from kttune.runner.result import PathRun
 from kttune.spec.methods import METHODS
 
@@ -204,7 +205,7 @@ class RunnerSession:
         est = 0.0
         for path, m, prefix in plan:
             lt = layerwise_moe_layer(self.comps, lc, m) if path == "layerwise" else hybrid_moe_layer(self.comps, lc, m)
-            est += self.spec.layers * (lt.total_ms + self.comps.layer_other_ms(m, prefix))
+            est += self.spec.layers * (lt.total_ms + self.comps.layer_other_ms(m, prefix, EXPAND_EVERY_PREFIX))
         if est * self.spec.slack / 1e3 > self.spec.max_run_s:
             return f"predicted {est / 1e3:.1f} s x {self.spec.slack} > {self.spec.max_run_s:g} s cap per run"
         return None

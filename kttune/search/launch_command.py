@@ -27,7 +27,13 @@ from kttune.memory.sglang_defaults import (
     MAMBA_FULL_MEMORY_RATIO,
     profiled_kv_tokens,
 )
-from kttune.memory.vram import LINEAR_STATE_SLOTS_PER_REQUEST, kv_cell_bytes, linear_state_bytes_per_request
+from kttune.memory.vram import (
+    LINEAR_STATE_SLOTS_PER_REQUEST,
+    MLA_CHUNKED_PREFIX_THRESHOLD,
+    SGLANG_DEFAULT_BACKEND,
+    kv_cell_bytes,
+    linear_state_bytes_per_request,
+)
 from kttune.search.admission import running_requests
 from kttune.search.user_flags import NATIVE_METHODS, default_cpuinfer_threads, threshold_crashes, usable_threads
 from kttune.search.workload import Workload
@@ -277,7 +283,14 @@ def attention_backend_of(parsed: ParsedLaunch, model: ModelSpec) -> tuple[str, s
     f = flag_name
     given = str(parsed.get("attention_backend")) if parsed.given("attention_backend") else ""
     if not model.sparse_attention:
-        return given, None
+        if given or model.attention != "mla":
+            return given, None
+        return SGLANG_DEFAULT_BACKEND, (
+            f"{f('attention_backend')} unset: SGLang picks fa3 for {model.name}'s MLA on Hopper, flashinfer on "
+            "SM 100, triton elsewhere; over a cached prefix fa3 and flashinfer attend in the latent form "
+            f"below {MLA_CHUNKED_PREFIX_THRESHOLD:,} prefix tokens and expand it from there, triton always "
+            "attends in it (docs/cost-model.md#mla-prefill-forms)"
+        )
     if not given:
         return SPARSE_BACKEND, (
             f"{f('attention_backend')} unset: SGLang runs {model.name} on its {SPARSE_BACKEND} backend, "

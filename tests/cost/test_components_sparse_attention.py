@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from kttune.cost.components import SPARSE_BACKEND, Components, sparse_kernel_heads, sparse_prefill_is_dense
 from kttune.hw.derive import Change, derive_profile
 from kttune.hw.registry import load_shipped
-from kttune.memory.vram import kv_cell_bytes
+from kttune.memory.vram import EXPAND_EVERY_PREFIX, kv_cell_bytes
 from tests.helpers import model, profile
 
 MEASURED = "h200-pcie5-xeon-amx-16c"
@@ -38,9 +38,10 @@ def comp(name: str, tp: int = 1, dense: bool = False, gpu: str | None = None, ba
 @settings(max_examples=25, deadline=None)
 @given(tokens=st.integers(1, 2048), prefix=st.integers(0, 2047))
 def test_on_hopper_a_forward_within_the_top_k_is_the_dense_mla_attention(name, tokens, prefix):
-    """SGLang's MHA path for a sequence no longer than the top-k: the same time as the model without
-    an indexer; one token past it, the sparse kernels (and their time) instead."""
-    c, d = comp(name), comp(name, dense=True)
+    """SGLang's MHA path for a sequence no longer than the top-k (one shot: the prefix's latents
+    expanded with the new tokens'): the same time as the model without an indexer expanded so; one
+    token past it, the sparse kernels (and their time) instead."""
+    c, d = comp(name), comp(name, dense=True, backend=EXPAND_EVERY_PREFIX)
     assert c.gpu_sm == 90
     prefix = min(prefix, 2048 - tokens)
     assert c.attention_ms(tokens, prefix) == d.attention_ms(tokens, prefix)
@@ -59,7 +60,7 @@ def test_gpus_without_the_dense_kernels_run_every_forward_sparse(gpu, sm):
 def test_long_contexts_cost_the_indexer_not_the_attention():
     """Past the top-k a query attends to 2,048 latents however long its context: at 114,688 cached
     tokens a 16K-token chunk costs a fraction of the dense form, the indexer the bulk of it."""
-    c, d = comp("deepseek-v3.2"), comp("deepseek-v3.2", dense=True)
+    c, d = comp("deepseek-v3.2"), comp("deepseek-v3.2", dense=True, backend=EXPAND_EVERY_PREFIX)
     assert c.attention_ms(16384, 114688) < 0.3 * d.attention_ms(16384, 114688)
     no_indexer = replace(c.model.sparse_attention, index_heads=0)
     bare = Components(c.profile, replace(c.model, sparse_attention=no_indexer), c.method_name, attention_backend="nsa")

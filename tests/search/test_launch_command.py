@@ -196,6 +196,14 @@ def test_the_backend_decides_whether_a_sparse_attention_model_runs_its_indexer(f
     assert attention_backend_of(parse_launch_command(cmd), QWEN) == (backend if flag else "", None)
 
 
+def test_an_mla_command_without_a_backend_runs_on_sglang_s_pick():
+    cmd = BASE + "--kt-num-gpu-experts 0 --max-total-tokens 20000 "
+    backend, note = attention_backend_of(parse_launch_command(cmd), model("deepseek-v3"))
+    assert backend == "auto" and "fa3" in note and "latent form" in note
+    given = attention_backend_of(parse_launch_command(cmd + "--attention-backend triton"), model("deepseek-v3"))
+    assert given == ("triton", None)
+
+
 def test_an_mla_command_without_a_cap_overcommits_and_says_so():
     """sglang-kt 0.7.2 sizes an MLA pool by its profiling cell (3x short for DeepSeek-V3): without
     --max-total-tokens the pool takes about 3x the room the fraction leaves, which the note names
