@@ -1,8 +1,9 @@
 """What the cost model's sparse attention changes for DeepSeek-V3.2 and GLM-5
 (docs/cost-model.md#sparse-attention): attention per layer, prefill and decode on SGLang's nsa
 backend (the sparse attention SGLang runs when --attention-backend is unset) against the triton
-backend kttune launches with (no indexer: dense MLA attention, every latent read), and the decode
-read kttune charged for both until 2026-12-05 (the whole cell of every token, indexer keys included).
+backend kttune launches with (no indexer: MLA attention over every token, in the latent form over a
+prefix, docs/cost-model.md#mla-prefill-forms; every latent read), and the decode read kttune charged
+for both until 2026-12-05 (the whole cell of every token, indexer keys included).
 
 Profiles: the measured H200 box (SM 90: dense while a forward's sequence fits the top-k) and the same
 derived to 2 x RTX 5090 at TP 2 (SM 120: sparse always). Flags: 0 GPU experts, chunk 16,384,
@@ -112,8 +113,8 @@ def main() -> None:
         "prefix + tokens <= 2,048 on SM 90 / 100, else the indexer and top-k latent attention, heads "
         "padded to 64 per rank on Hopper, 128 from SM 100; decode reads every token's index key and the "
         "top-k latents. triton (what kttune and KT's DeepSeek-V3.2 tutorial launch): no indexer, "
-        "DeepSeek-V3's dense MLA attention (as kttune charged either until 2026-12-05), every latent "
-        "read. Before: the decode read kttune charged until 2026-12-05, the whole cell (indexer keys "
+        "MLA attention over every token, in the latent form over a prefix (3.4x MHA's flops a pair), "
+        "every latent read. Before: the decode read kttune charged until 2026-12-05, the whole cell (indexer keys "
         "included) of every token. Flags: 0 GPU experts, chunk 16,384, threshold 2,048, 15 threads, "
         "the model's checkpoint method. Computed (sparse kernels priced at the profile's "
         "dense-attention rate), not measured.",
