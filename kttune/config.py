@@ -24,6 +24,10 @@ class LaunchConfig:
     # --max-mamba-cache-size: state slots of linear-attention layers (Qwen3-Next, Qwen3.5); 0 = what
     # kttune launches with, 3 per running request (kttune.memory.vram.linear_state_slots)
     linear_state_slots: int = 0
+    # --attention-backend; "" = what kttune launches the model's attention kind with
+    # (kttune.memory.vram.LAUNCH_ATTENTION_BACKEND: triton for MLA, flashinfer otherwise); "auto" = a
+    # command that leaves it to SGLang (docs/cost-model.md#mla-prefill-forms)
+    attention_backend: str = ""
 
     def __post_init__(self) -> None:
         # from JSON the node ids arrive as a list: keep the config hashable and equal to itself

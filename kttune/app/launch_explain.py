@@ -150,7 +150,8 @@ def explain_command(
     # a --kt-cpuinfer between two measured counts: interpolated for the command's own prediction; the
     # search's pick below keeps to the measured counts (kttune.app.inputs.components_at)
     given = int(parsed.get("cpuinfer_threads")) if parsed.given("cpuinfer_threads") else None
-    comp = components_at(req.profile, req.model, req.method, req.tp, given, attention_backend_of(parsed, req.model)[0])
+    backend = attention_backend_of(parsed, req.model)[0]
+    comp = components_at(req.profile, req.model, req.method, req.tp, given, backend)
     cpu = req.profile.inventory.cpu
     resolved = resolve_launch(
         parsed,
@@ -162,7 +163,10 @@ def explain_command(
         cpu.physical_cores or 10**9,
         max(1, len(cpu.numa_nodes)),
     )
-    resolved = replace(resolved, notes=method_notes + resolved.notes)
+    # the backend the server runs, SGLang's pick for the GPU where the command leaves it unset: in
+    # the config, so that the memory and the times are the ones that backend makes
+    cfg = replace(resolved.cfg, attention_backend=comp.mla_backend if req.model.attention == "mla" else "")
+    resolved = replace(resolved, cfg=cfg, notes=method_notes + resolved.notes)
     check_request(req)
     ex = explain(comp, resolved.cfg, req.workload, req.budget)
     paths = LaunchPaths(inp.paths.model_path, inp.paths.weight_path, ())  # the user's own paths: nothing to replace

@@ -66,6 +66,7 @@ def read_search_result(path: str) -> dict:
             fix,
         )
     known = {f.name for f in fields(LaunchConfig)}
+    words = {f.name for f in fields(LaunchConfig) if f.type in ("str", str)}  # --kt-method, --attention-backend
     bad = [k for k in flags if k not in known]
     if bad:
         raise UserError(f"{origin}: pick.flags has an unknown flag {bad[0]!r}", fix)
@@ -73,7 +74,7 @@ def read_search_result(path: str) -> dict:
         whole = lambda x: isinstance(x, int) and not isinstance(x, bool) and x >= 0  # noqa: E731
         ok = (
             isinstance(v, str)
-            if k == "method"
+            if k in words
             else isinstance(v, list) and all(map(whole, v))
             if k == "numa_nodes"
             else whole(v)

@@ -162,7 +162,7 @@ class Components:
         self.hbm_ms_per_byte = self._hbm_ms_per_byte()
         self.gpu_sm = self._gpu_sm()
         self.fp8_speedup = self._fp8_speedup()
-        self.runs_sparse_attention = m.sparse_attention is not None and self.mla_backend == SPARSE_BACKEND
+        self.runs_sparse_attention = self.runs_sparse()
         self._per_layer_dense_params = self._dense_params_per_layer()
         self.calibration = Calibration.from_dicts(self.profile.calibration)
         self.notes.extend(self.calibration.summary(self.method.name))
@@ -476,7 +476,7 @@ class Components:
         mha = attention_prefill_flops(tokens, prefix, heads, m.head_dim, m.v_head_dim)
         if m.attention != "mla":
             return self._attn_fit((1.0, mha))
-        backend = backend if backend is not None else self.mla_backend
+        backend = self.mla_backend_for(backend)
         dsa = m.sparse_attention
         if backend == SPARSE_BACKEND and dsa is not None:
             if sparse_prefill_is_dense(self.gpu_sm, prefix + tokens, dsa.index_topk, m.family):
@@ -501,11 +501,22 @@ class Components:
 
     @property
     def mla_backend(self) -> str:
-        """The attention backend this model's MLA runs on: the one given (SGLANG_DEFAULT_BACKEND: the
-        one SGLang picks for the GPU), else kttune's launch's."""
-        if self.attention_backend == SGLANG_DEFAULT_BACKEND:
+        """The attention backend this model's MLA runs on by default (`mla_backend_for(None)`)."""
+        return self.mla_backend_for(None)
+
+    def mla_backend_for(self, backend: str | None) -> str:
+        """The SGLang backend an MLA forward runs on for a launch's `--attention-backend` (None or "":
+        this Components' `attention_backend`, else kttune's launch's; SGLANG_DEFAULT_BACKEND: the one
+        SGLang picks for the GPU, nsa for a sparse-attention model)."""
+        backend = backend or self.attention_backend or LAUNCH_ATTENTION_BACKEND["mla"]
+        if backend == SGLANG_DEFAULT_BACKEND:
             return SPARSE_BACKEND if self.model.sparse_attention else sglang_default_mla_backend(self.gpu_sm)
-        return self.attention_backend or LAUNCH_ATTENTION_BACKEND["mla"]
+        return backend
+
+    def runs_sparse(self, backend: str | None = None) -> bool:
+        """Whether a sparse-attention model runs its indexer on `backend` (`mla_backend_for`): on
+        SGLang's nsa backend alone (docs/cost-model.md#sparse-attention)."""
+        return self.model.sparse_attention is not None and self.mla_backend_for(backend) == SPARSE_BACKEND
 
     def _mla_prefix_expansion_ms(self, prefix: float) -> float:
         """kv_b_proj over the prefix's latents, which a one-shot MLA forward expands into the rank's
@@ -608,20 +619,20 @@ class Components:
         self.notes.append("HBM bandwidth unknown; assumed 1000 GB/s")
         return 1e3 / 1e12
 
-    def decode_dense_ms(self, batch: int, context: float) -> float:
+    def decode_dense_ms(self, batch: int, context: float, backend: str | None = None) -> float:
         """One decode step's non-expert work on one rank: weight reads plus the KV read of `batch`
         requests at `context` tokens (`decode_kv_read_bytes`: sliding-window and sparse-attention
         layers read a bounded part of it), both HBM-bound."""
         m = self.model
         weights = m.non_expert_bytes / self.tp
-        kv = decode_kv_read_bytes(m, self.tp, batch, context, sparse=self.runs_sparse_attention)
+        kv = decode_kv_read_bytes(m, self.tp, batch, context, sparse=self.runs_sparse(backend))
         return (weights + kv) * self.hbm_ms_per_byte + m.num_layers * self._gemm_fit.coef[0]
 
-    def decode_kv_terms(self) -> tuple[tuple[float, float], ...]:
+    def decode_kv_terms(self, backend: str | None = None) -> tuple[tuple[float, float], ...]:
         """The decode KV read as (ms per context token and request, tokens read at most) terms
         (`kttune.memory.vram.decode_kv_reads` at the HBM rate): decode_dense_ms(batch, context) is
         decode_dense_ms(batch, 0) + batch x sum of ms x min(context, cap)."""
-        reads = decode_kv_reads(self.model, self.tp, sparse=self.runs_sparse_attention)
+        reads = decode_kv_reads(self.model, self.tp, sparse=self.runs_sparse(backend))
         return tuple((b * self.hbm_ms_per_byte, cap) for b, cap in reads)
 
     # ---- copies and the layerwise stages ---------------------------------------------------------

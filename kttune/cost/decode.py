@@ -12,4 +12,4 @@ def decode_step_ms(c: Components, cfg: LaunchConfig, batch: int, context: float)
     the hybrid path with M = batch, plus the HBM-bound non-expert weights and KV reads. The GPU
     experts matter here: the CPU handles (E - n)/E of the routed pairs."""
     moe = c.model.num_moe_layers * hybrid_moe_layer(c, cfg, batch).total_ms
-    return moe + c.decode_dense_ms(batch, context)
+    return moe + c.decode_dense_ms(batch, context, cfg.attention_backend or None)

@@ -108,13 +108,14 @@ def moe_layer(c: Components, cfg: LaunchConfig, tokens: int) -> LayerTimes:
     return hybrid_moe_layer(c, cfg, tokens)
 
 
-def non_moe_ms(c: Components, tokens: int, prefix: int) -> float:
-    """Attention (full-attention layers; sliding layers see at most the window; linear-attention
-    layers are counted as dense) and dense matmuls of every decoder layer for one forward."""
+def non_moe_ms(c: Components, tokens: int, prefix: int, backend: str | None = None) -> float:
+    """Attention (full-attention layers, in the form `backend` runs: `Components.attention_ms`;
+    sliding layers see at most the window; linear-attention layers are counted as dense) and dense
+    matmuls of every decoder layer for one forward."""
     m = c.model
-    t = len(m.full_attention_layer_ids) * c.attention_ms(tokens, prefix)
+    t = len(m.full_attention_layer_ids) * c.attention_ms(tokens, prefix, backend)
     if m.sliding_layer_ids:
-        t += len(m.sliding_layer_ids) * c.attention_ms(tokens, min(prefix, m.sliding_window))
+        t += len(m.sliding_layer_ids) * c.attention_ms(tokens, min(prefix, m.sliding_window), backend)
     return t + m.num_layers * (c.dense_ms(tokens) + c.allreduce_layer_ms(tokens) + c.layer_overhead_ms)
 
 
@@ -135,7 +136,12 @@ class ForwardTimes:
 def forward_time(c: Components, cfg: LaunchConfig, tokens: int, prefix: int = 0) -> ForwardTimes:
     layer = moe_layer(c, cfg, tokens)
     return ForwardTimes(
-        tokens, prefix, layer.path, c.model.num_moe_layers * layer.total_ms, non_moe_ms(c, tokens, prefix), layer
+        tokens,
+        prefix,
+        layer.path,
+        c.model.num_moe_layers * layer.total_ms,
+        non_moe_ms(c, tokens, prefix, cfg.attention_backend or None),
+        layer,
     )
 
 

@@ -286,6 +286,17 @@ SGLANG_DEFAULT_BACKEND = "auto"
 EXPAND_EVERY_PREFIX = "expand-every-prefix"
 
 
+def launch_attention_backend(model: ModelSpec, cfg: LaunchConfig) -> str:
+    """The --attention-backend a launch runs: its own, else what kttune launches the attention kind
+    with. SGLANG_DEFAULT_BACKEND (SGLang's pick, which depends on the GPU: callers that know it pass
+    the pick) reads as nsa for a sparse-attention model and, for memory, as fa3: its one-shot
+    expansion is the larger."""
+    backend = cfg.attention_backend or LAUNCH_ATTENTION_BACKEND[model.attention]
+    if backend == SGLANG_DEFAULT_BACKEND:
+        return "nsa" if model.sparse_attention else "fa3"
+    return backend
+
+
 def sglang_default_mla_backend(sm: int | None) -> str:
     """SGLang's attention backend for an MLA model when the flag is unset (server_args.py
     `_handle_attention_backend_compatibility`): fa3 on Hopper (SM 90), flashinfer from SM 100 to 109,
@@ -311,7 +322,13 @@ def mla_attention_form(prefix: int, backend: str = "triton") -> str:
 
 
 def attention_phase_bytes(
-    model: ModelSpec, tokens: int, tp: int, prefix: int | None = None, backend: str = "triton", form: str | None = None
+    model: ModelSpec,
+    tokens: int,
+    tp: int,
+    prefix: int | None = None,
+    backend: str = "triton",
+    form: str | None = None,
+    longest_prefix: int = 0,
 ) -> int:
     """Alive at once in one layer's attention (SGLang deepseek_v2.py / qwen3_moe.py forward): the
     normed input, the projections of the rank's heads (with the output gate where the model has one:
@@ -319,38 +336,45 @@ def attention_phase_bytes(
     output and, at TP > 1, the all-reduce output. MLA: with `prefix` given, the form SGLang runs for it on
     `backend` (`mla_attention_form`); without, the larger of the expanded path (kv_b_proj
     expands the latent to per-head K and V: no prefix) and the absorbed one (q projected into the
-    latent space: chunks after the first). The one-shot form expands the fetched latent of the prefix
-    and the new tokens together: kv_b_proj's output and the keys for every one of them. `form`
-    overrides the dispatch (the path runner expands every prefix: kttune/calibration/runner.py)."""
+    latent space: chunks after the first), and on a backend that expands a long prefix in one shot,
+    that form at `longest_prefix` (the longest the launch admits) where it reaches
+    MLA_CHUNKED_PREFIX_THRESHOLD. The one-shot form expands the fetched latent of the prefix and the
+    new tokens together: kv_b_proj's output and the keys for every one of them. `form` overrides the
+    dispatch (the path runner expands every prefix: kttune/calibration/runner.py)."""
     m, h = tokens, model.hidden_size
     heads = max(1, model.num_attention_heads // tp)
     per = 2 * h  # normed input, o_proj output
-    kv_rows = 0
-    if model.attention == "mla":
-        rope, lora = model.qk_rope_head_dim, model.kv_lora_rank
-        nope = model.head_dim - rope
-        common = model.q_lora_rank + heads * model.head_dim + (lora + rope)  # q_a, q, kv_a latent
-        forms = {
-            "expanded": heads * (nope + model.v_head_dim) + heads * model.head_dim + heads * model.v_head_dim,
-            "absorbed": heads * (lora + rope) + heads * lora + heads * model.v_head_dim,
-            "one_shot": heads * model.v_head_dim,
-        }
-        if prefix is None:
-            per += common + max(forms["expanded"], forms["absorbed"])
-        else:
-            form = form or mla_attention_form(prefix, backend)
-            per += common + forms[form]
-            if form == "one_shot":
-                t = min(prefix + m, MLA_MAX_KV_CHUNK_TOKENS)
-                kv_rows = t * (heads * (nope + model.v_head_dim) + heads * model.head_dim + (lora + rope))
-    else:
+    if tp > 1:
+        per += h
+    if model.attention != "mla":
         kv_heads = max(1, model.num_kv_heads // tp)
         per += (heads + 2 * kv_heads) * model.head_dim + heads * model.v_head_dim
         if model.attention_output_gate:  # Qwen3-Next: the fused q projection holds the gate too
             per += heads * model.head_dim
-    if tp > 1:
-        per += h
-    return (m * per + kv_rows) * BF16
+        return m * per * BF16
+    rope, lora = model.qk_rope_head_dim, model.kv_lora_rank
+    nope = model.head_dim - rope
+    common = model.q_lora_rank + heads * model.head_dim + (lora + rope)  # q_a, q, kv_a latent
+    forms = {
+        "expanded": heads * (nope + model.v_head_dim) + heads * model.head_dim + heads * model.v_head_dim,
+        "absorbed": heads * (lora + rope) + heads * lora + heads * model.v_head_dim,
+        "one_shot": heads * model.v_head_dim,
+    }
+
+    def form_bytes(f: str, p: int) -> int:
+        kv_rows = 0
+        if f == "one_shot":
+            t = min(p + m, MLA_MAX_KV_CHUNK_TOKENS)
+            kv_rows = t * (heads * (nope + model.v_head_dim) + heads * model.head_dim + (lora + rope))
+        return m * (common + forms[f]) + kv_rows
+
+    if prefix is not None:
+        worst = form_bytes(form or mla_attention_form(prefix, backend), prefix)
+    else:
+        worst = max(form_bytes("expanded", 0), form_bytes("absorbed", 0))
+        if mla_attention_form(longest_prefix, backend) == "one_shot":
+            worst = max(worst, form_bytes("one_shot", longest_prefix))
+    return (m * per + worst) * BF16
 
 
 def router_phase_bytes(model: ModelSpec, tokens: int) -> int:
@@ -384,12 +408,15 @@ def activation_phases(
     cfg: LaunchConfig,
     tokens: int | None = None,
     prefix: int | None = None,
-    attention_backend: str = "triton",
+    attention_backend: str | None = None,
 ) -> ActivationPhases:
     """The phases of a prefill forward of `tokens` (default: the chunk) after `prefix` cached tokens
-    (default: the worst of the MLA forms over the forward's own tokens; `attention_phase_bytes`). The
-    layerwise path runs the chunk when it can fire; shorter prompts take the hybrid path."""
+    (default: the worst of the MLA forms the backend runs over any prefix the launch admits;
+    `attention_phase_bytes`), on `attention_backend` (default: the launch's, `launch_attention_backend`).
+    The layerwise path runs the chunk when it can fire; shorter prompts take the hybrid path."""
     m = tokens if tokens is not None else cfg.chunked_prefill_size
+    backend = attention_backend or launch_attention_backend(model, cfg)
+    longest_prefix = max(0, min(context_length(model, cfg), cfg.max_total_tokens) - m)
     method = get_method(cfg.method)
     lw = cfg.layerwise_can_fire(method.layerwise) and m >= cfg.gpu_prefill_token_threshold
     hybrid_tokens = min(m, cfg.gpu_prefill_token_threshold - 1) if lw else m
@@ -403,7 +430,9 @@ def activation_phases(
         )
     return ActivationPhases(
         persistent=2 * m * model.hidden_size * BF16,
-        attention=attention_phase_bytes(model, m, cfg.tp, prefix=prefix, backend=attention_backend),
+        attention=attention_phase_bytes(
+            model, m, cfg.tp, prefix=prefix, backend=backend, longest_prefix=longest_prefix
+        ),
         router=router_phase_bytes(model, m),
         hybrid_moe=hybrid_moe_phase_bytes(model, cfg, max(0, hybrid_tokens)),
         layerwise_moe=layerwise,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kttune.config import LaunchConfig
-from kttune.memory.vram import LAUNCH_ATTENTION_BACKEND, VramBreakdown, linear_state_slots, mem_fraction_static
+from kttune.memory.vram import VramBreakdown, launch_attention_backend, linear_state_slots, mem_fraction_static
 from kttune.spec.launch_args import PROGRAMS, flag_name
 from kttune.spec.methods import get_method
 from kttune.spec.model_spec import ModelSpec
@@ -95,7 +95,7 @@ def launch_argv(
         f("tp"),
         str(cfg.tp),
         f("attention_backend"),
-        LAUNCH_ATTENTION_BACKEND[model.attention],
+        launch_attention_backend(model, cfg),
         f("disable_shared_experts_fusion"),
         f("enable_mixed_chunk"),
         f("watchdog_timeout"),

@@ -28,6 +28,7 @@ from kttune.memory.sglang_defaults import (
     profiled_kv_tokens,
 )
 from kttune.memory.vram import (
+    LAUNCH_ATTENTION_BACKEND,
     LINEAR_STATE_SLOTS_PER_REQUEST,
     MLA_CHUNKED_PREFIX_THRESHOLD,
     SGLANG_DEFAULT_BACKEND,
@@ -453,4 +454,19 @@ def flag_changes(yours, pick, crossover: int | None, cores: int, workload: Workl
         f"{LINEAR_STATE_SLOTS_PER_REQUEST} linear-attention states per running request, set so that they do not "
         "take the KV pool's room (docs/memory.md#linear-attention-state)",
     )
+    mla = LAUNCH_ATTENTION_BACKEND["mla"]  # only MLA models carry a backend in their configs
+    ya, yb = a.attention_backend or mla, b.attention_backend or mla
+    if a.attention_backend or b.attention_backend:
+        add(
+            "attention_backend",
+            ya,
+            yb,
+            "over a long cached prefix it attends in the latent form (3.4x the flops), in VRAM yours spends "
+            "expanding the prefix"
+            if yb == mla
+            else "its sparse attention: each query over its top-k tokens"
+            if yb == SPARSE_BACKEND
+            else "it expands a long cached prefix in one shot instead of attending in the latent form "
+            "(docs/cost-model.md#mla-prefill-forms)",
+        )
     return tuple(out)

@@ -5,7 +5,8 @@
   (`ModelEvaluator`, a dry run and the reference in tests).
 - Objective: prefill throughput over the workload, request-weighted: sum(w L) / sum(w t(L)),
   maximised, over threshold, chunk, GPU experts and `--kt-cpuinfer`; the KV pool stays the model
-  search's pick (it weighs decode, which a prefill measurement cannot). Constraints stay the model's (VRAM peak, host RAM, threshold <= chunk, KV holds the
+  search's pick (it weighs decode, which a prefill measurement cannot), and so does the attention
+  backend (the path runner attends in one form whatever it is). Constraints stay the model's (VRAM peak, host RAM, threshold <= chunk, KV holds the
   longest request): a configuration that breaks them is not measured.
 - The model's best candidates are enqueued first, then known baselines (kttune.search.baselines).
 - Each prompt length is one step: its throughput is reported as an intermediate value, and Optuna's
@@ -195,8 +196,7 @@ def model_prefill_candidates(
     done = sorted((t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE), key=lambda t: -t.value)
     starts: list[LaunchConfig] = []
     for t in done:
-        p = {"threshold": 0, "threads": space.threads[0], **t.params}
-        cfg = space.config(p["chunk"], p["threshold"], p["gpu_experts"], p["kv_k"], p["threads"])
+        cfg = space.config_of(t.params)
         if cfg not in starts:
             starts.append(cfg)
         if len(starts) >= k:
@@ -252,10 +252,7 @@ def _key(params: dict) -> tuple:
 
 
 def _config_of(space: SearchSpace, params: dict) -> LaunchConfig:
-    p = dict(params)
-    p.setdefault("threshold", 0)
-    p.setdefault("threads", space.threads[0])
-    return space.config(p["chunk"], p["threshold"], p["gpu_experts"], p["kv_k"], p["threads"])
+    return space.config_of(params)
 
 
 def cheaper_key(comp: Components, cfg: LaunchConfig, req: SearchRequest) -> tuple:
@@ -319,6 +316,10 @@ def run_measured_search(
         raise ParameterError("trials", f"{req.trials} must be at least 1", "pass e.g. {trials} 20")
     t0 = time.perf_counter()
     comp, space = prepare_search(b)  # the model search's space: the user's chunks bound both
+    # The attention backend is the model search's choice too: the path runner attends in one form
+    # whatever the backend (it expands every prefix), so its measurements cannot choose it
+    # (docs/cost-model.md#mla-prefill-forms).
+    space = replace(space, backends=(model_result.best.cfg.attention_backend,))
     lengths, weights = tuple(b.workload.prompt_tokens), tuple(b.workload.weights)
     opened = open_storage(req.storage)
     storage, storage_url = opened.storage, opened.url

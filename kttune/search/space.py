@@ -68,11 +68,15 @@ class SearchSpace:
     request_kv_tokens: int = 0  # one request at the workload's mean length (kttune.search.admission)
     # per thread count, the measured fastest (--kt-threadpool-count, --kt-numa-nodes); absent: threadpools
     pools_by_threads: tuple[tuple[int, int, tuple[int, ...]], ...] = ()
+    # --attention-backend choices ("" = kttune's launch default; `attention_backends`)
+    backends: tuple[str, ...] = ("",)
 
     def pools(self, threads: int) -> tuple[int, tuple[int, ...]]:
         return next(((p, n) for t, p, n in self.pools_by_threads if t == threads), (self.threadpools, ()))
 
-    def config(self, chunk: int, threshold: int, gpu_experts: int, kv_units: int, threads: int) -> LaunchConfig:
+    def config(
+        self, chunk: int, threshold: int, gpu_experts: int, kv_units: int, threads: int, backend: str = ""
+    ) -> LaunchConfig:
         """The launch config of these values; `--max-running-requests` (and the decode graphs) follow
         from the pool: the workload's concurrency, or the requests the pool holds when fewer."""
         running = self.max_running_requests
@@ -91,6 +95,7 @@ class SearchSpace:
             numa_nodes=numa,
             max_running_requests=running,
             cuda_graph_max_bs=running,
+            attention_backend=backend,
         )
 
     def suggest(self, trial) -> LaunchConfig:
@@ -99,7 +104,21 @@ class SearchSpace:
         n = trial.suggest_int("gpu_experts", 0, self.gpu_experts_max)
         kv = trial.suggest_int("kv_k", self.kv_units_min, self.kv_units_max, log=True)
         threads = trial.suggest_categorical("threads", list(self.threads)) if len(self.threads) > 1 else self.threads[0]
-        return self.config(chunk, threshold, n, kv, threads)
+        backend = (
+            trial.suggest_categorical("attention", list(self.backends)) if len(self.backends) > 1 else self.backends[0]
+        )
+        return self.config(chunk, threshold, n, kv, threads, backend)
+
+    def config_of(self, params: dict) -> LaunchConfig:
+        """The config of a trial's params (`suggest`'s names; a dimension with one value is absent)."""
+        return self.config(
+            params["chunk"],
+            params.get("threshold", 0),
+            params["gpu_experts"],
+            params["kv_k"],
+            params.get("threads", self.threads[0]),
+            params.get("attention", self.backends[0]),
+        )
 
     def params_of(self, cfg: LaunchConfig) -> dict:
         p = {
@@ -111,6 +130,8 @@ class SearchSpace:
             p["threshold"] = cfg.gpu_prefill_token_threshold
         if len(self.threads) > 1:
             p["threads"] = cfg.cpuinfer_threads
+        if len(self.backends) > 1:
+            p["attention"] = cfg.attention_backend if cfg.attention_backend in self.backends else self.backends[0]
         return p
 
     def as_dict(self) -> dict:
@@ -249,7 +270,23 @@ def build_space(
         method=comp.method.name,
         request_kv_tokens=request_kv_tokens(workload),
         pools_by_threads=tuple((t, *comp.threadpool_choice(t)) for t in threads),
+        backends=attention_backends(comp),
     )
+
+
+def attention_backends(comp: Components) -> tuple[str, ...]:
+    """The --attention-backend choices a search offers (docs/cost-model.md#mla-prefill-forms): for an
+    MLA model, kttune's triton launch (the latent form over any prefix, no expansion) and flashinfer
+    (one expanded shot over a prefix of 8,192 tokens or more: faster at long prompts, at up to 128K
+    expanded rows of activations), as KT's Kimi-K2 and GLM-5 tutorials launch; for a sparse-attention
+    model also nsa, its sparse attention, on the GPUs whose kernels SGLang runs it with (SM 90 and
+    SM 100-109). One choice for other attention kinds."""
+    m = comp.model
+    if m.attention != "mla":
+        return ("",)
+    sm = comp.gpu_sm
+    nsa = m.sparse_attention is not None and sm is not None and (sm == 90 or 100 <= sm < 110)
+    return ("", "flashinfer") + (("nsa",) if nsa else ())
 
 
 def threshold_choices(

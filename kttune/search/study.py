@@ -349,10 +349,7 @@ def run_search(
         )
     configs = {}
     for t in feasible:
-        p = dict(t.params)
-        p.setdefault("threshold", 0)
-        p.setdefault("threads", space.threads[0])
-        configs[t.number] = space.config(p["chunk"], p["threshold"], p["gpu_experts"], p["kv_k"], p["threads"])
+        configs[t.number] = space.config_of(t.params)
     evals = {num: evaluate_once(cfg) for num, cfg in configs.items()}
     front = pareto_front(list(evals.values()))
     best = snap_threshold_to_crossover(comp, pick(front, req.workload.decode_weight), space, req, evaluate_once)

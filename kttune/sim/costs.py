@@ -96,13 +96,14 @@ class IterationCosts:
         self.num_layers, self.num_moe = m.num_layers, m.num_moe_layers
         self.n_gpu = min(cfg.num_gpu_experts, m.num_experts)
         self.streamed = streamed_experts_per_layer(comp, cfg)
-        self.w_ms = comp.decode_dense_ms(1, 0.0)
-        self.kv_terms = comp.decode_kv_terms()
+        backend = cfg.attention_backend or None
+        self.w_ms = comp.decode_dense_ms(1, 0.0, backend)
+        self.kv_terms = comp.decode_kv_terms(backend)
         # bounded: a long run meets millions of (tokens, prefix) pairs
         self._layer = lru_cache(maxsize=CACHE_ENTRIES)(self._layer_cost)
         self._hybrid = lru_cache(maxsize=CACHE_ENTRIES)(self._hybrid_cost)
         self._nonmoe = lru_cache(maxsize=CACHE_ENTRIES // 4)(
-            lambda t, p: non_moe_ms(comp, t, p)
+            lambda t, p: non_moe_ms(comp, t, p, backend)
         )  # (tokens, prefix): few repeat
         self._groups = lru_cache(maxsize=CACHE_ENTRIES)(lambda g: layer_groups(m.num_layers, m.moe_layer_ids, g))
 

@@ -191,3 +191,34 @@ def test_bad_explain_calls_are_one_line_errors(capsys):
         code=2,
     ).err
     assert "--model NAME" in err
+
+
+def test_an_mla_pick_and_its_attention_backend_explain_back_to_the_same_prediction(capsys):
+    """DeepSeek-V3 on long prompts: the search chooses the attention backend (the latent form on
+    triton, one expanded shot on flashinfer: docs/cost-model.md#mla-prefill-forms); the command it
+    prints carries it and explains back to the same prediction. The same command left to SGLang's
+    pick runs fa3 on the H200 (the same forms as flashinfer) and says so; on triton it is slower."""
+    common = ["--vram", "141G", "--profile", MEASURED, "--host-ram", "1T", "--workload", "long-context"]
+    s = json.loads(
+        run(
+            capsys,
+            ["search", "-m", "deepseek-v3", *common, "--trials", "60", "--seed", "1", "--storage", ":memory:", "--json"],
+        ).out
+    )
+    argv = s["command"]
+    backend = argv[argv.index("--attention-backend") + 1]
+    assert backend == (s["pick"]["flags"]["attention_backend"] or "triton")
+    back = json.loads(run(capsys, ["explain", *common, "--no-compare", "--json", "--", *argv]).out)
+    assert back["evaluation"]["predicted"] == s["pick"]["predicted"]
+
+    def explained(words):
+        doc = json.loads(run(capsys, ["explain", *common, "--no-compare", "--json", "--", *words]).out)
+        return doc["evaluation"], doc["launch"]["assumed"]
+
+    i = argv.index("--attention-backend")
+    unset, said = explained(argv[:i] + argv[i + 2 :])
+    assert unset["flags"]["attention_backend"] == "fa3" and any("SGLang picks fa3" in n for n in said)
+    tri, _ = explained(argv[:i] + ["--attention-backend", "triton"] + argv[i + 2 :])
+    fi, _ = explained(argv[:i] + ["--attention-backend", "flashinfer"] + argv[i + 2 :])
+    assert unset["predicted"]["mean_prefill_ms"] == fi["predicted"]["mean_prefill_ms"]
+    assert tri["predicted"]["mean_prefill_ms"] > fi["predicted"]["mean_prefill_ms"]

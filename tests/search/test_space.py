@@ -14,6 +14,7 @@ from kttune.config import LaunchConfig
 from kttune.cost.components import Components
 from kttune.errors import ParameterError, UserError
 from kttune.memory.host import host_ram_breakdown
+from kttune.cost.prefill import prefill_time_ms
 from kttune.memory.vram import vram_breakdown
 from kttune.search.baselines import kt_run_default
 from kttune.search.evaluate import Budget
@@ -200,3 +201,49 @@ def test_the_search_reaches_a_crossover_below_512():
     cross = out.explanation.crossover_tokens
     assert cross is not None and cross < 512
     assert out.best.cfg.gpu_prefill_token_threshold in (0, cross)
+
+
+@pytest.mark.parametrize(
+    "name,method,gpu,backends",
+    [
+        ("qwen3-30b-a3b", "BF16", None, ("",)),
+        ("deepseek-v3", "FP8", None, ("", "flashinfer")),
+        ("deepseek-v3.2", "FP8", None, ("", "flashinfer", "nsa")),
+        ("deepseek-v3.2", "FP8", "rtx5090", ("", "flashinfer")),
+    ],
+)
+def test_the_attention_backend_is_searched_for_mla_models(name, method, gpu, backends):
+    """triton (kttune's launch) and flashinfer for MLA; nsa too for a sparse-attention model on the GPUs
+    SGLang runs its kernels on (docs/cost-model.md#mla-prefill-forms); each config round-trips
+    through a trial's params."""
+    from kttune.hw.derive import Change, derive_profile
+
+    m = model(name)
+    p = profile() if gpu is None else derive_profile(profile(), Change(gpu=gpu)).profile
+    comp = Components(p, m, method)
+    space = build_space(comp, load_workload("rag").clipped(m.max_position_embeddings), Budget(141 * GIB, 1024 * GIB), 1)
+    assert space.backends == backends
+    for b in backends:
+        cfg = space.config(space.chunks[-1], 0, 0, space.kv_units_min, space.threads[0], b)
+        assert space.config_of(space.params_of(cfg)) == cfg and cfg.attention_backend == b
+    assert ("attention" in space.params_of(cfg)) == (len(backends) > 1)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(chunk=st.sampled_from([4096, 16384, 65536]), kv_k=st.integers(8, 256), tp=st.sampled_from([1, 2, 4]))
+def test_flashinfer_trades_activation_vram_for_prefill_time(chunk, kv_k, tp):
+    """Against triton on the same flags: never slower (one expanded shot costs fewer flops than the latent
+    form for any chunk of 4K tokens), and its attention phase is the larger of the latent form's and the
+    one-shot expansion of the longest prefix the pool admits once that prefix reaches 8,192 tokens
+    (at a 4K chunk, the expansion), else the same bytes."""
+    from kttune.memory.vram import MLA_CHUNKED_PREFIX_THRESHOLD, activation_phases
+
+    m = model("deepseek-v3")
+    comp = Components(profile(), m, "FP8", tp)
+    tri = LaunchConfig("FP8", tp, 0, chunk, 0, kv_k * KV_UNIT, 15)
+    fi = replace(tri, attention_backend="flashinfer")
+    for n in (8192, 40000, 120000):
+        assert prefill_time_ms(comp, fi, n) <= prefill_time_ms(comp, tri, n) * (1 + 1e-12)
+    a, b = activation_phases(m, tri).attention, activation_phases(m, fi).attention
+    longest = min(m.max_position_embeddings, kv_k * KV_UNIT) - chunk
+    assert b >= a and (b == a if longest < MLA_CHUNKED_PREFIX_THRESHOLD else (b > a or chunk > 4096))
