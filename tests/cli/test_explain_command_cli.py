@@ -202,7 +202,19 @@ def test_an_mla_pick_and_its_attention_backend_explain_back_to_the_same_predicti
     s = json.loads(
         run(
             capsys,
-            ["search", "-m", "deepseek-v3", *common, "--trials", "60", "--seed", "1", "--storage", ":memory:", "--json"],
+            [
+                "search",
+                "-m",
+                "deepseek-v3",
+                *common,
+                "--trials",
+                "60",
+                "--seed",
+                "1",
+                "--storage",
+                ":memory:",
+                "--json",
+            ],
         ).out
     )
     argv = s["command"]
