@@ -234,6 +234,31 @@ def snap_threshold_to_crossover(
     return ev
 
 
+def best_backend(
+    comp: Components,
+    ev: Evaluation,
+    space: SearchSpace,
+    req: SearchRequest,
+    evaluate_cfg: Callable[[LaunchConfig], Evaluation] | None = None,
+) -> Evaluation:
+    """The pick on each other --attention-backend the space offers, kept where it fits and is no
+    worse on either objective and better on one: a narrow feasible region (a large model on a tight
+    budget) leaves the sampler few trials to try each backend on (docs/cost-model.md#mla-prefill-forms)."""
+    from dataclasses import replace
+
+    best = ev
+    for b in space.backends:
+        if b == ev.cfg.attention_backend:
+            continue
+        alt_cfg = replace(ev.cfg, attention_backend=b)
+        alt = evaluate_cfg(alt_cfg) if evaluate_cfg else evaluate(comp, alt_cfg, req.workload, req.budget)
+        no_worse = alt.mean_ttft_ms <= best.mean_ttft_ms and alt.decode_tok_s >= best.decode_tok_s
+        better = alt.mean_ttft_ms < best.mean_ttft_ms * 0.9995 or alt.decode_tok_s > best.decode_tok_s * 1.0005
+        if alt.feasible and no_worse and better:
+            best = alt
+    return best
+
+
 def prepare_search(req: SearchRequest) -> tuple[Components, SearchSpace]:
     """What every search of `req` (model-evaluated or measured) starts from: the request checked,
     its components, the space (the user's chunks when given) and the budget checked against it."""
@@ -353,6 +378,7 @@ def run_search(
     evals = {num: evaluate_once(cfg) for num, cfg in configs.items()}
     front = pareto_front(list(evals.values()))
     best = snap_threshold_to_crossover(comp, pick(front, req.workload.decode_weight), space, req, evaluate_once)
+    best = best_backend(comp, best, space, req, evaluate_once)
     baseline = evaluate_once(baseline_cfg)
     return SearchResult(
         best=best,

@@ -155,3 +155,31 @@ def test_more_vram_never_predicts_slower(tmp_path):
     small = run_search(request(vram=24), options(tmp_path, trials=150, storage=str(tmp_path / "s.journal")))
     big = run_search(request(vram=80), options(tmp_path, trials=150, storage=str(tmp_path / "b.journal")))
     assert min(e.mean_ttft_ms for e in big.pareto) <= min(e.mean_ttft_ms for e in small.pareto) * 1.05
+
+
+@pytest.mark.parametrize("name,gib", [("glm-5", 80), ("deepseek-v3", 141)])
+def test_no_other_attention_backend_dominates_the_pick(name, gib):
+    """On a tight budget few trials land in the feasible region, fewer on each backend: the pick is
+    tried on every backend the space offers, and none of them fits with a prefill no slower and a
+    decode no slower, one of them faster (docs/cost-model.md#mla-prefill-forms)."""
+    from dataclasses import replace
+
+    from kttune.cost.components import Components
+    from kttune.search.space import attention_backends
+
+    m = model(name)
+    req = SearchRequest(
+        m,
+        m.default_method,
+        profile("h200-pcie5-xeon-amx-16c"),
+        load_workload("long-context"),
+        Budget(gib * GIB, 2048 * GIB),
+    )
+    best = run_search(req, StudyOptions(trials=120, seed=1, storage=":memory:")).best
+    comp = Components(req.profile, m, m.default_method)
+    assert len(attention_backends(comp)) >= 2
+    for b in attention_backends(comp):
+        alt = evaluate(comp, replace(best.cfg, attention_backend=b), req.workload, req.budget)
+        dominates = alt.mean_ttft_ms <= best.mean_ttft_ms and alt.decode_tok_s >= best.decode_tok_s
+        strictly = alt.mean_ttft_ms < best.mean_ttft_ms * 0.9995 or alt.decode_tok_s > best.decode_tok_s * 1.0005
+        assert not (alt.feasible and dominates and strictly), b
