@@ -337,6 +337,8 @@ def _result_section(doc: dict, k: str, out_dir: Path, runs: list[dict], figures:
         ("threadpool_count", "--kt-threadpool-count"),
     ):
         lines.append(f"| `{flag}` | {flags[key]} |")
+    if flags.get("attention_backend"):
+        lines.append(f"| `--attention-backend` | {flags['attention_backend']} |")
     lines.append("")
     if doc.get("command"):
         from kttune.emit.launch import launch_command

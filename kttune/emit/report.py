@@ -357,6 +357,11 @@ def render_search_summary(console: Console, result) -> None:
             if ours > 0 and theirs > 0
         ]
         console.print(f"against `kt run` defaults: {', '.join(parts)}{fit}")
+    if b.cfg.attention_backend:
+        console.print(
+            f"attention backend: {b.cfg.attention_backend} (its MLA prefill form over a cached prefix: "
+            "docs/cost-model.md#mla-prefill-forms)"
+        )
     console.print(
         f"[dim]study {result.study_name}: {result.trials_total} trials ({result.trials_new} new) in "
         f"{result.wall_s:.1f} s, storage {result.storage}[/]"
