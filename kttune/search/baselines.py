@@ -26,39 +26,46 @@ class Baseline:
     max_total_tokens: int
     cpuinfer: int | None = None  # absolute thread count; None = share x cores
     cpuinfer_share: float | None = None  # of the machine's threads
+    # --attention-backend (LaunchConfig.attention_backend): "auto" where the flags leave it to SGLang
+    attention_backend: str = ""
 
 
 KT_RUN_DEFAULTS = Baseline(
     name="kt run defaults",
     source="kt-kernel 0.7.2 `kt run` non-interactive defaults (kt_kernel/cli/commands/run.py): gpu_experts 1, "
-    "chunked_prefill_size 4096, threshold 4096, max_total_tokens 40000, cpu_threads 0.8 x threads",
+    "chunked_prefill_size 4096, threshold 4096, max_total_tokens 40000, cpu_threads 0.8 x threads, "
+    "attention_backend flashinfer",
     chunk=4096,
     threshold=4096,
     gpu_experts=1,
     max_total_tokens=40000,
     cpuinfer_share=0.8,
+    attention_backend="flashinfer",
 )
 
 KT_LAYERWISE_DOC_EXAMPLE = Baseline(
     name="KT layerwise doc example",
     source="KTransformers layerwise prefill documentation, launch example: --kt-cpuinfer 64 --kt-num-gpu-experts 32 "
-    "--chunked-prefill-size 16384 --kt-gpu-prefill-token-threshold 2048",
+    "--chunked-prefill-size 16384 --kt-gpu-prefill-token-threshold 2048 (no --attention-backend: SGLang's pick)",
     chunk=16384,
     threshold=2048,
     gpu_experts=32,
     max_total_tokens=65536,
     cpuinfer=64,
+    attention_backend="auto",
 )
 
 KT_RUN_INTERACTIVE = Baseline(
     name="kt run interactive defaults",
     source="kt-kernel 0.7.2 `kt run` interactive-mode defaults (kt_kernel/cli/commands/run.py): gpu_experts min(8, E), "
-    "chunked_prefill_size 32768, threshold 500, max_total_tokens 32768, cpu_threads 0.8 x threads",
+    "chunked_prefill_size 32768, threshold 500, max_total_tokens 32768, cpu_threads 0.8 x threads, "
+    "attention_backend flashinfer",
     chunk=32768,
     threshold=500,
     gpu_experts=8,
     max_total_tokens=32768,
     cpuinfer_share=0.8,
+    attention_backend="flashinfer",
 )
 
 BASELINES = (KT_RUN_DEFAULTS, KT_RUN_INTERACTIVE, KT_LAYERWISE_DOC_EXAMPLE)
@@ -75,7 +82,13 @@ def kt_run_default(space: SearchSpace, cores: int) -> LaunchConfig:
     chunk = b.chunk if b.chunk in space.chunks else space.chunks[-1]
     thr = b.threshold if b.threshold in space.thresholds else 0
     kv = max(space.kv_units_min, min(space.kv_units_max, b.max_total_tokens // KV_UNIT))
-    return space.config(chunk, thr, min(b.gpu_experts, space.gpu_experts_max), kv, th)
+    return space.config(chunk, thr, min(b.gpu_experts, space.gpu_experts_max), kv, th, _backend(b, space))
+
+
+def _backend(b: Baseline, space: SearchSpace) -> str:
+    """The baseline's --attention-backend where the model has a choice of backends (MLA), else the
+    space's one: for other attention kinds it changes neither the times nor the memory."""
+    return b.attention_backend if len(space.backends) > 1 else space.backends[0]
 
 
 def _nearest(options, want: int) -> int:
@@ -107,4 +120,4 @@ def baseline_config(b: Baseline, space: SearchSpace, cores: int) -> tuple[Launch
     kv_units = max(space.kv_units_min, min(space.kv_units_max, b.max_total_tokens // KV_UNIT))
     if kv_units * KV_UNIT != b.max_total_tokens:
         notes.append(f"--max-total-tokens {b.max_total_tokens} -> {kv_units * KV_UNIT}")
-    return space.config(chunk, threshold, n, kv_units, threads), tuple(notes)
+    return space.config(chunk, threshold, n, kv_units, threads, _backend(b, space)), tuple(notes)
