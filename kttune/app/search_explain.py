@@ -21,6 +21,7 @@ from kttune.search.launch import launch_argv
 from kttune.search.slo import SloTarget
 from kttune.search.study import SearchResult, StudyOptions, check_request, run_search
 from kttune.search.user_flags import check_gpu_experts, check_threshold, cpuinfer_threads
+from kttune.spec.launch_args import check_attention_backend
 from kttune.spec.methods import get_method
 
 
@@ -119,10 +120,12 @@ def launch_config(
     cpuinfer: int | None = None,
     threadpools: int | None = None,
     components: Components | None = None,
+    attention_backend: str | None = None,
 ) -> LaunchConfig:
     """A user-given flag set, checked against the model, the method and the profile's measured
     thread counts (kttune.search.user_flags). `cpuinfer` None: the most measured threads below the
-    core count."""
+    core count; `attention_backend` None: what kttune launches with (an MLA model's alone matters:
+    docs/cost-model.md#mla-prefill-forms)."""
     req = inp.request
     for name, v, rule in (
         ("gpu_experts", gpu_experts, bounds.GPU_EXPERTS),
@@ -153,6 +156,7 @@ def launch_config(
         numa_nodes=numa,
         max_running_requests=running,
         cuda_graph_max_bs=running,
+        attention_backend=check_attention_backend(attention_backend) if attention_backend else "",
     )
 
 
@@ -164,12 +168,15 @@ def explain_flags(
     max_total_tokens: int = 65536,
     cpuinfer: int | None = None,
     threadpools: int | None = None,
+    attention_backend: str | None = None,
 ) -> ExplainOutcome:
     """Explain a given flag set (see `launch_config` for the checks). A `cpuinfer` between two
     measured counts is interpolated (`kttune.app.inputs.components_at`)."""
     req = inp.request
     comp = components_at(req.profile, req.model, req.method, req.tp, cpuinfer)
-    cfg = launch_config(inp, gpu_experts, chunk, threshold, max_total_tokens, cpuinfer, threadpools, components=comp)
+    cfg = launch_config(
+        inp, gpu_experts, chunk, threshold, max_total_tokens, cpuinfer, threadpools, comp, attention_backend
+    )
     ex = explain(comp, cfg, req.workload, req.budget)
     return ExplainOutcome(inp, ex, tuple(command_for(inp, ex.evaluation)))
 

@@ -55,6 +55,14 @@ def explain(
     threshold: Threshold = None,
     max_total_tokens: KvTokens = None,
     cpuinfer: Cpuinfer = None,
+    attention_backend: Annotated[
+        str,
+        typer.Option(
+            "--attention-backend",
+            help="SGLang's attention backend (default triton, as kttune launches MLA models): for MLA models "
+            "it sets the prefill form over a cached prefix, and nsa runs sparse attention.",
+        ),
+    ] = None,
     gpus: TpGpus = None,
     profile: Profile = None,
     workload: Workload = DEFAULT_WORKLOAD,
@@ -90,6 +98,7 @@ def explain(
             "--threshold": threshold,
             "--max-total-tokens": max_total_tokens,
             "--cpuinfer": cpuinfer,
+            "--attention-backend": attention_backend,
             "--gpus": gpus,
             "--kt-method": method,
         }
@@ -146,6 +155,7 @@ def explain(
                 if v is not None
             },
             cpuinfer=cpuinfer,
+            attention_backend=attention_backend,
         )
         report.render_explain(console, outcome)
     doc = outcome.to_dict()

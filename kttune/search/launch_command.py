@@ -38,7 +38,7 @@ from kttune.memory.vram import (
 from kttune.search.admission import running_requests
 from kttune.search.user_flags import NATIVE_METHODS, default_cpuinfer_threads, threshold_crashes, usable_threads
 from kttune.search.workload import Workload
-from kttune.spec.launch_args import ParsedLaunch, flag_name
+from kttune.spec.launch_args import ParsedLaunch, check_attention_backend, flag_name
 from kttune.spec.methods import get_method
 from kttune.spec.model_spec import ModelSpec
 from kttune.units import GIB, MIB
@@ -282,7 +282,7 @@ def attention_backend_of(parsed: ParsedLaunch, model: ModelSpec) -> tuple[str, s
     sparse-attention model attends (docs/cost-model.md#sparse-attention): SGLang picks its nsa
     backend for such a model when the flag is unset, and only that backend runs the indexer."""
     f = flag_name
-    given = str(parsed.get("attention_backend")) if parsed.given("attention_backend") else ""
+    given = check_attention_backend(str(parsed.get("attention_backend"))) if parsed.given("attention_backend") else ""
     if not model.sparse_attention:
         if given or model.attention != "mla":
             return given, None

@@ -67,8 +67,13 @@ FLAGS: tuple[LaunchFlag, ...] = (
         "linear-attention states : KV pool, of the memory left after the weights (unset state slots)",
     ),
     LaunchFlag("disable_radix_cache", ("--disable-radix-cache",), bool, "no prefix reuse"),
+    LaunchFlag(
+        "attention_backend",
+        ("--attention-backend",),
+        str,
+        "attention kernels: the MLA prefill form over a cached prefix, and whether sparse attention runs",
+    ),
     # written by kttune, read for the round trip; no prediction depends on them
-    LaunchFlag("attention_backend", ("--attention-backend",), str, "attention kernels"),
     LaunchFlag("port", ("--port",), int, "HTTP port"),
     LaunchFlag("watchdog_timeout", ("--watchdog-timeout",), float, "seconds a forward may take before SGLang aborts"),
     LaunchFlag("fp8_gemm_backend", ("--fp8-gemm-backend",), str, "dense FP8 GEMM kernels"),
@@ -83,11 +88,45 @@ FLAGS: tuple[LaunchFlag, ...] = (
 )
 
 FLAG = {f.key: f for f in FLAGS}
+
+# SGLang's --attention-backend choices (server_args.py ATTENTION_BACKEND_CHOICES, the fork's main):
+# anything else and the server refuses to start.
+SGLANG_ATTENTION_BACKENDS = (
+    "triton",
+    "torch_native",
+    "flex_attention",
+    "nsa",
+    "compressed",
+    "cutlass_mla",
+    "fa3",
+    "fa4",
+    "flashinfer",
+    "flashmla",
+    "trtllm_mla",
+    "trtllm_mha",
+    "dual_chunk_flash_attn",
+    "aiter",
+    "wave",
+    "intel_amx",
+    "ascend",
+    "intel_xpu",
+)
+
+
+def check_attention_backend(name: str, flag: str = "--attention-backend") -> str:
+    """`name` if SGLang takes it as an attention backend, else a UserError naming the choices."""
+    if name not in SGLANG_ATTENTION_BACKENDS:
+        raise UserError(
+            f"{flag} {name!r} is not an attention backend SGLang takes",
+            f"use one of {', '.join(SGLANG_ATTENTION_BACKENDS)} (kttune launches MLA models with triton or flashinfer)",
+        )
+    return name
+
+
 _BY_NAME = {n: f for f in FLAGS for n in f.names}
 
 # Read but not modelled: why each changes nothing kttune predicts (or what kttune assumes instead).
 _NOT_MODELLED = {
-    "attention_backend": "the attention kernels: the cost model uses the profile's measured attention",
     "port": "the HTTP port: no effect on the prediction",
     "watchdog_timeout": "how long a forward may take before SGLang aborts (kt run uses 3000 s: layerwise chunks are slow)",
     "fp8_gemm_backend": "the dense FP8 GEMM kernels: not modelled",

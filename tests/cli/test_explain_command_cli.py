@@ -234,3 +234,20 @@ def test_an_mla_pick_and_its_attention_backend_explain_back_to_the_same_predicti
     fi, _ = explained(argv[:i] + ["--attention-backend", "flashinfer"] + argv[i + 2 :])
     assert unset["predicted"]["mean_prefill_ms"] == fi["predicted"]["mean_prefill_ms"]
     assert tri["predicted"]["mean_prefill_ms"] > fi["predicted"]["mean_prefill_ms"]
+
+
+def test_explain_takes_an_attention_backend_and_refuses_one_sglang_does_not(capsys):
+    flags = ["explain", "-m", "deepseek-v3", "--vram", "141G", "--profile", MEASURED, "--host-ram", "1T"]
+    flags += ["--workload", "long-context", "--gpu-experts", "4", "--chunk", "16384", "--threshold", "2048"]
+    flags += ["--max-total-tokens", "140000", "--json"]
+
+    def mean_prefill(extra):
+        return json.loads(run(capsys, flags + extra).out)["evaluation"]["predicted"]["mean_prefill_ms"]
+
+    assert mean_prefill(["--attention-backend", "flashinfer"]) < mean_prefill([])  # triton's latent form
+    assert mean_prefill(["--attention-backend", "triton"]) == mean_prefill([])
+    err = run(capsys, flags + ["--attention-backend", "flash"], code=2).err
+    assert "'flash' is not an attention backend SGLang takes" in err and "Traceback" not in err
+    bad = DOC_COMMAND.strip() + " --attention-backend flash"
+    err = run(capsys, ["explain", "-m", "minimax-m2", "--profile", MEASURED, "--json", "--command", bad], code=2).err
+    assert "is not an attention backend SGLang takes" in err
