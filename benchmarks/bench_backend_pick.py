@@ -72,7 +72,14 @@ def main() -> None:
                 with triton_only():
                     before = pick(req)
                 rows.append({"model": name, "workload": wl, "vram_gib": gib, "now": now, "triton_only": before})
-                print(name, wl, gib, now["backend"], f"{before['mean_prefill_ms'] / now['mean_prefill_ms']:.2f}x", flush=True)
+                print(
+                    name,
+                    wl,
+                    gib,
+                    now["backend"],
+                    f"{before['mean_prefill_ms'] / now['mean_prefill_ms']:.2f}x",
+                    flush=True,
+                )
     lines = [
         "# `kttune search` with `--attention-backend` searched, against triton alone",
         "",
