@@ -17,6 +17,7 @@ from kttune.search.launch import LaunchPaths, default_paths
 from kttune.search.space import check_chunks
 from kttune.search.study import SearchRequest
 from kttune.search.workload import load_workload
+from kttune.spec.launch_args import check_attention_backend
 from kttune.spec.loader import load_model
 from kttune.spec.methods import get_method
 from kttune.units import GIB
@@ -124,11 +125,13 @@ def resolve_inputs(
     model_path: str | None = None,
     weight_path: str | None = None,
     chunks: tuple[int, ...] = (),
+    attention_backend: str | None = None,
 ) -> Inputs:
     """The request for `model` (catalog name, HF repo id or directory) under `vram_bytes` per GPU on
     `gpus` GPUs, on `profile` (a file or shipped name; None: this machine's probe, else the shipped
     default) and `workload` (a preset, a JSON file or a trace); `host_ram_bytes` None: the
-    profile's. `chunks`: chunk sizes to search instead of the defaults."""
+    profile's. `chunks`: chunk sizes to search instead of the defaults; `attention_backend`: the
+    backend to pin instead of searching it (docs/cost-model.md#mla-prefill-forms)."""
     from kttune.hw.registry import default_shipped_name, resolve_named_profile
 
     bounds.GPUS.check(gpus, "gpus")
@@ -169,5 +172,6 @@ def resolve_inputs(
         budget=budget,
         tp=gpus,
         chunks=check_chunks(chunks) if chunks else (),
+        attention_backend=check_attention_backend(attention_backend) if attention_backend else "",
     )
     return Inputs(req, default_paths(spec, meth, model_path, weight_path or None), notes)

@@ -101,6 +101,14 @@ def search(
     host_ram: HostRam = None,
     vram_margin: VramMargin = DEFAULT_VRAM_MARGIN,
     chunks: Chunks = None,
+    attention_backend: Annotated[
+        str,
+        typer.Option(
+            "--attention-backend",
+            help="Pin SGLang's attention backend instead of searching it (MLA models: triton or flashinfer, "
+            "nsa for sparse attention).",
+        ),
+    ] = None,
     model_path: ModelPath = None,
     weight_path: WeightPath = None,
     json_out: Json = False,
@@ -137,6 +145,7 @@ def search(
         model_path or (model if Path(model).is_dir() else None),
         weight_path,
         resolve.chunks(chunks or None),
+        attention_backend,
     )
     report.header(console, inp.request, inp.notes)
     if (measure or budget) and slo is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import optuna
@@ -47,6 +47,7 @@ class SearchRequest:
     budget: Budget
     tp: int = 1
     chunks: tuple[int, ...] = ()  # the user's chunk choices (kttune.search.space.parse_chunks); () = the defaults
+    attention_backend: str = ""  # the user's --attention-backend, pinned; "" = searched (MLA models)
 
 
 @dataclass(frozen=True)
@@ -265,6 +266,8 @@ def prepare_search(req: SearchRequest) -> tuple[Components, SearchSpace]:
     check_request(req)
     comp = Components(req.profile, req.model, req.method, req.tp)
     space = build_space(comp, req.workload, req.budget, req.tp, chunks=req.chunks or None)
+    if req.attention_backend and len(space.backends) > 1:  # pinned by the user (an MLA model's alone matters)
+        space = replace(space, backends=(req.attention_backend,))
     check_budget(comp, space, req)
     return comp, space
 

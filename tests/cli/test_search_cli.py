@@ -258,3 +258,17 @@ def test_model_directory_with_safetensors(capsys, tmp_path):
     assert res["model"]["non_expert_bytes_measured"] is True
     assert res["model"]["non_expert_bytes"] == 1024 * 64 * 2
     assert flag(res["command"], "--model") == str(d)
+
+
+def test_the_attention_backend_can_be_pinned(capsys):
+    """An MLA model's backend is searched unless pinned: pinned, the pick and its command keep it; a
+    name SGLang does not take is one line, exit 2 (docs/cost-model.md#mla-prefill-forms)."""
+    argv = ["search", "-m", "deepseek-v3", "--vram", "80G", "--profile", "h200-pcie5-xeon-amx-16c"]
+    argv += ["--host-ram", "2T", "--workload", "long-context", "--trials", "80", "--seed", "1", "--storage", ":memory:"]
+    for pinned in ("triton", "flashinfer"):
+        d = run_json(capsys, [*argv, "--attention-backend", pinned])
+        assert d["pick"]["flags"]["attention_backend"] == pinned
+        assert d["command"][d["command"].index("--attention-backend") + 1] == pinned
+    assert main([*argv, "--attention-backend", "flash"]) == 2
+    err = capsys.readouterr().err
+    assert "'flash' is not an attention backend SGLang takes" in err and "Traceback" not in err
