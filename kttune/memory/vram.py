@@ -374,7 +374,21 @@ def attention_phase_bytes(
         worst = max(form_bytes("expanded", 0), form_bytes("absorbed", 0))
         if mla_attention_form(longest_prefix, backend) == "one_shot":
             worst = max(worst, form_bytes("one_shot", longest_prefix))
-    return (m * per + worst) * BF16
+    return (m * per + worst) * BF16 + (m * sparse_indexer_bytes_per_token(model) if backend == "nsa" else 0)
+
+
+def sparse_indexer_bytes_per_token(model: ModelSpec) -> int:
+    """What SGLang's sparse-attention indexer holds per new token at its peak, beside the attention's
+    own tensors (`nsa_indexer.py` `forward_cuda`, docs/memory.md#activations-by-phase): its bf16
+    query (index heads x index head dim) and that query in fp8 while it scores, and the top-k token
+    ids (int32) it returns, which the attention then turns into a page table of the same size; 0
+    without sparse attention. Its fp32 logits are not counted: SGLang splits them to fit half the
+    memory left free."""
+    dsa = model.sparse_attention
+    if dsa is None:
+        return 0
+    query = dsa.index_heads * dsa.index_head_dim
+    return max(query * (BF16 + 1) + dsa.index_topk * 4, 2 * dsa.index_topk * 4)
 
 
 def router_phase_bytes(model: ModelSpec, tokens: int) -> int:

@@ -190,3 +190,25 @@ def test_the_output_gate_is_a_second_q_in_the_attention_phase(tokens, tp):
     extra = vram.attention_phase_bytes(gated, tokens, tp) - vram.attention_phase_bytes(plain, tokens, tp)
     assert extra == tokens * (gated.num_attention_heads // tp) * gated.head_dim * vram.BF16
     assert not load_model("qwen3-30b-a3b").attention_output_gate
+
+
+def test_the_sparse_indexer_s_buffers_join_the_attention_phase_on_nsa():
+    """On nsa a sparse-attention model's attention phase also holds the indexer's query (bf16, then
+    fp8) and the top-k ids, then those ids and the page table made of them (SGLang `nsa_indexer.py`
+    `forward_cuda`, `nsa_backend.py` `forward_extend`): counted against the tensors, built on the meta
+    device with SGLang's dtypes; no other backend and no other model holds them."""
+    import torch
+
+    m = model("deepseek-v3.2")
+    dsa, tokens = m.sparse_attention, 4096
+    meta = dict(device="meta")
+    query = torch.empty(tokens, dsa.index_heads, dsa.index_head_dim, dtype=torch.bfloat16, **meta)
+    q_fp8 = torch.empty(tokens, dsa.index_heads, dsa.index_head_dim, dtype=torch.float8_e4m3fn, **meta)
+    topk = torch.empty(tokens, dsa.index_topk, dtype=torch.int32, **meta)
+    page_table = torch.empty_like(topk)
+    scoring = query.nbytes + q_fp8.nbytes + topk.nbytes
+    attending = topk.nbytes + page_table.nbytes
+    extra = vram.attention_phase_bytes(m, tokens, 1, backend="nsa") - vram.attention_phase_bytes(m, tokens, 1)
+    assert extra == max(scoring, attending)
+    v3 = model("deepseek-v3")
+    assert vram.attention_phase_bytes(v3, tokens, 1, backend="nsa") == vram.attention_phase_bytes(v3, tokens, 1)
