@@ -121,9 +121,10 @@ class Components:
     # hold it), or None for the server: the configuration sglang-kt 0.7.2 runs
     # (SGLANG_KT_PIPELINE), as the probe measured it at each thread count.
     pipeline_driver: str | None = None
-    # SGLang's --attention-backend as the launch sets it: "" for what kttune launches (triton for MLA,
-    # flashinfer for GQA), "nsa" for SGLang's sparse-attention backend, which alone runs a
-    # sparse-attention model's indexer (`runs_sparse_attention`; docs/cost-model.md#sparse-attention)
+    # The --attention-backend a call without its own runs on (a launch's own,
+    # `LaunchConfig.attention_backend`, comes first: `mla_backend_for`): "" for what kttune launches
+    # (triton for MLA, flashinfer for GQA), SGLANG_DEFAULT_BACKEND for SGLang's pick for the GPU,
+    # EXPAND_EVERY_PREFIX for the path runner's form, else SGLang's name (docs/cost-model.md#mla-prefill-forms)
     attention_backend: str = ""
 
     def __post_init__(self) -> None:
