@@ -35,6 +35,7 @@ from kttune.hw.profile import Curve, HardwareProfile
 from kttune.hw.shape_law import output_flops_for
 from kttune.memory.vram import (  # what a decode step reads of the pool; the MLA form a backend runs
     LAUNCH_ATTENTION_BACKEND,
+    MLA_CHUNKED_PREFIX_THRESHOLD,
     SGLANG_DEFAULT_BACKEND,
     decode_kv_read_bytes,
     decode_kv_reads,
@@ -167,6 +168,14 @@ class Components:
         self._per_layer_dense_params = self._dense_params_per_layer()
         self.calibration = Calibration.from_dicts(self.profile.calibration)
         self.notes.extend(self.calibration.summary(self.method.name))
+        if m.attention == "mla":
+            self.notes.append(
+                "MLA attention over a cached prefix in the latent form (triton; fa3 and flashinfer below "
+                f"{MLA_CHUNKED_PREFIX_THRESHOLD:,} prefix tokens)"
+                + (" and sparse attention with its indexer (nsa)" if m.sparse_attention else "")
+                + " is charged its flops at the profile's MHA attention rate: its own rate is not measured "
+                "(docs/cost-model.md#mla-prefill-forms)"
+            )
 
     # ---- CPU experts ---------------------------------------------------------------------------
     def _note_unmeasured_expert_shape(self) -> None:
