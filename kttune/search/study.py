@@ -216,8 +216,6 @@ def snap_threshold_to_crossover(
     """When the workload cannot tell thresholds apart (no prompt reaches them, or several give the
     same times), put the threshold where the two paths cross: right for prompts outside the workload
     too. Kept only if it predicts the same or better on the workload and still fits."""
-    from dataclasses import replace
-
     from kttune.cost.prefill import crossover_tokens
 
     if len(space.thresholds) <= 1 or ev.cfg.gpu_prefill_token_threshold == 0:
@@ -245,8 +243,6 @@ def best_backend(
     """The pick on each other --attention-backend the space offers, kept where it fits and is no
     worse on either objective and better on one: a narrow feasible region (a large model on a tight
     budget) leaves the sampler few trials to try each backend on (docs/cost-model.md#mla-prefill-forms)."""
-    from dataclasses import replace
-
     best = ev
     for b in space.backends:
         if b == ev.cfg.attention_backend:
