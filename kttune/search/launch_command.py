@@ -284,7 +284,14 @@ def attention_backend_of(parsed: ParsedLaunch, model: ModelSpec) -> tuple[str, s
     f = flag_name
     given = check_attention_backend(str(parsed.get("attention_backend"))) if parsed.given("attention_backend") else ""
     if not model.sparse_attention:
-        if given or model.attention != "mla":
+        if model.attention != "mla":
+            return given, (
+                f"{f('attention_backend')} {given}: {model.name}'s attention is charged at the profile's measured "
+                "rate whatever the backend"
+                if given
+                else None
+            )
+        if given:
             return given, None
         return SGLANG_DEFAULT_BACKEND, (
             f"{f('attention_backend')} unset: SGLang picks fa3 for {model.name}'s MLA on Hopper, flashinfer on "
