@@ -4,7 +4,7 @@
 # call so the probe and the runs share the machine instance. benchmarks/bench_quick_transfer.py then
 # predicts every sweep from that quick profile (which measured none of the models' expert shapes,
 # layers or attention blocks) and from a shipped profile of another instance. Results go to
-# $OUT/r and are packed into $OUT/quick-transfer-TAG.tgz (the device returns few files).
+# /tmp/kttune-r/quick-transfer-TAG and are packed into $OUT/quick-transfer-TAG.tgz (benchmarks/device_common.sh).
 #
 #   TAG=a THREADS=11 bash benchmarks/bench_quick_transfer.sh MODEL:METHOD:GPU_EXPERTS:SIZES [...]
 #

@@ -11,7 +11,7 @@
 #   python benchmarks/bench_thread_interp.py --runs-profile R/probe-MODEL.profile.json \
 #       --runs R/sweep-MODEL.json --hold 13 --out FILE.md
 #
-# Results go to $OUT/r, packed into $OUT/thread-interp-runner.tgz (the device returns few files).
+# Results go to /tmp/kttune-r/thread-interp-runner, packed into $OUT/thread-interp-runner.tgz (benchmarks/device_common.sh).
 set -u
 source "$(dirname "$0")/device_common.sh"
 LO=${LO:-11}

@@ -1,11 +1,12 @@
 # Sourced by the scripts that run as one device call (bench_quick_transfer.sh,
-# bench_thread_interp_runner.sh, bench_tp_paths.sh): results under $OUT/r, packed into $OUT/NAME.tgz
-# after every step and on exit (the device returns few files), each step's exit status and seconds
-# logged to machine.txt.
+# bench_thread_interp_runner.sh, bench_tp_paths.sh): results under /tmp/kttune-r/NAME (outside $OUT:
+# the device returns at most 8 files, and a call cut off at its limit returns whichever it finds),
+# packed into $OUT/NAME.tgz after every step and on exit, each step's exit status and seconds logged
+# to machine.txt.
 
 # device_results NAME: the results folder $R and the archive $OUT/NAME.tgz, packed on exit.
 device_results() {
-  R=${OUT:-/tmp/out}/r
+  R=/tmp/kttune-r/$1
   ARCHIVE=${OUT:-/tmp/out}/$1.tgz
   mkdir -p "$R"
   trap pack EXIT
