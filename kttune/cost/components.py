@@ -608,14 +608,45 @@ class Components:
         """One full-attention MoE decoder layer's work besides its experts: attention (on `backend`,
         `attention_ms`), dense matmuls and the attention block's fixed cost (what the path runner's
         `attn` phase and shared experts take: its forwards pass `EXPAND_EVERY_PREFIX`)."""
-        return self.attention_ms(tokens, prefix, backend) + self.dense_ms(tokens) + self.layer_overhead_ms
+        return (
+            self.attention_ms(tokens, prefix, backend) + self.dense_ms(tokens, prefix, backend) + self.layer_overhead_ms
+        )
 
-    def dense_ms(self, tokens: float) -> float:
+    def dense_ms(self, tokens: float, prefix: float = 0.0, backend: str | None = None) -> float:
         """Non-expert matmuls of one decoder layer (attention projections, dense or shared MLP) on one
-        rank, as a [tokens, H] x [H, P/(H tp)] GEMM with P the layer's non-expert parameters."""
+        rank, as a [tokens, H] x [H, P/H] GEMM with P the rank's share of the layer's non-expert
+        parameters: 1/tp of them, but a sparse-attention indexer's Linears whole (replicated on every
+        rank) where `backend` runs them for a forward over `prefix` cached tokens, and not at all where
+        it does not (`_indexer_shares`)."""
         m = self.model
-        n = self._per_layer_dense_params / m.hidden_size / self.tp
+        n = self.rank_dense_params(prefix + tokens, backend) / m.hidden_size
         return self._gemm_fit(gemm_features(tokens, m.hidden_size, int(n)))
+
+    def rank_dense_params(self, kv_len: float | None, backend: str | None = None) -> float:
+        """One rank's share of a decoder layer's non-expert, non-embedding parameters (in units of
+        the non-expert dtype) in a forward whose sequence holds `kv_len` tokens (None: a decode step)
+        on `backend` (`dense_ms`)."""
+        run, whole = self._indexer_shares(kv_len, backend)
+        return self._per_layer_dense_params * ((1.0 - whole) / self.tp + run)
+
+    def _indexer_shares(self, kv_len: float | None, backend: str | None) -> tuple[float, float]:
+        """(The share of a layer's non-expert, non-embedding parameters that a sparse-attention
+        indexer runs in a forward whose sequence holds `kv_len` tokens (None: a decode step), the
+        indexer's whole share); (0, 0) without an indexer. SGLang runs the indexer on its nsa backend
+        alone; there an extend forward of no more than the top-k tokens runs its key side alone
+        (`Indexer._forward_cuda_k_only`, docs/cost-model.md#sparse-attention)."""
+        m = self.model
+        dsa = m.sparse_attention
+        emb = m.vocab_size * m.hidden_size * (1 if m.tie_word_embeddings else 2)
+        per_layer = (m.non_expert_params_estimate - emb) / m.num_layers
+        if dsa is None or per_layer <= 0:
+            return 0.0, 0.0
+        query, key = (x / per_layer for x in dsa.projection_params(m.hidden_size, m.q_lora_rank))
+        if not self.runs_sparse(backend):
+            return 0.0, query + key
+        if kv_len is not None and kv_len <= dsa.index_topk:
+            return key, query + key
+        return query + key, query + key
 
     def _hbm_ms_per_byte(self) -> float:
         b = self._gpu_moe_pooled_fit.coef[1]
@@ -632,9 +663,16 @@ class Components:
     def decode_dense_ms(self, batch: int, context: float, backend: str | None = None) -> float:
         """One decode step's non-expert work on one rank: weight reads plus the KV read of `batch`
         requests at `context` tokens (`decode_kv_read_bytes`: sliding-window and sparse-attention
-        layers read a bounded part of it), both HBM-bound."""
+        layers read a bounded part of it), both HBM-bound. A sparse-attention indexer's weights are
+        read whole on every rank where `backend` runs it, and not at all where it does not."""
         m = self.model
-        weights = m.non_expert_bytes / self.tp
+        run, whole = self._indexer_shares(None, backend)
+        body = (
+            self._per_layer_dense_params
+            * m.num_layers
+            / max(1.0, m.non_expert_bytes / max(1, m.non_expert_dtype_bytes))
+        )
+        weights = m.non_expert_bytes * ((1.0 - whole * body) / self.tp + run * body)  # body: the share past embeddings
         kv = decode_kv_read_bytes(m, self.tp, batch, context, sparse=self.runs_sparse(backend))
         return (weights + kv) * self.hbm_ms_per_byte + m.num_layers * self._gemm_fit.coef[0]
 

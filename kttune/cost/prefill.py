@@ -116,7 +116,7 @@ def non_moe_ms(c: Components, tokens: int, prefix: int, backend: str | None = No
     t = len(m.full_attention_layer_ids) * c.attention_ms(tokens, prefix, backend)
     if m.sliding_layer_ids:
         t += len(m.sliding_layer_ids) * c.attention_ms(tokens, min(prefix, m.sliding_window), backend)
-    return t + m.num_layers * (c.dense_ms(tokens) + c.allreduce_layer_ms(tokens) + c.layer_overhead_ms)
+    return t + m.num_layers * (c.dense_ms(tokens, prefix, backend) + c.allreduce_layer_ms(tokens) + c.layer_overhead_ms)
 
 
 @dataclass(frozen=True)

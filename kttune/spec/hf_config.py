@@ -330,9 +330,8 @@ def _mla_attention_params(cfg: dict, name: str, h: int, heads: int) -> tuple[int
     norms = q_lora + kv_lora  # q_a_layernorm, kv_a_layernorm
     dsa = _sparse_attention(cfg, name)
     if dsa:  # DeepSeek Sparse Attention's indexer: wq_b, wk, weights_proj; k_norm (a LayerNorm)
-        idx, index_heads = dsa.index_head_dim, dsa.index_heads
-        linear += (q_lora or h) * index_heads * idx + h * idx + h * index_heads
-        norms += 2 * idx
+        linear += sum(dsa.projection_params(h, q_lora))
+        norms += 2 * dsa.index_head_dim
     return linear, norms
 
 

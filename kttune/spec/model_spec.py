@@ -56,6 +56,15 @@ class SparseAttentionSpec:
     index_heads: int  # index_n_heads
     index_topk: int  # index_topk: the tokens each query attends to
 
+    def projection_params(self, hidden: int, q_lora_rank: int) -> tuple[int, int]:
+        """The indexer's Linear parameters in one layer, (query side, key side): wq_b (from the
+        query's LoRA latent, or the hidden state without one) and weights_proj (a gate per head) make
+        the query side, wk the key. SGLang's nsa backend runs the key side alone where a forward's
+        sequence holds no more than the top-k tokens, and no other backend runs either
+        (docs/cost-model.md#sparse-attention)."""
+        query = (q_lora_rank or hidden) * self.index_heads * self.index_head_dim + hidden * self.index_heads
+        return query, hidden * self.index_head_dim
+
 
 @dataclass(frozen=True)
 class ModelSpec:

@@ -114,3 +114,46 @@ def test_glm_5_runs_sparse_from_the_first_token_on_blackwell():
     assert not sparse_prefill_is_dense(100, 1024, 2048, "glm_moe_dsa")
     assert sparse_prefill_is_dense(100, 1024, 2048, "deepseek_v32")
     assert sparse_prefill_is_dense(90, 1024, 2048, "glm_moe_dsa")
+
+
+def _indexer_module_params(m) -> tuple[int, int]:
+    """The indexer's Linears as sglang-kt builds them (`Indexer.__init__` in nsa_indexer.py: wq_b from
+    the query's LoRA latent, weights_proj from the hidden state, one gate a head; wk from the hidden
+    state), counted off torch modules: (query side, key side)."""
+    torch = pytest.importorskip("torch")
+    dsa, h = m.sparse_attention, m.hidden_size
+    wq_b = torch.nn.Linear(m.q_lora_rank, dsa.index_heads * dsa.index_head_dim, bias=False, device="meta")
+    weights_proj = torch.nn.Linear(h, dsa.index_heads, bias=False, device="meta")
+    wk = torch.nn.Linear(h, dsa.index_head_dim, bias=False, device="meta")
+    return wq_b.weight.numel() + weights_proj.weight.numel(), wk.weight.numel()
+
+
+@pytest.mark.parametrize("name", SPARSE)
+def test_the_indexer_s_linears_run_where_the_backend_runs_them(name):
+    """The indexer's Linears are replicated on every rank and run on nsa alone, the key side alone
+    for a sequence within the top-k (`Indexer._forward_cuda_k_only`): off nsa a layer's matmuls lose
+    them whole, and on nsa each rank holds them whole whatever the TP size. The shares are checked
+    against torch modules of the indexer's shapes."""
+    m = model(name)
+    query, key = _indexer_module_params(m)
+    assert m.sparse_attention.projection_params(m.hidden_size, m.q_lora_rank) == (query, key)
+    base = comp(name)._per_layer_dense_params
+    per_layer = (m.non_expert_params_estimate - 2 * m.vocab_size * m.hidden_size) / m.num_layers
+    for tp in (1, 2, 8):
+        nsa, off = comp(name, tp=tp), comp(name, tp=tp, backend="")
+        whole = (query + key) / per_layer * base
+        assert off.rank_dense_params(100_000) == pytest.approx((base - whole) / tp)
+        assert nsa.rank_dense_params(100_000) == pytest.approx((base - whole) / tp + whole)
+        assert nsa.rank_dense_params(2048) == pytest.approx((base - whole) / tp + key / per_layer * base)
+        assert nsa.rank_dense_params(None) == nsa.rank_dense_params(100_000)
+    c, d = comp(name), comp(name, backend="")
+    assert d.dense_ms(512) < c.dense_ms(512) < c.dense_ms(512, 2048)
+    # a decode step reads the indexer's weights on nsa alone
+    assert d.decode_dense_ms(1, 0) < c.decode_dense_ms(1, 0)
+
+
+def test_a_model_without_an_indexer_splits_its_matmuls_evenly_whatever_the_backend():
+    for tp in (1, 4):
+        c = Components(profile(MEASURED), model("deepseek-v3"), "FP8", tp=tp, attention_backend="")
+        base = c._per_layer_dense_params
+        assert c.rank_dense_params(4096) == c.rank_dense_params(None, SPARSE_BACKEND) == pytest.approx(base / tp)
