@@ -10,8 +10,8 @@ SwiGLU MLPs. Random weights at the model's real shapes; bf16 compute.
   `kv_a_proj_with_mqa` -> (c_kv, k_rope), c_kv normalised and cached with the roped k_rope; prefill
   ("non-absorbed") attention expands the cache with `kv_b_proj` (`kttune.kernels.attention`), o proj.
 - sliding layers see at most `window` cached tokens; linear-attention layers (Qwen3-Next Gated
-  DeltaNet) run their projections only (the recurrence is not modelled; the cost model counts them
-  as dense matmuls too).
+  DeltaNet) run their projections only (the recurrence is not run, and the cost model predicts the
+  runner's forwards without it: docs/cost-model.md#linear-attention-layers).
 - router (`ModelSpec.router`): softmax top-k (renormalised where the model says so) or sigmoid
   scores with bias correction and grouped top-k (DeepSeek-V3 `noaux_tc`: groups ranked by their
   top-2 sum).

@@ -15,6 +15,7 @@ from kttune.calibration.entries import Calibration
 from kttune.cost.features import (
     attention_prefill_flops,
     copy_features,
+    gated_delta_rule_prefill_work,
     gemm_features,
     kt_gemm_split,
     matrix_work_per_flop,
@@ -508,6 +509,19 @@ class Components:
                 (1.0, mla_latent_attention_flops(tokens, prefix, heads, m.kv_lora_rank, m.qk_rope_head_dim))
             )
         return self._attn_fit((1.0, mha)) + (self._mla_prefix_expansion_ms(prefix) if form == "one_shot" else 0.0)
+
+    def linear_attention_ms(self, tokens: float) -> float:
+        """A Gated DeltaNet layer's recurrence in a prefill forward of `tokens` tokens on one rank (its
+        value heads / tp): the chunked gated delta rule's flops at the rate of the profile's attention
+        curves and the per-tile states it writes and reads back at the HBM rate
+        (`gated_delta_rule_prefill_work`, docs/cost-model.md#linear-attention-layers). Its
+        projections are among the dense matmuls. 0 for a model without such layers."""
+        lin = self.model.linear_attention
+        if lin is None or tokens <= 0:
+            return 0.0
+        heads = max(1, lin.num_value_heads // self.tp)
+        flops, nbytes = gated_delta_rule_prefill_work(tokens, heads, lin.key_head_dim, lin.value_head_dim)
+        return self._attn_fit((1.0, flops)) + nbytes * self.hbm_ms_per_byte
 
     @property
     def mla_backend(self) -> str:

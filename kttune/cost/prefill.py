@@ -110,12 +110,15 @@ def moe_layer(c: Components, cfg: LaunchConfig, tokens: int) -> LayerTimes:
 
 def non_moe_ms(c: Components, tokens: int, prefix: int, backend: str | None = None) -> float:
     """Attention (full-attention layers, in the form `backend` runs: `Components.attention_ms`;
-    sliding layers see at most the window; linear-attention layers are counted as dense) and dense
-    matmuls of every decoder layer for one forward."""
+    sliding layers see at most the window; linear-attention layers their chunked recurrence,
+    `Components.linear_attention_ms`, whatever the prefix) and dense matmuls of every decoder layer
+    for one forward."""
     m = c.model
     t = len(m.full_attention_layer_ids) * c.attention_ms(tokens, prefix, backend)
     if m.sliding_layer_ids:
         t += len(m.sliding_layer_ids) * c.attention_ms(tokens, min(prefix, m.sliding_window), backend)
+    if m.linear_attention_layer_ids:
+        t += len(m.linear_attention_layer_ids) * c.linear_attention_ms(tokens)
     return t + m.num_layers * (c.dense_ms(tokens, prefix, backend) + c.allreduce_layer_ms(tokens) + c.layer_overhead_ms)
 
 

@@ -3,6 +3,8 @@ formulas the probes' curves are fitted with and the predictions are made with.""
 
 from __future__ import annotations
 
+import math
+
 
 def expected_experts_touched(tokens: float, top_k: int, experts_total: int, experts_subset: int) -> float:
     """Distinct experts of a subset of `experts_subset` (out of `experts_total`) hit by `tokens`
@@ -99,6 +101,30 @@ def sparse_attention_prefill_work(
     pairs = causal_pairs(tokens, prefix)
     index = 2.0 * pairs * index_heads * index_head_dim
     return main, index, 8.0 * pairs
+
+
+# FLA's tile for the chunked gated delta rule (`chunk_local_cumsum(g, chunk_size=64)` in SGLang's
+# layers/attention/fla/chunk.py; docs/cost-model.md#linear-attention-layers).
+GDN_CHUNK = 64
+
+
+def gated_delta_rule_prefill_work(
+    tokens: float, heads: int, key_head_dim: int, value_head_dim: int, chunk: int = GDN_CHUNK
+) -> tuple[float, float]:
+    """A Gated DeltaNet layer's recurrence over a prefill forward of `tokens` tokens in the chunked
+    form SGLang runs (FLA's `chunk_gated_delta_rule_fwd`): (flops, bytes) over `heads` value heads of
+    key width K and value width V, the tokens in tiles of C = `chunk` (the last one padded). Per tile
+    and head: A = beta k k^T within the tile, 2 C^2 K (chunk_scaled_dot_kkt_fwd); w = T (beta k) and
+    u = T (beta v), 2 C^2 (K + V) (recompute_w_u_fwd); v_new = u - w h and h <- h + k^T v_new,
+    4 C K V (chunk_gated_delta_rule_fwd_h); o = q h + (q k^T, masked) v_new, 2 C K V + 2 C^2 (K + V)
+    (chunk_fwd_o). The triangular inverse T (solve_tril, about C^3 / 3 multiply-adds a tile: 1.5% at C = 64 and 128-wide heads) is left
+    out. Bytes: the state h of every tile, written by fwd_h in bf16 and read back by chunk_fwd_o."""
+    if tokens <= 0:
+        return 0.0, 0.0
+    tiles = math.ceil(tokens / chunk)
+    k, v, c = key_head_dim, value_head_dim, chunk
+    flops = tiles * heads * (2.0 * c * c * (3 * k + 2 * v) + 6.0 * c * k * v)
+    return flops, 2.0 * tiles * heads * k * v * 2
 
 
 def attention_block_flops(tokens: float, heads: int, qk_dim: int, v_dim: int, block_params: int) -> float:

@@ -129,10 +129,12 @@ def decode_kv_reads(
     sliding-window layers the last `sliding_window`. A sparse-attention model run `sparse` (SGLang's
     nsa backend) reads every token's indexer key and the latents of the top-k tokens alone; on any
     other backend the indexer is skipped and every latent read, its keys left unread
-    (docs/cost-model.md#sparse-attention). Terms of 0 bytes are left out."""
+    (docs/cost-model.md#sparse-attention). Linear-attention layers read their recurrent state and
+    write it back whatever the context (`linear_state_bytes_per_request`, twice): a term of one
+    token (docs/cost-model.md#linear-attention-layers). Terms of 0 bytes are left out."""
     per_layer = _kv_bytes_per_layer(model, tp, dtype_bytes)
     full = len(model.full_attention_layer_ids)
-    terms: list[tuple[float, float]] = []
+    terms: list[tuple[float, float]] = [(2.0 * linear_state_bytes_per_request(model, tp), 1.0)]
     if model.sparse_attention and sparse:
         terms += [(dsa_index_bytes_per_layer(model) * full, math.inf)]
         terms += [(per_layer * full, float(model.sparse_attention.index_topk))]
