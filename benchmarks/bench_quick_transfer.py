@@ -15,7 +15,7 @@ the crossover judged by `kttune.protocol.check_crossing` (inside the measured in
 each forward held out (what `kttune tune` fits). Writes quick-transfer-TAG.{json,md} to --out.
 
     python benchmarks/bench_quick_transfer.py TAG=QUICK.profile.json:RUNS.json[,RUNS.json...] [...]
-        [--shipped NAME] [--out DIR] [--tag TAG]
+        [--shipped NAME_OR_FILE [--shipped-about WORDS]] [--out DIR] [--tag TAG]
 """
 
 from __future__ import annotations
@@ -137,13 +137,13 @@ def _cross(cs: list[dict]) -> str:
     return "; ".join(one(c) for c in cs) or "n/a"
 
 
-def markdown(rows: list[dict], summ: dict, shipped: str, groups, probes: list[dict]) -> str:
+def markdown(rows: list[dict], summ: dict, shipped: str, groups, probes: list[dict], about: str) -> str:
     lines = [
         "# Models the profile never measured: the instance's own quick probe against a shipped profile",
         "",
         "Quick profiles and runs (one device call each: `benchmarks/bench_quick_transfer.sh`): "
         + "; ".join(f"{tag}: `{Path(q).name}` with {len(r)} sweeps" for tag, q, r in groups)
-        + f". Shipped: `{shipped}` (another instance). Raw cost model, calibration left out. Per decoder-layer "
+        + f". Shipped: `{shipped}` ({about}). Raw cost model, calibration left out. Per decoder-layer "
         "forward, mean absolute error (signed: + = predicted slower), hybrid / layerwise; crossover measured "
         "[interval] -> predicted (judged by kttune.protocol.check_crossing: inside the interval or within 20%; "
         "<= / >: beyond the sweep, judged by the side).",
@@ -196,6 +196,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("groups", nargs="+", help="TAG=QUICK.profile.json:RUNS.json[,RUNS.json...]")
     ap.add_argument("--shipped", default="h200-pcie5-xeon-amx-16c")
+    ap.add_argument("--shipped-about", default="another instance", help="what the --shipped profile is, for the report")
     ap.add_argument("--out", default=None, help=f"default: {COMPUTED} folder of today")
     ap.add_argument("--tag", default="h200")
     a = ap.parse_args()
@@ -206,7 +207,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     doc = {"shipped": a.shipped, "groups": groups, "quick_probes": calls, "summary": summ, "rows": rows}
     (out / f"quick-transfer-{a.tag}.json").write_text(json.dumps(doc, indent=1) + "\n")
-    md = markdown(rows, summ, a.shipped, groups, doc["quick_probes"])
+    md = markdown(rows, summ, a.shipped, groups, doc["quick_probes"], a.shipped_about)
     (out / f"quick-transfer-{a.tag}.md").write_text(md)
     print(md)
 
