@@ -56,6 +56,12 @@ ACCURACY = dict(
     transfer="2026-12-04-computed/transfer-h200-seven-models-sglang-loop.json",
     quick_transfer="2026-12-04-computed/quick-transfer-h200.json",
     thread_interp="2026-12-04-computed/thread-interp.json",
+    thread_interp_runner=tuple(
+        f"2026-12-05-computed/thread-interp-runner-h100-{m}.json"
+        for m in ("glm-4.5-air", "qwen3-30b-a3b", "minimax-m2.1")
+    ),
+    h100_derived="2026-12-05-computed/quick-transfer-h100-derived.json",
+    h100_shipped="2026-12-05-computed/quick-transfer-h100-shipped.json",
     same_instance="2026-12-04-computed/same-machine-h200-seven-models-one-instance.json",
     lomo_instance="2026-12-04-computed/same-machine-h200-seven-models-leave-one-model-out.json",
     switch_sweeps="2026-12-04-computed/same-machine-h200-switch-sweeps.json",
@@ -553,6 +559,44 @@ def accuracy_block() -> str:
             f"{per_forward('layerwise', 'interpolated'):.0%} (with the count measured "
             f"{per_forward('hybrid', 'measured'):.0%}, {per_forward('layerwise', 'measured'):.0%})",
             "docs/cost-model.md#a-thread-count-between-two-measured",
+        )
+    )
+    tir = [json.loads((RESULTS / f).read_text()) for f in ACCURACY["thread_interp_runner"]]
+    tir_rows = [r for t in tir for r in t["runner"]["rows"] if r["model"] != "**all**"]
+
+    def tir_span(path: str, which: str) -> str:
+        xs = [r[which] for r in tir_rows if r["path"] == path]
+        return _pct(min(xs), max(xs))
+
+    rows.append(
+        (
+            "MoE layer per forward at a `--kt-cpuinfer` between two measured, the model's own shape measured at both",
+            f"path runner, H100 box (one instance): `kttune probe --model X --threads 11,13,15` and the runner's sweep "
+            f"at 13 threads, {len(tir)} models ({sum(r['forwards'] for r in tir_rows)} forwards)",
+            f"read from 11 and 15: hybrid {tir_span('hybrid', 'interpolated')}, layerwise "
+            f"{tir_span('layerwise', 'interpolated')} (with 13 measured: {tir_span('hybrid', 'measured')}, "
+            f"{tir_span('layerwise', 'measured')})",
+            "docs/cost-model.md#a-thread-count-between-two-measured",
+        )
+    )
+    hd = json.loads((RESULTS / ACCURACY["h100_derived"]).read_text())
+    hs = json.loads((RESULTS / ACCURACY["h100_shipped"]).read_text())
+
+    def lw(doc: dict, src: str) -> list[float]:
+        return [r[src]["layerwise"]["mape"] for r in doc["rows"]]
+
+    dq, ds = hd["summary"]["quick"], hd["summary"]["shipped"]
+    rows.append(
+        (
+            "MoE layer per forward and crossover on another GPU: the H200 profile derived to an H100, and the H100's "
+            "own `kttune probe --quick`",
+            f"path runner, H100 box (same CPU kind, one instance): {dq['runs']} sweeps of {dq['runs']} models, 3 repeats",
+            f"derived: per model and path {_pct(ds['per_path_min'], ds['per_path_max'])}, layerwise "
+            f"{_pct(min(lw(hd, 'shipped')), max(lw(hd, 'shipped')))} (the H200 profile as it is: "
+            f"{_pct(min(lw(hs, 'shipped')), max(lw(hs, 'shipped')))}), crossovers {ds['crossovers_agree']} of "
+            f"{ds['crossovers']}; quick probe: {_pct(dq['per_path_min'], dq['per_path_max'])}, crossovers "
+            f"{dq['crossovers_agree']} of {dq['crossovers']}",
+            "docs/cost-model.md#the-instances-own-quick-probe",
         )
     )
     tunes = [m for f in ACCURACY["tune"] for m in json.loads((RESULTS / f).read_text())["models"]]
