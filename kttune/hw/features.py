@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+from kttune.spec.model_spec import GDN_CHUNK
+
 
 def expected_experts_touched(tokens: float, top_k: int, experts_total: int, experts_subset: int) -> float:
     """Distinct experts of a subset of `experts_subset` (out of `experts_total`) hit by `tokens`
@@ -101,11 +103,6 @@ def sparse_attention_prefill_work(
     pairs = causal_pairs(tokens, prefix)
     index = 2.0 * pairs * index_heads * index_head_dim
     return main, index, 8.0 * pairs
-
-
-# FLA's tile for the chunked gated delta rule (`chunk_local_cumsum(g, chunk_size=64)` in SGLang's
-# layers/attention/fla/chunk.py; docs/cost-model.md#linear-attention-layers).
-GDN_CHUNK = 64
 
 
 def gated_delta_rule_prefill_work(

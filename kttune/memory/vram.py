@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, replace
 
 from kttune.config import LaunchConfig
 from kttune.spec.methods import KtMethod, bytes_per_expert, get_method, gpu_format, layerwise_slot_bytes_per_expert
-from kttune.spec.model_spec import ModelSpec
+from kttune.spec.model_spec import GDN_CHUNK, ModelSpec
 from kttune.units import MIB
 
 
@@ -379,6 +379,39 @@ def attention_phase_bytes(
     return (m * per + worst) * BF16 + (m * sparse_indexer_bytes_per_token(model) if backend == "nsa" else 0)
 
 
+def linear_attention_phase_bytes(model: ModelSpec, tokens: int, tp: int) -> int:
+    """Alive at once in one Gated DeltaNet layer's prefill (docs/memory.md#activations-by-phase), at
+    the moment FLA's `chunk_fwd_o` runs, when every tensor below is still referenced: the layer's
+    normed input and out_proj's output (and the all-reduce's at TP > 1); from
+    `Qwen3GatedDeltaNet.forward` (models/qwen3_next.py) the projections `qkvz` (2 keys + 2 values)
+    and `ba` (2 a value head), their split `mixed_qkv` (2 keys + values), `z`, `b` and `a`; from the
+    GDN backend's `forward_extend` the causal conv's output (2 keys + values) and the fp32 gates `g`
+    and `beta`; from FLA's `chunk_gated_delta_rule` (layers/attention/fla/chunk.py) q and k
+    l2-normalised anew, g's cumulative sum (fp32), the tile-local inverse `A` (bf16, C a head), the
+    WY products `w` (a key per value head) and `u`, `v_new` and the output `o` (a value each), and
+    the state of every tile `h` (K x V a value head and tile of C = GDN_CHUNK tokens). Keys are the
+    rank's key heads x key width (key heads that do not split over the ranks are replicated),
+    values its value heads x value width. 0 for a model without linear-attention layers."""
+    lin = model.linear_attention
+    if not has_linear_state(model) or tokens <= 0:
+        return 0
+    m, h = tokens, model.hidden_size
+    kh = -(-lin.num_key_heads // tp)
+    vh = max(1, lin.num_value_heads // tp)
+    keys, values = kh * lin.key_head_dim, vh * lin.value_head_dim
+    per = 2 * h + (h if tp > 1 else 0)  # normed input, out_proj output, all-reduce output
+    per += 2 * keys + 2 * values + 2 * vh  # in_proj_qkvz, in_proj_ba
+    per += (2 * keys + values) + values + 2 * vh  # mixed_qkv, z, b, a
+    per += 2 * keys + values  # the causal conv's output
+    per += 2 * keys  # q, k l2-normalised
+    per += GDN_CHUNK * vh  # A, one row of the tile's inverse a value head
+    per += vh * lin.key_head_dim + 3 * values  # w; u, v_new, o
+    fp32 = 3 * vh * m * FP32  # g, its cumulative sum, beta
+    tiles = -(-m // GDN_CHUNK)
+    states = tiles * vh * lin.key_head_dim * lin.value_head_dim * BF16
+    return m * per * BF16 + fp32 + states
+
+
 def sparse_indexer_bytes_per_token(model: ModelSpec) -> int:
     """What SGLang's sparse-attention indexer holds per new token at its peak, beside the attention's
     own tensors (`nsa_indexer.py` `forward_cuda`, docs/memory.md#activations-by-phase): its bf16
@@ -425,11 +458,15 @@ def activation_phases(
     tokens: int | None = None,
     prefix: int | None = None,
     attention_backend: str | None = None,
+    linear_recurrence: bool = True,
 ) -> ActivationPhases:
     """The phases of a prefill forward of `tokens` (default: the chunk) after `prefix` cached tokens
     (default: the worst of the MLA forms the backend runs over any prefix the launch admits;
     `attention_phase_bytes`), on `attention_backend` (default: the launch's, `launch_attention_backend`).
-    The layerwise path runs the chunk when it can fire; shorter prompts take the hybrid path."""
+    The attention phase is the larger of a full-attention layer's and, with `linear_recurrence` (what
+    SGLang runs; the path runner runs a linear layer's projections alone), a linear-attention
+    layer's (`linear_attention_phase_bytes`). The layerwise path runs the chunk when it can fire;
+    shorter prompts take the hybrid path."""
     m = tokens if tokens is not None else cfg.chunked_prefill_size
     backend = attention_backend or launch_attention_backend(model, cfg)
     longest_prefix = max(0, min(context_length(model, cfg), cfg.max_total_tokens) - m)
@@ -446,8 +483,9 @@ def activation_phases(
         )
     return ActivationPhases(
         persistent=2 * m * model.hidden_size * BF16,
-        attention=attention_phase_bytes(
-            model, m, cfg.tp, prefix=prefix, backend=backend, longest_prefix=longest_prefix
+        attention=max(
+            attention_phase_bytes(model, m, cfg.tp, prefix=prefix, backend=backend, longest_prefix=longest_prefix),
+            linear_attention_phase_bytes(model, m, cfg.tp) if linear_recurrence else 0,
         ),
         router=router_phase_bytes(model, m),
         hybrid_moe=hybrid_moe_phase_bytes(model, cfg, max(0, hybrid_tokens)),

@@ -32,14 +32,17 @@ def _on_cuda(run: PathRun) -> bool:
 
 def forward_phases(spec: ModelSpec, run: PathRun, f: ForwardRecord) -> vram.ActivationPhases:
     """SGLang's activation phases (`kttune.memory.vram.activation_phases`) for one forward of the run,
-    on the path that forward took, after the forward's own prefix, on `RUNNER_ATTENTION_BACKEND`."""
+    on the path that forward took, after the forward's own prefix, on `RUNNER_ATTENTION_BACKEND`, a
+    linear-attention layer's as its projections alone (the runner does not run the recurrence)."""
     lw = f.path == "layerwise"
     cfg = replace(
         launch_config(run),
         chunked_prefill_size=max(run.chunk, f.tokens),
         gpu_prefill_token_threshold=f.tokens if lw else 0,
     )
-    return vram.activation_phases(spec, cfg, f.tokens, prefix=f.prefix, attention_backend=RUNNER_ATTENTION_BACKEND)
+    return vram.activation_phases(
+        spec, cfg, f.tokens, prefix=f.prefix, attention_backend=RUNNER_ATTENTION_BACKEND, linear_recurrence=False
+    )
 
 
 def runner_only_bytes(spec: ModelSpec, run: PathRun, f: ForwardRecord) -> dict[str, int]:

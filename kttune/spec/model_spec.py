@@ -23,6 +23,12 @@ class RouterSpec:
     gate_bias: bool = False  # the gate Linear has a bias (gpt-oss): E more router parameters
 
 
+# FLA's tile for the chunked gated delta rule SGLang runs a linear-attention layer's prefill with
+# (`chunk_local_cumsum(g, chunk_size=64)` in layers/attention/fla/chunk.py): the cost model's flops
+# and the VRAM check's per-tile states (docs/cost-model.md#linear-attention-layers).
+GDN_CHUNK = 64
+
+
 @dataclass(frozen=True)
 class LinearAttentionSpec:
     """The shape of a Gated DeltaNet layer (Qwen3-Next, Qwen3.5: transformers `Qwen3NextGatedDeltaNet`):

@@ -8,7 +8,8 @@ import math
 
 import pytest
 
-from kttune.hw.features import GDN_CHUNK, gated_delta_rule_prefill_work
+from kttune.hw.features import gated_delta_rule_prefill_work
+from kttune.spec.model_spec import GDN_CHUNK
 
 torch = pytest.importorskip("torch")
 

@@ -212,3 +212,34 @@ def test_the_sparse_indexer_s_buffers_join_the_attention_phase_on_nsa():
     assert extra == max(scoring, attending)
     v3 = model("deepseek-v3")
     assert vram.attention_phase_bytes(v3, tokens, 1, backend="nsa") == vram.attention_phase_bytes(v3, tokens, 1)
+
+
+@settings(max_examples=30, deadline=None)
+@given(tiles=st.integers(1, 512), tp=st.sampled_from([1, 2, 4, 8, 16]))
+def test_a_linear_attention_layer_s_phase_grows_with_the_tokens_and_its_tile_states(tiles, tp):
+    """Qwen3-Next's Gated DeltaNet phase: exactly proportional to the tokens over whole tiles of 64
+    (every tensor is per token, the states per tile), one token more opens a tile (a state per value
+    head, K x V in bf16, and that token's tensors); more ranks never need more; none without linear
+    layers."""
+    m = model("qwen3-next-80b-a3b")
+    t = tiles * vram.GDN_CHUNK
+    one = vram.linear_attention_phase_bytes(m, vram.GDN_CHUNK, tp)
+    assert vram.linear_attention_phase_bytes(m, t, tp) == tiles * one
+    lin = m.linear_attention
+    state = max(1, lin.num_value_heads // tp) * lin.key_head_dim * lin.value_head_dim * 2
+    assert vram.linear_attention_phase_bytes(m, t + 1, tp) - vram.linear_attention_phase_bytes(m, t, tp) > state
+    if tp > 1:
+        assert vram.linear_attention_phase_bytes(m, t, tp) < vram.linear_attention_phase_bytes(m, t, tp // 2)
+    assert vram.linear_attention_phase_bytes(model("qwen3-30b-a3b"), t, tp) == 0
+
+
+def test_sglang_s_attention_phase_is_the_linear_layer_s_where_larger_and_the_runner_s_is_not():
+    """SGLang runs the recurrence, whose activations outgrow a full-attention layer's at Qwen3-Next's
+    shapes; the path runner runs a linear layer's projections alone (kernels/decoder.py)."""
+    m = model("qwen3-next-80b-a3b")
+    c = cfg(m.default_method, tp=1, chunked_prefill_size=16384)
+    full = vram.attention_phase_bytes(m, 16384, 1)
+    linear = vram.linear_attention_phase_bytes(m, 16384, 1)
+    assert linear > full
+    assert vram.activation_phases(m, c).attention == linear
+    assert vram.activation_phases(m, c, linear_recurrence=False).attention == full
