@@ -532,6 +532,7 @@ def run_probe(options: ProbeOptions, reporter: Reporter | None = None) -> Hardwa
     order); write the profile to `options.out` and the cache; return it."""
     rep = _RecordingReporter(reporter or NullReporter())
     load = CpuLoadMonitor()
+    uptime = host_uptime_s()
     inv = collect_inventory()
     inv = _inventory_with_loaded_variant(inv, rep)
     for n in inv.notes:
@@ -582,11 +583,21 @@ def run_probe(options: ProbeOptions, reporter: Reporter | None = None) -> Hardwa
         tool_version=_tool_version(),
         command=options.command or ("kttune probe" + (" --quick" if options.quick else "")),
         notes=tuple(dict.fromkeys(rep.notes)),
+        host_uptime_s=uptime,
     )
     profile = HardwareProfile(provenance=prov, inventory=inv, curves=tuple(curves), fingerprint=fp, timer=timer)
     for path in profile_paths(options, profile):
         save_profile(profile, path)
     return profile
+
+
+def host_uptime_s(path: str = "/proc/uptime") -> float | None:
+    """Seconds since the host booted (the first field of /proc/uptime), None where it cannot be read."""
+    try:
+        with open(path) as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 class CpuLoadMonitor:

@@ -142,6 +142,10 @@ class Provenance:
     # For developers: how a shipped profile was assembled (device runs, re-measurements, what a run
     # replaced). Kept in the file (and --json), left out of the tables and reports users read.
     lab_notes: tuple[str, ...] = ()
+    # Seconds the host had been up when the probe started (/proc/uptime; None where unreadable): a
+    # quick probe in a fresh VM's first minutes once read kt-kernel 10-25% slower than the same
+    # instance minutes later (docs/probe.md#what-the-host-was-doing).
+    host_uptime_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -180,6 +184,8 @@ def profile_to_dict(p: HardwareProfile) -> dict[str, Any]:
         del d["calibration"]  # an uncalibrated profile is written as before the list existed
     if not d["provenance"]["lab_notes"]:
         del d["provenance"]["lab_notes"]  # likewise a profile without lab notes (every probe's)
+    if d["provenance"]["host_uptime_s"] is None:
+        del d["provenance"]["host_uptime_s"]  # and one that did not read the host's uptime (derived, datasheet)
     return {"schema": f"kttune.profile/{d['version']}", "format": d.pop("format"), "version": d.pop("version"), **d}
 
 

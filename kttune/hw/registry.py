@@ -107,5 +107,6 @@ def complete_with(measured: HardwareProfile, base: HardwareProfile) -> HardwareP
             f"'{base.provenance.machine}' (this machine's GPU parts were not measured)",
         ),
         sources=prov.sources + (base.provenance.machine,),
+        host_uptime_s=prov.host_uptime_s,
     )
     return replace(measured, curves=measured.curves + extra, provenance=merged)

@@ -13,7 +13,7 @@ from kttune.hw.fingerprint import fingerprint
 from kttune.hw.profile import load_profile
 from kttune.paths import profile_cache_path
 from kttune.probes.inventory import collect_inventory, usable_cores
-from kttune.probes.run import ProbeOptions, run_probe, thread_cliff_notes
+from kttune.probes.run import ProbeOptions, host_uptime_s, run_probe, thread_cliff_notes
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +64,8 @@ def test_quick_probe_writes_a_valid_profile(quick_profile):
     [hr] = p.curves_of("host_ram")  # one method in quick mode, at the quick shape
     assert [pt.x for pt in hr.points] == [256, 1024] and hr.params["experts"] == 32
     assert p.timer.resolution_ns and p.timer.resolution_ns > 0
+    # the host's uptime at the start, from the real /proc/uptime: less than it is now
+    assert 0 < p.provenance.host_uptime_s < host_uptime_s()
 
 
 @pytest.mark.kt
@@ -202,3 +204,13 @@ def test_skip_host_ram_leaves_the_step_out(capfd):
     assert rc == 0
     kinds = {c["kind"] for c in json.loads(capfd.readouterr().out)["curves"]}
     assert "cpu_moe" in kinds and "host_ram" not in kinds
+
+
+def test_host_uptime_reads_the_first_field_and_says_none_when_it_cannot(tmp_path):
+    f = tmp_path / "uptime"
+    f.write_text("66.80 1044.48\n")
+    assert host_uptime_s(str(f)) == 66.8
+    f.write_text("")
+    assert host_uptime_s(str(f)) is None
+    assert host_uptime_s(str(tmp_path / "absent")) is None
+    assert host_uptime_s() > 0  # this machine's own
