@@ -10,6 +10,11 @@ device_results() {
   ARCHIVE=${OUT:-/tmp/out}/$1.tgz
   mkdir -p "$R"
   trap pack EXIT
+  # every step needs these: one line and exit 3 at once rather than a failed step each
+  if ! python -c "import typer, rich, optuna, kt_kernel, kttune.cli" > "$R/imports.txt" 2>&1; then
+    echo "imports failed: $(tail -1 "$R/imports.txt")" | tee -a "$R/machine.txt"
+    exit 3
+  fi
 }
 
 pack() { tar czf "$ARCHIVE" -C "$R" . ; }
