@@ -177,6 +177,11 @@ class Components:
                 + " is charged its flops at the profile's MHA attention rate: its own rate is not measured "
                 "(docs/cost-model.md#mla-prefill-forms)"
             )
+        if m.linear_attention is not None and m.linear_attention_layer_ids:
+            self.notes.append(
+                "linear-attention layers' chunked recurrence (FLA's gated delta rule) is charged its flops at "
+                "the profile's attention rate: its own rate is not measured (docs/cost-model.md#linear-attention-layers)"
+            )
 
     # ---- CPU experts ---------------------------------------------------------------------------
     def _note_unmeasured_expert_shape(self) -> None:

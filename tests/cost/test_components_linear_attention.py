@@ -28,6 +28,9 @@ def comp(name: str, tp: int = 1) -> Components:
 def test_only_linear_attention_layers_have_a_recurrence():
     assert comp(NEXT).linear_attention_ms(4096) > 0
     assert comp("qwen3-30b-a3b").linear_attention_ms(4096) == 0 == comp(NEXT).linear_attention_ms(0)
+    # and only their predictions say that its rate is borrowed
+    assert any("linear-attention" in n for n in comp(NEXT).notes)
+    assert not any("linear-attention" in n for n in comp("qwen3-30b-a3b").notes)
 
 
 @pytest.mark.parametrize("tokens", [1, 64, 4096, 16384])
