@@ -317,7 +317,9 @@ def inventory_table(p: HardwareProfile, width: int | None = None) -> Any:
     t.add_column("", style="bold", no_wrap=True)
     t.add_column("", no_wrap=True)
     t.add_row("fingerprint", p.fingerprint)
-    t.add_row("created", f"{p.provenance.created} (kttune {p.provenance.tool_version or '?'})")
+    up = p.provenance.host_uptime_s
+    uptime = f", the host up {up / 60:.1f} min" if up is not None else ""
+    t.add_row("created", f"{p.provenance.created} (kttune {p.provenance.tool_version or '?'}{uptime})")
     _add(t, "CPU", f"{cpu.model} ({cpu.vendor})", value_w)
     t.add_row("cores", f"{cpu.physical_cores} cores / {cpu.logical_cpus} CPUs, {cpu.sockets} socket(s)")
     _add(

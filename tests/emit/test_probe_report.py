@@ -92,3 +92,15 @@ def test_a_disturbed_point_is_marked_in_its_table():
     for pt in pts:
         assert (f"{_fmt_ms(pt.t_ms)}*" in text) == (pt in bad)
     assert "* disturbed (see the notes)" in text and "points disturbed" in text
+
+
+def test_the_host_s_uptime_is_shown_where_the_probe_read_it():
+    from dataclasses import replace
+
+    p = load_shipped(default_shipped_name())  # measured before profiles recorded it
+    shown = replace(p, provenance=replace(p.provenance, host_uptime_s=66.8))
+    for prof, want in ((shown, "the host up 1.1 min"), (p, None)):
+        console = Console(record=True, width=400)
+        render_profile(prof, console)
+        text = console.export_text()
+        assert (want in text) if want else ("the host up" not in text)
