@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import statistics
 from collections import defaultdict
 from dataclasses import replace
@@ -26,8 +25,9 @@ from pathlib import Path
 from bench_quick_transfer import instance_of, predict
 from results_layout import write_result
 
-from kttune.hw.profile import Curve, HardwareProfile, load_profile
+from kttune.hw.profile import HardwareProfile, load_profile
 from kttune.hw.registry import load_shipped
+from kttune.probes.run import curve_key  # what makes two curves measurements of the same thing
 
 SHIPPED = "h200-pcie5-xeon-amx-16c"
 RESULTS = Path("benchmarks/results")
@@ -38,10 +38,6 @@ CALLS = {
     "c": ("quick-transfer-c.profile.json", "c"),
     "d": ("quick-transfer-d.profile.json", "d"),
 }
-
-
-def curve_key(c: Curve) -> str:
-    return c.kind + json.dumps(c.params, sort_keys=True, default=str)
 
 
 def instance_curves(files: list[str]) -> dict[str, dict[str, dict[float, float]]]:

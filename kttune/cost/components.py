@@ -167,6 +167,7 @@ class Components:
         self.fp8_speedup = self._fp8_speedup()
         self.runs_sparse_attention = self.runs_sparse()
         self._per_layer_dense_params = self._dense_params_per_layer()
+        self._indexer_query_key = self._indexer_projection_shares()
         self.calibration = Calibration.from_dicts(self.profile.calibration)
         self.notes.extend(self.calibration.summary(self.method.name))
         if m.attention == "mla":
@@ -590,11 +591,15 @@ class Components:
             )
         return fit_curves(curves)
 
+    def _embedding_params(self) -> int:
+        """The input embedding and the LM head (one matrix when tied)."""
+        m = self.model
+        return m.vocab_size * m.hidden_size * (1 if m.tie_word_embeddings else 2)
+
     def _dense_params_per_layer(self) -> float:
         m = self.model
-        emb = m.vocab_size * m.hidden_size * (1 if m.tie_word_embeddings else 2)
         params = m.non_expert_bytes / max(1, m.non_expert_dtype_bytes)
-        return max(0.0, params - emb) / m.num_layers
+        return max(0.0, params - self._embedding_params()) / m.num_layers
 
     def _layer_overhead(self) -> float:
         """Per decoder layer, the attention block's fixed cost that neither the SDPA nor the GEMM fit
@@ -648,22 +653,28 @@ class Components:
         run, whole = self._indexer_shares(kv_len, backend)
         return self._per_layer_dense_params * ((1.0 - whole) / self.tp + run)
 
+    def _indexer_projection_shares(self) -> tuple[float, float] | None:
+        """A sparse-attention indexer's query- and key-side Linears as shares of a layer's
+        non-expert, non-embedding parameters; None without an indexer."""
+        m = self.model
+        per_layer = (m.non_expert_params_estimate - self._embedding_params()) / m.num_layers
+        if m.sparse_attention is None or per_layer <= 0:
+            return None
+        query, key = m.sparse_attention.projection_params(m.hidden_size, m.q_lora_rank)
+        return query / per_layer, key / per_layer
+
     def _indexer_shares(self, kv_len: float | None, backend: str | None) -> tuple[float, float]:
         """(The share of a layer's non-expert, non-embedding parameters that a sparse-attention
         indexer runs in a forward whose sequence holds `kv_len` tokens (None: a decode step), the
         indexer's whole share); (0, 0) without an indexer. SGLang runs the indexer on its nsa backend
         alone; there an extend forward of no more than the top-k tokens runs its key side alone
         (`Indexer._forward_cuda_k_only`, docs/cost-model.md#sparse-attention)."""
-        m = self.model
-        dsa = m.sparse_attention
-        emb = m.vocab_size * m.hidden_size * (1 if m.tie_word_embeddings else 2)
-        per_layer = (m.non_expert_params_estimate - emb) / m.num_layers
-        if dsa is None or per_layer <= 0:
+        if self._indexer_query_key is None:
             return 0.0, 0.0
-        query, key = (x / per_layer for x in dsa.projection_params(m.hidden_size, m.q_lora_rank))
+        query, key = self._indexer_query_key
         if not self.runs_sparse(backend):
             return 0.0, query + key
-        if kv_len is not None and kv_len <= dsa.index_topk:
+        if kv_len is not None and kv_len <= self.model.sparse_attention.index_topk:
             return key, query + key
         return query + key, query + key
 
