@@ -166,6 +166,14 @@ def has_linear_state(model: ModelSpec) -> bool:
     return model.linear_attention is not None and bool(model.linear_attention_layer_ids)
 
 
+def _key_head_groups(model: ModelSpec, tp: int) -> int:
+    """The linear-attention key heads over all ranks: the model's, or where they do not split over
+    the ranks, tp of them (SGLang's extra_groups_for_head_shards adds tp - groups: the groups
+    replicated over the shards)."""
+    groups = model.linear_attention.num_key_heads
+    return tp if groups % tp else groups
+
+
 def linear_state_bytes_per_request(model: ModelSpec, tp: int) -> int:
     """One request's recurrent state on one rank over every linear-attention layer (SGLang
     `Mamba2StateShape.create` and `mamba_cache_per_req`, docs/memory.md#linear-attention-state): the
@@ -175,10 +183,7 @@ def linear_state_bytes_per_request(model: ModelSpec, tp: int) -> int:
     lin = model.linear_attention
     if not has_linear_state(model):
         return 0
-    groups = lin.num_key_heads
-    if groups % tp:
-        groups = tp  # extra_groups_for_head_shards adds tp - groups: the groups replicated over the shards
-    conv_dim = lin.value_dim + 2 * groups * lin.key_head_dim
+    conv_dim = lin.value_dim + 2 * _key_head_groups(model, tp) * lin.key_head_dim
     conv = conv_dim // tp * (lin.conv_kernel - 1) * LINEAR_CONV_STATE_BYTES
     temporal = lin.num_value_heads // tp * lin.value_head_dim * lin.key_head_dim * lin.ssm_state_bytes
     return (conv + temporal) * len(model.linear_attention_layer_ids)
@@ -390,15 +395,14 @@ def linear_attention_phase_bytes(model: ModelSpec, tokens: int, tp: int) -> int:
     l2-normalised anew, g's cumulative sum (fp32), the tile-local inverse `A` (bf16, C a head), the
     WY products `w` (a key per value head) and `u`, `v_new` and the output `o` (a value each), and
     the state of every tile `h` (K x V a value head and tile of C = GDN_CHUNK tokens). Keys are the
-    rank's key heads x key width (key heads that do not split over the ranks are replicated),
-    values its value heads x value width. 0 for a model without linear-attention layers."""
+    rank's key heads x key width (`_key_head_groups`, as the state counts them), values its value
+    heads x value width. 0 for a model without linear-attention layers."""
     lin = model.linear_attention
     if not has_linear_state(model) or tokens <= 0:
         return 0
     m, h = tokens, model.hidden_size
-    kh = -(-lin.num_key_heads // tp)
     vh = max(1, lin.num_value_heads // tp)
-    keys, values = kh * lin.key_head_dim, vh * lin.value_head_dim
+    keys, values = _key_head_groups(model, tp) * lin.key_head_dim // tp, vh * lin.value_head_dim
     per = 2 * h + (h if tp > 1 else 0)  # normed input, out_proj output, all-reduce output
     per += 2 * keys + 2 * values + 2 * vh  # in_proj_qkvz, in_proj_ba
     per += (2 * keys + values) + values + 2 * vh  # mixed_qkv, z, b, a
