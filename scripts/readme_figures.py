@@ -562,7 +562,9 @@ def accuracy_block() -> str:
         )
     )
     tir = [json.loads((RESULTS / f).read_text()) for f in ACCURACY["thread_interp_runner"]]
-    tir_rows = [r for t in tir for r in t["runner"]["rows"] if r["model"] != "**all**"]
+    tir_rows = [
+        r for t in tir for r in t["runner"]["rows"]
+    ]  # per model and path; the "all" rows are the report's alone
 
     def tir_span(path: str, which: str) -> str:
         xs = [r[which] for r in tir_rows if r["path"] == path]
