@@ -14,11 +14,18 @@
 # HOG=N runs N bursty memory neighbours (benchmarks/diag/diag_memory_hog.py: HOG_ON s of copying,
 # HOG_OFF s idle) beside the quick probe only, so the sweeps judge a profile measured on a host busy
 # part of the time (docs/probe.md#disturbed-points); their figures go to machine.txt.
+#
+# AGAIN=1 runs a second quick probe straight after the first (quick-TAG-again.profile.json) and LATE=1
+# one after the sweeps (quick-TAG-late.profile.json): on a fresh instance they tell whether a probe in
+# the instance's first minutes reads slow (docs/probe.md#what-the-host-was-doing); each profile
+# records the host's uptime at its start.
 set -u
 source "$(dirname "$0")/device_common.sh"
 TAG=${TAG:-a}
 THREADS=${THREADS:-11}
 HOG=${HOG:-0}
+AGAIN=${AGAIN:-0}
+LATE=${LATE:-0}
 device_results "quick-transfer-$TAG"
 describe_machine
 hogs=()
@@ -31,6 +38,10 @@ step "quick ($HOG neighbours)" 200 "quick-$TAG.log" python -m kttune.cli probe -
   --out "$R/quick-$TAG.profile.json"
 for h in "${hogs[@]}"; do kill "$h" 2>/dev/null; done
 pack
+if [ "$AGAIN" = 1 ]; then
+  step "quick again" 200 "quick-$TAG-again.log" python -m kttune.cli probe --quick --skip-host-ram --fresh \
+    --out "$R/quick-$TAG-again.profile.json"
+fi
 for job in "$@"; do
   IFS=: read -r MODEL METHOD N SIZES <<< "$job"
   MAX=${SIZES##*,}
@@ -38,3 +49,7 @@ for job in "$@"; do
     --gpu-experts "$N" --sweep "$SIZES" --cpuinfer "$THREADS" --repeats 3 --prompts "$MAX" --chunks "$MAX" \
     --profile "$R/quick-$TAG.profile.json" --out "$R/crossover-$MODEL-quick-$TAG.json"
 done
+if [ "$LATE" = 1 ]; then
+  step "quick late" 200 "quick-$TAG-late.log" python -m kttune.cli probe --quick --skip-host-ram --fresh \
+    --out "$R/quick-$TAG-late.profile.json"
+fi
