@@ -14,6 +14,7 @@ from typing import Callable
 from kttune.calibration.entries import Calibration
 from kttune.cost.features import (
     attention_prefill_flops,
+    causal_conv1d_prefill_bytes,
     copy_features,
     gated_delta_rule_prefill_work,
     gemm_features,
@@ -40,6 +41,7 @@ from kttune.memory.vram import (  # what a decode step reads of the pool; the ML
     SGLANG_DEFAULT_BACKEND,
     decode_kv_read_bytes,
     decode_kv_reads,
+    linear_conv_channels,
     mla_attention_form,
     sglang_default_mla_backend,
 )
@@ -520,13 +522,16 @@ class Components:
         """A Gated DeltaNet layer's recurrence in a prefill forward of `tokens` tokens on one rank (its
         value heads / tp): the chunked gated delta rule's flops at the rate of the profile's attention
         curves and the per-tile states it writes and reads back at the HBM rate
-        (`gated_delta_rule_prefill_work`, docs/cost-model.md#linear-attention-layers). Its
-        projections are among the dense matmuls. 0 for a model without such layers."""
+        (`gated_delta_rule_prefill_work`), and the short convolution before it, its channels read and
+        written at the HBM rate (`causal_conv1d_prefill_bytes`;
+        docs/cost-model.md#linear-attention-layers). Its projections are among the dense matmuls. 0
+        for a model without such layers."""
         lin = self.model.linear_attention
         if lin is None or tokens <= 0:
             return 0.0
         heads = max(1, lin.num_value_heads // self.tp)
         flops, nbytes = gated_delta_rule_prefill_work(tokens, heads, lin.key_head_dim, lin.value_head_dim)
+        nbytes += causal_conv1d_prefill_bytes(tokens, linear_conv_channels(self.model, self.tp))
         return self._attn_fit((1.0, flops)) + nbytes * self.hbm_ms_per_byte
 
     @property

@@ -124,6 +124,17 @@ def gated_delta_rule_prefill_work(
     return flops, 2.0 * tiles * heads * k * v * 2
 
 
+def causal_conv1d_prefill_bytes(tokens: float, channels: int, elem_bytes: int = 2) -> float:
+    """The short causal convolution of a Gated DeltaNet layer in a prefill forward of `tokens` tokens
+    (SGLang's `causal_conv1d_fn` over the projected q, k and v channels, `channels` on the rank):
+    it reads every token's channels and writes as many back, in bf16. Its 2 x kernel flops a channel
+    and token (8 at kernel 4: 2 flops a byte moved) and its weights and carried state are small
+    beside those bytes, so the bytes are its cost."""
+    if tokens <= 0:
+        return 0.0
+    return 2.0 * elem_bytes * tokens * channels
+
+
 def attention_block_flops(tokens: float, heads: int, qk_dim: int, v_dim: int, block_params: int) -> float:
     """One attention block of `tokens` tokens from an empty cache (the attention-block probe's
     point): its causal attention plus 2 flops per weight per token for the projections and the router."""

@@ -174,6 +174,17 @@ def _key_head_groups(model: ModelSpec, tp: int) -> int:
     return tp if groups % tp else groups
 
 
+def linear_conv_channels(model: ModelSpec, tp: int) -> int:
+    """The channels of a linear-attention layer's short convolution on one rank: its q, k and v
+    projections, (value_dim + 2 x key heads x key_head_dim) / tp, key heads that do not split over
+    the ranks replicated up to tp first (SGLang's conv state shape; the prefill convolution runs over
+    the same channels). 0 for a model without such layers."""
+    lin = model.linear_attention
+    if lin is None:
+        return 0
+    return (lin.value_dim + 2 * _key_head_groups(model, tp) * lin.key_head_dim) // tp
+
+
 def linear_state_bytes_per_request(model: ModelSpec, tp: int) -> int:
     """One request's recurrent state on one rank over every linear-attention layer (SGLang
     `Mamba2StateShape.create` and `mamba_cache_per_req`, docs/memory.md#linear-attention-state): the
@@ -183,8 +194,7 @@ def linear_state_bytes_per_request(model: ModelSpec, tp: int) -> int:
     lin = model.linear_attention
     if not has_linear_state(model):
         return 0
-    conv_dim = lin.value_dim + 2 * _key_head_groups(model, tp) * lin.key_head_dim
-    conv = conv_dim // tp * (lin.conv_kernel - 1) * LINEAR_CONV_STATE_BYTES
+    conv = linear_conv_channels(model, tp) * (lin.conv_kernel - 1) * LINEAR_CONV_STATE_BYTES
     temporal = lin.num_value_heads // tp * lin.value_head_dim * lin.key_head_dim * lin.ssm_state_bytes
     return (conv + temporal) * len(model.linear_attention_layer_ids)
 

@@ -11,8 +11,8 @@ import pytest
 
 from kttune.cost.components import Components
 from kttune.cost.prefill import non_moe_ms
-from kttune.hw.features import gated_delta_rule_prefill_work
-from kttune.memory.vram import linear_state_bytes_per_request
+from kttune.hw.features import causal_conv1d_prefill_bytes, gated_delta_rule_prefill_work
+from kttune.memory.vram import linear_conv_channels, linear_state_bytes_per_request
 from tests.helpers import model, profile
 
 MEASURED = "h200-pcie5-xeon-amx-16c"
@@ -40,7 +40,8 @@ def test_a_prefill_forward_charges_each_linear_layer_its_recurrence_whatever_the
     c = comp(NEXT)
     lin = c.model.linear_attention
     flops, nbytes = gated_delta_rule_prefill_work(tokens, lin.num_value_heads, lin.key_head_dim, lin.value_head_dim)
-    one = c._attn_fit((1.0, flops)) + nbytes * c.hbm_ms_per_byte
+    conv = causal_conv1d_prefill_bytes(tokens, linear_conv_channels(c.model, 1))
+    one = c._attn_fit((1.0, flops)) + (nbytes + conv) * c.hbm_ms_per_byte
     assert c.linear_attention_ms(tokens) == pytest.approx(one)
     layers = len(c.model.linear_attention_layer_ids)
     full = len(c.model.full_attention_layer_ids)
@@ -49,6 +50,18 @@ def test_a_prefill_forward_charges_each_linear_layer_its_recurrence_whatever_the
             c.dense_ms(tokens, prefix) + c.allreduce_layer_ms(tokens) + c.layer_overhead_ms
         )
         assert non_moe_ms(c, tokens, prefix) == pytest.approx(rest + layers * one)
+
+
+def test_the_short_convolution_runs_over_the_q_k_and_v_channels_of_the_rank():
+    """Qwen3-Next's conv1d (transformers' Qwen3NextGatedDeltaNet: conv_dim = 2 x key_dim + value_dim)
+    holds 2 x 16 x 128 + 32 x 128 channels; split over the ranks, and its bytes are read and written
+    once each in bf16 (4 a channel and token)."""
+    m = comp(NEXT).model
+    assert linear_conv_channels(m, 1) == 2 * 16 * 128 + 32 * 128 == 8192
+    assert linear_conv_channels(m, 2) == 4096
+    assert linear_conv_channels(model("qwen3-30b-a3b"), 1) == 0
+    assert causal_conv1d_prefill_bytes(4096, 8192) == 4 * 4096 * 8192
+    assert causal_conv1d_prefill_bytes(0, 8192) == 0
 
 
 def test_each_rank_runs_its_share_of_the_value_heads():
