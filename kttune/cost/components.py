@@ -510,7 +510,10 @@ class Components:
                 dsa.index_heads,
                 dsa.index_head_dim,
             )
-            return self._attn_fit((1.0, main + index / self.fp8_speedup)) + logits * self.hbm_ms_per_byte
+            share = self._indexed_layer_share()  # IndexShare: the mean layer's indexer
+            return (
+                self._attn_fit((1.0, main + share * index / self.fp8_speedup)) + share * logits * self.hbm_ms_per_byte
+            )
         form = mla_attention_form(int(prefix), backend)
         if form == "absorbed":
             return self._attn_fit(
@@ -666,7 +669,15 @@ class Components:
         if m.sparse_attention is None or per_layer <= 0:
             return None
         query, key = m.sparse_attention.projection_params(m.hidden_size, m.q_lora_rank)
-        return query / per_layer, key / per_layer
+        indexed = len(m.indexer_layer_ids) / m.num_layers  # the mean layer's: IndexShare's shared ones hold none
+        return indexed * query / per_layer, indexed * key / per_layer
+
+    def _indexed_layer_share(self) -> float:
+        """The share of a sparse-attention model's full-attention layers that run an indexer of their
+        own (1 but under IndexShare, whose shared layers reuse the top-k before them): attention_ms
+        charges the mean layer's indexer."""
+        m = self.model
+        return len(m.indexer_layer_ids) / max(1, len(m.full_attention_layer_ids))
 
     def _indexer_shares(self, kv_len: float | None, backend: str | None) -> tuple[float, float]:
         """(The share of a layer's non-expert, non-embedding parameters that a sparse-attention

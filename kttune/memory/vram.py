@@ -127,7 +127,9 @@ def decode_kv_reads(
     """What one request's decode step reads of its cache on one rank, as (bytes per context token,
     tokens read at most; inf: all of them) terms: full-attention layers read every token;
     sliding-window layers the last `sliding_window`. A sparse-attention model run `sparse` (SGLang's
-    nsa backend) reads every token's indexer key and the latents of the top-k tokens alone; on any
+    nsa backend) reads every token's indexer key in each layer with an indexer of its own
+    (`indexer_layer_ids`: IndexShare's shared layers reuse the top-k before them) and the latents of
+    the top-k tokens alone; on any
     other backend the indexer is skipped and every latent read, its keys left unread
     (docs/cost-model.md#sparse-attention). Linear-attention layers read their recurrent state and
     write it back whatever the context (`linear_state_bytes_per_request`, twice): a term of one
@@ -136,7 +138,7 @@ def decode_kv_reads(
     full = len(model.full_attention_layer_ids)
     terms: list[tuple[float, float]] = [(2.0 * linear_state_bytes_per_request(model, tp), 1.0)]
     if model.sparse_attention and sparse:
-        terms += [(dsa_index_bytes_per_layer(model) * full, math.inf)]
+        terms += [(dsa_index_bytes_per_layer(model) * len(model.indexer_layer_ids), math.inf)]
         terms += [(per_layer * full, float(model.sparse_attention.index_topk))]
     else:
         terms += [(per_layer * full, math.inf)]

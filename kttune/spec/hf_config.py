@@ -344,7 +344,31 @@ def _sparse_attention(cfg: dict, name: str) -> SparseAttentionSpec | None:
         index_head_dim=_int(cfg, name, "index_head_dim", default=128),
         index_heads=_int(cfg, name, "index_n_heads", default=64),
         index_topk=_int(cfg, name, "index_topk"),
+        shared_layer_ids=_index_shared_layers(cfg, name, _int(cfg, name, *LAYER_COUNT_KEYS)),
     )
+
+
+def _index_shared_layers(cfg: dict, name: str, num_layers: int) -> tuple[int, ...]:
+    """The layers with no indexer of their own under IndexShare (GLM-5.2), by the rule SGLang's
+    DeepSeek-V2 decoder layer applies (`skip_topk`, docs/cost-model.md#sparse-attention): an
+    `index_topk_pattern` string marks each layer F (full) or S (shared); else with
+    `index_skip_topk_offset` o layer i shares where max(i - o + 1, 0) is not a multiple of
+    `index_topk_freq` f, and without it where max(i - 1, 0) is not. f = 1 (the default): none."""
+    pattern = cfg.get("index_topk_pattern")
+    if pattern is not None:
+        if not isinstance(pattern, str) or len(pattern) < num_layers or set(pattern) - {"F", "S"}:
+            raise UserError(
+                f"config.json of {name}: index_topk_pattern must be a string of F and S, one a layer "
+                f"({num_layers} layers)",
+                "fix index_topk_pattern in config.json, or remove it",
+            )
+        return tuple(i for i in range(num_layers) if pattern[i] == "S")
+    freq = _int(cfg, name, "index_topk_freq", default=1)
+    offset = cfg.get("index_skip_topk_offset")
+    if offset is None:
+        return tuple(i for i in range(num_layers) if max(i - 1, 0) % freq)
+    offset = _int(cfg, name, "index_skip_topk_offset")
+    return tuple(i for i in range(num_layers) if max(i - offset + 1, 0) % freq)
 
 
 def _gqa_attention_params(
@@ -634,6 +658,11 @@ def _parse(
         lin_linear, lin_other = _linear_attention_params(linear_attention, h)
     n_softmax = len(layers.full) + len(layers.sliding)
     n_linear = len(layers.linear)
+    dsa = _sparse_attention(cfg, name) if mla else None
+    unshared_linear = unshared_other = 0  # IndexShare: shared layers hold no indexer (its Linears, k_norm)
+    if dsa is not None and dsa.shared_layer_ids:
+        unshared_linear = sum(dsa.projection_params(h, _count(cfg, name, "q_lora_rank"))) * len(dsa.shared_layer_ids)
+        unshared_other = 2 * dsa.index_head_dim * len(dsa.shared_layer_ids)
 
     n_moe = len(moe_ids)
     router = _router(cfg, name, rules, num_experts, notes)
@@ -643,11 +672,11 @@ def _parse(
     params = NonExpertParams(
         embedding=vocab * h,
         lm_head=0 if tie else vocab * h,
-        attention_linear=attn_linear * n_softmax + lin_linear * n_linear,
+        attention_linear=attn_linear * n_softmax + lin_linear * n_linear - unshared_linear,
         dense_mlp=3 * h * dense_width * len(dense_ids),
         shared_experts=(3 * h * shared_width + shared_gate) * n_moe,
         routers=(h * num_experts + (num_experts if router_bias else 0)) * n_moe,
-        other=attn_other * n_softmax + lin_other * n_linear + 2 * h * num_layers + h,
+        other=attn_other * n_softmax + lin_other * n_linear + 2 * h * num_layers + h - unshared_other,
     )
 
     if method is None and not strict_quant:
@@ -696,7 +725,7 @@ def _parse(
         kv_lora_rank=_count(cfg, name, "kv_lora_rank") if mla else 0,
         q_lora_rank=_count(cfg, name, "q_lora_rank") if mla else 0,
         qk_rope_head_dim=_count(cfg, name, "qk_rope_head_dim") if mla else 0,
-        sparse_attention=_sparse_attention(cfg, name) if mla else None,
+        sparse_attention=dsa,
         qk_norm=qk_norm,
         attention_output_gate=not mla and _output_gate(cfg, rules),
         full_attention_layer_ids=layers.full,

@@ -61,6 +61,9 @@ class SparseAttentionSpec:
     index_head_dim: int  # index_head_dim
     index_heads: int  # index_n_heads
     index_topk: int  # index_topk: the tokens each query attends to
+    # IndexShare (GLM-5.2): layers with no indexer of their own, which reuse the top-k of the layer
+    # before (`index_topk_freq`, `index_skip_topk_offset`, `index_topk_pattern`)
+    shared_layer_ids: tuple[int, ...] = ()
 
     def projection_params(self, hidden: int, q_lora_rank: int) -> tuple[int, int]:
         """The indexer's Linear parameters in one layer, (query side, key side): wq_b (from the
@@ -118,6 +121,15 @@ class ModelSpec:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     # ---- derived -----------------------------------------------------------------------------
+    @property
+    def indexer_layer_ids(self) -> tuple[int, ...]:
+        """The layers that run a sparse-attention indexer of their own: every full-attention layer of
+        a model with sparse attention but IndexShare's shared ones; () without sparse attention."""
+        if self.sparse_attention is None:
+            return ()
+        shared = set(self.sparse_attention.shared_layer_ids)
+        return tuple(i for i in self.full_attention_layer_ids if i not in shared)
+
     @property
     def num_moe_layers(self) -> int:
         return len(self.moe_layer_ids)
