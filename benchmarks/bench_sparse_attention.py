@@ -1,5 +1,5 @@
-"""What the cost model's sparse attention changes for DeepSeek-V3.2 and GLM-5
-(docs/cost-model.md#sparse-attention): attention per layer, prefill and decode on SGLang's nsa
+"""What the cost model's sparse attention changes for DeepSeek-V3.2, GLM-5 and GLM-5.2 (GLM-5 with
+IndexShare: an indexer in 21 of its 78 layers) (docs/cost-model.md#sparse-attention): attention per layer, prefill and decode on SGLang's nsa
 backend (the sparse attention SGLang runs when --attention-backend is unset) against the triton
 backend kttune launches with (no indexer: MLA attention over every token, in the latent form over a
 prefix, docs/cost-model.md#mla-prefill-forms; every latent read), and the decode read kttune charged
@@ -30,7 +30,7 @@ from kttune.hw.registry import load_shipped
 from kttune.memory.vram import kv_cell_bytes
 from kttune.spec.loader import load_model
 
-MODELS = ("deepseek-v3.2", "glm-5")
+MODELS = ("deepseek-v3.2", "glm-5", "glm-5.2")
 MEASURED = "h200-pcie5-xeon-amx-16c"
 SHAPES = ((2048, 0), (4096, 0), (8192, 0), (16384, 0), (16384, 16384), (16384, 49152), (16384, 114688))
 PROMPTS = (2048, 8192, 32768, 65536, 131072)
