@@ -107,7 +107,7 @@ def main() -> None:
     args = ap.parse_args()
     rows = [measure_one(n, label, prof, tp) for n in MODELS for label, prof, tp in machines()]
     lines = [
-        "# Sparse attention (DeepSeek-V3.2, GLM-5): nsa against triton, and before",
+        "# Sparse attention (DeepSeek-V3.2, GLM-5, GLM-5.2 with IndexShare): nsa against triton, and before",
         "",
         "nsa (SGLang's backend for these models when `--attention-backend` is unset): dense MLA while "
         "prefix + tokens <= 2,048 on SM 90 / 100, else the indexer and top-k latent attention, heads "
