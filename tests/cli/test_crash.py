@@ -44,7 +44,8 @@ def args(storage: Path, trials: int, *extra: str) -> list[str]:
 
 
 def env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    e = dict(os.environ, KTTUNE_CACHE_DIR=str(tmp_path / "cache"), COLUMNS="120")
+    # faulthandler: a process that hangs is sent SIGABRT and prints every thread's stack (`communicate`)
+    e = dict(os.environ, KTTUNE_CACHE_DIR=str(tmp_path / "cache"), COLUMNS="120", PYTHONFAULTHANDLER="1")
     e.update(extra)
     return e
 
@@ -60,6 +61,17 @@ def stored_complete(storage: Path) -> int:
     (summary,) = optuna.get_all_study_summaries(s)
     study = optuna.load_study(study_name=summary.study_name, storage=s)
     return len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)))
+
+
+def communicate(p: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    """p.communicate, but a process still running after `timeout` s fails the test with its threads'
+    stacks (faulthandler prints them on SIGABRT) instead of a bare TimeoutExpired."""
+    try:
+        return p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.send_signal(signal.SIGABRT)
+        _, err = p.communicate(timeout=30)
+        pytest.fail(f"the process did not end within {timeout:g} s; its stacks:\n{err[-6000:]}")
 
 
 def start_and_wait_for_trials(tmp_path, storage: Path, lines: int = 60) -> subprocess.Popen:
@@ -81,7 +93,7 @@ def test_sigint_exits_130_and_the_rerun_resumes(tmp_path):
     j = tmp_path / "s.journal"
     p = start_and_wait_for_trials(tmp_path, j)
     p.send_signal(signal.SIGINT)
-    _, err = p.communicate(timeout=60)
+    _, err = communicate(p, 60)
     assert p.returncode == 130, err
     assert "Traceback" not in err and "interrupted" in err.strip().splitlines()[-1]
     have = stored_complete(j)
