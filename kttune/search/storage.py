@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -73,7 +75,8 @@ except ImportError:  # pragma: no cover
 
 class FlockLock(_LockBase):  # type: ignore[misc,valid-type]
     """A journal lock on `flock(2)`: held by an open file description, released by the kernel when
-    its process exits or is killed, so it never goes stale. Blocking; re-entrant per object."""
+    its process exits or is killed, so it never goes stale. Blocking; an object that holds it takes
+    it again at once (one search, one thread, one object: Optuna's journal backend)."""
 
     def __init__(self, journal_path: str) -> None:
         self.path = journal_path + ".flock"
@@ -82,22 +85,47 @@ class FlockLock(_LockBase):  # type: ignore[misc,valid-type]
     def acquire(self) -> bool:
         import fcntl
 
+        if self._fd is not None:  # already ours (an interrupt ended the acquire that took it)
+            return True
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            with _interrupts_held():  # a Ctrl-C between the lock and the bookkeeping would leak it
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                self._fd = fd
         except BaseException:
-            os.close(fd)
+            if self._fd != fd:  # not taken: the descriptor is ours to close
+                os.close(fd)
             raise
-        self._fd = fd
         return True
 
     def release(self) -> None:
         import fcntl
 
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+        with _interrupts_held():
+            if self._fd is not None:
+                fd, self._fd = self._fd, None
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+
+
+@contextmanager
+def _interrupts_held():
+    """SIGINT held back until the step is done, then delivered to the handler that was there: a
+    KeyboardInterrupt raised between taking the journal's flock and recording its descriptor would
+    leave the lock held by a descriptor nobody releases, and the interrupted search's own cleanup
+    (Optuna marks the running trial failed) would then wait on it for ever. Python handles signals
+    in the main thread alone; elsewhere the step runs as it is."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is None:
+        yield  # no Python handler to defer to (not the main thread, or one installed outside Python)
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            signal.raise_signal(signal.SIGINT)
 
 
 # ---- journal files --------------------------------------------------------------------------------

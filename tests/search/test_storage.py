@@ -3,6 +3,8 @@ measured search); the in-memory SQLite forms stay refused."""
 
 from __future__ import annotations
 
+import os
+
 import optuna
 import pytest
 
@@ -49,3 +51,39 @@ def test_the_model_search_and_the_measured_search_treat_memory_alike(tmp_path, m
     )
     assert res.storage == ":memory:" and res.notes.count(IN_MEMORY_NOTE) == 1
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_ctrl_c_inside_the_journal_lock_s_bookkeeping_is_held_until_it_is_done():
+    """SIGINT raised while the lock is taken or given back arrives on leaving that step, never
+    between the flock and the descriptor recorded beside it."""
+    import signal
+
+    from kttune.search.storage import _interrupts_held
+
+    reached = []
+    with pytest.raises(KeyboardInterrupt):
+        with _interrupts_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):  # bytecodes where Python would have raised it
+                pass
+            reached.append("end of the step")
+    assert reached == ["end of the step"]
+
+
+def test_a_lock_its_object_holds_is_taken_again_at_once_and_freed_by_one_release(tmp_path):
+    """An interrupt that ends acquire() after the flock leaves the lock with its object: the next
+    acquire() (the interrupted search's cleanup writing the journal) must not wait on itself, and
+    the release after it frees the lock for another process's descriptor."""
+    import fcntl
+
+    from kttune.search.storage import FlockLock
+
+    journal = str(tmp_path / "s.journal")
+    lock = FlockLock(journal)
+    assert lock.acquire() and lock.acquire()  # would block for ever on a second descriptor
+    lock.release()
+    other = os.open(journal + ".flock", os.O_RDWR)
+    try:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free: raises BlockingIOError if still held
+    finally:
+        os.close(other)
