@@ -119,8 +119,9 @@ def _interrupts_held():
         yield  # no Python handler to defer to (not the main thread, or one installed outside Python)
         return
     caught: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
-    try:
+    previous = signal.getsignal(signal.SIGINT)
+    try:  # the handler swapped inside the try: an interrupt on either side of it leaves `previous`
+        signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
         yield
     finally:
         signal.signal(signal.SIGINT, previous)

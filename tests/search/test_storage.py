@@ -60,14 +60,23 @@ def test_a_ctrl_c_inside_the_journal_lock_s_bookkeeping_is_held_until_it_is_done
 
     from kttune.search.storage import _interrupts_held
 
-    reached = []
-    with pytest.raises(KeyboardInterrupt):
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # whatever earlier tests left
+    try:
+        reached = []
+        with pytest.raises(KeyboardInterrupt):
+            with _interrupts_held():
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(1000):  # bytecodes where Python would have raised it
+                    pass
+                reached.append("end of the step")
+        assert reached == ["end of the step"]
+        # and the handler is the one from before, interrupted or not
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
         with _interrupts_held():
-            os.kill(os.getpid(), signal.SIGINT)
-            for _ in range(1000):  # bytecodes where Python would have raised it
-                pass
-            reached.append("end of the step")
-    assert reached == ["end of the step"]
+            pass
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def test_a_lock_its_object_holds_is_taken_again_at_once_and_freed_by_one_release(tmp_path):
