@@ -73,3 +73,12 @@ def torn_journal(path) -> bytes:
     with open(path, "ab") as f:
         f.write(TORN_TAIL)
     return intact
+
+
+def interruptible() -> None:
+    """A `preexec_fn` for a child a test sends SIGINT: Ctrl-C back to its default. A shell starts a
+    background job (`pytest ... &`) with SIGINT ignored, every child inherits that, and Python then
+    installs no KeyboardInterrupt handler: the child would never see the test's Ctrl-C."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -17,7 +17,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from tests.helpers import set_aside
+from tests.helpers import interruptible, set_aside
 
 KTTUNE = shutil.which("kttune", path=str(Path(sys.executable).parent)) or "kttune"
 PROFILE = "datasheet-h200-pcie5-xeon-amx-16c"
@@ -76,7 +76,12 @@ def communicate(p: subprocess.Popen, timeout: float) -> tuple[str, str]:
 
 def start_and_wait_for_trials(tmp_path, storage: Path, lines: int = 60) -> subprocess.Popen:
     p = subprocess.Popen(
-        args(storage, 1_000_000), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(tmp_path)
+        args(storage, 1_000_000),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(tmp_path),
+        preexec_fn=interruptible,
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

@@ -26,7 +26,7 @@ from kttune.cli import main
 from kttune.hw.profile import profile_to_dict
 from kttune.hw.registry import load_shipped
 from kttune.spec.catalog import catalog_config
-from tests.helpers import PATHS_H200
+from tests.helpers import PATHS_H200, interruptible
 
 FUZZ = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 MODEL = "qwen3-30b-a3b"
@@ -726,7 +726,7 @@ def test_ctrl_c_while_writing_leaves_the_old_file_or_the_whole_new_one(tmp_path,
     assert subprocess.run(argv, capture_output=True, env=env, timeout=300).returncode == 0
     old = out.read_bytes()
     os.utime(out, (0, 0))
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, preexec_fn=interruptible)
     time.sleep(delay_s)
     p.send_signal(signal.SIGINT)
     err = p.stderr.read().decode(errors="replace")
