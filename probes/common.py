@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
-from kttune.hw.point_quality import AGREE_LIMIT, SCATTER_LIMIT, disturbed, scatter
+from kttune.hw.point_quality import AGREE_LIMIT, SCATTER_LIMIT, disturbed, disturbed_points, scatter
 from kttune.hw.profile import Curve, Point, TimerInfo
 
 
@@ -123,12 +123,13 @@ def disturbed_note(curves: Sequence[Curve], what: str) -> str | None:
     """A note when points of `curves` still read as disturbed (`disturbed`) after the probe's repeat
     timings: the curves may be off by as much."""
     pts = [p for c in curves for p in c.points]
-    bad = [p for p in pts if disturbed(p)]
+    bad = [p for c in curves for p in disturbed_points(c)]
     if not bad:
         return None
     return (
         f"{what}: {len(bad)} of {len(pts)} points disturbed (scattered more than {SCATTER_LIMIT:g}x between their "
-        f"10th and 90th percentiles, or timed again {AGREE_LIMIT:g}x apart: a host busy while they were timed, or "
+        f"10th and 90th percentiles, or timed again {AGREE_LIMIT:g}x apart, or a streamed layer {AGREE_LIMIT:g}x "
+        "slower per byte than a smaller one: a host busy while they were timed, or "
         "a call that varies by itself, as past the thread cliff): those curves may be off by as much; re-run the "
         "probe with --fresh on a quiet machine (docs/probe.md#disturbed-points)"
     )

@@ -4,7 +4,7 @@ whether its timings agree (docs/probe.md#disturbed-points). The probes time by t
 
 from __future__ import annotations
 
-from kttune.hw.profile import Point
+from kttune.hw.profile import Curve, Point
 
 # A point whose 90th percentile is more than this multiple of its 10th was disturbed while it was
 # timed (its samples come back to back, in well under a second): on the H200 box 3-6 of a quick
@@ -29,3 +29,34 @@ def disturbed(p: Point) -> bool:
         return True
     ms = sorted(t["ms"] for t in p.extra.get("timings", ()))
     return len(ms) >= 2 and ms[1] > AGREE_LIMIT * ms[0]
+
+
+# A layerwise pipeline streams its bytes from host memory far past any last-level cache (300 MiB on
+# the Xeon boxes), so a larger point costs no more per byte than a smaller one (its fixed costs
+# amortised over more bytes). Points from this size on are held to that.
+STREAM_PAST_CACHE_BYTES = 512 * 2**20
+
+
+def slow_per_byte(curve: Curve) -> list[Point]:
+    """The points of a layerwise pipeline curve that took more than `AGREE_LIMIT` times the time
+    per byte of a smaller point of the same curve (both past `STREAM_PAST_CACHE_BYTES`): a host whose
+    memory bandwidth dropped while they were timed, which their own spread does not show (the points
+    come back tight and slow). On every pipeline curve the project has measured, 5 of 257 pairs of
+    sizes: the busy H200 instance's, the probe beside four memory neighbours, one H100 quick probe
+    whose 2.1 GB RAWINT4 point read 116 ms where the same instance's next probe read 56
+    (docs/probe.md#disturbed-points); [] for any other kind of curve."""
+    if curve.kind != "pipeline":
+        return []
+    pts = sorted((p for p in curve.points if p.x >= STREAM_PAST_CACHE_BYTES and p.t_ms > 0), key=lambda p: p.x)
+    out = []
+    for i, p in enumerate(pts):
+        if any(p.t_ms / p.x > AGREE_LIMIT * q.t_ms / q.x for q in pts[:i]):
+            out.append(p)
+    return out
+
+
+def disturbed_points(curve: Curve) -> list[Point]:
+    """A curve's points that read as disturbed: by their own timings (`disturbed`) or, on a layerwise
+    pipeline curve, by the curve's other points (`slow_per_byte`)."""
+    slow = {id(p) for p in slow_per_byte(curve)}
+    return [p for p in curve.points if disturbed(p) or id(p) in slow]

@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
-from kttune.hw.point_quality import AGREE_LIMIT, SCATTER_LIMIT, disturbed, scatter
-from kttune.hw.profile import Point
+from pathlib import Path
+
+from kttune.hw.point_quality import (
+    AGREE_LIMIT,
+    SCATTER_LIMIT,
+    STREAM_PAST_CACHE_BYTES,
+    disturbed,
+    disturbed_points,
+    scatter,
+    slow_per_byte,
+)
+from kttune.hw.profile import Curve, Point, load_profile
 
 
 def _pt(ms, p10, p90, timings=None):
@@ -18,3 +28,46 @@ def test_a_point_is_disturbed_when_scattered_or_timed_apart():
     # timed three times: the two fastest decide, a slow first timing does not
     assert not disturbed(_pt(1.0, 0.9, 1.1, [3.0, 1.0, 1.05]))
     assert disturbed(_pt(1.0, 0.9, 1.1, [1.0, AGREE_LIMIT * 1.0 + 0.05]))
+
+
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+H100B = str(RESULTS / "2026-12-05-h100-pcie5-xeon-amx-16c" / "quick-transfer-h100b{}.profile.json")
+
+
+def _rawint4_pipeline(tag: str, threads: int) -> Curve:
+    prof = load_profile(H100B.format(tag))
+    (c,) = [c for c in prof.curves if c.kind == "pipeline" and c.matches(method="RAWINT4", threads=threads)]
+    return c
+
+
+def test_a_streamed_layer_slower_per_byte_than_a_smaller_one_is_disturbed():
+    """Three quick probes of one H100 instance in four minutes: the first timed the 2.1 GB RAWINT4
+    layer at 11 threads in 116 ms (p10-p90 93-118: tight) after 32 ms for 1.07 GB, 1.8x the time per
+    byte; the next two read 56 and 82 ms, in proportion. The check flags that point alone, and on
+    no other curve of those probes."""
+    first = _rawint4_pipeline("", 11)
+    assert [p.x for p in slow_per_byte(first)] == [max(first.xs)]
+    assert not any(disturbed(p) for p in first.points)  # its own timings do not show it
+    assert disturbed_points(first) == slow_per_byte(first)
+    for tag in ("-again", "-late"):
+        assert slow_per_byte(_rawint4_pipeline(tag, 11)) == []
+    for tag in ("", "-again", "-late"):
+        prof = load_profile(H100B.format(tag))
+        flagged = [c for c in prof.curves if slow_per_byte(c)]
+        assert flagged == ([first] if tag == "" else [])
+
+
+def test_the_per_byte_check_holds_streamed_sizes_alone_and_pipeline_curves_alone():
+    def curve(kind, *pts):
+        return Curve(kind=kind, x_unit="bytes", points=tuple(Point(x=x, t_ms=t) for x, t in pts))
+
+    gib = 2**30
+    # a fixed cost amortised: less per byte at the larger size, never flagged
+    assert slow_per_byte(curve("pipeline", (gib, 30.0), (2 * gib, 50.0), (4 * gib, 95.0))) == []
+    # below the floor, a cache-resident small point may be cheaper per byte: not held to it
+    small = STREAM_PAST_CACHE_BYTES // 4
+    assert slow_per_byte(curve("pipeline", (small, 1.0), (gib, 60.0))) == []
+    # the same numbers on another kind of curve: not this check's business
+    assert slow_per_byte(curve("h2d", (gib, 30.0), (2 * gib, 116.0))) == []
+    bad = curve("pipeline", (gib, 30.0), (2 * gib, 30.0 * 2 * AGREE_LIMIT + 1))
+    assert [p.x for p in slow_per_byte(bad)] == [2 * gib]
