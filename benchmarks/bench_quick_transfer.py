@@ -29,7 +29,7 @@ from bench_same_machine import crossovers, errors, pct
 from bench_transfer import load_points
 
 from kttune.calibration.transfer import leave_one_point_out, per_method_predictor
-from kttune.hw.point_quality import SCATTER_LIMIT, disturbed, scatter
+from kttune.hw.point_quality import SCATTER_LIMIT, disturbed, scatter, slow_per_byte
 from kttune.hw.profile import load_profile
 from kttune.hw.registry import resolve_profile
 from results_layout import COMPUTED, results_dir
@@ -83,11 +83,14 @@ def quick_probe(profile) -> dict:
     same as scattered for a profile of the probe before it timed points twice): a busy host
     (docs/probe.md#disturbed-points)."""
     pts = [p for c in profile.curves if c.kind == "cpu_moe" for p in c.points]
+    pipeline = [c for c in profile.curves if c.kind == "pipeline"]
     return {
         "cpu_moe_points": len(pts),
         "scattered": sum(1 for p in pts if scatter(p) > SCATTER_LIMIT),
         "timed_again": sum(1 for p in pts if len(p.extra.get("timings", ())) > 1),
         "disturbed": sum(1 for p in pts if disturbed(p)),
+        "pipeline_points": sum(len(c.points) for c in pipeline),
+        "pipeline_slow_per_byte": sum(len(slow_per_byte(c)) for c in pipeline),
     }
 
 
@@ -171,12 +174,14 @@ def markdown(rows: list[dict], summ: dict, shipped: str, groups, probes: list[di
         )
     lines += [
         "",
-        "| call | instance (GPU) | quick probe's kt-kernel MoE points scattered beyond 2x (p90 / p10) | worst per path, quick |",
-        "|---|---|---|---|",
+        "| call | instance (GPU) | quick probe's kt-kernel MoE points scattered beyond 2x (p90 / p10) "
+        "| pipeline points slower per byte than a smaller one (1.3x) | worst per path, quick |",
+        "|---|---|---|---|---|",
     ]
     for q in probes:
         lines.append(
-            f"| {q['tag']} | {q['instance']} | {q['scattered']} of {q['cpu_moe_points']} | {pct(q['worst_per_path'])} |"
+            f"| {q['tag']} | {q['instance']} | {q['scattered']} of {q['cpu_moe_points']} "
+            f"| {q['pipeline_slow_per_byte']} of {q['pipeline_points']} | {pct(q['worst_per_path'])} |"
         )
     lines += ["", "What the quick profile did not measure for each model, and the cost model borrowed:", ""]
     seen = {}
