@@ -5,6 +5,7 @@ all of the first timing (sleeps on calls), quiet for the second."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from kttune.hw.profile import Curve, Point
 from kttune.probes.common import (
@@ -136,3 +137,19 @@ def test_points_that_stay_disturbed_are_reported():
     assert disturbed_note([quiet], "CPU MoE") is None or scatter(calm) > SCATTER_LIMIT
     note = disturbed_note([Curve(kind="cpu_moe", x_unit="tokens", points=(noisy, apart))], "CPU MoE")
     assert note.startswith("CPU MoE: 2 of 2 points disturbed") and "--fresh" in note
+
+
+def test_the_note_counts_a_streamed_layer_slower_per_byte_than_a_smaller_one():
+    """The first quick probe of a fresh H100 instance: its 2.1 GB RAWINT4 layer at 11 threads tight
+    and slow (116 ms after 32 ms for 1.07 GB); the probe's pipeline note counts it, and counts nothing
+    on the same instance's next probe."""
+    from kttune.hw.profile import load_profile
+
+    folder = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "2026-12-05-h100-pcie5-xeon-amx-16c"
+    first = load_profile(folder / "quick-transfer-h100b.profile.json")
+    again = load_profile(folder / "quick-transfer-h100b-again.profile.json")
+    pipeline = [c for c in first.curves if c.kind == "pipeline"]
+    note = disturbed_note(pipeline, "layerwise pipeline")
+    n = sum(len(c.points) for c in pipeline)
+    assert note.startswith(f"layerwise pipeline: 1 of {n} points disturbed") and "slower per byte" in note
+    assert disturbed_note([c for c in again.curves if c.kind == "pipeline"], "layerwise pipeline") is None
