@@ -9,7 +9,7 @@ from rich.table import Table
 
 from kttune.emit.terminal import first_that_fits, fits, keep_title, split_columns, tight_table
 from kttune.hw.curve_kinds import cpu_matmul_above
-from kttune.hw.point_quality import disturbed
+from kttune.hw.point_quality import disturbed, disturbed_points
 from kttune.hw.profile import Curve, HardwareProfile
 from kttune.units import GB, GIB, MIB
 
@@ -275,10 +275,13 @@ def _pipeline_table(curves: list[Curve], narrow: bool) -> Any:
         cols = ("MoE layer", "A\nthreads", "GB", "A", "B", "C", "layer", "layer/\nslowest")
     for col in cols:
         t.add_column(col, justify="left" if col == "MoE layer" else "right", no_wrap=True)
+    marked = False
     for c in sorted(
         curves, key=lambda c: (str(c.params.get("model")), c.params.get("method"), -c.params.get("threads", 0))
     ):
         pt = max(c.points, key=lambda pt: pt.x)
+        star = "*" if any(q is pt for q in disturbed_points(c)) else ""
+        marked = marked or bool(star)
         x = pt.extra
         sep = "\n" if narrow else " "  # narrow: the method under the model (FP8_PERCHANNEL is long)
         t.add_row(
@@ -286,9 +289,11 @@ def _pipeline_table(curves: list[Curve], narrow: bool) -> Any:
             str(c.params.get("threads")),
             f"{pt.x / GB:.1f}",
             *(_fmt_ms(float(x[k])) if x.get(k) else "-" for k in ("stage_a_ms", "stage_b_ms", "stage_c_ms")),
-            _fmt_ms(float(x.get("layer_ms") or pt.t_ms)),
+            _fmt_ms(float(x.get("layer_ms") or pt.t_ms)) + star,
             f"{x['overlap_ratio']:.2f}" if isinstance(x.get("overlap_ratio"), (int, float)) else "",
         )
+    if marked:  # the full layer disturbed by its own timings or slower per byte than a smaller one
+        t.caption = "* disturbed (see the notes)"
     return keep_title(t)
 
 

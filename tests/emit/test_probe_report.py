@@ -104,3 +104,25 @@ def test_the_host_s_uptime_is_shown_where_the_probe_read_it():
         render_profile(prof, console)
         text = console.export_text()
         assert (want in text) if want else ("the host up" not in text)
+
+
+def test_a_disturbed_full_layer_is_marked_in_the_pipeline_table():
+    """The first quick probe of a fresh H100 instance streamed the 2.1 GB RAWINT4 layer at 11 threads
+    in 116 ms after 32 ms for half of it (kttune.hw.point_quality.slow_per_byte): its layer time
+    carries '*' and the caption says what it means; the next probe's table has no mark."""
+    from pathlib import Path
+
+    from kttune.emit.probe_report import pipeline_table
+    from kttune.hw.profile import load_profile
+
+    folder = Path(__file__).resolve().parents[2] / "benchmarks/results/2026-12-05-h100-pcie5-xeon-amx-16c"
+
+    def rendered(name: str) -> str:
+        p = load_profile(folder / name)
+        console = Console(record=True, width=200)
+        console.print(pipeline_table([c for c in p.curves if c.kind == "pipeline"]))
+        return console.export_text()
+
+    first = rendered("quick-transfer-h100b.profile.json")
+    assert first.count("*") == 2 and "116*" in first and "* disturbed (see the notes)" in first
+    assert "*" not in rendered("quick-transfer-h100b-again.profile.json")
