@@ -170,6 +170,7 @@ class Components:
         self.runs_sparse_attention = self.runs_sparse()
         self._per_layer_dense_params = self._dense_params_per_layer()
         self._indexer_query_key = self._indexer_projection_shares()
+        self._indexed_share = self._indexed_layer_share()
         self.calibration = Calibration.from_dicts(self.profile.calibration)
         self.notes.extend(self.calibration.summary(self.method.name))
         if m.attention == "mla":
@@ -510,7 +511,7 @@ class Components:
                 dsa.index_heads,
                 dsa.index_head_dim,
             )
-            share = self._indexed_layer_share()  # IndexShare: the mean layer's indexer
+            share = self._indexed_share  # IndexShare: the mean layer's indexer
             return (
                 self._attn_fit((1.0, main + share * index / self.fp8_speedup)) + share * logits * self.hbm_ms_per_byte
             )
@@ -675,7 +676,7 @@ class Components:
     def _indexed_layer_share(self) -> float:
         """The share of a sparse-attention model's full-attention layers that run an indexer of their
         own (1 but under IndexShare, whose shared layers reuse the top-k before them): attention_ms
-        charges the mean layer's indexer."""
+        charges the mean layer's indexer. Computed once, at construction."""
         m = self.model
         return len(m.indexer_layer_ids) / max(1, len(m.full_attention_layer_ids))
 

@@ -142,9 +142,9 @@ class Provenance:
     # For developers: how a shipped profile was assembled (device runs, re-measurements, what a run
     # replaced). Kept in the file (and --json), left out of the tables and reports users read.
     lab_notes: tuple[str, ...] = ()
-    # Seconds the host had been up when the probe started (/proc/uptime; None where unreadable): a
-    # quick probe in a fresh VM's first minutes once read kt-kernel 10-25% slower than the same
-    # instance minutes later (docs/probe.md#what-the-host-was-doing).
+    # Seconds the host had been up when the probe started (/proc/uptime; None where unreadable): what
+    # the host was doing, beside its CPU load (docs/probe.md#what-the-host-was-doing: three quick
+    # probes of one fresh instance showed no slow first minute, a host whose memory bandwidth drifts).
     host_uptime_s: float | None = None
 
 

@@ -115,11 +115,11 @@ def _interrupts_held():
     leave the lock held by a descriptor nobody releases, and the interrupted search's own cleanup
     (Optuna marks the running trial failed) would then wait on it for ever. Python handles signals
     in the main thread alone; elsewhere the step runs as it is."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is None:
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous is None:
         yield  # no Python handler to defer to (not the main thread, or one installed outside Python)
         return
     caught: list[int] = []
-    previous = signal.getsignal(signal.SIGINT)
     try:  # the handler swapped inside the try: an interrupt on either side of it leaves `previous`
         signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
         yield
