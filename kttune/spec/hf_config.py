@@ -328,11 +328,13 @@ def _mla_attention_params(cfg: dict, name: str, h: int, heads: int) -> tuple[int
     linear += kv_lora * heads * (nope + v)  # kv_b_proj
     linear += heads * v * h  # o_proj
     norms = q_lora + kv_lora  # q_a_layernorm, kv_a_layernorm
-    dsa = _sparse_attention(cfg, name)
-    if dsa:  # DeepSeek Sparse Attention's indexer: wq_b, wk, weights_proj; k_norm (a LayerNorm)
-        linear += sum(dsa.projection_params(h, q_lora))
-        norms += 2 * dsa.index_head_dim
     return linear, norms
+
+
+def _indexer_params(dsa: SparseAttentionSpec, h: int, q_lora: int) -> tuple[int, int]:
+    """One DeepSeek Sparse Attention indexer's parameters, (Linears: wq_b, wk, weights_proj; norms:
+    k_norm, a LayerNorm)."""
+    return sum(dsa.projection_params(h, q_lora)), 2 * dsa.index_head_dim
 
 
 def _sparse_attention(cfg: dict, name: str) -> SparseAttentionSpec | None:
@@ -659,10 +661,10 @@ def _parse(
     n_softmax = len(layers.full) + len(layers.sliding)
     n_linear = len(layers.linear)
     dsa = _sparse_attention(cfg, name) if mla else None
-    unshared_linear = unshared_other = 0  # IndexShare: shared layers hold no indexer (its Linears, k_norm)
-    if dsa is not None and dsa.shared_layer_ids:
-        unshared_linear = sum(dsa.projection_params(h, _count(cfg, name, "q_lora_rank"))) * len(dsa.shared_layer_ids)
-        unshared_other = 2 * dsa.index_head_dim * len(dsa.shared_layer_ids)
+    idx_linear = idx_other = 0  # an indexer in every attention layer but IndexShare's shared ones
+    if dsa is not None:
+        indexers = n_softmax - len(dsa.shared_layer_ids)
+        idx_linear, idx_other = (n * indexers for n in _indexer_params(dsa, h, _count(cfg, name, "q_lora_rank")))
 
     n_moe = len(moe_ids)
     router = _router(cfg, name, rules, num_experts, notes)
@@ -672,11 +674,11 @@ def _parse(
     params = NonExpertParams(
         embedding=vocab * h,
         lm_head=0 if tie else vocab * h,
-        attention_linear=attn_linear * n_softmax + lin_linear * n_linear - unshared_linear,
+        attention_linear=attn_linear * n_softmax + lin_linear * n_linear + idx_linear,
         dense_mlp=3 * h * dense_width * len(dense_ids),
         shared_experts=(3 * h * shared_width + shared_gate) * n_moe,
         routers=(h * num_experts + (num_experts if router_bias else 0)) * n_moe,
-        other=attn_other * n_softmax + lin_other * n_linear + 2 * h * num_layers + h - unshared_other,
+        other=attn_other * n_softmax + lin_other * n_linear + 2 * h * num_layers + h + idx_other,
     )
 
     if method is None and not strict_quant:
