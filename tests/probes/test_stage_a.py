@@ -80,6 +80,9 @@ def test_a_write_timed_again_is_the_same_write(kt):
     pinned = bool(torch.cuda.is_available())
     again = sa._time_write(task, first.extra["inter"], first.extra["layer_experts"], hosts, opts, cpu, kt, [0], pinned)
     assert again.x == first.x and again.t_ms > 0
-    assert {k: v for k, v in again.extra.items() if k != "timings"} == {
-        k: v for k, v in first.extra.items() if k != "remeasured"
+    # the retime's record (every timing, a failed repeat) is the probe's bookkeeping, on the first
+    # point only when the CI host's noise scattered it: the write itself must be the same
+    bookkeeping = {"timings", "retime_error"}
+    assert {k: v for k, v in again.extra.items() if k not in bookkeeping} == {
+        k: v for k, v in first.extra.items() if k not in bookkeeping
     }
