@@ -25,9 +25,8 @@ from pathlib import Path
 from bench_quick_transfer import instance_of, predict
 from results_layout import write_result
 
-from kttune.hw.profile import HardwareProfile, load_profile
+from kttune.hw.profile import HardwareProfile, curve_key, load_profile
 from kttune.hw.registry import load_shipped
-from kttune.probes.run import curve_key  # what makes two curves measurements of the same thing
 
 SHIPPED = "h200-pcie5-xeon-amx-16c"
 RESULTS = Path("benchmarks/results")

@@ -146,6 +146,7 @@ SEED = Bound(0, 2**32 - 1, example="3", why="seeds are 32-bit")
 TRIALS = Bound(1, 10**6, example="300", why="a million trials is hours of search")
 REQUESTS = Bound(1, 10**7, example="1000", why="ten million simulated requests")
 REPEATS = Bound(1, 100, example="3", why="a hundred repeats of every run")
+PROBE_REPEATS = Bound(1, 20, example="3", why="twenty full probes are hours")
 CANDIDATES = Bound(1, 64, example="4", why="more configurations than a measured race can tell apart")
 RATE_PER_S = Bound(
     0, 1e6, integer=False, lo_open=True, unit="requests/s", example="1.5", why="a million requests a second"

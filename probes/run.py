@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from kttune.errors import UserError
 from kttune.hw.fingerprint import fingerprint
-from kttune.hw.profile import Curve, HardwareProfile, Inventory, Provenance, save_profile
+from kttune.hw.profile import Curve, HardwareProfile, Inventory, Provenance, curve_key, save_profile
 from kttune.hw.shape_law import shape_set_key
 from kttune.paths import profile_cache_path
 from kttune.kernels.kt_ext import load_kt_kernel
@@ -569,13 +569,7 @@ def run_probe(options: ProbeOptions, reporter: Reporter | None = None) -> Hardwa
 
     fp = fingerprint(inv)
     if options.merge_cached:
-        kept = _cached_curves_not_remeasured(fp, curves)
-        if kept:
-            rep.note(
-                f"kept {len(kept)} curves of this machine's cached profile that this run did not re-measure "
-                "(pass --fresh to drop them)"
-            )
-            curves = kept + curves
+        curves = with_cached_curves(fp, curves, rep)
     prov = Provenance(
         kind="measured",
         machine=machine_name(inv),
@@ -677,9 +671,16 @@ def thread_cliff_notes(curves: list[Curve], cores: int, ratio: float = 2.0, logi
     return notes
 
 
-def curve_key(c: Curve) -> tuple:
-    """What makes two curves measurements of the same thing (kind and params)."""
-    return (c.kind,) + tuple(sorted((k, str(v)) for k, v in c.params.items()))
+def with_cached_curves(fp: str, curves: list[Curve], rep: Reporter) -> list[Curve]:
+    """`curves` after the curves of this machine's cached profile (fingerprint `fp`) that they do not
+    measure again, saying how many were kept (`ProbeOptions.merge_cached`)."""
+    kept = _cached_curves_not_remeasured(fp, curves)
+    if kept:
+        rep.note(
+            f"kept {len(kept)} curves of this machine's cached profile that this run did not re-measure "
+            "(pass --fresh to drop them)"
+        )
+    return kept + curves
 
 
 def _cached_curves_not_remeasured(fp: str, new: list[Curve]) -> list[Curve]:

@@ -20,6 +20,7 @@ paths                   run_paths(paths_request(...))  kttune.runner.api.PathsRe
 calibrate               calibrate(results, ...)        CalibrateOutcome
 validate                validate(inputs, ...)          ValidateOutcome
 probe                   probe(probe_options(...))      ProbeOutcome
+profile merge           merge_probes(files, out)       ProbeOutcome
 profile derive          derive(source, out, ...)       DeriveOutcome
 profile show            show_profile(name)             ProfileDocument
 report                  report(files, out)             kttune.emit.markdown_report.WrittenReport
@@ -53,7 +54,7 @@ _WHERE = {
     "kttune.app.launch_explain": ("COMPARE_TRIALS", "LaunchExplainOutcome", "explain_command"),
     "kttune.app.measured": ("EVALUATORS", "MeasuredOutcome", "make_evaluator", "measured_search"),
     "kttune.app.paths": ("CalibrateOutcome", "calibrate", "paths_request", "run_paths"),
-    "kttune.app.probing": ("ProbeOutcome", "probe", "probe_options"),
+    "kttune.app.probing": ("ProbeOutcome", "merge_probes", "probe", "probe_options"),
     "kttune.app.reporting": ("check_report_extras", "report", "write_command_report"),
     "kttune.app.search_explain": (
         "ExplainOutcome",

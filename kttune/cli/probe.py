@@ -136,6 +136,16 @@ def probe(
             "(docs/cost-model.md#the-expert-shape-law). Default: in a full probe without --model.",
         ),
     ] = None,
+    repeat: Annotated[
+        int,
+        bounded(
+            "--repeat",
+            rule=bounds.PROBE_REPEATS,
+            help="Probe this many times, back to back, and keep each point's median over the probes, its "
+            "interval their span: one probe takes one reading of a host whose memory bandwidth can move 2x "
+            "within minutes (docs/probe.md#repeated-probes).",
+        ),
+    ] = 1,
     as_json: Json = False,
     report_dir: Report = None,
 ) -> None:
@@ -144,7 +154,6 @@ def probe(
     from rich.console import Console
 
     from kttune import app
-    from kttune.emit.probe_report import render_profile
     from kttune.emit.progress import ProbeProgress
 
     app.check_report_extras(report_dir)
@@ -163,7 +172,17 @@ def probe(
     )
     err = Console(stderr=True)
     with ProbeProgress(err) as rep:
-        outcome = app.probe(opts, rep)
+        outcome = app.probe(opts, rep, repeat=repeat)
+    _show_probe(outcome, as_json, report_dir)
+
+
+def _show_probe(outcome, as_json: bool, report_dir=None) -> None:
+    """Print a probe's profile (tables or --json) and where it was written."""
+    from rich.console import Console
+
+    from kttune import app
+    from kttune.emit.probe_report import render_profile
+
     profile = outcome.profile
     if report_dir:
         from kttune.cli.report import print_written
@@ -229,8 +248,24 @@ def profile_show(
     render_profile(shown.profile, Console())
 
 
+def profile_merge(
+    probes: Annotated[
+        list[str],
+        typer.Argument(help="Two or more profiles `kttune probe` wrote on one machine (files).", show_default=False),
+    ],
+    out: Annotated[str, typer.Option("--out", "-o", help="Where to write the merged profile (JSON).")],
+    as_json: Json = False,
+) -> None:
+    """Merge probes of one machine taken at other times: each point the median of the probes that
+    measured it, its interval their span (docs/probe.md#repeated-probes)."""
+    from kttune import app
+
+    _show_probe(app.merge_probes(probes, out), as_json)
+
+
 def register(app: typer.Typer) -> None:
     app.command("probe")(probe)
     profile_app = typer.Typer(help="Hardware profiles: show what was measured.", no_args_is_help=True)
     profile_app.command("show")(profile_show)
+    profile_app.command("merge")(profile_merge)
     app.add_typer(profile_app, name="profile")

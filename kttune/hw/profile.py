@@ -175,6 +175,11 @@ class HardwareProfile:
         return any(c.kind == kind for c in self.curves)
 
 
+def curve_key(c: Curve) -> tuple:
+    """What makes two curves measurements of the same thing (kind and params)."""
+    return (c.kind,) + tuple(sorted((k, str(v)) for k, v in c.params.items()))
+
+
 # ---- (de)serialisation ----------------------------------------------------------------------
 
 

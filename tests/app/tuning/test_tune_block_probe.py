@@ -16,7 +16,7 @@ from kttune.app.inputs import this_machine_inventory  # noqa: E402
 from kttune.app.tuning import TuneRequest  # noqa: E402
 from kttune.app.tuning import run as tune_run  # noqa: E402
 from kttune.hw.fingerprint import fingerprint  # noqa: E402
-from kttune.hw.profile import load_profile, save_profile  # noqa: E402
+from kttune.hw.profile import curve_key, load_profile, save_profile  # noqa: E402
 from kttune.hw.registry import load_shipped  # noqa: E402
 from kttune.paths import profile_cache_path  # noqa: E402
 from kttune.probes import gpu_attention  # noqa: E402
@@ -70,7 +70,7 @@ def test_a_reused_profile_gets_the_models_block_once_and_keeps_every_other_curve
     assert len(new) == 1 and [p.x for p in new[0].points] == list(gpu_attention.BLOCK_TOKENS_QUICK)
     assert all(p.t_ms > 0 for p in new[0].points)
     # every curve of the cache is still there, the block added to them
-    assert {probe_run.curve_key(c) for c in before.curves} <= {probe_run.curve_key(c) for c in after.curves}
+    assert {curve_key(c) for c in before.curves} <= {curve_key(c) for c in after.curves}
     assert len(after.curves) == len(before.curves) + 1
     # the next tune finds it and does not time it again
     _, again = tune_run._profile_step(req, _tiny_inputs(req), False, tune_run._Progress(None))

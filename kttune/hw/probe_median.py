@@ -1,0 +1,162 @@
+"""One profile from several probes of one machine: each point the median of the probes that measured
+it, its interval the span of their medians (docs/probe.md#repeated-probes).
+
+Why: a host's memory bandwidth moves up to 2x over minutes, and one probe takes one reading of it.
+Three quick probes of one H100 instance, a minute or two apart, predicted that instance's runner
+sweeps with a worst per-path error of 28%, 7% and 33%; the point-by-point median of the three, 19%
+(benchmarks/bench_probe_median.py). Pure: `kttune probe --repeat N` and `kttune profile merge` call it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+from typing import Sequence
+
+from kttune.errors import UserError
+from kttune.hw.point_quality import AGREE_LIMIT
+from kttune.hw.profile import Curve, HardwareProfile, Point, Provenance, curve_key
+
+# A point's record of one probe's timing (`Point.extra`): kept per probe under PROBES_KEY, and
+# left out of the merged point's own extra, which describes the median.
+PER_PROBE_KEYS = ("timings", "retime_error")
+PROBES_KEY = "probes"
+
+
+def median_of_probes(
+    profiles: Sequence[HardwareProfile], created: str = "", command: str = "", names: Sequence[str] = ()
+) -> HardwareProfile:
+    """The profile whose every point is the median over `profiles` (probes of one machine, in the
+    order taken) of that point's time, where two or more measured it; its p10 / p90 the fastest and
+    slowest of those times (the probes' spread, which one probe's own repeats do not show), every
+    probe's time kept in `extra["probes"]`. A curve or point only one probe measured is kept as it
+    was. `names` label the probes in the provenance (files; default "probe i of n"). Refused (one
+    line, exit 2): fewer than two profiles, one not measured, or probes of different machines."""
+    names = list(names) or [f"probe {i + 1} of {len(profiles)}" for i in range(len(profiles))]
+    _check(profiles, names)
+    groups: dict[tuple, list[Curve]] = {}
+    for p in profiles:
+        for c in p.curves:
+            groups.setdefault((curve_key(c), c.backend), []).append(c)
+    curves = tuple(_median_curve(cs) for cs in groups.values())
+    last = profiles[-1]
+    return HardwareProfile(
+        provenance=_provenance(profiles, names, created, command, curves),
+        inventory=last.inventory,
+        curves=curves,
+        fingerprint=last.fingerprint,
+        timer=last.timer,
+    )
+
+
+def _check(profiles: Sequence[HardwareProfile], names: Sequence[str]) -> None:
+    if len(profiles) < 2:
+        raise UserError(
+            f"a median of probes needs two or more, got {len(profiles)}",
+            "pass two or more profiles that `kttune probe` wrote on this machine",
+        )
+    for p, name in zip(profiles, names):
+        if p.provenance.kind != "measured":
+            raise UserError(
+                f"{name} is a {p.provenance.kind} profile, not a probe",
+                "pass profiles that `kttune probe` measured",
+            )
+    fps = list(dict.fromkeys(p.fingerprint for p in profiles))
+    if len(fps) > 1:
+        first = names[[p.fingerprint for p in profiles].index(fps[1])]
+        raise UserError(
+            f"{first} is a probe of another machine than {names[0]} (fingerprint {fps[1]} against {fps[0]})",
+            "merge probes of one machine (`kttune profile show FILE` names each one's)",
+        )
+
+
+def _median_curve(curves: list[Curve]) -> Curve:
+    first = curves[0]
+    if len(curves) == 1:
+        return first
+    by_x: dict[float, list[Point]] = {}
+    for c in curves:
+        for p in c.points:
+            by_x.setdefault(p.x, []).append(p)
+    points = tuple(_median_point(ps) for _, ps in sorted(by_x.items()))
+    measured = set(by_x)
+    skipped = {}
+    for c in curves:
+        for s in c.skipped:
+            if s.get("x") not in measured:
+                skipped.setdefault((s.get("x"), s.get("reason")), s)
+    return replace(first, points=points, skipped=tuple(skipped.values()))
+
+
+def _median_point(points: list[Point]) -> Point:
+    """The median of one point's timings by several probes, or the one probe's point as it was."""
+    if len(points) == 1:
+        return points[0]
+    ts = [p.t_ms for p in points]
+    mid = statistics.median(ts)
+    nearest = min(points, key=lambda p: abs(p.t_ms - mid))  # the probe whose point stands for the median
+    extra = {k: v for k, v in nearest.extra.items() if k not in PER_PROBE_KEYS}
+    extra[PROBES_KEY] = [
+        {"ms": p.t_ms, "p10": p.t_ms_p10, "p90": p.t_ms_p90, **{k: p.extra[k] for k in PER_PROBE_KEYS if k in p.extra}}
+        for p in points
+    ]
+    return Point(x=nearest.x, t_ms=mid, t_ms_p10=min(ts), t_ms_p90=max(ts), n=sum(p.n for p in points), extra=extra)
+
+
+def _probes_apart(curves: Sequence[Curve]) -> tuple[int, int] | None:
+    """How many of the points several probes measured have probes more than `AGREE_LIMIT` apart."""
+    merged = [p for c in curves for p in c.points if PROBES_KEY in p.extra]
+    apart = [p for p in merged if p.t_ms_p10 and p.t_ms_p90 and p.t_ms_p90 > AGREE_LIMIT * p.t_ms_p10]
+    return (len(apart), len(merged)) if apart else None
+
+
+def _probe_notes(profiles: Sequence[HardwareProfile], names: Sequence[str]) -> list[str]:
+    """What the probes said: a note every probe said as it was, one only some said prefixed with
+    theirs (a probe's note on its own disturbed points is not the median's)."""
+    by_note: dict[str, list[str]] = {}
+    for p, name in zip(profiles, names):
+        for n in dict.fromkeys(p.provenance.notes):
+            by_note.setdefault(n, []).append(name)
+    return [n if len(who) == len(profiles) else f"{', '.join(who)}: {n}" for n, who in by_note.items()]
+
+
+def _provenance(
+    profiles: Sequence[HardwareProfile], names: Sequence[str], created: str, command: str, curves: Sequence[Curve]
+) -> Provenance:
+    first, last = profiles[0].provenance, profiles[-1].provenance
+
+    def uptime(p: Provenance) -> str:
+        return f", host up {p.host_uptime_s:.0f} s" if p.host_uptime_s is not None else ""
+
+    sources = tuple(
+        f"{name}: {p.provenance.created or 'undated'}{uptime(p.provenance)}, `{p.provenance.command}`"
+        for name, p in zip(names, profiles)
+    )
+    said = [
+        f"each point the median of the {len(profiles)} probes that measured it, its interval their span "
+        "(docs/probe.md#repeated-probes)"
+    ]
+    apart = _probes_apart(curves)
+    if apart:
+        said.append(
+            f"the probes disagree by more than {AGREE_LIMIT:g}x at {apart[0]} of {apart[1]} points two or more "
+            "of them measured (the slowest over the fastest): the host changed between them, and one probe alone would "
+            "have been off by as much"
+        )
+    if any(p.calibration for p in profiles):
+        said.append(
+            "the probes' calibration is left out (it was fitted to one probe's curves): "
+            "run `kttune calibrate` on this profile anew"
+        )
+    notes = tuple(dict.fromkeys(said + _probe_notes(profiles, names)))
+    return Provenance(
+        kind="measured",
+        machine=last.machine,
+        created=created or last.created,
+        tool_version=last.tool_version,
+        command=command or last.command,
+        notes=notes,
+        sources=sources,
+        lab_notes=tuple(dict.fromkeys(n for p in profiles for n in p.provenance.lab_notes)),
+        host_uptime_s=first.host_uptime_s,
+    )
