@@ -1,0 +1,128 @@
+"""One probe or the median of several: an instance's runner sweeps predicted from each of its quick
+probes alone and from their point-by-point median (`kttune.hw.probe_median.median_of_probes`, what
+`kttune probe --repeat N` and `kttune profile merge` write), with every subset of two where there are
+three (the median of two is their mean).
+
+The instances measured more than once, each with runner sweeps of its own (the same device call):
+- h100b: the second H100 instance of 2026-12-05, three quick probes a minute or two apart (at 44, 114
+  and 253 s of uptime, `bench_quick_transfer.sh` with AGAIN=1 LATE=1), Kimi-K2-Thinking and GLM-4.7 swept;
+- h200-a/b: the H200 instance of the 2026-12-04 quick-transfer calls a and b (GPU-4d9e28bd), one quick
+  probe per call, 6 + 9 model sweeps.
+
+What it asks: whether repeating the probe is the fix for a host whose memory bandwidth moves 2x on
+the scale of minutes (docs/probe.md#repeated-probes). Raw cost model, calibration left out; per
+decoder-layer forward, mean absolute error per path; crossovers judged by kttune.protocol.check_crossing.
+
+    python3 benchmarks/bench_probe_median.py --out benchmarks/results/2026-12-05-computed/probe-median
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import itertools
+import statistics
+from pathlib import Path
+
+from bench_quick_transfer import PATHS, RAW_TARGET, instance_of, predict
+from results_layout import write_result
+
+from kttune.hw.probe_median import median_of_probes
+from kttune.hw.profile import load_profile
+
+RESULTS = Path("benchmarks/results")
+H100 = RESULTS / "2026-12-05-h100-pcie5-xeon-amx-16c"
+H200 = RESULTS / "2026-12-04-h200-pcie5-xeon-amx-16c"
+INSTANCES = {
+    "h100b": (
+        [H100 / f"quick-transfer-h100b{s}.profile.json" for s in ("", "-again", "-late")],
+        [H100 / f"quick-transfer-crossover-{m}-h100b.json" for m in ("kimi-k2-thinking", "glm-4.7")],
+    ),
+    "h200-a/b": (
+        [H200 / f"quick-transfer-{t}.profile.json" for t in ("a", "b")],
+        [Path(f) for t in ("a", "b") for f in sorted(glob.glob(str(H200 / f"quick-transfer-crossover-*-{t}.json")))],
+    ),
+}
+
+
+def score(sweeps: list[Path], profile) -> dict:
+    """Per sweep the per-path errors and crossovers; with their summary."""
+    rows = [predict(str(s), profile) for s in sweeps]
+    per_path = [r[p]["mape"] for r in rows for p in PATHS if r[p]["mape"] is not None]
+    xs = [x for r in rows for x in r["crossover"]]
+    return {
+        "sweeps": [
+            {"file": s.name, "model": r["model"], **{p: r[p] for p in PATHS}, "crossover": r["crossover"]}
+            for s, r in zip(sweeps, rows)
+        ],
+        "per_path_mean": statistics.mean(per_path),
+        "per_path_max": max(per_path),
+        "within_target": sum(1 for r in rows if all(r[p]["mape"] is None or r[p]["mape"] <= RAW_TARGET for p in PATHS)),
+        "crossovers_agree": sum(1 for x in xs if x["agrees"]),
+        "crossovers": len(xs),
+    }
+
+
+def _pair(sweep: dict) -> str:
+    """A sweep's per-path errors, "hybrid / layerwise"."""
+    return " / ".join(f"{sweep[p]['mape']:.0%}" if sweep[p]["mape"] is not None else "-" for p in PATHS)
+
+
+def sources(probes: list[Path]) -> list[tuple[str, object]]:
+    """Each probe alone, every subset of two or more as its median (labelled by the probes' numbers)."""
+    loaded = [load_profile(p) for p in probes]
+    out: list[tuple[str, object]] = [(f"probe {i + 1}", p) for i, p in enumerate(loaded)]
+    for k in range(2, len(loaded) + 1):
+        for combo in itertools.combinations(range(len(loaded)), k):
+            med = median_of_probes([loaded[i] for i in combo])
+            out.append(("median of " + "+".join(str(i + 1) for i in combo), med))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=None, help="write OUT.json and OUT.md")
+    args = ap.parse_args()
+    doc: dict = {"instances": {}}
+    lines = [
+        "# One quick probe or the median of several",
+        "",
+        "Each instance's runner sweeps (same device call as its probes) predicted from each of its quick probes and "
+        "from their point-by-point median (`kttune.hw.probe_median.median_of_probes`: what `kttune probe --repeat N` "
+        "and `kttune profile merge` write). Raw cost model, calibration left out. Per decoder-layer forward: "
+        "mean absolute error per model and path (mean over the sweeps, worst), sweeps with both paths within "
+        f"{RAW_TARGET:.0%}, crossovers that agree (kttune.protocol.check_crossing).",
+        "",
+    ]
+    for name, (probes, sweeps) in INSTANCES.items():
+        inst = instance_of(load_profile(probes[0]))
+        rows = []
+        for label, prof in sources(probes):
+            s = score(sweeps, prof)
+            up = None if label.startswith("median") else prof.provenance.host_uptime_s
+            rows.append({"source": label, "host_uptime_s": up, **s})
+        doc["instances"][name] = {
+            "instance": inst,
+            "probes": [str(p) for p in probes],
+            "sweeps": [str(s) for s in sweeps],
+            "rows": rows,
+        }
+        lines += [
+            f"## {name}: {len(probes)} quick probes, {len(sweeps)} sweeps ({inst})",
+            "",
+            "| profile | per path, mean (worst) | sweeps with both paths within 15% | crossovers that agree | per sweep, hybrid / layerwise |",
+            "|---|---|---|---|---|",
+        ]
+        for r in rows:
+            per = "; ".join(f"{w['model']} {_pair(w)}" for w in r["sweeps"])
+            up = f" (host up {r['host_uptime_s']:.0f} s)" if r["host_uptime_s"] is not None else ""
+            lines.append(
+                f"| {r['source']}{up} | {r['per_path_mean']:.0%} ({r['per_path_max']:.0%}) | "
+                f"{r['within_target']} of {len(sweeps)} | {r['crossovers_agree']} of {r['crossovers']} | {per} |"
+            )
+        lines.append("")
+    write_result(args.out, doc, "\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
