@@ -62,6 +62,7 @@ ACCURACY = dict(
     ),
     h100_derived="2026-12-05-computed/quick-transfer-h100-derived.json",
     h100_shipped="2026-12-05-computed/quick-transfer-h100-shipped.json",
+    probe_median="2026-12-05-computed/probe-median.json",
     same_instance="2026-12-04-computed/same-machine-h200-seven-models-one-instance.json",
     lomo_instance="2026-12-04-computed/same-machine-h200-seven-models-leave-one-model-out.json",
     switch_sweeps="2026-12-04-computed/same-machine-h200-switch-sweeps.json",
@@ -599,6 +600,34 @@ def accuracy_block() -> str:
             f"{ds['crossovers']}; quick probe: {_pct(dq['per_path_min'], dq['per_path_max'])}, crossovers "
             f"{dq['crossovers_agree']} of {dq['crossovers']}",
             "docs/cost-model.md#the-instances-own-quick-probe",
+        )
+    )
+    pm = json.loads((RESULTS / ACCURACY["probe_median"]).read_text())["instances"]
+
+    def _span(xs) -> str:
+        xs = sorted(xs)
+        return f"{xs[0]}" if xs[0] == xs[-1] else f"{xs[0]}-{xs[-1]}"
+
+    def pm_cell(inst: dict) -> str:
+        rows_ = inst["rows"]
+        singles = [r for r in rows_ if r["source"].startswith("probe ")]
+        full = rows_[-1]  # the median of every probe
+        n = len(inst["sweeps"])
+        return (
+            f"{len(singles)} probes, {n} sweeps: median {full['per_path_mean']:.0%} (worst {full['per_path_max']:.0%}), "
+            f"crossovers {full['crossovers_agree']} of {full['crossovers']}; one probe "
+            f"{_pct(min(r['per_path_mean'] for r in singles), max(r['per_path_mean'] for r in singles))} "
+            f"(worst {_pct(min(r['per_path_max'] for r in singles), max(r['per_path_max'] for r in singles))}), "
+            f"crossovers {_span(r['crossovers_agree'] for r in singles)} of {full['crossovers']}"
+        )
+
+    rows.append(
+        (
+            "MoE layer per forward and crossover from the median of repeated quick probes (`kttune probe --repeat N`, "
+            "`kttune profile merge`) against one probe",
+            "path runner, 2 instances each probed more than once in the calls of its sweeps (an H100, an H200)",
+            "; ".join(pm_cell(inst) for inst in pm.values()),
+            "docs/probe.md#repeated-probes",
         )
     )
     tunes = [m for f in ACCURACY["tune"] for m in json.loads((RESULTS / f).read_text())["models"]]
