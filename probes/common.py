@@ -79,13 +79,19 @@ SHORT_POINT_MS = 1000.0
 
 
 def retime(
-    points: list[Point], remeasure: Callable[[Point], Point], reporter: Reporter, label: str, every: bool = True
+    points: list[Point],
+    remeasure: Callable[[Point], Point],
+    reporter: Reporter,
+    label: str,
+    every: bool = True,
+    suspect: Callable[[Point], bool] | None = None,
 ) -> list[Point]:
     """`points`, each timed once more by `remeasure` after the curve's other points, and the faster
     median kept: a host busy for a moment only slows a call, and a point timed wholly inside such a
     moment comes back tight and slow, which its spread does not show. Timed again: with `every`, each
     point whose timing was short (`SHORT_POINT_MS`) or scattered beyond `SCATTER_LIMIT`; without, the
-    scattered ones only (where a second timing is costly: a stage A write rebuilds its layer). Where
+    scattered ones only (where a second timing is costly: a stage A write rebuilds its layer); and any
+    point `suspect` names (one its curve's other points show to be off: `slow_per_byte`). Where
     the two medians differ by more than `AGREE_LIMIT`, or the faster is still scattered, a third
     timing. The fastest is kept and the point records every timing in order (`extra["timings"]`:
     median and p90 / p10 each). A repeat timing that fails leaves the timings taken (the failure in
@@ -93,7 +99,7 @@ def retime(
     out = []
     for p in points:
         short = p.n * p.t_ms < SHORT_POINT_MS
-        if scatter(p) <= SCATTER_LIMIT and not (every and short):
+        if scatter(p) <= SCATTER_LIMIT and not (every and short) and not (suspect and suspect(p)):
             out.append(p)
             continue
         tries, error = [p], None

@@ -5,8 +5,11 @@ one MoE layer of each shape, per stage A thread count and configuration, written
 
 from __future__ import annotations
 
+from typing import Callable
+
+from kttune.hw.point_quality import slow_per_byte
 from kttune.hw.profile import Curve, Point
-from kttune.probes.common import NullReporter, Reporter
+from kttune.probes.common import NullReporter, Reporter, retime
 from kttune.probes.gpu_common import bound_to_node, free_host_bytes, gpu_numa_node
 from kttune.runner.pipeline import LayerPipeline, PipelineConfig, PipelineResult
 from kttune.spec.moe_shape import MoeLayerShape
@@ -94,10 +97,14 @@ def probe_pipeline_layer(
     prefer_kt: bool = True,
     max_layer_bytes: int | None = None,
     reporter: Reporter | None = None,
+    device: str = "cuda",
 ) -> tuple[list[Curve], list[PipelineResult], list[str]]:
     """Stream one full layer of `shape` through the pipeline for each config at each stage A thread
     count of `threads_options`; per thread count, the fastest config is also run on fewer experts
-    (x axis = bytes streamed). Returns (one curve per thread count, all results, notes).
+    (x axis = bytes streamed). Returns (one curve per thread count, all results, notes). A point
+    scattered beyond `SCATTER_LIMIT`, or slower per byte than a smaller one (`slow_per_byte`), is
+    timed again on a pipeline built anew (`retime`; docs/probe.md#disturbed-points). `device` "cpu"
+    runs the stages one after another on the CPU (tests; no VRAM or NUMA checks).
 
     The host layer is built once and serves every thread count; kt-kernel's writer layer is built
     once per thread count (its worker pool is fixed when it loads). With `max_layer_bytes` only the
@@ -130,13 +137,19 @@ def probe_pipeline_layer(
                 f"{shape.name} {shape.method}: pipeline skipped, needs ~{need_host / GIB:.0f} GiB host RAM, {free_host_bytes() / GIB:.0f} free"
             ],
         )
-    free_dev, _ = torch.cuda.mem_get_info(gpu)
-    if 1.3 * layer_bytes > free_dev:
-        return [], [], [f"{shape.name} {shape.method}: pipeline skipped, layer {layer_bytes / GIB:.1f} GiB > free VRAM"]
-    device = torch.device("cuda", gpu)
-    numa = gpu_numa_node(gpu)
+    cuda = device == "cuda"
+    if cuda:
+        free_dev, _ = torch.cuda.mem_get_info(gpu)
+        if 1.3 * layer_bytes > free_dev:
+            return (
+                [],
+                [],
+                [f"{shape.name} {shape.method}: pipeline skipped, layer {layer_bytes / GIB:.1f} GiB > free VRAM"],
+            )
+    dev = torch.device("cuda", gpu) if cuda else torch.device(device)
+    numa = gpu_numa_node(gpu) if cuda else None
     results: list[PipelineResult] = []
-    per_thread: list[tuple[int, str, list[tuple[PipelineResult, int]]]] = []  # threads, writer, (result, experts)
+    per_thread: list[tuple[int, str, list[Timed]]] = []  # threads, writer, timed points
     with bound_to_node(numa):
         rep.step(f"pipeline {shape.name} {shape.method}: preparing {layer_bytes / GIB:.1f} GiB layer", 0)
         host = HostExperts.random(shape.method, shape.hidden, shape.inter, built)
@@ -147,26 +160,30 @@ def probe_pipeline_layer(
                 mine = []
                 for cfg in runnable_configs(configs, writer):
                     rep.step(f"pipeline {shape.name} {shape.method} threads={t} {cfg.label()}", 0)
-                    pl = LayerPipeline(host, writer, cfg, device)
+                    pl = LayerPipeline(host, writer, cfg, dev)
                     res = pl.measure(repeats)
                     res.threads = t
                     res.notes.append(f"stage C: {pl.repack_backend or 'none (byte copy)'}")
                     mine.append(res)
                     del pl
-                    torch.cuda.empty_cache()
+                    _free(cuda)
                 results += mine
                 best = min(mine, key=lambda r: r.layer_ms)
+
+                def measure(cfg: PipelineConfig, e: int) -> PipelineResult:
+                    pl = LayerPipeline(host, writer, cfg, dev, experts=None if e == built else e)
+                    try:
+                        return pl.measure(repeats)
+                    finally:
+                        del pl
+                        _free(cuda)
+
                 runs = []
                 for frac in expert_fractions:
                     e = max(1, int(round(built * frac)))
-                    if e == built:
-                        runs.append((best, e))
-                        continue
-                    pl = LayerPipeline(host, writer, best.config, device, experts=e)
-                    runs.append((pl.measure(repeats), e))
-                    del pl
-                    torch.cuda.empty_cache()
-                per_thread.append((t, writer.backend, runs))
+                    runs.append((best if e == built else measure(best.config, e), e))
+                label = f"pipeline {shape.name} {shape.method} threads={t}"
+                per_thread.append((t, writer.backend, retimed_runs(runs, measure, rep, label)))
             finally:
                 writer.close()
             if not getattr(writer, "asynchronous", False):
@@ -179,8 +196,8 @@ def probe_pipeline_layer(
     curves = []
     for t, backend, runs in per_thread:
         pts = []
-        for r, e in runs:
-            extra = r.extra() | {"experts_streamed": e, "writer": backend, "threads": t}
+        for r, e, record in runs:
+            extra = r.extra() | {"experts_streamed": e, "writer": backend, "threads": t} | record
             if e == built:
                 extra["overlap_vs_best_stages"] = round(r.layer_ms / ideal, 4)
                 extra["configs"] = {
@@ -218,7 +235,53 @@ def probe_pipeline_layer(
                     "model": shape.name,
                     "gpu": gpu,
                 },
-                backend=f"A: {backend}; B: cudaMemcpyAsync on a copy stream; C: {repack}; driver: {runs[-1][0].config.driver}",
+                backend=f"A: {backend}; B: {'cudaMemcpyAsync on a copy stream' if cuda else 'copy on the CPU'}; C: {repack}; "
+                f"driver: {runs[-1][0].config.driver}",
             )
         )
     return curves, results, notes
+
+
+# A pipeline point as kept: its result, the experts it streamed, and the record of its timings
+# (`extra["timings"]` and `extra["retime_error"]` where it was timed again, else empty).
+Timed = tuple[PipelineResult, int, dict]
+
+
+def retimed_runs(
+    runs: list[tuple[PipelineResult, int]],
+    measure: Callable[[PipelineConfig, int], PipelineResult],
+    reporter: Reporter,
+    label: str,
+) -> list[Timed]:
+    """One thread count's pipeline points, those scattered beyond `SCATTER_LIMIT` or slower per byte
+    than a smaller point of the same curve (`slow_per_byte`: a host whose memory bandwidth dropped
+    while they were timed, which their own spread does not show) timed again by `measure` (the same
+    config and experts on a pipeline built anew) after the others, the fastest kept (`retime`)."""
+    results: list[tuple[PipelineResult, int]] = []
+
+    def point(r: PipelineResult, e: int) -> Point:
+        results.append((r, e))
+        extra = {"run": len(results) - 1}
+        return Point(
+            x=r.layer_bytes, t_ms=r.layer_ms, t_ms_p10=r.layer_ms_p10, t_ms_p90=r.layer_ms_p90, n=r.repeats, extra=extra
+        )
+
+    pts = [point(r, e) for r, e in runs]
+    slow = {id(p) for p in slow_per_byte(Curve("pipeline", "bytes", tuple(pts)))}
+
+    def again(p: Point) -> Point:
+        r, e = results[p.extra["run"]]
+        return point(measure(r.config, e), e)
+
+    out = []
+    for p in retime(pts, again, reporter, label, every=False, suspect=lambda q: id(q) in slow):
+        r, e = results[p.extra["run"]]
+        out.append((r, e, {k: p.extra[k] for k in ("timings", "retime_error") if k in p.extra}))
+    return out
+
+
+def _free(cuda: bool) -> None:
+    if cuda:
+        import torch
+
+        torch.cuda.empty_cache()

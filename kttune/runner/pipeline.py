@@ -190,6 +190,7 @@ class LayerPipeline:
         self.experts = experts or host.experts
         self.repack = host.method == "RAWINT4"
         cuda = self.device.type == "cuda"  # on a CPU device (tests) the stages run one after another
+        self.cuda = cuda
         kinds = host.slot_kinds(tp)
         self.barrier = barrier  # TP: called after each step's write (sglang-kt's per-expert barrier)
         # TP: kttune.runner.tp_slots.SharedSlots (every rank's slot mapped into rank 0, whose writer fills them all)
@@ -257,9 +258,15 @@ class LayerPipeline:
         return (time.perf_counter() - t0) * 1e3
 
     def _alone_ms(self, stream, step, count: int) -> float:
-        """`count` steps (or batches) of one stage alone on its stream, timed with CUDA events."""
+        """`count` steps (or batches) of one stage alone on its stream, timed with CUDA events (on a
+        CPU device, one after another by the host clock)."""
         import torch
 
+        if not self.cuda:
+            t0 = time.perf_counter()
+            for s in range(count):
+                step(s)
+            return (time.perf_counter() - t0) * 1e3
         torch.cuda.synchronize(self.device)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         with torch.cuda.stream(stream):
@@ -393,12 +400,17 @@ class LayerPipeline:
         return float("nan")
 
     def run(self) -> tuple[float, float, float]:
-        """One overlapped layer. Returns (layer_ms, stage A ms inside it, copy-stream busy ms)."""
+        """One overlapped layer. Returns (layer_ms, stage A ms inside it, copy-stream busy ms). On a
+        CPU device the layer runs serially (`run_serial`), the parts inside it unknown (NaN)."""
         import torch
 
         copy_times = [] if self.diagnose else None
         a_times = [] if self.diagnose else None
         self.host_ms: dict = {}
+        if not self.cuda:
+            t0 = time.perf_counter()
+            self.run_serial()
+            return (time.perf_counter() - t0) * 1e3, float("nan"), float("nan")
         torch.cuda.synchronize(self.device)
         t0 = time.perf_counter()
         if self.config.driver == "stream":

@@ -153,3 +153,21 @@ def test_the_note_counts_a_streamed_layer_slower_per_byte_than_a_smaller_one():
     n = sum(len(c.points) for c in pipeline)
     assert note.startswith(f"layerwise pipeline: 1 of {n} points disturbed") and "slower per byte" in note
     assert disturbed_note([c for c in again.curves if c.kind == "pipeline"], "layerwise pipeline") is None
+
+
+def test_a_point_its_curve_shows_to_be_off_is_timed_again_though_its_own_timing_is_tight():
+    """`suspect` names points the curve's other points show to be off (a streamed layer slower per
+    byte than a smaller one): tight and slow, their own spread does not say so."""
+    tight_slow = _pt(2048, 116.5, 114.0, 118.0)
+    tight_fine = _pt(1024, 32.2, 31.9, 32.6)
+    asked = []
+
+    def again(p):
+        asked.append(p.x)
+        return _pt(p.x, 56.2, 55.8, 56.9)
+
+    out = retime([tight_fine, tight_slow], again, NullReporter(), "t", every=False, suspect=lambda p: p.x == 2048)
+    assert out[0] == tight_fine and set(asked) == {2048}
+    assert out[1].t_ms == 56.2 and out[1].extra["timings"][0]["ms"] == 116.5
+    # without `suspect` the same tight points are left as they are
+    assert retime([tight_fine, tight_slow], again, NullReporter(), "t", every=False) == [tight_fine, tight_slow]

@@ -1,5 +1,8 @@
 """The pipeline probe's plan (kttune.probes.gpu_pipeline): how much of each layer a quick probe streams
-(the mechanism itself: tests/runner/test_pipeline.py)."""
+(the mechanism itself: tests/runner/test_pipeline.py), the probe run on the CPU device, and which
+points it times again."""
+
+import importlib.util
 
 
 def test_quick_layer_cap_keeps_whole_experts_within_the_cap():
@@ -44,3 +47,92 @@ def test_quick_pipeline_plan_caps_the_10gb_layers_and_keeps_two_points():
     assert len(gpu_pipeline.QUICK_EXPERT_FRACTIONS) >= 2  # a slope, not a constant, for the cost fit
     # every point a median with its spread, quick or full (a single layer timing carried a busy moment)
     assert all(f.repeats >= 3 for f in quick + full) and {f.repeats for f in quick} == {f.repeats for f in full}
+
+
+def test_the_pipeline_probe_runs_on_the_cpu_with_kt_kernels_writer():
+    """The whole probe (host layer, kt-kernel's writer where installed, every point measured, the
+    retime pass) on the CPU device, where the stages run one after another: one curve per thread
+    count, its points the bytes of the experts streamed, each a median of the repeats."""
+    from kttune.probes.gpu_pipeline import probe_pipeline_layer
+    from kttune.runner.pipeline import PipelineConfig
+    from kttune.spec.moe_shape import MoeLayerShape
+
+    shape = MoeLayerShape(hidden=256, inter=128, experts=8, top_k=2, method="FP8", name="tiny")
+    curves, results, _ = probe_pipeline_layer(
+        shape,
+        threads_options=(1,),
+        configs=(PipelineConfig(2, 1),),
+        repeats=3,
+        expert_fractions=(0.5, 1.0),
+        device="cpu",
+    )
+    (curve,) = curves
+    assert curve.kind == "pipeline" and "copy on the CPU" in curve.backend
+    if importlib.util.find_spec("kt_kernel"):
+        assert curve.backend.startswith("A: kt-kernel:")
+    half, full = curve.points
+    assert [half.extra["experts_streamed"], full.extra["experts_streamed"]] == [4, 8]
+    assert full.x == 2 * half.x == results[0].layer_bytes
+    for p in curve.points:
+        assert p.n == 3 and p.t_ms_p10 <= p.t_ms <= p.t_ms_p90 and p.extra["stage_a_ms"] > 0
+        assert "run" not in p.extra  # the retime's bookkeeping stays out of the profile
+
+
+def _result(mib: int, ms: float, p10: float | None = None, p90: float | None = None):
+    from kttune.runner.pipeline import PipelineConfig, PipelineResult
+
+    return PipelineResult(
+        config=PipelineConfig(2, 2, 1, "stream"),
+        experts=mib // 24,
+        layer_bytes=mib * 2**20,
+        stage_a_ms=ms,
+        stage_b_ms=ms / 2,
+        stage_c_ms=1.0,
+        layer_ms=ms,
+        layer_ms_p10=p10 or 0.98 * ms,
+        layer_ms_p90=p90 or 1.02 * ms,
+        repeats=3,
+    )
+
+
+def test_a_layer_slower_per_byte_than_a_smaller_one_is_timed_again_and_the_faster_kept():
+    """The first H100 quick probe's Kimi-K2 RAWINT4 curve at 11 threads: 1,016 MiB in 32.2 ms, 2,032
+    MiB in 116.5 ms (each tight), where the same instance's next probe read the larger 56.2 ms. The
+    larger point is timed again on the same config and experts; the smaller, consistent, is not."""
+    from kttune.probes.common import NullReporter
+    from kttune.probes.gpu_pipeline import retimed_runs
+
+    small, big = _result(1016, 32.2), _result(2032, 116.5)
+    asked = []
+
+    def measure(cfg, e):
+        asked.append((cfg, e))
+        return _result(2032, 56.2)
+
+    out = retimed_runs([(small, 42), (big, 84)], measure, NullReporter(), "pipeline")
+    assert asked[0] == (big.config, 84) and all(a == asked[0] for a in asked)
+    # 116.5 against 56.2 disagree by more than 1.3x: a third timing, and the fastest kept
+    assert len(asked) == 2
+    (r0, e0, rec0), (r1, e1, rec1) = out
+    assert (r0, e0, rec0) == (small, 42, {})
+    assert e1 == 84 and r1.layer_ms == 56.2
+    assert [t["ms"] for t in rec1["timings"]] == [116.5, 56.2, 56.2]
+
+
+def test_a_consistent_curve_is_not_timed_again_and_a_failed_repeat_keeps_the_first():
+    from kttune.probes.common import NullReporter
+    from kttune.probes.gpu_pipeline import retimed_runs
+
+    calm = [(_result(1016, 28.7), 42), (_result(2032, 56.2), 84)]
+
+    def never(cfg, e):
+        raise AssertionError("a consistent, tight curve is not timed again")
+
+    assert [(r, e) for r, e, _ in retimed_runs(calm, never, NullReporter(), "p")] == calm
+    scattered = [(_result(1016, 30.0, p10=12.0, p90=60.0), 42)]
+
+    def fails(cfg, e):
+        raise RuntimeError("CUDA out of memory")
+
+    ((r, e, rec),) = retimed_runs(scattered, fails, NullReporter(), "p")
+    assert r.layer_ms == 30.0 and rec["retime_error"] == "RuntimeError: CUDA out of memory"
