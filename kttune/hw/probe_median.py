@@ -133,8 +133,8 @@ def _provenance(
         for name, p in zip(names, profiles)
     )
     said = [
-        f"each point the median of the {len(profiles)} probes that measured it, its interval their span "
-        "(docs/probe.md#repeated-probes)"
+        f"each point the median over those of the {len(profiles)} probes that measured it, its interval their "
+        "span (docs/probe.md#repeated-probes)"
     ]
     apart = _probes_apart(curves)
     if apart:

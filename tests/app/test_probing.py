@@ -33,7 +33,7 @@ def test_repeat_saves_the_median_of_real_probes(tmp_path, capfd):
         assert len(ts) == 3 and pt.t_ms == statistics.median(ts)
         assert pt.t_ms_p10 == min(ts) and pt.t_ms_p90 == max(ts)
     prov = p.provenance
-    assert len(prov.sources) == 3 and any("median of the 3 probes" in n for n in prov.notes)
+    assert len(prov.sources) == 3 and any("median over those of the 3 probes" in n for n in prov.notes)
 
 
 @pytest.mark.kt

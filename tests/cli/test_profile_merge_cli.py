@@ -30,7 +30,7 @@ def test_merge_writes_the_median_that_show_and_search_read(tmp_path, capsys):
     assert [s.split(":")[0] for s in p.provenance.sources] == [Path(f).name for f in H100B]
     assert any(len(pt.extra.get(PROBES_KEY, ())) == 3 for c in p.curves for pt in c.points)
     assert main(["profile", "show", str(out)]) == 0
-    assert "median of the 3 probes" in capsys.readouterr().out
+    assert "median over those of the 3 probes" in capsys.readouterr().out
     argv = ["search", "-m", "qwen3-30b-a3b", "--vram", "30G", "--profile", str(out), "--trials", "20"]
     assert main([*argv, "--seed", "1", "--storage", str(tmp_path / "s.journal"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["pick"]

@@ -93,7 +93,7 @@ def test_the_merged_profile_says_what_it_is_and_round_trips(probes):
     assert prov.kind == "measured" and prov.command == "kttune probe --repeat 3"
     assert len(prov.sources) == 3 and "host up 44 s" in prov.sources[0]
     assert prov.host_uptime_s == probes[0].provenance.host_uptime_s  # when the measuring began
-    assert any("median of the 3 probes" in n for n in prov.notes)
+    assert any("median over those of the 3 probes" in n for n in prov.notes)
     # the host moved between these three: the note counts the points they disagree on
     assert any("disagree by more than 1.3x" in n for n in prov.notes)
     # a note only some probes said is marked as theirs; one all said is kept as it was
