@@ -14,6 +14,7 @@ the scale of minutes (docs/probe.md#repeated-probes). Raw cost model, calibratio
 decoder-layer forward, mean absolute error per path; crossovers judged by kttune.protocol.check_crossing.
 
     python3 benchmarks/bench_probe_median.py --out benchmarks/results/2026-12-05-computed/probe-median
+        [--call benchmarks/results/DAY-MACHINE:TAG ...]   # more calls run with AGAIN=1 (LATE=1)
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ H200 = RESULTS / "2026-12-04-h200-pcie5-xeon-amx-16c"
 INSTANCES = {
     "h100b": (
         [H100 / f"quick-transfer-h100b{s}.profile.json" for s in ("", "-again", "-late")],
-        [H100 / f"quick-transfer-crossover-{m}-h100b.json" for m in ("kimi-k2-thinking", "glm-4.7")],
+        sorted(H100.glob("quick-transfer-crossover-*-h100b.json")),
     ),
     "h200-a/b": (
         [H200 / f"quick-transfer-{t}.profile.json" for t in ("a", "b")],
@@ -79,10 +80,33 @@ def sources(probes: list[Path]) -> list[tuple[str, object]]:
     return out
 
 
+def instance_of_call(folder: Path, tag: str) -> tuple[list[Path], list[Path]]:
+    """A `bench_quick_transfer.sh` call with AGAIN=1 / LATE=1 (TAG=tag): its quick probes, in the
+    order taken, and its sweeps."""
+    probes = [folder / f"quick-transfer-{tag}{s}.profile.json" for s in ("", "-again", "-late")]
+    sweeps = sorted(folder.glob(f"quick-transfer-crossover-*-{tag}.json"))
+    return [p for p in probes if p.is_file()], sweeps
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=None, help="write OUT.json and OUT.md")
+    ap.add_argument(
+        "--call",
+        action="append",
+        default=[],
+        metavar="FOLDER:TAG",
+        help="also a bench_quick_transfer.sh call run with AGAIN=1 (LATE=1): its results folder and tag",
+    )
     args = ap.parse_args()
+    for call in args.call:
+        folder, _, tag = call.rpartition(":")
+        probes, sweeps = instance_of_call(Path(folder), tag)
+        if len(probes) < 2 or not sweeps:
+            raise SystemExit(
+                f"--call {call}: needs two or more quick probes and a sweep, found {len(probes)} and {len(sweeps)}"
+            )
+        INSTANCES[tag] = (probes, sweeps)
     doc: dict = {"instances": {}}
     lines = [
         "# One quick probe or the median of several",
