@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from kttune.hw.point_quality import slow_per_byte
+from kttune.hw.point_quality import RETIME_KEYS, slow_per_byte
 from kttune.hw.profile import Curve, Point
 from kttune.probes.common import NullReporter, Reporter, retime
 from kttune.probes.gpu_common import bound_to_node, free_host_bytes, gpu_numa_node
@@ -243,7 +243,7 @@ def probe_pipeline_layer(
 
 
 # A pipeline point as kept: its result, the experts it streamed, and the record of its timings
-# (`extra["timings"]` and `extra["retime_error"]` where it was timed again, else empty).
+# (`RETIME_KEYS` of its extra where it was timed again, else empty).
 Timed = tuple[PipelineResult, int, dict]
 
 
@@ -276,7 +276,7 @@ def retimed_runs(
     out = []
     for p in retime(pts, again, reporter, label, every=False, suspect=lambda q: id(q) in slow):
         r, e = results[p.extra["run"]]
-        out.append((r, e, {k: p.extra[k] for k in ("timings", "retime_error") if k in p.extra}))
+        out.append((r, e, {k: p.extra[k] for k in RETIME_KEYS if k in p.extra}))
     return out
 
 

@@ -31,6 +31,12 @@ def disturbed(p: Point) -> bool:
     return len(ms) >= 2 and ms[1] > AGREE_LIMIT * ms[0]
 
 
+# What a probe's repeat timing (`kttune.probes.common.retime`) records in a point's extra: every
+# timing in order, and the error of a repeat that failed. Bookkeeping of that one measurement: a
+# point made from others (a median of probes, a thread count read between two) leaves it out.
+RETIME_KEYS = ("timings", "retime_error")
+
+
 # A layerwise pipeline streams its bytes from host memory far past any last-level cache (300 MiB on
 # the Xeon boxes), so a larger point costs no more per byte than a smaller one (its fixed costs
 # amortised over more bytes). Points from this size on are held to that.

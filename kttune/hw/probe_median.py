@@ -14,12 +14,11 @@ from dataclasses import replace
 from typing import Sequence
 
 from kttune.errors import UserError
-from kttune.hw.point_quality import AGREE_LIMIT
+from kttune.hw.point_quality import AGREE_LIMIT, RETIME_KEYS, scatter
 from kttune.hw.profile import Curve, HardwareProfile, Point, Provenance, curve_key
 
-# A point's record of one probe's timing (`Point.extra`): kept per probe under PROBES_KEY, and
-# left out of the merged point's own extra, which describes the median.
-PER_PROBE_KEYS = ("timings", "retime_error")
+# Each probe's timing of a point, its repeat timings (RETIME_KEYS) with it, kept under this key of
+# the merged point's extra, which otherwise describes the median.
 PROBES_KEY = "probes"
 
 
@@ -95,9 +94,9 @@ def _median_point(points: list[Point]) -> Point:
     ts = [p.t_ms for p in points]
     mid = statistics.median(ts)
     nearest = min(points, key=lambda p: abs(p.t_ms - mid))  # the probe whose point stands for the median
-    extra = {k: v for k, v in nearest.extra.items() if k not in PER_PROBE_KEYS}
+    extra = {k: v for k, v in nearest.extra.items() if k not in RETIME_KEYS}
     extra[PROBES_KEY] = [
-        {"ms": p.t_ms, "p10": p.t_ms_p10, "p90": p.t_ms_p90, **{k: p.extra[k] for k in PER_PROBE_KEYS if k in p.extra}}
+        {"ms": p.t_ms, "p10": p.t_ms_p10, "p90": p.t_ms_p90, **{k: p.extra[k] for k in RETIME_KEYS if k in p.extra}}
         for p in points
     ]
     return Point(x=nearest.x, t_ms=mid, t_ms_p10=min(ts), t_ms_p90=max(ts), n=sum(p.n for p in points), extra=extra)
@@ -106,7 +105,7 @@ def _median_point(points: list[Point]) -> Point:
 def _probes_apart(curves: Sequence[Curve]) -> tuple[int, int] | None:
     """How many of the points several probes measured have probes more than `AGREE_LIMIT` apart."""
     merged = [p for c in curves for p in c.points if PROBES_KEY in p.extra]
-    apart = [p for p in merged if p.t_ms_p10 and p.t_ms_p90 and p.t_ms_p90 > AGREE_LIMIT * p.t_ms_p10]
+    apart = [p for p in merged if scatter(p) > AGREE_LIMIT]
     return (len(apart), len(merged)) if apart else None
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from kttune.hw.point_quality import RETIME_KEYS
 from kttune.hw.profile import Curve, HardwareProfile, Point
 
 INTERPOLATED_KINDS = ("cpu_moe", "stage_a_write")
@@ -56,7 +57,7 @@ def _interpolated(threads: int, lo: Curve, hi: Curve) -> Curve:
         def at(a: float | None, b: float | None) -> float | None:
             return None if a is None or b is None else amdahl_between(threads, a, b, t1, t2)
 
-        extra = {k: v for k, v in p.extra.items() if k not in ("timings", "retime_error", "remeasured")}
+        extra = {k: v for k, v in p.extra.items() if k not in RETIME_KEYS + ("remeasured",)}  # older profiles' key
         points.append(
             Point(
                 x=p.x,
