@@ -22,7 +22,7 @@ from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
-from bench_quick_transfer import instance_of, predict
+from bench_quick_transfer import instance_of, path_summary, predict
 from results_layout import write_result
 
 from kttune.hw.profile import HardwareProfile, curve_key, load_profile
@@ -91,19 +91,9 @@ def main() -> None:
             rows.append({"call": tag, "model": s["model"], "shipped": s, "median": m})
 
     def summary(src: str) -> dict:
-        per_path = [r[src][p]["mape"] for r in rows for p in ("hybrid", "layerwise") if r[src][p]["mape"] is not None]
-        xs = [x for r in rows for x in r[src]["crossover"]]
-        return {
-            "per_path_mean": statistics.mean(per_path),
-            "per_path_max": max(per_path),
-            "both_within_15": sum(
-                1
-                for r in rows
-                if all(r[src][p]["mape"] is None or r[src][p]["mape"] <= 0.15 for p in ("hybrid", "layerwise"))
-            ),
-            "crossovers_agree": sum(1 for x in xs if x["agrees"]),
-            "crossovers": len(xs),
-        }
+        s = path_summary([r[src] for r in rows])
+        keep = ("per_path_mean", "per_path_max", "crossovers_agree", "crossovers")
+        return {**{k: s[k] for k in keep}, "both_within_15": s["runs_both_paths_within_target"]}
 
     summ = {"shipped": summary("shipped"), "median": summary("median")}
     others = len([i for i in per_instance if i not in swept | {instance_of(shipped)}])

@@ -22,10 +22,9 @@ from __future__ import annotations
 import argparse
 import glob
 import itertools
-import statistics
 from pathlib import Path
 
-from bench_quick_transfer import PATHS, RAW_TARGET, instance_of, predict
+from bench_quick_transfer import PATHS, RAW_TARGET, instance_of, path_summary, predict
 from results_layout import write_result
 
 from kttune.hw.probe_median import median_of_probes
@@ -47,20 +46,14 @@ INSTANCES = {
 
 
 def score(sweeps: list[Path], profile) -> dict:
-    """Per sweep the per-path errors and crossovers; with their summary."""
+    """Per sweep the per-path errors and crossovers; with their summary (`path_summary`)."""
     rows = [predict(str(s), profile) for s in sweeps]
-    per_path = [r[p]["mape"] for r in rows for p in PATHS if r[p]["mape"] is not None]
-    xs = [x for r in rows for x in r["crossover"]]
     return {
         "sweeps": [
             {"file": s.name, "model": r["model"], **{p: r[p] for p in PATHS}, "crossover": r["crossover"]}
             for s, r in zip(sweeps, rows)
         ],
-        "per_path_mean": statistics.mean(per_path),
-        "per_path_max": max(per_path),
-        "within_target": sum(1 for r in rows if all(r[p]["mape"] is None or r[p]["mape"] <= RAW_TARGET for p in PATHS)),
-        "crossovers_agree": sum(1 for x in xs if x["agrees"]),
-        "crossovers": len(xs),
+        **path_summary(rows),
     }
 
 
@@ -142,7 +135,7 @@ def main() -> None:
             up = f" (host up {r['host_uptime_s']:.0f} s)" if r["host_uptime_s"] is not None else ""
             lines.append(
                 f"| {r['source']}{up} | {r['per_path_mean']:.0%} ({r['per_path_max']:.0%}) | "
-                f"{r['within_target']} of {len(sweeps)} | {r['crossovers_agree']} of {r['crossovers']} | {per} |"
+                f"{r['runs_both_paths_within_target']} of {len(sweeps)} | {r['crossovers_agree']} of {r['crossovers']} | {per} |"
             )
         lines.append("")
     write_result(args.out, doc, "\n".join(lines))

@@ -94,25 +94,31 @@ def quick_probe(profile) -> dict:
     }
 
 
+def path_summary(preds: list[dict]) -> dict:
+    """Over `predict` results (one a sweep): the per-path errors' range and mean, how many sweeps have
+    both paths within RAW_TARGET, and how many crossovers agree."""
+    errs = [d[p]["mape"] for d in preds for p in PATHS if d[p]["mape"] is not None]
+    cross = [c for d in preds for c in d["crossover"]]
+    return {
+        "per_path_min": min(errs),
+        "per_path_max": max(errs),
+        "per_path_mean": sum(errs) / len(errs),
+        "runs_both_paths_within_target": sum(1 for d in preds if all((d[p]["mape"] or 0) <= RAW_TARGET for p in PATHS)),
+        "crossovers": len(cross),
+        "crossovers_agree": sum(1 for c in cross if c["agrees"]),
+    }
+
+
 def summary(rows: list[dict]) -> dict:
-    """Per source: the per-path errors' range, how many model runs have both paths within RAW_TARGET,
-    and how many crossovers agree."""
+    """Per source: `path_summary` over its model runs, with the calibration's worst."""
     out = {}
     for src in ("quick", "shipped"):
-        errs = [r[src][p]["mape"] for r in rows for p in PATHS if r[src][p]["mape"] is not None]
-        both = sum(1 for r in rows if all((r[src][p]["mape"] or 0) <= RAW_TARGET for p in PATHS))
-        cross = [c for r in rows for c in r[src]["crossover"]]
         cal = [r[src]["calibrated_held_out"].get(p) for r in rows for p in PATHS]
         cal = [c for c in cal if c is not None]
         out[src] = {
             "runs": len(rows),
             "instances": len({r["instance"] for r in rows}),
-            "per_path_min": min(errs),
-            "per_path_max": max(errs),
-            "per_path_mean": sum(errs) / len(errs),
-            "runs_both_paths_within_target": both,
-            "crossovers": len(cross),
-            "crossovers_agree": sum(1 for c in cross if c["agrees"]),
+            **path_summary([r[src] for r in rows]),
             "calibrated_max": max(cal) if cal else None,
         }
     return out
