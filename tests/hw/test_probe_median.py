@@ -29,7 +29,7 @@ def probes():
     return [load_profile(p) for p in PROBES]
 
 
-def _raw_points(path: Path) -> dict[tuple, list[float]]:
+def _raw_points() -> dict[tuple, list[float]]:
     """Per (kind, params, backend, x) the times the probe files hold, read from their JSON."""
     out: dict[tuple, list[float]] = {}
     for f in PROBES:
@@ -42,7 +42,7 @@ def _raw_points(path: Path) -> dict[tuple, list[float]]:
 
 def test_each_point_is_the_median_of_the_probes_and_spans_them(probes):
     med = median_of_probes(probes)
-    raw = _raw_points(H100B)
+    raw = _raw_points()
     seen = 0
     for c in med.curves:
         key = (c.kind, json.dumps(c.params, sort_keys=True), c.backend)
