@@ -27,7 +27,13 @@ DEFAULT_CONFIGS = (
     PipelineConfig(2, 2, 1, "stream"),
     PipelineConfig(3, 1, 4, "stream"),
 )
-QUICK_CONFIGS = (PipelineConfig(2, 2, 1, "stream"),)
+# sglang-kt 0.7.2's own loop (docs/sglang-kt.md#layerwise-prefill-at-tp--1): host-driven, two pinned
+# slots, one expert a step; its label is kttune.cost.components.SGLANG_KT_PIPELINE. A server runs it,
+# so the probe's curves are timed in it (`probe_pipeline_layer`'s `curve_config`): a model whose layer
+# the probe did not stream is read from another shape's curve by bytes, and this loop's cost per byte
+# carries from shape to shape where the fastest configuration's does not (docs/probe.md#the-pipeline).
+SGLANG_KT_LOOP = PipelineConfig(2, 1)
+QUICK_CONFIGS = (SGLANG_KT_LOOP, PipelineConfig(2, 2, 1, "stream"))
 
 
 # A quick probe streams at most this much of each shape's layer (as its copy probe stops at 2 GiB):
@@ -98,10 +104,13 @@ def probe_pipeline_layer(
     max_layer_bytes: int | None = None,
     reporter: Reporter | None = None,
     device: str = "cuda",
+    curve_config: PipelineConfig | None = SGLANG_KT_LOOP,
 ) -> tuple[list[Curve], list[PipelineResult], list[str]]:
     """Stream one full layer of `shape` through the pipeline for each config at each stage A thread
-    count of `threads_options`; per thread count, the fastest config is also run on fewer experts
-    (x axis = bytes streamed). Returns (one curve per thread count, all results, notes). A point
+    count of `threads_options`; per thread count, `curve_config` (sglang-kt's loop, what a server
+    runs; the fastest config where it is None or not among `configs`) is also run on fewer experts
+    (x axis = bytes streamed), and every config's full layer is kept in the full point's `configs`
+    (the cost model's ratio for a run in another configuration). Returns (one curve per thread count, all results, notes). A point
     scattered beyond `SCATTER_LIMIT`, or slower per byte than a smaller one (`slow_per_byte`), is
     timed again on a pipeline built anew (`retime`; docs/probe.md#disturbed-points). `device` "cpu"
     runs the stages one after another on the CPU (tests; no VRAM or NUMA checks).
@@ -168,7 +177,7 @@ def probe_pipeline_layer(
                     del pl
                     _free(cuda)
                 results += mine
-                best = min(mine, key=lambda r: r.layer_ms)
+                timed = next((r for r in mine if r.config == curve_config), None) or min(mine, key=lambda r: r.layer_ms)
 
                 def measure(cfg: PipelineConfig, e: int) -> PipelineResult:
                     pl = LayerPipeline(host, writer, cfg, dev, experts=None if e == built else e)
@@ -181,7 +190,7 @@ def probe_pipeline_layer(
                 runs = []
                 for frac in expert_fractions:
                     e = max(1, int(round(built * frac)))
-                    runs.append((best if e == built else measure(best.config, e), e))
+                    runs.append((timed if e == built else measure(timed.config, e), e))
                 label = f"pipeline {shape.name} {shape.method} threads={t}"
                 per_thread.append((t, writer.backend, retimed_runs(runs, measure, rep, label)))
             finally:
@@ -200,16 +209,9 @@ def probe_pipeline_layer(
             extra = r.extra() | {"experts_streamed": e, "writer": backend, "threads": t} | record
             if e == built:
                 extra["overlap_vs_best_stages"] = round(r.layer_ms / ideal, 4)
-                extra["configs"] = {
-                    x.config.label(): {
-                        "layer_ms": round(x.layer_ms, 3),
-                        "overlap": round(x.overlap, 4),
-                        "a": round(x.stage_a_ms, 3),
-                        "b": round(x.stage_b_ms, 3),
-                        "c": round(x.stage_c_ms, 3),
-                    }
-                    for x in results
-                    if x.threads == t
+                # every config's full layer; the curve's own as kept (timed again where it was disturbed)
+                extra["configs"] = {x.config.label(): _config_record(x) for x in results if x.threads == t} | {
+                    r.config.label(): _config_record(r)
                 }
             pts.append(
                 Point(
@@ -240,6 +242,17 @@ def probe_pipeline_layer(
             )
         )
     return curves, results, notes
+
+
+def _config_record(r: PipelineResult) -> dict:
+    """One configuration's full layer as the full point's `configs` keeps it."""
+    return {
+        "layer_ms": round(r.layer_ms, 3),
+        "overlap": round(r.overlap, 4),
+        "a": round(r.stage_a_ms, 3),
+        "b": round(r.stage_b_ms, 3),
+        "c": round(r.stage_c_ms, 3),
+    }
 
 
 # A pipeline point as kept: its result, the experts it streamed, and the record of its timings

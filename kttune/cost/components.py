@@ -122,8 +122,9 @@ class Components:
     # The layerwise pipeline's driver as the predicted path runs it ("host": a Python loop waits on
     # each write; "stream": the whole layer enqueued on CUDA streams, as the path runner does; its
     # fastest configuration the probe measured; FASTEST_PIPELINE: the fastest of all, as the curves
-    # hold it), or None for the server: the configuration sglang-kt 0.7.2 runs
-    # (SGLANG_KT_PIPELINE), as the probe measured it at each thread count.
+    # of a profile probed before 2026-12-05 hold it), or None for the server: the configuration
+    # sglang-kt 0.7.2 runs (SGLANG_KT_PIPELINE), as the probe measured it at each thread count (the
+    # curves of a profile probed since hold it).
     pipeline_driver: str | None = None
     # The --attention-backend a call without its own runs on (a launch's own,
     # `LaunchConfig.attention_backend`, comes first: `mla_backend_for`): "" for what kttune launches
@@ -930,16 +931,16 @@ class Components:
 
     def _pipeline_driver_ratio(self, threads: int) -> float:
         """The full layer's time in the configuration the predicted path runs over the time of the
-        configuration the curve holds (the fastest of all), both measured by the pipeline probe at
-        `threads` on the same layer (the full-layer point's `configs`). The configuration:
-        `pipeline_driver`'s fastest when one is asked for (the path runner's), else sglang-kt's own
-        (SGLANG_KT_PIPELINE). 1.0 when the curve's configuration is that one, or the probe did not
-        try it. On the H200 box sglang-kt's loop took 1.09-1.17x the fastest at 11 and 13 threads
-        (the stream driver's there); at one stage A worker per core but one, the stream driver's
-        CUDA callback thread starves (docs/sglang-kt.md#the-cpuinfer-thread-cliff): at 15 threads
-        its best layer took 1.1-1.6x the host loop's."""
-        if self.pipeline_driver == FASTEST_PIPELINE:
-            return 1.0
+        configuration the curve holds, both measured by the pipeline probe at `threads` on the same
+        layer (the full-layer point's `configs`). The configuration: `pipeline_driver`'s fastest when
+        one is asked for (the path runner's), the fastest of all for FASTEST_PIPELINE, else sglang-kt's
+        own (SGLANG_KT_PIPELINE). 1.0 when the curve's configuration is that one, or the probe did not
+        try it. The probe times its curves in sglang-kt's loop since 2026-12-05 (a server's
+        prediction reads them as measured); before, in the fastest configuration it found, and on
+        the H200 box sglang-kt's loop took 1.09-1.17x that at 11 and 13 threads (the stream driver's
+        there); at one stage A worker per core but one, the stream driver's CUDA callback thread
+        starves (docs/sglang-kt.md#the-cpuinfer-thread-cliff): at 15 threads its best layer took
+        1.1-1.6x the host loop's."""
         if threads not in self._pipeline_driver_ratios:
             ratio = 1.0
             # the model's own layer where measured: the ratio is a property of the layer's loop
@@ -949,12 +950,13 @@ class Components:
                     continue
                 pt = full[-1]
                 configs = pt.extra["configs"]
-                if self._sglang_loop:
+                if self.pipeline_driver == FASTEST_PIPELINE:
+                    target_ms = min((v["layer_ms"] for v in configs.values() if v.get("layer_ms")), default=None)
+                    what = "the fastest configuration the probe tried"
+                elif self._sglang_loop:
                     target_ms = configs.get(SGLANG_KT_PIPELINE, {}).get("layer_ms")
                     what = "sglang-kt 0.7.2's loop (host, 2 slots, one expert a step)"
                 else:
-                    if pt.extra.get("driver", "host") == self.pipeline_driver:
-                        continue
                     same = [
                         v["layer_ms"]
                         for label, v in configs.items()
@@ -964,7 +966,7 @@ class Components:
                     what = f"the {self.pipeline_driver} driver's best configuration"
                 if target_ms:
                     ratio = target_ms / pt.extra["layer_ms"]
-                    if not self._sglang_loop or ratio > 1.02:
+                    if abs(ratio - 1) > 0.02:
                         self.notes.append(
                             f"layerwise load at {threads} threads: {what} took {ratio:.2f}x the "
                             "configuration of the profile's pipeline curve on the same layer"

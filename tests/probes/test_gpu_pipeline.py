@@ -4,6 +4,8 @@ points it times again."""
 
 import importlib.util
 
+import pytest
+
 
 def test_quick_layer_cap_keeps_whole_experts_within_the_cap():
     from hypothesis import given, strategies as st
@@ -76,6 +78,34 @@ def test_the_pipeline_probe_runs_on_the_cpu_with_kt_kernels_writer():
     for p in curve.points:
         assert p.n == 3 and p.t_ms_p10 <= p.t_ms <= p.t_ms_p90 and p.extra["stage_a_ms"] > 0
         assert "run" not in p.extra  # the retime's bookkeeping stays out of the profile
+
+
+def test_the_curve_is_timed_in_sglang_kts_loop_and_every_configs_full_layer_is_kept():
+    """With the quick probe's configurations, the curve's points are sglang-kt's own loop (host, two
+    slots, one expert a step: what a server runs) whichever is faster, and the full point keeps each
+    configuration's layer (the cost model's ratio for a run in another); without the loop among the
+    configurations, the fastest is the curve."""
+    from kttune.cost.components import SGLANG_KT_PIPELINE
+    from kttune.probes import gpu_pipeline
+    from kttune.runner.pipeline import PipelineConfig
+    from kttune.spec.moe_shape import MoeLayerShape
+
+    assert gpu_pipeline.SGLANG_KT_LOOP.label() == SGLANG_KT_PIPELINE
+    assert gpu_pipeline.SGLANG_KT_LOOP in gpu_pipeline.QUICK_CONFIGS
+    shape = MoeLayerShape(hidden=256, inter=128, experts=8, top_k=2, method="BF16", name="tiny")
+    kw = dict(threads_options=(1,), repeats=2, expert_fractions=(0.5, 1.0), device="cpu")
+    (curve,), results, _ = gpu_pipeline.probe_pipeline_layer(shape, configs=gpu_pipeline.QUICK_CONFIGS, **kw)
+    full = curve.points[-1]
+    assert set(full.extra["configs"]) == {r.config.label() for r in results}
+    assert len(full.extra["configs"]) == 2  # on the CPU the stream config runs host-driven
+    for p in curve.points:
+        assert (p.extra["slots"], p.extra["group"], p.extra["driver"]) == (2, 1, "host")
+    assert full.extra["configs"][SGLANG_KT_PIPELINE]["layer_ms"] == pytest.approx(full.t_ms, abs=1e-3)
+    other = PipelineConfig(2, 2)
+    (curve,), results, _ = gpu_pipeline.probe_pipeline_layer(shape, configs=(other, PipelineConfig(3, 1)), **kw)
+    fastest = min(results, key=lambda r: r.layer_ms)
+    assert curve.points[-1].extra["group"] == fastest.config.group
+    assert curve.points[-1].extra["slots"] == fastest.config.slots
 
 
 def _result(mib: int, ms: float, p10: float | None = None, p90: float | None = None):
