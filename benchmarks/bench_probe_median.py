@@ -7,14 +7,20 @@ The instances measured more than once, each with runner sweeps of its own (the s
 - h100b: the second H100 instance of 2026-12-05, three quick probes a minute or two apart (at 44, 114
   and 253 s of uptime, `bench_quick_transfer.sh` with AGAIN=1 LATE=1), Kimi-K2-Thinking and GLM-4.7 swept;
 - h200-a/b: the H200 instance of the 2026-12-04 quick-transfer calls a and b (GPU-4d9e28bd), one quick
-  probe per call, 6 + 9 model sweeps.
+  probe per call, 6 + 9 model sweeps;
+- h100c: a third H100 instance, three quick probes (at 35, 101 and 450 s), nine models swept between
+  the second and the third;
+- h100d+h100e: a fourth, one call: probe (34 s), four models swept, probe (223 s), the same four swept
+  again, probe (405 s);
+- h100f: a fifth, probe (the pipeline timed in sglang-kt's loop, docs/probe.md#the-pipeline), nine
+  models swept, probe.
 
 What it asks: whether repeating the probe is the fix for a host whose memory bandwidth moves 2x on
 the scale of minutes (docs/probe.md#repeated-probes). Raw cost model, calibration left out; per
 decoder-layer forward, mean absolute error per path; crossovers judged by kttune.protocol.check_crossing.
 
     python3 benchmarks/bench_probe_median.py --out benchmarks/results/2026-12-05-computed/probe-median
-        [--call benchmarks/results/DAY-MACHINE:TAG ...]   # more calls run with AGAIN=1 (LATE=1)
+        [--call benchmarks/results/DAY-MACHINE:TAG[+TAG2] ...]   # more calls run with AGAIN=1 (LATE=1)
 """
 
 from __future__ import annotations
@@ -43,6 +49,10 @@ INSTANCES = {
         [Path(f) for t in ("a", "b") for f in sorted(glob.glob(str(H200 / f"quick-transfer-crossover-*-{t}.json")))],
     ),
 }
+
+
+# calls with AGAIN=1 / LATE=1, or several on one instance (`instance_of_call`)
+LATER_CALLS = ("h100c", "h100d+h100e", "h100f")
 
 
 def score(sweeps: list[Path], profile) -> dict:
@@ -74,10 +84,11 @@ def sources(probes: list[Path]) -> list[tuple[str, object]]:
 
 
 def instance_of_call(folder: Path, tag: str) -> tuple[list[Path], list[Path]]:
-    """A `bench_quick_transfer.sh` call with AGAIN=1 / LATE=1 (TAG=tag): its quick probes, in the
-    order taken, and its sweeps."""
-    probes = [folder / f"quick-transfer-{tag}{s}.profile.json" for s in ("", "-again", "-late")]
-    sweeps = sorted(folder.glob(f"quick-transfer-crossover-*-{tag}.json"))
+    """A `bench_quick_transfer.sh` call with AGAIN=1 / LATE=1 (TAG=tag), or calls on one instance
+    one after another ("TAG1+TAG2"): their quick probes, in the order taken, and their sweeps."""
+    tags = tag.split("+")
+    probes = [folder / f"quick-transfer-{t}{s}.profile.json" for t in tags for s in ("", "-again", "-late")]
+    sweeps = [s for t in tags for s in sorted(folder.glob(f"quick-transfer-crossover-*-{t}.json"))]
     return [p for p in probes if p.is_file()], sweeps
 
 
@@ -89,9 +100,12 @@ def main() -> None:
         action="append",
         default=[],
         metavar="FOLDER:TAG",
-        help="also a bench_quick_transfer.sh call run with AGAIN=1 (LATE=1): its results folder and tag",
+        help="also a bench_quick_transfer.sh call run with AGAIN=1 (LATE=1): its results folder and tag "
+        "(TAG1+TAG2: calls on one instance, one after the other)",
     )
     args = ap.parse_args()
+    for tag in LATER_CALLS:
+        INSTANCES[tag] = instance_of_call(H100, tag)
     for call in args.call:
         folder, _, tag = call.rpartition(":")
         probes, sweeps = instance_of_call(Path(folder), tag)
