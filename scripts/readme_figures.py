@@ -63,6 +63,8 @@ ACCURACY = dict(
     h100_derived="2026-12-05-computed/quick-transfer-h100-derived.json",
     h100_shipped="2026-12-05-computed/quick-transfer-h100-shipped.json",
     probe_median="2026-12-05-computed/probe-median.json",
+    runner_repeat="2026-12-05-computed/runner-repeat.json",
+    pipeline_loop="2026-12-05-computed/pipeline-loop.json",
     same_instance="2026-12-04-computed/same-machine-h200-seven-models-one-instance.json",
     lomo_instance="2026-12-04-computed/same-machine-h200-seven-models-leave-one-model-out.json",
     switch_sweeps="2026-12-04-computed/same-machine-h200-switch-sweeps.json",
@@ -603,31 +605,52 @@ def accuracy_block() -> str:
         )
     )
     pm = json.loads((RESULTS / ACCURACY["probe_median"]).read_text())["instances"]
-
-    def _span(xs) -> str:
-        xs = sorted(xs)
-        return f"{xs[0]}" if xs[0] == xs[-1] else f"{xs[0]}-{xs[-1]}"
-
-    def pm_cell(inst: dict) -> str:
-        rows_ = inst["rows"]
-        singles = [r for r in rows_ if r["source"].startswith("probe ")]
-        full = rows_[-1]  # the median of every probe
-        n = len(inst["sweeps"])
-        return (
-            f"{len(singles)} probes, {n} sweeps: median {full['per_path_mean']:.0%} (worst {full['per_path_max']:.0%}), "
-            f"crossovers {full['crossovers_agree']} of {full['crossovers']}; one probe "
-            f"{_pct(min(r['per_path_mean'] for r in singles), max(r['per_path_mean'] for r in singles))} "
-            f"(worst {_pct(min(r['per_path_max'] for r in singles), max(r['per_path_max'] for r in singles))}), "
-            f"crossovers {_span(r['crossovers_agree'] for r in singles)} of {full['crossovers']}"
-        )
-
+    medians, singles, worst_beaten = [], [], 0
+    for inst in pm.values():
+        ones = [r for r in inst["rows"] if r["source"].startswith("probe ")]
+        full = inst["rows"][-1]  # the median of every probe
+        medians.append(full)
+        singles += ones
+        worst_beaten += full["per_path_mean"] < max(r["per_path_mean"] for r in ones)
     rows.append(
         (
             "MoE layer per forward and crossover from the median of repeated quick probes (`kttune probe --repeat N`, "
             "`kttune profile merge`) against one probe",
-            "path runner, 2 instances each probed more than once in the calls of its sweeps (an H100, an H200)",
-            "; ".join(pm_cell(inst) for inst in pm.values()),
+            f"path runner, {len(pm)} instances (an H200, four H100s) each probed 2-3 times in the calls of its sweeps "
+            f"({sum(len(i['sweeps']) for i in pm.values())} sweeps)",
+            f"per instance, the median of its probes "
+            f"{_pct(min(r['per_path_mean'] for r in medians), max(r['per_path_mean'] for r in medians))} "
+            f"(worst {max(r['per_path_max'] for r in medians):.0%}), crossovers "
+            f"{sum(r['crossovers_agree'] for r in medians)} of {sum(r['crossovers'] for r in medians)}; one probe "
+            f"{_pct(min(r['per_path_mean'] for r in singles), max(r['per_path_mean'] for r in singles))} "
+            f"(worst {max(r['per_path_max'] for r in singles):.0%}); the median below the instance's worst probe "
+            f"in {worst_beaten} of {len(pm)}",
             "docs/probe.md#repeated-probes",
+        )
+    )
+    rr = json.loads((RESULTS / ACCURACY["runner_repeat"]).read_text())["summary"]
+    rows.append(
+        (
+            "nothing: the path runner's sweep against a second sweep of the same instance (the floor under every row)",
+            f"the same forced sweep twice on one instance, minutes apart: {rr['sweeps']} pairs of sweeps, 3 instances "
+            "(an H200, two H100s)",
+            f"per model and path {rr['per_path_mean']:.0%} mean, worst {rr['per_path_max']:.0%} "
+            f"({rr['per_path_over_15']} of {rr['per_path_count']} over 15%), worst forward {rr['worst_forward']:.0%}; "
+            f"crossovers {rr['crossovers_agree']} of {rr['crossovers']} agree",
+            "docs/cost-model.md#the-runner-against-itself",
+        )
+    )
+    pl = json.loads((RESULTS / ACCURACY["pipeline_loop"]).read_text())["summary"]
+    rows.append(
+        (
+            "layerwise load of a layer the quick probe did not stream, from its method's curve timed in sglang-kt's "
+            "loop (against the stream configuration the quick probe timed alone before)",
+            "the loop of 4 models' own probes, one H200 instance; the path runner's layerwise forwards of 9 models, "
+            "an H100 instance",
+            f"probe against probe {pl['probe_against_probe_mean_abs']['loop']:.0%} mean "
+            f"(before {pl['probe_against_probe_mean_abs']['stream_alone']:.0%}); runner "
+            f"{pl['runner_layerwise_mean']['loop']:.0%} (before {pl['runner_layerwise_mean']['stream_alone']:.0%})",
+            "docs/probe.md#the-pipeline",
         )
     )
     tunes = [m for f in ACCURACY["tune"] for m in json.loads((RESULTS / f).read_text())["models"]]
