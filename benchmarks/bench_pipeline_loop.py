@@ -9,7 +9,7 @@ loop to cost the same. Two held-out checks:
 
 1. Probes of seven models on one H200 instance (2026-12-03, GPU-5697184c), each of which streamed
    its own whole layer in every configuration: each layer's loop predicted from the representative
-   layer of its method in the loop and in the stream configuration alone (`kttune.hw.pipeline_configs
+   layer of its method in the loop and in the stream configuration alone (`kttune.runner.pipeline_configs
    .in_config`, the full point's ratio applied to the curve). Probe against probe, no runner.
 2. The path runner's forced sweeps of nine models on an H100 instance (2026-12-05, h100f) whose quick
    probe timed the loop: the layerwise forwards predicted from that profile as probed and with its
@@ -29,7 +29,7 @@ from bench_quick_transfer import predict
 from results_layout import write_result
 
 from kttune.cost.components import SGLANG_KT_PIPELINE, Components
-from kttune.hw.pipeline_configs import in_config
+from kttune.runner.pipeline_configs import in_config
 from kttune.hw.profile import load_profile
 from kttune.spec.loader import load_model
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from kttune.cost.components import FASTEST_PIPELINE, SGLANG_KT_PIPELINE, Components
-from kttune.hw.pipeline_configs import in_config
+from kttune.runner.pipeline_configs import in_config
 from kttune.hw.profile import HardwareProfile, load_profile
 from kttune.spec.loader import load_model
 

@@ -1,4 +1,4 @@
-"""`kttune.hw.pipeline_configs.in_config` on a quick probe that timed sglang-kt's loop and the stream
+"""`kttune.runner.pipeline_configs.in_config` on a quick probe that timed sglang-kt's loop and the stream
 configuration (H100 instance h100f, 2026-12-05)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kttune.cost.components import SGLANG_KT_PIPELINE
-from kttune.hw.pipeline_configs import in_config
+from kttune.runner.pipeline_configs import in_config
 from kttune.hw.profile import load_profile
 
 QUICK = (
