@@ -110,8 +110,8 @@ def probe_pipeline_layer(
     count of `threads_options`; per thread count, `curve_config` (sglang-kt's loop, what a server
     runs; the fastest config where it is None or not among `configs`) is also run on fewer experts
     (x axis = bytes streamed), and every config's full layer is kept in the full point's `configs`
-    (the cost model's ratio for a run in another configuration). Returns (one curve per thread count, all results, notes). A point
-    scattered beyond `SCATTER_LIMIT`, or slower per byte than a smaller one (`slow_per_byte`), is
+    (the cost model's ratio for a run in another configuration). Returns (one curve per thread
+    count, all results, notes). A point scattered beyond `SCATTER_LIMIT`, or slower per byte than a smaller one (`slow_per_byte`), is
     timed again on a pipeline built anew (`retime`; docs/probe.md#disturbed-points). `device` "cpu"
     runs the stages one after another on the CPU (tests; no VRAM or NUMA checks).
 
@@ -177,7 +177,9 @@ def probe_pipeline_layer(
                     del pl
                     _free(cuda)
                 results += mine
-                timed = next((r for r in mine if r.config == curve_config), None) or min(mine, key=lambda r: r.layer_ms)
+                # the configuration the curve's points are timed in
+                timed = next((r for r in mine if r.config == curve_config), None)
+                timed = timed or min(mine, key=lambda r: r.layer_ms)
 
                 def measure(cfg: PipelineConfig, e: int) -> PipelineResult:
                     pl = LayerPipeline(host, writer, cfg, dev, experts=None if e == built else e)
