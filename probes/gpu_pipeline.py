@@ -111,9 +111,10 @@ def probe_pipeline_layer(
     runs; the fastest config where it is None or not among `configs`) is also run on fewer experts
     (x axis = bytes streamed), and every config's full layer is kept in the full point's `configs`
     (the cost model's ratio for a run in another configuration). Returns (one curve per thread
-    count, all results, notes). A point scattered beyond `SCATTER_LIMIT`, or slower per byte than a smaller one (`slow_per_byte`), is
-    timed again on a pipeline built anew (`retime`; docs/probe.md#disturbed-points). `device` "cpu"
-    runs the stages one after another on the CPU (tests; no VRAM or NUMA checks).
+    count, all results, notes). A point scattered beyond `SCATTER_LIMIT`, or slower per byte than a
+    smaller one (`slow_per_byte`), is timed again on a pipeline built anew (`retime`;
+    docs/probe.md#disturbed-points). `device` "cpu" runs the stages one after another on the CPU
+    (tests; no VRAM or NUMA checks).
 
     The host layer is built once and serves every thread count; kt-kernel's writer layer is built
     once per thread count (its worker pool is fixed when it loads). With `max_layer_bytes` only the
