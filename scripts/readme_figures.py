@@ -64,6 +64,10 @@ ACCURACY = dict(
     h100_shipped="2026-12-05-computed/quick-transfer-h100-shipped.json",
     probe_median="2026-12-05-computed/probe-median.json",
     runner_repeat="2026-12-05-computed/runner-repeat.json",
+    h100f_lomo=(
+        "2026-12-05-computed/transfer-merged-probes-h100f.json",
+        "2026-12-05-computed/transfer-quick-probe-h100f.json",
+    ),
     pipeline_loop="2026-12-05-computed/pipeline-loop.json",
     same_instance="2026-12-04-computed/same-machine-h200-seven-models-one-instance.json",
     lomo_instance="2026-12-04-computed/same-machine-h200-seven-models-leave-one-model-out.json",
@@ -626,6 +630,28 @@ def accuracy_block() -> str:
             f"(worst {max(r['per_path_max'] for r in singles):.0%}); the median below the instance's worst probe "
             f"in {worst_beaten} of {len(pm)}",
             "docs/probe.md#repeated-probes",
+        )
+    )
+    merged, first = (json.loads((RESULTS / f).read_text()) for f in ACCURACY["h100f_lomo"])
+
+    def lomo(d: dict) -> tuple[str, int, int, int]:
+        raw = [r["raw"] for r in d["rows"]]
+        agree = sum(bool(c["raw_inside_or_within_20pct"]) for c in d["crossover"])
+        return _pct(min(raw), max(raw)), sum(x > 0.15 for x in raw), len(raw), agree
+
+    m_raw, m_over, n_paths, m_cross = lomo(merged)
+    f_raw, f_over, _, f_cross = lomo(first)
+    cal = [r["calibrated_own_lopo"] for r in merged["rows"] if r["calibrated_own_lopo"] is not None]
+    rows.append(
+        (
+            "MoE layer per forward and crossover on models the profile never measured, from two quick probes of the "
+            "serving instance merged (`kttune probe --quick --repeat 2`), each model left out of every correction",
+            f"path runner, H100 box, one instance: {len(merged['crossover'])} sweeps of {len(merged['models'])} models "
+            f"({merged['points']} forwards)",
+            f"raw {m_raw} per model and path ({m_over} of {n_paths} over 15%), calibrated (held out) "
+            f"{_pct(min(cal), max(cal))}; crossovers {m_cross} of {len(merged['crossover'])}; from the first probe "
+            f"alone raw {f_raw} ({f_over} over 15%), crossovers {f_cross} of {len(first['crossover'])}",
+            "docs/cost-model.md#the-instances-own-quick-probe",
         )
     )
     rr = json.loads((RESULTS / ACCURACY["runner_repeat"]).read_text())["summary"]
