@@ -11,7 +11,10 @@ VM of a GPU box is one physical GPU) and a configuration (method, GPU experts, t
 - how many forwards' intervals (their repeats' 95% intervals) overlap;
 - the first sweep's crossover taken as a prediction of the second's, and the second's of the first,
   judged by `kttune.protocol.check_crossing` (inside the interval or within 20%), as the cost model's
-  crossovers are.
+  crossovers are;
+- each quick probe of the two calls (in the order taken, with the host's uptime) predicting each
+  call's sweeps (raw cost model, per model and path, mean): whether the probe nearest a sweep in time
+  predicts it best.
 
     python3 benchmarks/bench_runner_repeat.py [--out benchmarks/results/2026-12-05-computed/runner-repeat]
         [--pair FOLDER:TAG1:TAG2 ...]   # further calls (default: the three pairs named in PAIRS)
@@ -24,8 +27,10 @@ import json
 import statistics
 from pathlib import Path
 
+from bench_quick_transfer import path_summary, predict
 from results_layout import write_result
 
+from kttune.hw.profile import load_profile
 from kttune.protocol import check_crossing
 from kttune.runner.api import crossover_interval
 from kttune.runner.result import runs_in_results
@@ -124,6 +129,20 @@ def compare(folder: Path, first: str, second: str) -> list[dict]:
     return rows
 
 
+def probes_by_sweep(folder: Path, tags: tuple[str, str]) -> list[dict]:
+    """Each quick probe of the calls `tags` (in the order taken) predicting each call's sweeps."""
+    probes = [folder / f"quick-transfer-{t}{s}.profile.json" for t in tags for s in ("", "-again", "-late")]
+    out = []
+    for path in (p for p in probes if p.is_file()):
+        prof = load_profile(path)
+        per_call = {}
+        for t in tags:
+            sweeps = sorted(folder.glob(f"quick-transfer-crossover-*-{t}.json"))
+            per_call[t] = path_summary([predict(str(s), prof) for s in sweeps])["per_path_mean"]
+        out.append({"probe": path.name, "host_uptime_s": prof.provenance.host_uptime_s, "per_path_mean": per_call})
+    return out
+
+
 def summary(rows: list[dict]) -> dict:
     means = [r[p]["mean"] for r in rows for p in PATHS if r[p]["mean"] is not None]
     cross = [r[k]["agrees"] for r in rows for k in ("first_predicts_second", "second_predicts_first")]
@@ -166,7 +185,10 @@ def main() -> None:
             raise SystemExit(f"{folder}: no sweeps of one configuration under both {first} and {second}")
         every += rows
         s = summary(rows)
-        doc["pairs"].append({"folder": str(folder), "first": first, "second": second, "rows": rows, "summary": s})
+        probes = probes_by_sweep(folder, (first, second))
+        doc["pairs"].append(
+            {"folder": str(folder), "first": first, "second": second, "rows": rows, "summary": s, "probes": probes}
+        )
         lines += [
             f"## {folder.name}: {first} then {second}",
             "",
@@ -194,7 +216,17 @@ def main() -> None:
             f"intervals overlap {s['intervals_overlap']} of {s['forwards']}; crossovers agree "
             f"{s['crossovers_agree']} of {s['crossovers']}.",
             "",
+            "Each quick probe of the two calls predicting each call's sweeps (raw, per model and path, mean):",
+            "",
+            f"| probe | host up | {first}'s sweeps | {second}'s sweeps |",
+            "|---|---|---|---|",
         ]
+        for p in probes:
+            up = f"{p['host_uptime_s']:.0f} s" if p["host_uptime_s"] is not None else "n/a"
+            lines.append(
+                f"| {p['probe']} | {up} | {100 * p['per_path_mean'][first]:.0f}% | {100 * p['per_path_mean'][second]:.0f}% |"
+            )
+        lines.append("")
     s = summary(every)
     doc["summary"] = s
     lines += [
