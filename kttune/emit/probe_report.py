@@ -275,14 +275,17 @@ def _pipeline_table(curves: list[Curve], narrow: bool) -> Any:
         cols = ("MoE layer", "A\nthreads", "GB", "A", "B", "C", "layer", "layer/\nslowest")
     for col in cols:
         t.add_column(col, justify="left" if col == "MoE layer" else "right", no_wrap=True)
-    marked = False
+    marked = other = False
     for c in sorted(
         curves, key=lambda c: (str(c.params.get("model")), c.params.get("method"), -c.params.get("threads", 0))
     ):
         pt = max(c.points, key=lambda pt: pt.x)
-        star = "*" if any(q is pt for q in disturbed_points(c)) else ""
-        marked = marked or bool(star)
         x = pt.extra
+        star = "*" if any(q is pt for q in disturbed_points(c)) else ""
+        if "slots" in x and not _sglang_kt_loop(x):  # timed in another configuration than a server's
+            star += "+"
+        marked = marked or "*" in star
+        other = other or "+" in star
         sep = "\n" if narrow else " "  # narrow: the method under the model (FP8_PERCHANNEL is long)
         t.add_row(
             f"{c.params.get('model') or ''}{sep}{c.params.get('method')}".strip(),
@@ -292,9 +295,21 @@ def _pipeline_table(curves: list[Curve], narrow: bool) -> Any:
             _fmt_ms(float(x.get("layer_ms") or pt.t_ms)) + star,
             f"{x['overlap_ratio']:.2f}" if isinstance(x.get("overlap_ratio"), (int, float)) else "",
         )
+    captions = []
     if marked:  # the full layer disturbed by its own timings or slower per byte than a smaller one
-        t.caption = "* disturbed (see the notes)"
+        captions.append("* disturbed (see the notes)")
+    if other:  # a profile probed before 2026-12-05 (docs/probe.md#the-pipeline)
+        captions.append("+ not sglang-kt's loop (a server's):\nthe fastest configuration tried")
+    if captions:
+        t.caption = "\n".join(captions)
     return keep_title(t)
+
+
+def _sglang_kt_loop(extra: dict) -> bool:
+    """A pipeline point timed in sglang-kt 0.7.2's own loop: host-driven, two slots, one expert a
+    step (kttune.cost.components.SGLANG_KT_PIPELINE)."""
+    config = (extra.get("slots"), extra.get("group"), extra.get("post_batch", 1), extra.get("driver", "host"))
+    return config == (2, 1, 1, "host")
 
 
 def _wrap(text: str, width: int | None) -> str:

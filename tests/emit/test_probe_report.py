@@ -126,3 +126,25 @@ def test_a_disturbed_full_layer_is_marked_in_the_pipeline_table():
     first = rendered("quick-transfer-h100b.profile.json")
     assert first.count("*") == 2 and "116*" in first and "* disturbed (see the notes)" in first
     assert "*" not in rendered("quick-transfer-h100b-again.profile.json")
+
+
+def test_a_layer_timed_in_another_configuration_than_sglang_kts_loop_is_marked():
+    """A quick probe before 2026-12-05 timed its pipeline curves in the stream configuration alone:
+    every layer carries '+' and the caption says a server's loop was not timed; the probe since times
+    the curves in the loop, and its table has no mark (docs/probe.md#the-pipeline)."""
+    from pathlib import Path
+
+    from kttune.emit.probe_report import pipeline_table
+    from kttune.hw.profile import load_profile
+
+    folder = Path(__file__).resolve().parents[2] / "benchmarks/results/2026-12-05-h100-pcie5-xeon-amx-16c"
+
+    def rendered(name: str) -> str:
+        p = load_profile(folder / name)
+        console = Console(record=True, width=200)
+        console.print(pipeline_table([c for c in p.curves if c.kind == "pipeline"]))
+        return console.export_text()
+
+    before = rendered("quick-transfer-h100c.profile.json")
+    assert before.count("+") == 7 and "not sglang-kt's loop" in before  # 6 layers and the caption
+    assert "+" not in rendered("quick-transfer-h100f.profile.json")
