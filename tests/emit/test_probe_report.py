@@ -106,45 +106,33 @@ def test_the_host_s_uptime_is_shown_where_the_probe_read_it():
         assert (want in text) if want else ("the host up" not in text)
 
 
-def test_a_disturbed_full_layer_is_marked_in_the_pipeline_table():
-    """The first quick probe of a fresh H100 instance streamed the 2.1 GB RAWINT4 layer at 11 threads
-    in 116 ms after 32 ms for half of it (kttune.hw.point_quality.slow_per_byte): its layer time
-    carries '*' and the caption says what it means; the next probe's table has no mark."""
+def _pipeline_rendered(name: str) -> str:
+    """The pipeline table of a profile measured on the H100 box (2026-12-05), as printed."""
     from pathlib import Path
 
     from kttune.emit.probe_report import pipeline_table
     from kttune.hw.profile import load_profile
 
     folder = Path(__file__).resolve().parents[2] / "benchmarks/results/2026-12-05-h100-pcie5-xeon-amx-16c"
+    p = load_profile(folder / name)
+    console = Console(record=True, width=200)
+    console.print(pipeline_table([c for c in p.curves if c.kind == "pipeline"]))
+    return console.export_text()
 
-    def rendered(name: str) -> str:
-        p = load_profile(folder / name)
-        console = Console(record=True, width=200)
-        console.print(pipeline_table([c for c in p.curves if c.kind == "pipeline"]))
-        return console.export_text()
 
-    first = rendered("quick-transfer-h100b.profile.json")
+def test_a_disturbed_full_layer_is_marked_in_the_pipeline_table():
+    """The first quick probe of a fresh H100 instance streamed the 2.1 GB RAWINT4 layer at 11 threads
+    in 116 ms after 32 ms for half of it (kttune.hw.point_quality.slow_per_byte): its layer time
+    carries '*' and the caption says what it means; the next probe's table has no mark."""
+    first = _pipeline_rendered("quick-transfer-h100b.profile.json")
     assert first.count("*") == 2 and "116*" in first and "* disturbed (see the notes)" in first
-    assert "*" not in rendered("quick-transfer-h100b-again.profile.json")
+    assert "*" not in _pipeline_rendered("quick-transfer-h100b-again.profile.json")
 
 
 def test_a_layer_timed_in_another_configuration_than_sglang_kts_loop_is_marked():
     """A quick probe before 2026-12-05 timed its pipeline curves in the stream configuration alone:
     every layer carries '+' and the caption says a server's loop was not timed; the probe since times
     the curves in the loop, and its table has no mark (docs/probe.md#the-pipeline)."""
-    from pathlib import Path
-
-    from kttune.emit.probe_report import pipeline_table
-    from kttune.hw.profile import load_profile
-
-    folder = Path(__file__).resolve().parents[2] / "benchmarks/results/2026-12-05-h100-pcie5-xeon-amx-16c"
-
-    def rendered(name: str) -> str:
-        p = load_profile(folder / name)
-        console = Console(record=True, width=200)
-        console.print(pipeline_table([c for c in p.curves if c.kind == "pipeline"]))
-        return console.export_text()
-
-    before = rendered("quick-transfer-h100c.profile.json")
+    before = _pipeline_rendered("quick-transfer-h100c.profile.json")
     assert before.count("+") == 7 and "not sglang-kt's loop" in before  # 6 layers and the caption
-    assert "+" not in rendered("quick-transfer-h100f.profile.json")
+    assert "+" not in _pipeline_rendered("quick-transfer-h100f.profile.json")
