@@ -27,6 +27,7 @@ import json
 import statistics
 from pathlib import Path
 
+from bench_probe_median import instance_of_call
 from bench_quick_transfer import path_summary, predict
 from results_layout import write_result
 
@@ -131,14 +132,12 @@ def compare(folder: Path, first: str, second: str) -> list[dict]:
 
 def probes_by_sweep(folder: Path, tags: tuple[str, str]) -> list[dict]:
     """Each quick probe of the calls `tags` (in the order taken) predicting each call's sweeps."""
-    probes = [folder / f"quick-transfer-{t}{s}.profile.json" for t in tags for s in ("", "-again", "-late")]
+    probes, _ = instance_of_call(folder, "+".join(tags))
+    sweeps = {t: instance_of_call(folder, t)[1] for t in tags}
     out = []
-    for path in (p for p in probes if p.is_file()):
+    for path in probes:
         prof = load_profile(path)
-        per_call = {}
-        for t in tags:
-            sweeps = sorted(folder.glob(f"quick-transfer-crossover-*-{t}.json"))
-            per_call[t] = path_summary([predict(str(s), prof) for s in sweeps])["per_path_mean"]
+        per_call = {t: path_summary([predict(str(s), prof) for s in ss])["per_path_mean"] for t, ss in sweeps.items()}
         out.append({"probe": path.name, "host_uptime_s": prof.provenance.host_uptime_s, "per_path_mean": per_call})
     return out
 
