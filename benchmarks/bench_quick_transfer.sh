@@ -21,6 +21,10 @@
 # one after the sweeps (quick-TAG-late.profile.json): on a fresh instance they tell whether a probe in
 # the instance's first minutes reads slow (docs/probe.md#what-the-host-was-doing); each profile
 # records the host's uptime at its start.
+#
+# NARROW=1 times the layerwise pipeline over a narrow layer per method after each quick probe
+# (benchmarks/bench_pipeline_narrow.py --measure: narrow-TAG.profile.json, narrow-TAG-late.profile.json),
+# so the sweeps can judge whether the quick probe should stream a second expert size.
 set -u
 source "$(dirname "$0")/device_common.sh"
 TAG=${TAG:-a}
@@ -28,6 +32,12 @@ THREADS=${THREADS:-11}
 HOG=${HOG:-0}
 AGAIN=${AGAIN:-0}
 LATE=${LATE:-0}
+NARROW=${NARROW:-0}
+narrow() {  # narrow SUFFIX: the narrow layers beside quick-TAG$SUFFIX.profile.json
+  [ "$NARROW" = 1 ] || return 0
+  step "narrow$1" 150 "narrow-$TAG$1.log" python benchmarks/bench_pipeline_narrow.py \
+    --measure "$R/quick-$TAG$1.profile.json" "$R/narrow-$TAG$1.profile.json"
+}
 device_results "quick-transfer-$TAG"
 describe_machine
 hogs=()
@@ -40,6 +50,7 @@ step "quick ($HOG neighbours)" 200 "quick-$TAG.log" python -m kttune.cli probe -
   --out "$R/quick-$TAG.profile.json"
 for h in "${hogs[@]}"; do kill "$h" 2>/dev/null; done
 pack
+narrow ""
 if [ "$AGAIN" = 1 ]; then
   step "quick again" 200 "quick-$TAG-again.log" python -m kttune.cli probe --quick --skip-host-ram --fresh \
     --out "$R/quick-$TAG-again.profile.json"
@@ -54,4 +65,5 @@ done
 if [ "$LATE" = 1 ]; then
   step "quick late" 200 "quick-$TAG-late.log" python -m kttune.cli probe --quick --skip-host-ram --fresh \
     --out "$R/quick-$TAG-late.profile.json"
+  narrow -late
 fi
