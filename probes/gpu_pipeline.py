@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from kttune.hw.point_quality import RETIME_KEYS, slow_per_byte
+from kttune.hw.point_quality import RETIME_KEYS, off_per_byte
 from kttune.hw.profile import Curve, Point
 from kttune.probes.common import NullReporter, Reporter, retime
 from kttune.probes.gpu_common import bound_to_node, free_host_bytes, gpu_numa_node
@@ -111,8 +111,8 @@ def probe_pipeline_layer(
     runs; the fastest config where it is None or not among `configs`) is also run on fewer experts
     (x axis = bytes streamed), and every config's full layer is kept in the full point's `configs`
     (the cost model's ratio for a run in another configuration). Returns (one curve per thread
-    count, all results, notes). A point scattered beyond `SCATTER_LIMIT`, or slower per byte than a
-    smaller one (`slow_per_byte`), is timed again on a pipeline built anew (`retime`;
+    count, all results, notes). A point scattered beyond `SCATTER_LIMIT`, or more than 1.3x another
+    point's time per byte (`off_per_byte`), is timed again on a pipeline built anew (`retime`;
     docs/probe.md#disturbed-points). `device` "cpu" runs the stages one after another on the CPU
     (tests; no VRAM or NUMA checks).
 
@@ -269,8 +269,8 @@ def retimed_runs(
     reporter: Reporter,
     label: str,
 ) -> list[Timed]:
-    """One thread count's pipeline points, those scattered beyond `SCATTER_LIMIT` or slower per byte
-    than a smaller point of the same curve (`slow_per_byte`: a host whose memory bandwidth dropped
+    """One thread count's pipeline points, those scattered beyond `SCATTER_LIMIT` or off per byte
+    against another point of the same curve (`off_per_byte`: a host whose memory bandwidth dropped
     while they were timed, which their own spread does not show) timed again by `measure` (the same
     config and experts on a pipeline built anew) after the others, the fastest kept (`retime`)."""
     results: list[tuple[PipelineResult, int]] = []
@@ -283,7 +283,7 @@ def retimed_runs(
         )
 
     pts = [point(r, e) for r, e in runs]
-    slow = {id(p) for p in slow_per_byte(Curve("pipeline", "bytes", tuple(pts)))}
+    slow = {id(p) for p in off_per_byte(Curve("pipeline", "bytes", tuple(pts)))}
 
     def again(p: Point) -> Point:
         r, e = results[p.extra["run"]]

@@ -61,6 +61,28 @@ def slow_per_byte(curve: Curve) -> list[Point]:
     return out
 
 
+def off_per_byte(curve: Curve) -> list[Point]:
+    """The points of a layerwise pipeline curve worth timing again by the curve's other points: those
+    `slow_per_byte` names, and a smaller point that took more than `AGREE_LIMIT` times the time per
+    byte of a larger one (both past `STREAM_PAST_CACHE_BYTES`). The second is not marked disturbed: a
+    fixed cost does make a smaller layer dearer per byte (at 15 threads on the H200 box, where the
+    stream driver's callback thread starves, 1.6-1.7x); but a half layer timed inside a busy moment
+    reads the same way and tilts the curve that extrapolates the whole layer (an H100 quick probe of
+    2026-12-05: DeepSeek-V3's 1.06 GB FP8 half layer 46 ms, p10-p90 32-55, beside 48 ms for 2.1 GB,
+    so the 10.9 GB layer read 71% fast). Timed again, such a point keeps its fastest timing, so a real
+    fixed cost stays. Over every pipeline curve the project had measured by then, 15 of 320 pairs of
+    sizes (docs/probe.md#disturbed-points); [] for any other kind of curve."""
+    if curve.kind != "pipeline":
+        return []
+    pts = sorted((p for p in curve.points if p.x >= STREAM_PAST_CACHE_BYTES and p.t_ms > 0), key=lambda p: p.x)
+    slow = {id(p) for p in slow_per_byte(curve)}
+    return [
+        p
+        for i, p in enumerate(pts)
+        if id(p) in slow or any(p.t_ms / p.x > AGREE_LIMIT * q.t_ms / q.x for q in pts[i + 1 :])
+    ]
+
+
 def disturbed_points(curve: Curve) -> list[Point]:
     """A curve's points that read as disturbed: by their own timings (`disturbed`) or, on a layerwise
     pipeline curve, by the curve's other points (`slow_per_byte`)."""
