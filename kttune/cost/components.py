@@ -163,6 +163,7 @@ class Components:
         # stage A threads -> load against (1, experts streamed, bytes), where the curves measured two
         # expert sizes or more (`_fit_pipeline_steps`)
         self._pipeline_step_fits: dict[int, LinearFit] = {}
+        self._pipeline_own_fits: dict[int, LinearFit] = {}  # stage A threads -> the own layer's fit
         self._pipeline_driver_ratios: dict[int, float] = {}
         self._pipeline_fit = self._fit_pipeline()
         self.hbm_ms_per_byte = self._hbm_ms_per_byte()
@@ -921,8 +922,20 @@ class Components:
         if len(pts) > 1 and pts[0][0] <= nbytes <= pts[-1][0]:  # inside the measured range: the points
             t = interp_loglog([x for x, _ in pts], [y for _, y in pts], nbytes)
         else:
-            t = self._pipeline_fits[threads](copy_features(nbytes))
+            t = self._pipeline_extrapolation(threads)(copy_features(nbytes))
         return t * self._pipeline_driver_ratio(threads)
+
+    def _pipeline_extrapolation(self, threads: int) -> LinearFit:
+        """The line a load outside the measured bytes is read from: the model's own layer where the
+        probe streamed it (within one layer the steps are the bytes over one expert's, so its points
+        fix both costs; other layers' expert sizes would mix a cost per step into the cost per byte),
+        else every layer of the method at `threads`."""
+        own = self._pipeline_own.get(threads)
+        if not own:
+            return self._pipeline_fits[threads]
+        if threads not in self._pipeline_own_fits:
+            self._pipeline_own_fits[threads] = fit_curves(own)
+        return self._pipeline_own_fits[threads]
 
     @property
     def _sglang_loop(self) -> bool:

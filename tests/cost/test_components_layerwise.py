@@ -303,3 +303,31 @@ def test_a_loop_that_does_not_name_its_layer_is_read_by_bytes():
     c = Components(bare, spec, "FP8")
     assert not c._pipeline_step_fits
     assert c.pipeline_layer_ms(128, 11) > 0
+
+
+H100G = Path(__file__).parents[2] / "benchmarks/results/2026-12-05-h100-pcie5-xeon-amx-16c"
+
+
+@pytest.mark.parametrize(
+    ("model", "method", "experts"), [("deepseek-v3", "FP8", 256), ("kimi-k2-thinking", "RAWINT4", 384)]
+)
+def test_past_the_quick_probes_bytes_the_own_layer_is_extrapolated_along_its_own_points(model, method, experts):
+    """The quick probe streams at most 2 GiB of a layer, so a whole 10 GB layer is read past its
+    points. An H100 instance's quick probe and its narrow layers (7168x512: the RAWINT4 one took 71 ms
+    for 0.99 GB, sglang-kt's loop waiting on each small expert's repack, against 54 ms for 2.1 GB of
+    Kimi-K2's): with both in the profile, Kimi-K2-Thinking's whole layer read 45% faster than from
+    its own points, the line fitted through every layer's bytes. Within one layer the steps are the
+    bytes over one expert's, so the own layer's points alone fix the line; another size does not
+    move it."""
+    from kttune.hw.profile import load_profile
+
+    quick = replace(load_profile(H100G / "quick-transfer-h100g.profile.json"), calibration=())
+    narrow = load_profile(H100G / "quick-transfer-narrow-h100g.profile.json")
+    both = replace(quick, curves=quick.curves + narrow.curves)
+    spec = load_model(model, method)
+    alone, among = Components(quick, spec, method), Components(both, spec, method)
+    assert among._pipeline_step_fits and not alone._pipeline_step_fits  # the narrow layer is a second size
+    (own,) = alone._pipeline_own[11]
+    assert experts * alone.cpu_bytes_per_expert > 4 * max(own.xs)  # the whole layer: well past the points
+    for e in (experts // 2, experts):
+        assert among.pipeline_layer_ms(e, 11) == pytest.approx(alone.pipeline_layer_ms(e, 11), rel=1e-9)
