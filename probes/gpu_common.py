@@ -32,6 +32,9 @@ class ShapeSet:
     gemm: tuple[tuple[int, int], ...]  # (hidden, out) of bf16 GEMMs
     notes: tuple[str, ...] = field(default_factory=tuple)
     blocks: tuple = ()  # ModelSpecs whose attention block (norms, attention, router) is timed
+    # layers the layerwise pipeline alone streams, beside `moe`'s: another expert size of a method,
+    # so the cost model separates the loop's cost per step from its cost per byte (NARROW_LAYERS)
+    pipeline_only: tuple[MoeLayerShape, ...] = ()
 
 
 # Representative shapes when no model is given (docs/model-configs.md#sizes-derived-from-the-configs): a small bf16 MoE and the
@@ -39,6 +42,19 @@ class ShapeSet:
 QWEN3_30B_A3B = MoeLayerShape(hidden=2048, inter=768, experts=128, top_k=8, method="BF16", name="Qwen3-30B-A3B")
 DEEPSEEK_V3 = MoeLayerShape(hidden=7168, inter=2048, experts=256, top_k=8, method="FP8", name="DeepSeek-V3")
 KIMI_K2 = MoeLayerShape(hidden=7168, inter=2048, experts=384, top_k=8, method="RAWINT4", name="Kimi-K2")
+# Without a model the pipeline also streams a narrow layer of the BF16 and FP8 methods: a model's layer
+# the probe did not stream is read from two expert sizes of its method, a cost per step (sglang-kt's
+# loop moves one expert a step) apart from a cost per byte (`kttune.cost.components._fit_pipeline_steps`;
+# docs/probe.md#the-pipeline). The representative layer's hidden size with a third (BF16) or a
+# quarter (FP8) of its intermediate size: no model's shape. Measured on three H100 instances
+# (2026-12-05, `benchmarks/bench_pipeline_narrow.py`): the runner's layerwise forwards of nine models
+# 4-15% off on average against 8-26% from the representative layers alone, better in each of six
+# probes. RAWINT4 has none: every RAWINT4 checkpoint in the catalog is Kimi-K2's layer, which the
+# probe streams itself.
+NARROW_LAYERS = (
+    MoeLayerShape(hidden=2048, inter=256, experts=256, top_k=8, method="BF16", name="narrow-2048x256"),
+    MoeLayerShape(hidden=7168, inter=512, experts=96, top_k=8, method="FP8", name="narrow-7168x512"),
+)
 QWEN3_ATTN = AttentionShape(
     "gqa", hidden=2048, heads=32, kv_heads=4, head_dim=128, v_head_dim=128, name="Qwen3-30B-A3B"
 )
@@ -80,6 +96,7 @@ def shapes_for(model, methods: tuple[str, ...] = ()) -> ShapeSet:
             gemm=((2048, 2048), (2048, 6144), (7168, 7168), (7168, 18432)),
             notes=("no model given: representative shapes Qwen3-30B-A3B (bf16), DeepSeek-V3 (FP8), Kimi-K2 (RAWINT4)",),
             blocks=_representative_blocks(),
+            pipeline_only=NARROW_LAYERS,
         )
     notes = []
     asked = [m.upper() for m in methods]

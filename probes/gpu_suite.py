@@ -172,7 +172,8 @@ def plan_gpu_probes(
     methods: tuple[str, ...] = (),
 ) -> list:
     """The GPU probes to run, in order: (step name, callable returning curves). Imports no CUDA.
-    The pipeline runs once per MoE shape (one per layerwise method asked for: `shapes_for`); the GPU
+    The pipeline runs once per MoE shape (one per layerwise method asked for: `shapes_for`), and
+    without a model once per narrow layer (`ShapeSet.pipeline_only`); the GPU
     MoE once per expert geometry, whatever the methods (it measures each of its methods itself)."""
     from kttune.probes import gpu_attention, gpu_copy, gpu_gemm, gpu_moe, gpu_repack
 
@@ -191,7 +192,7 @@ def plan_gpu_probes(
                 break
     if "pipeline" in want:
         ts = pipeline_threads(inventory, quick, threads)
-        for s in shapes.moe:
+        for s in shapes.moe + shapes.pipeline_only:
             steps.append((f"pipeline {s.name} {s.method}", PipelineStep(s, ts, quick, rep)))
     if "moe" in want:
         geometries = {}

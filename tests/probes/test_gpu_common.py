@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from kttune.probes import gpu_copy
+from kttune.probes import gpu_copy, gpu_suite
+from kttune.probes.common import NullReporter
 from kttune.probes.gpu_common import (
     DEEPSEEK_V3,
     bound_to_node,
@@ -12,6 +13,7 @@ from kttune.probes.gpu_common import (
     pcie_theoretical_gbps,
     shapes_for,
 )
+from kttune.spec.loader import load_model
 from kttune.units import GIB, MIB
 
 
@@ -34,6 +36,27 @@ def test_representative_shapes_and_layer_bytes():
     assert "Qwen3-30B-A3B" in names and "DeepSeek-V3" in names
     assert DEEPSEEK_V3.layer_bytes == 256 * DEEPSEEK_V3.bytes_per_expert
     assert {a.attention for a in ss.attention} == {"gqa", "mla"}
+
+
+def test_without_a_model_the_pipeline_streams_a_second_expert_size_of_each_method_but_rawint4():
+    """So the cost model can tell the loop's cost per step from its cost per byte for a layer the
+    probe did not stream (`kttune.cost.components._fit_pipeline_steps`): per method, an expert of
+    another size than the representative layer's (a fixed cost per step is told apart only where the
+    bytes per step differ well), no bundled model's layer (that one would be read as measured), the
+    pipeline alone (no GPU MoE or attention of it)."""
+    from kttune.spec.catalog import catalog_names
+
+    ss = shapes_for(None)
+    rep = {s.method: s for s in ss.moe}
+    assert {s.method for s in ss.pipeline_only} == set(rep) - {"RAWINT4"}
+    bundled = {(load_model(n).hidden_size, load_model(n).moe_intermediate_size) for n in catalog_names()}
+    for s in ss.pipeline_only:
+        assert rep[s.method].bytes_per_expert / s.bytes_per_expert >= 3
+        assert (s.hidden, s.inter) not in bundled
+    assert shapes_for(load_model("qwen3-30b-a3b")).pipeline_only == ()  # a model's own layer needs no other
+    steps = [n for n, _ in gpu_suite.plan_gpu_probes(None, None, True, NullReporter())]
+    assert sum(n.startswith("pipeline") for n in steps) == len(ss.moe) + len(ss.pipeline_only)
+    assert not any(s.name in n for s in ss.pipeline_only for n in steps if not n.startswith("pipeline"))
 
 
 def test_shapes_for_model():
