@@ -70,8 +70,9 @@ def off_per_byte(curve: Curve) -> list[Point]:
     reads the same way and tilts the curve that extrapolates the whole layer (an H100 quick probe of
     2026-12-05: DeepSeek-V3's 1.06 GB FP8 half layer 46 ms, p10-p90 32-55, beside 48 ms for 2.1 GB,
     so the 10.9 GB layer read 71% fast). Timed again, such a point keeps its fastest timing, so a real
-    fixed cost stays. Over every pipeline curve the project had measured by then, 15 of 320 pairs of
-    sizes (docs/probe.md#disturbed-points); [] for any other kind of curve."""
+    fixed cost stays. Over every pipeline curve the project had measured by then (332 pairs of sizes),
+    19 points, 6 of them `slow_per_byte`'s (docs/probe.md#disturbed-points); [] for any other kind
+    of curve."""
     if curve.kind != "pipeline":
         return []
     pts = sorted((p for p in curve.points if p.x >= STREAM_PAST_CACHE_BYTES and p.t_ms > 0), key=lambda p: p.x)
