@@ -64,10 +64,11 @@ ACCURACY = dict(
     h100_shipped="2026-12-05-computed/quick-transfer-h100-shipped.json",
     probe_median="2026-12-05-computed/probe-median.json",
     runner_repeat="2026-12-05-computed/runner-repeat.json",
-    h100f_lomo=(
-        "2026-12-05-computed/transfer-merged-probes-h100f.json",
-        "2026-12-05-computed/transfer-quick-probe-h100f.json",
+    newest_lomo=(
+        "2026-12-05-computed/transfer-merged-probes-h100i.json",
+        "2026-12-05-computed/transfer-quick-narrow-h100i.json",
     ),
+    pipeline_narrow="2026-12-05-computed/pipeline-narrow.json",
     pipeline_loop="2026-12-05-computed/pipeline-loop.json",
     same_instance="2026-12-04-computed/same-machine-h200-seven-models-one-instance.json",
     lomo_instance="2026-12-04-computed/same-machine-h200-seven-models-leave-one-model-out.json",
@@ -632,7 +633,7 @@ def accuracy_block() -> str:
             "docs/probe.md#repeated-probes",
         )
     )
-    merged, first = (json.loads((RESULTS / f).read_text()) for f in ACCURACY["h100f_lomo"])
+    merged, first = (json.loads((RESULTS / f).read_text()) for f in ACCURACY["newest_lomo"])
 
     def lomo(d: dict) -> tuple[str, int, int, int]:
         raw = [r["raw"] for r in d["rows"]]
@@ -676,6 +677,20 @@ def accuracy_block() -> str:
             f"probe against probe {pl['probe_against_probe_mean_abs']['loop']:.0%} mean "
             f"(before {pl['probe_against_probe_mean_abs']['stream_alone']:.0%}); runner "
             f"{pl['runner_layerwise_mean']['loop']:.0%} (before {pl['runner_layerwise_mean']['stream_alone']:.0%})",
+            "docs/probe.md#the-pipeline",
+        )
+    )
+    pn = json.loads((RESULTS / ACCURACY["pipeline_narrow"]).read_text())["probes"]
+    rows.append(
+        (
+            "layerwise load of a layer the quick probe did not stream, from two expert sizes of its method (a "
+            "narrow layer beside the representative one: a cost per step apart from a cost per byte)",
+            f"the path runner's layerwise forwards of 9 models, "
+            f"{len({p['probe'].split(' ')[0].split('-')[0] for p in pn})} H100 instances, {len(pn)} quick probes",
+            f"mean per probe {_pct(min(p['mean']['with_narrow'] for p in pn), max(p['mean']['with_narrow'] for p in pn))} "
+            f"(from the representative layer alone "
+            f"{_pct(min(p['mean']['base'] for p in pn), max(p['mean']['base'] for p in pn))}), lower in "
+            f"{sum(p['mean']['with_narrow'] < p['mean']['base'] for p in pn)} of {len(pn)} probes",
             "docs/probe.md#the-pipeline",
         )
     )
