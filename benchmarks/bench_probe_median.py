@@ -13,7 +13,11 @@ The instances measured more than once, each with runner sweeps of its own (the s
 - h100d+h100e: a fourth, one call: probe (34 s), four models swept, probe (223 s), the same four swept
   again, probe (405 s);
 - h100f: a fifth, probe (the pipeline timed in sglang-kt's loop, docs/probe.md#the-pipeline), nine
-  models swept, probe.
+  models swept, probe;
+- h100g, h100h, h100i: three more, each probe, nine models swept, probe (NARROW=1: the narrow pipeline
+  layers beside each probe are in their own files and not read here, so these rows compare the
+  probes as the others were taken; h100h is the noisy one, h100i the first whose probe retimed a
+  smaller pipeline layer dearer per byte).
 
 What it asks: whether repeating the probe is the fix for a host whose memory bandwidth moves 2x on
 the scale of minutes (docs/probe.md#repeated-probes). Raw cost model, calibration left out; per
@@ -52,7 +56,7 @@ INSTANCES = {
 
 
 # calls with AGAIN=1 / LATE=1, or several on one instance (`instance_of_call`)
-LATER_CALLS = ("h100c", "h100d+h100e", "h100f")
+LATER_CALLS = ("h100c", "h100d+h100e", "h100f", "h100g", "h100h", "h100i")
 
 
 def score(sweeps: list[Path], profile) -> dict:

@@ -282,6 +282,17 @@ def runner_example() -> tuple[dict, list[dict]]:
     return doc, runs
 
 
+def _count_words(instances: dict) -> str:
+    """ "an H200, seven H100s": the GPU kinds of `bench_probe_median`'s instances, by their names."""
+    words = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+    out = []
+    for kind in ("H200", "H100"):
+        n = sum(name.lower().startswith(kind.lower()) for name in instances)
+        if n:
+            out.append(f"an {kind}" if n == 1 else f"{words[n - 1] if n <= len(words) else n} {kind}s")
+    return ", ".join(out)
+
+
 def _pct(lo: float, hi: float) -> str:
     a, b = round(100 * lo), round(100 * hi)
     return f"{a}%" if a == b else f"{a}-{b}%"
@@ -621,7 +632,7 @@ def accuracy_block() -> str:
         (
             "MoE layer per forward and crossover from the median of repeated quick probes (`kttune probe --repeat N`, "
             "`kttune profile merge`) against one probe",
-            f"path runner, {len(pm)} instances (an H200, four H100s) each probed 2-3 times in the calls of its sweeps "
+            f"path runner, {len(pm)} instances ({_count_words(pm)}) each probed 2-3 times in the calls of its sweeps "
             f"({sum(len(i['sweeps']) for i in pm.values())} sweeps)",
             f"per instance, the median of its probes "
             f"{_pct(min(r['per_path_mean'] for r in medians), max(r['per_path_mean'] for r in medians))} "
