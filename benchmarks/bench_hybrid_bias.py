@@ -1,0 +1,108 @@
+"""Which way the quick probe reads the hybrid path: every H100 quick probe taken in the call of its
+instance's runner sweeps predicting those sweeps, the signed error per model and path, gathered over
+probes and instances.
+
+A per-probe mean absolute error (`bench_probe_median.py`, `bench_transfer.py`) mixes two things: the
+host's reading moving between probes (which repeating the probe averages out) and a bias of the cost
+model that every probe shares (which it does not). This separates them: per model, the median of
+the signed errors over every probe with its range and how many probes read it fast, so a model read
+fast by 12 of 13 probes is told apart from one read fast by half of them.
+
+Calls: the H100 calls run with AGAIN=1 or LATE=1 (`bench_probe_median.LATER_CALLS`, each with two or
+three probes). Raw cost model (calibration left out); signed error = predicted / measured - 1 per
+decoder-layer forward, the mean over a sweep's forwards.
+
+    python3 benchmarks/bench_hybrid_bias.py --out benchmarks/results/2026-12-05-computed/hybrid-bias
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+from bench_probe_median import H100, LATER_CALLS, instance_of_call
+from bench_quick_transfer import PATHS, predict
+from results_layout import write_result
+
+from kttune.hw.profile import load_profile
+
+
+def signed_errors(calls: tuple[str, ...] = LATER_CALLS, folder: Path = H100) -> list[dict]:
+    """Per probe of each call and per sweep of the call: the model and each path's signed error."""
+    rows = []
+    for call in calls:
+        probes, sweeps = instance_of_call(folder, call)
+        for i, probe in enumerate(probes):
+            prof = load_profile(probe)
+            for s in sweeps:
+                r = predict(str(s), prof)
+                rows.append(
+                    {
+                        "call": call,
+                        "probe": i + 1,
+                        "host_uptime_s": prof.provenance.host_uptime_s,
+                        "model": r["model"],
+                        **{p: r[p]["signed"] for p in PATHS},
+                    }
+                )
+    return rows
+
+
+def summary(rows: list[dict]) -> dict:
+    """Per model and path, over every (probe, sweep): the median signed error, its range, how many
+    read fast (below -2%), slow (above +2%), and the count; and the same over every model."""
+    out: dict = {}
+    models = sorted({r["model"] for r in rows})
+    for path in PATHS:
+        per = {}
+        for m in [*models, "all"]:
+            xs = [r[path] for r in rows if r[path] is not None and m in ("all", r["model"])]
+            if xs:
+                per[m] = {
+                    "median": statistics.median(xs),
+                    "min": min(xs),
+                    "max": max(xs),
+                    "fast": sum(x < -0.02 for x in xs),
+                    "slow": sum(x > 0.02 for x in xs),
+                    "n": len(xs),
+                }
+        out[path] = per
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=None, help="write OUT.json and OUT.md")
+    args = ap.parse_args()
+    rows = signed_errors()
+    s = summary(rows)
+    probes = {(r["call"], r["probe"]) for r in rows}
+    lines = [
+        "# Which way the quick probe reads each path",
+        "",
+        f"{len(probes)} quick probes of {len(LATER_CALLS)} H100 calls ({', '.join(LATER_CALLS)}), each predicting "
+        "its call's runner sweeps (3 interleaved repeats, 11 threads). Signed error = predicted / measured - 1 per "
+        "decoder-layer forward, a sweep's mean; per model the median over (probe, sweep) pairs, its range, and how "
+        "many read fast (< -2%) or slow (> +2%). Raw cost model.",
+        "",
+    ]
+    for path in PATHS:
+        lines += [
+            f"## {path}",
+            "",
+            "| model | median signed | range | read fast | read slow | pairs |",
+            "|---|---|---|---|---|---|",
+        ]
+        for m, v in s[path].items():
+            name = "**every model**" if m == "all" else m
+            lines.append(
+                f"| {name} | {v['median']:+.0%} | {v['min']:+.0%} to {v['max']:+.0%} | {v['fast']} | {v['slow']} | "
+                f"{v['n']} |"
+            )
+        lines.append("")
+    write_result(args.out, {"calls": list(LATER_CALLS), "rows": rows, "summary": s}, "\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
