@@ -26,6 +26,11 @@
 # NARROW=1 times the layerwise pipeline over a narrow layer per method after each quick probe
 # (benchmarks/bench_pipeline_narrow.py --measure: narrow-TAG.profile.json, narrow-TAG-late.profile.json),
 # so the sweeps can judge whether the quick probe should stream a second expert size.
+#
+# COLD=1 times the quick probe's CPU MoE layer warm (one layer) and cold (cycled over copies to twice
+# the last-level cache) straight after the quick probe, one round of each, the runner's methods at
+# THREADS (benchmarks/bench_cpu_moe_cold.py: cold-warm-TAG.profile.json, cold-TAG.profile.json), so the
+# sweeps can judge which one carries the hybrid path (benchmarks/bench_hybrid_cold.py).
 set -u
 source "$(dirname "$0")/device_common.sh"
 TAG=${TAG:-a}
@@ -34,6 +39,7 @@ HOG=${HOG:-0}
 AGAIN=${AGAIN:-0}
 LATE=${LATE:-0}
 NARROW=${NARROW:-0}
+COLD=${COLD:-0}
 narrow() {  # narrow SUFFIX: the narrow layers beside quick-TAG$SUFFIX.profile.json
   [ "$NARROW" = 1 ] || return 0
   step "narrow$1" 150 "narrow-$TAG$1.log" python benchmarks/bench_pipeline_narrow.py \
@@ -52,6 +58,13 @@ step "quick ($HOG neighbours)" 200 "quick-$TAG.log" python -m kttune.cli probe -
 for h in "${hogs[@]}"; do kill "$h" 2>/dev/null; done
 pack
 narrow ""
+if [ "$COLD" = 1 ]; then
+  step "cold" 200 "cold-$TAG.log" python benchmarks/bench_cpu_moe_cold.py --out "$R/cold-$TAG" --threads "$THREADS" \
+    --rounds 1 --methods BF16,FP8,FP8_PERCHANNEL,RAWINT4
+  mv "$R/cold-$TAG/warm-1.profile.json" "$R/cold-warm-$TAG.profile.json" 2>/dev/null
+  mv "$R/cold-$TAG/cold-1.profile.json" "$R/cold-$TAG.profile.json" 2>/dev/null
+  pack
+fi
 if [ "$AGAIN" = 1 ]; then
   step "quick again" 200 "quick-$TAG-again.log" python -m kttune.cli probe --quick --skip-host-ram --fresh \
     --out "$R/quick-$TAG-again.profile.json"

@@ -1,0 +1,120 @@
+"""Would a cold quick CPU MoE layer carry the hybrid path? Every H100 quick probe reads the runner's
+hybrid forwards fast (`bench_hybrid_bias.py`: median -10%, RAWINT4 the one read slow); the quick
+probe's CPU MoE layer (1,024 x 512, 32 experts, 25-100 MB) stays in the last-level cache between
+timed calls, where a server's forward reads each layer's experts from DRAM
+(docs/probe.md#the-quick-layer-in-the-cache). That was judged on one H200 instance against models'
+own probe curves, not the runner; this judges it against the runner's sweeps of the same call.
+
+The GPU call: `COLD=1 ... bash benchmarks/bench_quick_transfer.sh ...` times the quick layer warm and
+cold straight after the quick probe (`bench_cpu_moe_cold.py`, one round each, the runner's methods at
+its thread count). Here, per call: the sweeps' hybrid forwards predicted from the quick probe as it
+is, with its CPU MoE curves replaced by the warm ones (a control: the same layer timed again, the
+same minute as the cold), by the cold ones for every method, and by the cold ones for BF16 alone
+(the method whose cold layer read 1.2-1.8x slower on the H200 box; FP8 read the same).
+
+    python3 benchmarks/bench_hybrid_cold.py --call FOLDER:TAG [--call ...] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from dataclasses import replace
+from pathlib import Path
+
+from bench_quick_transfer import predict
+from results_layout import write_result
+
+from kttune.hw.profile import HardwareProfile, load_profile
+
+VARIANTS = ("quick probe", "warm (control)", "cold", "cold BF16 only")
+
+
+def with_cpu_moe(base: HardwareProfile, other: HardwareProfile, methods: set[str] | None = None) -> HardwareProfile:
+    """`base` with its `cpu_moe` curves of `methods` (every method `other` measured where None)
+    replaced by `other`'s curves of those methods (calibration left out)."""
+    measured = {c.params.get("method") for c in other.curves if c.kind == "cpu_moe"}
+    swap = measured if methods is None else measured & methods
+    keep = tuple(c for c in base.curves if not (c.kind == "cpu_moe" and c.params.get("method") in swap))
+    new = tuple(c for c in other.curves if c.kind == "cpu_moe" and c.params.get("method") in swap)
+    return replace(base, curves=keep + new, calibration=())
+
+
+def variants(quick: HardwareProfile, warm: HardwareProfile, cold: HardwareProfile) -> dict[str, HardwareProfile]:
+    return dict(
+        zip(
+            VARIANTS,
+            (
+                replace(quick, calibration=()),
+                with_cpu_moe(quick, warm),
+                with_cpu_moe(quick, cold),
+                with_cpu_moe(quick, cold, {"BF16"}),
+            ),
+        )
+    )
+
+
+def call_files(folder: Path, tag: str) -> tuple[Path, Path, Path, list[Path]]:
+    """A COLD=1 call's quick profile, warm and cold CPU MoE profiles, and sweeps (the names
+    `bench_quick_transfer.sh`'s files take in a results folder)."""
+    quick = folder / f"quick-transfer-{tag}.profile.json"
+    warm = folder / f"quick-transfer-cold-warm-{tag}.profile.json"
+    cold = folder / f"quick-transfer-cold-{tag}.profile.json"
+    sweeps = sorted(folder.glob(f"quick-transfer-crossover-*-{tag}.json"))
+    missing = [p.name for p in (quick, warm, cold) if not p.is_file()]
+    if missing or not sweeps:
+        raise SystemExit(f"{folder}:{tag}: missing {', '.join(missing) or 'sweeps'} (a COLD=1 call's files)")
+    return quick, warm, cold, sweeps
+
+
+def evaluate(calls: list[str]) -> tuple[dict, str]:
+    rows = []
+    for call in calls:
+        folder, _, tag = call.rpartition(":")
+        quick, warm, cold, sweeps = call_files(Path(folder), tag)
+        profs = variants(*(load_profile(p) for p in (quick, warm, cold)))
+        for s in sweeps:
+            got = {v: predict(str(s), p)["hybrid"] for v, p in profs.items()}
+            model = predict(str(s), profs[VARIANTS[0]])["model"]
+            rows.append({"call": tag, "model": model, **{v: got[v]["signed"] for v in VARIANTS}})
+    summary = {}
+    for v in VARIANTS:
+        xs = [r[v] for r in rows if r[v] is not None]
+        summary[v] = {
+            "mean_abs": statistics.mean(abs(x) for x in xs),
+            "median_signed": statistics.median(xs),
+            "worst": max(abs(x) for x in xs),
+            "over_15": sum(abs(x) > 0.15 for x in xs),
+            "n": len(xs),
+        }
+    lines = [
+        "# The quick CPU MoE layer warm or cold, against the runner's hybrid forwards",
+        "",
+        "Per sweep, the hybrid path's signed error (predicted / measured - 1 per decoder-layer forward, the "
+        "sweep's mean; raw cost model) from the call's quick probe as it is and with its CPU MoE curves replaced.",
+        "",
+        "| variant | mean absolute | median signed | worst | over 15% |",
+        "|---|---|---|---|---|",
+    ]
+    for v, m in summary.items():
+        lines.append(
+            f"| {v} | {m['mean_abs']:.0%} | {m['median_signed']:+.0%} | {m['worst']:.0%} | {m['over_15']} of {m['n']} |"
+        )
+    lines += ["", "| call | model | " + " | ".join(VARIANTS) + " |", "|---|---|" + "---|" * len(VARIANTS)]
+    for r in rows:
+        cells = [f"{r[v]:+.0%}" if r[v] is not None else "n/a" for v in VARIANTS]
+        lines.append(f"| {r['call']} | {r['model']} | " + " | ".join(cells) + " |")
+    return {"calls": calls, "rows": rows, "summary": summary}, "\n".join(lines + [""])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--call", action="append", required=True, metavar="FOLDER:TAG", help="a COLD=1 call's results")
+    ap.add_argument("--out", type=Path, default=None, help="write OUT.json and OUT.md")
+    args = ap.parse_args()
+    doc, text = evaluate(args.call)
+    write_result(args.out, doc, text)
+
+
+if __name__ == "__main__":
+    main()
