@@ -155,7 +155,8 @@ def part2(cores: int | None, threads: tuple[int, ...], full_layers: bool, repeat
         + (f" (built here with min(threads, {here}) workers)" if max(ts) > here else "")
     )
     rows = []
-    for shape in shapes_for(None).moe:
+    shapes = shapes_for(None)
+    for shape in shapes.moe + shapes.pipeline_only:  # the narrow layers too, since 2026-12-05
         experts = gpu_pipeline.layer_experts(shape, cap)
         nbytes = experts * gpu_pipeline.expert_stream_bytes(shape)
         free = psutil.virtual_memory().available
