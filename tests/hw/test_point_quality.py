@@ -10,6 +10,7 @@ from kttune.hw.point_quality import (
     STREAM_PAST_CACHE_BYTES,
     disturbed,
     disturbed_points,
+    off_per_byte,
     scatter,
     slow_per_byte,
 )
@@ -71,3 +72,32 @@ def test_the_per_byte_check_holds_streamed_sizes_alone_and_pipeline_curves_alone
     assert slow_per_byte(curve("h2d", (gib, 30.0), (2 * gib, 116.0))) == []
     bad = curve("pipeline", (gib, 30.0), (2 * gib, 30.0 * 2 * AGREE_LIMIT + 1))
     assert [p.x for p in slow_per_byte(bad)] == [2 * gib]
+
+
+def test_a_smaller_layer_dearer_per_byte_than_a_larger_is_timed_again_but_not_marked():
+    """An H100 quick probe (h100h, 2026-12-05) timed DeepSeek-V3's 1.06 GB FP8 half layer at 11
+    threads in 46 ms (p10-p90 32-55: not beyond 2x) beside 48 ms for the 2.1 GB one, so the line the
+    10.9 GB layer is read from came out flat. `off_per_byte` names that point for a second timing;
+    `slow_per_byte` (a larger layer dearer per byte) does not, nor is it marked disturbed (a fixed cost
+    can do the same), and the instance's late probe, in proportion, has no such point."""
+    h100h = str(RESULTS / "2026-12-05-h100-pcie5-xeon-amx-16c" / "quick-transfer-h100h{}.profile.json")
+
+    def fp8(tag):
+        prof = load_profile(h100h.format(tag))
+        (c,) = [c for c in prof.curves if c.kind == "pipeline" and c.matches(method="FP8", threads=11)]
+        return c
+
+    first = fp8("")
+    assert [p.x for p in off_per_byte(first)] == [min(first.xs)]
+    assert slow_per_byte(first) == [] and disturbed_points(first) == []
+    assert off_per_byte(fp8("-late")) == []
+    # both ways on made-up points; a fixed cost amortised within 1.3x is left alone
+    gib = 2**30
+
+    def curve(*pts):
+        return Curve(kind="pipeline", x_unit="bytes", points=tuple(Point(x=x, t_ms=t) for x, t in pts))
+
+    assert off_per_byte(curve((gib, 30.0), (2 * gib, 50.0), (4 * gib, 95.0))) == []
+    assert [p.x for p in off_per_byte(curve((gib, 40.0), (2 * gib, 50.0)))] == [gib]  # 1.6x per byte
+    assert [p.x for p in off_per_byte(curve((gib, 20.0), (2 * gib, 60.0)))] == [2 * gib]  # slow_per_byte's
+    assert off_per_byte(Curve(kind="h2d", x_unit="bytes", points=curve((gib, 40.0), (2 * gib, 50.0)).points)) == []

@@ -151,6 +151,26 @@ def test_a_layer_slower_per_byte_than_a_smaller_one_is_timed_again_and_the_faste
     assert [t["ms"] for t in rec1["timings"]] == [116.5, 56.2, 56.2]
 
 
+def test_a_half_layer_dearer_per_byte_than_the_whole_is_timed_again_and_the_faster_kept():
+    """The h100h quick probe's DeepSeek-V3 FP8 half layer: 46.1 ms for 1.06 GB beside 48.5 ms for
+    2.1 GB. The smaller point is timed again (the larger is not); the two timings disagree by more
+    than 1.3x, so a third is taken, and the fastest kept with every timing."""
+    from kttune.probes.common import NullReporter
+    from kttune.probes.gpu_pipeline import retimed_runs
+
+    half, whole = _result(1008, 46.1), _result(2016, 48.5)
+    asked = []
+
+    def measure(cfg, e):
+        asked.append((cfg, e))
+        return _result(1008, 25.0)
+
+    (r0, e0, rec0), (r1, e1, rec1) = retimed_runs([(half, 24), (whole, 48)], measure, NullReporter(), "pipeline")
+    assert asked and all(a == (half.config, 24) for a in asked)
+    assert e0 == 24 and r0.layer_ms == 25.0 and rec0["timings"][0]["ms"] == 46.1
+    assert (r1, e1, rec1) == (whole, 48, {})
+
+
 def test_a_consistent_curve_is_not_timed_again_and_a_failed_repeat_keeps_the_first():
     from kttune.probes.common import NullReporter
     from kttune.probes.gpu_pipeline import retimed_runs
