@@ -69,6 +69,7 @@ ACCURACY = dict(
         "2026-12-05-computed/transfer-quick-narrow-h100i.json",
     ),
     pipeline_narrow="2026-12-05-computed/pipeline-narrow.json",
+    hybrid_bias="2026-12-05-computed/hybrid-bias.json",
     pipeline_loop="2026-12-05-computed/pipeline-loop.json",
     same_instance="2026-12-04-computed/same-machine-h200-seven-models-one-instance.json",
     lomo_instance="2026-12-04-computed/same-machine-h200-seven-models-leave-one-model-out.json",
@@ -703,6 +704,20 @@ def accuracy_block() -> str:
             f"{_pct(min(p['mean']['base'] for p in pn), max(p['mean']['base'] for p in pn))}), lower in "
             f"{sum(p['mean']['with_narrow'] < p['mean']['base'] for p in pn)} of {len(pn)} probes",
             "docs/probe.md#the-pipeline",
+        )
+    )
+    hb = json.loads((RESULTS / ACCURACY["hybrid_bias"]).read_text())
+    hyb, lw = hb["summary"]["hybrid"], hb["summary"]["layerwise"]
+    n_probes = len({(r["call"], r["probe"]) for r in hb["rows"]})
+    rows.append(
+        (
+            "which way a quick probe errs, per path (a bias every probe shares, which `--repeat` does not remove)",
+            f"path runner, H100 box: {n_probes} quick probes of {len(hb['calls'])} calls, each predicting its call's "
+            f"sweeps ({hyb['all']['n']} probe and sweep pairs)",
+            f"hybrid read fast: median {hyb['all']['median']:+.0%}, {hyb['all']['fast']} of {hyb['all']['n']} pairs "
+            f"fast and {hyb['all']['slow']} slow (RAWINT4 slow, {hyb['kimi-k2-thinking']['median']:+.0%}); "
+            f"layerwise median {lw['all']['median']:+.0%} ({lw['all']['fast']} fast, {lw['all']['slow']} slow)",
+            "docs/cost-model.md#the-instances-own-quick-probe",
         )
     )
     tunes = [m for f in ACCURACY["tune"] for m in json.loads((RESULTS / f).read_text())["models"]]
