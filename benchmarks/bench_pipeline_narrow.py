@@ -33,7 +33,7 @@ from kttune.probes.gpu_common import NARROW_LAYERS
 from kttune.spec.moe_shape import MoeLayerShape
 
 # the quick probe's narrow layers (shipped in it since 2026-12-05: NARROW_LAYERS, BF16 and FP8) and the
-# RAWINT4 one measured beside them: the representative layer's hidden size, a quarter of its
+# RAWINT4 one measured beside them: the representative layer's hidden size, a third (BF16) or a quarter of its
 # intermediate size; the expert count streams about 1 GB, inside the quick probe's 2 GiB cap
 NARROW = NARROW_LAYERS + (
     MoeLayerShape(hidden=7168, inter=512, experts=160, top_k=8, method="RAWINT4", name="narrow-7168x512"),
