@@ -8,8 +8,9 @@ model that every probe shares (which it does not). This separates them: per mode
 the signed errors over every probe with its range and how many probes read it fast, so a model read
 fast by 12 of 13 probes is told apart from one read fast by half of them.
 
-Calls: the H100 calls run with AGAIN=1 or LATE=1 (`bench_probe_median.LATER_CALLS`, each with two or
-three probes). Raw cost model (calibration left out); signed error = predicted / measured - 1 per
+Calls: on the H100 box, those run with AGAIN=1 or LATE=1 (`bench_probe_median.LATER_CALLS`, each with
+two or three probes); on the H200 box, for contrast, the quick-transfer calls a-d of 2026-12-04 (one
+probe each). Raw cost model (calibration left out); signed error = predicted / measured - 1 per
 decoder-layer forward, the mean over a sweep's forwards.
 
     python3 benchmarks/bench_hybrid_bias.py --out benchmarks/results/2026-12-05-computed/hybrid-bias
@@ -21,11 +22,15 @@ import argparse
 import statistics
 from pathlib import Path
 
-from bench_probe_median import H100, LATER_CALLS, instance_of_call
+from bench_probe_median import H100, H200, LATER_CALLS, instance_of_call
 from bench_quick_transfer import PATHS, predict
 from results_layout import write_result
 
 from kttune.hw.profile import load_profile
+
+
+# box -> (results folder, calls)
+BOXES = {"H100": (H100, LATER_CALLS), "H200": (H200, ("a", "b", "c", "d"))}
 
 
 def signed_errors(calls: tuple[str, ...] = LATER_CALLS, folder: Path = H100) -> list[dict]:
@@ -75,33 +80,36 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=None, help="write OUT.json and OUT.md")
     args = ap.parse_args()
-    rows = signed_errors()
-    s = summary(rows)
-    probes = {(r["call"], r["probe"]) for r in rows}
+    doc: dict = {"boxes": {}}
     lines = [
         "# Which way the quick probe reads each path",
         "",
-        f"{len(probes)} quick probes of {len(LATER_CALLS)} H100 calls ({', '.join(LATER_CALLS)}), each predicting "
-        "its call's runner sweeps (3 interleaved repeats, 11 threads). Signed error = predicted / measured - 1 per "
-        "decoder-layer forward, a sweep's mean; per model the median over (probe, sweep) pairs, its range, and how "
-        "many read fast (< -2%) or slow (> +2%). Raw cost model.",
+        "Each quick probe predicting its call's runner sweeps (3 interleaved repeats, 11 threads). Signed error = "
+        "predicted / measured - 1 per decoder-layer forward, a sweep's mean; per model the median over (probe, "
+        "sweep) pairs, its range, and how many read fast (< -2%) or slow (> +2%). Raw cost model.",
         "",
     ]
-    for path in PATHS:
-        lines += [
-            f"## {path}",
-            "",
-            "| model | median signed | range | read fast | read slow | pairs |",
-            "|---|---|---|---|---|---|",
-        ]
-        for m, v in s[path].items():
-            name = "**every model**" if m == "all" else m
-            lines.append(
-                f"| {name} | {v['median']:+.0%} | {v['min']:+.0%} to {v['max']:+.0%} | {v['fast']} | {v['slow']} | "
-                f"{v['n']} |"
-            )
-        lines.append("")
-    write_result(args.out, {"calls": list(LATER_CALLS), "rows": rows, "summary": s}, "\n".join(lines))
+    for box, (folder, calls) in BOXES.items():
+        rows = signed_errors(calls, folder)
+        s = summary(rows)
+        doc["boxes"][box] = {"calls": list(calls), "rows": rows, "summary": s}
+        probes = {(r["call"], r["probe"]) for r in rows}
+        lines += [f"## {box} box: {len(probes)} quick probes of {len(calls)} calls ({', '.join(calls)})", ""]
+        for path in PATHS:
+            lines += [
+                f"### {path}",
+                "",
+                "| model | median signed | range | read fast | read slow | pairs |",
+                "|---|---|---|---|---|---|",
+            ]
+            for m, v in s[path].items():
+                name = "**every model**" if m == "all" else m
+                lines.append(
+                    f"| {name} | {v['median']:+.0%} | {v['min']:+.0%} to {v['max']:+.0%} | {v['fast']} | {v['slow']} | "
+                    f"{v['n']} |"
+                )
+            lines.append("")
+    write_result(args.out, doc, "\n".join(lines))
 
 
 if __name__ == "__main__":

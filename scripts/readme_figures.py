@@ -706,17 +706,20 @@ def accuracy_block() -> str:
             "docs/probe.md#the-pipeline",
         )
     )
-    hb = json.loads((RESULTS / ACCURACY["hybrid_bias"]).read_text())
+    boxes = json.loads((RESULTS / ACCURACY["hybrid_bias"]).read_text())["boxes"]
+    hb, h200 = boxes["H100"], boxes["H200"]["summary"]["hybrid"]["all"]
     hyb, lw = hb["summary"]["hybrid"], hb["summary"]["layerwise"]
     n_probes = len({(r["call"], r["probe"]) for r in hb["rows"]})
     rows.append(
         (
-            "which way a quick probe errs, per path (a bias every probe shares, which `--repeat` does not remove)",
+            "which way a quick probe errs, per path (a bias every probe of a host shares, which `--repeat` does "
+            "not remove)",
             f"path runner, H100 box: {n_probes} quick probes of {len(hb['calls'])} calls, each predicting its call's "
-            f"sweeps ({hyb['all']['n']} probe and sweep pairs)",
-            f"hybrid read fast: median {hyb['all']['median']:+.0%}, {hyb['all']['fast']} of {hyb['all']['n']} pairs "
-            f"fast and {hyb['all']['slow']} slow (RAWINT4 slow, {hyb['kimi-k2-thinking']['median']:+.0%}); "
-            f"layerwise median {lw['all']['median']:+.0%} ({lw['all']['fast']} fast, {lw['all']['slow']} slow)",
+            f"sweeps ({hyb['all']['n']} probe and sweep pairs); H200 box: {h200['n']} pairs",
+            f"H100: hybrid read fast, median {hyb['all']['median']:+.0%}, {hyb['all']['fast']} of {hyb['all']['n']} "
+            f"pairs fast and {hyb['all']['slow']} slow (RAWINT4 slow, {hyb['kimi-k2-thinking']['median']:+.0%}); "
+            f"layerwise median {lw['all']['median']:+.0%} ({lw['all']['fast']} fast, {lw['all']['slow']} slow). "
+            f"H200: hybrid median {h200['median']:+.0%} ({h200['fast']} fast, {h200['slow']} slow)",
             "docs/cost-model.md#the-instances-own-quick-probe",
         )
     )
