@@ -48,8 +48,8 @@ KIMI_K2 = MoeLayerShape(hidden=7168, inter=2048, experts=384, top_k=8, method="R
 # docs/probe.md#the-pipeline). The representative layer's hidden size with a third (BF16) or a
 # quarter (FP8) of its intermediate size: no model's shape. Measured on three H100 instances
 # (2026-12-05, `benchmarks/bench_pipeline_narrow.py`): the runner's layerwise forwards of nine models
-# 4-15% off on average against 8-26% from the representative layers alone, better in each of six
-# probes. RAWINT4 has none: every RAWINT4 checkpoint in the catalog is Kimi-K2's layer, which the
+# 4-25% off on average per probe against 8-28% from the representative layers alone, better in each
+# of six probes. RAWINT4 has none: every RAWINT4 checkpoint in the catalog is Kimi-K2's layer, which the
 # probe streams itself.
 NARROW_LAYERS = (
     MoeLayerShape(hidden=2048, inter=256, experts=256, top_k=8, method="BF16", name="narrow-2048x256"),
