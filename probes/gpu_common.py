@@ -94,7 +94,10 @@ def shapes_for(model, methods: tuple[str, ...] = ()) -> ShapeSet:
             moe=(QWEN3_30B_A3B, DEEPSEEK_V3, KIMI_K2),
             attention=(QWEN3_ATTN, DEEPSEEK_ATTN),
             gemm=((2048, 2048), (2048, 6144), (7168, 7168), (7168, 18432)),
-            notes=("no model given: representative shapes Qwen3-30B-A3B (bf16), DeepSeek-V3 (FP8), Kimi-K2 (RAWINT4)",),
+            notes=(
+                "no model given: representative shapes Qwen3-30B-A3B (bf16), DeepSeek-V3 (FP8), Kimi-K2 (RAWINT4); "
+                "the layerwise pipeline also streams a narrow BF16 and FP8 layer (docs/probe.md#the-pipeline)",
+            ),
             blocks=_representative_blocks(),
             pipeline_only=NARROW_LAYERS,
         )
