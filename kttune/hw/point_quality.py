@@ -76,12 +76,8 @@ def off_per_byte(curve: Curve) -> list[Point]:
     if curve.kind != "pipeline":
         return []
     pts = sorted((p for p in curve.points if p.x >= STREAM_PAST_CACHE_BYTES and p.t_ms > 0), key=lambda p: p.x)
-    slow = {id(p) for p in slow_per_byte(curve)}
-    return [
-        p
-        for i, p in enumerate(pts)
-        if id(p) in slow or any(p.t_ms / p.x > AGREE_LIMIT * q.t_ms / q.x for q in pts[i + 1 :])
-    ]
+    # slower per byte than a smaller point (`slow_per_byte`) or than a larger one: than any other
+    return [p for p in pts if any(p.t_ms / p.x > AGREE_LIMIT * q.t_ms / q.x for q in pts if q is not p)]
 
 
 def disturbed_points(curve: Curve) -> list[Point]:
