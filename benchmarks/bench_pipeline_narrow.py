@@ -130,7 +130,7 @@ def report(calls: list[str]) -> tuple[dict, str]:
         f"With the narrow layers the mean error was lower for {better} of {len(probes)} probes.",
         "",
         "Qwen3-30B-A3B, DeepSeek-V3 and Kimi-K2-Thinking are the quick probe's own layers: read as measured "
-        "either way (`Components._pipeline_extrapolation`), their errors are the probe's reading of the "
+        "either way (`Components._pipeline_extrapolations`), their errors are the probe's reading of the "
         "instance. The others are read from two expert sizes of their method, a cost per step apart from a "
         "cost per byte (`Components._fit_pipeline_steps`). No bundled model streams a RAWINT4 layer other "
         "than Kimi-K2's, so the RAWINT4 narrow layer changes no row here; it is not in the quick probe.",

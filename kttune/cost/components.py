@@ -163,7 +163,8 @@ class Components:
         # stage A threads -> load against (1, experts streamed, bytes), where the curves measured two
         # expert sizes or more (`_fit_pipeline_steps`)
         self._pipeline_step_fits: dict[int, LinearFit] = {}
-        self._pipeline_own_fits: dict[int, LinearFit] = {}  # stage A threads -> the own layer's fit
+        # stage A threads -> the line a load past the measured bytes is read from (`_fit_pipeline`)
+        self._pipeline_extrapolations: dict[int, LinearFit] = {}
         self._pipeline_driver_ratios: dict[int, float] = {}
         self._pipeline_fit = self._fit_pipeline()
         self.hbm_ms_per_byte = self._hbm_ms_per_byte()
@@ -895,6 +896,13 @@ class Components:
             t: sorted((p.x, p.t_ms) for c in (self._pipeline_own[t] or cs) for p in c.points)
             for t, cs in by_threads.items()
         }
+        # past the measured bytes, the model's own layer where the probe streamed it (within one layer
+        # the steps are the bytes over one expert's, so its points fix both costs; other layers' expert
+        # sizes would mix a cost per step into the cost per byte), else every layer of the method
+        self._pipeline_extrapolations = {
+            t: fit_curves(self._pipeline_own[t]) if self._pipeline_own[t] else self._pipeline_fits[t]
+            for t in by_threads
+        }
         # a twin's curves stand in by bytes streamed (PIPELINE_TWIN): its layers' steps are not this method's
         own_method = all(c.params.get("method") == self.method.name for c in curves)
         self._pipeline_step_fits = {
@@ -922,20 +930,8 @@ class Components:
         if len(pts) > 1 and pts[0][0] <= nbytes <= pts[-1][0]:  # inside the measured range: the points
             t = interp_loglog([x for x, _ in pts], [y for _, y in pts], nbytes)
         else:
-            t = self._pipeline_extrapolation(threads)(copy_features(nbytes))
+            t = self._pipeline_extrapolations[threads](copy_features(nbytes))
         return t * self._pipeline_driver_ratio(threads)
-
-    def _pipeline_extrapolation(self, threads: int) -> LinearFit:
-        """The line a load outside the measured bytes is read from: the model's own layer where the
-        probe streamed it (within one layer the steps are the bytes over one expert's, so its points
-        fix both costs; other layers' expert sizes would mix a cost per step into the cost per byte),
-        else every layer of the method at `threads`."""
-        own = self._pipeline_own.get(threads)
-        if not own:
-            return self._pipeline_fits[threads]
-        if threads not in self._pipeline_own_fits:
-            self._pipeline_own_fits[threads] = fit_curves(own)
-        return self._pipeline_own_fits[threads]
 
     @property
     def _sglang_loop(self) -> bool:
