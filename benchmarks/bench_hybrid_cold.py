@@ -74,9 +74,10 @@ def evaluate(calls: list[str]) -> tuple[dict, str]:
         quick, warm, cold, sweeps = call_files(Path(folder), tag)
         profs = variants(*(load_profile(p) for p in (quick, warm, cold)))
         for s in sweeps:
-            got = {v: predict(str(s), p)["hybrid"] for v, p in profs.items()}
-            model = predict(str(s), profs[VARIANTS[0]])["model"]
-            rows.append({"call": tag, "model": model, **{v: got[v]["signed"] for v in VARIANTS}})
+            got = {v: predict(str(s), p) for v, p in profs.items()}
+            rows.append(
+                {"call": tag, "model": got[VARIANTS[0]]["model"], **{v: got[v]["hybrid"]["signed"] for v in VARIANTS}}
+            )
     summary = {}
     for v in VARIANTS:
         xs = [r[v] for r in rows if r[v] is not None]
