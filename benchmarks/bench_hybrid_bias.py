@@ -13,6 +13,11 @@ two or three probes); on the H200 box, for contrast, the quick-transfer calls a-
 probe each). Raw cost model (calibration left out); signed error = predicted / measured - 1 per
 decoder-layer forward, the mean over a sweep's forwards.
 
+Second table: the same signed error from `kttune probe --model M` (the model's own layer, GBs of
+experts read from DRAM at every size, as the server reads them) against the sweeps of M run in the
+same device call (`OWN_LAYER_PAIRS`): whether the hybrid path read fast follows the quick probe's small
+layer (which stays in the last-level cache) or the box.
+
     python3 benchmarks/bench_hybrid_bias.py --out benchmarks/results/2026-12-05-computed/hybrid-bias
 """
 
@@ -31,6 +36,42 @@ from kttune.hw.profile import load_profile
 
 # box -> (results folder, calls)
 BOXES = {"H100": (H100, LATER_CALLS), "H200": (H200, ("a", "b", "c", "d"))}
+RESULTS = H100.parent
+
+
+def own_layer_pairs() -> list[tuple[str, Path, Path]]:
+    """(box, `kttune probe --model M` profile, the same call's path-runner sweeps of M): the H100
+    box's thread-interp call (13-thread sweeps, 2026-12-05) and the H200 box's one-instance calls
+    (11 threads, 2026-12-03 and 2026-12-04), whose probe files sit beside their sweeps."""
+    out = [
+        ("H100", H100 / f"thread-interp-runner-probe-{m}.profile.json", H100 / f"thread-interp-runner-sweep-{m}.json")
+        for m in ("glm-4.5-air", "qwen3-30b-a3b", "minimax-m2.1")
+    ]
+    for day, suffix in (
+        ("2026-12-03", "one-instance"),
+        ("2026-12-04", "bf16-instance"),
+        ("2026-12-04", "fp8-instance"),
+        ("2026-12-04", "one-instance"),
+    ):
+        folder = RESULTS / f"{day}-h200-pcie5-xeon-amx-16c"
+        for sweep in sorted(folder.glob(f"crossover-*-{suffix}.json")):
+            model = sweep.name.removeprefix("crossover-").removesuffix(f"-{suffix}.json")
+            probe = folder / f"probe-{model}-{suffix}.profile.json"
+            if probe.exists():
+                out.append(("H200", probe, sweep))
+    return out
+
+
+def own_layer_errors() -> list[dict]:
+    """Per `own_layer_pairs` entry: the model and each path's signed error."""
+    rows = []
+    for box, probe, sweep in own_layer_pairs():
+        r = predict(str(sweep), load_profile(probe))
+        rows.append(
+            {"box": box, "probe": probe.name, "sweep": sweep.name, "model": r["model"]}
+            | {p: r[p]["signed"] for p in PATHS}
+        )
+    return rows
 
 
 def signed_errors(calls: tuple[str, ...] = LATER_CALLS, folder: Path = H100) -> list[dict]:
@@ -109,6 +150,22 @@ def main() -> None:
                     f"{v['n']} |"
                 )
             lines.append("")
+    own = own_layer_errors()
+    doc["own_layer"] = own
+    lines += [
+        "## The model's own layer probed (`kttune probe --model M`), the same call's sweeps of M",
+        "",
+        "The layer the server streams (GBs of experts, read from DRAM at every size), probed in the device call that "
+        "ran the sweeps: if the quick probe's small layer (in the last-level cache) were what reads the hybrid path "
+        "fast, this would not. H100: one instance, 13-thread sweeps; H200: four calls on as many instances, 11 threads.",
+        "",
+        "| box | model | hybrid signed | layerwise signed | sweep |",
+        "|---|---|---|---|---|",
+    ]
+    for r in own:
+        cells = [f"{r[p]:+.0%}" if r[p] is not None else "-" for p in PATHS]
+        lines.append(f"| {r['box']} | {r['model']} | {cells[0]} | {cells[1]} | {r['sweep']} |")
+    lines.append("")
     write_result(args.out, doc, "\n".join(lines))
 
 
