@@ -31,6 +31,11 @@
 # the last-level cache) straight after the quick probe, one round of each, the runner's methods at
 # THREADS (benchmarks/bench_cpu_moe_cold.py: cold-warm-TAG.profile.json, cold-TAG.profile.json), so the
 # sweeps can judge which one carries the hybrid path (benchmarks/bench_hybrid_cold.py).
+#
+# GAP=1 takes the probe-runner gap apart in one process after the sweeps, at the two BF16 shapes the
+# hybrid path is read fastest on the H100 box (benchmarks/diag/diag_probe_runner_gap.py, 1,024-3,072
+# tokens, THREADS: gap-TAG.json, gap-TAG.log): whether the runner's hybrid MoE and the probe agree in
+# one process there, as they did on the H200 box (docs/cost-model.md#one-machine-instance-seven-models).
 set -u
 source "$(dirname "$0")/device_common.sh"
 TAG=${TAG:-a}
@@ -40,6 +45,7 @@ AGAIN=${AGAIN:-0}
 LATE=${LATE:-0}
 NARROW=${NARROW:-0}
 COLD=${COLD:-0}
+GAP=${GAP:-0}
 narrow() {  # narrow SUFFIX: the narrow layers beside quick-TAG$SUFFIX.profile.json
   [ "$NARROW" = 1 ] || return 0
   step "narrow$1" 150 "narrow-$TAG$1.log" python benchmarks/bench_pipeline_narrow.py \
@@ -76,6 +82,12 @@ for job in "$@"; do
     --gpu-experts "$N" --sweep "$SIZES" --cpuinfer "$THREADS" --repeats 3 --prompts "$MAX" --chunks "$MAX" \
     --profile "$R/quick-$TAG.profile.json" --out "$R/crossover-$MODEL-quick-$TAG.json"
 done
+if [ "$GAP" = 1 ]; then
+  step "gap" 200 "gap-$TAG.log" python benchmarks/diag/diag_probe_runner_gap.py --out "$R" \
+    --models glm-4.5-air:BF16,qwen3-30b-a3b:BF16 --threads "$THREADS" --sizes 1024,2048,3072 --repeats 5 --tag "$TAG"
+  mv "$R/diag-probe-runner-gap-$TAG.json" "$R/gap-$TAG.json" 2>/dev/null
+  pack
+fi
 if [ "$LATE" = 1 ]; then
   step "quick late" 200 "quick-$TAG-late.log" python -m kttune.cli probe --quick --skip-host-ram --fresh \
     --out "$R/quick-$TAG-late.profile.json"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import statistics
 import os
 import re
 import sys
@@ -710,6 +711,9 @@ def accuracy_block() -> str:
     hb, h200 = boxes["H100"], boxes["H200"]["summary"]["hybrid"]["all"]
     hyb, lw = hb["summary"]["hybrid"], hb["summary"]["layerwise"]
     n_probes = len({(r["call"], r["probe"]) for r in hb["rows"]})
+    own = json.loads((RESULTS / ACCURACY["hybrid_bias"]).read_text())["own_layer"]
+    own_h100 = [r["hybrid"] for r in own if r["box"] == "H100"]
+    own_h200 = [r["hybrid"] for r in own if r["box"] == "H200"]
     rows.append(
         (
             "which way a quick probe errs, per path (a bias every probe of a host shares, which `--repeat` does "
@@ -719,7 +723,10 @@ def accuracy_block() -> str:
             f"H100: hybrid read fast, median {hyb['all']['median']:+.0%}, {hyb['all']['fast']} of {hyb['all']['n']} "
             f"pairs fast and {hyb['all']['slow']} slow (RAWINT4 slow, {hyb['kimi-k2-thinking']['median']:+.0%}); "
             f"layerwise median {lw['all']['median']:+.0%} ({lw['all']['fast']} fast, {lw['all']['slow']} slow). "
-            f"H200: hybrid median {h200['median']:+.0%} ({h200['fast']} fast, {h200['slow']} slow)",
+            f"H200: hybrid median {h200['median']:+.0%} ({h200['fast']} fast, {h200['slow']} slow). The model's "
+            f"own layer probed (`--model`, past the cache) beside its sweeps reads the same way: H100 "
+            f"{min(own_h100):+.0%} to {max(own_h100):+.0%} ({len(own_h100)} models), H200 {min(own_h200):+.0%} to "
+            f"{max(own_h200):+.0%} (median {statistics.median(own_h200):+.0%}, {len(own_h200)} pairs)",
             "docs/cost-model.md#the-instances-own-quick-probe",
         )
     )
