@@ -13,7 +13,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
-from kttune.hw.point_quality import AGREE_LIMIT, SCATTER_LIMIT, disturbed, disturbed_points, scatter
+from kttune.hw.point_quality import (
+    AGREE_LIMIT,
+    SCATTER_LIMIT,
+    disturbed,
+    disturbed_points,
+    scatter,
+    slower_than_larger_pools,
+)
 from kttune.hw.profile import Curve, Point, TimerInfo
 
 
@@ -123,6 +130,40 @@ def _fastest(tries: list[Point]) -> Point:
     return replace(
         best, extra={**best.extra, "timings": [{"ms": q.t_ms, "scatter": round(scatter(q), 2)} for q in tries]}
     )
+
+
+def retime_by_thread_law(
+    curves: list[Curve], remeasure: Callable[[Curve, Point], Point], reporter: Reporter, name: str
+) -> list[Curve]:
+    """`curves`, one measurement at several thread counts, with each point slower than a larger
+    count allows (`kttune.hw.point_quality.slower_than_larger_pools`) timed again by
+    `remeasure(curve, point)` and the faster timing kept (`kttune.probes.common.retime`). A probe times
+    its thread counts one after another, so a host slow for a minute slows one count's whole curve,
+    which the curve's own spread does not show (docs/probe.md#disturbed-points). `name` labels the
+    notes ("cpu_moe", "stage_a")."""
+    suspects = slower_than_larger_pools(curves)
+    if not suspects:
+        return curves
+    out = []
+    for c in curves:
+        slow = {id(p) for p in suspects.get(int(c.params.get("threads") or 0), ())}
+        if not slow:
+            out.append(c)
+            continue
+        label = f"{name} {c.params.get('method')} {c.params.get('threads')}t"
+        reporter.note(f"{label}: {len(slow)} point(s) slower than a larger pool allows (the thread law); timed again")
+        again = iter(
+            retime(
+                [p for p in c.points if id(p) in slow],
+                lambda p, c=c: remeasure(c, p),
+                reporter,
+                label,
+                every=False,
+                suspect=lambda p: True,
+            )
+        )
+        out.append(replace(c, points=tuple(next(again) if id(p) in slow else p for p in c.points)))
+    return out
 
 
 def disturbed_note(curves: Sequence[Curve], what: str) -> str | None:

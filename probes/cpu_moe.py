@@ -40,6 +40,7 @@ from kttune.probes.common import (
     measure,
     probe_thread_counts,
     retime,
+    retime_by_thread_law,
 )
 from kttune.spec.kt_classes import kt_matmul_above
 from kttune.spec.moe_shape import MoeLayerShape
@@ -331,6 +332,22 @@ def cold_copies(method: str, shape: MoeLayerShape, cold_bytes: int, budget: int,
     return int(max(1, min(MAX_COLD_COPIES, fit, -(-cold_bytes // layer))))
 
 
+def _timer(run: Callable[[int], Callable[[], object]], opts: CpuMoeOptions) -> Callable[[int], Point]:
+    """One point's timing at `n` tokens by the options' protocol (warm-up, repeats, minimum time)."""
+
+    def timed(n: int) -> Point:
+        return measure(
+            run(n),
+            x=n,
+            warmup=opts.warmup,
+            repeats=opts.repeats,
+            min_total_s=opts.min_total_s,
+            max_repeats=opts.max_repeats,
+        )
+
+    return timed
+
+
 def _measure_curve(
     run: Callable[[int], Callable[[], object]],
     task: CpuMoeTask,
@@ -344,17 +361,7 @@ def _measure_curve(
     time, or scattered, is timed again and the faster kept (`kttune.probes.common.retime`)."""
     points: list[Point] = []
     skipped: list[dict] = []
-
-    def timed(n: int) -> Point:
-        return measure(
-            run(n),
-            x=n,
-            warmup=opts.warmup,
-            repeats=opts.repeats,
-            min_total_s=opts.min_total_s,
-            max_repeats=opts.max_repeats,
-        )
-
+    timed = _timer(run, opts)
     for n in tokens:
         if points:
             last = points[-1]
@@ -374,6 +381,62 @@ def _measure_curve(
     return retime(points, lambda p: timed(int(p.x)), reporter, label), skipped
 
 
+def _forward(layers: list[KtMoeLayer], shape: MoeLayerShape, seed: int) -> Callable[[int], Callable[[], object]]:
+    """`run(n)`: one forward of n tokens, each call on the next of `layers` (the cold copies)."""
+
+    def run(n: int) -> Callable[[], object]:
+        x, ids, rw, out = _inputs(n, shape, seed)
+        turn = itertools.cycle(layers)
+        return lambda: next(turn).forward(x, ids, rw, out)
+
+    return run
+
+
+@dataclass(frozen=True)
+class _Built:
+    """What one task's curve was measured on, so a later pass can time its points again."""
+
+    task: CpuMoeTask
+    shape: MoeLayerShape  # as fitted to the RAM (`_fit_shape`)
+    tokens: int  # the largest forward the layers were built for
+    weights: Any  # HostExperts of copy 0
+    copies: int
+    index: int  # the curve's place in the probe's list
+
+
+def _kt_layers(b: _Built, opts: CpuMoeOptions, cpu: CpuInfo, kt: KtKernel, numa_ids: Sequence[int]) -> list[KtMoeLayer]:
+    """The layer (and its cold copies, each from its own source) `b`'s curve is timed on; closes what
+    it built before raising."""
+    layers: list[KtMoeLayer] = []
+    try:
+        for i in range(b.copies):
+            # each copy its own source too: RAWINT4 reads its int4 weights in place
+            src = (
+                b.weights
+                if i == 0
+                else HostExperts.random(
+                    b.task.method, b.shape.hidden, b.shape.inter, b.shape.experts, seed=opts.seed + i
+                )
+            )
+            layers.append(
+                KtMoeLayer(
+                    src,
+                    top_k=b.shape.top_k,
+                    threads=b.task.threads,
+                    threadpools=b.task.threadpools,
+                    numa_nodes=list(b.task.numa_nodes) or list(numa_ids),
+                    max_tokens=b.tokens,
+                    isa=cpu.isa,
+                    kt=kt,
+                )
+            )
+    except Exception:
+        for lay in layers:
+            lay.close()
+        raise
+    return layers
+
+
 def probe_cpu_moe(
     opts: CpuMoeOptions,
     cpu: CpuInfo,
@@ -385,7 +448,8 @@ def probe_cpu_moe(
 ) -> list[Curve]:
     """Measure the CPU MoE curves of `plan` (default: `plan_cpu_moe(opts, ...)`). One curve per
     (shape, method, threads). Never raises for a size that does not fit: it shrinks or skips it and
-    says why (in `Curve.skipped` and to the reporter)."""
+    says why (in `Curve.skipped` and to the reporter). Once a (method, shape)'s thread counts are all
+    measured, the points slower than a larger pool allows are timed again (`retime_by_thread_law`)."""
     from kttune.probes.inventory import numa_nodes_with_cpus, usable_cores
 
     reporter = reporter or NullReporter()
@@ -397,11 +461,35 @@ def probe_cpu_moe(
     kt = load_kt_kernel()
     curves: list[Curve] = []
     weights_cache: dict[tuple, tuple[MoeLayerShape, int, list[dict], Any]] = {}
+    built: list[_Built] = []  # the current (method, shape)'s kt-kernel curves
+
+    def law_pass() -> None:
+        """The thread law over the current (method, shape)'s curves, per pool (every node, or one)."""
+        of_curve = {id(curves[b.index]): b for b in built}
+
+        def remeasure(c: Curve, p: Point) -> Point:
+            b = of_curve[id(c)]
+            layers = _kt_layers(b, opts, cpu, kt, numa_ids)
+            try:
+                pt = _timer(_forward(layers, b.shape, opts.seed), opts)(int(p.x))
+            finally:
+                for lay in layers:
+                    lay.close()
+            return replace(pt, extra={**pt.extra, "source_bytes": p.extra.get("source_bytes")})
+
+        for nodes in {b.task.numa_nodes for b in built}:
+            idx = [b.index for b in built if b.task.numa_nodes == nodes]
+            for i, c in zip(idx, retime_by_thread_law([curves[i] for i in idx], remeasure, reporter, "cpu_moe")):
+                curves[i] = c
+        built.clear()
+
     for task in plan.tasks:
         label = f"cpu_moe {task.method} {task.threads}t"
         key = (task.method, task.shape)
         try:
             if key not in weights_cache:
+                if built:
+                    law_pass()
                 weights_cache.clear()
                 gc.collect()
                 budget = int(available_ram_bytes() * opts.ram_fraction)
@@ -425,6 +513,7 @@ def probe_cpu_moe(
         skipped = list(skipped0) + [{"x": n, "reason": "does not fit in RAM"} for n in task.tokens if n > max_tok]
         if skipped[len(skipped0) :]:
             reporter.step(f"{label}: skipped sizes", advance=len(task.tokens) - len(tokens))
+        b = None
         if kt is not None:
             copies = (
                 cold_copies(
@@ -433,32 +522,10 @@ def probe_cpu_moe(
                 if opts.cold_bytes
                 else 1
             )
-            layers: list[KtMoeLayer] = []
+            b = _Built(task, shape, max(tokens), w, copies, len(curves))
             try:
-                for i in range(copies):
-                    # each copy its own source too: RAWINT4 reads its int4 weights in place
-                    src = (
-                        w
-                        if i == 0
-                        else HostExperts.random(
-                            task.method, shape.hidden, shape.inter, shape.experts, seed=opts.seed + i
-                        )
-                    )
-                    layers.append(
-                        KtMoeLayer(
-                            src,
-                            top_k=shape.top_k,
-                            threads=task.threads,
-                            threadpools=task.threadpools,
-                            numa_nodes=list(task.numa_nodes) or numa_ids,
-                            max_tokens=max(tokens),
-                            isa=cpu.isa,
-                            kt=kt,
-                        )
-                    )
+                layers = _kt_layers(b, opts, cpu, kt, numa_ids)
             except Exception as e:
-                for lay in layers:
-                    lay.close()
                 reporter.note(f"{label}: kt-kernel could not build the layer ({type(e).__name__}: {e}); skipped")
                 reporter.step(f"{label}: failed", advance=1 + len(tokens))
                 continue
@@ -466,13 +533,9 @@ def probe_cpu_moe(
             reporter.step(f"{label}: loaded {layer.kernel_class}" + (f" x {copies}" if copies > 1 else ""))
             source = copies * layer_nbytes(task.method, shape)
             try:
-
-                def run(n: int) -> Callable[[], object]:
-                    x, ids, rw, out = _inputs(n, shape, opts.seed)
-                    turn = itertools.cycle(layers)
-                    return lambda: next(turn).forward(x, ids, rw, out)
-
-                points, skipped_t = _measure_curve(run, task, tokens, opts, reporter, label)
+                points, skipped_t = _measure_curve(
+                    _forward(layers, shape, opts.seed), task, tokens, opts, reporter, label
+                )
                 points = [replace(p, extra={**p.extra, "source_bytes": source}) for p in points]
             finally:
                 for lay in layers:
@@ -491,6 +554,10 @@ def probe_cpu_moe(
                 skipped=tuple(skipped + skipped_t),
             )
         )
+        if b is not None:
+            built.append(b)
+    if built:
+        law_pass()
     weights_cache.clear()
     gc.collect()
     return curves

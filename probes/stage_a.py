@@ -38,6 +38,7 @@ from kttune.probes.common import (
     measure,
     probe_thread_counts,
     retime,
+    retime_by_thread_law,
 )
 from kttune.probes.cpu_moe import available_ram_bytes, host_bytes_needed
 from kttune.spec.moe_shape import MoeLayerShape
@@ -217,7 +218,8 @@ def probe_stage_a(
 ) -> list[Curve]:
     """One stage_a_write curve per (method, threads) over the expert sizes of `opts.inters`. The host
     experts of a (method, size) are drawn once and serve every thread count; kt-kernel's layer is
-    built per thread count (its worker pool is fixed when it loads)."""
+    built per thread count (its worker pool is fixed when it loads). Once a method's counts are all
+    measured, a write slower than a larger pool allows is timed again (`retime_by_thread_law`)."""
     import torch
 
     reporter = reporter or NullReporter()
@@ -230,8 +232,27 @@ def probe_stage_a(
     pinned = bool(torch.cuda.is_available())
     curves = []
     hosts: dict[tuple, HostExperts] = {}  # (method, inter, experts) -> host experts, this method's only
+    measured: list[tuple[int, StageATask]] = []  # this method's curves (their place) and tasks
+
+    def law_pass() -> None:
+        """The thread law over the method's curves: a write slower than a larger pool allows is timed
+        again at its own count (`retime_by_thread_law`)."""
+        task_of = {id(curves[i]): t for i, t in measured}
+
+        def again(c: Curve, p: Point) -> Point:
+            return _time_write(
+                task_of[id(c)], p.extra["inter"], p.extra["layer_experts"], hosts, opts, cpu, kt, numa_ids, pinned
+            )
+
+        idx = [i for i, _ in measured]
+        for i, c in zip(idx, retime_by_thread_law([curves[i] for i in idx], again, reporter, "stage_a")):
+            curves[i] = c
+        measured.clear()
+
     for task in plan.tasks:
         if any(k[0] != task.method for k in hosts):
+            if measured:
+                law_pass()
             hosts.clear()
             gc.collect()
         label = f"stage_a {task.method} {task.threads}t"
@@ -275,6 +296,8 @@ def probe_stage_a(
                 return p
 
         points = retime(points, again, reporter, label, every=False)
+        if points:
+            measured.append((len(curves), task))
         if points or skipped:
             curves.append(
                 Curve(
@@ -291,6 +314,8 @@ def probe_stage_a(
                     skipped=tuple(skipped),
                 )
             )
+    if measured:
+        law_pass()
     hosts.clear()
     gc.collect()
     return curves

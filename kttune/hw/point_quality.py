@@ -4,6 +4,8 @@ whether its timings agree (docs/probe.md#disturbed-points). The probes time by t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from kttune.hw.profile import Curve, Point
 
 # A point whose 90th percentile is more than this multiple of its 10th was disturbed while it was
@@ -78,6 +80,39 @@ def off_per_byte(curve: Curve) -> list[Point]:
     pts = sorted((p for p in curve.points if p.x >= STREAM_PAST_CACHE_BYTES and p.t_ms > 0), key=lambda p: p.x)
     # slower per byte than a smaller point (`slow_per_byte`) or than a larger one: than any other
     return [p for p in pts if any(p.t_ms / p.x > AGREE_LIMIT * q.t_ms / q.x for q in pts if q is not p)]
+
+
+# kt-kernel's pool splits one call's work among its workers, so fewer workers take at most a larger
+# pool's time x the ratio of the counts (the same work, fewer hands), bar the call's granularity. A
+# point slower than that by more than this was timed in a slow moment: a probe measures its thread
+# counts one after the other, so a host slow for a minute slows a whole count's curve evenly, which
+# neither its points' spread nor the curve's shape shows. On the eight instances probed two or three
+# times in one device call, the kt-kernel MoE points this names (28 of 1,292) read a median 11% slower
+# than the same point in the instance's other probes, the rest 0%; stage A writes 10% (30 of 304)
+# against -1% (`benchmarks/bench_thread_law.py`, docs/probe.md#disturbed-points).
+THREAD_LAW_SLACK = 1.10
+
+
+def slower_than_larger_pools(curves: Sequence[Curve]) -> dict[int, list[Point]]:
+    """`curves`: one measurement at several thread counts (the same kind and params but `threads`,
+    as `kttune.hw.thread_interp.curve_group` groups them). Per thread count, its points that took more
+    than `THREAD_LAW_SLACK` x a larger count's time at the same size x the ratio of the counts: worth
+    timing again. Not marked disturbed: the law bends at a call of few tasks (one more round of the
+    pool's work), and a repeat timing keeps the faster, so a real cost stays. Counts without such a
+    point are left out."""
+    by_threads = {int(c.params["threads"]): c for c in curves if int(c.params.get("threads") or 0) > 0}
+    out: dict[int, list[Point]] = {}
+    for th, c in sorted(by_threads.items()):
+        larger = [({q.x: q.t_ms for q in d.points}, hi) for hi, d in by_threads.items() if hi > th]
+        slow = [
+            p
+            for p in c.points
+            if p.t_ms > 0
+            and any(t.get(p.x, 0) > 0 and p.t_ms > THREAD_LAW_SLACK * t[p.x] * hi / th for t, hi in larger)
+        ]
+        if slow:
+            out[th] = slow
+    return out
 
 
 def disturbed_points(curve: Curve) -> list[Point]:

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from kttune.hw.point_quality import (
     AGREE_LIMIT,
     SCATTER_LIMIT,
     STREAM_PAST_CACHE_BYTES,
+    THREAD_LAW_SLACK,
     disturbed,
     disturbed_points,
     off_per_byte,
     scatter,
     slow_per_byte,
+    slower_than_larger_pools,
 )
 from kttune.hw.profile import Curve, Point, load_profile
 
@@ -101,3 +106,55 @@ def test_a_smaller_layer_dearer_per_byte_than_a_larger_is_timed_again_but_not_ma
     assert [p.x for p in off_per_byte(curve((gib, 40.0), (2 * gib, 50.0)))] == [gib]  # 1.6x per byte
     assert [p.x for p in off_per_byte(curve((gib, 20.0), (2 * gib, 60.0)))] == [2 * gib]  # slow_per_byte's
     assert off_per_byte(Curve(kind="h2d", x_unit="bytes", points=curve((gib, 40.0), (2 * gib, 50.0)).points)) == []
+
+
+def _moe(threads: int, ms: dict[int, float]) -> Curve:
+    return Curve(
+        kind="cpu_moe",
+        x_unit="tokens",
+        points=tuple(Point(x=x, t_ms=t) for x, t in ms.items()),
+        params={"method": "BF16", "threads": threads, "hidden": 1024, "inter": 512, "experts": 32, "top_k": 8},
+    )
+
+
+def test_a_point_slower_than_a_larger_pool_allows_is_named_at_its_count_alone():
+    # perfect scaling (the same work split over more workers) names nothing
+    sizes = {1: 2.0, 64: 20.0, 256: 60.0}
+    even = [_moe(th, {x: t * 13 / th for x, t in sizes.items()}) for th in (11, 13, 15)]
+    assert slower_than_larger_pools(even) == {}
+    # the 11-thread count timed in a slow moment at 64 tokens: that point, at that count, alone
+    slow = {p.x: p.t_ms for p in even[0].points}
+    slow[64] *= THREAD_LAW_SLACK * 1.05
+    named = slower_than_larger_pools([_moe(11, slow), even[1], even[2]])
+    assert {th: [p.x for p in pts] for th, pts in named.items()} == {11: [64]}
+    # within the slack it stands; a slow larger pool names nothing below it (the bound comes from the
+    # larger count: a point there can read slow, never fast)
+    slow[64] = even[0].points[1].t_ms * THREAD_LAW_SLACK * 0.99
+    assert slower_than_larger_pools([_moe(11, slow), even[1], even[2]]) == {}
+    slower_top = _moe(15, {x: 3 * p.t_ms for x, p in zip(sizes, even[2].points)})
+    assert slower_than_larger_pools([even[0], even[1], slower_top]) == {}
+    # sizes only pair with the same size
+    assert slower_than_larger_pools([_moe(11, {32: 100.0}), _moe(13, {64: 1.0})]) == {}
+
+
+@given(
+    st.lists(st.floats(0.01, 1e4, allow_subnormal=False), min_size=1, max_size=6),
+    st.lists(st.integers(1, 128), min_size=2, max_size=4, unique=True),
+    st.floats(0.0, 0.999, allow_subnormal=False),
+)
+def test_a_measurement_within_the_law_is_never_named(work, counts, share):
+    """t(T) = serial + parallel / T, any serial share: fewer workers never take more than a larger
+    pool's time x the ratio of the counts, so nothing is named."""
+    curves = [_moe(th, {2**i: w * (share + (1 - share) / th) for i, w in enumerate(work)}) for th in sorted(counts)]
+    assert slower_than_larger_pools(curves) == {}
+
+
+def test_the_shipped_profiles_fp8_per_channel_11_thread_curve_breaks_the_law():
+    """The shipped H200 profile's GLM-4.7 FP8_PERCHANNEL curves: the 11-thread count ran 1.2-1.4x its
+    13-thread time at 1-128 tokens (13/11 = 1.18 allows 1.3 with the slack), the count the path runner
+    at 11 threads read 13-46% faster than it on another instance (docs/probe.md#disturbed-points)."""
+    prof = load_profile(str(Path(__file__).resolve().parents[2] / "profiles" / "h200-pcie5-xeon-amx-16c.json"))
+    curves = [c for c in prof.curves_of("cpu_moe") if c.params.get("method") == "FP8_PERCHANNEL"]
+    named = slower_than_larger_pools(curves)
+    assert [p.x for p in named[11]] == [1, 2, 4, 8, 16, 32, 64, 128]
+    assert 15 not in named

@@ -5,6 +5,7 @@ all of the first timing (sleeps on calls), quiet for the second."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from kttune.hw.profile import Curve, Point
@@ -16,6 +17,7 @@ from kttune.probes.common import (
     disturbed_note,
     measure,
     retime,
+    retime_by_thread_law,
     scatter,
 )
 from kttune.probes.cpu_moe import CpuMoeOptions, CpuMoeTask, _measure_curve
@@ -171,3 +173,38 @@ def test_a_point_its_curve_shows_to_be_off_is_timed_again_though_its_own_timing_
     assert out[1].t_ms == 56.2 and out[1].extra["timings"][0]["ms"] == 116.5
     # without `suspect` the same tight points are left as they are
     assert retime([tight_fine, tight_slow], again, NullReporter(), "t", every=False) == [tight_fine, tight_slow]
+
+
+def _moe_curve(threads: int, ms: dict[int, float]) -> Curve:
+    return Curve(
+        kind="cpu_moe",
+        x_unit="tokens",
+        points=tuple(Point(x=x, t_ms=t, t_ms_p10=t, t_ms_p90=t, n=5) for x, t in ms.items()),
+        params={"method": "BF16", "threads": threads, "hidden": 256, "inter": 128, "experts": 8, "top_k": 2},
+    )
+
+
+def test_a_count_slower_than_a_larger_pool_allows_is_timed_again_there():
+    """The thread law's points are timed again on their own curve (its thread count) and the faster
+    kept with every timing; the other points and curves stay as they were."""
+    eleven = _moe_curve(11, {16: 30.0, 64: 40.0})  # 16 tokens: over 13/11 x 1.1 x 20 = 26
+    thirteen = _moe_curve(13, {16: 20.0, 64: 34.0})
+    asked = []
+
+    def remeasure(c, p):
+        asked.append((c.params["threads"], p.x))
+        return replace(p, t_ms=25.0, t_ms_p10=25.0, t_ms_p90=25.0)  # within AGREE_LIMIT: no third timing
+
+    rep = NullReporter()
+    out = retime_by_thread_law([eleven, thirteen], remeasure, rep, "cpu_moe")
+    assert asked == [(11, 16)]
+    assert out[1] is thirteen and out[0].points[1] is eleven.points[1]
+    kept = out[0].points[0]
+    assert kept.t_ms == 25.0 and [t["ms"] for t in kept.extra["timings"]] == [30.0, 25.0]
+    assert "cpu_moe BF16 11t: 1 point(s) slower than a larger pool allows" in rep.notes[0]
+    # a measurement within the law is returned as it was, nothing timed
+    assert (
+        retime_by_thread_law([_moe_curve(11, {16: 23.0}), thirteen], remeasure, rep, "cpu_moe")[0].points[0].t_ms
+        == 23.0
+    )
+    assert asked == [(11, 16)]

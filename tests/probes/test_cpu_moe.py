@@ -7,6 +7,8 @@ from dataclasses import replace
 
 import pytest
 
+from kttune.probes import common
+from kttune.probes.common import NullReporter
 from kttune.spec.kt_classes import KT_GEMM_DISPATCH_KERNELS, kt_matmul_above
 from kttune.kernels.kt_ext import load_kt_kernel
 from kttune.kernels.kt_moe import kt_class_name
@@ -227,3 +229,35 @@ def test_the_probe_records_the_bytes_its_calls_cycled_over(kt, cpu):
     assert [p.extra["source_bytes"] for p in curve.points] == [3 * layer, 3 * layer]
     (one,) = cm.probe_cpu_moe(replace(opts, cold_bytes=0), cpu, cores=1, numa_ids=[0])
     assert [p.extra["source_bytes"] for p in one.points] == [layer, layer]
+
+
+@pytest.mark.kt
+def test_the_probe_times_a_named_point_again_on_kt_kernel(kt, cpu, monkeypatch):
+    """Wired into the probe: once a (method, shape)'s counts are measured, a point the law names is
+    timed again on a layer of its own count (real kt-kernel) and keeps every timing. The law is
+    pointed at the 1-thread curve's first point, since a 2-core VM's counts do not break it."""
+    named = []
+
+    def law(curves):
+        one = next(c for c in curves if c.params["threads"] == 1)
+        named.append(sorted(c.params["threads"] for c in curves))
+        return {1: [one.points[0]]}
+
+    monkeypatch.setattr(common, "slower_than_larger_pools", law)
+    opts = cm.CpuMoeOptions(
+        shapes=(MoeLayerShape(hidden=256, inter=128, experts=8, top_k=2),),
+        tokens=(4, 16),
+        methods=("BF16",),
+        threads=(1, 2),
+        warmup=1,
+        repeats=3,
+        min_total_s=0.0,
+    )
+    rep = NullReporter()
+    curves = cm.probe_cpu_moe(opts, cpu, rep, cores=2, numa_ids=[0])
+    assert named == [[1, 2]]  # once, over both counts of the one (method, shape)
+    one = next(c for c in curves if c.params["threads"] == 1)
+    first = one.points[0]
+    assert len(first.extra["timings"]) >= 2 and first.t_ms == min(t["ms"] for t in first.extra["timings"])
+    assert first.extra["source_bytes"] == one.points[1].extra["source_bytes"] > 0
+    assert any("slower than a larger pool allows" in n for n in rep.notes)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kttune.kernels.expert_weights import write_nbytes
+from kttune.probes import common
 from kttune.probes import stage_a as sa
 from kttune.probes.inventory import collect_cpu
 from kttune.units import MIB
@@ -86,3 +87,38 @@ def test_a_write_timed_again_is_the_same_write(kt):
     assert {k: v for k, v in again.extra.items() if k not in bookkeeping} == {
         k: v for k, v in first.extra.items() if k not in bookkeeping
     }
+
+
+@pytest.mark.kt
+def test_the_probe_times_a_write_the_thread_law_names_again(kt, monkeypatch):
+    """Wired into the probe: once a method's counts are measured, a write the law names is timed again
+    on a writer layer of its own count (real kt-kernel) and keeps every timing. The law is pointed at
+    the 1-thread curve's first point, since a 2-core VM's counts do not break it."""
+    named = []
+
+    def law(curves):
+        one = next(c for c in curves if c.params["threads"] == 1)
+        named.append((one.params["method"], sorted(c.params["threads"] for c in curves)))
+        return {1: [one.points[0]]}
+
+    monkeypatch.setattr(common, "slower_than_larger_pools", law)
+    cpu = collect_cpu()
+    opts = sa.StageAOptions(
+        hidden=1024,
+        inters=(256,),
+        methods=("BF16", "FP8"),
+        threads=(1, 2),
+        layer_bytes=16 * MIB,
+        warmup=1,
+        repeats=3,
+        min_total_s=0.0,
+    )
+    rep = common.NullReporter()
+    curves = sa.probe_stage_a(opts, cpu, rep, cores=2, numa_ids=[0], quick=True)
+    assert named == [("BF16", [1, 2]), ("FP8", [1, 2])]  # once per method, over both counts
+    for c in curves:
+        (p,) = c.points
+        if c.params["threads"] == 1:
+            assert len(p.extra["timings"]) >= 2 and p.t_ms == min(t["ms"] for t in p.extra["timings"])
+            assert p.extra["inter"] == 256 and p.extra["kernel"]
+    assert sum("slower than a larger pool allows" in n for n in rep.notes) == 2
