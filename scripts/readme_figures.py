@@ -52,11 +52,11 @@ ACCURACY = dict(
     paths=(f"{H200}/paths.json", f"{H200}/paths-earlier.json"),
     host_ram="2026-12-01-xeon-amx-2c/host_ram.json",
     derive="2026-12-04-computed/derive-16c-to-32c.json",
-    derive_real="2026-12-04-computed/derive-16c-to-32c-real-shapes.json",
+    derive_real="2026-12-05-computed/derive-16c-to-32c-real-shapes.json",
     measured_search=f"{H200}/measured-search.json",
-    transfer="2026-12-04-computed/transfer-h200-seven-models-sglang-loop.json",
-    quick_transfer="2026-12-04-computed/quick-transfer-h200.json",
-    thread_interp="2026-12-04-computed/thread-interp.json",
+    transfer="2026-12-05-computed/transfer-h200-seven-models-sglang-loop.json",
+    quick_transfer="2026-12-05-computed/quick-transfer-h200.json",
+    thread_interp="2026-12-05-computed/thread-interp.json",
     thread_interp_runner=tuple(
         f"2026-12-05-computed/thread-interp-runner-h100-{m}.json"
         for m in ("glm-4.5-air", "qwen3-30b-a3b", "minimax-m2.1")
@@ -72,17 +72,17 @@ ACCURACY = dict(
     pipeline_narrow="2026-12-05-computed/pipeline-narrow.json",
     hybrid_bias="2026-12-05-computed/hybrid-bias.json",
     pipeline_loop="2026-12-05-computed/pipeline-loop.json",
-    same_instance="2026-12-04-computed/same-machine-h200-seven-models-one-instance.json",
-    lomo_instance="2026-12-04-computed/same-machine-h200-seven-models-leave-one-model-out.json",
-    switch_sweeps="2026-12-04-computed/same-machine-h200-switch-sweeps.json",
-    new_models="2026-12-04-computed/same-machine-h200-two-new-models.json",
-    shape_law="2026-12-04-computed/same-machine-h200-expert-shape-law-held-out.json",
+    same_instance="2026-12-05-computed/same-machine-h200-seven-models-one-instance.json",
+    lomo_instance="2026-12-05-computed/same-machine-h200-seven-models-leave-one-model-out.json",
+    switch_sweeps="2026-12-05-computed/same-machine-h200-switch-sweeps.json",
+    new_models="2026-12-05-computed/same-machine-h200-two-new-models.json",
+    shape_law="2026-12-05-computed/same-machine-h200-expert-shape-law-held-out.json",
     shape_law_probe=(
-        "2026-12-04-computed/shape-law-probe-held-out.json",
-        "2026-12-04-computed/shape-law-probe-held-out-c.json",
+        "2026-12-05-computed/shape-law-probe-held-out.json",
+        "2026-12-05-computed/shape-law-probe-held-out-c.json",
     ),
     tp_two_gpus=tuple(
-        f"2026-12-04-computed/tp-paths-h200x2-{m}.json"
+        f"2026-12-05-computed/tp-paths-h200x2-{m}.json"
         for m in (
             "qwen3-30b-a3b",
             "glm-4.5-air",
