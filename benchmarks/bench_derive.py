@@ -29,7 +29,9 @@ from results_layout import COMPUTED, results_dir
 SRC, DST = "h200-pcie5-xeon-amx-16c", "h200x2-pcie5-xeon-amx-32c"
 
 
-def main() -> None:
+def main(folder: Path | None = None) -> None:
+    """The 16-core profile derived to the 32-core box's CPU against that box's measured curves, into
+    `folder` (default: today's computed folder)."""
     src, dst = load_shipped(SRC), load_shipped(DST)
     cpu = dst.inventory.cpu
     derived = derive_profile(src, Change(cpu=CpuTarget(cores=cpu.physical_cores, isa=cpu.isa))).profile
@@ -72,7 +74,7 @@ def main() -> None:
         f"{len(rows)} points, worst {worst:.2f}x; serial share fitted on {SRC}, per method: cpu_moe "
         f"{serial_fractions(src)}, stage A {serial_fractions(src, 'stage_a_write')}"
     )
-    out = results_dir(COMPUTED) / "derive-16c-to-32c.json"
+    out = (folder or results_dir(COMPUTED)) / "derive-16c-to-32c.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"source": SRC, "target": DST, "worst_factor": worst, "points": rows}, indent=1) + "\n")
     print(f"wrote {out}")
@@ -237,14 +239,15 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--real-shapes", nargs="*", default=None, metavar="PROBE")
     ap.add_argument("--runs", nargs="*", default=[])
+    ap.add_argument("--out", type=Path, default=None, help="folder for the results (default: today's computed folder)")
     args = ap.parse_args()
     if args.real_shapes:
         result = real_shapes(args.real_shapes, args.runs)
         md = real_shapes_markdown(result)
-        base = results_dir(COMPUTED) / "derive-16c-to-32c-real-shapes"
+        base = (args.out or results_dir(COMPUTED)) / "derive-16c-to-32c-real-shapes"
         base.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
         base.with_suffix(".md").write_text(md)
         print(md)
         print(f"wrote {base}.json and .md")
     else:
-        main()
+        main(args.out)

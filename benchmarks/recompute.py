@@ -1,0 +1,465 @@
+"""Every computed result the README's accuracy table reads, recomputed from its measurements with the
+code as it is, and compared with the committed file: a change to the cost model, the probes' rules or
+the constants that moves a published figure shows here until the results are recomputed.
+
+Each recipe is the benchmark command that made the file (`benchmarks/results/manifest.json` holds it
+with its placeholders filled in), with its output sent to a scratch folder. A recomputed JSON agrees
+with the committed one when every number is within 0.5% (relative; 1e-6 absolute) and no key is
+missing from either. About 40 s on the 2-core development VM.
+
+    python3 benchmarks/recompute.py --check           # exit 1 and a list of what moved
+    python3 benchmarks/recompute.py --write           # recompute into the committed files' places
+    python3 benchmarks/recompute.py --check transfer  # recipes whose name contains "transfer"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+H16 = RESULTS / "2026-12-01-h200-pcie5-xeon-amx-16c"
+H2 = RESULTS / "2026-12-02-h200-pcie5-xeon-amx-16c"
+H3 = RESULTS / "2026-12-03-h200-pcie5-xeon-amx-16c"
+H4 = RESULTS / "2026-12-04-h200-pcie5-xeon-amx-16c"
+X2 = RESULTS / "2026-12-04-h200x2-pcie5-xeon-amx-32c"
+H100 = RESULTS / "2026-12-05-h100-pcie5-xeon-amx-16c"
+C5 = "2026-12-05-computed"  # where the README's computed inputs are
+
+REL_TOL, ABS_TOL = 0.005, 1e-6
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A benchmark command (`{out}`: the folder it writes to) and the files it writes, which sit in
+    `folder` of benchmarks/results/."""
+
+    name: str
+    argv: tuple[str, ...]
+    files: tuple[str, ...]
+    folder: str = C5
+
+
+def _s(paths) -> list[str]:
+    return [str(p) for p in paths]
+
+
+def _bench(script: str, *args) -> tuple[str, ...]:
+    """The command, with paths inside the repository written relative to it (the results record the
+    paths they were given, as the manifest's commands give them)."""
+    return (sys.executable, f"benchmarks/{script}", *[str(a).replace(f"{ROOT}/", "") for a in args])
+
+
+def _sweeps(folder: Path, tag: str) -> str:
+    return ",".join(_s(sorted(folder.glob(f"quick-transfer-crossover-*-{tag}.json"))))
+
+
+def _same_machine(folder: Path, pairs: list[tuple[str, str]]) -> list[str]:
+    return [f"{folder / run}:{folder / probe}" for run, probe in pairs]
+
+
+def recipes() -> list[Recipe]:
+    one = _same_machine(
+        H3,
+        [
+            (f"crossover-{m}-one-instance.json", f"probe-{m}-one-instance.profile.json")
+            for m in (
+                "deepseek-v3",
+                "kimi-k2-thinking",
+                "minimax-m2.1",
+                "glm-4.5-air",
+                "qwen3-30b-a3b",
+                "qwen3-235b-a22b-fp8",
+                "glm-4.7",
+            )
+        ],
+    )
+    switch = _same_machine(
+        H4,
+        [
+            (f"crossover-{m}-switch.json", f"probe-{m}-switch.profile.json")
+            for m in ("kimi-k2-thinking", "qwen3-30b-a3b", "glm-4.5-air", "glm-4.7-bf16", "qwen3-235b-a22b-bf16")
+        ],
+    )
+    new_models = _same_machine(
+        H4,
+        [
+            ("crossover-mixtral-8x7b-one-instance.json", "probe-mixtral-8x7b-one-instance.profile.json"),
+            ("crossover-mixtral-8x7b-one-instance-2.json", "probe-mixtral-8x7b-one-instance.profile.json"),
+            ("crossover-qwen3-next-80b-a3b-one-instance.json", "probe-qwen3-next-80b-a3b-one-instance.profile.json"),
+            (
+                "crossover-qwen3-next-80b-a3b-one-instance-2.json",
+                "probe-qwen3-next-80b-a3b-one-instance-2.profile.json",
+            ),
+        ],
+    )
+    law = _same_machine(
+        H4,
+        [
+            ("crossover-glm-4.7-law-instance.json", "probe-glm-4.7-law-instance.profile.json"),
+            ("crossover-glm-4.7-law-instance-2.json", "probe-glm-4.7-law-instance.profile.json"),
+            ("crossover-qwen3-235b-a22b-law-instance.json", "probe-qwen3-235b-a22b-law-instance.profile.json"),
+        ],
+    )
+    shape_models = (
+        "glm-4.5-air-BF16 mixtral-8x7b-BF16 qwen3-30b-a3b-BF16 glm-4.7-FP8_PERCHANNEL minimax-m2.1-FP8 "
+        "kimi-k2-thinking-RAWINT4 qwen3-235b-a22b-AMXINT4 qwen3-235b-a22b-AMXINT8"
+    ).split()
+    b, c = H4 / "shape-law-probe-b", H4 / "shape-law-probe-c"
+    seven = [
+        H16 / "paths.json",
+        H16 / "paths-transfer-glm-minimax.json",
+        H2 / "paths-transfer-qwen235-glm47-sglang-loop.json",
+        H2 / "paths-transfer-bf16-sglang-loop.json",
+        H2 / "crossover-glm-4.7.json",
+        H2 / "crossover-qwen3-235b.json",
+        H2 / "crossover-qwen3-30b.json",
+    ]
+    h100a = f"h100a={H100 / 'quick-transfer-h100a.profile.json'}:{_sweeps(H100, 'h100a')}"
+    h100i = _s(sorted(H100.glob("quick-transfer-crossover-*-h100i.json")))
+    out = [
+        Recipe(
+            "derive", _bench("bench_derive.py", "--out", "{out}"), ("derive-16c-to-32c.json",), "2026-12-04-computed"
+        ),
+        Recipe(
+            "derive-real-shapes",
+            _bench(
+                "bench_derive.py",
+                "--real-shapes",
+                *sorted(X2.glob("probe-*-x2.profile.json")),
+                "--runs",
+                *sorted(X2.glob("*-tp[12]-*.json")),
+                "--out",
+                "{out}",
+            ),
+            ("derive-16c-to-32c-real-shapes.json",),
+        ),
+        Recipe(
+            "transfer",
+            _bench("bench_transfer.py", *seven, "--out", "{out}", "--tag", "h200-seven-models-sglang-loop"),
+            ("transfer-h200-seven-models-sglang-loop.json",),
+        ),
+        Recipe(
+            "quick-transfer-h200",
+            _bench(
+                "bench_quick_transfer.py",
+                *[f"{t}={H4 / f'quick-transfer-{t}.profile.json'}:{_sweeps(H4, t)}" for t in "abcd"],
+                "--out",
+                "{out}",
+                "--tag",
+                "h200",
+            ),
+            ("quick-transfer-h200.json",),
+        ),
+        Recipe(
+            "thread-interp",
+            _bench(
+                "bench_thread_interp.py",
+                "--profile",
+                ROOT / "profiles/h200-pcie5-xeon-amx-16c.json",
+                "--profile",
+                ROOT / "profiles/h200x2-pcie5-xeon-amx-32c.json",
+                "--threads-run",
+                H4 / "cpu-threads.json",
+                "--runs",
+                H16 / "paths.json",
+                H16 / "paths-transfer-glm-minimax.json",
+                H16 / "paths-transfer-qwen235-glm47.json",
+                H2 / "paths-transfer-bf16-sglang-loop.json",
+                H2 / "paths-transfer-qwen235-glm47-sglang-loop.json",
+                "--hold",
+                "13",
+                "--out",
+                "{out}/thread-interp.md",
+            ),
+            ("thread-interp.json",),
+        ),
+        *[
+            Recipe(
+                f"thread-interp-runner-{m}",
+                _bench(
+                    "bench_thread_interp.py",
+                    "--profile",
+                    H100 / f"thread-interp-runner-probe-{m}.profile.json",
+                    "--runs-profile",
+                    H100 / f"thread-interp-runner-probe-{m}.profile.json",
+                    "--runs",
+                    H100 / f"thread-interp-runner-sweep-{m}.json",
+                    "--hold",
+                    "13",
+                    "--out",
+                    f"{{out}}/thread-interp-runner-h100-{m}.md",
+                ),
+                (f"thread-interp-runner-h100-{m}.json",),
+            )
+            for m in ("glm-4.5-air", "qwen3-30b-a3b", "minimax-m2.1")
+        ],
+        Recipe(
+            "quick-transfer-h100-derived",
+            _bench(
+                "bench_quick_transfer.py",
+                h100a,
+                "--shipped",
+                RESULTS / C5 / "derived-h200-to-h100.profile.json",
+                "--shipped-about",
+                "the shipped H200 profile derived to an H100 by kttune profile derive --gpu h100: another machine",
+                "--out",
+                "{out}",
+                "--tag",
+                "h100-derived",
+            ),
+            ("quick-transfer-h100-derived.json",),
+        ),
+        Recipe(
+            "quick-transfer-h100-shipped",
+            _bench(
+                "bench_quick_transfer.py",
+                h100a,
+                "--shipped",
+                "h200-pcie5-xeon-amx-16c",
+                "--shipped-about",
+                "another machine",
+                "--out",
+                "{out}",
+                "--tag",
+                "h100-shipped",
+            ),
+            ("quick-transfer-h100-shipped.json",),
+        ),
+        Recipe("probe-median", _bench("bench_probe_median.py", "--out", "{out}/probe-median"), ("probe-median.json",)),
+        Recipe(
+            "runner-repeat", _bench("bench_runner_repeat.py", "--out", "{out}/runner-repeat"), ("runner-repeat.json",)
+        ),
+        Recipe(
+            "transfer-merged-probes-h100i",
+            _bench(
+                "bench_transfer.py",
+                "--profile",
+                RESULTS / C5 / "h100i-merged.profile.json",
+                "--out",
+                "{out}",
+                "--tag",
+                "merged-probes-h100i",
+                *h100i,
+            ),
+            ("transfer-merged-probes-h100i.json",),
+        ),
+        Recipe(
+            "transfer-quick-narrow-h100i",
+            _bench(
+                "bench_transfer.py",
+                "--profile",
+                RESULTS / C5 / "h100i-with-narrow.profile.json",
+                "--out",
+                "{out}",
+                "--tag",
+                "quick-narrow-h100i",
+                *h100i,
+            ),
+            ("transfer-quick-narrow-h100i.json",),
+        ),
+        Recipe(
+            "pipeline-narrow",
+            _bench(
+                "bench_pipeline_narrow.py",
+                *[a for t in ("h100g", "h100h", "h100i") for a in ("--call", f"{H100}:{t}")],
+                "--out",
+                "{out}/pipeline-narrow",
+            ),
+            ("pipeline-narrow.json",),
+        ),
+        Recipe("hybrid-bias", _bench("bench_hybrid_bias.py", "--out", "{out}/hybrid-bias"), ("hybrid-bias.json",)),
+        Recipe(
+            "pipeline-loop", _bench("bench_pipeline_loop.py", "--out", "{out}/pipeline-loop"), ("pipeline-loop.json",)
+        ),
+        Recipe("thread-law", _bench("bench_thread_law.py", "--out", "{out}/thread-law"), ("thread-law.json",)),
+        Recipe(
+            "same-machine-one-instance",
+            _bench("bench_same_machine.py", *one, "--out", "{out}", "--tag", "h200-seven-models-one-instance"),
+            ("same-machine-h200-seven-models-one-instance.json",),
+        ),
+        Recipe(
+            "same-machine-leave-one-model-out",
+            _bench(
+                "bench_same_machine.py",
+                *one,
+                "--leave-one-model-out",
+                "--out",
+                "{out}",
+                "--tag",
+                "h200-seven-models-leave-one-model-out",
+            ),
+            ("same-machine-h200-seven-models-leave-one-model-out.json",),
+        ),
+        Recipe(
+            "same-machine-switch-sweeps",
+            _bench("bench_same_machine.py", *switch, "--out", "{out}", "--tag", "h200-switch-sweeps"),
+            ("same-machine-h200-switch-sweeps.json",),
+        ),
+        Recipe(
+            "same-machine-two-new-models",
+            _bench("bench_same_machine.py", *new_models, "--out", "{out}", "--tag", "h200-two-new-models"),
+            ("same-machine-h200-two-new-models.json",),
+        ),
+        Recipe(
+            "same-machine-expert-shape-law",
+            _bench(
+                "bench_same_machine.py",
+                *law,
+                "--leave-one-model-out",
+                "--others",
+                H4 / "probe-qwen3-30b-a3b-law-instance.profile.json",
+                H4 / "probe-mixtral-8x7b-law-instance.profile.json",
+                "--flops-alone",
+                "--out",
+                "{out}",
+                "--tag",
+                "h200-expert-shape-law-held-out",
+            ),
+            ("same-machine-h200-expert-shape-law-held-out.json",),
+        ),
+        Recipe(
+            "shape-law-probe-b",
+            _bench(
+                "bench_shape_law_probe.py",
+                "--base",
+                f"{b}-probe-quick-shape-law.profile.json",
+                "--law",
+                f"{b}-probe-quick-shape-law.profile.json",
+                "--law",
+                f"{b}-probe-quick-shape-law-2.profile.json",
+                "--models",
+                *[f"{b}-probe-{x}.profile.json" for x in shape_models],
+                "--out",
+                "{out}/shape-law-probe-held-out.md",
+            ),
+            ("shape-law-probe-held-out.json",),
+        ),
+        Recipe(
+            "shape-law-probe-c",
+            _bench(
+                "bench_shape_law_probe.py",
+                "--base",
+                f"{c}-probe-quick-shape-law.profile.json",
+                "--models",
+                *[f"{c}-probe-{x}.profile.json" for x in shape_models],
+                "--out",
+                "{out}/shape-law-probe-held-out-c.md",
+            ),
+            ("shape-law-probe-held-out-c.json",),
+        ),
+        *[
+            Recipe(
+                f"tp-paths-{m}",
+                _bench(
+                    "bench_tp_paths.py",
+                    "analyse",
+                    *sorted(X2.glob(f"{m}-tp*.json")),
+                    "--profile",
+                    f"probe={X2 / f'probe-{m}-x2.profile.json'}",
+                    "--profile",
+                    "shipped=h200-pcie5-xeon-amx-16c",
+                    "--out",
+                    "{out}",
+                    "--tag",
+                    f"tp-paths-h200x2-{m}",
+                ),
+                (f"tp-paths-h200x2-{m}.json",),
+            )
+            for m in (
+                "qwen3-30b-a3b",
+                "glm-4.5-air",
+                "mixtral-8x7b",
+                "qwen3-next-80b-a3b",
+                "deepseek-v3",
+                "kimi-k2-thinking",
+            )
+        ],
+    ]
+    return out
+
+
+def differences(old, new, path: str = "") -> list[str]:
+    """Where two JSON documents disagree: a number beyond the tolerance, a key in one only, another
+    length or value."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for k in sorted(old.keys() | new.keys(), key=str):
+            q = f"{path}.{k}" if path else str(k)
+            if k not in new or k not in old:
+                out.append(f"{q}: only in the {'committed' if k in old else 'recomputed'} file")
+            else:
+                out += differences(old[k], new[k], q)
+        return out
+    if isinstance(old, list) and isinstance(new, list):
+        out = [f"{path}: {len(old)} -> {len(new)} entries"] if len(old) != len(new) else []
+        for i, (a, b) in enumerate(zip(old, new)):
+            out += differences(a, b, f"{path}[{i}]")
+        return out
+    numbers = (int, float)
+    if (
+        isinstance(old, numbers)
+        and isinstance(new, numbers)
+        and not isinstance(old, bool)
+        and not isinstance(new, bool)
+    ):
+        if isinstance(old, float) and isinstance(new, float) and math.isnan(old) and math.isnan(new):
+            return []
+        d = abs(new - old)
+        return [f"{path}: {old:g} -> {new:g}"] if d > ABS_TOL and d > REL_TOL * max(abs(old), abs(new)) else []
+    return [] if old == new else [f"{path}: {old!r} -> {new!r}"]
+
+
+def run(recipe: Recipe, out: Path) -> None:
+    """The recipe's command, writing into `out`; raises with its output when it fails."""
+    out.mkdir(parents=True, exist_ok=True)
+    argv = [a.replace("{out}", str(out)) for a in recipe.argv]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"{recipe.name}: {' '.join(argv)} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+
+
+def check(recipe: Recipe, scratch: Path) -> dict[str, list[str]]:
+    """Per file of the recipe, how the recomputed JSON differs from the committed one."""
+    out = scratch / recipe.name
+    run(recipe, out)
+    found = {}
+    for f in recipe.files:
+        committed = json.loads((RESULTS / recipe.folder / f).read_text())
+        found[f"{recipe.folder}/{f}"] = differences(committed, json.loads((out / f).read_text()))
+    return found
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("names", nargs="*", help="only recipes whose name contains one of these")
+    mode = ap.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--check", action="store_true", help="compare with the committed files; exit 1 if any moved")
+    mode.add_argument("--write", action="store_true", help="recompute into the committed files' folders")
+    args = ap.parse_args()
+    chosen = [r for r in recipes() if not args.names or any(n in r.name for n in args.names)]
+    if args.write:
+        for r in chosen:
+            run(r, RESULTS / r.folder)
+            print(f"{r.name}: wrote {', '.join(r.files)} in {r.folder}")
+        return
+    moved = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in chosen:
+            for f, diffs in check(r, Path(tmp)).items():
+                moved += bool(diffs)
+                print(f"{f}: " + ("as committed" if not diffs else f"{len(diffs)} differences"))
+                for d in diffs[:10]:
+                    print(f"    {d}")
+    sys.exit(1 if moved else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""The computed results the README's accuracy table reads are what the code at HEAD computes from
+their measurements (benchmarks/recompute.py): a change to the cost model, a probe rule or a constant
+that moves a published figure fails here until the results are recomputed
+(`python3 benchmarks/recompute.py --write`, then the manifest and `scripts/readme_figures.py --write`).
+On 2026-12-05 eleven of them were found a day stale, moved by a change of the expert-shape-law
+constants that recomputed none."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _module(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+RECOMPUTE = _module("recompute", ROOT / "benchmarks" / "recompute.py")
+FIGURES = _module("readme_figures", ROOT / "scripts" / "readme_figures.py")
+
+
+def _computed_inputs() -> set[str]:
+    """The files in a computed folder that the README's accuracy table reads."""
+    out: set[str] = set()
+    for v in FIGURES.ACCURACY.values():
+        for f in v if isinstance(v, tuple) else (v,):
+            if Path(f).parent.name.endswith("-computed"):
+                out.add(f)
+    return out
+
+
+def test_every_computed_input_of_the_readme_has_a_recipe():
+    made = {f"{r.folder}/{f}" for r in RECOMPUTE.recipes() for f in r.files}
+    assert _computed_inputs() <= made, sorted(_computed_inputs() - made)
+
+
+def test_the_comparison_finds_a_moved_number_a_missing_key_and_nothing_else():
+    old = {"rows": [{"raw": 0.152, "n": 22}], "note": "a", "gone": 1}
+    assert RECOMPUTE.differences(old, old) == []
+    assert RECOMPUTE.differences(old, {**old, "rows": [{"raw": 0.1524, "n": 22}]}) == []  # within 0.5%
+    new = {"rows": [{"raw": 0.158, "n": 22}], "note": "a"}
+    assert RECOMPUTE.differences(old, new) == ["gone: only in the committed file", "rows[0].raw: 0.152 -> 0.158"]
+
+
+@pytest.mark.parametrize("recipe", RECOMPUTE.recipes(), ids=lambda r: r.name)
+def test_the_committed_result_is_what_head_computes(recipe, tmp_path):
+    for f, diffs in RECOMPUTE.check(recipe, tmp_path).items():
+        assert not diffs, f"{f} is stale ({len(diffs)} differences, first: {diffs[:3]}): run python3 " + (
+            f"benchmarks/recompute.py --write {recipe.name}"
+        )
