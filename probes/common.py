@@ -125,11 +125,11 @@ def retime(
 
 
 def _fastest(tries: list[Point]) -> Point:
-    """The fastest of a point's timings, recording every one in order (`extra["timings"]`)."""
+    """The fastest of a point's timings, recording every one in order (`extra["timings"]`): a try
+    that was itself kept from earlier timings (a point the thread law sends back) brings its record."""
     best = min(tries, key=lambda q: q.t_ms)
-    return replace(
-        best, extra={**best.extra, "timings": [{"ms": q.t_ms, "scatter": round(scatter(q), 2)} for q in tries]}
-    )
+    record = [t for q in tries for t in q.extra.get("timings") or [{"ms": q.t_ms, "scatter": round(scatter(q), 2)}]]
+    return replace(best, extra={**best.extra, "timings": record})
 
 
 def retime_by_thread_law(

@@ -466,21 +466,32 @@ def probe_cpu_moe(
     def law_pass() -> None:
         """The thread law over the current (method, shape)'s curves, per pool (every node, or one)."""
         of_curve = {id(curves[b.index]): b for b in built}
+        # the layers of the curve being timed again, built once for all its points (a model's own
+        # layer is gigabytes: seconds to build); the law takes the curves one after another
+        open_layers: dict[int, tuple[list[KtMoeLayer], Callable[[int], Point]]] = {}
 
-        def remeasure(c: Curve, p: Point) -> Point:
-            b = of_curve[id(c)]
-            layers = _kt_layers(b, opts, cpu, kt, numa_ids)
-            try:
-                pt = _timer(_forward(layers, b.shape, opts.seed), opts)(int(p.x))
-            finally:
+        def close_layers() -> None:
+            for layers, _ in open_layers.values():
                 for lay in layers:
                     lay.close()
+            open_layers.clear()
+
+        def remeasure(c: Curve, p: Point) -> Point:
+            if id(c) not in open_layers:
+                close_layers()
+                b = of_curve[id(c)]
+                layers = _kt_layers(b, opts, cpu, kt, numa_ids)
+                open_layers[id(c)] = (layers, _timer(_forward(layers, b.shape, opts.seed), opts))
+            pt = open_layers[id(c)][1](int(p.x))
             return replace(pt, extra={**pt.extra, "source_bytes": p.extra.get("source_bytes")})
 
-        for nodes in {b.task.numa_nodes for b in built}:
-            idx = [b.index for b in built if b.task.numa_nodes == nodes]
-            for i, c in zip(idx, retime_by_thread_law([curves[i] for i in idx], remeasure, reporter, "cpu_moe")):
-                curves[i] = c
+        try:
+            for nodes in {b.task.numa_nodes for b in built}:
+                idx = [b.index for b in built if b.task.numa_nodes == nodes]
+                for i, c in zip(idx, retime_by_thread_law([curves[i] for i in idx], remeasure, reporter, "cpu_moe")):
+                    curves[i] = c
+        finally:
+            close_layers()
         built.clear()
 
     for task in plan.tasks:

@@ -208,3 +208,23 @@ def test_a_count_slower_than_a_larger_pool_allows_is_timed_again_there():
         == 23.0
     )
     assert asked == [(11, 16)]
+
+
+def test_a_point_timed_again_twice_keeps_every_timing_in_order():
+    """A point the first pass timed twice and the thread law sends back keeps the first pass's record
+    ahead of the new timing, so `disturbed` reads all of them."""
+    first = Point(x=16, t_ms=30.0, t_ms_p10=30.0, t_ms_p90=30.0, n=5)
+    (kept,) = retime([first], lambda p: replace(p, t_ms=28.0, t_ms_p10=28.0, t_ms_p90=28.0), NullReporter(), "t")
+    assert [t["ms"] for t in kept.extra["timings"]] == [30.0, 28.0]
+    eleven = Curve(kind="cpu_moe", x_unit="tokens", points=(kept,), params={"method": "BF16", "threads": 11})
+    thirteen = Curve(
+        kind="cpu_moe", x_unit="tokens", points=(Point(x=16, t_ms=20.0),), params={"method": "BF16", "threads": 13}
+    )
+    out = retime_by_thread_law(
+        [eleven, thirteen],
+        lambda c, p: replace(p, t_ms=24.0, t_ms_p10=24.0, t_ms_p90=24.0, extra={}),
+        NullReporter(),
+        "cpu_moe",
+    )
+    assert [t["ms"] for t in out[0].points[0].extra["timings"]] == [30.0, 28.0, 24.0]
+    assert out[0].points[0].t_ms == 24.0

@@ -233,17 +233,25 @@ def test_the_probe_records_the_bytes_its_calls_cycled_over(kt, cpu):
 
 @pytest.mark.kt
 def test_the_probe_times_a_named_point_again_on_kt_kernel(kt, cpu, monkeypatch):
-    """Wired into the probe: once a (method, shape)'s counts are measured, a point the law names is
-    timed again on a layer of its own count (real kt-kernel) and keeps every timing. The law is
-    pointed at the 1-thread curve's first point, since a 2-core VM's counts do not break it."""
-    named = []
+    """Wired into the probe: once a (method, shape)'s counts are measured, the points the law names
+    are timed again on a layer of their own count (real kt-kernel, built once for the curve's points)
+    and keep every timing. The law is pointed at the 1-thread curve's points, since a 2-core VM's
+    counts do not break it."""
+    named, builds = [], []
 
     def law(curves):
         one = next(c for c in curves if c.params["threads"] == 1)
         named.append(sorted(c.params["threads"] for c in curves))
-        return {1: [one.points[0]]}
+        return {1: list(one.points)}
+
+    real_build = cm._kt_layers
+
+    def counted(b, *args):
+        builds.append(b.task.threads)
+        return real_build(b, *args)
 
     monkeypatch.setattr(common, "slower_than_larger_pools", law)
+    monkeypatch.setattr(cm, "_kt_layers", counted)
     opts = cm.CpuMoeOptions(
         shapes=(MoeLayerShape(hidden=256, inter=128, experts=8, top_k=2),),
         tokens=(4, 16),
@@ -256,8 +264,9 @@ def test_the_probe_times_a_named_point_again_on_kt_kernel(kt, cpu, monkeypatch):
     rep = NullReporter()
     curves = cm.probe_cpu_moe(opts, cpu, rep, cores=2, numa_ids=[0])
     assert named == [[1, 2]]  # once, over both counts of the one (method, shape)
+    assert builds == [1, 2, 1]  # each count's curve, then the 1-thread layer once for both its points
     one = next(c for c in curves if c.params["threads"] == 1)
-    first = one.points[0]
-    assert len(first.extra["timings"]) >= 2 and first.t_ms == min(t["ms"] for t in first.extra["timings"])
-    assert first.extra["source_bytes"] == one.points[1].extra["source_bytes"] > 0
+    for p in one.points:
+        assert len(p.extra["timings"]) >= 2 and p.t_ms == min(t["ms"] for t in p.extra["timings"])
+        assert p.extra["source_bytes"] > 0
     assert any("slower than a larger pool allows" in n for n in rep.notes)
