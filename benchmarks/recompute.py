@@ -266,6 +266,37 @@ def recipes() -> list[Recipe]:
             ("transfer-quick-narrow-h100i.json",),
         ),
         Recipe(
+            "transfer-merged-probes-h200ab",
+            _bench(
+                "bench_transfer.py",
+                "--profile",
+                RESULTS / C5 / "h200ab-merged.profile.json",
+                "--out",
+                "{out}",
+                "--tag",
+                "merged-probes-h200ab",
+                *sorted([*H4.glob("quick-transfer-crossover-*-a.json"), *H4.glob("quick-transfer-crossover-*-b.json")]),
+            ),
+            ("transfer-merged-probes-h200ab.json",),
+        ),
+        *[
+            Recipe(
+                f"transfer-quick-probe-h200{t}",
+                _bench(
+                    "bench_transfer.py",
+                    "--profile",
+                    H4 / f"quick-transfer-{t}.profile.json",
+                    "--out",
+                    "{out}",
+                    "--tag",
+                    f"quick-probe-h200{t}",
+                    *sorted(H4.glob(f"quick-transfer-crossover-*-{t}.json")),
+                ),
+                (f"transfer-quick-probe-h200{t}.json",),
+            )
+            for t in ("c", "d")
+        ],
+        Recipe(
             "pipeline-narrow",
             _bench(
                 "bench_pipeline_narrow.py",

@@ -69,6 +69,10 @@ ACCURACY = dict(
         "2026-12-05-computed/transfer-merged-probes-h100i.json",
         "2026-12-05-computed/transfer-quick-narrow-h100i.json",
     ),
+    h200_lomo=(
+        "2026-12-05-computed/transfer-merged-probes-h200ab.json",
+        "2026-12-05-computed/transfer-quick-probe-h200c.json",
+    ),
     pipeline_narrow="2026-12-05-computed/pipeline-narrow.json",
     hybrid_bias="2026-12-05-computed/hybrid-bias.json",
     pipeline_loop="2026-12-05-computed/pipeline-loop.json",
@@ -665,6 +669,27 @@ def accuracy_block() -> str:
             f"raw {m_raw} per model and path ({m_over} of {n_paths} over 15%), calibrated (held out) "
             f"{_pct(min(cal), max(cal))}; crossovers {m_cross} of {len(merged['crossover'])}; from the first probe "
             f"alone raw {f_raw} ({f_over} over 15%), crossovers {f_cross} of {len(first['crossover'])}",
+            "docs/cost-model.md#the-instances-own-quick-probe",
+        )
+    )
+    ab, c = (json.loads((RESULTS / f).read_text()) for f in ACCURACY["h200_lomo"])
+    ab_raw, ab_over, _, ab_cross = lomo(ab)
+    c_raw, c_over, _, c_cross = lomo(c)
+
+    def cal_range(d: dict) -> str:
+        cal = [r["calibrated_own_lopo"] for r in d["rows"] if r["calibrated_own_lopo"] is not None]
+        return _pct(min(cal), max(cal))
+
+    rows.append(
+        (
+            "the same on the H200 box (the leave-one-model-out table of issue 22 from the serving instance's own "
+            "quick probes)",
+            f"path runner, H200 box: one instance's two quick probes merged, {len(ab['crossover'])} sweeps of "
+            f"{len(ab['models'])} models ({ab['points']} forwards); another instance's one probe, "
+            f"{len(c['crossover'])} sweeps",
+            f"merged: raw {ab_raw} ({ab_over} of {len(ab['rows'])} over 15%), calibrated (held out) {cal_range(ab)}, "
+            f"crossovers {ab_cross} of {len(ab['crossover'])}; one probe: raw {c_raw} ({c_over} over 15%), "
+            f"calibrated {cal_range(c)}, crossovers {c_cross} of {len(c['crossover'])}",
             "docs/cost-model.md#the-instances-own-quick-probe",
         )
     )
