@@ -404,14 +404,7 @@ def recipes() -> list[Recipe]:
                 ),
                 (f"tp-paths-h200x2-{m}.json",),
             )
-            for m in (
-                "qwen3-30b-a3b",
-                "glm-4.5-air",
-                "mixtral-8x7b",
-                "qwen3-next-80b-a3b",
-                "deepseek-v3",
-                "kimi-k2-thinking",
-            )
+            for m in sorted({f.name.split("-tp")[0] for f in X2.glob("*-tp[12]-*.json")})  # the models run at TP 2
         ],
     ]
     return out
