@@ -33,8 +33,10 @@ from kttune.hw.curve_kinds import (
     curve_kind,
 )  # each kind's features: the fit is the table's
 from kttune.hw.gpu_table import spec_for_name  # datasheet HBM bandwidth when no curve fits it
+from kttune.hw.point_quality import THREAD_LAW_SLACK, slower_than_larger_pools
 from kttune.hw.profile import Curve, HardwareProfile
 from kttune.hw.shape_law import output_flops_for
+from kttune.hw.thread_interp import curve_group
 from kttune.memory.vram import (  # what a decode step reads of the pool; the MLA form a backend runs
     LAUNCH_ATTENTION_BACKEND,
     MLA_CHUNKED_PREFIX_THRESHOLD,
@@ -287,6 +289,7 @@ class Components:
                     f"use one of {opts} threads, or probe with `kttune probe --threads {threads}`",
                 )
             pooled = nearest_shapes(_same_pool(curves, pools, numa), self.model.params_per_expert)
+            self._note_thread_law(threads, pooled)
             fit = fit_curves(pooled, self._cpu_row)
             m = self.model
             same_shape = [
@@ -300,6 +303,24 @@ class Components:
             lent = None if same_shape else self._shape_from_other_threads(threads, pools, numa, pooled)
             self._cpu_fits[key] = lent or (fit, table)
         return self._cpu_fits[key]
+
+    def _note_thread_law(self, threads: int, curves: list[Curve]) -> None:
+        """A note for each curve read at `threads` of which a third of the points or more took more than
+        a larger count of the same measurement allows (`kttune.hw.point_quality.slower_than_larger_pools`):
+        a count timed in a slow moment reads slow as a whole (docs/probe.md#disturbed-points; a probe
+        times such points again, a profile measured before it did may hold them)."""
+        every = self.profile.curves_of("cpu_moe", method=self._cpu_method)
+        for c in curves:
+            group = [d for d in every if curve_group(d) == curve_group(c)]
+            slow = slower_than_larger_pools(group).get(threads, [])
+            if slow and 3 * len(slow) >= len(c.points):
+                self.notes.append(
+                    f"CPU MoE at {threads} threads ({self._cpu_method} {c.shape.hidden}x{c.shape.inter}): "
+                    f"{len(slow)} of {len(c.points)} points took over {THREAD_LAW_SLACK:g}x what a larger thread "
+                    "count of the same probe allows (fewer workers, the same work), as a count timed in a slow "
+                    "moment does, so this count may read slow; `kttune probe` times such points again "
+                    "(docs/probe.md#disturbed-points)"
+                )
 
     def _shape_from_other_threads(
         self, threads: int, pools: int, numa: tuple[int, ...], pooled: list[Curve]

@@ -112,3 +112,20 @@ def test_a_model_whose_expert_no_curve_came_near_is_told_to_probe_it():
     [note] = shape_notes("mixtral-8x7b")
     assert "176.2M" in note and "`kttune probe --model mixtral-8x7b`" in note
     assert shape_notes("qwen3-30b-a3b") == []
+
+
+def _thread_law_notes(model: str, method: str, threads: int) -> list[str]:
+    spec = load_model(model, method)
+    c = Components(load_shipped("h200-pcie5-xeon-amx-16c"), spec, method, 1)
+    c.cpu_moe_ms(1024, spec.num_experts, threads)
+    return [n for n in c.notes if "of the same probe allows" in n]
+
+
+def test_a_count_the_thread_law_reads_slow_is_named_in_the_notes():
+    """The shipped profile's GLM-4.7 FP8_PERCHANNEL curve at 11 threads took 1.2-1.4x its 13-thread time
+    at 8 of its 12 sizes (13/11 x 1.1 allows 1.3): a prediction read from it says so; the 13-thread
+    count, one point over, and a curve within the law do not."""
+    (note,) = _thread_law_notes("glm-4.7", "FP8_PERCHANNEL", 11)
+    assert "11 threads (FP8_PERCHANNEL 5120x1536): 8 of 12 points" in note
+    assert _thread_law_notes("glm-4.7", "FP8_PERCHANNEL", 13) == []
+    assert _thread_law_notes("deepseek-v3", "FP8", 11) == []
