@@ -85,11 +85,11 @@ FAMILIES: dict[str, FamilyRules] = {
             "qwen3_next", qk_norm=True, attention_output_gate=True, full_attention_interval=4, shared_expert_gate=True
         ),
         # Qwen3.5 MoE (Qwen3_5MoeForConditionalGeneration): Qwen3-Next's layer under `text_config`, whose
-        # model_type is qwen3_5_moe_text (sglang configs/qwen3_5.py subclasses Qwen3NextConfig)
+        # model_type is qwen3_5_moe_text (sglang configs/qwen3_5.py subclasses Qwen3NextConfig); the
+        # catalog ships three of its configs
         *(
             FamilyRules(
                 t,
-                tested=False,
                 qk_norm=True,
                 attention_output_gate=True,
                 full_attention_interval=4,

@@ -36,6 +36,11 @@ REQUIRED = [
     "glm-4.7",
     "glm-4.5-air",
     "glm-5",
+    "glm-5.2",
+    "kimi-k2.5",
+    "qwen3.5-35b-a3b",
+    "qwen3.5-122b-a10b",
+    "qwen3.5-397b-a17b",
     "gpt-oss-20b",
     "gpt-oss-120b",
     "mixtral-8x7b",
@@ -96,6 +101,20 @@ def test_entry_values():
     # DeepSeek-V3.2: V3's 671B and the sparse-attention indexer's 0.85B (61 layers of wq_b, wk, weights_proj)
     assert (by["deepseek-v3.2"].total_params - by["deepseek-v3"].total_params) / 1e9 == pytest.approx(0.85, abs=0.01)
     assert by["deepseek-v3.2"].default_method == "FP8"
+    # the names carry the published totals (the language model; the vision towers are not counted)
+    for name, total, active in (
+        ("qwen3.5-397b-a17b", 397, 17),
+        ("qwen3.5-122b-a10b", 122, 10),
+        ("qwen3.5-35b-a3b", 35, 3),
+    ):
+        assert by[name].total_params / 1e9 == pytest.approx(total, rel=0.02), name
+        assert by[name].active_params / 1e9 == pytest.approx(active, rel=0.2), name
+        assert by[name].family == "qwen3_5_moe_text" and by[name].default_method == "BF16"
+    # Kimi-K2.5: Kimi-K2's 1T / 32B under text_config, its experts INT4 group-32 (compressed-tensors)
+    assert by["kimi-k2.5"].total_params / 1e12 == pytest.approx(1.0, rel=0.05)
+    assert by["kimi-k2.5"].active_params / 1e9 == pytest.approx(32, rel=0.05)
+    assert (by["kimi-k2.5"].default_method, by["kimi-k2.5"].family) == ("RAWINT4", "kimi_k2")
+    assert by["glm-5.2"].grade == "A"
     # GLM-5's technical report: 744B parameters, 40B active (the embedding's 1.9B not counted as active)
     assert by["glm-5"].total_params / 1e9 == pytest.approx(744, rel=0.01)
     assert by["glm-5"].active_params / 1e9 == pytest.approx(40, rel=0.05)
@@ -115,6 +134,9 @@ def test_entry_values():
         ("Qwen3-Next-80B-A3B-Thinking", "qwen3-next-80b-a3b"),
         ("openai/gpt-oss-120b", "gpt-oss-120b"),
         ("moonshotai/Kimi-K2-Thinking", "kimi-k2-thinking"),
+        ("moonshotai/Kimi-K2.5", "kimi-k2.5"),
+        ("Qwen/Qwen3.5-397B-A17B", "qwen3.5-397b-a17b"),
+        ("qwen3.5-35b", "qwen3.5-35b-a3b"),
         ("llama-3-70b", None),
     ],
 )

@@ -127,3 +127,24 @@ def test_architectures_the_models_would_misread_are_refused_with_the_reason():
         _spec("dsv4", cfg)
     assert "compress_ratios" in e.value.problem and "hc_mult" in e.value.problem
     assert "kttune models" in e.value.fix
+
+
+def test_the_shipped_qwen35_configs_read_their_layer_pattern_under_their_own_record():
+    """The catalog's Qwen3.5 configs (verbatim copies): every fourth layer full attention from
+    `layer_types`, the rest Gated DeltaNet, every layer MoE, read under the family's own record (no
+    'not tested' note)."""
+    for name, layers in (("qwen3.5-35b-a3b", 40), ("qwen3.5-122b-a10b", 48), ("qwen3.5-397b-a17b", 60)):
+        s = _spec(name)
+        assert s.family == "qwen3_5_moe_text" and s.num_layers == s.num_moe_layers == layers
+        assert list(s.full_attention_layer_ids) == list(range(3, layers, 4))
+        assert len(s.linear_attention_layer_ids) == 3 * layers // 4
+        assert not any("not one kttune was tested on" in n for n in s.notes)
+
+
+def test_kimi_k25_is_kimi_k2_thinkings_model_under_text_config():
+    """Moonshot's K2.5 keeps K2's language model (text_config model_type kimi_k2) and its INT4 group-32
+    experts: read from the nested copy, it is the model read from K2-Thinking's flat one."""
+    a, b = _spec("kimi-k2.5"), _spec("kimi-k2-thinking")
+    for key in ("hidden_size", "num_experts", "top_k", "moe_intermediate_size", "num_moe_layers", "kv_lora_rank"):
+        assert getattr(a, key) == getattr(b, key), key
+    assert (a.default_method, a.params_per_expert) == (b.default_method, b.params_per_expert)
