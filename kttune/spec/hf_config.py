@@ -221,6 +221,17 @@ def _ignored(module: str, patterns: list[str]) -> bool:
 
 
 def _moe_layer_ids(cfg: dict, name: str, num_layers: int) -> tuple[int, ...]:
+    freq_list = cfg.get("moe_layer_freq")
+    if isinstance(freq_list, list):
+        # a flag per decoder layer, 1 where the layer is MoE (MiMo-V2, MiniMax-M3): it says which layers
+        # are MoE outright, so first_k_dense_replace, where given too, only has to agree with it
+        if len(freq_list) != num_layers or any(f not in (0, 1) for f in freq_list):
+            raise UserError(
+                f"config.json of {name}: moe_layer_freq is a list of {len(freq_list)} entries, not one 0 or 1 per "
+                f"decoder layer ({num_layers})",
+                f"give one flag per layer (1 = MoE), or a number, or {FIX_CONFIG}",
+            )
+        return tuple(i for i, f in enumerate(freq_list) if f == 1)
     if "first_k_dense_replace" in cfg or "moe_layer_freq" in cfg:
         # DeepSeek/Kimi/GLM: layer i is MoE iff i >= first_k_dense_replace and i % moe_layer_freq == 0
         k = _count(cfg, name, "first_k_dense_replace")
@@ -539,6 +550,10 @@ def _check_sizes(spec: ModelSpec, name: str) -> None:
 UNMODELLED_KEYS = {
     "compress_ratios": "compressed sparse attention",  # DeepSeek-V4: KV compressed 4x / 128x per layer
     "hc_mult": "hyper-connections",  # DeepSeek-V4: several residual streams per layer
+    "sparse_attention_config": "its own sparse attention",  # MiniMax-M3: sparse attention on most layers
+    "hybrid_layer_pattern": "sliding-window layers with their own heads",  # MiMo-V2: swa_num_key_value_heads
+    "routed_expert_hidden_size": "experts in a smaller hidden size (latent MoE)",  # Kimi-K3: 3584 of 7168
+    "linear_attn_config": "Kimi Delta Attention",  # Kimi Linear / Kimi-K3: linear layers with their own state
 }
 
 

@@ -4,6 +4,9 @@ by the generic rules with a note."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from kttune.errors import UserError
@@ -118,15 +121,40 @@ def test_qwen35_nests_qwen3_nexts_layer_under_text_config():
     assert s.non_expert_params_estimate == ref.non_expert_params_estimate
 
 
-def test_architectures_the_models_would_misread_are_refused_with_the_reason():
-    """DeepSeek-V4 (compressed attention, hyper-connections): read by the generic rules its KV pool and
-    experts come out as another model's, so the reader refuses it with one line naming the keys."""
-    cfg = catalog_config("deepseek-v3")
-    cfg.update(model_type="deepseek_v4", compress_ratios=[0, 0] + [4, 128] * 29 + [4], hc_mult=4)
+CONFIGS = Path(__file__).parents[1] / "data" / "configs"
+
+
+@pytest.mark.parametrize(
+    "name, keys",
+    [
+        ("deepseek-ai--DeepSeek-V4-Flash", ("compress_ratios", "hc_mult")),
+        ("MiniMaxAI--MiniMax-M3", ("sparse_attention_config",)),
+        ("XiaomiMiMo--MiMo-V2-Flash", ("hybrid_layer_pattern",)),
+        ("moonshotai--Kimi-K3", ("routed_expert_hidden_size", "linear_attn_config")),
+    ],
+)
+def test_architectures_the_models_would_misread_are_refused_with_the_reason(name, keys):
+    """Real configs of architectures whose layers the memory and cost models would misread (DeepSeek-V4's
+    compressed attention and hyper-connections, MiniMax-M3's sparse attention, MiMo-V2's sliding layers
+    with their own heads, Kimi-K3's latent experts and Kimi Delta Attention; verbatim copies,
+    tests/data/README.md): refused with one line naming the keys, not read as another model's."""
+    cfg = json.loads((CONFIGS / f"{name}.json").read_text())
     with pytest.raises(UserError) as e:
-        _spec("dsv4", cfg)
-    assert "compress_ratios" in e.value.problem and "hc_mult" in e.value.problem
+        _spec(name, cfg)
+    assert all(k in e.value.problem for k in keys)
     assert "kttune models" in e.value.fix
+
+
+def test_moe_layer_freq_as_a_flag_per_layer_is_the_same_model_as_its_number():
+    """MiMo-V2 and MiniMax-M3 write `moe_layer_freq` as one flag per decoder layer (1 = MoE): DeepSeek-V3's
+    first three dense layers written that way are DeepSeek-V3; a list of another length is refused."""
+    cfg = catalog_config("deepseek-v3")
+    flags = [0 if i < cfg["first_k_dense_replace"] else 1 for i in range(cfg["num_hidden_layers"])]
+    s, ref = _spec("flags", {**cfg, "moe_layer_freq": flags}), _spec("deepseek-v3")
+    assert (s.num_moe_layers, s.moe_layer_ids) == (ref.num_moe_layers, ref.moe_layer_ids)
+    assert s.non_expert_params_estimate == ref.non_expert_params_estimate
+    with pytest.raises(UserError, match="one 0 or 1 per decoder layer"):
+        _spec("short", {**cfg, "moe_layer_freq": flags[:-1]})
 
 
 def test_the_shipped_qwen35_configs_read_their_layer_pattern_under_their_own_record():
