@@ -114,7 +114,8 @@ def test_entry_values():
     assert by["kimi-k2.5"].total_params / 1e12 == pytest.approx(1.0, rel=0.05)
     assert by["kimi-k2.5"].active_params / 1e9 == pytest.approx(32, rel=0.05)
     assert (by["kimi-k2.5"].default_method, by["kimi-k2.5"].family) == ("RAWINT4", "kimi_k2")
-    assert by["glm-5.2"].grade == "A"
+    assert by["glm-5.2"].grade == by["glm-5"].grade == by["deepseek-v3.2"].grade == "A"
+    assert by["glm-5.1"].total_params == by["glm-5"].total_params  # GLM-5's config but transformers_version
     # MiniMax-M2.5 and M2.7 keep M2's geometry and FP8 block weights: the model read from M2.1's copy
     for name in ("minimax-m2.5", "minimax-m2.7"):
         assert (by[name].total_params, by[name].default_method) == (by["minimax-m2.1"].total_params, "FP8")
