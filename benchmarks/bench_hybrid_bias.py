@@ -157,7 +157,7 @@ def main() -> None:
         "",
         "The layer the server streams (GBs of experts, read from DRAM at every size), probed in the device call that "
         "ran the sweeps: if the quick probe's small layer (in the last-level cache) were what reads the hybrid path "
-        "fast, this would not. H100: one instance, 13-thread sweeps; H200: four calls on as many instances, 11 threads.",
+        "fast, this would not. H100: one instance, 13-thread sweeps; H200: the one-instance calls of 2026-12-03 and 2026-12-04, 11 threads.",
         "",
         "| box | model | hybrid signed | layerwise signed | sweep |",
         "|---|---|---|---|---|",
