@@ -204,6 +204,10 @@ def _nan_as_null(name: str) -> None:
     return None
 
 
+def _nonfinite_as_null(name: str) -> None:
+    return None
+
+
 def _depth(doc: Any) -> int:
     deepest, stack = 0, [(doc, 1)]
     while stack:
@@ -217,13 +221,20 @@ def _depth(doc: Any) -> int:
 
 
 def loads_json(
-    text: str | bytes, origin: str, fix: str, nan_as_null: bool = False, params: tuple[str, ...] = ()
+    text: str | bytes,
+    origin: str,
+    fix: str,
+    nan_as_null: bool = False,
+    params: tuple[str, ...] = (),
+    nonfinite_as_null: bool = False,
 ) -> Any:
     """Parse JSON text from a file the user named: NaN, Infinity, numbers of more than 40 digits,
     nesting deeper than 64 and documents over 256 MiB are refused; every failure is one UserError
     `<origin> ...; <fix>` (`params`: the parameters `fix` names, kttune.errors). `nan_as_null`: a NaN reads as null (hardware profiles, where kttune
     releases wrote NaN for a diagnostic not measured; the numbers the models use are checked where
-    they are read, and null is no number)."""
+    they are read, and null is no number). `nonfinite_as_null`: NaN, Infinity and -Infinity read as
+    null (HF config.json files, which transformers writes with Python's json: Nemotron-H's
+    `time_step_limit` holds Infinity)."""
     if len(text) > MAX_JSON_BYTES:
         raise UserError(
             f"{origin} is {len(text) / 1024**2:,.0f} MiB, larger than any document kttune reads "
@@ -236,7 +247,11 @@ def loads_json(
             text,
             parse_int=_parse_int,
             parse_float=_parse_float,
-            parse_constant=_nan_as_null if nan_as_null else _parse_constant,
+            parse_constant=_nonfinite_as_null
+            if nonfinite_as_null
+            else _nan_as_null
+            if nan_as_null
+            else _parse_constant,
         )
     except _Refused as e:
         raise UserError(f"{origin} holds {e}", fix, params=params) from None
@@ -270,7 +285,12 @@ def finite_or_null(obj: Any) -> Any:
 
 
 def read_json_file(
-    path: str | os.PathLike, origin: str, fix: str, nan_as_null: bool = False, params: tuple[str, ...] = ()
+    path: str | os.PathLike,
+    origin: str,
+    fix: str,
+    nan_as_null: bool = False,
+    params: tuple[str, ...] = (),
+    nonfinite_as_null: bool = False,
 ) -> Any:
     """`loads_json` of a file; a file too large is refused before it is read, an unreadable one
     is one UserError naming the reason."""
@@ -291,4 +311,4 @@ def read_json_file(
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise UserError(f"{origin} is not UTF-8 text", fix, params=params) from None
-    return loads_json(text, origin, fix, nan_as_null, params)
+    return loads_json(text, origin, fix, nan_as_null, params, nonfinite_as_null)

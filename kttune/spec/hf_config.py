@@ -554,6 +554,9 @@ UNMODELLED_KEYS = {
     "hybrid_layer_pattern": "sliding-window layers with their own heads",  # MiMo-V2: swa_num_key_value_heads
     "routed_expert_hidden_size": "experts in a smaller hidden size (latent MoE)",  # Kimi-K3: 3584 of 7168
     "linear_attn_config": "Kimi Delta Attention",  # Kimi Linear / Kimi-K3: linear layers with their own state
+    "hybrid_override_pattern": "Mamba-2 layers",  # Nemotron-H: a per-layer pattern of Mamba, attention and MoE
+    "interleave_moe_layer_step": "dense and MoE layers interleaved, with a shared expert",  # Llama 4
+    "global_head_dim": "full-attention layers with their own head size and KV heads",  # Gemma 4
 }
 
 

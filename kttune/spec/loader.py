@@ -24,12 +24,14 @@ from kttune.units import GB
 
 def read_config_json(path: Path) -> dict:
     """Parse a config.json under kttune.bounds' JSON limits; anything malformed is a `UserError`
-    naming the file."""
+    naming the file. A NaN or Infinity reads as null: transformers writes them (Python's json), in
+    keys the models do not read, and a key they read is checked as a number where it is read."""
     config = read_json_file(
         path,
         str(path),
         "point {model} at a HuggingFace config.json (fix the file or download it again)",
         params=("model",),
+        nonfinite_as_null=True,
     )
     if not isinstance(config, dict):
         raise UserError(

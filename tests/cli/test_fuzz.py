@@ -591,14 +591,15 @@ IMPOSSIBLE = {
         "v_head_dim": [-128],
     },
 }
+# A NaN or Infinity in a key kttune does not read is no attack: transformers writes them (Nemotron-H's
+# time_step_limit), and they read as null (tests/spec/test_loader.py); in a key it reads, they are.
 TEXT_ATTACKS = [
     '"x": ' + "9" * 5000,
     '"x": ' + "[" * 100_000 + "]" * 100_000,
-    '"x": NaN',
-    '"x": Infinity',
     '"x": 1e999',
-    '"x": -Infinity',
     '"hidden_size": NaN',
+    '"hidden_size": Infinity',
+    '"num_experts_per_tok": -Infinity',
 ]
 
 

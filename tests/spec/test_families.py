@@ -4,7 +4,6 @@ by the generic rules with a note."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from kttune.errors import UserError
 from kttune.spec.catalog import catalog_config, catalog_names
 from kttune.spec.families import FAMILIES, GENERIC, QK_NORMS, ROUTER_SCORINGS, family_rules, known_families
 from kttune.spec.hf_config import language_config, spec_from_config
+from kttune.spec.loader import read_config_json
 
 
 def _spec(name: str, cfg: dict | None = None):
@@ -131,14 +131,20 @@ CONFIGS = Path(__file__).parents[1] / "data" / "configs"
         ("MiniMaxAI--MiniMax-M3", ("sparse_attention_config",)),
         ("XiaomiMiMo--MiMo-V2-Flash", ("hybrid_layer_pattern",)),
         ("moonshotai--Kimi-K3", ("routed_expert_hidden_size", "linear_attn_config")),
+        ("nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-FP8", ("hybrid_override_pattern",)),  # holds Infinity too
+        ("google--gemma-4-26B-A4B", ("global_head_dim",)),
+        ("meta-llama--Llama-4-Maverick-17B-128E-Instruct", ("interleave_moe_layer_step",)),
     ],
 )
 def test_architectures_the_models_would_misread_are_refused_with_the_reason(name, keys):
     """Real configs of architectures whose layers the memory and cost models would misread (DeepSeek-V4's
     compressed attention and hyper-connections, MiniMax-M3's sparse attention, MiMo-V2's sliding layers
-    with their own heads, Kimi-K3's latent experts and Kimi Delta Attention; verbatim copies,
-    tests/data/README.md): refused with one line naming the keys, not read as another model's."""
-    cfg = json.loads((CONFIGS / f"{name}.json").read_text())
+    with their own heads, Kimi-K3's latent experts and Kimi Delta Attention, Nemotron-H's Mamba-2
+    layers, Gemma 4's full-attention layers with their own heads, Llama 4's interleaved dense and MoE
+    layers; verbatim copies, tests/data/README.md): refused with one line naming the keys, not read as
+    another model's. Read generically, Nemotron-3-Nano-30B-A3B came out at 102B (every layer MoE) and
+    Llama-4-Maverick at 778B (its published 400B), with no note but 'not tested'."""
+    cfg = read_config_json(CONFIGS / f"{name}.json")
     with pytest.raises(UserError) as e:
         _spec(name, cfg)
     assert all(k in e.value.problem for k in keys)

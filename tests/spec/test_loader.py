@@ -207,3 +207,23 @@ def test_unknown_quantization_asks_for_method(tmp_path):
 
 def test_empty_name():
     assert "empty" in _error("  ").problem
+
+
+def test_a_nan_or_infinity_transformers_wrote_reads_as_null(tmp_path):
+    """transformers writes config.json with Python's json, so a NaN or Infinity can stand in a key kttune
+    does not read (Nemotron-H's `time_step_limit` is [0.0, Infinity]): the model loads as without it;
+    in a key it reads, the value is refused there (tests/cli/test_fuzz.py)."""
+    (tmp_path / "config.json").write_text(
+        json.dumps(catalog_config("qwen3-30b-a3b"))[:-1] + ', "time_step_limit": [0.0, Infinity], "x": NaN}'
+    )
+    s, ref = load_model(str(tmp_path)), load_model("qwen3-30b-a3b")
+    assert (s.num_experts, s.params_per_expert, s.num_moe_layers) == (
+        ref.num_experts,
+        ref.params_per_expert,
+        ref.num_moe_layers,
+    )
+    (tmp_path / "config.json").write_text(
+        json.dumps(catalog_config("qwen3-30b-a3b"))[:-1] + ', "hidden_size": Infinity}'
+    )
+    with pytest.raises(UserError, match="hidden_size"):
+        load_model(str(tmp_path))
