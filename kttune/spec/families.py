@@ -81,6 +81,8 @@ FAMILIES: dict[str, FamilyRules] = {
         # GLM-5.x: GLM-4's body with DeepSeek-V3's MLA and V3.2's sparse-attention indexer (sglang deepseek_v2.py)
         FamilyRules("glm_moe_dsa", mla=True, **_NOAUX_TC),
         FamilyRules("qwen3_moe", qk_norm=True),
+        # Qwen3-VL MoE: Qwen3-MoE's language model under `text_config` (sglang qwen3_vl_moe.py)
+        FamilyRules("qwen3_vl_moe_text", qk_norm=True),
         FamilyRules(
             "qwen3_next", qk_norm=True, attention_output_gate=True, full_attention_interval=4, shared_expert_gate=True
         ),

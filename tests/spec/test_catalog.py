@@ -116,6 +116,14 @@ def test_entry_values():
     assert (by["kimi-k2.5"].default_method, by["kimi-k2.5"].family) == ("RAWINT4", "kimi_k2")
     assert by["glm-5.2"].grade == by["glm-5"].grade == by["deepseek-v3.2"].grade == "A"
     assert by["glm-5.1"].total_params == by["glm-5"].total_params  # GLM-5's config but transformers_version
+    # Qwen3-VL MoE: the Qwen3-MoE language model of the same size under text_config
+    for vl, lm in (("qwen3-vl-235b-a22b", "qwen3-235b-a22b"), ("qwen3-vl-30b-a3b", "qwen3-30b-a3b")):
+        assert (by[vl].num_experts, by[vl].num_moe_layers, by[vl].default_method) == (
+            by[lm].num_experts,
+            by[lm].num_moe_layers,
+            by[lm].default_method,
+        )
+        assert by[vl].total_params == pytest.approx(by[lm].total_params, rel=1e-4)
     # MiniMax-M2.5 and M2.7 keep M2's geometry and FP8 block weights: the model read from M2.1's copy
     for name in ("minimax-m2.5", "minimax-m2.7"):
         assert (by[name].total_params, by[name].default_method) == (by["minimax-m2.1"].total_params, "FP8")
