@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-from collections import defaultdict
 from pathlib import Path
 
 from bench_probe_median import H100, INSTANCES, LATER_CALLS, RESULTS, instance_of_call
@@ -25,7 +24,7 @@ from results_layout import write_result
 
 from kttune.hw.point_quality import THREAD_LAW_SLACK, slower_than_larger_pools
 from kttune.hw.profile import Curve, HardwareProfile, load_profile
-from kttune.hw.thread_interp import curve_group
+from kttune.hw.thread_interp import curve_group, thread_groups
 
 KINDS = ("cpu_moe", "stage_a_write")
 
@@ -37,10 +36,7 @@ def measured_profiles() -> list[Path]:
 
 def groups(profile: HardwareProfile, kind: str) -> list[list[Curve]]:
     """The profile's curves of `kind` measured at two or more thread counts, one list per measurement."""
-    by: dict[tuple, list[Curve]] = defaultdict(list)
-    for c in profile.curves_of(kind):
-        if int(c.params.get("threads") or 0) > 0:
-            by[curve_group(c)].append(c)
+    by = thread_groups(c for c in profile.curves_of(kind) if int(c.params.get("threads") or 0) > 0)
     return [cs for cs in by.values() if len(cs) > 1]
 
 

@@ -657,9 +657,12 @@ def accuracy_block() -> str:
         agree = sum(bool(c["raw_inside_or_within_20pct"]) for c in d["crossover"])
         return _pct(min(raw), max(raw)), sum(x > 0.15 for x in raw), len(raw), agree
 
+    def cal_range(d: dict) -> str:
+        cal = [r["calibrated_own_lopo"] for r in d["rows"] if r["calibrated_own_lopo"] is not None]
+        return _pct(min(cal), max(cal))
+
     m_raw, m_over, n_paths, m_cross = lomo(merged)
     f_raw, f_over, _, f_cross = lomo(first)
-    cal = [r["calibrated_own_lopo"] for r in merged["rows"] if r["calibrated_own_lopo"] is not None]
     rows.append(
         (
             "MoE layer per forward and crossover on models the profile never measured, from two quick probes of the "
@@ -667,7 +670,7 @@ def accuracy_block() -> str:
             f"path runner, H100 box, one instance: {len(merged['crossover'])} sweeps of {len(merged['models'])} models "
             f"({merged['points']} forwards)",
             f"raw {m_raw} per model and path ({m_over} of {n_paths} over 15%), calibrated (held out) "
-            f"{_pct(min(cal), max(cal))}; crossovers {m_cross} of {len(merged['crossover'])}; from the first probe "
+            f"{cal_range(merged)}; crossovers {m_cross} of {len(merged['crossover'])}; from the first probe "
             f"alone raw {f_raw} ({f_over} over 15%), crossovers {f_cross} of {len(first['crossover'])}",
             "docs/cost-model.md#the-instances-own-quick-probe",
         )
@@ -675,11 +678,6 @@ def accuracy_block() -> str:
     ab, c = (json.loads((RESULTS / f).read_text()) for f in ACCURACY["h200_lomo"])
     ab_raw, ab_over, _, ab_cross = lomo(ab)
     c_raw, c_over, _, c_cross = lomo(c)
-
-    def cal_range(d: dict) -> str:
-        cal = [r["calibrated_own_lopo"] for r in d["rows"] if r["calibrated_own_lopo"] is not None]
-        return _pct(min(cal), max(cal))
-
     rows.append(
         (
             "the same on the H200 box (the leave-one-model-out table of issue 22 from the serving instance's own "

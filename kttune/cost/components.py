@@ -36,7 +36,7 @@ from kttune.hw.gpu_table import spec_for_name  # datasheet HBM bandwidth when no
 from kttune.hw.point_quality import THREAD_LAW_SLACK, slower_than_larger_pools
 from kttune.hw.profile import Curve, HardwareProfile
 from kttune.hw.shape_law import output_flops_for
-from kttune.hw.thread_interp import curve_group
+from kttune.hw.thread_interp import curve_group, thread_groups
 from kttune.memory.vram import (  # what a decode step reads of the pool; the MLA form a backend runs
     LAUNCH_ATTENTION_BACKEND,
     MLA_CHUNKED_PREFIX_THRESHOLD,
@@ -309,10 +309,9 @@ class Components:
         a larger count of the same measurement allows (`kttune.hw.point_quality.slower_than_larger_pools`):
         a count timed in a slow moment reads slow as a whole (docs/probe.md#disturbed-points; a probe
         times such points again, a profile measured before it did may hold them)."""
-        every = self.profile.curves_of("cpu_moe", method=self._cpu_method)
+        groups = thread_groups(self.profile.curves_of("cpu_moe", method=self._cpu_method))
         for c in curves:
-            group = [d for d in every if curve_group(d) == curve_group(c)]
-            slow = slower_than_larger_pools(group).get(threads, [])
+            slow = slower_than_larger_pools(groups[curve_group(c)]).get(threads, [])
             if slow and 3 * len(slow) >= len(c.points):
                 self.notes.append(
                     f"CPU MoE at {threads} threads ({self._cpu_method} {c.shape.hidden}x{c.shape.inter}): "

@@ -16,6 +16,7 @@ to 50x slow). Pure.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 from kttune.hw.point_quality import RETIME_KEYS
@@ -39,6 +40,14 @@ def curve_group(c: Curve) -> tuple:
     """What makes curves at different thread counts measurements of the same thing: the kind and
     every param but the thread count (and this module's marks)."""
     return (c.kind,) + tuple(sorted((k, str(v)) for k, v in c.params.items() if k != "threads" and k not in MARKS))
+
+
+def thread_groups(curves: Iterable[Curve]) -> dict[tuple, list[Curve]]:
+    """`curves` by `curve_group`: each list one measurement at the thread counts it was taken at."""
+    groups: dict[tuple, list[Curve]] = {}
+    for c in curves:
+        groups.setdefault(curve_group(c), []).append(c)
+    return groups
 
 
 def _counts(curves: list[Curve]) -> dict[int, Curve]:
@@ -78,10 +87,7 @@ def interpolated_curves(profile: HardwareProfile, threads: int) -> list[Curve]:
     cores = profile.inventory.cpu.physical_cores or 10**9
     if threads >= cores:
         return []
-    groups: dict[tuple, list[Curve]] = {}
-    for c in profile.curves:
-        if c.kind in INTERPOLATED_KINDS + NEAREST_BELOW_KINDS:
-            groups.setdefault(curve_group(c), []).append(c)
+    groups = thread_groups(c for c in profile.curves if c.kind in INTERPOLATED_KINDS + NEAREST_BELOW_KINDS)
     out = []
     for curves in groups.values():
         counts = {t: c for t, c in _counts(curves).items() if t < cores}
