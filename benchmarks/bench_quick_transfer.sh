@@ -11,8 +11,9 @@
 # 2026-12-04, H200 box: TAG=a, b (one instance) and c (another); the models and sizes are in
 # benchmarks/results/2026-12-04-h200-pcie5-xeon-amx-16c/quick-transfer-crossover-*.json ("request").
 # 2026-12-05, H100 box: TAG=h100a, h100hog (one instance), h100b, h100c (AGAIN=1 LATE=1), h100d then
-# h100e LATE=1 (one call, one instance), h100f LATE=1, h100g, h100h and h100i LATE=1 NARROW=1; the commands
-# are in benchmarks/results/manifest.json.
+# h100e LATE=1 (one call, one instance), h100f LATE=1, h100g, h100h and h100i LATE=1 NARROW=1, h100k AGAIN=1
+# NARROW=1 (run as TAG=h200e) then h100k2 GAP=1 LATE=1 NARROW=1 (one instance); the commands are in
+# benchmarks/results/manifest.json.
 #
 # HOG=N runs N bursty memory neighbours (benchmarks/diag/diag_memory_hog.py: HOG_ON s of copying,
 # HOG_OFF s idle) beside the quick probe only, so the sweeps judge a profile measured on a host busy

@@ -31,6 +31,7 @@ H3 = RESULTS / "2026-12-03-h200-pcie5-xeon-amx-16c"
 H4 = RESULTS / "2026-12-04-h200-pcie5-xeon-amx-16c"
 X2 = RESULTS / "2026-12-04-h200x2-pcie5-xeon-amx-32c"
 H100 = RESULTS / "2026-12-05-h100-pcie5-xeon-amx-16c"
+VM5 = RESULTS / "2026-12-05-epyc-avx512-2c"
 C5 = "2026-12-05-computed"  # where the README's computed inputs are
 
 REL_TOL, ABS_TOL = 0.005, 1e-6
@@ -233,6 +234,92 @@ def recipes() -> list[Recipe]:
             ),
             ("quick-transfer-h100-shipped.json",),
         ),
+        *[
+            Recipe(
+                f"thread-interp-runner-t12-{m}",
+                _bench(
+                    "bench_thread_interp.py",
+                    "--profile",
+                    H100 / f"thread-interp-runner-t12-probe-{m}.profile.json",
+                    "--runs-profile",
+                    H100 / f"thread-interp-runner-t12-probe-{m}.profile.json",
+                    "--runs",
+                    H100 / f"thread-interp-runner-t12-sweep-{m}.json",
+                    "--hold",
+                    "12",
+                    "--out",
+                    f"{{out}}/thread-interp-runner-t12-h100-{m}.md",
+                ),
+                (f"thread-interp-runner-t12-h100-{m}.json",),
+            )
+            for m in ("glm-4.5-air", "qwen3-30b-a3b", "minimax-m2.1", "kimi-k2-thinking")
+        ],
+        Recipe(
+            "quick-tokens-h100l",
+            _bench(
+                "bench_quick_tokens.py",
+                *[
+                    a
+                    for n in (256, 1024)
+                    for a in (
+                        "--quick",
+                        f"{n}=" + ",".join(_s(sorted(H100.glob(f"quick-tokens-h100l-quick-{n}-[12].profile.json")))),
+                    )
+                ],
+                "--sweeps",
+                *_s(sorted(H100.glob("quick-tokens-h100l-crossover-*.json"))),
+                "--out",
+                "{out}/quick-tokens-h100l",
+            ),
+            ("quick-tokens-h100l.json",),
+        ),
+        Recipe(
+            "quick-tokens-epyc",
+            _bench(
+                "bench_quick_tokens.py",
+                *[
+                    a
+                    for n in (256, 1024)
+                    for a in (
+                        "--quick",
+                        f"{n}=" + ",".join(_s(sorted(VM5.glob(f"quick-tokens-vm-quick-{n}-[12].profile.json")))),
+                    )
+                ],
+                "--own",
+                *_s(sorted(VM5.glob("quick-tokens-vm-probe-*.profile.json"))),
+                "--out",
+                "{out}/quick-tokens-epyc",
+            ),
+            ("quick-tokens-epyc.json",),
+        ),
+        *[
+            Recipe(
+                f"quick-tokens-estimate-{tag}",
+                _bench(
+                    "bench_quick_tokens.py",
+                    "--quick",
+                    f"256={RESULTS / C5 / f'{tag}-merged.profile.json'}",
+                    "--estimate",
+                    "256",
+                    "--ratios-from",
+                    ",".join(_s(sorted(H100.glob("quick-tokens-h100l-quick-1024-[12].profile.json")))),
+                    "--sweeps",
+                    *sweeps,
+                    "--out",
+                    f"{{out}}/quick-tokens-estimate-{tag}",
+                ),
+                (f"quick-tokens-estimate-{tag}.json",),
+            )
+            for tag, sweeps in (
+                ("h100k", _s(sorted(H100.glob("quick-transfer-crossover-*-h100k.json")))),
+                ("h100i", h100i),
+                (
+                    "h200ab",
+                    _s(sorted(H4.glob("quick-transfer-crossover-*-a.json")))
+                    + _s(sorted(H4.glob("quick-transfer-crossover-*-b.json"))),
+                ),
+            )
+        ],
         Recipe("probe-median", _bench("bench_probe_median.py", "--out", "{out}/probe-median"), ("probe-median.json",)),
         Recipe(
             "runner-repeat", _bench("bench_runner_repeat.py", "--out", "{out}/runner-repeat"), ("runner-repeat.json",)
@@ -250,6 +337,20 @@ def recipes() -> list[Recipe]:
                 *h100i,
             ),
             ("transfer-merged-probes-h100i.json",),
+        ),
+        Recipe(
+            "transfer-merged-probes-h100k",
+            _bench(
+                "bench_transfer.py",
+                "--profile",
+                RESULTS / C5 / "h100k-merged.profile.json",
+                "--out",
+                "{out}",
+                "--tag",
+                "merged-probes-h100k",
+                *_s(sorted(H100.glob("quick-transfer-crossover-*-h100k.json"))),
+            ),
+            ("transfer-merged-probes-h100k.json",),
         ),
         Recipe(
             "transfer-quick-narrow-h100i",
