@@ -411,6 +411,11 @@ def recipes() -> list[Recipe]:
         Recipe(
             "pipeline-loop", _bench("bench_pipeline_loop.py", "--out", "{out}/pipeline-loop"), ("pipeline-loop.json",)
         ),
+        Recipe(
+            "instance-memory",
+            _bench("bench_instance_memory.py", "--out", "{out}/instance-memory"),
+            ("instance-memory.json",),
+        ),
         Recipe("thread-law", _bench("bench_thread_law.py", "--out", "{out}/thread-law"), ("thread-law.json",)),
         Recipe(
             "same-machine-one-instance",

@@ -1,0 +1,158 @@
+"""What tracks a model's big CPU MoE layer from one machine instance to the next? Over the quick-transfer
+calls (one quick probe and the path runner's sweeps on one instance), per instance: the quick probe's
+kt-kernel MoE call on its cache-resident layer (BF16, 11 threads, 256 tokens), its stage A write from
+a source twice the last-level cache (BF16, 11 threads, the largest expert: a read from DRAM), and the
+runner's hybrid MoE layer of GLM-4.5-Air (4.15 GB of CPU experts) and Qwen3-30B-A3B (1.1 GB) at
+3,072 tokens, 11 threads. Spearman's rank correlation of each probe figure with each runner figure
+over the instances of one box (docs/cost-model.md#the-instances-own-quick-probe).
+
+    python3 benchmarks/bench_instance_memory.py --out benchmarks/results/2026-12-05-computed/instance-memory
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+from results_layout import write_result
+
+RESULTS = Path(__file__).resolve().parent / "results"
+H100 = RESULTS / "2026-12-05-h100-pcie5-xeon-amx-16c"
+H200 = RESULTS / "2026-12-04-h200-pcie5-xeon-amx-16c"
+TOKENS, THREADS, METHOD = 3072, 11, "BF16"
+MODELS = ("glm-4.5-air", "qwen3-30b-a3b")
+# (box, instance, quick profile, the runner's results per model) of every call with both models swept
+CALLS = [
+    *[
+        (
+            "H100",
+            t,
+            H100 / f"quick-transfer-{t}.profile.json",
+            {m: H100 / f"quick-transfer-crossover-{m}-{t}.json" for m in MODELS},
+        )
+        for t in ("h100a", "h100c", "h100f", "h100g", "h100h", "h100i", "h100k")
+    ],
+    (
+        "H100",
+        "h100l",
+        H100 / "quick-tokens-h100l-quick-256-1.profile.json",
+        {m: H100 / f"quick-tokens-h100l-crossover-{m}.json" for m in MODELS},
+    ),
+    *[
+        (
+            "H200",
+            t,
+            H200 / f"quick-transfer-{t}.profile.json",
+            {m: H200 / f"quick-transfer-crossover-{m}-{t}.json" for m in MODELS},
+        )
+        for t in "abcd"
+    ],
+]
+
+
+def quick_layer_ms(profile: dict) -> float | None:
+    for c in profile["curves"]:
+        p = c["params"]
+        if c["kind"] == "cpu_moe" and (p.get("method"), p.get("threads"), p.get("hidden")) == (METHOD, THREADS, 1024):
+            return {pt["x"]: pt["t_ms"] for pt in c["points"]}.get(256)
+    return None
+
+
+def stage_a_gb_s(profile: dict) -> float | None:
+    """The largest expert's stage A write: bytes per ms / 1e6 = GB/s."""
+    pts = {}
+    for c in profile["curves"]:
+        p = c["params"]
+        if c["kind"] == "stage_a_write" and (p.get("method"), p.get("threads")) == (METHOD, THREADS):
+            pts.update({pt["x"]: pt["t_ms"] for pt in c["points"]})
+    if not pts:
+        return None
+    x = max(pts)
+    return x / pts[x] / 1e6
+
+
+def runner_ms(path: Path) -> float | None:
+    """The forced hybrid forward's MoE time per layer at TOKENS (mean over the run's layers)."""
+    if not path.exists():
+        return None
+    for run in json.loads(path.read_text())["runs"]:
+        if run.get("forced_path") == "hybrid" and run["forwards"][0]["tokens"] == TOKENS:
+            ms = run["forwards"][0]["moe_ms"]
+            return sum(ms) / len(ms)
+    return None
+
+
+def spearman(a: list[float], b: list[float]) -> float:
+    """Spearman's rank correlation (no ties in timings)."""
+    ra = [sorted(a).index(x) for x in a]
+    rb = [sorted(b).index(x) for x in b]
+    return statistics.correlation(ra, rb)
+
+
+def run() -> dict:
+    rows = []
+    for box, tag, prof, sweeps in CALLS:
+        p = json.loads(prof.read_text())
+        rows.append(
+            {
+                "box": box,
+                "instance": tag,
+                "profile": str(prof.relative_to(RESULTS)),
+                "quick_layer_ms": quick_layer_ms(p),
+                "stage_a_gb_s": stage_a_gb_s(p),
+                **{f"runner_{m}_ms": runner_ms(s) for m, s in sweeps.items()},
+            }
+        )
+    corr = {}
+    for box in sorted({r["box"] for r in rows}):
+        for probe in ("quick_layer_ms", "stage_a_gb_s"):
+            for m in MODELS:
+                pairs = [(r[probe], r[f"runner_{m}_ms"]) for r in rows if r["box"] == box]
+                pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
+                if len(pairs) >= 4:
+                    corr[f"{box} {probe} ~ {m}"] = {
+                        "n": len(pairs),
+                        "spearman": spearman([a for a, _ in pairs], [b for _, b in pairs]),
+                    }
+    return {"tokens": TOKENS, "threads": THREADS, "method": METHOD, "rows": rows, "spearman": corr}
+
+
+def markdown(doc: dict) -> str:
+    lines = [
+        "# What tracks a model's big CPU MoE layer between instances",
+        "",
+        f"Per instance: the quick probe's cache-resident layer ({doc['method']}, {doc['threads']} threads, 256 tokens), "
+        "its stage A write from a source twice the L3 (the largest expert), and the path runner's forced hybrid MoE "
+        f"layer at {doc['tokens']} tokens.",
+        "",
+        "| box | instance | quick layer, ms | stage A, GB/s | " + " | ".join(f"runner {m}, ms" for m in MODELS) + " |",
+        "|---|---|---|---|" + "---|" * len(MODELS),
+    ]
+
+    def f(x, nd=1):
+        return "n/a" if x is None else f"{x:.{nd}f}"
+
+    for r in doc["rows"]:
+        lines.append(
+            f"| {r['box']} | {r['instance']} | {f(r['quick_layer_ms'], 2)} | {f(r['stage_a_gb_s'])} | "
+            + " | ".join(f(r[f"runner_{m}_ms"]) for m in MODELS)
+            + " |"
+        )
+    lines += ["", "| box, probe figure ~ runner model | instances | Spearman |", "|---|---|---|"]
+    for k, v in doc["spearman"].items():
+        lines.append(f"| {k} | {v['n']} | {v['spearman']:+.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=None)
+    a = ap.parse_args()
+    doc = run()
+    write_result(a.out, doc, markdown(doc))
+
+
+if __name__ == "__main__":
+    main()
