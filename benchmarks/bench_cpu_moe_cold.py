@@ -10,7 +10,10 @@ This measures both in one process, alternating (warm, cold, warm, cold, ...): th
 (`warm-<i>.profile.json`, `cold-<i>.profile.json` under --out) that `bench_shape_law_probe.py --base`
 reads to predict models' own curves of the same instance.
 
-    python benchmarks/bench_cpu_moe_cold.py --out DIR [--threads 11] [--rounds 2]
+    python benchmarks/bench_cpu_moe_cold.py --out DIR [--threads 11] [--rounds 2] [--max-tokens 1024]
+
+`--max-tokens` times the layer further than the quick probe's 256 tokens (64 rows an expert): to
+1,024, the rows a BF16 model's long hybrid forwards run (docs/probe.md#the-quick-layers-series-how-far-up-in-tokens).
 """
 
 from __future__ import annotations
@@ -34,11 +37,12 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=11)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--methods", default="", help="comma-separated KT methods (default: every one kt-kernel runs)")
+    ap.add_argument("--max-tokens", type=int, default=None, help="the series' top (default: the quick probe's)")
     a = ap.parse_args()
     inv = collect_inventory()
     cpu = inv.cpu
     methods = tuple(m for m in a.methods.split(",") if m)
-    cold = cpu_moe_options(ProbeOptions(quick=True, threads=(a.threads,), methods=methods))
+    cold = cpu_moe_options(ProbeOptions(quick=True, threads=(a.threads,), methods=methods, max_tokens=a.max_tokens))
     warm = replace(cold, cold_bytes=0)
     a.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()

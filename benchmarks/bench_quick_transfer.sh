@@ -31,7 +31,9 @@
 # COLD=1 times the quick probe's CPU MoE layer warm (one layer) and cold (cycled over copies to twice
 # the last-level cache) straight after the quick probe, one round of each, the runner's methods at
 # THREADS (benchmarks/bench_cpu_moe_cold.py: cold-warm-TAG.profile.json, cold-TAG.profile.json), so the
-# sweeps can judge which one carries the hybrid path (benchmarks/bench_hybrid_cold.py).
+# sweeps can judge which one carries the hybrid path (benchmarks/bench_hybrid_cold.py). COLD_TOKENS=N
+# times both to N tokens instead of the quick probe's 256 (1024: the rows a BF16 model's long hybrid
+# forwards run, docs/probe.md#the-quick-layers-series-how-far-up-in-tokens).
 #
 # GAP=1 takes the probe-runner gap apart in one process after the sweeps, at the two BF16 shapes the
 # hybrid path is read fastest on the H100 box (benchmarks/diag/diag_probe_runner_gap.py, 1,024-3,072
@@ -67,7 +69,7 @@ pack
 narrow ""
 if [ "$COLD" = 1 ]; then
   step "cold" 200 "cold-$TAG.log" python benchmarks/bench_cpu_moe_cold.py --out "$R/cold-$TAG" --threads "$THREADS" \
-    --rounds 1 --methods BF16,FP8,FP8_PERCHANNEL,RAWINT4
+    --rounds 1 --methods BF16,FP8,FP8_PERCHANNEL,RAWINT4 ${COLD_TOKENS:+--max-tokens "$COLD_TOKENS"}
   mv "$R/cold-$TAG/warm-1.profile.json" "$R/cold-warm-$TAG.profile.json" 2>/dev/null
   mv "$R/cold-$TAG/cold-1.profile.json" "$R/cold-$TAG.profile.json" 2>/dev/null
   pack
