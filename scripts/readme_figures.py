@@ -61,6 +61,10 @@ ACCURACY = dict(
         f"2026-12-05-computed/thread-interp-runner-h100-{m}.json"
         for m in ("glm-4.5-air", "qwen3-30b-a3b", "minimax-m2.1")
     ),
+    thread_interp_runner_t12=tuple(
+        f"2026-12-05-computed/thread-interp-runner-t12-h100-{m}.json"
+        for m in ("glm-4.5-air", "qwen3-30b-a3b", "minimax-m2.1", "kimi-k2-thinking")
+    ),
     h100_derived="2026-12-05-computed/quick-transfer-h100-derived.json",
     h100_shipped="2026-12-05-computed/quick-transfer-h100-shipped.json",
     probe_median="2026-12-05-computed/probe-median.json",
@@ -586,23 +590,30 @@ def accuracy_block() -> str:
             "docs/cost-model.md#a-thread-count-between-two-measured",
         )
     )
+    # per model and path; the "all" rows are the report's alone
     tir = [json.loads((RESULTS / f).read_text()) for f in ACCURACY["thread_interp_runner"]]
-    tir_rows = [
-        r for t in tir for r in t["runner"]["rows"]
-    ]  # per model and path; the "all" rows are the report's alone
+    tir_rows = [r for t in tir for r in t["runner"]["rows"]]
+    t12 = [json.loads((RESULTS / f).read_text()) for f in ACCURACY["thread_interp_runner_t12"]]
+    t12_rows = [r for t in t12 for r in t["runner"]["rows"]]
 
-    def tir_span(path: str, which: str) -> str:
-        xs = [r[which] for r in tir_rows if r["path"] == path]
+    def tir_span(rs: list[dict], path: str, which: str) -> str:
+        xs = [r[which] for r in rs if r["path"] == path]
         return _pct(min(xs), max(xs))
+
+    def tir_read(rs: list[dict], lo: int, hi: int, mid: int) -> str:
+        return (
+            f"read from {lo} and {hi}: hybrid {tir_span(rs, 'hybrid', 'interpolated')}, layerwise "
+            f"{tir_span(rs, 'layerwise', 'interpolated')} (with {mid} measured: {tir_span(rs, 'hybrid', 'measured')}, "
+            f"{tir_span(rs, 'layerwise', 'measured')})"
+        )
 
     rows.append(
         (
             "MoE layer per forward at a `--kt-cpuinfer` between two measured, the model's own shape measured at both",
-            f"path runner, H100 box (one instance): `kttune probe --model X --threads 11,13,15` and the runner's sweep "
-            f"at 13 threads, {len(tir)} models ({sum(r['forwards'] for r in tir_rows)} forwards)",
-            f"read from 11 and 15: hybrid {tir_span('hybrid', 'interpolated')}, layerwise "
-            f"{tir_span('layerwise', 'interpolated')} (with 13 measured: {tir_span('hybrid', 'measured')}, "
-            f"{tir_span('layerwise', 'measured')})",
+            f"path runner, H100 box (two instances): `kttune probe --model X --threads 11,13,15` and the runner's sweep "
+            f"at 13 threads, {len(tir)} models ({sum(r['forwards'] for r in tir_rows)} forwards); `--threads 9,12,15` "
+            f"and the sweep at 12, {len(t12)} models ({sum(r['forwards'] for r in t12_rows)} forwards)",
+            f"{tir_read(tir_rows, 11, 15, 13)}; {tir_read(t12_rows, 9, 15, 12)}",
             "docs/cost-model.md#a-thread-count-between-two-measured",
         )
     )
