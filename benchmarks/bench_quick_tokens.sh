@@ -24,12 +24,6 @@ quick() {  # quick NAME [ARGS...]
 }
 quick 256-1
 quick 1024-1 --max-tokens 1024
-for job in "$@"; do
-  IFS=: read -r MODEL METHOD N SIZES <<< "$job"
-  MAX=${SIZES##*,}
-  step "paths $MODEL" 100 "crossover-$MODEL.log" python -m kttune.cli paths "$MODEL" --kt-method "$METHOD" \
-    --gpu-experts "$N" --sweep "$SIZES" --cpuinfer "$THREADS" --repeats 3 --prompts "$MAX" --chunks "$MAX" \
-    --profile "$R/quick-256-1.profile.json" --out "$R/crossover-$MODEL.json"
-done
+sweeps "" "$R/quick-256-1.profile.json" "$@"
 quick 1024-2 --max-tokens 1024
 quick 256-2

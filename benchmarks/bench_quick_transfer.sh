@@ -78,13 +78,7 @@ if [ "$AGAIN" = 1 ]; then
   step "quick again" 200 "quick-$TAG-again.log" python -m kttune.cli probe --quick --skip-host-ram --fresh \
     --out "$R/quick-$TAG-again.profile.json"
 fi
-for job in "$@"; do
-  IFS=: read -r MODEL METHOD N SIZES <<< "$job"
-  MAX=${SIZES##*,}
-  step "paths $MODEL" 100 "crossover-$MODEL-quick-$TAG.log" python -m kttune.cli paths "$MODEL" --kt-method "$METHOD" \
-    --gpu-experts "$N" --sweep "$SIZES" --cpuinfer "$THREADS" --repeats 3 --prompts "$MAX" --chunks "$MAX" \
-    --profile "$R/quick-$TAG.profile.json" --out "$R/crossover-$MODEL-quick-$TAG.json"
-done
+sweeps "-quick-$TAG" "$R/quick-$TAG.profile.json" "$@"
 if [ "$GAP" = 1 ]; then
   step "gap" 200 "gap-$TAG.log" python benchmarks/diag/diag_probe_runner_gap.py --out "$R" \
     --models glm-4.5-air:BF16,qwen3-30b-a3b:BF16 --threads "$THREADS" --sizes 1024,2048,3072 --repeats 5 --tag "$TAG"

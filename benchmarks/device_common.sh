@@ -34,3 +34,17 @@ step() {
   echo "$label rc=$? $(( $(date +%s) - s0 )) s" | tee -a "$R/machine.txt"
   pack
 }
+
+# sweeps SUFFIX PROFILE JOB...: for each MODEL:METHOD:GPU_EXPERTS:SIZES, the path runner's forced sweep
+# at $THREADS threads (3 interleaved repeats), predicted from PROFILE, into $R/crossover-MODEL$SUFFIX.json.
+sweeps() {
+  local suffix=$1 profile=$2 job model method n sizes max
+  shift 2
+  for job in "$@"; do
+    IFS=: read -r model method n sizes <<< "$job"
+    max=${sizes##*,}
+    step "paths $model" 100 "crossover-$model$suffix.log" python -m kttune.cli paths "$model" --kt-method "$method" \
+      --gpu-experts "$n" --sweep "$sizes" --cpuinfer "$THREADS" --repeats 3 --prompts "$max" --chunks "$max" \
+      --profile "$profile" --out "$R/crossover-$model$suffix.json"
+  done
+}

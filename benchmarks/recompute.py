@@ -254,44 +254,40 @@ def recipes() -> list[Recipe]:
             )
             for m in ("glm-4.5-air", "qwen3-30b-a3b", "minimax-m2.1", "kimi-k2-thinking")
         ],
-        Recipe(
-            "quick-tokens-h100l",
-            _bench(
-                "bench_quick_tokens.py",
-                *[
-                    a
-                    for n in (256, 1024)
-                    for a in (
-                        "--quick",
-                        f"{n}=" + ",".join(_s(sorted(H100.glob(f"quick-tokens-h100l-quick-{n}-[12].profile.json")))),
-                    )
-                ],
-                "--sweeps",
-                *_s(sorted(H100.glob("quick-tokens-h100l-crossover-*.json"))),
-                "--out",
-                "{out}/quick-tokens-h100l",
-            ),
-            ("quick-tokens-h100l.json",),
-        ),
-        Recipe(
-            "quick-tokens-epyc",
-            _bench(
-                "bench_quick_tokens.py",
-                *[
-                    a
-                    for n in (256, 1024)
-                    for a in (
-                        "--quick",
-                        f"{n}=" + ",".join(_s(sorted(VM5.glob(f"quick-tokens-vm-quick-{n}-[12].profile.json")))),
-                    )
-                ],
-                "--own",
-                *_s(sorted(VM5.glob("quick-tokens-vm-probe-*.profile.json"))),
-                "--out",
-                "{out}/quick-tokens-epyc",
-            ),
-            ("quick-tokens-epyc.json",),
-        ),
+        *[
+            Recipe(
+                f"quick-tokens-{name}",
+                _bench(
+                    "bench_quick_tokens.py",
+                    *[
+                        a
+                        for n in (256, 1024)
+                        for a in (
+                            "--quick",
+                            f"{n}=" + ",".join(_s(sorted(folder.glob(f"{prefix}-quick-{n}-[12].profile.json")))),
+                        )
+                    ],
+                    *judged,
+                    "--out",
+                    f"{{out}}/quick-tokens-{name}",
+                ),
+                (f"quick-tokens-{name}.json",),
+            )
+            for name, folder, prefix, judged in (
+                (
+                    "h100l",
+                    H100,
+                    "quick-tokens-h100l",
+                    ["--sweeps", *_s(sorted(H100.glob("quick-tokens-h100l-crossover-*.json")))],
+                ),
+                (
+                    "epyc",
+                    VM5,
+                    "quick-tokens-vm",
+                    ["--own", *_s(sorted(VM5.glob("quick-tokens-vm-probe-*.profile.json")))],
+                ),
+            )
+        ],
         *[
             Recipe(
                 f"quick-tokens-estimate-{tag}",
