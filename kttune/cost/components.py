@@ -50,6 +50,7 @@ from kttune.memory.vram import (  # what a decode step reads of the pool; the ML
 from kttune.spec.kt_classes import kt_matmul_above
 from kttune.spec.methods import FORMATS, METHODS, bytes_per_expert, get_method, gpu_format
 from kttune.spec.model_spec import ModelSpec
+from kttune.units import GIB, MIB
 
 # Overlap of the per-expert A -> B -> C pipeline (layer time / slowest stage alone) when the profile
 # has no pipeline measurement: a plain torch pipeline measured 1.30x on an 11 GB layer and 1.64x on
@@ -114,6 +115,24 @@ SGLANG_KT_DRIVER = "sglang-kt"
 FASTEST_PIPELINE = "fastest"
 
 
+def _layer_bytes(c: Curve) -> float:
+    """The expert weights a `cpu_moe` curve's calls read: its layer's routed experts, or the bytes its
+    points cycled over (`source_bytes`, a cold curve's copies) where more."""
+    s = c.shape
+    fmt = METHODS[s.method].cpu_format if s.method in METHODS else "bf16"
+    layer = s.routed_experts * bytes_per_expert(fmt, s.hidden, s.inter)
+    cycled = max((float(p.extra.get("source_bytes", 0) or 0) for p in c.points if p.extra), default=0.0)
+    return max(layer, cycled)
+
+
+# A kt-kernel MoE layer this large is read from DRAM on every host the project knows (the largest
+# last-level cache among them 300 MiB, an AMX box's; a 12-CCD Zen 4 socket's is 384 MiB). Where every
+# curve of a method timed a smaller layer, the profile never timed the memory-bound part of a model's
+# gigabyte layer, which moved 2x between instances of one machine kind where a cache-resident layer
+# moved 1.3x (docs/cost-model.md#the-instances-own-quick-probe).
+PAST_CACHE_BYTES = 512 * MIB
+
+
 @dataclass
 class Components:
     profile: HardwareProfile
@@ -147,6 +166,7 @@ class Components:
         self._cpu_method = self._pick_cpu_method()
         self._cpu_matmul_above, self._cpu_matrix_work = self._find_cpu_kernel()
         self._note_unmeasured_expert_shape()
+        self._note_layers_in_cache()
         self._gpu_moe_fit = self._fit_gpu_moe()
         self._attn_fit = self._fit_attention()
         self._gemm_fit = self._fit_gemm()
@@ -212,6 +232,25 @@ class Components:
                 f"which the expert-shape law carries, yet so far out its CPU times may be off by 2x "
                 f"(docs/cost-model.md#the-expert-shape-law); "
                 f"`kttune probe --model {m.name}` or `kttune tune` measures them"
+            )
+
+    def _note_layers_in_cache(self) -> None:
+        """Say so where every CPU MoE curve of the method timed a layer smaller than PAST_CACHE_BYTES
+        (its experts' weights, or the copies a cold curve cycled over) and the model's layer is not:
+        the probe timed kt-kernel on weights a last-level cache holds, the model's are read from DRAM."""
+        curves = self.profile.curves_of("cpu_moe", method=self._cpu_method)
+        if not curves:
+            return
+        largest = max(_layer_bytes(c) for c in curves)
+        m = self.model
+        layer = m.num_experts * self.cpu_bytes_per_expert
+        if largest < PAST_CACHE_BYTES <= layer:
+            self.notes.append(
+                f"CPU MoE: every {self._cpu_method} layer this profile timed fits in a last-level cache (the "
+                f"largest {largest / MIB:.0f} MiB); {m.name}'s experts are {layer / GIB:.1f} GiB a layer, read from "
+                "DRAM, whose speed moved 2x between instances of one machine kind where the cached layer's moved "
+                "1.3x (docs/cost-model.md#the-instances-own-quick-probe); "
+                f"`kttune probe --model {m.name}` times its own layer, `kttune tune` calibrates on it"
             )
 
     def _pick_cpu_method(self) -> str:

@@ -1,0 +1,60 @@
+"""The cost model says when a profile timed kt-kernel only on layers a last-level cache holds and the
+model's layer is read from DRAM (`Components._note_layers_in_cache`, docs/cost-model.md#the-instances-own-quick-probe)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from kttune.cost.components import PAST_CACHE_BYTES, Components, _layer_bytes
+from kttune.hw.profile import load_profile
+from kttune.hw.registry import load_shipped
+from kttune.spec.loader import load_model
+
+# a real quick probe of the H100 box: the 1,024 x 512 layer of 32 experts only
+QUICK = (
+    Path(__file__).parents[2]
+    / "benchmarks/results/2026-12-05-h100-pcie5-xeon-amx-16c/quick-transfer-h100k.profile.json"
+)
+
+
+def _cache_notes(profile, model: str, method: str) -> list[str]:
+    return [n for n in Components(profile, load_model(model, method), method).notes if "last-level cache" in n]
+
+
+@pytest.mark.parametrize(
+    "model,method", [("glm-4.5-air", "BF16"), ("deepseek-v3", "FP8"), ("kimi-k2-thinking", "RAWINT4")]
+)
+def test_a_quick_profile_says_the_models_layer_was_never_timed_past_the_cache(model, method):
+    [note] = _cache_notes(load_profile(QUICK), model, method)
+    assert model in note and "GiB a layer" in note and f"kttune probe --model {model}" in note
+
+
+def test_a_profile_that_timed_a_layer_past_the_cache_says_nothing():
+    # the shipped profile timed Qwen3-30B-A3B's 1.1 GiB layer (BF16) and DeepSeek-V3's (FP8)
+    shipped = load_shipped("h200-pcie5-xeon-amx-16c")
+    assert not _cache_notes(shipped, "glm-4.5-air", "BF16")
+    assert not _cache_notes(shipped, "deepseek-v3", "FP8")
+
+
+def test_a_cold_curve_counts_the_copies_it_cycled_over():
+    quick = load_profile(QUICK)
+    small = [c for c in quick.curves_of("cpu_moe", method="BF16")]
+    assert all(_layer_bytes(c) < PAST_CACHE_BYTES for c in small)
+    cold = tuple(
+        replace(
+            c,
+            points=tuple(replace(p, extra={**(p.extra or {}), "source_bytes": 2 * PAST_CACHE_BYTES}) for p in c.points),
+        )
+        if c.kind == "cpu_moe"
+        else c
+        for c in quick.curves
+    )
+    assert not _cache_notes(replace(quick, curves=cold), "glm-4.5-air", "BF16")
+
+
+def test_a_model_whose_layer_a_cache_holds_gets_no_note():
+    # Qwen3-30B-A3B's layer at AMXINT4 is 0.3 GiB: below PAST_CACHE_BYTES, as a cache may hold it
+    assert not _cache_notes(load_profile(QUICK), "qwen3-30b-a3b", "AMXINT4")
