@@ -79,6 +79,11 @@ ACCURACY = dict(
     ),
     pipeline_narrow="2026-12-05-computed/pipeline-narrow.json",
     hybrid_bias="2026-12-05-computed/hybrid-bias.json",
+    # two later H100 instances' quick probes at the default series, their own sweeps (series "256")
+    later_bias=(
+        ("k", "2026-12-05-computed/quick-tokens-estimate-h100k.json"),
+        ("l", "2026-12-05-computed/quick-tokens-h100l.json"),
+    ),
     pipeline_loop="2026-12-05-computed/pipeline-loop.json",
     same_instance="2026-12-05-computed/same-machine-h200-seven-models-one-instance.json",
     lomo_instance="2026-12-05-computed/same-machine-h200-seven-models-leave-one-model-out.json",
@@ -748,6 +753,19 @@ def accuracy_block() -> str:
     own = json.loads((RESULTS / ACCURACY["hybrid_bias"]).read_text())["own_layer"]
     own_h100 = [r["hybrid"] for r in own if r["box"] == "H100"]
     own_h200 = [r["hybrid"] for r in own if r["box"] == "H200"]
+
+    def later(doc: dict, model: str) -> float:  # the series' median signed hybrid error on a model
+        return statistics.median(
+            r["signed"]
+            for e in doc["series"]["256"]
+            for r in e["sweeps"]
+            if (r["model"], r["path"]) == (model, "hybrid")
+        )
+
+    later_docs = [(name, json.loads((RESULTS / f).read_text())) for name, f in ACCURACY["later_bias"]]
+    later_text = "; ".join(
+        f"{name} {later(d, 'glm-4.5-air'):+.0%} / {later(d, 'qwen3-30b-a3b'):+.0%}" for name, d in later_docs
+    )
     rows.append(
         (
             "which way a quick probe errs, per path (a bias every probe of a host shares, which `--repeat` does "
@@ -759,8 +777,10 @@ def accuracy_block() -> str:
             f"layerwise median {lw['all']['median']:+.0%} ({lw['all']['fast']} fast, {lw['all']['slow']} slow). "
             f"H200: hybrid median {h200['median']:+.0%} ({h200['fast']} fast, {h200['slow']} slow). The model's "
             f"own layer probed (`--model`, past the cache) beside its sweeps reads the same way: H100 "
-            f"{min(own_h100):+.0%} to {max(own_h100):+.0%} ({len(own_h100)} models), H200 {min(own_h200):+.0%} to "
-            f"{max(own_h200):+.0%} (median {statistics.median(own_h200):+.0%}, {len(own_h200)} pairs)",
+            f"{min(own_h100):+.0%} to {max(own_h100):+.0%} ({len(own_h100)} models, at 13 threads, where the runner's own threads take cores), H200 {min(own_h200):+.0%} to "
+            f"{max(own_h200):+.0%} (median {statistics.median(own_h200):+.0%}, {len(own_h200)} pairs). Two later H100 "
+            f"instances' quick probes read the BF16 hybrid paths slow instead (GLM-4.5-Air / Qwen3-30B-A3B: "
+            f"{later_text}): the sign is the instance's big layer, not the box's",
             "docs/cost-model.md#the-instances-own-quick-probe",
         )
     )
