@@ -81,8 +81,8 @@ ACCURACY = dict(
     hybrid_bias="2026-12-05-computed/hybrid-bias.json",
     # two later H100 instances' quick probes at the default series, their own sweeps (series "256")
     later_bias=(
-        ("k", "2026-12-05-computed/quick-tokens-estimate-h100k.json"),
-        ("l", "2026-12-05-computed/quick-tokens-h100l.json"),
+        "2026-12-05-computed/quick-tokens-estimate-h100k.json",
+        "2026-12-05-computed/quick-tokens-h100l.json",
     ),
     pipeline_loop="2026-12-05-computed/pipeline-loop.json",
     same_instance="2026-12-05-computed/same-machine-h200-seven-models-one-instance.json",
@@ -762,7 +762,8 @@ def accuracy_block() -> str:
             if (r["model"], r["path"]) == (model, "hybrid")
         )
 
-    later_docs = [(name, json.loads((RESULTS / f).read_text())) for name, f in ACCURACY["later_bias"]]
+    # each file names its instance: ...-h100k.json -> k
+    later_docs = [(Path(f).stem[-1], json.loads((RESULTS / f).read_text())) for f in ACCURACY["later_bias"]]
     later_text = "; ".join(
         f"{name} {later(d, 'glm-4.5-air'):+.0%} / {later(d, 'qwen3-30b-a3b'):+.0%}" for name, d in later_docs
     )
