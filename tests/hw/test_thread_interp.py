@@ -54,21 +54,28 @@ def _errors(interpolated, measured, kind):
     return out
 
 
+def _held_out(profile, threads):
+    """`threads`' curves left out and read from their neighbours: the new curves, the CPU MoE points'
+    errors, their mean |error| read and taken from the nearest count below, and stage A's mean |error|
+    (infinite where it has none)."""
+    measured = [c for c in profile.curves if int(c.params.get("threads") or 0) == threads]
+    new = interpolated_curves(_without(profile, threads), threads)
+    moe = _errors(new, measured, "cpu_moe")
+    interp, nearest = (statistics.mean(abs(e[i]) for e in moe) for i in (0, 1))
+    stage_a = _errors(new, measured, "stage_a_write")
+    return new, moe, interp, nearest, statistics.mean(abs(e[0]) for e in stage_a) if stage_a else float("inf")
+
+
 def test_a_held_out_count_is_read_from_its_neighbours_better_than_from_the_nearest():
     """The shipped profile measured kt-kernel at 11, 13 and 15 threads; without its 13-thread curves,
     13 is interpolated from 11 and 15 and checked on the 37 CPU MoE points and 4 stage A writes it
     measured there: mean error 7% (worst 19%) where taking the 11-thread curve as it is reads 18%
     (stage A 9% against 10%; docs/cost-model.md#a-thread-count-between-two-measured)."""
-    profile = load_shipped(SHIPPED)
-    measured = [c for c in profile.curves if int(c.params.get("threads") or 0) == 13]
-    new = interpolated_curves(_without(profile, 13), 13)
+    new, moe, interp, nearest, stage_a = _held_out(load_shipped(SHIPPED), 13)
     assert {int(c.params["threads"]) for c in new} == {13}
-    moe = _errors(new, measured, "cpu_moe")
     assert len(moe) >= 30
-    interp, nearest = (statistics.mean(abs(e[i]) for e in moe) for i in (0, 1))
     assert interp < 0.10 and interp < 0.6 * nearest, (interp, nearest)
-    stage_a = _errors(new, measured, "stage_a_write")
-    assert stage_a and statistics.mean(abs(e[0]) for e in stage_a) < 0.15
+    assert stage_a < 0.15
     # the pipeline is the nearest count below's, relabelled
     pipes = [c for c in new if c.kind == "pipeline"]
     assert pipes and all(c.params["threads_from"] == 11 for c in pipes)
@@ -83,15 +90,12 @@ def test_another_box_and_a_wider_gap_hold_out_as_well(model):
     --threads 9,12,15` of four models' own layers (BF16, FP8, RAWINT4); 12 read from 9 and 15 against
     its measured curves: kt-kernel MoE 1.3-2.4% mean per model where 9's curve as it is reads 21-28%
     (docs/cost-model.md#a-thread-count-between-two-measured)."""
-    profile = load_profile(T12 / f"thread-interp-runner-t12-probe-{model}.profile.json")
-    measured = [c for c in profile.curves if int(c.params.get("threads") or 0) == 12]
-    new = interpolated_curves(_without(profile, 12), 12)
-    moe = _errors(new, measured, "cpu_moe")
+    _, moe, interp, nearest, stage_a = _held_out(
+        load_profile(T12 / f"thread-interp-runner-t12-probe-{model}.profile.json"), 12
+    )
     assert len(moe) >= 10
-    interp, nearest = (statistics.mean(abs(e[i]) for e in moe) for i in (0, 1))
     assert interp < 0.05 and interp < 0.25 * nearest, (interp, nearest)
-    stage_a = _errors(new, measured, "stage_a_write")
-    assert stage_a and statistics.mean(abs(e[0]) for e in stage_a) < 0.10
+    assert stage_a < 0.10
 
 
 def test_counts_measured_or_outside_the_range_are_left_alone():
