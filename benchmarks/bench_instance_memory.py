@@ -18,6 +18,10 @@ from pathlib import Path
 
 from results_layout import write_result
 
+from kttune.probes.cpu_moe import QUICK_SHAPE
+from kttune.probes.run import QUICK_MAX_TOKENS
+from kttune.runner.result import runs_in_results
+
 RESULTS = Path(__file__).resolve().parent / "results"
 H100 = RESULTS / "2026-12-05-h100-pcie5-xeon-amx-16c"
 H200 = RESULTS / "2026-12-04-h200-pcie5-xeon-amx-16c"
@@ -53,10 +57,16 @@ CALLS = [
 
 
 def quick_layer_ms(profile: dict) -> float | None:
+    """The quick layer's call at the top of the quick probe's default series."""
     for c in profile["curves"]:
         p = c["params"]
-        if c["kind"] == "cpu_moe" and (p.get("method"), p.get("threads"), p.get("hidden")) == (METHOD, THREADS, 1024):
-            return {pt["x"]: pt["t_ms"] for pt in c["points"]}.get(256)
+        if c["kind"] == "cpu_moe" and (p.get("method"), p.get("threads"), p.get("hidden"), p.get("inter")) == (
+            METHOD,
+            THREADS,
+            QUICK_SHAPE.hidden,
+            QUICK_SHAPE.inter,
+        ):
+            return {pt["x"]: pt["t_ms"] for pt in c["points"]}.get(QUICK_MAX_TOKENS)
     return None
 
 
@@ -77,10 +87,10 @@ def runner_ms(path: Path) -> float | None:
     """The forced hybrid forward's MoE time per layer at TOKENS (mean over the run's layers)."""
     if not path.exists():
         return None
-    for run in json.loads(path.read_text())["runs"]:
-        if run.get("forced_path") == "hybrid" and run["forwards"][0]["tokens"] == TOKENS:
-            ms = run["forwards"][0]["moe_ms"]
-            return sum(ms) / len(ms)
+    for _, runs in runs_in_results(json.loads(path.read_text())):
+        for r in runs:
+            if r.forced_path == "hybrid" and r.forwards[0].tokens == TOKENS:
+                return r.forwards[0].mean_moe_ms
     return None
 
 

@@ -32,7 +32,6 @@ import argparse
 import json
 import statistics
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 from bench_shape_law_probe import MIN_TOKENS, _model_of, errors, quick_cpu_on
@@ -42,6 +41,8 @@ from results_layout import write_result
 from kttune.calibration.transfer import TermCorrection
 from kttune.hw.profile import load_profile
 from kttune.hw.registry import load_shipped
+from kttune.probes.cpu_moe import QUICK_SHAPE
+from kttune.probes.run import QUICK_MAX_TOKENS
 from kttune.protocol import check_crossing
 
 
@@ -49,7 +50,7 @@ def sweep_rows(profile_path: Path, sweeps: list[str]) -> tuple[list[dict], list[
     """Per (model, path): forwards, mean |error| and mean signed error of the raw prediction; per
     crossing: measured, predicted and the check."""
     profile = load_profile(profile_path)
-    points, crossings, _ = load_points(sweeps, replace(profile, calibration=()))
+    points, crossings, _ = load_points(sweeps, profile)  # raw: load_points leaves the calibration out
     rows = []
     for key in sorted({(p.model, p.path) for p in points}):
         errs = [p.raw_ms / p.measured_ms - 1 for p in points if (p.model, p.path) == key]
@@ -99,12 +100,13 @@ def own_rows(profile_path: Path, probes: list[Path], gpu_from: str) -> list[dict
     return rows
 
 
-QUICK_HIDDEN, QUICK_INTER, BASE_TOKENS = 1024, 512, 256  # the quick layer (probes/cpu_moe.py QUICK_SHAPE)
+# the quick layer and the top of its default series, as the probe defines them
+BASE_TOKENS = QUICK_MAX_TOKENS
 
 
 def _quick_layer(curve: dict) -> bool:
     p = curve.get("params", {})
-    return curve["kind"] == "cpu_moe" and (p.get("hidden"), p.get("inter")) == (QUICK_HIDDEN, QUICK_INTER)
+    return curve["kind"] == "cpu_moe" and (p.get("hidden"), p.get("inter")) == (QUICK_SHAPE.hidden, QUICK_SHAPE.inter)
 
 
 def length_ratios(paths: list[Path]) -> tuple[int, dict[tuple[str, int], float]]:

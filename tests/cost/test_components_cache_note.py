@@ -41,8 +41,7 @@ def test_a_profile_that_timed_a_layer_past_the_cache_says_nothing():
 
 def test_a_cold_curve_counts_the_copies_it_cycled_over():
     quick = load_profile(QUICK)
-    small = [c for c in quick.curves_of("cpu_moe", method="BF16")]
-    assert all(_layer_bytes(c) < PAST_CACHE_BYTES for c in small)
+    assert all(_layer_bytes(c) < PAST_CACHE_BYTES for c in quick.curves_of("cpu_moe", method="BF16"))
     cold = tuple(
         replace(
             c,
