@@ -18,6 +18,7 @@ import re
 import socket
 from pathlib import Path
 
+from kttune.hw.cpu_generation import cpu_generation
 from kttune.hw.profile import CpuInfo, GpuInfo, Inventory, NumaNode, SoftwareInfo
 from kttune.units import GIB
 
@@ -82,6 +83,11 @@ def _read_cpuinfo(path: str | os.PathLike = "/proc/cpuinfo") -> list[dict[str, s
         if d:
             blocks.append(d)
     return blocks
+
+
+def _int(text: str | None) -> int | None:
+    """cpuinfo's decimal field ('207'), or None where absent or not a number (some architectures)."""
+    return int(text) if text and text.strip().isdigit() else None
 
 
 def _meminfo_kib(text: str | None, key: str) -> int | None:
@@ -181,6 +187,10 @@ def collect_cpu(root: str | os.PathLike = "/") -> CpuInfo:
         total, avail = int(vm.total), int(vm.available)
     total, avail = total or 0, avail or 0
     return CpuInfo(
+        family=_int(first.get("cpu family")),
+        model_number=_int(first.get("model")),
+        stepping=_int(first.get("stepping")),
+        last_level_cache_bytes=last_level_cache_bytes(root),
         model=first.get("model name", platform.processor() or "unknown CPU"),
         vendor=first.get("vendor_id", ""),
         physical_cores=int(physical),
@@ -467,9 +477,9 @@ def machine_name(inv: Inventory) -> str:
     'Intel Xeon ..., 16 cores (AMX) + 1x NVIDIA H200 (PCIe Gen5 x16)'."""
     cpu = inv.cpu
     numa = f", {len(cpu.numa_nodes)} NUMA nodes" if len(cpu.numa_nodes) > 1 else ""
-    head = (
-        f"{cpu.model}, {cpu.physical_cores} cores ({_isa_summary(cpu)}){numa}, {cpu.ram_total_bytes / GIB:.0f} GiB RAM"
-    )
+    gen = cpu_generation(cpu.vendor, cpu.family, cpu.model_number)
+    name = f"{cpu.model} ({gen})" if gen and gen.split()[0].lower() not in cpu.model.lower() else cpu.model
+    head = f"{name}, {cpu.physical_cores} cores ({_isa_summary(cpu)}){numa}, {cpu.ram_total_bytes / GIB:.0f} GiB RAM"
     if not inv.gpus:
         return head + ", no GPU"
     names: dict[str, int] = {}

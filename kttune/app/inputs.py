@@ -97,11 +97,11 @@ def measured_elsewhere_note(
     profile (`name` None, or the same fingerprint) and for derived ones (their curves carry labels).
     The figures are the H200 box's, where one machine kind ran on many instances
     (docs/cost-model.md#one-machine-instance-seven-models, #the-instances-own-quick-probe)."""
-    from kttune.hw.fingerprint import fingerprint
+    from kttune.hw.fingerprint import is_this_machine
 
     if name is None or profile.provenance.kind != "measured":
         return None
-    if here is not None and fingerprint(here) == profile.fingerprint:
+    if here is not None and is_this_machine(here, profile.fingerprint):
         return None
     return (
         f"profile {name!r} was measured on another machine ({profile.provenance.machine}): on instances of "

@@ -8,6 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from kttune.emit.terminal import first_that_fits, fits, keep_title, split_columns, tight_table
+from kttune.hw.cpu_generation import cpu_id_text
 from kttune.hw.curve_kinds import cpu_matmul_above
 from kttune.hw.point_quality import disturbed, disturbed_points
 from kttune.hw.profile import Curve, HardwareProfile
@@ -341,6 +342,10 @@ def inventory_table(p: HardwareProfile, width: int | None = None) -> Any:
     uptime = f", the host up {up / 60:.1f} min" if up is not None else ""
     t.add_row("created", f"{p.provenance.created} (kttune {p.provenance.tool_version or '?'}{uptime})")
     _add(t, "CPU", f"{cpu.model} ({cpu.vendor})", value_w)
+    cpuid = cpu_id_text(cpu.vendor, cpu.family, cpu.model_number, cpu.stepping)
+    llc = f"; last-level cache {cpu.last_level_cache_bytes / MIB:.0f} MiB" if cpu.last_level_cache_bytes else ""
+    if cpuid or llc:
+        _add(t, "generation", (cpuid or "CPUID numbers not recorded") + llc, value_w)
     t.add_row("cores", f"{cpu.physical_cores} cores / {cpu.logical_cpus} CPUs, {cpu.sockets} socket(s)")
     _add(
         t,

@@ -73,6 +73,10 @@ class NumaNode:
     mem_total_bytes: int = 0
 
 
+# CpuInfo's fields read from cpuinfo and sysfs since 2026-12-06, left out of a file where not read
+CPUID_FIELDS = ("family", "model_number", "stepping", "last_level_cache_bytes")
+
+
 @dataclass(frozen=True)
 class CpuInfo:
     model: str
@@ -85,6 +89,12 @@ class CpuInfo:
     ram_total_bytes: int = 0
     ram_available_bytes: int = 0
     mem_bandwidth_gbps: float | None = None  # datasheet or measured STREAM-like figure
+    # x86 CPUID family / model / stepping (/proc/cpuinfo): the generation where a hypervisor masks the
+    # model name ("Intel(R) Xeon(R) Processor"); None where not read (profiles written before they were)
+    family: int | None = None
+    model_number: int | None = None
+    stepping: int | None = None
+    last_level_cache_bytes: int | None = None  # CPU 0's largest cache (sysfs)
 
     def has(self, flag: str) -> bool:
         return flag in self.isa
@@ -191,6 +201,9 @@ def profile_to_dict(p: HardwareProfile) -> dict[str, Any]:
         del d["provenance"]["lab_notes"]  # likewise a profile without lab notes (every probe's)
     if d["provenance"]["host_uptime_s"] is None:
         del d["provenance"]["host_uptime_s"]  # and one that did not read the host's uptime (derived, datasheet)
+    for k in CPUID_FIELDS:  # and a CPU whose CPUID numbers and cache were not read (profiles before them)
+        if d["inventory"]["cpu"][k] is None:
+            del d["inventory"]["cpu"][k]
     return {"schema": f"kttune.profile/{d['version']}", "format": d.pop("format"), "version": d.pop("version"), **d}
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from kttune.bounds import loads_json
 from kttune.errors import UserError
 from kttune.hw.curve_kinds import KINDS
-from kttune.hw.fingerprint import fingerprint
+from kttune.hw.fingerprint import fingerprint, legacy_fingerprint
 from kttune.hw.profile import HardwareProfile, Inventory, Provenance, load_profile, profile_from_dict
 from kttune.paths import profile_cache_path
 
@@ -77,6 +77,9 @@ def cached_profile_for_this_machine(this_machine: Inventory | None) -> HardwareP
     if this_machine is None:
         return None
     path = profile_cache_path(fingerprint(this_machine))
+    legacy = legacy_fingerprint(this_machine)
+    if not path.is_file() and legacy is not None:
+        path = profile_cache_path(legacy)  # probed before kttune read the CPUID numbers: still this machine's
     if not path.is_file():
         return None
     try:

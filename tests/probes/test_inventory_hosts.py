@@ -136,3 +136,24 @@ def test_the_last_level_cache_of_the_amx_box():
     assert last_level_cache_bytes(HOSTS / "epyc-1s-smt") is None  # that tree holds no cache entries
     mine = last_level_cache_bytes()
     assert mine is None or mine >= 1 << 20
+
+
+def test_the_cpuid_numbers_name_the_generation_under_any_model_name():
+    """cpuinfo's family / model / stepping (the two real trees), and the machine's name carries the
+    generation they name: on cloud VMs whose model name is "Intel(R) Xeon(R) Processor" they are what
+    tells a Sapphire Rapids instance from an Emerald Rapids one (docs/probe.md#one-name-two-cpus)."""
+    from kttune.hw.profile import Inventory, SoftwareInfo
+    from kttune.probes.inventory import machine_name
+
+    xeon, epyc = collect_cpu(HOSTS / "xeon-2s-smt"), collect_cpu(HOSTS / "epyc-1s-smt")
+    assert (xeon.family, xeon.model_number, xeon.stepping) == (6, 207, 2)  # Silver 4509Y: Emerald Rapids
+    assert (epyc.family, epyc.model_number, epyc.stepping) == (25, 17, 1)  # EPYC 9124: Zen 4
+    name = machine_name(Inventory(cpu=replace(xeon, model="Intel(R) Xeon(R) Processor"), software=SoftwareInfo()))
+    assert name.startswith("Intel(R) Xeon(R) Processor (Emerald Rapids), 16 cores")
+    assert machine_name(Inventory(cpu=epyc, software=SoftwareInfo())).startswith(
+        "AMD EPYC 9124 16-Core Processor (Zen 4)"
+    )
+    masked = replace(xeon, family=None, model_number=None)  # a profile written before they were read
+    assert machine_name(Inventory(cpu=masked, software=SoftwareInfo())).startswith("INTEL(R) XEON(R) SILVER 4509Y, ")
+    # the inventory keeps the last-level cache it read (the 16-core AMX box's 300 MB L3)
+    assert collect_cpu(HOSTS / "xeon-amx-16c-vm").last_level_cache_bytes == 307200 * 1024

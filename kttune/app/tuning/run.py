@@ -226,10 +226,12 @@ def _model_answer(req: TuneRequest, inp, why: str, clock: _Clock, notes: list[st
 # ---- profile ----------------------------------------------------------------------------------------
 
 
-def profile_holds(profile, this_fingerprint: str | None, method: str) -> tuple[bool, str]:
-    """Whether `profile` answers for this machine: measured on one with the same fingerprint, with
-    kt-kernel CPU MoE curves of `method`."""
-    if this_fingerprint is None or profile.fingerprint != this_fingerprint:
+def profile_holds(profile, here, method: str) -> tuple[bool, str]:
+    """Whether `profile` answers for this machine (`here`, its Inventory or None): measured on one with
+    the same fingerprint, with kt-kernel CPU MoE curves of `method`."""
+    from kttune.hw.fingerprint import is_this_machine
+
+    if here is None or not is_this_machine(here, profile.fingerprint):
         return False, f"the profile ({profile.provenance.machine}) was not measured on a machine like this one"
     if not profile.curves_of("cpu_moe", method=method):
         return False, f"the profile has no {method} CPU MoE curves"
@@ -326,11 +328,9 @@ def _profile_step(req: TuneRequest, inp, small: bool, prog: _Progress):
     if req.profile:
         return inp, {"action": "given", "profile": req.profile}
     from kttune.app.inputs import this_machine_inventory
-    from kttune.hw.fingerprint import fingerprint
 
     inv = this_machine_inventory()
-    fp = fingerprint(inv) if inv is not None else None
-    holds, why = profile_holds(inp.request.profile, fp, inp.request.method)
+    holds, why = profile_holds(inp.request.profile, inv, inp.request.method)
     if req.probe == "never" or (holds and req.probe == "auto"):
         info = {
             "action": "reused" if holds else "not probed (--probe never)",

@@ -3,6 +3,8 @@ flow end to end, Ctrl-C and resume, the budget; and its pure parts held to laws.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import json
 
 import pytest
@@ -129,6 +131,11 @@ def test_a_profile_holds_only_on_its_own_machine_kind():
     from kttune.hw.registry import load_shipped
 
     p = load_shipped(SHIPPED)
-    assert profile_holds(p, p.fingerprint, "BF16")[0]
-    assert not profile_holds(p, "0" * 16, "BF16")[0]
-    assert not profile_holds(p, p.fingerprint, "MXFP4")[0]  # no CPU MoE curves of that method
+    here = p.inventory
+    other = replace(here, cpu=replace(here.cpu, physical_cores=here.cpu.physical_cores * 2))
+    assert profile_holds(p, here, "BF16")[0]
+    assert not profile_holds(p, other, "BF16")[0]
+    assert not profile_holds(p, None, "BF16")[0]
+    assert not profile_holds(p, here, "MXFP4")[0]  # no CPU MoE curves of that method
+    # the same machine read with its CPUID numbers: the profile written before they were still holds
+    assert profile_holds(p, replace(here, cpu=replace(here.cpu, family=6, model_number=207)), "BF16")[0]
