@@ -10,10 +10,12 @@ This measures both in one process, alternating (warm, cold, warm, cold, ...): th
 (`warm-<i>.profile.json`, `cold-<i>.profile.json` under --out) that `bench_shape_law_probe.py --base`
 reads to predict models' own curves of the same instance.
 
-    python benchmarks/bench_cpu_moe_cold.py --out DIR [--threads 11] [--rounds 2] [--max-tokens 1024]
+    python benchmarks/bench_cpu_moe_cold.py --out DIR [--threads 11] [--rounds 2] [--max-tokens 1024] [--cold-mib 256,1536,6144]
 
 `--max-tokens` times the layer further than the quick probe's 256 tokens (64 rows an expert): to
-1,024, the rows a BF16 model's long hybrid forwards run (docs/probe.md#the-quick-layers-series-how-far-up-in-tokens).
+1,024, the rows a BF16 model's long hybrid forwards run (docs/probe.md#the-quick-layers-series-how-far-up-in-tokens). `--cold-mib` cycles over several sizes
+in turn (`cold<MiB>-<i>.profile.json`; at most `MAX_COLD_COPIES` copies of the layer): how big a
+layer must be before it runs as slowly as a model's layer of gigabytes.
 """
 
 from __future__ import annotations
@@ -38,16 +40,25 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--methods", default="", help="comma-separated KT methods (default: every one kt-kernel runs)")
     ap.add_argument("--max-tokens", type=int, default=None, help="the series' top (default: the quick probe's)")
+    ap.add_argument(
+        "--cold-mib",
+        default="",
+        help="comma-separated sizes in MiB to cycle over, each its own variant cold<MiB> (default: the probe's cold bytes)",
+    )
     a = ap.parse_args()
     inv = collect_inventory()
     cpu = inv.cpu
     methods = tuple(m for m in a.methods.split(",") if m)
     cold = cpu_moe_options(ProbeOptions(quick=True, threads=(a.threads,), methods=methods, max_tokens=a.max_tokens))
     warm = replace(cold, cold_bytes=0)
+    sizes = [int(m) for m in a.cold_mib.split(",") if m]
+    named = [("warm", warm)] + (
+        [(f"cold{m}", replace(cold, cold_bytes=m * 2**20)) for m in sizes] if sizes else [("cold", cold)]
+    )
     a.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     for r in range(a.rounds):
-        for name, opts in (("warm", warm), ("cold", cold)):
+        for name, opts in named:
             curves = probe_cpu_moe(opts, cpu, cores=usable_cores(cpu), numa_ids=list(numa_nodes_with_cpus(cpu)))
             prov = Provenance(
                 kind="measured",

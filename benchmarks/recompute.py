@@ -32,6 +32,8 @@ H4 = RESULTS / "2026-12-04-h200-pcie5-xeon-amx-16c"
 X2 = RESULTS / "2026-12-04-h200x2-pcie5-xeon-amx-32c"
 H100 = RESULTS / "2026-12-05-h100-pcie5-xeon-amx-16c"
 VM5 = RESULTS / "2026-12-05-epyc-avx512-2c"
+H100_6 = RESULTS / "2026-12-06-h100-pcie5-xeon-amx-16c"
+C6 = "2026-12-06-computed"
 C5 = "2026-12-05-computed"  # where the README's computed inputs are
 
 REL_TOL, ABS_TOL = 0.005, 1e-6
@@ -413,6 +415,33 @@ def recipes() -> list[Recipe]:
             ("instance-memory.json",),
         ),
         Recipe("thread-law", _bench("bench_thread_law.py", "--out", "{out}/thread-law"), ("thread-law.json",)),
+        Recipe(
+            "transfer-merged-probes-h100m",
+            _bench(
+                "bench_transfer.py",
+                "--profile",
+                RESULTS / C6 / "h100m-merged.profile.json",
+                "--out",
+                "{out}",
+                "--tag",
+                "merged-probes-h100m",
+                *_s(sorted(H100_6.glob("quick-transfer-crossover-*-h100m.json"))),
+            ),
+            ("transfer-merged-probes-h100m.json",),
+            C6,
+        ),
+        Recipe(
+            "hybrid-cold-h100m",
+            _bench("bench_hybrid_cold.py", "--call", f"{H100_6}:h100m", "--out", "{out}/hybrid-cold-h100m"),
+            ("hybrid-cold-h100m.json",),
+            C6,
+        ),
+        Recipe(
+            "cpu-generation",
+            _bench("bench_cpu_generation.py", "--out", "{out}/cpu-generation"),
+            ("cpu-generation.json",),
+            C6,
+        ),
         Recipe(
             "same-machine-one-instance",
             _bench("bench_same_machine.py", *one, "--out", "{out}", "--tag", "h200-seven-models-one-instance"),

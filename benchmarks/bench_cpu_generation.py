@@ -1,0 +1,166 @@
+"""One machine kind, two CPUs: the quick probe's reading of the hybrid path by CPU generation.
+
+Every device instance's CPU shows the name "Intel(R) Xeon(R) Processor", 16 cores with AMX. Read from
+each call's machine file (`lscpu`: CPU family, model, stepping), the H100 box's instances ran two
+generations: Sapphire Rapids (family 6 model 143) and Emerald Rapids (model 207, as every H200
+instance did). Here, for every call with quick probes and the runner's sweeps of the same instance
+(raw cost model, 11 threads, 3 interleaved repeats), the signed error per path (predicted / measured
+- 1 per decoder-layer forward, a sweep's mean; per model the median over the call's probes), then
+grouped by generation: whether the sign the earlier sessions called "the instance's" is the CPU's.
+
+    python3 benchmarks/bench_cpu_generation.py --out benchmarks/results/2026-12-06-computed/cpu-generation
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+from pathlib import Path
+
+from bench_probe_median import instance_of_call
+from bench_quick_transfer import PATHS, predict
+from results_layout import write_result
+
+from kttune.hw.cpu_generation import cpu_generation
+from kttune.hw.profile import load_profile
+
+RESULTS = Path(__file__).resolve().parent / "results"
+H100 = RESULTS / "2026-12-05-h100-pcie5-xeon-amx-16c"
+H100_LATER = RESULTS / "2026-12-06-h100-pcie5-xeon-amx-16c"
+H200 = RESULTS / "2026-12-04-h200-pcie5-xeon-amx-16c"
+
+# (box, folder, call as bench_probe_median.instance_of_call reads it, machine file); h100hog is left
+# out (its probe ran beside memory neighbours on purpose)
+CALLS = (
+    *(
+        ("H100", H100, c, H100 / f"quick-transfer-machine-{c.split('+')[0]}.txt")
+        for c in ("h100a", "h100b", "h100c", "h100d+h100e", "h100f", "h100g", "h100h", "h100i", "h100k")
+    ),
+    ("H100", H100_LATER, "h100m", H100_LATER / "quick-transfer-machine-h100m.txt"),
+    ("H200", H200, "a+b", H200 / "quick-transfer-machine-ab.txt"),
+    *(("H200", H200, c, H200 / f"quick-transfer-machine-{c}.txt") for c in ("c", "d")),
+)
+# instance l's call (benchmarks/bench_quick_tokens.sh): its probes at the default 256 tokens
+L_PROBES = [H100 / f"quick-tokens-h100l-quick-256-{i}.profile.json" for i in (1, 2)]
+L_SWEEPS = sorted(H100.glob("quick-tokens-h100l-crossover-*.json"))
+L_MACHINE = H100 / "quick-tokens-h100l-machine.txt"
+
+
+def cpuid(machine: Path) -> tuple[int, int, int]:
+    """lscpu's CPU family, model and stepping in a call's machine file."""
+    text = machine.read_text()
+    got = [re.search(rf"^{k}:\s+(\d+)", text, re.M) for k in ("CPU family", "Model", "Stepping")]
+    if not all(got):
+        raise SystemExit(f"{machine}: no CPU family / Model / Stepping lines")
+    return tuple(int(m.group(1)) for m in got)  # type: ignore[return-value]
+
+
+def call_rows(box: str, call: str, probes: list[Path], sweeps: list[Path], machine: Path) -> list[dict]:
+    """Per sweep of the call: the model, the call's CPU, and each path's signed error, the median over
+    the call's quick probes."""
+    fam, model, step = cpuid(machine)
+    profs = [load_profile(p) for p in probes]
+    rows = []
+    for s in sweeps:
+        got = [predict(str(s), p) for p in profs]
+        signed = {}
+        for path in PATHS:
+            xs = [g[path]["signed"] for g in got if g[path]["signed"] is not None]
+            signed[path] = statistics.median(xs) if xs else None
+        rows.append(
+            {
+                "box": box,
+                "call": call,
+                "cpu": [fam, model, step],
+                "generation": cpu_generation("GenuineIntel", fam, model) or f"model {model}",
+                "probes": len(profs),
+                "model": got[0]["model"],
+                "method": got[0].get("method"),
+                **signed,
+            }
+        )
+    return rows
+
+
+def gather() -> list[dict]:
+    rows = []
+    for box, folder, call, machine in CALLS:
+        probes, sweeps = instance_of_call(folder, call)
+        if probes and sweeps and machine.is_file():
+            rows += call_rows(box, call, probes, sweeps, machine)
+    rows += call_rows("H100", "h100l", L_PROBES, L_SWEEPS, L_MACHINE)
+    return rows
+
+
+BF16 = ("glm-4.5-air", "qwen3-30b-a3b", "qwen3-next-80b-a3b", "mixtral-8x7b")
+
+
+def grouped(rows: list[dict]) -> list[dict]:
+    """Per (box, generation) and model group (the four BF16 models, the others): median signed error
+    per path over (call, model) pairs, its range, how many read fast / slow (beyond 2%), the calls."""
+    out = []
+    keys = sorted({(r["box"], r["generation"]) for r in rows})
+    for box, gen in keys:
+        for group, pick in (("BF16 models", lambda m: m in BF16), ("other models", lambda m: m not in BF16)):
+            sel = [r for r in rows if (r["box"], r["generation"]) == (box, gen) and pick(r["model"])]
+            if not sel:
+                continue
+            entry = {"box": box, "generation": gen, "group": group, "calls": sorted({r["call"] for r in sel})}
+            for path in PATHS:
+                xs = [r[path] for r in sel if r[path] is not None]
+                entry[path] = {
+                    "median": statistics.median(xs),
+                    "min": min(xs),
+                    "max": max(xs),
+                    "fast": sum(x < -0.02 for x in xs),
+                    "slow": sum(x > 0.02 for x in xs),
+                    "n": len(xs),
+                }
+            out.append(entry)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=None, help="write OUT.json and OUT.md")
+    args = ap.parse_args()
+    rows = gather()
+    groups = grouped(rows)
+    lines = [
+        "# The quick probe's reading of each path, by the instance's CPU generation",
+        "",
+        "Every instance's CPU is named \"Intel(R) Xeon(R) Processor\" (16 cores, AMX); lscpu's family / model in each "
+        "call's machine file tells the generation. Signed error = predicted / measured - 1 per decoder-layer forward, "
+        "a sweep's mean, from the call's own quick probes (the median over them), raw cost model; then per "
+        "generation the median over (call, model) pairs, the range, and how many read fast (< -2%) or slow (> +2%).",
+        "",
+        "| box | generation | models | calls | hybrid: median | range | fast / slow | layerwise: median | range | fast / slow |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for g in groups:
+        h, w = g["hybrid"], g["layerwise"]
+        lines.append(
+            f"| {g['box']} | {g['generation']} | {g['group']} | {', '.join(g['calls'])} | {h['median']:+.0%} | "
+            f"{h['min']:+.0%} to {h['max']:+.0%} | {h['fast']} / {h['slow']} of {h['n']} | {w['median']:+.0%} | "
+            f"{w['min']:+.0%} to {w['max']:+.0%} | {w['fast']} / {w['slow']} of {w['n']} |"
+        )
+    lines += [
+        "",
+        "## Per call and model",
+        "",
+        "| box | call | CPU (family, model, stepping) | probes | model | hybrid | layerwise |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        cells = [f"{r[p]:+.0%}" if r[p] is not None else "-" for p in PATHS]
+        cpu = ", ".join(map(str, r["cpu"]))
+        lines.append(
+            f"| {r['box']} | {r['call']} | {r['generation']} ({cpu}) | {r['probes']} | {r['model']} | "
+            f"{cells[0]} | {cells[1]} |"
+        )
+    write_result(args.out, {"rows": rows, "groups": groups}, "\n".join(lines + [""]))
+
+
+if __name__ == "__main__":
+    main()
