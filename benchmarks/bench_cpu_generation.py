@@ -18,6 +18,7 @@ import re
 import statistics
 from pathlib import Path
 
+from bench_hybrid_bias import signed_stats
 from bench_probe_median import instance_of_call
 from bench_quick_transfer import PATHS, predict
 from results_layout import write_result
@@ -108,15 +109,7 @@ def grouped(rows: list[dict]) -> list[dict]:
                 continue
             entry = {"box": box, "generation": gen, "group": group, "calls": sorted({r["call"] for r in sel})}
             for path in PATHS:
-                xs = [r[path] for r in sel if r[path] is not None]
-                entry[path] = {
-                    "median": statistics.median(xs),
-                    "min": min(xs),
-                    "max": max(xs),
-                    "fast": sum(x < -0.02 for x in xs),
-                    "slow": sum(x > 0.02 for x in xs),
-                    "n": len(xs),
-                }
+                entry[path] = signed_stats([r[path] for r in sel if r[path] is not None])
             out.append(entry)
     return out
 

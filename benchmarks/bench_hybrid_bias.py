@@ -95,6 +95,18 @@ def signed_errors(calls: tuple[str, ...] = LATER_CALLS, folder: Path = H100) -> 
     return rows
 
 
+def signed_stats(xs: list[float]) -> dict:
+    """Signed errors' median, range, how many read fast (below -2%) or slow (above +2%), and count."""
+    return {
+        "median": statistics.median(xs),
+        "min": min(xs),
+        "max": max(xs),
+        "fast": sum(x < -0.02 for x in xs),
+        "slow": sum(x > 0.02 for x in xs),
+        "n": len(xs),
+    }
+
+
 def summary(rows: list[dict]) -> dict:
     """Per model and path, over every (probe, sweep): the median signed error, its range, how many
     read fast (below -2%), slow (above +2%), and the count; and the same over every model."""
@@ -105,14 +117,7 @@ def summary(rows: list[dict]) -> dict:
         for m in [*models, "all"]:
             xs = [r[path] for r in rows if r[path] is not None and m in ("all", r["model"])]
             if xs:
-                per[m] = {
-                    "median": statistics.median(xs),
-                    "min": min(xs),
-                    "max": max(xs),
-                    "fast": sum(x < -0.02 for x in xs),
-                    "slow": sum(x > 0.02 for x in xs),
-                    "n": len(xs),
-                }
+                per[m] = signed_stats(xs)
         out[path] = per
     return out
 
