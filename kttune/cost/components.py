@@ -27,6 +27,7 @@ from kttune.cost.features import (
 from kttune.cost.fit import LinearFit, fit_nonneg, interp_loglog
 from kttune.errors import UserError
 from kttune.hw.derive import nccl_allreduce_ms  # the all-reduce model a derived profile's curve holds
+from kttune.hw.cpu_generation import cpu_generation, cpu_id_text
 from kttune.hw.curve_kinds import (
     cpu_matmul_above,
     cpu_moe_row,
@@ -47,7 +48,7 @@ from kttune.memory.vram import (  # what a decode step reads of the pool; the ML
     mla_attention_form,
     sglang_default_mla_backend,
 )
-from kttune.spec.kt_classes import kt_matmul_above
+from kttune.spec.kt_classes import MATRIX_OUTPUT_FLOPS_CPUS, kt_matmul_above
 from kttune.spec.methods import FORMATS, METHODS, bytes_per_expert, get_method, gpu_format
 from kttune.spec.model_spec import ModelSpec
 from kttune.units import GIB, MIB
@@ -132,6 +133,11 @@ def _layer_bytes(c: Curve) -> float:
 # moved 1.3x (docs/cost-model.md#the-instances-own-quick-probe).
 PAST_CACHE_BYTES = 512 * MIB
 
+# The share of the matrix work at a model's expert shape that the cost per output element (r) must
+# reach before a profile's CPU of another generation than r's runs is worth a note: the AMX tile
+# classes' r is 30-60% of the work at the catalog's shapes, FP8's and RAWINT4's a few percent.
+SHAPE_LAW_NOTE_SHARE = 0.1
+
 
 @dataclass
 class Components:
@@ -167,6 +173,7 @@ class Components:
         self._cpu_matmul_above, self._cpu_matrix_work = self._find_cpu_kernel()
         self._note_unmeasured_expert_shape()
         self._note_layers_in_cache()
+        self._note_shape_law_cpu()
         self._gpu_moe_fit = self._fit_gpu_moe()
         self._attn_fit = self._fit_attention()
         self._gemm_fit = self._fit_gemm()
@@ -252,6 +259,37 @@ class Components:
                 "1.3x (docs/cost-model.md#the-instances-own-quick-probe); "
                 f"`kttune probe --model {m.name}` times its own layer, `kttune tune` calibrates on it"
             )
+
+    def _note_shape_law_cpu(self) -> None:
+        """Say so where the cost per output element (r) charged to the model's expert shape is the
+        build's constant and this profile's CPU is a generation the constant was not measured on: one
+        masked CPU name ran two generations on the H100 box, and the BF16 models' hybrid paths read
+        +23% on the one the constants were not measured on (docs/probe.md#one-name-two-cpus)."""
+        curves = self.profile.curves_of("cpu_moe", method=self._cpu_method)
+        cpu = self.profile.inventory.cpu
+        if not curves or cpu.family is None or cpu.model_number is None:
+            return
+        backend, kernel = curves[0].backend, curves[0].params.get("kernel")
+        r, source = self._output_flops(backend, kernel)
+        if not r or source.startswith("measured by this profile's probe") or not backend:
+            return
+        build = backend.split(":", 1)[-1]
+        measured_on = MATRIX_OUTPUT_FLOPS_CPUS.get(build, ())
+        if not measured_on or (cpu.vendor, cpu.family, cpu.model_number) in measured_on:
+            return
+        extra = matrix_work_per_flop(self.model.hidden_size, self.model.moe_intermediate_size, r) - 1
+        share = extra / (1 + extra)  # of the matrix work charged at the model's expert shape
+        if share < SHAPE_LAW_NOTE_SHARE:
+            return
+        where = ", ".join(cpu_generation(*c) or f"family {c[1]} model {c[2]}" for c in measured_on)
+        here = cpu_id_text(cpu.vendor, cpu.family, cpu.model_number, None)
+        self.notes.append(
+            f"CPU MoE: kt-kernel's cost per output element for {kernel} (r {r:,.0f}, {share:.0%} of the work "
+            f"charged at {self.model.name}'s expert shape) was measured on {where}; "
+            f"this profile's CPU is {here}, where r may differ (on the H100 box's Sapphire Rapids instances the "
+            "BF16 models' hybrid paths read 23% slow, docs/probe.md#one-name-two-cpus): `kttune probe --shape-law` "
+            f"measures it here, `kttune probe --model {self.model.name}` times the model's own layer"
+        )
 
     def _pick_cpu_method(self) -> str:
         have = {c.params.get("method") for c in self.profile.curves_of("cpu_moe")}

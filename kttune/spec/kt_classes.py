@@ -111,6 +111,17 @@ MATRIX_OUTPUT_FLOPS_RUNS: dict[tuple[str, str], tuple[str, ...]] = {
 }
 
 
+# The CPUs each build's constants were measured on, as (vendor, CPUID family, model number) from the
+# runs' machine files (lscpu): the AMX build's on the H200 box, whose instances were all Emerald
+# Rapids; the avx512_bf16 build's on the development VM's Zen 4 EPYC. r is a ratio of two costs of
+# one kernel on one kind of core: another generation's cores may hold another ratio
+# (docs/probe.md#one-name-two-cpus), which `kttune probe --shape-law` measures on the host.
+MATRIX_OUTPUT_FLOPS_CPUS: dict[str, tuple[tuple[str, int, int], ...]] = {
+    "amx": (("GenuineIntel", 6, 207),),
+    "avx512_bf16": (("AuthenticAMD", 25, 17),),
+}
+
+
 def matrix_output_flops(backend: str | None, kernel: str | None) -> float:
     """`MATRIX_OUTPUT_FLOPS` of the class `kernel` of the build named by a curve's `backend`
     ("kt-kernel:<variant>", `kttune.kernels.kt_ext.KtKernel.backend`); 0 where not measured."""
