@@ -35,6 +35,10 @@
 # times both to N tokens instead of the quick probe's 256 (1024: the rows a BF16 model's long hybrid
 # forwards run, docs/probe.md#the-quick-layers-series-how-far-up-in-tokens).
 #
+# SHAPE_LAW=1 adds the shape-law sets to the first quick probe (`kttune probe --shape-law`: r measured on
+# this CPU, docs/cost-model.md#the-probe-measures-r-itself), so the sweeps can judge whether a CPU
+# generation the constants were not measured on needs its own r (docs/probe.md#one-name-two-cpus).
+#
 # GAP=1 takes the probe-runner gap apart in one process after the sweeps, at the two BF16 shapes the
 # hybrid path is read fastest on the H100 box (benchmarks/diag/diag_probe_runner_gap.py, 1,024-3,072
 # tokens, THREADS: gap-TAG.json, gap-TAG.log): whether the runner's hybrid MoE and the probe agree in
@@ -49,6 +53,7 @@ LATE=${LATE:-0}
 NARROW=${NARROW:-0}
 COLD=${COLD:-0}
 GAP=${GAP:-0}
+SHAPE_LAW=${SHAPE_LAW:-0}
 narrow() {  # narrow SUFFIX: the narrow layers beside quick-TAG$SUFFIX.profile.json
   [ "$NARROW" = 1 ] || return 0
   step "narrow$1" 150 "narrow-$TAG$1.log" python benchmarks/bench_pipeline_narrow.py \
@@ -62,8 +67,9 @@ for _ in $(seq 1 "$HOG"); do
     >> "$R/hog-$TAG.jsonl" 2>&1 &
   hogs+=($!)
 done
-step "quick ($HOG neighbours)" 200 "quick-$TAG.log" python -m kttune.cli probe --quick --skip-host-ram --fresh \
-  --out "$R/quick-$TAG.profile.json"
+if [ "$SHAPE_LAW" = 1 ]; then law=(--shape-law); limit=400; else law=(); limit=200; fi
+step "quick ($HOG neighbours)" "$limit" "quick-$TAG.log" python -m kttune.cli probe --quick --skip-host-ram --fresh \
+  ${law[@]+"${law[@]}"} --out "$R/quick-$TAG.profile.json"
 for h in "${hogs[@]}"; do kill "$h" 2>/dev/null; done
 pack
 narrow ""
