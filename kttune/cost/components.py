@@ -286,9 +286,10 @@ class Components:
         self.notes.append(
             f"CPU MoE: kt-kernel's cost per output element for {kernel} (r {r:,.0f}, {share:.0%} of the work "
             f"charged at {self.model.name}'s expert shape) was measured on {where}; "
-            f"this profile's CPU is {here}, where r may differ (on the H100 box's Sapphire Rapids instances the "
-            "BF16 models' hybrid paths read 23% slow, docs/probe.md#one-name-two-cpus): `kttune probe --shape-law` "
-            f"measures it here, `kttune probe --model {self.model.name}` times the model's own layer"
+            f"this profile's CPU is {here}. On the H100 box's Sapphire Rapids instances the quick probe read the "
+            "BF16 models' hybrid paths 23% slow, and no one r carried all four (docs/probe.md#one-name-two-cpus): "
+            f"`kttune probe --model {self.model.name}` times the model's own layer (`kttune probe --shape-law` "
+            "measures r here)"
         )
 
     def _pick_cpu_method(self) -> str:

@@ -40,7 +40,7 @@ def test_a_sapphire_rapids_profile_says_r_was_measured_on_emerald_rapids(model, 
     spr = _on(load_profile(H100 / "quick-transfer-h100k.profile.json"), 6, 143)
     [note] = _notes(spr, model, method)
     assert "measured on Emerald Rapids" in note and "Sapphire Rapids, family 6 model 143" in note
-    assert "kttune probe --shape-law" in note and f"kttune probe --model {model}" in note
+    assert "kttune probe --shape-law" in note and f"kttune probe --model {model}" in note and "no one r" in note
 
 
 def test_no_note_on_the_generation_r_was_measured_on_or_where_the_cpu_is_unknown():
