@@ -187,10 +187,6 @@ def collect_cpu(root: str | os.PathLike = "/") -> CpuInfo:
         total, avail = int(vm.total), int(vm.available)
     total, avail = total or 0, avail or 0
     return CpuInfo(
-        family=_int(first.get("cpu family")),
-        model_number=_int(first.get("model")),
-        stepping=_int(first.get("stepping")),
-        last_level_cache_bytes=last_level_cache_bytes(root),
         model=first.get("model name", platform.processor() or "unknown CPU"),
         vendor=first.get("vendor_id", ""),
         physical_cores=int(physical),
@@ -200,6 +196,10 @@ def collect_cpu(root: str | os.PathLike = "/") -> CpuInfo:
         isa=isa,
         ram_total_bytes=int(total),
         ram_available_bytes=int(avail),
+        family=_int(first.get("cpu family")),
+        model_number=_int(first.get("model")),
+        stepping=_int(first.get("stepping")),
+        last_level_cache_bytes=last_level_cache_bytes(root),
     )
 
 
