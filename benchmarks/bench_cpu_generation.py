@@ -9,6 +9,10 @@ instance did). Here, for every call with quick probes and the runner's sweeps of
 grouped by generation: whether the sign the earlier sessions called "the instance's" is the CPU's.
 
     python3 benchmarks/bench_cpu_generation.py --out benchmarks/results/2026-12-06-computed/cpu-generation
+
+`--r-bf16 3078,4500,6000,8000` instead sets the AMX build's BF16 constant r to each value in turn and
+reports the H100 calls' BF16 hybrid errors: whether one r reads a generation's four BF16 models
+(docs/probe.md#one-name-two-cpus).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from bench_probe_median import instance_of_call
 from bench_quick_transfer import PATHS, predict
 from results_layout import write_result
 
+import kttune.spec.kt_classes as kt_classes
 from kttune.hw.cpu_generation import cpu_generation
 from kttune.hw.profile import load_profile
 
@@ -57,13 +62,17 @@ def cpuid(machine: Path) -> tuple[int, int, int]:
     return tuple(int(m.group(1)) for m in got)  # type: ignore[return-value]
 
 
-def call_rows(box: str, call: str, probes: list[Path], sweeps: list[Path], machine: Path) -> list[dict]:
-    """Per sweep of the call: the model, the call's CPU, and each path's signed error, the median over
-    the call's quick probes."""
+def call_rows(
+    box: str, call: str, probes: list[Path], sweeps: list[Path], machine: Path, models: tuple[str, ...] = ()
+) -> list[dict]:
+    """Per sweep of the call (of `models` where given): the model, the call's CPU, and each path's
+    signed error, the median over the call's quick probes."""
     fam, model, step = cpuid(machine)
     profs = [load_profile(p) for p in probes]
     rows = []
     for s in sweeps:
+        if models and not any(f"crossover-{m}-" in s.name or s.name.endswith(f"crossover-{m}.json") for m in models):
+            continue
         got = [predict(str(s), p) for p in profs]
         signed = {}
         for path in PATHS:
@@ -84,14 +93,59 @@ def call_rows(box: str, call: str, probes: list[Path], sweeps: list[Path], machi
     return rows
 
 
-def gather() -> list[dict]:
+def gather(boxes: tuple[str, ...] = ("H100", "H200"), models: tuple[str, ...] = ()) -> list[dict]:
     rows = []
     for box, folder, call, machine in CALLS:
         probes, sweeps = instance_of_call(folder, call)
-        if probes and sweeps and machine.is_file():
-            rows += call_rows(box, call, probes, sweeps, machine)
-    rows += call_rows("H100", "h100l", L_PROBES, L_SWEEPS, L_MACHINE)
+        if box in boxes and probes and sweeps and machine.is_file():
+            rows += call_rows(box, call, probes, sweeps, machine, models)
+    if "H100" in boxes:
+        rows += call_rows("H100", "h100l", L_PROBES, L_SWEEPS, L_MACHINE, models)
     return rows
+
+
+def r_sweep(values: list[float]) -> tuple[dict, str]:
+    """The H100 calls' BF16 hybrid errors with the AMX build's BF16 constant r
+    (`MATRIX_OUTPUT_FLOPS[("amx", "AMXBF16_MOE")]`) set to each of `values` in turn: whether one r
+    reads one generation's four BF16 models."""
+    key = ("amx", "AMXBF16_MOE")
+    shipped = kt_classes.MATRIX_OUTPUT_FLOPS[key]
+    per: dict[tuple[str, str, str], dict[float, float | None]] = {}
+    try:
+        for r in values:
+            kt_classes.MATRIX_OUTPUT_FLOPS[key] = float(r)
+            for row in gather(("H100",), BF16):
+                per.setdefault((row["generation"], row["call"], row["model"]), {})[r] = row["hybrid"]
+    finally:
+        kt_classes.MATRIX_OUTPUT_FLOPS[key] = shipped
+    rows = [
+        {"generation": g, "call": c, "model": m, "hybrid": {str(r): v[r] for r in values}}
+        for (g, c, m), v in sorted(per.items())
+    ]
+    head = " | ".join(f"r {r:,.0f}" for r in values)
+    lines = [
+        "# One r for a generation? The H100 calls' BF16 hybrid errors at several BF16 constants",
+        "",
+        f"The AMX build's BF16 cost per output element (shipped: {shipped:,.0f}, measured on Emerald Rapids) set to each "
+        "value in turn; each call's own quick probes predicting its sweeps (median over the probes), hybrid signed "
+        "error per decoder-layer forward, a sweep's mean, raw cost model.",
+        "",
+        f"| generation | call | model | {head} |",
+        "|---|---|---|" + "---|" * len(values),
+    ]
+    for row in rows:
+        cells = [f"{row['hybrid'][str(r)]:+.0%}" if row["hybrid"][str(r)] is not None else "-" for r in values]
+        lines.append(f"| {row['generation']} | {row['call']} | {row['model']} | " + " | ".join(cells) + " |")
+    lines += ["", "| generation | " + head + " |", "|---|" + "---|" * len(values)]
+    for gen in sorted({r["generation"] for r in rows}):
+        cells = []
+        for r in values:
+            xs = [x["hybrid"][str(r)] for x in rows if x["generation"] == gen and x["hybrid"][str(r)] is not None]
+            cells.append(
+                f"median {statistics.median(xs):+.0%}, worst {max(xs, key=abs):+.0%}, within 15% {sum(abs(x) <= 0.15 for x in xs)} of {len(xs)}"
+            )
+        lines.append(f"| {gen} | " + " | ".join(cells) + " |")
+    return {"values": values, "shipped": shipped, "rows": rows}, "\n".join(lines + [""])
 
 
 BF16 = ("glm-4.5-air", "qwen3-30b-a3b", "qwen3-next-80b-a3b", "mixtral-8x7b")
@@ -117,7 +171,13 @@ def grouped(rows: list[dict]) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=None, help="write OUT.json and OUT.md")
+    ap.add_argument(
+        "--r-bf16", default="", help="comma-separated BF16 constants r: the H100 calls' BF16 hybrid errors at each"
+    )
     args = ap.parse_args()
+    if args.r_bf16:
+        write_result(args.out, *r_sweep([float(x) for x in args.r_bf16.split(",")]))
+        return
     rows = gather()
     groups = grouped(rows)
     lines = [

@@ -443,6 +443,14 @@ def recipes() -> list[Recipe]:
             C6,
         ),
         Recipe(
+            "cpu-generation-r-bf16",
+            _bench(
+                "bench_cpu_generation.py", "--r-bf16", "3078,4500,6000,8000", "--out", "{out}/cpu-generation-r-bf16"
+            ),
+            ("cpu-generation-r-bf16.json",),
+            C6,
+        ),
+        Recipe(
             "same-machine-one-instance",
             _bench("bench_same_machine.py", *one, "--out", "{out}", "--tag", "h200-seven-models-one-instance"),
             ("same-machine-h200-seven-models-one-instance.json",),
