@@ -13,7 +13,8 @@ reads to predict models' own curves of the same instance.
     python benchmarks/bench_cpu_moe_cold.py --out DIR [--threads 11] [--rounds 2] [--max-tokens 1024] [--cold-mib 256,1536,6144]
 
 `--max-tokens` times the layer further than the quick probe's 256 tokens (64 rows an expert): to
-1,024, the rows a BF16 model's long hybrid forwards run (docs/probe.md#the-quick-layers-series-how-far-up-in-tokens). `--cold-mib` cycles over several sizes
+1,024, the rows a BF16 model's long hybrid forwards run
+(docs/probe.md#the-quick-layers-series-how-far-up-in-tokens). `--cold-mib` cycles over several sizes
 in turn (`cold<MiB>-<i>.profile.json`; at most `MAX_COLD_COPIES` copies of the layer): how big a
 layer must be before it runs as slowly as a model's layer of gigabytes.
 """
@@ -33,6 +34,7 @@ def main() -> None:
     from kttune.probes.cpu_moe import probe_cpu_moe
     from kttune.probes.inventory import collect_inventory, numa_nodes_with_cpus, usable_cores
     from kttune.probes.run import ProbeOptions, cpu_moe_options
+    from kttune.units import MIB
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
@@ -53,7 +55,7 @@ def main() -> None:
     warm = replace(cold, cold_bytes=0)
     sizes = [int(m) for m in a.cold_mib.split(",") if m]
     named = [("warm", warm)] + (
-        [(f"cold{m}", replace(cold, cold_bytes=m * 2**20)) for m in sizes] if sizes else [("cold", cold)]
+        [(f"cold{m}", replace(cold, cold_bytes=m * MIB)) for m in sizes] if sizes else [("cold", cold)]
     )
     a.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()

@@ -21,7 +21,7 @@ pack() { tar czf "$ARCHIVE" -C "$R" . ; }
 
 # describe_machine: what the device is, into machine.txt (CPU, memory, GPUs).
 describe_machine() {
-  { date; echo "uptime_s $(cut -d" " -f1 /proc/uptime)"; lscpu; grep -m4 -E "^(cpu family|model|stepping|microcode)" /proc/cpuinfo; nproc; free -g; nvidia-smi -L; } > "$R/machine.txt" 2>&1
+  { date; echo "uptime_s $(cut -d" " -f1 /proc/uptime)"; lscpu; grep -m4 -E "^(cpu family|model|stepping|microcode)\s*:" /proc/cpuinfo; nproc; free -g; nvidia-smi -L; } > "$R/machine.txt" 2>&1
 }
 
 # step LABEL SECONDS LOG CMD...: CMD under a time limit with its output in $R/LOG, its exit status

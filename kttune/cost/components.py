@@ -36,7 +36,7 @@ from kttune.hw.curve_kinds import (
 from kttune.hw.gpu_table import spec_for_name  # datasheet HBM bandwidth when no curve fits it
 from kttune.hw.point_quality import THREAD_LAW_SLACK, slower_than_larger_pools
 from kttune.hw.profile import Curve, HardwareProfile
-from kttune.hw.shape_law import output_flops_for
+from kttune.hw.shape_law import MEASURED_BY_PROBE, output_flops_for
 from kttune.hw.thread_interp import curve_group, thread_groups
 from kttune.memory.vram import (  # what a decode step reads of the pool; the MLA form a backend runs
     LAUNCH_ATTENTION_BACKEND,
@@ -265,20 +265,16 @@ class Components:
         build's constant and this profile's CPU is a generation the constant was not measured on: one
         masked CPU name ran two generations on the H100 box, and the BF16 models' hybrid paths read
         +23% on the one the constants were not measured on (docs/probe.md#one-name-two-cpus)."""
-        curves = self.profile.curves_of("cpu_moe", method=self._cpu_method)
         cpu = self.profile.inventory.cpu
-        if not curves or cpu.family is None or cpu.model_number is None:
+        backend, kernel, r = self._cpu_kernel
+        if not r or self.cpu_output_flops_source.startswith(MEASURED_BY_PROBE):
             return
-        backend, kernel = curves[0].backend, curves[0].params.get("kernel")
-        r, source = self._output_flops(backend, kernel)
-        if not r or source.startswith("measured by this profile's probe") or not backend:
+        if cpu.family is None or cpu.model_number is None:
             return
-        build = backend.split(":", 1)[-1]
-        measured_on = MATRIX_OUTPUT_FLOPS_CPUS.get(build, ())
+        measured_on = MATRIX_OUTPUT_FLOPS_CPUS.get(backend.split(":", 1)[-1], ())
         if not measured_on or (cpu.vendor, cpu.family, cpu.model_number) in measured_on:
             return
-        extra = matrix_work_per_flop(self.model.hidden_size, self.model.moe_intermediate_size, r) - 1
-        share = extra / (1 + extra)  # of the matrix work charged at the model's expert shape
+        share = 1 - 1 / self._cpu_matrix_work  # r's part of the matrix work charged at the model's expert shape
         if share < SHAPE_LAW_NOTE_SHARE:
             return
         where = ", ".join(cpu_generation(*c) or f"family {c[1]} model {c[2]}" for c in measured_on)
@@ -494,6 +490,7 @@ class Components:
         kernel, backend = (curves[0].params["kernel"], curves[0].backend) if curves else (None, None)
         m = self.model
         r, self.cpu_output_flops_source = self._output_flops(backend, kernel)
+        self._cpu_kernel = (backend, kernel, r)  # the build, class and r charged (`_note_shape_law_cpu`)
         work = matrix_work_per_flop(m.hidden_size, m.moe_intermediate_size, r)
         return kt_matmul_above(kernel, m.num_experts, m.top_k), work
 

@@ -3,8 +3,9 @@
 Cloud VMs often show every Xeon as "Intel(R) Xeon(R) Processor": two instances of one machine kind
 then look alike by name while one runs Sapphire Rapids and the other Emerald Rapids, and the cost
 model read their BF16 hybrid paths with opposite signs (docs/probe.md#one-name-two-cpus). The family
-and model numbers under the name still tell them apart. The numbers are the ones Linux names in `arch/x86/include/asm/intel-family.h` and
-AMD's per-family model ranges in `arch/x86/kernel/cpu/amd.c` (Zen generations).
+and model numbers under the name still tell them apart. The numbers are the ones Linux names in
+`arch/x86/include/asm/intel-family.h` and AMD's per-family model ranges in `arch/x86/kernel/cpu/amd.c`
+(Zen generations).
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
 Two profiles with the same fingerprint were measured on the same kind of machine with the same
 software that decides the timings (CPU model, CPUID family and model number, ISA, cores, NUMA layout,
 RAM size class, GPUs with their VRAM and PCIe link, driver, torch, kt-kernel and its CPU variant,
-sglang). Free memory,
-hostnames and timestamps are left out on purpose. The family and model number tell CPU generations
-apart where a hypervisor shows one name for both (docs/probe.md#one-name-two-cpus); a profile written
-before kttune read them has none, and `legacy_fingerprint` is what such a profile of this machine holds.
+sglang). Free memory, hostnames and timestamps are left out on purpose. The family and model number
+tell CPU generations apart where a hypervisor shows one name for both
+(docs/probe.md#one-name-two-cpus); a profile written before kttune read them has none, and
+`legacy_fingerprint` is what such a profile of this machine holds.
 """
 
 from __future__ import annotations

@@ -235,6 +235,10 @@ def measured_shape_law(curves: Sequence, backend: str, kernel: str) -> ShapeLawF
     return judge_shape_law(slopes, resampled_output_flops([c for c, _ in read]))
 
 
+# How `output_flops_for`'s source begins where the profile's own shape-law set gave r.
+MEASURED_BY_PROBE = "measured by this profile's probe"
+
+
 def output_flops_for(curves: Sequence, backend: str | None, kernel: str | None) -> tuple[float, str]:
     """kt-kernel's cost per output element (flop-equivalents) for the class `kernel` of the build named
     by `backend` ("kt-kernel:<variant>"), and where it comes from: the profile's own `cpu_moe_shape`
@@ -245,7 +249,7 @@ def output_flops_for(curves: Sequence, backend: str | None, kernel: str | None) 
         return 0.0, "not a kt-kernel build this project measured: flops alone"
     fit = measured_shape_law(curves, backend, kernel)
     if fit is not None and fit.kept:
-        return fit.output_flops, f"measured by this profile's probe: {fit.describe()}"
+        return fit.output_flops, f"{MEASURED_BY_PROBE}: {fit.describe()}"
     probe = f"; this profile's probe: {fit.describe()}" if fit is not None else ""
     r = matrix_output_flops(backend, kernel)
     build = f"kt-kernel {backend.split(':', 1)[1]} {kernel}"
