@@ -191,8 +191,6 @@ def probe_shape_law(
     numa_ids: Sequence[int] = (0,),
 ) -> list[Curve]:
     """Every method of `plan`; a method kt-kernel cannot build or run is a note, the others stand."""
-    from kttune.hw.shape_law import measured_shape_law
-
     reporter = reporter or NullReporter()
     for n in plan.notes:
         reporter.note(n)
@@ -210,7 +208,23 @@ def probe_shape_law(
             reporter.step(f"shape law {method}: failed", advance=len(shapes) + plan.options.rounds)
             continue
         curves += got
-        fit = measured_shape_law(got, kt.backend, got[0].params["kernel"]) if got else None
-        if fit is not None:
-            reporter.note(f"expert-shape law {method} ({got[0].params['kernel']}): {fit.describe()}")
+        if got:
+            reporter.note(shape_law_verdict(method, got))
     return curves
+
+
+def shape_law_verdict(method: str, curves: Sequence[Curve]) -> str:
+    """The line the probe prints for one method's shape set: the law's verdict, or why it was not
+    judged (on a busy host a shape's time may not grow with the tokens; r then stays the build's
+    constant)."""
+    from kttune.hw.shape_law import MIN_SHAPES, measured_shape_law
+
+    kernel = curves[0].params["kernel"]
+    fit = measured_shape_law(curves, curves[0].backend, kernel)
+    if fit is not None:
+        return f"expert-shape law {method} ({kernel}): {fit.describe()}"
+    return (
+        f"expert-shape law {method} ({kernel}): not judged, fewer than {MIN_SHAPES} shapes took longer at more "
+        "tokens (timed in the noise of a busy host); the build's constant stays, re-probe with `--shape-law` on a "
+        "quiet host"
+    )

@@ -35,9 +35,11 @@ def test_each_shape_is_one_curve_of_the_rounds_medians(kt, tmp_path):
         for p in c.points:
             s = p.extra["samples_ms"]
             assert len(s) == 3 and p.t_ms == statistics.median(s) and p.t_ms_p10 <= p.t_ms <= p.t_ms_p90
-    # judged, and said so
-    assert measured_shape_law(curves, kt.backend, curves[0].params["kernel"]) is not None
-    assert any(n.startswith("expert-shape law BF16") for n in rep.notes)
+    # judged, or said why not (on a busy host a tiny shape's time may not grow with the tokens), once
+    said = [n for n in rep.notes if n.startswith("expert-shape law BF16")]
+    assert said == [cs.shape_law_verdict("BF16", curves)]
+    judged = measured_shape_law(curves, kt.backend, curves[0].params["kernel"]) is not None
+    assert ("not judged" in said[0]) is not judged
     # a profile keeps them through its file
     save_profile(replace(load_shipped("h200-pcie5-xeon-amx-16c"), curves=tuple(curves)), tmp_path / "p.json")
     back = load_profile(tmp_path / "p.json").curves_of("cpu_moe_shape")
@@ -55,6 +57,33 @@ def test_the_plan_drops_the_largest_layers_first_and_a_method_under_three_shapes
     assert any("4096x2048 left out" in n for n in plan.notes)
     plan = cs.plan_shape_law(opts, cpu, ram_bytes=int(min(sizes.values()) * 2.5 / opts.ram_fraction))
     assert "BF16" not in plan.shapes and any("fewer than 3 shapes" in n for n in plan.notes)
+
+
+def _shape_set(times: dict[tuple[int, int], tuple[float, float]]) -> list:
+    from kttune.hw.profile import Curve, Point
+
+    params = dict(method="BF16", threads=11, experts=16, top_k=4, kernel="AMXBF16_MOE", rounds=5)
+    return [
+        Curve(
+            "cpu_moe_shape",
+            "tokens",
+            (Point(1024, t1), Point(4096, t4)),
+            {**params, "hidden": h, "inter": i},
+            backend="kt-kernel:amx",
+        )
+        for (h, i), (t1, t4) in times.items()
+    ]
+
+
+def test_the_verdict_says_why_a_set_was_not_judged():
+    """Three shapes whose time grows with the tokens are judged; where one of three did not grow (a
+    busy host), the law is not judged and the line says so and what to do."""
+    grows = {(1024, 512): (1.0, 3.5), (2048, 1024): (3.2, 12.0), (4096, 2048): (11.0, 43.0)}
+    judged = cs.shape_law_verdict("BF16", _shape_set(grows))
+    assert judged.startswith("expert-shape law BF16 (AMXBF16_MOE): ") and "not judged" not in judged
+    flat = {**grows, (2048, 1024): (3.2, 3.1)}
+    line = cs.shape_law_verdict("BF16", _shape_set(flat))
+    assert "not judged, fewer than 3 shapes took longer at more tokens" in line and "--shape-law" in line
 
 
 def test_a_full_probe_without_a_model_measures_it_unless_told():
