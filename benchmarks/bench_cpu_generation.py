@@ -10,6 +10,11 @@ grouped by generation: whether the sign the earlier sessions called "the instanc
 
     python3 benchmarks/bench_cpu_generation.py --out benchmarks/results/2026-12-06-computed/cpu-generation
 
+`--own-r FOLDER:TAG` reads a call run with `SHAPE_LAW=1` (bench_quick_transfer.sh): its first quick
+probe measured r on the instance (`kttune probe --shape-law`); each sweep predicted from that probe
+as it is (the kept sets' r) and with its sets left out (the constants), beside the call's other quick
+probes: whether the instance's own r reads its generation's BF16 models.
+
 `--r-bf16 3078,4500,6000,8000` instead sets the AMX build's BF16 constant r to each value in turn and
 reports the H100 calls' BF16 hybrid errors: whether one r reads a generation's four BF16 models
 (docs/probe.md#one-name-two-cpus).
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import re
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 from bench_hybrid_bias import signed_stats
@@ -30,6 +36,8 @@ from results_layout import write_result
 import kttune.spec.kt_classes as kt_classes
 from kttune.hw.cpu_generation import cpu_generation
 from kttune.hw.profile import load_profile
+from kttune.hw.shape_law import output_flops_for
+from kttune.spec.kt_classes import matrix_output_flops
 
 RESULTS = Path(__file__).resolve().parent / "results"
 H100 = RESULTS / "2026-12-05-h100-pcie5-xeon-amx-16c"
@@ -151,6 +159,81 @@ def r_sweep(values: list[float]) -> tuple[dict, str]:
 BF16 = ("glm-4.5-air", "qwen3-30b-a3b", "qwen3-next-80b-a3b", "mixtral-8x7b")
 
 
+def own_r(folder: Path, tag: str) -> tuple[dict, str]:
+    """A `SHAPE_LAW=1` call: each sweep's signed error per path from its first quick probe with its own
+    shape-law sets, the same probe with the sets left out, and the call's other quick probes (median);
+    the r each set gave (`kttune.hw.shape_law.output_flops_for`)."""
+    probes, sweeps = instance_of_call(folder, tag)
+    if not probes or not sweeps:
+        raise SystemExit(f"--own-r {folder}:{tag}: no quick probe or no sweep there")
+    first = load_profile(probes[0])
+    if not first.curves_of("cpu_moe_shape"):
+        raise SystemExit(f"--own-r: {probes[0].name} holds no shape-law set (was the call run with SHAPE_LAW=1?)")
+    constants = replace(first, curves=tuple(c for c in first.curves if c.kind != "cpu_moe_shape"))
+    others = [load_profile(p) for p in probes[1:]]
+    classes = sorted(
+        {(c.backend, c.params.get("kernel"), c.params.get("method")) for c in first.curves_of("cpu_moe_shape")}
+    )
+    r = [
+        {
+            "build": b,
+            "kernel": k,
+            "method": m,
+            "own": output_flops_for(first.curves, b, k),
+            "constant": matrix_output_flops(b, k),
+        }
+        for b, k, m in classes
+    ]
+    fam, model, step = cpuid(folder / f"quick-transfer-machine-{tag}.txt")
+    rows = []
+    for sweep in sweeps:
+        own, const = predict(str(sweep), first), predict(str(sweep), constants)
+        rest = [predict(str(sweep), o) for o in others]
+        row = {"model": own["model"]}
+        for path in PATHS:
+            xs = [g[path]["signed"] for g in rest if g[path]["signed"] is not None]
+            row[path] = {
+                "own_r": own[path]["signed"],
+                "constants": const[path]["signed"],
+                "other_probes": statistics.median(xs) if xs else None,
+            }
+        rows.append(row)
+    gen = cpu_generation("GenuineIntel", fam, model) or f"model {model}"
+
+    def cell(x):
+        return f"{x:+.0%}" if x is not None else "-"
+
+    lines = [
+        f"# The instance's own r: call {tag} ({gen}, family {fam} model {model} stepping {step})",
+        "",
+        f"`{probes[0].name}` measured the expert-shape law's sets on the instance (`kttune probe --quick --shape-law`). "
+        "Signed error = predicted / measured - 1 per decoder-layer forward, a sweep's mean, raw cost model: from that "
+        "probe with its sets (each class's r where its set was kept), with its sets left out (the shipped "
+        f"constants), and from the call's other quick probes ({len(others)}, the median).",
+        "",
+        "| build | class | method | r used with the sets | constant |",
+        "|---|---|---|---|---|",
+    ]
+    for x in r:
+        lines.append(
+            f"| {x['build']} | {x['kernel']} | {x['method']} | {x['own'][0]:,.0f} ({x['own'][1]}) | "
+            f"{x['constant']:,.0f} |"
+        )
+    lines += [
+        "",
+        "| model | hybrid: own r | constants | other probes | layerwise: own r | constants | other probes |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        h, w = row["hybrid"], row["layerwise"]
+        lines.append(
+            f"| {row['model']} | {cell(h['own_r'])} | {cell(h['constants'])} | {cell(h['other_probes'])} | "
+            f"{cell(w['own_r'])} | {cell(w['constants'])} | {cell(w['other_probes'])} |"
+        )
+    doc = {"call": tag, "cpu": [fam, model, step], "generation": gen, "r": r, "rows": rows}
+    return doc, "\n".join(lines + [""])
+
+
 def grouped(rows: list[dict]) -> list[dict]:
     """Per (box, generation) and model group (the four BF16 models, the others): median signed error
     per path over (call, model) pairs, its range, how many read fast / slow (beyond 2%), the calls."""
@@ -174,7 +257,12 @@ def main() -> None:
     ap.add_argument(
         "--r-bf16", default="", help="comma-separated BF16 constants r: the H100 calls' BF16 hybrid errors at each"
     )
+    ap.add_argument("--own-r", default="", metavar="FOLDER:TAG", help="a SHAPE_LAW=1 call: own r against the constants")
     args = ap.parse_args()
+    if args.own_r:
+        folder, _, tag = args.own_r.rpartition(":")
+        write_result(args.out, *own_r(Path(folder), tag))
+        return
     if args.r_bf16:
         write_result(args.out, *r_sweep([float(x) for x in args.r_bf16.split(",")]))
         return
