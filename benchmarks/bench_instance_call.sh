@@ -8,8 +8,9 @@
 #   probe, for the BF16 hybrid path the constant reads +23% slow there;
 # - an H200: TAG=h200f AGAIN=1 NARROW=1, Qwen3-Next first: its layerwise path (26% on the instance
 #   with two quick probes) against the narrow layers;
-# - an Emerald Rapids H100: TAG=h100n SHAPE_LAW=1, eight models: whether the instance's own r takes
-#   away the BF16 hybrid path's -15%.
+# - an Emerald Rapids H100: TAG=h100n SHAPE_LAW=1 COLD=1 COLD_TOKENS=1024, eight models: whether the
+#   instance's own r takes away the BF16 hybrid path's -15%, and a second instance (after m) for the
+#   quick layer timed cold.
 #
 #   bash benchmarks/bench_instance_call.sh     (results: $OUT/quick-transfer-TAG.tgz)
 set -u
@@ -26,6 +27,6 @@ elif nvidia-smi -L 2>/dev/null | grep -q H200; then
   TAG=h200f AGAIN=1 NARROW=1 bash "$Q" $next $glm $mixtral qwen3-30b-a3b:BF16:8:1536,2048,2560,3072 $minimax $glm47 \
     kimi-k2-thinking:RAWINT4:8:96,128,192,256
 else
-  TAG=h100n SHAPE_LAW=1 bash "$Q" $glm $mixtral qwen3-30b-a3b:BF16:8:1024,1536,2048,3072 $next $minimax $glm47 \
+  TAG=h100n SHAPE_LAW=1 COLD=1 COLD_TOKENS=1024 bash "$Q" $glm $mixtral qwen3-30b-a3b:BF16:8:1024,1536,2048,3072 $next $minimax $glm47 \
     qwen3-235b-a22b-fp8:FP8:8:32,48,64,96 deepseek-v3:FP8:8:64,96,128,192
 fi
