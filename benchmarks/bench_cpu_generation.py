@@ -70,6 +70,12 @@ def cpuid(machine: Path) -> tuple[int, int, int]:
     return tuple(int(m.group(1)) for m in got)  # type: ignore[return-value]
 
 
+def generation(machine: Path, family: int, model: int) -> str:
+    """The generation lscpu's vendor, family and model in a call's machine file name."""
+    vendor = re.search(r"^Vendor ID:\s+(\S+)", machine.read_text(), re.M)
+    return cpu_generation(vendor.group(1) if vendor else "", family, model) or f"model {model}"
+
+
 def call_rows(
     box: str, call: str, probes: list[Path], sweeps: list[Path], machine: Path, models: tuple[str, ...] = ()
 ) -> list[dict]:
@@ -91,7 +97,7 @@ def call_rows(
                 "box": box,
                 "call": call,
                 "cpu": [fam, model, step],
-                "generation": cpu_generation("GenuineIntel", fam, model) or f"model {model}",
+                "generation": generation(machine, fam, model),
                 "probes": len(profs),
                 "model": got[0]["model"],
                 "method": got[0].get("method"),
@@ -198,7 +204,7 @@ def own_r(folder: Path, tag: str) -> tuple[dict, str]:
                 "other_probes": statistics.median(xs) if xs else None,
             }
         rows.append(row)
-    gen = cpu_generation("GenuineIntel", fam, model) or f"model {model}"
+    gen = generation(folder / f"quick-transfer-machine-{tag}.txt", fam, model)
 
     def cell(x):
         return f"{x:+.0%}" if x is not None else "-"
