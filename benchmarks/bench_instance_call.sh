@@ -3,14 +3,16 @@
 # H200 box, and the H100 box's instances are two CPU generations under one name,
 # docs/probe.md#one-name-two-cpus). Each branch runs benchmarks/bench_quick_transfer.sh at 11 threads:
 #
-# - Sapphire Rapids (family 6 model 143): TAG=h100n SHAPE_LAW=1 AGAIN=1, the four BF16 models first,
-#   then MiniMax-M2.1 and GLM-4.7: the instance's own r (`probe --shape-law`) beside a plain quick
-#   probe, for the BF16 hybrid path the constant reads +23% slow there;
+# - Sapphire Rapids (family 6 model 143): TAG=h100n SHAPE_LAW=1, the four BF16 models, then
+#   MiniMax-M2.1: the instance's own r (`probe --shape-law`), read with its sets and without them
+#   (bench_cpu_generation.py --own-r), for the BF16 hybrid path the constant reads +23% slow there;
 # - an H200: TAG=h200f AGAIN=1 NARROW=1, Qwen3-Next first: its layerwise path (26% on the instance
 #   with two quick probes) against the narrow layers;
-# - an Emerald Rapids H100: TAG=h100n SHAPE_LAW=1 COLD=1 COLD_TOKENS=1024, eight models: whether the
-#   instance's own r takes away the BF16 hybrid path's -15%, and a second instance (after m) for the
-#   quick layer timed cold.
+# - an Emerald Rapids H100: TAG=h100n SHAPE_LAW=1 COLD=1 COLD_TOKENS=1024, the four BF16 models and
+#   two FP8 ones: whether the instance's own r takes away the BF16 hybrid path's -15%, and a second
+#   instance (after m) for the quick layer timed cold.
+#
+# Each plan runs in about 300-400 s, so a call started late in a session's device time still ends.
 #
 #   bash benchmarks/bench_instance_call.sh     (results: $OUT/quick-transfer-TAG.tgz)
 set -u
@@ -20,13 +22,11 @@ glm=glm-4.5-air:BF16:8:1024,1536,2048,3072
 mixtral=mixtral-8x7b:BF16:2:256,384,512,768
 next=qwen3-next-80b-a3b:BF16:8:3072,4096,6144
 minimax=minimax-m2.1:FP8:8:64,96,128,192
-glm47=glm-4.7:FP8_PERCHANNEL:8:64,96,128,192,256
 if grep -qE "^model\s+: 143$" /proc/cpuinfo; then
-  TAG=h100n SHAPE_LAW=1 AGAIN=1 bash "$Q" $glm $mixtral qwen3-30b-a3b:BF16:8:1024,1536,2048,3072 $next $minimax $glm47
+  TAG=h100n SHAPE_LAW=1 bash "$Q" $glm $mixtral qwen3-30b-a3b:BF16:8:1024,1536,2048,3072 $next $minimax
 elif nvidia-smi -L 2>/dev/null | grep -q H200; then
-  TAG=h200f AGAIN=1 NARROW=1 bash "$Q" $next $glm $mixtral qwen3-30b-a3b:BF16:8:1536,2048,2560,3072 $minimax $glm47 \
-    kimi-k2-thinking:RAWINT4:8:96,128,192,256
+  TAG=h200f AGAIN=1 NARROW=1 bash "$Q" $next $glm $mixtral qwen3-30b-a3b:BF16:8:1536,2048,2560,3072 $minimax
 else
-  TAG=h100n SHAPE_LAW=1 COLD=1 COLD_TOKENS=1024 bash "$Q" $glm $mixtral qwen3-30b-a3b:BF16:8:1024,1536,2048,3072 $next $minimax $glm47 \
-    qwen3-235b-a22b-fp8:FP8:8:32,48,64,96 deepseek-v3:FP8:8:64,96,128,192
+  TAG=h100n SHAPE_LAW=1 COLD=1 COLD_TOKENS=1024 bash "$Q" $glm $mixtral qwen3-30b-a3b:BF16:8:1024,1536,2048,3072 $next \
+    $minimax qwen3-235b-a22b-fp8:FP8:8:32,48,64,96
 fi
