@@ -6,8 +6,8 @@
 # - Sapphire Rapids (family 6 model 143): TAG=h100n SHAPE_LAW=1, the four BF16 models, then
 #   MiniMax-M2.1: the instance's own r (`probe --shape-law`), read with its sets and without them
 #   (bench_cpu_generation.py --own-r), for the BF16 hybrid path the constant reads +23% slow there;
-# - an H200: TAG=h200f AGAIN=1 NARROW=1, Qwen3-Next first: its layerwise path (26% on the instance
-#   with two quick probes) against the narrow layers;
+# - an H200: TAG=h200f AGAIN=1, Qwen3-Next first: its layerwise path (26% on the instance
+#   with two quick probes, before the quick probe streamed its narrow layers: docs/probe.md);
 # - an Emerald Rapids H100: TAG=h100n SHAPE_LAW=1 COLD=1 COLD_TOKENS=1024, the four BF16 models and
 #   two FP8 ones: whether the instance's own r takes away the BF16 hybrid path's -15%, and a second
 #   instance (after m) for the quick layer timed cold.
@@ -25,7 +25,7 @@ minimax=minimax-m2.1:FP8:8:64,96,128,192
 if grep -qE "^model\s+: 143$" /proc/cpuinfo; then
   TAG=h100n SHAPE_LAW=1 bash "$Q" $glm $mixtral qwen3-30b-a3b:BF16:8:1024,1536,2048,3072 $next $minimax
 elif nvidia-smi -L 2>/dev/null | grep -q H200; then
-  TAG=h200f AGAIN=1 NARROW=1 bash "$Q" $next $glm $mixtral qwen3-30b-a3b:BF16:8:1536,2048,2560,3072 $minimax
+  TAG=h200f AGAIN=1 bash "$Q" $next $glm $mixtral qwen3-30b-a3b:BF16:8:1536,2048,2560,3072 $minimax
 else
   TAG=h100n SHAPE_LAW=1 COLD=1 COLD_TOKENS=1024 bash "$Q" $glm $mixtral qwen3-30b-a3b:BF16:8:1024,1536,2048,3072 $next \
     $minimax qwen3-235b-a22b-fp8:FP8:8:32,48,64,96
