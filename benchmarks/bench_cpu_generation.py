@@ -51,7 +51,7 @@ CALLS = (
         ("H100", H100, c, H100 / f"quick-transfer-machine-{c.split('+')[0]}.txt")
         for c in ("h100a", "h100b", "h100c", "h100d+h100e", "h100f", "h100g", "h100h", "h100i", "h100k")
     ),
-    ("H100", H100_LATER, "h100m", H100_LATER / "quick-transfer-machine-h100m.txt"),
+    *(("H100", H100_LATER, c, H100_LATER / f"quick-transfer-machine-{c}.txt") for c in ("h100m", "h100n")),
     ("H200", H200, "a+b", H200 / "quick-transfer-machine-ab.txt"),
     *(("H200", H200, c, H200 / f"quick-transfer-machine-{c}.txt") for c in ("c", "d")),
 )
@@ -70,6 +70,12 @@ def cpuid(machine: Path) -> tuple[int, int, int]:
     return tuple(int(m.group(1)) for m in got)  # type: ignore[return-value]
 
 
+def without_shape_sets(profile):
+    """The profile with its expert-shape law sets (`cpu_moe_shape` curves) left out: r then comes from
+    the shipped constants."""
+    return replace(profile, curves=tuple(c for c in profile.curves if c.kind != "cpu_moe_shape"))
+
+
 def generation(machine: Path, family: int, model: int) -> str:
     """The generation lscpu's vendor, family and model in a call's machine file name."""
     vendor = re.search(r"^Vendor ID:\s+(\S+)", machine.read_text(), re.M)
@@ -80,9 +86,10 @@ def call_rows(
     box: str, call: str, probes: list[Path], sweeps: list[Path], machine: Path, models: tuple[str, ...] = ()
 ) -> list[dict]:
     """Per sweep of the call (of `models` where given): the model, the call's CPU, and each path's
-    signed error, the median over the call's quick probes."""
+    signed error, the median over the call's quick probes (read with the shipped constants r, as a
+    quick probe without `--shape-law` is: a probe's own sets are left out, `--own-r` reads them)."""
     fam, model, step = cpuid(machine)
-    profs = [load_profile(p) for p in probes]
+    profs = [without_shape_sets(load_profile(p)) for p in probes]
     rows = []
     for s in sweeps:
         if models and not any(f"crossover-{m}-" in s.name or s.name.endswith(f"crossover-{m}.json") for m in models):
@@ -175,7 +182,7 @@ def own_r(folder: Path, tag: str) -> tuple[dict, str]:
     first = load_profile(probes[0])
     if not first.curves_of("cpu_moe_shape"):
         raise SystemExit(f"--own-r: {probes[0].name} holds no shape-law set (was the call run with SHAPE_LAW=1?)")
-    constants = replace(first, curves=tuple(c for c in first.curves if c.kind != "cpu_moe_shape"))
+    constants = without_shape_sets(first)
     others = [load_profile(p) for p in probes[1:]]
     classes = sorted(
         {(c.backend, c.params.get("kernel"), c.params.get("method")) for c in first.curves_of("cpu_moe_shape")}

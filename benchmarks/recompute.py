@@ -437,6 +437,33 @@ def recipes() -> list[Recipe]:
             C6,
         ),
         Recipe(
+            "transfer-quick-h100n",
+            _bench(
+                "bench_transfer.py",
+                "--profile",
+                H100_6 / "quick-transfer-h100n.profile.json",
+                "--out",
+                "{out}",
+                "--tag",
+                "quick-h100n",
+                *_s(sorted(H100_6.glob("quick-transfer-crossover-*-h100n.json"))),
+            ),
+            ("transfer-quick-h100n.json",),
+            C6,
+        ),
+        Recipe(
+            "hybrid-cold-h100n",
+            _bench("bench_hybrid_cold.py", "--call", f"{H100_6}:h100n", "--out", "{out}/hybrid-cold-h100n"),
+            ("hybrid-cold-h100n.json",),
+            C6,
+        ),
+        Recipe(
+            "own-r-h100n",
+            _bench("bench_cpu_generation.py", "--own-r", f"{H100_6}:h100n", "--out", "{out}/own-r-h100n"),
+            ("own-r-h100n.json",),
+            C6,
+        ),
+        Recipe(
             "cpu-generation",
             _bench("bench_cpu_generation.py", "--out", "{out}/cpu-generation"),
             ("cpu-generation.json",),
