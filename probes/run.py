@@ -21,7 +21,7 @@ from typing import Any, Callable
 from kttune.errors import UserError
 from kttune.hw.fingerprint import fingerprint
 from kttune.hw.profile import Curve, HardwareProfile, Inventory, Provenance, curve_key, save_profile
-from kttune.hw.shape_law import shape_set_key
+from kttune.hw.shape_law import shape_law_probe_advice, shape_set_key
 from kttune.paths import profile_cache_path
 from kttune.kernels.kt_ext import load_kt_kernel
 from kttune.probes.common import NullReporter, Reporter, probe_thread_counts, disturbed_note, timer_info
@@ -307,6 +307,8 @@ def _run_cpu_moe(ctx: ProbeContext, plan: Any) -> list[Curve]:
         ctx.reporter.note(n)
     if note := disturbed_note(curves, "CPU MoE"):
         ctx.reporter.note(note)
+    if curves and not shape_law_runs(ctx.options) and (advice := shape_law_probe_advice(curves[0].backend, ctx.cpu)):
+        ctx.reporter.note(advice)
     return curves
 
 

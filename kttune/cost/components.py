@@ -27,7 +27,6 @@ from kttune.cost.features import (
 from kttune.cost.fit import LinearFit, fit_nonneg, interp_loglog
 from kttune.errors import UserError
 from kttune.hw.derive import nccl_allreduce_ms  # the all-reduce model a derived profile's curve holds
-from kttune.hw.cpu_generation import cpu_generation, cpu_id_text
 from kttune.hw.curve_kinds import (
     cpu_matmul_above,
     cpu_moe_row,
@@ -36,7 +35,7 @@ from kttune.hw.curve_kinds import (
 from kttune.hw.gpu_table import spec_for_name  # datasheet HBM bandwidth when no curve fits it
 from kttune.hw.point_quality import THREAD_LAW_SLACK, slower_than_larger_pools
 from kttune.hw.profile import Curve, HardwareProfile
-from kttune.hw.shape_law import MEASURED_BY_PROBE, output_flops_for
+from kttune.hw.shape_law import MEASURED_BY_PROBE, constants_measured_elsewhere, output_flops_for
 from kttune.hw.thread_interp import curve_group, thread_groups
 from kttune.memory.vram import (  # what a decode step reads of the pool; the MLA form a backend runs
     LAUNCH_ATTENTION_BACKEND,
@@ -48,7 +47,7 @@ from kttune.memory.vram import (  # what a decode step reads of the pool; the ML
     mla_attention_form,
     sglang_default_mla_backend,
 )
-from kttune.spec.kt_classes import MATRIX_OUTPUT_FLOPS_CPUS, kt_matmul_above
+from kttune.spec.kt_classes import kt_matmul_above
 from kttune.spec.methods import FORMATS, METHODS, bytes_per_expert, get_method, gpu_format
 from kttune.spec.model_spec import ModelSpec
 from kttune.units import GIB, MIB
@@ -265,20 +264,16 @@ class Components:
         build's constant and this profile's CPU is a generation the constant was not measured on: one
         masked CPU name ran two generations on the H100 box, and the BF16 models' hybrid paths read
         +23% on the one the constants were not measured on (docs/probe.md#one-name-two-cpus)."""
-        cpu = self.profile.inventory.cpu
         backend, kernel, r = self._cpu_kernel
         if not r or self.cpu_output_flops_source.startswith(MEASURED_BY_PROBE):
             return
-        if cpu.family is None or cpu.model_number is None:
-            return
-        measured_on = MATRIX_OUTPUT_FLOPS_CPUS.get(backend.split(":", 1)[-1], ())
-        if not measured_on or (cpu.vendor, cpu.family, cpu.model_number) in measured_on:
+        elsewhere = constants_measured_elsewhere(backend, self.profile.inventory.cpu)
+        if elsewhere is None:
             return
         share = 1 - 1 / self._cpu_matrix_work  # r's part of the matrix work charged at the model's expert shape
         if share < SHAPE_LAW_NOTE_SHARE:
             return
-        where = ", ".join(cpu_generation(*c) or f"family {c[1]} model {c[2]}" for c in measured_on)
-        here = cpu_id_text(cpu.vendor, cpu.family, cpu.model_number, None)
+        where, here = elsewhere
         self.notes.append(
             f"CPU MoE: kt-kernel's cost per output element for {kernel} (r {r:,.0f}, {share:.0%} of the work "
             f"charged at {self.model.name}'s expert shape) was measured on {where}; "

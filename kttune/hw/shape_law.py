@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 
 from kttune.hw.fit import LinearFit, fit_nonneg
 from kttune.hw.profile import load_profile
-from kttune.spec.kt_classes import matrix_output_flops
+from kttune.spec.kt_classes import MATRIX_OUTPUT_FLOPS_CPUS, matrix_output_flops
 
 # Fewest shapes a set must hold for its r to be judged: with two, a two-term fit passes through both
 # and no shape is left to hold out.
@@ -233,6 +233,36 @@ def measured_shape_law(curves: Sequence, backend: str, kernel: str) -> ShapeLawF
     if len({(s.hidden, s.inter) for s in slopes}) < MIN_SHAPES:
         return None
     return judge_shape_law(slopes, resampled_output_flops([c for c, _ in read]))
+
+
+def constants_measured_elsewhere(backend: str | None, cpu) -> tuple[str, str] | None:
+    """Where the build `backend`'s ("kt-kernel:<variant>") shape-law constants were measured and what
+    this CPU (`kttune.hw.profile.CpuInfo`) is, both as words, where the CPU is another generation than
+    every one they were measured on (`MATRIX_OUTPUT_FLOPS_CPUS`; docs/probe.md#one-name-two-cpus);
+    None where it is one of them, or either is unknown."""
+    from kttune.hw.cpu_generation import cpu_generation, cpu_id_text
+
+    measured_on = MATRIX_OUTPUT_FLOPS_CPUS.get((backend or "").split(":", 1)[-1], ())
+    if not measured_on or cpu.family is None or cpu.model_number is None:
+        return None
+    if (cpu.vendor, cpu.family, cpu.model_number) in measured_on:
+        return None
+    where = ", ".join(cpu_generation(*c) or f"family {c[1]} model {c[2]}" for c in measured_on)
+    return where, cpu_id_text(cpu.vendor, cpu.family, cpu.model_number, None)
+
+
+def shape_law_probe_advice(backend: str | None, cpu) -> str | None:
+    """What a probe that did not measure the expert-shape law says on a CPU its build's constants were
+    not measured on (`constants_measured_elsewhere`): the constant r may not hold here."""
+    got = constants_measured_elsewhere(backend, cpu)
+    if got is None:
+        return None
+    where, here = got
+    return (
+        f"expert-shape law: kt-kernel {backend.split(':', 1)[-1]}'s constants (r) were measured on {where}, this CPU "
+        f"is {here}; `kttune probe --shape-law` measures r here (a few minutes more), `kttune probe --model X` a "
+        "model's own layer (docs/probe.md#one-name-two-cpus)"
+    )
 
 
 # How `output_flops_for`'s source begins where the profile's own shape-law set gave r.

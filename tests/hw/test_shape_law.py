@@ -11,7 +11,10 @@ import pytest
 from hypothesis import given, strategies as st
 
 from kttune.hw import shape_law
+from kttune.hw.registry import load_shipped
 from kttune.hw.shape_law import (
+    constants_measured_elsewhere,
+    shape_law_probe_advice,
     ShapeSlope,
     fit_shape_law,
     judge_shape_law,
@@ -163,3 +166,23 @@ def test_rounds_resampled_keep_a_round_s_shapes_together():
         resampled_output_flops([replace(c, points=tuple(replace(p, extra={}) for p in c.points)) for c in curves])
         is None
     )
+
+
+def test_a_probe_without_the_law_advises_it_on_a_cpu_the_constants_were_not_measured_on():
+    """The H100 box's instances ran two generations under one name; the AMX build's constants were
+    measured on Emerald Rapids (docs/probe.md#one-name-two-cpus): a quick probe on Sapphire Rapids says
+    `--shape-law` measures r there, on Emerald Rapids or an unknown CPU it says nothing."""
+    emr = replace(load_shipped("h200-pcie5-xeon-amx-16c").inventory.cpu, family=6, model_number=207)
+    spr = replace(emr, model_number=143)
+    assert constants_measured_elsewhere("kt-kernel:amx", emr) is None
+    assert shape_law_probe_advice("kt-kernel:amx", emr) is None
+    where, here = constants_measured_elsewhere("kt-kernel:amx", spr)
+    assert where == "Emerald Rapids" and "Sapphire Rapids" in here
+    line = shape_law_probe_advice("kt-kernel:amx", spr)
+    assert "kt-kernel amx's constants (r) were measured on Emerald Rapids" in line
+    assert "`kttune probe --shape-law`" in line and "#one-name-two-cpus" in line
+    # the CPUID numbers unknown (a profile written before the inventory read them), or a build the
+    # project has no constants' CPU for: nothing to compare
+    assert shape_law_probe_advice("kt-kernel:amx", replace(spr, model_number=None)) is None
+    assert shape_law_probe_advice("kt-kernel:avx2", spr) is None
+    assert shape_law_probe_advice(None, spr) is None

@@ -214,3 +214,37 @@ def test_host_uptime_reads_the_first_field_and_says_none_when_it_cannot(tmp_path
     assert host_uptime_s(str(f)) is None
     assert host_uptime_s(str(tmp_path / "absent")) is None
     assert host_uptime_s() > 0  # this machine's own
+
+
+@pytest.mark.kt
+def test_a_probe_without_the_shape_law_says_when_the_constants_came_from_another_cpu():
+    """The CPU MoE step names `--shape-law` where this host's CPU is not a generation its kt-kernel
+    build's shape-law constants were measured on (docs/probe.md#one-name-two-cpus): the real kernels
+    timed on this machine, read as a host of another generation (Zen 5 for a Zen 4 build's constants,
+    Sapphire Rapids for the AMX build's)."""
+    from kttune.probes.common import NullReporter
+    from kttune.probes.run import ProbeContext, _plan_cpu_moe, _run_cpu_moe
+    from kttune.spec.kt_classes import MATRIX_OUTPUT_FLOPS_CPUS
+
+    inv = collect_inventory()
+    opts = ProbeOptions(quick=True, methods=("BF16",), threads=(1,), max_tokens=4, stage_a=False, host_ram=False)
+
+    def notes(cpu, options=opts):
+        rep = NullReporter()
+        ctx = ProbeContext(options, replace(inv, cpu=cpu), usable_cores(inv.cpu), (0,), (1,), rep)
+        curves = _run_cpu_moe(ctx, _plan_cpu_moe(ctx, {}))
+        return curves[0].backend, [n for n in rep.notes if n.startswith("expert-shape law: ")]
+
+    backend, _ = notes(inv.cpu)
+    build = backend.split(":", 1)[-1]
+    if build not in MATRIX_OUTPUT_FLOPS_CPUS:
+        pytest.skip(f"kt-kernel's {build} build has no measured constants' CPU")
+    measured = MATRIX_OUTPUT_FLOPS_CPUS[build][0]
+    vendor, family = measured[0], measured[1]
+    on = replace(inv.cpu, vendor=vendor, family=family, model_number=measured[2])
+    other = replace(on, family=26, model_number=2) if vendor == "AuthenticAMD" else replace(on, model_number=143)
+    assert notes(on)[1] == []
+    [line] = notes(other)[1]
+    assert "`kttune probe --shape-law` measures r here" in line
+    assert notes(other, replace(opts, shape_law=True))[1] == []  # the law's own step measures r
+    assert notes(replace(other, family=None))[1] == []
