@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from kttune.hw.profile import CpuInfo, Curve, Point
+from kttune.hw.shape_law import MIN_SHAPES, measured_shape_law
 from kttune.kernels.expert_weights import HostExperts
 from kttune.kernels.kt_ext import KtKernel, load_kt_kernel, quiet_stdout
 from kttune.kernels.kt_moe import KtMoeLayer
@@ -217,8 +218,6 @@ def shape_law_verdict(method: str, curves: Sequence[Curve]) -> str:
     """The line the probe prints for one method's shape set: the law's verdict, or why it was not
     judged (on a busy host a shape's time may not grow with the tokens; r then stays the build's
     constant)."""
-    from kttune.hw.shape_law import MIN_SHAPES, measured_shape_law
-
     kernel = curves[0].params["kernel"]
     fit = measured_shape_law(curves, curves[0].backend, kernel)
     if fit is not None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from kttune.hw.cpu_generation import cpu_generation, cpu_id_text
 from kttune.hw.fit import LinearFit, fit_nonneg
 from kttune.hw.profile import load_profile
 from kttune.spec.kt_classes import MATRIX_OUTPUT_FLOPS_CPUS, matrix_output_flops
@@ -240,8 +241,6 @@ def constants_measured_elsewhere(backend: str | None, cpu) -> tuple[str, str] | 
     this CPU (`kttune.hw.profile.CpuInfo`) is, both as words, where the CPU is another generation than
     every one they were measured on (`MATRIX_OUTPUT_FLOPS_CPUS`; docs/probe.md#one-name-two-cpus);
     None where it is one of them, or either is unknown."""
-    from kttune.hw.cpu_generation import cpu_generation, cpu_id_text
-
     measured_on = MATRIX_OUTPUT_FLOPS_CPUS.get((backend or "").split(":", 1)[-1], ())
     if not measured_on or cpu.family is None or cpu.model_number is None:
         return None
