@@ -37,7 +37,6 @@ import kttune.spec.kt_classes as kt_classes
 from kttune.hw.cpu_generation import cpu_generation
 from kttune.hw.profile import load_profile
 from kttune.hw.shape_law import output_flops_for
-from kttune.spec.kt_classes import matrix_output_flops
 
 RESULTS = Path(__file__).resolve().parent / "results"
 H100 = RESULTS / "2026-12-05-h100-pcie5-xeon-amx-16c"
@@ -193,11 +192,12 @@ def own_r(folder: Path, tag: str) -> tuple[dict, str]:
             "kernel": k,
             "method": m,
             "own": output_flops_for(first.curves, b, k),
-            "constant": matrix_output_flops(b, k),
+            "constant": kt_classes.matrix_output_flops(b, k),
         }
         for b, k, m in classes
     ]
-    fam, model, step = cpuid(folder / f"quick-transfer-machine-{tag}.txt")
+    machine = folder / f"quick-transfer-machine-{tag}.txt"
+    fam, model, step = cpuid(machine)
     rows = []
     for sweep in sweeps:
         own, const = predict(str(sweep), first), predict(str(sweep), constants)
@@ -211,7 +211,7 @@ def own_r(folder: Path, tag: str) -> tuple[dict, str]:
                 "other_probes": statistics.median(xs) if xs else None,
             }
         rows.append(row)
-    gen = generation(folder / f"quick-transfer-machine-{tag}.txt", fam, model)
+    gen = generation(machine, fam, model)
 
     def cell(x):
         return f"{x:+.0%}" if x is not None else "-"
