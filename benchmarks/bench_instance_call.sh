@@ -3,19 +3,23 @@
 # H200 box, and the H100 box's instances are two CPU generations under one name,
 # docs/probe.md#one-name-two-cpus). Each branch runs benchmarks/bench_quick_transfer.sh at 11 threads:
 #
-# - Sapphire Rapids (family 6 model 143): TAG=h100n SHAPE_LAW=1, the four BF16 models, then
+# - Sapphire Rapids (family 6 model 143): SHAPE_LAW=1, the four BF16 models, then
 #   MiniMax-M2.1: the instance's own r (`probe --shape-law`), read with its sets and without them
 #   (bench_cpu_generation.py --own-r), for the BF16 hybrid path the constant reads +23% slow there;
-# - an H200: TAG=h200f AGAIN=1, Qwen3-Next first: its layerwise path (26% on the instance
+# - an H200: AGAIN=1, Qwen3-Next first: its layerwise path (26% on the instance
 #   with two quick probes, before the quick probe streamed its narrow layers: docs/probe.md);
-# - an Emerald Rapids H100: TAG=h100n SHAPE_LAW=1 COLD=1 COLD_TOKENS=1024, the four BF16 models and
+# - an Emerald Rapids H100: SHAPE_LAW=1 COLD=1 COLD_TOKENS=1024, the four BF16 models and
 #   two FP8 ones: whether the instance's own r takes away the BF16 hybrid path's -15%, and a second
 #   instance (after m) for the quick layer timed cold.
 #
 # Each plan runs in about 300-400 s, so a call started late in a session's device time still ends.
+# H100TAG / H200TAG name the call on either box (2026-12-06: H100TAG=h100n ran on instance n, Emerald
+# Rapids; pass the next letter so a new call's files do not take an earlier one's names).
 #
-#   bash benchmarks/bench_instance_call.sh     (results: $OUT/quick-transfer-TAG.tgz)
+#   H100TAG=h100o H200TAG=h200f bash benchmarks/bench_instance_call.sh     (results: $OUT/quick-transfer-TAG.tgz)
 set -u
+H100TAG=${H100TAG:?name the call: H100TAG=h100o (h100a-n are taken)}
+H200TAG=${H200TAG:?name the call: H200TAG=h200f}
 Q="$(dirname "$0")/bench_quick_transfer.sh"
 export THREADS=${THREADS:-11}
 glm=glm-4.5-air:BF16:8:1024,1536,2048,3072
@@ -23,10 +27,10 @@ mixtral=mixtral-8x7b:BF16:2:256,384,512,768
 next=qwen3-next-80b-a3b:BF16:8:3072,4096,6144
 minimax=minimax-m2.1:FP8:8:64,96,128,192
 if grep -qE "^model\s+: 143$" /proc/cpuinfo; then
-  TAG=h100n SHAPE_LAW=1 bash "$Q" $glm $mixtral qwen3-30b-a3b:BF16:8:1024,1536,2048,3072 $next $minimax
+  TAG=$H100TAG SHAPE_LAW=1 bash "$Q" $glm $mixtral qwen3-30b-a3b:BF16:8:1024,1536,2048,3072 $next $minimax
 elif nvidia-smi -L 2>/dev/null | grep -q H200; then
-  TAG=h200f AGAIN=1 bash "$Q" $next $glm $mixtral qwen3-30b-a3b:BF16:8:1536,2048,2560,3072 $minimax
+  TAG=$H200TAG AGAIN=1 bash "$Q" $next $glm $mixtral qwen3-30b-a3b:BF16:8:1536,2048,2560,3072 $minimax
 else
-  TAG=h100n SHAPE_LAW=1 COLD=1 COLD_TOKENS=1024 bash "$Q" $glm $mixtral qwen3-30b-a3b:BF16:8:1024,1536,2048,3072 $next \
+  TAG=$H100TAG SHAPE_LAW=1 COLD=1 COLD_TOKENS=1024 bash "$Q" $glm $mixtral qwen3-30b-a3b:BF16:8:1024,1536,2048,3072 $next \
     $minimax qwen3-235b-a22b-fp8:FP8:8:32,48,64,96
 fi
