@@ -25,6 +25,12 @@ decoder-layer forward, mean absolute error per path; crossovers judged by kttune
 
     python3 benchmarks/bench_probe_median.py --out benchmarks/results/2026-12-05-computed/probe-median
         [--call benchmarks/results/DAY-MACHINE:TAG[+TAG2] ...]   # more calls run with AGAIN=1 (LATE=1)
+        [--fastest-cpu-moe]
+
+`--fastest-cpu-moe` adds one more source per instance: the first probe with every kt-kernel MoE point
+at its fastest over the instance's probes (a slow reading of the host's first minutes, or of a busy
+moment, taken out), and a summary of the hybrid path over the instances: whether the probe should
+keep a CPU MoE point's fastest reading minutes apart rather than the median.
 """
 
 from __future__ import annotations
@@ -32,13 +38,15 @@ from __future__ import annotations
 import argparse
 import glob
 import itertools
+import statistics
+from dataclasses import replace
 from pathlib import Path
 
 from bench_quick_transfer import PATHS, RAW_TARGET, instance_of, path_summary, predict
 from results_layout import write_result
 
 from kttune.hw.probe_median import median_of_probes
-from kttune.hw.profile import load_profile
+from kttune.hw.profile import curve_key, load_profile
 
 RESULTS = Path("benchmarks/results")
 H100 = RESULTS / "2026-12-05-h100-pcie5-xeon-amx-16c"
@@ -87,6 +95,24 @@ def sources(probes: list[Path]) -> list[tuple[str, object]]:
     return out
 
 
+def fastest_cpu_moe(profiles: list) -> object:
+    """The first profile with each `cpu_moe` point's time the fastest any of `profiles` read for the
+    same curve (`curve_key`) and size; every other curve as the first probe measured it."""
+    first = profiles[0]
+    read: dict = {}
+    for prof in profiles:
+        for c in prof.curves_of("cpu_moe"):
+            for pt in c.points:
+                read.setdefault((curve_key(c), pt.x), []).append(pt.t_ms)
+    curves = tuple(
+        replace(c, points=tuple(replace(pt, t_ms=min(read[(curve_key(c), pt.x)])) for pt in c.points))
+        if c.kind == "cpu_moe"
+        else c
+        for c in first.curves
+    )
+    return replace(first, curves=curves)
+
+
 def instance_of_call(folder: Path, tag: str) -> tuple[list[Path], list[Path]]:
     """A `bench_quick_transfer.sh` call with AGAIN=1 / LATE=1 (TAG=tag), or calls on one instance
     one after another ("TAG1+TAG2"): their quick probes, in the order taken, and their sweeps."""
@@ -107,6 +133,7 @@ def main() -> None:
         help="also a bench_quick_transfer.sh call run with AGAIN=1 (LATE=1): its results folder and tag "
         "(TAG1+TAG2: calls on one instance, one after the other)",
     )
+    ap.add_argument("--fastest-cpu-moe", action="store_true", help="also each CPU MoE point at its fastest reading")
     args = ap.parse_args()
     for tag in LATER_CALLS:
         INSTANCES[tag] = instance_of_call(H100, tag)
@@ -132,9 +159,10 @@ def main() -> None:
     for name, (probes, sweeps) in INSTANCES.items():
         inst = instance_of(load_profile(probes[0]))
         rows = []
-        for label, prof in sources(probes):
+        extra = [("fastest CPU MoE of all", fastest_cpu_moe([load_profile(p) for p in probes]))]
+        for label, prof in sources(probes) + (extra if args.fastest_cpu_moe else []):
             s = score(sweeps, prof)
-            up = None if label.startswith("median") else prof.provenance.host_uptime_s
+            up = prof.provenance.host_uptime_s if label.startswith("probe") else None
             rows.append({"source": label, "host_uptime_s": up, **s})
         doc["instances"][name] = {
             "instance": inst,
@@ -156,7 +184,35 @@ def main() -> None:
                 f"{r['runs_both_paths_within_target']} of {len(sweeps)} | {r['crossovers_agree']} of {r['crossovers']} | {per} |"
             )
         lines.append("")
+    if args.fastest_cpu_moe:
+        lines += hybrid_summary(doc["instances"])
     write_result(args.out, doc, "\n".join(lines))
+
+
+def hybrid_summary(instances: dict) -> list[str]:
+    """The hybrid path's mean absolute error per instance, from its first probe, the median of all its
+    probes, and its CPU MoE points at their fastest; and the mean over the instances."""
+    kinds = ("probe 1", "median of all", "fastest CPU MoE of all")
+    lines = [
+        "## The hybrid path over the instances",
+        "",
+        "| instance | " + " | ".join(kinds) + " |",
+        "|---|" + "---|" * len(kinds),
+    ]
+    per: dict[str, list[float]] = {k: [] for k in kinds}
+    for name, d in instances.items():
+        n = len(d["probes"])
+        want = {"probe 1": "probe 1", "median of all": "median of " + "+".join(str(i + 1) for i in range(n))}
+        want["fastest CPU MoE of all"] = "fastest CPU MoE of all"
+        cells = []
+        for k in kinds:
+            row = next(r for r in d["rows"] if r["source"] == want[k])
+            xs = [w["hybrid"]["mape"] for w in row["sweeps"] if w["hybrid"]["mape"] is not None]
+            per[k].append(statistics.mean(xs))
+            cells.append(f"{per[k][-1]:.0%}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines.append("| mean | " + " | ".join(f"{statistics.mean(per[k]):.1%}" for k in kinds) + " |")
+    return lines + [""]
 
 
 if __name__ == "__main__":

@@ -458,6 +458,21 @@ def recipes() -> list[Recipe]:
             C6,
         ),
         Recipe(
+            "probe-median-fastest",
+            _bench(
+                "bench_probe_median.py",
+                "--call",
+                f"{H100}:h100k",
+                "--call",
+                f"{H100_6}:h100m",
+                "--fastest-cpu-moe",
+                "--out",
+                "{out}/probe-median-fastest",
+            ),
+            ("probe-median-fastest.json",),
+            C6,
+        ),
+        Recipe(
             "own-r-h100n",
             _bench("bench_cpu_generation.py", "--own-r", f"{H100_6}:h100n", "--out", "{out}/own-r-h100n"),
             ("own-r-h100n.json",),
