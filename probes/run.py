@@ -157,7 +157,8 @@ def cpu_moe_options(options: ProbeOptions) -> CpuMoeOptions:
 
 def stage_a_options(options: ProbeOptions, llc_bytes: int | None = None) -> StageAOptions:
     """What the stage A probe writes: the model's expert widths (or representative ones), from a
-    source larger than the last-level cache (`llc_bytes`, this host's when None)."""
+    source larger than the last-level cache (`llc_bytes`: the probe passes its inventory's; read from
+    this host's sysfs when None)."""
     if llc_bytes is None:
         llc_bytes = last_level_cache_bytes()
     if options.model is not None:
@@ -331,12 +332,13 @@ def _run_shape_law(ctx: ProbeContext, plan: ShapeLawPlan) -> list[Curve]:
 
 
 def _plan_stage_a(ctx: ProbeContext, plans: dict[str, Any]) -> Any:
-    return plan_stage_a(stage_a_options(ctx.options), ctx.cpu, ctx.cores, list(ctx.numa_ids), ctx.options.quick)
+    opts = stage_a_options(ctx.options, ctx.cpu.last_level_cache_bytes)
+    return plan_stage_a(opts, ctx.cpu, ctx.cores, list(ctx.numa_ids), ctx.options.quick)
 
 
 def _run_stage_a(ctx: ProbeContext, plan: Any) -> list[Curve]:
     curves = probe_stage_a(
-        stage_a_options(ctx.options),
+        stage_a_options(ctx.options, ctx.cpu.last_level_cache_bytes),
         ctx.cpu,
         ctx.reporter,
         cores=ctx.cores,
