@@ -84,9 +84,9 @@ def _pair(sweep: dict) -> str:
     return " / ".join(f"{sweep[p]['mape']:.0%}" if sweep[p]["mape"] is not None else "-" for p in PATHS)
 
 
-def sources(probes: list[Path]) -> list[tuple[str, object]]:
-    """Each probe alone, every subset of two or more as its median (labelled by the probes' numbers)."""
-    loaded = [load_profile(p) for p in probes]
+def sources(loaded: list) -> list[tuple[str, object]]:
+    """Each probe (loaded profiles, in the order taken) alone, every subset of two or more as its
+    median (labelled by the probes' numbers)."""
     out: list[tuple[str, object]] = [(f"probe {i + 1}", p) for i, p in enumerate(loaded)]
     for k in range(2, len(loaded) + 1):
         for combo in itertools.combinations(range(len(loaded)), k):
@@ -157,10 +157,13 @@ def main() -> None:
         "",
     ]
     for name, (probes, sweeps) in INSTANCES.items():
-        inst = instance_of(load_profile(probes[0]))
+        loaded = [load_profile(p) for p in probes]
+        inst = instance_of(loaded[0])
         rows = []
-        extra = [("fastest CPU MoE of all", fastest_cpu_moe([load_profile(p) for p in probes]))]
-        for label, prof in sources(probes) + (extra if args.fastest_cpu_moe else []):
+        named = sources(loaded)
+        if args.fastest_cpu_moe:
+            named.append(("fastest CPU MoE of all", fastest_cpu_moe(loaded)))
+        for label, prof in named:
             s = score(sweeps, prof)
             up = prof.provenance.host_uptime_s if label.startswith("probe") else None
             rows.append({"source": label, "host_uptime_s": up, **s})
