@@ -28,7 +28,7 @@ import statistics
 from dataclasses import replace
 from pathlib import Path
 
-from bench_hybrid_bias import signed_stats
+from bench_hybrid_bias import signed_cell, signed_stats
 from bench_probe_median import instance_of_call
 from bench_quick_transfer import PATHS, predict
 from results_layout import write_result
@@ -154,7 +154,7 @@ def r_sweep(values: list[float]) -> tuple[dict, str]:
         "|---|---|---|" + "---|" * len(values),
     ]
     for row in rows:
-        cells = [f"{row['hybrid'][str(r)]:+.0%}" if row["hybrid"][str(r)] is not None else "-" for r in values]
+        cells = [signed_cell(row["hybrid"][str(r)]) for r in values]
         lines.append(f"| {row['generation']} | {row['call']} | {row['model']} | " + " | ".join(cells) + " |")
     lines += ["", "| generation | " + head + " |", "|---|" + "---|" * len(values)]
     for gen in sorted({r["generation"] for r in rows}):
@@ -213,9 +213,6 @@ def own_r(folder: Path, tag: str) -> tuple[dict, str]:
         rows.append(row)
     gen = generation(machine, fam, model)
 
-    def cell(x):
-        return f"{x:+.0%}" if x is not None else "-"
-
     lines = [
         f"# The instance's own r: call {tag} ({gen}, family {fam} model {model} stepping {step})",
         "",
@@ -240,8 +237,8 @@ def own_r(folder: Path, tag: str) -> tuple[dict, str]:
     for row in rows:
         h, w = row["hybrid"], row["layerwise"]
         lines.append(
-            f"| {row['model']} | {cell(h['own_r'])} | {cell(h['constants'])} | {cell(h['other_probes'])} | "
-            f"{cell(w['own_r'])} | {cell(w['constants'])} | {cell(w['other_probes'])} |"
+            f"| {row['model']} | {signed_cell(h['own_r'])} | {signed_cell(h['constants'])} | {signed_cell(h['other_probes'])} | "
+            f"{signed_cell(w['own_r'])} | {signed_cell(w['constants'])} | {signed_cell(w['other_probes'])} |"
         )
     doc = {"call": tag, "cpu": [fam, model, step], "generation": gen, "r": r, "rows": rows}
     return doc, "\n".join(lines + [""])
@@ -307,7 +304,7 @@ def main() -> None:
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        cells = [f"{r[p]:+.0%}" if r[p] is not None else "-" for p in PATHS]
+        cells = [signed_cell(r[p]) for p in PATHS]
         cpu = ", ".join(map(str, r["cpu"]))
         lines.append(
             f"| {r['box']} | {r['call']} | {r['generation']} ({cpu}) | {r['probes']} | {r['model']} | "

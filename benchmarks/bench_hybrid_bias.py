@@ -107,6 +107,11 @@ def signed_stats(xs: list[float]) -> dict:
     }
 
 
+def signed_cell(x: float | None, missing: str = "-") -> str:
+    """A signed error as a table cell ("+12%"), `missing` where there is none."""
+    return f"{x:+.0%}" if x is not None else missing
+
+
 def summary(rows: list[dict]) -> dict:
     """Per model and path, over every (probe, sweep): the median signed error, its range, how many
     read fast (below -2%), slow (above +2%), and the count; and the same over every model."""
@@ -168,7 +173,7 @@ def main() -> None:
         "|---|---|---|---|---|",
     ]
     for r in own:
-        cells = [f"{r[p]:+.0%}" if r[p] is not None else "-" for p in PATHS]
+        cells = [signed_cell(r[p]) for p in PATHS]
         lines.append(f"| {r['box']} | {r['model']} | {cells[0]} | {cells[1]} | {r['sweep']} |")
     lines.append("")
     write_result(args.out, doc, "\n".join(lines))

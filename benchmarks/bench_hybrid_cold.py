@@ -22,6 +22,7 @@ import statistics
 from dataclasses import replace
 from pathlib import Path
 
+from bench_hybrid_bias import signed_cell
 from bench_quick_transfer import predict
 from results_layout import write_result
 
@@ -103,7 +104,7 @@ def evaluate(calls: list[str]) -> tuple[dict, str]:
         )
     lines += ["", "| call | model | " + " | ".join(VARIANTS) + " |", "|---|---|" + "---|" * len(VARIANTS)]
     for r in rows:
-        cells = [f"{r[v]:+.0%}" if r[v] is not None else "n/a" for v in VARIANTS]
+        cells = [signed_cell(r[v], "n/a") for v in VARIANTS]
         lines.append(f"| {r['call']} | {r['model']} | " + " | ".join(cells) + " |")
     return {"calls": calls, "rows": rows, "summary": summary}, "\n".join(lines + [""])
 
