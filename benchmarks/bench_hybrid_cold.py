@@ -57,11 +57,13 @@ def variants(quick: HardwareProfile, warm: HardwareProfile, cold: HardwareProfil
 
 def call_files(folder: Path, tag: str) -> tuple[Path, Path, Path, list[Path]]:
     """A COLD=1 call's quick profile, warm and cold CPU MoE profiles, and sweeps (the names
-    `bench_quick_transfer.sh`'s files take in a results folder)."""
+    `bench_quick_transfer.sh`'s files take in a results folder). TAG-late: a second quick probe and
+    warm / cold timing taken after the call's sweeps on the same instance (`quick-transfer-TAG-late`,
+    `quick-transfer-cold{,-warm}-TAG-late`), judged on the call's sweeps."""
     quick = folder / f"quick-transfer-{tag}.profile.json"
     warm = folder / f"quick-transfer-cold-warm-{tag}.profile.json"
     cold = folder / f"quick-transfer-cold-{tag}.profile.json"
-    sweeps = sorted(folder.glob(f"quick-transfer-crossover-*-{tag}.json"))
+    sweeps = sorted(folder.glob(f"quick-transfer-crossover-*-{tag.removesuffix('-late')}.json"))
     missing = [p.name for p in (quick, warm, cold) if not p.is_file()]
     if missing or not sweeps:
         raise SystemExit(f"{folder}:{tag}: missing {', '.join(missing) or 'sweeps'} (a COLD=1 call's files)")

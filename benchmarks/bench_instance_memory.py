@@ -3,8 +3,9 @@ calls (one quick probe and the path runner's sweeps on one instance), per instan
 kt-kernel MoE call on its cache-resident layer (BF16, 11 threads, 256 tokens), its stage A write from
 a source twice the last-level cache (BF16, 11 threads, the largest expert: a read from DRAM), and the
 runner's hybrid MoE layer of GLM-4.5-Air (4.15 GB of CPU experts) and Qwen3-30B-A3B (1.1 GB) at
-3,072 tokens, 11 threads. Spearman's rank correlation of each probe figure with each runner figure
-over the instances of one box (docs/cost-model.md#the-instances-own-quick-probe).
+3,072 tokens, 11 threads; the instance's CPU generation (lscpu's family and model in the call's
+machine file). Spearman's rank correlation of each probe figure with each runner figure over the
+instances of one box, and of one CPU generation of it (docs/cost-model.md#the-instances-own-quick-probe).
 
     python3 benchmarks/bench_instance_memory.py --out benchmarks/results/2026-12-05-computed/instance-memory
 """
@@ -16,6 +17,7 @@ import json
 import statistics
 from pathlib import Path
 
+from bench_cpu_generation import cpuid, generation
 from results_layout import write_result
 
 from kttune.probes.cpu_moe import QUICK_SHAPE
@@ -24,25 +26,33 @@ from kttune.runner.result import runs_in_results
 
 RESULTS = Path(__file__).resolve().parent / "results"
 H100 = RESULTS / "2026-12-05-h100-pcie5-xeon-amx-16c"
+H100_LATER = RESULTS / "2026-12-06-h100-pcie5-xeon-amx-16c"
 H200 = RESULTS / "2026-12-04-h200-pcie5-xeon-amx-16c"
 TOKENS, THREADS, METHOD = 3072, 11, "BF16"
 MODELS = ("glm-4.5-air", "qwen3-30b-a3b")
-# (box, instance, quick profile, the runner's results per model) of every call with both models swept
+# (box, instance, quick profile, the runner's results per model, the call's machine file) of every
+# call with both models swept
 CALLS = [
     *[
         (
             "H100",
             t,
-            H100 / f"quick-transfer-{t}.profile.json",
-            {m: H100 / f"quick-transfer-crossover-{m}-{t}.json" for m in MODELS},
+            folder / f"quick-transfer-{t}.profile.json",
+            {m: folder / f"quick-transfer-crossover-{m}-{t}.json" for m in MODELS},
+            folder / f"quick-transfer-machine-{t}.txt",
         )
-        for t in ("h100a", "h100c", "h100f", "h100g", "h100h", "h100i", "h100k")
+        for folder, tags in (
+            (H100, ("h100a", "h100c", "h100f", "h100g", "h100h", "h100i", "h100k")),
+            (H100_LATER, ("h100m", "h100n", "h100o")),
+        )
+        for t in tags
     ],
     (
         "H100",
         "h100l",
         H100 / "quick-tokens-h100l-quick-256-1.profile.json",
         {m: H100 / f"quick-tokens-h100l-crossover-{m}.json" for m in MODELS},
+        H100 / "quick-tokens-h100l-machine.txt",
     ),
     *[
         (
@@ -50,6 +60,7 @@ CALLS = [
             t,
             H200 / f"quick-transfer-{t}.profile.json",
             {m: H200 / f"quick-transfer-crossover-{m}-{t}.json" for m in MODELS},
+            H200 / f"quick-transfer-machine-{'ab' if t in 'ab' else t}.txt",
         )
         for t in "abcd"
     ],
@@ -103,12 +114,13 @@ def spearman(a: list[float], b: list[float]) -> float:
 
 def run() -> dict:
     rows = []
-    for box, tag, prof, sweeps in CALLS:
+    for box, tag, prof, sweeps, machine in CALLS:
         p = json.loads(prof.read_text())
         rows.append(
             {
                 "box": box,
                 "instance": tag,
+                "cpu": generation(machine, *cpuid(machine)[:2]),
                 "profile": str(prof.relative_to(RESULTS)),
                 "quick_layer_ms": quick_layer_ms(p),
                 "stage_a_gb_s": stage_a_gb_s(p),
@@ -116,13 +128,17 @@ def run() -> dict:
             }
         )
     corr = {}
-    for box in sorted({r["box"] for r in rows}):
+    groups = {box: [r for r in rows if r["box"] == box] for box in sorted({r["box"] for r in rows})}
+    for box, cpu in sorted({(r["box"], r["cpu"]) for r in rows}):
+        if len({r["cpu"] for r in groups[box]}) > 1:  # a box of two CPU generations: each on its own too
+            groups[f"{box} {cpu}"] = [r for r in rows if (r["box"], r["cpu"]) == (box, cpu)]
+    for group, members in groups.items():
         for probe in ("quick_layer_ms", "stage_a_gb_s"):
             for m in MODELS:
-                pairs = [(r[probe], r[f"runner_{m}_ms"]) for r in rows if r["box"] == box]
+                pairs = [(r[probe], r[f"runner_{m}_ms"]) for r in members]
                 pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
                 if len(pairs) >= 4:
-                    corr[f"{box} {probe} ~ {m}"] = {
+                    corr[f"{group}: {probe} ~ {m}"] = {
                         "n": len(pairs),
                         "spearman": spearman([a for a, _ in pairs], [b for _, b in pairs]),
                     }
@@ -137,8 +153,10 @@ def markdown(doc: dict) -> str:
         "its stage A write from a source twice the L3 (the largest expert), and the path runner's forced hybrid MoE "
         f"layer at {doc['tokens']} tokens.",
         "",
-        "| box | instance | quick layer, ms | stage A, GB/s | " + " | ".join(f"runner {m}, ms" for m in MODELS) + " |",
-        "|---|---|---|---|" + "---|" * len(MODELS),
+        "| box | instance | CPU | quick layer, ms | stage A, GB/s | "
+        + " | ".join(f"runner {m}, ms" for m in MODELS)
+        + " |",
+        "|---|---|---|---|---|" + "---|" * len(MODELS),
     ]
 
     def f(x, nd=1):
@@ -146,7 +164,7 @@ def markdown(doc: dict) -> str:
 
     for r in doc["rows"]:
         lines.append(
-            f"| {r['box']} | {r['instance']} | {f(r['quick_layer_ms'], 2)} | {f(r['stage_a_gb_s'])} | "
+            f"| {r['box']} | {r['instance']} | {r['cpu']} | {f(r['quick_layer_ms'], 2)} | {f(r['stage_a_gb_s'])} | "
             + " | ".join(f(r[f"runner_{m}_ms"]) for m in MODELS)
             + " |"
         )

@@ -465,6 +465,8 @@ def recipes() -> list[Recipe]:
                 f"{H100}:h100k",
                 "--call",
                 f"{H100_6}:h100m",
+                "--call",
+                f"{H100_6}:h100o",
                 "--fastest-cpu-moe",
                 "--out",
                 "{out}/probe-median-fastest",
@@ -476,6 +478,44 @@ def recipes() -> list[Recipe]:
             "own-r-h100n",
             _bench("bench_cpu_generation.py", "--own-r", f"{H100_6}:h100n", "--out", "{out}/own-r-h100n"),
             ("own-r-h100n.json",),
+            C6,
+        ),
+        *(
+            Recipe(
+                f"transfer-quick-{tag}",
+                _bench(
+                    "bench_transfer.py",
+                    "--profile",
+                    H100_6 / f"quick-transfer-{tag}.profile.json",
+                    "--out",
+                    "{out}",
+                    "--tag",
+                    f"quick-{tag}",
+                    *_s(sorted(H100_6.glob("quick-transfer-crossover-*-h100o.json"))),
+                ),
+                (f"transfer-quick-{tag}.json",),
+                C6,
+            )
+            for tag in ("h100o", "h100o-late")
+        ),
+        Recipe(
+            "hybrid-cold-h100o",
+            _bench(
+                "bench_hybrid_cold.py",
+                "--call",
+                f"{H100_6}:h100o",
+                "--call",
+                f"{H100_6}:h100o-late",
+                "--out",
+                "{out}/hybrid-cold-h100o",
+            ),
+            ("hybrid-cold-h100o.json",),
+            C6,
+        ),
+        Recipe(
+            "own-r-h100o",
+            _bench("bench_cpu_generation.py", "--own-r", f"{H100_6}:h100o", "--out", "{out}/own-r-h100o"),
+            ("own-r-h100o.json",),
             C6,
         ),
         Recipe(
