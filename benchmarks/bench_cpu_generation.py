@@ -50,7 +50,10 @@ CALLS = (
         ("H100", H100, c, H100 / f"quick-transfer-machine-{c.split('+')[0]}.txt")
         for c in ("h100a", "h100b", "h100c", "h100d+h100e", "h100f", "h100g", "h100h", "h100i", "h100k")
     ),
-    *(("H100", H100_LATER, c, H100_LATER / f"quick-transfer-machine-{c}.txt") for c in ("h100m", "h100n", "h100o")),
+    *(
+        ("H100", H100_LATER, c, H100_LATER / f"quick-transfer-machine-{c}.txt")
+        for c in ("h100m", "h100n", "h100o", "h100p")
+    ),
     ("H200", H200, "a+b", H200 / "quick-transfer-machine-ab.txt"),
     *(("H200", H200, c, H200 / f"quick-transfer-machine-{c}.txt") for c in ("c", "d")),
 )

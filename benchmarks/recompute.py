@@ -491,12 +491,12 @@ def recipes() -> list[Recipe]:
                     "{out}",
                     "--tag",
                     f"quick-{tag}",
-                    *_s(sorted(H100_6.glob("quick-transfer-crossover-*-h100o.json"))),
+                    *_s(sorted(H100_6.glob(f"quick-transfer-crossover-*-{tag.removesuffix('-late')}.json"))),
                 ),
                 (f"transfer-quick-{tag}.json",),
                 C6,
             )
-            for tag in ("h100o", "h100o-late")
+            for tag in ("h100o", "h100o-late", "h100p")
         ),
         Recipe(
             "hybrid-cold-h100o",
@@ -513,10 +513,19 @@ def recipes() -> list[Recipe]:
             C6,
         ),
         Recipe(
-            "own-r-h100o",
-            _bench("bench_cpu_generation.py", "--own-r", f"{H100_6}:h100o", "--out", "{out}/own-r-h100o"),
-            ("own-r-h100o.json",),
+            "hybrid-cold-h100p",
+            _bench("bench_hybrid_cold.py", "--call", f"{H100_6}:h100p", "--out", "{out}/hybrid-cold-h100p"),
+            ("hybrid-cold-h100p.json",),
             C6,
+        ),
+        *(
+            Recipe(
+                f"own-r-{tag}",
+                _bench("bench_cpu_generation.py", "--own-r", f"{H100_6}:{tag}", "--out", f"{{out}}/own-r-{tag}"),
+                (f"own-r-{tag}.json",),
+                C6,
+            )
+            for tag in ("h100o", "h100p")
         ),
         Recipe(
             "cpu-generation",
