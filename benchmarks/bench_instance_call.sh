@@ -13,12 +13,13 @@
 #   instance (after m) for the quick layer timed cold.
 #
 # Each plan runs in about 300-400 s, so a call started late in a session's device time still ends.
-# H100TAG / H200TAG name the call on either box (2026-12-06: H100TAG=h100n ran on instance n, Emerald
-# Rapids; pass the next letter so a new call's files do not take an earlier one's names).
+# H100TAG / H200TAG name the call on either box (2026-12-06: h100n, h100o and h100p ran on Emerald
+# Rapids instances n, o and p, and h100q names instance q's lone shape-law probe; pass the next letter
+# so a new call's files do not take an earlier one's names).
 #
-#   H100TAG=h100o H200TAG=h200f bash benchmarks/bench_instance_call.sh     (results: $OUT/quick-transfer-TAG.tgz)
+#   H100TAG=h100r H200TAG=h200f bash benchmarks/bench_instance_call.sh     (results: $OUT/quick-transfer-TAG.tgz)
 set -u
-H100TAG=${H100TAG:?name the call: H100TAG=h100o (h100a-n are taken)}
+H100TAG=${H100TAG:?name the call: H100TAG=h100r (h100a-q are taken)}
 H200TAG=${H200TAG:?name the call: H200TAG=h200f}
 Q="$(dirname "$0")/bench_quick_transfer.sh"
 export THREADS=${THREADS:-11}
