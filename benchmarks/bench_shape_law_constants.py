@@ -6,12 +6,15 @@ reads every run's r again (`kttune.hw.shape_law.run_slopes`, `output_flops`), ch
 holds their medians, and predicts models' own kt-kernel MoE curves (256 tokens and more) from a
 quick profile of the same instance (`bench_shape_law_probe.errors`) with the constants taken four
 ways: the median of the benchmark's runs alone (the table before the probe's sets counted), the
-median of all runs (the table), and every class at its runs' smallest and at their largest r. Inputs
-per instance: a quick profile (`--base`) and the model probes of that instance (`--models`); the
-first `--base` pairs with the first `--models` group, and so on.
+median of all runs (the table), and every class at its runs' smallest and at their largest r; with
+`--more-runs`, a fifth: the median of all runs and those profiles' shape-law sets (probes of the
+same CPU that the table's runs do not count: whether counting them would move the predictions).
+Inputs per instance: a quick profile (`--base`) and the model probes of that instance (`--models`);
+the first `--base` pairs with the first `--models` group, and so on.
 
     python benchmarks/bench_shape_law_constants.py --results benchmarks/results \
-        --instance NAME BASE.profile.json M1.profile.json ... [--instance ...] --out FILE.md
+        --instance NAME BASE.profile.json M1.profile.json ... [--instance ...] \
+        [--more-runs P1.profile.json ...] --out FILE.md
 """
 
 from __future__ import annotations
@@ -38,21 +41,43 @@ def runs_r(results: Path) -> dict[tuple[str, str], list[tuple[str, float]]]:
     }
 
 
-def tables(runs: dict[tuple[str, str], list[tuple[str, float]]]) -> dict[str, dict[tuple[str, str], float]]:
-    """The constants four ways (see the module's docstring)."""
+def more_runs_r(paths: list[Path], keys) -> dict[tuple[str, str], list[tuple[str, float]]]:
+    """Per (build, class) of `keys`: the r of each profile in `paths` whose shape-law set holds that
+    class (five shapes, as a table run must)."""
+    out: dict[tuple[str, str], list[tuple[str, float]]] = {}
+    for key in keys:
+        for p in paths:
+            slopes = run_slopes(p, key)
+            if len(slopes) >= 5:
+                out.setdefault(key, []).append((p.name, output_flops(slopes)))
+    return out
+
+
+def tables(
+    runs: dict[tuple[str, str], list[tuple[str, float]]], more: dict[tuple[str, str], list[tuple[str, float]]]
+) -> dict[str, dict[tuple[str, str], float]]:
+    """The constants four ways, and a fifth with `more` (see the module's docstring)."""
     bench = {k: statistics.median(r for p, r in v if not p.endswith(".profile.json")) for k, v in runs.items()}
-    return {
+    ways = {
         "benchmark's runs": bench,
         "all runs (the table)": {k: statistics.median(r for _, r in v) for k, v in runs.items()},
         "smallest r": {k: min(r for _, r in v) for k, v in runs.items()},
         "largest r": {k: max(r for _, r in v) for k, v in runs.items()},
     }
+    if more:
+        ways["all runs and --more-runs"] = {
+            k: statistics.median([r for _, r in v] + [r for _, r in more.get(k, [])]) for k, v in runs.items()
+        }
+    return ways
 
 
-def run(results: Path, instances: list[tuple[str, Path, list[Path]]], gpu_from: str) -> dict:
+def run(
+    results: Path, instances: list[tuple[str, Path, list[Path]]], gpu_from: str, more_paths: list[Path] = ()
+) -> dict:
     shipped = load_shipped(gpu_from)
     runs = runs_r(results)
-    ways = tables(runs)
+    more = more_runs_r(list(more_paths), runs)
+    ways = tables(runs, more)
     table = dict(kt_classes.MATRIX_OUTPUT_FLOPS)
     holds = all(abs(table[k] - v) <= max(1.0, 0.005 * v) for k, v in ways["all runs (the table)"].items())
     rows = []
@@ -73,6 +98,7 @@ def run(results: Path, instances: list[tuple[str, Path, list[Path]]], gpu_from: 
         kt_classes.MATRIX_OUTPUT_FLOPS = table
     return {
         "runs": {f"{k[0]} {k[1]}": [{"run": p, "r": r} for p, r in v] for k, v in runs.items()},
+        "more_runs": {f"{k[0]} {k[1]}": [{"run": p, "r": r} for p, r in v] for k, v in more.items()},
         "constants": {way: {f"{k[0]} {k[1]}": v for k, v in c.items()} for way, c in ways.items()},
         "table_holds_the_medians": holds,
         "gpu_from": gpu_from,
@@ -93,6 +119,8 @@ def markdown(doc: dict) -> str:
     ]
     for key, rs in doc["runs"].items():
         cells = ", ".join(f"{x['r']:,.0f}" for x in rs)
+        if doc.get("more_runs", {}).get(key):
+            cells += "; --more-runs: " + ", ".join(f"{x['r']:,.0f}" for x in doc["more_runs"][key])
         lines.append(f"| {key} | {cells} | " + " | ".join(f"{doc['constants'][w][key]:,.0f}" for w in ways) + " |")
     lines += [
         "",
@@ -115,6 +143,12 @@ def markdown(doc: dict) -> str:
         lines.append(
             f"| **{inst}, mean** | | | " + " | ".join(f"{statistics.mean(per_way[w]):.1%}" for w in ways) + " |"
         )
+    if len(by_instance) > 1:
+        lines.append(
+            "| **every instance, mean of the means** | | | "
+            + " | ".join(f"{statistics.mean(statistics.mean(v[w]) for v in by_instance.values()):.1%}" for w in ways)
+            + " |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -123,6 +157,14 @@ def main() -> None:
     ap.add_argument("--results", type=Path, default=Path(__file__).resolve().parent / "results")
     ap.add_argument("--instance", nargs="+", action="append", required=True, metavar="NAME BASE MODELS")
     ap.add_argument("--gpu-from", default="h200-pcie5-xeon-amx-16c", help="shipped profile lending the GPU curves")
+    ap.add_argument(
+        "--more-runs",
+        nargs="+",
+        type=Path,
+        default=[],
+        metavar="PROFILE",
+        help="profiles with shape-law sets the table's runs do not count (a fifth way: all runs and these)",
+    )
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
     instances = []
@@ -130,7 +172,7 @@ def main() -> None:
         if len(group) < 3:
             ap.error("--instance takes a name, a quick profile and at least one model probe")
         instances.append((group[0], Path(group[1]), [Path(p) for p in group[2:]]))
-    doc = run(a.results, instances, a.gpu_from)
+    doc = run(a.results, instances, a.gpu_from, a.more_runs)
     md = markdown(doc)
     write_result(a.out, doc, md)
 

@@ -116,6 +116,24 @@ def recipes() -> list[Recipe]:
         "kimi-k2-thinking-RAWINT4 qwen3-235b-a22b-AMXINT4 qwen3-235b-a22b-AMXINT8"
     ).split()
     b, c = H4 / "shape-law-probe-b", H4 / "shape-law-probe-c"
+    cold_probes = _s(sorted(H4.glob("cpu-moe-cold-probe-*.profile.json")))
+    constants_instances = [
+        *(
+            a
+            for n in (1, 2)
+            for a in ("--instance", f"cold-warm-{n}", H4 / f"cpu-moe-cold-warm-{n}.profile.json", *cold_probes)
+        ),
+        *(
+            a
+            for x in "abc"
+            for a in (
+                "--instance",
+                f"shape-law-probe-{x}",
+                H4 / f"shape-law-probe-{x}-probe-quick-shape-law.profile.json",
+                *(H4 / f"shape-law-probe-{x}-probe-{m}.profile.json" for m in sorted(shape_models)),
+            )
+        ),
+    ]
     seven = [
         H16 / "paths.json",
         H16 / "paths-transfer-glm-minimax.json",
@@ -526,6 +544,24 @@ def recipes() -> list[Recipe]:
                 C6,
             )
             for tag in ("h100o", "h100p")
+        ),
+        Recipe(
+            "shape-law-constants-emr",
+            _bench(
+                "bench_shape_law_constants.py",
+                "--results",
+                RESULTS,
+                *constants_instances,
+                "--more-runs",
+                *(
+                    H100_6 / f"quick-transfer-{t}.profile.json"
+                    for t in ("h100n", "h100o", "h100o-late", "h100p", "h100q")
+                ),
+                "--out",
+                "{out}/shape-law-constants-emr",
+            ),
+            ("shape-law-constants-emr.json",),
+            C6,
         ),
         Recipe(
             "cpu-generation",
