@@ -8,9 +8,11 @@
 #   (bench_cpu_generation.py --own-r), for the BF16 hybrid path the constant reads +23% slow there;
 # - an H200: AGAIN=1, Qwen3-Next first: its layerwise path (26% on the instance
 #   with two quick probes, before the quick probe streamed its narrow layers: docs/probe.md);
-# - an Emerald Rapids H100: SHAPE_LAW=1 COLD=1 COLD_TOKENS=1024, the four BF16 models and
-#   two FP8 ones: whether the instance's own r takes away the BF16 hybrid path's -15%, and a second
-#   instance (after m) for the quick layer timed cold.
+# - an Emerald Rapids H100: LATE=1, the four BF16 models and two FP8 ones: a second quick probe after
+#   the sweeps, so one more instance reads the median of two probes (`--repeat`'s reading,
+#   bench_probe_median.py). The plan before (SHAPE_LAW=1 COLD=1 COLD_TOKENS=1024) ran on n, o and p:
+#   neither the instance's own r nor the layer timed cold moved the hybrid error on average
+#   (docs/cost-model.md, "Instances o, p and q").
 #
 # Each plan runs in about 300-400 s, so a call started late in a session's device time still ends.
 # H100TAG / H200TAG name the call on either box (2026-12-06: h100n, h100o and h100p ran on Emerald
@@ -32,6 +34,6 @@ if grep -qE "^model\s+: 143$" /proc/cpuinfo; then
 elif nvidia-smi -L 2>/dev/null | grep -q H200; then
   TAG=$H200TAG AGAIN=1 bash "$Q" $next $glm $mixtral qwen3-30b-a3b:BF16:8:1536,2048,2560,3072 $minimax
 else
-  TAG=$H100TAG SHAPE_LAW=1 COLD=1 COLD_TOKENS=1024 bash "$Q" $glm $mixtral qwen3-30b-a3b:BF16:8:1024,1536,2048,3072 $next \
+  TAG=$H100TAG LATE=1 bash "$Q" $glm $mixtral qwen3-30b-a3b:BF16:8:1024,1536,2048,3072 $next \
     $minimax qwen3-235b-a22b-fp8:FP8:8:32,48,64,96
 fi
