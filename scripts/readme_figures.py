@@ -79,11 +79,8 @@ ACCURACY = dict(
     ),
     pipeline_narrow="2026-12-05-computed/pipeline-narrow.json",
     hybrid_bias="2026-12-05-computed/hybrid-bias.json",
-    # two later H100 instances' quick probes at the default series, their own sweeps (series "256")
-    later_bias=(
-        "2026-12-05-computed/quick-tokens-estimate-h100k.json",
-        "2026-12-05-computed/quick-tokens-h100l.json",
-    ),
+    # every quick-transfer call's own probes against its sweeps, grouped by the instance's CPU generation
+    cpu_generation="2026-12-06-computed/cpu-generation.json",
     pipeline_loop="2026-12-05-computed/pipeline-loop.json",
     same_instance="2026-12-05-computed/same-machine-h200-seven-models-one-instance.json",
     lomo_instance="2026-12-05-computed/same-machine-h200-seven-models-leave-one-model-out.json",
@@ -754,19 +751,18 @@ def accuracy_block() -> str:
     own_h100 = [r["hybrid"] for r in own if r["box"] == "H100"]
     own_h200 = [r["hybrid"] for r in own if r["box"] == "H200"]
 
-    def later(doc: dict, model: str) -> float:  # the series' median signed hybrid error on a model
-        return statistics.median(
-            r["signed"]
-            for e in doc["series"]["256"]
-            for r in e["sweeps"]
-            if (r["model"], r["path"]) == (model, "hybrid")
+    gen = {
+        (g["box"], g["generation"]): g["hybrid"]
+        for g in json.loads((RESULTS / ACCURACY["cpu_generation"]).read_text())["groups"]
+        if g["group"] == "BF16 models"
+    }
+
+    def by_gen(box: str, cpu: str) -> str:
+        g = gen[(box, cpu)]
+        return (
+            f"{g['median']:+.0%} ({g['min']:+.0%} to {g['max']:+.0%}; {g['fast']} fast, {g['slow']} slow of {g['n']})"
         )
 
-    # each file names its instance: ...-h100k.json -> k
-    later_docs = [(Path(f).stem[-1], json.loads((RESULTS / f).read_text())) for f in ACCURACY["later_bias"]]
-    later_text = "; ".join(
-        f"{name} {later(d, 'glm-4.5-air'):+.0%} / {later(d, 'qwen3-30b-a3b'):+.0%}" for name, d in later_docs
-    )
     rows.append(
         (
             "which way a quick probe errs, per path (a bias every probe of a host shares, which `--repeat` does "
@@ -779,9 +775,12 @@ def accuracy_block() -> str:
             f"H200: hybrid median {h200['median']:+.0%} ({h200['fast']} fast, {h200['slow']} slow). The model's "
             f"own layer probed (`--model`, past the cache) beside its sweeps reads the same way: H100 "
             f"{min(own_h100):+.0%} to {max(own_h100):+.0%} ({len(own_h100)} models, at 13 threads, where the runner's own threads take cores), H200 {min(own_h200):+.0%} to "
-            f"{max(own_h200):+.0%} (median {statistics.median(own_h200):+.0%}, {len(own_h200)} pairs). Two later H100 "
-            f"instances' quick probes read the BF16 hybrid paths slow instead (GLM-4.5-Air / Qwen3-30B-A3B: "
-            f"{later_text}): the sign is the instance's big layer, not the box's",
+            f"{max(own_h200):+.0%} (median {statistics.median(own_h200):+.0%}, {len(own_h200)} pairs). By the "
+            f"instance's CPU generation (lscpu's family and model; every instance names its CPU alike), every call's "
+            f"own quick probes read the BF16 models' hybrid paths {by_gen('H100', 'Emerald Rapids')} on the H100 "
+            f"box's Emerald Rapids instances, {by_gen('H100', 'Sapphire Rapids')} on its Sapphire Rapids ones and "
+            f"{by_gen('H200', 'Emerald Rapids')} on the H200 box's: the sign is mostly the CPU's, the spread within "
+            "one generation the instance's",
             "docs/cost-model.md#the-instances-own-quick-probe",
         )
     )
