@@ -368,6 +368,37 @@ def recipes() -> list[Recipe]:
             ),
             ("transfer-merged-probes-h100k.json",),
         ),
+        *(
+            Recipe(
+                f"transfer-merged-probes-{t}",
+                _bench(
+                    "bench_transfer.py",
+                    "--profile",
+                    RESULTS / C5 / f"{t}-merged.profile.json",
+                    "--out",
+                    "{out}",
+                    "--tag",
+                    f"merged-probes-{t}",
+                    *_s(sorted(H100.glob(f"quick-transfer-crossover-*-{t}.json"))),
+                ),
+                (f"transfer-merged-probes-{t}.json",),
+            )
+            for t in ("h100f", "h100g", "h100h")
+        ),
+        Recipe(
+            "transfer-quick-probe-h100a",
+            _bench(
+                "bench_transfer.py",
+                "--profile",
+                H100 / "quick-transfer-h100a.profile.json",
+                "--out",
+                "{out}",
+                "--tag",
+                "quick-probe-h100a",
+                *_s(sorted(H100.glob("quick-transfer-crossover-*-h100a.json"))),
+            ),
+            ("transfer-quick-probe-h100a.json",),
+        ),
         Recipe(
             "transfer-quick-narrow-h100i",
             _bench(

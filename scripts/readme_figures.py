@@ -78,6 +78,13 @@ ACCURACY = dict(
         "2026-12-05-computed/transfer-merged-probes-h200ab.json",
         "2026-12-05-computed/transfer-quick-probe-h200c.json",
     ),
+    # the H100 box's instances, each from its own quick probes (two merged where the call took two)
+    h100_lomo=(
+        "2026-12-05-computed/transfer-quick-probe-h100a.json",
+        *(f"2026-12-05-computed/transfer-merged-probes-h100{t}.json" for t in "fghik"),
+        "2026-12-06-computed/transfer-merged-probes-h100m.json",
+        *(f"2026-12-06-computed/transfer-quick-h100{t}.json" for t in "nop"),
+    ),
     pipeline_narrow="2026-12-05-computed/pipeline-narrow.json",
     hybrid_bias="2026-12-05-computed/hybrid-bias.json",
     # every quick-transfer call's own probes against its sweeps, grouped by the instance's CPU generation
@@ -702,6 +709,25 @@ def accuracy_block() -> str:
             f"merged: raw {ab_raw} ({ab_over} of {len(ab['rows'])} over 15%), calibrated (held out) {cal_range(ab)}, "
             f"crossovers {ab_cross} of {len(ab['crossover'])}; one probe: raw {c_raw} ({c_over} over 15%), "
             f"calibrated {cal_range(c)}, crossovers {c_cross} of {len(c['crossover'])}",
+            "docs/cost-model.md#the-instances-own-quick-probe",
+        )
+    )
+    h100 = [json.loads((RESULTS / f).read_text()) for f in ACCURACY["h100_lomo"]]
+    raw_ok = [sum(r["raw"] <= 0.15 for r in d["rows"]) for d in h100]
+    cal = [[r["calibrated_own_lopo"] for r in d["rows"] if r["calibrated_own_lopo"] is not None] for d in h100]
+    cal_ok = [sum(x <= 0.10 for x in c) for c in cal]
+    paths = [len(d["rows"]) for d in h100]
+    cross_ok = sum(sum(bool(c["raw_inside_or_within_20pct"]) for c in d["crossover"]) for d in h100)
+    rows.append(
+        (
+            "the same on the H100 box, instance by instance",
+            f"path runner, H100 box: {len(h100)} instances, each from its own quick probes (one, or two merged), "
+            f"{sum(len(d['crossover']) for d in h100)} sweeps of 6-9 models ({sum(d['points'] for d in h100)} forwards)",
+            f"per model and path raw within 15%: {sum(raw_ok)} of {sum(paths)} ({min(raw_ok)}-{max(raw_ok)} of "
+            f"{min(paths)}-{max(paths)} per instance; every path on {sum(o == n for o, n in zip(raw_ok, paths))} of "
+            f"{len(h100)} instances); calibrated on own runs (held out) within 10%: {sum(cal_ok)} of "
+            f"{sum(len(c) for c in cal)} (every path on {sum(o == len(c) for o, c in zip(cal_ok, cal))} of {len(h100)}); "
+            f"crossovers {cross_ok} of {sum(len(d['crossover']) for d in h100)}",
             "docs/cost-model.md#the-instances-own-quick-probe",
         )
     )
