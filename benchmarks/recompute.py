@@ -340,34 +340,6 @@ def recipes() -> list[Recipe]:
         Recipe(
             "runner-repeat", _bench("bench_runner_repeat.py", "--out", "{out}/runner-repeat"), ("runner-repeat.json",)
         ),
-        Recipe(
-            "transfer-merged-probes-h100i",
-            _bench(
-                "bench_transfer.py",
-                "--profile",
-                RESULTS / C5 / "h100i-merged.profile.json",
-                "--out",
-                "{out}",
-                "--tag",
-                "merged-probes-h100i",
-                *h100i,
-            ),
-            ("transfer-merged-probes-h100i.json",),
-        ),
-        Recipe(
-            "transfer-merged-probes-h100k",
-            _bench(
-                "bench_transfer.py",
-                "--profile",
-                RESULTS / C5 / "h100k-merged.profile.json",
-                "--out",
-                "{out}",
-                "--tag",
-                "merged-probes-h100k",
-                *_s(sorted(H100.glob("quick-transfer-crossover-*-h100k.json"))),
-            ),
-            ("transfer-merged-probes-h100k.json",),
-        ),
         *(
             Recipe(
                 f"transfer-merged-probes-{t}",
@@ -383,7 +355,7 @@ def recipes() -> list[Recipe]:
                 ),
                 (f"transfer-merged-probes-{t}.json",),
             )
-            for t in ("h100f", "h100g", "h100h")
+            for t in ("h100f", "h100g", "h100h", "h100i", "h100k")
         ),
         Recipe(
             "transfer-quick-probe-h100a",
@@ -479,32 +451,14 @@ def recipes() -> list[Recipe]:
             ("transfer-merged-probes-h100m.json",),
             C6,
         ),
-        Recipe(
-            "hybrid-cold-h100m",
-            _bench("bench_hybrid_cold.py", "--call", f"{H100_6}:h100m", "--out", "{out}/hybrid-cold-h100m"),
-            ("hybrid-cold-h100m.json",),
-            C6,
-        ),
-        Recipe(
-            "transfer-quick-h100n",
-            _bench(
-                "bench_transfer.py",
-                "--profile",
-                H100_6 / "quick-transfer-h100n.profile.json",
-                "--out",
-                "{out}",
-                "--tag",
-                "quick-h100n",
-                *_s(sorted(H100_6.glob("quick-transfer-crossover-*-h100n.json"))),
-            ),
-            ("transfer-quick-h100n.json",),
-            C6,
-        ),
-        Recipe(
-            "hybrid-cold-h100n",
-            _bench("bench_hybrid_cold.py", "--call", f"{H100_6}:h100n", "--out", "{out}/hybrid-cold-h100n"),
-            ("hybrid-cold-h100n.json",),
-            C6,
+        *(
+            Recipe(
+                f"hybrid-cold-{tag}",
+                _bench("bench_hybrid_cold.py", "--call", f"{H100_6}:{tag}", "--out", f"{{out}}/hybrid-cold-{tag}"),
+                (f"hybrid-cold-{tag}.json",),
+                C6,
+            )
+            for tag in ("h100m", "h100n", "h100p")
         ),
         Recipe(
             "probe-median-fastest",
@@ -523,12 +477,6 @@ def recipes() -> list[Recipe]:
             ("probe-median-fastest.json",),
             C6,
         ),
-        Recipe(
-            "own-r-h100n",
-            _bench("bench_cpu_generation.py", "--own-r", f"{H100_6}:h100n", "--out", "{out}/own-r-h100n"),
-            ("own-r-h100n.json",),
-            C6,
-        ),
         *(
             Recipe(
                 f"transfer-quick-{tag}",
@@ -545,7 +493,7 @@ def recipes() -> list[Recipe]:
                 (f"transfer-quick-{tag}.json",),
                 C6,
             )
-            for tag in ("h100o", "h100o-late", "h100p")
+            for tag in ("h100n", "h100o", "h100o-late", "h100p")
         ),
         Recipe(
             "hybrid-cold-h100o",
@@ -561,12 +509,6 @@ def recipes() -> list[Recipe]:
             ("hybrid-cold-h100o.json",),
             C6,
         ),
-        Recipe(
-            "hybrid-cold-h100p",
-            _bench("bench_hybrid_cold.py", "--call", f"{H100_6}:h100p", "--out", "{out}/hybrid-cold-h100p"),
-            ("hybrid-cold-h100p.json",),
-            C6,
-        ),
         *(
             Recipe(
                 f"own-r-{tag}",
@@ -574,7 +516,7 @@ def recipes() -> list[Recipe]:
                 (f"own-r-{tag}.json",),
                 C6,
             )
-            for tag in ("h100o", "h100p")
+            for tag in ("h100n", "h100o", "h100p")
         ),
         Recipe(
             "shape-law-constants-emr",
