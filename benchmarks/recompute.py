@@ -64,6 +64,19 @@ def _sweeps(folder: Path, tag: str) -> str:
     return ",".join(_s(sorted(folder.glob(f"quick-transfer-crossover-*-{tag}.json"))))
 
 
+def _per_call(name: str, script: str, flag: str, tags: tuple[str, ...]) -> list[Recipe]:
+    """One recipe per 2026-12-06 H100 call: `script FLAG FOLDER:TAG --out {out}/NAME-TAG`."""
+    return [
+        Recipe(
+            f"{name}-{t}",
+            _bench(script, flag, f"{H100_6}:{t}", "--out", f"{{out}}/{name}-{t}"),
+            (f"{name}-{t}.json",),
+            C6,
+        )
+        for t in tags
+    ]
+
+
 def _same_machine(folder: Path, pairs: list[tuple[str, str]]) -> list[str]:
     return [f"{folder / run}:{folder / probe}" for run, probe in pairs]
 
@@ -451,15 +464,7 @@ def recipes() -> list[Recipe]:
             ("transfer-merged-probes-h100m.json",),
             C6,
         ),
-        *(
-            Recipe(
-                f"hybrid-cold-{tag}",
-                _bench("bench_hybrid_cold.py", "--call", f"{H100_6}:{tag}", "--out", f"{{out}}/hybrid-cold-{tag}"),
-                (f"hybrid-cold-{tag}.json",),
-                C6,
-            )
-            for tag in ("h100m", "h100n", "h100p")
-        ),
+        *_per_call("hybrid-cold", "bench_hybrid_cold.py", "--call", ("h100m", "h100n", "h100p")),
         Recipe(
             "probe-median-fastest",
             _bench(
@@ -509,15 +514,7 @@ def recipes() -> list[Recipe]:
             ("hybrid-cold-h100o.json",),
             C6,
         ),
-        *(
-            Recipe(
-                f"own-r-{tag}",
-                _bench("bench_cpu_generation.py", "--own-r", f"{H100_6}:{tag}", "--out", f"{{out}}/own-r-{tag}"),
-                (f"own-r-{tag}.json",),
-                C6,
-            )
-            for tag in ("h100n", "h100o", "h100p")
-        ),
+        *_per_call("own-r", "bench_cpu_generation.py", "--own-r", ("h100n", "h100o", "h100p")),
         Recipe(
             "shape-law-constants-emr",
             _bench(
