@@ -449,20 +449,23 @@ def recipes() -> list[Recipe]:
             ("instance-memory.json",),
         ),
         Recipe("thread-law", _bench("bench_thread_law.py", "--out", "{out}/thread-law"), ("thread-law.json",)),
-        Recipe(
-            "transfer-merged-probes-h100m",
-            _bench(
-                "bench_transfer.py",
-                "--profile",
-                RESULTS / C6 / "h100m-merged.profile.json",
-                "--out",
-                "{out}",
-                "--tag",
-                "merged-probes-h100m",
-                *_s(sorted(H100_6.glob("quick-transfer-crossover-*-h100m.json"))),
-            ),
-            ("transfer-merged-probes-h100m.json",),
-            C6,
+        *(
+            Recipe(
+                f"transfer-merged-probes-{t}",
+                _bench(
+                    "bench_transfer.py",
+                    "--profile",
+                    RESULTS / C6 / f"{t}-merged.profile.json",
+                    "--out",
+                    "{out}",
+                    "--tag",
+                    f"merged-probes-{t}",
+                    *_s(sorted(H100_6.glob(f"quick-transfer-crossover-*-{t}.json"))),
+                ),
+                (f"transfer-merged-probes-{t}.json",),
+                C6,
+            )
+            for t in ("h100m", "h100r")
         ),
         *_per_call("hybrid-cold", "bench_hybrid_cold.py", "--call", ("h100m", "h100n", "h100p")),
         Recipe(
@@ -475,6 +478,8 @@ def recipes() -> list[Recipe]:
                 f"{H100_6}:h100m",
                 "--call",
                 f"{H100_6}:h100o",
+                "--call",
+                f"{H100_6}:h100r",
                 "--fastest-cpu-moe",
                 "--out",
                 "{out}/probe-median-fastest",
@@ -498,7 +503,7 @@ def recipes() -> list[Recipe]:
                 (f"transfer-quick-{tag}.json",),
                 C6,
             )
-            for tag in ("h100n", "h100o", "h100o-late", "h100p")
+            for tag in ("h100n", "h100o", "h100o-late", "h100p", "h100r", "h100r-late")
         ),
         Recipe(
             "hybrid-cold-h100o",

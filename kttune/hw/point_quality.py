@@ -66,20 +66,27 @@ def slow_per_byte(curve: Curve) -> list[Point]:
 def off_per_byte(curve: Curve) -> list[Point]:
     """The points of a layerwise pipeline curve worth timing again by the curve's other points: those
     `slow_per_byte` names, and a smaller point that took more than `AGREE_LIMIT` times the time per
-    byte of a larger one (both past `STREAM_PAST_CACHE_BYTES`). The second is not marked disturbed: a
-    fixed cost does make a smaller layer dearer per byte (at 15 threads on the H200 box, where the
-    stream driver's callback thread starves, 1.6-1.7x); but a half layer timed inside a busy moment
-    reads the same way and tilts the curve that extrapolates the whole layer (an H100 quick probe of
-    2026-12-05: DeepSeek-V3's 1.06 GB FP8 half layer 46 ms, p10-p90 32-55, beside 48 ms for 2.1 GB,
-    so the 10.9 GB layer read 71% fast). Timed again, such a point keeps its fastest timing, so a real
-    fixed cost stays. Over every pipeline curve the project had measured by then (332 pairs of sizes),
-    19 points, 6 of them `slow_per_byte`'s (docs/probe.md#disturbed-points); [] for any other kind
-    of curve."""
+    byte of a larger one. The second is not marked disturbed: a fixed cost does make a smaller layer
+    dearer per byte (at 15 threads on the H200 box, where the stream driver's callback thread starves,
+    1.6-1.7x); but a half layer timed inside a busy moment reads the same way and tilts the curve that
+    extrapolates the whole layer (an H100 quick probe of 2026-12-05: DeepSeek-V3's 1.06 GB FP8 half
+    layer 46 ms, p10-p90 32-55, beside 48 ms for 2.1 GB, so the 10.9 GB layer read 71% fast). Timed
+    again, such a point keeps its fastest timing, so a real fixed cost stays. The second check holds
+    a smaller point of any size: a cache can make a small layer cheaper per byte, never dearer. Until
+    2026-12-06 it held only points past `STREAM_PAST_CACHE_BYTES`, and so never timed again the quick
+    probe's narrow BF16 half layer (384 MiB): on H100 instance r it read 27.7 ms (p10-p90 24.8-33.7)
+    beside 38.3 ms for 768 MiB, and the same instance's next probe 15.8, and that one point put
+    GLM-4.5-Air's streamed layer at 84 ms where the runner took 140 (the layerwise path 36% fast,
+    Mixtral-8x7B's 30%; 2% and 3% with the next probe's reading; docs/probe.md#disturbed-points).
+    Over every pipeline curve the project has measured (535), 32 points, 24 before; [] for any other
+    kind of curve."""
     if curve.kind != "pipeline":
         return []
-    pts = sorted((p for p in curve.points if p.x >= STREAM_PAST_CACHE_BYTES and p.t_ms > 0), key=lambda p: p.x)
-    # slower per byte than a smaller point (`slow_per_byte`) or than a larger one: than any other
-    return [p for p in pts if any(p.t_ms / p.x > AGREE_LIMIT * q.t_ms / q.x for q in pts if q is not p)]
+    pts = sorted((p for p in curve.points if p.t_ms > 0), key=lambda p: p.x)
+    slow = {id(p) for p in slow_per_byte(curve)}
+    return [
+        p for p in pts if id(p) in slow or any(p.t_ms / p.x > AGREE_LIMIT * q.t_ms / q.x for q in pts if q.x > p.x)
+    ]
 
 
 # kt-kernel's pool splits one call's work among its workers, so fewer workers take at most a larger

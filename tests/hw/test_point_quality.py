@@ -108,6 +108,37 @@ def test_a_smaller_layer_dearer_per_byte_than_a_larger_is_timed_again_but_not_ma
     assert off_per_byte(Curve(kind="h2d", x_unit="bytes", points=curve((gib, 40.0), (2 * gib, 50.0)).points)) == []
 
 
+def test_a_half_layer_below_the_streaming_floor_dearer_per_byte_is_timed_again():
+    """H100 instance r's first quick probe (2026-12-06) timed the narrow BF16 half layer (384 MiB,
+    below `STREAM_PAST_CACHE_BYTES`) at 11 threads in 27.7 ms beside 38.3 ms for 768 MiB, 1.45x the
+    time per byte; its second probe, after the runner's sweeps, read 15.8 and 35.2. The check names
+    the first probe's half layer alone and nothing in the second; a cache can only make a small layer
+    cheaper per byte, so a small point cheaper per byte than a large one is still left alone."""
+    folder = RESULTS / "2026-12-06-h100-pcie5-xeon-amx-16c"
+
+    def narrow(tag):
+        prof = load_profile(folder / f"quick-transfer-h100r{tag}.profile.json")
+        (c,) = [
+            c
+            for c in prof.curves
+            if c.kind == "pipeline" and c.matches(method="BF16", threads=11, model="narrow-2048x256")
+        ]
+        return c
+
+    first = narrow("")
+    assert min(first.xs) < STREAM_PAST_CACHE_BYTES
+    assert [p.x for p in off_per_byte(first)] == [min(first.xs)]
+    assert slow_per_byte(first) == [] and disturbed_points(first) == []
+    assert off_per_byte(narrow("-late")) == []
+    mib = 2**20
+
+    def curve(*pts):
+        return Curve(kind="pipeline", x_unit="bytes", points=tuple(Point(x=x, t_ms=t) for x, t in pts))
+
+    assert off_per_byte(curve((64 * mib, 1.0), (2**30, 60.0))) == []  # cheaper per byte: not the probe's
+    assert [p.x for p in off_per_byte(curve((64 * mib, 6.0), (2**30, 60.0)))] == [64 * mib]
+
+
 def _moe(threads: int, ms: dict[int, float]) -> Curve:
     return Curve(
         kind="cpu_moe",
