@@ -84,9 +84,7 @@ def off_per_byte(curve: Curve) -> list[Point]:
         return []
     pts = sorted((p for p in curve.points if p.t_ms > 0), key=lambda p: p.x)
     slow = {id(p) for p in slow_per_byte(curve)}
-    return [
-        p for p in pts if id(p) in slow or any(p.t_ms / p.x > AGREE_LIMIT * q.t_ms / q.x for q in pts if q.x > p.x)
-    ]
+    return [p for p in pts if id(p) in slow or any(p.t_ms / p.x > AGREE_LIMIT * q.t_ms / q.x for q in pts if q.x > p.x)]
 
 
 # kt-kernel's pool splits one call's work among its workers, so fewer workers take at most a larger
