@@ -84,6 +84,7 @@ ACCURACY = dict(
         *(f"2026-12-05-computed/transfer-merged-probes-h100{t}.json" for t in "fghik"),
         "2026-12-06-computed/transfer-merged-probes-h100m.json",
         *(f"2026-12-06-computed/transfer-quick-h100{t}.json" for t in "nop"),
+        "2026-12-06-computed/transfer-merged-probes-h100r.json",
     ),
     pipeline_narrow="2026-12-05-computed/pipeline-narrow.json",
     hybrid_bias="2026-12-05-computed/hybrid-bias.json",
