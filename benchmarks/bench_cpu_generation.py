@@ -52,7 +52,7 @@ CALLS = (
     ),
     *(
         ("H100", H100_LATER, c, H100_LATER / f"quick-transfer-machine-{c}.txt")
-        for c in ("h100m", "h100n", "h100o", "h100p", "h100r")
+        for c in ("h100m", "h100n", "h100o", "h100p", "h100r", "h100s")
     ),
     ("H200", H200, "a+b", H200 / "quick-transfer-machine-ab.txt"),
     *(("H200", H200, c, H200 / f"quick-transfer-machine-{c}.txt") for c in ("c", "d")),

@@ -465,7 +465,7 @@ def recipes() -> list[Recipe]:
                 (f"transfer-merged-probes-{t}.json",),
                 C6,
             )
-            for t in ("h100m", "h100r")
+            for t in ("h100m", "h100r", "h100s")
         ),
         *_per_call("hybrid-cold", "bench_hybrid_cold.py", "--call", ("h100m", "h100n", "h100p")),
         Recipe(
@@ -480,6 +480,8 @@ def recipes() -> list[Recipe]:
                 f"{H100_6}:h100o",
                 "--call",
                 f"{H100_6}:h100r",
+                "--call",
+                f"{H100_6}:h100s",
                 "--fastest-cpu-moe",
                 "--out",
                 "{out}/probe-median-fastest",
@@ -503,7 +505,7 @@ def recipes() -> list[Recipe]:
                 (f"transfer-quick-{tag}.json",),
                 C6,
             )
-            for tag in ("h100n", "h100o", "h100o-late", "h100p", "h100r", "h100r-late")
+            for tag in ("h100n", "h100o", "h100o-late", "h100p", "h100r", "h100r-late", "h100s", "h100s-late")
         ),
         Recipe(
             "hybrid-cold-h100o",
@@ -520,6 +522,7 @@ def recipes() -> list[Recipe]:
             C6,
         ),
         *_per_call("own-r", "bench_cpu_generation.py", "--own-r", ("h100n", "h100o", "h100p")),
+        *_per_call("own-layer", "bench_own_layer.py", "--call", ("h100s",)),
         Recipe(
             "shape-law-constants-emr",
             _bench(

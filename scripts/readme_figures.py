@@ -85,7 +85,10 @@ ACCURACY = dict(
         "2026-12-06-computed/transfer-merged-probes-h100m.json",
         *(f"2026-12-06-computed/transfer-quick-h100{t}.json" for t in "nop"),
         "2026-12-06-computed/transfer-merged-probes-h100r.json",
+        "2026-12-06-computed/transfer-merged-probes-h100s.json",
     ),
+    # one H100 instance: its sweeps from its quick probes and from `kttune probe --model` of each model
+    own_layer="2026-12-06-computed/own-layer-h100s.json",
     pipeline_narrow="2026-12-05-computed/pipeline-narrow.json",
     hybrid_bias="2026-12-05-computed/hybrid-bias.json",
     # every quick-transfer call's own probes against its sweeps, grouped by the instance's CPU generation
@@ -729,6 +732,21 @@ def accuracy_block() -> str:
             f"{len(h100)} instances); calibrated on own runs (held out) within 10%: {sum(cal_ok)} of "
             f"{sum(len(c) for c in cal)} (every path on {sum(o == len(c) for o, c in zip(cal_ok, cal))} of {len(h100)}); "
             f"crossovers {cross_ok} of {sum(len(d['crossover']) for d in h100)}",
+            "docs/cost-model.md#the-instances-own-quick-probe",
+        )
+    )
+    ol = json.loads((RESULTS / ACCURACY["own_layer"]).read_text())
+    q, own = (ol["summary"][k] for k in ("first quick probe", "own layer (--model)"))
+    rows.append(
+        (
+            "the same on one H100 instance from `kttune probe --model M` of each model (its own layer) against "
+            "the quick probe",
+            f"path runner, one H100 instance: {len(ol['rows'])} models' sweeps, then each model's own probe "
+            "in the same instance",
+            f"own layer: {own['within_target']} of {own['paths']} paths within 15% (mean {own['mean']:.0%}, worst "
+            f"{own['max']:.0%}), crossovers {own['crossovers_agree']} of {own['crossovers']}; the instance's quick "
+            f"probe: {q['within_target']} of {q['paths']} (mean {q['mean']:.0%}, worst {q['max']:.0%}), crossovers "
+            f"{q['crossovers_agree']} of {q['crossovers']}",
             "docs/cost-model.md#the-instances-own-quick-probe",
         )
     )
