@@ -14,12 +14,14 @@ from dataclasses import replace
 from typing import Sequence
 
 from kttune.errors import UserError
-from kttune.hw.point_quality import AGREE_LIMIT, RETIME_KEYS, scatter
+from kttune.hw.point_quality import AGREE_LIMIT, RETIME_KEYS, disturbed_points, off_per_byte, scatter
 from kttune.hw.profile import Curve, HardwareProfile, Point, Provenance, curve_key
 
 # Each probe's timing of a point, its repeat timings (RETIME_KEYS) with it, kept under this key of
 # the merged point's extra, which otherwise describes the median.
 PROBES_KEY = "probes"
+# In a probe's entry under PROBES_KEY: its reading was left out of the median (`named_points`).
+LEFT_OUT_KEY = "left_out"
 
 
 def median_of_probes(
@@ -69,15 +71,30 @@ def _check(profiles: Sequence[HardwareProfile], names: Sequence[str]) -> None:
         )
 
 
+def named_points(curve: Curve) -> set[int]:
+    """The ids of the points of one probe's curve that the probe's own checks name: disturbed by their
+    own timings (`disturbed_points`) or, on a layerwise pipeline curve, off per byte against the
+    curve's other points (`off_per_byte`: timed again, and still off)."""
+    return {id(p) for p in (*disturbed_points(curve), *off_per_byte(curve))}
+
+
 def _median_curve(curves: list[Curve]) -> Curve:
+    """Each point the median over the probes that measured it, leaving out a probe's reading its own
+    checks name (`named_points`) where another probe's reading is not named: with two probes the
+    median is their mean, and one busy moment in one probe moves it halfway. On H100 instance r
+    (2026-12-06) the first quick probe's narrow BF16 half layer (384 MiB) read 27.7 ms and the
+    second's 15.8; the mean put GLM-4.5-Air's layerwise path 19% fast, the second probe's reading 2%
+    (docs/probe.md#repeated-probes). A reading every probe's checks name is kept: the median of them
+    all."""
     first = curves[0]
     if len(curves) == 1:
         return first
+    named: set[int] = set().union(*(named_points(c) for c in curves))
     by_x: dict[float, list[Point]] = {}
     for c in curves:
         for p in c.points:
             by_x.setdefault(p.x, []).append(p)
-    points = tuple(_median_point(ps) for _, ps in sorted(by_x.items()))
+    points = tuple(_median_point(ps, named) for _, ps in sorted(by_x.items()))
     measured = set(by_x)
     skipped = {}
     for c in curves:
@@ -87,19 +104,28 @@ def _median_curve(curves: list[Curve]) -> Curve:
     return replace(first, points=points, skipped=tuple(skipped.values()))
 
 
-def _median_point(points: list[Point]) -> Point:
-    """The median of one point's timings by several probes, or the one probe's point as it was."""
+def _median_point(points: list[Point], named: set[int] = frozenset()) -> Point:
+    """The median of one point's timings by several probes (those not `named`, where any is not), or
+    the one probe's point as it was. Every probe's timing stays in extra[PROBES_KEY], a left-out one
+    marked."""
     if len(points) == 1:
         return points[0]
-    ts = [p.t_ms for p in points]
+    kept = [p for p in points if id(p) not in named] or points
+    ts = [p.t_ms for p in kept]
     mid = statistics.median(ts)
-    nearest = min(points, key=lambda p: abs(p.t_ms - mid))  # the probe whose point stands for the median
+    nearest = min(kept, key=lambda p: abs(p.t_ms - mid))  # the probe whose point stands for the median
     extra = {k: v for k, v in nearest.extra.items() if k not in RETIME_KEYS}
     extra[PROBES_KEY] = [
-        {"ms": p.t_ms, "p10": p.t_ms_p10, "p90": p.t_ms_p90, **{k: p.extra[k] for k in RETIME_KEYS if k in p.extra}}
+        {
+            "ms": p.t_ms,
+            "p10": p.t_ms_p10,
+            "p90": p.t_ms_p90,
+            **{k: p.extra[k] for k in RETIME_KEYS if k in p.extra},
+            **({LEFT_OUT_KEY: True} if all(p is not q for q in kept) else {}),
+        }
         for p in points
     ]
-    return Point(x=nearest.x, t_ms=mid, t_ms_p10=min(ts), t_ms_p90=max(ts), n=sum(p.n for p in points), extra=extra)
+    return Point(x=nearest.x, t_ms=mid, t_ms_p10=min(ts), t_ms_p90=max(ts), n=sum(p.n for p in kept), extra=extra)
 
 
 def _probes_apart(curves: Sequence[Curve]) -> tuple[int, int] | None:
