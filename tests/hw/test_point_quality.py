@@ -40,6 +40,11 @@ RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 H100B = str(RESULTS / "2026-12-05-h100-pcie5-xeon-amx-16c" / "quick-transfer-h100b{}.profile.json")
 
 
+def _curve(*pts, kind: str = "pipeline") -> Curve:
+    """A curve of (bytes, ms) points, made up."""
+    return Curve(kind=kind, x_unit="bytes", points=tuple(Point(x=x, t_ms=t) for x, t in pts))
+
+
 def _rawint4_pipeline(tag: str, threads: int) -> Curve:
     prof = load_profile(H100B.format(tag))
     (c,) = [c for c in prof.curves if c.kind == "pipeline" and c.matches(method="RAWINT4", threads=threads)]
@@ -64,18 +69,15 @@ def test_a_streamed_layer_slower_per_byte_than_a_smaller_one_is_disturbed():
 
 
 def test_the_per_byte_check_holds_streamed_sizes_alone_and_pipeline_curves_alone():
-    def curve(kind, *pts):
-        return Curve(kind=kind, x_unit="bytes", points=tuple(Point(x=x, t_ms=t) for x, t in pts))
-
     gib = 2**30
     # a fixed cost amortised: less per byte at the larger size, never flagged
-    assert slow_per_byte(curve("pipeline", (gib, 30.0), (2 * gib, 50.0), (4 * gib, 95.0))) == []
+    assert slow_per_byte(_curve((gib, 30.0), (2 * gib, 50.0), (4 * gib, 95.0))) == []
     # below the floor, a cache-resident small point may be cheaper per byte: not held to it
     small = STREAM_PAST_CACHE_BYTES // 4
-    assert slow_per_byte(curve("pipeline", (small, 1.0), (gib, 60.0))) == []
+    assert slow_per_byte(_curve((small, 1.0), (gib, 60.0))) == []
     # the same numbers on another kind of curve: not this check's business
-    assert slow_per_byte(curve("h2d", (gib, 30.0), (2 * gib, 116.0))) == []
-    bad = curve("pipeline", (gib, 30.0), (2 * gib, 30.0 * 2 * AGREE_LIMIT + 1))
+    assert slow_per_byte(_curve((gib, 30.0), (2 * gib, 116.0), kind="h2d")) == []
+    bad = _curve((gib, 30.0), (2 * gib, 30.0 * 2 * AGREE_LIMIT + 1))
     assert [p.x for p in slow_per_byte(bad)] == [2 * gib]
 
 
@@ -99,13 +101,10 @@ def test_a_smaller_layer_dearer_per_byte_than_a_larger_is_timed_again_but_not_ma
     # both ways on made-up points; a fixed cost amortised within 1.3x is left alone
     gib = 2**30
 
-    def curve(*pts):
-        return Curve(kind="pipeline", x_unit="bytes", points=tuple(Point(x=x, t_ms=t) for x, t in pts))
-
-    assert off_per_byte(curve((gib, 30.0), (2 * gib, 50.0), (4 * gib, 95.0))) == []
-    assert [p.x for p in off_per_byte(curve((gib, 40.0), (2 * gib, 50.0)))] == [gib]  # 1.6x per byte
-    assert [p.x for p in off_per_byte(curve((gib, 20.0), (2 * gib, 60.0)))] == [2 * gib]  # slow_per_byte's
-    assert off_per_byte(Curve(kind="h2d", x_unit="bytes", points=curve((gib, 40.0), (2 * gib, 50.0)).points)) == []
+    assert off_per_byte(_curve((gib, 30.0), (2 * gib, 50.0), (4 * gib, 95.0))) == []
+    assert [p.x for p in off_per_byte(_curve((gib, 40.0), (2 * gib, 50.0)))] == [gib]  # 1.6x per byte
+    assert [p.x for p in off_per_byte(_curve((gib, 20.0), (2 * gib, 60.0)))] == [2 * gib]  # slow_per_byte's
+    assert off_per_byte(_curve((gib, 40.0), (2 * gib, 50.0), kind="h2d")) == []
 
 
 def test_a_half_layer_below_the_streaming_floor_dearer_per_byte_is_timed_again():
@@ -132,11 +131,8 @@ def test_a_half_layer_below_the_streaming_floor_dearer_per_byte_is_timed_again()
     assert off_per_byte(narrow("-late")) == []
     mib = 2**20
 
-    def curve(*pts):
-        return Curve(kind="pipeline", x_unit="bytes", points=tuple(Point(x=x, t_ms=t) for x, t in pts))
-
-    assert off_per_byte(curve((64 * mib, 1.0), (2**30, 60.0))) == []  # cheaper per byte: not the probe's
-    assert [p.x for p in off_per_byte(curve((64 * mib, 6.0), (2**30, 60.0)))] == [64 * mib]
+    assert off_per_byte(_curve((64 * mib, 1.0), (2**30, 60.0))) == []  # cheaper per byte: not the probe's
+    assert [p.x for p in off_per_byte(_curve((64 * mib, 6.0), (2**30, 60.0)))] == [64 * mib]
 
 
 def _moe(threads: int, ms: dict[int, float]) -> Curve:
