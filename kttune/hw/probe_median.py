@@ -1,5 +1,6 @@
 """One profile from several probes of one machine: each point the median of the probes that measured
-it, its interval the span of their medians (docs/probe.md#repeated-probes).
+it, its interval the span of their medians, a reading a probe's own checks name left out where another
+probe's is not (docs/probe.md#repeated-probes).
 
 Why: a host's memory bandwidth moves up to 2x over minutes, and one probe takes one reading of it.
 Three quick probes of one H100 instance, a minute or two apart, predicted that instance's runner
@@ -11,10 +12,11 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import replace
+from collections.abc import Set as AbstractSet
 from typing import Sequence
 
 from kttune.errors import UserError
-from kttune.hw.point_quality import AGREE_LIMIT, RETIME_KEYS, disturbed_points, off_per_byte, scatter
+from kttune.hw.point_quality import AGREE_LIMIT, RETIME_KEYS, disturbed_points, off_per_byte
 from kttune.hw.profile import Curve, HardwareProfile, Point, Provenance, curve_key
 
 # Each probe's timing of a point, its repeat timings (RETIME_KEYS) with it, kept under this key of
@@ -28,9 +30,10 @@ def median_of_probes(
     profiles: Sequence[HardwareProfile], created: str = "", command: str = "", names: Sequence[str] = ()
 ) -> HardwareProfile:
     """The profile whose every point is the median over `profiles` (probes of one machine, in the
-    order taken) of that point's time, where two or more measured it; its p10 / p90 the fastest and
-    slowest of those times (the probes' spread, which one probe's own repeats do not show), every
-    probe's time kept in `extra["probes"]`. A curve or point only one probe measured is kept as it
+    order taken) of that point's time, where two or more measured it, leaving out a reading the probe's
+    own checks name where another's is not (`_median_curve`); its p10 / p90 the fastest and slowest
+    of those times (the probes' spread, which one probe's own repeats do not show), every probe's
+    time kept in `extra["probes"]`. A curve or point only one probe measured is kept as it
     was. `names` label the probes in the provenance (files; default "probe i of n"). Refused (one
     line, exit 2): fewer than two profiles, one not measured, or probes of different machines."""
     names = list(names) or [f"probe {i + 1} of {len(profiles)}" for i in range(len(profiles))]
@@ -104,7 +107,7 @@ def _median_curve(curves: list[Curve]) -> Curve:
     return replace(first, points=points, skipped=tuple(skipped.values()))
 
 
-def _median_point(points: list[Point], named: set[int] = frozenset()) -> Point:
+def _median_point(points: list[Point], named: AbstractSet[int] = frozenset()) -> Point:
     """The median of one point's timings by several probes (those not `named`, where any is not), or
     the one probe's point as it was. Every probe's timing stays in extra[PROBES_KEY], a left-out one
     marked."""
@@ -129,10 +132,17 @@ def _median_point(points: list[Point], named: set[int] = frozenset()) -> Point:
 
 
 def _probes_apart(curves: Sequence[Curve]) -> tuple[int, int] | None:
-    """How many of the points several probes measured have probes more than `AGREE_LIMIT` apart."""
+    """How many of the points several probes measured have probes more than `AGREE_LIMIT` apart (every
+    probe's reading, a left-out one too)."""
     merged = [p for c in curves for p in c.points if PROBES_KEY in p.extra]
-    apart = [p for p in merged if scatter(p) > AGREE_LIMIT]
+    ms = [[q["ms"] for q in p.extra[PROBES_KEY] if q["ms"] > 0] for p in merged]
+    apart = [m for m in ms if m and max(m) > AGREE_LIMIT * min(m)]
     return (len(apart), len(merged)) if apart else None
+
+
+def _left_out(curves: Sequence[Curve]) -> int:
+    """How many probes' readings the median left out (`LEFT_OUT_KEY`)."""
+    return sum(bool(q.get(LEFT_OUT_KEY)) for c in curves for p in c.points for q in p.extra.get(PROBES_KEY, ()))
 
 
 def _probe_notes(profiles: Sequence[HardwareProfile], names: Sequence[str]) -> list[str]:
@@ -167,6 +177,13 @@ def _provenance(
             f"the probes disagree by more than {AGREE_LIMIT:g}x at {apart[0]} of {apart[1]} points two or more "
             "of them measured (the slowest over the fastest): the host changed between them, and one probe alone would "
             "have been off by as much"
+        )
+    left_out = _left_out(curves)
+    if left_out:
+        said.append(
+            f"{left_out} reading(s) a probe's own checks named (disturbed, or a pipeline point off per byte) left out "
+            "of the median where another probe's reading was not named; each stays in the point, marked "
+            f"{LEFT_OUT_KEY!r}"
         )
     if any(p.calibration for p in profiles):
         said.append(

@@ -100,6 +100,12 @@ def test_a_reading_the_probes_checks_name_is_left_out_of_the_median():
     first, late, merged = narrow(two[0]), narrow(two[1]), narrow(med)
     assert merged.t_ms == late.t_ms < first.t_ms
     assert [bool(q.get(LEFT_OUT_KEY)) for q in merged.extra[PROBES_KEY]] == [True, False]
+    assert any("left out of the median" in n for n in med.provenance.notes)
+    assert all(
+        PROBES_KEY not in p.extra or not any(q.get(LEFT_OUT_KEY) for q in p.extra[PROBES_KEY])
+        for c in median_of_probes([two[1], two[1]]).curves
+        for p in c.points
+    )  # nothing named twice over
     errs = _per_path_errors(med, [folder / "quick-transfer-crossover-glm-4.5-air-h100r.json"])
     assert errs[("glm-4.5-air", "layerwise")] < 0.05
 
