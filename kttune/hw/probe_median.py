@@ -181,9 +181,9 @@ def _provenance(
     left_out = _left_out(curves)
     if left_out:
         said.append(
-            f"{left_out} reading(s) a probe's own checks named (disturbed, or a pipeline point off per byte) left out "
-            "of the median where another probe's reading was not named; each stays in the point, marked "
-            f"{LEFT_OUT_KEY!r}"
+            f"{left_out} reading{'s' if left_out != 1 else ''} that a probe's own checks named (disturbed, or a "
+            "pipeline point off per byte) left out of the median where another probe's reading was not named; each "
+            f"stays in the point, marked {LEFT_OUT_KEY!r}"
         )
     if any(p.calibration for p in profiles):
         said.append(
