@@ -43,6 +43,11 @@
 # hybrid path is read fastest on the H100 box (benchmarks/diag/diag_probe_runner_gap.py, 1,024-3,072
 # tokens, THREADS: gap-TAG.json, gap-TAG.log): whether the runner's hybrid MoE and the probe agree in
 # one process there, as they did on the H200 box (docs/cost-model.md#one-machine-instance-seven-models).
+#
+# OWN="MODEL:METHOD ..." probes each model's own layer after the sweeps (and after LATE's probe):
+# `kttune probe --model MODEL --methods METHOD --threads THREADS` into model-MODEL-TAG.profile.json, so
+# benchmarks/bench_own_layer.py can put the model's own probe beside the quick probe against the same
+# instance's sweeps (docs/cost-model.md, "Instance s: the model's own layer").
 set -u
 source "$(dirname "$0")/device_common.sh"
 TAG=${TAG:-a}
@@ -96,3 +101,8 @@ if [ "$LATE" = 1 ]; then
     --out "$R/quick-$TAG-late.profile.json"
   narrow -late
 fi
+for job in ${OWN:-}; do
+  model=${job%%:*}
+  step "own $model" 120 "model-$model-$TAG.log" python -m kttune.cli probe --model "$model" --methods "${job##*:}" \
+    --threads "$THREADS" --skip-host-ram --fresh --out "$R/model-$model-$TAG.profile.json"
+done
