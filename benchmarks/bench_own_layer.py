@@ -22,7 +22,9 @@ import argparse
 from pathlib import Path
 
 from bench_probe_median import instance_of_call
-from bench_quick_transfer import PATHS, RAW_TARGET, predict
+from bench_hybrid_bias import signed_cell
+from bench_quick_transfer import PATHS, RAW_TARGET, crossover_cell, predict
+from bench_same_machine import pct
 from results_layout import write_result
 
 from kttune.hw.probe_median import median_of_probes
@@ -73,13 +75,7 @@ def summary(doc: dict) -> dict:
 
 
 def _cell(d: dict) -> str:
-    return "-" if d["mape"] is None else f"{d['mape']:.0%} ({d['signed']:+.0%})"
-
-
-def _cross(cs: list[dict]) -> str:
-    return ", ".join(
-        f"{c['predicted']:.0f} ({'agrees' if c['agrees'] else 'off'})" if c["predicted"] else "none" for c in cs
-    )
+    return f"{pct(d['mape'])} ({signed_cell(d['signed'])})"
 
 
 def markdown(doc: dict) -> str:
@@ -97,16 +93,8 @@ def markdown(doc: dict) -> str:
     for r in doc["rows"]:
         for p in PATHS:
             lines.append(f"| {r['model']} | {p} | " + " | ".join(_cell(r[s][p]) for s in SOURCES) + " |")
-        meas = ", ".join(
-            f"{c['measured']}" + (f" [{c['interval'][0]:.0f}-{c['interval'][1]:.0f}]" if c["interval"] else "")
-            if c["measured"] is not None
-            else (f"above {c['above_sweep']}" if c["above_sweep"] else "below the sweep")
-            for c in r[SOURCES[0]]["crossover"]
-        )
         lines.append(
-            f"| {r['model']} | crossover, measured {meas} | "
-            + " | ".join(_cross(r[s]["crossover"]) for s in SOURCES)
-            + " |"
+            f"| {r['model']} | crossover | " + " | ".join(crossover_cell(r[s]["crossover"]) for s in SOURCES) + " |"
         )
     lines += ["", "| source | paths within target | mean | worst | crossovers that agree |", "|---|---|---|---|---|"]
     for s, v in doc["summary"].items():

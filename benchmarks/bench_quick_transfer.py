@@ -130,7 +130,9 @@ def _cell(d: dict) -> str:
     )
 
 
-def _cross(cs: list[dict]) -> str:
+def crossover_cell(cs: list[dict]) -> str:
+    """Each measured crossover (with its interval, or the sweep's bound) -> the predicted one and the verdict."""
+
     def one(c):
         meas = (
             f"<= {c['measured']}"
@@ -164,8 +166,8 @@ def markdown(rows: list[dict], summ: dict, shipped: str, groups, probes: list[di
         q, s = r["quick"], r["shipped"]
         cal = " / ".join(pct(q["calibrated_held_out"].get(p)) for p in PATHS)
         lines.append(
-            f"| {r['instance_run']} | {r['model']} | {_cell(q)} | {_cross(q['crossover'])} | {cal} | {_cell(s)} | "
-            f"{_cross(s['crossover'])} |"
+            f"| {r['instance_run']} | {r['model']} | {_cell(q)} | {crossover_cell(q['crossover'])} | {cal} | {_cell(s)} | "
+            f"{crossover_cell(s['crossover'])} |"
         )
     lines += [
         "",

@@ -353,22 +353,28 @@ def recipes() -> list[Recipe]:
         Recipe(
             "runner-repeat", _bench("bench_runner_repeat.py", "--out", "{out}/runner-repeat"), ("runner-repeat.json",)
         ),
+        # each H100 instance's sweeps from its merged quick probes (`kttune profile merge`)
         *(
             Recipe(
                 f"transfer-merged-probes-{t}",
                 _bench(
                     "bench_transfer.py",
                     "--profile",
-                    RESULTS / C5 / f"{t}-merged.profile.json",
+                    RESULTS / computed / f"{t}-merged.profile.json",
                     "--out",
                     "{out}",
                     "--tag",
                     f"merged-probes-{t}",
-                    *_s(sorted(H100.glob(f"quick-transfer-crossover-*-{t}.json"))),
+                    *_s(sorted(measured.glob(f"quick-transfer-crossover-*-{t}.json"))),
                 ),
                 (f"transfer-merged-probes-{t}.json",),
+                computed,
             )
-            for t in ("h100f", "h100g", "h100h", "h100i", "h100k")
+            for computed, measured, tags in (
+                (C5, H100, ("h100f", "h100g", "h100h", "h100i", "h100k")),
+                (C6, H100_6, ("h100m", "h100r", "h100s")),
+            )
+            for t in tags
         ),
         Recipe(
             "transfer-quick-probe-h100a",
@@ -449,24 +455,6 @@ def recipes() -> list[Recipe]:
             ("instance-memory.json",),
         ),
         Recipe("thread-law", _bench("bench_thread_law.py", "--out", "{out}/thread-law"), ("thread-law.json",)),
-        *(
-            Recipe(
-                f"transfer-merged-probes-{t}",
-                _bench(
-                    "bench_transfer.py",
-                    "--profile",
-                    RESULTS / C6 / f"{t}-merged.profile.json",
-                    "--out",
-                    "{out}",
-                    "--tag",
-                    f"merged-probes-{t}",
-                    *_s(sorted(H100_6.glob(f"quick-transfer-crossover-*-{t}.json"))),
-                ),
-                (f"transfer-merged-probes-{t}.json",),
-                C6,
-            )
-            for t in ("h100m", "h100r", "h100s")
-        ),
         *_per_call("hybrid-cold", "bench_hybrid_cold.py", "--call", ("h100m", "h100n", "h100p")),
         Recipe(
             "probe-median-fastest",
