@@ -19,7 +19,8 @@ from results_layout import write_result
 import kttune.search.space as space_module
 from kttune.hw.registry import load_shipped
 from kttune.search.evaluate import Budget
-from kttune.search.study import SearchRequest, StudyOptions, run_search
+from kttune.search.study import StudyOptions, run_search
+from kttune.search.request import SearchRequest
 from kttune.search.workload import load_workload
 from kttune.spec.loader import load_model
 from kttune.units import GIB

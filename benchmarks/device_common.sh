@@ -5,13 +5,16 @@
 # to machine.txt.
 
 # device_results NAME: the results folder $R and the archive $OUT/NAME.tgz, packed on exit.
+# DEVICE_IMPORTS adds modules a call's steps need beyond these (optuna for a search: it is left out
+# of the check since probes and the runner do not import it, so a call may carry .devcarry without
+# it when the working tree is near the device's 64 MiB carry limit).
 device_results() {
   R=/tmp/kttune-r/$1
   ARCHIVE=${OUT:-/tmp/out}/$1.tgz
   mkdir -p "$R"
   trap pack EXIT
   # every step needs these: one line and exit 3 at once rather than a failed step each
-  if ! python -c "import typer, rich, optuna, kt_kernel, kttune.cli" > "$R/imports.txt" 2>&1; then
+  if ! python -c "import typer, rich, kt_kernel, kttune.cli${DEVICE_IMPORTS:+, $DEVICE_IMPORTS}" > "$R/imports.txt" 2>&1; then
     echo "imports failed: $(tail -1 "$R/imports.txt")" | tee -a "$R/machine.txt"
     exit 3
   fi

@@ -15,7 +15,7 @@ from kttune.memory.vram import DEFAULT_VRAM_MARGIN
 from kttune.search.evaluate import Budget, HostRamSource
 from kttune.search.launch import LaunchPaths, default_paths
 from kttune.search.space import check_chunks
-from kttune.search.study import SearchRequest
+from kttune.search.request import SearchRequest
 from kttune.search.workload import load_workload
 from kttune.spec.launch_args import check_attention_backend
 from kttune.spec.loader import load_model

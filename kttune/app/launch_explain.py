@@ -24,7 +24,7 @@ from kttune.search.launch_command import (
     method_of,
     resolve_launch,
 )
-from kttune.search.study import check_request
+from kttune.search.request import check_request
 from kttune.spec.catalog import resolve_catalog_name
 from kttune.spec.launch_args import ParsedLaunch, flag_name, parse_launch_command
 from kttune.units import MIB

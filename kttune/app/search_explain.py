@@ -19,7 +19,8 @@ from kttune.search.evaluate import Evaluation
 from kttune.search.explain import Explanation, explain
 from kttune.search.launch import launch_argv
 from kttune.search.slo import SloTarget
-from kttune.search.study import SearchResult, StudyOptions, check_request, run_search
+from kttune.search.study import SearchResult, StudyOptions, run_search
+from kttune.search.request import check_request
 from kttune.search.user_flags import check_gpu_experts, check_threshold, cpuinfer_threads
 from kttune.spec.launch_args import check_attention_backend
 from kttune.spec.methods import get_method

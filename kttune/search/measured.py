@@ -49,7 +49,8 @@ from kttune.search.evaluate import evaluate
 from kttune.search.space import SearchSpace
 from kttune.search.storage import open_storage
 from kttune.search.twins import earlier_twin
-from kttune.search.study import SearchRequest, SearchResult, prepare_search, study_key
+from kttune.search.study import SearchResult, prepare_search, study_key
+from kttune.search.request import SearchRequest
 
 MEASURED_VERSION = 1
 

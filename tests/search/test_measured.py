@@ -19,7 +19,8 @@ from kttune.search.evaluate import Budget, evaluate
 from kttune.units import parse_duration_s
 from kttune.search.measured import MeasuredRequest, ModelEvaluator, prefill_tok_s, run_measured_search
 from kttune.search.space import KV_UNIT, build_space
-from kttune.search.study import SearchRequest, StudyOptions, run_search
+from kttune.search.study import StudyOptions, run_search
+from kttune.search.request import SearchRequest
 from kttune.search.workload import workload_from_dict
 from kttune.units import GIB
 from tests.helpers import TORN_TAIL, model, profile, set_aside, torn_journal

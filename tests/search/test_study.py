@@ -8,7 +8,8 @@ import pytest
 from kttune.cli.flags import spelled
 from kttune.errors import InfeasibleError, UserError
 from kttune.search.evaluate import Budget, evaluate
-from kttune.search.study import SearchRequest, StudyOptions, run_search
+from kttune.search.study import StudyOptions, run_search
+from kttune.search.request import SearchRequest
 from kttune.search.workload import load_workload
 from kttune.spec.methods import get_method
 from kttune.units import GIB

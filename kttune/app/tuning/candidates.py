@@ -16,7 +16,7 @@ from kttune.search.baselines import BASELINES, baseline_config
 from kttune.search.evaluate import evaluate
 from kttune.search.measured import MeasuredRequest, cheaper_key, model_prefill_candidates
 from kttune.search.space import SearchSpace
-from kttune.search.study import SearchRequest
+from kttune.search.request import SearchRequest
 
 
 def measurement_key(
