@@ -33,6 +33,7 @@ X2 = RESULTS / "2026-12-04-h200x2-pcie5-xeon-amx-32c"
 H100 = RESULTS / "2026-12-05-h100-pcie5-xeon-amx-16c"
 VM5 = RESULTS / "2026-12-05-epyc-avx512-2c"
 H100_6 = RESULTS / "2026-12-06-h100-pcie5-xeon-amx-16c"
+H200_6 = RESULTS / "2026-12-06-h200-pcie5-xeon-amx-16c"
 C6 = "2026-12-06-computed"
 C5 = "2026-12-05-computed"  # where the README's computed inputs are
 
@@ -64,12 +65,13 @@ def _sweeps(folder: Path, tag: str) -> str:
     return ",".join(_s(sorted(folder.glob(f"quick-transfer-crossover-*-{tag}.json"))))
 
 
-def _per_call(name: str, script: str, flag: str, tags: tuple[str, ...]) -> list[Recipe]:
-    """One recipe per 2026-12-06 H100 call: `script FLAG FOLDER:TAG --out {out}/NAME-TAG`."""
+def _per_call(name: str, script: str, flag: str, tags: tuple[str, ...], folder: Path = H100_6) -> list[Recipe]:
+    """One recipe per 2026-12-06 call (the H100 box's unless `folder` says): `script FLAG
+    FOLDER:TAG --out {out}/NAME-TAG`."""
     return [
         Recipe(
             f"{name}-{t}",
-            _bench(script, flag, f"{H100_6}:{t}", "--out", f"{{out}}/{name}-{t}"),
+            _bench(script, flag, f"{folder}:{t}", "--out", f"{{out}}/{name}-{t}"),
             (f"{name}-{t}.json",),
             C6,
         )
@@ -372,7 +374,8 @@ def recipes() -> list[Recipe]:
             )
             for computed, measured, tags in (
                 (C5, H100, ("h100f", "h100g", "h100h", "h100i", "h100k")),
-                (C6, H100_6, ("h100m", "h100r", "h100s")),
+                (C6, H100_6, ("h100m", "h100r", "h100s", "h100t")),
+                (C6, H200_6, ("h200f",)),
             )
             for t in tags
         ),
@@ -470,6 +473,10 @@ def recipes() -> list[Recipe]:
                 f"{H100_6}:h100r",
                 "--call",
                 f"{H100_6}:h100s",
+                "--call",
+                f"{H100_6}:h100t",
+                "--call",
+                f"{H200_6}:h200f",
                 "--fastest-cpu-moe",
                 "--out",
                 "{out}/probe-median-fastest",
@@ -483,17 +490,22 @@ def recipes() -> list[Recipe]:
                 _bench(
                     "bench_transfer.py",
                     "--profile",
-                    H100_6 / f"quick-transfer-{tag}.profile.json",
+                    folder / f"quick-transfer-{tag}.profile.json",
                     "--out",
                     "{out}",
                     "--tag",
                     f"quick-{tag}",
-                    *_s(sorted(H100_6.glob(f"quick-transfer-crossover-*-{tag.removesuffix('-late')}.json"))),
+                    *_s(sorted(folder.glob(f"quick-transfer-crossover-*-{tag.split('-')[0]}.json"))),
                 ),
                 (f"transfer-quick-{tag}.json",),
                 C6,
             )
-            for tag in ("h100n", "h100o", "h100o-late", "h100p", "h100r", "h100r-late", "h100s", "h100s-late")
+            for folder, tags in (
+                (H100_6, ("h100n", "h100o", "h100o-late", "h100p", "h100r", "h100r-late", "h100s", "h100s-late")),
+                (H100_6, ("h100t", "h100t-late")),
+                (H200_6, ("h200f", "h200f-again", "h200f-late")),
+            )
+            for tag in tags
         ),
         Recipe(
             "hybrid-cold-h100o",
@@ -510,7 +522,8 @@ def recipes() -> list[Recipe]:
             C6,
         ),
         *_per_call("own-r", "bench_cpu_generation.py", "--own-r", ("h100n", "h100o", "h100p")),
-        *_per_call("own-layer", "bench_own_layer.py", "--call", ("h100s",)),
+        *_per_call("own-layer", "bench_own_layer.py", "--call", ("h100s", "h100t")),
+        *_per_call("own-layer", "bench_own_layer.py", "--call", ("h200f",), H200_6),
         Recipe(
             "shape-law-constants-emr",
             _bench(
