@@ -42,6 +42,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 H100 = RESULTS / "2026-12-05-h100-pcie5-xeon-amx-16c"
 H100_LATER = RESULTS / "2026-12-06-h100-pcie5-xeon-amx-16c"
 H200 = RESULTS / "2026-12-04-h200-pcie5-xeon-amx-16c"
+H200_LATER = RESULTS / "2026-12-06-h200-pcie5-xeon-amx-16c"
 
 # (box, folder, call as bench_probe_median.instance_of_call reads it, machine file); h100hog is left
 # out (its probe ran beside memory neighbours on purpose)
@@ -52,10 +53,11 @@ CALLS = (
     ),
     *(
         ("H100", H100_LATER, c, H100_LATER / f"quick-transfer-machine-{c}.txt")
-        for c in ("h100m", "h100n", "h100o", "h100p", "h100r", "h100s")
+        for c in ("h100m", "h100n", "h100o", "h100p", "h100r", "h100s", "h100t")
     ),
     ("H200", H200, "a+b", H200 / "quick-transfer-machine-ab.txt"),
     *(("H200", H200, c, H200 / f"quick-transfer-machine-{c}.txt") for c in ("c", "d")),
+    ("H200", H200_LATER, "h200f", H200_LATER / "quick-transfer-machine-h200f.txt"),
 )
 # instance l's call (benchmarks/bench_quick_tokens.sh): its probes at the default 256 tokens
 L_PROBES = [H100 / f"quick-tokens-h100l-quick-256-{i}.profile.json" for i in (1, 2)]

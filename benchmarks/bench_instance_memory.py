@@ -28,6 +28,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 H100 = RESULTS / "2026-12-05-h100-pcie5-xeon-amx-16c"
 H100_LATER = RESULTS / "2026-12-06-h100-pcie5-xeon-amx-16c"
 H200 = RESULTS / "2026-12-04-h200-pcie5-xeon-amx-16c"
+H200_LATER = RESULTS / "2026-12-06-h200-pcie5-xeon-amx-16c"
 TOKENS, THREADS, METHOD = 3072, 11, "BF16"
 MODELS = ("glm-4.5-air", "qwen3-30b-a3b")
 # (box, instance, quick profile, the runner's results per model, the call's machine file) of every
@@ -43,7 +44,7 @@ CALLS = [
         )
         for folder, tags in (
             (H100, ("h100a", "h100c", "h100f", "h100g", "h100h", "h100i", "h100k")),
-            (H100_LATER, ("h100m", "h100n", "h100o", "h100p", "h100r", "h100s")),
+            (H100_LATER, ("h100m", "h100n", "h100o", "h100p", "h100r", "h100s", "h100t")),
         )
         for t in tags
     ],
@@ -64,6 +65,13 @@ CALLS = [
         )
         for t in "abcd"
     ],
+    (
+        "H200",
+        "h200f",
+        H200_LATER / "quick-transfer-h200f.profile.json",
+        {m: H200_LATER / f"quick-transfer-crossover-{m}-h200f.json" for m in MODELS},
+        H200_LATER / "quick-transfer-machine-h200f.txt",
+    ),
 ]
 
 

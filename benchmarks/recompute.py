@@ -458,6 +458,12 @@ def recipes() -> list[Recipe]:
             ("instance-memory.json",),
         ),
         Recipe("thread-law", _bench("bench_thread_law.py", "--out", "{out}/thread-law"), ("thread-law.json",)),
+        Recipe(
+            "instance-noise",
+            _bench("bench_instance_noise.py", "--out", "{out}/instance-noise"),
+            ("instance-noise.json",),
+            C6,
+        ),
         *_per_call("hybrid-cold", "bench_hybrid_cold.py", "--call", ("h100m", "h100n", "h100p")),
         Recipe(
             "probe-median-fastest",

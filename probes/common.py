@@ -15,9 +15,12 @@ from typing import Callable, Protocol, Sequence
 
 from kttune.hw.point_quality import (
     AGREE_LIMIT,
+    BUSY_SHARE,
     SCATTER_LIMIT,
+    busy,
     disturbed,
     disturbed_points,
+    named_share,
     scatter,
     slower_than_larger_pools,
 )
@@ -180,6 +183,22 @@ def disturbed_note(curves: Sequence[Curve], what: str) -> str | None:
         "a call that varies by itself, as past the thread cliff): those curves may be off by as much; re-run the "
         "probe with --fresh on a quiet machine, or with --repeat 3 to keep each point's median over three probes "
         "(docs/probe.md#disturbed-points)"
+    )
+
+
+def busy_note(curves: Sequence[Curve]) -> str | None:
+    """A note when the whole probe names more than `BUSY_SHARE` of its points: the machine was busy
+    throughout, so the profile (and the server, while its neighbours run) may be off beyond what one
+    curve's note says, and a repeat on the same busy machine does not cure it."""
+    if not busy(curves):
+        return None
+    named, total = named_share(curves)
+    return (
+        f"this machine was busy while probed: {named} of {total} points read as disturbed, more than "
+        f"{BUSY_SHARE:.0%}; on the GPU boxes such probes read the path runner about twice as far off as the others, "
+        "and the runner itself scattered more there. Find what runs beside kttune (another job, another guest of "
+        "the host) and probe again when the machine is quiet; --repeat does not cure a machine busy throughout "
+        "(docs/probe.md#a-busy-machine)"
     )
 
 

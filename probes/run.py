@@ -24,7 +24,7 @@ from kttune.hw.profile import Curve, HardwareProfile, Inventory, Provenance, cur
 from kttune.hw.shape_law import shape_law_probe_advice, shape_set_key
 from kttune.paths import profile_cache_path
 from kttune.kernels.kt_ext import load_kt_kernel
-from kttune.probes.common import NullReporter, Reporter, probe_thread_counts, disturbed_note, timer_info
+from kttune.probes.common import NullReporter, Reporter, busy_note, probe_thread_counts, disturbed_note, timer_info
 from kttune.probes.cpu_moe import (
     FULL_SHAPES,
     QUICK_SHAPE,
@@ -564,6 +564,8 @@ def run_probe(options: ProbeOptions, reporter: Reporter | None = None) -> Hardwa
             if note and note not in rep.notes:
                 rep.note(note)
 
+    if note := busy_note(curves):
+        rep.note(note)
     share = load.other_share()
     if share is not None and share > 0.10:
         rep.note(

@@ -125,3 +125,25 @@ def disturbed_points(curve: Curve) -> list[Point]:
     pipeline curve, by the curve's other points (`slow_per_byte`)."""
     slow = {id(p) for p in slow_per_byte(curve)}
     return [p for p in curve.points if disturbed(p) or id(p) in slow]
+
+
+# A probe that names more than this share of all its points (`disturbed_points` over every curve)
+# ran on a busy machine, one whose neighbours (other jobs, other guests of the host) took memory
+# bandwidth or cores throughout rather than for a moment. Over the 40 quick probes of 21 GPU-box
+# calls, the 7 that named more than 5% read the path runner's forwards 20% off on average (mean per
+# model and path), the other 33 11%; the share ranks a probe's error at Spearman +0.56, and on those
+# instances the runner's own repeats scattered more too (benchmarks/bench_instance_noise.py,
+# docs/probe.md#a-busy-machine). 5% is a round cut, not a fitted one: at 3% the split reads 17% /
+# 11%, at 6% 21% / 12%.
+BUSY_SHARE = 0.05
+
+
+def named_share(curves: Sequence[Curve]) -> tuple[int, int]:
+    """(points the probe's own checks name, points) over `curves` (`disturbed_points`)."""
+    return sum(len(disturbed_points(c)) for c in curves), sum(len(c.points) for c in curves)
+
+
+def busy(curves: Sequence[Curve]) -> bool:
+    """Whether a probe's curves say the machine was busy while it ran (`BUSY_SHARE`)."""
+    named, total = named_share(curves)
+    return total > 0 and named > BUSY_SHARE * total

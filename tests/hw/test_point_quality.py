@@ -9,11 +9,14 @@ from hypothesis import strategies as st
 
 from kttune.hw.point_quality import (
     AGREE_LIMIT,
+    BUSY_SHARE,
     SCATTER_LIMIT,
     STREAM_PAST_CACHE_BYTES,
     THREAD_LAW_SLACK,
+    busy,
     disturbed,
     disturbed_points,
+    named_share,
     off_per_byte,
     scatter,
     slow_per_byte,
@@ -185,3 +188,33 @@ def test_the_shipped_profiles_fp8_per_channel_11_thread_curve_breaks_the_law():
     named = slower_than_larger_pools(curves)
     assert [p.x for p in named[11]] == [1, 2, 4, 8, 16, 32, 64, 128]
     assert 15 not in named
+
+
+H200F = RESULTS / "2026-12-06-h200-pcie5-xeon-amx-16c"
+H100T = RESULTS / "2026-12-06-h100-pcie5-xeon-amx-16c"
+
+
+def test_a_probe_of_a_busy_instance_says_the_machine_was_busy():
+    """H200 instance f, 2026-12-06: its runner's repeats scattered 8.8% (median) where the other
+    instances' scattered 0.6-7.7%, and its three quick probes named 9-15 of their 166 points, read
+    every path 5-93% off. H100 instance t, the same day, a quiet one: its probes named 0 and 1."""
+    for tag in ("h200f", "h200f-again", "h200f-late"):
+        curves = load_profile(H200F / f"quick-transfer-{tag}.profile.json").curves
+        named, total = named_share(curves)
+        assert total == 166 and named > BUSY_SHARE * total and busy(curves)
+    for tag in ("h100t", "h100t-late"):
+        curves = load_profile(H100T / f"quick-transfer-{tag}.profile.json").curves
+        assert named_share(curves)[0] <= 1 and not busy(curves)
+
+
+@given(st.lists(st.floats(1.0, 1.9), min_size=1, max_size=40), st.integers(0, 40))
+def test_more_disturbed_points_never_make_a_probe_less_busy(spreads, extra):
+    """Monotone: marking more of a probe's points scattered never turns the busy verdict off."""
+    quiet = [Point(x=i + 1, t_ms=1.0, t_ms_p10=1.0, t_ms_p90=s) for i, s in enumerate(spreads)]
+    loud = [Point(x=len(quiet) + i + 1, t_ms=1.0, t_ms_p10=1.0, t_ms_p90=3.0) for i in range(extra)]
+    before = Curve(kind="cpu_moe", x_unit="tokens", points=tuple(quiet))
+    after = Curve(kind="cpu_moe", x_unit="tokens", points=tuple(quiet + loud))
+    assert named_share([before]) == (0, len(quiet))
+    assert named_share([after]) == (extra, len(quiet) + extra)
+    assert busy([after]) == (extra > BUSY_SHARE * (len(quiet) + extra))
+    assert not busy([before])

@@ -13,6 +13,7 @@ from kttune.probes.common import (
     AGREE_LIMIT,
     SCATTER_LIMIT,
     NullReporter,
+    busy_note,
     disturbed,
     disturbed_note,
     measure,
@@ -155,6 +156,21 @@ def test_the_note_counts_a_streamed_layer_slower_per_byte_than_a_smaller_one():
     n = sum(len(c.points) for c in pipeline)
     assert note.startswith(f"layerwise pipeline: 1 of {n} points disturbed") and "slower per byte" in note
     assert disturbed_note([c for c in again.curves if c.kind == "pipeline"], "layerwise pipeline") is None
+
+
+def test_the_busy_note_names_a_busy_instances_probe_and_not_a_quiet_ones():
+    """H200 instance f's first quick probe named 14 of its 166 points (its runner scattered twice as
+    much as on other instances); H100 instance t's named none. Only the first gets the whole-probe note,
+    which counts the points and points at the cure (a quiet machine, not --repeat)."""
+    from kttune.hw.profile import load_profile
+
+    results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    f = load_profile(results / "2026-12-06-h200-pcie5-xeon-amx-16c" / "quick-transfer-h200f.profile.json")
+    t = load_profile(results / "2026-12-06-h100-pcie5-xeon-amx-16c" / "quick-transfer-h100t.profile.json")
+    note = busy_note(f.curves)
+    assert note.startswith("this machine was busy while probed: 14 of 166 points read as disturbed")
+    assert "--repeat does not cure" in note and "docs/probe.md#a-busy-machine" in note
+    assert busy_note(t.curves) is None
 
 
 def test_a_point_its_curve_shows_to_be_off_is_timed_again_though_its_own_timing_is_tight():

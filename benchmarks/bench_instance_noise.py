@@ -1,0 +1,150 @@
+"""How busy each instance was, and whether the probe's own count of disturbed points tells it.
+
+Every quick-transfer call of both GPU boxes (`bench_cpu_generation.CALLS`, and h100hog, whose probe
+and sweeps ran beside memory neighbours on purpose: the known busy case). Per call:
+
+- the runner's scatter: each sweep point is 3 interleaved repeats; the coefficient of variation of
+  those repeats (`timing.measured_ms.cv` in the runner's results), median and 90th percentile over
+  the call's points, and the share of points above 10%;
+- per quick probe: the points its own checks name (`kttune.hw.point_quality.disturbed_points`, over
+  every curve: the count the probe prints in its notes, docs/probe.md#disturbed-points), and its
+  error on the call's sweeps (raw cost model, per decoder-layer forward, mean absolute error per model
+  and path, `bench_probe_median.score`).
+
+What it asks, and what the probe's busy rule (`kttune.hw.point_quality.BUSY_SHARE`) rests on: on a busy instance (H200 instance f, 2026-12-06, read every path 5-93% off from three
+probes), does the probe say so? Spearman's rank correlation over the probes (named points against
+the probe's error) and over the calls (the runner's median scatter against the first probe's error).
+
+    python3 benchmarks/bench_instance_noise.py --out benchmarks/results/2026-12-06-computed/instance-noise
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+from bench_cpu_generation import CALLS, H100
+from bench_probe_median import instance_of_call, score
+from results_layout import write_result
+from scipy.stats import spearmanr
+
+from kttune.hw.point_quality import BUSY_SHARE, named_share
+from kttune.hw.profile import load_profile
+
+BUSY_CV = 0.10  # a runner point whose repeats scatter more than this is counted apart
+
+
+def runner_scatter(sweeps: list[Path]) -> dict:
+    """The coefficient of variation of every runner point's repeats, over the call's sweeps."""
+    cvs = [r["timing"]["measured_ms"]["cv"] for s in sweeps for r in json.loads(s.read_text())["runs"]]
+    cvs.sort()
+    return {
+        "points": len(cvs),
+        "cv_median": statistics.median(cvs),
+        "cv_p90": cvs[min(len(cvs) - 1, round(0.9 * (len(cvs) - 1)))],
+        "share_over": sum(c > BUSY_CV for c in cvs) / len(cvs),
+    }
+
+
+def split(probes: list[dict], cut: float) -> dict:
+    """The probes' mean error on either side of a share of named points."""
+    above = [p["per_path_mean"] for p in probes if p["named"] > cut * p["points"]]
+    below = [p["per_path_mean"] for p in probes if p["named"] <= cut * p["points"]]
+    return {
+        "cut": cut,
+        "above": len(above),
+        "above_mean": statistics.mean(above) if above else None,
+        "below": len(below),
+        "below_mean": statistics.mean(below) if below else None,
+    }
+
+
+def run() -> dict:
+    calls = [(box, folder, call) for box, folder, call, _ in CALLS] + [("H100", H100, "h100hog")]
+    rows = []
+    for box, folder, call in calls:
+        probes, sweeps = instance_of_call(folder, call)
+        per_probe = []
+        for p in probes:
+            prof = load_profile(p)
+            named, total = named_share(prof.curves)
+            s = score(sweeps, prof)
+            per_probe.append(
+                {
+                    "probe": p.name,
+                    "named": named,
+                    "points": total,
+                    "per_path_mean": s["per_path_mean"],
+                    "per_path_max": s["per_path_max"],
+                }
+            )
+        rows.append({"box": box, "call": call, "runner": runner_scatter(sweeps), "probes": per_probe})
+    probes = [p for r in rows for p in r["probes"]]
+    by_probe = spearmanr([p["named"] / p["points"] for p in probes], [p["per_path_mean"] for p in probes])
+    by_call = spearmanr([r["runner"]["cv_median"] for r in rows], [r["probes"][0]["per_path_mean"] for r in rows])
+    return {
+        "busy_cv": BUSY_CV,
+        "rows": rows,
+        # the probe's rule (kttune.hw.point_quality.BUSY_SHARE) and round cuts either side of it
+        "splits": [split(probes, c) for c in sorted({0.03, BUSY_SHARE, 0.06})],
+        "spearman": {
+            "probes_named_share_vs_error": {"rho": by_probe.statistic, "p": by_probe.pvalue, "n": len(probes)},
+            "calls_runner_cv_vs_first_probe_error": {"rho": by_call.statistic, "p": by_call.pvalue, "n": len(rows)},
+        },
+    }
+
+
+def markdown(doc: dict) -> str:
+    lines = [
+        "# How busy each instance was, and whether the probe's own checks tell it",
+        "",
+        "Per call: the runner's scatter (coefficient of variation of each sweep point's 3 interleaved repeats: "
+        f"median, 90th percentile, share above {doc['busy_cv']:.0%}); per quick probe, the points its own checks "
+        "name (docs/probe.md#disturbed-points) and its error on the call's sweeps (raw cost model, per decoder-layer "
+        "forward, mean absolute error per model and path, mean (worst)).",
+        "",
+        "| box | call | runner points | runner scatter, median / p90 | points above | probes: named points, error |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in doc["rows"]:
+        rn = r["runner"]
+        probes = "; ".join(
+            f"{p['named']} of {p['points']}, {p['per_path_mean']:.0%} ({p['per_path_max']:.0%})" for p in r["probes"]
+        )
+        lines.append(
+            f"| {r['box']} | {r['call']} | {rn['points']} | {rn['cv_median']:.1%} / {rn['cv_p90']:.1%} | "
+            f"{rn['share_over']:.0%} | {probes} |"
+        )
+    sp = doc["spearman"]
+    a, b = sp["probes_named_share_vs_error"], sp["calls_runner_cv_vs_first_probe_error"]
+    lines += [
+        "",
+        f"Spearman over {a['n']} probes, the share of points a probe names against its error: {a['rho']:+.2f} "
+        f"(p {a['p']:.2g}). Over {b['n']} calls, the runner's median scatter against the first probe's error: "
+        f"{b['rho']:+.2f} (p {b['p']:.2g}).",
+        "",
+        "| probes naming more than | probes | their mean error | the others | their mean error |",
+        "|---|---|---|---|---|",
+    ]
+    for c in doc["splits"]:
+        rule = " (the probe's busy rule)" if c["cut"] == BUSY_SHARE else ""
+        lines.append(
+            f"| {c['cut']:.0%} of their points{rule} | {c['above']} | {c['above_mean']:.1%} | {c['below']} | "
+            f"{c['below_mean']:.1%} |"
+        )
+    lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=None, help="write OUT.json and OUT.md")
+    args = ap.parse_args()
+    doc = run()
+    write_result(args.out, doc, markdown(doc))
+
+
+if __name__ == "__main__":
+    main()
