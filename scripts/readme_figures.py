@@ -78,6 +78,8 @@ ACCURACY = dict(
         "2026-12-05-computed/transfer-merged-probes-h200ab.json",
         "2026-12-05-computed/transfer-quick-probe-h200c.json",
     ),
+    # a busy H200 instance (docs/probe.md#a-busy-machine): its three probes merged, and how busy
+    h200_busy=("2026-12-06-computed/transfer-merged-probes-h200f.json", "2026-12-06-computed/instance-noise.json"),
     # the H100 box's instances, each from its own quick probes (two merged where the call took two)
     h100_lomo=(
         "2026-12-05-computed/transfer-quick-probe-h100a.json",
@@ -86,9 +88,10 @@ ACCURACY = dict(
         *(f"2026-12-06-computed/transfer-quick-h100{t}.json" for t in "nop"),
         "2026-12-06-computed/transfer-merged-probes-h100r.json",
         "2026-12-06-computed/transfer-merged-probes-h100s.json",
+        "2026-12-06-computed/transfer-merged-probes-h100t.json",
     ),
-    # one H100 instance: its sweeps from its quick probes and from `kttune probe --model` of each model
-    own_layer="2026-12-06-computed/own-layer-h100s.json",
+    # H100 instances: their sweeps from their quick probes and from `kttune probe --model` of each model
+    own_layer=("2026-12-06-computed/own-layer-h100s.json", "2026-12-06-computed/own-layer-h100t.json"),
     pipeline_narrow="2026-12-05-computed/pipeline-narrow.json",
     hybrid_bias="2026-12-05-computed/hybrid-bias.json",
     # every quick-transfer call's own probes against its sweeps, grouped by the instance's CPU generation
@@ -716,6 +719,24 @@ def accuracy_block() -> str:
             "docs/cost-model.md#the-instances-own-quick-probe",
         )
     )
+    busy, noise = (json.loads((RESULTS / f).read_text()) for f in ACCURACY["h200_busy"])
+    b_raw, b_over, b_paths, b_cross = lomo(busy)
+    calls = {r["call"]: r for r in noise["rows"]}
+    f_call = calls["h200f"]
+    others = [r["runner"]["cv_median"] for k, r in calls.items() if k != "h200f"]
+    rows.append(
+        (
+            "the same on a busy H200 instance (the probe names it: more than 5% of its points disturbed)",
+            f"path runner, H200 box, one instance: three quick probes merged, {len(busy['crossover'])} sweeps of "
+            f"{len(busy['models'])} models ({busy['points']} forwards); its runner's repeats scattered "
+            f"{f_call['runner']['cv_median']:.1%} (median coefficient of variation) against "
+            f"{100 * min(others):.1f}-{100 * max(others):.1f}% on the other {len(others)} calls",
+            f"raw {b_raw} ({b_over} of {b_paths} over 15%), calibrated (held out) {cal_range(busy)}, crossovers "
+            f"{b_cross} of {len(busy['crossover'])}; its probes named "
+            f"{', '.join(str(p['named']) for p in f_call['probes'])} of {f_call['probes'][0]['points']} points",
+            "docs/probe.md#a-busy-machine",
+        )
+    )
     h100 = [json.loads((RESULTS / f).read_text()) for f in ACCURACY["h100_lomo"]]
     raw_ok = [sum(r["raw"] <= 0.15 for r in d["rows"]) for d in h100]
     cal = [[r["calibrated_own_lopo"] for r in d["rows"] if r["calibrated_own_lopo"] is not None] for d in h100]
@@ -735,18 +756,30 @@ def accuracy_block() -> str:
             "docs/cost-model.md#the-instances-own-quick-probe",
         )
     )
-    ol = json.loads((RESULTS / ACCURACY["own_layer"]).read_text())
-    q, own = (ol["summary"][k] for k in ("first quick probe", "own layer (--model)"))
+    ols = [
+        (Path(f).stem.removeprefix("own-layer-h100"), json.loads((RESULTS / f).read_text()))
+        for f in ACCURACY["own_layer"]
+    ]
+
+    def cell(summary: dict) -> str:
+        return (
+            f"{summary['within_target']} of {summary['paths']} (mean {summary['mean']:.0%}, worst "
+            f"{summary['max']:.0%}), crossovers {summary['crossovers_agree']} of {summary['crossovers']}"
+        )
+
     rows.append(
         (
-            "the same on one H100 instance from `kttune probe --model M` of each model (its own layer) against "
+            "the same on H100 instances from `kttune probe --model M` of each model (its own layer) against "
             "the quick probe",
-            f"path runner, one H100 instance: {len(ol['rows'])} models' sweeps, then each model's own probe "
-            "in the same instance",
-            f"own layer: {own['within_target']} of {own['paths']} paths within 15% (mean {own['mean']:.0%}, worst "
-            f"{own['max']:.0%}), crossovers {own['crossovers_agree']} of {own['crossovers']}; the instance's quick "
-            f"probe: {q['within_target']} of {q['paths']} (mean {q['mean']:.0%}, worst {q['max']:.0%}), crossovers "
-            f"{q['crossovers_agree']} of {q['crossovers']}",
+            f"path runner, {len(ols)} H100 instances ({', '.join(n for n, _ in ols)}): "
+            f"{', '.join(str(len(o['rows'])) for _, o in ols)} models' sweeps, then each model's own probe in the "
+            "same instance",
+            "paths within 15%: "
+            + "; ".join(
+                f"{n}: own layer {cell(o['summary']['own layer (--model)'])}, first quick probe "
+                f"{cell(o['summary']['first quick probe'])}"
+                for n, o in ols
+            ),
             "docs/cost-model.md#the-instances-own-quick-probe",
         )
     )
