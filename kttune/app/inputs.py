@@ -113,6 +113,23 @@ def measured_elsewhere_note(
     )
 
 
+def busy_profile_note(profile: HardwareProfile, name: str | None) -> str | None:
+    """A note when a measured profile's own points say its machine was busy while probed
+    (`kttune.hw.point_quality.busy`, read from the curves, so it holds for profiles written before
+    the probe said so), or None."""
+    from kttune.hw.point_quality import BUSY_SHARE, busy, named_share
+
+    if profile.provenance.kind != "measured" or not busy(profile.curves):
+        return None
+    named, total = named_share(profile.curves)
+    return (
+        f"profile {name or 'of this machine'!r} was measured on a busy machine: {named} of its {total} points read "
+        f"as disturbed, more than {BUSY_SHARE:.0%}; on the GPU boxes the cost model read the path runner about twice "
+        "as far off from such probes as from quiet ones (docs/probe.md#a-busy-machine); probe again when the "
+        "machine is quiet (`kttune probe --quick --fresh`)"
+    )
+
+
 def resolve_inputs(
     model: str,
     vram_bytes: int,
@@ -153,7 +170,11 @@ def resolve_inputs(
     check_host_ram_bytes(ram)
     notes = tuple(spec.notes) + tuple(
         n
-        for n in (raw_wl.clip_note(spec.max_position_embeddings), measured_elsewhere_note(prof, prof_name, here, model))
+        for n in (
+            raw_wl.clip_note(spec.max_position_embeddings),
+            measured_elsewhere_note(prof, prof_name, here, model),
+            busy_profile_note(prof, prof_name),
+        )
         if n
     )
     source = (
