@@ -43,6 +43,8 @@
 # hybrid path is read fastest on the H100 box (benchmarks/diag/diag_probe_runner_gap.py, 1,024-3,072
 # tokens, THREADS: gap-TAG.json, gap-TAG.log): whether the runner's hybrid MoE and the probe agree in
 # one process there, as they did on the H200 box (docs/cost-model.md#one-machine-instance-seven-models).
+# GAP_MODELS and GAP_SIZES take other shapes (defaults: glm-4.5-air:BF16,qwen3-30b-a3b:BF16 and
+# 1024,2048,3072).
 #
 # OWN="MODEL:METHOD ..." probes each model's own layer after the sweeps (and after LATE's probe):
 # `kttune probe --model MODEL --methods METHOD --threads THREADS` into model-MODEL-TAG.profile.json, so
@@ -92,7 +94,8 @@ fi
 sweeps "-quick-$TAG" "$R/quick-$TAG.profile.json" "$@"
 if [ "$GAP" = 1 ]; then
   step "gap" 200 "gap-$TAG.log" python benchmarks/diag/diag_probe_runner_gap.py --out "$R" \
-    --models glm-4.5-air:BF16,qwen3-30b-a3b:BF16 --threads "$THREADS" --sizes 1024,2048,3072 --repeats 5 --tag "$TAG"
+    --models "${GAP_MODELS:-glm-4.5-air:BF16,qwen3-30b-a3b:BF16}" --threads "$THREADS" \
+    --sizes "${GAP_SIZES:-1024,2048,3072}" --repeats 5 --tag "$TAG"
   mv "$R/diag-probe-runner-gap-$TAG.json" "$R/gap-$TAG.json" 2>/dev/null
   pack
 fi
