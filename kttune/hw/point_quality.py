@@ -37,6 +37,9 @@ def disturbed(p: Point) -> bool:
 # timing in order, and the error of a repeat that failed. Bookkeeping of that one measurement: a
 # point made from others (a median of probes, a thread count read between two) leaves it out.
 RETIME_KEYS = ("timings", "retime_error")
+# Each probe's timing of a point, its repeat timings (RETIME_KEYS) with it, kept under this key of a
+# merged point's extra (`kttune probe --repeat`, `kttune profile merge`: kttune.hw.probe_median).
+PROBES_KEY = "probes"
 
 
 # A layerwise pipeline streams its bytes from host memory far past any last-level cache (300 MiB on
@@ -139,8 +142,29 @@ BUSY_SHARE = 0.05
 
 
 def named_share(curves: Sequence[Curve]) -> tuple[int, int]:
-    """(points the probe's own checks name, points) over `curves` (`disturbed_points`)."""
-    return sum(len(disturbed_points(c)) for c in curves), sum(len(c.points) for c in curves)
+    """(readings the probe's own checks name, readings) over `curves`: a point of one probe is one
+    reading (`disturbed_points`); a point merged from several probes (`PROBES_KEY`) is each probe's
+    reading, judged by its own timings (`disturbed`), so probes merged from a busy machine still read
+    busy (H200 instance f's three: 36 of 498) where their median's span alone would not."""
+    named = total = 0
+    for c in curves:
+        whole = {id(p) for p in disturbed_points(c)}
+        for p in c.points:
+            readings = p.extra.get(PROBES_KEY)
+            if readings:
+                total += len(readings)
+                named += sum(disturbed(_reading(p.x, q)) for q in readings)
+            else:
+                total += 1
+                named += id(p) in whole
+    return named, total
+
+
+def _reading(x: float, q: dict) -> Point:
+    """One probe's reading of a merged point, as that probe's point."""
+    return Point(
+        x=x, t_ms=q["ms"], t_ms_p10=q.get("p10"), t_ms_p90=q.get("p90"), extra={k: q[k] for k in RETIME_KEYS if k in q}
+    )
 
 
 def busy(curves: Sequence[Curve]) -> bool:

@@ -16,12 +16,11 @@ from collections.abc import Set as AbstractSet
 from typing import Sequence
 
 from kttune.errors import UserError
-from kttune.hw.point_quality import AGREE_LIMIT, RETIME_KEYS, disturbed_points, off_per_byte
+from kttune.hw.point_quality import AGREE_LIMIT, PROBES_KEY, RETIME_KEYS, disturbed_points, off_per_byte
 from kttune.hw.profile import Curve, HardwareProfile, Point, Provenance, curve_key
 
-# Each probe's timing of a point, its repeat timings (RETIME_KEYS) with it, kept under this key of
-# the merged point's extra, which otherwise describes the median.
-PROBES_KEY = "probes"
+# PROBES_KEY (kttune.hw.point_quality): each probe's timing of a point, kept in the merged point's
+# extra, which otherwise describes the median.
 # In a probe's entry under PROBES_KEY: its reading was left out of the median (`named_points`).
 LEFT_OUT_KEY = "left_out"
 

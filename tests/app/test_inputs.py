@@ -55,8 +55,11 @@ def test_a_plan_on_a_busy_machines_profile_says_so_and_a_quiet_ones_does_not():
     busy = RESULTS / "2026-12-06-h200-pcie5-xeon-amx-16c" / "quick-transfer-h200f.profile.json"
     inp = app.resolve_inputs("qwen3-30b-a3b", 32 * GIB, profile=str(busy))
     (note,) = [n for n in inp.notes if "busy machine" in n]
-    assert "14 of its 166 points" in note and "docs/probe.md#a-busy-machine" in note
+    assert "14 of its 166 readings" in note and "docs/probe.md#a-busy-machine" in note
     assert "`kttune probe --quick --fresh`" in note
+    merged = RESULTS / "2026-12-06-computed" / "h200f-merged.profile.json"  # its three probes merged
+    inp = app.resolve_inputs("qwen3-30b-a3b", 32 * GIB, profile=str(merged))
+    assert [n for n in inp.notes if "busy machine" in n and "36 of its 498 readings" in n]
     quiet = RESULTS / "2026-12-06-h100-pcie5-xeon-amx-16c" / "quick-transfer-h100t.profile.json"
     for profile in (str(quiet), SHIPPED):
         inp = app.resolve_inputs("qwen3-30b-a3b", 32 * GIB, profile=profile)

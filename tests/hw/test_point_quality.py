@@ -218,3 +218,14 @@ def test_more_disturbed_points_never_make_a_probe_less_busy(spreads, extra):
     assert named_share([after]) == (extra, len(quiet) + extra)
     assert busy([after]) == (extra > BUSY_SHARE * (len(quiet) + extra))
     assert not busy([before])
+
+
+def test_probes_merged_on_a_busy_machine_still_read_busy():
+    """The median of f's three probes spans the probes' readings, which hides their own scatter; each
+    probe's reading is kept in the merged point and judged by its own timings: 36 of 498 named, busy.
+    t's two merged: 1 of 332."""
+    computed = RESULTS / "2026-12-06-computed"
+    f = load_profile(computed / "h200f-merged.profile.json").curves
+    assert named_share(f) == (36, 498) and busy(f)
+    t = load_profile(computed / "h100t-merged.profile.json").curves
+    assert named_share(t) == (1, 332) and not busy(t)
