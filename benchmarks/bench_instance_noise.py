@@ -32,6 +32,7 @@ from scipy.stats import spearmanr
 
 from kttune.hw.point_quality import BUSY_SHARE, named_share
 from kttune.hw.profile import load_profile
+from kttune.probes.common import quantiles
 
 BUSY_CV = 0.10  # a runner point whose repeats scatter more than this is counted apart
 
@@ -39,11 +40,11 @@ BUSY_CV = 0.10  # a runner point whose repeats scatter more than this is counted
 def runner_scatter(sweeps: list[Path]) -> dict:
     """The coefficient of variation of every runner point's repeats, over the call's sweeps."""
     cvs = [r["timing"]["measured_ms"]["cv"] for s in sweeps for r in json.loads(s.read_text())["runs"]]
-    cvs.sort()
+    _, median, p90 = quantiles(cvs)
     return {
         "points": len(cvs),
-        "cv_median": statistics.median(cvs),
-        "cv_p90": cvs[min(len(cvs) - 1, round(0.9 * (len(cvs) - 1)))],
+        "cv_median": median,
+        "cv_p90": p90,
         "share_over": sum(c > BUSY_CV for c in cvs) / len(cvs),
     }
 
