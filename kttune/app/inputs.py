@@ -123,10 +123,10 @@ def busy_profile_note(profile: HardwareProfile, name: str | None) -> str | None:
         return None
     named, total = named_share(profile.curves)
     return (
-        f"profile {name or 'of this machine'!r} was measured on a busy machine: {named} of its {total} readings (each "
-        f"point as each probe timed it) read as disturbed, more than {BUSY_SHARE:.0%}; on the GPU boxes the cost model read the path runner about twice "
-        "as far off from such probes as from quiet ones (docs/probe.md#a-busy-machine); probe again when the "
-        "machine is quiet (`kttune probe --quick --fresh`)"
+        f"profile {name or 'of this machine'!r} was measured on a busy machine: {named} of its {total} readings "
+        f"(each point as each probe timed it) read as disturbed, more than {BUSY_SHARE:.0%}; on the GPU boxes the "
+        "cost model read the path runner about twice as far off from such probes as from quiet ones "
+        "(docs/probe.md#a-busy-machine); probe again when the machine is quiet (`kttune probe --quick --fresh`)"
     )
 
 

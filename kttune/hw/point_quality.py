@@ -130,14 +130,14 @@ def disturbed_points(curve: Curve) -> list[Point]:
     return [p for p in curve.points if disturbed(p) or id(p) in slow]
 
 
-# A probe that names more than this share of all its points (`disturbed_points` over every curve)
-# ran on a busy machine, one whose neighbours (other jobs, other guests of the host) took memory
+# A probe that names more than this share of all its points (`named_share` over every curve; of every
+# probe's readings, for probes merged) ran on a busy machine, one whose neighbours (other jobs, other guests of the host) took memory
 # bandwidth or cores throughout rather than for a moment. Over the 40 quick probes of 21 GPU-box
 # calls, the 7 that named more than 5% read the path runner's forwards 20% off on average (mean per
 # model and path), the other 33 11%; the share ranks a probe's error at Spearman +0.56, and on those
 # instances the runner's own repeats scattered more too (benchmarks/bench_instance_noise.py,
-# docs/probe.md#a-busy-machine). 5% is a round cut, not a fitted one: at 3% the split reads 17% /
-# 11%, at 6% 21% / 12%.
+# docs/probe.md#a-busy-machine). 5% is a round cut chosen on those same probes, and the split holds
+# either side of it: at 3% 17% / 11%, at 6% 21% / 12%.
 BUSY_SHARE = 0.05
 
 
