@@ -10,7 +10,9 @@ the same instance by `kttune probe --model M --methods METHOD --threads 11` of e
 decoder-layer forward: mean absolute and signed error per model and path, and the crossovers judged
 by `kttune.protocol.check_crossing` (inside the measured interval or within 20%), from the first
 quick probe, the median of the quick probes (`kttune profile merge`'s reading) and the model's own
-probe.
+probe; where the model's own probe was taken again later in the same instance
+(`quick-transfer-model-M-TAG-again.profile.json`), from that one too, so an own probe's spread on one
+instance shows.
 
     python3 benchmarks/bench_own_layer.py --call benchmarks/results/2026-12-06-h100-pcie5-xeon-amx-16c:h100s \
         --out benchmarks/results/2026-12-06-computed/own-layer-h100s
@@ -31,6 +33,7 @@ from kttune.hw.probe_median import median_of_probes
 from kttune.hw.profile import load_profile
 
 SOURCES = ("first quick probe", "quick probes' median", "own layer (--model)")
+AGAIN = "own layer, again"  # a second `--model` probe of the same instance, where one was taken
 
 
 def model_of(sweep: Path, tag: str) -> str:
@@ -52,17 +55,25 @@ def measure(folder: Path, tag: str) -> dict:
             continue
         own = load_profile(own_file)
         preds = dict(zip(SOURCES, (predict(str(sweep), p) for p in (quick[0], merged, own))))
+        again = own_file.with_name(own_file.name.replace(".profile.json", "-again.profile.json"))
+        if again.exists():
+            preds[AGAIN] = predict(str(sweep), load_profile(again))
         rows.append({"model": model, "sweep": sweep.name, "own_probe": own_file.name, **preds})
     if not rows:
         raise SystemExit(f"{folder}:{tag}: no quick-transfer-model-M-{tag}.profile.json beside the sweeps")
     return {"call": f"{folder.name}:{tag}", "quick_probes": [p.name for p in probes], "rows": rows}
 
 
+def sources(doc: dict) -> tuple[str, ...]:
+    """The sources every row has, and the second own probe where any row has it."""
+    return SOURCES + ((AGAIN,) if any(AGAIN in r for r in doc["rows"]) else ())
+
+
 def summary(doc: dict) -> dict:
     out = {}
-    for src in SOURCES:
-        errs = [r[src][p]["mape"] for r in doc["rows"] for p in PATHS if r[src][p]["mape"] is not None]
-        cross = [c for r in doc["rows"] for c in r[src]["crossover"]]
+    for src in sources(doc):
+        errs = [r[src][p]["mape"] for r in doc["rows"] if src in r for p in PATHS if r[src][p]["mape"] is not None]
+        cross = [c for r in doc["rows"] if src in r for c in r[src]["crossover"]]
         out[src] = {
             "paths": len(errs),
             "within_target": sum(e <= RAW_TARGET for e in errs),
@@ -74,11 +85,12 @@ def summary(doc: dict) -> dict:
     return out
 
 
-def _cell(d: dict) -> str:
-    return f"{pct(d['mape'])} ({signed_cell(d['signed'])})"
+def _cell(d: dict | None) -> str:
+    return f"{pct(d['mape'])} ({signed_cell(d['signed'])})" if d else "-"
 
 
 def markdown(doc: dict) -> str:
+    srcs = sources(doc)
     lines = [
         "# The model's own layer against the quick probe, one instance",
         "",
@@ -87,14 +99,18 @@ def markdown(doc: dict) -> str:
         "decoder-layer forward: mean absolute error (mean signed) per path; crossovers judged by "
         f"kttune.protocol.check_crossing. Target per path: within {RAW_TARGET:.0%}.",
         "",
-        "| model | path | " + " | ".join(SOURCES) + " |",
-        "|---|---|" + "---|" * len(SOURCES),
+        "| model | path | " + " | ".join(srcs) + " |",
+        "|---|---|" + "---|" * len(srcs),
     ]
     for r in doc["rows"]:
         for p in PATHS:
-            lines.append(f"| {r['model']} | {p} | " + " | ".join(_cell(r[s][p]) for s in SOURCES) + " |")
+            lines.append(
+                f"| {r['model']} | {p} | " + " | ".join(_cell(r[s][p] if s in r else None) for s in srcs) + " |"
+            )
         lines.append(
-            f"| {r['model']} | crossover | " + " | ".join(crossover_cell(r[s]["crossover"]) for s in SOURCES) + " |"
+            f"| {r['model']} | crossover | "
+            + " | ".join(crossover_cell(r[s]["crossover"]) if s in r else "-" for s in srcs)
+            + " |"
         )
     lines += ["", "| source | paths within target | mean | worst | crossovers that agree |", "|---|---|---|---|---|"]
     for s, v in doc["summary"].items():
