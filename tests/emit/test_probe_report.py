@@ -136,3 +136,23 @@ def test_a_layer_timed_in_another_configuration_than_sglang_kts_loop_is_marked()
     before = _pipeline_rendered("quick-transfer-h100c.profile.json")
     assert before.count("+") == 7 and "not sglang-kt's loop" in before  # 6 layers and the caption
     assert "+" not in _pipeline_rendered("quick-transfer-h100f.profile.json")
+
+
+def test_a_busy_machines_profile_says_so_once():
+    """H200 instance f's quick probe (2026-12-06), older than the busy rule: `profile show` says the
+    machine was busy from its points; with the probe's own busy note in it, the line is not repeated;
+    H100 instance t's probe of the same day is quiet."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from kttune.hw.profile import load_profile
+    from kttune.probes.common import busy_note
+
+    results = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    f = load_profile(results / "2026-12-06-h200-pcie5-xeon-amx-16c" / "quick-transfer-h200f.profile.json")
+    t = load_profile(results / "2026-12-06-h100-pcie5-xeon-amx-16c" / "quick-transfer-h100t.profile.json")
+    said = replace(f, provenance=replace(f.provenance, notes=f.provenance.notes + (busy_note(f.curves),)))
+    for prof, times in ((f, 1), (said, 1), (t, 0)):
+        console = Console(record=True, width=400)
+        render_profile(prof, console)
+        assert console.export_text().count("busy while probed") == times
