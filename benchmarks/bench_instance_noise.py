@@ -49,6 +49,43 @@ def runner_scatter(sweeps: list[Path]) -> dict:
     }
 
 
+def own_probes(calls: list[tuple[str, Path, str]]) -> list[dict]:
+    """Every `kttune probe --model M` taken in a call beside M's sweep (model-M-TAG.profile.json, and
+    -again where it was taken twice): its named readings and its error on that sweep."""
+    out = []
+    for box, folder, call in calls:
+        for tag in call.split("+"):
+            for sweep in sorted(folder.glob(f"quick-transfer-crossover-*-{tag}.json")):
+                model = sweep.name.removeprefix("quick-transfer-crossover-").removesuffix(f"-{tag}.json")
+                for suffix in ("", "-again"):
+                    f = folder / f"quick-transfer-model-{model}-{tag}{suffix}.profile.json"
+                    if not f.exists():
+                        continue
+                    prof = load_profile(f)
+                    named, total = named_share(prof.curves)
+                    s = score([sweep], prof)
+                    out.append(
+                        {
+                            "box": box,
+                            "call": call,
+                            "probe": f.name,
+                            "named": named,
+                            "points": total,
+                            "per_path_mean": s["per_path_mean"],
+                        }
+                    )
+    return out
+
+
+def _spearman(probes: list[dict]) -> dict:
+    r = spearmanr([p["named"] / p["points"] for p in probes], [p["per_path_mean"] for p in probes])
+    return {"rho": r.statistic, "p": r.pvalue, "n": len(probes), "over_cut": sum(busy_share(p) for p in probes)}
+
+
+def busy_share(p: dict) -> bool:
+    return p["named"] > BUSY_SHARE * p["points"]
+
+
 def split(probes: list[dict], cut: float) -> dict:
     """The probes' mean error on either side of a share of named points."""
     above = [p["per_path_mean"] for p in probes if p["named"] > cut * p["points"]]
@@ -82,6 +119,7 @@ def run() -> dict:
                 }
             )
         rows.append({"box": box, "call": call, "runner": runner_scatter(sweeps), "probes": per_probe})
+    own = own_probes(calls)
     probes = [p for r in rows for p in r["probes"]]
     by_probe = spearmanr([p["named"] / p["points"] for p in probes], [p["per_path_mean"] for p in probes])
     by_call = spearmanr([r["runner"]["cv_median"] for r in rows], [r["probes"][0]["per_path_mean"] for r in rows])
@@ -90,6 +128,9 @@ def run() -> dict:
         "rows": rows,
         # the probe's rule (kttune.hw.point_quality.BUSY_SHARE) and round cuts either side of it
         "splits": [split(probes, c) for c in sorted({0.03, BUSY_SHARE, 0.06})],
+        # held out: the models' own probes (`kttune probe --model`), none of them among the probes above
+        "own_probes": own,
+        "own_probes_spearman": _spearman(own),
         "spearman": {
             "probes_named_share_vs_error": {"rho": by_probe.statistic, "p": by_probe.pvalue, "n": len(probes)},
             "calls_runner_cv_vs_first_probe_error": {"rho": by_call.statistic, "p": by_call.pvalue, "n": len(rows)},
@@ -136,6 +177,24 @@ def markdown(doc: dict) -> str:
             f"{c['below_mean']:.1%} |"
         )
     lines.append("")
+    own, sp = doc["own_probes"], doc["own_probes_spearman"]
+    lines += [
+        "## Held out: the models' own probes",
+        "",
+        "Each `kttune probe --model M` taken in a call beside M's sweep (none of them among the probes above): the "
+        "readings it names and its error on that sweep.",
+        "",
+        "| box | call | probe | named | error |",
+        "|---|---|---|---|---|",
+        *(
+            f"| {p['box']} | {p['call']} | {p['probe']} | {p['named']} of {p['points']} | {p['per_path_mean']:.0%} |"
+            for p in own
+        ),
+        "",
+        f"Spearman over {sp['n']} own probes, the share named against the error: {sp['rho']:+.2f} (p {sp['p']:.2g}); "
+        f"{sp['over_cut']} over the busy rule's {BUSY_SHARE:.0%}.",
+        "",
+    ]
     return "\n".join(lines)
 
 
