@@ -10,7 +10,7 @@
 #   with two quick probes, before the quick probe streamed its narrow layers: docs/probe.md);
 # - an Emerald Rapids H100: the four BF16 models and two FP8 ones, then GAP at Mixtral-8x7B's shape
 #   (benchmarks/diag/diag_probe_runner_gap.py at 256-768 tokens, in one process): Mixtral's hybrid
-#   path is read fast by the quick probes of 19 of 20 Emerald Rapids calls, and on t by its own
+#   path is read fast by the quick probes in 19 of 20 Emerald Rapids sweeps, and on t by its own
 #   layer too (24% and 38%, where s's own layer read it 8%: docs/cost-model.md, "Instance t"), so
 #   whether the runner's hybrid MoE and the probe's call agree in one process at that shape. The
 #   plans before: SHAPE_LAW=1 COLD=1 COLD_TOKENS=1024 on n, o and p (neither the instance's own r nor
