@@ -17,10 +17,9 @@ from kttune.hw.point_quality import (
     AGREE_LIMIT,
     BUSY_SHARE,
     SCATTER_LIMIT,
-    busy,
+    busy_counts,
     disturbed,
     disturbed_points,
-    named_share,
     scatter,
     slower_than_larger_pools,
 )
@@ -190,9 +189,10 @@ def busy_note(curves: Sequence[Curve]) -> str | None:
     """A note when the whole probe names more than `BUSY_SHARE` of its points: the machine was busy
     throughout, so the profile (and the server, while its neighbours run) may be off beyond what one
     curve's note says, and a repeat on the same busy machine does not cure it."""
-    if not busy(curves):
+    counts = busy_counts(curves)
+    if counts is None:
         return None
-    named, total = named_share(curves)
+    named, total = counts
     return (
         f"this machine was busy while probed: {named} of {total} points read as disturbed, more than "
         f"{BUSY_SHARE:.0%}; on the GPU boxes such probes read the path runner about twice as far off as the others, "

@@ -117,11 +117,12 @@ def busy_profile_note(profile: HardwareProfile, name: str | None) -> str | None:
     """A note when a measured profile's own points say its machine was busy while probed
     (`kttune.hw.point_quality.busy`, read from the curves, so it holds for profiles written before
     the probe said so), or None."""
-    from kttune.hw.point_quality import BUSY_SHARE, busy, named_share
+    from kttune.hw.point_quality import BUSY_SHARE, busy_counts
 
-    if profile.provenance.kind != "measured" or not busy(profile.curves):
+    counts = busy_counts(profile.curves) if profile.provenance.kind == "measured" else None
+    if counts is None:
         return None
-    named, total = named_share(profile.curves)
+    named, total = counts
     return (
         f"profile {name or 'of this machine'!r} was measured on a busy machine: {named} of its {total} readings "
         f"(each point as each probe timed it) read as disturbed, more than {BUSY_SHARE:.0%}; on the GPU boxes the "

@@ -10,7 +10,7 @@ from rich.table import Table
 from kttune.emit.terminal import first_that_fits, fits, keep_title, split_columns, tight_table
 from kttune.hw.cpu_generation import cpu_id_text
 from kttune.hw.curve_kinds import cpu_matmul_above
-from kttune.hw.point_quality import BUSY_SHARE, busy, disturbed, disturbed_points, named_share
+from kttune.hw.point_quality import BUSY_SHARE, busy_counts, disturbed, disturbed_points
 from kttune.hw.profile import Curve, HardwareProfile
 from kttune.units import GB, GIB, MIB
 
@@ -386,8 +386,9 @@ def inventory_notes(p: HardwareProfile) -> list[str]:
     """What measured the profile, and its notes: prose lines, free to wrap. A measured profile whose
     own points say its machine was busy says so, where its probe (older than the rule) did not."""
     notes = [f"note: {n}" for n in p.provenance.notes]
-    if p.provenance.kind == "measured" and busy(p.curves) and not any("busy while probed" in n for n in notes):
-        named, total = named_share(p.curves)
+    counts = busy_counts(p.curves) if p.provenance.kind == "measured" else None
+    if counts and not any("busy while probed" in n for n in notes):
+        named, total = counts
         notes.append(
             f"note: this machine was busy while probed: {named} of {total} readings read as disturbed, more than "
             f"{BUSY_SHARE:.0%}; predictions from this profile may be off about twice as far as from a quiet probe "

@@ -168,7 +168,13 @@ def _reading(x: float, q: dict) -> Point:
     )
 
 
+def busy_counts(curves: Sequence[Curve]) -> tuple[int, int] | None:
+    """(named, readings) (`named_share`) where a probe's curves say the machine was busy while it ran
+    (more than `BUSY_SHARE` named), else None: what the notes that say so count."""
+    named, total = named_share(curves)
+    return (named, total) if total > 0 and named > BUSY_SHARE * total else None
+
+
 def busy(curves: Sequence[Curve]) -> bool:
     """Whether a probe's curves say the machine was busy while it ran (`BUSY_SHARE`)."""
-    named, total = named_share(curves)
-    return total > 0 and named > BUSY_SHARE * total
+    return busy_counts(curves) is not None
