@@ -26,6 +26,7 @@ import statistics
 from pathlib import Path
 
 from bench_cpu_generation import CALLS, H100
+from bench_own_layer import model_of
 from bench_probe_median import instance_of_call, score
 from results_layout import write_result
 from scipy.stats import spearmanr
@@ -49,41 +50,37 @@ def runner_scatter(sweeps: list[Path]) -> dict:
     }
 
 
+def _probe_row(path: Path, sweeps: list[Path]) -> dict:
+    """One probe file: the readings its own checks name and its error on `sweeps`."""
+    prof = load_profile(path)
+    named, total = named_share(prof.curves)
+    s = score(sweeps, prof)
+    return {
+        "probe": path.name,
+        "named": named,
+        "points": total,
+        "per_path_mean": s["per_path_mean"],
+        "per_path_max": s["per_path_max"],
+    }
+
+
 def own_probes(calls: list[tuple[str, Path, str]]) -> list[dict]:
     """Every `kttune probe --model M` taken in a call beside M's sweep (model-M-TAG.profile.json, and
     -again where it was taken twice): its named readings and its error on that sweep."""
-    out = []
-    for box, folder, call in calls:
-        for tag in call.split("+"):
-            for sweep in sorted(folder.glob(f"quick-transfer-crossover-*-{tag}.json")):
-                model = sweep.name.removeprefix("quick-transfer-crossover-").removesuffix(f"-{tag}.json")
-                for suffix in ("", "-again"):
-                    f = folder / f"quick-transfer-model-{model}-{tag}{suffix}.profile.json"
-                    if not f.exists():
-                        continue
-                    prof = load_profile(f)
-                    named, total = named_share(prof.curves)
-                    s = score([sweep], prof)
-                    out.append(
-                        {
-                            "box": box,
-                            "call": call,
-                            "probe": f.name,
-                            "named": named,
-                            "points": total,
-                            "per_path_mean": s["per_path_mean"],
-                        }
-                    )
-    return out
+    return [
+        {"box": box, "call": call, **_probe_row(f, [sweep])}
+        for box, folder, call in calls
+        for tag in call.split("+")
+        for sweep in sorted(folder.glob(f"quick-transfer-crossover-*-{tag}.json"))
+        for suffix in ("", "-again")
+        if (f := folder / f"quick-transfer-model-{model_of(sweep, tag)}-{tag}{suffix}.profile.json").exists()
+    ]
 
 
 def _spearman(probes: list[dict]) -> dict:
+    """Spearman's rank correlation of the probes' named share with their error."""
     r = spearmanr([p["named"] / p["points"] for p in probes], [p["per_path_mean"] for p in probes])
-    return {"rho": r.statistic, "p": r.pvalue, "n": len(probes), "over_cut": sum(busy_share(p) for p in probes)}
-
-
-def busy_share(p: dict) -> bool:
-    return p["named"] > BUSY_SHARE * p["points"]
+    return {"rho": r.statistic, "p": r.pvalue, "n": len(probes)}
 
 
 def split(probes: list[dict], cut: float) -> dict:
@@ -104,24 +101,16 @@ def run() -> dict:
     rows = []
     for box, folder, call in calls:
         probes, sweeps = instance_of_call(folder, call)
-        per_probe = []
-        for p in probes:
-            prof = load_profile(p)
-            named, total = named_share(prof.curves)
-            s = score(sweeps, prof)
-            per_probe.append(
-                {
-                    "probe": p.name,
-                    "named": named,
-                    "points": total,
-                    "per_path_mean": s["per_path_mean"],
-                    "per_path_max": s["per_path_max"],
-                }
-            )
-        rows.append({"box": box, "call": call, "runner": runner_scatter(sweeps), "probes": per_probe})
+        rows.append(
+            {
+                "box": box,
+                "call": call,
+                "runner": runner_scatter(sweeps),
+                "probes": [_probe_row(p, sweeps) for p in probes],
+            }
+        )
     own = own_probes(calls)
     probes = [p for r in rows for p in r["probes"]]
-    by_probe = spearmanr([p["named"] / p["points"] for p in probes], [p["per_path_mean"] for p in probes])
     by_call = spearmanr([r["runner"]["cv_median"] for r in rows], [r["probes"][0]["per_path_mean"] for r in rows])
     return {
         "busy_cv": BUSY_CV,
@@ -130,9 +119,9 @@ def run() -> dict:
         "splits": [split(probes, c) for c in sorted({0.03, BUSY_SHARE, 0.06})],
         # held out: the models' own probes (`kttune probe --model`), none of them among the probes above
         "own_probes": own,
-        "own_probes_spearman": _spearman(own),
+        "own_probes_spearman": {**_spearman(own), "over_cut": split(own, BUSY_SHARE)["above"]},
         "spearman": {
-            "probes_named_share_vs_error": {"rho": by_probe.statistic, "p": by_probe.pvalue, "n": len(probes)},
+            "probes_named_share_vs_error": _spearman(probes),
             "calls_runner_cv_vs_first_probe_error": {"rho": by_call.statistic, "p": by_call.pvalue, "n": len(rows)},
         },
     }
