@@ -8,25 +8,25 @@
 #   (bench_cpu_generation.py --own-r), for the BF16 hybrid path the constant reads +23% slow there;
 # - an H200: AGAIN=1, Qwen3-Next first: its layerwise path (26% on the instance
 #   with two quick probes, before the quick probe streamed its narrow layers: docs/probe.md);
-# - an Emerald Rapids H100: the four BF16 models and two FP8 ones, then GAP at Mixtral-8x7B's shape
-#   (benchmarks/diag/diag_probe_runner_gap.py at 256-768 tokens, in one process): Mixtral's hybrid
-#   path is read fast by the quick probes in 19 of 20 Emerald Rapids sweeps, and on t by its own
-#   layer too (24% and 38%, where s's own layer read it 8%: docs/cost-model.md, "Instance t"), so
-#   whether the runner's hybrid MoE and the probe's call agree in one process at that shape. The
-#   plans before: SHAPE_LAW=1 COLD=1 COLD_TOKENS=1024 on n, o and p (neither the instance's own r nor
-#   the layer timed cold moved the hybrid error on average), LATE=1 on r and s (the median of two
-#   probes; with the merge's left-out readings, docs/probe.md#repeated-probes), OWN on s and t (each
-#   model's own layer: bench_own_layer.py).
+# - an Emerald Rapids H100: the four BF16 models and two FP8 ones, then LATE=1 (a second quick probe
+#   after the sweeps): two probes of one instance, each point kept as the median of its timings
+#   (docs/probe.md#which-timing-a-point-keeps), read against the sweeps by bench_probe_estimator.py.
+#   The plans before: SHAPE_LAW=1 COLD=1 COLD_TOKENS=1024 on n, o and p (neither the instance's own
+#   r nor the layer timed cold moved the hybrid error on average), LATE=1 on r and s (the median of
+#   two probes; with the merge's left-out readings, docs/probe.md#repeated-probes), OWN on s and t
+#   (each model's own layer: bench_own_layer.py), GAP at Mixtral-8x7B's shape on u and v (the
+#   probe's and the runner's calls, one after the other in one process), answered on w by
+#   benchmarks/diag/diag_gap_rounds.py (the same calls in interleaved rounds agree).
 #
 # Each plan runs in about 300-480 s, so a call started late in a session's device time still ends.
-# H100TAG / H200TAG name the call on either box (2026-12-06: h100n, h100o, h100p, h100r, h100s and
-# h100t ran on Emerald Rapids instances n-t, h100q names instance q's lone shape-law probe, and h200f
+# H100TAG / H200TAG name the call on either box (2026-12-06: h100n, h100o, h100p, h100r, h100s,
+# h100t, h100u and h100v ran on Emerald Rapids instances n-v, h100q names instance q's lone shape-law probe, and h200f
 # ran on a busy H200 instance, docs/probe.md#a-busy-machine; pass the next letter so a new call's
 # files do not take an earlier one's names).
 #
-#   H100TAG=h100u H200TAG=h200g bash benchmarks/bench_instance_call.sh     (results: $OUT/quick-transfer-TAG.tgz)
+#   H100TAG=h100x H200TAG=h200g bash benchmarks/bench_instance_call.sh     (results: $OUT/quick-transfer-TAG.tgz)
 set -u
-H100TAG=${H100TAG:?name the call: H100TAG=h100u (h100a-t are taken)}
+H100TAG=${H100TAG:?name the call: H100TAG=h100x (h100a-w are taken)}
 H200TAG=${H200TAG:?name the call: H200TAG=h200g (h200a-f are taken)}
 Q="$(dirname "$0")/bench_quick_transfer.sh"
 export THREADS=${THREADS:-11}
@@ -39,6 +39,6 @@ if grep -qE "^model\s+: 143$" /proc/cpuinfo; then
 elif nvidia-smi -L 2>/dev/null | grep -q H200; then
   TAG=$H200TAG AGAIN=1 bash "$Q" $next $glm $mixtral qwen3-30b-a3b:BF16:8:1536,2048,2560,3072 $minimax
 else
-  TAG=$H100TAG GAP=1 GAP_MODELS=mixtral-8x7b:BF16 GAP_SIZES=256,512,768 bash "$Q" \
+  TAG=$H100TAG LATE=1 bash "$Q" \
     $glm $mixtral qwen3-30b-a3b:BF16:8:1024,1536,2048,3072 $next $minimax qwen3-235b-a22b-fp8:FP8:8:32,48,64,96
 fi
