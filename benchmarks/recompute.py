@@ -374,7 +374,7 @@ def recipes() -> list[Recipe]:
             )
             for computed, measured, tags in (
                 (C5, H100, ("h100f", "h100g", "h100h", "h100i", "h100k")),
-                (C6, H100_6, ("h100m", "h100r", "h100s", "h100t")),
+                (C6, H100_6, ("h100m", "h100r", "h100s", "h100t", "h100x")),
                 (C6, H200_6, ("h200f",)),
             )
             for t in tags
@@ -464,6 +464,12 @@ def recipes() -> list[Recipe]:
             ("instance-noise.json",),
             C6,
         ),
+        Recipe(
+            "probe-estimator",
+            _bench("bench_probe_estimator.py", "--out", "{out}/probe-estimator"),
+            ("probe-estimator.json",),
+            C6,
+        ),
         *_per_call("hybrid-cold", "bench_hybrid_cold.py", "--call", ("h100m", "h100n", "h100p")),
         Recipe(
             "probe-median-fastest",
@@ -509,6 +515,7 @@ def recipes() -> list[Recipe]:
             for folder, tags in (
                 (H100_6, ("h100n", "h100o", "h100o-late", "h100p", "h100r", "h100r-late", "h100s", "h100s-late")),
                 (H100_6, ("h100t", "h100t-late")),
+                (H100_6, ("h100u", "h100v", "h100x", "h100x-late")),
                 (H200_6, ("h200f", "h200f-again", "h200f-late")),
             )
             for tag in tags

@@ -87,6 +87,15 @@ def measure(
 SHORT_POINT_MS = 1000.0
 
 
+# Which of a point's timings the probe keeps (`retime`'s `keep`). "median": the machine kinds measured
+# move both ways over seconds, and the runner and a server see their typical speed, not their best
+# (docs/probe.md#which-timing-a-point-keeps: one kt-kernel call in 12 interleaved rounds on an H100
+# instance, 44-87 ms at 256 tokens, every way of calling it alike); a third timing, taken where two
+# disagree, keeps one busy moment out of the median. "fastest": a curve whose point must stay one
+# whole run (the pipeline's, `probes.gpu_pipeline.retimed_runs`).
+KEEP_RULES = ("median", "fastest")
+
+
 def retime(
     points: list[Point],
     remeasure: Callable[[Point], Point],
@@ -94,17 +103,21 @@ def retime(
     label: str,
     every: bool = True,
     suspect: Callable[[Point], bool] | None = None,
+    keep: str = "median",
 ) -> list[Point]:
-    """`points`, each timed once more by `remeasure` after the curve's other points, and the faster
-    median kept: a host busy for a moment only slows a call, and a point timed wholly inside such a
-    moment comes back tight and slow, which its spread does not show. Timed again: with `every`, each
-    point whose timing was short (`SHORT_POINT_MS`) or scattered beyond `SCATTER_LIMIT`; without, the
-    scattered ones only (where a second timing is costly: a stage A write rebuilds its layer); and any
-    point `suspect` names (one its curve's other points show to be off: `slow_per_byte`). Where
-    the two medians differ by more than `AGREE_LIMIT`, or the faster is still scattered, a third
-    timing. The fastest is kept and the point records every timing in order (`extra["timings"]`:
-    median and p90 / p10 each). A repeat timing that fails leaves the timings taken (the failure in
+    """`points`, each timed once more by `remeasure` after the curve's other points: a point timed
+    wholly inside a moment the host was busy comes back tight and slow, which its spread does not
+    show, and one timed in a fast moment tight and fast. Timed again: with `every`, each point whose
+    timing was short (`SHORT_POINT_MS`) or scattered beyond `SCATTER_LIMIT`; without, the scattered
+    ones only (where a second timing is costly: a stage A write rebuilds its layer); and any point
+    `suspect` names (one its curve's other points show to be off: `slow_per_byte`). Where the two
+    medians differ by more than `AGREE_LIMIT`, or the faster is still scattered, a third timing. The
+    point kept is the median of its timings (`keep="median"`: with two, their mean, spread over both)
+    or the fastest (`keep="fastest"`), and records every timing in order (`extra["timings"]`: median
+    and p90 / p10 each). A repeat timing that fails leaves the timings taken (the failure in
     `extra["retime_error"]`): nothing measured is lost."""
+    if keep not in KEEP_RULES:
+        raise ValueError(f"keep must be one of {KEEP_RULES}, not {keep!r}")
     out = []
     for p in points:
         short = p.n * p.t_ms < SHORT_POINT_MS
@@ -114,24 +127,41 @@ def retime(
         tries, error = [p], None
         try:
             tries.append(remeasure(p))
-            if disturbed(_fastest(tries)):  # the two disagree, or the faster is still scattered
+            if disturbed(_kept(tries, "fastest")) or (keep == "median" and max(map(scatter, tries)) > SCATTER_LIMIT):
+                # the two disagree, or the faster is still scattered; for the median, either is
                 tries.append(remeasure(p))
         except Exception as e:  # noqa: BLE001 - the timings taken stand
             error = f"{type(e).__name__}: {e}"
             reporter.note(f"{label}: {p.x:g} could not be timed again ({error}); its first timing kept")
-        kept = _fastest(tries)
+        kept = _kept(tries, keep)
         out.append(replace(kept, extra={**kept.extra, "retime_error": error}) if error else kept)
-        if kept.t_ms < p.t_ms:
+        if len(tries) > 1:
             reporter.step(f"{label}: {p.x:g} timed again ({p.t_ms:.3g} -> {kept.t_ms:.3g} ms)", advance=0)
     return out
 
 
-def _fastest(tries: list[Point]) -> Point:
-    """The fastest of a point's timings, recording every one in order (`extra["timings"]`): a try
-    that was itself kept from earlier timings (a point the thread law sends back) brings its record."""
-    best = min(tries, key=lambda q: q.t_ms)
+def _kept(tries: list[Point], keep: str) -> Point:
+    """The point kept of its timings (`retime`), recording every one in order (`extra["timings"]`: a
+    try that was itself kept from earlier timings, a point the thread law sends back, brings its
+    record). "fastest": the fastest try. "median": the median of every recorded timing; its spread
+    (p10-p90) and count are the middle try's, or of two middle tries the tighter one's widened to hold
+    the median (the checks of `kttune.hw.point_quality` read a timing's own spread, not the distance
+    between two timings, which `disturbed` reads from the record)."""
     record = [t for q in tries for t in q.extra.get("timings") or [{"ms": q.t_ms, "scatter": round(scatter(q), 2)}]]
-    return replace(best, extra={**best.extra, "timings": record})
+    ranked = sorted(tries, key=lambda q: q.t_ms)
+    if keep == "fastest" or len(tries) == 1:
+        return replace(ranked[0], extra={**ranked[0].extra, "timings": record})
+    mid = ranked[(len(ranked) - 1) // 2 : len(ranked) // 2 + 1]
+    base = min(mid, key=scatter)
+    t_ms = statistics.median(t["ms"] for t in record)
+    return replace(
+        base,
+        t_ms=t_ms,
+        t_ms_p10=None if base.t_ms_p10 is None else min(base.t_ms_p10, t_ms),
+        t_ms_p90=None if base.t_ms_p90 is None else max(base.t_ms_p90, t_ms),
+        n=sum(q.n for q in mid),
+        extra={**base.extra, "timings": record},
+    )
 
 
 def retime_by_thread_law(
@@ -139,7 +169,8 @@ def retime_by_thread_law(
 ) -> list[Curve]:
     """`curves`, one measurement at several thread counts, with each point slower than a larger
     count allows (`kttune.hw.point_quality.slower_than_larger_pools`) timed again by
-    `remeasure(curve, point)` and the faster timing kept (`kttune.probes.common.retime`). A probe times
+    `remeasure(curve, point)` and the median of its timings kept (`kttune.probes.common.retime`; a third
+    timing where the two disagree keeps the disturbed one out). A probe times
     its thread counts one after another, so a host slow for a minute slows one count's whole curve,
     which the curve's own spread does not show (docs/probe.md#disturbed-points). `name` labels the
     notes ("cpu_moe", "stage_a")."""

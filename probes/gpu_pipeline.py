@@ -272,7 +272,8 @@ def retimed_runs(
     """One thread count's pipeline points, those scattered beyond `SCATTER_LIMIT` or off per byte
     against another point of the same curve (`off_per_byte`: a host whose memory bandwidth dropped
     while they were timed, which their own spread does not show) timed again by `measure` (the same
-    config and experts on a pipeline built anew) after the others, the fastest kept (`retime`)."""
+    config and experts on a pipeline built anew) after the others, the fastest kept (`retime`'s
+    `keep="fastest"`: a point here stays one whole run, whose result the curve reports)."""
     results: list[tuple[PipelineResult, int]] = []
 
     def point(r: PipelineResult, e: int) -> Point:
@@ -290,7 +291,7 @@ def retimed_runs(
         return point(measure(r.config, e), e)
 
     out = []
-    for p in retime(pts, again, reporter, label, every=False, suspect=lambda q: id(q) in slow):
+    for p in retime(pts, again, reporter, label, every=False, suspect=lambda q: id(q) in slow, keep="fastest"):
         r, e = results[p.extra["run"]]
         out.append((r, e, {k: p.extra[k] for k in RETIME_KEYS if k in p.extra}))
     return out

@@ -89,6 +89,8 @@ ACCURACY = dict(
         "2026-12-06-computed/transfer-merged-probes-h100r.json",
         "2026-12-06-computed/transfer-merged-probes-h100s.json",
         "2026-12-06-computed/transfer-merged-probes-h100t.json",
+        *(f"2026-12-06-computed/transfer-quick-h100{t}.json" for t in "uv"),
+        "2026-12-06-computed/transfer-merged-probes-h100x.json",
     ),
     # H100 instances: their sweeps from their quick probes and from `kttune probe --model` of each model
     own_layer=("2026-12-06-computed/own-layer-h100s.json", "2026-12-06-computed/own-layer-h100t.json"),

@@ -3,6 +3,7 @@ method's quantization error, and the probe's figures come from them."""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import replace
 
 import pytest
@@ -267,6 +268,6 @@ def test_the_probe_times_a_named_point_again_on_kt_kernel(kt, cpu, monkeypatch):
     assert builds == [1, 2, 1]  # each count's curve, then the 1-thread layer once for both its points
     one = next(c for c in curves if c.params["threads"] == 1)
     for p in one.points:
-        assert len(p.extra["timings"]) >= 2 and p.t_ms == min(t["ms"] for t in p.extra["timings"])
+        assert len(p.extra["timings"]) >= 2 and p.t_ms == statistics.median(t["ms"] for t in p.extra["timings"])
         assert p.extra["source_bytes"] > 0
     assert any("slower than a larger pool allows" in n for n in rep.notes)

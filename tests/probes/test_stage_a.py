@@ -3,6 +3,7 @@ tests/kernels/test_expert_weights.py)."""
 
 from __future__ import annotations
 
+import statistics
 import pytest
 
 from kttune.kernels.expert_weights import write_nbytes
@@ -40,7 +41,8 @@ def test_the_writes_cycle_over_more_than_the_last_level_cache():
     assert stage_a_options(ProbeOptions(), llc_bytes=l3).layer_bytes == 4 * l3
     assert stage_a_options(ProbeOptions(quick=True), llc_bytes=l3).layer_bytes == 2 * l3
     assert stage_a_options(ProbeOptions(), llc_bytes=32 * MIB).layer_bytes == 256 * MIB
-    assert stage_a_options(ProbeOptions(quick=True), llc_bytes=None).layer_bytes == 64 * MIB
+    # a cache of unknown size (0; None reads this host's, whatever its size)
+    assert stage_a_options(ProbeOptions(quick=True), llc_bytes=0).layer_bytes == 64 * MIB
 
 
 @pytest.mark.kt
@@ -119,6 +121,6 @@ def test_the_probe_times_a_write_the_thread_law_names_again(kt, monkeypatch):
     for c in curves:
         (p,) = c.points
         if c.params["threads"] == 1:
-            assert len(p.extra["timings"]) >= 2 and p.t_ms == min(t["ms"] for t in p.extra["timings"])
+            assert len(p.extra["timings"]) >= 2 and p.t_ms == statistics.median(t["ms"] for t in p.extra["timings"])
             assert p.extra["inter"] == 256 and p.extra["kernel"]
     assert sum("slower than a larger pool allows" in n for n in rep.notes) == 2
