@@ -97,11 +97,13 @@ def write_result(out: Path | None, doc: dict, md: str) -> None:
     print(md)
 
 
-def load_manifest(path: Path = MANIFEST) -> dict:
+def load_manifest(path: Path | None = None) -> dict:
+    path = path or MANIFEST
     return json.loads(path.read_text()) if path.exists() else {"schema": "kttune.results-manifest/1", "files": []}
 
 
-def save_manifest(doc: dict, path: Path = MANIFEST) -> None:
+def save_manifest(doc: dict, path: Path | None = None) -> None:
+    path = path or MANIFEST
     doc["files"] = sorted(doc["files"], key=lambda e: e["file"])
     path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
 
@@ -149,11 +151,12 @@ def _head() -> str:
 def add(
     files: list[Path], command: str, what: str, machine: str | None = None, commit: str | None = None
 ) -> list[dict]:
-    """Entries for files already in a dated folder (replacing earlier entries of the same file)."""
+    """Entries for files already in a dated folder (replacing earlier entries of the same file; a file
+    named twice, as a glob and by name, gets one)."""
     doc = load_manifest()
     new = []
-    for f in files:
-        rel = f.resolve().relative_to(RESULTS).as_posix()
+    for f in dict.fromkeys(p.resolve() for p in files):
+        rel = f.relative_to(RESULTS).as_posix()
         m = FOLDER_RE.match(rel.split("/", 1)[0])
         if not m or "/" not in rel:
             raise SystemExit(f"{f}: not in a dated folder of benchmarks/results/ (see results_dir)")

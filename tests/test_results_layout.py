@@ -82,3 +82,17 @@ def test_results_dir_is_dated_and_named_for_the_machine(tmp_path):
     d = L.results_dir("computed", date(2026, 12, 1), root=tmp_path)
     assert d == tmp_path / "2026-12-01-computed" and d.is_dir()
     assert L.FOLDER_RE.match(L.results_dir(day=date(2026, 12, 2), root=tmp_path, make=False).name)
+
+
+def test_a_file_named_twice_in_one_add_is_listed_once(tmp_path, monkeypatch):
+    """`--add` with a glob that also matches a file named on its own lists that file once."""
+    day = tmp_path / "2026-12-06-h100-pcie5-xeon-amx-16c"
+    day.mkdir()
+    (day / "machine.txt").write_text("x")
+    (day / "run.json").write_text("{}")
+    monkeypatch.setattr(L, "RESULTS", tmp_path)
+    monkeypatch.setattr(L, "MANIFEST", tmp_path / "manifest.json")
+    L.add([day / "machine.txt", day / "run.json", day / "machine.txt"], "cmd", "what", commit="abc")
+    listed = [e["file"] for e in json.loads((tmp_path / "manifest.json").read_text())["files"]]
+    assert sorted(listed) == [f"{day.name}/machine.txt", f"{day.name}/run.json"]
+    assert L.problems(tmp_path, tmp_path / "manifest.json") == []
