@@ -358,7 +358,7 @@ def _measure_curve(
 ) -> tuple[list[Point], list[dict]]:
     """Time `run(tokens)()` for each token count; skip sizes whose predicted time (linear from the
     last measured point) exceeds `opts.max_point_s`. After the curve, a point that took little time to
-    time, or scattered, is timed again and the faster kept (`kttune.probes.common.retime`)."""
+    time, or scattered, is timed again and the median of its timings kept (`kttune.probes.common.retime`)."""
     points: list[Point] = []
     skipped: list[dict] = []
     timed = _timer(run, opts)

@@ -106,7 +106,7 @@ def slower_than_larger_pools(curves: Sequence[Curve]) -> dict[int, list[Point]]:
     as `kttune.hw.thread_interp.curve_group` groups them). Per thread count, its points that took more
     than `THREAD_LAW_SLACK` x a larger count's time at the same size x the ratio of the counts: worth
     timing again. Not marked disturbed: the law bends at a call of few tasks (one more round of the
-    pool's work), and a repeat timing keeps the faster, so a real cost stays. Counts without such a
+    pool's work), and a repeat timing keeps the median of its timings, so a real cost stays. Counts without such a
     point are left out."""
     by_threads = {int(c.params["threads"]): c for c in curves if int(c.params.get("threads") or 0) > 0}
     out: dict[int, list[Point]] = {}
