@@ -1,7 +1,8 @@
 """How busy each instance was, and whether the probe's own count of disturbed points tells it.
 
 Every quick-transfer call of both GPU boxes (`bench_cpu_generation.CALLS`, and h100hog, whose probe
-and sweeps ran beside memory neighbours on purpose: the known busy case). Per call:
+and sweeps ran beside memory neighbours on purpose: the known busy case); the calls made after the
+busy rule was set (`AFTER_RULE`) are read apart, held out. Per call:
 
 - the runner's scatter: each sweep point is 3 interleaved repeats; the coefficient of variation of
   those repeats (`timing.measured_ms.cv` in the runner's results), median and 90th percentile over
@@ -36,6 +37,12 @@ from kttune.hw.profile import load_profile
 from kttune.probes.common import quantiles
 
 BUSY_CV = 0.10  # a runner point whose repeats scatter more than this is counted apart
+# Calls made after the busy rule was read off the calls above (fifteenth session, 2026-12-06): their
+# quick probes are held out, reported apart. Instance x's probes ran a first form of the median rule
+# (docs/probe.md#which-timing-a-point-keeps) whose spreads read wider than any released rule's, so
+# the points they name are no reading of either: left out here.
+AFTER_RULE = ("h100u", "h100v")
+RULE_FORM_OUTSIDE = ("h100x",)
 
 
 def runner_scatter(sweeps: list[Path]) -> dict:
@@ -97,11 +104,12 @@ def split(probes: list[dict], cut: float) -> dict:
 
 
 def run() -> dict:
-    calls = [(box, folder, call) for box, folder, call, _ in CALLS] + [("H100", H100, "h100hog")]
-    rows = []
+    calls = [(box, folder, call) for box, folder, call, _ in CALLS if call not in RULE_FORM_OUTSIDE]
+    calls += [("H100", H100, "h100hog")]
+    rows, after = [], []
     for box, folder, call in calls:
         probes, sweeps = instance_of_call(folder, call)
-        rows.append(
+        (after if call in AFTER_RULE else rows).append(
             {
                 "box": box,
                 "call": call,
@@ -109,12 +117,14 @@ def run() -> dict:
                 "probes": [_probe_row(p, sweeps) for p in probes],
             }
         )
-    own = own_probes(calls)
+    own = own_probes([c for c in calls if c[2] not in AFTER_RULE])
     probes = [p for r in rows for p in r["probes"]]
     by_call = spearmanr([r["runner"]["cv_median"] for r in rows], [r["probes"][0]["per_path_mean"] for r in rows])
     return {
         "busy_cv": BUSY_CV,
         "rows": rows,
+        # held out: calls made after the rule was set
+        "after_rule": after,
         # the probe's rule (kttune.hw.point_quality.BUSY_SHARE) and round cuts either side of it
         "splits": [split(probes, c) for c in sorted({0.03, BUSY_SHARE, 0.06})],
         # held out: the models' own probes (`kttune probe --model`), none of them among the probes above
@@ -139,13 +149,14 @@ def markdown(doc: dict) -> str:
         "| box | call | runner points | runner scatter, median / p90 | points above | probes: named points, error |",
         "|---|---|---|---|---|---|",
     ]
-    for r in doc["rows"]:
+    for r in doc["rows"] + doc.get("after_rule", []):
         rn = r["runner"]
         probes = "; ".join(
             f"{p['named']} of {p['points']}, {p['per_path_mean']:.0%} ({p['per_path_max']:.0%})" for p in r["probes"]
         )
+        held = " (after the rule)" if r in doc.get("after_rule", []) else ""
         lines.append(
-            f"| {r['box']} | {r['call']} | {rn['points']} | {rn['cv_median']:.1%} / {rn['cv_p90']:.1%} | "
+            f"| {r['box']} | {r['call']}{held} | {rn['points']} | {rn['cv_median']:.1%} / {rn['cv_p90']:.1%} | "
             f"{rn['share_over']:.0%} | {probes} |"
         )
     sp = doc["spearman"]
@@ -154,7 +165,7 @@ def markdown(doc: dict) -> str:
         "",
         f"Spearman over {a['n']} probes, the share of points a probe names against its error: {a['rho']:+.2f} "
         f"(p {a['p']:.2g}). Over {b['n']} calls, the runner's median scatter against the first probe's error: "
-        f"{b['rho']:+.2f} (p {b['p']:.2g}).",
+        f"{b['rho']:+.2f} (p {b['p']:.2g}). Calls marked after the rule are in neither, nor in the table below.",
         "",
         "| probes naming more than | probes | their mean error | the others | their mean error |",
         "|---|---|---|---|---|",
@@ -166,6 +177,21 @@ def markdown(doc: dict) -> str:
             f"{c['below_mean']:.1%} |"
         )
     lines.append("")
+    after = [(r["call"], p) for r in doc.get("after_rule", []) for p in r["probes"]]
+    if after:
+        over = [c for c, p in after if p["named"] / p["points"] > BUSY_SHARE]
+        lines += [
+            "## Held out: calls made after the rule",
+            "",
+            "Their quick probes, read by the rule as set: "
+            + "; ".join(
+                f"{c}: {p['named']} of {p['points']} named ({p['named'] / p['points']:.1%}), error "
+                f"{p['per_path_mean']:.0%} ({p['per_path_max']:.0%})"
+                for c, p in after
+            )
+            + f". Over the busy rule's {BUSY_SHARE:.0%}: {len(over)} of {len(after)}.",
+            "",
+        ]
     own, sp = doc["own_probes"], doc["own_probes_spearman"]
     lines += [
         "## Held out: the models' own probes",
