@@ -465,6 +465,12 @@ def recipes() -> list[Recipe]:
             C6,
         ),
         Recipe(
+            "gpu-expert-share",
+            _bench("bench_gpu_expert_share.py", "--out", "{out}/gpu-expert-share"),
+            ("gpu-expert-share.json",),
+            C6,
+        ),
+        Recipe(
             "probe-estimator",
             _bench("bench_probe_estimator.py", "--out", "{out}/probe-estimator"),
             ("probe-estimator.json",),
