@@ -56,3 +56,41 @@ def layer_inputs(st: Any, layer: Any, tokens: int, device: str) -> tuple:
     ids_r, w_r = route(h @ layer.w.gate.t(), st.router, spec.top_k, layer.w.bias)
     ids_u, w_u = random_routing(tokens, spec.num_experts, spec.top_k, seed=tokens)
     return h, h.cpu().contiguous(), (ids_r, w_r), (ids_u, w_u)
+
+
+def four_inputs(st: Any, layer: Any, spec: Any, tokens: int, device: str) -> dict:
+    """What the probe-runner diagnostics feed one layer at `tokens`: four normed hidden states
+    (seeded by the count) on the device (`h`) and the host (`h_cpu`), the routing of the layer's own
+    router over the first and uniform routing (`kttune.kernels.routing.random_routing`), each as
+    (host ids, host weights, device ids, device weights), and a host output buffer (`out`)."""
+    import torch
+
+    from kttune.kernels.decoder import rms_norm, route
+    from kttune.kernels.routing import random_routing
+
+    hs = []
+    for k in range(4):
+        g = torch.Generator().manual_seed(1000 * tokens + k)
+        x = (torch.randn(tokens, spec.hidden_size, generator=g) * 0.5).to(torch.bfloat16).to(device)
+        hs.append(rms_norm(x, layer.w.post_norm))
+    ids_r, w_r = route(hs[0] @ layer.w.gate.t(), st.router, spec.top_k, layer.w.bias)
+    ids_u, w_u = random_routing(tokens, spec.num_experts, spec.top_k, seed=tokens)
+    return {
+        "h": hs,
+        "router": (ids_r.cpu().contiguous(), w_r.cpu().contiguous(), ids_r, w_r),
+        "uniform": (ids_u.contiguous(), w_u.contiguous(), ids_u.to(device), w_u.to(device)),
+        "h_cpu": [h.cpu().contiguous() for h in hs],
+        "out": torch.empty(tokens, spec.hidden_size, dtype=torch.bfloat16),
+    }
+
+
+def probe_built_layer(st: Any, spec: Any, threads: int, isa: Any, max_tokens: int) -> Any:
+    """A kt-kernel layer over the stack's host experts built as the CPU MoE probe builds it: its
+    max_len, one pool on NUMA node 0, the host's ISA (the runner's layer takes `cpu_max_tokens`)."""
+    from kttune.kernels.kt_ext import quiet_stdout
+    from kttune.kernels.kt_moe import KtMoeLayer
+
+    with quiet_stdout(to_stderr=True):
+        return KtMoeLayer(
+            st.host, top_k=spec.top_k, threads=threads, threadpools=1, numa_nodes=[0], max_tokens=max_tokens, isa=isa
+        )

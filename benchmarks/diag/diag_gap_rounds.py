@@ -81,11 +81,8 @@ def summarise(rows: list[dict], reference: str = PROBE_LAYER) -> list[dict]:
 def diagnose(name, method, threads, sizes, rounds, calls, probe_every, small, seed, say) -> list[dict]:
     import torch
 
-    from diag_common import diag_stack
-    from kttune.kernels.decoder import rms_norm, route
+    from diag_common import diag_stack, four_inputs, probe_built_layer
     from kttune.kernels.kt_ext import quiet_stdout
-    from kttune.kernels.kt_moe import KtMoeLayer
-    from kttune.kernels.routing import random_routing
     from kttune.probes.cpu_moe import CpuMoeOptions, probe_cpu_moe, shape_from_model
     from kttune.probes.inventory import collect_cpu, usable_cores
     from kttune.runner.path_runner import PathRunner
@@ -109,35 +106,12 @@ def diagnose(name, method, threads, sizes, rounds, calls, probe_every, small, se
     )
     r = PathRunner(st)
     layer = st.layers[0]
-    with quiet_stdout(to_stderr=True):
-        probe_layer = KtMoeLayer(
-            st.host,
-            top_k=run_spec.top_k,
-            threads=threads,
-            threadpools=1,
-            numa_nodes=[0],
-            max_tokens=8192 if not small else 512,
-            isa=cpu.isa,
-        )
-    inputs = {}
-    for m in sizes:
-        hs = []
-        for k in range(4):
-            g = torch.Generator().manual_seed(1000 * m + k)
-            x = (torch.randn(m, run_spec.hidden_size, generator=g) * 0.5).to(torch.bfloat16).to(dev)
-            hs.append(rms_norm(x, layer.w.post_norm))
-        ids_r, w_r = route(hs[0] @ layer.w.gate.t(), st.router, run_spec.top_k, layer.w.bias)
-        ids_u, w_u = random_routing(m, run_spec.num_experts, run_spec.top_k, seed=m)
-        inputs[m] = {
-            "router": (ids_r.cpu().contiguous(), w_r.cpu().contiguous()),
-            "uniform": (ids_u.contiguous(), w_u.contiguous()),
-            "h_cpu": [h.cpu().contiguous() for h in hs],
-            "out": torch.empty(m, run_spec.hidden_size, dtype=torch.bfloat16),
-        }
+    probe_layer = probe_built_layer(st, run_spec, threads, cpu.isa, 8192 if not small else 512)
+    inputs = {m: four_inputs(st, layer, run_spec, m, dev) for m in sizes}
 
     def forward(lay, m, routing, turn):
         d, state = inputs[m], {"i": 0}
-        ids, w = d[routing]
+        ids, w = d[routing][0], d[routing][1]
 
         def fn():
             h = d["h_cpu"][state["i"] % 4] if turn else d["h_cpu"][0]

@@ -54,7 +54,6 @@ def timed(fn, repeats: int, sync=None) -> dict:
 def diagnose(name: str, method: str, threads: int, sizes: list[int], repeats: int, small: bool, say) -> list[dict]:
     import torch
 
-    from kttune.kernels.decoder import rms_norm, route
     from kttune.kernels.expert_weights import HostExperts
     from kttune.kernels.kt_ext import load_kt_kernel, quiet_stdout
     from kttune.kernels.kt_moe import KtMoeLayer
@@ -64,7 +63,7 @@ def diagnose(name: str, method: str, threads: int, sizes: list[int], repeats: in
     from kttune.probes.cpu_moe import CpuMoeOptions, probe_cpu_moe, shape_from_model
     from kttune.probes.inventory import collect_cpu, usable_cores
     from kttune.runner.path_runner import PathRunner
-    from diag_common import diag_stack
+    from diag_common import diag_stack, four_inputs, probe_built_layer
     from kttune.runner.stack import small_spec
     from kttune.spec.loader import load_model
 
@@ -97,22 +96,7 @@ def diagnose(name: str, method: str, threads: int, sizes: list[int], repeats: in
     for m in sizes:
         ms = [r.run_prompt(m, m, m, "hybrid").forwards[0].mean_moe_ms for _ in range(max(3, repeats // 2))]
         rec("runner end to end (forced hybrid, MoE part)", m, stats(ms))
-    inputs = {}
-    for m in sizes:
-        hs = []
-        for k in range(4):
-            g = torch.Generator().manual_seed(1000 * m + k)
-            x = (torch.randn(m, run_spec.hidden_size, generator=g) * 0.5).to(torch.bfloat16).to(dev)
-            hs.append(rms_norm(x, layer.w.post_norm))
-        ids_r, w_r = route(hs[0] @ layer.w.gate.t(), st.router, run_spec.top_k, layer.w.bias)
-        ids_u, w_u = random_routing(m, run_spec.num_experts, run_spec.top_k, seed=m)
-        inputs[m] = {
-            "h": hs,
-            "router": (ids_r.cpu().contiguous(), w_r.cpu().contiguous(), ids_r, w_r),
-            "uniform": (ids_u.contiguous(), w_u.contiguous(), ids_u.to(dev), w_u.to(dev)),
-            "h_cpu": [h.cpu().contiguous() for h in hs],
-            "out": torch.empty(m, run_spec.hidden_size, dtype=torch.bfloat16),
-        }
+    inputs = {m: four_inputs(st, layer, run_spec, m, dev) for m in sizes}
 
     def sync_forward(lay, m, routing="uniform", fresh=False):
         d = inputs[m]
@@ -153,16 +137,7 @@ def diagnose(name: str, method: str, threads: int, sizes: list[int], repeats: in
         rec("call order: sizes alternating, 3 ms gaps (router, 4 inputs)", m, stats(alt[m]))
     # max_len and the probe's build of the layer
     probe_max = 8192 if not small else 512
-    with quiet_stdout(to_stderr=True):
-        probe_layer = KtMoeLayer(
-            st.host,
-            top_k=run_spec.top_k,
-            threads=threads,
-            threadpools=1,
-            numa_nodes=[0],
-            max_tokens=probe_max,
-            isa=cpu.isa,
-        )
+    probe_layer = probe_built_layer(st, run_spec, threads, cpu.isa, probe_max)
     settle_calls = 30
     for m in sizes:
         fn = sync_forward(probe_layer, m)
