@@ -94,3 +94,20 @@ def probe_built_layer(st: Any, spec: Any, threads: int, isa: Any, max_tokens: in
         return KtMoeLayer(
             st.host, top_k=spec.top_k, threads=threads, threadpools=1, numa_nodes=[0], max_tokens=max_tokens, isa=isa
         )
+
+
+def probe_options(spec: Any, method: str, sizes: list[int], threads: int) -> Any:
+    """`probe_cpu_moe`'s options at one model's expert shape, sizes and thread count, timed as a
+    full probe times them (2 warm-up calls, 3-30 timed ones over at least 0.3 s)."""
+    from kttune.probes.cpu_moe import CpuMoeOptions, shape_from_model
+
+    return CpuMoeOptions(
+        shapes=(shape_from_model(spec),),
+        tokens=tuple(sizes),
+        methods=(method,),
+        threads=(threads,),
+        warmup=2,
+        repeats=3,
+        min_total_s=0.3,
+        max_repeats=30,
+    )

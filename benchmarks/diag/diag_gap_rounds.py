@@ -81,9 +81,9 @@ def summarise(rows: list[dict], reference: str = PROBE_LAYER) -> list[dict]:
 def diagnose(name, method, threads, sizes, rounds, calls, probe_every, small, seed, say) -> list[dict]:
     import torch
 
-    from diag_common import diag_stack, four_inputs, probe_built_layer
+    from diag_common import diag_stack, four_inputs, probe_built_layer, probe_options
     from kttune.kernels.kt_ext import quiet_stdout
-    from kttune.probes.cpu_moe import CpuMoeOptions, probe_cpu_moe, shape_from_model
+    from kttune.probes.cpu_moe import probe_cpu_moe
     from kttune.probes.inventory import collect_cpu, usable_cores
     from kttune.runner.path_runner import PathRunner
     from kttune.runner.stack import small_spec
@@ -135,17 +135,7 @@ def diagnose(name, method, threads, sizes, rounds, calls, probe_every, small, se
             PROBE_GAPS: lambda: timed_calls(forward(probe_layer, m, "uniform", False), calls, GAP_S),
         }
 
-    shape = shape_from_model(run_spec)
-    popts = CpuMoeOptions(
-        shapes=(shape,),
-        tokens=tuple(sizes),
-        methods=(method,),
-        threads=(threads,),
-        warmup=2,
-        repeats=3,
-        min_total_s=0.3,
-        max_repeats=30,
-    )
+    popts = probe_options(run_spec, method, sizes, threads)
     rows: list[dict] = []
     t_start = time.perf_counter()
     r.run_prompt(min(sizes), min(sizes), min(sizes), "hybrid")  # the runner's first forward, untimed

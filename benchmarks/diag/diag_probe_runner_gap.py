@@ -60,10 +60,10 @@ def diagnose(name: str, method: str, threads: int, sizes: list[int], repeats: in
     from kttune.kernels.kt_pool import cpu_infer
     from kttune.kernels.routing import random_routing
     from kttune.probes.common import kt_thread_counts
-    from kttune.probes.cpu_moe import CpuMoeOptions, probe_cpu_moe, shape_from_model
+    from kttune.probes.cpu_moe import probe_cpu_moe
     from kttune.probes.inventory import collect_cpu, usable_cores
     from kttune.runner.path_runner import PathRunner
-    from diag_common import diag_stack, four_inputs, probe_built_layer
+    from diag_common import diag_stack, four_inputs, probe_built_layer, probe_options
     from kttune.runner.stack import small_spec
     from kttune.spec.loader import load_model
 
@@ -191,17 +191,7 @@ def diagnose(name: str, method: str, threads: int, sizes: list[int], repeats: in
         rec("retained: after two more layers were built and closed", m, timed(sync_forward(st.cpu, m), repeats))
     probe_layer.close()
     # the probe itself, last (it builds its own layer)
-    shape = shape_from_model(run_spec)
-    opts = CpuMoeOptions(
-        shapes=(shape,),
-        tokens=tuple(sizes),
-        methods=(method,),
-        threads=(threads,),
-        warmup=2,
-        repeats=3,
-        min_total_s=0.3,
-        max_repeats=30,
-    )
+    opts = probe_options(run_spec, method, sizes, threads)
     curves = probe_cpu_moe(opts, cpu, cores=cores, numa_ids=[0])
     for c in curves:
         for p in c.points:
