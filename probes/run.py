@@ -155,6 +155,21 @@ def cpu_moe_options(options: ProbeOptions) -> CpuMoeOptions:
     return CpuMoeOptions(**common, warmup=2, repeats=3, min_total_s=0.3, max_repeats=30, max_point_s=2.0)
 
 
+def without_empty_curves(curves: list[Curve]) -> tuple[list[Curve], list[str]]:
+    """`curves` less those whose every size was skipped (RAM short while it ran, a layer kt-kernel
+    could not build: each skip is a `Curve.skipped` entry), and a note for each left out: a profile
+    holds measured points only, and the reasons stay in its notes."""
+    kept, notes = [], []
+    for c in curves:
+        if c.points:
+            kept.append(c)
+            continue
+        what = " ".join(str(c.params[k]) for k in ("method", "threads") if k in c.params)
+        reasons = "; ".join(dict.fromkeys(str(s.get("reason", "")) for s in c.skipped)) or "no reason recorded"
+        notes.append(f"{c.kind} {what}: no size could be measured ({reasons}); left out of the profile")
+    return kept, notes
+
+
 def stage_a_options(options: ProbeOptions, llc_bytes: int | None = None) -> StageAOptions:
     """What the stage A probe writes: the model's expert widths (or representative ones), from a
     source larger than the last-level cache (`llc_bytes`: the probe passes its inventory's; read from
@@ -564,6 +579,9 @@ def run_probe(options: ProbeOptions, reporter: Reporter | None = None) -> Hardwa
             if note and note not in rep.notes:
                 rep.note(note)
 
+    curves, empty = without_empty_curves(curves)
+    for note in empty:
+        rep.note(note)
     if note := busy_note(curves):
         rep.note(note)
     share = load.other_share()

@@ -248,3 +248,21 @@ def test_a_probe_without_the_shape_law_says_when_the_constants_came_from_another
     assert "`kttune probe --shape-law` measures r here" in line
     assert notes(other, replace(opts, shape_law=True))[1] == []  # the law's own step measures r
     assert notes(replace(other, family=None))[1] == []
+
+
+@pytest.mark.kt
+def test_a_curve_whose_every_size_was_skipped_is_left_out_with_a_note(tmp_path, monkeypatch):
+    """RAM short while stage A ran (the 2-core VM under a concurrent job read it so): every write size
+    skipped. The profile is still one that loads, without an empty curve, and its notes say why."""
+    from kttune.probes import stage_a
+
+    monkeypatch.setattr(stage_a, "available_ram_bytes", lambda: 1)
+    out = tmp_path / "p.json"
+    opts = ProbeOptions(
+        quick=True, out=out, write_cache=False, merge_cached=False, cpu_moe=False, host_ram=False, gpu=False
+    )
+    run_probe(opts)
+    p = load_profile(out)
+    assert not p.curves_of("stage_a_write")
+    notes = [n for n in p.provenance.notes if n.startswith("stage_a_write ")]
+    assert notes and all("no size could be measured (needs" in n and "left out of the profile" in n for n in notes)
