@@ -465,6 +465,20 @@ def recipes() -> list[Recipe]:
             C6,
         ),
         Recipe(
+            "shape-law-probe-mixtral-xeon-amx-2c",
+            _bench(
+                "bench_shape_law_probe.py",
+                "--base",
+                RESULTS / "2026-12-06-xeon-amx-2c" / "quick-cpu-bf16.profile.json",
+                "--models",
+                RESULTS / "2026-12-06-xeon-amx-2c" / "probe-mixtral-8x7b-BF16.profile.json",
+                "--out",
+                "{out}/shape-law-probe-mixtral-xeon-amx-2c.md",
+            ),
+            ("shape-law-probe-mixtral-xeon-amx-2c.json",),
+            C6,
+        ),
+        Recipe(
             "gpu-expert-share",
             _bench("bench_gpu_expert_share.py", "--out", "{out}/gpu-expert-share"),
             ("gpu-expert-share.json",),
