@@ -44,7 +44,7 @@ CALLS = [
         )
         for folder, tags in (
             (H100, ("h100a", "h100c", "h100f", "h100g", "h100h", "h100i", "h100k")),
-            (H100_LATER, ("h100m", "h100n", "h100o", "h100p", "h100r", "h100s", "h100t")),
+            (H100_LATER, ("h100m", "h100n", "h100o", "h100p", "h100r", "h100s", "h100t", "h100u", "h100v", "h100x")),
         )
         for t in tags
     ],
