@@ -111,3 +111,19 @@ def probe_options(spec: Any, method: str, sizes: list[int], threads: int) -> Any
         min_total_s=0.3,
         max_repeats=30,
     )
+
+
+def runner_stack(run_spec: Any, spec: Any, method: str, threads: int, sizes: list[int], device: str) -> Any:
+    """One decoder layer of `run_spec` as the path runner builds it for forwards of `sizes`: the
+    model's own router, kt-kernel's max_len the runner's default (`PathsRequest.cpu_max_tokens`,
+    4,096) or the largest size."""
+    return diag_stack(
+        run_spec,
+        method,
+        router=spec.router,
+        layers=1,
+        threads=threads,
+        max_tokens=max(sizes),
+        cpu_max_tokens=max(4096, max(sizes)),
+        device=device,
+    )

@@ -81,7 +81,7 @@ def summarise(rows: list[dict], reference: str = PROBE_LAYER) -> list[dict]:
 def diagnose(name, method, threads, sizes, rounds, calls, probe_every, small, seed, say) -> list[dict]:
     import torch
 
-    from diag_common import diag_stack, four_inputs, probe_built_layer, probe_options
+    from diag_common import four_inputs, probe_built_layer, probe_options, runner_stack
     from kttune.kernels.kt_ext import quiet_stdout
     from kttune.probes.cpu_moe import probe_cpu_moe
     from kttune.probes.inventory import collect_cpu, usable_cores
@@ -94,16 +94,7 @@ def diagnose(name, method, threads, sizes, rounds, calls, probe_every, small, se
     dev = "cuda" if torch.cuda.is_available() and not small else "cpu"
     cpu = collect_cpu()
     cores = usable_cores(cpu)
-    st = diag_stack(
-        run_spec,
-        method,
-        router=spec.router,
-        layers=1,
-        threads=threads,
-        max_tokens=max(sizes),
-        cpu_max_tokens=max(4096, max(sizes)),  # the runner's default cpu_max_tokens
-        device=dev,
-    )
+    st = runner_stack(run_spec, spec, method, threads, sizes, dev)
     r = PathRunner(st)
     layer = st.layers[0]
     probe_layer = probe_built_layer(st, run_spec, threads, cpu.isa, 8192 if not small else 512)

@@ -63,7 +63,7 @@ def diagnose(name: str, method: str, threads: int, sizes: list[int], repeats: in
     from kttune.probes.cpu_moe import probe_cpu_moe
     from kttune.probes.inventory import collect_cpu, usable_cores
     from kttune.runner.path_runner import PathRunner
-    from diag_common import diag_stack, four_inputs, probe_built_layer, probe_options
+    from diag_common import four_inputs, probe_built_layer, probe_options, runner_stack
     from kttune.runner.stack import small_spec
     from kttune.spec.loader import load_model
 
@@ -78,17 +78,7 @@ def diagnose(name: str, method: str, threads: int, sizes: list[int], repeats: in
         rows.append({"model": name, "method": method, "threads": threads, "tokens": m, "candidate": candidate, **d})
         say(f"{name} M={m:5d} {candidate:58s} median {d['median_ms']:9.3f} ms  p10 {d['p10_ms']:9.3f}")
 
-    runner_max = 4096  # the runner's default cpu_max_tokens (PathsRequest.cpu_max_tokens)
-    st = diag_stack(
-        run_spec,
-        method,
-        router=spec.router,
-        layers=1,
-        threads=threads,
-        max_tokens=max(sizes),
-        cpu_max_tokens=max(runner_max, max(sizes)),
-        device=dev,
-    )
+    st = runner_stack(run_spec, spec, method, threads, sizes, dev)
     r = PathRunner(st)
     layer = st.layers[0]
     # 1. the runner end to end: forced hybrid single forwards, its MoE part
