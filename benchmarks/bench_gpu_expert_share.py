@@ -33,14 +33,10 @@ from bench_transfer import load_points
 from results_layout import write_result
 
 from kttune.hw.profile import load_profile
+from kttune.probes.common import quantiles
 
 MODEL = "mixtral-8x7b"
 EXPERTS = 8
-
-
-def quantile(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    return s[round(q * (len(s) - 1))]
 
 
 def sweep_rows() -> list[dict]:
@@ -200,7 +196,8 @@ def main() -> None:
     }
     for key in ("over_cpu_term", "over_all_experts_term"):
         xs = [r[key] for r in rows]
-        summary[key] = {"median": statistics.median(xs), "p10": quantile(xs, 0.1), "p90": quantile(xs, 0.9)}
+        p10, median, p90 = quantiles(xs)
+        summary[key] = {"median": median, "p10": p10, "p90": p90}
     doc = {"sweeps": summary, "rows": rows, "runner_without_gpu_experts": runner_without_gpu_experts(rows)}
     if args.measure:
         from kttune.probes.inventory import host_line

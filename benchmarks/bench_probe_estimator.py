@@ -33,6 +33,7 @@ from bench_quick_transfer import PATHS, predict
 from results_layout import write_result
 
 from kttune.hw.profile import load_profile
+from kttune.probes.common import quantiles
 
 ESTIMATORS = ("fastest", "median", "first")
 BAR = 0.15
@@ -146,8 +147,7 @@ def markdown(groups: list[dict], shift: dict) -> str:
     lines += ["| estimator | points | mean | p90 |", "|---|---|---|---|"]
     for how, xs in shift.items():
         if xs:
-            q = sorted(xs)
-            lines.append(f"| {how} | {len(xs)} | {statistics.mean(xs):.3f} | {q[int(0.9 * (len(q) - 1))]:.3f} |")
+            lines.append(f"| {how} | {len(xs)} | {statistics.mean(xs):.3f} | {quantiles(xs)[2]:.3f} |")
     return "\n".join(lines + [""])
 
 
