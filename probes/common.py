@@ -111,7 +111,8 @@ def retime(
     timing was short (`SHORT_POINT_MS`) or scattered beyond `SCATTER_LIMIT`; without, the scattered
     ones only (where a second timing is costly: a stage A write rebuilds its layer); and any point
     `suspect` names (one its curve's other points show to be off: `slow_per_byte`). Where the two
-    medians differ by more than `AGREE_LIMIT`, or the faster is still scattered, a third timing. The
+    medians differ by more than `AGREE_LIMIT`, or the faster is still scattered (for the median,
+    either), a third timing. The
     point kept is the median of its timings (`keep="median"`: with two, their mean, spread over both)
     or the fastest (`keep="fastest"`), and records every timing in order (`extra["timings"]`: median
     and p90 / p10 each). A repeat timing that fails leaves the timings taken (the failure in
@@ -132,7 +133,7 @@ def retime(
                 tries.append(remeasure(p))
         except Exception as e:  # noqa: BLE001 - the timings taken stand
             error = f"{type(e).__name__}: {e}"
-            reporter.note(f"{label}: {p.x:g} could not be timed again ({error}); its first timing kept")
+            reporter.note(f"{label}: {p.x:g} could not be timed again ({error}); the timings taken kept")
         kept = _kept(tries, keep)
         out.append(replace(kept, extra={**kept.extra, "retime_error": error}) if error else kept)
         if len(tries) > 1:
