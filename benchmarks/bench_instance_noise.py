@@ -179,7 +179,7 @@ def markdown(doc: dict) -> str:
     lines.append("")
     after = [(r["call"], p) for r in doc.get("after_rule", []) for p in r["probes"]]
     if after:
-        over = [c for c, p in after if p["named"] / p["points"] > BUSY_SHARE]
+        over = split([p for _, p in after], BUSY_SHARE)["above"]
         lines += [
             "## Held out: calls made after the rule",
             "",
@@ -189,7 +189,7 @@ def markdown(doc: dict) -> str:
                 f"{p['per_path_mean']:.0%} ({p['per_path_max']:.0%})"
                 for c, p in after
             )
-            + f". Over the busy rule's {BUSY_SHARE:.0%}: {len(over)} of {len(after)}.",
+            + f". Over the busy rule's {BUSY_SHARE:.0%}: {over} of {len(after)}.",
             "",
         ]
     own, sp = doc["own_probes"], doc["own_probes_spearman"]
