@@ -74,6 +74,7 @@ class KtMoeLayer:
         isa: Sequence[str] | None = (),
         kt: KtKernel | None = None,
         writer: bool = False,
+        gpu_experts: int = 0,
     ) -> None:
         import torch
 
@@ -99,6 +100,9 @@ class KtMoeLayer:
         nodes = list(numa_nodes) if numa_nodes is not None else list(range(threadpools))
         experts = host.experts
         self.gpu_mask = torch.zeros(experts, dtype=torch.bool)  # true: expert runs on the GPU, skipped here
+        # filled before the build, as sglang-kt passes its mask (a mask changed on a built layer was not
+        # seen by the GPU box's build: docs/path-runner.md)
+        self.gpu_mask[:gpu_experts] = True
         self._map = torch.arange(experts, dtype=torch.int64)
         self._bsz = torch.zeros(1, dtype=torch.int32)
         errors = []
