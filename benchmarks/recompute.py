@@ -484,6 +484,23 @@ def recipes() -> list[Recipe]:
             ("gpu-expert-share.json",),
             C6,
         ),
+        *[
+            Recipe(
+                f"gap-read-{m}-h100z",
+                _bench(
+                    "diag/diag_gap_rounds.py",
+                    "--read",
+                    H100_6 / f"diag-gap-rounds-{m}-h100z.json",
+                    "--profile",
+                    H100_6 / "diag-gap-rounds-quick-h100z.profile.json",
+                    "--out",
+                    "{out}",
+                ),
+                (f"diag-gap-read-{m}-h100z.json",),
+                C6,
+            )
+            for m in ("mixtral-8x7b", "glm-4.5-air")
+        ],
         Recipe(
             "probe-estimator",
             _bench("bench_probe_estimator.py", "--out", "{out}/probe-estimator"),
