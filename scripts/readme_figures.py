@@ -94,6 +94,10 @@ ACCURACY = dict(
     ),
     # H100 instances: their sweeps from their quick probes and from `kttune probe --model` of each model
     own_layer=("2026-12-06-computed/own-layer-h100s.json", "2026-12-06-computed/own-layer-h100t.json"),
+    gap_read=(
+        "2026-12-06-computed/diag-gap-read-mixtral-8x7b-h100z.json",
+        "2026-12-06-computed/diag-gap-read-glm-4.5-air-h100z.json",
+    ),
     pipeline_narrow="2026-12-05-computed/pipeline-narrow.json",
     hybrid_bias="2026-12-05-computed/hybrid-bias.json",
     # every quick-transfer call's own probes against its sweeps, grouped by the instance's CPU generation
@@ -345,6 +349,41 @@ def _derive_real_row(d: dict) -> tuple[str, str, str, str]:
         f"kt-kernel MoE {span([p for m in d['models'] for p in m['cpu_moe']])} (derived / measured); per "
         f"forward hybrid {errs('hybrid')}, layerwise TP 1 {errs('layerwise', 1)}, TP 2 {errs('layerwise', 2)}",
         "docs/derive.md#thread-scaling-inside-one-box-and-across-boxes",
+    )
+
+
+def gap_read_row() -> tuple[str, str, str, str]:
+    """The CPU term split at one moment (diag_gap_rounds.py --read on instance z): the runner with GPU
+    experts against the runner without, and the layer and the runner against the round's quick-layer term."""
+
+    def span(xs: list[float]) -> str:
+        lo, hi = f"{min(xs):.2f}", f"{max(xs):.2f}"
+        return f"{lo}x" if lo == hi else f"{lo}-{hi}x"
+
+    cells = []
+    for f in ACCURACY["gap_read"]:
+        read = json.loads((RESULTS / f).read_text())
+        src = f.replace("2026-12-06-computed", "2026-12-06-h100-pcie5-xeon-amx-16c").replace("gap-read", "gap-rounds")
+        rounds = json.loads((RESULTS / src).read_text())
+        by = {(r["candidate"], r["tokens"]): r for r in read["rows"]}
+        sizes = rounds["sizes"]
+        share = [by[("runner, GPU experts", m)]["measured_ms"] / by[("runner", m)]["measured_ms"] for m in sizes]
+        layer = [by[("probe layer", m)]["over_round_term"]["ratio"] for m in sizes]
+        runner = [by[("runner, GPU experts", m)]["over_round_term"]["ratio"] for m in sizes]
+        n, e = read["gpu_experts"], read["experts"]
+        cells.append(
+            f"{rounds['model']} ({n} of {e} experts on the GPU, {rounds['rounds']} rounds at "
+            f"{' and '.join(f'{m:,}' for m in sizes)} tokens): the runner with GPU experts {span(share)} the runner "
+            f"without (their share {(e - n) / e:.2f}); measured over the round's quick-layer term: the layer "
+            f"{span(layer)}, the runner with GPU experts {span(runner)}"
+        )
+    return (
+        "the CPU term split at one moment: the runner's hybrid MoE with and without GPU experts, the model's "
+        "layer and the quick layer carried by the shape law, timed in the same interleaved rounds",
+        "path runner and kt-kernel, one H100 instance (z), `benchmarks/diag/diag_gap_rounds.py --gpu-experts N "
+        "--quick-every 1`",
+        "; ".join(cells),
+        "docs/cost-model.md#the-instances-own-quick-probe",
     )
 
 
@@ -785,6 +824,7 @@ def accuracy_block() -> str:
             "docs/cost-model.md#the-instances-own-quick-probe",
         )
     )
+    rows.append(gap_read_row())
     rr = json.loads((RESULTS / ACCURACY["runner_repeat"]).read_text())["summary"]
     rows.append(
         (
