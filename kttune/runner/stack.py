@@ -219,8 +219,8 @@ def _cpu_side(spec: ModelSpec, method: str, host: HostExperts, opts: StackOption
                     max_tokens=opts.cpu_max_tokens or opts.max_tokens,
                     isa=None,
                     writer=get_method(method).layerwise,
+                    gpu_experts=n,  # the mask filled before the build, as sglang-kt builds it
                 )
-                cpu.gpu_mask[:n] = True
                 backend = f"kt-kernel:{kt.variant} {cpu.kernel_class} ({threads} threads)"
             except Exception as ex:  # noqa: BLE001 - kt-kernel refuses this method here
                 notes.append(f"kt-kernel could not build the {method} layer ({ex}): CPU experts by torch")
