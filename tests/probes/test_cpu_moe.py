@@ -271,3 +271,30 @@ def test_the_probe_times_a_named_point_again_on_kt_kernel(kt, cpu, monkeypatch):
         assert len(p.extra["timings"]) >= 2 and p.t_ms == statistics.median(t["ms"] for t in p.extra["timings"])
         assert p.extra["source_bytes"] > 0
     assert any("slower than a larger pool allows" in n for n in rep.notes)
+
+
+@pytest.mark.kt
+def test_a_layer_built_with_gpu_experts_skips_them(kt, cpu):
+    """sglang-kt's order (the mask filled before the build): the layer's output is the reference's
+    over the other experts only, as with those experts sent as id -1 (the path runner's way)."""
+    import torch
+
+    from kttune.kernels.cpu_moe import TorchCpuMoE, moe_forward, random_routing
+    from kttune.kernels.expert_weights import HostExperts
+    from kttune.kernels.kt_moe import KtMoeLayer
+
+    dense = TorchCpuMoE.random(8, 512, 256, torch.bfloat16, seed=5)
+    weights = HostExperts.from_dense("BF16", dense.gate, dense.up, dense.down)
+    g, u, d = weights.dense()
+    x = torch.randn(9, 512, generator=torch.Generator().manual_seed(6)).to(torch.bfloat16)
+    ids, w = random_routing(9, 8, 2, seed=7)
+    cpu_only = ids.masked_fill(ids < 3, -1)
+    masked, dropped = (torch.full((9, 512), float("nan"), dtype=torch.bfloat16) for _ in range(2))
+    with KtMoeLayer(weights, top_k=2, threads=1, max_tokens=16, isa=cpu.isa, gpu_experts=3) as layer:
+        assert layer.gpu_mask.tolist() == [True] * 3 + [False] * 5
+        layer.forward(x, ids, w, masked)
+        layer.forward(x, cpu_only, w, dropped)
+    ref = moe_forward(x, cpu_only, w, g, u, d)
+    assert rel_err(masked, ref) < KERNEL_TOL["BF16"]
+    assert rel_err(dropped, ref) < KERNEL_TOL["BF16"]
+    assert rel_err(masked, moe_forward(x, ids, w, g, u, d)) > 0.1  # the masked experts' share is gone
