@@ -1,5 +1,6 @@
 """What the diagnostics share: the runner's stack built as they all build it (kt-kernel's console
-output sent to stderr, the model's own router unless given), so each script says only its shape.
+output sent to stderr, the model's own router unless given), so each script says only its shape; the
+probe's layer and options; and the timing of one call (`timed_calls`) with experts masked (`masked`).
 
     from diag_common import diag_stack   # the scripts run as `python benchmarks/diag/x.py`
     st = diag_stack(spec, "BF16", layers=1, threads=11, max_tokens=3072)
@@ -7,6 +8,8 @@ output sent to stderr, the model's own router unless given), so each script says
 
 from __future__ import annotations
 
+import statistics
+import time
 from typing import Any
 
 
@@ -97,20 +100,15 @@ def probe_built_layer(st: Any, spec: Any, threads: int, isa: Any, max_tokens: in
 
 
 def probe_options(spec: Any, method: str, sizes: list[int], threads: int) -> Any:
-    """`probe_cpu_moe`'s options at one model's expert shape, sizes and thread count, timed as a
-    full probe times them (2 warm-up calls, 3-30 timed ones over at least 0.3 s)."""
-    from kttune.probes.cpu_moe import CpuMoeOptions, shape_from_model
+    """`probe_cpu_moe`'s options at one model's expert shape, sizes and thread count, as
+    `kttune probe --model` times them (`kttune.probes.run.cpu_moe_options`, its token series replaced
+    by `sizes`)."""
+    from dataclasses import replace
 
-    return CpuMoeOptions(
-        shapes=(shape_from_model(spec),),
-        tokens=tuple(sizes),
-        methods=(method,),
-        threads=(threads,),
-        warmup=2,
-        repeats=3,
-        min_total_s=0.3,
-        max_repeats=30,
-    )
+    from kttune.probes.run import ProbeOptions, cpu_moe_options
+
+    full = cpu_moe_options(ProbeOptions(model=spec, methods=(method,), threads=(threads,)))
+    return replace(full, tokens=tuple(sizes))
 
 
 def runner_stack(run_spec: Any, spec: Any, method: str, threads: int, sizes: list[int], device: str) -> Any:
@@ -127,3 +125,25 @@ def runner_stack(run_spec: Any, spec: Any, method: str, threads: int, sizes: lis
         cpu_max_tokens=max(4096, max(sizes)),
         device=device,
     )
+
+
+def timed_calls(fn, calls: int, gap_s: float = 0.0) -> float:
+    """One warm-up call, then `calls` timed ones (a `gap_s` sleep after each); their median, ms."""
+    fn()
+    out = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t0) * 1e3)
+        if gap_s:
+            time.sleep(gap_s)
+    return statistics.median(out)
+
+
+def masked(layer, n: int, fn):
+    """`fn()` with the layer's first `n` experts masked (`KtMoeLayer.gpu_mask`), the mask cleared after."""
+    layer.gpu_mask[:n] = True
+    try:
+        return fn()
+    finally:
+        layer.gpu_mask.zero_()

@@ -53,6 +53,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from diag_common import masked, timed_calls
+
 RUNNER = "runner"
 RUNNER_LAYER = "runner layer"
 RUNNER_GAPS = "runner layer, gaps"
@@ -65,19 +67,6 @@ RUNNER_MASKED = "runner layer, masked"
 PROBE_MASKED = "probe layer, masked"
 QUICK = "quick probe"
 GAP_S = 0.003
-
-
-def timed_calls(fn, calls: int, gap_s: float = 0.0) -> float:
-    """One warm-up call, then `calls` timed ones (a `gap_s` sleep after each); their median, ms."""
-    fn()
-    out = []
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - t0) * 1e3)
-        if gap_s:
-            time.sleep(gap_s)
-    return statistics.median(out)
 
 
 def summarise(rows: list[dict], reference: str = PROBE_LAYER) -> list[dict]:
@@ -96,15 +85,6 @@ def summarise(rows: list[dict], reference: str = PROBE_LAYER) -> list[dict]:
             item["vs_probe_layer"] = c.to_dict()
         out.append(item)
     return out
-
-
-def masked(layer, n: int, fn):
-    """`fn()` with the layer's first `n` experts masked (`KtMoeLayer.gpu_mask`), the mask cleared after."""
-    layer.gpu_mask[:n] = True
-    try:
-        return fn()
-    finally:
-        layer.gpu_mask.zero_()
 
 
 def diagnose(
@@ -171,22 +151,24 @@ def diagnose(
         finally:
             st.set_gpu_experts(0)
 
+    def on_runner_layer(m: int, gap_s: float = 0.0) -> float:
+        return timed_calls(forward(st.cpu, m, "router", True), calls, gap_s)
+
+    def on_probe_layer(m: int, gap_s: float = 0.0) -> float:
+        return timed_calls(forward(probe_layer, m, "uniform", False), calls, gap_s)
+
     def candidates(m: int) -> dict:
         out = {
             RUNNER: lambda: runner_moe(m),
-            RUNNER_LAYER: lambda: timed_calls(forward(st.cpu, m, "router", True), calls),
-            RUNNER_GAPS: lambda: timed_calls(forward(st.cpu, m, "router", True), calls, GAP_S),
-            PROBE_LAYER: lambda: timed_calls(forward(probe_layer, m, "uniform", False), calls),
-            PROBE_GAPS: lambda: timed_calls(forward(probe_layer, m, "uniform", False), calls, GAP_S),
+            RUNNER_LAYER: lambda: on_runner_layer(m),
+            RUNNER_GAPS: lambda: on_runner_layer(m, GAP_S),
+            PROBE_LAYER: lambda: on_probe_layer(m),
+            PROBE_GAPS: lambda: on_probe_layer(m, GAP_S),
         }
         if gpu_experts:
             out[RUNNER_GPU] = lambda: runner_gpu(m)
-            out[RUNNER_MASKED] = lambda: masked(
-                st.cpu, gpu_experts, lambda: timed_calls(forward(st.cpu, m, "router", True), calls)
-            )
-            out[PROBE_MASKED] = lambda: masked(
-                probe_layer, gpu_experts, lambda: timed_calls(forward(probe_layer, m, "uniform", False), calls)
-            )
+            out[RUNNER_MASKED] = lambda: masked(st.cpu, gpu_experts, lambda: on_runner_layer(m))
+            out[PROBE_MASKED] = lambda: masked(probe_layer, gpu_experts, lambda: on_probe_layer(m))
         return out
 
     popts = probe_options(run_spec, method, sizes, threads)

@@ -12,7 +12,8 @@ rounds, one layer shape four ways and checks each output against the -1 ids' out
 - mask at build: a second layer built with the first N experts masked, raw ids (what sglang-kt does);
 - ids -1: no mask, the first N experts' ids sent as -1 (what the path runner does).
 
-Per way: the median time over rounds (each round: a warm-up and `--calls` timed calls, their median),
+Per way: the median time over rounds (each round: a warm-up and `--calls` timed calls, their median,
+`diag_common.timed_calls`),
 its ratio to "none" paired by round (`kttune.protocol.compare`), and the output's relative distance
 to the -1 ids' output (0: the masked experts were skipped; about their share of the output: they
 were computed and added).
@@ -26,9 +27,9 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import statistics
-import time
 from pathlib import Path
+
+from diag_common import masked, timed_calls
 
 WAYS = ("none", "mask after build", "mask at build", "ids -1")
 
@@ -67,19 +68,12 @@ def main() -> None:
 
     def run(way: str) -> float:
         layer = built if way == "mask at build" else plain
-        if way == "mask after build":
-            plain.gpu_mask[: a.masked] = True
         i = neg if way == "ids -1" else ids
-        try:
-            layer.forward(x, i, w, outs[way])
-            xs = []
-            for _ in range(a.calls):
-                t0 = time.perf_counter()
-                layer.forward(x, i, w, outs[way])
-                xs.append((time.perf_counter() - t0) * 1e3)
-        finally:
-            plain.gpu_mask.zero_()
-        return statistics.median(xs)
+
+        def call() -> float:
+            return timed_calls(lambda: layer.forward(x, i, w, outs[way]), a.calls)
+
+        return masked(plain, a.masked, call) if way == "mask after build" else call()
 
     rows = []
     rng = random.Random(0)
