@@ -263,7 +263,13 @@ def read_against_model(doc: dict, profile_path: str) -> dict:
                 item["round_term_ms"] = term.median
                 item["over_round_term"] = compare(term, got).to_dict()
             out.append(item)
-    return {"profile": str(profile_path), "gpu_experts": n_gpu, "experts": experts, "rows": out}
+    return {
+        "profile": str(profile_path),
+        **{k: doc[k] for k in ("model", "method", "threads", "sizes", "rounds")},
+        "gpu_experts": n_gpu,
+        "experts": experts,
+        "rows": out,
+    }
 
 
 def read_markdown(doc: dict, read: dict) -> str:
