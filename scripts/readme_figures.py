@@ -363,16 +363,14 @@ def gap_read_row() -> tuple[str, str, str, str]:
     cells = []
     for f in ACCURACY["gap_read"]:
         read = json.loads((RESULTS / f).read_text())
-        src = f.replace("2026-12-06-computed", "2026-12-06-h100-pcie5-xeon-amx-16c").replace("gap-read", "gap-rounds")
-        rounds = json.loads((RESULTS / src).read_text())
         by = {(r["candidate"], r["tokens"]): r for r in read["rows"]}
-        sizes = rounds["sizes"]
+        sizes = read["sizes"]
         share = [by[("runner, GPU experts", m)]["measured_ms"] / by[("runner", m)]["measured_ms"] for m in sizes]
         layer = [by[("probe layer", m)]["over_round_term"]["ratio"] for m in sizes]
         runner = [by[("runner, GPU experts", m)]["over_round_term"]["ratio"] for m in sizes]
         n, e = read["gpu_experts"], read["experts"]
         cells.append(
-            f"{rounds['model']} ({n} of {e} experts on the GPU, {rounds['rounds']} rounds at "
+            f"{read['model']} ({n} of {e} experts on the GPU, {read['rounds']} rounds at "
             f"{' and '.join(f'{m:,}' for m in sizes)} tokens): the runner with GPU experts {span(share)} the runner "
             f"without (their share {(e - n) / e:.2f}); measured over the round's quick-layer term: the layer "
             f"{span(layer)}, the runner with GPU experts {span(runner)}"
