@@ -228,13 +228,9 @@ class Metronome:
 
     @staticmethod
     def _median(fn, n: int = 3) -> float:
-        fn()
-        ts = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            fn()
-            ts.append((time.perf_counter() - t0) * 1e3)
-        return round(statistics.median(ts), 4)
+        from diag_common import timed_calls
+
+        return round(timed_calls(fn, n), 4)
 
     def _py(self) -> None:
         x = 0
