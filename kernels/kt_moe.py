@@ -55,6 +55,25 @@ def expert_ptrs(t: Any) -> list[int]:
     return [base + e * stride for e in range(t.shape[0])]
 
 
+def moe_config(ext: Any, experts: int, top_k: int, hidden: int, inter: int, mask_ptr: int) -> Any:
+    """kt-kernel's `MOEConfig` with its GPU-expert mask at `mask_ptr` (a bool per expert, true: on the
+    GPU, skipped by the CPU forward).
+
+    kt-kernel 0.7.2 binds two constructors of five ints: `(experts, top_k, hidden, inter,
+    num_gpu_experts)` with a 32-bit count, then `(..., gpu_experts_mask)` with a pointer, and pybind11
+    takes the first that converts. A mask whose address fits in 31 bits (the GPU box's Python heap
+    lies there) is read as a count, and the config's mask pointer is left null: every expert is then
+    computed (docs/path-runner.md#kt-kernels-gpu-expert-mask). kt-kernel's own wrapper, which sglang-kt
+    uses, passes a pinned mask, whose address does not fit. Where the first constructor took the
+    address, the config is built without a mask and the pointer set on it; its `num_gpu_experts`
+    (which 0.7.2's forward does not read: it skips by the mask) stays 0."""
+    cfg = ext.moe.MOEConfig(experts, top_k, hidden, inter, mask_ptr)
+    if getattr(cfg, "gpu_experts_mask", mask_ptr) != mask_ptr:
+        cfg = ext.moe.MOEConfig(experts, top_k, hidden, inter)
+        cfg.gpu_experts_mask = mask_ptr
+    return cfg
+
+
 class KtMoeLayer:
     """One MoE layer on kt-kernel's extension, on the process's worker pool for its thread count.
 
@@ -75,9 +94,15 @@ class KtMoeLayer:
         kt: KtKernel | None = None,
         writer: bool = False,
         gpu_experts: int = 0,
+        gpu_mask: Any = None,
     ) -> None:
         import torch
 
+        bad_mask = gpu_mask is not None and (
+            gpu_experts or gpu_mask.dtype != torch.bool or gpu_mask.shape != (host.experts,) or gpu_mask.is_cuda
+        )
+        if bad_mask:
+            raise ValueError(f"gpu_mask must be a host bool tensor of {host.experts} experts (and no gpu_experts)")
         kt = kt or load_kt_kernel()
         if kt is None:
             raise RuntimeError("kt-kernel is not importable")
@@ -99,10 +124,13 @@ class KtMoeLayer:
         self.max_tokens = max(64, -(-max_tokens // 64) * 64)
         nodes = list(numa_nodes) if numa_nodes is not None else list(range(threadpools))
         experts = host.experts
-        self.gpu_mask = torch.zeros(experts, dtype=torch.bool)  # true: expert runs on the GPU, skipped here
-        # filled before the build, as sglang-kt passes its mask (a mask changed on a built layer was not
-        # seen by the GPU box's build: docs/path-runner.md)
-        self.gpu_mask[:gpu_experts] = True
+        # true: the expert runs on the GPU, skipped here; filled before the build, as sglang-kt passes its
+        # mask (`moe_config` keeps its address a pointer). `gpu_mask` places them other than first.
+        if gpu_mask is None:
+            self.gpu_mask = torch.zeros(experts, dtype=torch.bool)
+            self.gpu_mask[:gpu_experts] = True
+        else:
+            self.gpu_mask = gpu_mask.contiguous()  # kept alive: kt-kernel reads it through its address
         self._map = torch.arange(experts, dtype=torch.int64)
         self._bsz = torch.zeros(1, dtype=torch.int32)
         errors = []
@@ -125,7 +153,7 @@ class KtMoeLayer:
 
     def _build(self, ext: Any, cls_name: str, top_k: int, pools: int) -> Any:
         h = self.host
-        cfg = ext.moe.MOEConfig(h.experts, top_k, h.hidden, h.inter, self.gpu_mask.data_ptr())
+        cfg = moe_config(ext, h.experts, top_k, h.hidden, h.inter, self.gpu_mask.data_ptr())
         cfg.layer_idx = 0
         cfg.pool = self.cpu_infer.backend_
         cfg.max_len = self.max_tokens

@@ -18,7 +18,7 @@ its ratio to "none" paired by round (`kttune.protocol.compare`), and the output'
 to the -1 ids' output (0: the masked experts were skipped; about their share of the output: they
 were computed and added).
 
-    python benchmarks/diag/diag_kt_mask.py --out F.json [--model mixtral-8x7b] [--tokens 256] [--masked 2]
+    python benchmarks/diag/diag_kt_mask.py --out F.json [--model mixtral-8x7b] [--method BF16] [--tokens 256] [--masked 2]
         [--threads 11] [--rounds 5]
 """
 
@@ -34,10 +34,28 @@ from diag_common import masked, timed_calls
 WAYS = ("none", "mask after build", "mask at build", "ids -1")
 
 
+def software(layer) -> dict:
+    """What ran the layer: torch, kt-kernel's version, the CPU variant it loaded and that extension's
+    file digest (two hosts that disagree on the mask are told apart by what they ran)."""
+    import hashlib
+
+    import torch
+
+    ext = Path(layer.kt.ext.__file__) if getattr(layer.kt.ext, "__file__", None) else None
+    return {
+        "torch": torch.__version__,
+        "kt_kernel": layer.kt.version,
+        "variant": layer.variant,
+        "extension": ext.name if ext else None,
+        "extension_sha256": hashlib.sha256(ext.read_bytes()).hexdigest()[:16] if ext else None,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--model", default="mixtral-8x7b")
+    ap.add_argument("--method", default="BF16", help="kt-kernel method of the experts (BF16, FP8, AMXINT4, ...)")
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--masked", type=int, default=2)
     ap.add_argument("--threads", type=int, default=11)
@@ -55,8 +73,8 @@ def main() -> None:
     from kttune.protocol.stats import compare, estimate
     from kttune.spec.loader import load_model
 
-    spec = load_model(a.model, "BF16")
-    host = HostExperts.random("BF16", spec.hidden_size, spec.moe_intermediate_size, spec.num_experts, seed=0)
+    spec = load_model(a.model, a.method)
+    host = HostExperts.random(a.method, spec.hidden_size, spec.moe_intermediate_size, spec.num_experts, seed=0)
     with quiet_stdout(to_stderr=True):
         plain = KtMoeLayer(host, top_k=spec.top_k, threads=a.threads, max_tokens=a.tokens)
         # sglang-kt's order: the mask filled before the layer is built and its weights loaded
@@ -98,11 +116,16 @@ def main() -> None:
         c = item.get("vs_none")
         tail = f"  /none {c['ratio']:.3f} [{c['low']:.3f}-{c['high']:.3f}]" if c else ""
         print(f"{way:18s} {est[way].median:8.1f} ms{tail}  output off the -1 ids' by {dist:.3f}")
+    low = [layer.gpu_mask.data_ptr() < 2**31 for layer in (plain, built)]
+    set_ = [layer._cfg.gpu_experts_mask == layer.gpu_mask.data_ptr() for layer in (plain, built)]
+    print(f"mask addresses below 2**31: {low}; set in kt-kernel's configs: {set_}")
     plain.close()
     built.close()
     doc = {
         "host": host_line(),
+        "software": software(plain),
         "model": a.model,
+        "method": a.method,
         "tokens": a.tokens,
         "masked": a.masked,
         "experts": spec.num_experts,
@@ -110,6 +133,10 @@ def main() -> None:
         "rounds": a.rounds,
         "calls": a.calls,
         "kernel_class": plain.kernel_class,
+        # kt-kernel reads a mask address that fits in 32 bits as a GPU-expert count unless the config is
+        # built by kttune.kernels.kt_moe.moe_config (docs/path-runner.md#kt-kernels-gpu-expert-mask)
+        "mask_addresses_below_2_31": low,
+        "config_masks_set": set_,
         "rows": rows,
         "summary": summary,
     }

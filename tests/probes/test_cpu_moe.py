@@ -298,3 +298,69 @@ def test_a_layer_built_with_gpu_experts_skips_them(kt, cpu):
     assert rel_err(masked, ref) < KERNEL_TOL["BF16"]
     assert rel_err(dropped, ref) < KERNEL_TOL["BF16"]
     assert rel_err(masked, moe_forward(x, ids, w, g, u, d)) > 0.1  # the masked experts' share is gone
+
+
+def low_address_mask(experts: int):
+    """A zeroed bool tensor mapped below 2**31, where the GPU box's Python heap puts small tensors
+    (its kt-kernel consoles print such addresses); None where no such page can be mapped."""
+    import ctypes
+    import mmap
+
+    import torch
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    fixed_noreplace = 0x100000  # MAP_FIXED_NOREPLACE (Linux 4.17+): fails rather than replace a mapping
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | fixed_noreplace
+    for addr in range(0x10000000, 0x7FFF0000, 0x08000000):
+        got = libc.mmap(addr, mmap.PAGESIZE, mmap.PROT_READ | mmap.PROT_WRITE, flags, -1, 0)
+        if got == addr:
+            return torch.frombuffer((ctypes.c_bool * experts).from_address(addr), dtype=torch.bool)
+    return None
+
+
+@pytest.mark.kt
+def test_a_mask_at_a_low_address_is_still_a_mask(kt, cpu):
+    """kt-kernel 0.7.2's `MOEConfig(E, k, H, I, x)` reads an `x` that fits in 32 bits as a GPU-expert
+    count and leaves the mask null; `moe_config` keeps such an address a mask pointer, and a layer
+    built over it skips its experts (on the GPU box the mask was ignored this way)."""
+    import torch
+
+    from kttune.kernels.cpu_moe import TorchCpuMoE, moe_forward, random_routing
+    from kttune.kernels.expert_weights import HostExperts
+    from kttune.kernels.kt_moe import KtMoeLayer, moe_config
+
+    mask = low_address_mask(8)
+    if mask is None:
+        pytest.skip("no page could be mapped below 2**31 here")
+    mask[:3] = True
+    ptr = mask.data_ptr()
+    assert ptr < 2**31
+    assert kt.ext.moe.MOEConfig(8, 2, 512, 256, ptr).gpu_experts_mask == 0  # the hazard, as bound
+    assert moe_config(kt.ext, 8, 2, 512, 256, ptr).gpu_experts_mask == ptr
+
+    dense = TorchCpuMoE.random(8, 512, 256, torch.bfloat16, seed=5)
+    weights = HostExperts.from_dense("BF16", dense.gate, dense.up, dense.down)
+    g, u, d = weights.dense()
+    x = torch.randn(9, 512, generator=torch.Generator().manual_seed(6)).to(torch.bfloat16)
+    ids, w = random_routing(9, 8, 2, seed=7)
+    out = torch.full((9, 512), float("nan"), dtype=torch.bfloat16)
+    with KtMoeLayer(weights, top_k=2, threads=1, max_tokens=16, isa=cpu.isa, gpu_mask=mask) as layer:
+        assert layer.gpu_mask.data_ptr() == ptr
+        layer.forward(x, ids, w, out)
+    assert rel_err(out, moe_forward(x, ids.masked_fill(ids < 3, -1), w, g, u, d)) < KERNEL_TOL["BF16"]
+
+
+def test_a_layer_takes_one_placement_of_gpu_experts():
+    import torch
+
+    from kttune.kernels.expert_weights import HostExperts
+    from kttune.kernels.kt_moe import KtMoeLayer
+
+    host = HostExperts.empty("BF16", 64, 32, 4)
+    for bad in (torch.zeros(5, dtype=torch.bool), torch.zeros(4, dtype=torch.int8)):
+        with pytest.raises(ValueError, match="host bool tensor of 4 experts"):
+            KtMoeLayer(host, top_k=1, threads=1, gpu_mask=bad)
+    with pytest.raises(ValueError, match="no gpu_experts"):
+        KtMoeLayer(host, top_k=1, threads=1, gpu_experts=1, gpu_mask=torch.zeros(4, dtype=torch.bool))
