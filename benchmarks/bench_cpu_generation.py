@@ -53,7 +53,20 @@ CALLS = (
     ),
     *(
         ("H100", H100_LATER, c, H100_LATER / f"quick-transfer-machine-{c}.txt")
-        for c in ("h100m", "h100n", "h100o", "h100p", "h100r", "h100s", "h100t", "h100u", "h100v", "h100x")
+        for c in (
+            "h100m",
+            "h100n",
+            "h100o",
+            "h100p",
+            "h100r",
+            "h100s",
+            "h100t",
+            "h100u",
+            "h100v",
+            "h100x",
+            "h100aa",
+            "h100ac",
+        )
     ),
     ("H200", H200, "a+b", H200 / "quick-transfer-machine-ab.txt"),
     *(("H200", H200, c, H200 / f"quick-transfer-machine-{c}.txt") for c in ("c", "d")),

@@ -91,9 +91,12 @@ ACCURACY = dict(
         "2026-12-06-computed/transfer-merged-probes-h100t.json",
         *(f"2026-12-06-computed/transfer-quick-h100{t}.json" for t in "uv"),
         "2026-12-06-computed/transfer-merged-probes-h100x.json",
+        # seventeenth session: aa (Sapphire Rapids) and ac (Emerald Rapids), two probes merged each
+        "2026-12-06-computed/transfer-merged-probes-h100aa.json",
+        "2026-12-06-computed/transfer-merged-probes-h100ac.json",
     ),
     # H100 instances: their sweeps from their quick probes and from `kttune probe --model` of each model
-    own_layer=("2026-12-06-computed/own-layer-h100s.json", "2026-12-06-computed/own-layer-h100t.json"),
+    own_layer=tuple(f"2026-12-06-computed/own-layer-h100{t}.json" for t in ("s", "t", "aa", "ac")),
     gap_read=(
         "2026-12-06-computed/diag-gap-read-mixtral-8x7b-h100z.json",
         "2026-12-06-computed/diag-gap-read-glm-4.5-air-h100z.json",
@@ -786,7 +789,8 @@ def accuracy_block() -> str:
         (
             "the same on the H100 box, instance by instance",
             f"path runner, H100 box: {len(h100)} instances, each from its own quick probes (one, or two merged), "
-            f"{sum(len(d['crossover']) for d in h100)} sweeps of 6-9 models ({sum(d['points'] for d in h100)} forwards)",
+            f"{sum(len(d['crossover']) for d in h100)} sweeps of {min(len(d['models']) for d in h100)}-"
+            f"{max(len(d['models']) for d in h100)} models ({sum(d['points'] for d in h100)} forwards)",
             f"per model and path raw within 15%: {sum(raw_ok)} of {sum(paths)} ({min(raw_ok)}-{max(raw_ok)} of "
             f"{min(paths)}-{max(paths)} per instance; every path on {sum(o == n for o, n in zip(raw_ok, paths))} of "
             f"{len(h100)} instances); calibrated on own runs (held out) within 10%: {sum(cal_ok)} of "

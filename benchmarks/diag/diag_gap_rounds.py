@@ -21,8 +21,9 @@ round by round (`kttune.protocol.compare`, paired by round):
 - memory copy: a 1 GiB torch copy (GB/s), the host's memory bandwidth at that moment;
 - with `--gpu-experts N`: the runner's hybrid forward with N experts on the GPU (the sweeps' split,
   experts 0..N-1, sent to kt-kernel as id -1), and the runner's and the probe's layers with those N
-  masked on the built layer (`KtMoeLayer.gpu_mask`; on the GPU box such a mask was not seen, instance
-  z, docs/path-runner.md);
+  masked on the built layer (`KtMoeLayer.gpu_mask`; on the GPU box before kttune's `moe_config` fix
+  the mask was left null and these ran the whole layer, instance z:
+  docs/path-runner.md#kt-kernels-gpu-expert-mask);
 - with `--quick-every K`: the quick probe's CPU MoE step (`kttune probe --quick`'s options at this
   method and thread count: its small layer, 1-256 tokens) every K rounds, its curve kept per round.
 

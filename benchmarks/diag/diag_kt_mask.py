@@ -2,10 +2,12 @@
 
 sglang-kt's KT wrapper sends the CPU every token's raw top-k ids and leaves the GPU-resident experts
 to the mask it passed when the layer was built (docs/path-runner.md); the path runner sends them as
-id -1 instead. On the GPU box (2026-12-06, instance z: `diag_gap_rounds.py --gpu-experts 2`) a mask
-set on a built layer did not change Mixtral-8x7B's time, while on the development VM it cut the time
-and the output to the -1 ids' (`bench_gpu_expert_share.py --measure`). This times, in interleaved
-rounds, one layer shape four ways and checks each output against the -1 ids' output:
+id -1 instead. On the GPU box a mask did not change Mixtral-8x7B's time or output, while on the
+development VM it cut both to the -1 ids'; this found why: kt-kernel's `MOEConfig` read a mask address
+below 2**31 (the GPU box's heap) as a GPU-expert count, which `kttune.kernels.kt_moe.moe_config` now
+avoids (docs/path-runner.md#kt-kernels-gpu-expert-mask; the file records the addresses and whether each
+config holds its mask). It times, in interleaved rounds, one layer shape four ways and checks each
+output against the -1 ids' output:
 
 - none: no expert masked, raw ids (the whole layer);
 - mask after build: the first N experts masked on a built layer, raw ids (what the diagnostics did);
