@@ -21,13 +21,14 @@
 # Each plan runs in about 300-480 s, so a call started late in a session's device time still ends.
 # H100TAG / H200TAG name the call on either box (2026-12-06: h100n, h100o, h100p, h100r, h100s,
 # h100t, h100u, h100v and h100x ran on Emerald Rapids instances n-x (w and y: diag_gap_rounds.py and
-# two probes with the median rule, by hand), h100q names instance q's lone shape-law probe, and h200f
-# ran on a busy H200 instance, docs/probe.md#a-busy-machine; pass the next letter so a new call's
-# files do not take an earlier one's names).
+# two probes with the median rule, by hand; z: diag_gap_rounds.sh), h100q names instance q's lone
+# shape-law probe, h100aa ran the Sapphire Rapids plan, h100ac the Emerald Rapids one (ab:
+# diag_kt_mask.sh alone), and h200f ran on a busy H200 instance, docs/probe.md#a-busy-machine; pass
+# the next letter so a new call's files do not take an earlier one's names).
 #
-#   H100TAG=h100z H200TAG=h200g bash benchmarks/bench_instance_call.sh     (results: $OUT/quick-transfer-TAG.tgz)
+#   H100TAG=h100ad H200TAG=h200g bash benchmarks/bench_instance_call.sh     (results: $OUT/quick-transfer-TAG.tgz)
 set -u
-H100TAG=${H100TAG:?name the call: H100TAG=h100z (h100a-y are taken)}
+H100TAG=${H100TAG:?name the call: H100TAG=h100ad (h100a-z, h100aa-ac are taken)}
 H200TAG=${H200TAG:?name the call: H200TAG=h200g (h200a-f are taken)}
 Q="$(dirname "$0")/bench_quick_transfer.sh"
 export THREADS=${THREADS:-11}
