@@ -99,10 +99,16 @@ class KtMoeLayer:
         import torch
 
         bad_mask = gpu_mask is not None and (
-            gpu_experts or gpu_mask.dtype != torch.bool or gpu_mask.shape != (host.experts,) or gpu_mask.is_cuda
+            gpu_experts
+            or gpu_mask.dtype != torch.bool
+            or gpu_mask.shape != (host.experts,)
+            or gpu_mask.is_cuda
+            or not gpu_mask.is_contiguous()
         )
         if bad_mask:
-            raise ValueError(f"gpu_mask must be a host bool tensor of {host.experts} experts (and no gpu_experts)")
+            raise ValueError(
+                f"gpu_mask must be a contiguous host bool tensor of {host.experts} experts (and no gpu_experts)"
+            )
         kt = kt or load_kt_kernel()
         if kt is None:
             raise RuntimeError("kt-kernel is not importable")
@@ -130,7 +136,7 @@ class KtMoeLayer:
             self.gpu_mask = torch.zeros(experts, dtype=torch.bool)
             self.gpu_mask[:gpu_experts] = True
         else:
-            self.gpu_mask = gpu_mask.contiguous()  # kept alive: kt-kernel reads it through its address
+            self.gpu_mask = gpu_mask  # the caller's own tensor, kept alive: kt-kernel reads it by its address
         self._map = torch.arange(experts, dtype=torch.int64)
         self._bsz = torch.zeros(1, dtype=torch.int32)
         errors = []

@@ -359,8 +359,12 @@ def test_a_layer_takes_one_placement_of_gpu_experts():
     from kttune.kernels.kt_moe import KtMoeLayer
 
     host = HostExperts.empty("BF16", 64, 32, 4)
-    for bad in (torch.zeros(5, dtype=torch.bool), torch.zeros(4, dtype=torch.int8)):
-        with pytest.raises(ValueError, match="host bool tensor of 4 experts"):
+    for bad in (
+        torch.zeros(5, dtype=torch.bool),
+        torch.zeros(4, dtype=torch.int8),
+        torch.zeros(8, dtype=torch.bool)[::2],
+    ):
+        with pytest.raises(ValueError, match="contiguous host bool tensor of 4 experts"):
             KtMoeLayer(host, top_k=1, threads=1, gpu_mask=bad)
     with pytest.raises(ValueError, match="no gpu_experts"):
         KtMoeLayer(host, top_k=1, threads=1, gpu_experts=1, gpu_mask=torch.zeros(4, dtype=torch.bool))
