@@ -251,9 +251,20 @@ class Components:
         m = self.model
         layer = m.num_experts * self.cpu_bytes_per_expert
         if largest < PAST_CACHE_BYTES <= layer:
+            llc = self.profile.inventory.cpu.last_level_cache_bytes
+            if not llc:
+                held = f"fits in a last-level cache (the largest {largest / MIB:.0f} MiB)"
+            elif largest * 2 <= llc:
+                held = f"fits in this host's last-level cache (the largest {largest / MIB:.0f} of {llc / MIB:.0f} MiB)"
+            else:  # a layer about the cache's size is timed partly cached, which a smaller cache changes
+                held = (
+                    f"fits in or about fills this host's last-level cache (the largest {largest / MIB:.0f} of "
+                    f"{llc / MIB:.0f} MiB, so timed partly cached: docs/cost-model.md#the-instances-own-quick-probe "
+                    "has such a host's reading)"
+                )
             self.notes.append(
-                f"CPU MoE: every {self._cpu_method} layer this profile timed fits in a last-level cache (the "
-                f"largest {largest / MIB:.0f} MiB); {m.name}'s experts are {layer / GIB:.1f} GiB a layer, read from "
+                f"CPU MoE: every {self._cpu_method} layer this profile timed {held}; {m.name}'s experts are "
+                f"{layer / GIB:.1f} GiB a layer, read from "
                 "DRAM, whose speed moved 2x between instances of one machine kind where the cached layer's moved "
                 "1.3x (docs/cost-model.md#the-instances-own-quick-probe); "
                 f"`kttune probe --model {m.name}` times its own layer, `kttune tune` calibrates on it"

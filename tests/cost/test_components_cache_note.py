@@ -57,3 +57,30 @@ def test_a_cold_curve_counts_the_copies_it_cycled_over():
 def test_a_model_whose_layer_a_cache_holds_gets_no_note():
     # Qwen3-30B-A3B's layer at AMXINT4 is 0.3 GiB: below PAST_CACHE_BYTES, as a cache may hold it
     assert not _cache_notes(load_profile(QUICK), "qwen3-30b-a3b", "AMXINT4")
+
+
+H100_6 = Path(__file__).parents[2] / "benchmarks/results/2026-12-06-h100-pcie5-xeon-amx-16c"
+
+
+@pytest.mark.parametrize(
+    "tag,llc_mib,says",
+    [
+        ("h100ac", 300, "fits in this host's last-level cache (the largest 96 of 300 MiB)"),  # Emerald Rapids
+        ("h100aa", 105, "about fills this host's last-level cache (the largest 96 of 105 MiB"),  # Sapphire Rapids
+    ],
+)
+def test_the_note_reads_the_hosts_own_cache(tag, llc_mib, says):
+    """The profile records CPU 0's largest cache; a quick BF16 layer of 96 MiB sits well inside an
+    Emerald Rapids instance's 300 MiB and about fills a Sapphire Rapids one's 105 MiB."""
+    prof = load_profile(H100_6 / f"quick-transfer-{tag}.profile.json")
+    assert round(prof.inventory.cpu.last_level_cache_bytes / 2**20) == llc_mib
+    [note] = _cache_notes(prof, "glm-4.5-air", "BF16")
+    assert says in note
+
+
+def test_without_a_recorded_cache_the_note_says_a_cache():
+    prof = load_profile(H100_6 / "quick-transfer-h100aa.profile.json")
+    cpu = replace(prof.inventory.cpu, last_level_cache_bytes=None)
+    prof = replace(prof, inventory=replace(prof.inventory, cpu=cpu))
+    [note] = _cache_notes(prof, "glm-4.5-air", "BF16")
+    assert "fits in a last-level cache (the largest 96 MiB)" in note
