@@ -119,8 +119,8 @@ def main() -> None:
         tail = f"  /none {c['ratio']:.3f} [{c['low']:.3f}-{c['high']:.3f}]" if c else ""
         print(f"{way:18s} {est[way].median:8.1f} ms{tail}  output off the -1 ids' by {dist:.3f}")
     low = [layer.gpu_mask.data_ptr() < 2**31 for layer in (plain, built)]
-    set_ = [layer._cfg.gpu_experts_mask == layer.gpu_mask.data_ptr() for layer in (plain, built)]
-    print(f"mask addresses below 2**31: {low}; set in kt-kernel's configs: {set_}")
+    held = [layer._cfg.gpu_experts_mask == layer.gpu_mask.data_ptr() for layer in (plain, built)]
+    print(f"mask addresses below 2**31: {low}; held by kt-kernel's configs: {held}")
     plain.close()
     built.close()
     doc = {
@@ -138,7 +138,7 @@ def main() -> None:
         # kt-kernel reads a mask address that fits in 32 bits as a GPU-expert count unless the config is
         # built by kttune.kernels.kt_moe.moe_config (docs/path-runner.md#kt-kernels-gpu-expert-mask)
         "mask_addresses_below_2_31": low,
-        "config_masks_set": set_,
+        "config_masks_set": held,
         "rows": rows,
         "summary": summary,
     }
