@@ -3,9 +3,12 @@
 # H200 box, and the H100 box's instances are two CPU generations under one name,
 # docs/probe.md#one-name-two-cpus). Each branch runs benchmarks/bench_quick_transfer.sh at 11 threads:
 #
-# - Sapphire Rapids (family 6 model 143): SHAPE_LAW=1, the four BF16 models, then
-#   MiniMax-M2.1: the instance's own r (`probe --shape-law`), read with its sets and without them
-#   (bench_cpu_generation.py --own-r), for the BF16 hybrid path the constant reads +23% slow there;
+# - Sapphire Rapids (family 6 model 143): COLD=1 COLD_TOKENS=1024, the four BF16 models, then
+#   MiniMax-M2.1: the quick layer timed warm and cold (cycled past twice the last-level cache) to
+#   1,024 tokens, read by bench_hybrid_cold.py --call, for the lead that the quick BF16 layer (96 MiB)
+#   about fills this generation's 105 MiB L3 while its BF16 hybrid paths read slow (+13% median; the
+#   instance's own r, measured on aa with SHAPE_LAW=1, reads them slower still: docs/cost-model.md,
+#   "Instances aa and ac");
 # - an H200: AGAIN=1, Qwen3-Next first: its layerwise path (26% on the instance
 #   with two quick probes, before the quick probe streamed its narrow layers: docs/probe.md);
 # - an Emerald Rapids H100: the four BF16 models and two FP8 ones, then LATE=1 (a second quick probe
@@ -37,7 +40,7 @@ mixtral=mixtral-8x7b:BF16:2:256,384,512,768
 next=qwen3-next-80b-a3b:BF16:8:3072,4096,6144
 minimax=minimax-m2.1:FP8:8:64,96,128,192
 if grep -qE "^model\s+: 143$" /proc/cpuinfo; then
-  TAG=$H100TAG SHAPE_LAW=1 bash "$Q" $glm $mixtral qwen3-30b-a3b:BF16:8:1024,1536,2048,3072 $next $minimax
+  TAG=$H100TAG COLD=1 COLD_TOKENS=1024 bash "$Q" $glm $mixtral qwen3-30b-a3b:BF16:8:1024,1536,2048,3072 $next $minimax
 elif nvidia-smi -L 2>/dev/null | grep -q H200; then
   TAG=$H200TAG AGAIN=1 bash "$Q" $next $glm $mixtral qwen3-30b-a3b:BF16:8:1536,2048,2560,3072 $minimax
 else
