@@ -313,10 +313,13 @@ def low_address_mask(experts: int):
     libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
     fixed_noreplace = 0x100000  # MAP_FIXED_NOREPLACE (Linux 4.17+): fails rather than replace a mapping
     flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | fixed_noreplace
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     for addr in range(0x10000000, 0x7FFF0000, 0x08000000):
         got = libc.mmap(addr, mmap.PAGESIZE, mmap.PROT_READ | mmap.PROT_WRITE, flags, -1, 0)
-        if got == addr:
+        if got == addr:  # left mapped: the tensor lives on it
             return torch.frombuffer((ctypes.c_bool * experts).from_address(addr), dtype=torch.bool)
+        if got not in (None, ctypes.c_void_p(-1).value):  # a kernel without NOREPLACE took it as a hint
+            libc.munmap(got, mmap.PAGESIZE)
     return None
 
 
