@@ -117,8 +117,7 @@ def measure_mask(tokens: int = 256, masked: int = 2, rounds: int = 6, threads: i
     out = torch.empty_like(x)
 
     def timed(n: int) -> float:
-        layer.gpu_mask.zero_()
-        layer.gpu_mask[:n] = True
+        layer.set_gpu_experts(n)
         layer.forward(x, ids, w, out)  # warm-up
         xs = []
         for _ in range(3):

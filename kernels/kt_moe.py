@@ -134,7 +134,7 @@ class KtMoeLayer:
         # mask (`moe_config` keeps its address a pointer). `gpu_mask` places them other than first.
         if gpu_mask is None:
             self.gpu_mask = torch.zeros(experts, dtype=torch.bool)
-            self.gpu_mask[:gpu_experts] = True
+            self.set_gpu_experts(gpu_experts)
         else:
             self.gpu_mask = gpu_mask  # the caller's own tensor, kept alive: kt-kernel reads it by its address
         self._map = torch.arange(experts, dtype=torch.int64)
@@ -189,6 +189,12 @@ class KtMoeLayer:
         self.cpu_infer.submit(moe.load_weights_task(self._map.data_ptr()))
         self.cpu_infer.sync()
         return moe
+
+    def set_gpu_experts(self, n: int) -> None:
+        """The first `n` experts on the GPU (skipped here), the rest on the CPU: the mask rewritten in
+        place, so the address kt-kernel's config holds stays the mask's."""
+        self.gpu_mask.zero_()
+        self.gpu_mask[:n] = True
 
     @property
     def can_write_buffer(self) -> bool:

@@ -141,9 +141,9 @@ def timed_calls(fn, calls: int, gap_s: float = 0.0) -> float:
 
 
 def masked(layer, n: int, fn):
-    """`fn()` with the layer's first `n` experts masked (`KtMoeLayer.gpu_mask`), the mask cleared after."""
-    layer.gpu_mask[:n] = True
+    """`fn()` with the layer's first `n` experts masked (`KtMoeLayer.set_gpu_experts`), the mask cleared after."""
+    layer.set_gpu_experts(n)
     try:
         return fn()
     finally:
-        layer.gpu_mask.zero_()
+        layer.set_gpu_experts(0)

@@ -98,8 +98,7 @@ def main() -> None:
         y = torch.empty(m, spec.hidden_size, dtype=torch.bfloat16)
         for tag, ids0, w0 in (("uniform", ids_u, w_u), ("router", ids_r.cpu(), w_r.cpu())):
             for n in counts:
-                st.cpu.gpu_mask.zero_()
-                st.cpu.gpu_mask[:n] = True
+                st.cpu.set_gpu_experts(n)
                 ids = ids0.masked_fill(ids0 < n, -1).contiguous()
                 w = w0.contiguous()
                 r = measure(

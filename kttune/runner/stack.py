@@ -121,8 +121,7 @@ class PathStack:
                 GpuExperts.from_host(self.host, range(n), self.device, self.opts.tp, self.opts.rank) if n else None
             )
         if self.cpu is not None:
-            self.cpu.gpu_mask.zero_()
-            self.cpu.gpu_mask[:n] = True
+            self.cpu.set_gpu_experts(n)
 
     def set_threads(self, threads: int) -> None:
         """Serve the CPU experts and stage A with `threads` kt-kernel workers: the MoE built for that
@@ -135,8 +134,7 @@ class PathStack:
         self.opts = replace(self.opts, cpuinfer=threads)
         self.pipeline = None  # the layerwise pipeline drives this writer
         if self.cpu is not None:
-            self.cpu.gpu_mask.zero_()
-            self.cpu.gpu_mask[: self.opts.gpu_experts] = True
+            self.cpu.set_gpu_experts(self.opts.gpu_experts)
 
     def close(self) -> None:
         for cpu, _, writer in self.kt_by_threads.values():
