@@ -256,11 +256,16 @@ class Components:
                 held = f"fits in a last-level cache (the largest {largest / MIB:.0f} MiB)"
             elif largest * 2 <= llc:
                 held = f"fits in this host's last-level cache (the largest {largest / MIB:.0f} of {llc / MIB:.0f} MiB)"
-            else:  # a layer about the cache's size is timed partly cached, which a smaller cache changes
+            elif largest <= llc:  # a layer about the cache's size is timed partly cached
                 held = (
                     f"fits in or about fills this host's last-level cache (the largest {largest / MIB:.0f} of "
                     f"{llc / MIB:.0f} MiB, so timed partly cached: docs/cost-model.md#the-instances-own-quick-probe "
                     "has such a host's reading)"
+                )
+            else:  # past this host's cache, yet far below a model's gigabyte layer
+                held = (
+                    f"is at most {largest / MIB:.0f} MiB, past this host's {llc / MIB:.0f} MiB last-level cache "
+                    "but partly held by it"
                 )
             self.notes.append(
                 f"CPU MoE: every {self._cpu_method} layer this profile timed {held}; {m.name}'s experts are "

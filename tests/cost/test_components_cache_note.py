@@ -84,3 +84,12 @@ def test_without_a_recorded_cache_the_note_says_a_cache():
     prof = replace(prof, inventory=replace(prof.inventory, cpu=cpu))
     [note] = _cache_notes(prof, "glm-4.5-air", "BF16")
     assert "fits in a last-level cache (the largest 96 MiB)" in note
+
+
+def test_a_host_cache_smaller_than_the_layer_is_not_said_to_hold_it():
+    prof = load_profile(H100_6 / "quick-transfer-h100aa.profile.json")
+    cpu = replace(prof.inventory.cpu, last_level_cache_bytes=64 * 2**20)
+    prof = replace(prof, inventory=replace(prof.inventory, cpu=cpu))
+    [note] = _cache_notes(prof, "glm-4.5-air", "BF16")
+    assert "at most 96 MiB, past this host's 64 MiB last-level cache" in note
+    assert "fits in" not in note
