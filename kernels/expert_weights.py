@@ -230,6 +230,8 @@ class HostExperts:
             if tuple(t.shape[1:]) != k.shape or t.dtype != k.dtype:
                 raise ValueError(f"{k.name}: got {tuple(t.shape)} {t.dtype}, want [E, {k.shape}] {k.dtype}")
         self._t = {k.name: tensors[k.name] for k in self.kinds}
+        self._content: tuple | None = None  # what `random` drew, while no tensor was written since
+        self._versions: tuple[int, ...] = ()
 
     # the tensors, by name
     gate = property(lambda self: self._t["gate"])
@@ -263,7 +265,17 @@ class HostExperts:
             for e0 in range(distinct, experts, distinct):
                 n = min(distinct, experts - e0)
                 dst[e0 : e0 + n].copy_(dst[:n])
+        layer._content = ("random", layer.method, hidden, inter, experts, seed, distinct)
+        layer._versions = tuple(t._version for t in layer._t.values())
         return layer
+
+    @property
+    def content_key(self) -> tuple | None:
+        """Names these experts' values where `random` drew them and no tensor was written in place
+        since (torch's version counter): two layers of one key hold the same weights. None otherwise."""
+        if self._content is None or tuple(t._version for t in self._t.values()) != self._versions:
+            return None
+        return self._content
 
     @classmethod
     def from_dense(cls, method: str, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor) -> "HostExperts":

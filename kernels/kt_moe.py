@@ -20,8 +20,9 @@ from typing import Any, Sequence
 
 from kttune.kernels.expert_weights import ONLINE_QUANTIZED, HostExperts
 from kttune.kernels.kt_ext import KtKernel, load_kt_kernel, quiet_stdout
+from kttune.kernels import kt_spares
 from kttune.kernels.kt_pool import cpu_infer
-from kttune.spec.kt_classes import KT_CLASS_PREFERENCE
+from kttune.spec.kt_classes import KT_CLASS_PREFERENCE, kt_class_leaks
 from kttune.spec.methods import FP8_BLOCK
 
 
@@ -79,7 +80,9 @@ class KtMoeLayer:
 
     `forward(x, ids, weights, out)`: `x` bf16 `[T, H]`, routing ids int64 `[T, k]`, weights fp32
     `[T, k]`, `out` bf16 `[T, H]`. Keeps alive every tensor the C++ side reads through raw pointers;
-    `close()` frees the layer (the worker pool stays: kttune.kernels.kt_pool)."""
+    `close()` frees the layer (the worker pool stays: kttune.kernels.kt_pool), or, for a class
+    kt-kernel cannot free, keeps it for the next layer of the same random weights
+    (kttune.kernels.kt_spares)."""
 
     def __init__(
         self,
@@ -132,7 +135,19 @@ class KtMoeLayer:
         experts = host.experts
         # true: the expert runs on the GPU, skipped here; filled before the build, as sglang-kt passes its
         # mask (`moe_config` keeps its address a pointer). `gpu_mask` places them other than first.
-        if gpu_mask is None:
+        # A caller's own mask stays the caller's: such a layer is never kept for another.
+        content = host.content_key if gpu_mask is None else None
+        self._spare_key = (
+            (kt.variant, kt.version, tuple(names), content, top_k, self.max_tokens, threads, threadpools)
+            + tuple(nodes[:threadpools])
+            if content is not None
+            else None
+        )
+        spare = kt_spares.take(self._spare_key) if self._spare_key is not None else None
+        if spare is not None:
+            self.gpu_mask = spare.mask
+            self.set_gpu_experts(gpu_experts)
+        elif gpu_mask is None:
             self.gpu_mask = torch.zeros(experts, dtype=torch.bool)
             self.set_gpu_experts(gpu_experts)
         else:
@@ -142,6 +157,9 @@ class KtMoeLayer:
         errors = []
         with quiet_stdout():
             self.cpu_infer = cpu_infer(kt.ext, threads, threadpools, nodes)
+            if spare is not None:  # built before, of these very weights: nothing to load
+                self.moe, self._cfg, self.kernel_class = spare.moe, spare.cfg, spare.kernel_class
+                return
             for name in names:  # a class compiled in may still refuse this CPU at construction
                 try:
                     self.moe = self._build(kt.ext, name, top_k, threadpools)
@@ -243,6 +261,9 @@ class KtMoeLayer:
         self.cpu_infer.sync()
 
     def close(self) -> None:
+        kept = self._spare_key is not None and hasattr(self, "moe")
+        if kept and kt_class_leaks(self.kernel_class, self.kt.version):
+            kt_spares.give(self._spare_key, kt_spares.Spare(self.moe, self._cfg, self.gpu_mask, self.kernel_class))
         with quiet_stdout():
             for name in ("moe", "_cfg"):
                 if hasattr(self, name):

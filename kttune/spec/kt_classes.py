@@ -140,3 +140,25 @@ def kt_class_on_isa(method: str, isa_class: str) -> str | None:
     say); None where the method has none there."""
     prefix = "AVX2" if isa_class == "avx2" else "AMX"
     return next((name for name, _ in KT_CLASS_PREFERENCE.get(method.upper(), ()) if name.startswith(prefix)), None)
+
+
+# kt-kernel 0.7.2 never frees an AMX-family layer's packed weights: `~AMX_MOE_BASE()` is defaulted and
+# the per-expert blocks it aligned_alloc'd have no owner, so every build of such a class keeps its
+# packed layer until the process ends (measured on AMX hosts: the resident size grows by the packed
+# layer at each build and close; docs/path-runner.md#kt-kernels-amx-layers-are-never-freed). Upstream
+# frees them after 0.7.2 (`owned_aligned_allocs_`), the last release there is.
+KT_LEAKING_CLASS_PREFIX = "AMX"
+KT_LEAK_LAST_VERSION = (0, 7, 2)
+
+
+def kt_class_leaks(kernel: str, version: str) -> bool:
+    """True where kt-kernel `version` keeps class `kernel`'s packed weights after the layer is
+    destroyed; a version that does not parse is taken to leak (keeping a layer costs no more)."""
+    if not kernel.startswith(KT_LEAKING_CLASS_PREFIX):
+        return False
+    parts = version.split("+")[0].split(".")[:3]
+    try:
+        release = tuple(int(p) for p in parts)
+    except ValueError:
+        return True
+    return len(release) < 3 or release <= KT_LEAK_LAST_VERSION
