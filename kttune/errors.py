@@ -66,3 +66,13 @@ class ParameterError(UserError):
     def __init__(self, param: str, problem: str, fix: str | None = None, also: Iterable[str] = ()) -> None:
         self.param = param
         super().__init__("{" + param + "} " + problem, fix, params=(param, *also))
+
+
+def reraise(kind: str, message: str, fix: str | None, who: str) -> None:
+    """Raise, in a parent process, the error a child reported as (type name, problem, fix): a
+    UserError or ValueError as itself, anything else as a RuntimeError naming `who` and the kind."""
+    if kind == "UserError":
+        raise UserError(message, fix)
+    if kind == "ValueError":
+        raise ValueError(message)
+    raise RuntimeError(f"{who}: {kind}: {message}")

@@ -44,6 +44,7 @@ from kttune.probes.inventory import (
     smt_logical,
     usable_cores,
 )
+from kttune.probes.isolated import run_isolated
 from kttune.probes.stage_a import (
     QUICK_CACHE_MULTIPLE,
     StageAOptions,
@@ -352,15 +353,23 @@ def _plan_stage_a(ctx: ProbeContext, plans: dict[str, Any]) -> Any:
 
 
 def _run_stage_a(ctx: ProbeContext, plan: Any) -> list[Curve]:
-    curves = probe_stage_a(
-        stage_a_options(ctx.options, ctx.cpu.last_level_cache_bytes),
-        ctx.cpu,
-        ctx.reporter,
-        cores=ctx.cores,
-        numa_ids=list(ctx.numa_ids),
-        quick=ctx.options.quick,
-        plan=plan,
-    )
+    """Each method's writes in a process of their own: kt-kernel never frees the writer layers, one
+    per expert size and thread count, each cycling over a multiple of the last-level cache
+    (probes/isolated.py)."""
+    for note in plan.notes:
+        ctx.reporter.note(note)
+    curves = []
+    for one in plan.by_method():
+        curves += run_isolated(
+            probe_stage_a,
+            stage_a_options(ctx.options, ctx.cpu.last_level_cache_bytes),
+            ctx.cpu,
+            reporter=ctx.reporter,
+            cores=ctx.cores,
+            numa_ids=list(ctx.numa_ids),
+            quick=ctx.options.quick,
+            plan=one,
+        )
     if note := disturbed_note(curves, "stage A writes"):
         ctx.reporter.note(note)
     return curves
@@ -620,8 +629,9 @@ def host_uptime_s(path: str = "/proc/uptime") -> float | None:
 
 class CpuLoadMonitor:
     """How much CPU other processes used while we measured: /proc/stat busy time minus this
-    process's own CPU time (kt-kernel's worker threads included). Other load on the cores is the
-    first suspect when repeated probes disagree."""
+    process's own CPU time (kt-kernel's worker threads included) and its ended children's (the steps
+    run in a process of their own, probes/isolated.py). Other load on the cores is the first suspect
+    when repeated probes disagree."""
 
     def __init__(self) -> None:
         self.start = self._snapshot()
@@ -639,7 +649,7 @@ class CpuLoadMonitor:
         idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)
         busy_s = (sum(fields[:8]) - idle) / hz
         t = os.times()
-        return time.monotonic(), busy_s, t.user + t.system
+        return time.monotonic(), busy_s, t.user + t.system + t.children_user + t.children_system
 
     def other_share(self) -> float | None:
         """Share of all CPUs (0..1) used by other processes since the monitor started."""

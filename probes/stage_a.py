@@ -98,6 +98,12 @@ class StageAPlan:
     def steps(self) -> int:
         return sum(len(t.inters) for t in self.tasks)
 
+    def by_method(self) -> list["StageAPlan"]:
+        """One plan per method, in this plan's order (each method's writes are measured, and timed
+        again by the thread law, on their own), without the notes."""
+        methods = list(dict.fromkeys(t.method for t in self.tasks))
+        return [StageAPlan([t for t in self.tasks if t.method == m]) for m in methods]
+
 
 def stage_a_threads(cores: int, quick: bool) -> list[int]:
     return kt_thread_counts(cores, quick)

@@ -17,7 +17,7 @@ import os
 import time
 from typing import Any
 
-from kttune.errors import UserError
+from kttune.errors import reraise
 from kttune.runner.session import RunnerConfig, SessionSpec
 
 _CALLS = ("sample", "warm", "skip_reason", "paths_agree", "memory", "info", "plan")
@@ -53,14 +53,6 @@ def _serve(conn: Any, spec: SessionSpec) -> None:
         session.close()
     finally:
         conn.close()
-
-
-def _raise(kind: str, message: str, fix: str | None) -> None:
-    if kind == "UserError":
-        raise UserError(message, fix)
-    if kind == "ValueError":
-        raise ValueError(message)
-    raise RuntimeError(f"runner worker: {kind}: {message}")
 
 
 class SessionWorker:
@@ -114,7 +106,7 @@ class SessionWorker:
             raise RuntimeError("runner worker ended without an answer (see its error above)") from None
         if status == "ok":
             return rest[0]
-        _raise(*rest)
+        reraise(*rest, who="runner worker")
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         if name not in _CALLS:

@@ -1,0 +1,87 @@
+"""A probe step in a spawned child process, so that what kt-kernel cannot free goes back to the system
+when the step ends. kt-kernel 0.7.2 never frees an AMX-family layer's packed weights
+(docs/path-runner.md#kt-kernels-amx-layers-are-never-freed), and stage A builds one writer layer per
+method, expert size and thread count, each cycling over two or four times the last-level cache: in
+the probe's own process they would all stay until kttune exits, beside the host RAM step, the GPU
+suite and `kttune tune`'s runner workers.
+
+The child runs `fn(*args, reporter=..., **kwargs)` (a module-level function, its arguments and
+result picklable); its progress and notes come back over a pipe to the caller's reporter as they
+happen, its Python error comes back as the same kind (`kttune.errors.reraise`), what it prints natively
+(kt-kernel's printf) goes to /dev/null, and Ctrl-C in the caller stops it (the child ignores SIGINT).
+The caller's CPU load monitor counts the child's CPU time as the probe's own once it is joined.
+
+    curves = run_isolated(probe_stage_a, opts, cpu, reporter=rep, cores=16, numa_ids=[0], plan=plan)
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+from kttune.errors import reraise
+
+
+class _PipeReporter:
+    """The child's reporter: each call goes to the parent as it happens."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.notes: list[str] = []
+
+    def plan(self, total_steps: int, title: str) -> None:
+        self.conn.send(("plan", total_steps, title))
+
+    def step(self, description: str, advance: float = 1.0) -> None:
+        self.conn.send(("step", description, advance))
+
+    def note(self, message: str) -> None:
+        self.notes.append(message)
+        self.conn.send(("note", message))
+
+
+def _serve(conn: Any, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # kt-kernel's printf
+    try:
+        result = fn(*args, reporter=_PipeReporter(conn), **kwargs)
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        conn.send(("error", type(e).__name__, getattr(e, "problem", str(e)), getattr(e, "fix", None)))
+    else:
+        conn.send(("done", result))
+    finally:
+        conn.close()
+
+
+def run_isolated(fn: Callable[..., Any], *args: Any, reporter: Any, **kwargs: Any) -> Any:
+    """`fn(*args, reporter=reporter, **kwargs)`, run in a spawned child; its result."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    name = getattr(fn, "__name__", "probe step")
+    proc = ctx.Process(target=_serve, args=(child, fn, args, kwargs), daemon=True, name=f"kttune-{name}")
+    proc.start()
+    child.close()
+    try:
+        while True:
+            try:
+                kind, *rest = parent.recv()
+            except EOFError:
+                proc.join()
+                raise RuntimeError(f"{name}: its process ended (exit code {proc.exitcode}) without a result") from None
+            if kind == "done":
+                proc.join()
+                return rest[0]
+            if kind == "error":
+                proc.join()
+                reraise(*rest, who=name)
+            getattr(reporter, kind)(*rest)
+    finally:
+        if proc.is_alive():  # Ctrl-C or an error in the parent: the child goes with it
+            proc.terminate()
+            proc.join(10)
+        parent.close()
