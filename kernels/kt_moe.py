@@ -135,8 +135,9 @@ class KtMoeLayer:
         experts = host.experts
         # true: the expert runs on the GPU, skipped here; filled before the build, as sglang-kt passes its
         # mask (`moe_config` keeps its address a pointer). `gpu_mask` places them other than first.
-        # A caller's own mask stays the caller's: such a layer is never kept for another.
-        content = host.content_key if gpu_mask is None else None
+        # A caller's own mask stays the caller's, and a layer masked at its build may have left the
+        # masked experts unloaded (kt-kernel's loaders may skip them): neither is kept for another.
+        content = host.content_key if gpu_mask is None and not gpu_experts else None
         self._spare_key = (
             (kt.variant, kt.version, tuple(names), content, top_k, self.max_tokens, threads, threadpools)
             + tuple(nodes[:threadpools])
