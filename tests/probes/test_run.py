@@ -254,9 +254,12 @@ def test_a_probe_without_the_shape_law_says_when_the_constants_came_from_another
 def test_a_curve_whose_every_size_was_skipped_is_left_out_with_a_note(tmp_path, monkeypatch):
     """RAM short while stage A ran (the 2-core VM under a concurrent job read it so): every write size
     skipped. The profile is still one that loads, without an empty curve, and its notes say why."""
+    from kttune.probes import run as probe_run
     from kttune.probes import stage_a
 
     monkeypatch.setattr(stage_a, "available_ram_bytes", lambda: 1)
+    # stage A in this process, where the short RAM is (its own process is tests/probes/test_isolated.py's)
+    monkeypatch.setattr(probe_run, "run_isolated", lambda fn, *a, reporter, **k: fn(*a, reporter=reporter, **k))
     out = tmp_path / "p.json"
     opts = ProbeOptions(
         quick=True, out=out, write_cache=False, merge_cached=False, cpu_moe=False, host_ram=False, gpu=False
