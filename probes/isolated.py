@@ -56,6 +56,12 @@ def _serve(conn: Any, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None
         conn.close()
 
 
+def _ended(code: int | None) -> str:
+    if code is not None and code < 0:
+        return f"was killed by signal {-code}" + (" (the system may have run out of memory)" if code == -9 else "")
+    return f"ended (exit code {code})"
+
+
 def run_isolated(fn: Callable[..., Any], *args: Any, reporter: Any, **kwargs: Any) -> Any:
     """`fn(*args, reporter=reporter, **kwargs)`, run in a spawned child; its result."""
     import multiprocessing as mp
@@ -72,7 +78,7 @@ def run_isolated(fn: Callable[..., Any], *args: Any, reporter: Any, **kwargs: An
                 kind, *rest = parent.recv()
             except EOFError:
                 proc.join()
-                raise RuntimeError(f"{name}: its process ended (exit code {proc.exitcode}) without a result") from None
+                raise RuntimeError(f"{name}: its process {_ended(proc.exitcode)} without a result") from None
             if kind == "done":
                 proc.join()
                 return rest[0]

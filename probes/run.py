@@ -360,16 +360,19 @@ def _run_stage_a(ctx: ProbeContext, plan: Any) -> list[Curve]:
         ctx.reporter.note(note)
     curves = []
     for one in plan.by_method():
-        curves += run_isolated(
-            probe_stage_a,
-            stage_a_options(ctx.options, ctx.cpu.last_level_cache_bytes),
-            ctx.cpu,
-            reporter=ctx.reporter,
-            cores=ctx.cores,
-            numa_ids=list(ctx.numa_ids),
-            quick=ctx.options.quick,
-            plan=one,
-        )
+        try:
+            curves += run_isolated(
+                probe_stage_a,
+                stage_a_options(ctx.options, ctx.cpu.last_level_cache_bytes),
+                ctx.cpu,
+                reporter=ctx.reporter,
+                cores=ctx.cores,
+                numa_ids=list(ctx.numa_ids),
+                quick=ctx.options.quick,
+                plan=one,
+            )
+        except RuntimeError as e:  # its process died (out of memory, a crash in kt-kernel): the others stand
+            ctx.reporter.note(f"stage A {one.tasks[0].method}: {e}; its writes are left out of the profile")
     if note := disturbed_note(curves, "stage A writes"):
         ctx.reporter.note(note)
     return curves

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import signal
 
 import psutil
 import pytest
@@ -31,6 +32,8 @@ def _fails(kind: str, *, reporter) -> None:
         raise ValueError("a bad value")
     if kind == "exit":
         os._exit(3)
+    if kind == "killed":  # as the kernel's out-of-memory killer ends a process
+        os.kill(os.getpid(), signal.SIGKILL)
     raise KeyError("lost")
 
 
@@ -73,6 +76,7 @@ def test_the_result_and_the_progress_come_back_in_order_from_another_process():
         ("value", ValueError, "a bad value"),
         ("other", RuntimeError, "_fails: KeyError"),
         ("exit", RuntimeError, "exit code 3"),
+        ("killed", RuntimeError, "killed by signal 9 \\(the system may have run out of memory\\)"),
     ],
 )
 def test_an_error_in_the_child_comes_back_as_its_kind(kind, error, words):

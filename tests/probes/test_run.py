@@ -269,3 +269,35 @@ def test_a_curve_whose_every_size_was_skipped_is_left_out_with_a_note(tmp_path, 
     assert not p.curves_of("stage_a_write")
     notes = [n for n in p.provenance.notes if n.startswith("stage_a_write ")]
     assert notes and all("no size could be measured (needs" in n and "left out of the profile" in n for n in notes)
+
+
+@pytest.mark.kt
+def test_a_stage_a_process_that_dies_leaves_its_method_out_and_the_others_stand(tmp_path, monkeypatch):
+    """Each method's stage A runs in a process of its own (probes/isolated.py); one that dies (the
+    system out of memory) is a note, and the other methods' writes are in the profile."""
+    from kttune.probes import run as probe_run
+
+    real = probe_run.run_isolated
+
+    def first_dies(fn, *a, plan, **k):
+        if plan.tasks[0].method == "BF16":
+            raise RuntimeError("probe_stage_a: its process was killed by signal 9")
+        return real(fn, *a, plan=plan, **k)
+
+    monkeypatch.setattr(probe_run, "run_isolated", first_dies)
+    out = tmp_path / "p.json"
+    opts = ProbeOptions(
+        quick=True,
+        methods=("BF16", "FP8"),
+        threads=(1,),
+        out=out,
+        write_cache=False,
+        merge_cached=False,
+        cpu_moe=False,
+        host_ram=False,
+        gpu=False,
+    )
+    run_probe(opts)
+    p = load_profile(out)
+    assert {c.params["method"] for c in p.curves_of("stage_a_write")} == {"FP8"}
+    assert any(n.startswith("stage A BF16: probe_stage_a: its process was killed") for n in p.provenance.notes)
