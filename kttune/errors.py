@@ -68,6 +68,12 @@ class ParameterError(UserError):
         super().__init__("{" + param + "} " + problem, fix, params=(param, *also))
 
 
+def error_report(e: BaseException) -> tuple[str, str, str | None]:
+    """What a child process sends its parent of error `e`: (type name, problem, fix); `reraise` in
+    the parent raises it again."""
+    return type(e).__name__, getattr(e, "problem", str(e)), getattr(e, "fix", None)
+
+
 def reraise(kind: str, message: str, fix: str | None, who: str) -> None:
     """Raise, in a parent process, the error a child reported as (type name, problem, fix): a
     UserError or ValueError as itself, anything else as a RuntimeError naming `who` and the kind."""

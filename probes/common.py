@@ -251,6 +251,16 @@ class KtPoolTask:
     threadpools: int
 
 
+def detach_child() -> None:
+    """In a spawned child of kttune's: Ctrl-C is the parent's to handle (it stops the child), and what
+    the child prints natively (kt-kernel's printf) goes to /dev/null."""
+    import os
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+
+
 class Reporter(Protocol):
     """What probes report progress to. The CLI passes a rich Progress-backed one; tests pass
     `NullReporter`."""

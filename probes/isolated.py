@@ -16,10 +16,10 @@ The caller's CPU load monitor counts the child's CPU time as the probe's own onc
 
 from __future__ import annotations
 
-import os
 from typing import Any, Callable
 
-from kttune.errors import reraise
+from kttune.errors import error_report, reraise
+from kttune.probes.common import detach_child
 
 
 class _PipeReporter:
@@ -41,15 +41,11 @@ class _PipeReporter:
 
 
 def _serve(conn: Any, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)  # kt-kernel's printf
+    detach_child()
     try:
         result = fn(*args, reporter=_PipeReporter(conn), **kwargs)
     except BaseException as e:  # noqa: BLE001 - reported to the parent
-        conn.send(("error", type(e).__name__, getattr(e, "problem", str(e)), getattr(e, "fix", None)))
+        conn.send(("error", *error_report(e)))
     else:
         conn.send(("done", result))
     finally:

@@ -13,28 +13,24 @@ Methods: `sample`, `warm`, `skip_reason`, `paths_agree`, `memory`, `info` (those
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
-from kttune.errors import reraise
+from kttune.errors import error_report, reraise
+from kttune.probes.common import detach_child
 from kttune.runner.session import RunnerConfig, SessionSpec
 
 _CALLS = ("sample", "warm", "skip_reason", "paths_agree", "memory", "info", "plan")
 
 
 def _serve(conn: Any, spec: SessionSpec) -> None:
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops us
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)  # kt-kernel's printf (construction, pools, farewell)
+    detach_child()  # Ctrl-C is the parent's; kt-kernel's printf (construction, pools, farewell) to /dev/null
     try:
         from kttune.runner.session import RunnerSession
 
         session = RunnerSession(spec)
     except BaseException as e:  # noqa: BLE001 - reported to the parent
-        conn.send(("error", type(e).__name__, getattr(e, "problem", str(e)), getattr(e, "fix", None)))
+        conn.send(("error", *error_report(e)))
         return
     conn.send(("ok", session.info()))
     while True:
@@ -48,7 +44,7 @@ def _serve(conn: Any, spec: SessionSpec) -> None:
         try:
             conn.send(("ok", getattr(session, name)(*args, **kwargs)))
         except BaseException as e:  # noqa: BLE001 - reported to the parent
-            conn.send(("error", type(e).__name__, getattr(e, "problem", str(e)), getattr(e, "fix", None)))
+            conn.send(("error", *error_report(e)))
     try:
         session.close()
     finally:
