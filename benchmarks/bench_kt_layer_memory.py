@@ -100,11 +100,14 @@ def measure_probes(probes: int, save=lambda rows: None) -> list[dict]:
     return out
 
 
+# stage A in the probe's process: run_isolated replaced by a plain call
+IN_PROCESS = (
+    "import kttune.probes.run as r; r.run_isolated = lambda fn, *a, reporter, **k: fn(*a, reporter=reporter, **k);"
+)
 MODES = {
     "shipped": "",
-    "in_process_stage_a": "import kttune.probes.run as r; r.run_isolated = lambda fn, *a, reporter, **k: fn(*a, reporter=reporter, **k);",
-    "neither": "import kttune.probes.run as r; r.run_isolated = lambda fn, *a, reporter, **k: fn(*a, reporter=reporter, **k);"
-    "from kttune.kernels import kt_spares; kt_spares.keeping = False;",
+    "in_process_stage_a": IN_PROCESS,
+    "neither": IN_PROCESS + "from kttune.kernels import kt_spares; kt_spares.keeping = False;",
 }
 
 

@@ -145,14 +145,11 @@ class KtMoeLayer:
             else None
         )
         spare = kt_spares.take(self._spare_key) if self._spare_key is not None else None
-        if spare is not None:
-            self.gpu_mask = spare.mask
-            self.set_gpu_experts(gpu_experts)
-        elif gpu_mask is None:
-            self.gpu_mask = torch.zeros(experts, dtype=torch.bool)
-            self.set_gpu_experts(gpu_experts)
-        else:
+        if gpu_mask is not None:
             self.gpu_mask = gpu_mask  # the caller's own tensor, kept alive: kt-kernel reads it by its address
+        else:  # a kept layer's mask is the one its config holds
+            self.gpu_mask = spare.mask if spare is not None else torch.zeros(experts, dtype=torch.bool)
+            self.set_gpu_experts(gpu_experts)
         self._map = torch.arange(experts, dtype=torch.int64)
         self._bsz = torch.zeros(1, dtype=torch.int32)
         errors = []

@@ -358,12 +358,13 @@ def _run_stage_a(ctx: ProbeContext, plan: Any) -> list[Curve]:
     (probes/isolated.py)."""
     for note in plan.notes:
         ctx.reporter.note(note)
+    opts = stage_a_options(ctx.options, ctx.cpu.last_level_cache_bytes)
     curves = []
     for one in plan.by_method():
         try:
             curves += run_isolated(
                 probe_stage_a,
-                stage_a_options(ctx.options, ctx.cpu.last_level_cache_bytes),
+                opts,
                 ctx.cpu,
                 reporter=ctx.reporter,
                 cores=ctx.cores,
