@@ -13,8 +13,13 @@ Two measurements in each: per method, a random layer (32 experts, 1024 x 512) bu
 --quick --cpu-only --skip-host-ram` run `--probes` times in the same process (as `--repeat` and
 `kttune tune` do), the process's resident size after each and the largest ended child's peak.
 
+A third measurement, in two more fresh processes: the CPU MoE step alone of a quick probe of a
+model's own layer (`--model`, BF16: Qwen3-30B-A3B's 1.1 GiB layer, one per thread count) run
+`--model-probes` times in one process, with each (method, shape) whose layers pass
+`ISOLATE_ABOVE_BYTES` in a process of its own (shipped) and with every one in the probe's process.
+
     python benchmarks/bench_kt_layer_memory.py                 # writes kt-layer-memory.{json,md}
-    python benchmarks/bench_kt_layer_memory.py --probes 0      # the builds only
+    python benchmarks/bench_kt_layer_memory.py --probes 0 --model-probes 0     # the builds only
 """
 
 from __future__ import annotations
@@ -100,6 +105,39 @@ def measure_probes(probes: int, save=lambda rows: None) -> list[dict]:
     return out
 
 
+MODEL = "qwen3-30b-a3b"
+
+
+def measure_model_probes(probes: int, save=lambda rows: None) -> list[dict]:
+    """In this process: after each of `probes` CPU MoE steps of a quick probe of MODEL's own BF16
+    layer, the resident size and the largest peak of an ended child."""
+    import resource
+    import time
+
+    from kttune import app
+    from kttune.probes.run import ProbeOptions, run_probe
+
+    opts = ProbeOptions(
+        quick=True,
+        model=app.model_spec(MODEL),
+        methods=("BF16",),
+        stage_a=False,
+        host_ram=False,
+        gpu=False,
+        write_cache=False,
+        merge_cached=False,
+    )
+    out = []
+    for _ in range(probes):
+        t0 = time.perf_counter()
+        run_probe(opts)
+        wall = time.perf_counter() - t0
+        child_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+        out.append({"rss_bytes": _rss(), "child_peak_bytes": child_peak, "wall_s": wall})
+        save(out)
+    return out
+
+
 # stage A in the probe's process: run_isolated replaced by a plain call
 IN_PROCESS = (
     "import kttune.probes.run as r; r.run_isolated = lambda fn, *a, reporter, **k: fn(*a, reporter=reporter, **k);"
@@ -111,17 +149,42 @@ MODES = {
 }
 
 
+# the CPU MoE step of a model's layer: every (method, shape) in the probe's process, or as shipped
+MODEL_MODES = {
+    "shipped": "",
+    "in_process_cpu_moe": "import kttune.probes.run as r; r.ISOLATE_ABOVE_BYTES = 1 << 62;",
+}
+
+
 def child(mode: str, builds: int, probes: int) -> dict:
-    """One mode in a fresh process (the leak is the process's); the results through a file written
-    after each measurement, so that a process the system kills (out of memory) leaves what it had."""
+    """One mode in a fresh process (the leak is the process's)."""
+    return _fresh(
+        MODES[mode]
+        + f"r = {{'builds': b.measure_builds({builds}), 'probes': []}}; save(r);"
+        + f"b.measure_probes({probes}, lambda rows: save({{**r, 'probes': rows}}))",
+        mode,
+    )
+
+
+def model_child(mode: str, probes: int) -> dict:
+    return _fresh(
+        MODEL_MODES[mode] + f"b.measure_model_probes({probes}, lambda rows: save({{'probes': rows}}))",
+        mode,
+        {"probes": []},
+    )
+
+
+def _fresh(body: str, mode: str, empty: dict | None = None) -> dict:
+    """`body` in a fresh process, with `save` (results so far, to a file written after each
+    measurement, so that a process the system kills, out of memory, leaves what it had)."""
     with tempfile.TemporaryDirectory() as d:
         res = Path(d) / "r.json"
+        if empty is not None:
+            res.write_text(json.dumps(empty))
         code = (
             "import json, sys; sys.path.insert(0, 'benchmarks'); import bench_kt_layer_memory as b;"
-            + MODES[mode]
-            + f"path = {str(res)!r}; r = {{'builds': b.measure_builds({builds}), 'probes': []}};"
-            + "open(path, 'w').write(json.dumps(r));"
-            + f"b.measure_probes({probes}, lambda rows: open(path, 'w').write(json.dumps({{**r, 'probes': rows}})))"
+            + f"save = lambda r: open({str(res)!r}, 'w').write(json.dumps(r));"
+            + body
         )
         proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
         if not res.is_file():
@@ -151,6 +214,9 @@ def _cell(r: dict) -> str:
 
 def table(res: dict) -> str:
     modes = list(MODES)
+    model = _probe_rows(
+        res["model_probes"], list(MODEL_MODES), f"CPU MoE step of a quick `--model {MODEL}` BF16 probe in one process"
+    )
     lines = [
         "| method | class | kt-kernel frees it | layer MiB | growth per build, MiB, median [min-max]: "
         + " | ".join(modes)
@@ -167,32 +233,39 @@ def table(res: dict) -> str:
         lines.append(
             f"| {method} | {a['class']} | {'no' if a['leaks'] else 'yes'} | {_mib(a['host_bytes'])} | {cells} |"
         )
-    n = max(len(res[m]["probes"]) for m in modes)
-    if n:
-        lines += [
-            "",
-            "| quick CPU probe in one process | "
-            + " | ".join(f"{m}: resident MiB after it (largest child's peak), wall s" for m in modes)
-            + " |",
-            "|---|" + "---|" * len(modes),
-        ]
-        for i in range(n):
-            cells = []
-            for m in modes:
-                ps = res[m]["probes"]
-                if i < len(ps):
-                    p = ps[i]
-                    cells.append(f"{_mib(p['rss_bytes'])} ({_mib(p['child_peak_bytes'])}), {p['wall_s']:.0f}")
-                else:
-                    cells.append(res[m].get("ended", "-") if i == len(ps) else "")
-            lines.append(f"| probe {i + 1} | " + " | ".join(cells) + " |")
+    lines += _probe_rows(res, modes, "quick CPU probe in one process")
+    lines += model
     return "\n".join(lines) + "\n"
+
+
+def _probe_rows(res: dict, modes: list[str], what: str) -> list[str]:
+    """A table of the probes run one after another in each mode's process (none: no lines)."""
+    n = max(len(res[m]["probes"]) for m in modes)
+    if not n:
+        return []
+    lines = [
+        "",
+        f"| {what} | " + " | ".join(f"{m}: resident MiB after it (largest child's peak), wall s" for m in modes) + " |",
+        "|---|" + "---|" * len(modes),
+    ]
+    for i in range(n):
+        cells = []
+        for m in modes:
+            ps = res[m]["probes"]
+            if i < len(ps):
+                p = ps[i]
+                cells.append(f"{_mib(p['rss_bytes'])} ({_mib(p['child_peak_bytes'])}), {p['wall_s']:.0f}")
+            else:
+                cells.append(res[m].get("ended", "-") if i == len(ps) else "")
+        lines.append(f"| probe {i + 1} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--builds", type=int, default=5)
     ap.add_argument("--probes", type=int, default=3)
+    ap.add_argument("--model-probes", type=int, default=2)
     ap.add_argument("--out", help="folder for the results (default: benchmarks/results/<today>-<this machine>/)")
     a = ap.parse_args()
     from kttune.kernels.kt_ext import load_kt_kernel
@@ -204,10 +277,11 @@ def main() -> None:
         "kt_kernel": {"version": kt.version, "variant": kt.variant},
         "shape": SHAPE,
         **{m: child(m, a.builds, a.probes) for m in MODES},
+        "model": MODEL,
+        "model_probes": {m: model_child(m, a.model_probes) for m in MODEL_MODES},
     }
     out = Path(a.out) if a.out else results_dir()
     out.mkdir(parents=True, exist_ok=True)
-    (out / "kt-layer-memory.json").write_text(json.dumps(res, indent=1) + "\n")
     import psutil
 
     from kttune.probes.inventory import collect_cpu
@@ -219,12 +293,14 @@ def main() -> None:
         "ram_bytes": psutil.virtual_memory().total,
         "last_level_cache_bytes": cpu.last_level_cache_bytes,
     }
+    (out / "kt-layer-memory.json").write_text(json.dumps(res, indent=1) + "\n")
     llc = f"{cpu.last_level_cache_bytes / MIB:.0f} MiB" if cpu.last_level_cache_bytes else "unknown"
     md = (
         f"# kt-kernel layers built and closed again: resident memory\n\n"
         f"kt-kernel {kt.version} ({kt.variant} build) on {cpu.model}, {cpu.physical_cores} cores, "
         f"{psutil.virtual_memory().total / 2**30:.1f} GiB RAM, last-level cache {llc}; "
-        f"`python benchmarks/bench_kt_layer_memory.py --builds {a.builds} --probes {a.probes}`; "
+        f"`python benchmarks/bench_kt_layer_memory.py --builds {a.builds} --probes {a.probes} "
+        f"--model-probes {a.model_probes}`; "
         f"each mode in a fresh process.\n\n" + table(res)
     )
     (out / "kt-layer-memory.md").write_text(md)

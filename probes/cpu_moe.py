@@ -183,6 +183,13 @@ class CpuMoePlan:
     def steps(self) -> int:
         return sum(1 + len(t.tokens) for t in self.tasks)
 
+    def by_layer(self) -> list["CpuMoePlan"]:
+        """One plan per (method, expert shape), in this plan's order, without the notes: the curves
+        whose thread counts are measured, and timed again by the thread law, together
+        (`probe_cpu_moe`)."""
+        keys = list(dict.fromkeys((t.method, t.shape) for t in self.tasks))
+        return [CpuMoePlan([t for t in self.tasks if (t.method, t.shape) == k], self.backend) for k in keys]
+
 
 def plan_cpu_moe(opts: CpuMoeOptions, cpu: CpuInfo, cores: int, numa_ids: Sequence[int]) -> CpuMoePlan:
     """The list of (shape, method, thread count) curves to measure. Raises UserError on a method
@@ -330,6 +337,31 @@ def cold_copies(method: str, shape: MoeLayerShape, cold_bytes: int, budget: int,
     w, s = host_bytes_needed(method, shape, max_tokens)
     fit = max(1, budget // max(1, w + s))
     return int(max(1, min(MAX_COLD_COPIES, fit, -(-cold_bytes // layer))))
+
+
+# A (method, shape)'s layers that kt-kernel would keep past this many bytes are measured in a process of
+# their own (kttune.probes.run): kt-kernel 0.7.2 never frees an AMX-family layer, and the curve of each
+# thread count builds its own (docs/probe.md#the-cpu-moe-step-and-kt-kernels-kept-layers).
+ISOLATE_ABOVE_BYTES = 2 * GIB
+
+
+def kept_layer_bytes(plan: CpuMoePlan, opts: CpuMoeOptions, cpu: CpuInfo) -> int:
+    """About how many bytes of layers measuring `plan` leaves behind in its process: per curve, the
+    layer and its cold copies, where kt-kernel cannot free the class that runs the method
+    (`kttune.spec.kt_classes.kt_class_leaks`); 0 without kt-kernel (the torch fallback frees its own)."""
+    from kttune.spec.kt_classes import kt_class_leaks
+
+    kt = load_kt_kernel()
+    if kt is None:
+        return 0
+    total, budget = 0, int(available_ram_bytes() * opts.ram_fraction)
+    for t in plan.tasks:
+        kernel = kt_class_name(kt, t.method, cpu.isa)
+        if kernel is None or not kt_class_leaks(kernel, kt.version):
+            continue
+        copies = cold_copies(t.method, t.shape, opts.cold_bytes, budget, max(t.tokens)) if opts.cold_bytes else 1
+        total += copies * layer_nbytes(t.method, t.shape)
+    return total
 
 
 def _timer(run: Callable[[int], Callable[[], object]], opts: CpuMoeOptions) -> Callable[[int], Point]:

@@ -27,8 +27,10 @@ from kttune.kernels.kt_ext import load_kt_kernel
 from kttune.probes.common import NullReporter, Reporter, busy_note, probe_thread_counts, disturbed_note, timer_info
 from kttune.probes.cpu_moe import (
     FULL_SHAPES,
+    ISOLATE_ABOVE_BYTES,
     QUICK_SHAPE,
     CpuMoeOptions,
+    kept_layer_bytes,
     plan_cpu_moe,
     probe_cpu_moe,
     shape_from_model,
@@ -317,9 +319,23 @@ def _plan_cpu_moe(ctx: ProbeContext, plans: dict[str, Any]) -> Any:
 
 
 def _run_cpu_moe(ctx: ProbeContext, plan: Any) -> list[Curve]:
-    curves = probe_cpu_moe(
-        cpu_moe_options(ctx.options), ctx.cpu, ctx.reporter, cores=ctx.cores, numa_ids=list(ctx.numa_ids), plan=plan
-    )
+    """Each (method, shape)'s curves; in a process of their own where the layers kt-kernel would keep
+    pass `ISOLATE_ABOVE_BYTES` (a model's own layer per thread count: gigabytes each), else here
+    (the quick layer: the timings the calibrations rest on, without a process start per method)."""
+    for note in plan.notes:
+        ctx.reporter.note(note)
+    opts = cpu_moe_options(ctx.options)
+    curves = []
+    for one in plan.by_layer():
+        kw = dict(cores=ctx.cores, numa_ids=list(ctx.numa_ids), plan=one)
+        if kept_layer_bytes(one, opts, ctx.cpu) <= ISOLATE_ABOVE_BYTES:
+            curves += probe_cpu_moe(opts, ctx.cpu, ctx.reporter, **kw)
+            continue
+        try:
+            curves += run_isolated(probe_cpu_moe, opts, ctx.cpu, reporter=ctx.reporter, **kw)
+        except RuntimeError as e:  # its process died (out of memory, a crash in kt-kernel): the others stand
+            task = one.tasks[0]
+            ctx.reporter.note(f"cpu_moe {task.method} {task.shape.label}: {e}; its curves are left out of the profile")
     for n in thread_cliff_notes(curves, ctx.cores, logical=smt_logical(ctx.cpu, ctx.cores)):
         ctx.reporter.note(n)
     if note := disturbed_note(curves, "CPU MoE"):

@@ -10,7 +10,7 @@ import pytest
 
 from kttune.probes import common
 from kttune.probes.common import NullReporter
-from kttune.spec.kt_classes import KT_GEMM_DISPATCH_KERNELS, kt_matmul_above
+from kttune.spec.kt_classes import KT_GEMM_DISPATCH_KERNELS, kt_class_leaks, kt_matmul_above
 from kttune.kernels.kt_ext import load_kt_kernel
 from kttune.kernels.kt_moe import kt_class_name
 from kttune.kernels.kt_pool import pool_split
@@ -203,6 +203,40 @@ def test_full_plan_measures_every_shape_at_the_same_threads(cpu):
     # and the first shape on node 0 alone, one pool (tests/probes/test_inventory_hosts.py: real trees)
     assert {t.shape for t in plan.tasks if t.numa_nodes} <= {cm.FULL_SHAPES[0]}
     assert plan.steps == sum(1 + len(t.tokens) for t in plan.tasks)
+
+
+def test_a_plan_splits_into_one_plan_per_layer_in_its_own_order(cpu):
+    """`CpuMoePlan.by_layer`: each (method, shape)'s curves together (the unit the thread law times
+    again), every task once, in the plan's order, the notes left with the whole plan."""
+    tokens = tuple(cm.token_series(256, quick=True))
+    opts = cm.CpuMoeOptions(shapes=cm.FULL_SHAPES, tokens=tokens, methods=("BF16", "FP8"))
+    plan = cm.plan_cpu_moe(opts, cpu, cores=16, numa_ids=[0, 1])
+    parts = plan.by_layer()
+    assert [t for part in parts for t in part.tasks] == plan.tasks
+    assert [(p.tasks[0].method, p.tasks[0].shape) for p in parts] == [
+        (m, s) for s in cm.FULL_SHAPES for m in ("BF16", "FP8")
+    ]
+    assert all(len({(t.method, t.shape) for t in p.tasks}) == 1 and not p.notes for p in parts)
+    # node 0's one-pool curves go with their layer's other thread counts
+    assert any(t.numa_nodes for t in parts[0].tasks)
+
+
+@pytest.mark.kt
+def test_the_bytes_a_layer_leaves_behind_count_only_classes_kt_kernel_cannot_free(kt, cpu, monkeypatch):
+    """`kept_layer_bytes`: per curve, the layer times its cold copies, for a class that leaks in the
+    loaded kt-kernel's version (kttune.spec.kt_classes.kt_class_leaks), else nothing."""
+    shape = cm.QUICK_SHAPE
+    opts = cm.CpuMoeOptions(shapes=(shape,), tokens=(1, 16), methods=("BF16",), threads=(1, 2))
+    plan = cm.plan_cpu_moe(opts, cpu, cores=2, numa_ids=[0])
+    layer = cm.layer_nbytes("BF16", shape)
+    leaks = kt_class_leaks(kt_class_name(kt, "BF16", cpu.isa), kt.version)
+    assert cm.kept_layer_bytes(plan, opts, cpu) == (2 * layer if leaks else 0)
+    cold = replace(opts, cold_bytes=3 * layer)
+    assert cm.kept_layer_bytes(plan, cold, cpu) == (6 * layer if leaks else 0)
+    monkeypatch.setattr(cm, "load_kt_kernel", lambda: replace(kt, version="99.0.0"))  # a kt-kernel that frees
+    assert cm.kept_layer_bytes(plan, cold, cpu) == 0
+    monkeypatch.setattr(cm, "load_kt_kernel", lambda: None)  # the torch fallback frees its own
+    assert cm.kept_layer_bytes(plan, cold, cpu) == 0
 
 
 def test_a_small_layer_is_cycled_over_copies_up_to_the_cold_bytes():

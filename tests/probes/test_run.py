@@ -301,3 +301,60 @@ def test_a_stage_a_process_that_dies_leaves_its_method_out_and_the_others_stand(
     p = load_profile(out)
     assert {c.params["method"] for c in p.curves_of("stage_a_write")} == {"FP8"}
     assert any(n.startswith("stage A BF16: probe_stage_a: its process was killed") for n in p.provenance.notes)
+
+
+@pytest.mark.kt
+def test_a_cpu_moe_layer_kt_kernel_would_keep_is_measured_in_its_own_process(tmp_path, monkeypatch):
+    """Each (method, shape) whose layers kt-kernel would keep past `ISOLATE_ABOVE_BYTES` runs in a
+    process of its own (here every one: the bound set to 0); its curves come back, its layers stay
+    behind with it, and one whose process dies is a note while the other methods' curves stand."""
+    from kttune.kernels import kt_spares
+    from kttune.probes import cpu_moe as cm
+    from kttune.probes import run as probe_run
+
+    real = probe_run.run_isolated
+    isolated = []
+
+    def recorded(fn, *a, plan, **k):
+        isolated.append(plan.tasks[0].method)
+        if plan.tasks[0].method == "FP8":
+            raise RuntimeError("probe_cpu_moe: its process was killed by signal 9")
+        return real(fn, *a, plan=plan, **k)
+
+    monkeypatch.setattr(probe_run, "run_isolated", recorded)
+    monkeypatch.setattr(probe_run, "ISOLATE_ABOVE_BYTES", -1)
+    kept = kt_spares.spare_count()
+    out = tmp_path / "p.json"
+    opts = ProbeOptions(
+        quick=True,
+        methods=("BF16", "FP8"),
+        threads=(1,),
+        out=out,
+        write_cache=False,
+        merge_cached=False,
+        stage_a=False,
+        host_ram=False,
+        gpu=False,
+    )
+    run_probe(opts)
+    p = load_profile(out)
+    assert isolated == ["BF16", "FP8"]
+    [curve] = p.curves_of("cpu_moe")
+    assert curve.params["method"] == "BF16" and curve.backend.startswith("kt-kernel") and len(curve.points) >= 3
+    assert kt_spares.spare_count() == kept  # the BF16 layer was built and closed in the other process
+    assert any(
+        n.startswith(f"cpu_moe FP8 {cm.QUICK_SHAPE.label}: probe_cpu_moe: its process was killed")
+        for n in p.provenance.notes
+    )
+
+
+@pytest.mark.kt
+def test_the_quick_layer_is_measured_in_the_probes_own_process():
+    """The quick probe's layers are far below `ISOLATE_ABOVE_BYTES`: no process start per method."""
+    from kttune.probes import cpu_moe as cm
+    from kttune.probes.inventory import collect_cpu
+
+    cpu = collect_cpu()
+    opts = cm.CpuMoeOptions(shapes=(cm.QUICK_SHAPE,), tokens=tuple(cm.token_series(256, quick=True)), quick=True)
+    plan = cm.plan_cpu_moe(opts, cpu, cores=16, numa_ids=[0])
+    assert all(cm.kept_layer_bytes(one, opts, cpu) <= cm.ISOLATE_ABOVE_BYTES for one in plan.by_layer())
