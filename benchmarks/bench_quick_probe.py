@@ -1,6 +1,7 @@
 """Where `kttune probe --quick` spends its time: kt-kernel layer builds, host weights, timed work.
 
-Part 1 runs the quick probe as the CLI does (`run_probe(ProbeOptions(quick=True))`, nothing cached)
+Part 1 runs the quick probe as the CLI does (`run_probe(ProbeOptions(quick=True))`, nothing cached;
+the steps the CLI runs in processes of their own, here in this one, so that their builds are seen)
 and counts, per step (CPU MoE, stage A, GPU pipeline when CUDA is present), the kt-kernel layers
 built (`KtMoeLayer`, each a `load_weights_task` over the whole layer), the host weight layers drawn
 (`HostExperts.random`) with their bytes and seconds, and the step's wall time.
@@ -109,6 +110,12 @@ def part1() -> None:
     from kttune.probes.common import NullReporter
     from kttune.probes.run import ProbeOptions, run_probe
 
+    from kttune.probes import run as probe_run
+
+    # every step in this process, where the counter sees its builds (the probe runs stage A's methods,
+    # and a model's CPU MoE layers past 2 GiB, in processes of their own: probes/isolated.py)
+    isolated = probe_run.run_isolated
+    probe_run.run_isolated = lambda fn, *a, reporter, **k: fn(*a, reporter=reporter, **k)
     with BuildCounter() as counter:
         t0 = time.perf_counter()
         profile = run_probe(
@@ -116,6 +123,7 @@ def part1() -> None:
             NullReporter(),
         )
         wall = time.perf_counter() - t0
+    probe_run.run_isolated = isolated
     threads = defaultdict(set)
     for c in profile.curves:
         if c.params.get("threads") is not None:
