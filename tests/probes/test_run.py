@@ -271,6 +271,25 @@ def test_a_curve_whose_every_size_was_skipped_is_left_out_with_a_note(tmp_path, 
     assert notes and all("no size could be measured (needs" in n and "left out of the profile" in n for n in notes)
 
 
+def _bf16_fp8_probe(out, **steps):
+    """A quick CPU probe of BF16 and FP8 at one thread (the host RAM step left out, `steps` as given),
+    written to `out` and read back."""
+    run_probe(
+        ProbeOptions(
+            quick=True,
+            methods=("BF16", "FP8"),
+            threads=(1,),
+            out=out,
+            write_cache=False,
+            merge_cached=False,
+            host_ram=False,
+            gpu=False,
+            **steps,
+        )
+    )
+    return load_profile(out)
+
+
 @pytest.mark.kt
 def test_a_stage_a_process_that_dies_leaves_its_method_out_and_the_others_stand(tmp_path, monkeypatch):
     """Each method's stage A runs in a process of its own (probes/isolated.py); one that dies (the
@@ -285,20 +304,7 @@ def test_a_stage_a_process_that_dies_leaves_its_method_out_and_the_others_stand(
         return real(fn, *a, plan=plan, **k)
 
     monkeypatch.setattr(probe_run, "run_isolated", first_dies)
-    out = tmp_path / "p.json"
-    opts = ProbeOptions(
-        quick=True,
-        methods=("BF16", "FP8"),
-        threads=(1,),
-        out=out,
-        write_cache=False,
-        merge_cached=False,
-        cpu_moe=False,
-        host_ram=False,
-        gpu=False,
-    )
-    run_probe(opts)
-    p = load_profile(out)
+    p = _bf16_fp8_probe(tmp_path / "p.json", cpu_moe=False)
     assert {c.params["method"] for c in p.curves_of("stage_a_write")} == {"FP8"}
     assert any(n.startswith("stage A BF16: probe_stage_a: its process was killed") for n in p.provenance.notes)
 
@@ -306,7 +312,7 @@ def test_a_stage_a_process_that_dies_leaves_its_method_out_and_the_others_stand(
 @pytest.mark.kt
 def test_a_cpu_moe_layer_kt_kernel_would_keep_is_measured_in_its_own_process(tmp_path, monkeypatch):
     """Each (method, shape) whose layers kt-kernel would keep past `ISOLATE_ABOVE_BYTES` runs in a
-    process of its own (here every one: the bound set to 0); its curves come back, its layers stay
+    process of its own (here every one: the bound set below 0); its curves come back, its layers stay
     behind with it, and one whose process dies is a note while the other methods' curves stand."""
     from kttune.kernels import kt_spares
     from kttune.probes import cpu_moe as cm
@@ -324,20 +330,7 @@ def test_a_cpu_moe_layer_kt_kernel_would_keep_is_measured_in_its_own_process(tmp
     monkeypatch.setattr(probe_run, "run_isolated", recorded)
     monkeypatch.setattr(probe_run, "ISOLATE_ABOVE_BYTES", -1)
     kept = kt_spares.spare_count()
-    out = tmp_path / "p.json"
-    opts = ProbeOptions(
-        quick=True,
-        methods=("BF16", "FP8"),
-        threads=(1,),
-        out=out,
-        write_cache=False,
-        merge_cached=False,
-        stage_a=False,
-        host_ram=False,
-        gpu=False,
-    )
-    run_probe(opts)
-    p = load_profile(out)
+    p = _bf16_fp8_probe(tmp_path / "p.json", stage_a=False)
     assert isolated == ["BF16", "FP8"]
     [curve] = p.curves_of("cpu_moe")
     assert curve.params["method"] == "BF16" and curve.backend.startswith("kt-kernel") and len(curve.points) >= 3
