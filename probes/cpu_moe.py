@@ -190,6 +190,11 @@ class CpuMoePlan:
         keys = list(dict.fromkeys((t.method, t.shape) for t in self.tasks))
         return [CpuMoePlan([t for t in self.tasks if (t.method, t.shape) == k], self.backend) for k in keys]
 
+    @staticmethod
+    def joined(plans: Sequence["CpuMoePlan"]) -> "CpuMoePlan":
+        """The plans' tasks in one plan, in order, without the notes."""
+        return CpuMoePlan([t for p in plans for t in p.tasks], plans[0].backend)
+
 
 def plan_cpu_moe(opts: CpuMoeOptions, cpu: CpuInfo, cores: int, numa_ids: Sequence[int]) -> CpuMoePlan:
     """The list of (shape, method, thread count) curves to measure. Raises UserError on a method

@@ -16,10 +16,40 @@ The caller's CPU load monitor counts the child's CPU time as the probe's own onc
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence, TypeVar
 
 from kttune.errors import error_report, reraise
 from kttune.probes.common import detach_child
+
+T = TypeVar("T")
+
+# What one child may leave behind: this share of the RAM available when the step starts. The parts of
+# a step are packed into as few children as that allows, since each child starts Python, torch and
+# kt-kernel again (docs/probe.md#stage-a-writes-from-a-cold-source).
+CHILD_RAM_SHARE = 0.25
+
+
+def child_bytes_bound() -> int:
+    """Bytes of kept layers one child may gather: CHILD_RAM_SHARE of the RAM available now."""
+    from kttune.probes.cpu_moe import available_ram_bytes
+
+    return int(available_ram_bytes() * CHILD_RAM_SHARE)
+
+
+def packed(parts: Sequence[T], size: Callable[[T], int], bound: int) -> list[list[T]]:
+    """`parts` in order, in groups of consecutive parts whose sizes sum to at most `bound`; a part
+    larger than `bound` is a group of its own."""
+    groups: list[list[T]] = []
+    total = 0
+    for part in parts:
+        n = size(part)
+        if groups and total + n <= bound:
+            groups[-1].append(part)
+            total += n
+        else:
+            groups.append([part])
+            total = n
+    return groups
 
 
 class _PipeReporter:

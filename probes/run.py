@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata as md
+import itertools
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,6 +31,7 @@ from kttune.probes.cpu_moe import (
     ISOLATE_ABOVE_BYTES,
     QUICK_SHAPE,
     CpuMoeOptions,
+    CpuMoePlan,
     kept_layer_bytes,
     plan_cpu_moe,
     probe_cpu_moe,
@@ -46,11 +48,13 @@ from kttune.probes.inventory import (
     smt_logical,
     usable_cores,
 )
-from kttune.probes.isolated import run_isolated
+from kttune.probes.isolated import child_bytes_bound, packed, run_isolated
 from kttune.probes.stage_a import (
     QUICK_CACHE_MULTIPLE,
     StageAOptions,
+    StageAPlan,
     cold_layer_bytes,
+    kept_write_bytes,
     plan_stage_a,
     probe_stage_a,
 )
@@ -326,16 +330,21 @@ def _run_cpu_moe(ctx: ProbeContext, plan: Any) -> list[Curve]:
         ctx.reporter.note(note)
     opts = cpu_moe_options(ctx.options)
     curves = []
-    for one in plan.by_layer():
-        kw = dict(cores=ctx.cores, numa_ids=list(ctx.numa_ids), plan=one)
-        if kept_layer_bytes(one, opts, ctx.cpu) <= ISOLATE_ABOVE_BYTES:
-            curves += probe_cpu_moe(opts, ctx.cpu, ctx.reporter, **kw)
+    size = lambda p: kept_layer_bytes(p, opts, ctx.cpu)  # noqa: E731
+    kw = dict(cores=ctx.cores, numa_ids=list(ctx.numa_ids))
+    for big, run in itertools.groupby(plan.by_layer(), key=lambda p: size(p) > ISOLATE_ABOVE_BYTES):
+        run = list(run)
+        if not big:
+            curves += probe_cpu_moe(opts, ctx.cpu, ctx.reporter, plan=CpuMoePlan.joined(run), **kw)
             continue
-        try:
-            curves += run_isolated(probe_cpu_moe, opts, ctx.cpu, reporter=ctx.reporter, **kw)
-        except RuntimeError as e:  # its process died (out of memory, a crash in kt-kernel): the others stand
-            task = one.tasks[0]
-            ctx.reporter.note(f"cpu_moe {task.method} {task.shape.label}: {e}; its curves are left out of the profile")
+        for group in packed(run, size, child_bytes_bound()):
+            try:
+                curves += run_isolated(
+                    probe_cpu_moe, opts, ctx.cpu, reporter=ctx.reporter, plan=CpuMoePlan.joined(group), **kw
+                )
+            except RuntimeError as e:  # its process died (out of memory, a crash in kt-kernel): the others stand
+                what = ", ".join(f"{p.tasks[0].method} {p.tasks[0].shape.label}" for p in group)
+                ctx.reporter.note(f"cpu_moe {what}: {e}; its curves are left out of the profile")
     for n in thread_cliff_notes(curves, ctx.cores, logical=smt_logical(ctx.cpu, ctx.cores)):
         ctx.reporter.note(n)
     if note := disturbed_note(curves, "CPU MoE"):
@@ -376,7 +385,9 @@ def _run_stage_a(ctx: ProbeContext, plan: Any) -> list[Curve]:
         ctx.reporter.note(note)
     opts = stage_a_options(ctx.options, ctx.cpu.last_level_cache_bytes)
     curves = []
-    for one in plan.by_method():
+    size = lambda p: kept_write_bytes(p, opts, ctx.cpu)  # noqa: E731
+    for group in packed(plan.by_method(), size, child_bytes_bound()):
+        one = StageAPlan.joined(group)
         try:
             curves += run_isolated(
                 probe_stage_a,
@@ -389,7 +400,8 @@ def _run_stage_a(ctx: ProbeContext, plan: Any) -> list[Curve]:
                 plan=one,
             )
         except RuntimeError as e:  # its process died (out of memory, a crash in kt-kernel): the others stand
-            ctx.reporter.note(f"stage A {one.tasks[0].method}: {e}; its writes are left out of the profile")
+            methods = ", ".join(p.tasks[0].method for p in group)
+            ctx.reporter.note(f"stage A {methods}: {e}; its writes are left out of the profile")
     if note := disturbed_note(curves, "stage A writes"):
         ctx.reporter.note(note)
     return curves

@@ -104,6 +104,36 @@ class StageAPlan:
         methods = list(dict.fromkeys(t.method for t in self.tasks))
         return [StageAPlan([t for t in self.tasks if t.method == m]) for m in methods]
 
+    @staticmethod
+    def joined(plans: Sequence["StageAPlan"]) -> "StageAPlan":
+        """The plans' tasks in one plan, in order, without the notes."""
+        return StageAPlan([t for p in plans for t in p.tasks])
+
+
+def cycle_experts(opts: "StageAOptions", method: str, inter: int) -> int:
+    """Experts of one writer layer at expert width `inter`: enough to fill the cycle
+    (`StageAOptions.layer_bytes`), at least 4 and at most MAX_CYCLE_EXPERTS."""
+    src_bytes = expert_nbytes(method, opts.hidden, inter)
+    return max(4, min(MAX_CYCLE_EXPERTS, math.ceil(opts.layer_bytes / max(src_bytes, 1))))
+
+
+def kept_write_bytes(plan: StageAPlan, opts: "StageAOptions", cpu: CpuInfo) -> int:
+    """About how many bytes of writer layers measuring `plan` leaves behind in its process: per curve
+    and expert width, the layer's experts, where kt-kernel cannot free the class that writes the method
+    (`kttune.spec.kt_classes.kt_class_leaks`)."""
+    from kttune.spec.kt_classes import kt_class_leaks
+
+    kt = load_kt_kernel()
+    if kt is None:
+        return 0
+    total = 0
+    for t in plan.tasks:
+        kernel = kt_class_name(kt, t.method, cpu.isa)
+        if kernel is None or not kt_class_leaks(kernel, kt.version):
+            continue
+        total += sum(cycle_experts(opts, t.method, i) * expert_nbytes(t.method, opts.hidden, i) for i in t.inters)
+    return total
+
 
 def stage_a_threads(cores: int, quick: bool) -> list[int]:
     return kt_thread_counts(cores, quick)
@@ -266,8 +296,7 @@ def probe_stage_a(
         kernel = ""
         for inter in task.inters:
             nbytes = write_nbytes(task.method, opts.hidden, inter, opts.gpu_tp)
-            src_bytes = expert_nbytes(task.method, opts.hidden, inter)
-            experts = max(4, min(MAX_CYCLE_EXPERTS, math.ceil(opts.layer_bytes / max(src_bytes, 1))))
+            experts = cycle_experts(opts, task.method, inter)
             shape = MoeLayerShape(opts.hidden, inter, experts, 1)
             need = sum(host_bytes_needed(task.method, shape, 1, task.threadpools)) + 2 * nbytes
             budget = int(available_ram_bytes() * opts.ram_fraction)

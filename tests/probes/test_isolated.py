@@ -13,7 +13,7 @@ import pytest
 
 from kttune.errors import UserError
 from kttune.probes.common import NullReporter
-from kttune.probes.isolated import run_isolated
+from kttune.probes.isolated import packed, run_isolated
 
 
 def _steps(n: int, *, reporter) -> list[int]:
@@ -115,3 +115,31 @@ def test_stage_a_layers_leave_with_the_child():
     grown = psutil.Process().memory_info().rss - before
     assert pt.extra["source_bytes"] > 4 * 2**20
     assert grown < pt.extra["source_bytes"] / 4, f"grew {grown / 2**20:.0f} MiB"
+
+
+@pytest.mark.parametrize(
+    "sizes, bound, groups",
+    [
+        ([1, 2, 3, 4], 5, [[1, 2], [3], [4]]),
+        ([1, 2, 3, 4], 10, [[1, 2, 3, 4]]),
+        ([6, 1, 1, 7, 2], 5, [[6], [1, 1], [7], [2]]),  # a part past the bound alone
+        ([3, 3, 3], 0, [[3], [3], [3]]),
+        ([], 5, []),
+    ],
+)
+def test_parts_are_packed_in_order_up_to_the_bound(sizes, bound, groups):
+    assert packed(sizes, lambda n: n, bound) == groups
+
+
+def test_packing_keeps_every_part_once_in_order_and_no_group_past_the_bound_but_a_lone_part():
+    import random
+
+    rng = random.Random(7)
+    for _ in range(200):
+        parts = [(i, rng.randint(0, 9)) for i in range(rng.randint(0, 12))]
+        bound = rng.randint(0, 20)
+        out = packed(parts, lambda p: p[1], bound)
+        assert [p for g in out for p in g] == parts
+        assert all(sum(p[1] for p in g) <= bound or len(g) == 1 for g in out)
+        # greedy: a group could not have taken the next group's first part
+        assert all(sum(p[1] for p in a) + b[0][1] > bound for a, b in zip(out, out[1:]))

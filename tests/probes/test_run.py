@@ -292,11 +292,13 @@ def _bf16_fp8_probe(out, **steps):
 
 @pytest.mark.kt
 def test_a_stage_a_process_that_dies_leaves_its_method_out_and_the_others_stand(tmp_path, monkeypatch):
-    """Each method's stage A runs in a process of its own (probes/isolated.py); one that dies (the
-    system out of memory) is a note, and the other methods' writes are in the profile."""
+    """Each method's stage A runs in a process of its own where the methods' writer layers would not
+    share one (here none may: the bound set to 0; probes/isolated.py); one that dies (the system out
+    of memory) is a note, and the other methods' writes are in the profile."""
     from kttune.probes import run as probe_run
 
     real = probe_run.run_isolated
+    monkeypatch.setattr(probe_run, "child_bytes_bound", lambda: 0)
 
     def first_dies(fn, *a, plan, **k):
         if plan.tasks[0].method == "BF16":
@@ -312,7 +314,7 @@ def test_a_stage_a_process_that_dies_leaves_its_method_out_and_the_others_stand(
 @pytest.mark.kt
 def test_a_cpu_moe_layer_kt_kernel_would_keep_is_measured_in_its_own_process(tmp_path, monkeypatch):
     """Each (method, shape) whose layers kt-kernel would keep past `ISOLATE_ABOVE_BYTES` runs in a
-    process of its own (here every one: the bound set below 0); its curves come back, its layers stay
+    process of its own (here every one: the bounds set below 0); its curves come back, its layers stay
     behind with it, and one whose process dies is a note while the other methods' curves stand."""
     from kttune.kernels import kt_spares
     from kttune.probes import cpu_moe as cm
@@ -329,6 +331,7 @@ def test_a_cpu_moe_layer_kt_kernel_would_keep_is_measured_in_its_own_process(tmp
 
     monkeypatch.setattr(probe_run, "run_isolated", recorded)
     monkeypatch.setattr(probe_run, "ISOLATE_ABOVE_BYTES", -1)
+    monkeypatch.setattr(probe_run, "child_bytes_bound", lambda: -1)
     kept = kt_spares.spare_count()
     p = _bf16_fp8_probe(tmp_path / "p.json", stage_a=False)
     assert isolated == ["BF16", "FP8"]
@@ -351,3 +354,28 @@ def test_the_quick_layer_is_measured_in_the_probes_own_process():
     opts = cm.CpuMoeOptions(shapes=(cm.QUICK_SHAPE,), tokens=tuple(cm.token_series(256, quick=True)), quick=True)
     plan = cm.plan_cpu_moe(opts, cpu, cores=16, numa_ids=[0])
     assert all(cm.kept_layer_bytes(one, opts, cpu) <= cm.ISOLATE_ABOVE_BYTES for one in plan.by_layer())
+
+
+@pytest.mark.kt
+@pytest.mark.parametrize("step", ["stage_a", "cpu_moe"])
+def test_methods_whose_layers_fit_one_process_share_it(tmp_path, monkeypatch, step):
+    """The isolated parts of a step go to as few processes as `child_bytes_bound` allows (each one
+    starts Python, torch and kt-kernel again): with room for both, BF16 and FP8 are measured in one,
+    and both methods' curves come back."""
+    from kttune.probes import run as probe_run
+
+    real = probe_run.run_isolated
+    calls = []
+
+    def recorded(fn, *a, plan, **k):
+        calls.append(list(dict.fromkeys(t.method for t in plan.tasks)))
+        return real(fn, *a, plan=plan, **k)
+
+    monkeypatch.setattr(probe_run, "run_isolated", recorded)
+    monkeypatch.setattr(probe_run, "ISOLATE_ABOVE_BYTES", -1)
+    monkeypatch.setattr(probe_run, "child_bytes_bound", lambda: 1 << 50)
+    off = {"stage_a": "cpu_moe", "cpu_moe": "stage_a"}[step]
+    p = _bf16_fp8_probe(tmp_path / "p.json", **{off: False})
+    assert calls == [["BF16", "FP8"]]
+    kind = {"stage_a": "stage_a_write", "cpu_moe": "cpu_moe"}[step]
+    assert {c.params["method"] for c in p.curves_of(kind)} == {"BF16", "FP8"}

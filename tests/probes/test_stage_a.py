@@ -124,3 +124,26 @@ def test_the_probe_times_a_write_the_thread_law_names_again(kt, monkeypatch):
             assert len(p.extra["timings"]) >= 2 and p.t_ms == statistics.median(t["ms"] for t in p.extra["timings"])
             assert p.extra["inter"] == 256 and p.extra["kernel"]
     assert sum("slower than a larger pool allows" in n for n in rep.notes) == 2
+
+
+@pytest.mark.kt
+def test_the_bytes_stage_a_leaves_behind_are_the_writer_layers_of_classes_kt_kernel_cannot_free(kt, monkeypatch):
+    """`kept_write_bytes`: per curve and expert width, the cycle's experts in the method's source
+    format where the writer's class leaks in the loaded kt-kernel; nothing for a version that frees it."""
+    from dataclasses import replace
+
+    from kttune.kernels.expert_weights import expert_nbytes
+    from kttune.kernels.kt_moe import kt_class_name
+    from kttune.probes import stage_a as sa
+    from kttune.probes.inventory import collect_cpu
+    from kttune.spec.kt_classes import kt_class_leaks
+
+    cpu = collect_cpu()
+    opts = sa.StageAOptions(hidden=1024, inters=(256, 768), methods=("BF16",), threads=(1, 2), layer_bytes=64 << 20)
+    plan = sa.plan_stage_a(opts, cpu, 2, [0], quick=True)
+    leaks = kt_class_leaks(kt_class_name(kt, "BF16", cpu.isa), kt.version)
+    per_width = [sa.cycle_experts(opts, "BF16", i) * expert_nbytes("BF16", 1024, i) for i in (256, 768)]
+    assert all(64 << 20 <= b < (64 << 20) + expert_nbytes("BF16", 1024, 768) for b in per_width)  # the cycle
+    assert sa.kept_write_bytes(plan, opts, cpu) == (len(plan.tasks) * sum(per_width) if leaks else 0)
+    monkeypatch.setattr(sa, "load_kt_kernel", lambda: replace(kt, version="99.0.0"))
+    assert sa.kept_write_bytes(plan, opts, cpu) == 0
