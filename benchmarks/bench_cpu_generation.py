@@ -66,6 +66,7 @@ CALLS = (
             "h100x",
             "h100aa",
             "h100ac",
+            "h100ad",
         )
     ),
     ("H200", H200, "a+b", H200 / "quick-transfer-machine-ab.txt"),

@@ -374,7 +374,7 @@ def recipes() -> list[Recipe]:
             )
             for computed, measured, tags in (
                 (C5, H100, ("h100f", "h100g", "h100h", "h100i", "h100k")),
-                (C6, H100_6, ("h100m", "h100r", "h100s", "h100t", "h100x", "h100aa", "h100ac")),
+                (C6, H100_6, ("h100m", "h100r", "h100s", "h100t", "h100x", "h100aa", "h100ac", "h100ad")),
                 (C6, H200_6, ("h200f",)),
             )
             for t in tags
@@ -553,7 +553,7 @@ def recipes() -> list[Recipe]:
                 (H100_6, ("h100n", "h100o", "h100o-late", "h100p", "h100r", "h100r-late", "h100s", "h100s-late")),
                 (H100_6, ("h100t", "h100t-late")),
                 (H100_6, ("h100u", "h100v", "h100x", "h100x-late")),
-                (H100_6, ("h100aa", "h100aa-late", "h100ac", "h100ac-late")),
+                (H100_6, ("h100aa", "h100aa-late", "h100ac", "h100ac-late", "h100ad", "h100ad-late")),
                 (H200_6, ("h200f", "h200f-again", "h200f-late")),
             )
             for tag in tags
@@ -573,7 +573,7 @@ def recipes() -> list[Recipe]:
             C6,
         ),
         *_per_call("own-r", "bench_cpu_generation.py", "--own-r", ("h100n", "h100o", "h100p", "h100aa")),
-        *_per_call("own-layer", "bench_own_layer.py", "--call", ("h100s", "h100t", "h100aa", "h100ac")),
+        *_per_call("own-layer", "bench_own_layer.py", "--call", ("h100s", "h100t", "h100aa", "h100ac", "h100ad")),
         *_per_call("own-layer", "bench_own_layer.py", "--call", ("h200f",), H200_6),
         Recipe(
             "shape-law-constants-emr",
