@@ -26,12 +26,13 @@
 # h100t, h100u, h100v and h100x ran on Emerald Rapids instances n-x (w and y: diag_gap_rounds.py and
 # two probes with the median rule, by hand; z: diag_gap_rounds.sh), h100q names instance q's lone
 # shape-law probe, h100aa ran the Sapphire Rapids plan, h100ac the Emerald Rapids one (ab:
-# diag_kt_mask.sh alone), and h200f ran on a busy H200 instance, docs/probe.md#a-busy-machine; pass
-# the next letter so a new call's files do not take an earlier one's names).
+# diag_kt_mask.sh alone), h100ad the Emerald Rapids one again (then each BF16 model's own layer, by
+# hand), and h200f ran on a busy H200 instance, docs/probe.md#a-busy-machine; pass the next letter so a
+# new call's files do not take an earlier one's names).
 #
-#   H100TAG=h100ad H200TAG=h200g bash benchmarks/bench_instance_call.sh     (results: $OUT/quick-transfer-TAG.tgz)
+#   H100TAG=h100ae H200TAG=h200g bash benchmarks/bench_instance_call.sh     (results: $OUT/quick-transfer-TAG.tgz)
 set -u
-H100TAG=${H100TAG:?name the call: H100TAG=h100ad (h100a-z, h100aa-ac are taken)}
+H100TAG=${H100TAG:?name the call: H100TAG=h100ae (h100a-z, h100aa-ad are taken)}
 H200TAG=${H200TAG:?name the call: H200TAG=h200g (h200a-f are taken)}
 Q="$(dirname "$0")/bench_quick_transfer.sh"
 export THREADS=${THREADS:-11}
