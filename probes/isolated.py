@@ -10,6 +10,8 @@ result picklable); its progress and notes come back over a pipe to the caller's 
 happen, its Python error comes back as the same kind (`kttune.errors.reraise`), what it prints natively
 (kt-kernel's printf) goes to /dev/null, and Ctrl-C in the caller stops it (the child ignores SIGINT).
 The caller's CPU load monitor counts the child's CPU time as the probe's own once it is joined.
+`packed` groups a step's parts (stage A's methods, a model's CPU MoE layers) so that each child keeps
+at most `child_bytes_bound()`: one process start per group, not per part.
 
     curves = run_isolated(probe_stage_a, opts, cpu, reporter=rep, cores=16, numa_ids=[0], plan=plan)
 """

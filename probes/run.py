@@ -324,8 +324,9 @@ def _plan_cpu_moe(ctx: ProbeContext, plans: dict[str, Any]) -> Any:
 
 def _run_cpu_moe(ctx: ProbeContext, plan: Any) -> list[Curve]:
     """Each (method, shape)'s curves; in a process of their own where the layers kt-kernel would keep
-    pass `ISOLATE_ABOVE_BYTES` (a model's own layer per thread count: gigabytes each), else here
-    (the quick layer: the timings the calibrations rest on, without a process start per method)."""
+    pass `ISOLATE_ABOVE_BYTES` (a model's own layer per thread count: gigabytes each; consecutive
+    ones share a process up to `child_bytes_bound`), else here (the quick layer: the timings the
+    calibrations rest on, without a process start per method)."""
     for note in plan.notes:
         ctx.reporter.note(note)
     opts = cpu_moe_options(ctx.options)
@@ -378,9 +379,9 @@ def _plan_stage_a(ctx: ProbeContext, plans: dict[str, Any]) -> Any:
 
 
 def _run_stage_a(ctx: ProbeContext, plan: Any) -> list[Curve]:
-    """Each method's writes in a process of their own: kt-kernel never frees the writer layers, one
-    per expert size and thread count, each cycling over a multiple of the last-level cache
-    (probes/isolated.py)."""
+    """The methods' writes in processes of their own, as many methods to one as keep at most
+    `child_bytes_bound` of writer layers: kt-kernel never frees them, one per expert size and thread
+    count, each cycling over a multiple of the last-level cache (probes/isolated.py)."""
     for note in plan.notes:
         ctx.reporter.note(note)
     opts = stage_a_options(ctx.options, ctx.cpu.last_level_cache_bytes)
