@@ -49,6 +49,13 @@ def kt_class_name(kt: KtKernel, method: str, isa: Sequence[str] = ()) -> str | N
     return found[0] if found else None
 
 
+def kt_method_leaks(kt: KtKernel, method: str, isa: Sequence[str] = ()) -> bool:
+    """Whether the class kt-kernel would run `method` with here keeps its packed layer after the
+    layer is destroyed (`kttune.spec.kt_classes.kt_class_leaks`); False where none is compiled in."""
+    kernel = kt_class_name(kt, method, isa)
+    return kernel is not None and kt_class_leaks(kernel, kt.version)
+
+
 def expert_ptrs(t: Any) -> list[int]:
     """One address per expert of an `[E, ...]` tensor."""
     base = t.data_ptr()

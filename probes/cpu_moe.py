@@ -31,7 +31,7 @@ from kttune.errors import UserError
 from kttune.hw.profile import CpuInfo, Curve, Point
 from kttune.kernels.expert_weights import HostExperts, expert_nbytes
 from kttune.kernels.kt_ext import KtKernel, kt_kernel_error, load_kt_kernel
-from kttune.kernels.kt_moe import KtMoeLayer, kt_class_name
+from kttune.kernels.kt_moe import KtMoeLayer, kt_class_name, kt_method_leaks
 from kttune.probes.common import (
     KtPoolTask,
     NullReporter,
@@ -354,15 +354,12 @@ def kept_layer_bytes(plan: CpuMoePlan, opts: CpuMoeOptions, cpu: CpuInfo) -> int
     """About how many bytes of layers measuring `plan` leaves behind in its process: per curve, the
     layer and its cold copies, where kt-kernel cannot free the class that runs the method
     (`kttune.spec.kt_classes.kt_class_leaks`); 0 without kt-kernel (the torch fallback frees its own)."""
-    from kttune.spec.kt_classes import kt_class_leaks
-
     kt = load_kt_kernel()
     if kt is None:
         return 0
     total, budget = 0, int(available_ram_bytes() * opts.ram_fraction)
     for t in plan.tasks:
-        kernel = kt_class_name(kt, t.method, cpu.isa)
-        if kernel is None or not kt_class_leaks(kernel, kt.version):
+        if not kt_method_leaks(kt, t.method, cpu.isa):
             continue
         copies = cold_copies(t.method, t.shape, opts.cold_bytes, budget, max(t.tokens)) if opts.cold_bytes else 1
         total += copies * layer_nbytes(t.method, t.shape)

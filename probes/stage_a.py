@@ -29,7 +29,7 @@ from kttune.kernels.expert_weights import (
     write_nbytes,
 )
 from kttune.kernels.kt_ext import load_kt_kernel
-from kttune.kernels.kt_moe import KtMoeLayer, kt_class_name
+from kttune.kernels.kt_moe import KtMoeLayer, kt_class_name, kt_method_leaks
 from kttune.probes.common import (
     KtPoolTask,
     NullReporter,
@@ -121,15 +121,12 @@ def kept_write_bytes(plan: StageAPlan, opts: "StageAOptions", cpu: CpuInfo) -> i
     """About how many bytes of writer layers measuring `plan` leaves behind in its process: per curve
     and expert width, the layer's experts, where kt-kernel cannot free the class that writes the method
     (`kttune.spec.kt_classes.kt_class_leaks`)."""
-    from kttune.spec.kt_classes import kt_class_leaks
-
     kt = load_kt_kernel()
     if kt is None:
         return 0
     total = 0
     for t in plan.tasks:
-        kernel = kt_class_name(kt, t.method, cpu.isa)
-        if kernel is None or not kt_class_leaks(kernel, kt.version):
+        if not kt_method_leaks(kt, t.method, cpu.isa):
             continue
         total += sum(cycle_experts(opts, t.method, i) * expert_nbytes(t.method, opts.hidden, i) for i in t.inters)
     return total
