@@ -83,26 +83,36 @@ def measure_builds(builds: int) -> list[dict]:
     return rows
 
 
-def measure_probes(probes: int, save=lambda rows: None) -> list[dict]:
-    """In this process: after each of `probes` quick CPU probes, the resident size and the largest
-    peak of an ended child (stage A's); `save` gets the rows so far after each."""
+def _after_each(runs: int, run, save) -> list[dict]:
+    """`run(i)` `runs` times in this process; after each, the resident size, the largest peak of an
+    ended child and the run's wall time (`save` gets the rows so far)."""
     import resource
     import time
 
+    out = []
+    for i in range(runs):
+        t0 = time.perf_counter()
+        run(i)
+        wall = time.perf_counter() - t0
+        child_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+        out.append({"rss_bytes": _rss(), "child_peak_bytes": child_peak, "wall_s": wall})
+        save(out)
+    return out
+
+
+def measure_probes(probes: int, save=lambda rows: None) -> list[dict]:
+    """In this process: after each of `probes` quick CPU probes, the resident size and the largest
+    peak of an ended child (stage A's); `save` gets the rows so far after each."""
     from kttune.cli import main
 
-    out = []
     with tempfile.TemporaryDirectory() as d:
-        for i in range(probes):
+
+        def probe(i: int) -> None:
             argv = ["probe", "--quick", "--cpu-only", "--skip-host-ram", "--fresh", "--out", f"{d}/p{i}.json"]
-            t0 = time.perf_counter()
             if main(argv) != 0:
                 raise SystemExit("the probe failed")
-            wall = time.perf_counter() - t0
-            child_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-            out.append({"rss_bytes": _rss(), "child_peak_bytes": child_peak, "wall_s": wall})
-            save(out)
-    return out
+
+        return _after_each(probes, probe, save)
 
 
 MODEL = "qwen3-30b-a3b"
@@ -111,9 +121,6 @@ MODEL = "qwen3-30b-a3b"
 def measure_model_probes(probes: int, save=lambda rows: None) -> list[dict]:
     """In this process: after each of `probes` CPU MoE steps of a quick probe of MODEL's own BF16
     layer, the resident size and the largest peak of an ended child."""
-    import resource
-    import time
-
     from kttune import app
     from kttune.probes.run import ProbeOptions, run_probe
 
@@ -127,15 +134,7 @@ def measure_model_probes(probes: int, save=lambda rows: None) -> list[dict]:
         write_cache=False,
         merge_cached=False,
     )
-    out = []
-    for _ in range(probes):
-        t0 = time.perf_counter()
-        run_probe(opts)
-        wall = time.perf_counter() - t0
-        child_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-        out.append({"rss_bytes": _rss(), "child_peak_bytes": child_peak, "wall_s": wall})
-        save(out)
-    return out
+    return _after_each(probes, lambda i: run_probe(opts), save)
 
 
 # stage A in the probe's process: run_isolated replaced by a plain call
@@ -214,9 +213,6 @@ def _cell(r: dict) -> str:
 
 def table(res: dict) -> str:
     modes = list(MODES)
-    model = _probe_rows(
-        res["model_probes"], list(MODEL_MODES), f"CPU MoE step of a quick `--model {MODEL}` BF16 probe in one process"
-    )
     lines = [
         "| method | class | kt-kernel frees it | layer MiB | growth per build, MiB, median [min-max]: "
         + " | ".join(modes)
@@ -234,7 +230,9 @@ def table(res: dict) -> str:
             f"| {method} | {a['class']} | {'no' if a['leaks'] else 'yes'} | {_mib(a['host_bytes'])} | {cells} |"
         )
     lines += _probe_rows(res, modes, "quick CPU probe in one process")
-    lines += model
+    lines += _probe_rows(
+        res["model_probes"], list(MODEL_MODES), f"CPU MoE step of a quick `--model {MODEL}` BF16 probe in one process"
+    )
     return "\n".join(lines) + "\n"
 
 

@@ -331,21 +331,24 @@ def _run_cpu_moe(ctx: ProbeContext, plan: Any) -> list[Curve]:
         ctx.reporter.note(note)
     opts = cpu_moe_options(ctx.options)
     curves = []
-    size = lambda p: kept_layer_bytes(p, opts, ctx.cpu)  # noqa: E731
+    parts = [(p, kept_layer_bytes(p, opts, ctx.cpu)) for p in plan.by_layer()]
     kw = dict(cores=ctx.cores, numa_ids=list(ctx.numa_ids))
-    for big, run in itertools.groupby(plan.by_layer(), key=lambda p: size(p) > ISOLATE_ABOVE_BYTES):
+    for big, run in itertools.groupby(parts, key=lambda ps: ps[1] > ISOLATE_ABOVE_BYTES):
         run = list(run)
         if not big:
-            curves += probe_cpu_moe(opts, ctx.cpu, ctx.reporter, plan=CpuMoePlan.joined(run), **kw)
+            curves += probe_cpu_moe(opts, ctx.cpu, ctx.reporter, plan=CpuMoePlan.joined([p for p, _ in run]), **kw)
             continue
-        for group in packed(run, size, child_bytes_bound()):
-            try:
-                curves += run_isolated(
-                    probe_cpu_moe, opts, ctx.cpu, reporter=ctx.reporter, plan=CpuMoePlan.joined(group), **kw
-                )
-            except RuntimeError as e:  # its process died (out of memory, a crash in kt-kernel): the others stand
-                what = ", ".join(f"{p.tasks[0].method} {p.tasks[0].shape.label}" for p in group)
-                ctx.reporter.note(f"cpu_moe {what}: {e}; its curves are left out of the profile")
+        curves += _in_children(
+            ctx,
+            probe_cpu_moe,
+            run,
+            CpuMoePlan.joined,
+            lambda group: "cpu_moe " + ", ".join(f"{p.tasks[0].method} {p.tasks[0].shape.label}" for p in group),
+            "its curves",
+            opts,
+            ctx.cpu,
+            **kw,
+        )
     for n in thread_cliff_notes(curves, ctx.cores, logical=smt_logical(ctx.cpu, ctx.cores)):
         ctx.reporter.note(n)
     if note := disturbed_note(curves, "CPU MoE"):
@@ -378,6 +381,29 @@ def _plan_stage_a(ctx: ProbeContext, plans: dict[str, Any]) -> Any:
     return plan_stage_a(opts, ctx.cpu, ctx.cores, list(ctx.numa_ids), ctx.options.quick)
 
 
+def _in_children(
+    ctx: ProbeContext,
+    fn: Callable[..., list[Curve]],
+    parts: list[tuple[Any, int]],
+    join: Callable[[list[Any]], Any],
+    name: Callable[[list[Any]], str],
+    what: str,
+    *args: Any,
+    **kwargs: Any,
+) -> list[Curve]:
+    """`fn(*args, plan=..., **kwargs)` over (plan, bytes it leaves behind) parts, as few to a spawned
+    process as `child_bytes_bound` allows (`packed`, `run_isolated`). A process that dies (out of
+    memory, a crash in kt-kernel) is a note naming its parts (`name`), and the others stand."""
+    curves: list[Curve] = []
+    for sized in packed(parts, lambda part: part[1], child_bytes_bound()):
+        group = [p for p, _ in sized]
+        try:
+            curves += run_isolated(fn, *args, reporter=ctx.reporter, plan=join(group), **kwargs)
+        except RuntimeError as e:
+            ctx.reporter.note(f"{name(group)}: {e}; {what} are left out of the profile")
+    return curves
+
+
 def _run_stage_a(ctx: ProbeContext, plan: Any) -> list[Curve]:
     """The methods' writes in processes of their own, as many methods to one as keep at most
     `child_bytes_bound` of writer layers: kt-kernel never frees them, one per expert size and thread
@@ -385,24 +411,19 @@ def _run_stage_a(ctx: ProbeContext, plan: Any) -> list[Curve]:
     for note in plan.notes:
         ctx.reporter.note(note)
     opts = stage_a_options(ctx.options, ctx.cpu.last_level_cache_bytes)
-    curves = []
-    size = lambda p: kept_write_bytes(p, opts, ctx.cpu)  # noqa: E731
-    for group in packed(plan.by_method(), size, child_bytes_bound()):
-        one = StageAPlan.joined(group)
-        try:
-            curves += run_isolated(
-                probe_stage_a,
-                opts,
-                ctx.cpu,
-                reporter=ctx.reporter,
-                cores=ctx.cores,
-                numa_ids=list(ctx.numa_ids),
-                quick=ctx.options.quick,
-                plan=one,
-            )
-        except RuntimeError as e:  # its process died (out of memory, a crash in kt-kernel): the others stand
-            methods = ", ".join(p.tasks[0].method for p in group)
-            ctx.reporter.note(f"stage A {methods}: {e}; its writes are left out of the profile")
+    curves = _in_children(
+        ctx,
+        probe_stage_a,
+        [(p, kept_write_bytes(p, opts, ctx.cpu)) for p in plan.by_method()],
+        StageAPlan.joined,
+        lambda group: "stage A " + ", ".join(p.tasks[0].method for p in group),
+        "its writes",
+        opts,
+        ctx.cpu,
+        cores=ctx.cores,
+        numa_ids=list(ctx.numa_ids),
+        quick=ctx.options.quick,
+    )
     if note := disturbed_note(curves, "stage A writes"):
         ctx.reporter.note(note)
     return curves
