@@ -165,8 +165,17 @@ def _kept(tries: list[Point], keep: str) -> Point:
     )
 
 
+def law_retime(points: list[Point], remeasure: Callable[[Point], Point], reporter: Reporter, label: str) -> list[Point]:
+    """`points` that the thread law names, each timed again (`retime`, every one a suspect)."""
+    return retime(points, remeasure, reporter, label, every=False, suspect=lambda p: True)
+
+
 def retime_by_thread_law(
-    curves: list[Curve], remeasure: Callable[[Curve, Point], Point], reporter: Reporter, name: str
+    curves: list[Curve],
+    remeasure: Callable[[Curve, Point], Point] | None,
+    reporter: Reporter,
+    name: str,
+    curve_again: Callable[[Curve, list[Point], str], list[Point]] | None = None,
 ) -> list[Curve]:
     """`curves`, one measurement at several thread counts, with each point slower than a larger
     count allows (`kttune.hw.point_quality.slower_than_larger_pools`) timed again by
@@ -174,7 +183,9 @@ def retime_by_thread_law(
     timing where the two disagree keeps the disturbed one out). A probe times
     its thread counts one after another, so a host slow for a minute slows one count's whole curve,
     which the curve's own spread does not show (docs/probe.md#disturbed-points). `name` labels the
-    notes ("cpu_moe", "stage_a")."""
+    notes ("cpu_moe", "stage_a"). `curve_again(curve, points, label)`, where given, takes a curve's
+    slow points at once and returns them as `law_retime` does (for a curve whose layer is built in a
+    process of its own: one build per curve, not per timing)."""
     suspects = slower_than_larger_pools(curves)
     if not suspects:
         return curves
@@ -186,15 +197,11 @@ def retime_by_thread_law(
             continue
         label = f"{name} {c.params.get('method')} {c.params.get('threads')}t"
         reporter.note(f"{label}: {len(slow)} point(s) slower than a larger pool allows (the thread law); timed again")
+        points = [p for p in c.points if id(p) in slow]
         again = iter(
-            retime(
-                [p for p in c.points if id(p) in slow],
-                lambda p, c=c: remeasure(c, p),
-                reporter,
-                label,
-                every=False,
-                suspect=lambda p: True,
-            )
+            curve_again(c, points, label)
+            if curve_again
+            else law_retime(points, lambda p, c=c: remeasure(c, p), reporter, label)
         )
         out.append(replace(c, points=tuple(next(again) if id(p) in slow else p for p in c.points)))
     return out

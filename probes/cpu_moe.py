@@ -39,6 +39,7 @@ from kttune.probes.common import (
     kt_thread_counts,
     measure,
     probe_thread_counts,
+    law_retime,
     retime,
     retime_by_thread_law,
 )
@@ -426,6 +427,10 @@ def _forward(layers: list[KtMoeLayer], shape: MoeLayerShape, seed: int) -> Calla
     return run
 
 
+# The reason a curve's token count above what fits in RAM is skipped with.
+NO_RAM = "does not fit in RAM"
+
+
 @dataclass(frozen=True)
 class _Built:
     """What one task's curve was measured on, so a later pass can time its points again."""
@@ -479,11 +484,14 @@ def probe_cpu_moe(
     cores: int | None = None,
     numa_ids: Sequence[int] | None = None,
     plan: CpuMoePlan | None = None,
+    law: bool = True,
 ) -> list[Curve]:
     """Measure the CPU MoE curves of `plan` (default: `plan_cpu_moe(opts, ...)`). One curve per
     (shape, method, threads). Never raises for a size that does not fit: it shrinks or skips it and
-    says why (in `Curve.skipped` and to the reporter). Once a (method, shape)'s thread counts are all
-    measured, the points slower than a larger pool allows are timed again (`retime_by_thread_law`)."""
+    says why (in `Curve.skipped` and to the reporter). With `law`, once a (method, shape)'s thread
+    counts are all measured, the points slower than a larger pool allows are timed again
+    (`law_by_pool`); without, the caller does that (curves measured in processes of their own:
+    `retime_apart`)."""
     from kttune.probes.inventory import numa_nodes_with_cpus, usable_cores
 
     reporter = reporter or NullReporter()
@@ -499,6 +507,9 @@ def probe_cpu_moe(
 
     def law_pass() -> None:
         """The thread law over the current (method, shape)'s curves, per pool (every node, or one)."""
+        if not law:
+            built.clear()
+            return
         of_curve = {id(curves[b.index]): b for b in built}
         # the layers of the curve being timed again, built once for all its points (a model's own
         # layer is gigabytes: seconds to build); the law takes the curves one after another
@@ -516,14 +527,12 @@ def probe_cpu_moe(
                 b = of_curve[id(c)]
                 layers = _kt_layers(b, opts, cpu, kt, numa_ids)
                 open_layers[id(c)] = (layers, _timer(_forward(layers, b.shape, opts.seed), opts))
-            pt = open_layers[id(c)][1](int(p.x))
-            return replace(pt, extra={**pt.extra, "source_bytes": p.extra.get("source_bytes")})
+            return _again(open_layers[id(c)][1], p)
 
+        idx = [b.index for b in built]
         try:
-            for nodes in {b.task.numa_nodes for b in built}:
-                idx = [b.index for b in built if b.task.numa_nodes == nodes]
-                for i, c in zip(idx, retime_by_thread_law([curves[i] for i in idx], remeasure, reporter, "cpu_moe")):
-                    curves[i] = c
+            for i, c in zip(idx, law_by_pool([curves[i] for i in idx], reporter, remeasure)):
+                curves[i] = c
         finally:
             close_layers()
         built.clear()
@@ -555,7 +564,7 @@ def probe_cpu_moe(
             reporter.step(f"{label}: skipped", advance=1 + len(task.tokens))
             continue
         tokens = [n for n in task.tokens if n <= max_tok]
-        skipped = list(skipped0) + [{"x": n, "reason": "does not fit in RAM"} for n in task.tokens if n > max_tok]
+        skipped = list(skipped0) + [{"x": n, "reason": NO_RAM} for n in task.tokens if n > max_tok]
         if skipped[len(skipped0) :]:
             reporter.step(f"{label}: skipped sizes", advance=len(task.tokens) - len(tokens))
         b = None
@@ -606,6 +615,69 @@ def probe_cpu_moe(
     weights_cache.clear()
     gc.collect()
     return curves
+
+
+def law_by_pool(
+    curves: list[Curve],
+    reporter: Reporter,
+    remeasure: Callable[[Curve, Point], Point] | None = None,
+    curve_again: Callable[[Curve, list[Point], str], list[Point]] | None = None,
+) -> list[Curve]:
+    """`curves` (one method and shape at several thread counts) with the thread law applied per pool
+    (every node, or the one-node curves), in their order (`retime_by_thread_law`)."""
+    out = list(curves)
+    for nodes in dict.fromkeys(tuple(c.params.get("numa_nodes") or ()) for c in curves):
+        idx = [i for i, c in enumerate(curves) if tuple(c.params.get("numa_nodes") or ()) == nodes]
+        for i, c in zip(
+            idx, retime_by_thread_law([curves[i] for i in idx], remeasure, reporter, "cpu_moe", curve_again)
+        ):
+            out[i] = c
+    return out
+
+
+def retime_apart(
+    opts: CpuMoeOptions,
+    cpu: CpuInfo,
+    reporter: Reporter | None = None,
+    *,
+    task: CpuMoeTask,
+    curve: Curve,
+    points: list[Point],
+    label: str,
+    numa_ids: Sequence[int],
+) -> list[Point]:
+    """`points` of `curve` (measured for `task` by `probe_cpu_moe(law=False)`) timed again as the
+    thread law does (`law_retime`), on a layer built again as the curve's was: the experts it was
+    fitted to, its cold copies (from its points' `source_bytes`), scratch for its largest forward. For a
+    curve measured in a process of its own (kttune.probes.run): run in one too, it builds the layer
+    once for all its points and leaves nothing behind."""
+    reporter = reporter or NullReporter()
+    kt = load_kt_kernel()
+    prm = curve.params
+    shape = replace(task.shape, hidden=int(prm["hidden"]), inter=int(prm["inter"]), experts=int(prm["experts"]))
+    source = curve.points[0].extra.get("source_bytes") if curve.points else None
+    no_ram = {s.get("x") for s in curve.skipped if s.get("reason") == NO_RAM}
+    b = _Built(
+        task,
+        shape,
+        max(n for n in task.tokens if n not in no_ram),
+        HostExperts.random(task.method, shape.hidden, shape.inter, shape.experts, seed=opts.seed),
+        max(1, int(source) // layer_nbytes(task.method, shape)) if source else 1,
+        0,
+    )
+    layers = _kt_layers(b, opts, cpu, kt, numa_ids)
+    try:
+        timed = _timer(_forward(layers, shape, opts.seed), opts)
+        return law_retime(points, lambda p: _again(timed, p), reporter, label)
+    finally:
+        for lay in layers:
+            lay.close()
+
+
+def _again(timed: Callable[[int], Point], p: Point) -> Point:
+    """Point `p` timed again, keeping the bytes its layers read."""
+    pt = timed(int(p.x))
+    return replace(pt, extra={**pt.extra, "source_bytes": p.extra.get("source_bytes")})
 
 
 def moe_curve_params(

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from kttune.errors import UserError
 from kttune.hw.fingerprint import fingerprint
-from kttune.hw.profile import Curve, HardwareProfile, Inventory, Provenance, curve_key, save_profile
+from kttune.hw.profile import Curve, HardwareProfile, Inventory, Point, Provenance, curve_key, save_profile
 from kttune.hw.shape_law import shape_law_probe_advice, shape_set_key
 from kttune.paths import profile_cache_path
 from kttune.kernels.kt_ext import load_kt_kernel
@@ -33,8 +33,10 @@ from kttune.probes.cpu_moe import (
     CpuMoeOptions,
     CpuMoePlan,
     kept_layer_bytes,
+    law_by_pool,
     plan_cpu_moe,
     probe_cpu_moe,
+    retime_apart,
     shape_from_model,
     token_series,
 )
@@ -325,30 +327,32 @@ def _plan_cpu_moe(ctx: ProbeContext, plans: dict[str, Any]) -> Any:
 def _run_cpu_moe(ctx: ProbeContext, plan: Any) -> list[Curve]:
     """Each (method, shape)'s curves; in a process of their own where the layers kt-kernel would keep
     pass `ISOLATE_ABOVE_BYTES` (a model's own layer per thread count: gigabytes each; consecutive
-    ones share a process up to `child_bytes_bound`), else here (the quick layer: the timings the
+    ones share a process up to `child_bytes_bound`), each curve apart where one (method, shape)'s
+    layers pass that bound too (`_cpu_moe_apart`), else here (the quick layer: the timings the
     calibrations rest on, without a process start per method)."""
     for note in plan.notes:
         ctx.reporter.note(note)
     opts = cpu_moe_options(ctx.options)
     curves = []
+    bound = child_bytes_bound()
     parts = [(p, kept_layer_bytes(p, opts, ctx.cpu)) for p in plan.by_layer()]
     kw = dict(cores=ctx.cores, numa_ids=list(ctx.numa_ids))
-    for big, run in itertools.groupby(parts, key=lambda ps: ps[1] > ISOLATE_ABOVE_BYTES):
+
+    def where(part: tuple[CpuMoePlan, int]) -> str:
+        p, kept = part
+        return "here" if kept <= ISOLATE_ABOVE_BYTES else "apart" if kept > bound and len(p.tasks) > 1 else "child"
+
+    for how, run in itertools.groupby(parts, key=where):
         run = list(run)
-        if not big:
+        if how == "here":
             curves += probe_cpu_moe(opts, ctx.cpu, ctx.reporter, plan=CpuMoePlan.joined([p for p, _ in run]), **kw)
-            continue
-        curves += _in_children(
-            ctx,
-            probe_cpu_moe,
-            run,
-            CpuMoePlan.joined,
-            lambda group: "cpu_moe " + ", ".join(f"{p.tasks[0].method} {p.tasks[0].shape.label}" for p in group),
-            "its curves",
-            opts,
-            ctx.cpu,
-            **kw,
-        )
+        elif how == "child":
+            curves += _in_children(
+                ctx, probe_cpu_moe, run, CpuMoePlan.joined, _cpu_moe_name, "its curves", opts, ctx.cpu, **kw
+            )
+        else:
+            for p, _ in run:
+                curves += _cpu_moe_apart(ctx, p, opts, kw)
     for n in thread_cliff_notes(curves, ctx.cores, logical=smt_logical(ctx.cpu, ctx.cores)):
         ctx.reporter.note(n)
     if note := disturbed_note(curves, "CPU MoE"):
@@ -356,6 +360,46 @@ def _run_cpu_moe(ctx: ProbeContext, plan: Any) -> list[Curve]:
     if curves and not shape_law_runs(ctx.options) and (advice := shape_law_probe_advice(curves[0].backend, ctx.cpu)):
         ctx.reporter.note(advice)
     return curves
+
+
+def _cpu_moe_name(group: list[CpuMoePlan]) -> str:
+    return "cpu_moe " + ", ".join(
+        f"{p.tasks[0].method} {p.tasks[0].shape.label}" + (f" {p.tasks[0].threads}t" if len(p.tasks) == 1 else "")
+        for p in group
+    )
+
+
+def _cpu_moe_apart(ctx: ProbeContext, plan: CpuMoePlan, opts: CpuMoeOptions, kw: dict[str, Any]) -> list[Curve]:
+    """One (method, shape) whose layers pass what one process may keep (`child_bytes_bound`: a model's
+    own layer of tens of GB at each thread count): its curves in processes of their own, as many to one
+    as the bound allows, then the thread law over them, each curve's slow points timed again in a
+    process of its own (`retime_apart`): each process keeps about one curve's layer, not every count's."""
+    one = [CpuMoePlan([t], plan.backend) for t in plan.tasks]
+    parts = [(p, kept_layer_bytes(p, opts, ctx.cpu)) for p in one]
+    curves = _in_children(
+        ctx, probe_cpu_moe, parts, CpuMoePlan.joined, _cpu_moe_name, "its curves", opts, ctx.cpu, law=False, **kw
+    )
+    task_of = {(t.threads, tuple(t.numa_nodes)): t for t in plan.tasks}
+
+    def again(curve: Curve, points: list[Point], label: str) -> list[Point]:
+        task = task_of[(int(curve.params["threads"]), tuple(curve.params.get("numa_nodes") or ()))]
+        try:
+            return run_isolated(
+                retime_apart,
+                opts,
+                ctx.cpu,
+                reporter=ctx.reporter,
+                task=task,
+                curve=curve,
+                points=points,
+                label=label,
+                numa_ids=kw["numa_ids"],
+            )
+        except Exception as e:  # noqa: BLE001 - a repeat timing that fails keeps the timings taken, as `retime` does
+            ctx.reporter.note(f"{label}: could not be timed again ({e}); the timings taken kept")
+            return points
+
+    return law_by_pool(curves, ctx.reporter, curve_again=again)
 
 
 def shape_law_runs(options: ProbeOptions) -> bool:

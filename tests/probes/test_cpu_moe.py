@@ -308,6 +308,63 @@ def test_the_probe_times_a_named_point_again_on_kt_kernel(kt, cpu, monkeypatch):
 
 
 @pytest.mark.kt
+def test_curves_measured_without_the_law_are_timed_again_one_build_per_curve(kt, cpu, monkeypatch):
+    """The path of a (method, shape) too large for one process (kttune.probes.run): its curves
+    measured without the thread law (`law=False`: nothing timed again), then the law over them with
+    `retime_apart` per curve. The law names the 1-thread curve's points: that curve's layer is built
+    once more, at the experts and copies the curve was measured on, and its points keep every timing
+    as the probe's own pass keeps them."""
+    named, builds = [], []
+
+    def law(curves):
+        named.append(sorted(c.params["threads"] for c in curves))
+        return {1: list(next(c for c in curves if c.params["threads"] == 1).points)}
+
+    real_build = cm._kt_layers
+
+    def counted(b, *args):
+        builds.append((b.task.threads, b.shape.experts, b.copies, b.tokens))
+        return real_build(b, *args)
+
+    monkeypatch.setattr(common, "slower_than_larger_pools", law)
+    monkeypatch.setattr(cm, "_kt_layers", counted)
+    shape = MoeLayerShape(hidden=256, inter=128, experts=8, top_k=2)
+    layer = cm.layer_nbytes("BF16", shape)
+    opts = cm.CpuMoeOptions(
+        shapes=(shape,),
+        tokens=(4, 16),
+        methods=("BF16",),
+        threads=(1, 2),
+        warmup=1,
+        repeats=3,
+        min_total_s=0.0,
+        cold_bytes=2 * layer,
+    )
+    plan = cm.plan_cpu_moe(opts, cpu, cores=2, numa_ids=[0])
+    rep = NullReporter()
+    curves = cm.probe_cpu_moe(opts, cpu, rep, cores=2, numa_ids=[0], plan=plan, law=False)
+    assert named == [] and [b[0] for b in builds] == [1, 2]
+    assert not any("slower than a larger pool allows" in n for n in rep.notes)
+    task_of = {t.threads: t for t in plan.tasks}
+
+    def again(c, points, label):
+        return cm.retime_apart(
+            opts, cpu, rep, task=task_of[c.params["threads"]], curve=c, points=points, label=label, numa_ids=[0]
+        )
+
+    out = cm.law_by_pool(curves, rep, curve_again=again)
+    assert named == [[1, 2]]
+    assert builds[2:] == [builds[0]]  # the 1-thread layer again, as it was measured, once for both points
+    assert builds[0][2] == 2 and builds[0][3] == 16  # its two cold copies, scratch for 16 tokens
+    assert out[1] is curves[1]
+    for before, p in zip(curves[0].points, out[0].points):
+        assert p.x == before.x and len(p.extra["timings"]) >= 2
+        assert p.t_ms == statistics.median(t["ms"] for t in p.extra["timings"])
+        assert p.extra["source_bytes"] == before.extra["source_bytes"] == 2 * layer
+    assert any("slower than a larger pool allows" in n for n in rep.notes)
+
+
+@pytest.mark.kt
 def test_a_layer_built_with_gpu_experts_skips_them(kt, cpu):
     """sglang-kt's order (the mask filled before the build): the layer's output is the reference's
     over the other experts only, as with those experts sent as id -1 (the path runner's way)."""

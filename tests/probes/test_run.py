@@ -339,9 +339,59 @@ def test_a_cpu_moe_layer_kt_kernel_would_keep_is_measured_in_its_own_process(tmp
     assert curve.params["method"] == "BF16" and curve.backend.startswith("kt-kernel") and len(curve.points) >= 3
     assert kt_spares.spare_count() == kept  # the BF16 layer was built and closed in the other process
     assert any(
-        n.startswith(f"cpu_moe FP8 {cm.QUICK_SHAPE.label}: probe_cpu_moe: its process was killed")
+        n.startswith(f"cpu_moe FP8 {cm.QUICK_SHAPE.label} 1t: probe_cpu_moe: its process was killed")
         for n in p.provenance.notes
     )
+
+
+@pytest.mark.kt
+def test_a_layer_too_large_for_one_process_at_every_count_is_measured_a_curve_to_a_process(tmp_path, monkeypatch):
+    """Where one (method, shape)'s layers at all its thread counts pass what one process may keep (a
+    model's own layer of tens of GB at each count), each count's curve is measured in a process of its
+    own, and the thread law runs over them here: a curve it names is timed again in a process of its
+    own too (the law pointed at the 1-thread curve, since a 2-core VM's counts do not break it). Both
+    curves come back, the named one with every timing, and this process keeps no layer."""
+    from kttune.kernels import kt_spares
+    from kttune.probes import common
+    from kttune.probes import run as probe_run
+
+    real = probe_run.run_isolated
+    calls = []
+
+    def recorded(fn, *a, **k):
+        plan = k.get("plan")
+        calls.append((fn.__name__, [t.threads for t in plan.tasks] if plan else k["task"].threads, k.get("law")))
+        return real(fn, *a, **k)
+
+    def law(curves):
+        return {1: list(next(c for c in curves if c.params["threads"] == 1).points)}
+
+    monkeypatch.setattr(probe_run, "run_isolated", recorded)
+    monkeypatch.setattr(probe_run, "ISOLATE_ABOVE_BYTES", -1)
+    monkeypatch.setattr(probe_run, "child_bytes_bound", lambda: -1)
+    monkeypatch.setattr(common, "slower_than_larger_pools", law)
+    kept = kt_spares.spare_count()
+    out = tmp_path / "p.json"
+    run_probe(
+        ProbeOptions(
+            quick=True,
+            methods=("BF16",),
+            threads=(1, 2),
+            out=out,
+            write_cache=False,
+            merge_cached=False,
+            host_ram=False,
+            gpu=False,
+            stage_a=False,
+        )
+    )
+    p = load_profile(out)
+    assert calls == [("probe_cpu_moe", [1], False), ("probe_cpu_moe", [2], False), ("retime_apart", 1, None)]
+    one, two = sorted(p.curves_of("cpu_moe"), key=lambda c: c.params["threads"])
+    assert (one.params["threads"], two.params["threads"]) == (1, 2) and one.backend.startswith("kt-kernel")
+    assert all(len(pt.extra["timings"]) >= 2 for pt in one.points)
+    assert kt_spares.spare_count() == kept
+    assert any("cpu_moe BF16 1t: " in n and "slower than a larger pool allows" in n for n in p.provenance.notes)
 
 
 @pytest.mark.kt
