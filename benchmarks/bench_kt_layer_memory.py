@@ -13,10 +13,12 @@ Two measurements in each: per method, a random layer (32 experts, 1024 x 512) bu
 --quick --cpu-only --skip-host-ram` run `--probes` times in the same process (as `--repeat` and
 `kttune tune` do), the process's resident size after each and the largest ended child's peak.
 
-A third measurement, in two more fresh processes: the CPU MoE step alone of a quick probe of a
+A third measurement, in three more fresh processes: the CPU MoE step alone of a quick probe of a
 model's own layer (`--model`, BF16: Qwen3-30B-A3B's 1.1 GiB layer, one per thread count) run
 `--model-probes` times in one process, with each (method, shape) whose layers pass
-`ISOLATE_ABOVE_BYTES` in a process of its own (shipped) and with every one in the probe's process.
+`ISOLATE_ABOVE_BYTES` in a process of its own (shipped), with every one in the probe's process, and
+with each curve in a process of its own (what the shipped probe does where one (method, shape)'s
+layers pass `child_bytes_bound`, a quarter of the available RAM: here that bound is set to 1 byte).
 
     python benchmarks/bench_kt_layer_memory.py                 # writes kt-layer-memory.{json,md}
     python benchmarks/bench_kt_layer_memory.py --probes 0 --model-probes 0     # the builds only
@@ -152,6 +154,7 @@ MODES = {
 MODEL_MODES = {
     "shipped": "",
     "in_process_cpu_moe": "import kttune.probes.run as r; r.ISOLATE_ABOVE_BYTES = 1 << 62;",
+    "a_curve_to_a_process": "import kttune.probes.run as r; r.child_bytes_bound = lambda: 1;",
 }
 
 
