@@ -41,6 +41,7 @@ from kttune.hw.shape_law import output_flops_for
 RESULTS = Path(__file__).resolve().parent / "results"
 H100 = RESULTS / "2026-12-05-h100-pcie5-xeon-amx-16c"
 H100_LATER = RESULTS / "2026-12-06-h100-pcie5-xeon-amx-16c"
+H100_7 = RESULTS / "2026-12-07-h100-pcie5-xeon-amx-16c"
 H200 = RESULTS / "2026-12-04-h200-pcie5-xeon-amx-16c"
 H200_LATER = RESULTS / "2026-12-06-h200-pcie5-xeon-amx-16c"
 
@@ -69,6 +70,7 @@ CALLS = (
             "h100ad",
         )
     ),
+    ("H100", H100_7, "h100ae", H100_7 / "quick-transfer-machine-h100ae.txt"),
     ("H200", H200, "a+b", H200 / "quick-transfer-machine-ab.txt"),
     *(("H200", H200, c, H200 / f"quick-transfer-machine-{c}.txt") for c in ("c", "d")),
     ("H200", H200_LATER, "h200f", H200_LATER / "quick-transfer-machine-h200f.txt"),

@@ -27,12 +27,15 @@
 # two probes with the median rule, by hand; z: diag_gap_rounds.sh), h100q names instance q's lone
 # shape-law probe, h100aa ran the Sapphire Rapids plan, h100ac the Emerald Rapids one (ab:
 # diag_kt_mask.sh alone), h100ad the Emerald Rapids one again (then each BF16 model's own layer, by
-# hand), and h200f ran on a busy H200 instance, docs/probe.md#a-busy-machine; pass the next letter so a
-# new call's files do not take an earlier one's names).
+# hand), h100ae the Sapphire Rapids one (2026-12-07; then the four BF16 models' own layers and a late
+# quick probe by hand), and h200f ran on a busy H200 instance, docs/probe.md#a-busy-machine; pass the
+# next letter so a new call's files do not take an earlier one's names). Steps run by hand should pack
+# their files into one archive under $OUT as this plan does: the device tool brings back only so many
+# files per call, and the late quick probe of h100ae's own-layer call was left out and run again.
 #
-#   H100TAG=h100ae H200TAG=h200g bash benchmarks/bench_instance_call.sh     (results: $OUT/quick-transfer-TAG.tgz)
+#   H100TAG=h100af H200TAG=h200g bash benchmarks/bench_instance_call.sh     (results: $OUT/quick-transfer-TAG.tgz)
 set -u
-H100TAG=${H100TAG:?name the call: H100TAG=h100ae (h100a-z, h100aa-ad are taken)}
+H100TAG=${H100TAG:?name the call: H100TAG=h100af (h100a-z, h100aa-ae are taken)}
 H200TAG=${H200TAG:?name the call: H200TAG=h200g (h200a-f are taken)}
 Q="$(dirname "$0")/bench_quick_transfer.sh"
 export THREADS=${THREADS:-11}

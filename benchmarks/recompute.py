@@ -35,6 +35,8 @@ VM5 = RESULTS / "2026-12-05-epyc-avx512-2c"
 H100_6 = RESULTS / "2026-12-06-h100-pcie5-xeon-amx-16c"
 H200_6 = RESULTS / "2026-12-06-h200-pcie5-xeon-amx-16c"
 C6 = "2026-12-06-computed"
+H100_7 = RESULTS / "2026-12-07-h100-pcie5-xeon-amx-16c"
+C7 = "2026-12-07-computed"
 C5 = "2026-12-05-computed"  # where the README's computed inputs are
 
 REL_TOL, ABS_TOL = 0.005, 1e-6
@@ -65,15 +67,17 @@ def _sweeps(folder: Path, tag: str) -> str:
     return ",".join(_s(sorted(folder.glob(f"quick-transfer-crossover-*-{tag}.json"))))
 
 
-def _per_call(name: str, script: str, flag: str, tags: tuple[str, ...], folder: Path = H100_6) -> list[Recipe]:
-    """One recipe per 2026-12-06 call (the H100 box's unless `folder` says): `script FLAG
-    FOLDER:TAG --out {out}/NAME-TAG`."""
+def _per_call(
+    name: str, script: str, flag: str, tags: tuple[str, ...], folder: Path = H100_6, computed: str = C6
+) -> list[Recipe]:
+    """One recipe per call (2026-12-06's on the H100 box unless `folder` and `computed` say):
+    `script FLAG FOLDER:TAG --out {out}/NAME-TAG`."""
     return [
         Recipe(
             f"{name}-{t}",
             _bench(script, flag, f"{folder}:{t}", "--out", f"{{out}}/{name}-{t}"),
             (f"{name}-{t}.json",),
-            C6,
+            computed,
         )
         for t in tags
     ]
@@ -376,6 +380,7 @@ def recipes() -> list[Recipe]:
                 (C5, H100, ("h100f", "h100g", "h100h", "h100i", "h100k")),
                 (C6, H100_6, ("h100m", "h100r", "h100s", "h100t", "h100x", "h100aa", "h100ac", "h100ad")),
                 (C6, H200_6, ("h200f",)),
+                (C7, H100_7, ("h100ae",)),
             )
             for t in tags
         ),
@@ -508,6 +513,7 @@ def recipes() -> list[Recipe]:
             C6,
         ),
         *_per_call("hybrid-cold", "bench_hybrid_cold.py", "--call", ("h100m", "h100n", "h100p")),
+        *_per_call("hybrid-cold", "bench_hybrid_cold.py", "--call", ("h100ae",), H100_7, C7),
         Recipe(
             "probe-median-fastest",
             _bench(
@@ -547,14 +553,15 @@ def recipes() -> list[Recipe]:
                     *_s(sorted(folder.glob(f"quick-transfer-crossover-*-{tag.split('-')[0]}.json"))),
                 ),
                 (f"transfer-quick-{tag}.json",),
-                C6,
+                computed,
             )
-            for folder, tags in (
-                (H100_6, ("h100n", "h100o", "h100o-late", "h100p", "h100r", "h100r-late", "h100s", "h100s-late")),
-                (H100_6, ("h100t", "h100t-late")),
-                (H100_6, ("h100u", "h100v", "h100x", "h100x-late")),
-                (H100_6, ("h100aa", "h100aa-late", "h100ac", "h100ac-late", "h100ad", "h100ad-late")),
-                (H200_6, ("h200f", "h200f-again", "h200f-late")),
+            for folder, computed, tags in (
+                (H100_6, C6, ("h100n", "h100o", "h100o-late", "h100p", "h100r", "h100r-late", "h100s", "h100s-late")),
+                (H100_6, C6, ("h100t", "h100t-late")),
+                (H100_6, C6, ("h100u", "h100v", "h100x", "h100x-late")),
+                (H100_6, C6, ("h100aa", "h100aa-late", "h100ac", "h100ac-late", "h100ad", "h100ad-late")),
+                (H200_6, C6, ("h200f", "h200f-again", "h200f-late")),
+                (H100_7, C7, ("h100ae", "h100ae-late")),
             )
             for tag in tags
         ),
@@ -575,6 +582,7 @@ def recipes() -> list[Recipe]:
         *_per_call("own-r", "bench_cpu_generation.py", "--own-r", ("h100n", "h100o", "h100p", "h100aa")),
         *_per_call("own-layer", "bench_own_layer.py", "--call", ("h100s", "h100t", "h100aa", "h100ac", "h100ad")),
         *_per_call("own-layer", "bench_own_layer.py", "--call", ("h200f",), H200_6),
+        *_per_call("own-layer", "bench_own_layer.py", "--call", ("h100ae",), H100_7, C7),
         Recipe(
             "shape-law-constants-emr",
             _bench(

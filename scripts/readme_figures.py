@@ -96,9 +96,14 @@ ACCURACY = dict(
         "2026-12-06-computed/transfer-merged-probes-h100ac.json",
         # nineteenth session: ad (Emerald Rapids), two probes merged, stage A's methods in processes of their own
         "2026-12-06-computed/transfer-merged-probes-h100ad.json",
+        # twentieth session: ae (Sapphire Rapids), two probes merged, the CPU MoE layer warm and cold
+        "2026-12-07-computed/transfer-merged-probes-h100ae.json",
     ),
     # H100 instances: their sweeps from their quick probes and from `kttune probe --model` of each model
-    own_layer=tuple(f"2026-12-06-computed/own-layer-h100{t}.json" for t in ("s", "t", "aa", "ac", "ad")),
+    own_layer=(
+        *(f"2026-12-06-computed/own-layer-h100{t}.json" for t in ("s", "t", "aa", "ac", "ad")),
+        "2026-12-07-computed/own-layer-h100ae.json",
+    ),
     gap_read=(
         "2026-12-06-computed/diag-gap-read-mixtral-8x7b-h100z.json",
         "2026-12-06-computed/diag-gap-read-glm-4.5-air-h100z.json",
