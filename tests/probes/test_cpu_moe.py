@@ -266,6 +266,16 @@ def test_the_probe_records_the_bytes_its_calls_cycled_over(kt, cpu):
     assert [p.extra["source_bytes"] for p in one.points] == [layer, layer]
 
 
+SMALL = MoeLayerShape(hidden=256, inter=128, experts=8, top_k=2)
+
+
+def _two_counts(**over) -> cm.CpuMoeOptions:
+    """A small BF16 layer at 1 and 2 threads, every point timed (the thread law's tests)."""
+    return cm.CpuMoeOptions(
+        shapes=(SMALL,), tokens=(4, 16), methods=("BF16",), threads=(1, 2), warmup=1, repeats=3, min_total_s=0.0, **over
+    )
+
+
 @pytest.mark.kt
 def test_the_probe_times_a_named_point_again_on_kt_kernel(kt, cpu, monkeypatch):
     """Wired into the probe: once a (method, shape)'s counts are measured, the points the law names
@@ -287,15 +297,7 @@ def test_the_probe_times_a_named_point_again_on_kt_kernel(kt, cpu, monkeypatch):
 
     monkeypatch.setattr(common, "slower_than_larger_pools", law)
     monkeypatch.setattr(cm, "_kt_layers", counted)
-    opts = cm.CpuMoeOptions(
-        shapes=(MoeLayerShape(hidden=256, inter=128, experts=8, top_k=2),),
-        tokens=(4, 16),
-        methods=("BF16",),
-        threads=(1, 2),
-        warmup=1,
-        repeats=3,
-        min_total_s=0.0,
-    )
+    opts = _two_counts()
     rep = NullReporter()
     curves = cm.probe_cpu_moe(opts, cpu, rep, cores=2, numa_ids=[0])
     assert named == [[1, 2]]  # once, over both counts of the one (method, shape)
@@ -328,18 +330,8 @@ def test_curves_measured_without_the_law_are_timed_again_one_build_per_curve(kt,
 
     monkeypatch.setattr(common, "slower_than_larger_pools", law)
     monkeypatch.setattr(cm, "_kt_layers", counted)
-    shape = MoeLayerShape(hidden=256, inter=128, experts=8, top_k=2)
-    layer = cm.layer_nbytes("BF16", shape)
-    opts = cm.CpuMoeOptions(
-        shapes=(shape,),
-        tokens=(4, 16),
-        methods=("BF16",),
-        threads=(1, 2),
-        warmup=1,
-        repeats=3,
-        min_total_s=0.0,
-        cold_bytes=2 * layer,
-    )
+    layer = cm.layer_nbytes("BF16", SMALL)
+    opts = _two_counts(cold_bytes=2 * layer)
     plan = cm.plan_cpu_moe(opts, cpu, cores=2, numa_ids=[0])
     rep = NullReporter()
     curves = cm.probe_cpu_moe(opts, cpu, rep, cores=2, numa_ids=[0], plan=plan, law=False)
