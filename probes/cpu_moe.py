@@ -511,30 +511,13 @@ def probe_cpu_moe(
             built.clear()
             return
         of_curve = {id(curves[b.index]): b for b in built}
-        # the layers of the curve being timed again, built once for all its points (a model's own
-        # layer is gigabytes: seconds to build); the law takes the curves one after another
-        open_layers: dict[int, tuple[list[KtMoeLayer], Callable[[int], Point]]] = {}
 
-        def close_layers() -> None:
-            for layers, _ in open_layers.values():
-                for lay in layers:
-                    lay.close()
-            open_layers.clear()
-
-        def remeasure(c: Curve, p: Point) -> Point:
-            if id(c) not in open_layers:
-                close_layers()
-                b = of_curve[id(c)]
-                layers = _kt_layers(b, opts, cpu, kt, numa_ids)
-                open_layers[id(c)] = (layers, _timer(_forward(layers, b.shape, opts.seed), opts))
-            return _again(open_layers[id(c)][1], p)
+        def again(c: Curve, points: list[Point], label: str) -> list[Point]:
+            return _retime_on(of_curve[id(c)], points, label, opts, cpu, kt, numa_ids, reporter)
 
         idx = [b.index for b in built]
-        try:
-            for i, c in zip(idx, law_by_pool([curves[i] for i in idx], reporter, remeasure)):
-                curves[i] = c
-        finally:
-            close_layers()
+        for i, c in zip(idx, law_by_pool([curves[i] for i in idx], reporter, again)):
+            curves[i] = c
         built.clear()
 
     for task in plan.tasks:
@@ -618,19 +601,15 @@ def probe_cpu_moe(
 
 
 def law_by_pool(
-    curves: list[Curve],
-    reporter: Reporter,
-    remeasure: Callable[[Curve, Point], Point] | None = None,
-    curve_again: Callable[[Curve, list[Point], str], list[Point]] | None = None,
+    curves: list[Curve], reporter: Reporter, curve_again: Callable[[Curve, list[Point], str], list[Point]]
 ) -> list[Curve]:
     """`curves` (one method and shape at several thread counts) with the thread law applied per pool
-    (every node, or the one-node curves), in their order (`retime_by_thread_law`)."""
+    (every node, or the one-node curves), in their order (`retime_by_thread_law`): `curve_again` times
+    a curve's named points again (`_retime_on` here, `retime_apart` in a process of its own)."""
     out = list(curves)
     for nodes in dict.fromkeys(tuple(c.params.get("numa_nodes") or ()) for c in curves):
         idx = [i for i, c in enumerate(curves) if tuple(c.params.get("numa_nodes") or ()) == nodes]
-        for i, c in zip(
-            idx, retime_by_thread_law([curves[i] for i in idx], remeasure, reporter, "cpu_moe", curve_again)
-        ):
+        for i, c in zip(idx, retime_by_thread_law([curves[i] for i in idx], None, reporter, "cpu_moe", curve_again)):
             out[i] = c
     return out
 
@@ -665,19 +644,38 @@ def retime_apart(
         max(1, int(source) // layer_nbytes(task.method, shape)) if source else 1,
         0,
     )
-    layers = _kt_layers(b, opts, cpu, kt, numa_ids)
+    return _retime_on(b, points, label, opts, cpu, kt, numa_ids, reporter)
+
+
+def _retime_on(
+    b: _Built,
+    points: list[Point],
+    label: str,
+    opts: CpuMoeOptions,
+    cpu: CpuInfo,
+    kt: KtKernel,
+    numa_ids: Sequence[int],
+    reporter: Reporter,
+) -> list[Point]:
+    """`points` of the curve `b` describes, timed again as the thread law does (`law_retime`) on its
+    layers built again: once for all the points (a model's own layer is gigabytes: seconds to build),
+    at the first timing, so that a build that fails is a timing that fails (the timings taken kept),
+    and closed after. Each point keeps the bytes its layers read."""
+    layers: list[KtMoeLayer] = []
+    timer: list[Callable[[int], Point]] = []
+
+    def remeasure(p: Point) -> Point:
+        if not timer:
+            layers.extend(_kt_layers(b, opts, cpu, kt, numa_ids))
+            timer.append(_timer(_forward(layers, b.shape, opts.seed), opts))
+        pt = timer[0](int(p.x))
+        return replace(pt, extra={**pt.extra, "source_bytes": p.extra.get("source_bytes")})
+
     try:
-        timed = _timer(_forward(layers, shape, opts.seed), opts)
-        return law_retime(points, lambda p: _again(timed, p), reporter, label)
+        return law_retime(points, remeasure, reporter, label)
     finally:
         for lay in layers:
             lay.close()
-
-
-def _again(timed: Callable[[int], Point], p: Point) -> Point:
-    """Point `p` timed again, keeping the bytes its layers read."""
-    pt = timed(int(p.x))
-    return replace(pt, extra={**pt.extra, "source_bytes": p.extra.get("source_bytes")})
 
 
 def moe_curve_params(
