@@ -3,12 +3,13 @@
 # H200 box, and the H100 box's instances are two CPU generations under one name,
 # docs/probe.md#one-name-two-cpus). Each branch runs benchmarks/bench_quick_transfer.sh at 11 threads:
 #
-# - Sapphire Rapids (family 6 model 143): COLD=1 COLD_TOKENS=1024, the four BF16 models, then
-#   MiniMax-M2.1: the quick layer timed warm and cold (cycled past twice the last-level cache) to
-#   1,024 tokens, read by bench_hybrid_cold.py --call, for the lead that the quick BF16 layer (96 MiB)
-#   about fills this generation's 105 MiB L3 while its BF16 hybrid paths read slow (+13% median; the
-#   instance's own r, measured on aa with SHAPE_LAW=1, reads them slower still: docs/cost-model.md,
-#   "Instances aa and ac");
+# - Sapphire Rapids (family 6 model 143): the four BF16 models, then MiniMax-M2.1, LATE=1, and each
+#   BF16 model's own layer (OWN): this generation's quick probes read the BF16 hybrid paths slow
+#   (+10% median) where the models' own layers read them within 5-10% (docs/cost-model.md, "Instance
+#   af"), so each such instance puts the two side by side. The plan before, COLD=1 COLD_TOKENS=1024
+#   on ae and af, asked whether the quick BF16 layer (96 MiB) filling this generation's 105 MiB L3 was
+#   why: on af, an instance that read them slow, the layer timed cold took 0.89-1.02x its warm time
+#   and moved no hybrid error by more than 2 points;
 # - an H200: AGAIN=1, Qwen3-Next first: its layerwise path (26% on the instance
 #   with two quick probes, before the quick probe streamed its narrow layers: docs/probe.md);
 # - an Emerald Rapids H100: the four BF16 models and two FP8 ones, then LATE=1 (a second quick probe
@@ -28,14 +29,16 @@
 # shape-law probe, h100aa ran the Sapphire Rapids plan, h100ac the Emerald Rapids one (ab:
 # diag_kt_mask.sh alone), h100ad the Emerald Rapids one again (then each BF16 model's own layer, by
 # hand), h100ae the Sapphire Rapids one (2026-12-07; then the four BF16 models' own layers and a late
-# quick probe by hand), and h200f ran on a busy H200 instance, docs/probe.md#a-busy-machine; pass the
+# quick probe by hand), h100af the Sapphire Rapids one again (then diag_pipeline_modes.py, the own
+# layers and a late quick probe by hand) and h100ag the same plan on the same instance (a call that
+# asked for an H200 and kept the held H100), and h200f ran on a busy H200 instance, docs/probe.md#a-busy-machine; pass the
 # next letter so a new call's files do not take an earlier one's names). Steps run by hand should pack
 # their files into one archive under $OUT as this plan does: the device tool brings back only so many
 # files per call, and the late quick probe of h100ae's own-layer call was left out and run again.
 #
-#   H100TAG=h100af H200TAG=h200g bash benchmarks/bench_instance_call.sh     (results: $OUT/quick-transfer-TAG.tgz)
+#   H100TAG=h100ah H200TAG=h200g bash benchmarks/bench_instance_call.sh     (results: $OUT/quick-transfer-TAG.tgz)
 set -u
-H100TAG=${H100TAG:?name the call: H100TAG=h100af (h100a-z, h100aa-ae are taken)}
+H100TAG=${H100TAG:?name the call: H100TAG=h100ah (h100a-z, h100aa-ag are taken)}
 H200TAG=${H200TAG:?name the call: H200TAG=h200g (h200a-f are taken)}
 Q="$(dirname "$0")/bench_quick_transfer.sh"
 export THREADS=${THREADS:-11}
@@ -44,7 +47,8 @@ mixtral=mixtral-8x7b:BF16:2:256,384,512,768
 next=qwen3-next-80b-a3b:BF16:8:3072,4096,6144
 minimax=minimax-m2.1:FP8:8:64,96,128,192
 if grep -qE "^model\s+: 143$" /proc/cpuinfo; then
-  TAG=$H100TAG COLD=1 COLD_TOKENS=1024 bash "$Q" $glm $mixtral qwen3-30b-a3b:BF16:8:1024,1536,2048,3072 $next $minimax
+  TAG=$H100TAG LATE=1 OWN="glm-4.5-air:BF16 mixtral-8x7b:BF16 qwen3-30b-a3b:BF16 qwen3-next-80b-a3b:BF16" \
+    bash "$Q" $glm $mixtral qwen3-30b-a3b:BF16:8:1024,1536,2048,3072 $next $minimax
 elif nvidia-smi -L 2>/dev/null | grep -q H200; then
   TAG=$H200TAG AGAIN=1 bash "$Q" $next $glm $mixtral qwen3-30b-a3b:BF16:8:1536,2048,2560,3072 $minimax
 else

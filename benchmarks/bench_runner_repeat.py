@@ -17,7 +17,7 @@ VM of a GPU box is one physical GPU) and a configuration (method, GPU experts, t
   predicts it best.
 
     python3 benchmarks/bench_runner_repeat.py [--out benchmarks/results/2026-12-05-computed/runner-repeat]
-        [--pair FOLDER:TAG1:TAG2 ...]   # further calls (default: the three pairs named in PAIRS)
+        [--pair FOLDER:TAG1:TAG2 ...]   # further calls (default: the pairs named in PAIRS)
 """
 
 from __future__ import annotations
@@ -39,11 +39,13 @@ from kttune.runner.result import runs_in_results
 RESULTS = Path("benchmarks/results")
 H100 = RESULTS / "2026-12-05-h100-pcie5-xeon-amx-16c"
 H200 = RESULTS / "2026-12-04-h200-pcie5-xeon-amx-16c"
+H100_7 = RESULTS / "2026-12-07-h100-pcie5-xeon-amx-16c"
 # (folder, first tag, second tag): calls on one instance with sweeps of the same models
 PAIRS = [
     (H200, "a", "b"),  # GPU-4d9e28bd, two device calls (2026-12-04)
     (H100, "h100a", "h100hog"),  # GPU-6f784c87, two calls; memory neighbours ran beside the second's probe only
     (H100, "h100d", "h100e"),  # GPU-0b310900, one call: probe, sweeps, probe, sweeps, probe
+    (H100_7, "h100af", "h100ag"),  # GPU-e99c0bf6 (Sapphire Rapids), two calls: the tool kept the held H100
 ]
 PATHS = ("hybrid", "layerwise")
 

@@ -380,7 +380,7 @@ def recipes() -> list[Recipe]:
                 (C5, H100, ("h100f", "h100g", "h100h", "h100i", "h100k")),
                 (C6, H100_6, ("h100m", "h100r", "h100s", "h100t", "h100x", "h100aa", "h100ac", "h100ad")),
                 (C6, H200_6, ("h200f",)),
-                (C7, H100_7, ("h100ae",)),
+                (C7, H100_7, ("h100ae", "h100af")),
             )
             for t in tags
         ),
@@ -513,7 +513,7 @@ def recipes() -> list[Recipe]:
             C6,
         ),
         *_per_call("hybrid-cold", "bench_hybrid_cold.py", "--call", ("h100m", "h100n", "h100p")),
-        *_per_call("hybrid-cold", "bench_hybrid_cold.py", "--call", ("h100ae",), H100_7, C7),
+        *_per_call("hybrid-cold", "bench_hybrid_cold.py", "--call", ("h100ae", "h100af", "h100ag"), H100_7, C7),
         Recipe(
             "probe-median-fastest",
             _bench(
@@ -561,7 +561,7 @@ def recipes() -> list[Recipe]:
                 (H100_6, C6, ("h100u", "h100v", "h100x", "h100x-late")),
                 (H100_6, C6, ("h100aa", "h100aa-late", "h100ac", "h100ac-late", "h100ad", "h100ad-late")),
                 (H200_6, C6, ("h200f", "h200f-again", "h200f-late")),
-                (H100_7, C7, ("h100ae", "h100ae-late")),
+                (H100_7, C7, ("h100ae", "h100ae-late", "h100af", "h100af-late", "h100ag")),
             )
             for tag in tags
         ),
@@ -582,7 +582,7 @@ def recipes() -> list[Recipe]:
         *_per_call("own-r", "bench_cpu_generation.py", "--own-r", ("h100n", "h100o", "h100p", "h100aa")),
         *_per_call("own-layer", "bench_own_layer.py", "--call", ("h100s", "h100t", "h100aa", "h100ac", "h100ad")),
         *_per_call("own-layer", "bench_own_layer.py", "--call", ("h200f",), H200_6),
-        *_per_call("own-layer", "bench_own_layer.py", "--call", ("h100ae",), H100_7, C7),
+        *_per_call("own-layer", "bench_own_layer.py", "--call", ("h100ae", "h100af"), H100_7, C7),
         Recipe(
             "shape-law-constants-emr",
             _bench(

@@ -98,11 +98,13 @@ ACCURACY = dict(
         "2026-12-06-computed/transfer-merged-probes-h100ad.json",
         # twentieth session: ae (Sapphire Rapids), two probes merged, the CPU MoE layer warm and cold
         "2026-12-07-computed/transfer-merged-probes-h100ae.json",
+        # twenty-first session: af (Sapphire Rapids), three probes of two calls merged
+        "2026-12-07-computed/transfer-merged-probes-h100af.json",
     ),
     # H100 instances: their sweeps from their quick probes and from `kttune probe --model` of each model
     own_layer=(
         *(f"2026-12-06-computed/own-layer-h100{t}.json" for t in ("s", "t", "aa", "ac", "ad")),
-        "2026-12-07-computed/own-layer-h100ae.json",
+        *(f"2026-12-07-computed/own-layer-h100{t}.json" for t in ("ae", "af")),
     ),
     gap_read=(
         "2026-12-06-computed/diag-gap-read-mixtral-8x7b-h100z.json",
@@ -838,8 +840,8 @@ def accuracy_block() -> str:
     rows.append(
         (
             "nothing: the path runner's sweep against a second sweep of the same instance (the floor under every row)",
-            f"the same forced sweep twice on one instance, minutes apart: {rr['sweeps']} pairs of sweeps, 3 instances "
-            "(an H200, two H100s)",
+            f"the same forced sweep twice on one instance, minutes apart: {rr['sweeps']} pairs of sweeps, 4 instances "
+            "(an H200, three H100s)",
             f"per model and path {rr['per_path_mean']:.0%} mean, worst {rr['per_path_max']:.0%} "
             f"({rr['per_path_over_15']} of {rr['per_path_count']} over 15%), worst forward {rr['worst_forward']:.0%}; "
             f"crossovers {rr['crossovers_agree']} of {rr['crossovers']} agree",

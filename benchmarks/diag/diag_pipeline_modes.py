@@ -10,6 +10,10 @@ either mode, the order alternating per round, so that a drift of the machine fal
 Per round and mode: the whole layer's time and stage A in sglang-kt's loop, and the time per GiB of
 each point. Needs a CUDA GPU and kt-kernel.
 
+Run on H100 instance af (2026-12-07, "Instance af" there), four rounds: 33.3 ms median in either mode
+(33.0-34.1 quick, 33.0-33.6 full), where that instance's quick and own probes read the layer at
+32.6-34.9 ms: the modes agree, and ae's 40.7 ms was not their difference.
+
     python benchmarks/diag/diag_pipeline_modes.py --model qwen3-30b-a3b --threads 11 --rounds 3 --out DIR
 """
 
