@@ -91,6 +91,20 @@ def runnable_configs(configs, writer) -> tuple[PipelineConfig, ...]:
     return tuple(dict.fromkeys(replace(c, driver="host") for c in configs))
 
 
+def kept_writer_bytes(shape: MoeLayerShape, max_layer_bytes: int | None, thread_counts: int) -> int:
+    """About how many bytes of kt-kernel writer layers `probe_pipeline_layer` leaves in its process: one
+    layer of the experts it streams per thread count, where the class kt-kernel writes `shape`'s method
+    with cannot be freed (`kttune.kernels.kt_moe.kt_method_leaks`); 0 without kt-kernel (the torch
+    writer keeps nothing)."""
+    from kttune.kernels.kt_ext import load_kt_kernel
+    from kttune.kernels.kt_moe import kt_method_leaks
+
+    kt = load_kt_kernel()
+    if kt is None or not kt_method_leaks(kt, shape.method):
+        return 0
+    return thread_counts * layer_experts(shape, max_layer_bytes) * expert_stream_bytes(shape)
+
+
 def probe_pipeline_layer(
     shape: MoeLayerShape,
     *,

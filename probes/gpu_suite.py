@@ -17,7 +17,7 @@ most of the quick probe's time, and a streaming pipeline's time is linear in the
 from __future__ import annotations
 
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from kttune.hw.profile import Curve
@@ -52,12 +52,21 @@ def pipeline_threads(inventory, quick: bool, threads: Sequence[int] = ()) -> tup
 
 @dataclass(frozen=True)
 class PipelineStep:
-    """The layerwise pipeline probe of one shape, as planned (its thread counts, configs, layer cap)."""
+    """The layerwise pipeline probe of one shape, as planned (its thread counts, configs, layer cap).
+
+    A full probe's step (a model's own layer, streamed whole) whose kt-kernel writer layers would stay
+    past `ISOLATE_ABOVE_BYTES` runs in a process of its own (`apart`): kt-kernel 0.7.2 never frees
+    them, one per thread count, and DeepSeek-V3's BF16 layer is 22.5 GB. The quick probe's capped
+    layers, the timings the calibrations rest on, stay in kttune's process, as the CPU MoE step's quick
+    layer does (docs/probe.md#the-pipeline-step-and-kt-kernels-kept-writers). `isolate` forces
+    either way (None: by size); `device` "cpu" runs the stages on the CPU (tests)."""
 
     shape: MoeLayerShape
     threads: tuple[int, ...]
     quick: bool
     reporter: Reporter = field(default_factory=NullReporter, compare=False, repr=False)
+    isolate: bool | None = None
+    device: str = "cuda"
 
     @property
     def max_layer_bytes(self) -> int | None:
@@ -74,7 +83,35 @@ class PipelineStep:
 
         return gpu_pipeline.PIPELINE_REPEATS
 
+    def kept_bytes(self) -> int:
+        """What the step's writer layers would leave in the process that measures it."""
+        from kttune.probes import gpu_pipeline
+
+        return gpu_pipeline.kept_writer_bytes(self.shape, self.max_layer_bytes, len(self.threads))
+
+    @property
+    def apart(self) -> bool:
+        """Whether the step runs in a process of its own."""
+        from kttune.probes.cpu_moe import ISOLATE_ABOVE_BYTES
+
+        if self.isolate is not None:
+            return self.isolate
+        return not self.quick and self.kept_bytes() > ISOLATE_ABOVE_BYTES
+
     def __call__(self) -> list[Curve]:
+        if not self.apart:
+            return self.measure()
+        from kttune.probes.isolated import run_isolated
+
+        self.reporter.note(
+            f"pipeline {self.shape.name} {self.shape.method}: measured in a process of its own, since kt-kernel "
+            f"keeps its writer layers (about {self.kept_bytes() / GIB:.1f} GiB at {len(self.threads)} thread "
+            "count(s)) until that process ends"
+        )
+        return run_isolated(_measure_here, replace(self, reporter=NullReporter()), reporter=self.reporter)
+
+    def measure(self) -> list[Curve]:
+        """The step in this process."""
         from kttune.probes import gpu_pipeline
 
         q = self.quick
@@ -86,10 +123,16 @@ class PipelineStep:
             threads_options=self.threads,
             expert_fractions=gpu_pipeline.QUICK_EXPERT_FRACTIONS if q else (0.25, 0.5, 1.0),
             max_layer_bytes=self.max_layer_bytes,
+            device=self.device,
         )
         for n in notes:
             self.reporter.note(n)
         return curves
+
+
+def _measure_here(step: PipelineStep, reporter: Reporter) -> list[Curve]:
+    """`step` measured in the calling process (the isolated child's entry), reporting to `reporter`."""
+    return replace(step, reporter=reporter).measure()
 
 
 def count_steps(

@@ -15,6 +15,7 @@ Run on H100 instance af (2026-12-07, "Instance af" there), four rounds: 33.3 ms 
 32.6-34.9 ms: the modes agree, and ae's 40.7 ms was not their difference.
 
     python benchmarks/diag/diag_pipeline_modes.py --model qwen3-30b-a3b --threads 11 --rounds 3 --out DIR
+        [--apart]   # the full step here and in a process of its own, in place of quick and full
 """
 
 from __future__ import annotations
@@ -26,11 +27,17 @@ import time
 from pathlib import Path
 
 
-def one(shape, threads: int, quick: bool) -> dict:
+# (label, quick, isolate): the quick and full steps where the probe runs them, or with --apart the full
+# step in this process and in a process of its own (PipelineStep.apart)
+MODES = (("quick", True, None), ("full", False, None))
+APART = (("here", False, False), ("apart", False, True))
+
+
+def one(shape, threads: int, quick: bool, isolate: bool | None = None, device: str = "cuda") -> dict:
     from kttune.probes.gpu_suite import PipelineStep
 
     t0 = time.perf_counter()
-    curves = PipelineStep(shape, threads=(threads,), quick=quick)()
+    curves = PipelineStep(shape, threads=(threads,), quick=quick, isolate=isolate, device=device)()
     wall = time.perf_counter() - t0
     if not curves:
         return {"quick": quick, "wall_s": wall, "error": "no curve"}
@@ -59,6 +66,12 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=11)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument(
+        "--apart",
+        action="store_true",
+        help="the full step here and in a process of its own, in place of quick and full",
+    )
+    ap.add_argument("--device", default="cuda", help="cpu: the stages on the CPU, one after another (a dry run)")
     a = ap.parse_args()
     from kttune import app
     from kttune.spec.moe_shape import MoeLayerShape
@@ -66,23 +79,23 @@ def main() -> None:
     shape = MoeLayerShape.of_model(app.model_spec(a.model), method=a.method)
     rows = []
     a.out.mkdir(parents=True, exist_ok=True)
+    modes = APART if a.apart else MODES
+    out = a.out / f"diag-pipeline-modes-{a.model}{'-apart' if a.apart else ''}.json"
     for r in range(a.rounds):
-        for quick in (True, False) if r % 2 == 0 else (False, True):
-            row = {"round": r, **one(shape, a.threads, quick)}
+        for label, quick, isolate in modes if r % 2 == 0 else modes[::-1]:
+            row = {"round": r, "mode": label, **one(shape, a.threads, quick, isolate, a.device)}
             rows.append(row)
             print(
-                f"round {r} {'quick' if quick else 'full '}: layer {row.get('layer_ms', float('nan')):.1f} ms, "
+                f"round {r} {label:5}: layer {row.get('layer_ms', float('nan')):.1f} ms, "
                 f"stage A {row.get('stage_a_ms')}, ms/GiB {row.get('ms_per_gib')}, {row['wall_s']:.0f} s",
                 flush=True,
             )
-            (a.out / f"diag-pipeline-modes-{a.model}.json").write_text(
-                json.dumps({"args": vars(a) | {"out": str(a.out)}, "rows": rows}, indent=1)
-            )
-    for quick in (True, False):
-        xs = [r["layer_ms"] for r in rows if r["quick"] == quick and "layer_ms" in r]
+            out.write_text(json.dumps({"args": vars(a) | {"out": str(a.out)}, "rows": rows}, indent=1))
+    for label, _, _ in modes:
+        xs = [r["layer_ms"] for r in rows if r["mode"] == label and "layer_ms" in r]
         if xs:
             print(
-                f"{'quick' if quick else 'full'}: layer median {statistics.median(xs):.1f} ms over {len(xs)} rounds ({min(xs):.1f}-{max(xs):.1f})"
+                f"{label}: layer median {statistics.median(xs):.1f} ms over {len(xs)} rounds ({min(xs):.1f}-{max(xs):.1f})"
             )
 
 

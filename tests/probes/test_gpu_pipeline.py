@@ -188,3 +188,79 @@ def test_a_consistent_curve_is_not_timed_again_and_a_failed_repeat_keeps_the_fir
 
     ((r, e, rec),) = retimed_runs(scattered, fails, NullReporter(), "p")
     assert r.layer_ms == 30.0 and rec["retime_error"] == "RuntimeError: CUDA out of memory"
+
+
+def _tiny_step(**kw):
+    from kttune.probes.gpu_suite import PipelineStep
+    from kttune.spec.moe_shape import MoeLayerShape
+
+    # a shape no other test builds, so that no closed layer of it is kept yet (kt_spares)
+    shape = MoeLayerShape(hidden=256, inter=192, experts=6, top_k=2, method="BF16", name="tiny")
+    return PipelineStep(shape, (1,), quick=False, device="cpu", **kw)
+
+
+def _shape_of(curves):
+    """What a curve says apart from its timings (and the retime's record, which a scattered point adds)."""
+    from kttune.hw.point_quality import RETIME_KEYS
+
+    return [
+        (
+            c.kind,
+            c.params,
+            c.backend,
+            [(p.x, p.n, p.extra["experts_streamed"], sorted(set(p.extra) - set(RETIME_KEYS))) for p in c.points],
+        )
+        for c in curves
+    ]
+
+
+@pytest.mark.skipif(not importlib.util.find_spec("kt_kernel"), reason="kt-kernel not installed")
+def test_a_pipeline_step_run_apart_returns_the_same_curve_and_leaves_no_writer_layer_here():
+    """The full probe's pipeline step in a process of its own (real kt-kernel writer, real spawned
+    child, the stages on the CPU): the same curve as measured here (kind, params, backend, points,
+    what each point records), the child's progress reaches this reporter as it happens, a note says
+    where it ran, and this process keeps none of its writer layers, where measuring it here keeps
+    one per thread count for a class kt-kernel cannot free."""
+    from kttune.kernels import kt_spares
+    from tests.probes.test_isolated import Recorder
+
+    rep = Recorder()
+    kept = kt_spares.spare_count()
+    apart = _tiny_step(isolate=True, reporter=rep)()
+    assert kt_spares.spare_count() == kept
+
+    here_step = _tiny_step(isolate=False)
+    here = here_step()
+    assert kt_spares.spare_count() - kept == (1 if here_step.kept_bytes() else 0)
+    assert _shape_of(apart) == _shape_of(here)
+    (curve,) = apart
+    assert [p.extra["experts_streamed"] for p in curve.points] == [2, 3, 6]
+    assert all(p.t_ms_p10 <= p.t_ms <= p.t_ms_p90 for p in curve.points)
+    steps = [c[1] for c in rep.calls if c[0] == "step"]
+    assert any(s.startswith("pipeline tiny BF16 threads=1") for s in steps)
+    notes = [c[1] for c in rep.calls if c[0] == "note"]
+    assert any("measured in a process of its own" in n for n in notes)
+
+
+@pytest.mark.skipif(not importlib.util.find_spec("kt_kernel"), reason="kt-kernel not installed")
+def test_only_a_full_probes_step_whose_kept_writers_pass_the_bound_runs_apart():
+    """By size: a model's own layer streamed whole at three thread counts (DeepSeek-V3's 256 experts
+    of 7168 x 2048) runs apart when kt-kernel keeps its writers (one layer per count), the quick
+    probe's capped layer of the same shape and a small full layer stay here; `isolate` decides
+    where it is given."""
+    from kttune.kernels.kt_ext import load_kt_kernel
+    from kttune.kernels.kt_moe import kt_method_leaks
+    from kttune.probes.cpu_moe import ISOLATE_ABOVE_BYTES
+    from kttune.probes.gpu_pipeline import expert_stream_bytes
+    from kttune.probes.gpu_suite import PipelineStep
+    from kttune.spec.moe_shape import MoeLayerShape
+
+    big = MoeLayerShape(hidden=7168, inter=2048, experts=256, top_k=8, method="BF16", name="dsv3")
+    full = PipelineStep(big, (15, 11, 8), quick=False)
+    quick = PipelineStep(big, (15, 11), quick=True)
+    if not kt_method_leaks(load_kt_kernel(), "BF16"):
+        assert full.kept_bytes() == 0 and not full.apart
+        pytest.skip("kt-kernel frees its BF16 class here: nothing would stay")
+    assert full.kept_bytes() == 3 * 256 * expert_stream_bytes(big) > ISOLATE_ABOVE_BYTES
+    assert full.apart and not quick.apart and not _tiny_step().apart
+    assert not PipelineStep(big, (15,), quick=False, isolate=False).apart and _tiny_step(isolate=True).apart
