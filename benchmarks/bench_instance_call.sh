@@ -36,7 +36,8 @@
 # their files into one archive under $OUT as this plan does: the device tool brings back only so many
 # files per call, and the late quick probe of h100ae's own-layer call was left out and run again.
 #
-#   H100TAG=h100ah H200TAG=h200g bash benchmarks/bench_instance_call.sh     (results: $OUT/quick-transfer-TAG.tgz)
+#   H100TAG=h100ah H200TAG=h200g bash benchmarks/bench_instance_call.sh     (results: $OUT/quick-transfer-TAG.tgz,
+#   $OUT/apart-TAG.tgz; run it under `timeout 580`: the plans take up to 480 s and the check about 60)
 set -u
 H100TAG=${H100TAG:?name the call: H100TAG=h100ah (h100a-z, h100aa-ag are taken)}
 H200TAG=${H200TAG:?name the call: H200TAG=h200g (h200a-f are taken)}
@@ -46,12 +47,22 @@ glm=glm-4.5-air:BF16:8:1024,1536,2048,3072
 mixtral=mixtral-8x7b:BF16:2:256,384,512,768
 next=qwen3-next-80b-a3b:BF16:8:3072,4096,6144
 minimax=minimax-m2.1:FP8:8:64,96,128,192
+tag=$H100TAG
 if grep -qE "^model\s+: 143$" /proc/cpuinfo; then
   TAG=$H100TAG LATE=1 OWN="glm-4.5-air:BF16 mixtral-8x7b:BF16 qwen3-30b-a3b:BF16 qwen3-next-80b-a3b:BF16" \
     bash "$Q" $glm $mixtral qwen3-30b-a3b:BF16:8:1024,1536,2048,3072 $next $minimax
 elif nvidia-smi -L 2>/dev/null | grep -q H200; then
+  tag=$H200TAG
   TAG=$H200TAG AGAIN=1 bash "$Q" $next $glm $mixtral qwen3-30b-a3b:BF16:8:1536,2048,2560,3072 $minimax
 else
   TAG=$H100TAG LATE=1 bash "$Q" \
     $glm $mixtral qwen3-30b-a3b:BF16:8:1024,1536,2048,3072 $next $minimax qwen3-235b-a22b-fp8:FP8:8:32,48,64,96
 fi
+# Then the full pipeline step of Qwen3-30B-A3B's layer in this process and in a process of its own
+# (PipelineStep.apart), three interleaved rounds: the GPU check that a step timed apart reads as one
+# timed here (docs/probe.md#the-pipeline-step-and-kt-kernels-kept-writers). Its own archive.
+d=$(mktemp -d)
+timeout 100 python benchmarks/diag/diag_pipeline_modes.py --model qwen3-30b-a3b --threads "$THREADS" --rounds 3 \
+  --apart --out "$d" > "$d/diag-pipeline-modes-apart.log" 2>&1
+echo "apart rc=$?"
+tar czf "${OUT:-.}/apart-$tag.tgz" -C "$d" .
