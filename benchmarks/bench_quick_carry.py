@@ -1,0 +1,117 @@
+"""The quick probe's CPU MoE layer carried to a model's experts, against the model's own layer on the
+same instance: the cost model's kt-kernel forward (`Components.cpu_moe_ms`, every expert on the CPU,
+11 threads) from the call's first quick probe over the same from `kttune probe --model M` of that
+instance, at 256, 1,024 and 3,072 tokens, for every BF16 model whose own layer an H100 call probed
+(`quick-transfer-model-M-TAG[-again].profile.json`), grouped by the instance's CPU generation (lscpu's
+model in the call's machine file: 143 Sapphire Rapids, else Emerald Rapids).
+
+What it asks: whether the quick probe's reading of a BF16 model's CPU experts departs from the
+model's own layer by CPU generation (Sapphire Rapids instances read the BF16 hybrid paths slow, Emerald
+Rapids ones mostly fast: docs/probe.md#one-name-two-cpus), or by how far the quick series (to 256
+tokens) is carried up in tokens. The own layer is measured to 8,192 tokens, so each ratio is the
+quick probe's carry over a measurement.
+
+    python benchmarks/bench_quick_carry.py [--out benchmarks/results/2026-12-07-computed/quick-carry]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+from pathlib import Path
+
+from results_layout import write_result
+
+from kttune import app
+from kttune.cost.components import Components
+from kttune.hw.profile import load_profile
+
+RESULTS = Path(__file__).resolve().parent / "results"
+TOKENS = (256, 1024, 3072)
+THREADS = 11
+OWN = re.compile(r"quick-transfer-model-(.+)-(h100[a-z]+)(-again)?\.profile\.json")
+
+
+def generation(machine: Path) -> str:
+    return "Sapphire Rapids" if re.search(r"^Model:\s+143$", machine.read_text(), re.M) else "Emerald Rapids"
+
+
+def rows() -> list[dict]:
+    out = []
+    for f in sorted(RESULTS.glob("*-h100-*/quick-transfer-model-*.profile.json")):
+        m = OWN.fullmatch(f.name)
+        if not m:
+            continue
+        model, tag, again = m.groups()
+        quick = f.parent / f"quick-transfer-{tag}.profile.json"
+        machine = f.parent / f"quick-transfer-machine-{tag}.txt"
+        own_prof = load_profile(f)
+        if not quick.is_file() or not machine.is_file() or not own_prof.curves_of("cpu_moe", method="BF16"):
+            continue
+        spec = app.model_spec(model)
+        own = Components(own_prof, spec, "BF16")
+        carried = Components(load_profile(quick), spec, "BF16")
+        out.append(
+            {
+                "generation": generation(machine),
+                "probe": f"{f.parent.name}/{f.name}",
+                "call": tag + (again or ""),
+                "model": model,
+                "ratio": {
+                    t: carried.cpu_moe_ms(t, spec.num_experts, THREADS) / own.cpu_moe_ms(t, spec.num_experts, THREADS)
+                    for t in TOKENS
+                },
+            }
+        )
+    return out
+
+
+def summary(rs: list[dict]) -> dict:
+    gens = sorted({r["generation"] for r in rs})
+    return {
+        g: {
+            t: {
+                "median": statistics.median(x := [r["ratio"][t] for r in rs if r["generation"] == g]),
+                "low": min(x),
+                "high": max(x),
+                "n": len(x),
+            }
+            for t in TOKENS
+        }
+        for g in gens
+    }
+
+
+def markdown(doc: dict) -> str:
+    lines = [
+        "# The quick layer carried to a BF16 model's experts, over the model's own layer",
+        "",
+        "The cost model's kt-kernel forward (every expert on the CPU, 11 threads) from the call's first quick "
+        "probe over the same from `kttune probe --model M` of the same instance (benchmarks/bench_quick_carry.py).",
+        "",
+        "| generation | tokens | median | range | own-layer probes |",
+        "|---|---|---|---|---|",
+    ]
+    for g, by_t in doc["summary"].items():
+        for t, s in by_t.items():
+            lines.append(f"| {g} | {t} | {s['median']:.2f} | {s['low']:.2f}-{s['high']:.2f} | {s['n']} |")
+    lines += ["", "| generation | call | model | " + " | ".join(f"{t} tokens" for t in TOKENS) + " |"]
+    lines.append("|---|---|---|" + "---|" * len(TOKENS))
+    for r in doc["rows"]:
+        cells = " | ".join(f"{r['ratio'][t]:.2f}" for t in TOKENS)
+        lines.append(f"| {r['generation']} | {r['call']} | {r['model']} | {cells} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=None, help="write OUT.json and OUT.md")
+    a = ap.parse_args()
+    rs = sorted(rows(), key=lambda r: (r["generation"], r["call"], r["model"]))
+    doc = {"threads": THREADS, "tokens": list(TOKENS), "rows": rs, "summary": summary(rs)}
+    write_result(a.out, doc, markdown(doc))
+
+
+if __name__ == "__main__":
+    main()
