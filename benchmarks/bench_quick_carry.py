@@ -67,6 +67,51 @@ def rows() -> list[dict]:
     return out
 
 
+def _bf16_curve(path: Path) -> dict[float, float] | None:
+    """A profile's BF16 kt-kernel MoE curve at THREADS: tokens -> ms."""
+    cs = [c for c in load_profile(path).curves_of("cpu_moe", method="BF16") if c.params.get("threads") == THREADS]
+    return {p.x: p.t_ms for p in cs[0].points} if cs else None
+
+
+def marginal_ps_per_flop(curve: dict[float, float], params: dict, rows: tuple[int, int]) -> float | None:
+    """The curve's time per flop at the margin between the two token counts whose rows per expert
+    (tokens x top-k / experts) are `rows`; None where it did not measure both."""
+    e, k = int(params["experts"]), int(params["top_k"])
+    t0, t1 = (r * e // k for r in rows)
+    if t0 not in curve or t1 not in curve:
+        return None
+    flops_per_token = k * 3 * int(params["hidden"]) * int(params["inter"]) * 2
+    return (curve[t1] - curve[t0]) * 1e9 / ((t1 - t0) * flops_per_token)
+
+
+MARGIN_ROWS = (64, 256)  # rows per expert of the quick layer at 256 and 1,024 tokens
+
+
+def margins(rs: list[dict]) -> list[dict]:
+    """Where the call also timed the quick layer warm to 1,024 tokens (`cold-warm-TAG.profile.json`,
+    COLD=1): the marginal time per flop between 64 and 256 rows an expert, of that layer and of the
+    model's own, at the same rows."""
+    out = []
+    for r in rs:
+        folder = RESULTS / r["probe"].split("/")[0]
+        tag = r["call"].removesuffix("-again")
+        warm = folder / f"quick-transfer-cold-warm-{tag}.profile.json"
+        if not warm.is_file():
+            continue
+        own_path = RESULTS / r["probe"]
+        own_c = load_profile(own_path).curves_of("cpu_moe", method="BF16", threads=THREADS)
+        quick_c = load_profile(warm).curves_of("cpu_moe", method="BF16", threads=THREADS)
+        if not own_c or not quick_c:
+            continue
+        q = marginal_ps_per_flop(_bf16_curve(warm) or {}, quick_c[0].params, MARGIN_ROWS)
+        o = marginal_ps_per_flop(_bf16_curve(own_path) or {}, own_c[0].params, MARGIN_ROWS)
+        if q is not None and o is not None:
+            out.append(
+                {"generation": r["generation"], "call": r["call"], "model": r["model"], "quick_ps": q, "own_ps": o}
+            )
+    return out
+
+
 def summary(rs: list[dict]) -> dict:
     gens = sorted({r["generation"] for r in rs})
     return {
@@ -96,6 +141,21 @@ def markdown(doc: dict) -> str:
     for g, by_t in doc["summary"].items():
         for t, s in by_t.items():
             lines.append(f"| {g} | {t} | {s['median']:.2f} | {s['low']:.2f}-{s['high']:.2f} | {s['n']} |")
+    if doc["margins"]:
+        lines += [
+            "",
+            f"Where the call also timed the quick layer warm to 1,024 tokens (COLD=1): the time per flop at the margin "
+            f"between {MARGIN_ROWS[0]} and {MARGIN_ROWS[1]} rows an expert (tokens x top-k / experts), the quick layer's "
+            "and the model's own at the same rows, in ps per flop:",
+            "",
+            "| generation | call | model | quick layer | own layer | quick / own |",
+            "|---|---|---|---|---|---|",
+        ]
+        for m in doc["margins"]:
+            lines.append(
+                f"| {m['generation']} | {m['call']} | {m['model']} | {m['quick_ps']:.3f} | {m['own_ps']:.3f} | "
+                f"{m['quick_ps'] / m['own_ps']:.2f} |"
+            )
     lines += ["", "| generation | call | model | " + " | ".join(f"{t} tokens" for t in TOKENS) + " |"]
     lines.append("|---|---|---|" + "---|" * len(TOKENS))
     for r in doc["rows"]:
@@ -109,7 +169,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="write OUT.json and OUT.md")
     a = ap.parse_args()
     rs = sorted(rows(), key=lambda r: (r["generation"], r["call"], r["model"]))
-    doc = {"threads": THREADS, "tokens": list(TOKENS), "rows": rs, "summary": summary(rs)}
+    doc = {"threads": THREADS, "tokens": list(TOKENS), "rows": rs, "summary": summary(rs), "margins": margins(rs)}
     write_result(a.out, doc, markdown(doc))
 
 
