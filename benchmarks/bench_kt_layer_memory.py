@@ -43,7 +43,7 @@ METHODS = ("BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4", "AMXINT4", "AMXINT8")
 SHAPE = dict(hidden=1024, inter=512, experts=32)
 
 
-def _rss() -> int:
+def rss() -> int:
     import psutil
 
     gc.collect()
@@ -64,12 +64,12 @@ def measure_builds(builds: int) -> list[dict]:
         growth, name = [], ""
         try:
             for i in range(builds):
-                before = _rss()
+                before = rss()
                 layer = KtMoeLayer(host, top_k=8, threads=1, max_tokens=64, isa=None, kt=kt)
                 name = layer.kernel_class
                 layer.close()
                 if i:
-                    growth.append(_rss() - before)
+                    growth.append(rss() - before)
         except RuntimeError as e:
             rows.append({"method": method, "skipped": str(e)})
             continue
@@ -85,19 +85,22 @@ def measure_builds(builds: int) -> list[dict]:
     return rows
 
 
-def _after_each(runs: int, run, save) -> list[dict]:
+def after_each(runs: int, run, save, record=None) -> list[dict]:
     """`run(i)` `runs` times in this process; after each, the resident size, the largest peak of an
-    ended child and the run's wall time (`save` gets the rows so far)."""
+    ended child and the run's wall time, and `record(what run returned)`'s fields where given (`save`
+    gets the rows so far)."""
     import resource
     import time
 
     out = []
     for i in range(runs):
         t0 = time.perf_counter()
-        run(i)
+        got = run(i)
         wall = time.perf_counter() - t0
         child_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-        out.append({"rss_bytes": _rss(), "child_peak_bytes": child_peak, "wall_s": wall})
+        out.append(
+            {"rss_bytes": rss(), "child_peak_bytes": child_peak, "wall_s": wall, **(record(got) if record else {})}
+        )
         save(out)
     return out
 
@@ -114,7 +117,7 @@ def measure_probes(probes: int, save=lambda rows: None) -> list[dict]:
             if main(argv) != 0:
                 raise SystemExit("the probe failed")
 
-        return _after_each(probes, probe, save)
+        return after_each(probes, probe, save)
 
 
 MODEL = "qwen3-30b-a3b"
@@ -136,7 +139,7 @@ def measure_model_probes(probes: int, save=lambda rows: None) -> list[dict]:
         write_cache=False,
         merge_cached=False,
     )
-    return _after_each(probes, lambda i: run_probe(opts), save)
+    return after_each(probes, lambda i: run_probe(opts), save)
 
 
 # stage A in the probe's process: run_isolated replaced by a plain call
@@ -160,7 +163,7 @@ MODEL_MODES = {
 
 def child(mode: str, builds: int, probes: int) -> dict:
     """One mode in a fresh process (the leak is the process's)."""
-    return _fresh(
+    return fresh(
         MODES[mode]
         + f"r = {{'builds': b.measure_builds({builds}), 'probes': []}}; save(r);"
         + f"b.measure_probes({probes}, lambda rows: save({{**r, 'probes': rows}}))",
@@ -169,16 +172,17 @@ def child(mode: str, builds: int, probes: int) -> dict:
 
 
 def model_child(mode: str, probes: int) -> dict:
-    return _fresh(
+    return fresh(
         MODEL_MODES[mode] + f"b.measure_model_probes({probes}, lambda rows: save({{'probes': rows}}))",
         mode,
         {"probes": []},
     )
 
 
-def _fresh(body: str, mode: str, empty: dict | None = None) -> dict:
+def fresh(body: str, mode: str, empty: dict | None = None, key: str = "probes", what: str = "probe") -> dict:
     """`body` in a fresh process, with `save` (results so far, to a file written after each
-    measurement, so that a process the system kills, out of memory, leaves what it had)."""
+    measurement, so that a process the system kills, out of memory, leaves what it had) and this
+    module as `b`; where it ends early, `ended` names the `what` of `key`'s rows it was in."""
     with tempfile.TemporaryDirectory() as d:
         res = Path(d) / "r.json"
         if empty is not None:
@@ -195,10 +199,10 @@ def _fresh(body: str, mode: str, empty: dict | None = None) -> dict:
         if proc.returncode:
             killed = proc.returncode < 0
             out["ended"] = (
-                f"killed by signal {-proc.returncode} during probe {len(out['probes']) + 1}"
+                f"killed by signal {-proc.returncode} during {what} {len(out[key]) + 1}"
                 + (" (the system was out of memory)" if proc.returncode == -9 else "")
                 if killed
-                else f"failed (exit code {proc.returncode}) during probe {len(out['probes']) + 1}"
+                else f"failed (exit code {proc.returncode}) during {what} {len(out[key]) + 1}"
             )
         return out
 

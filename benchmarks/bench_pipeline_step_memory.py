@@ -19,33 +19,18 @@ the pipeline's speed (the GPU box's check of the timings: benchmarks/diag/diag_p
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 
+from bench_kt_layer_memory import after_each, fresh
 from results_layout import results_dir, write_result
 
-ROOT = Path(__file__).resolve().parents[1]
 GIB = 2**30
 MODES = ("here", "apart")
 
 
-def _rss() -> int:
-    import gc
-
-    import psutil
-
-    gc.collect()
-    return psutil.Process().memory_info().rss
-
-
-def run_steps(model: str, method: str, threads: list[int], steps: int, device: str, apart: bool, save) -> None:
-    """In this process: the full pipeline step `steps` times, each row saved as it ends."""
-    import resource
-
+def run_steps(model: str, method: str, threads: list[int], steps: int, device: str, apart: bool, save) -> list:
+    """In this process: the full pipeline step `steps` times, each row saved as it ends (`after_each`)
+    with the whole layer's time per thread count."""
     from kttune import app
     from kttune.probes.common import NullReporter
     from kttune.probes.gpu_suite import PipelineStep
@@ -53,39 +38,25 @@ def run_steps(model: str, method: str, threads: list[int], steps: int, device: s
 
     shape = MoeLayerShape.of_model(app.model_spec(model), method=method)
     step = PipelineStep(shape, tuple(threads), quick=False, reporter=NullReporter(), isolate=apart, device=device)
-    rows = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        curves = step()
-        wall = time.perf_counter() - t0
-        full = [max(c.points, key=lambda p: p.x).t_ms for c in curves]
-        rows.append(
-            {
-                "rss_bytes": _rss(),
-                "child_peak_bytes": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
-                "wall_s": round(wall, 1),
-                "layer_ms": full,
-            }
-        )
-        save(rows)
+    return after_each(
+        steps,
+        lambda i: step(),
+        save,
+        lambda curves: {"layer_ms": [max(c.points, key=lambda p: p.x).t_ms for c in curves]},
+    )
 
 
-def fresh(mode: str, a: argparse.Namespace) -> dict:
+def run_mode(mode: str, a: argparse.Namespace) -> dict:
     """One mode in a fresh process (what kt-kernel keeps is the process's)."""
-    with tempfile.TemporaryDirectory() as d:
-        res = Path(d) / "r.json"
-        res.write_text("[]")
-        code = (
-            "import json, sys; sys.path.insert(0, 'benchmarks'); import bench_pipeline_step_memory as b;"
-            f"b.run_steps({a.model!r}, {a.method!r}, {a.threads!r}, {a.steps}, {a.device!r}, {mode == 'apart'}, "
-            f"lambda rows: open({str(res)!r}, 'w').write(json.dumps(rows)))"
-        )
-        proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
-        rows = json.loads(res.read_text())
-        out = {"steps": rows}
-        if proc.returncode:
-            out["ended"] = f"exit code {proc.returncode} during step {len(rows) + 1}: {proc.stderr[-600:]}"
-        return out
+    return fresh(
+        "import bench_pipeline_step_memory as p;"
+        f"p.run_steps({a.model!r}, {a.method!r}, {a.threads!r}, {a.steps}, {a.device!r}, {mode == 'apart'}, "
+        "lambda rows: save({'steps': rows}))",
+        mode,
+        {"steps": []},
+        key="steps",
+        what="step",
+    )
 
 
 def markdown(doc: dict) -> str:
@@ -127,9 +98,11 @@ def main() -> None:
     doc = {
         "args": {k: v for k, v in vars(a).items() if k != "out"},
         "host": f"{cpu.model}, {cpu.physical_cores} cores, {psutil.virtual_memory().total / GIB:.1f} GiB RAM",
-        "modes": {m: fresh(m, a) for m in MODES},
+        "modes": {m: run_mode(m, a) for m in MODES},
     }
-    write_result(a.out or results_dir() / "pipeline-step-memory", doc, markdown(doc))
+    out = a.out or results_dir() / "pipeline-step-memory"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_result(out, doc, markdown(doc))
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import re
 import statistics
 from pathlib import Path
 
+from bench_cpu_generation import cpuid, generation
 from results_layout import write_result
 
 from kttune import app
@@ -31,10 +32,6 @@ RESULTS = Path(__file__).resolve().parent / "results"
 TOKENS = (256, 1024, 3072)
 THREADS = 11
 OWN = re.compile(r"quick-transfer-model-(.+)-(h100[a-z]+)(-again)?\.profile\.json")
-
-
-def generation(machine: Path) -> str:
-    return "Sapphire Rapids" if re.search(r"^Model:\s+143$", machine.read_text(), re.M) else "Emerald Rapids"
 
 
 def rows() -> list[dict]:
@@ -54,7 +51,7 @@ def rows() -> list[dict]:
         carried = Components(load_profile(quick), spec, "BF16")
         out.append(
             {
-                "generation": generation(machine),
+                "generation": generation(machine, *cpuid(machine)[:2]),
                 "probe": f"{f.parent.name}/{f.name}",
                 "call": tag + (again or ""),
                 "model": model,
@@ -67,21 +64,22 @@ def rows() -> list[dict]:
     return out
 
 
-def _bf16_curve(path: Path) -> dict[float, float] | None:
-    """A profile's BF16 kt-kernel MoE curve at THREADS: tokens -> ms."""
-    cs = [c for c in load_profile(path).curves_of("cpu_moe", method="BF16") if c.params.get("threads") == THREADS]
-    return {p.x: p.t_ms for p in cs[0].points} if cs else None
+def _bf16_curve(path: Path):
+    """A profile's BF16 kt-kernel MoE curve at THREADS, or None."""
+    cs = load_profile(path).curves_of("cpu_moe", method="BF16", threads=THREADS)
+    return cs[0] if cs else None
 
 
-def marginal_ps_per_flop(curve: dict[float, float], params: dict, rows: tuple[int, int]) -> float | None:
-    """The curve's time per flop at the margin between the two token counts whose rows per expert
-    (tokens x top-k / experts) are `rows`; None where it did not measure both."""
-    e, k = int(params["experts"]), int(params["top_k"])
+def marginal_ps_per_flop(curve, rows: tuple[int, int]) -> float | None:
+    """A `cpu_moe` curve's time per flop at the margin between the two token counts whose rows per
+    expert (tokens x top-k / experts) are `rows`; None where it did not measure both."""
+    at = {p.x: p.t_ms for p in curve.points}
+    e, k = int(curve.params["experts"]), int(curve.params["top_k"])
     t0, t1 = (r * e // k for r in rows)
-    if t0 not in curve or t1 not in curve:
+    if t0 not in at or t1 not in at:
         return None
-    flops_per_token = k * 3 * int(params["hidden"]) * int(params["inter"]) * 2
-    return (curve[t1] - curve[t0]) * 1e9 / ((t1 - t0) * flops_per_token)
+    flops_per_token = k * 3 * int(curve.params["hidden"]) * int(curve.params["inter"]) * 2
+    return (at[t1] - at[t0]) * 1e9 / ((t1 - t0) * flops_per_token)
 
 
 MARGIN_ROWS = (64, 256)  # rows per expert of the quick layer at 256 and 1,024 tokens
@@ -98,13 +96,10 @@ def margins(rs: list[dict]) -> list[dict]:
         warm = folder / f"quick-transfer-cold-warm-{tag}.profile.json"
         if not warm.is_file():
             continue
-        own_path = RESULTS / r["probe"]
-        own_c = load_profile(own_path).curves_of("cpu_moe", method="BF16", threads=THREADS)
-        quick_c = load_profile(warm).curves_of("cpu_moe", method="BF16", threads=THREADS)
-        if not own_c or not quick_c:
+        quick_c, own_c = _bf16_curve(warm), _bf16_curve(RESULTS / r["probe"])
+        if quick_c is None or own_c is None:
             continue
-        q = marginal_ps_per_flop(_bf16_curve(warm) or {}, quick_c[0].params, MARGIN_ROWS)
-        o = marginal_ps_per_flop(_bf16_curve(own_path) or {}, own_c[0].params, MARGIN_ROWS)
+        q, o = marginal_ps_per_flop(quick_c, MARGIN_ROWS), marginal_ps_per_flop(own_c, MARGIN_ROWS)
         if q is not None and o is not None:
             out.append(
                 {"generation": r["generation"], "call": r["call"], "model": r["model"], "quick_ps": q, "own_ps": o}
