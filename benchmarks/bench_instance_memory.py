@@ -21,13 +21,14 @@ from bench_cpu_generation import cpuid, generation
 from results_layout import write_result
 
 from kttune.probes.cpu_moe import QUICK_SHAPE
-from kttune.probes.run import QUICK_MAX_TOKENS
 from kttune.runner.result import runs_in_results
 
 RESULTS = Path(__file__).resolve().parent / "results"
 H100 = RESULTS / "2026-12-05-h100-pcie5-xeon-amx-16c"
 H100_LATER = RESULTS / "2026-12-06-h100-pcie5-xeon-amx-16c"
 H200 = RESULTS / "2026-12-04-h200-pcie5-xeon-amx-16c"
+# the quick layer's point every quick series holds (its last until 2026-12-07, when it went on to 1,024)
+QUICK_TOKENS = 256
 H200_LATER = RESULTS / "2026-12-06-h200-pcie5-xeon-amx-16c"
 TOKENS, THREADS, METHOD = 3072, 11, "BF16"
 MODELS = ("glm-4.5-air", "qwen3-30b-a3b")
@@ -85,7 +86,7 @@ def quick_layer_ms(profile: dict) -> float | None:
             QUICK_SHAPE.hidden,
             QUICK_SHAPE.inter,
         ):
-            return {pt["x"]: pt["t_ms"] for pt in c["points"]}.get(QUICK_MAX_TOKENS)
+            return {pt["x"]: pt["t_ms"] for pt in c["points"]}.get(QUICK_TOKENS)
     return None
 
 

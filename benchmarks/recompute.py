@@ -584,7 +584,9 @@ def recipes() -> list[Recipe]:
         *_per_call("own-layer", "bench_own_layer.py", "--call", ("h200f",), H200_6),
         *_per_call("own-layer", "bench_own_layer.py", "--call", ("h100ae", "h100af"), H100_7, C7),
         Recipe("quick-carry", _bench("bench_quick_carry.py", "--out", "{out}/quick-carry"), ("quick-carry.json",), C7),
-        Recipe("quick-series", _bench("bench_quick_series.py", "--out", "{out}/quick-series"), ("quick-series.json",), C7),
+        Recipe(
+            "quick-series", _bench("bench_quick_series.py", "--out", "{out}/quick-series"), ("quick-series.json",), C7
+        ),
         Recipe(
             "shape-law-constants-emr",
             _bench(

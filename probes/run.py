@@ -62,7 +62,11 @@ from kttune.probes.stage_a import (
 )
 from kttune.units import MIB
 
-QUICK_MAX_TOKENS = 256
+# The quick layer (32 experts, top-8) runs 256 rows an expert at 1,024 tokens, the rows a model's hybrid
+# forwards of 1-3K tokens run at (64-192 for 128 experts at top-8). Timed only to 256 tokens (64 rows),
+# its matrix-kernel rate comes from 16-64 rows, which cost Sapphire Rapids 1.1-1.3x more per flop than
+# 64-256 rows (docs/probe.md#the-quick-layers-series-how-far-up-in-tokens).
+QUICK_MAX_TOKENS = 1024
 FULL_MAX_TOKENS = 8192
 
 
@@ -70,16 +74,17 @@ FULL_MAX_TOKENS = 8192
 class ProbeOptions:
     """What `kttune probe` measures.
 
-    quick: a reduced probe (one small expert shape, tokens up to 256, fewer repeats, the layerwise
+    quick: a reduced probe (one small expert shape, tokens up to 1,024, fewer repeats, the layerwise
         pipeline over at most 2 GiB of each layer) at two kt-kernel thread counts, cores-5 and
-        cores-3 (`kttune.probes.common.kt_thread_counts`): about a minute, on a 2-core host (65-73 s)
-        and on the 16-core H200 box (59.5 s; 62.4 s with stage A writing from twice its L3, docs/probe.md).
+        cores-3 (`kttune.probes.common.kt_thread_counts`): about a minute, on the 16-core H200 box
+        (59.5 s with the 256-token series) and on the H100 box (45-54 s with either series); 71-76 s on a
+        2-core AMX host, where the 256-token series took 56-58 s (docs/probe.md).
     model: a `kttune.spec.model_spec.ModelSpec`: measure its expert shape (H, I, E, top-k) instead
         of the representative shapes (E shrinks, with a reason, if the layer does not fit in RAM).
     methods: KT methods to measure (default: every one the host's kt-kernel runs).
     threads: kt-kernel worker thread counts for CPU MoE, stage A and the pipeline alike (default:
         `kt_thread_counts`: cores-5, -3, -1 in full, cores-5 and -3 in quick mode).
-    max_tokens: largest token count (default 256 quick, 8192 full).
+    max_tokens: largest token count (default 1,024 quick, 8192 full).
     out: also write the profile here.
     merge_cached: start from this machine's cached profile (same fingerprint) and replace only the
         curves measured now, so CPU and GPU parts, or methods, can be probed in separate runs.

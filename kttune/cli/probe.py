@@ -56,7 +56,7 @@ def probe(
         bool,
         typer.Option(
             "--quick",
-            help="Reduced probe: one small expert shape, tokens up to 256, kt-kernel "
+            help="Reduced probe: one small expert shape, tokens up to 1,024, kt-kernel "
             "thread counts cores-5 and cores-3 (as the full probe's cores-5, -3, "
             "-1), the layerwise pipeline over at most 2 GiB of each layer. About "
             "a minute (docs/probe.md).",
@@ -95,7 +95,7 @@ def probe(
         bounded(
             "--max-tokens",
             rule=bounds.FORWARD_TOKENS,
-            help="Largest token count of the CPU MoE curves (the largest chunk). Default 256 with --quick, else 8192.",
+            help="Largest token count of the CPU MoE curves (the largest chunk). Default 1,024 with --quick, else 8192.",
         ),
     ] = None,
     out: Annotated[

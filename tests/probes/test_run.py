@@ -429,3 +429,24 @@ def test_methods_whose_layers_fit_one_process_share_it(tmp_path, monkeypatch, st
     assert calls == [["BF16", "FP8"]]
     kind = {"stage_a": "stage_a_write", "cpu_moe": "cpu_moe"}[step]
     assert {c.params["method"] for c in p.curves_of(kind)} == {"BF16", "FP8"}
+
+
+@pytest.mark.parametrize("model", ["qwen3-30b-a3b", "glm-4.5-air", "qwen3-next-80b-a3b"])
+def test_quick_series_times_the_matrix_kernel_at_the_rows_a_long_forward_runs(model):
+    """The quick layer's matrix-kernel rate is what every long hybrid forward is charged at, and its
+    time per flop depends on the rows an expert runs (on Sapphire Rapids 16-64 rows cost 1.2-1.3x
+    what 64-256 do: docs/probe.md#the-quick-layers-series-how-far-up-in-tokens). So the default
+    quick series holds at least two lengths at or above the rows a catalog model's 1,024-token
+    forward runs an expert, on the matrix kernel: a slope measured where the models run, not
+    carried up from below (the 256-token series had one such point)."""
+    from kttune import app
+    from kttune.probes.cpu_moe import QUICK_SHAPE
+    from kttune.probes.run import cpu_moe_options
+    from kttune.spec.kt_classes import kt_matmul_above
+
+    spec = app.model_spec(model)
+    model_rows = 1024 * spec.top_k / spec.num_experts
+    switch = kt_matmul_above("AMXBF16_MOE", QUICK_SHAPE.experts, QUICK_SHAPE.top_k)
+    tokens = cpu_moe_options(ProbeOptions(quick=True)).tokens
+    above = [t for t in tokens if t > switch and t * QUICK_SHAPE.top_k / QUICK_SHAPE.experts >= model_rows]
+    assert len(above) >= 2, (tokens, model_rows)

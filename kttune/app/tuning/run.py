@@ -50,7 +50,6 @@ TUNE_VERSION = 1
 PHASE_SHARES = {"crossover": 0.20, "screen": 0.45, "race": 0.90}
 MAX_THREAD_COUNTS = 3
 RUN_CAP_S = 30.0  # a run the model predicts (x1.5) longer than this is not measured: one run must not take the budget
-PROBE_MAX_TOKENS = 1024
 
 
 class _Clock:
@@ -254,7 +253,6 @@ def _probe_child(model: str, method: str, small: bool, threads: tuple[int, ...],
                 model=spec,
                 methods=(method,),
                 threads=threads,
-                max_tokens=PROBE_MAX_TOKENS,
                 stage_a=True,
                 host_ram=False,
                 gpu=False,
