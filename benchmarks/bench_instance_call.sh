@@ -22,6 +22,9 @@
 #   probe's and the runner's calls, one after the other in one process), answered on w by
 #   benchmarks/diag/diag_gap_rounds.py (the same calls in interleaved rounds agree).
 #
+# Since 2026-12-07 every quick probe times its CPU MoE layer to 1,024 tokens (docs/probe.md#the-quick-layers-series-how-far-up-in-tokens):
+# h100ah / h200g are the first calls whose probes read the runner that way, so the plans stay as they
+# were and their probes are judged as before.
 # Each plan runs in about 300-480 s, so a call started late in a session's device time still ends.
 # H100TAG / H200TAG name the call on either box (2026-12-06: h100n, h100o, h100p, h100r, h100s,
 # h100t, h100u, h100v and h100x ran on Emerald Rapids instances n-x (w and y: diag_gap_rounds.py and
