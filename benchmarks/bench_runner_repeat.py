@@ -46,6 +46,7 @@ PAIRS = [
     (H100, "h100a", "h100hog"),  # GPU-6f784c87, two calls; memory neighbours ran beside the second's probe only
     (H100, "h100d", "h100e"),  # GPU-0b310900, one call: probe, sweeps, probe, sweeps, probe
     (H100_7, "h100af", "h100ag"),  # GPU-e99c0bf6 (Sapphire Rapids), two calls: the tool kept the held H100
+    (H100_7, "h100ah", "h100ai"),  # GPU-1e06e13b (Emerald Rapids), two calls on one boot, sweeps 6-8 minutes apart
 ]
 PATHS = ("hybrid", "layerwise")
 

@@ -380,7 +380,7 @@ def recipes() -> list[Recipe]:
                 (C5, H100, ("h100f", "h100g", "h100h", "h100i", "h100k")),
                 (C6, H100_6, ("h100m", "h100r", "h100s", "h100t", "h100x", "h100aa", "h100ac", "h100ad")),
                 (C6, H200_6, ("h200f",)),
-                (C7, H100_7, ("h100ae", "h100af")),
+                (C7, H100_7, ("h100ae", "h100af", "h100ah")),
             )
             for t in tags
         ),
@@ -562,6 +562,7 @@ def recipes() -> list[Recipe]:
                 (H100_6, C6, ("h100aa", "h100aa-late", "h100ac", "h100ac-late", "h100ad", "h100ad-late")),
                 (H200_6, C6, ("h200f", "h200f-again", "h200f-late")),
                 (H100_7, C7, ("h100ae", "h100ae-late", "h100af", "h100af-late", "h100ag")),
+                (H100_7, C7, ("h100ah", "h100ah-late", "h100ai")),
             )
             for tag in tags
         ),
@@ -586,6 +587,33 @@ def recipes() -> list[Recipe]:
         Recipe("quick-carry", _bench("bench_quick_carry.py", "--out", "{out}/quick-carry"), ("quick-carry.json",), C7),
         Recipe(
             "quick-series", _bench("bench_quick_series.py", "--out", "{out}/quick-series"), ("quick-series.json",), C7
+        ),
+        # instance ah/ai (Emerald Rapids): three probes at each length in alternating order around call ai's
+        # sweeps (quick-tokens-h100ai-order.txt; the middle 1,024-token probe is call ai's own)
+        Recipe(
+            "quick-tokens-h100ai",
+            _bench(
+                "bench_quick_tokens.py",
+                "--quick",
+                "256=" + ",".join(_s(sorted(H100_7.glob("quick-tokens-h100ai-quick-256-[123].profile.json")))),
+                "--quick",
+                "1024="
+                + ",".join(
+                    _s(
+                        [
+                            H100_7 / "quick-tokens-h100ai-quick-1024-1.profile.json",
+                            H100_7 / "quick-transfer-h100ai.profile.json",
+                            H100_7 / "quick-tokens-h100ai-quick-1024-3.profile.json",
+                        ]
+                    )
+                ),
+                "--sweeps",
+                *_s(sorted(H100_7.glob("quick-transfer-crossover-*-h100ai.json"))),
+                "--out",
+                "{out}/quick-tokens-h100ai",
+            ),
+            ("quick-tokens-h100ai.json",),
+            C7,
         ),
         Recipe(
             "shape-law-constants-emr",

@@ -100,6 +100,8 @@ ACCURACY = dict(
         "2026-12-07-computed/transfer-merged-probes-h100ae.json",
         # twenty-first session: af (Sapphire Rapids), three probes of two calls merged
         "2026-12-07-computed/transfer-merged-probes-h100af.json",
+        # twenty-second session: ah (Emerald Rapids), three probes of two calls merged, the first timed to 1,024 tokens
+        "2026-12-07-computed/transfer-merged-probes-h100ah.json",
     ),
     # H100 instances: their sweeps from their quick probes and from `kttune probe --model` of each model
     own_layer=(
@@ -286,6 +288,14 @@ def derive_block() -> str:
         f"{times_faster(p['mean_prefill_ms'], same['mean_prefill_ms'], lower_is_faster=True)} and decode "
         f"{decode}."
     )
+
+
+def _count(n: int, what: str) -> str:
+    """'an H200', 'four H100s': a count in words for the accuracy table's prose."""
+    words = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+    if n == 1:
+        return f"{'an' if what[0] in 'AEFHILMNORSX' else 'a'} {what}"
+    return f"{words[n] if n < len(words) else n} {what}s"
 
 
 def probe_quick_block() -> str:
@@ -836,12 +846,13 @@ def accuracy_block() -> str:
         )
     )
     rows.append(gap_read_row())
-    rr = json.loads((RESULTS / ACCURACY["runner_repeat"]).read_text())["summary"]
+    rr_doc = json.loads((RESULTS / ACCURACY["runner_repeat"]).read_text())
+    rr, boxes = rr_doc["summary"], ["h200" in p["folder"] for p in rr_doc["pairs"]]
     rows.append(
         (
             "nothing: the path runner's sweep against a second sweep of the same instance (the floor under every row)",
-            f"the same forced sweep twice on one instance, minutes apart: {rr['sweeps']} pairs of sweeps, 4 instances "
-            "(an H200, three H100s)",
+            f"the same forced sweep twice on one instance, minutes apart: {rr['sweeps']} pairs of sweeps, "
+            f"{len(boxes)} instances ({_count(sum(boxes), 'H200')}, {_count(len(boxes) - sum(boxes), 'H100')})",
             f"per model and path {rr['per_path_mean']:.0%} mean, worst {rr['per_path_max']:.0%} "
             f"({rr['per_path_over_15']} of {rr['per_path_count']} over 15%), worst forward {rr['worst_forward']:.0%}; "
             f"crossovers {rr['crossovers_agree']} of {rr['crossovers']} agree",
