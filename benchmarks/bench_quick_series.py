@@ -8,7 +8,8 @@ layer again to 1,024 tokens, warm and cold, minutes after its quick probe
 (`quick-transfer-cold{,-warm}-TAG.profile.json`). Cutting those curves at 256 tokens gives the short
 series from the same minute, so the comparison is the series' length alone, not when it was timed
 (a reading minutes apart moves by up to a fifth: docs/probe.md#one-name-two-cpus). The quick probe
-as it ran is listed too. Per curve it also reports the kernel's time per flop at the margin between
+as it ran is listed too. Since the quick probe itself times the layer to 1,024 tokens (2026-12-07),
+each such probe is judged the same way on its call's sweeps: whole, and cut at 256 tokens. Per curve it also reports the kernel's time per flop at the margin between
 16 and 64 rows an expert over the same between 64 and 256 (the short series' rate over the rate the
 models' hybrid forwards run at: 1-3K tokens are 64-192 rows an expert for 128 experts at top-8).
 
@@ -113,13 +114,51 @@ def rows() -> tuple[list[dict], list[dict]]:
     return sweeps_out, curves_out
 
 
-def summary(sweeps: list[dict]) -> dict:
+PROBE_VARIANTS = (f"probe cut to {SHORT}", f"probe to {LONG}")
+
+
+def probe_rows() -> tuple[list[dict], list[dict]]:
+    """Every H100 quick probe whose own CPU MoE series reaches LONG tokens (`quick-transfer-TAG.profile.json`
+    and its `-late` probe), whole and cut at SHORT, on its call's sweeps; and its BF16 margin ratio."""
+    out, curves = [], []
+    for f in sorted(RESULTS.glob("*-h100-*/quick-transfer-h100*.profile.json")):
+        tag = f.name.removeprefix("quick-transfer-").removesuffix(".profile.json")
+        call = tag.removesuffix("-late")
+        sweeps = sorted(f.parent.glob(f"quick-transfer-crossover-*-{call}.json"))
+        prof = load_profile(f)
+        if not sweeps or _bf16(prof) is None:
+            continue
+        machine = f.parent / f"quick-transfer-machine-{call}.txt"
+        gen = generation(machine, *cpuid(machine)[:2])
+        curves.append({"generation": gen, "call": tag, "timing": "probe", "ratio": margin_ratio(_bf16(prof))})
+        profs = dict(zip(PROBE_VARIANTS, (replace(cut(prof, SHORT), calibration=()), replace(prof, calibration=()))))
+        for s in sweeps:
+            got = {v: predict(str(s), p) for v, p in profs.items()}
+            out.append(
+                {
+                    "generation": gen,
+                    "call": tag,
+                    "model": got[PROBE_VARIANTS[0]]["model"],
+                    **{
+                        v: {
+                            "hybrid_mape": g["hybrid"]["mape"],
+                            "hybrid_signed": g["hybrid"]["signed"],
+                            "crossovers": [x["agrees"] for x in g["crossover"]],
+                        }
+                        for v, g in got.items()
+                    },
+                }
+            )
+    return out, curves
+
+
+def summary(sweeps: list[dict], variants: tuple[str, ...] = VARIANTS) -> dict:
     groups = sorted({r["generation"] for r in sweeps}) + ["all"]
     out = {}
     for g in groups:
         rs = [r for r in sweeps if g in ("all", r["generation"])]
         out[g] = {}
-        for v in VARIANTS:
+        for v in variants:
             e = [r[v]["hybrid_mape"] for r in rs if r[v]["hybrid_mape"] is not None]
             x = [a for r in rs for a in r[v]["crossovers"]]
             out[g][v] = {
@@ -152,6 +191,21 @@ def markdown(doc: dict) -> str:
                 f"| {g} | {s['calls']} | {s['sweeps']} | {v} | {s['hybrid_mean_abs']:.1%} | {s['hybrid_within']} of "
                 f"{s['sweeps']} | {s['hybrid_median_signed']:+.0%} | {s['crossovers_agree']} of {s['crossovers']} |"
             )
+    if doc["probes"]:
+        lines += [
+            "",
+            f"The quick probes timed to {LONG} tokens themselves (since 2026-12-07), whole and cut at {SHORT}, on "
+            "their calls' sweeps:",
+            "",
+            "| CPU | probes | sweeps | variant | hybrid mean absolute | within 15% | median signed | crossovers agree |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for g, by_v in doc["probe_summary"].items():
+            for v, s in by_v.items():
+                lines.append(
+                    f"| {g} | {s['calls']} | {s['sweeps']} | {v} | {s['hybrid_mean_abs']:.1%} | {s['hybrid_within']} of "
+                    f"{s['sweeps']} | {s['hybrid_median_signed']:+.0%} | {s['crossovers_agree']} of {s['crossovers']} |"
+                )
     lines += [
         "",
         f"The BF16 quick layer's time per flop at the margin, {MARGINS[0][0]}-{MARGINS[0][1]} tokens (16-64 rows an "
@@ -175,7 +229,16 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="write OUT.json and OUT.md")
     a = ap.parse_args()
     sweeps, curves = rows()
-    doc = {"short": SHORT, "long": LONG, "sweeps": sweeps, "curves": curves, "summary": summary(sweeps)}
+    probes, probe_curves = probe_rows()
+    doc = {
+        "short": SHORT,
+        "long": LONG,
+        "sweeps": sweeps,
+        "curves": curves + probe_curves,
+        "summary": summary(sweeps),
+        "probes": probes,
+        "probe_summary": summary(probes, PROBE_VARIANTS) if probes else {},
+    }
     write_result(a.out, doc, markdown(doc))
 
 
