@@ -23,8 +23,8 @@
 #   benchmarks/diag/diag_gap_rounds.py (the same calls in interleaved rounds agree).
 #
 # Since 2026-12-07 every quick probe times its CPU MoE layer to 1,024 tokens (docs/probe.md#the-quick-layers-series-how-far-up-in-tokens):
-# h100ah / h200g are the first calls whose probes read the runner that way, so the plans stay as they
-# were and their probes are judged as before.
+# h100ah (an Emerald Rapids instance) was the first call whose probes read the runner that way; the
+# plans stay as they were and their probes are judged as before.
 # Each plan runs in about 300-480 s, so a call started late in a session's device time still ends.
 # H100TAG / H200TAG name the call on either box (2026-12-06: h100n, h100o, h100p, h100r, h100s,
 # h100t, h100u, h100v and h100x ran on Emerald Rapids instances n-x (w and y: diag_gap_rounds.py and
@@ -34,15 +34,16 @@
 # hand), h100ae the Sapphire Rapids one (2026-12-07; then the four BF16 models' own layers and a late
 # quick probe by hand), h100af the Sapphire Rapids one again (then diag_pipeline_modes.py, the own
 # layers and a late quick probe by hand) and h100ag the same plan on the same instance (a call that
-# asked for an H200 and kept the held H100), and h200f ran on a busy H200 instance, docs/probe.md#a-busy-machine; pass the
+# asked for an H200 and kept the held H100), h100ah the Emerald Rapids one (then quick probes at 256 and
+# 1,024 tokens by hand; h100ai: the quick probe and sweeps again on the same instance), and h200f ran on a busy H200 instance, docs/probe.md#a-busy-machine; pass the
 # next letter so a new call's files do not take an earlier one's names). Steps run by hand should pack
 # their files into one archive under $OUT as this plan does: the device tool brings back only so many
 # files per call, and the late quick probe of h100ae's own-layer call was left out and run again.
 #
-#   H100TAG=h100ah H200TAG=h200g bash benchmarks/bench_instance_call.sh     (results: $OUT/quick-transfer-TAG.tgz,
+#   H100TAG=h100aj H200TAG=h200g bash benchmarks/bench_instance_call.sh     (results: $OUT/quick-transfer-TAG.tgz,
 #   $OUT/apart-TAG.tgz; run it under `timeout 580`: the plans take up to 480 s and the check about 60)
 set -u
-H100TAG=${H100TAG:?name the call: H100TAG=h100ah (h100a-z, h100aa-ag are taken)}
+H100TAG=${H100TAG:?name the call: H100TAG=h100aj (h100a-z, h100aa-ai are taken)}
 H200TAG=${H200TAG:?name the call: H200TAG=h200g (h200a-f are taken)}
 Q="$(dirname "$0")/bench_quick_transfer.sh"
 export THREADS=${THREADS:-11}
