@@ -77,8 +77,9 @@ class ProbeOptions:
     quick: a reduced probe (one small expert shape, tokens up to 1,024, fewer repeats, the layerwise
         pipeline over at most 2 GiB of each layer) at two kt-kernel thread counts, cores-5 and
         cores-3 (`kttune.probes.common.kt_thread_counts`): about a minute, on the 16-core H200 box
-        (59.5 s with the 256-token series) and on the H100 box (45-54 s with either series); 71-76 s on a
-        2-core AMX host, where the 256-token series took 56-58 s (docs/probe.md).
+        (59.5 s with the 256-token series) and on the H100 box (52-57 s at 1,024 tokens, 49-54 s at 256,
+        alternating on one instance); 71-76 s on a 2-core AMX host, where the 256-token series took
+        56-58 s (docs/probe.md).
     model: a `kttune.spec.model_spec.ModelSpec`: measure its expert shape (H, I, E, top-k) instead
         of the representative shapes (E shrinks, with a reason, if the layer does not fit in RAM).
     methods: KT methods to measure (default: every one the host's kt-kernel runs).

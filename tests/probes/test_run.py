@@ -434,7 +434,7 @@ def test_methods_whose_layers_fit_one_process_share_it(tmp_path, monkeypatch, st
 @pytest.mark.parametrize("model", ["qwen3-30b-a3b", "glm-4.5-air", "qwen3-next-80b-a3b"])
 def test_quick_series_times_the_matrix_kernel_at_the_rows_a_long_forward_runs(model):
     """The quick layer's matrix-kernel rate is what every long hybrid forward is charged at, and its
-    time per flop depends on the rows an expert runs (on Sapphire Rapids 16-64 rows cost 1.2-1.3x
+    time per flop depends on the rows an expert runs (on Sapphire Rapids 16-64 rows cost 1.1-1.3x
     what 64-256 do: docs/probe.md#the-quick-layers-series-how-far-up-in-tokens). So the default
     quick series holds at least two lengths at or above the rows a catalog model's 1,024-token
     forward runs an expert, on the matrix kernel: a slope measured where the models run, not
