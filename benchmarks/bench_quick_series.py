@@ -73,6 +73,30 @@ def margin_ratio(curve) -> float:
     return ((at[a1] - at[a0]) / (a1 - a0)) / ((at[b1] - at[b0]) / (b1 - b0))
 
 
+def judged(gen: str, tag: str, profs: dict, sweeps: list[Path]) -> list[dict]:
+    """Per sweep: each variant's hybrid error (mean absolute and signed per forward) and whether each
+    crossover agrees, predicted from that variant's profile."""
+    out = []
+    for s in sweeps:
+        got = {v: predict(str(s), p) for v, p in profs.items()}
+        out.append(
+            {
+                "generation": gen,
+                "call": tag,
+                "model": next(iter(got.values()))["model"],
+                **{
+                    v: {
+                        "hybrid_mape": g["hybrid"]["mape"],
+                        "hybrid_signed": g["hybrid"]["signed"],
+                        "crossovers": [x["agrees"] for x in g["crossover"]],
+                    }
+                    for v, g in got.items()
+                },
+            }
+        )
+    return out
+
+
 def rows() -> tuple[list[dict], list[dict]]:
     sweeps_out, curves_out = [], []
     for folder, tag in calls():
@@ -94,23 +118,7 @@ def rows() -> tuple[list[dict], list[dict]]:
         )
         for timing, prof in (("warm", w), ("cold", c)):
             curves_out.append({"generation": gen, "call": tag, "timing": timing, "ratio": margin_ratio(_bf16(prof))})
-        for s in sweeps:
-            got = {v: predict(str(s), p) for v, p in profs.items()}
-            sweeps_out.append(
-                {
-                    "generation": gen,
-                    "call": tag,
-                    "model": got[VARIANTS[0]]["model"],
-                    **{
-                        v: {
-                            "hybrid_mape": g["hybrid"]["mape"],
-                            "hybrid_signed": g["hybrid"]["signed"],
-                            "crossovers": [x["agrees"] for x in g["crossover"]],
-                        }
-                        for v, g in got.items()
-                    },
-                }
-            )
+        sweeps_out += judged(gen, tag, profs, sweeps)
     return sweeps_out, curves_out
 
 
@@ -132,23 +140,7 @@ def probe_rows() -> tuple[list[dict], list[dict]]:
         gen = generation(machine, *cpuid(machine)[:2])
         curves.append({"generation": gen, "call": tag, "timing": "probe", "ratio": margin_ratio(_bf16(prof))})
         profs = dict(zip(PROBE_VARIANTS, (replace(cut(prof, SHORT), calibration=()), replace(prof, calibration=()))))
-        for s in sweeps:
-            got = {v: predict(str(s), p) for v, p in profs.items()}
-            out.append(
-                {
-                    "generation": gen,
-                    "call": tag,
-                    "model": got[PROBE_VARIANTS[0]]["model"],
-                    **{
-                        v: {
-                            "hybrid_mape": g["hybrid"]["mape"],
-                            "hybrid_signed": g["hybrid"]["signed"],
-                            "crossovers": [x["agrees"] for x in g["crossover"]],
-                        }
-                        for v, g in got.items()
-                    },
-                }
-            )
+        out += judged(gen, tag, profs, sweeps)
     return out, curves
 
 
@@ -173,6 +165,16 @@ def summary(sweeps: list[dict], variants: tuple[str, ...] = VARIANTS) -> dict:
     return out
 
 
+def summary_lines(by_group: dict) -> list[str]:
+    """A `summary` as table rows: CPU, calls, sweeps, variant, then the hybrid figures and crossovers."""
+    return [
+        f"| {g} | {s['calls']} | {s['sweeps']} | {v} | {s['hybrid_mean_abs']:.1%} | {s['hybrid_within']} of "
+        f"{s['sweeps']} | {s['hybrid_median_signed']:+.0%} | {s['crossovers_agree']} of {s['crossovers']} |"
+        for g, by_v in by_group.items()
+        for v, s in by_v.items()
+    ]
+
+
 def markdown(doc: dict) -> str:
     lines = [
         "# The quick layer's series: 256 or 1,024 tokens, from the same timing",
@@ -185,12 +187,7 @@ def markdown(doc: dict) -> str:
         "| CPU | calls | sweeps | variant | hybrid mean absolute | within 15% | median signed | crossovers agree |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for g, by_v in doc["summary"].items():
-        for v, s in by_v.items():
-            lines.append(
-                f"| {g} | {s['calls']} | {s['sweeps']} | {v} | {s['hybrid_mean_abs']:.1%} | {s['hybrid_within']} of "
-                f"{s['sweeps']} | {s['hybrid_median_signed']:+.0%} | {s['crossovers_agree']} of {s['crossovers']} |"
-            )
+    lines += summary_lines(doc["summary"])
     if doc["probes"]:
         lines += [
             "",
@@ -200,12 +197,7 @@ def markdown(doc: dict) -> str:
             "| CPU | probes | sweeps | variant | hybrid mean absolute | within 15% | median signed | crossovers agree |",
             "|---|---|---|---|---|---|---|---|",
         ]
-        for g, by_v in doc["probe_summary"].items():
-            for v, s in by_v.items():
-                lines.append(
-                    f"| {g} | {s['calls']} | {s['sweeps']} | {v} | {s['hybrid_mean_abs']:.1%} | {s['hybrid_within']} of "
-                    f"{s['sweeps']} | {s['hybrid_median_signed']:+.0%} | {s['crossovers_agree']} of {s['crossovers']} |"
-                )
+        lines += summary_lines(doc["probe_summary"])
     lines += [
         "",
         f"The BF16 quick layer's time per flop at the margin, {MARGINS[0][0]}-{MARGINS[0][1]} tokens (16-64 rows an "
