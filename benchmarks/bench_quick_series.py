@@ -184,7 +184,7 @@ def markdown(doc: dict) -> str:
         "or kept whole (benchmarks/bench_quick_series.py; raw cost model, per decoder-layer forward, hybrid path; "
         "the layerwise path does not read these curves).",
         "",
-        "| CPU | calls | sweeps | variant | hybrid mean absolute | within 15% | median signed | crossovers agree |",
+        "| CPU | timings | sweeps | variant | hybrid mean absolute | within 15% | median signed | crossovers agree |",
         "|---|---|---|---|---|---|---|---|",
     ]
     lines += summary_lines(doc["summary"])
