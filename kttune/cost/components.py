@@ -125,6 +125,14 @@ def _layer_bytes(c: Curve) -> float:
     return max(layer, cycled)
 
 
+def _says_its_layer(c: Curve) -> bool:
+    """Whether a CPU MoE curve names its layer's routed experts and top-k (positive integers)."""
+    try:
+        return int(c.params.get("experts", 0)) > 0 and int(c.params.get("top_k", 0)) > 0
+    except (TypeError, ValueError):
+        return False
+
+
 # A kt-kernel MoE layer this large is read from DRAM on every host the project knows (the largest
 # last-level cache among them 300 MiB, an AMX box's; a 12-CCD Zen 4 socket's is 384 MiB). Where every
 # curve of a method timed a smaller layer, the profile never timed the memory-bound part of a model's
@@ -136,6 +144,16 @@ PAST_CACHE_BYTES = 512 * MIB
 # reach before a profile's CPU of another generation than r's runs is worth a note: the AMX tile
 # classes' r is 30-60% of the work at the catalog's shapes, FP8's and RAWINT4's a few percent.
 SHAPE_LAW_NOTE_SHARE = 0.1
+
+# kt-kernel's AMX matrix kernel's time per flop settles by SETTLED_ROWS rows an expert (tokens x top-k /
+# experts): on Sapphire Rapids 16-64 rows cost 1.1-1.3x per flop what 64-256 do, and 64-256 cost what
+# 256-1,024 do on every shape set. A curve of the method should so time the matrix kernel at two
+# lengths or more of at least SETTLED_ROWS rows, or of the rows the model's SERIES_NOTE_TOKENS-token
+# forward runs where those are fewer; a quick probe timed to 256 tokens (64 rows on its layer, one
+# such length) read Sapphire Rapids' BF16 hybrid paths 14% slow against 2% from the same timing kept
+# to 1,024 (docs/probe.md#the-quick-layers-series-how-far-up-in-tokens).
+SETTLED_ROWS = 64
+SERIES_NOTE_TOKENS = 1024
 
 
 @dataclass
@@ -173,6 +191,7 @@ class Components:
         self._note_unmeasured_expert_shape()
         self._note_layers_in_cache()
         self._note_shape_law_cpu()
+        self._note_short_series()
         self._gpu_moe_fit = self._fit_gpu_moe()
         self._attn_fit = self._fit_attention()
         self._gemm_fit = self._fit_gemm()
@@ -275,6 +294,36 @@ class Components:
                 f"`kttune probe --model {m.name}` times its own layer, `kttune tune` calibrates on it"
             )
 
+    def _note_short_series(self) -> None:
+        """Say so where no CPU MoE curve of the method timed kt-kernel's matrix kernel at two lengths or
+        more of at least SETTLED_ROWS rows an expert (or the rows the model's SERIES_NOTE_TOKENS-token
+        forward runs, where fewer): the rate a long hybrid forward is charged at then comes from fewer
+        rows, which cost more per flop on Sapphire Rapids. Only the classes with a matrix kernel apart
+        (`kt_matmul_above`: the AMX tile classes), where that was measured."""
+        curves = self.profile.curves_of("cpu_moe", method=self._cpu_method)
+        if not curves or self._cpu_matmul_above is None:
+            return
+        layers = [(c, int(c.params["experts"]), int(c.params["top_k"])) for c in curves if _says_its_layer(c)]
+        if len(layers) < len(curves) or not all(c.points for c, _, _ in layers):
+            return  # a curve that does not say its layer (or has no points) is not judged
+        m = self.model
+        rows = min(SETTLED_ROWS, SERIES_NOTE_TOKENS * m.top_k / m.num_experts)
+
+        def long_points(c: Curve, e: int, k: int) -> int:
+            above = kt_matmul_above(c.params.get("kernel"), e, k) or 0
+            return sum(1 for p in c.points if p.x > above and p.x * k / e >= rows)
+
+        if max(long_points(*layer) for layer in layers) >= 2:
+            return
+        reach = max(max(p.x for p in c.points) * k / e for c, e, k in layers)
+        self.notes.append(
+            f"CPU MoE: this profile's {self._cpu_method} curves time kt-kernel's matrix kernel at {rows:.0f} rows an "
+            f"expert or more at fewer than two lengths (up to {reach:.0f} rows), so {m.name}'s long hybrid forwards "
+            "are charged a rate measured on fewer rows (on Sapphire Rapids 1.1-1.3x dearer per flop: "
+            "docs/probe.md#the-quick-layers-series-how-far-up-in-tokens); `kttune probe --quick` times its "
+            f"layer to 1,024 tokens, `kttune probe --model {m.name}` the model's own"
+        )
+
     def _note_shape_law_cpu(self) -> None:
         """Say so where the cost per output element (r) charged to the model's expert shape is the
         build's constant and this profile's CPU is a generation the constant was not measured on: one
@@ -294,7 +343,7 @@ class Components:
             f"CPU MoE: kt-kernel's cost per output element for {kernel} (r {r:,.0f}, {share:.0%} of the work "
             f"charged at {self.model.name}'s expert shape) was measured on {where}; "
             f"this profile's CPU is {here}. On the H100 box's Sapphire Rapids instances the quick probe read the "
-            "BF16 models' hybrid paths 23% slow, and no one r carried all four (docs/probe.md#one-name-two-cpus): "
+            "BF16 models' hybrid paths slow, and no one r carried all four (docs/probe.md#one-name-two-cpus): "
             f"`kttune probe --model {self.model.name}` times the model's own layer (`kttune probe --shape-law` "
             "measures r here)"
         )
