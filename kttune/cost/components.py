@@ -320,8 +320,8 @@ class Components:
             f"CPU MoE: this profile's {self._cpu_method} curves time kt-kernel's matrix kernel at {rows:.0f} rows an "
             f"expert or more at fewer than two lengths (up to {reach:.0f} rows), so {m.name}'s long hybrid forwards "
             "are charged a rate measured on fewer rows (on Sapphire Rapids 1.1-1.3x dearer per flop: "
-            "docs/probe.md#the-quick-layers-series-how-far-up-in-tokens); `kttune probe --quick` times its "
-            f"layer to 1,024 tokens, `kttune probe --model {m.name}` the model's own"
+            "docs/probe.md#the-quick-layers-series-how-far-up-in-tokens); `kttune probe --quick` now times its "
+            f"layer past those rows, `kttune probe --model {m.name}` the model's own"
         )
 
     def _note_shape_law_cpu(self) -> None:
