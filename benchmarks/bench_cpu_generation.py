@@ -100,8 +100,11 @@ def without_shape_sets(profile):
     return replace(profile, curves=tuple(c for c in profile.curves if c.kind != "cpu_moe_shape"))
 
 
-def generation(machine: Path, family: int, model: int) -> str:
-    """The generation lscpu's vendor, family and model in a call's machine file name."""
+def generation(machine: Path, family: int | None = None, model: int | None = None) -> str:
+    """The generation lscpu's vendor, family and model in a call's machine file name (family and model
+    read from the file by `cpuid` where not given)."""
+    if family is None or model is None:
+        family, model = cpuid(machine)[:2]
     vendor = re.search(r"^Vendor ID:\s+(\S+)", machine.read_text(), re.M)
     return cpu_generation(vendor.group(1) if vendor else "", family, model) or f"model {model}"
 

@@ -17,7 +17,7 @@ import json
 import statistics
 from pathlib import Path
 
-from bench_cpu_generation import cpuid, generation
+from bench_cpu_generation import generation
 from results_layout import write_result
 
 from kttune.probes.cpu_moe import QUICK_SHAPE
@@ -129,7 +129,7 @@ def run() -> dict:
             {
                 "box": box,
                 "instance": tag,
-                "cpu": generation(machine, *cpuid(machine)[:2]),
+                "cpu": generation(machine),
                 "profile": str(prof.relative_to(RESULTS)),
                 "quick_layer_ms": quick_layer_ms(p),
                 "stage_a_gb_s": stage_a_gb_s(p),

@@ -21,7 +21,7 @@ import re
 import statistics
 from pathlib import Path
 
-from bench_cpu_generation import cpuid, generation
+from bench_cpu_generation import generation
 from results_layout import write_result
 
 from kttune import app
@@ -51,7 +51,7 @@ def rows() -> list[dict]:
         carried = Components(load_profile(quick), spec, "BF16")
         out.append(
             {
-                "generation": generation(machine, *cpuid(machine)[:2]),
+                "generation": generation(machine),
                 "probe": f"{f.parent.name}/{f.name}",
                 "call": tag + (again or ""),
                 "model": model,

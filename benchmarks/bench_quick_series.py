@@ -23,7 +23,7 @@ import statistics
 from dataclasses import replace
 from pathlib import Path
 
-from bench_cpu_generation import cpuid, generation
+from bench_cpu_generation import generation
 from bench_hybrid_cold import call_files, with_cpu_moe
 from bench_quick_transfer import predict
 from results_layout import write_result
@@ -49,13 +49,15 @@ def cut(profile: HardwareProfile, max_tokens: int) -> HardwareProfile:
     )
 
 
-def calls() -> list[tuple[Path, str]]:
-    """Every H100 call whose results hold the quick layer timed to LONG tokens warm and cold."""
+def calls() -> list[tuple[Path, str, HardwareProfile]]:
+    """Every H100 call whose results hold the quick layer timed to LONG tokens warm and cold: its
+    folder, tag and warm profile."""
     out = []
     for f in sorted(RESULTS.glob("*-h100-*/quick-transfer-cold-warm-*.profile.json")):
         tag = f.name.removeprefix("quick-transfer-cold-warm-").removesuffix(".profile.json")
-        if _bf16(load_profile(f)) is not None:
-            out.append((f.parent, tag))
+        warm = load_profile(f)
+        if _bf16(warm) is not None:
+            out.append((f.parent, tag, warm))
     return out
 
 
@@ -99,11 +101,10 @@ def judged(gen: str, tag: str, profs: dict, sweeps: list[Path]) -> list[dict]:
 
 def rows() -> tuple[list[dict], list[dict]]:
     sweeps_out, curves_out = [], []
-    for folder, tag in calls():
-        quick, warm, cold, sweeps = call_files(folder, tag)
-        machine = folder / f"quick-transfer-machine-{tag.removesuffix('-late')}.txt"
-        gen = generation(machine, *cpuid(machine)[:2])
-        q, w, c = (load_profile(p) for p in (quick, warm, cold))
+    for folder, tag, w in calls():
+        quick, _, cold, sweeps = call_files(folder, tag)
+        gen = generation(folder / f"quick-transfer-machine-{tag.removesuffix('-late')}.txt")
+        q, c = load_profile(quick), load_profile(cold)
         profs = dict(
             zip(
                 VARIANTS,
@@ -136,8 +137,7 @@ def probe_rows() -> tuple[list[dict], list[dict]]:
         prof = load_profile(f)
         if not sweeps or _bf16(prof) is None:
             continue
-        machine = f.parent / f"quick-transfer-machine-{call}.txt"
-        gen = generation(machine, *cpuid(machine)[:2])
+        gen = generation(f.parent / f"quick-transfer-machine-{call}.txt")
         curves.append({"generation": gen, "call": tag, "timing": "probe", "ratio": margin_ratio(_bf16(prof))})
         profs = dict(zip(PROBE_VARIANTS, (replace(cut(prof, SHORT), calibration=()), replace(prof, calibration=()))))
         out += judged(gen, tag, profs, sweeps)
