@@ -75,6 +75,10 @@ CALLS = (
     ("H100", H100_7, "h100af+h100ag", H100_7 / "quick-transfer-machine-h100af.txt"),
     # instance ah (Emerald Rapids), two calls on one boot: the plan's, then its sweeps again (ai)
     ("H100", H100_7, "h100ah+h100ai", H100_7 / "quick-transfer-machine-h100ah.txt"),
+    # instance aj (Emerald Rapids), two calls on one boot: the plan twice (ak)
+    ("H100", H100_7, "h100aj+h100ak", H100_7 / "quick-transfer-machine-h100aj.txt"),
+    # instances al and am (Emerald Rapids), the plan once each
+    *(("H100", H100_7, c, H100_7 / f"quick-transfer-machine-{c}.txt") for c in ("h100al", "h100am")),
     ("H200", H200, "a+b", H200 / "quick-transfer-machine-ab.txt"),
     *(("H200", H200, c, H200 / f"quick-transfer-machine-{c}.txt") for c in ("c", "d")),
     ("H200", H200_LATER, "h200f", H200_LATER / "quick-transfer-machine-h200f.txt"),

@@ -35,7 +35,8 @@
 # quick probe by hand), h100af the Sapphire Rapids one again (then diag_pipeline_modes.py, the own
 # layers and a late quick probe by hand) and h100ag the same plan on the same instance (a call that
 # asked for an H200 and kept the held H100), h100ah the Emerald Rapids one (then quick probes at 256 and
-# 1,024 tokens by hand; h100ai: the quick probe and sweeps again on the same instance), and h200f ran on a busy H200 instance, docs/probe.md#a-busy-machine; pass the
+# 1,024 tokens by hand; h100ai: the quick probe and sweeps again on the same instance), h100aj and h100ak the
+# Emerald Rapids plan twice on one instance, h100al and h100am once each on two more (2026-12-07), and h200f ran on a busy H200 instance, docs/probe.md#a-busy-machine; pass the
 # next letter so a new call's files do not take an earlier one's names). Steps run by hand should pack
 # their files into one archive under $OUT as this plan does: the device tool brings back only so many
 # files per call, and the late quick probe of h100ae's own-layer call was left out and run again.

@@ -47,6 +47,7 @@ PAIRS = [
     (H100, "h100d", "h100e"),  # GPU-0b310900, one call: probe, sweeps, probe, sweeps, probe
     (H100_7, "h100af", "h100ag"),  # GPU-e99c0bf6 (Sapphire Rapids), two calls: the tool kept the held H100
     (H100_7, "h100ah", "h100ai"),  # GPU-1e06e13b (Emerald Rapids), two calls on one boot, sweeps 6-8 minutes apart
+    (H100_7, "h100aj", "h100ak"),  # GPU-83e8be50 (Emerald Rapids), the plan twice on one boot
 ]
 PATHS = ("hybrid", "layerwise")
 

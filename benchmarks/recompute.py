@@ -380,7 +380,7 @@ def recipes() -> list[Recipe]:
                 (C5, H100, ("h100f", "h100g", "h100h", "h100i", "h100k")),
                 (C6, H100_6, ("h100m", "h100r", "h100s", "h100t", "h100x", "h100aa", "h100ac", "h100ad")),
                 (C6, H200_6, ("h200f",)),
-                (C7, H100_7, ("h100ae", "h100af", "h100ah")),
+                (C7, H100_7, ("h100ae", "h100af", "h100ah", "h100aj", "h100al", "h100am")),
             )
             for t in tags
         ),
@@ -563,6 +563,8 @@ def recipes() -> list[Recipe]:
                 (H200_6, C6, ("h200f", "h200f-again", "h200f-late")),
                 (H100_7, C7, ("h100ae", "h100ae-late", "h100af", "h100af-late", "h100ag")),
                 (H100_7, C7, ("h100ah", "h100ah-late", "h100ai")),
+                (H100_7, C7, ("h100aj", "h100aj-late", "h100ak", "h100ak-late", "h100al", "h100al-late")),
+                (H100_7, C7, ("h100am", "h100am-late")),
             )
             for tag in tags
         ),

@@ -102,6 +102,8 @@ ACCURACY = dict(
         "2026-12-07-computed/transfer-merged-probes-h100af.json",
         # twenty-second session: ah (Emerald Rapids), three probes of two calls merged, the first timed to 1,024 tokens
         "2026-12-07-computed/transfer-merged-probes-h100ah.json",
+        # twenty-third session: aj (four probes of two calls), al and am (two probes each), Emerald Rapids
+        *(f"2026-12-07-computed/transfer-merged-probes-{t}.json" for t in ("h100aj", "h100al", "h100am")),
     ),
     # H100 instances: their sweeps from their quick probes and from `kttune probe --model` of each model
     own_layer=(
