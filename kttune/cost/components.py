@@ -1079,14 +1079,27 @@ class Components:
             return None
         nbytes = streamed_experts * self.cpu_bytes_per_expert
         steps = self._pipeline_step_fits.get(threads)
-        if steps is not None and not self._pipeline_own[threads]:  # another layer's size: steps and bytes apart
-            return steps((1.0, streamed_experts, nbytes)) * self._pipeline_driver_ratio(threads)
         pts = self._pipeline_points[threads]
-        if len(pts) > 1 and pts[0][0] <= nbytes <= pts[-1][0]:  # inside the measured range: the points
-            t = interp_loglog([x for x, _ in pts], [y for _, y in pts], nbytes)
+        if steps is not None and not self._pipeline_own[threads]:  # another layer's size: steps and bytes apart
+            t = steps((1.0, streamed_experts, nbytes))
+        elif len(pts) > 1 and pts[0][0] <= nbytes <= pts[-1][0]:  # inside the measured range: the points
+            return interp_loglog([x for x, _ in pts], [y for _, y in pts], nbytes) * self._pipeline_driver_ratio(
+                threads
+            )
         else:
             t = self._pipeline_extrapolations[threads](copy_features(nbytes))
-        return t * self._pipeline_driver_ratio(threads)
+        return max(t * self._pipeline_driver_ratio(threads), self._copy_floor_ms(streamed_experts))
+
+    def _copy_floor_ms(self, streamed_experts: int) -> float:
+        """The floor under a layer load read off a fit rather than this layer's own points: every
+        streamed expert crosses the link (stage B, one whole expert over one link as at TP 1, from the
+        host-to-device curve) and, for int4, is repacked on the GPU (stage C), one expert a step. A
+        pipeline overlaps its stages but cannot finish before its copies have; a fit over other layers'
+        loops can promise less when a disturbed point bends it. Stage A's write is left out: the
+        quick probe times it at two small expert sizes, where one disturbed timing bends its line
+        too (docs/cost-model.md#the-copy-floor)."""
+        full = self.gpu_bytes_per_expert * self.tp
+        return streamed_experts * max(self.h2d_ms(full), self.stage_c_ms(full))
 
     @property
     def _sglang_loop(self) -> bool:
