@@ -283,16 +283,23 @@ def retimed_runs(
     reporter: Reporter,
     label: str,
 ) -> list[Timed]:
-    """One thread count's pipeline points, those scattered beyond `SCATTER_LIMIT` or off per byte
-    against another point of the same curve (`off_per_byte`: a host whose memory bandwidth dropped
-    while they were timed, which their own spread does not show) timed again by `measure` (the same
+    """One thread count's pipeline points, those scattered beyond `SCATTER_LIMIT`, off per byte
+    against another point of the same curve or slower than their own stages run in turn
+    (`off_per_byte`: a host whose memory bandwidth dropped or that stalled while they were timed,
+    which their own spread does not show) timed again by `measure` (the same
     config and experts on a pipeline built anew) after the others, the fastest kept (`retime`'s
     `keep="fastest"`: a point here stays one whole run, whose result the curve reports)."""
     results: list[tuple[PipelineResult, int]] = []
 
     def point(r: PipelineResult, e: int) -> Point:
         results.append((r, e))
-        extra = {"run": len(results) - 1}
+        # the stages alone beside the run, which `off_per_byte` holds the layer to (`slower_than_serial`)
+        extra = {
+            "run": len(results) - 1,
+            "stage_a_ms": r.stage_a_ms,
+            "stage_b_ms": r.stage_b_ms,
+            "stage_c_ms": r.stage_c_ms,
+        }
         return Point(
             x=r.layer_bytes, t_ms=r.layer_ms, t_ms_p10=r.layer_ms_p10, t_ms_p90=r.layer_ms_p90, n=r.repeats, extra=extra
         )

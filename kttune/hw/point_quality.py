@@ -66,9 +66,36 @@ def slow_per_byte(curve: Curve) -> list[Point]:
     return out
 
 
+def beyond_serial(layer_ms: float, stages_ms: Sequence[float]) -> bool:
+    """Whether a pipelined layer took more than `AGREE_LIMIT` times its stages run one after another
+    (each stage alone, summed over the layer). The pipeline overlaps its stages, so a layer slower
+    than doing them in turn waited on something outside them: a host that stalled while the loop ran
+    (on every pipeline point the project has measured, 1,837, the layer took a median 0.65 of its
+    stages' sum, 1.14 at the 99th percentile)."""
+    serial = sum(stages_ms)
+    return serial > 0 and layer_ms > AGREE_LIMIT * serial
+
+
+def slower_than_serial(curve: Curve) -> list[Point]:
+    """The points of a layerwise pipeline curve slower than their own stages run in turn
+    (`beyond_serial`, the stages each point's extra records alone): on H100 instance am (2026-12-07)
+    the late quick probe's narrow BF16 layer took 110 ms at 11 threads, 1.9x its 43 ms write and 16 ms
+    copy summed, where the instance's first probe read the same layer at 39 ms; read off that point,
+    Mixtral-8x7B's layer was 2 ms (docs/probe.md#disturbed-points). [] for any other kind of curve."""
+    if curve.kind != "pipeline":
+        return []
+    out = []
+    for p in curve.points:
+        e = p.extra
+        if e.get("stage_a_ms") and e.get("stage_b_ms") and p.t_ms > 0:
+            if beyond_serial(p.t_ms, (e["stage_a_ms"], e["stage_b_ms"], e.get("stage_c_ms") or 0.0)):
+                out.append(p)
+    return out
+
+
 def off_per_byte(curve: Curve) -> list[Point]:
     """The points of a layerwise pipeline curve worth timing again by the curve's other points: those
-    `slow_per_byte` names, and a smaller point that took more than `AGREE_LIMIT` times the time per
+    `slow_per_byte` or `slower_than_serial` names, and a smaller point that took more than `AGREE_LIMIT` times the time per
     byte of a larger one. The second is not marked disturbed: a fixed cost does make a smaller layer
     dearer per byte (at 15 threads on the H200 box, where the stream driver's callback thread starves,
     1.6-1.7x); but a half layer timed inside a busy moment reads the same way and tilts the curve that
@@ -86,7 +113,7 @@ def off_per_byte(curve: Curve) -> list[Point]:
     if curve.kind != "pipeline":
         return []
     pts = sorted((p for p in curve.points if p.t_ms > 0), key=lambda p: p.x)
-    slow = {id(p) for p in slow_per_byte(curve)}
+    slow = {id(p) for p in (*slow_per_byte(curve), *slower_than_serial(curve))}
     return [p for p in pts if id(p) in slow or any(p.t_ms / p.x > AGREE_LIMIT * q.t_ms / q.x for q in pts if q.x > p.x)]
 
 
@@ -125,8 +152,9 @@ def slower_than_larger_pools(curves: Sequence[Curve]) -> dict[int, list[Point]]:
 
 def disturbed_points(curve: Curve) -> list[Point]:
     """A curve's points that read as disturbed: by their own timings (`disturbed`) or, on a layerwise
-    pipeline curve, by the curve's other points (`slow_per_byte`)."""
-    slow = {id(p) for p in slow_per_byte(curve)}
+    pipeline curve, by the curve's other points (`slow_per_byte`) or by their own stages
+    (`slower_than_serial`)."""
+    slow = {id(p) for p in (*slow_per_byte(curve), *slower_than_serial(curve))}
     return [p for p in curve.points if disturbed(p) or id(p) in slow]
 
 

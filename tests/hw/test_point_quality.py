@@ -21,6 +21,7 @@ from kttune.hw.point_quality import (
     scatter,
     slow_per_byte,
     slower_than_larger_pools,
+    slower_than_serial,
 )
 from kttune.hw.profile import Curve, Point, load_profile
 
@@ -229,3 +230,33 @@ def test_probes_merged_on_a_busy_machine_still_read_busy():
     assert named_share(f) == (36, 498) and busy(f)
     t = load_profile(computed / "h100t-merged.profile.json").curves
     assert named_share(t) == (1, 332) and not busy(t)
+
+
+def _loop(layer_ms: float, a: float, b: float, c: float = 0.0, x: float = 2**30) -> Point:
+    return Point(x=x, t_ms=layer_ms, extra={"stage_a_ms": a, "stage_b_ms": b, "stage_c_ms": c})
+
+
+def test_a_loop_slower_than_its_stages_in_turn_is_disturbed():
+    """A pipeline overlaps its stages, so its layer takes no longer than the stages one after another;
+    past `AGREE_LIMIT` times their sum it waited on something else."""
+    calm, stalled = _loop(30.0, 25.0, 15.0), _loop(AGREE_LIMIT * 40.0 + 1.0, 25.0, 15.0)
+    curve = Curve("pipeline", "bytes", (calm, stalled))
+    assert slower_than_serial(curve) == [stalled]
+    assert stalled in disturbed_points(curve) and stalled in off_per_byte(curve)
+    assert calm not in disturbed_points(curve)
+    assert slower_than_serial(Curve("pipeline", "bytes", (_loop(50.0, 20.0, 10.0, 10.0),))) == []  # stage C counts
+    assert slower_than_serial(Curve("pipeline", "bytes", (Point(x=2**30, t_ms=500.0),))) == []  # no stages: no law
+    assert slower_than_serial(Curve("cpu_moe", "tokens", (stalled,))) == []
+
+
+def test_the_busy_instances_loops_are_named_and_a_quiet_ones_are_not():
+    """Measured: H100 instance am's late quick probe (2026-12-07; its host loop over the narrow BF16
+    layer took 110 and 75 ms at 11 and 13 threads, where the instance's first probe read 39) against
+    the quiet instance al's two probes of the same hour, whose loops took 0.4-0.9x their stages' sum."""
+    folder = Path(__file__).resolve().parents[2] / "benchmarks/results/2026-12-07-h100-pcie5-xeon-amx-16c"
+    busy_probe = load_profile(folder / "quick-transfer-h100am-late.profile.json")
+    named = [(c.params.get("model"), c.params.get("threads")) for c in busy_probe.curves for _ in slower_than_serial(c)]
+    assert ("narrow-2048x256", 11) in named and ("narrow-2048x256", 13) in named
+    for s in ("", "-late"):
+        quiet = load_profile(folder / f"quick-transfer-h100al{s}.profile.json")
+        assert not [p for c in quiet.curves for p in slower_than_serial(c)]

@@ -171,6 +171,29 @@ def test_a_half_layer_dearer_per_byte_than_the_whole_is_timed_again_and_the_fast
     assert (r1, e1, rec1) == (whole, 48, {})
 
 
+def test_a_loop_slower_than_its_stages_in_turn_is_timed_again_and_the_faster_kept():
+    """H100 instance am's late quick probe: the narrow BF16 layer's host loop took 110 ms at 11
+    threads beside its 43 ms write and 16 ms copy alone. It is timed again on a pipeline built anew
+    and the fastest timing kept; its half layer, within its stages' sum, is not."""
+    from dataclasses import replace as _replace
+
+    from kttune.probes.common import NullReporter
+    from kttune.probes.gpu_pipeline import retimed_runs
+
+    half = _replace(_result(384, 20.0), stage_a_ms=24.5, stage_b_ms=8.1, stage_c_ms=0.0, layer_ms=30.0)
+    whole = _replace(half, layer_bytes=768 * 2**20, stage_a_ms=42.8, stage_b_ms=16.1, layer_ms=110.5)
+    asked = []
+
+    def measure(cfg, e):
+        asked.append((cfg, e))
+        return _replace(whole, layer_ms=39.0, layer_ms_p10=38.0, layer_ms_p90=40.0)
+
+    (r0, e0, rec0), (r1, e1, rec1) = retimed_runs([(half, 128), (whole, 256)], measure, NullReporter(), "p")
+    assert asked and all(a == (whole.config, 256) for a in asked)
+    assert (r0, e0, rec0) == (half, 128, {})
+    assert e1 == 256 and r1.layer_ms == 39.0 and rec1["timings"][0]["ms"] == 110.5
+
+
 def test_a_consistent_curve_is_not_timed_again_and_a_failed_repeat_keeps_the_first():
     from kttune.probes.common import NullReporter
     from kttune.probes.gpu_pipeline import retimed_runs
