@@ -25,6 +25,7 @@
 # Since 2026-12-07 every quick probe times its CPU MoE layer to 1,024 tokens (docs/probe.md#the-quick-layers-series-how-far-up-in-tokens):
 # h100ah (an Emerald Rapids instance) was the first call whose probes read the runner that way; the
 # plans stay as they were and their probes are judged as before.
+# Carry .devcarry/site packed (benchmarks/device_common.sh says how): the tree no longer fits with it as is.
 # Each plan runs in about 300-480 s, so a call started late in a session's device time still ends.
 # H100TAG / H200TAG name the call on either box (2026-12-06: h100n, h100o, h100p, h100r, h100s,
 # h100t, h100u, h100v and h100x ran on Emerald Rapids instances n-x (w and y: diag_gap_rounds.py and
@@ -36,7 +37,8 @@
 # layers and a late quick probe by hand) and h100ag the same plan on the same instance (a call that
 # asked for an H200 and kept the held H100), h100ah the Emerald Rapids one (then quick probes at 256 and
 # 1,024 tokens by hand; h100ai: the quick probe and sweeps again on the same instance), h100aj and h100ak the
-# Emerald Rapids plan twice on one instance, h100al and h100am once each on two more (2026-12-07), and h200f ran on a busy H200 instance, docs/probe.md#a-busy-machine; pass the
+# Emerald Rapids plan twice on one instance, h100al and h100am once each on two more (2026-12-07; an: one
+# quick probe by hand), and h200f ran on a busy H200 instance, docs/probe.md#a-busy-machine; pass the
 # next letter so a new call's files do not take an earlier one's names). Steps run by hand should pack
 # their files into one archive under $OUT as this plan does: the device tool brings back only so many
 # files per call, and the late quick probe of h100ae's own-layer call was left out and run again.

@@ -8,6 +8,9 @@
 # DEVICE_IMPORTS adds modules a call's steps need beyond these (optuna for a search: it is left out
 # of the check since probes and the runner do not import it, so a call may carry .devcarry without
 # it when the working tree is near the device's 64 MiB carry limit).
+# Since 2026-12-07 the tracked tree alone is 53 MB and .devcarry/site (12 MB) no longer fits beside it:
+# pack it (`tar cJf .devcarry/site.tar.xz -C .devcarry site`, 2.4 MB), carry [".devcarry/site.tar.xz"]
+# and start the call with `tar xJf .devcarry/site.tar.xz -C .devcarry`.
 device_results() {
   R=/tmp/kttune-r/$1
   ARCHIVE=${OUT:-/tmp/out}/$1.tgz

@@ -217,7 +217,7 @@ def disturbed_note(curves: Sequence[Curve], what: str) -> str | None:
     return (
         f"{what}: {len(bad)} of {len(pts)} points disturbed (scattered more than {SCATTER_LIMIT:g}x between their "
         f"10th and 90th percentiles, or timed again {AGREE_LIMIT:g}x apart, or a streamed layer {AGREE_LIMIT:g}x "
-        "slower per byte than a smaller one: a host busy while they were timed, or "
+        "slower per byte than a smaller one or than its stages run in turn: a host busy while they were timed, or "
         "a call that varies by itself, as past the thread cliff): those curves may be off by as much; re-run the "
         "probe with --fresh on a quiet machine, or with --repeat 3 to keep each point's median over three probes "
         "(docs/probe.md#disturbed-points)"
