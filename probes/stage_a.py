@@ -19,6 +19,7 @@ from typing import Sequence
 
 from kttune.errors import UserError
 from kttune.hw.profile import CpuInfo, Curve, Point
+from kttune.hw.point_quality import slower_than_a_larger_write
 from kttune.kernels.expert_weights import (
     INT4_GROUP,
     LAYERWISE_METHODS,
@@ -327,7 +328,9 @@ def probe_stage_a(
             except Exception:  # the first timing stands
                 return p
 
-        points = retime(points, again, reporter, label, every=False)
+        # a write slower than a larger one of the curve is timed again too (`slower_than_a_larger_write`)
+        larger = {id(p) for p in slower_than_a_larger_write(Curve("stage_a_write", "bytes", tuple(points)))}
+        points = retime(points, again, reporter, label, every=False, suspect=lambda p: id(p) in larger)
         if points:
             measured.append((len(curves), task))
         if points or skipped:

@@ -20,6 +20,7 @@ from kttune.hw.point_quality import (
     off_per_byte,
     scatter,
     slow_per_byte,
+    slower_than_a_larger_write,
     slower_than_larger_pools,
     slower_than_serial,
 )
@@ -260,3 +261,21 @@ def test_the_busy_instances_loops_are_named_and_a_quiet_ones_are_not():
     for s in ("", "-late"):
         quiet = load_profile(folder / f"quick-transfer-h100al{s}.profile.json")
         assert not [p for c in quiet.curves for p in slower_than_serial(c)]
+
+
+def test_a_write_slower_than_a_larger_one_is_disturbed():
+    """A stage A write of fewer bytes does no less work: past `AGREE_LIMIT` times a larger write's time
+    it was descheduled. Measured: H100 instance i's late quick probe's BF16 write of 3.1 MB at 11
+    threads, 8.0 ms beside 0.30 ms for 9.4 MB; its 13-thread curve (0.10 and 0.25 ms) is not named."""
+    small, large = Point(x=3e6, t_ms=AGREE_LIMIT * 1.0 + 0.01), Point(x=9e6, t_ms=1.0)
+    curve = Curve("stage_a_write", "bytes", (small, large))
+    assert slower_than_a_larger_write(curve) == [small] and disturbed_points(curve) == [small]
+    assert slower_than_a_larger_write(Curve("stage_a_write", "bytes", (Point(x=3e6, t_ms=1.2), large))) == []
+    assert slower_than_a_larger_write(Curve("cpu_moe", "tokens", (small, large))) == []
+    folder = Path(__file__).resolve().parents[2] / "benchmarks/results/2026-12-05-h100-pcie5-xeon-amx-16c"
+    late = load_profile(folder / "quick-transfer-h100i-late.profile.json")
+    by_threads = {
+        c.params["threads"]: [round(p.x) for p in slower_than_a_larger_write(c)]
+        for c in late.curves_of("stage_a_write", method="BF16")
+    }
+    assert by_threads == {11: [3145728], 13: []}

@@ -227,3 +227,22 @@ def test_a_loop_slower_than_its_stages_in_turn_is_left_out_of_the_median():
     sweeps = [folder / f"quick-transfer-crossover-{m}-h100am.json" for m in ("glm-4.5-air", "mixtral-8x7b")]
     errs = _per_path_errors(med, sweeps)
     assert errs[("glm-4.5-air", "layerwise")] < 0.10 and errs[("mixtral-8x7b", "layerwise")] < 0.10
+
+
+def test_a_write_slower_than_a_larger_one_is_left_out_of_the_median():
+    """H100 instance i (2026-12-05): four probes, the late one's BF16 write of 3.1 MB at 11 threads
+    read 8.0 ms (a 0.1 ms write descheduled) beside 0.30 ms for 9.4 MB. Taken into the median it left
+    the merged write line no cost per byte, so a Mixtral-8x7B expert's 352 MB write read 0.3 ms;
+    left out, the merged point is the other probes' and the line charges that write at no more than
+    the fastest rate any of the instance's writes reached."""
+    folder = H100B
+    names = ("h100i", "narrow-h100i", "h100i-late", "narrow-h100i-late")
+    probes = [load_profile(folder / f"quick-transfer-{n}.profile.json") for n in names]
+    med = median_of_probes(probes)
+    (write,) = med.curves_of("stage_a_write", method="BF16", threads=11)
+    small = min(write.points, key=lambda p: p.x)
+    assert small.t_ms < 0.5
+    assert any(q.get(LEFT_OUT_KEY) and q["ms"] > 5 for q in small.extra[PROBES_KEY])
+    fastest = max(p.x / p.t_ms for pr in probes for c in pr.curves_of("stage_a_write") for p in c.points)
+    comp = Components(replace(med, calibration=()), load_model("mixtral-8x7b", "BF16"), "BF16", 1)
+    assert comp.stage_a_ms(comp.cpu_bytes_per_expert, 11) >= comp.cpu_bytes_per_expert / fastest

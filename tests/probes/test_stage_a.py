@@ -147,3 +147,35 @@ def test_the_bytes_stage_a_leaves_behind_are_the_writer_layers_of_classes_kt_ker
     assert sa.kept_write_bytes(plan, opts, cpu) == (len(plan.tasks) * sum(per_width) if leaks else 0)
     monkeypatch.setattr(sa, "load_kt_kernel", lambda: replace(kt, version="99.0.0"))
     assert sa.kept_write_bytes(plan, opts, cpu) == 0
+
+
+@pytest.mark.kt
+def test_the_probe_times_a_write_slower_than_a_larger_one_again(kt, monkeypatch):
+    """Wired into the probe: a write the curve's larger write shows to be off
+    (`slower_than_a_larger_write`) is timed again on the same writer (real kt-kernel) and keeps the
+    median of its timings; the rule is pointed at each curve's smaller write, since a quiet VM's
+    writes do not break it."""
+    from kttune.hw.profile import Curve
+
+    seen = []
+
+    def rule(curve: Curve):
+        seen.append(len(curve.points))
+        return [min(curve.points, key=lambda p: p.x)]
+
+    monkeypatch.setattr(sa, "slower_than_a_larger_write", rule)
+    opts = sa.StageAOptions(
+        hidden=1024,
+        inters=(128, 256),
+        methods=("BF16",),
+        threads=(1,),
+        layer_bytes=16 * MIB,
+        warmup=1,
+        repeats=3,
+        min_total_s=0.0,
+    )
+    (curve,) = sa.probe_stage_a(opts, collect_cpu(), common.NullReporter(), cores=2, numa_ids=[0], quick=True)
+    assert seen == [2]
+    small = min(curve.points, key=lambda p: p.x)
+    assert len(small.extra["timings"]) >= 2  # timed again whatever its own spread
+    assert small.t_ms == statistics.median(t["ms"] for t in small.extra["timings"])
