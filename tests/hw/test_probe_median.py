@@ -79,6 +79,14 @@ def test_each_point_is_the_median_of_the_probes_and_spans_them(probes):
     assert len(med.curves) == len({(curve_key(c), c.backend) for p in probes for c in p.curves})
 
 
+def _narrow_bf16_11t(prof, pick):
+    """The quick probe's narrow BF16 pipeline point at 11 threads: its half layer (`min`) or whole (`max`)."""
+    (c,) = [
+        c for c in prof.curves if c.kind == "pipeline" and c.matches(method="BF16", threads=11, model="narrow-2048x256")
+    ]
+    return pick(c.points, key=lambda p: p.x)
+
+
 def test_a_reading_the_probes_checks_name_is_left_out_of_the_median():
     """H100 instance r (2026-12-06): the first quick probe's narrow BF16 half layer at 11 threads read
     27.7 ms beside 38.3 for 768 MiB (named: 1.45x the time per byte), the second probe's 15.8 and
@@ -89,15 +97,7 @@ def test_a_reading_the_probes_checks_name_is_left_out_of_the_median():
     two = [load_profile(folder / f"quick-transfer-h100r{s}.profile.json") for s in ("", "-late")]
     med = median_of_probes(two)
 
-    def narrow(prof):
-        (c,) = [
-            c
-            for c in prof.curves
-            if c.kind == "pipeline" and c.matches(method="BF16", threads=11, model="narrow-2048x256")
-        ]
-        return min(c.points, key=lambda p: p.x)
-
-    first, late, merged = narrow(two[0]), narrow(two[1]), narrow(med)
+    first, late, merged = (_narrow_bf16_11t(p, min) for p in (*two, med))
     assert merged.t_ms == late.t_ms < first.t_ms
     assert [bool(q.get(LEFT_OUT_KEY)) for q in merged.extra[PROBES_KEY]] == [True, False]
     assert any("left out of the median" in n for n in med.provenance.notes)
@@ -212,15 +212,7 @@ def test_a_loop_slower_than_its_stages_in_turn_is_left_out_of_the_median():
     two = [load_profile(folder / f"quick-transfer-h100am{s}.profile.json") for s in ("", "-late")]
     med = median_of_probes(two)
 
-    def narrow(prof):
-        (c,) = [
-            c
-            for c in prof.curves
-            if c.kind == "pipeline" and c.matches(method="BF16", threads=11, model="narrow-2048x256")
-        ]
-        return max(c.points, key=lambda p: p.x)
-
-    first, late, merged = narrow(two[0]), narrow(two[1]), narrow(med)
+    first, late, merged = (_narrow_bf16_11t(p, max) for p in (*two, med))
     assert late.t_ms > 2 * first.t_ms
     assert merged.t_ms == first.t_ms
     assert [bool(q.get(LEFT_OUT_KEY)) for q in merged.extra[PROBES_KEY]] == [False, True]
