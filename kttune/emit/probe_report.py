@@ -297,7 +297,7 @@ def _pipeline_table(curves: list[Curve], narrow: bool) -> Any:
             f"{x['overlap_ratio']:.2f}" if isinstance(x.get("overlap_ratio"), (int, float)) else "",
         )
     captions = []
-    if marked:  # the full layer disturbed by its own timings or slower per byte than a smaller one
+    if marked:  # the layer disturbed by its own timings, slower per byte than a smaller one, or than its stages in turn
         captions.append("* disturbed (see the notes)")
     if other:  # a profile probed before 2026-12-05 (docs/probe.md#the-pipeline)
         captions.append("+ not sglang-kt's loop (a server's):\nthe fastest configuration tried")

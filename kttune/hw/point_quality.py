@@ -109,9 +109,9 @@ def slower_than_serial(curve: Curve) -> list[Point]:
 
 
 def off_per_byte(curve: Curve) -> list[Point]:
-    """The points of a layerwise pipeline curve worth timing again by the curve's other points: those
-    `slow_per_byte` or `slower_than_serial` names, and a smaller point that took more than `AGREE_LIMIT` times the time per
-    byte of a larger one. The second is not marked disturbed: a fixed cost does make a smaller layer
+    """The points of a layerwise pipeline curve worth timing again by the curve's other points or
+    their own stages: those `slow_per_byte` or `slower_than_serial` names, and a smaller point that
+    took more than `AGREE_LIMIT` times the time per byte of a larger one. The second is not marked disturbed: a fixed cost does make a smaller layer
     dearer per byte (at 15 threads on the H200 box, where the stream driver's callback thread starves,
     1.6-1.7x); but a half layer timed inside a busy moment reads the same way and tilts the curve that
     extrapolates the whole layer (an H100 quick probe of 2026-12-05: DeepSeek-V3's 1.06 GB FP8 half
