@@ -30,6 +30,7 @@ H200 = RESULTS / "2026-12-04-h200-pcie5-xeon-amx-16c"
 # the quick layer's point every quick series holds (its last until 2026-12-07, when it went on to 1,024)
 QUICK_TOKENS = 256
 H200_LATER = RESULTS / "2026-12-06-h200-pcie5-xeon-amx-16c"
+H100_7 = RESULTS / "2026-12-07-h100-pcie5-xeon-amx-16c"
 TOKENS, THREADS, METHOD = 3072, 11, "BF16"
 MODELS = ("glm-4.5-air", "qwen3-30b-a3b")
 # (box, instance, quick profile, the runner's results per model, the call's machine file) of every
@@ -46,6 +47,8 @@ CALLS = [
         for folder, tags in (
             (H100, ("h100a", "h100c", "h100f", "h100g", "h100h", "h100i", "h100k")),
             (H100_LATER, ("h100m", "h100n", "h100o", "h100p", "h100r", "h100s", "h100t", "h100u", "h100v", "h100x")),
+            # 2026-12-07 (twenty-first to twenty-third sessions): their first call each
+            (H100_7, ("h100ae", "h100af", "h100ah", "h100aj", "h100al", "h100am")),
         )
         for t in tags
     ],
