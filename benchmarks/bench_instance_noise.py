@@ -41,7 +41,19 @@ BUSY_CV = 0.10  # a runner point whose repeats scatter more than this is counted
 # quick probes are held out, reported apart. Instance x's probes ran a first form of the median rule
 # (docs/probe.md#which-timing-a-point-keeps) whose spreads read wider than any released rule's, so
 # the points they name are no reading of either: left out here.
-AFTER_RULE = ("h100u", "h100v", "h100aa", "h100ac", "h100ad", "h100ae", "h100af+h100ag", "h100ah+h100ai", "h100aj+h100ak", "h100al", "h100am")
+AFTER_RULE = (
+    "h100u",
+    "h100v",
+    "h100aa",
+    "h100ac",
+    "h100ad",
+    "h100ae",
+    "h100af+h100ag",
+    "h100ah+h100ai",
+    "h100aj+h100ak",
+    "h100al",
+    "h100am",
+)
 RULE_FORM_OUTSIDE = ("h100x",)
 
 
