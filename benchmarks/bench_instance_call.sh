@@ -12,10 +12,12 @@
 #   and moved no hybrid error by more than 2 points;
 # - an H200: AGAIN=1, Qwen3-Next first: its layerwise path (26% on the instance
 #   with two quick probes, before the quick probe streamed its narrow layers: docs/probe.md);
-# - an Emerald Rapids H100: the four BF16 models and two FP8 ones, then LATE=1 (a second quick probe
-#   after the sweeps): two probes of one instance, each point kept as the median of its timings
-#   (docs/probe.md#which-timing-a-point-keeps), read against the sweeps by bench_probe_estimator.py.
-#   The plans before: SHAPE_LAW=1 COLD=1 COLD_TOKENS=1024 on n, o and p (neither the instance's own
+# - an Emerald Rapids H100: the four BF16 models and two FP8 ones, with AGAIN=1 and LATE=1 (a second
+#   quick probe straight after the first, a third after the sweeps): three probes of one instance,
+#   whose merge takes each point's median of three, so a reading one probe's checks do not name
+#   (busy instance am's FP8 loop, 2026-12-07: docs/probe.md#a-busy-machine) is outvoted, not averaged.
+#   The plans before: LATE=1 alone on ah-am (two probes; the twenty-second and twenty-third
+#   sessions), and before those SHAPE_LAW=1 COLD=1 COLD_TOKENS=1024 on n, o and p (neither the instance's own
 #   r nor the layer timed cold moved the hybrid error on average), LATE=1 on r and s (the median of
 #   two probes; with the merge's left-out readings, docs/probe.md#repeated-probes), OWN on s and t
 #   (each model's own layer: bench_own_layer.py), GAP at Mixtral-8x7B's shape on u and v (the
@@ -43,10 +45,10 @@
 # their files into one archive under $OUT as this plan does: the device tool brings back only so many
 # files per call, and the late quick probe of h100ae's own-layer call was left out and run again.
 #
-#   H100TAG=h100aj H200TAG=h200g bash benchmarks/bench_instance_call.sh     (results: $OUT/quick-transfer-TAG.tgz,
-#   $OUT/apart-TAG.tgz; run it under `timeout 580`: the plans take up to 480 s and the check about 60)
+#   H100TAG=h100ao H200TAG=h200g bash benchmarks/bench_instance_call.sh     (results: $OUT/quick-transfer-TAG.tgz,
+#   and with APART=1 $OUT/apart-TAG.tgz; run it under `timeout 580`: the plans take up to 500 s)
 set -u
-H100TAG=${H100TAG:?name the call: H100TAG=h100aj (h100a-z, h100aa-ai are taken)}
+H100TAG=${H100TAG:?name the call: H100TAG=h100ao (h100a-z, h100aa-an are taken)}
 H200TAG=${H200TAG:?name the call: H200TAG=h200g (h200a-f are taken)}
 Q="$(dirname "$0")/bench_quick_transfer.sh"
 export THREADS=${THREADS:-11}
@@ -62,12 +64,14 @@ elif nvidia-smi -L 2>/dev/null | grep -q H200; then
   tag=$H200TAG
   TAG=$H200TAG AGAIN=1 bash "$Q" $next $glm $mixtral qwen3-30b-a3b:BF16:8:1536,2048,2560,3072 $minimax
 else
-  TAG=$H100TAG LATE=1 bash "$Q" \
+  TAG=$H100TAG AGAIN=1 LATE=1 bash "$Q" \
     $glm $mixtral qwen3-30b-a3b:BF16:8:1024,1536,2048,3072 $next $minimax qwen3-235b-a22b-fp8:FP8:8:32,48,64,96
 fi
-# Then the full pipeline step of Qwen3-30B-A3B's layer in this process and in a process of its own
-# (PipelineStep.apart), three interleaved rounds: the GPU check that a step timed apart reads as one
-# timed here (docs/probe.md#the-pipeline-step-and-kt-kernels-kept-writers). Its own archive.
+# APART=1: then the full pipeline step of Qwen3-30B-A3B's layer in this process and in a process of
+# its own (PipelineStep.apart), three interleaved rounds: the GPU check that a step timed apart reads
+# as one timed here (docs/probe.md#the-pipeline-step-and-kt-kernels-kept-writers; five calls on ah-am
+# agreed, so it is off by default). Its own archive.
+[ "${APART:-0}" = 1 ] || exit 0
 d=$(mktemp -d)
 timeout 100 python benchmarks/diag/diag_pipeline_modes.py --model qwen3-30b-a3b --threads "$THREADS" --rounds 3 \
   --apart --out "$d" > "$d/diag-pipeline-modes-apart.log" 2>&1
