@@ -125,14 +125,6 @@ def _layer_bytes(c: Curve) -> float:
     return max(layer, cycled)
 
 
-def _says_its_layer(c: Curve) -> bool:
-    """Whether a CPU MoE curve names its layer's routed experts and top-k (positive integers)."""
-    try:
-        return int(c.params.get("experts", 0)) > 0 and int(c.params.get("top_k", 0)) > 0
-    except (TypeError, ValueError):
-        return False
-
-
 # A kt-kernel MoE layer this large is read from DRAM on every host the project knows (the largest
 # last-level cache among them 300 MiB, an AMX box's; a 12-CCD Zen 4 socket's is 384 MiB). Where every
 # curve of a method timed a smaller layer, the profile never timed the memory-bound part of a model's
@@ -303,9 +295,10 @@ class Components:
         curves = self.profile.curves_of("cpu_moe", method=self._cpu_method)
         if not curves or self._cpu_matmul_above is None:
             return
-        layers = [(c, int(c.params["experts"]), int(c.params["top_k"])) for c in curves if _says_its_layer(c)]
-        if len(layers) < len(curves) or not all(c.points for c, _, _ in layers):
-            return  # a curve that does not say its layer (or has no points) is not judged
+        if not all(c.points for c in curves):
+            return  # a curve without points is not judged
+        # each curve's layer as its typed view reads it (`_note_layers_in_cache` read the same first)
+        layers = [(c, c.shape.experts, c.shape.top_k) for c in curves]
         m = self.model
         rows = min(SETTLED_ROWS, SERIES_NOTE_TOKENS * m.top_k / m.num_experts)
 
