@@ -99,13 +99,20 @@ def slower_than_serial(curve: Curve) -> list[Point]:
     Mixtral-8x7B's layer was 2 ms (docs/probe.md#disturbed-points). [] for any other kind of curve."""
     if curve.kind != "pipeline":
         return []
-    out = []
-    for p in curve.points:
-        e = p.extra
-        if e.get("stage_a_ms") and e.get("stage_b_ms") and p.t_ms > 0:
-            if beyond_serial(p.t_ms, (e["stage_a_ms"], e["stage_b_ms"], e.get("stage_c_ms") or 0.0)):
-                out.append(p)
-    return out
+    return [
+        p
+        for p in curve.points
+        if p.extra.get("stage_a_ms")
+        and p.extra.get("stage_b_ms")
+        and p.t_ms > 0
+        and beyond_serial(p.t_ms, (p.extra["stage_a_ms"], p.extra["stage_b_ms"], p.extra.get("stage_c_ms") or 0.0))
+    ]
+
+
+def _named_by_laws(curve: Curve) -> set[int]:
+    """The ids of a curve's points that a law over its other points or its own stages names (each law
+    returns [] for the kinds it does not hold): the one list `disturbed_points` and `off_per_byte` read."""
+    return {id(p) for p in (*slow_per_byte(curve), *slower_than_serial(curve), *slower_than_a_larger_write(curve))}
 
 
 def off_per_byte(curve: Curve) -> list[Point]:
@@ -128,7 +135,7 @@ def off_per_byte(curve: Curve) -> list[Point]:
     if curve.kind != "pipeline":
         return []
     pts = sorted((p for p in curve.points if p.t_ms > 0), key=lambda p: p.x)
-    slow = {id(p) for p in (*slow_per_byte(curve), *slower_than_serial(curve))}
+    slow = _named_by_laws(curve)
     return [p for p in pts if id(p) in slow or any(p.t_ms / p.x > AGREE_LIMIT * q.t_ms / q.x for q in pts if q.x > p.x)]
 
 
@@ -169,7 +176,7 @@ def disturbed_points(curve: Curve) -> list[Point]:
     """A curve's points that read as disturbed: by their own timings (`disturbed`) or, on a layerwise
     pipeline curve, by the curve's other points (`slow_per_byte`) or by their own stages
     (`slower_than_serial`); on a stage A curve, by a larger write (`slower_than_a_larger_write`)."""
-    slow = {id(p) for p in (*slow_per_byte(curve), *slower_than_serial(curve), *slower_than_a_larger_write(curve))}
+    slow = _named_by_laws(curve)
     return [p for p in curve.points if disturbed(p) or id(p) in slow]
 
 
