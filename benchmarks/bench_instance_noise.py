@@ -53,6 +53,9 @@ AFTER_RULE = (
     "h100aj+h100ak",
     "h100al",
     "h100am",
+    "h100ao",
+    "h100ap",
+    "h100aq",
 )
 RULE_FORM_OUTSIDE = ("h100x",)
 

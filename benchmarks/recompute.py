@@ -398,7 +398,7 @@ def recipes() -> list[Recipe]:
                 (C5, H100, ("h100f", "h100g", "h100h", "h100i", "h100k")),
                 (C6, H100_6, ("h100m", "h100r", "h100s", "h100t", "h100x", "h100aa", "h100ac", "h100ad")),
                 (C6, H200_6, ("h200f",)),
-                (C7, H100_7, ("h100ae", "h100af", "h100ah", "h100aj", "h100al", "h100am")),
+                (C7, H100_7, ("h100ae", "h100af", "h100ah", "h100aj", "h100al", "h100am", "h100ao", "h100ap", "h100aq")),
             )
             for t in tags
         ),
@@ -583,6 +583,8 @@ def recipes() -> list[Recipe]:
                 (H100_7, C7, ("h100ah", "h100ah-late", "h100ai")),
                 (H100_7, C7, ("h100aj", "h100aj-late", "h100ak", "h100ak-late", "h100al", "h100al-late")),
                 (H100_7, C7, ("h100am", "h100am-late")),
+                (H100_7, C7, ("h100ao", "h100ao-again", "h100ao-late", "h100ap", "h100ap-again", "h100ap-late")),
+                (H100_7, C7, ("h100aq", "h100aq-again", "h100aq-late")),
             )
             for tag in tags
         ),

@@ -104,6 +104,8 @@ ACCURACY = dict(
         "2026-12-07-computed/transfer-merged-probes-h100ah.json",
         # twenty-third session: aj (four probes of two calls), al and am (two probes each), Emerald Rapids
         *(f"2026-12-07-computed/transfer-merged-probes-{t}.json" for t in ("h100aj", "h100al", "h100am")),
+        # twenty-fourth session: ao, ap and aq (three probes each), Emerald Rapids
+        *(f"2026-12-07-computed/transfer-merged-probes-{t}.json" for t in ("h100ao", "h100ap", "h100aq")),
     ),
     # H100 instances: their sweeps from their quick probes and from `kttune probe --model` of each model
     own_layer=(
@@ -809,7 +811,7 @@ def accuracy_block() -> str:
     rows.append(
         (
             "the same on the H100 box, instance by instance",
-            f"path runner, H100 box: {len(h100)} instances, each from its own quick probes (one, or two merged), "
+            f"path runner, H100 box: {len(h100)} instances, each from its own quick probes (one, or two to four merged), "
             f"{sum(len(d['crossover']) for d in h100)} sweeps of {min(len(d['models']) for d in h100)}-"
             f"{max(len(d['models']) for d in h100)} models ({sum(d['points'] for d in h100)} forwards)",
             f"per model and path raw within 15%: {sum(raw_ok)} of {sum(paths)} ({min(raw_ok)}-{max(raw_ok)} of "
