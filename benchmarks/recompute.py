@@ -398,7 +398,11 @@ def recipes() -> list[Recipe]:
                 (C5, H100, ("h100f", "h100g", "h100h", "h100i", "h100k")),
                 (C6, H100_6, ("h100m", "h100r", "h100s", "h100t", "h100x", "h100aa", "h100ac", "h100ad")),
                 (C6, H200_6, ("h200f",)),
-                (C7, H100_7, ("h100ae", "h100af", "h100ah", "h100aj", "h100al", "h100am", "h100ao", "h100ap", "h100aq")),
+                (
+                    C7,
+                    H100_7,
+                    ("h100ae", "h100af", "h100ah", "h100aj", "h100al", "h100am", "h100ao", "h100ap", "h100aq"),
+                ),
             )
             for t in tags
         ),
