@@ -1,14 +1,18 @@
-"""Whether a kt-kernel point slower than a larger pool allows was timed in a slow moment: the thread
-law (`kttune.hw.point_quality.slower_than_larger_pools`: over fewer workers a call takes at most a
-larger pool's time x the ratio of the counts, times `THREAD_LAW_SLACK`) checked two ways on files
-already in benchmarks/results/.
+"""Whether a point slower than a larger pool allows was timed in a slow moment: the thread law
+(`kttune.hw.point_quality.slower_than_larger_pools`: over fewer workers a call takes at most a larger
+pool's time x the ratio of the counts, times `THREAD_LAW_SLACK`) checked two ways on files already in
+benchmarks/results/, on kt-kernel's MoE calls, its stage A writes and the layerwise pipeline's layers
+(whose stage A is the one stage that depends on the count:
+`kttune.hw.point_quality.pipeline_slower_than_larger_pools`).
 
-1. How often it names a point: every measured profile's kt-kernel MoE and stage A curves, grouped by
-   `kttune.hw.thread_interp.curve_group` (one measurement at several thread counts), per kind.
-2. Whether the points it names are slow measurements: the instances probed two or three times with
-   `kttune probe --quick` in one device call (`bench_probe_median.INSTANCES` and `LATER_CALLS`), each
-   point of each probe against the median of the same point in the instance's other probes, per kind, for the points the law names and for the rest. A law that names slow moments finds points
-   above their siblings; one that names a kernel's real behaviour finds them where the others are too.
+1. How often it names a point: every measured profile's curves of each kind, grouped by
+   `kttune.hw.thread_interp.curve_group` (one measurement at several thread counts).
+2. Whether the points it names are slow measurements: the instances probed two or more times with
+   `kttune probe --quick` in one device call (`bench_probe_median.INSTANCES` and `LATER_CALLS`, and
+   every call of `bench_cpu_generation.CALLS` with two or more probes), each point of each probe
+   against the median of the same point in the instance's other probes, per kind, for the points the
+   law names and for the rest. A law that names slow moments finds points above their siblings; one
+   that names a kernel's real behaviour finds them where the others are too.
 
     python3 benchmarks/bench_thread_law.py --out benchmarks/results/2026-12-05-computed/thread-law
 """
@@ -19,6 +23,7 @@ import argparse
 import statistics
 from pathlib import Path
 
+from bench_cpu_generation import CALLS
 from bench_probe_median import H100, INSTANCES, LATER_CALLS, RESULTS, instance_of_call
 from results_layout import write_result
 
@@ -26,7 +31,7 @@ from kttune.hw.point_quality import THREAD_LAW_SLACK, slower_than_larger_pools
 from kttune.hw.profile import Curve, HardwareProfile, load_profile
 from kttune.hw.thread_interp import curve_group, thread_groups
 
-KINDS = ("cpu_moe", "stage_a_write")
+KINDS = ("cpu_moe", "stage_a_write", "pipeline")
 
 
 def measured_profiles() -> list[Path]:
@@ -70,6 +75,11 @@ def instances() -> dict[str, list[Path]]:
     out = {name: probes for name, (probes, _) in INSTANCES.items()}
     for call in LATER_CALLS:
         out[call] = instance_of_call(H100, call)[0]
+    seen = {p.resolve() for probes in out.values() for p in probes}
+    for _, folder, call, _ in CALLS:
+        probes = instance_of_call(folder, call)[0]
+        if len(probes) > 1 and not seen & {p.resolve() for p in probes}:
+            out[call] = probes
     return out
 
 
@@ -109,7 +119,7 @@ def main() -> None:
     args = ap.parse_args()
     doc = {"slack": THREAD_LAW_SLACK, "census": census(), "against_siblings": {k: against_siblings(k) for k in KINDS}}
     lines = [
-        "# The thread law on the probes' kt-kernel points",
+        "# The thread law on the probes' kt-kernel points and pipeline layers",
         "",
         f"A point at T workers slower than {THREAD_LAW_SLACK:.2f} x a larger count T' of the same measurement's "
         "time at that size x T'/T (`kttune.hw.point_quality.slower_than_larger_pools`).",
@@ -125,7 +135,7 @@ def main() -> None:
         "",
         "## Whether the points it names were slow moments",
         "",
-        f"Instances probed two or three times in one device call ({', '.join(instances())}): each point over the "
+        f"Instances probed two or more times in one device call ({', '.join(instances())}): each point over the "
         "median of the same point in the instance's other probes.",
         "",
         "| kind | points | n | median | 25th-75th percentile | over 1.1 |",

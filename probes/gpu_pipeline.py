@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from kttune.hw.point_quality import RETIME_KEYS, off_per_byte
+from kttune.hw.point_quality import RETIME_KEYS, off_per_byte, pool_allows
 from kttune.hw.profile import Curve, Point
 from kttune.probes.common import NullReporter, Reporter, retime
 from kttune.probes.gpu_common import bound_to_node, free_host_bytes, gpu_numa_node
@@ -174,6 +174,7 @@ def probe_pipeline_layer(
     numa = gpu_numa_node(gpu) if cuda else None
     results: list[PipelineResult] = []
     per_thread: list[tuple[int, str, list[Timed]]] = []  # threads, writer, timed points
+    kept_ms: dict[int, dict[int, float]] = {}  # per kt-kernel thread count, experts streamed -> layer ms kept
     with bound_to_node(numa):
         rep.step(f"pipeline {shape.name} {shape.method}: preparing {layer_bytes / GIB:.1f} GiB layer", 0)
         host = HostExperts.random(shape.method, shape.hidden, shape.inter, built)
@@ -209,7 +210,10 @@ def probe_pipeline_layer(
                     e = max(1, int(round(built * frac)))
                     runs.append((timed if e == built else measure(timed.config, e), e))
                 label = f"pipeline {shape.name} {shape.method} threads={t}"
-                per_thread.append((t, writer.backend, retimed_runs(runs, measure, rep, label)))
+                kept = retimed_runs(runs, measure, rep, label, pools_allow(t, kept_ms))
+                if "kt-kernel" in writer.backend:
+                    kept_ms[t] = {e: r.layer_ms for r, e, _ in kept}
+                per_thread.append((t, writer.backend, kept))
             finally:
                 writer.close()
             if not getattr(writer, "asynchronous", False):
@@ -277,17 +281,35 @@ def _config_record(r: PipelineResult) -> dict:
 Timed = tuple[PipelineResult, int, dict]
 
 
+def pools_allow(threads: int, kept_ms: dict[int, dict[int, float]]) -> dict[int, float]:
+    """Per experts streamed, the most a layer streamed by `threads` stage A writers may take by the
+    thread law (`kttune.hw.point_quality.pool_allows`), from the layers kept at the larger counts
+    already timed (`kept_ms`: per count, experts -> layer ms; the probe times its counts largest first).
+    Only stage A depends on the count, so fewer writers take at most the ratio of the counts longer;
+    a layer slower than that was timed in a slow moment (H100 instance aq's second quick probe,
+    2026-12-07: Qwen3-30B-A3B's layer at 11 threads 70.8 ms beside 44.2 at 13,
+    kttune.hw.point_quality.pipeline_slower_than_larger_pools)."""
+    out: dict[int, float] = {}
+    for hi, layers in kept_ms.items():
+        if hi > threads:
+            for e, ms in layers.items():
+                out[e] = min(out.get(e, float("inf")), pool_allows(ms, hi, threads))
+    return out
+
+
 def retimed_runs(
     runs: list[tuple[PipelineResult, int]],
     measure: Callable[[PipelineConfig, int], PipelineResult],
     reporter: Reporter,
     label: str,
+    allowed_ms: dict[int, float] | None = None,
 ) -> list[Timed]:
     """One thread count's pipeline points, those scattered beyond `SCATTER_LIMIT`, off per byte
     against another point of the same curve or slower than their own stages run in turn
     (`off_per_byte`: a host whose memory bandwidth dropped or that stalled while they were timed,
-    which their own spread does not show) timed again by `measure` (the same
-    config and experts on a pipeline built anew) after the others, the fastest kept (`retime`'s
+    which their own spread does not show), or slower than a larger thread count's layer of as many
+    experts allows (`allowed_ms`, per experts streamed: `pools_allow`), timed again by `measure` (the
+    same config and experts on a pipeline built anew) after the others, the fastest kept (`retime`'s
     `keep="fastest"`: a point here stays one whole run, whose result the curve reports)."""
     results: list[tuple[PipelineResult, int]] = []
 
@@ -306,6 +328,8 @@ def retimed_runs(
 
     pts = [point(r, e) for r, e in runs]
     slow = {id(p) for p in off_per_byte(Curve("pipeline", "bytes", tuple(pts)))}
+    allowed = allowed_ms or {}
+    slow |= {id(p) for p, (_, e) in zip(pts, runs) if p.t_ms > allowed.get(e, float("inf"))}
 
     def again(p: Point) -> Point:
         r, e = results[p.extra["run"]]

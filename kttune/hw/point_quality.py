@@ -143,11 +143,18 @@ def off_per_byte(curve: Curve) -> list[Point]:
 # pool's time x the ratio of the counts (the same work, fewer hands), bar the call's granularity. A
 # point slower than that by more than this was timed in a slow moment: a probe measures its thread
 # counts one after the other, so a host slow for a minute slows a whole count's curve evenly, which
-# neither its points' spread nor the curve's shape shows. On the eight instances probed two or three
-# times in one device call, the kt-kernel MoE points this names (28 of 1,292) read a median 11% slower
-# than the same point in the instance's other probes, the rest 0%; stage A writes 10% (30 of 304)
-# against -1% (`benchmarks/bench_thread_law.py`, docs/probe.md#disturbed-points).
+# neither its points' spread nor the curve's shape shows. On the 28 instances probed two or more
+# times in one device call, the kt-kernel MoE points this names (86 of 4,728) read a median 10% slower
+# than the same point in the instance's other probes, the rest 0%; stage A writes 11% (60 of 1,056)
+# against -1%; the pipeline's layers (`pipeline_slower_than_larger_pools`) 44% (21 of 1,168) against 0%
+# (`benchmarks/bench_thread_law.py`, docs/probe.md#disturbed-points).
 THREAD_LAW_SLACK = 1.10
+
+
+def pool_allows(larger_ms: float, larger_threads: int, threads: int) -> float:
+    """The most a call on `threads` workers may take by the thread law, given the same call's
+    `larger_ms` on `larger_threads` (more) workers."""
+    return THREAD_LAW_SLACK * larger_ms * larger_threads / threads
 
 
 def slower_than_larger_pools(curves: Sequence[Curve]) -> dict[int, list[Point]]:
@@ -164,12 +171,30 @@ def slower_than_larger_pools(curves: Sequence[Curve]) -> dict[int, list[Point]]:
         slow = [
             p
             for p in c.points
-            if p.t_ms > 0
-            and any(t.get(p.x, 0) > 0 and p.t_ms > THREAD_LAW_SLACK * t[p.x] * hi / th for t, hi in larger)
+            if p.t_ms > 0 and any(t.get(p.x, 0) > 0 and p.t_ms > pool_allows(t[p.x], hi, th) for t, hi in larger)
         ]
         if slow:
             out[th] = slow
     return out
+
+
+def pipeline_slower_than_larger_pools(curves: Sequence[Curve]) -> set[int]:
+    """The ids of the layerwise pipeline points among one probe's `curves` that the thread law names
+    (`slower_than_larger_pools`, per measurement: the same shape, method and configuration at several
+    stage A thread counts). Of the pipeline's stages only stage A's writers depend on the count (the
+    copy and the repack do not), so a layer streamed by fewer writers takes at most the larger pool's
+    layer x the ratio of the counts, looser than a kt-kernel call's own bound. Over every measured
+    profile's pipeline points below a larger count (922) it names 29; on the 28 instances probed two
+    or more times in one device call, the 21 of those with a sibling read a median 1.44x the same point
+    in the instance's other probes (19 over 1.1x), the rest 1.00x (benchmarks/bench_thread_law.py).
+    Among them H100 instance aq's second quick probe (2026-12-07): its Qwen3-30B-A3B layer at 11
+    threads took 29.5 and 70.8 ms (half and whole) where the same probe's 13 threads took 21.0 and
+    44.2, and the instance's other probes 20.0-20.7 and 39.2-44.2 at 11; read off it, every BF16
+    layerwise path was 46-69% slow (docs/probe.md#disturbed-points)."""
+    from kttune.hw.thread_interp import thread_groups  # thread_interp reads this module's marks
+
+    groups = thread_groups(c for c in curves if c.kind == "pipeline" and int(c.params.get("threads") or 0) > 0)
+    return {id(p) for cs in groups.values() for pts in slower_than_larger_pools(cs).values() for p in pts}
 
 
 def disturbed_points(curve: Curve) -> list[Point]:

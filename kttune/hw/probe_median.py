@@ -16,7 +16,14 @@ from collections.abc import Set as AbstractSet
 from typing import Sequence
 
 from kttune.errors import UserError
-from kttune.hw.point_quality import AGREE_LIMIT, PROBES_KEY, RETIME_KEYS, disturbed_points, off_per_byte
+from kttune.hw.point_quality import (
+    AGREE_LIMIT,
+    PROBES_KEY,
+    RETIME_KEYS,
+    disturbed_points,
+    off_per_byte,
+    pipeline_slower_than_larger_pools,
+)
 from kttune.hw.profile import Curve, HardwareProfile, Point, Provenance, curve_key
 
 # PROBES_KEY (kttune.hw.point_quality): each probe's timing of a point, kept in the merged point's
@@ -41,7 +48,9 @@ def median_of_probes(
     for p in profiles:
         for c in p.curves:
             groups.setdefault((curve_key(c), c.backend), []).append(c)
-    curves = tuple(_median_curve(cs) for cs in groups.values())
+    # a pipeline reading the probe's own larger thread count shows to be slow (the thread law)
+    by_pools = set().union(*(pipeline_slower_than_larger_pools(p.curves) for p in profiles))
+    curves = tuple(_median_curve(cs, by_pools) for cs in groups.values())
     last = profiles[-1]
     return HardwareProfile(
         provenance=_provenance(profiles, names, created, command, curves),
@@ -80,18 +89,18 @@ def named_points(curve: Curve) -> set[int]:
     return {id(p) for p in (*disturbed_points(curve), *off_per_byte(curve))}
 
 
-def _median_curve(curves: list[Curve]) -> Curve:
+def _median_curve(curves: list[Curve], also_named: AbstractSet[int] = frozenset()) -> Curve:
     """Each point the median over the probes that measured it, leaving out a probe's reading its own
     checks name (`named_points`) where another probe's reading is not named: with two probes the
     median is their mean, and one busy moment in one probe moves it halfway. On H100 instance r
     (2026-12-06) the first quick probe's narrow BF16 half layer (384 MiB) read 27.7 ms and the
     second's 15.8; the mean put GLM-4.5-Air's layerwise path 19% fast, the second probe's reading 2%
     (docs/probe.md#repeated-probes). A reading every probe's checks name is kept: the median of them
-    all."""
+    all. `also_named`: ids of readings named by a law over a probe's other curves (its thread counts)."""
     first = curves[0]
     if len(curves) == 1:
         return first
-    named: set[int] = set().union(*(named_points(c) for c in curves))
+    named: set[int] = set().union(*(named_points(c) for c in curves)) | set(also_named)
     by_x: dict[float, list[Point]] = {}
     for c in curves:
         for p in c.points:
@@ -181,7 +190,7 @@ def _provenance(
     if left_out:
         said.append(
             f"{left_out} reading{'s' if left_out != 1 else ''} that a probe's own checks named (disturbed, or a "
-            "pipeline point off per byte) left out of the median where another probe's reading was not named; each "
+            "pipeline point off per byte or slower than its probe's larger thread count allows) left out of the median where another probe's reading was not named; each "
             f"stays in the point, marked {LEFT_OUT_KEY!r}"
         )
     if any(p.calibration for p in profiles):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -18,6 +19,8 @@ from kttune.hw.point_quality import (
     disturbed_points,
     named_share,
     off_per_byte,
+    pipeline_slower_than_larger_pools,
+    pool_allows,
     scatter,
     slow_per_byte,
     slower_than_a_larger_write,
@@ -279,3 +282,48 @@ def test_a_write_slower_than_a_larger_one_is_disturbed():
         for c in late.curves_of("stage_a_write", method="BF16")
     }
     assert by_threads == {11: [3145728], 13: []}
+
+
+def _layers(threads: int, *ms: float, method: str = "BF16") -> Curve:
+    params = {"method": method, "experts": 128, "threads": threads, "hidden": 2048, "inter": 768}
+    return Curve("pipeline", "bytes", tuple(Point(x=2**29 * (i + 1), t_ms=t) for i, t in enumerate(ms)), params=params)
+
+
+def test_a_layer_streamed_by_fewer_writers_than_a_larger_pool_allows_is_named():
+    """Only stage A depends on the writer count, so the thread law holds a pipeline layer at fewer
+    writers to a larger count's layer x the ratio of the counts (x its slack); per measurement (the
+    same method, shape and experts), never across two."""
+    at13 = _layers(13, 20.0, 40.0)
+    limit = pool_allows(40.0, 13, 11)
+    assert limit == pytest.approx(THREAD_LAW_SLACK * 40.0 * 13 / 11)
+    calm, slow = _layers(11, 20.0, limit - 0.1), _layers(11, 20.0, limit + 0.1)
+    assert pipeline_slower_than_larger_pools([at13, calm]) == set()
+    assert pipeline_slower_than_larger_pools([at13, slow]) == {id(slow.points[1])}
+    # the larger count is never named by a smaller one, another method is another measurement, and a
+    # curve of another kind or without a thread count (torch's writer) is no pipeline pool
+    assert pipeline_slower_than_larger_pools([_layers(13, 20.0, 90.0), _layers(11, 20.0, 40.0)]) == set()
+    assert pipeline_slower_than_larger_pools([at13, _layers(11, 20.0, 90.0, method="FP8")]) == set()
+    other = Curve("cpu_moe", "tokens", slow.points, params=slow.params)
+    torch_writer = Curve("pipeline", "bytes", slow.points, params={**slow.params, "threads": None})
+    assert pipeline_slower_than_larger_pools([at13, other, torch_writer]) == set()
+
+
+def test_the_second_probe_of_instance_aq_is_named_and_its_siblings_are_not():
+    """Measured: H100 instance aq (2026-12-07), three quick probes of one call. The second one's
+    Qwen3-30B-A3B layer at 11 threads took 29.5 and 70.8 ms (half and whole) beside 21.0 and 44.2 at
+    13; the other two probes read 20.0-20.7 and 39.2-44.2 ms at 11. The law names both of the
+    second's points and none of the first's; the second's readings are slower than the other probes'
+    by more than the law's slack, so what it names was the moment, not the kernel."""
+    folder = Path(__file__).resolve().parents[2] / "benchmarks/results/2026-12-07-h100-pcie5-xeon-amx-16c"
+    probes = [load_profile(folder / f"quick-transfer-h100aq{s}.profile.json") for s in ("", "-again", "-late")]
+
+    def qwen3_11t(p):
+        (c,) = [c for c in p.curves_of("pipeline", method="BF16", threads=11) if c.params["model"] == "Qwen3-30B-A3B"]
+        return c
+
+    first, again, late = (qwen3_11t(p) for p in probes)
+    assert pipeline_slower_than_larger_pools(probes[0].curves) == set()
+    named = pipeline_slower_than_larger_pools(probes[1].curves)
+    assert {id(p) for p in again.points} <= named
+    for p, q, r in zip(again.points, first.points, late.points):
+        assert p.t_ms > THREAD_LAW_SLACK * max(q.t_ms, r.t_ms)

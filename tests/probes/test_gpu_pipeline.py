@@ -287,3 +287,67 @@ def test_only_a_full_probes_step_whose_kept_writers_pass_the_bound_runs_apart():
     assert full.kept_bytes() == 3 * 256 * expert_stream_bytes(big) > ISOLATE_ABOVE_BYTES
     assert full.apart and not quick.apart and not _tiny_step().apart
     assert not PipelineStep(big, (15,), quick=False, isolate=False).apart and _tiny_step(isolate=True).apart
+
+
+def test_a_layer_slower_than_a_larger_pool_allows_is_timed_again_and_the_faster_kept():
+    """The thread law on the pipeline: only stage A depends on the writer count, so a layer streamed
+    by fewer writers takes at most a larger count's layer x the ratio of the counts (x the law's
+    slack). H100 instance aq's second quick probe (2026-12-07): Qwen3-30B-A3B's layer at 11 threads
+    took 70.8 ms beside 44.2 ms at 13 (the bound 57.5 ms). Named by the bound, it is timed again and
+    the fastest kept; its half layer (21.0 ms at 13 threads, so 27.3 allowed) at 24.0 ms is not."""
+    from kttune.hw.point_quality import THREAD_LAW_SLACK
+    from kttune.probes.common import NullReporter
+    from kttune.probes.gpu_pipeline import pools_allow, retimed_runs
+
+    allowed = pools_allow(11, {13: {64: 21.0, 128: 44.2}, 11: {128: 1.0}, 9: {128: 1.0}})
+    assert allowed == pytest.approx({64: THREAD_LAW_SLACK * 21.0 * 13 / 11, 128: THREAD_LAW_SLACK * 44.2 * 13 / 11})
+    assert pools_allow(13, {13: {128: 44.2}, 11: {128: 39.2}}) == {}  # no larger count timed before it
+    # two larger counts: the tighter bound
+    assert pools_allow(9, {11: {128: 39.2}, 13: {128: 44.2}})[128] == pytest.approx(THREAD_LAW_SLACK * 39.2 * 11 / 9)
+
+    half, whole = _result(576, 24.0), _result(1152, 70.8)
+    asked = []
+
+    def measure(cfg, e):
+        asked.append((cfg, e))
+        return _result(1152, 40.1)
+
+    (r0, e0, rec0), (r1, e1, rec1) = retimed_runs([(half, 64), (whole, 128)], measure, NullReporter(), "p", allowed)
+    assert asked and all(a == (whole.config, 128) for a in asked)
+    assert (r0, e0, rec0) == (half, 64, {})
+    assert e1 == 128 and r1.layer_ms == 40.1 and rec1["timings"][0]["ms"] == 70.8
+
+
+def test_the_pipeline_probe_holds_a_smaller_thread_count_to_the_larger_ones_timed_before_it(monkeypatch):
+    """In the whole probe on the CPU (two kt-kernel thread counts, the larger first), the smaller
+    count's retime pass is given what the larger count's kept layers allow (`pools_allow`)."""
+    if not importlib.util.find_spec("kt_kernel"):
+        pytest.skip("kt-kernel's writer has the thread counts; torch's writer times one")
+    from kttune.hw.point_quality import pool_allows
+    from kttune.probes import gpu_pipeline
+    from kttune.runner.pipeline import PipelineConfig
+    from kttune.spec.moe_shape import MoeLayerShape
+
+    given = []
+    real = gpu_pipeline.retimed_runs
+
+    def spy(runs, measure, reporter, label, allowed_ms=None):
+        given.append((label, dict(allowed_ms or {})))
+        return real(runs, measure, reporter, label, allowed_ms)
+
+    monkeypatch.setattr(gpu_pipeline, "retimed_runs", spy)
+    shape = MoeLayerShape(hidden=256, inter=128, experts=8, top_k=2, method="FP8", name="tiny")
+    curves, _, _ = gpu_pipeline.probe_pipeline_layer(
+        shape,
+        threads_options=(2, 1),
+        configs=(PipelineConfig(2, 1),),
+        repeats=2,
+        expert_fractions=(0.5, 1.0),
+        device="cpu",
+    )
+    assert [c.params["threads"] for c in curves] == [2, 1]
+    (first, none), (second, bound) = given
+    assert first.endswith("threads=2") and none == {}
+    assert second.endswith("threads=1") and set(bound) == {4, 8}
+    two = {p.extra["experts_streamed"]: p.t_ms for p in curves[0].points}
+    assert bound == pytest.approx({e: pool_allows(ms, 2, 1) for e, ms in two.items()})
