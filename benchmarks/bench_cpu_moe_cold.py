@@ -2,8 +2,12 @@
 (1,024 x 512, 32 experts: 100 MB in BF16, 25 MB in int4) fits in the H200 box's 300 MB last-level
 cache, where it stays between timed calls; a server's forward reads every layer's experts from DRAM
 in turn. `CpuMoeOptions.cold_bytes` cycles such a layer over copies until their weights reach it (here
-twice the cache, as the quick stage A source); the probe's default is one layer
-(docs/probe.md#the-quick-layer-in-the-cache says why).
+twice the cache, as the quick stage A source: `kttune.probes.run.cold_cpu_moe_options`); the probe's
+default is one layer (docs/probe.md#the-quick-layer-in-the-cache says why). Until 2026-12-07 (the
+twenty-fourth session) the cold variant took the probe's options, whose cold bytes had become 0, so
+the `COLD=1` calls of 2026-12-06 and 2026-12-07 (H100 instances m, n, o, p, ae, af, ag) timed the
+layer warm twice; their files say `cold_bytes 0` in their command. A cold variant that cycles over
+no copies is now refused.
 
 This measures both in one process, alternating (warm, cold, warm, cold, ...): the quick probe's
 `cpu_moe` curves with one layer (cold_bytes 0) and with the copies, each written as a profile
@@ -33,7 +37,7 @@ def main() -> None:
     from kttune.hw.profile import HardwareProfile, Provenance, save_profile
     from kttune.probes.cpu_moe import probe_cpu_moe
     from kttune.probes.inventory import collect_inventory, numa_nodes_with_cpus, usable_cores
-    from kttune.probes.run import ProbeOptions, cpu_moe_options
+    from kttune.probes.run import ProbeOptions, cold_cpu_moe_options
     from kttune.units import MIB
 
     ap = argparse.ArgumentParser()
@@ -51,12 +55,17 @@ def main() -> None:
     inv = collect_inventory()
     cpu = inv.cpu
     methods = tuple(m for m in a.methods.split(",") if m)
-    cold = cpu_moe_options(ProbeOptions(quick=True, threads=(a.threads,), methods=methods, max_tokens=a.max_tokens))
+    cold = cold_cpu_moe_options(
+        ProbeOptions(quick=True, threads=(a.threads,), methods=methods, max_tokens=a.max_tokens),
+        cpu.last_level_cache_bytes,
+    )
     warm = replace(cold, cold_bytes=0)
     sizes = [int(m) for m in a.cold_mib.split(",") if m]
     named = [("warm", warm)] + (
         [(f"cold{m}", replace(cold, cold_bytes=m * MIB)) for m in sizes] if sizes else [("cold", cold)]
     )
+    if any(name != "warm" and o.cold_bytes <= 0 for name, o in named):
+        raise SystemExit("a cold variant cycles over no copies: it would time the layer warm again")
     a.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     for r in range(a.rounds):

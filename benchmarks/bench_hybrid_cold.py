@@ -12,6 +12,11 @@ is, with its CPU MoE curves replaced by the warm ones (a control: the same layer
 same minute as the cold), by the cold ones for every method, and by the cold ones for BF16 alone
 (the method whose cold layer read 1.2-1.8x slower on the H200 box; FP8 read the same).
 
+Each call says how many bytes its cold timing cycled over (`cycled_bytes`: the largest of its points'
+`source_bytes`) against the layer's own. The calls of 2026-12-06 and 2026-12-07 (m, n, o, p, ae, af,
+ag) cycled over none: `bench_cpu_moe_cold.py`'s cold variant took the probe's options, whose cold
+bytes were 0, so their "cold" is a second warm timing, and the tables say so.
+
     python3 benchmarks/bench_hybrid_cold.py --call FOLDER:TAG [--call ...] [--out FILE]
 """
 
@@ -70,12 +75,21 @@ def call_files(folder: Path, tag: str) -> tuple[Path, Path, Path, list[Path]]:
     return quick, warm, cold, sweeps
 
 
+def cycled_bytes(profile: HardwareProfile) -> int:
+    """The most bytes any CPU MoE point of `profile` cycled over (`source_bytes`; 0 where none says)."""
+    return max(
+        (int(p.extra.get("source_bytes") or 0) for c in profile.curves_of("cpu_moe") for p in c.points), default=0
+    )
+
+
 def evaluate(calls: list[str]) -> tuple[dict, str]:
-    rows = []
+    rows, cycled = [], {}
     for call in calls:
         folder, _, tag = call.rpartition(":")
         quick, warm, cold, sweeps = call_files(Path(folder), tag)
-        profs = variants(*(load_profile(p) for p in (quick, warm, cold)))
+        loaded = [load_profile(p) for p in (quick, warm, cold)]
+        cycled[tag] = {"warm": cycled_bytes(loaded[1]), "cold": cycled_bytes(loaded[2])}
+        profs = variants(*loaded)
         for s in sweeps:
             got = {v: predict(str(s), p) for v, p in profs.items()}
             rows.append(
@@ -108,7 +122,15 @@ def evaluate(calls: list[str]) -> tuple[dict, str]:
     for r in rows:
         cells = [signed_cell(r[v], "n/a") for v in VARIANTS]
         lines.append(f"| {r['call']} | {r['model']} | " + " | ".join(cells) + " |")
-    return {"calls": calls, "rows": rows, "summary": summary}, "\n".join(lines + [""])
+    lines += ["", "Bytes each call's timings cycled over (the largest `source_bytes` of its CPU MoE points):", ""]
+    for tag, b in cycled.items():
+        same = b["cold"] <= b["warm"]
+        lines.append(
+            f"- {tag}: warm {b['warm'] / 2**20:.0f} MiB, cold {b['cold'] / 2**20:.0f} MiB"
+            + (": the cold timing cycled over no copies, a second warm timing, not a cold one" if same else "")
+        )
+    doc = {"calls": calls, "rows": rows, "summary": summary, "cycled_bytes": cycled}
+    return doc, "\n".join(lines + [""])
 
 
 def main() -> None:

@@ -170,6 +170,24 @@ def cpu_moe_options(options: ProbeOptions) -> CpuMoeOptions:
     return CpuMoeOptions(**common, warmup=2, repeats=3, min_total_s=0.3, max_repeats=30, max_point_s=2.0)
 
 
+# Where the last-level cache size is unknown, a cold CPU MoE layer cycles over at least this much.
+COLD_CPU_MOE_FLOOR_BYTES = 512 * MIB
+
+
+def cold_cpu_moe_options(options: ProbeOptions, llc_bytes: int | None = None) -> CpuMoeOptions:
+    """`cpu_moe_options(options)` with each layer cycled over copies whose weights reach twice the
+    last-level cache (`llc_bytes`; this host's when None), as the quick stage A source does: each
+    timed call then reads its experts from DRAM, as a server's forward does, where one small layer
+    stays in the cache between calls (docs/probe.md#the-quick-layer-in-the-cache). The probe's own
+    options keep one layer (`cold_bytes` 0); the cold variant must say so itself: from 2026-12-04 to
+    2026-12-07 `benchmarks/bench_cpu_moe_cold.py` took the probe's options for its cold variant and
+    timed seven H100 instances' quick layer warm twice."""
+    if llc_bytes is None:
+        llc_bytes = last_level_cache_bytes()
+    opts = cpu_moe_options(options)
+    return replace(opts, cold_bytes=cold_layer_bytes(COLD_CPU_MOE_FLOOR_BYTES, llc_bytes, QUICK_CACHE_MULTIPLE))
+
+
 def without_empty_curves(curves: list[Curve]) -> tuple[list[Curve], list[str]]:
     """`curves` less those whose every size was skipped (RAM short while it ran, a layer kt-kernel
     could not build: each skip is a `Curve.skipped` entry), and a note for each left out: a profile

@@ -13,7 +13,15 @@ from kttune.hw.fingerprint import fingerprint
 from kttune.hw.profile import load_profile
 from kttune.paths import profile_cache_path
 from kttune.probes.inventory import collect_inventory, usable_cores
-from kttune.probes.run import ProbeOptions, host_uptime_s, run_probe, thread_cliff_notes
+from kttune.probes.run import (
+    COLD_CPU_MOE_FLOOR_BYTES,
+    ProbeOptions,
+    cold_cpu_moe_options,
+    cpu_moe_options,
+    host_uptime_s,
+    run_probe,
+    thread_cliff_notes,
+)
 
 
 @pytest.fixture(scope="module")
@@ -450,3 +458,23 @@ def test_quick_series_times_the_matrix_kernel_at_the_rows_a_long_forward_runs(mo
     tokens = cpu_moe_options(ProbeOptions(quick=True)).tokens
     above = [t for t in tokens if t > switch and t * QUICK_SHAPE.top_k / QUICK_SHAPE.experts >= model_rows]
     assert len(above) >= 2, (tokens, model_rows)
+
+
+def test_the_cold_cpu_moe_options_cycle_the_quick_layer_past_twice_the_cache():
+    """The probe keeps one layer (cold_bytes 0); the cold variant cycles the quick layer over copies
+    past twice the last-level cache, so each timed call reads its experts from DRAM. Until 2026-12-07
+    the benchmark's cold variant took the probe's options and timed seven H100 instances' layer warm
+    twice: the cold options must cycle over more than one layer whatever the cache reads."""
+    from kttune.probes import cpu_moe as cm
+
+    quick = ProbeOptions(quick=True, threads=(11,), methods=("BF16",), max_tokens=1024)
+    assert cpu_moe_options(quick).cold_bytes == 0
+    l3 = 300 * 2**20
+    cold = cold_cpu_moe_options(quick, l3)
+    assert cold.cold_bytes == 2 * l3 and cold.tokens == cpu_moe_options(quick).tokens
+    here = collect_inventory().cpu.last_level_cache_bytes or 0
+    assert cold_cpu_moe_options(quick).cold_bytes == max(COLD_CPU_MOE_FLOOR_BYTES, 2 * here)  # this host's
+    assert cold_cpu_moe_options(quick, 0).cold_bytes == COLD_CPU_MOE_FLOOR_BYTES  # the size unknown
+    for llc in (0, 2**20, l3):
+        copies = cm.cold_copies("BF16", cm.QUICK_SHAPE, cold_cpu_moe_options(quick, llc).cold_bytes, 2**40, 1024)
+        assert copies > 1
