@@ -3,22 +3,26 @@
 # H200 box, and the H100 box's instances are two CPU generations under one name,
 # docs/probe.md#one-name-two-cpus). Each branch runs benchmarks/bench_quick_transfer.sh at 11 threads:
 #
-# - Sapphire Rapids (family 6 model 143): the four BF16 models, then MiniMax-M2.1, LATE=1, and each
-#   BF16 model's own layer (OWN): this generation's quick probes read the BF16 hybrid paths slow
-#   (+10% median) where the models' own layers read them within 5-10% (docs/cost-model.md, "Instance
-#   af"), so each such instance puts the two side by side. The plan before, COLD=1 COLD_TOKENS=1024
-#   on ae and af, asked whether the quick BF16 layer (96 MiB) filling this generation's 105 MiB L3 was
-#   why: on af, an instance that read them slow, the layer timed cold took 0.89-1.02x its warm time
-#   and moved no hybrid error by more than 2 points;
-# - an H200: AGAIN=1, Qwen3-Next first: its layerwise path (26% on the instance
+# Every branch times the quick layer cold (COLD=1 COLD_TOKENS=1024, BF16 and FP8: cycled past twice the
+# L3) straight after the first quick probe, since 2026-12-07: the runner's BF16 hybrid forwards sit 4-6
+# ms per GB of CPU experts above the prediction on every box and CPU (bench_hybrid_intercept.py), the
+# one cold timing the project has added 5.6-7.4 ms per GB, and the COLD=1 calls before (m-p, ae-ag)
+# timed the layer warm twice (docs/probe.md#the-quick-layer-in-the-cache, the correction).
+#
+# - Sapphire Rapids (family 6 model 143): the four BF16 models, then MiniMax-M2.1, LATE=1 and COLD=1:
+#   this generation's quick probes read the BF16 hybrid paths slow (+10% median) where the models'
+#   own layers read them within 5-10% (docs/cost-model.md, "Instance af"; the plan before took each
+#   BF16 model's own layer, OWN, as well); the quick BF16 layer (96 MiB) about fills this
+#   generation's 105 MiB L3;
+# - an H200: AGAIN=1 and COLD=1, Qwen3-Next first: its layerwise path (26% on the instance
 #   with two quick probes, before the quick probe streamed its narrow layers: docs/probe.md);
-# - an Emerald Rapids H100: the four BF16 models and two FP8 ones, with AGAIN=1 and LATE=1 (a second
+# - an Emerald Rapids H100: the four BF16 models and two FP8 ones, with COLD=1, AGAIN=1 and LATE=1 (a second
 #   quick probe straight after the first, a third after the sweeps): three probes of one instance,
 #   whose merge takes each point's median of three, so a reading one probe's checks do not name
 #   (busy instance am's FP8 loop, 2026-12-07: docs/probe.md#a-busy-machine) is outvoted, not averaged.
 #   The plans before: LATE=1 alone on ah-am (two probes; the twenty-second and twenty-third
-#   sessions), and before those SHAPE_LAW=1 COLD=1 COLD_TOKENS=1024 on n, o and p (neither the instance's own
-#   r nor the layer timed cold moved the hybrid error on average), LATE=1 on r and s (the median of
+#   sessions), and before those SHAPE_LAW=1 COLD=1 COLD_TOKENS=1024 on n, o and p (the instance's own
+#   r did not move the hybrid error on average; the "cold" layer was timed warm), LATE=1 on r and s (the median of
 #   two probes; with the merge's left-out readings, docs/probe.md#repeated-probes), OWN on s and t
 #   (each model's own layer: bench_own_layer.py), GAP at Mixtral-8x7B's shape on u and v (the
 #   probe's and the runner's calls, one after the other in one process), answered on w by
@@ -58,9 +62,9 @@ mixtral=mixtral-8x7b:BF16:2:256,384,512,768
 next=qwen3-next-80b-a3b:BF16:8:3072,4096,6144
 minimax=minimax-m2.1:FP8:8:64,96,128,192
 tag=$H100TAG
+export COLD=1 COLD_TOKENS=1024 COLD_METHODS=BF16,FP8
 if grep -qE "^model\s+: 143$" /proc/cpuinfo; then
-  TAG=$H100TAG LATE=1 OWN="glm-4.5-air:BF16 mixtral-8x7b:BF16 qwen3-30b-a3b:BF16 qwen3-next-80b-a3b:BF16" \
-    bash "$Q" $glm $mixtral qwen3-30b-a3b:BF16:8:1024,1536,2048,3072 $next $minimax
+  TAG=$H100TAG LATE=1 bash "$Q" $glm $mixtral qwen3-30b-a3b:BF16:8:1024,1536,2048,3072 $next $minimax
 elif nvidia-smi -L 2>/dev/null | grep -q H200; then
   tag=$H200TAG
   TAG=$H200TAG AGAIN=1 bash "$Q" $next $glm $mixtral qwen3-30b-a3b:BF16:8:1536,2048,2560,3072 $minimax

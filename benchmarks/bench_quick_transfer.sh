@@ -33,7 +33,9 @@
 # THREADS (benchmarks/bench_cpu_moe_cold.py: cold-warm-TAG.profile.json, cold-TAG.profile.json), so the
 # sweeps can judge which one carries the hybrid path (benchmarks/bench_hybrid_cold.py). COLD_TOKENS=N
 # times both to N tokens instead of the quick probe's 256 (1024: the rows a BF16 model's long hybrid
-# forwards run, docs/probe.md#the-quick-layers-series-how-far-up-in-tokens).
+# forwards run, docs/probe.md#the-quick-layers-series-how-far-up-in-tokens). COLD_METHODS takes other
+# methods (default BF16,FP8,FP8_PERCHANNEL,RAWINT4). Until 2026-12-07 the cold variant cycled over no
+# copies (docs/probe.md#the-quick-layer-in-the-cache, the correction): calls m-p and ae-ag timed it warm twice.
 #
 # SHAPE_LAW=1 adds the shape-law sets to the first quick probe (`kttune probe --shape-law`: r measured on
 # this CPU, docs/cost-model.md#the-probe-measures-r-itself), so the sweeps can judge whether a CPU
@@ -82,7 +84,7 @@ pack
 narrow ""
 if [ "$COLD" = 1 ]; then
   step "cold" 200 "cold-$TAG.log" python benchmarks/bench_cpu_moe_cold.py --out "$R/cold-$TAG" --threads "$THREADS" \
-    --rounds 1 --methods BF16,FP8,FP8_PERCHANNEL,RAWINT4 ${COLD_TOKENS:+--max-tokens "$COLD_TOKENS"}
+    --rounds 1 --methods "${COLD_METHODS:-BF16,FP8,FP8_PERCHANNEL,RAWINT4}" ${COLD_TOKENS:+--max-tokens "$COLD_TOKENS"}
   mv "$R/cold-$TAG/warm-1.profile.json" "$R/cold-warm-$TAG.profile.json" 2>/dev/null
   mv "$R/cold-$TAG/cold-1.profile.json" "$R/cold-$TAG.profile.json" 2>/dev/null
   pack

@@ -614,6 +614,12 @@ def recipes() -> list[Recipe]:
         Recipe(
             "quick-series", _bench("bench_quick_series.py", "--out", "{out}/quick-series"), ("quick-series.json",), C7
         ),
+        Recipe(
+            "hybrid-intercept",
+            _bench("bench_hybrid_intercept.py", "--out", "{out}/hybrid-intercept"),
+            ("hybrid-intercept.json",),
+            C7,
+        ),
         # instance ah/ai (Emerald Rapids): three probes at each length in alternating order around call ai's
         # sweeps (quick-tokens-h100ai-order.txt; the middle 1,024-token probe is call ai's own)
         Recipe(

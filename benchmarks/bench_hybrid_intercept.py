@@ -1,0 +1,248 @@
+"""Where the BF16 hybrid path's error sits: in what grows with tokens, or in what does not.
+
+Per sweep of a BF16 model on every quick-transfer call of both GPU boxes (`bench_cpu_generation.CALLS`):
+the path runner's forced hybrid forwards (per decoder layer) and the raw cost model's prediction of
+each from the call's quick probes (their point-by-point median where the call took several,
+`kttune.hw.probe_median.median_of_probes`; a probe's own shape-law sets left out, as
+`bench_cpu_generation` reads them), each fitted by a line over the sweep's prompt lengths. At these
+lengths every CPU expert is touched, so a cost per byte of the CPU experts' weights does not grow with
+tokens and sits in the line's intercept; the flops sit in its slope. Per sweep: both intercepts, both
+slopes (ms per 1,000 tokens), the intercept gap (measured - predicted) and the gap per GB of the CPU
+experts' weights (the experts the run left on the CPU x an expert's bytes).
+
+Beside it, the one cold timing of the quick layer the project has (the H200 box, 2026-12-04,
+`bench_cpu_moe_cold.py`, two rounds, 600 MiB cycled; docs/probe.md#the-quick-layer-in-the-cache):
+per token count, (cold - warm) over the GB of experts the call touched (uniform routing,
+`kttune.hw.features.expected_experts_touched`): what streaming them from DRAM added per GB. And what
+that per-GB cost does to the same instance's own BF16 layers (`kttune probe --model`, kt-kernel MoE at
+256 tokens and more, `cpu-moe-cold-probe-*-BF16`), predicted from the warm quick curves of each round
+(the cost model's CPU MoE term, `Components.cpu_moe_ms`) alone and with the round's median per-GB
+cost times the GB the model's call touches: a check at the kernel, not a change to the model.
+
+    python3 benchmarks/bench_hybrid_intercept.py --out benchmarks/results/2026-12-07-computed/hybrid-intercept
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+import numpy as np
+from bench_cpu_generation import CALLS, generation, without_shape_sets
+from bench_probe_median import instance_of_call
+from bench_shape_law_probe import MIN_TOKENS, _model_of, quick_cpu_on
+from bench_transfer import load_points
+from results_layout import RESULTS, write_result
+
+from kttune.cost.components import Components
+from kttune.hw.features import expected_experts_touched
+from kttune.hw.probe_median import median_of_probes
+from kttune.hw.profile import load_profile
+from kttune.hw.registry import load_shipped
+from kttune.spec.loader import load_model
+
+COLD_RUN = RESULTS / "2026-12-04-h200-pcie5-xeon-amx-16c"
+BF16_BYTES = 2
+
+
+def call_profile(probes: list[Path]):
+    """The call's quick probes as the cost model reads them: their median where there are several."""
+    profs = [without_shape_sets(load_profile(p)) for p in probes]
+    return profs[0] if len(profs) == 1 else median_of_probes(profs)
+
+
+def sweep_row(sweep: Path, profile) -> dict | None:
+    """One sweep's BF16 hybrid forwards: measured and predicted lines over tokens (None where the sweep
+    is not BF16 or has fewer than three lengths)."""
+    points, _, _ = load_points([str(sweep)], profile)
+    hy = [p for p in points if p.path == "hybrid" and p.method == "BF16"]
+    if len({p.tokens for p in hy}) < 3:
+        return None
+    x = np.array([p.tokens for p in hy], float)
+    slope_m, icpt_m = np.polyfit(x, [p.measured_ms for p in hy], 1)
+    slope_p, icpt_p = np.polyfit(x, [p.raw_ms for p in hy], 1)
+    spec = load_model(hy[0].model, "BF16")
+    cpu_gb = (spec.num_experts - hy[0].gpu_experts) * spec.params_per_expert * BF16_BYTES / 1e9
+    gap = float(icpt_m - icpt_p)
+    return {
+        "model": hy[0].model,
+        "tokens": sorted({int(t) for t in x}),
+        "gpu_experts": hy[0].gpu_experts,
+        "intercept_measured_ms": float(icpt_m),
+        "intercept_predicted_ms": float(icpt_p),
+        "slope_measured_ms_per_1k": float(slope_m) * 1e3,
+        "slope_predicted_ms_per_1k": float(slope_p) * 1e3,
+        "slope_ratio": float(slope_p / slope_m) if slope_m > 0 else None,
+        "gap_ms": gap,
+        "cpu_expert_gb": cpu_gb,
+        "gap_ms_per_gb": gap / cpu_gb,
+    }
+
+
+def runner_rows() -> list[dict]:
+    rows = []
+    for box, folder, call, machine in CALLS:
+        probes, sweeps = instance_of_call(folder, call)
+        if not (probes and sweeps and machine.is_file()):
+            continue
+        prof = call_profile(probes)
+        gen = generation(machine)
+        for s in sweeps:
+            r = sweep_row(s, prof)
+            if r:
+                rows.append({"box": box, "call": call, "generation": gen, **r})
+    return rows
+
+
+def grouped(rows: list[dict]) -> list[dict]:
+    out = []
+    for key in sorted({(r["box"], r["generation"], r["model"]) for r in rows}):
+        rs = [r for r in rows if (r["box"], r["generation"], r["model"]) == key]
+        per_gb = [r["gap_ms_per_gb"] for r in rs]
+        ratios = [r["slope_ratio"] for r in rs if r["slope_ratio"] is not None]
+        out.append(
+            {
+                "box": key[0],
+                "generation": key[1],
+                "model": key[2],
+                "sweeps": len(rs),
+                "intercept_measured_ms": statistics.median(r["intercept_measured_ms"] for r in rs),
+                "intercept_predicted_ms": statistics.median(r["intercept_predicted_ms"] for r in rs),
+                "gap_ms_per_gb": statistics.median(per_gb),
+                "gap_ms_per_gb_range": [min(per_gb), max(per_gb)],
+                "gap_above_zero": sum(g > 0 for g in per_gb),
+                "slope_ratio": statistics.median(ratios) if ratios else None,
+            }
+        )
+    return out
+
+
+def cold_rows(folder: Path = COLD_RUN, method: str = "BF16") -> list[dict]:
+    """The one cold timing: per round and token count, (cold - warm) ms over the GB of experts touched."""
+    rows = []
+    for r in (1, 2):
+        warm = load_profile(folder / f"cpu-moe-cold-warm-{r}.profile.json")
+        cold = load_profile(folder / f"cpu-moe-cold-cold-{r}.profile.json")
+        for cw in warm.curves_of("cpu_moe", method=method):
+            cc = next(c for c in cold.curves_of("cpu_moe", method=method) if c.params == cw.params)
+            p = cw.params
+            expert_gb = int(p["hidden"]) * int(p["inter"]) * 3 * BF16_BYTES / 1e9
+            w = {q.x: q.t_ms for q in cw.points}
+            for q in cc.points:
+                if q.x in w:
+                    touched = expected_experts_touched(q.x, int(p["top_k"]), int(p["experts"]), int(p["experts"]))
+                    rows.append(
+                        {
+                            "round": r,
+                            "tokens": int(q.x),
+                            "threads": int(p["threads"]),
+                            "warm_ms": w[q.x],
+                            "cold_ms": q.t_ms,
+                            "cycled_bytes": int(q.extra.get("source_bytes") or 0),
+                            "extra_ms_per_gb": (q.t_ms - w[q.x]) / (touched * expert_gb),
+                        }
+                    )
+    return rows
+
+
+def own_layer_rows(cold: list[dict], folder: Path = COLD_RUN, gpu_from: str = "h200-pcie5-xeon-amx-16c") -> list[dict]:
+    """Per round and BF16 own layer of the cold timing's instance: its points at `MIN_TOKENS` and more
+    predicted from the round's warm quick curves, alone and plus the round's median (cold - warm) per
+    GB (over 4 tokens and more) times the GB the call touches; predicted / measured - 1."""
+    rows = []
+    for r in sorted({c["round"] for c in cold}):
+        per_gb = statistics.median(c["extra_ms_per_gb"] for c in cold if c["round"] == r and c["tokens"] > 1)
+        base = quick_cpu_on(load_profile(folder / f"cpu-moe-cold-warm-{r}.profile.json"), load_shipped(gpu_from))
+        for path in sorted(folder.glob("cpu-moe-cold-probe-*-BF16.profile.json")):
+            probe = load_profile(path)
+            name, method = _model_of(path, probe)
+            spec = load_model(name, method)
+            comp = Components(base, spec, method)
+            expert_gb = spec.params_per_expert * BF16_BYTES / 1e9
+            warm, dram = [], []
+            for c in probe.curves_of("cpu_moe", method=method):
+                th, e = int(c.params["threads"]), int(c.params.get("cpu_experts") or c.params["experts"])
+                for q in c.points:
+                    if q.x < MIN_TOKENS:
+                        continue
+                    t = comp.cpu_moe_ms(q.x, e, th)
+                    gb = expected_experts_touched(q.x, spec.top_k, spec.num_experts, e) * expert_gb
+                    warm.append(t / q.t_ms - 1)
+                    dram.append((t + per_gb * gb) / q.t_ms - 1)
+            rows.append(
+                {"round": r, "model": name, "per_gb_ms": per_gb, "points": len(warm), "warm": warm, "dram": dram}
+            )
+    return rows
+
+
+def markdown(doc: dict) -> str:
+    lines = [
+        "# The BF16 hybrid path, per token and per layer",
+        "",
+        "Per sweep: the runner's forced hybrid forwards (per decoder layer) and the raw cost model's prediction "
+        "from the call's quick probes, each a line over the sweep's lengths; the intercept gap (measured - "
+        "predicted) per GB of the CPU experts' weights, and the slope ratio (predicted / measured).",
+        "",
+        "| box | CPU | model | sweeps | intercept measured / predicted, ms (median) | gap per GB, ms: median "
+        "[range] | gap above 0 | slope ratio (median) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for g in doc["groups"]:
+        lo, hi = g["gap_ms_per_gb_range"]
+        lines.append(
+            f"| {g['box']} | {g['generation']} | {g['model']} | {g['sweeps']} | {g['intercept_measured_ms']:.1f} / "
+            f"{g['intercept_predicted_ms']:.1f} | {g['gap_ms_per_gb']:+.1f} [{lo:+.1f} to {hi:+.1f}] | "
+            f"{g['gap_above_zero']} of {g['sweeps']} | {g['slope_ratio']:.2f} |"
+        )
+    cold = doc["cold"]
+    per_round = {r: [c["extra_ms_per_gb"] for c in cold if c["round"] == r and c["tokens"] > 1] for r in (1, 2) if cold}
+    lines += [
+        "",
+        "The one cold timing of the quick layer (H200 box, 2026-12-04, BF16, "
+        f"{cold[0]['threads'] if cold else '-'} threads, {cold[0]['cycled_bytes'] / 2**20:.0f} MiB cycled): "
+        "(cold - warm) per GB of experts touched, per round over 4-256 tokens: "
+        + "; ".join(
+            f"round {r} median {statistics.median(v):+.1f} ms [{min(v):+.1f} to {max(v):+.1f}]"
+            for r, v in per_round.items()
+        )
+        + ".",
+        "",
+        "Its instance's own BF16 layers (kt-kernel MoE at 256 tokens and more), predicted from the round's warm "
+        "quick curves, alone and with the round's per-GB cost for the GB each call touches; predicted / measured "
+        "- 1, mean over the points:",
+        "",
+        "| round | per GB, ms | model | points | warm quick curves | plus the per-GB cost |",
+        "|---|---|---|---|---|---|",
+        *(
+            f"| {o['round']} | {o['per_gb_ms']:.1f} | {o['model']} | {o['points']} | "
+            f"{statistics.mean(o['warm']):+.0%} | {statistics.mean(o['dram']):+.0%} |"
+            for o in doc["own_layers"]
+        ),
+        "",
+        "| call | CPU | model | tokens | GPU experts | intercept measured / predicted, ms | slope measured / "
+        "predicted, ms per 1k tokens | CPU experts, GB | gap per GB, ms |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in doc["rows"]:
+        lines.append(
+            f"| {r['call']} | {r['generation']} | {r['model']} | {r['tokens'][0]}-{r['tokens'][-1]} | "
+            f"{r['gpu_experts']} | {r['intercept_measured_ms']:.1f} / {r['intercept_predicted_ms']:.1f} | "
+            f"{r['slope_measured_ms_per_1k']:.1f} / {r['slope_predicted_ms_per_1k']:.1f} | {r['cpu_expert_gb']:.2f} | "
+            f"{r['gap_ms_per_gb']:+.1f} |"
+        )
+    return "\n".join(lines + [""])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=None, help="write OUT.json and OUT.md")
+    args = ap.parse_args()
+    rows = runner_rows()
+    cold = cold_rows()
+    doc = {"rows": rows, "groups": grouped(rows), "cold": cold, "own_layers": own_layer_rows(cold)}
+    write_result(args.out, doc, markdown(doc))
+
+
+if __name__ == "__main__":
+    main()
