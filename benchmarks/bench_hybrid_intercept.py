@@ -10,14 +10,16 @@ tokens and sits in the line's intercept; the flops sit in its slope. Per sweep: 
 slopes (ms per 1,000 tokens), the intercept gap (measured - predicted) and the gap per GB of the CPU
 experts' weights (the experts the run left on the CPU x an expert's bytes).
 
-Beside it, the one cold timing of the quick layer the project has (the H200 box, 2026-12-04,
-`bench_cpu_moe_cold.py`, two rounds, 600 MiB cycled; docs/probe.md#the-quick-layer-in-the-cache):
-per token count, (cold - warm) over the GB of experts the call touched (uniform routing,
-`kttune.hw.features.expected_experts_touched`): what streaming them from DRAM added per GB. And what
-that per-GB cost does to the same instance's own BF16 layers (`kttune probe --model`, kt-kernel MoE at
-256 tokens and more, `cpu-moe-cold-probe-*-BF16`), predicted from the warm quick curves of each round
-(the cost model's CPU MoE term, `Components.cpu_moe_ms`) alone and with the round's median per-GB
-cost times the GB the model's call touches: a check at the kernel, not a change to the model.
+Beside it, the cold timings of the quick layer (`bench_cpu_moe_cold.py`, layer cycled past twice the
+last-level cache; docs/probe.md#the-quick-layer-in-the-cache): the H200 box's instance of 2026-12-04
+(11 threads, two rounds) and the development VM (2026-12-07, a 2-vCPU Xeon with AMX, 1 thread, three
+rounds, the third after the own layers). Per token count, (cold - warm) over the GB of experts the
+call touched (uniform routing, `kttune.hw.features.expected_experts_touched`): what streaming them
+from DRAM added per GB. And what that per-GB cost does to the same machine's own BF16 layers
+(`kttune probe --model`, kt-kernel MoE at 256 tokens and more, `cpu-moe-cold-probe-*-BF16`),
+predicted from the warm quick curves of each round (the cost model's CPU MoE term,
+`Components.cpu_moe_ms`) alone and with the round's median per-GB cost (over 4-256 tokens) times the
+GB the model's call touches: a check at the kernel, not a change to the model.
 
     python3 benchmarks/bench_hybrid_intercept.py --out benchmarks/results/2026-12-07-computed/hybrid-intercept
 """
@@ -42,7 +44,11 @@ from kttune.hw.profile import load_profile
 from kttune.hw.registry import load_shipped
 from kttune.spec.loader import load_model
 
-COLD_RUN = RESULTS / "2026-12-04-h200-pcie5-xeon-amx-16c"
+# the cold timings: (folder, what ran them)
+COLD_RUNS = (
+    (RESULTS / "2026-12-04-h200-pcie5-xeon-amx-16c", "H200 box, 2026-12-04"),
+    (RESULTS / "2026-12-07-xeon-amx-2c", "development VM (2-vCPU Xeon, AMX), 2026-12-07"),
+)
 BF16_BYTES = 2
 
 
@@ -118,10 +124,10 @@ def grouped(rows: list[dict]) -> list[dict]:
     return out
 
 
-def cold_rows(folder: Path = COLD_RUN, method: str = "BF16") -> list[dict]:
-    """The one cold timing: per round and token count, (cold - warm) ms over the GB of experts touched."""
+def cold_rows(folder: Path, method: str = "BF16") -> list[dict]:
+    """A cold timing's rounds: per round and token count, (cold - warm) ms over the GB of experts touched."""
     rows = []
-    for r in (1, 2):
+    for r in sorted(int(f.name.split("-")[-1].split(".")[0]) for f in folder.glob("cpu-moe-cold-warm-*.profile.json")):
         warm = load_profile(folder / f"cpu-moe-cold-warm-{r}.profile.json")
         cold = load_profile(folder / f"cpu-moe-cold-cold-{r}.profile.json")
         for cw in warm.curves_of("cpu_moe", method=method):
@@ -146,13 +152,14 @@ def cold_rows(folder: Path = COLD_RUN, method: str = "BF16") -> list[dict]:
     return rows
 
 
-def own_layer_rows(cold: list[dict], folder: Path = COLD_RUN, gpu_from: str = "h200-pcie5-xeon-amx-16c") -> list[dict]:
-    """Per round and BF16 own layer of the cold timing's instance: its points at `MIN_TOKENS` and more
+def own_layer_rows(cold: list[dict], folder: Path, gpu_from: str = "h200-pcie5-xeon-amx-16c") -> list[dict]:
+    """Per round and BF16 own layer of the cold timing's machine: its points at `MIN_TOKENS` and more
     predicted from the round's warm quick curves, alone and plus the round's median (cold - warm) per
-    GB (over 4 tokens and more) times the GB the call touches; predicted / measured - 1."""
+    GB (`per_gb`) times the GB the call touches; predicted / measured - 1. The GPU curves (which the
+    CPU MoE term does not read) come from the shipped profile `gpu_from`."""
     rows = []
     for r in sorted({c["round"] for c in cold}):
-        per_gb = statistics.median(c["extra_ms_per_gb"] for c in cold if c["round"] == r and c["tokens"] > 1)
+        per_gb = per_gb_ms(cold, r)
         base = quick_cpu_on(load_profile(folder / f"cpu-moe-cold-warm-{r}.profile.json"), load_shipped(gpu_from))
         for path in sorted(folder.glob("cpu-moe-cold-probe-*-BF16.profile.json")):
             probe = load_profile(path)
@@ -176,6 +183,12 @@ def own_layer_rows(cold: list[dict], folder: Path = COLD_RUN, gpu_from: str = "h
     return rows
 
 
+def per_gb_ms(cold: list[dict], r: int) -> float:
+    """A round's median (cold - warm) per GB touched over 4-256 tokens: where the calls touch the
+    whole layer and the compute does not yet hide the stream."""
+    return statistics.median(c["extra_ms_per_gb"] for c in cold if c["round"] == r and 4 <= c["tokens"] <= 256)
+
+
 def markdown(doc: dict) -> str:
     lines = [
         "# The BF16 hybrid path, per token and per layer",
@@ -195,30 +208,40 @@ def markdown(doc: dict) -> str:
             f"{g['intercept_predicted_ms']:.1f} | {g['gap_ms_per_gb']:+.1f} [{lo:+.1f} to {hi:+.1f}] | "
             f"{g['gap_above_zero']} of {g['sweeps']} | {g['slope_ratio']:.2f} |"
         )
-    cold = doc["cold"]
-    per_round = {r: [c["extra_ms_per_gb"] for c in cold if c["round"] == r and c["tokens"] > 1] for r in (1, 2) if cold}
+    for run in doc["cold_runs"]:
+        cold = run["cold"]
+        lines += [
+            "",
+            f"## Cold timing: {run['what']}",
+            "",
+            f"BF16 quick layer, {cold[0]['threads']} thread(s), {cold[0]['cycled_bytes'] / 2**20:.0f} MiB cycled: "
+            "(cold - warm) per GB of experts touched, per round and token count (ms):",
+            "",
+            "| round | " + " | ".join(str(t) for t in sorted({c["tokens"] for c in cold})) + " | median, 4-256 |",
+            "|---|" + "---|" * (len({c["tokens"] for c in cold}) + 1),
+        ]
+        for r in sorted({c["round"] for c in cold}):
+            by = {c["tokens"]: c["extra_ms_per_gb"] for c in cold if c["round"] == r}
+            lines.append(
+                f"| {r} | " + " | ".join(f"{by[t]:+.1f}" for t in sorted(by)) + f" | {per_gb_ms(cold, r):+.1f} |"
+            )
+        lines += [
+            "",
+            "Its own BF16 layers (kt-kernel MoE at 256 tokens and more), predicted from the round's warm quick "
+            "curves, alone and with the round's per-GB cost for the GB each call touches; predicted / measured - 1, "
+            "mean over the points:",
+            "",
+            "| round | per GB, ms | model | points | warm quick curves | plus the per-GB cost |",
+            "|---|---|---|---|---|---|",
+            *(
+                f"| {o['round']} | {o['per_gb_ms']:.1f} | {o['model']} | {o['points']} | "
+                f"{statistics.mean(o['warm']):+.0%} | {statistics.mean(o['dram']):+.0%} |"
+                for o in run["own_layers"]
+            ),
+        ]
     lines += [
         "",
-        "The one cold timing of the quick layer (H200 box, 2026-12-04, BF16, "
-        f"{cold[0]['threads'] if cold else '-'} threads, {cold[0]['cycled_bytes'] / 2**20:.0f} MiB cycled): "
-        "(cold - warm) per GB of experts touched, per round over 4-256 tokens: "
-        + "; ".join(
-            f"round {r} median {statistics.median(v):+.1f} ms [{min(v):+.1f} to {max(v):+.1f}]"
-            for r, v in per_round.items()
-        )
-        + ".",
-        "",
-        "Its instance's own BF16 layers (kt-kernel MoE at 256 tokens and more), predicted from the round's warm "
-        "quick curves, alone and with the round's per-GB cost for the GB each call touches; predicted / measured "
-        "- 1, mean over the points:",
-        "",
-        "| round | per GB, ms | model | points | warm quick curves | plus the per-GB cost |",
-        "|---|---|---|---|---|---|",
-        *(
-            f"| {o['round']} | {o['per_gb_ms']:.1f} | {o['model']} | {o['points']} | "
-            f"{statistics.mean(o['warm']):+.0%} | {statistics.mean(o['dram']):+.0%} |"
-            for o in doc["own_layers"]
-        ),
+        "## Per sweep",
         "",
         "| call | CPU | model | tokens | GPU experts | intercept measured / predicted, ms | slope measured / "
         "predicted, ms per 1k tokens | CPU experts, GB | gap per GB, ms |",
@@ -239,8 +262,11 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="write OUT.json and OUT.md")
     args = ap.parse_args()
     rows = runner_rows()
-    cold = cold_rows()
-    doc = {"rows": rows, "groups": grouped(rows), "cold": cold, "own_layers": own_layer_rows(cold)}
+    runs = []
+    for folder, what in COLD_RUNS:
+        cold = cold_rows(folder)
+        runs.append({"folder": str(folder), "what": what, "cold": cold, "own_layers": own_layer_rows(cold, folder)})
+    doc = {"rows": rows, "groups": grouped(rows), "cold_runs": runs}
     write_result(args.out, doc, markdown(doc))
 
 
