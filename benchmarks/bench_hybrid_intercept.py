@@ -83,7 +83,34 @@ def sweep_row(sweep: Path, profile) -> dict | None:
         "gap_ms": gap,
         "cpu_expert_gb": cpu_gb,
         "gap_ms_per_gb": gap / cpu_gb,
+        # each forward: tokens, measured and raw predicted ms
+        "forwards": [[int(p.tokens), p.measured_ms, p.raw_ms] for p in hy],
     }
+
+
+def what_if(rows: list[dict], per_gb: float) -> list[dict]:
+    """Per box, CPU and model: the sweeps' hybrid error (mean absolute over a sweep's forwards, as the
+    transfer tables read it) as predicted, and with `per_gb` ms per GB of the CPU experts' weights added
+    to every forward (every CPU expert is touched at these lengths). A what-if: one cold timing's rate
+    (another instance's, another day) lent to every instance, which the cost model does not do."""
+    out = []
+    for key in sorted({(r["box"], r["generation"], r["model"]) for r in rows}):
+        rs = [r for r in rows if (r["box"], r["generation"], r["model"]) == key]
+        before = [statistics.mean(abs(p / m - 1) for _, m, p in r["forwards"]) for r in rs]
+        after = [
+            statistics.mean(abs((p + per_gb * r["cpu_expert_gb"]) / m - 1) for _, m, p in r["forwards"]) for r in rs
+        ]
+        out.append(
+            {
+                "box": key[0],
+                "generation": key[1],
+                "model": key[2],
+                "sweeps": len(rs),
+                "mean_abs": [statistics.mean(before), statistics.mean(after)],
+                "within_15": [sum(b <= 0.15 for b in before), sum(a <= 0.15 for a in after)],
+            }
+        )
+    return out
 
 
 def runner_rows() -> list[dict]:
@@ -239,6 +266,23 @@ def markdown(doc: dict) -> str:
                 for o in run["own_layers"]
             ),
         ]
+    wi = doc["what_if"]
+    lines += [
+        "",
+        f"## What if: {wi['per_gb_ms']:.1f} ms per GB added to every BF16 hybrid forward",
+        "",
+        "The H200 box's cold timing's rate (the median of its two rounds), lent to every instance: not what the "
+        "cost model does (a rate must be the serving instance's own), a measure of how much of the BF16 hybrid "
+        "error a per-layer DRAM term could take. Per sweep, mean absolute error over its forwards.",
+        "",
+        "| box | CPU | model | sweeps | mean absolute, as predicted -> with the term | within 15% |",
+        "|---|---|---|---|---|---|",
+        *(
+            f"| {g['box']} | {g['generation']} | {g['model']} | {g['sweeps']} | {g['mean_abs'][0]:.0%} -> "
+            f"{g['mean_abs'][1]:.0%} | {g['within_15'][0]} -> {g['within_15'][1]} of {g['sweeps']} |"
+            for g in wi["groups"]
+        ),
+    ]
     lines += [
         "",
         "## Per sweep",
@@ -266,7 +310,14 @@ def main() -> None:
     for folder, what in COLD_RUNS:
         cold = cold_rows(folder)
         runs.append({"folder": str(folder), "what": what, "cold": cold, "own_layers": own_layer_rows(cold, folder)})
-    doc = {"rows": rows, "groups": grouped(rows), "cold_runs": runs}
+    h200 = runs[0]["cold"]
+    lent = statistics.median(per_gb_ms(h200, r) for r in sorted({c["round"] for c in h200}))
+    doc = {
+        "rows": rows,
+        "groups": grouped(rows),
+        "cold_runs": runs,
+        "what_if": {"per_gb_ms": lent, "groups": what_if(rows, lent)},
+    }
     write_result(args.out, doc, markdown(doc))
 
 
