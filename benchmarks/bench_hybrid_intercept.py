@@ -94,8 +94,9 @@ def what_if(rows: list[dict], per_gb: float) -> list[dict]:
     to every forward (every CPU expert is touched at these lengths). A what-if: one cold timing's rate
     (another instance's, another day) lent to every instance, which the cost model does not do."""
     out = []
-    for key in sorted({(r["box"], r["generation"], r["model"]) for r in rows}):
-        rs = [r for r in rows if (r["box"], r["generation"], r["model"]) == key]
+    for key in sorted({(r["box"], r["generation"], r["series_top"], r["model"]) for r in rows}):
+        rs = [r for r in rows if (r["box"], r["generation"], r["series_top"], r["model"]) == key]
+        ratios = [r["slope_ratio"] for r in rs if r["slope_ratio"] is not None]
         before = [statistics.mean(abs(p / m - 1) for _, m, p in r["forwards"]) for r in rs]
         after = [
             statistics.mean(abs((p + per_gb * r["cpu_expert_gb"]) / m - 1) for _, m, p in r["forwards"]) for r in rs
@@ -104,8 +105,10 @@ def what_if(rows: list[dict], per_gb: float) -> list[dict]:
             {
                 "box": key[0],
                 "generation": key[1],
-                "model": key[2],
+                "series_top": key[2],
+                "model": key[3],
                 "sweeps": len(rs),
+                "slope_ratio": statistics.median(ratios) if ratios else None,
                 "mean_abs": [statistics.mean(before), statistics.mean(after)],
                 "within_15": [sum(b <= 0.15 for b in before), sum(a <= 0.15 for a in after)],
             }
@@ -121,10 +124,12 @@ def runner_rows() -> list[dict]:
             continue
         prof = call_profile(probes)
         gen = generation(machine)
+        # how far up in tokens the call's probes timed the quick BF16 layer (1,024 since 2026-12-07)
+        top = int(max((q.x for c in prof.curves_of("cpu_moe", method="BF16") for q in c.points), default=0))
         for s in sweeps:
             r = sweep_row(s, prof)
             if r:
-                rows.append({"box": box, "call": call, "generation": gen, **r})
+                rows.append({"box": box, "call": call, "generation": gen, "series_top": top, **r})
     return rows
 
 
@@ -273,13 +278,17 @@ def markdown(doc: dict) -> str:
         "",
         "The H200 box's cold timing's rate (the median of its two rounds), lent to every instance: not what the "
         "cost model does (a rate must be the serving instance's own), a measure of how much of the BF16 hybrid "
-        "error a per-layer DRAM term could take. Per sweep, mean absolute error over its forwards.",
+        "error a per-layer DRAM term could take. Per sweep, mean absolute error over its forwards; by how far up "
+        "in tokens the call's probes timed the quick layer (256 before 2026-12-07, 1,024 since), which sets the "
+        "per-token rate the prediction's slope carries.",
         "",
-        "| box | CPU | model | sweeps | mean absolute, as predicted -> with the term | within 15% |",
-        "|---|---|---|---|---|---|",
+        "| box | CPU | quick layer to | model | sweeps | slope ratio (median) | mean absolute, as predicted -> "
+        "with the term | within 15% |",
+        "|---|---|---|---|---|---|---|---|",
         *(
-            f"| {g['box']} | {g['generation']} | {g['model']} | {g['sweeps']} | {g['mean_abs'][0]:.0%} -> "
-            f"{g['mean_abs'][1]:.0%} | {g['within_15'][0]} -> {g['within_15'][1]} of {g['sweeps']} |"
+            f"| {g['box']} | {g['generation']} | {g['series_top']:,} | {g['model']} | {g['sweeps']} | "
+            f"{g['slope_ratio']:.2f} | {g['mean_abs'][0]:.0%} -> {g['mean_abs'][1]:.0%} | "
+            f"{g['within_15'][0]} -> {g['within_15'][1]} of {g['sweeps']} |"
             for g in wi["groups"]
         ),
     ]
