@@ -187,8 +187,10 @@ def cold_rows(folder: Path, method: str = "BF16") -> list[dict]:
 def own_layer_rows(cold: list[dict], folder: Path, gpu_from: str = "h200-pcie5-xeon-amx-16c") -> list[dict]:
     """Per round and BF16 own layer of the cold timing's machine: its points at `MIN_TOKENS` and more
     predicted from the round's warm quick curves, alone and plus the round's median (cold - warm) per
-    GB (`per_gb`) times the GB the call touches; predicted / measured - 1. The GPU curves (which the
-    CPU MoE term does not read) come from the shipped profile `gpu_from`."""
+    GB (`per_gb`) times the GB the call touches; predicted / measured - 1. And the same two lines as
+    the runner's sweeps get: the layer's measured and warm-predicted times over tokens, the intercept
+    gap per GB of the model's CPU experts, the slope ratio. The GPU curves (which the CPU MoE term does
+    not read) come from the shipped profile `gpu_from`."""
     rows = []
     for r in sorted({c["round"] for c in cold}):
         per_gb = per_gb_ms(cold, r)
@@ -199,7 +201,7 @@ def own_layer_rows(cold: list[dict], folder: Path, gpu_from: str = "h200-pcie5-x
             spec = load_model(name, method)
             comp = Components(base, spec, method)
             expert_gb = spec.params_per_expert * BF16_BYTES / 1e9
-            warm, dram = [], []
+            warm, dram, line = [], [], []
             for c in probe.curves_of("cpu_moe", method=method):
                 th, e = int(c.params["threads"]), int(c.params.get("cpu_experts") or c.params["experts"])
                 for q in c.points:
@@ -209,8 +211,21 @@ def own_layer_rows(cold: list[dict], folder: Path, gpu_from: str = "h200-pcie5-x
                     gb = expected_experts_touched(q.x, spec.top_k, spec.num_experts, e) * expert_gb
                     warm.append(t / q.t_ms - 1)
                     dram.append((t + per_gb * gb) / q.t_ms - 1)
+                    line.append((q.x, q.t_ms, t, e * expert_gb))
+            x = np.array([row[0] for row in line], float)
+            slope_m, icpt_m = np.polyfit(x, [row[1] for row in line], 1)
+            slope_p, icpt_p = np.polyfit(x, [row[2] for row in line], 1)
             rows.append(
-                {"round": r, "model": name, "per_gb_ms": per_gb, "points": len(warm), "warm": warm, "dram": dram}
+                {
+                    "round": r,
+                    "model": name,
+                    "per_gb_ms": per_gb,
+                    "points": len(warm),
+                    "warm": warm,
+                    "dram": dram,
+                    "slope_ratio": float(slope_p / slope_m),
+                    "gap_ms_per_gb": float(icpt_m - icpt_p) / line[0][3],
+                }
             )
     return rows
 
@@ -263,11 +278,13 @@ def markdown(doc: dict) -> str:
             "curves, alone and with the round's per-GB cost for the GB each call touches; predicted / measured - 1, "
             "mean over the points:",
             "",
-            "| round | per GB, ms | model | points | warm quick curves | plus the per-GB cost |",
-            "|---|---|---|---|---|---|",
+            "| round | per GB, ms | model | points | warm quick curves | plus the per-GB cost | own layer against "
+            "the warm prediction, as lines over tokens: intercept gap per GB, ms | slope ratio |",
+            "|---|---|---|---|---|---|---|---|",
             *(
                 f"| {o['round']} | {o['per_gb_ms']:.1f} | {o['model']} | {o['points']} | "
-                f"{statistics.mean(o['warm']):+.0%} | {statistics.mean(o['dram']):+.0%} |"
+                f"{statistics.mean(o['warm']):+.0%} | {statistics.mean(o['dram']):+.0%} | "
+                f"{o['gap_ms_per_gb']:+.1f} | {o['slope_ratio']:.2f} |"
                 for o in run["own_layers"]
             ),
         ]
