@@ -282,7 +282,9 @@ class Components:
                 f"CPU MoE: every {self._cpu_method} layer this profile timed {held}; {m.name}'s experts are "
                 f"{layer / GIB:.1f} GiB a layer, read from "
                 "DRAM, whose speed moved 2x between instances of one machine kind where the cached layer's moved "
-                "1.3x (docs/cost-model.md#the-instances-own-quick-probe); "
+                "1.3x (docs/cost-model.md#the-instances-own-quick-probe), and which the cached layer does not time: "
+                "on the GPU boxes the path runner's BF16 hybrid forwards sat 4-6 ms per GB of CPU experts above "
+                "predictions read from such a layer (docs/probe.md#the-quick-layer-in-the-cache); "
                 f"`kttune probe --model {m.name}` times its own layer, `kttune tune` calibrates on it"
             )
 
