@@ -17,6 +17,12 @@ Each call says how many bytes its cold timing cycled over (`cycled_bytes`: the l
 ag) cycled over none: `bench_cpu_moe_cold.py`'s cold variant took the probe's options, whose cold
 bytes were 0, so their "cold" is a second warm timing, and the tables say so.
 
+One more variant, "quick probe + own stream": the quick probe as it is, each hybrid forward plus the
+cost of reading the run's CPU experts from DRAM at the call's own rate (`kttune.hw.dram_stream`: its
+warm and cold timings of the sweep's method at the runner's thread count, ms per GB, times the GB of
+the experts the run left on the CPU). The lead of docs/probe.md#the-quick-layer-in-the-cache, read
+with the serving instance's own rate; "n/a" where the call has no real cold timing of that method.
+
     python3 benchmarks/bench_hybrid_cold.py --call FOLDER:TAG [--call ...] [--out FILE]
 """
 
@@ -29,11 +35,45 @@ from pathlib import Path
 
 from bench_hybrid_bias import signed_cell
 from bench_quick_transfer import predict
+from bench_transfer import load_points
 from results_layout import write_result
 
+from kttune.hw.dram_stream import stream_rate
 from kttune.hw.profile import HardwareProfile, load_profile
+from kttune.spec.loader import load_model
+from kttune.spec.methods import METHODS, bytes_per_expert
 
 VARIANTS = ("quick probe", "warm (control)", "cold", "cold BF16 only")
+OWN_STREAM = "quick probe + own stream"
+
+
+def stream_rates(warm: HardwareProfile, cold: HardwareProfile) -> dict[tuple[str, int], float]:
+    """Per (method, threads) the call timed warm and really cold: its DRAM stream rate, ms per GB
+    (`kttune.hw.dram_stream.stream_rate`); a pair that cycled over no copies gives none."""
+    out = {}
+    for w in warm.curves_of("cpu_moe"):
+        c = next((c for c in cold.curves_of("cpu_moe") if c.params == w.params), None)
+        try:
+            out[(str(w.params["method"]), int(w.params["threads"]))] = stream_rate(w, c) if c else None
+        except ValueError:
+            continue
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def with_own_stream(sweep: Path, quick: HardwareProfile, rates: dict[tuple[str, int], float]) -> float | None:
+    """The sweep's hybrid signed error (predicted / measured - 1 per forward, the mean) from the quick
+    probe plus its CPU experts read from DRAM at the call's own rate; None without a rate for the
+    sweep's method and threads."""
+    points, _, _ = load_points([str(sweep)], replace(quick, calibration=()))
+    hy = [p for p in points if p.path == "hybrid"]
+    if not hy or (hy[0].method, hy[0].threads) not in rates:
+        return None
+    rate = rates[(hy[0].method, hy[0].threads)]
+    spec = load_model(hy[0].model, hy[0].method)
+    expert_gb = bytes_per_expert(METHODS[hy[0].method].cpu_format, spec.hidden_size, spec.moe_intermediate_size) / 1e9
+    return sum(
+        (p.raw_ms + rate * (spec.num_experts - p.gpu_experts) * expert_gb) / p.measured_ms - 1 for p in hy
+    ) / len(hy)
 
 
 def with_cpu_moe(base: HardwareProfile, other: HardwareProfile, methods: set[str] | None = None) -> HardwareProfile:
@@ -90,14 +130,23 @@ def evaluate(calls: list[str]) -> tuple[dict, str]:
         loaded = [load_profile(p) for p in (quick, warm, cold)]
         cycled[tag] = {"warm": cycled_bytes(loaded[1]), "cold": cycled_bytes(loaded[2])}
         profs = variants(*loaded)
+        rates = stream_rates(loaded[1], loaded[2])
         for s in sweeps:
             got = {v: predict(str(s), p) for v, p in profs.items()}
             rows.append(
-                {"call": tag, "model": got[VARIANTS[0]]["model"], **{v: got[v]["hybrid"]["signed"] for v in VARIANTS}}
+                {
+                    "call": tag,
+                    "model": got[VARIANTS[0]]["model"],
+                    **{v: got[v]["hybrid"]["signed"] for v in VARIANTS},
+                    OWN_STREAM: with_own_stream(s, loaded[0], rates),
+                }
             )
     summary = {}
-    for v in VARIANTS:
+    for v in (*VARIANTS, OWN_STREAM):
         xs = [r[v] for r in rows if r[v] is not None]
+        if not xs:
+            summary[v] = None  # no call of these had a real cold timing
+            continue
         summary[v] = {
             "mean_abs": statistics.mean(abs(x) for x in xs),
             "median_signed": statistics.median(xs),
@@ -116,11 +165,14 @@ def evaluate(calls: list[str]) -> tuple[dict, str]:
     ]
     for v, m in summary.items():
         lines.append(
-            f"| {v} | {m['mean_abs']:.0%} | {m['median_signed']:+.0%} | {m['worst']:.0%} | {m['over_15']} of {m['n']} |"
+            f"| {v} | n/a (no real cold timing) | | | |"
+            if m is None
+            else f"| {v} | {m['mean_abs']:.0%} | {m['median_signed']:+.0%} | {m['worst']:.0%} | {m['over_15']} of {m['n']} |"
         )
-    lines += ["", "| call | model | " + " | ".join(VARIANTS) + " |", "|---|---|" + "---|" * len(VARIANTS)]
+    cols = (*VARIANTS, OWN_STREAM)
+    lines += ["", "| call | model | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
     for r in rows:
-        cells = [signed_cell(r[v], "n/a") for v in VARIANTS]
+        cells = [signed_cell(r[v], "n/a") for v in cols]
         lines.append(f"| {r['call']} | {r['model']} | " + " | ".join(cells) + " |")
     lines += ["", "Bytes each call's timings cycled over (the largest `source_bytes` of its CPU MoE points):", ""]
     for tag, b in cycled.items():

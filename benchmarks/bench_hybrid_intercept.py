@@ -38,6 +38,7 @@ from bench_transfer import load_points
 from results_layout import RESULTS, write_result
 
 from kttune.cost.components import Components
+from kttune.hw.dram_stream import stream_ms_per_gb, stream_rate
 from kttune.hw.features import expected_experts_touched
 from kttune.hw.probe_median import median_of_probes
 from kttune.hw.profile import load_profile
@@ -157,30 +158,29 @@ def grouped(rows: list[dict]) -> list[dict]:
 
 
 def cold_rows(folder: Path, method: str = "BF16") -> list[dict]:
-    """A cold timing's rounds: per round and token count, (cold - warm) ms over the GB of experts touched."""
+    """A cold timing's rounds: per round and token count, (cold - warm) ms over the GB of experts
+    touched (`kttune.hw.dram_stream.stream_ms_per_gb`), and each round's rate (`stream_rate`)."""
     rows = []
     for r in sorted(int(f.name.split("-")[-1].split(".")[0]) for f in folder.glob("cpu-moe-cold-warm-*.profile.json")):
         warm = load_profile(folder / f"cpu-moe-cold-warm-{r}.profile.json")
         cold = load_profile(folder / f"cpu-moe-cold-cold-{r}.profile.json")
         for cw in warm.curves_of("cpu_moe", method=method):
             cc = next(c for c in cold.curves_of("cpu_moe", method=method) if c.params == cw.params)
-            p = cw.params
-            expert_gb = int(p["hidden"]) * int(p["inter"]) * 3 * BF16_BYTES / 1e9
             w = {q.x: q.t_ms for q in cw.points}
-            for q in cc.points:
-                if q.x in w:
-                    touched = expected_experts_touched(q.x, int(p["top_k"]), int(p["experts"]), int(p["experts"]))
-                    rows.append(
-                        {
-                            "round": r,
-                            "tokens": int(q.x),
-                            "threads": int(p["threads"]),
-                            "warm_ms": w[q.x],
-                            "cold_ms": q.t_ms,
-                            "cycled_bytes": int(q.extra.get("source_bytes") or 0),
-                            "extra_ms_per_gb": (q.t_ms - w[q.x]) / (touched * expert_gb),
-                        }
-                    )
+            rate = stream_rate(cw, cc)
+            rows += [
+                {
+                    "round": r,
+                    "tokens": t,
+                    "threads": int(cw.params["threads"]),
+                    "warm_ms": w[t],
+                    "cold_ms": next(q.t_ms for q in cc.points if q.x == t),
+                    "cycled_bytes": int(max(q.extra.get("source_bytes") or 0 for q in cc.points)),
+                    "extra_ms_per_gb": v,
+                    "round_rate_ms_per_gb": rate,
+                }
+                for t, v in stream_ms_per_gb(cw, cc).items()
+            ]
     return rows
 
 
@@ -231,9 +231,9 @@ def own_layer_rows(cold: list[dict], folder: Path, gpu_from: str = "h200-pcie5-x
 
 
 def per_gb_ms(cold: list[dict], r: int) -> float:
-    """A round's median (cold - warm) per GB touched over 4-256 tokens: where the calls touch the
-    whole layer and the compute does not yet hide the stream."""
-    return statistics.median(c["extra_ms_per_gb"] for c in cold if c["round"] == r and 4 <= c["tokens"] <= 256)
+    """A round's rate (`kttune.hw.dram_stream.stream_rate`: the median over 4-256 tokens, where the
+    calls touch the whole layer and the compute does not yet hide the stream)."""
+    return next(c["round_rate_ms_per_gb"] for c in cold if c["round"] == r)
 
 
 def markdown(doc: dict) -> str:
