@@ -12,8 +12,8 @@ is, with its CPU MoE curves replaced by the warm ones (a control: the same layer
 same minute as the cold), by the cold ones for every method, and by the cold ones for BF16 alone
 (the method whose cold layer read 1.2-1.8x slower on the H200 box; FP8 read the same).
 
-Each call says how many bytes its cold timing cycled over (`cycled_bytes`: the largest of its points'
-`source_bytes`) against the layer's own. The calls of 2026-12-06 and 2026-12-07 (m, n, o, p, ae, af,
+Each call says how many bytes its cold timing cycled over (`kttune.hw.dram_stream.cycled_bytes`: the
+largest of its points' `source_bytes`) against the layer's own. The calls of 2026-12-06 and 2026-12-07 (m, n, o, p, ae, af,
 ag) cycled over none: `bench_cpu_moe_cold.py`'s cold variant took the probe's options, whose cold
 bytes were 0, so their "cold" is a second warm timing, and the tables say so.
 
@@ -38,7 +38,7 @@ from bench_quick_transfer import predict
 from bench_transfer import load_points
 from results_layout import write_result
 
-from kttune.hw.dram_stream import stream_rate
+from kttune.hw.dram_stream import cycled_bytes, stream_rate
 from kttune.hw.profile import HardwareProfile, load_profile
 from kttune.spec.loader import load_model
 from kttune.spec.methods import METHODS, bytes_per_expert
@@ -115,11 +115,9 @@ def call_files(folder: Path, tag: str) -> tuple[Path, Path, Path, list[Path]]:
     return quick, warm, cold, sweeps
 
 
-def cycled_bytes(profile: HardwareProfile) -> int:
-    """The most bytes any CPU MoE point of `profile` cycled over (`source_bytes`; 0 where none says)."""
-    return max(
-        (int(p.extra.get("source_bytes") or 0) for c in profile.curves_of("cpu_moe") for p in c.points), default=0
-    )
+def profile_cycled_bytes(profile: HardwareProfile) -> int:
+    """The most bytes any CPU MoE curve of `profile` cycled over (`kttune.hw.dram_stream.cycled_bytes`)."""
+    return int(max((cycled_bytes(c) for c in profile.curves_of("cpu_moe")), default=0))
 
 
 def evaluate(calls: list[str]) -> tuple[dict, str]:
@@ -128,7 +126,7 @@ def evaluate(calls: list[str]) -> tuple[dict, str]:
         folder, _, tag = call.rpartition(":")
         quick, warm, cold, sweeps = call_files(Path(folder), tag)
         loaded = [load_profile(p) for p in (quick, warm, cold)]
-        cycled[tag] = {"warm": cycled_bytes(loaded[1]), "cold": cycled_bytes(loaded[2])}
+        cycled[tag] = {"warm": profile_cycled_bytes(loaded[1]), "cold": profile_cycled_bytes(loaded[2])}
         profs = variants(*loaded)
         rates = stream_rates(loaded[1], loaded[2])
         for s in sweeps:

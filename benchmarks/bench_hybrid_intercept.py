@@ -38,7 +38,7 @@ from bench_transfer import load_points
 from results_layout import RESULTS, write_result
 
 from kttune.cost.components import Components
-from kttune.hw.dram_stream import stream_ms_per_gb, stream_rate
+from kttune.hw.dram_stream import cycled_bytes, stream_ms_per_gb, stream_rate
 from kttune.hw.features import expected_experts_touched
 from kttune.hw.probe_median import median_of_probes
 from kttune.hw.profile import load_profile
@@ -166,7 +166,7 @@ def cold_rows(folder: Path, method: str = "BF16") -> list[dict]:
         cold = load_profile(folder / f"cpu-moe-cold-cold-{r}.profile.json")
         for cw in warm.curves_of("cpu_moe", method=method):
             cc = next(c for c in cold.curves_of("cpu_moe", method=method) if c.params == cw.params)
-            w = {q.x: q.t_ms for q in cw.points}
+            w, c_ms = ({q.x: q.t_ms for q in c.points} for c in (cw, cc))
             rate = stream_rate(cw, cc)
             rows += [
                 {
@@ -174,8 +174,8 @@ def cold_rows(folder: Path, method: str = "BF16") -> list[dict]:
                     "tokens": t,
                     "threads": int(cw.params["threads"]),
                     "warm_ms": w[t],
-                    "cold_ms": next(q.t_ms for q in cc.points if q.x == t),
-                    "cycled_bytes": int(max(q.extra.get("source_bytes") or 0 for q in cc.points)),
+                    "cold_ms": c_ms[t],
+                    "cycled_bytes": int(cycled_bytes(cc)),
                     "extra_ms_per_gb": v,
                     "round_rate_ms_per_gb": rate,
                 }

@@ -26,6 +26,7 @@ from kttune.cost.features import (
 )
 from kttune.cost.fit import LinearFit, fit_nonneg, interp_loglog
 from kttune.errors import UserError
+from kttune.hw.dram_stream import cycled_bytes, expert_bytes
 from kttune.hw.derive import nccl_allreduce_ms  # the all-reduce model a derived profile's curve holds
 from kttune.hw.curve_kinds import (
     cpu_matmul_above,
@@ -118,11 +119,7 @@ FASTEST_PIPELINE = "fastest"
 def _layer_bytes(c: Curve) -> float:
     """The expert weights a `cpu_moe` curve's calls read: its layer's routed experts, or the bytes its
     points cycled over (`source_bytes`, a cold curve's copies) where more."""
-    s = c.shape
-    fmt = METHODS[s.method].cpu_format if s.method in METHODS else "bf16"
-    layer = s.routed_experts * bytes_per_expert(fmt, s.hidden, s.inter)
-    cycled = max((float(p.extra.get("source_bytes", 0) or 0) for p in c.points if p.extra), default=0.0)
-    return max(layer, cycled)
+    return max(c.shape.routed_experts * expert_bytes(c), cycled_bytes(c))
 
 
 # A kt-kernel MoE layer this large is read from DRAM on every host the project knows (the largest

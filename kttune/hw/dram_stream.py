@@ -23,12 +23,24 @@ from kttune.spec.methods import METHODS, bytes_per_expert
 STREAM_TOKENS = (4, 256)
 
 
+def expert_bytes(curve: Curve) -> float:
+    """Bytes of one expert of a `cpu_moe` curve's layer in its method's CPU format (BF16 where the
+    method is not one kttune knows)."""
+    s = curve.shape
+    fmt = METHODS[s.method].cpu_format if s.method in METHODS else "bf16"
+    return bytes_per_expert(fmt, s.hidden, s.inter)
+
+
+def cycled_bytes(curve: Curve) -> float:
+    """The most bytes any point of `curve` cycled over (`source_bytes`, a cold curve's copies; 0 where
+    none says)."""
+    return max((float(p.extra.get("source_bytes") or 0) for p in curve.points), default=0.0)
+
+
 def touched_gb(curve: Curve, tokens: float) -> float:
     """GB of expert weights a call of `curve`'s layer on `tokens` tokens reads (uniform routing)."""
     s = curve.shape
-    fmt = METHODS[s.method].cpu_format if s.method in METHODS else "bf16"
-    experts = expected_experts_touched(tokens, s.top_k, s.experts, s.routed_experts)
-    return experts * bytes_per_expert(fmt, s.hidden, s.inter) / 1e9
+    return expected_experts_touched(tokens, s.top_k, s.experts, s.routed_experts) * expert_bytes(curve) / 1e9
 
 
 def stream_ms_per_gb(warm: Curve, cold: Curve) -> dict[int, float]:
@@ -37,9 +49,9 @@ def stream_ms_per_gb(warm: Curve, cold: Curve) -> dict[int, float]:
     differ) or the cold curve cycled over no more bytes than the warm one (a second warm timing)."""
     if warm.kind != "cpu_moe" or cold.kind != "cpu_moe" or warm.params != cold.params:
         raise ValueError("warm and cold must be cpu_moe curves of one layer, method and thread count")
-    if _cycled(cold) <= _cycled(warm):
+    if cycled_bytes(cold) <= cycled_bytes(warm):
         raise ValueError(
-            f"the cold curve cycled over {_cycled(cold) / 2**20:.0f} MiB, no more than the warm one: "
+            f"the cold curve cycled over {cycled_bytes(cold) / 2**20:.0f} MiB, no more than the warm one: "
             "a second warm timing, not a cold one"
         )
     w = {p.x: p.t_ms for p in warm.points}
@@ -53,8 +65,3 @@ def stream_rate(warm: Curve, cold: Curve, tokens: tuple[int, int] = STREAM_TOKEN
     if not per:
         raise ValueError(f"the two curves share no token count in {lo}-{hi}")
     return statistics.median(per)
-
-
-def _cycled(c: Curve) -> float:
-    """The most bytes any point of `c` cycled over (`source_bytes`; 0 where none says)."""
-    return max((float(p.extra.get("source_bytes") or 0) for p in c.points), default=0.0)
