@@ -335,7 +335,7 @@ def main() -> None:
     runs = []
     for folder, what in COLD_RUNS:
         cold = cold_rows(folder)
-        runs.append({"folder": str(folder), "what": what, "cold": cold, "own_layers": own_layer_rows(cold, folder)})
+        runs.append({"folder": folder.name, "what": what, "cold": cold, "own_layers": own_layer_rows(cold, folder)})
     h200 = runs[0]["cold"]
     lent = statistics.median(per_gb_ms(h200, r) for r in sorted({c["round"] for c in h200}))
     doc = {
