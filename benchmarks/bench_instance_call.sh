@@ -72,6 +72,16 @@ else
   TAG=$H100TAG AGAIN=1 LATE=1 bash "$Q" \
     $glm $mixtral qwen3-30b-a3b:BF16:8:1024,1536,2048,3072 $next $minimax qwen3-235b-a22b-fp8:FP8:8:32,48,64,96
 fi
+# MX=1 (the default): then kt-kernel's MXFP4 and MXFP8 classes at gpt-oss-20b's experts beside the
+# same-bits methods the cost model read for them before the probe timed them, two shuffled rounds at
+# THREADS (`bench_mx_methods.py`; measured only on the development VM at 1 thread so far). Its own archive.
+if [ "${MX:-1}" = 1 ]; then
+  d=$(mktemp -d)
+  timeout 100 python benchmarks/bench_mx_methods.py measure --out "$d" --threads "$THREADS" --rounds 2 \
+    --models gpt-oss-20b > "$d/mx-methods.log" 2>&1
+  echo "mx rc=$?"
+  tar czf "${OUT:-.}/mx-$tag.tgz" -C "$d" .
+fi
 # APART=1: then the full pipeline step of Qwen3-30B-A3B's layer in this process and in a process of
 # its own (PipelineStep.apart), three interleaved rounds: the GPU check that a step timed apart reads
 # as one timed here (docs/probe.md#the-pipeline-step-and-kt-kernels-kept-writers; five calls on ah-am

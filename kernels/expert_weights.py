@@ -10,11 +10,15 @@ Formats (docs/weight-formats.md). One expert has three matrices, gate and up `[I
 | FP8 (fp8_block) | e4m3fn `[out, in]` | fp32 `[ceil(out/128), ceil(in/128)]` (`weight_scale_inv`) |
 | FP8_PERCHANNEL (fp8_channel) | e4m3fn `[out, in]` | fp32 `[out]` |
 | RAWINT4 (int4_g32) | int32 `[out, in/8]`, nibble j of word w = element 8w+j, stored q+8 | bf16 `[out, in/32]` |
+| MXFP4 (mxfp4) | uint8 `[out, in/2]`, e2m1 codes, element 2j in the low nibble | bf16 `[out, in/32]`, powers of two |
+| MXFP8 (mxfp8) | e4m3fn `[out, in]` | uint8 `[out, in/32]`, ue8m0 |
 
 The RAWINT4 words are the compressed-tensors `weight_packed` tensors; kt-kernel reads the same bytes
-(it accepts uint8 `[out, in/2]` too: identical memory). The byte count of one expert is
-`kttune.spec.methods.bytes_per_expert` of the source format; the tensor shapes here must add up to
-it (tests/kernels/test_expert_weights.py holds them to it).
+(it accepts uint8 `[out, in/2]` too: identical memory). The MX formats are `kttune.kernels.mx`'s. The
+byte count of one expert is `kttune.spec.methods.bytes_per_expert` of the source format, but for
+MXFP4, whose ue8m0 scale bytes kt-kernel's loader hands the kernel as bf16 (one more byte per 32
+weights); the tensor shapes here must add up to it (tests/kernels/test_expert_weights.py holds them
+to it).
 
 Stage A writes one GPU rank's share of an expert (I/tp rows of gate and up, I/tp columns of down)
 into a slot laid out per tensor kind as the GPU layer reads it (sglang's `w13_weight` [E, 2I, H],
@@ -36,7 +40,8 @@ from typing import Any, Sequence
 import torch
 
 from kttune.kernels import int4 as int4_fmt
-from kttune.spec.methods import FP8_BLOCK, bytes_per_expert, get_method
+from kttune.kernels import mx
+from kttune.spec.methods import FP8_BLOCK, bytes_per_expert, get_method, host_bytes_per_expert
 from kttune.units import MIB
 
 FP8_E4M3_MAX = 448.0
@@ -45,7 +50,7 @@ INT4_GROUP = int4_fmt.GROUP
 # kt-kernel quantises AMXINT4/AMXINT8 online from bf16 (AMXMoEWrapper.load_weights_from_tensors).
 ONLINE_QUANTIZED = ("AMXINT4", "AMXINT8")
 # Methods whose experts this module can hold and write.
-METHODS = ("BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4", "AMXINT4", "AMXINT8")
+METHODS = ("BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4", "AMXINT4", "AMXINT8", "MXFP4", "MXFP8")
 # Methods whose experts stage A streams in layerwise prefill (docs/weight-formats.md).
 LAYERWISE_METHODS = ("BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4")
 
@@ -62,8 +67,9 @@ def source_format(method: str) -> str:
 
 
 def expert_nbytes(method: str, hidden: int, inter: int) -> int:
-    """Bytes of one expert in host RAM (`bytes_per_expert` of the source format)."""
-    return bytes_per_expert(source_format(method), hidden, inter)
+    """Bytes of one expert in host RAM as kt-kernel is handed it (`host_bytes_per_expert` of the source
+    format: MXFP4's scales in bf16); the tensor kinds add up to it (tests/kernels/test_expert_weights.py)."""
+    return host_bytes_per_expert(source_format(method), hidden, inter)
 
 
 def write_nbytes(method: str, hidden: int, inter: int, tp: int = 1) -> int:
@@ -116,6 +122,25 @@ def host_kinds(method: str, hidden: int, inter: int) -> tuple[TensorKind, ...]:
         g = INT4_GROUP
         return mats + tuple(
             TensorKind(n, s, torch.bfloat16)
+            for n, s in zip(("gate_scale", "up_scale", "down_scale"), ((i, h // g), (i, h // g), (h, i // g)))
+        )
+    if fmt in ("mxfp4", "mxfp8"):
+        g = mx.GROUP
+        if h % g or i % g:
+            raise ValueError(f"{fmt.upper()} needs H and I divisible by {g} (got H={h}, I={i})")
+        if fmt == "mxfp4":
+            mats = tuple(
+                TensorKind(n, s, torch.uint8)
+                for n, s in zip(("gate", "up", "down"), ((i, h // 2), (i, h // 2), (h, i // 2)))
+            )
+            scale_dtype = torch.bfloat16
+        else:
+            mats = tuple(
+                TensorKind(n, s, torch.float8_e4m3fn) for n, s in zip(("gate", "up", "down"), ((i, h), (i, h), (h, i)))
+            )
+            scale_dtype = torch.uint8
+        return mats + tuple(
+            TensorKind(n, s, scale_dtype)
             for n, s in zip(("gate_scale", "up_scale", "down_scale"), ((i, h // g), (i, h // g), (h, i // g)))
         )
     raise ValueError(f"no expert weight layout for method {method!r} ({', '.join(METHODS)})")
@@ -179,6 +204,8 @@ _QUANT = {
     "fp8_block": (quantize_fp8_block, dequant_fp8_block),
     "fp8_channel": (quantize_fp8_channel, dequant_fp8_channel),
     "int4_g32": (int4_fmt.quantize_int4_g32, int4_fmt.dequantize_int4_g32),
+    "mxfp4": (mx.quantize_mxfp4, mx.dequant_mxfp4),
+    "mxfp8": (mx.quantize_mxfp8, mx.dequant_mxfp8),
 }
 
 
@@ -204,6 +231,8 @@ def _random_expert(kind: TensorKind, g: torch.Generator) -> torch.Tensor:
     fp8/int4 weights as random codes (no NaN), scales small and positive. FP8 block scales are one
     value per matrix, so reading them as per-row scales (`kttune.kernels.gpu_experts` on CUDA) computes
     the same layer."""
+    if kind.name.endswith("scale") and kind.dtype == torch.uint8:  # ue8m0 codes: 2^-10 to 2^-7
+        return torch.randint(mx.UE8M0_BIAS - 10, mx.UE8M0_BIAS - 6, kind.shape, dtype=torch.uint8, generator=g)
     if kind.name.endswith("scale") and kind.dtype == torch.float32 and len(kind.shape) == 2:
         return torch.full(kind.shape, float(torch.rand((), generator=g)) * 2e-3 + 5e-4)
     if kind.name.endswith("scale"):

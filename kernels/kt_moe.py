@@ -205,8 +205,9 @@ class KtMoeLayer:
                 qc.bits, qc.group_size, qc.zero_point = 8, FP8_BLOCK, False
             elif self.method == "FP8_PERCHANNEL":
                 qc.bits, qc.per_channel, qc.zero_point = 8, True, False
-            elif self.method == "RAWINT4":
-                qc.bits, qc.group_size, qc.zero_point = 4, h.hidden // h.gate_scale.shape[-1], False
+            elif self.method in ("RAWINT4", "MXFP4", "MXFP8"):  # group scales: the group from their shape
+                bits = 8 if self.method == "MXFP8" else 4
+                qc.bits, qc.group_size, qc.zero_point = bits, h.hidden // h.gate_scale.shape[-1], False
         self._cfg = cfg
         moe = getattr(ext.moe, cls_name)(cfg)
         self.cpu_infer.submit(moe.load_weights_task(self._map.data_ptr()))

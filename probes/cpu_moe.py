@@ -51,7 +51,11 @@ from kttune.units import GIB
 MAX_COLD_COPIES = 64
 
 # Methods this probe can build weights for, in the order they are measured.
-PROBE_METHODS = ("AMXINT4", "AMXINT8", "BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4")
+PROBE_METHODS = ("AMXINT4", "AMXINT8", "BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4", "MXFP4", "MXFP8")
+# Those measured when none is asked for: the MX methods only where the model is served with one
+# (`CpuMoeOptions.model_methods`; DeepSeek-V4-Flash, gpt-oss and MiniMax-M3 ship MX experts), so
+# every other probe keeps its length.
+DEFAULT_METHODS = ("AMXINT4", "AMXINT8", "BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4")
 
 
 # Without a model: a small shape for --quick (fits anywhere, seconds per curve on 2 cores) and two
@@ -116,7 +120,7 @@ def host_bytes_needed(method: str, shape: MoeLayerShape, max_tokens: int, thread
 
     e, h, i = shape.experts, shape.hidden, shape.inter
     src = e * expert_nbytes(method, h, i)
-    if method in ("BF16", "FP8", "FP8_PERCHANNEL"):
+    if method in ("BF16", "FP8", "FP8_PERCHANNEL", "MXFP4", "MXFP8"):
         weights = 3 * src
     elif method == "RAWINT4":
         weights = 2 * src
@@ -163,6 +167,9 @@ class CpuMoeOptions:
     # slower at 1-256 tokens, but predicts eight models' own curves no better (mean 16% / 18% against
     # 18% / 14% from the one layer, two rounds): not the default (docs/probe.md#the-quick-layer-in-the-cache).
     cold_bytes: int = 0
+    # Methods measured beside DEFAULT_METHODS when `methods` is empty, where the host runs them: the
+    # method the probed model is served with (`kttune probe --model`).
+    model_methods: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -214,7 +221,7 @@ def plan_cpu_moe(opts: CpuMoeOptions, cpu: CpuInfo, cores: int, numa_ids: Sequen
                 raise UserError(f"method {key} cannot run on this host ({why})", "use some of " + ", ".join(supported))
             methods.append(key)
     else:
-        methods = supported
+        methods = [m for m in supported if m in DEFAULT_METHODS or m in opts.model_methods]
     if kt is None:
         from kttune.extras import KT_KERNEL_INSTALL
 

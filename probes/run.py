@@ -164,6 +164,7 @@ def cpu_moe_options(options: ProbeOptions) -> CpuMoeOptions:
         methods=tuple(options.methods),
         threads=tuple(options.threads),
         quick=options.quick,
+        model_methods=(options.model.default_method,) if options.model is not None else (),
     )
     if options.quick:
         return CpuMoeOptions(**common, warmup=1, repeats=3, min_total_s=0.1, max_repeats=10, max_point_s=1.0)

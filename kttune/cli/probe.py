@@ -76,7 +76,9 @@ def probe(
             "--methods",
             help="KT methods to measure, comma-separated or "
             "repeated (default: all the host's kt-kernel "
-            "runs: AMXINT4, AMXINT8, BF16, FP8, FP8_PERCHANNEL, RAWINT4). With "
+            "runs of AMXINT4, AMXINT8, BF16, FP8, FP8_PERCHANNEL, RAWINT4, and with "
+            "--model also the model's own method where it is MXFP4 or MXFP8; those two "
+            "can be asked for by name). With "
             "--model, the GPU pipeline streams the layer in each of them that has a "
             "layerwise path (else in the model's default method).",
         ),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from kttune.config import LaunchConfig
-from kttune.spec.methods import bytes_per_expert, get_method
+from kttune.spec.methods import bytes_per_expert, get_method, host_bytes_per_expert
 from kttune.spec.model_spec import ModelSpec
 from kttune.spec.moe_shape import MoeLayerShape
 from kttune.units import GIB
@@ -139,7 +139,7 @@ class HostRamBreakdown:
 
 def cpu_expert_bytes(model: ModelSpec, method_name: str) -> int:
     method = get_method(method_name)
-    per = bytes_per_expert(method.cpu_format, model.hidden_size, model.moe_intermediate_size)
+    per = host_bytes_per_expert(method.cpu_format, model.hidden_size, model.moe_intermediate_size)
     return model.num_moe_layers * model.num_experts * per
 
 

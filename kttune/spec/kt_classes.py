@@ -16,6 +16,10 @@ KT_CLASS_PREFERENCE: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     "BF16": (("AMXBF16_MOE", ()), ("AVX2BF16_MOE", ())),
     "FP8": (("AMXFP8_MOE", ()), ("AVX2FP8_MOE", ())),
     "FP8_PERCHANNEL": (("AMXFP8PerChannel_MOE", ()),),
+    # MXFP4 / MXFP8: `_select_mxfp4_backend` / `_select_mxfp8_backend`; the AMX MXFP8 class only where
+    # the host has AMX tiles (kt-kernel checks the CPU flags), else the AVX2 one.
+    "MXFP4": (("AMXFP4_KGroup_MOE", ()), ("AVX2MXFP4_MOE", ())),
+    "MXFP8": (("AMXMXFP8_KGroup_MOE", ("amx_tile", "amx_bf16")), ("AVX2MXFP8_MOE", ())),
     "RAWINT4": (
         ("AMXInt4_KGroup_MOE", ()),
         ("AVXVNNI256RawInt4_MOE", ("avx_vnni",)),
@@ -135,11 +139,17 @@ def matrix_output_flops(backend: str | None, kernel: str | None) -> float:
 
 def kt_class_on_isa(method: str, isa_class: str) -> str | None:
     """The class kt-kernel runs `method` with on a host of ISA class `isa_class` ("amx", "avx512",
-    "avx2"; `kttune.hw.derive.isa_class`): the first AMX-family class on AMX and AVX-512 hosts, the
-    first AVX2 class on an AVX2 host (AVX-VNNI-256 classes need a flag the class alone does not
-    say); None where the method has none there."""
-    prefix = "AVX2" if isa_class == "avx2" else "AMX"
-    return next((name for name, _ in KT_CLASS_PREFERENCE.get(method.upper(), ()) if name.startswith(prefix)), None)
+    "avx2"; `kttune.hw.derive.isa_class`): the first AMX-family class on AMX and AVX-512 hosts (one
+    that needs AMX tiles on AMX hosts alone), else the first AVX2 class (AVX-VNNI-256 classes need a
+    flag the class alone does not say); None where the method has none there."""
+    prefs = KT_CLASS_PREFERENCE.get(method.upper(), ())
+    if isa_class != "avx2":
+        for name, needs in prefs:
+            if name.startswith("AMX") and (isa_class == "amx" or not any(f.startswith("amx") for f in needs)):
+                return name
+        if any(name.startswith("AMX") and not needs for name, needs in prefs):
+            return None
+    return next((name for name, _ in prefs if name.startswith("AVX2")), None)
 
 
 # kt-kernel 0.7.2 never frees an AMX-family layer's packed weights: `~AMX_MOE_BASE()` is defaulted and

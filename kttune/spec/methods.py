@@ -69,6 +69,19 @@ def bytes_per_expert(fmt: str, hidden: int, inter: int) -> int:
     return weights + f.scales_per_expert(hidden, inter) * f.scale_bytes
 
 
+# Formats whose scales kt-kernel's loader widens in host RAM: MXFP4's ue8m0 byte becomes the bf16 of
+# the same power of two (`MXFP4SafeTensorLoader`, docs/weight-formats.md#mxfp4-and-mxfp8-in-host-ram).
+HOST_SCALE_BYTES = {"mxfp4": 2}
+
+
+def host_bytes_per_expert(fmt: str, hidden: int, inter: int) -> int:
+    """Bytes of one routed expert in format `fmt` as kt-kernel holds it in host RAM: `bytes_per_expert`
+    with the scales at their host width (HOST_SCALE_BYTES)."""
+    f = FORMATS[fmt]
+    extra = HOST_SCALE_BYTES.get(fmt, f.scale_bytes) - f.scale_bytes
+    return bytes_per_expert(fmt, hidden, inter) + f.scales_per_expert(hidden, inter) * extra
+
+
 def mxfp4_layerwise_slot_bytes_per_expert(hidden: int, inter: int) -> int:
     """MXFP4 layerwise keeps a raw slot with fp32 scales plus a Marlin-prepared copy
     (sglang-kt `_mxfp4_raw_slot_storage_nbytes`; docs/memory.md#layerwise-extra)."""

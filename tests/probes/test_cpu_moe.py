@@ -25,10 +25,28 @@ REQUIRED_PARAMS = {"method", "threads", "threadpools", "hidden", "inter", "exper
 # (measured: 0.3 % AVX2 and AMX; AMX RAWINT4 1.2 %). AMXINT4/AMXINT8 quantize inside kt-kernel (per
 # output channel), so their reference is the bf16 input and the bound is their quantization error
 # (measured on the H200 box's Xeon: AMXINT4 24-26 %, AMXINT8 2.2-2.7 %).
-KERNEL_TOL = {"BF16": 0.02, "FP8": 0.02, "FP8_PERCHANNEL": 0.02, "RAWINT4": 0.02, "AMXINT8": 0.10, "AMXINT4": 0.40}
+KERNEL_TOL = {
+    "BF16": 0.02,
+    "FP8": 0.02,
+    "FP8_PERCHANNEL": 0.02,
+    "RAWINT4": 0.02,
+    "AMXINT8": 0.10,
+    "AMXINT4": 0.40,
+    "MXFP4": 0.02,  # measured on the development VM's AMX Xeon: 0.35 %
+    "MXFP8": 0.02,  # 0.33 %
+}
 # ... and against the unquantized bf16 weights: the method's quantization error
-# (measured on AVX2: FP8 block 4.8 %, RAWINT4 group-32 17 %).
-QUANT_TOL = {"BF16": 0.02, "FP8": 0.10, "FP8_PERCHANNEL": 0.10, "RAWINT4": 0.30, "AMXINT8": 0.10, "AMXINT4": 0.40}
+# (measured on AVX2: FP8 block 4.8 %, RAWINT4 group-32 17 %; on AMX: MXFP4 21 %, MXFP8 5.4 %).
+QUANT_TOL = {
+    "BF16": 0.02,
+    "FP8": 0.10,
+    "FP8_PERCHANNEL": 0.10,
+    "RAWINT4": 0.30,
+    "AMXINT8": 0.10,
+    "AMXINT4": 0.40,
+    "MXFP4": 0.30,
+    "MXFP8": 0.10,
+}
 
 
 def rel_err(a, b) -> float:
@@ -124,8 +142,13 @@ def test_probe_figures_come_from_kt_kernel(kt, cpu):
         min_total_s=0.0,
     )
     curves = cm.probe_cpu_moe(opts, cpu, cores=cores, numa_ids=numa_nodes_with_cpus(cpu))
-    assert {c.params["method"] for c in curves} == set(cm.supported_methods(kt, cpu.isa))
-    for c in curves:
+    # unasked, the MX methods are measured only for a model served with one (`model_methods`)
+    assert {c.params["method"] for c in curves} == set(cm.supported_methods(kt, cpu.isa)) & set(cm.DEFAULT_METHODS)
+    mx = cm.probe_cpu_moe(replace(opts, model_methods=("MXFP4",)), cpu, cores=cores, numa_ids=numa_nodes_with_cpus(cpu))
+    assert {c.params["method"] for c in mx} - {c.params["method"] for c in curves} == (
+        {"MXFP4"} & set(cm.supported_methods(kt, cpu.isa))
+    )
+    for c in curves + mx:
         assert c.kind == "cpu_moe" and c.x_unit == "tokens"
         assert REQUIRED_PARAMS <= set(c.params)
         assert c.backend == f"kt-kernel:{kt.variant}"
