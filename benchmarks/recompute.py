@@ -620,6 +620,12 @@ def recipes() -> list[Recipe]:
             ("hybrid-intercept.json",),
             C7,
         ),
+        Recipe(
+            "mx-methods",
+            _bench("bench_mx_methods.py", "report", RESULTS / "2026-12-07-xeon-amx-2c", "--out", "{out}/mx-methods"),
+            ("mx-methods.json",),
+            C7,
+        ),
         # instance ah/ai (Emerald Rapids): three probes at each length in alternating order around call ai's
         # sweeps (quick-tokens-h100ai-order.txt; the middle 1,024-token probe is call ai's own)
         Recipe(
