@@ -44,8 +44,8 @@ def route(
     if spec.scoring == "softmax":
         scores = lg.softmax(-1)
         choice = scores
-    else:
-        scores = lg.sigmoid()
+    else:  # sigmoid, or DeepSeek-V4's sqrt(softplus) (deepseek_v4_topk.py)
+        scores = lg.sigmoid() if spec.scoring == "sigmoid" else torch.nn.functional.softplus(lg).sqrt()
         choice = scores + bias.float() if (spec.bias and bias is not None) else scores
     if spec.n_group > 1:
         t, e = choice.shape

@@ -124,7 +124,15 @@ def shapes_for(model, methods: tuple[str, ...] = ()) -> ShapeSet:
         v_head_dim=model.v_head_dim,
         name=model.name,
     )
-    if model.attention == "mla":
+    if model.compressed_attention is not None:
+        # DeepSeek-V4's sparse kernels are SGLang's (FlashMLA, its indexer): the probe times dense
+        # attention at the representative shapes, whose flop rate the cost model charges them at
+        notes.append(
+            f"{model.name}: its compressed sparse attention runs SGLang's kernels, which kttune does not "
+            "run; attention measured at the representative shapes (docs/deepseek-v4.md#prefill)"
+        )
+        attn = DEEPSEEK_ATTN
+    elif model.attention == "mla":
         attn = AttentionShape(
             "mla",
             kv_heads=model.num_attention_heads,
@@ -136,7 +144,8 @@ def shapes_for(model, methods: tuple[str, ...] = ()) -> ShapeSet:
         attn = AttentionShape("gqa", kv_heads=model.num_kv_heads, **common)
     h = model.hidden_size
     gemm = ((h, h), (h, max(model.dense_intermediate_size, model.shared_expert_intermediate_size, h) * 2))
-    return ShapeSet(moe=moe, attention=(attn,), gemm=gemm, notes=tuple(notes), blocks=(model,))
+    blocks = (model,) if model.compressed_attention is None else _representative_blocks()
+    return ShapeSet(moe=moe, attention=(attn,), gemm=gemm, notes=tuple(notes), blocks=blocks)
 
 
 # ---- PCIe ----------------------------------------------------------------------------------------

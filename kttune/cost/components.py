@@ -643,6 +643,8 @@ class Components:
         curves: of these forms the probe measures MHA alone."""
         m = self.model
         heads = max(1, m.num_attention_heads // self.tp)
+        if m.compressed_attention is not None:
+            return self._compressed_attention_ms(tokens, prefix, heads)
         mha = attention_prefill_flops(tokens, prefix, heads, m.head_dim, m.v_head_dim)
         if m.attention != "mla":
             return self._attn_fit((1.0, mha))
@@ -671,6 +673,27 @@ class Components:
                 (1.0, mla_latent_attention_flops(tokens, prefix, heads, m.kv_lora_rank, m.qk_rope_head_dim))
             )
         return self._attn_fit((1.0, mha)) + (self._mla_prefix_expansion_ms(prefix) if form == "one_shot" else 0.0)
+
+    def _compressed_attention_ms(self, tokens: float, prefix: float, heads: int) -> float:
+        """DeepSeek-V4's attention in the mean decoder layer (docs/deepseek-v4.md#prefill): FlashMLA's
+        sparse kernel over each query's keys (`CompressedAttentionSpec.keys_attended`: the window on
+        every layer, the top-k compressed entries on c4 layers, every entry on c128 layers), q.k and
+        p.v each `head_dim` wide, the rank's heads padded as the kernel pads them
+        (`sparse_kernel_heads`); on c4 layers the indexer over every (query, entry) pair, FP8 flops at
+        the GPU's FP8 / BF16 datasheet ratio, its fp32 logits written and read at the HBM rate; and the
+        hyper-connections' streams (`hc_mult` x hidden, bf16) read twice and written once around each
+        of the layer's two sublayers, at the HBM rate. Every flop at the rate of the profile's
+        attention curves: the probe measures MHA alone."""
+        m = self.model
+        ca = m.compressed_attention
+        window, c4_keys, c128_keys = ca.keys_attended(tokens, prefix)
+        share4, share128 = len(ca.c4_layer_ids) / m.num_layers, len(ca.c128_layer_ids) / m.num_layers
+        keys = window + share4 * c4_keys + share128 * c128_keys
+        main = 2.0 * sparse_kernel_heads(heads, self.gpu_sm) * (2 * ca.head_dim) * keys
+        pairs = share4 * ca.indexed_pairs(tokens, prefix)
+        index = 2.0 * pairs * ca.index_heads * ca.index_head_dim
+        streams = 2 * 3 * tokens * ca.hc_mult * m.hidden_size * 2
+        return self._attn_fit((1.0, main + index / self.fp8_speedup)) + (8.0 * pairs + streams) * self.hbm_ms_per_byte
 
     def linear_attention_ms(self, tokens: float) -> float:
         """A Gated DeltaNet layer's recurrence in a prefill forward of `tokens` tokens on one rank (its
@@ -774,6 +797,8 @@ class Components:
             [c for c in curves if c.params.get("model") == m.name]
             or [c for c in curves if c.params.get("attention") == m.attention and c.params.get("qk_norm") == qk]
             or [c for c in curves if c.params.get("attention") == m.attention]
+            # DeepSeek-V4's block (no probe runs its kernels): DeepSeek's MLA block, the nearest kind
+            or [c for c in curves if m.attention == "csa" and c.params.get("attention") == "mla"]
         )
         if not pick:
             self.notes.append(

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kttune.config import LaunchConfig
+from kttune.spec import compressed_attention as compressed
 from kttune.memory.vram import (
     context_length,
     dsa_index_bytes_per_layer,
@@ -107,6 +108,8 @@ def profiling_cell_bytes(model: ModelSpec, tp: int, dtype_bytes: int = 2) -> flo
     indexer's key where there is one; so a pool the fraction sizes holds up to 3x the tokens the
     fraction has room for (docs/memory.md#what-sglang-picks-when-a-flag-is-unset). Every other
     attention: the cell it stores (`kv_cell_bytes`)."""
+    if model.compressed_attention is not None:  # DeepSeek-V4: its first, generic sizing (docs/deepseek-v4.md)
+        return compressed.first_pass_cell_bytes(model.compressed_attention, model.num_layers)
     if model.attention != "mla":
         return kv_cell_bytes(model, tp, dtype_bytes)
     layers = len(model.full_attention_layer_ids) + len(model.sliding_layer_ids)
@@ -114,7 +117,7 @@ def profiling_cell_bytes(model: ModelSpec, tp: int, dtype_bytes: int = 2) -> flo
     return cell + dsa_index_bytes_per_layer(model) * layers
 
 
-def _tokens_in_room(
+def tokens_in_room(
     model: ModelSpec, cfg: LaunchConfig, vram_bytes: int, mem_fraction_static: float, cell: float
 ) -> int:
     """Cells of `cell` bytes in the room the fraction leaves after the weights and the state pool
@@ -132,7 +135,7 @@ def kv_tokens_the_room_holds(model: ModelSpec, cfg: LaunchConfig, vram_bytes: in
     (after the weights and the state pool) holds: what `profiled_kv_tokens` would be if SGLang counted
     the cell it stores."""
     cell = kv_cell_bytes(model, cfg.tp, cfg.kv_cache_dtype_bytes)
-    return _tokens_in_room(model, cfg, vram_bytes, mem_fraction_static, cell)
+    return tokens_in_room(model, cfg, vram_bytes, mem_fraction_static, cell)
 
 
 def profiled_kv_tokens(model: ModelSpec, cfg: LaunchConfig, vram_bytes: int, mem_fraction_static: float) -> int:
@@ -142,7 +145,7 @@ def profiled_kv_tokens(model: ModelSpec, cfg: LaunchConfig, vram_bytes: int, mem
     holds), page-aligned; 0 or less is "Not enough memory" at start. `--max-total-tokens` can only
     lower it."""
     cell = profiling_cell_bytes(model, cfg.tp, cfg.kv_cache_dtype_bytes)
-    return _tokens_in_room(model, cfg, vram_bytes, mem_fraction_static, cell)
+    return tokens_in_room(model, cfg, vram_bytes, mem_fraction_static, cell)
 
 
 def default_max_running_requests(model: ModelSpec, cfg: LaunchConfig) -> int:

@@ -11,6 +11,7 @@ import math
 from dataclasses import asdict, dataclass, replace
 
 from kttune.config import LaunchConfig
+from kttune.spec import compressed_attention as compressed
 from kttune.spec.methods import KtMethod, bytes_per_expert, get_method, gpu_format, layerwise_slot_bytes_per_expert
 from kttune.spec.model_spec import GDN_CHUNK, ModelSpec
 from kttune.units import MIB
@@ -105,7 +106,12 @@ def kv_cell_bytes(model: ModelSpec, tp: int, dtype_bytes: int = 2) -> float:
     KV heads. Sliding-window layers count at SWA_FULL_TOKENS_RATIO (hybrid SWA pool). A model with
     sparse attention (`sparse_attention`) also caches its indexer's fp8 key and scale per layer,
     and in an fp8 cache stores the latent as fp8 with scales and the rope part in bf16
-    (docs/memory.md#kv-bytes-per-token-kv_cell_bytes)."""
+    (docs/memory.md#kv-bytes-per-token-kv_cell_bytes). DeepSeek-V4 (compressed attention): the bytes
+    SGLang's pools hold per token of the full context at the SWA share SGLang sets when the launch does
+    not raise it (kttune.spec.compressed_attention, docs/deepseek-v4.md#the-kv-pools); `kv_pool_bytes`
+    takes the launch's own share."""
+    if model.compressed_attention is not None:  # DeepSeek-V4: its calculator's cell at the default SWA share
+        return model.compressed_attention.bytes_per_full_token(compressed.SWA_RATIO)
     layers = len(model.full_attention_layer_ids) + SWA_FULL_TOKENS_RATIO * len(model.sliding_layer_ids)
     return (_kv_bytes_per_layer(model, tp, dtype_bytes) + dsa_index_bytes_per_layer(model)) * layers
 
@@ -134,6 +140,10 @@ def decode_kv_reads(
     (docs/cost-model.md#sparse-attention). Linear-attention layers read their recurrent state and
     write it back whatever the context (`linear_state_bytes_per_request`, twice): a term of one
     token (docs/cost-model.md#linear-attention-layers). Terms of 0 bytes are left out."""
+    if model.compressed_attention is not None:
+        return tuple(
+            (b, cap) for b, cap in compressed.decode_reads(model.compressed_attention, model.num_layers) if b > 0
+        )
     per_layer = _kv_bytes_per_layer(model, tp, dtype_bytes)
     full = len(model.full_attention_layer_ids)
     terms: list[tuple[float, float]] = [(2.0 * linear_state_bytes_per_request(model, tp), 1.0)]
@@ -222,6 +232,10 @@ def linear_state_pool_bytes(model: ModelSpec, cfg: LaunchConfig) -> int:
 
 
 def kv_pool_bytes(model: ModelSpec, cfg: LaunchConfig) -> float:
+    """The KV pool of `cfg.max_total_tokens` tokens (DeepSeek-V4: its pools at the SWA share SGLang
+    sets for the launch's chunk and pool, `compressed_attention.pool_bytes`)."""
+    if model.compressed_attention is not None:
+        return compressed.pool_bytes(model.compressed_attention, cfg.max_total_tokens, cfg.chunked_prefill_size)
     return cfg.max_total_tokens * kv_cell_bytes(model, cfg.tp, cfg.kv_cache_dtype_bytes)
 
 
@@ -296,7 +310,8 @@ MLA_CHUNKED_PREFIX_THRESHOLD = 8192
 MLA_MAX_KV_CHUNK_TOKENS = 128 * 1024
 MLA_ONE_SHOT_BACKENDS = ("fa3", "flashinfer", "flashmla")
 # The --attention-backend kttune's launch commands set (kttune.search.launch), by attention kind.
-LAUNCH_ATTENTION_BACKEND = {"mla": "triton", "gqa": "flashinfer"}
+# DeepSeek-V4 runs SGLang's "compressed" backend whatever the flag says (server_args.py forces it).
+LAUNCH_ATTENTION_BACKEND = {"mla": "triton", "gqa": "flashinfer", "csa": "compressed"}
 # A command that leaves --attention-backend unset: SGLang picks one by the GPU
 # (`sglang_default_mla_backend`; a sparse-attention model: nsa).
 SGLANG_DEFAULT_BACKEND = "auto"
@@ -365,6 +380,9 @@ def attention_phase_bytes(
     per = 2 * h  # normed input, o_proj output
     if tp > 1:
         per += h
+    if model.compressed_attention is not None:
+        context = (prefix if prefix is not None else longest_prefix) + m
+        return compressed_attention_phase_bytes(model, m, heads, context) + m * per * BF16
     if model.attention != "mla":
         kv_heads = max(1, model.num_kv_heads // tp)
         per += (heads + 2 * kv_heads) * model.head_dim + heads * model.v_head_dim
@@ -394,6 +412,25 @@ def attention_phase_bytes(
         if mla_attention_form(longest_prefix, backend) == "one_shot":
             worst = max(worst, form_bytes("one_shot", longest_prefix))
     return (m * per + worst) * BF16 + (m * sparse_indexer_bytes_per_token(model) if backend == "nsa" else 0)
+
+
+def compressed_attention_phase_bytes(model: ModelSpec, tokens: int, heads: int, context: int) -> int:
+    """Alive at once in a c4 layer's attention (the largest of DeepSeek-V4's layer kinds; sglang's
+    deepseek_v4.py `MQALayer` and the compressed backend, docs/deepseek-v4.md#activations), on a rank
+    of `heads` heads, over a sequence of `context` tokens, besides the normed input and the output:
+    the hyper-connections' streams (`hc_mult` x hidden, in and out), the q LoRA latent, q and the
+    attention output (heads x head_dim), the shared key-value latent, wo_a's grouped output; the
+    compressors' fp32 kv-and-score rows (two overlapping groups of the latent and of the indexer's
+    key); the indexer's query (bf16 and fp8), its per-head weights (fp32), the top-k and window
+    indices (int32, twice) and its fp32 logits over every compressed entry of the sequence."""
+    ca = model.compressed_attention
+    h, m = model.hidden_size, tokens
+    bf16 = 2 * ca.hc_mult * h + model.q_lora_rank + 2 * heads * ca.head_dim + ca.head_dim
+    bf16 += ca.o_groups * ca.o_lora_rank
+    fp32 = 2 * 2 * (ca.head_dim + ca.index_head_dim) + ca.index_heads
+    index = ca.index_heads * ca.index_head_dim * (BF16 + 1) + 2 * (ca.index_topk + ca.window) * 4
+    logits = -(-context // 4) * FP32
+    return m * (bf16 * BF16 + fp32 * FP32 + index + logits)
 
 
 def linear_attention_phase_bytes(model: ModelSpec, tokens: int, tp: int) -> int:
@@ -667,15 +704,64 @@ def max_kv_tokens_that_fit(model: ModelSpec, cfg: LaunchConfig, vram_budget_byte
     none does."""
     without_kv = vram_breakdown(model, cfg.__class__(**{**cfg.to_dict(), "max_total_tokens": 0}))
     free = vram_budget_bytes - without_kv.runtime_peak_bytes
+    if model.compressed_attention is not None:
+        return _compressed_tokens_that_fit(model, cfg, vram_budget_bytes, free, page)
     cell = kv_cell_bytes(model, cfg.tp, cfg.kv_cache_dtype_bytes)
     if free <= 0 or cell <= 0:
         return 0
     return int(free // cell) // page * page
 
 
-def mem_fraction_static(breakdown: VramBreakdown, vram_budget_bytes: int) -> float:
+def _compressed_tokens_that_fit(model: ModelSpec, cfg: LaunchConfig, budget: int, free: float, page: int) -> int:
+    """DeepSeek-V4's largest pool (pages of `page`) whose runtime peak fits: the pools alone give an
+    upper bound (`compressed_attention.full_tokens_in`), and the peak also grows with the pool through
+    the indexer's logits over every compressed entry of the longest sequence
+    (`compressed_attention_phase_bytes`), so the peak itself is bisected below that bound."""
+    hi = compressed.full_tokens_in(model.compressed_attention, free, cfg.chunked_prefill_size, page) // page
+    # SGLang's first sizing caps the pool at the room over its larger cell: the fraction that leaves it
+    # must stay within MAX_STATIC_SHARE of the budget
+    without_kv = vram_breakdown(model, cfg.__class__(**{**cfg.to_dict(), "max_total_tokens": 0}))
+    first = compressed.first_pass_cell_bytes(model.compressed_attention, model.num_layers)
+    hi = min(hi, int((MAX_STATIC_SHARE * budget - without_kv.startup_bytes) // first) // page)
+    if hi <= 0:
+        return 0
+
+    def fits(pages: int) -> bool:
+        c = cfg.__class__(**{**cfg.to_dict(), "max_total_tokens": pages * page})
+        return vram_breakdown(model, c).runtime_peak_bytes <= budget
+
+    lo = 0
+    while hi - lo > 0:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo * page
+
+
+def kv_start_room(model: ModelSpec, cfg: LaunchConfig) -> float:
+    """The KV room SGLang's start must see for its pool to reach `cfg.max_total_tokens`: the pool
+    itself, or for DeepSeek-V4 at least that many tokens of its first sizing's cell
+    (`compressed_attention.first_pass_cell_bytes`), which caps the pool where --max-total-tokens is
+    given; the part of it the pool does not allocate stays free at run time."""
+    pool = kv_pool_bytes(model, cfg)
+    if model.compressed_attention is None:
+        return pool
+    return max(
+        pool, cfg.max_total_tokens * compressed.first_pass_cell_bytes(model.compressed_attention, model.num_layers)
+    )
+
+
+# The most of the budget the static pools may take (--mem-fraction-static's cap, 0.98, less its 1% margin).
+MAX_STATIC_SHARE = 0.97
+
+
+def mem_fraction_static(breakdown: VramBreakdown, vram_budget_bytes: int, kv_room: float | None = None) -> float:
     """--mem-fraction-static that leaves SGLang's static pools (weights, KV, graphs) their room and
-    the runtime peak its headroom: static share of the budget plus a 1% margin, capped at 0.98."""
-    static = breakdown.startup_bytes
+    the runtime peak its headroom: static share of the budget plus a 1% margin, capped at 0.98.
+    `kv_room` (`kv_start_room`) replaces the KV pool where SGLang's start must see more than it
+    allocates."""
+    static = breakdown.startup_bytes + max(0.0, (kv_room or 0.0) - breakdown.kv_cache)
     frac = static / vram_budget_bytes + 0.01
     return round(min(0.98, max(0.05, frac)), 3)

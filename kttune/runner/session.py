@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable
 
+from kttune.errors import UserError
 from kttune.memory.vram import EXPAND_EVERY_PREFIX
 from kttune.runner.result import PathRun
 from kttune.spec.methods import METHODS
@@ -87,6 +88,29 @@ def process_memory() -> dict:
     return out
 
 
+# The methods whose GPU experts kttune's kernels run (bf16, fp8, int4; the AMX methods' GPU experts
+# are the checkpoint's): MXFP4 and MXFP8 run on the CPU (the probe times them) but not here.
+RUNNER_METHODS = ("BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4", "AMXINT4", "AMXINT8")
+
+
+def runner_refusal(model, method: str) -> str | None:
+    """Why the path runner cannot run `model` with `method`, or None: its attention and its layerwise
+    experts are kttune's own kernels, which cover GQA and MLA and the methods whose layout stage A
+    writes (docs/path-runner.md); DeepSeek-V4's compressed attention and the MX methods run
+    SGLang's own kernels and managers."""
+    if model.compressed_attention is not None:
+        return (
+            f"the path runner cannot run {model.name}: its compressed sparse attention runs SGLang's FlashMLA "
+            "kernels and indexer, which kttune does not have"
+        )
+    if method not in RUNNER_METHODS:
+        return (
+            f"the path runner cannot run {method}: its GPU experts and layerwise path are sglang-kt's own "
+            f"kernels and manager, which kttune does not have (the runner runs {', '.join(RUNNER_METHODS)})"
+        )
+    return None
+
+
 class RunnerSession:
     def __init__(self, spec: SessionSpec, progress: Progress | None = None) -> None:
         import torch
@@ -102,6 +126,15 @@ class RunnerSession:
         self.spec = spec
         self.model = load_model(spec.model, spec.method)
         self.method = get_method(spec.method or self.model.default_method).name
+        refused = runner_refusal(self.model, self.method)
+        if refused:
+            raise UserError(
+                refused,
+                "predict its paths with `kttune search` or `kttune explain` (docs/deepseek-v4.md)"
+                if self.model.compressed_attention is not None
+                else "time another method's paths at the model's shapes with --method BF16, or predict them with "
+                "`kttune search` or `kttune explain` (docs/path-runner.md)",
+            )
         self.layerwise = get_method(self.method).layerwise
         h, i, e = spec.small_dims
         self.run_spec = small_spec(self.model, hidden=h, inter=i, experts=e) if spec.small else self.model

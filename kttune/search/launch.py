@@ -10,7 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kttune.config import LaunchConfig
-from kttune.memory.vram import VramBreakdown, launch_attention_backend, linear_state_slots, mem_fraction_static
+from kttune.memory.vram import (
+    VramBreakdown,
+    kv_start_room,
+    launch_attention_backend,
+    linear_state_slots,
+    mem_fraction_static,
+)
 from kttune.spec.launch_args import PROGRAMS, flag_name
 from kttune.spec.methods import get_method
 from kttune.spec.model_spec import ModelSpec
@@ -91,7 +97,7 @@ def launch_argv(
         str(cfg.cuda_graph_max_bs),
         *([f("linear_state_slots"), str(slots)] if slots else []),
         f("mem_fraction_static"),
-        f"{mem_fraction_static(vram, vram_budget_bytes):g}",
+        f"{mem_fraction_static(vram, vram_budget_bytes, kv_start_room(model, cfg)):g}",
         f("tp"),
         str(cfg.tp),
         f("attention_backend"),
@@ -110,4 +116,7 @@ def launch_argv(
         # sizes and launches the bf16 cell on every GPU, as KT's GLM-5 tutorial does
         # (docs/memory.md#kv-bytes-per-token-kv_cell_bytes)
         argv += [f("kv_cache_dtype"), "bfloat16"]
+    if model.compressed_attention is not None:
+        # SGLang runs DeepSeek-V4's cache in fp8 only (and forces it); said here so the command reads as it runs
+        argv += [f("kv_cache_dtype"), "fp8_e4m3"]
     return argv

@@ -23,6 +23,7 @@ from kttune.memory.sglang_defaults import (
     default_max_running_requests,
     default_mem_fraction_static,
     kv_tokens_the_room_holds,
+    tokens_in_room,
     linear_state_slots_at_start,
     MAMBA_FULL_MEMORY_RATIO,
     profiled_kv_tokens,
@@ -38,6 +39,7 @@ from kttune.memory.vram import (
 from kttune.search.admission import running_requests
 from kttune.search.user_flags import NATIVE_METHODS, default_cpuinfer_threads, threshold_crashes, usable_threads
 from kttune.search.workload import Workload
+from kttune.spec import compressed_attention as compressed
 from kttune.spec.launch_args import ParsedLaunch, check_attention_backend, flag_name
 from kttune.spec.methods import get_method
 from kttune.spec.model_spec import ModelSpec
@@ -140,6 +142,10 @@ def resolve_launch(
         chunk = default_chunked_prefill_size(vram_bytes)
         notes.append(f"{f('chunked_prefill_size')} unset: SGLang picks {chunk} for a {vram_bytes / GIB:.0f} GiB GPU")
     page = int(parsed.get("page_size", 1) or 1)
+    if model.compressed_attention is not None and page != compressed.PAGE_SIZE:
+        if parsed.given("page_size"):
+            notes.append(f"{f('page_size')} {page}: SGLang sets {compressed.PAGE_SIZE} for {model.name}")
+        page = compressed.PAGE_SIZE
     if model.sparse_attention and page != DSA_PAGE_SIZE:
         if parsed.given("page_size"):
             notes.append(
@@ -187,6 +193,13 @@ def resolve_launch(
             f"to one node; the profile's CPU curves are of {numa_nodes} pool(s)"
         )
     dtype = str(parsed.get("kv_cache_dtype", "auto")).lower()
+    if model.compressed_attention is not None and dtype != "fp8_e4m3":
+        if dtype != "auto":
+            raise UserError(
+                f"{f('kv_cache_dtype')} {dtype}: SGLang runs {model.name}'s cache in fp8_e4m3 only and stops at start",
+                f"drop {f('kv_cache_dtype')} or pass fp8_e4m3",
+            )
+        dtype = "fp8_e4m3"
     if dtype not in KV_DTYPE_BYTES:
         raise UserError(f"{f('kv_cache_dtype')} {dtype} is not modelled", f"use one of {', '.join(KV_DTYPE_BYTES)}")
     base = LaunchConfig(
@@ -237,6 +250,8 @@ def resolve_launch(
             f"{pool:,} tokens; freed VRAM (fewer GPU experts) then only grows it, never the runtime headroom"
         )
     holds = kv_tokens_the_room_holds(model, base, vram_bytes, mfs)
+    if model.compressed_attention is not None:
+        pool, holds = _compressed_pool(parsed, model, base, vram_bytes, mfs, profiled, notes)
     if pool > holds:
         over = (pool - holds) * kv_cell_bytes(model, tp, base.kv_cache_dtype_bytes)
         notes.append(
@@ -251,6 +266,9 @@ def resolve_launch(
         running = int(parsed.get("max_running_requests"))
         if running < 1:
             raise UserError(f"{f('max_running_requests')} {running} must be at least 1", "pass e.g. 8")
+    elif model.compressed_attention is not None:
+        running = compressed.DEFAULT_MAX_RUNNING_REQUESTS
+        notes.append(f"{f('max_running_requests')} unset: SGLang sets {running} for {model.name}")
     else:
         running = default_max_running_requests(model, cfg)
         notes.append(
@@ -276,6 +294,34 @@ def resolve_launch(
     return ResolvedLaunch(replace(cfg, max_running_requests=running), mfs, profiled, tuple(notes))
 
 
+def _compressed_pool(
+    parsed: ParsedLaunch, model: ModelSpec, base: LaunchConfig, vram_bytes: int, mfs: float, first: int, notes: list
+) -> tuple[int, int]:
+    """DeepSeek-V4's pool as SGLang sizes it (docs/deepseek-v4.md#the-kv-pools): its calculator's tokens
+    in the room the fraction leaves, at the SWA share the launch sets; with --max-total-tokens, at most
+    that and at most the tokens of its first, generic sizing (`first`: `profiled_kv_tokens`)."""
+    f = flag_name
+    ca = model.compressed_attention
+    cap = int(parsed.get("max_total_tokens")) if parsed.given("max_total_tokens") else None
+    r = compressed.swa_ratio(cap, base.chunked_prefill_size)
+    holds = tokens_in_room(model, base, vram_bytes, mfs, ca.bytes_per_full_token(r))
+    if cap is None:
+        return holds, holds
+    pool = min(cap, first, holds)
+    if r > compressed.SWA_RATIO:
+        notes.append(
+            f"{f('chunked_prefill_size')} {base.chunked_prefill_size:,} with {f('max_total_tokens')} {cap:,}: SGLang "
+            f"raises the SWA share to {r:.2f} to hold two chunks, {ca.bytes_per_full_token(r):,.0f} bytes a token"
+        )
+    if pool < min(cap, holds):
+        notes.append(
+            f"{f('max_total_tokens')} {cap:,}: SGLang's first sizing counts {compressed.first_pass_cell_bytes(ca, model.num_layers):,} "
+            f"bytes a token for {model.name} and caps the pool at {first:,} tokens; {f('mem_fraction_static')} "
+            "must leave that much per token for the pool to reach the flag (kttune's launches do)"
+        )
+    return pool, max(pool, holds)
+
+
 def attention_backend_of(parsed: ParsedLaunch, model: ModelSpec) -> tuple[str, str | None]:
     """The attention backend the cost model runs the command on (`Components.attention_backend`: as
     given, SGLang's pick where the cost model depends on it, else ""), and a note where it decides how a
@@ -283,6 +329,14 @@ def attention_backend_of(parsed: ParsedLaunch, model: ModelSpec) -> tuple[str, s
     backend for such a model when the flag is unset, and only that backend runs the indexer."""
     f = flag_name
     given = check_attention_backend(str(parsed.get("attention_backend"))) if parsed.given("attention_backend") else ""
+    if model.compressed_attention is not None:
+        compressed_backend = LAUNCH_ATTENTION_BACKEND["csa"]
+        return "", (
+            f"{f('attention_backend')} {given}: SGLang runs {model.name} with its {compressed_backend} backend "
+            "whatever the flag says (docs/deepseek-v4.md)"
+            if given and given != compressed_backend
+            else None
+        )
     if not model.sparse_attention:
         if model.attention != "mla":
             return given, (

@@ -18,8 +18,9 @@ EXPERT_COUNT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
 TOP_K_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk")
 LAYER_COUNT_KEYS = ("num_hidden_layers", "num_layers", "n_layers")
 SHARED_EXPERT_WIDTH_KEYS = ("shared_expert_intermediate_size", "shared_intermediate_size")
-# How routers score experts (HF `scoring_func`); the path runner implements these two.
-ROUTER_SCORINGS = ("softmax", "sigmoid")
+# How routers score experts (HF `scoring_func`); the path runner implements these
+# (kttune.kernels.decoder.route; sqrtsoftplus: DeepSeek-V4's sqrt(softplus(logit))).
+ROUTER_SCORINGS = ("softmax", "sigmoid", "sqrtsoftplus")
 # Per-head or whole-layer RMSNorm of q and k (HF `qk_norm_type`; "" = none).
 QK_NORMS = ("", "per_head", "per_layer")
 
@@ -60,6 +61,9 @@ class FamilyRules:
     full_attention_interval: int = 0
     # SGLang runs the family with full attention whatever `sliding_window` says (a note is added)
     sliding_window_ignored: bool = False
+    # DeepSeek-V4's compressed sparse attention and hyper-connections (`compress_ratios`, `hc_mult`:
+    # kttune.spec.compressed_attention); a config of another family with those keys is refused
+    compressed_attention: bool = False
 
 
 # The families whose `intermediate_size` is the per-expert width (they have no moe_intermediate_size
@@ -76,6 +80,9 @@ FAMILIES: dict[str, FamilyRules] = {
         FamilyRules("deepseek_v3", mla=True, **_NOAUX_TC),
         FamilyRules("deepseek_v2", mla=True),
         FamilyRules("deepseek_v32", mla=True, **_NOAUX_TC),  # V3.2: V3's router (sglang deepseek_v2.py)
+        # V4: MQA over a window, compressed entries and an indexer; sqrt-softplus scores with V3's
+        # correction bias (sglang deepseek_v4.py; docs/deepseek-v4.md)
+        FamilyRules("deepseek_v4", compressed_attention=True, **_NOAUX_TC),
         FamilyRules("kimi_k2", mla=True, **_NOAUX_TC),
         FamilyRules("glm4_moe", **_NOAUX_TC),
         # GLM-5.x: GLM-4's body with DeepSeek-V3's MLA and V3.2's sparse-attention indexer (sglang deepseek_v2.py)

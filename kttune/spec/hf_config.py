@@ -28,6 +28,7 @@ from kttune.spec.families import (
     FamilyRules,
     family_rules,
 )
+from kttune.spec import compressed_attention as compressed
 from kttune.spec.methods import FORMATS, NATIVE_METHOD_FOR_FORMAT, get_method
 from kttune.spec.model_spec import LinearAttentionSpec, ModelSpec, RouterSpec, SparseAttentionSpec
 
@@ -150,6 +151,8 @@ def _compressed_tensors_format(qc: dict, name: str) -> str:
 def checkpoint_format_from_quant(config: dict, name: str = "model") -> str:
     """The native expert format (`kttune.spec.methods.FORMATS`) of a checkpoint, from its
     quantization_config. Raises `UserError` for dialects kttune does not model."""
+    if str(config.get("expert_dtype", "")).lower() in ("fp4", "mxfp4"):
+        return "mxfp4"  # DeepSeek-V4: experts in MXFP4 beside an fp8 quantization_config for the rest
     qc = config.get("quantization_config")
     if not qc:
         return "bf16"
@@ -384,6 +387,72 @@ def _index_shared_layers(cfg: dict, name: str, num_layers: int) -> tuple[int, ..
     return tuple(i for i in range(num_layers) if max(i - offset + 1, 0) % freq)
 
 
+def _compressed_attention(cfg: dict, name: str, num_layers: int) -> compressed.CompressedAttentionSpec:
+    """DeepSeek-V4's attention (kttune.spec.compressed_attention): `compress_ratios` gives each
+    decoder layer 0 (the window alone), 4 (c4: compressed entries chosen by an indexer) or 128 (c4's
+    coarser kind, every entry), and one more entry for the MTP layer."""
+    ratios = cfg.get("compress_ratios")
+    if not isinstance(ratios, list) or len(ratios) < num_layers or any(r not in (0, 4, 128) for r in ratios):
+        raise UserError(
+            f"config.json of {name}: compress_ratios must list 0, 4 or 128 for each of the {num_layers} "
+            "decoder layers (and the MTP layer's slot)",
+            FIX_CONFIG,
+        )
+    head_dim = _int(cfg, name, "head_dim")
+    rope = _int(cfg, name, "qk_rope_head_dim")
+    heads = _int(cfg, name, "num_attention_heads")
+    if rope >= head_dim or heads % _int(cfg, name, "o_groups"):
+        raise UserError(
+            f"config.json of {name}: qk_rope_head_dim {rope} must be below head_dim {head_dim} and o_groups "
+            f"divide the {heads} heads",
+            FIX_CONFIG,
+        )
+    return compressed.CompressedAttentionSpec(
+        window=_int(cfg, name, "sliding_window"),
+        c4_layer_ids=tuple(i for i in range(num_layers) if ratios[i] == 4),
+        c128_layer_ids=tuple(i for i in range(num_layers) if ratios[i] == 128),
+        ratio_slots=len(ratios),
+        head_dim=head_dim,
+        rope_dim=rope,
+        index_heads=_int(cfg, name, "index_n_heads"),
+        index_head_dim=_int(cfg, name, "index_head_dim"),
+        index_topk=_int(cfg, name, "index_topk"),
+        o_lora_rank=_int(cfg, name, "o_lora_rank"),
+        o_groups=_int(cfg, name, "o_groups"),
+        hc_mult=_int(cfg, name, "hc_mult"),
+    )
+
+
+def _compressed_non_expert_bytes(
+    cfg: dict,
+    name: str,
+    p: "NonExpertParams",
+    ca: compressed.CompressedAttentionSpec,
+    h: int,
+    heads: int,
+    experts: int,
+    top_k: int,
+    dtype_bytes: int,
+) -> int:
+    """DeepSeek-V4's non-expert weights as SGLang holds them on the GPU (docs/deepseek-v4.md#weights):
+    the fp8 Linears (wq_a, wq_b, wkv, wo_b, the indexer's wq_b, the shared experts) with a ue8m0 scale
+    per 128 x 128 block; wo_a in bf16 (SGLang dequantizes the checkpoint's fp8); the compressors,
+    the indexer's weights_proj, the embedding, the head and the routers in bf16; the hyper-connections,
+    the position biases and the correction biases in fp32; the hash layers' token-to-expert tables
+    (`num_hash_layers` x vocab x top-k) in int32; norms in the 16-bit dtype."""
+    parts = compressed.attention_params(h, heads, _count(cfg, name, "q_lora_rank"), ca)
+    n, n4, n128 = _int(cfg, name, *LAYER_COUNT_KEYS), len(ca.c4_layer_ids), len(ca.c128_layer_ids)
+    fp8 = parts["fp8"] * n + parts["c4_fp8"] * n4 + p.shared_experts
+    bf16 = parts["bf16"] * n + parts["c4_bf16"] * n4 + parts["c128_bf16"] * n128
+    bf16 += p.embedding + p.lm_head + h * experts * n
+    hc_layer, hc_head = compressed.hyper_connection_params(h, ca)
+    fp32 = hc_layer * n + hc_head + experts * n + parts["c4_small"] * n4 + parts["c128_small"] * n128
+    norms = (parts["small"] + 2 * h) * n + h
+    hash_tables = _count(cfg, name, "num_hash_layers") * _int(cfg, name, "vocab_size") * top_k * 4
+    total = fp8 * _linear_bytes_per_param("fp8_block", h) + 2 * bf16 + 4 * fp32 + dtype_bytes * norms + hash_tables
+    return int(math.ceil(total))
+
+
 def _gqa_attention_params(
     cfg: dict, rules: FamilyRules, qk_norm: str, h: int, heads: int, kv: int, hd: int
 ) -> tuple[int, int]:
@@ -560,8 +629,13 @@ UNMODELLED_KEYS = {
 }
 
 
-def _refuse_unmodelled(cfg: dict, name: str, family: str) -> None:
-    found = [f"{why} ({k})" for k, why in UNMODELLED_KEYS.items() if cfg.get(k) is not None]
+# The keys a family's own record models (kttune.spec.families).
+MODELLED_BY_COMPRESSED_ATTENTION = frozenset({"compress_ratios", "hc_mult"})
+
+
+def _refuse_unmodelled(cfg: dict, name: str, family: str, rules: FamilyRules) -> None:
+    modelled = MODELLED_BY_COMPRESSED_ATTENTION if rules.compressed_attention else frozenset()
+    found = [f"{why} ({k})" for k, why in UNMODELLED_KEYS.items() if cfg.get(k) is not None and k not in modelled]
     if found:
         raise UserError(
             f"{name} ({family}) uses {' and '.join(found)}, which kttune does not model: its KV pool, "
@@ -600,7 +674,7 @@ def _parse(
     notes: list[str] = []
     family = str(cfg.get("model_type") or config.get("model_type") or "unknown")
     rules = family_rules(family)
-    _refuse_unmodelled(cfg, name, family)
+    _refuse_unmodelled(cfg, name, family, rules)
     if cfg is not config:
         notes.append(f"language model read from text_config ({config.get('model_type')} -> {family})")
     if not rules.tested:
@@ -656,7 +730,11 @@ def _parse(
     qk_norm = "" if mla else _qk_norm(cfg, rules)
 
     layers = _attention_layers(cfg, name, rules, num_layers, notes)
-    if mla:
+    ca = _compressed_attention(cfg, name, num_layers) if rules.compressed_attention else None
+    if ca is not None:  # DeepSeek-V4: every layer attends through the compressed form
+        head_dim = v_head_dim = ca.head_dim
+        attn_linear, attn_other = 0, 0  # counted per layer kind below
+    elif mla:
         rope = _count(cfg, name, "qk_rope_head_dim")
         nope = _count(cfg, name, "qk_nope_head_dim")
         head_dim = _int(cfg, name, "head_dim", default=0) if not (nope or rope) else nope + rope
@@ -689,6 +767,16 @@ def _parse(
     # DeepSeek noaux_tc / MiniMax use_routing_bias / gpt-oss gate bias: one bias per expert.
     router_bias = router.bias or router.gate_bias
     shared_gate = h if rules.shared_expert_gate and shared_width else 0
+    if ca is not None:
+        q_lora = _count(cfg, name, "q_lora_rank")
+        parts = compressed.attention_params(h, heads, q_lora, ca)
+        n4, n128 = len(ca.c4_layer_ids), len(ca.c128_layer_ids)
+        hc_layer, hc_head = compressed.hyper_connection_params(h, ca)
+        attn_linear = 0
+        idx_linear = (parts["fp8"] + parts["bf16"]) * num_layers + (parts["c4_fp8"] + parts["c4_bf16"]) * n4
+        idx_linear += parts["c128_bf16"] * n128
+        idx_other = parts["small"] * num_layers + parts["c4_small"] * n4 + parts["c128_small"] * n128
+        idx_other += hc_layer * num_layers + hc_head
     params = NonExpertParams(
         embedding=vocab * h,
         lm_head=0 if tie else vocab * h,
@@ -721,7 +809,10 @@ def _parse(
     assert ckpt_format in FORMATS and default_method
 
     dtype_bytes = _DTYPE_BYTES.get(str(_first(cfg, "torch_dtype", "dtype") or "bfloat16").lower(), 2)
-    est_bytes = _non_expert_bytes_estimate(cfg, params, ckpt_format, dtype_bytes, h)
+    if ca is not None:
+        est_bytes = _compressed_non_expert_bytes(cfg, name, params, ca, h, heads, num_experts, top_k, dtype_bytes)
+    else:
+        est_bytes = _non_expert_bytes_estimate(cfg, params, ckpt_format, dtype_bytes, h)
 
     spec = ModelSpec(
         name=name,
@@ -737,17 +828,18 @@ def _parse(
         vocab_size=vocab,
         max_position_embeddings=max_pos,
         tie_word_embeddings=tie,
-        attention="mla" if mla else "gqa",
+        attention="csa" if ca is not None else ("mla" if mla else "gqa"),
         num_attention_heads=heads,
         num_kv_heads=kv_heads,
         head_dim=head_dim,
         v_head_dim=v_head_dim,
         kv_lora_rank=_count(cfg, name, "kv_lora_rank") if mla else 0,
-        q_lora_rank=_count(cfg, name, "q_lora_rank") if mla else 0,
-        qk_rope_head_dim=_count(cfg, name, "qk_rope_head_dim") if mla else 0,
+        q_lora_rank=_count(cfg, name, "q_lora_rank") if (mla or ca) else 0,
+        qk_rope_head_dim=_count(cfg, name, "qk_rope_head_dim") if (mla or ca) else 0,
         sparse_attention=dsa,
+        compressed_attention=ca,
         qk_norm=qk_norm,
-        attention_output_gate=not mla and _output_gate(cfg, rules),
+        attention_output_gate=not (mla or ca) and _output_gate(cfg, rules),
         full_attention_layer_ids=layers.full,
         sliding_window=layers.sliding_window,
         sliding_layer_ids=layers.sliding,

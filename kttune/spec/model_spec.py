@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from kttune.spec.compressed_attention import CompressedAttentionSpec
+
 
 @dataclass(frozen=True)
 class RouterSpec:
@@ -14,7 +16,7 @@ class RouterSpec:
     `scoring_func`, `n_group`, `topk_group`, `norm_topk_prob` and `routed_scaling_factor` and the
     family's defaults (`kttune.spec.families`)."""
 
-    scoring: str = "softmax"  # softmax | sigmoid (kttune.spec.families.ROUTER_SCORINGS)
+    scoring: str = "softmax"  # softmax | sigmoid | sqrtsoftplus (kttune.spec.families.ROUTER_SCORINGS)
     n_group: int = 1  # expert groups; > 1: grouped top-k (groups ranked by their top-2 score sum)
     topk_group: int = 1  # groups a token may route into
     bias: bool = False  # a per-expert score correction added for the choice only (e_score_correction_bias)
@@ -91,7 +93,7 @@ class ModelSpec:
     max_position_embeddings: int
     tie_word_embeddings: bool
     # attention
-    attention: str  # "mla" | "gqa"
+    attention: str  # "mla" | "gqa" | "csa" (DeepSeek-V4's compressed sparse attention)
     num_attention_heads: int
     num_kv_heads: int
     head_dim: int  # q/k head dim (MLA: qk_nope + qk_rope)
@@ -100,6 +102,8 @@ class ModelSpec:
     q_lora_rank: int = 0  # MLA only (0 = no q compression)
     qk_rope_head_dim: int = 0  # MLA only
     sparse_attention: SparseAttentionSpec | None = None  # DeepSeek Sparse Attention's indexer, where the model has one
+    # DeepSeek-V4's compressed sparse attention (attention "csa"): window, compressed entries, indexer
+    compressed_attention: CompressedAttentionSpec | None = None
     qk_norm: str = ""  # RMSNorm of q and k: "per_head" (Qwen3, GLM-4.5), "per_layer" (MiniMax-M2), "" none
     attention_output_gate: bool = False  # q_proj also projects a sigmoid gate on the attention output (Qwen3-Next)
     full_attention_layer_ids: tuple[int, ...] = ()  # layers that keep a KV cache growing with context

@@ -97,6 +97,33 @@ def test_every_catalog_model_at_a_budget_where_it_fits(capsys, tmp_path, name):
     check_command(res["command"], res)
 
 
+def test_deepseek_v4_is_launched_as_sglang_runs_it(capsys, tmp_path):
+    """DeepSeek-V4-Flash: MXFP4 experts, SGLang's compressed backend and its fp8 cache said in the
+    command (SGLang forces both), and a pick whose peak fits the budget (docs/deepseek-v4.md)."""
+    res = run_json(
+        capsys,
+        [
+            "search",
+            "--model",
+            "deepseek-v4-flash",
+            "--vram",
+            "48G",
+            "--host-ram",
+            "256G",
+            "--trials",
+            "30",
+            "--seed",
+            "1",
+            "--storage",
+            str(tmp_path / "s.journal"),
+        ],
+    )
+    argv = res["command"]
+    check_command(argv, res)
+    assert flag(argv, "--kt-method") == "MXFP4"
+    assert flag(argv, "--attention-backend") == "compressed" and flag(argv, "--kv-cache-dtype") == "fp8_e4m3"
+
+
 def test_amx_method_search_keeps_threshold_zero(capsys, tmp_path):
     res = run_json(
         capsys,

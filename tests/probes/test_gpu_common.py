@@ -119,3 +119,18 @@ def test_the_pipeline_runs_in_each_layerwise_method_asked_for():
         "pipeline glm-4.7 FP8_PERCHANNEL",
     ]
     assert [n for n in steps if n.startswith("gpu_moe")] == ["gpu_moe glm-4.7"]
+
+
+def test_deepseek_v4_is_probed_at_representative_attention_shapes():
+    """DeepSeek-V4's compressed attention runs SGLang's kernels, which the probe does not run: its
+    attention and attention blocks are timed at the representative shapes, its experts in BF16 at
+    its own shape (MXFP4 has no layerwise GPU path in kttune), each with a note."""
+    from kttune.probes.gpu_common import DEEPSEEK_ATTN, REPRESENTATIVE_BLOCKS, shapes_for
+    from kttune.spec.loader import load_model
+
+    s = shapes_for(load_model("deepseek-v4-flash"))
+    assert s.attention == (DEEPSEEK_ATTN,)
+    assert [b.name for b in s.blocks] == list(REPRESENTATIVE_BLOCKS)
+    assert [(m.hidden, m.inter, m.experts, m.top_k) for m in s.moe] == [(4096, 2048, 256, 6)]
+    assert any("compressed sparse attention" in n for n in s.notes)
+    assert any("MXFP4 has no layerwise GPU path" in n for n in s.notes)

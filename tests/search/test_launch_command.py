@@ -223,3 +223,34 @@ def test_an_mla_command_without_a_cap_overcommits_and_says_so():
         parse_launch_command(cmd + f"--max-total-tokens {fits}"), v3, "FP8", 141 * GIB, RAG, (11, 13, 15, 16), 16, 1
     )
     assert capped.cfg.max_total_tokens == fits and not any("sizes the MLA KV pool" in n for n in capped.notes)
+
+
+V4 = "python -m sglang.launch_server --model /m --kt-weight-path /m --kt-method MXFP4 --kt-cpuinfer 13 "
+
+
+def _v4(extra: str, vram_gib: float = 48):
+    p = parse_launch_command(V4 + extra)
+    return resolve_launch(p, model("deepseek-v4-flash"), "MXFP4", int(vram_gib * GIB), RAG, (11, 13, 15, 16), 16, 1)
+
+
+def test_deepseek_v4_runs_as_sglang_forces_it():
+    """Page 256, an fp8 cache (another dtype stops SGLang at start), 256 requests when unset, and its
+    compressed backend whatever --attention-backend says (docs/deepseek-v4.md)."""
+    r = _v4("--kt-num-gpu-experts 4 --mem-fraction-static 0.8 --page-size 64 --attention-backend flashinfer")
+    assert r.cfg.page_size == 256 and r.cfg.kv_cache_dtype_bytes == 1 and r.cfg.max_running_requests == 256
+    assert any("compressed backend" in n for n in r.notes) and any("--page-size 64" in n for n in r.notes)
+    with pytest.raises(UserError, match="fp8_e4m3 only"):
+        _v4("--kt-num-gpu-experts 4 --kv-cache-dtype bf16")
+
+
+def test_deepseek_v4s_pool_is_capped_by_sglangs_first_sizing():
+    """With --max-total-tokens, SGLang caps DeepSeek-V4's pool at the tokens its first sizing's cell
+    (30,444 bytes for Flash) finds room for; without it, its calculator fills the room at 15,956 a token."""
+    fraction = "--kt-num-gpu-experts 4 --mem-fraction-static 0.6 --chunked-prefill-size 4096 "
+    unset = _v4(fraction)
+    capped = _v4(fraction + "--max-total-tokens 4000000")
+    assert unset.cfg.max_total_tokens > 1.8 * capped.cfg.max_total_tokens
+    assert capped.cfg.max_total_tokens == capped.profiled_kv_tokens
+    assert any("caps the pool" in n for n in capped.notes)
+    small = _v4(fraction + "--max-total-tokens 65536")
+    assert small.cfg.max_total_tokens == 65536 and any("SWA share to 0.13" in n for n in small.notes)

@@ -101,6 +101,11 @@ def test_entry_values():
     # DeepSeek-V3.2: V3's 671B and the sparse-attention indexer's 0.85B (61 layers of wq_b, wk, weights_proj)
     assert (by["deepseek-v3.2"].total_params - by["deepseek-v3"].total_params) / 1e9 == pytest.approx(0.85, abs=0.01)
     assert by["deepseek-v3.2"].default_method == "FP8"
+    # DeepSeek-V4-Flash: published 284B total, 13B active (tests/spec/test_compressed_attention.py
+    # counts its tensors); its experts MXFP4 beside fp8 attention
+    assert by["deepseek-v4-flash"].total_params / 1e9 == pytest.approx(284, rel=0.01)
+    assert by["deepseek-v4-flash"].active_params / 1e9 == pytest.approx(13, rel=0.1)
+    assert (by["deepseek-v4-flash"].checkpoint_format, by["deepseek-v4-flash"].default_method) == ("mxfp4", "MXFP4")
     # the names carry the published totals (the language model; the vision towers are not counted)
     for name, total, active in (
         ("qwen3.5-397b-a17b", 397, 17),

@@ -166,7 +166,21 @@ def resolve_evaluator(req: TuneRequest) -> tuple[str, str]:
         return "model", "no GPU here (torch sees no CUDA device)"
     if req.gpus > 1:
         return "model", f"--gpus {req.gpus}: the runner in tune measures one GPU (TP 1)"
+    refused = _runner_refusal(req)
+    if refused:
+        return "model", refused
     return "runner", "a CUDA GPU is present"
+
+
+def _runner_refusal(req: TuneRequest) -> str | None:
+    """Why the path runner cannot run the model with the request's method (DeepSeek-V4's attention,
+    the MX methods: `kttune.runner.session.runner_refusal`), or None."""
+    from kttune.runner.session import runner_refusal
+    from kttune.spec.loader import load_model
+    from kttune.spec.methods import get_method
+
+    model = load_model(req.model, req.method)
+    return runner_refusal(model, get_method(req.method or model.default_method).name)
 
 
 def state_key(req: TuneRequest, evaluator: str) -> str:

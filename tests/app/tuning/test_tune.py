@@ -139,3 +139,18 @@ def test_a_profile_holds_only_on_its_own_machine_kind():
     assert not profile_holds(p, here, "MXFP4")[0]  # no CPU MoE curves of that method
     # the same machine read with its CPUID numbers: the profile written before they were still holds
     assert profile_holds(p, replace(here, cpu=replace(here.cpu, family=6, model_number=207)), "BF16")[0]
+
+
+def test_on_a_gpu_a_model_the_runner_cannot_run_is_answered_by_the_cost_model(monkeypatch):
+    """Where CUDA is, tune measures with the path runner, except for what it cannot run: DeepSeek-V4
+    (SGLang's compressed attention) and MX methods (sglang-kt's own GPU experts); those get the cost
+    model's answer and the reason. The GPU is what is pretended here: this VM has none."""
+    from kttune.app.tuning import run
+
+    monkeypatch.setattr(run, "_has_cuda", lambda: True)
+    gb = 48 * 2**30
+    assert resolve_evaluator(TuneRequest(model="qwen3-30b-a3b", vram_bytes=gb))[0] == "runner"
+    ev, why = resolve_evaluator(TuneRequest(model="deepseek-v4-flash", vram_bytes=gb))
+    assert ev == "model" and "compressed sparse attention" in why
+    ev, why = resolve_evaluator(TuneRequest(model="gpt-oss-20b", vram_bytes=gb))
+    assert ev == "model" and "MXFP4" in why
