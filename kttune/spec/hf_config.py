@@ -183,7 +183,7 @@ def checkpoint_format_from_quant(config: dict, name: str = "model") -> str:
 
 
 # Bytes per weight of a non-expert Linear stored in a quantized format (weight + scale share).
-def _linear_bytes_per_param(fmt: str, hidden: int) -> float:
+def linear_bytes_per_param(fmt: str, hidden: int) -> float:
     return {
         "fp8_block": 1 + 4 / (128 * 128),
         "fp8_channel": 1 + 4 / max(hidden, 1),
@@ -449,7 +449,7 @@ def _compressed_non_expert_bytes(
     fp32 = hc_layer * n + hc_head + experts * n + parts["c4_small"] * n4 + parts["c128_small"] * n128
     norms = (parts["small"] + 2 * h) * n + h
     hash_tables = _count(cfg, name, "num_hash_layers") * _int(cfg, name, "vocab_size") * top_k * 4
-    total = fp8 * _linear_bytes_per_param("fp8_block", h) + 2 * bf16 + 4 * fp32 + dtype_bytes * norms + hash_tables
+    total = fp8 * linear_bytes_per_param("fp8_block", h) + 2 * bf16 + 4 * fp32 + dtype_bytes * norms + hash_tables
     return int(math.ceil(total))
 
 
@@ -871,7 +871,7 @@ def _non_expert_bytes_estimate(cfg: dict, p: NonExpertParams, fmt: str, dtype_by
     if not isinstance(qc, dict) or fmt == "bf16":
         return p.total * dtype_bytes
     ignore = _ignore_list(qc) or []
-    q_bytes = _linear_bytes_per_param(fmt, h)
+    q_bytes = linear_bytes_per_param(fmt, h)
     parts = (
         (p.attention_linear, "model.layers.0.self_attn.o_proj"),
         (p.dense_mlp, "model.layers.0.mlp.down_proj"),

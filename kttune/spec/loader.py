@@ -15,7 +15,8 @@ from kttune.spec.catalog import (
     resolve_catalog_name,
     unknown_model_error,
 )
-from kttune.spec.hf_config import spec_from_config
+from kttune.spec import compressed_attention as compressed
+from kttune.spec.hf_config import linear_bytes_per_param, spec_from_config
 from kttune.spec.methods import bytes_per_expert, get_method
 from kttune.spec.model_spec import ModelSpec
 from kttune.spec.safetensors_headers import summarize_safetensors
@@ -83,7 +84,16 @@ def _load_path(path: Path, method: str | None) -> ModelSpec:
             f"routed-expert bytes on disk ({summary.routed_expert_bytes / GB:.2f} GB) differ from "
             f"{expected / GB:.2f} GB expected for {spec.checkpoint_format}: check quantization_config"
         )
-    return spec.with_overrides(non_expert_bytes_measured=summary.non_expert_bytes, notes=tuple(notes))
+    measured = summary.non_expert_bytes
+    if spec.compressed_attention is not None:
+        # DeepSeek-V4: SGLang dequantizes wo_a from the checkpoint's fp8 to bf16 (docs/deepseek-v4.md#weights)
+        wo_a = compressed.attention_params(
+            spec.hidden_size, spec.num_attention_heads, spec.q_lora_rank, spec.compressed_attention
+        )["bf16"]
+        widened = int(wo_a * spec.num_layers * (2 - linear_bytes_per_param("fp8_block", spec.hidden_size)))
+        measured += widened
+        notes.append(f"wo_a held in bf16 by SGLang, fp8 on disk: {widened / GB:.2f} GB added to the measured bytes")
+    return spec.with_overrides(non_expert_bytes_measured=measured, notes=tuple(notes))
 
 
 def load_model(name_or_path: str, method: str | None = None) -> ModelSpec:

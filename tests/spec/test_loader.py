@@ -101,6 +101,21 @@ def test_measured_non_expert_bytes_from_headers(tmp_path):
     assert not any("differ from" in n for n in s.notes)  # 2 experts x 3 x 8x16 bf16 = as expected
 
 
+def test_deepseek_v4s_measured_bytes_hold_wo_a_as_sglang_does(tmp_path):
+    """DeepSeek-V4's checkpoint keeps wo_a in fp8 and SGLang holds it in bf16: the header sum gets
+    wo_a's 8 x 1,024 x 4,096 weights a layer once more, less their block scales (docs/deepseek-v4.md#weights)."""
+    cfg = catalog_config("deepseek-v4-flash")
+    d = _model_dir(tmp_path, "dsv4", cfg)
+    t = {"embed.weight": np.zeros((64, 16), np.float16), "layers.0.attn.wo_a.weight": np.zeros((64, 64), np.uint8)}
+    t["layers.0.ffn.experts.0.w1.weight"] = np.zeros((8, 8), np.uint8)
+    save_file(t, str(d / "model.safetensors"))
+    s = load_model(str(d))
+    on_disk = t["embed.weight"].nbytes + t["layers.0.attn.wo_a.weight"].nbytes
+    widened = 8 * 1024 * 4096 * 43 * (1 - 4 / (128 * 128))
+    assert s.non_expert_bytes_measured == on_disk + int(widened)
+    assert any("wo_a held in bf16" in n for n in s.notes)
+
+
 def test_routed_bytes_mismatch_is_noted(tmp_path):
     cfg = {**catalog_config("mixtral-8x7b"), "num_hidden_layers": 1}
     d = _model_dir(tmp_path, "mixtral-one-layer", cfg)
