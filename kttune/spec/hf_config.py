@@ -423,6 +423,20 @@ def _compressed_attention(cfg: dict, name: str, num_layers: int) -> compressed.C
     )
 
 
+def _compressed_attention_params(
+    cfg: dict, name: str, ca: compressed.CompressedAttentionSpec, h: int, heads: int, num_layers: int
+) -> tuple[int, int]:
+    """DeepSeek-V4's attention parameters over all its layers (Linears; norms, sinks, position
+    biases and the hyper-connections), by layer kind (`compressed_attention.attention_params`)."""
+    parts = compressed.attention_params(h, heads, _count(cfg, name, "q_lora_rank"), ca)
+    n4, n128 = len(ca.c4_layer_ids), len(ca.c128_layer_ids)
+    hc_layer, hc_head = compressed.hyper_connection_params(h, ca)
+    linear = (parts["fp8"] + parts["bf16"]) * num_layers + (parts["c4_fp8"] + parts["c4_bf16"]) * n4
+    linear += parts["c128_bf16"] * n128
+    other = parts["small"] * num_layers + parts["c4_small"] * n4 + parts["c128_small"] * n128
+    return linear, other + hc_layer * num_layers + hc_head
+
+
 def _compressed_non_expert_bytes(
     cfg: dict,
     name: str,
@@ -767,16 +781,8 @@ def _parse(
     # DeepSeek noaux_tc / MiniMax use_routing_bias / gpt-oss gate bias: one bias per expert.
     router_bias = router.bias or router.gate_bias
     shared_gate = h if rules.shared_expert_gate and shared_width else 0
-    if ca is not None:
-        q_lora = _count(cfg, name, "q_lora_rank")
-        parts = compressed.attention_params(h, heads, q_lora, ca)
-        n4, n128 = len(ca.c4_layer_ids), len(ca.c128_layer_ids)
-        hc_layer, hc_head = compressed.hyper_connection_params(h, ca)
-        attn_linear = 0
-        idx_linear = (parts["fp8"] + parts["bf16"]) * num_layers + (parts["c4_fp8"] + parts["c4_bf16"]) * n4
-        idx_linear += parts["c128_bf16"] * n128
-        idx_other = parts["small"] * num_layers + parts["c4_small"] * n4 + parts["c128_small"] * n128
-        idx_other += hc_layer * num_layers + hc_head
+    if ca is not None:  # DeepSeek-V4's layers differ by kind: their sums, in the indexer's slots
+        idx_linear, idx_other = _compressed_attention_params(cfg, name, ca, h, heads, num_layers)
     params = NonExpertParams(
         embedding=vocab * h,
         lm_head=0 if tie else vocab * h,
