@@ -71,6 +71,15 @@ SPARSE_BACKEND = "nsa"
 GLM_DSA_FAMILY = "glm_moe_dsa"
 
 
+# What `benchmarks/bench_mx_methods.py` measured of kt-kernel's MX classes against the same-bits methods
+# a profile without them is read from (the development VM, 1 thread; docs/probe.md#mx-methods): said
+# where the cost model stands in for them, never applied.
+MX_SLOWER_THAN_SAME_BITS = {
+    "MXFP4": "1.9-3.7x RAWINT4's time",
+    "MXFP8": "1.8-14x AMXINT8's and 1.2-2.1x FP8_PERCHANNEL's time",
+}
+
+
 def sparse_prefill_is_dense(sm: int | None, kv_len: float, index_topk: int, family: str = "") -> bool:
     """Whether SGLang's nsa backend runs a sparse-attention model's prefill forward as dense attention
     (`NativeSparseAttnBackend.set_nsa_prefill_impl`, docs/cost-model.md#sparse-attention): on SM 90
@@ -354,10 +363,17 @@ class Components:
         bits = {n: METHODS[n].cpu_format for n in have if n in METHODS}
         same = [n for n, f in bits.items() if _bits(f) == _bits(self.method.cpu_format)]
         sub = sorted(same)[0] if same else ("BF16" if "BF16" in have else sorted(have)[0])
-        self.notes.append(
+        note = (
             f"CPU MoE for {self.method.name} was not measured on this profile; used the {sub} curves, "
             f"rescaled by bytes per expert ({_bits(self.method.cpu_format):g} vs {_bits(METHODS[sub].cpu_format):g} bits)"
         )
+        if self.method.name in MX_SLOWER_THAN_SAME_BITS:
+            note += (
+                f": kt-kernel's {self.method.name} class ran {MX_SLOWER_THAN_SAME_BITS[self.method.name]} on the "
+                f"development VM (docs/probe.md#mx-methods), so this is likely fast; `kttune probe --model "
+                f"{self.model.name}` times it"
+            )
+        self.notes.append(note)
         return sub
 
     def fit_report(self, threads: int, pools: int = 1) -> dict[str, dict]:
