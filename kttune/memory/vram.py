@@ -12,7 +12,14 @@ from dataclasses import asdict, dataclass, replace
 
 from kttune.config import LaunchConfig
 from kttune.spec import compressed_attention as compressed
-from kttune.spec.methods import KtMethod, bytes_per_expert, get_method, gpu_format, layerwise_slot_bytes_per_expert
+from kttune.spec.methods import (
+    KtMethod,
+    bytes_per_expert,
+    get_method,
+    gpu_format,
+    layerwise_slot_bytes_per_expert,
+    mxfp4_raw_bytes_per_expert,
+)
 from kttune.spec.model_spec import GDN_CHUNK, ModelSpec
 from kttune.units import MIB
 
@@ -245,9 +252,15 @@ def req_to_token_pool_bytes(model: ModelSpec, cfg: LaunchConfig) -> int:
 
 
 def gpu_expert_bytes(model: ModelSpec, method: KtMethod, cfg: LaunchConfig) -> int:
-    """Resident GPU experts: n per MoE layer, each sharded I/tp (part of SGLang's 'weights')."""
+    """Resident GPU experts: n per MoE layer, each sharded I/tp (part of SGLang's 'weights'). MXFP4 with
+    a layerwise threshold keeps each resident expert raw (fp32 scales) beside its swizzled copy, for the
+    full-GPU prefill fallback (sglang-kt's `mxfp4_deepseek.py`, `_keep_raw_for_full_gpu_fallback`;
+    docs/memory.md#layerwise-extra)."""
     fmt = gpu_format(method, model.checkpoint_format)
-    per = bytes_per_expert(fmt, model.hidden_size, model.moe_intermediate_size // cfg.tp)
+    i_tp = model.moe_intermediate_size // cfg.tp
+    per = bytes_per_expert(fmt, model.hidden_size, i_tp)
+    if fmt == "mxfp4" and method.layerwise and cfg.gpu_prefill_token_threshold > 0:
+        per += mxfp4_raw_bytes_per_expert(model.hidden_size, i_tp)
     return model.num_moe_layers * cfg.num_gpu_experts * per
 
 

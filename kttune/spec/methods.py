@@ -82,12 +82,17 @@ def host_bytes_per_expert(fmt: str, hidden: int, inter: int) -> int:
     return bytes_per_expert(fmt, hidden, inter) + f.scales_per_expert(hidden, inter) * extra
 
 
+def mxfp4_raw_bytes_per_expert(hidden: int, inter: int) -> int:
+    """One MXFP4 expert as sglang-kt's DeepSeek-V4 method holds it raw on the GPU: packed e2m1 and
+    fp32 scales per 32 (`DeepSeekMxfp4MoEMethod.create_weights`; docs/memory.md#layerwise-extra)."""
+    n = 3 * hidden * inter
+    return n // 2 + (n // 32) * 4
+
+
 def mxfp4_layerwise_slot_bytes_per_expert(hidden: int, inter: int) -> int:
     """MXFP4 layerwise keeps a raw slot with fp32 scales plus a Marlin-prepared copy
     (sglang-kt `_mxfp4_raw_slot_storage_nbytes`; docs/memory.md#layerwise-extra)."""
-    n = 3 * hidden * inter
-    raw = n // 2 + (n // 32) * 4
-    return raw + bytes_per_expert("mxfp4", hidden, inter)
+    return mxfp4_raw_bytes_per_expert(hidden, inter) + bytes_per_expert("mxfp4", hidden, inter)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from kttune.cost.prefill import non_moe_ms
 from kttune.hw.features import attention_prefill_flops
 from kttune.memory import vram
 from kttune.spec import compressed_attention as ca_mod
+from kttune.spec.methods import get_method
 from kttune.units import GIB
 from tests.helpers import model, profile
 
@@ -85,3 +86,14 @@ def test_decode_reads_a_bounded_cache_per_layer():
     ca = m.compressed_attention
     assert read < 1_048_576 * ca.key_bytes * m.num_layers / 20
     assert read == pytest.approx(sum(b * min(1_048_576, cap) for b, cap in ca_mod.decode_reads(ca, m.num_layers)))
+
+
+def test_resident_mxfp4_experts_are_held_raw_too_when_a_threshold_is_set():
+    """sglang-kt's DeepSeek-V4 MXFP4 method keeps each resident expert raw (e2m1 and fp32 scales per 32)
+    beside its swizzled copy when --kt-gpu-prefill-token-threshold > 0 (mxfp4_deepseek.py)."""
+    m = model(FLASH)
+    n = 3 * 4096 * 2048
+    off = vram.gpu_expert_bytes(m, get_method("MXFP4"), LaunchConfig("MXFP4", 1, 8, 8192, 0, 65536, 11))
+    on = vram.gpu_expert_bytes(m, get_method("MXFP4"), LaunchConfig("MXFP4", 1, 8, 8192, 4096, 65536, 11))
+    assert off == 43 * 8 * (n // 2 + n // 32)
+    assert on - off == 43 * 8 * (n // 2 + n // 32 * 4)
