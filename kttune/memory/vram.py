@@ -6,6 +6,7 @@ the largest (it also holds the KT staging buffers), so that is the rank reported
 
 from __future__ import annotations
 
+import bisect
 import math
 
 from dataclasses import asdict, dataclass, replace
@@ -147,14 +148,12 @@ def decode_kv_reads(
     (docs/cost-model.md#sparse-attention). Linear-attention layers read their recurrent state and
     write it back whatever the context (`linear_state_bytes_per_request`, twice): a term of one
     token (docs/cost-model.md#linear-attention-layers). Terms of 0 bytes are left out."""
-    if model.compressed_attention is not None:
-        return tuple(
-            (b, cap) for b, cap in compressed.decode_reads(model.compressed_attention, model.num_layers) if b > 0
-        )
     per_layer = _kv_bytes_per_layer(model, tp, dtype_bytes)
     full = len(model.full_attention_layer_ids)
     terms: list[tuple[float, float]] = [(2.0 * linear_state_bytes_per_request(model, tp), 1.0)]
-    if model.sparse_attention and sparse:
+    if model.compressed_attention is not None:
+        terms += compressed.decode_reads(model.compressed_attention, model.num_layers)
+    elif model.sparse_attention and sparse:
         terms += [(dsa_index_bytes_per_layer(model) * len(model.indexer_layer_ids), math.inf)]
         terms += [(per_layer * full, float(model.sparse_attention.index_topk))]
     else:
@@ -718,39 +717,33 @@ def max_kv_tokens_that_fit(model: ModelSpec, cfg: LaunchConfig, vram_budget_byte
     without_kv = vram_breakdown(model, cfg.__class__(**{**cfg.to_dict(), "max_total_tokens": 0}))
     free = vram_budget_bytes - without_kv.runtime_peak_bytes
     if model.compressed_attention is not None:
-        return _compressed_tokens_that_fit(model, cfg, vram_budget_bytes, free, page)
+        return _compressed_tokens_that_fit(model, cfg, vram_budget_bytes, without_kv, page)
     cell = kv_cell_bytes(model, cfg.tp, cfg.kv_cache_dtype_bytes)
     if free <= 0 or cell <= 0:
         return 0
     return int(free // cell) // page * page
 
 
-def _compressed_tokens_that_fit(model: ModelSpec, cfg: LaunchConfig, budget: int, free: float, page: int) -> int:
+def _compressed_tokens_that_fit(
+    model: ModelSpec, cfg: LaunchConfig, budget: int, without_kv: VramBreakdown, page: int
+) -> int:
     """DeepSeek-V4's largest pool (pages of `page`) whose runtime peak fits: the pools alone give an
     upper bound (`compressed_attention.full_tokens_in`), and the peak also grows with the pool through
     the indexer's logits over every compressed entry of the longest sequence
     (`compressed_attention_phase_bytes`), so the peak itself is bisected below that bound."""
+    free = budget - without_kv.runtime_peak_bytes
     hi = compressed.full_tokens_in(model.compressed_attention, free, cfg.chunked_prefill_size, page) // page
     # SGLang's first sizing caps the pool at the room over its larger cell: the fraction that leaves it
     # must stay within MAX_STATIC_SHARE of the budget
-    without_kv = vram_breakdown(model, cfg.__class__(**{**cfg.to_dict(), "max_total_tokens": 0}))
     first = compressed.first_pass_cell_bytes(model.compressed_attention, model.num_layers)
     hi = min(hi, int((MAX_STATIC_SHARE * budget - without_kv.startup_bytes) // first) // page)
     if hi <= 0:
         return 0
 
-    def fits(pages: int) -> bool:
-        c = cfg.__class__(**{**cfg.to_dict(), "max_total_tokens": pages * page})
-        return vram_breakdown(model, c).runtime_peak_bytes <= budget
+    def too_big(pages: int) -> bool:
+        return vram_breakdown(model, replace(cfg, max_total_tokens=pages * page)).runtime_peak_bytes > budget
 
-    lo = 0
-    while hi - lo > 0:
-        mid = (lo + hi + 1) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo * page
+    return bisect.bisect_left(range(1, hi + 1), True, key=too_big) * page
 
 
 def kv_start_room(model: ModelSpec, cfg: LaunchConfig) -> float:

@@ -249,9 +249,10 @@ def resolve_launch(
             f"{f('max_total_tokens')} unset: the pool fills what {f('mem_fraction_static')} {mfs:g} leaves, "
             f"{pool:,} tokens; freed VRAM (fewer GPU experts) then only grows it, never the runtime headroom"
         )
-    holds = kv_tokens_the_room_holds(model, base, vram_bytes, mfs)
     if model.compressed_attention is not None:
         pool, holds = _compressed_pool(parsed, model, base, vram_bytes, mfs, profiled, notes)
+    else:
+        holds = kv_tokens_the_room_holds(model, base, vram_bytes, mfs)
     if pool > holds:
         over = (pool - holds) * kv_cell_bytes(model, tp, base.kv_cache_dtype_bytes)
         notes.append(

@@ -18,6 +18,7 @@ streams wide (hyper-connections), mixed before and after each sublayer.
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 
@@ -201,14 +202,9 @@ def full_tokens_in(ca: CompressedAttentionSpec, room: float, chunked_prefill_siz
     is found by bisection."""
     if room <= 0:
         return 0
-    lo, hi = 0, max(1, int(room / ca.bytes_per_full_token(SWA_RATIO))) + 1
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if pool_bytes(ca, mid, chunked_prefill_size) <= room:
-            lo = mid
-        else:
-            hi = mid
-    return lo // page * page
+    most = int(room / ca.bytes_per_full_token(SWA_RATIO))  # the share is at least SWA_RATIO
+    fits = bisect.bisect_left(range(1, most + 1), True, key=lambda n: pool_bytes(ca, n, chunked_prefill_size) > room)
+    return fits // page * page
 
 
 def first_pass_cell_bytes(ca: CompressedAttentionSpec, num_layers: int) -> int:

@@ -444,6 +444,7 @@ def _compressed_non_expert_bytes(
     ca: compressed.CompressedAttentionSpec,
     h: int,
     heads: int,
+    num_layers: int,
     experts: int,
     top_k: int,
     dtype_bytes: int,
@@ -455,7 +456,7 @@ def _compressed_non_expert_bytes(
     the position biases and the correction biases in fp32; the hash layers' token-to-expert tables
     (`num_hash_layers` x vocab x top-k) in int32; norms in the 16-bit dtype."""
     parts = compressed.attention_params(h, heads, _count(cfg, name, "q_lora_rank"), ca)
-    n, n4, n128 = _int(cfg, name, *LAYER_COUNT_KEYS), len(ca.c4_layer_ids), len(ca.c128_layer_ids)
+    n, n4, n128 = num_layers, len(ca.c4_layer_ids), len(ca.c128_layer_ids)
     fp8 = parts["fp8"] * n + parts["c4_fp8"] * n4 + p.shared_experts
     bf16 = parts["bf16"] * n + parts["c4_bf16"] * n4 + parts["c128_bf16"] * n128
     bf16 += p.embedding + p.lm_head + h * experts * n
@@ -816,7 +817,9 @@ def _parse(
 
     dtype_bytes = _DTYPE_BYTES.get(str(_first(cfg, "torch_dtype", "dtype") or "bfloat16").lower(), 2)
     if ca is not None:
-        est_bytes = _compressed_non_expert_bytes(cfg, name, params, ca, h, heads, num_experts, top_k, dtype_bytes)
+        est_bytes = _compressed_non_expert_bytes(
+            cfg, name, params, ca, h, heads, num_layers, num_experts, top_k, dtype_bytes
+        )
     else:
         est_bytes = _non_expert_bytes_estimate(cfg, params, ckpt_format, dtype_bytes, h)
 

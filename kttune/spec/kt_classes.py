@@ -147,8 +147,6 @@ def kt_class_on_isa(method: str, isa_class: str) -> str | None:
         for name, needs in prefs:
             if name.startswith("AMX") and (isa_class == "amx" or not any(f.startswith("amx") for f in needs)):
                 return name
-        if any(name.startswith("AMX") and not needs for name, needs in prefs):
-            return None
     return next((name for name, _ in prefs if name.startswith("AVX2")), None)
 
 
