@@ -41,7 +41,7 @@ import torch
 
 from kttune.kernels import int4 as int4_fmt
 from kttune.kernels import mx
-from kttune.spec.methods import FP8_BLOCK, bytes_per_expert, get_method, host_bytes_per_expert
+from kttune.spec.methods import FP8_BLOCK, get_method, host_bytes_per_expert
 from kttune.units import MIB
 
 FP8_E4M3_MAX = 448.0
@@ -52,7 +52,10 @@ ONLINE_QUANTIZED = ("AMXINT4", "AMXINT8")
 # Methods whose experts this module can hold and write.
 METHODS = ("BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4", "AMXINT4", "AMXINT8", "MXFP4", "MXFP8")
 # Methods whose experts stage A streams in layerwise prefill (docs/weight-formats.md).
-LAYERWISE_METHODS = ("BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4")
+LAYERWISE_METHODS = ("BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4", "MXFP4")
+# Methods whose experts the GPU side repacks after stage A (stage C) into the word layout of
+# `kttune.kernels.int4` that the 4-bit GEMM reads; the others are read as written.
+REPACKED_METHODS = ("RAWINT4", "MXFP4")
 
 
 def norm_method(method: str) -> str:
@@ -73,8 +76,9 @@ def expert_nbytes(method: str, hidden: int, inter: int) -> int:
 
 
 def write_nbytes(method: str, hidden: int, inter: int, tp: int = 1) -> int:
-    """Bytes stage A writes for one expert into the slots of all `tp` GPU ranks."""
-    return tp * bytes_per_expert(source_format(method), hidden, inter // tp)
+    """Bytes stage A writes for one expert into the slots of all `tp` GPU ranks (MXFP4's scales in
+    bf16, as kt-kernel writes them)."""
+    return tp * host_bytes_per_expert(source_format(method), hidden, inter // tp)
 
 
 # ---- tensor kinds -------------------------------------------------------------------------------------
@@ -162,6 +166,17 @@ def slot_kinds(method: str, hidden: int, inter: int, tp: int = 1) -> tuple[Tenso
     if "down_scale" in k:
         out.append(TensorKind("s2", k["down_scale"].shape, k["down_scale"].dtype))
     return tuple(out)
+
+
+def word_kinds(kinds: Sequence[TensorKind]) -> tuple[TensorKind, ...]:
+    """Slot kinds (`slot_kinds`) as stage C reads them: MXFP4's uint8 `[out, in/2]` matrices as the
+    int32 `[out, in/8]` words of the same bytes (`kttune.kernels.int4.mxfp4_words`); every other kind unchanged."""
+    return tuple(
+        TensorKind(k.name, k.shape[:-1] + (k.shape[-1] // 4,), torch.int32)
+        if k.dtype == torch.uint8 and k.name in ("w13", "w2")
+        else k
+        for k in kinds
+    )
 
 
 def kinds_nbytes(kinds: Sequence[TensorKind]) -> int:

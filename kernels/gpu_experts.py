@@ -1,12 +1,12 @@
 """Routed experts resident in GPU memory, in sglang's fused-MoE layout, and the MoE over them.
 
 The tensors are what stage A writes per expert (`kttune.kernels.expert_weights.slot_kinds`): w13
-[E, 2I, H], w2 [E, H, I] and, by method, their scales; RAWINT4 after stage C's repack
-([E, in/8, out] words, [E, in/32, out] scales). The same object serves the hybrid path's n resident
+[E, 2I, H], w2 [E, H, I] and, by method, their scales; RAWINT4 and MXFP4 after stage C's repack
+([E, in/8, out] words, [E, in/32, out] scales; MXFP4's bytes read as int32 words, `kernels.int4`). The same object serves the hybrid path's n resident
 experts (built from host experts) and the layerwise path's full-layer slot (the pipeline's tensors).
 
 The MoE runs on kttune's kernels (`kttune.kernels.grouped_moe`): bf16 grouped GEMM, fp8 scaled
-grouped GEMM, Triton w4a16. sglang's `fused_moe` / `fused_marlin_moe` are not wired in: neither
+grouped GEMM, Triton w4a16 (int4 or e2m1 nibbles). sglang's `fused_moe` / `fused_marlin_moe` are not wired in: neither
 sglang nor sgl-kernel installs on any machine this was measured on (their wheels pin another
 torch), so no call into them could be run; the runner's `backends["sglang_ops"]` says whether they
 import where it runs.
@@ -23,7 +23,14 @@ from dataclasses import dataclass
 import torch
 
 from kttune.kernels import grouped_moe as gm
-from kttune.kernels.expert_weights import FP8_BLOCK, HostExperts, dequant_fp8_block, norm_method
+from kttune.kernels.expert_weights import (
+    FP8_BLOCK,
+    REPACKED_METHODS,
+    HostExperts,
+    dequant_fp8_block,
+    norm_method,
+    word_kinds,
+)
 from kttune.kernels.int4 import repack_int4
 
 
@@ -45,11 +52,13 @@ class GpuExperts:
         """Experts `experts` of `host` in GPU layout on `device` (rank `rank`'s I/tp share)."""
         m = norm_method(host.method)
         kinds = host.slot_kinds(tp)
+        if m in REPACKED_METHODS:
+            kinds = word_kinds(kinds)
         t = {k.name: torch.empty((len(experts),) + k.shape, dtype=k.dtype, device=device) for k in kinds}
         for j, e in enumerate(experts):
             for name, src in host.expected(e, tp, rank).items():
-                t[name][j].copy_(src)
-        if m == "RAWINT4":
+                t[name][j].view(torch.uint8).copy_(src.contiguous().view(torch.uint8))
+        if m in REPACKED_METHODS:
             out = {}
             for w, s in (("w13", "s13"), ("w2", "s2")):
                 q, sc, _ = repack_int4(t[w], t[s])
@@ -62,8 +71,9 @@ class GpuExperts:
         t = self.t
         if self.method == "BF16":
             return gm.moe_bf16(x, t["w13"], t["w2"], ids, weights)
-        if self.method == "RAWINT4":
-            return gm.moe_int4(x, gm.Int4Weights(t["w13"], t["s13"], t["w2"], t["s2"]), ids, weights)
+        if self.method in REPACKED_METHODS:
+            codes = "e2m1" if self.method == "MXFP4" else "int4"
+            return gm.moe_int4(x, gm.Int4Weights(t["w13"], t["s13"], t["w2"], t["s2"], codes), ids, weights)
         if self.method == "FP8_PERCHANNEL":
             return gm.moe_fp8(x, gm.Fp8Weights(t["w13"], t["s13"], t["w2"], t["s2"]), ids, weights)
         if self.method == "FP8":

@@ -11,7 +11,8 @@ tests use it):
   `torch._scaled_grouped_mm` where present, else per-expert `torch._scaled_mm` (row-wise), else
   dequantise and run bf16.
 - int4: compressed-tensors int4 g32 repacked by stage C (`kernels.int4`), Triton w4a16 GEMM on CUDA,
-  dequantise + per-expert matmul elsewhere.
+  dequantise + per-expert matmul elsewhere. MXFP4 runs the same way with the e2m1 decode (its bytes
+  and groups are int4 g32's, `kernels.int4`).
 
 `moe_reference` is the float64 oracle all of them are checked against.
 
@@ -405,41 +406,52 @@ def moe_fp8(
 
 @dataclass(frozen=True)
 class Int4Weights:
-    """Repacked int4 g32 experts (stage C output): q [E, K/8, N] int32, s [E, K/32, N] bf16."""
+    """Repacked 4-bit g32 experts (stage C output): q [E, K/8, N] int32, s [E, K/32, N] bf16; `codes`
+    says what a nibble means ("int4" for RAWINT4, "e2m1" for MXFP4)."""
 
     w13q: torch.Tensor  # [E, H/8, 2I]
     w13s: torch.Tensor  # [E, H/32, 2I]
     w2q: torch.Tensor  # [E, I/8, H]
     w2s: torch.Tensor  # [E, I/32, H]
+    codes: str = "int4"
 
     def dequantize(self) -> tuple[torch.Tensor, torch.Tensor]:
-        w13 = torch.stack([int4_fmt.dequantize_repacked(q, s) for q, s in zip(self.w13q, self.w13s)])
-        w2 = torch.stack([int4_fmt.dequantize_repacked(q, s) for q, s in zip(self.w2q, self.w2s)])
+        deq = int4_fmt.dequantize_repacked
+        w13 = torch.stack([deq(q, s, codes=self.codes) for q, s in zip(self.w13q, self.w13s)])
+        w2 = torch.stack([deq(q, s, codes=self.codes) for q, s in zip(self.w2q, self.w2s)])
         return w13, w2
 
 
-def quantize_int4_weights(w13: torch.Tensor, w2: torch.Tensor) -> Int4Weights:
-    """Dense [E, 2I, H] / [E, H, I] -> compressed-tensors int4 -> repacked (torch reference repack)."""
+def quantize_int4_weights(w13: torch.Tensor, w2: torch.Tensor, codes: str = "int4") -> Int4Weights:
+    """Dense [E, 2I, H] / [E, H, I] -> compressed-tensors int4 (or MXFP4, `codes` "e2m1") -> repacked
+    (torch reference repack)."""
+    from kttune.kernels import mx
+
+    def quant(we):
+        if codes == "e2m1":
+            p, s = mx.quantize_mxfp4(we)
+            return int4_fmt.mxfp4_words(p), s
+        return int4_fmt.quantize_int4_g32(we)
 
     def one(w):
         qs, ss = [], []
         for we in w:
-            p, s = int4_fmt.quantize_int4_g32(we)
-            q, s = int4_fmt.repack_int4_reference(p, s)
+            q, s = int4_fmt.repack_int4_reference(*quant(we))
             qs.append(q)
             ss.append(s)
         return torch.stack(qs), torch.stack(ss)
 
     w13q, w13s = one(w13)
     w2q, w2s = one(w2)
-    return Int4Weights(w13q, w13s, w2q, w2s)
+    return Int4Weights(w13q, w13s, w2q, w2s, codes)
 
 
 def moe_int4(
     x: torch.Tensor, w: Int4Weights, topk_ids: torch.Tensor, topk_weights: torch.Tensor, use_triton: bool | None = None
 ) -> tuple[torch.Tensor, str]:
-    """int4 weight-only MoE (bf16 activations). Triton on CUDA (it reads rows through the sorted slot
-    ids and writes slot rows into SGLang's caches, no gather); dequantise + loop elsewhere."""
+    """4-bit weight-only MoE (bf16 activations; int4 or e2m1 codes, `w.codes`). Triton on CUDA (it reads
+    rows through the sorted slot ids and writes slot rows into SGLang's caches, no gather); dequantise +
+    loop elsewhere."""
     from kttune.kernels import triton_int4
 
     E = w.w13q.shape[0]
@@ -449,7 +461,11 @@ def moe_int4(
     if not use_triton:
 
         def deq(qs, ss):
-            return _loop(lambda e, t: (t.float() @ int4_fmt.dequantize_repacked(qs[e], ss[e]).t()).to(torch.bfloat16))
+            return _loop(
+                lambda e, t: (t.float() @ int4_fmt.dequantize_repacked(qs[e], ss[e], codes=w.codes).t()).to(
+                    torch.bfloat16
+                )
+            )
 
         return fused_layout_moe(
             x, topk_ids, topk_weights, E, inter, deq(w.w13q, w.w13s), deq(w.w2q, w.w2s)
@@ -467,9 +483,10 @@ def moe_int4(
         sorted_ids, block_expert = sorted_ids[: blocks * bm], block_expert[:blocks]
         # c1: gate/up in slot rows (the Triton interpreter writes fp32)
         cache, c1, c2 = _piece_caches(mk, h, inter, x.device, torch.float32 if interp else torch.bfloat16)
-        triton_int4.int4_moe_gemm(x[t0:t1], w.w13q, w.w13s, sorted_ids, block_expert, n, k, bm, out=c1)
+        triton_int4.int4_moe_gemm(x[t0:t1], w.w13q, w.w13s, sorted_ids, block_expert, n, k, bm, out=c1, codes=w.codes)
         _activate(c1, c2, inter, mk)
         y = _outputs_view(cache, mk, h)
-        triton_int4.int4_moe_gemm(c2, w.w2q, w.w2s, sorted_ids, block_expert, n, 1, bm, out=y)
+        triton_int4.int4_moe_gemm(c2, w.w2q, w.w2s, sorted_ids, block_expert, n, 1, bm, out=y, codes=w.codes)
         _finish(y, sl.order, sl.valid, topk_weights[t0:t1], out[t0:t1], k)
-    return out, "triton-w4a16 (interpreter)" if interp else "triton-w4a16"
+    name = "triton-w4a16" if w.codes == "int4" else "triton-mxfp4a16"
+    return out, f"{name} (interpreter)" if interp else name

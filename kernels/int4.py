@@ -14,6 +14,11 @@ coalesced loads along the output dimension:
     qweight int32 [in/8, out]
     qscales bf16  [in/32, out]
 
+MXFP4 (`kernels.mx`) has the same bytes per element and per group: its uint8 `[out, in/2]`, element
+2j in the low nibble, read as int32 `[out, in/8]` on a little-endian host, puts element 8w+j in nibble
+j of word w, as here; only a nibble's meaning differs (an e2m1 code, `CODES`). So the runner's MXFP4
+experts go through the same repack and GEMM with the e2m1 decode (docs/path-runner.md#mxfp4).
+
 Pure torch here (CPU and CUDA); the Triton repack lives in `kernels.triton_int4`.
 """
 
@@ -24,6 +29,30 @@ import torch
 GROUP = 32
 PACK = 8  # int4 values per int32
 _SHIFTS = torch.arange(0, 32, 4, dtype=torch.int32)
+# What a nibble means: "int4" stored q + 8 (RAWINT4), "e2m1" an OCP FP4 code, sign in bit 3 (MXFP4).
+CODES = ("int4", "e2m1")
+
+
+def decode_nibbles(nib: torch.Tensor, codes: str = "int4") -> torch.Tensor:
+    """float32 values of 4-bit codes `nib` (integers 0..15)."""
+    if codes == "int4":
+        return (nib - 8).float()
+    if codes == "e2m1":
+        from kttune.kernels.mx import E2M1_VALUES
+
+        mag = E2M1_VALUES.to(nib.device)[(nib & 7).long()]
+        return torch.where(nib >= 8, -mag, mag)
+    raise ValueError(f"unknown nibble codes {codes!r} ({', '.join(CODES)})")
+
+
+def mxfp4_words(packed: torch.Tensor) -> torch.Tensor:
+    """MXFP4 uint8 `[.., out, in/2]` -> the same bytes as int32 `[.., out, in/8]` (nibble j of word w
+    = element 8w+j): the word layout stage C and the GEMM read."""
+    if packed.dtype != torch.uint8 or packed.shape[-1] % 4:
+        raise ValueError(
+            f"MXFP4 bytes must be uint8 with a multiple of 4 per row, got {packed.dtype} {tuple(packed.shape)}"
+        )
+    return packed.contiguous().view(torch.int32)
 
 
 def quantize_int4_g32(w: torch.Tensor, group: int = GROUP) -> tuple[torch.Tensor, torch.Tensor]:
@@ -72,12 +101,15 @@ def repack_int4_reference(packed: torch.Tensor, scales: torch.Tensor) -> tuple[t
     return packed.transpose(-2, -1).contiguous(), scales.transpose(-2, -1).contiguous()
 
 
-def dequantize_repacked(qweight: torch.Tensor, qscales: torch.Tensor, group: int = GROUP) -> torch.Tensor:
-    """Repacked int4 ([in/8, out], [in/32, out]) -> float32 weight [out, in] (for checks)."""
+def dequantize_repacked(
+    qweight: torch.Tensor, qscales: torch.Tensor, group: int = GROUP, codes: str = "int4"
+) -> torch.Tensor:
+    """Repacked 4-bit ([in/8, out], [in/32, out]) -> float32 weight [out, in] (for checks and the
+    torch path); `codes` says what a nibble means."""
     words, out_f = qweight.shape
     shifts = _SHIFTS.to(qweight.device)
-    nib = ((qweight.unsqueeze(1) >> shifts.view(1, PACK, 1)) & 0xF) - 8  # [in/8, 8, out]
-    q = nib.reshape(words * PACK, out_f).float()  # [in, out]
+    nib = (qweight.unsqueeze(1) >> shifts.view(1, PACK, 1)) & 0xF  # [in/8, 8, out]
+    q = decode_nibbles(nib, codes).reshape(words * PACK, out_f)  # [in, out]
     s = qscales.float().repeat_interleave(group, dim=0)  # [in, out]
     return (q * s).t().contiguous()
 

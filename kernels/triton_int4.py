@@ -65,6 +65,7 @@ if _HAVE_TRITON:
         stride_cm,
         K: tl.constexpr,
         GROUP: tl.constexpr,
+        E2M1: tl.constexpr,
         F32: tl.constexpr,
         BM: tl.constexpr,
         BN: tl.constexpr,
@@ -89,8 +90,15 @@ if _HAVE_TRITON:
             a = tl.load(a_ptrs, mask=mask_m[:, None], other=0.0)
             q = tl.load(q_ptrs)
             s = tl.load(s_ptrs)
-            nib = ((q >> shifts) & 0xF) - 8
-            w = nib.to(tl.float32) * s.to(tl.float32)
+            nib = (q >> shifts) & 0xF
+            if E2M1:  # OCP FP4 (MXFP4): sign bit 3, exponent bits 2-1, mantissa bit 0, bias 1
+                ex = (nib >> 1) & 3  # not `e`: that is the block's expert
+                m = (nib & 1).to(tl.float32)
+                mag = tl.where(ex == 0, 0.5 * m, (2.0 + m) * tl.exp2((ex - 2).to(tl.float32)))
+                v = tl.where(nib >= 8, -mag, mag)
+            else:  # int4 stored q + 8 (RAWINT4)
+                v = (nib - 8).to(tl.float32)
+            w = v * s.to(tl.float32)
             if F32:  # Triton's CPU interpreter converts fp32 -> bf16 wrongly; check the logic in fp32 there
                 acc += tl.dot(a.to(tl.float32), w)
             else:
@@ -176,10 +184,11 @@ def int4_moe_gemm(
     block_m: int,
     out: torch.Tensor | None = None,
     config: dict | None = None,
+    codes: str = "int4",
 ) -> torch.Tensor:
-    """C[t] = A[t // a_div] @ W_e(t) for every token slot t < num_valid, with W from the repacked int4
-    layout (qweight [E, K/8, N], qscales [E, K/32, N]). Output bf16 on CUDA (fp32 under the CPU
-    interpreter). `sorted_ids`/`block_expert` come from
+    """C[t] = A[t // a_div] @ W_e(t) for every token slot t < num_valid, with W from the repacked 4-bit
+    layout (qweight [E, K/8, N], qscales [E, K/32, N]; `codes` "int4" or "e2m1", `kernels.int4`).
+    Output bf16 on CUDA (fp32 under the CPU interpreter). `sorted_ids`/`block_expert` come from
     `kernels.routing.align_block_size`."""
     _need()
     E, KW, N = qweight.shape
@@ -214,6 +223,7 @@ def int4_moe_gemm(
         out.stride(0),
         K=K,
         GROUP=32,
+        E2M1=codes == "e2m1",
         F32=interp,
         BM=block_m,
         BN=BN,

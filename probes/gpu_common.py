@@ -80,7 +80,7 @@ def _representative_blocks() -> tuple:
     return tuple(load_model(n) for n in REPRESENTATIVE_BLOCKS)
 
 
-LAYERWISE_GPU_METHODS = ("BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4")
+LAYERWISE_GPU_METHODS = ("BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4", "MXFP4")
 
 
 def shapes_for(model, methods: tuple[str, ...] = ()) -> ShapeSet:

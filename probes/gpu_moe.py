@@ -16,7 +16,9 @@ from kttune.units import GIB
 
 TOKENS = (1, 4, 16, 64, 256, 1024, 2048, 4096, 8192, 16384, 32768)
 TOKENS_QUICK = (1, 16, 256, 2048, 8192)
-GPU_MOE_METHODS = ("BF16", "FP8", "RAWINT4")
+GPU_MOE_METHODS = ("BF16", "FP8", "RAWINT4")  # timed at every shape
+# every method the GPU MoE probe can time: the default set and MXFP4 (timed for a model served in it)
+GPU_MOE_KERNELS = GPU_MOE_METHODS + ("MXFP4",)
 
 
 def _weights(shape: MoeLayerShape, method: str, device):
@@ -39,9 +41,13 @@ def _weights(shape: MoeLayerShape, method: str, device):
             a, b = gm.quantize_fp8_per_channel(torch.randn(H, I, device=device, generator=g) * 0.02)
             q2.append(a), s2.append(b)
         return gm.Fp8Weights(torch.stack(q13), torch.stack(s13), torch.stack(q2), torch.stack(s2))
-    if method == "RAWINT4":
+    if method in ("RAWINT4", "MXFP4"):
         w13q = torch.randint(-(2**31), 2**31 - 1, (E, H // 8, 2 * I), device=device, dtype=torch.int32, generator=g)
         w2q = torch.randint(-(2**31), 2**31 - 1, (E, I // 8, H), device=device, dtype=torch.int32, generator=g)
+        if method == "MXFP4":  # power-of-two scales, as the checkpoint's ue8m0 bytes give
+            w13s = torch.exp2(-torch.randint(7, 11, (E, H // 32, 2 * I), device=device, generator=g).float())
+            w2s = torch.exp2(-torch.randint(7, 11, (E, I // 32, H), device=device, generator=g).float())
+            return gm.Int4Weights(w13q, w13s.to(torch.bfloat16), w2q, w2s.to(torch.bfloat16), "e2m1")
         w13s = (torch.rand(E, H // 32, 2 * I, device=device, generator=g) * 0.004 + 0.001).to(torch.bfloat16)
         w2s = (torch.rand(E, I // 32, H, device=device, generator=g) * 0.004 + 0.001).to(torch.bfloat16)
         return gm.Int4Weights(w13q, w13s, w2q, w2s)
@@ -88,7 +94,7 @@ def probe_gpu_moe_shape(
             ids, tw = random_routing(m, shape.experts, shape.top_k, device, seed=m)
             if method == "BF16":
                 fn = lambda: gm.moe_bf16(x, w[0], w[1], ids, tw)  # noqa: E731
-            elif method == "RAWINT4":
+            elif method in ("RAWINT4", "MXFP4"):
                 fn = lambda: gm.moe_int4(x, w, ids, tw)  # noqa: E731
             else:
                 fn = lambda: gm.moe_fp8(x, w, ids, tw)  # noqa: E731

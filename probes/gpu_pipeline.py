@@ -222,7 +222,7 @@ def probe_pipeline_layer(
     ideal = max(
         min(r.stage_a_ms for r in results), min(r.stage_b_ms for r in results), min(r.stage_c_ms for r in results)
     )
-    repack = "triton repack" if shape.method == "RAWINT4" else "no stage C"
+    repack = "triton repack" if shape.method in ("RAWINT4", "MXFP4") else "no stage C"
     curves = []
     for t, backend, runs in per_thread:
         pts = []

@@ -1,5 +1,6 @@
-"""Stage C: the RAWINT4 repack on the GPU against bytes repacked (experts at a time), ours (Triton)
-and sgl-kernel's `gptq_marlin_repack` where it imports."""
+"""Stage C: the 4-bit repack on the GPU against bytes repacked (experts at a time), ours (Triton)
+and sgl-kernel's `gptq_marlin_repack` where it imports. RAWINT4 and MXFP4 repack the same bytes the
+same way (MXFP4's read as int32 words, `kttune.kernels.int4`); the curve names the shape's method."""
 
 from __future__ import annotations
 
@@ -16,12 +17,13 @@ def probe_repack(
 ) -> list[Curve]:
     import torch
 
-    from kttune.kernels.expert_weights import slot_kinds
+    from kttune.kernels.expert_weights import REPACKED_METHODS, slot_kinds, word_kinds
     from kttune.kernels.int4 import repack_int4
 
     rep = reporter or NullReporter()
     device = torch.device("cuda", gpu)
-    kinds = {k.name: k for k in slot_kinds("RAWINT4", shape.hidden, shape.inter)}
+    method = shape.method if shape.method in REPACKED_METHODS else "RAWINT4"
+    kinds = {k.name: k for k in word_kinds(slot_kinds(method, shape.hidden, shape.inter))}
     per_expert = sum(k.nbytes for k in kinds.values())
     counts = (1, 4, 64) if quick else EXPERT_COUNTS
     n = max(counts)
@@ -45,10 +47,14 @@ def probe_repack(
         p = cuda_time_point(fn, x=c * per_expert, repeats=10, min_total_ms=20, max_repeats=100)
         gbps = 2 * c * per_expert / (p.t_ms * 1e-3) / 1e9  # read + write
         pts.append(Point(p.x, p.t_ms, p.t_ms_p10, p.t_ms_p90, p.n, {"experts": c, "rw_gbps": round(gbps, 1)}))
-    params = {"method": "RAWINT4", "hidden": shape.hidden, "inter": shape.inter, "model": shape.name}
+    params = {"method": method, "hidden": shape.hidden, "inter": shape.inter, "model": shape.name}
     curves = [
         Curve(
-            "stage_c_repack", "bytes", tuple(pts), params, backend=f"ours: {backend} (int4 g32 -> k-packed [in/8, out])"
+            "stage_c_repack",
+            "bytes",
+            tuple(pts),
+            params,
+            backend=f"ours: {backend} (4-bit g32 -> k-packed [in/8, out])",
         )
     ]
     try:

@@ -230,7 +230,7 @@ def plan_gpu_probes(
         steps.append(("copy", lambda: gpu_copy.probe_copy(max_layer, quick=quick, inventory=inventory, reporter=rep)))
     if "repack" in want:
         for s in shapes.moe:
-            if s.method == "RAWINT4" or model is None:
+            if s.method in ("RAWINT4", "MXFP4") or model is None:
                 steps.append((f"repack {s.name}", lambda s=s: gpu_repack.probe_repack(s, quick=quick, reporter=rep)))
                 break
     if "pipeline" in want:
@@ -244,8 +244,10 @@ def plan_gpu_probes(
         for s in geometries.values():
 
             def moe(s=s):
-                # quick: each shape in its own method only (the method its layerwise path runs)
-                methods = (s.method,) if quick and s.method in gpu_moe.GPU_MOE_METHODS else gpu_moe.GPU_MOE_METHODS
+                # quick: each shape in its own method only (the method its layerwise path runs); else
+                # the default set and the shape's own method (MXFP4 is timed for a model served in it)
+                own = (s.method,) if s.method in gpu_moe.GPU_MOE_KERNELS else ()
+                methods = own if quick and own else tuple(dict.fromkeys(gpu_moe.GPU_MOE_METHODS + own))
                 curves, notes = gpu_moe.probe_gpu_moe_shape(s, methods, quick=quick, reporter=rep)
                 for n in notes:
                     rep.note(n)

@@ -110,13 +110,20 @@ SGLANG_KT_PIPELINE = "slots=2,group=1"
 # that streams the same bytes through the same stages, as a function of the bytes streamed
 # (docs/cost-model.md#pipeline-twins): FP8 per-channel and FP8 block both copy e4m3 weights with
 # fp32 scales through kt-kernel's writer, a pinned slot and one H2D copy, with no stage C; their
-# stage A rates measured on the H200 box agree (50-60 GB/s per expert write at 11-15 threads).
-PIPELINE_TWIN = {"FP8_PERCHANNEL": "FP8"}
+# stage A rates measured on the H200 box agree (50-60 GB/s per expert write at 11-15 threads). MXFP4
+# and RAWINT4 both write packed 4-bit codes with bf16 scales per 32 (the same bytes per expert), copy
+# them in one H2D copy and repack them in stage C.
+PIPELINE_TWIN = {"FP8_PERCHANNEL": "FP8", "MXFP4": "RAWINT4"}
 # A method whose GPU MoE the profile did not measure, and the method whose measured curve runs the
 # same kernel on the same layout: the GPU MoE probe's FP8 curve is measured with per-channel e4m3
 # weights and per-token activation scales (kttune/probes/gpu_moe.py, its `fp8_scales` parameter),
-# which is FP8_PERCHANNEL's layout exactly (docs/cost-model.md#pipeline-twins).
-GPU_MOE_TWIN = {"FP8_PERCHANNEL": "FP8"}
+# which is FP8_PERCHANNEL's layout exactly; MXFP4's experts run the int4 w4a16 GEMM with the e2m1
+# decode in place of int4's, over the same bytes (kttune/kernels/int4.py; docs/cost-model.md#pipeline-twins).
+GPU_MOE_TWIN = {"FP8_PERCHANNEL": "FP8", "MXFP4": "RAWINT4"}
+_TWIN_WHY = {
+    "FP8_PERCHANNEL": "the same kernel on per-channel e4m3 weights",
+    "MXFP4": "the same 4-bit weight-only GEMM over the same bytes, another nibble decode",
+}
 # `Components(pipeline_driver=SGLANG_KT_DRIVER)`: a run measured in that configuration (the path
 # runner's default, `PathRun.pipeline_driver`), predicted as a server is (the same as None).
 SGLANG_KT_DRIVER = "sglang-kt"
@@ -592,8 +599,8 @@ class Components:
             )
         if method != self.method.name:
             self.notes.append(
-                f"GPU MoE for {self.method.name} not measured under its name; used {method}'s curves, the same "
-                "kernel on per-channel e4m3 weights (docs/cost-model.md#pipeline-twins)"
+                f"GPU MoE for {self.method.name} not measured under its name; used {method}'s curves, "
+                f"{_TWIN_WHY[self.method.name]} (docs/cost-model.md#pipeline-twins)"
             )
         elif not own:
             pooled = ", ".join(sorted({str(c.params.get("method")) for c in curves}))
@@ -1023,6 +1030,9 @@ class Components:
     def _stage_a_fit(self, threads: int) -> LinearFit:
         if threads not in self._stage_a_fits:
             curves = self.profile.curves_of("stage_a_write", method=self.method.name)
+            twin = PIPELINE_TWIN.get(self.method.name)
+            if not curves and twin:  # the twin's writer moves the same bytes (PIPELINE_TWIN)
+                curves = self.profile.curves_of("stage_a_write", method=twin)
             if not curves:
                 curves = self.profile.curves_of("stage_a_write")
                 if not curves:
@@ -1041,13 +1051,15 @@ class Components:
         return self._stage_a_fits[threads]
 
     def _fit_stage_c(self) -> LinearFit | None:
-        if self.method.cpu_format != "int4_g32":
+        if self.method.cpu_format not in ("int4_g32", "mxfp4"):
             return None  # FP8 / BF16 / MXFP8 are byte copies; no per-expert post-processing
+        # RAWINT4 and MXFP4 are repacked (sglang-kt: Marlin's repack / prepare; the runner: one Triton
+        # transpose of the same bytes, kttune/kernels/int4.py): either's curve by bytes
         curves = self.profile.curves_of("stage_c_repack", method=self.method.name) or self.profile.curves_of(
             "stage_c_repack"
         )
         if not curves:
-            self.notes.append("stage C (int4 repack) not measured; assumed free")
+            self.notes.append("stage C (4-bit repack) not measured; assumed free")
             return None
         return fit_curves(curves)
 
@@ -1067,7 +1079,7 @@ class Components:
         if not curves and twin and (curves := measured(twin)):
             self.notes.append(
                 f"layerwise pipeline for {self.method.name} not measured; used {twin}'s, by bytes streamed "
-                "(the same stages move the same e4m3 bytes: docs/cost-model.md#pipeline-twins)"
+                "(the same stages move the same bytes: docs/cost-model.md#pipeline-twins)"
             )
         if not curves:
             return None

@@ -89,14 +89,14 @@ def runner_only_bytes(spec: ModelSpec, run: PathRun, f: ForwardRecord) -> dict[s
 
 
 def pipeline_ring_bytes(spec: ModelSpec, run: PathRun) -> int:
-    """The runner's GPU staging ring for methods its pipeline repacks (RAWINT4's stage C reads raw
-    experts from it; probes/gpu_pipeline.py `GpuLayer`): 2 x post_batch entries of `group` experts,
+    """The runner's GPU staging ring for methods its pipeline repacks (RAWINT4's and MXFP4's stage C
+    reads raw experts from it; probes/gpu_pipeline.py `GpuLayer`): 2 x post_batch entries of `group` experts,
     allocated with the full-layer slot and kept. sglang-kt repacks through per-expert transients
     instead (`vram.layerwise_transient_bytes`). Read from the run's pipeline label."""
-    from kttune.kernels.expert_weights import kinds_nbytes, slot_kinds
+    from kttune.kernels.expert_weights import REPACKED_METHODS, kinds_nbytes, slot_kinds
 
     label = run.backends.get("layerwise_pipeline", "")
-    if run.method != "RAWINT4" or not label:
+    if run.method not in REPACKED_METHODS or not label:
         return 0
     fields = dict(kv.split("=", 1) for kv in label.split(",") if "=" in kv)
     group, post = int(fields.get("group", 1)), int(fields.get("post_batch", 1))
@@ -148,11 +148,21 @@ def static_runner_bytes(spec: ModelSpec, run: PathRun, slot_held: bool | None = 
     k = run.layers_run
     emb = spec.vocab_size * spec.hidden_size * 2 * (1 if spec.tie_word_embeddings else 2)
     per_layer = max(0, spec.non_expert_bytes - emb) / max(1, spec.num_layers)
-    resident = (
-        k
-        * run.gpu_experts
-        * (vram.gpu_expert_bytes(spec, method, cfg) // max(1, spec.num_moe_layers * max(1, run.gpu_experts)))
-    )
+    if method.cpu_format == "mxfp4":
+        # runner-only layout: one repacked copy of each resident expert and one full-layer slot, with
+        # bf16 scales as stage A writes them (sglang-kt holds raw and Marlin-prepared copies,
+        # `vram.gpu_expert_bytes` / `vram.layerwise_slot_bytes`; docs/path-runner.md#mxfp4)
+        from kttune.kernels.expert_weights import write_nbytes
+
+        per_expert = write_nbytes(run.method, spec.hidden_size, spec.moe_intermediate_size, run.tp) // run.tp
+        resident, slot_bytes = k * run.gpu_experts * per_expert, spec.num_experts * per_expert
+    else:
+        resident = (
+            k
+            * run.gpu_experts
+            * (vram.gpu_expert_bytes(spec, method, cfg) // max(1, spec.num_moe_layers * max(1, run.gpu_experts)))
+        )
+        slot_bytes = vram.layerwise_slot_bytes(spec, method, run.tp)
     kv_per_layer = vram.kv_cell_bytes(spec, run.tp) / max(1, spec.kv_layer_count)
     return {
         # as the runner holds them when recorded (bf16 projections, where a checkpoint such as
@@ -161,7 +171,7 @@ def static_runner_bytes(spec: ModelSpec, run: PathRun, slot_held: bool | None = 
         "resident_experts": int(resident),
         "kv_cache": int(k * kv_per_layer * run.prompt_tokens),
         "staging": vram.staging_bytes(spec, replace(cfg, chunked_prefill_size=run.buffer_tokens or run.chunk)),
-        "layerwise_slot": vram.layerwise_slot_bytes(spec, method, run.tp) if slot else 0,
+        "layerwise_slot": slot_bytes if slot else 0,
         # torch's cuBLAS workspace for the main stream's GEMMs (in SGLang's figures, part of
         # vram.CUDA_CONTEXT_BYTES)
         "cublas_workspace": CUBLAS_WORKSPACE_BYTES if _on_cuda(run) else 0,

@@ -3,9 +3,9 @@
     A  stage A writer (kt-kernel `write_weight_scale_to_buffer_task`, or torch CPU copies) fills a
        pinned host slot with the next `group` experts in GPU layout
     B  the copy stream moves the slot to the GPU: straight into the layer tensors for byte-copy
-       methods; for RAWINT4 as one copy into an entry of a GPU staging ring
-    C  the post stream repacks `post_batch` ring entries at a time (RAWINT4: our Triton repack into
-       the layout our int4 MoE reads)
+       methods; for RAWINT4 and MXFP4 as one copy into an entry of a GPU staging ring
+    C  the post stream repacks `post_batch` ring entries at a time (RAWINT4 and MXFP4: our Triton
+       repack into the layout our 4-bit MoE reads; sglang-kt runs Marlin's repack and prepare there)
 
 with `slots` host slots, a ring of 2 x post_batch staging entries, and CUDA events guarding their
 reuse: slot i is written again only after its copy has left the host; a ring half is overwritten
@@ -34,7 +34,7 @@ from kttune.probes.common import quantiles
 class PipelineConfig:
     slots: int = 2  # pinned host slots
     group: int = 1  # experts per step
-    post_batch: int = 1  # steps per stage C launch (RAWINT4; needs group 1 when > 1)
+    post_batch: int = 1  # steps per stage C launch (RAWINT4, MXFP4; needs group 1 when > 1)
     driver: str = "host"  # "host" or "stream" (see LayerPipeline)
 
     def __post_init__(self):
@@ -134,6 +134,10 @@ class GpuLayer:
     def __init__(self, kinds, experts: int, ring: int, group: int, device, repack: bool):
         import torch
 
+        from kttune.kernels.expert_weights import word_kinds
+
+        if repack:  # stage C reads MXFP4's bytes as int32 words (kttune.kernels.int4)
+            kinds = word_kinds(kinds)
         self.kinds, self.experts, self.repack = kinds, experts, repack
         self.dst: dict = {}
         self.ring = None
@@ -181,14 +185,14 @@ class LayerPipeline:
     ):
         import torch
 
-        from kttune.kernels.expert_weights import HostSlot
+        from kttune.kernels.expert_weights import REPACKED_METHODS, HostSlot
 
         if config.driver == "stream" and not getattr(writer, "stream_capable", False):
             raise ValueError(f"driver 'stream' needs a writer that submits on CUDA streams ({writer.backend} does not)")
         self.host, self.writer, self.config = host, writer, config
         self.device = torch.device(device)
         self.experts = experts or host.experts
-        self.repack = host.method == "RAWINT4"
+        self.repack = host.method in REPACKED_METHODS
         cuda = self.device.type == "cuda"  # on a CPU device (tests) the stages run one after another
         self.cuda = cuda
         kinds = host.slot_kinds(tp)

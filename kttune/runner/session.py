@@ -88,16 +88,18 @@ def process_memory() -> dict:
     return out
 
 
-# The methods whose GPU experts kttune's kernels run (bf16, fp8, int4; the AMX methods' GPU experts
-# are the checkpoint's): MXFP4 and MXFP8 run on the CPU (the probe times them) but not here.
-RUNNER_METHODS = ("BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4", "AMXINT4", "AMXINT8")
+# The methods whose GPU experts kttune's kernels run (bf16, fp8, int4 and MXFP4's e2m1 through the
+# same w4a16 kernel; the AMX methods' GPU experts are the checkpoint's). MXFP8 runs on the CPU (the
+# probe times it) but not here: its GPU experts would need an e4m3 GEMM with a scale per 32 weights,
+# which kttune's kernels do not have (docs/path-runner.md#mxfp4).
+RUNNER_METHODS = ("BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4", "AMXINT4", "AMXINT8", "MXFP4")
 
 
 def runner_refusal(model, method: str) -> str | None:
     """Why the path runner cannot run `model` with `method`, or None: its attention and its layerwise
     experts are kttune's own kernels, which cover GQA and MLA and the methods whose layout stage A
-    writes (docs/path-runner.md); DeepSeek-V4's compressed attention and the MX methods run
-    SGLang's own kernels and managers."""
+    writes (docs/path-runner.md); DeepSeek-V4's compressed attention and MXFP8 run SGLang's own
+    kernels."""
     if model.compressed_attention is not None:
         return (
             f"the path runner cannot run {model.name}: its compressed sparse attention runs SGLang's FlashMLA "

@@ -241,6 +241,29 @@ def test_fp8_per_channel_gpu_moe_is_fp8s_curve_alone():
     assert any("used FP8's curves, the same kernel" in n for n in a.notes)
 
 
+def test_mxfp4_streams_and_computes_as_rawint4_by_bytes():
+    """A profile with no MXFP4 curves (every shipped one, 2026-12-07) reads gpt-oss's MXFP4 layer from
+    RAWINT4's: the pipeline by bytes streamed (PIPELINE_TWIN: the same 4-bit codes and bf16 scales
+    per 32 through a writer, one copy and a repack), the GPU MoE from RAWINT4's curves (GPU_MOE_TWIN),
+    stage C charged as the repack it is. Held to the twin's own layer: the same bytes, the same time."""
+    from kttune.cost.components import GPU_MOE_TWIN, PIPELINE_TWIN
+
+    assert PIPELINE_TWIN["MXFP4"] == GPU_MOE_TWIN["MXFP4"] == "RAWINT4"
+    prof = raw_profile()
+    assert not prof.curves_of("pipeline", method="MXFP4") and not prof.curves_of("gpu_moe", method="MXFP4")
+    gpt = Components(prof, load_model("gpt-oss-120b", "MXFP4"), "MXFP4", 1, pipeline_driver=FASTEST_PIPELINE)
+    kimi = Components(prof, load_model("kimi-k2-thinking", "RAWINT4"), "RAWINT4", 1, pipeline_driver=FASTEST_PIPELINE)
+    for threads in (11, 15):
+        n = 128
+        same = n * gpt.cpu_bytes_per_expert / kimi.cpu_bytes_per_expert
+        t = gpt.pipeline_layer_ms(n, threads)
+        assert kimi.pipeline_layer_ms(int(same), threads) <= t <= kimi.pipeline_layer_ms(int(same) + 1, threads)
+    assert gpt.stage_c_ms(1e8) == pytest.approx(kimi.stage_c_ms(1e8)) and gpt.stage_c_ms(1e8) > 0
+    assert gpt.gpu_moe_ms(2048, 128) > 0
+    assert any("used RAWINT4's, by bytes streamed" in n for n in gpt.notes)
+    assert any("used RAWINT4's curves, the same 4-bit" in n for n in gpt.notes)
+
+
 # One machine instance, 2026-12-03: each FP8 model's `kttune probe --model X` and its path-runner sweep,
 # minutes apart (docs/cost-model.md#one-machine-instance-seven-models).
 ONE_INSTANCE = Path(__file__).parents[2] / "benchmarks/results/2026-12-03-h200-pcie5-xeon-amx-16c"

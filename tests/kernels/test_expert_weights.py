@@ -38,7 +38,7 @@ def test_shapes_add_up_to_the_documented_bytes(method, h, i, tp):
     assert ew.expert_nbytes(method, h, i) == ew.kinds_nbytes(ew.host_kinds(method, h, i))
     assert host_bytes_per_expert(FORMAT[method], h, i) == ew.expert_nbytes(method, h, i)
     if method in ew.LAYERWISE_METHODS and i % tp == 0:
-        assume(method != "RAWINT4" or (i // tp) % 32 == 0)  # int4 groups of 32 per rank
+        assume(method not in ("RAWINT4", "MXFP4") or (i // tp) % 32 == 0)  # groups of 32 per rank
         assert tp * ew.kinds_nbytes(ew.slot_kinds(method, h, i, tp)) == ew.write_nbytes(method, h, i, tp)
 
 
@@ -135,7 +135,7 @@ def test_torch_writer(method):
 
 
 @pytest.mark.kt
-@pytest.mark.parametrize("method", ["BF16", "RAWINT4", "FP8"])
+@pytest.mark.parametrize("method", ["BF16", "RAWINT4", "FP8", "MXFP4"])
 def test_kt_writer(method):
     host = ew.HostExperts.random(method, 256, 128, 4, seed=4)
     try:
@@ -147,7 +147,7 @@ def test_kt_writer(method):
 
 
 @pytest.mark.kt
-@pytest.mark.parametrize("method", ["BF16", "RAWINT4", "FP8"])
+@pytest.mark.parametrize("method", ["BF16", "RAWINT4", "FP8", "MXFP4"])
 def test_kt_writer_splits_an_expert_over_tp_ranks(method):
     """One write puts each GPU rank's I/tp share into that rank's slot (sglang-kt's TP layout),
     checked slice by slice against the checkpoint tensors."""

@@ -1,4 +1,4 @@
-"""GPU MoE compute (bf16, fp8, int4) against the float64 reference; CPU variants run everywhere."""
+"""GPU MoE compute (bf16, fp8, int4, MXFP4) against the float64 reference; CPU variants run everywhere."""
 
 import os
 
@@ -77,17 +77,42 @@ def test_int4_cpu(m):
     assert _err(y, gm.moe_reference(x, d13, d2, ids, tw)) < 2e-2
 
 
+def _mxfp4_dense(w13, w2):
+    """The weights MXFP4 encodes, decoded by kttune.kernels.mx from the unrepacked bytes (independent
+    of the repacked layout and the nibble decode the MoE runs)."""
+    from kttune.kernels import mx
+
+    def one(w):
+        return torch.stack([mx.dequant_mxfp4(*mx.quantize_mxfp4(we)) for we in w])
+
+    return one(w13), one(w2)
+
+
+@pytest.mark.parametrize("m", [1, 20])
+def test_mxfp4_cpu(m):
+    w13, w2, x, ids, tw = _case(m, seed=5)
+    w = gm.quantize_int4_weights(w13, w2, codes="e2m1")
+    y, backend = gm.moe_int4(x, w, ids, tw, use_triton=False)
+    assert backend == "torch-dequant-loop"
+    assert _err(y, gm.moe_reference(x, *_mxfp4_dense(w13, w2), ids, tw)) < 2e-2
+    # the e2m1 codes are not int4's: read as int4 the same bytes compute another layer
+    wrong = gm.Int4Weights(w.w13q, w.w13s, w.w2q, w.w2s, "int4")
+    y_int4, _ = gm.moe_int4(x, wrong, ids, tw, use_triton=False)
+    assert _err(y_int4, gm.moe_reference(x, *_mxfp4_dense(w13, w2), ids, tw)) > 0.5
+
+
 @pytest.mark.skipif(
     os.environ.get("TRITON_INTERPRET") != "1", reason="set TRITON_INTERPRET=1 to run Triton kernels on CPU"
 )
 @pytest.mark.parametrize("masked", [False, True])
-def test_int4_triton_interpreter(masked):
+@pytest.mark.parametrize("codes", ["int4", "e2m1"])
+def test_int4_triton_interpreter(masked, codes):
     pytest.importorskip("triton")
     w13, w2, x, ids, tw = _case(9, seed=4)
     if masked:
         ids = ids.masked_fill(ids >= 4, -1)
-    w = gm.quantize_int4_weights(w13, w2)
-    d13, d2 = w.dequantize()
+    w = gm.quantize_int4_weights(w13, w2, codes=codes)
+    d13, d2 = w.dequantize() if codes == "int4" else _mxfp4_dense(w13, w2)
     y, backend = gm.moe_int4(x, w, ids, tw, use_triton=True)
     assert backend.startswith("triton")
     assert _err(y, _masked_reference(x, d13, d2, ids, tw)) < 2e-2
@@ -112,6 +137,11 @@ def test_gpu_moe_all_methods(m):
     y, b = gm.moe_int4(c(x), i4c, c(ids), c(tw))
     assert b == "triton-w4a16"
     assert _err(y, gm.moe_reference(x, d13, d2, ids, tw)) < 2e-2
+    f4 = gm.quantize_int4_weights(w13, w2, codes="e2m1")
+    f4c = gm.Int4Weights(c(f4.w13q), c(f4.w13s), c(f4.w2q), c(f4.w2s), "e2m1")
+    y, b = gm.moe_int4(c(x), f4c, c(ids), c(tw))
+    assert b == "triton-mxfp4a16"
+    assert _err(y, gm.moe_reference(x, *_mxfp4_dense(w13, w2), ids, tw)) < 2e-2
 
 
 @pytest.mark.gpu

@@ -39,6 +39,26 @@ def test_reference_repack_preserves_values():
     assert torch.equal(int4.dequantize_repacked(q, qs), int4.dequantize_int4_g32(p, s))
 
 
+def test_mxfp4_bytes_read_as_words_decode_as_mx():
+    """MXFP4's uint8 bytes, read as int32 words and repacked, decode (e2m1 nibbles) to what
+    kttune.kernels.mx decodes from the bytes themselves; a hand-worked byte pins the nibble order."""
+    from kttune.kernels import mx
+
+    p, s = mx.quantize_mxfp4(_rand_w(seed=3))
+    q, qs = int4.repack_int4_reference(int4.mxfp4_words(p), s)
+    assert q.shape == (32, 48) and q.dtype == torch.int32
+    assert torch.equal(int4.dequantize_repacked(q, qs, codes="e2m1"), mx.dequant_mxfp4(p, s))
+    # byte 0x79: element 0 = code 9 (-0.5), element 1 = code 7 (6.0); the rest zero
+    b = torch.zeros(1, 16, dtype=torch.uint8)
+    b[0, 0] = 0x79
+    one = torch.ones(1, 1, dtype=torch.bfloat16)
+    q, qs = int4.repack_int4_reference(int4.mxfp4_words(b), one)
+    got = int4.dequantize_repacked(q, qs, codes="e2m1")
+    assert got[0, :3].tolist() == [-0.5, 6.0, 0.0]
+    with pytest.raises(ValueError, match="uint8"):
+        int4.mxfp4_words(torch.zeros(2, 8, dtype=torch.int32))
+
+
 def test_repack_dispatch_cpu_writes_into_out():
     p, s = int4.quantize_int4_g32(_rand_w(seed=2))
     oq, os_ = torch.full((32, 48), -1, dtype=torch.int32), torch.zeros(8, 48, dtype=torch.bfloat16)

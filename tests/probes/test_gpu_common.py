@@ -123,14 +123,14 @@ def test_the_pipeline_runs_in_each_layerwise_method_asked_for():
 
 def test_deepseek_v4_is_probed_at_representative_attention_shapes():
     """DeepSeek-V4's compressed attention runs SGLang's kernels, which the probe does not run: its
-    attention and attention blocks are timed at the representative shapes, its experts in BF16 at
-    its own shape (MXFP4 has no layerwise GPU path in kttune), each with a note."""
+    attention and attention blocks are timed at the representative shapes, with a note; its experts
+    in its own method, MXFP4, at its own shape (the 4-bit GEMM with the e2m1 decode)."""
     from kttune.probes.gpu_common import DEEPSEEK_ATTN, REPRESENTATIVE_BLOCKS, shapes_for
     from kttune.spec.loader import load_model
 
     s = shapes_for(load_model("deepseek-v4-flash"))
     assert s.attention == (DEEPSEEK_ATTN,)
     assert [b.name for b in s.blocks] == list(REPRESENTATIVE_BLOCKS)
-    assert [(m.hidden, m.inter, m.experts, m.top_k) for m in s.moe] == [(4096, 2048, 256, 6)]
+    assert [(m.hidden, m.inter, m.experts, m.top_k, m.method) for m in s.moe] == [(4096, 2048, 256, 6, "MXFP4")]
     assert any("compressed sparse attention" in n for n in s.notes)
-    assert any("MXFP4 has no layerwise GPU path" in n for n in s.notes)
+    assert not any("no layerwise GPU path" in n for n in s.notes)

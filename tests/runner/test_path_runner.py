@@ -14,7 +14,12 @@ from kttune.runner.stack import StackOptions, build_stack, small_spec
 from kttune.spec.loader import load_model
 
 
-MODELS = [("qwen3-30b-a3b", "BF16"), ("kimi-k2-thinking", "RAWINT4"), ("deepseek-v3", "FP8")]
+MODELS = [
+    ("qwen3-30b-a3b", "BF16"),
+    ("kimi-k2-thinking", "RAWINT4"),
+    ("deepseek-v3", "FP8"),
+    ("gpt-oss-20b", "MXFP4"),  # sliding-window GQA with sinks, e2m1 experts
+]
 
 
 @pytest.fixture(scope="module", params=MODELS, ids=lambda p: p[1])

@@ -19,10 +19,11 @@ from kttune.runner.pipeline import LayerPipeline, PipelineConfig
         ("RAWINT4", PipelineConfig(2, 3)),
         ("RAWINT4", PipelineConfig(2, 1, post_batch=4)),
         ("RAWINT4", PipelineConfig(3, 1, post_batch=3)),
+        ("MXFP4", PipelineConfig(2, 1, post_batch=4)),
     ],
 )
 def test_serial_run_delivers_every_expert(method, cfg):
-    if method == "RAWINT4" and not triton_int4.available("cpu"):
+    if method in ("RAWINT4", "MXFP4") and not triton_int4.available("cpu"):
         pytest.skip("the int4 repack needs Triton (CPU interpreter here)")
     experts = 10  # not a multiple of group or post_batch: the last step and batch are partial
     host = HostExperts.random(method, 256, 128, experts, seed=3)
@@ -33,7 +34,7 @@ def test_serial_run_delivers_every_expert(method, cfg):
     for e in range(experts):
         for name, want in host.expected(e).items():
             got = pl.gpu.dst[name][e]
-            if method == "RAWINT4":
+            if method in ("RAWINT4", "MXFP4"):  # repacked: [in/8, out] words (MXFP4's bytes as int32)
                 got = got.t()
             assert torch.equal(got.contiguous().view(torch.uint8), want.contiguous().view(torch.uint8)), (name, e)
 
