@@ -15,7 +15,7 @@ substituted, and writes one profile a round (`measure`); `report` reads them bac
   the prediction reads come from the other rounds (their median).
 
     python benchmarks/bench_mx_methods.py measure --out DIR [--threads 1] [--rounds 3] [--models gpt-oss-20b,gpt-oss-120b]
-    python benchmarks/bench_mx_methods.py report DIR --out FILE_STEM [--gpu-from h200-pcie5-xeon-amx-16c]
+    python benchmarks/bench_mx_methods.py report DIR --out FILE_STEM [--gpu-from h200-pcie5-xeon-amx-16c] [--prefix mx-]
 
 The GPU curves the cost model needs beside the CPU ones come from the shipped profile `--gpu-from`;
 the CPU MoE prediction does not read them.
@@ -123,10 +123,10 @@ def report(a: argparse.Namespace) -> None:
     from kttune.spec.loader import load_model
 
     shipped = load_shipped(a.gpu_from)
-    files = sorted(a.dir.glob("mx-*.profile.json"))
+    files = sorted(a.dir.glob(f"{a.prefix}*.profile.json"))
     by_model: dict[str, list[Path]] = {}
     for f in files:
-        by_model.setdefault(f.name[len("mx-") : f.name.rindex("-")], []).append(f)
+        by_model.setdefault(f.name[len(a.prefix) : f.name.rindex("-")], []).append(f)
     rows = []
     for name, paths in sorted(by_model.items()):
         spec = load_model(name)
@@ -224,6 +224,7 @@ def main() -> None:
     r.add_argument("dir", type=Path)
     r.add_argument("--out", type=Path, required=True)
     r.add_argument("--gpu-from", default="h200-pcie5-xeon-amx-16c")
+    r.add_argument("--prefix", default="mx-", help="the profiles are DIR/PREFIX<model>-<round>.profile.json")
     a = ap.parse_args()
     {"measure": measure, "one": measure_one, "report": report}[a.cmd](a)
 

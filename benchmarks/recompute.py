@@ -626,6 +626,28 @@ def recipes() -> list[Recipe]:
             ("mx-methods.json",),
             C7,
         ),
+        Recipe(
+            "mx-methods-h100ar",
+            _bench(
+                "bench_mx_methods.py", "report", H100_7, "--prefix", "mx-h100ar-", "--out", "{out}/mx-methods-h100ar"
+            ),
+            ("mx-methods-h100ar.json",),
+            C7,
+        ),
+        Recipe(
+            "mxfp4-runner",
+            _bench(
+                "bench_mxfp4_runner.py",
+                "--runs",
+                H100_7,
+                "--quick",
+                H100_7 / "quick-transfer-h100ar.profile.json",
+                "--out",
+                "{out}",
+            ),
+            ("mxfp4-runner.json",),
+            C7,
+        ),
         # instance ah/ai (Emerald Rapids): three probes at each length in alternating order around call ai's
         # sweeps (quick-tokens-h100ai-order.txt; the middle 1,024-token probe is call ai's own)
         Recipe(

@@ -30,6 +30,7 @@ from kttune.probes.cpu_moe import (
     FULL_SHAPES,
     ISOLATE_ABOVE_BYTES,
     QUICK_SHAPE,
+    UNASKED_MX,
     CpuMoeOptions,
     CpuMoePlan,
     kept_layer_bytes,
@@ -79,7 +80,8 @@ class ProbeOptions:
         cores-3 (`kttune.probes.common.kt_thread_counts`): about a minute, on the 16-core H200 box
         (59.5 s with the 256-token series) and on the H100 box (52-57 s at 1,024 tokens, 49-54 s at 256,
         alternating on one instance); 71-76 s on a 2-core AMX host, where the 256-token series took
-        56-58 s (docs/probe.md).
+        56-58 s (docs/probe.md). Timing MXFP4 too (since 2026-12-07) took the CPU-only quick probe on the
+        development VM from 60 s to 73 s (one run each).
     model: a `kttune.spec.model_spec.ModelSpec`: measure its expert shape (H, I, E, top-k) instead
         of the representative shapes (E shrinks, with a reason, if the layer does not fit in RAM).
     methods: KT methods to measure (default: every one the host's kt-kernel runs).
@@ -164,7 +166,7 @@ def cpu_moe_options(options: ProbeOptions) -> CpuMoeOptions:
         methods=tuple(options.methods),
         threads=tuple(options.threads),
         quick=options.quick,
-        model_methods=(options.model.default_method,) if options.model is not None else (),
+        model_methods=(options.model.default_method,) if options.model is not None else UNASKED_MX,
     )
     if options.quick:
         return CpuMoeOptions(**common, warmup=1, repeats=3, min_total_s=0.1, max_repeats=10, max_point_s=1.0)

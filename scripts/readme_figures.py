@@ -112,6 +112,8 @@ ACCURACY = dict(
         *(f"2026-12-06-computed/own-layer-h100{t}.json" for t in ("s", "t", "aa", "ac", "ad")),
         *(f"2026-12-07-computed/own-layer-h100{t}.json" for t in ("ae", "af")),
     ),
+    # MXFP4 (gpt-oss) through the path runner, one H100 instance: own probe, quick probe, shipped profile
+    mxfp4_runner="2026-12-07-computed/mxfp4-runner.json",
     gap_read=(
         "2026-12-06-computed/diag-gap-read-mixtral-8x7b-h100z.json",
         "2026-12-06-computed/diag-gap-read-glm-4.5-air-h100z.json",
@@ -375,6 +377,33 @@ def _derive_real_row(d: dict) -> tuple[str, str, str, str]:
         f"kt-kernel MoE {span([p for m in d['models'] for p in m['cpu_moe']])} (derived / measured); per "
         f"forward hybrid {errs('hybrid')}, layerwise TP 1 {errs('layerwise', 1)}, TP 2 {errs('layerwise', 2)}",
         "docs/derive.md#thread-scaling-inside-one-box-and-across-boxes",
+    )
+
+
+def mxfp4_row() -> tuple[str, str, str, str]:
+    """MXFP4 through the path runner (gpt-oss), from the model's own probe and from a quick probe that
+    had no MXFP4 curve."""
+    doc = json.loads((RESULTS / ACCURACY["mxfp4_runner"]).read_text())
+    rows = doc["rows"]
+
+    def paths(label: str) -> list[float]:
+        return [r[label][p]["mape"] for r in rows for p in ("hybrid", "layerwise")]
+
+    bracketed = [c for r in rows for c in r["own"]["crossovers"] if c["interval"]]
+    quick_hybrid = [r["quick"]["hybrid"]["mape"] for r in rows]
+    return (
+        "MoE layer per forward and crossover for MXFP4 (gpt-oss-20b and gpt-oss-120b: kt-kernel's MXFP4 class, "
+        "kttune's 4-bit GEMM with the e2m1 decode), from each model's own probe",
+        f"path runner, H100 box, one instance: {sum(len(r['runs']) for r in rows)} sweeps of {len(rows)} models "
+        f"({sum(r['own'][p]['forwards'] for r in rows for p in ('hybrid', 'layerwise'))} forwards), each model's "
+        "own `kttune probe --model M` in the same call",
+        f"raw {_pct(min(paths('own')), max(paths('own')))} per model and path; crossovers "
+        + ", ".join(
+            f"{c['measured']} [{c['interval'][0]:.0f}-{c['interval'][1]:.0f}] -> {c['predicted']}" for c in bracketed
+        )
+        + f"; the same instance's quick probe, which did not time MXFP4 then, read the hybrid path "
+        f"{_pct(min(quick_hybrid), max(quick_hybrid))} fast (the quick probe now times it)",
+        "docs/path-runner.md#mxfp4",
     )
 
 
@@ -849,6 +878,7 @@ def accuracy_block() -> str:
             "docs/cost-model.md#the-instances-own-quick-probe",
         )
     )
+    rows.append(mxfp4_row())
     rows.append(gap_read_row())
     rr_doc = json.loads((RESULTS / ACCURACY["runner_repeat"]).read_text())
     rr, boxes = rr_doc["summary"], ["h200" in p["folder"] for p in rr_doc["pairs"]]

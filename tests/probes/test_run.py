@@ -439,6 +439,36 @@ def test_methods_whose_layers_fit_one_process_share_it(tmp_path, monkeypatch, st
     assert {c.params["method"] for c in p.curves_of(kind)} == {"BF16", "FP8"}
 
 
+def test_a_probe_without_a_model_times_mxfp4_and_a_model_probe_its_own_method():
+    """Unasked, a probe without a model times MXFP4 beside the six methods (gpt-oss and
+    DeepSeek-V4-Flash serve in it, and the same-bits stand-in read gpt-oss's hybrid path 74-82% fast:
+    docs/probe.md#mx-methods); a `--model` probe adds the model's own method only; `--methods` is
+    taken as given."""
+    from kttune import app
+    from kttune.probes.run import cpu_moe_options
+
+    assert cpu_moe_options(ProbeOptions(quick=True)).model_methods == ("MXFP4",)
+    assert cpu_moe_options(ProbeOptions()).model_methods == ("MXFP4",)
+    assert cpu_moe_options(ProbeOptions(model=app.model_spec("qwen3-30b-a3b"))).model_methods == ("BF16",)
+    assert cpu_moe_options(ProbeOptions(model=app.model_spec("gpt-oss-20b"))).model_methods == ("MXFP4",)
+    assert cpu_moe_options(ProbeOptions(quick=True, methods=("BF16",))).methods == ("BF16",)
+
+
+@pytest.mark.kt
+def test_the_quick_plan_builds_mxfp4_where_kt_kernel_runs_it():
+    from kttune.kernels.kt_ext import load_kt_kernel
+    from kttune.probes import cpu_moe as cm
+    from kttune.probes.inventory import collect_cpu
+    from kttune.probes.run import cpu_moe_options
+
+    cpu = collect_cpu()
+    plan = cm.plan_cpu_moe(cpu_moe_options(ProbeOptions(quick=True)), cpu, cores=16, numa_ids=[0])
+    planned = {t.method for t in plan.tasks}
+    supported = set(cm.supported_methods(load_kt_kernel(), cpu.isa))
+    assert planned == supported & (set(cm.DEFAULT_METHODS) | {"MXFP4"})
+    assert "MXFP8" not in planned
+
+
 @pytest.mark.parametrize("model", ["qwen3-30b-a3b", "glm-4.5-air", "qwen3-next-80b-a3b"])
 def test_quick_series_times_the_matrix_kernel_at_the_rows_a_long_forward_runs(model):
     """The quick layer's matrix-kernel rate is what every long hybrid forward is charged at, and its
