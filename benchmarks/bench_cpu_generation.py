@@ -81,6 +81,8 @@ CALLS = (
     *(("H100", H100_7, c, H100_7 / f"quick-transfer-machine-{c}.txt") for c in ("h100al", "h100am")),
     # instances ao, ap and aq (Emerald Rapids), the plan once each with three quick probes
     *(("H100", H100_7, c, H100_7 / f"quick-transfer-machine-{c}.txt") for c in ("h100ao", "h100ap", "h100aq")),
+    # instance ar (Emerald Rapids, twenty-sixth session), the plan with three probes and a real cold layer
+    ("H100", H100_7, "h100ar", H100_7 / "quick-transfer-machine-h100ar.txt"),
     ("H200", H200, "a+b", H200 / "quick-transfer-machine-ab.txt"),
     *(("H200", H200, c, H200 / f"quick-transfer-machine-{c}.txt") for c in ("c", "d")),
     ("H200", H200_LATER, "h200f", H200_LATER / "quick-transfer-machine-h200f.txt"),

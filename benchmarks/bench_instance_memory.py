@@ -48,7 +48,10 @@ CALLS = [
             (H100, ("h100a", "h100c", "h100f", "h100g", "h100h", "h100i", "h100k")),
             (H100_LATER, ("h100m", "h100n", "h100o", "h100p", "h100r", "h100s", "h100t", "h100u", "h100v", "h100x")),
             # 2026-12-07 (twenty-first to twenty-third sessions): their first call each
-            (H100_7, ("h100ae", "h100af", "h100ah", "h100aj", "h100al", "h100am", "h100ao", "h100ap", "h100aq")),
+            (
+                H100_7,
+                ("h100ae", "h100af", "h100ah", "h100aj", "h100al", "h100am", "h100ao", "h100ap", "h100aq", "h100ar"),
+            ),
         )
         for t in tags
     ],

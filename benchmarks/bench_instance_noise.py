@@ -56,6 +56,7 @@ AFTER_RULE = (
     "h100ao",
     "h100ap",
     "h100aq",
+    "h100ar",
 )
 RULE_FORM_OUTSIDE = ("h100x",)
 

@@ -401,7 +401,18 @@ def recipes() -> list[Recipe]:
                 (
                     C7,
                     H100_7,
-                    ("h100ae", "h100af", "h100ah", "h100aj", "h100al", "h100am", "h100ao", "h100ap", "h100aq"),
+                    (
+                        "h100ae",
+                        "h100af",
+                        "h100ah",
+                        "h100aj",
+                        "h100al",
+                        "h100am",
+                        "h100ao",
+                        "h100ap",
+                        "h100aq",
+                        "h100ar",
+                    ),
                 ),
             )
             for t in tags
@@ -536,6 +547,8 @@ def recipes() -> list[Recipe]:
         ),
         *_per_call("hybrid-cold", "bench_hybrid_cold.py", "--call", ("h100m", "h100n", "h100p")),
         *_per_call("hybrid-cold", "bench_hybrid_cold.py", "--call", ("h100ae", "h100af", "h100ag"), H100_7, C7),
+        # instance ar: the first real cold layer of the H100 box (cycled past twice the L3)
+        *_per_call("hybrid-cold", "bench_hybrid_cold.py", "--call", ("h100ar",), H100_7, C7),
         Recipe(
             "probe-median-fastest",
             _bench(
@@ -589,6 +602,7 @@ def recipes() -> list[Recipe]:
                 (H100_7, C7, ("h100am", "h100am-late")),
                 (H100_7, C7, ("h100ao", "h100ao-again", "h100ao-late", "h100ap", "h100ap-again", "h100ap-late")),
                 (H100_7, C7, ("h100aq", "h100aq-again", "h100aq-late")),
+                (H100_7, C7, ("h100ar", "h100ar-again", "h100ar-late")),
             )
             for tag in tags
         ),

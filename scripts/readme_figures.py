@@ -106,6 +106,8 @@ ACCURACY = dict(
         *(f"2026-12-07-computed/transfer-merged-probes-{t}.json" for t in ("h100aj", "h100al", "h100am")),
         # twenty-fourth session: ao, ap and aq (three probes each), Emerald Rapids
         *(f"2026-12-07-computed/transfer-merged-probes-{t}.json" for t in ("h100ao", "h100ap", "h100aq")),
+        # twenty-sixth session: ar (three probes), Emerald Rapids, the quick layer also timed cold
+        "2026-12-07-computed/transfer-merged-probes-h100ar.json",
     ),
     # H100 instances: their sweeps from their quick probes and from `kttune probe --model` of each model
     own_layer=(

@@ -1030,11 +1030,12 @@ class Components:
     def _stage_a_fit(self, threads: int) -> LinearFit:
         if threads not in self._stage_a_fits:
             curves = self.profile.curves_of("stage_a_write", method=self.method.name)
-            twin = PIPELINE_TWIN.get(self.method.name)
-            if not curves and twin:  # the twin's writer moves the same bytes (PIPELINE_TWIN)
-                curves = self.profile.curves_of("stage_a_write", method=twin)
             if not curves:
-                curves = self.profile.curves_of("stage_a_write")
+                # the twin's writer moves the same bytes (PIPELINE_TWIN), else any method's
+                twin = PIPELINE_TWIN.get(self.method.name)
+                curves = (twin and self.profile.curves_of("stage_a_write", method=twin)) or self.profile.curves_of(
+                    "stage_a_write"
+                )
                 if not curves:
                     raise UserError(
                         "the hardware profile has no stage-A (write_weight_scale_to_buffer) measurements",

@@ -174,7 +174,7 @@ def resolve_evaluator(req: TuneRequest) -> tuple[str, str]:
 
 def _runner_refusal(req: TuneRequest) -> str | None:
     """Why the path runner cannot run the model with the request's method (DeepSeek-V4's attention,
-    the MX methods: `kttune.runner.session.runner_refusal`), or None."""
+    MXFP8: `kttune.runner.session.runner_refusal`), or None."""
     from kttune.runner.session import runner_refusal
     from kttune.spec.loader import load_model
     from kttune.spec.methods import get_method

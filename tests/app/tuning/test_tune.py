@@ -143,8 +143,9 @@ def test_a_profile_holds_only_on_its_own_machine_kind():
 
 def test_on_a_gpu_a_model_the_runner_cannot_run_is_answered_by_the_cost_model(monkeypatch):
     """Where CUDA is, tune measures with the path runner, except for what it cannot run: DeepSeek-V4
-    (SGLang's compressed attention) and MX methods (sglang-kt's own GPU experts); those get the cost
-    model's answer and the reason. The GPU is what is pretended here: this VM has none."""
+    (SGLang's compressed attention) and MXFP8 (no GPU GEMM of its scales in kttune); those get the
+    cost model's answer and the reason. MXFP4 runs (docs/path-runner.md#mxfp4). The GPU is what is
+    pretended here: this VM has none."""
     from kttune.app.tuning import run
 
     monkeypatch.setattr(run, "_has_cuda", lambda: True)
@@ -152,5 +153,6 @@ def test_on_a_gpu_a_model_the_runner_cannot_run_is_answered_by_the_cost_model(mo
     assert resolve_evaluator(TuneRequest(model="qwen3-30b-a3b", vram_bytes=gb))[0] == "runner"
     ev, why = resolve_evaluator(TuneRequest(model="deepseek-v4-flash", vram_bytes=gb))
     assert ev == "model" and "compressed sparse attention" in why
-    ev, why = resolve_evaluator(TuneRequest(model="gpt-oss-20b", vram_bytes=gb))
-    assert ev == "model" and "MXFP4" in why
+    assert resolve_evaluator(TuneRequest(model="gpt-oss-20b", vram_bytes=gb))[0] == "runner"
+    ev, why = resolve_evaluator(TuneRequest(model="gpt-oss-20b", method="MXFP8", vram_bytes=gb))
+    assert ev == "model" and "MXFP8" in why
