@@ -649,6 +649,21 @@ def recipes() -> list[Recipe]:
             C7,
         ),
         Recipe(
+            "transfer-mxfp4-quick-h100as",
+            _bench(
+                "bench_transfer.py",
+                "--profile",
+                H100_7 / "mxfp4-quick-h100as.profile.json",
+                "--out",
+                "{out}",
+                "--tag",
+                "mxfp4-quick-h100as",
+                *_s(sorted(H100_7.glob("mxfp4-quick-crossover-*-h100as.json"))),
+            ),
+            ("transfer-mxfp4-quick-h100as.json",),
+            C7,
+        ),
+        Recipe(
             "mxfp4-runner",
             _bench(
                 "bench_mxfp4_runner.py",

@@ -116,6 +116,8 @@ ACCURACY = dict(
     ),
     # MXFP4 (gpt-oss) through the path runner, one H100 instance: own probe, quick probe, shipped profile
     mxfp4_runner="2026-12-07-computed/mxfp4-runner.json",
+    # a quick probe that times MXFP4 (since 2026-12-07), another instance's gpt-oss sweeps
+    mxfp4_quick="2026-12-07-computed/transfer-mxfp4-quick-h100as.json",
     gap_read=(
         "2026-12-06-computed/diag-gap-read-mixtral-8x7b-h100z.json",
         "2026-12-06-computed/diag-gap-read-glm-4.5-air-h100z.json",
@@ -393,6 +395,9 @@ def mxfp4_row() -> tuple[str, str, str, str]:
 
     bracketed = [c for r in rows for c in r["own"]["crossovers"] if c["interval"]]
     quick_hybrid = [r["quick"]["hybrid"]["mape"] for r in rows]
+    mq = json.loads((RESULTS / ACCURACY["mxfp4_quick"]).read_text())
+    mq_raw = [r["raw"] for r in mq["rows"]]
+    mq_cross = [c for c in mq["crossover"] if c.get("measured")]
     return (
         "MoE layer per forward and crossover for MXFP4 (gpt-oss-20b and gpt-oss-120b: kt-kernel's MXFP4 class, "
         "kttune's 4-bit GEMM with the e2m1 decode), from each model's own probe",
@@ -404,7 +409,9 @@ def mxfp4_row() -> tuple[str, str, str, str]:
             f"{c['measured']} [{c['interval'][0]:.0f}-{c['interval'][1]:.0f}] -> {c['predicted']}" for c in bracketed
         )
         + f"; the same instance's quick probe, which did not time MXFP4 then, read the hybrid path "
-        f"{_pct(min(quick_hybrid), max(quick_hybrid))} fast (the quick probe now times it)",
+        f"{_pct(min(quick_hybrid), max(quick_hybrid))} fast. A quick probe that times it (another instance, "
+        f"its own sweeps): raw {_pct(min(mq_raw), max(mq_raw))} per model and path, crossovers "
+        f"{sum(1 for c in mq_cross if c['raw_inside_or_within_20pct'])} of {len(mq_cross)}",
         "docs/path-runner.md#mxfp4",
     )
 
