@@ -7,11 +7,11 @@
 # that probe. benchmarks/bench_mxfp4_runner.py reads the archive and predicts every sweep from the
 # model's own probe and from the same instance's quick probe (no MXFP4 curve: the stand-ins).
 #
-#   TAG=h100as THREADS=11 bash benchmarks/bench_mxfp4_runner.sh      (results: $OUT/mxfp4-runner-TAG.tgz;
+#   TAG=h100at THREADS=11 bash benchmarks/bench_mxfp4_runner.sh      (results: $OUT/mxfp4-runner-TAG.tgz;
 #   run it under `timeout 580`)
 set -u
 source "$(dirname "$0")/device_common.sh"
-TAG=${TAG:?name the call: TAG=h100as}
+TAG=${TAG:?name the call: TAG=h100at}
 THREADS=${THREADS:-11}
 device_results "mxfp4-runner-$TAG"
 describe_machine

@@ -2,14 +2,15 @@
 
 The tensors are what stage A writes per expert (`kttune.kernels.expert_weights.slot_kinds`): w13
 [E, 2I, H], w2 [E, H, I] and, by method, their scales; RAWINT4 and MXFP4 after stage C's repack
-([E, in/8, out] words, [E, in/32, out] scales; MXFP4's bytes read as int32 words, `kernels.int4`). The same object serves the hybrid path's n resident
-experts (built from host experts) and the layerwise path's full-layer slot (the pipeline's tensors).
+([E, in/8, out] words, [E, in/32, out] scales; MXFP4's bytes read as int32 words, `kernels.int4`).
+The same object serves the hybrid path's n resident experts (built from host experts) and the
+layerwise path's full-layer slot (the pipeline's tensors).
 
 The MoE runs on kttune's kernels (`kttune.kernels.grouped_moe`): bf16 grouped GEMM, fp8 scaled
-grouped GEMM, Triton w4a16 (int4 or e2m1 nibbles). sglang's `fused_moe` / `fused_marlin_moe` are not wired in: neither
-sglang nor sgl-kernel installs on any machine this was measured on (their wheels pin another
-torch), so no call into them could be run; the runner's `backends["sglang_ops"]` says whether they
-import where it runs.
+grouped GEMM, Triton w4a16 (int4 or e2m1 nibbles). sglang's `fused_moe` / `fused_marlin_moe` are not
+wired in: neither sglang nor sgl-kernel installs on any machine this was measured on (their wheels
+pin another torch), so no call into them could be run; the runner's `backends["sglang_ops"]` says
+whether they import where it runs.
 
 FP8 with 128x128 block scales: on CUDA the scaled GEMM takes one scale per output row, each row's
 first block scale (same bytes and GEMM shape as sglang's w8a8 block kernel, values approximate);
