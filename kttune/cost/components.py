@@ -72,11 +72,11 @@ GLM_DSA_FAMILY = "glm_moe_dsa"
 
 
 # What `benchmarks/bench_mx_methods.py` measured of kt-kernel's MX classes against the same-bits methods
-# a profile without them is read from (the development VM, 1 thread; docs/probe.md#mx-methods): said
-# where the cost model stands in for them, never applied.
+# a profile without them is read from (the development VM at 1 thread, H100 instance ar at 11;
+# docs/probe.md#mx-methods): said where the cost model stands in for them, never applied.
 MX_SLOWER_THAN_SAME_BITS = {
-    "MXFP4": "1.9-3.7x RAWINT4's time",
-    "MXFP8": "1.8-14x AMXINT8's and 1.2-2.1x FP8_PERCHANNEL's time",
+    "MXFP4": "1.9-3.7x RAWINT4's time on the development VM and 2.5-3.4x on the H100 box at 4-256 tokens",
+    "MXFP8": "1.8-14x AMXINT8's and 1.2-2.1x FP8_PERCHANNEL's time on the development VM",
 }
 
 
@@ -376,9 +376,10 @@ class Components:
         )
         if self.method.name in MX_SLOWER_THAN_SAME_BITS:
             note += (
-                f": kt-kernel's {self.method.name} class ran {MX_SLOWER_THAN_SAME_BITS[self.method.name]} on the "
-                f"development VM (docs/probe.md#mx-methods), so this is likely fast; `kttune probe --model "
-                f"{self.model.name}` times it"
+                f": kt-kernel's {self.method.name} class ran {MX_SLOWER_THAN_SAME_BITS[self.method.name]} "
+                f"(docs/probe.md#mx-methods), so this is likely fast; `kttune probe --model {self.model.name}` "
+                "times it"
+                + (", and so does `kttune probe --quick` since 2026-12-07" if self.method.name == "MXFP4" else "")
             )
         self.notes.append(note)
         return sub
