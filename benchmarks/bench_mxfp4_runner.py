@@ -22,29 +22,16 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
 from pathlib import Path
 
-from bench_same_machine import crossovers, errors, pct
-from bench_transfer import load_points
+from bench_quick_transfer import PATHS, predict
+from bench_same_machine import pct
 
-from kttune.calibration.transfer import leave_one_point_out, per_method_predictor
 from kttune.hw.profile import load_profile
 from kttune.hw.registry import resolve_profile
 from results_layout import COMPUTED, results_dir
 
-PATHS = ("hybrid", "layerwise")
 MODELS = ("gpt-oss-20b", "gpt-oss-120b")
-
-
-def predict(runs: list[Path], profile) -> dict:
-    points, crossings, notes = load_points([str(r) for r in runs], replace(profile, calibration=()))
-    return {
-        **{path: errors(points, path) for path in PATHS},
-        "crossovers": crossovers(crossings),
-        "calibrated_held_out": leave_one_point_out(points, per_method_predictor) if len(points) > 2 else {},
-        "borrowed": sorted({n for ns in notes.values() for n in ns}),
-    }
 
 
 def analyse(runs_dir: Path, quick: Path, shipped: str, prefix: str = "mxfp4-runner-") -> list[dict]:
@@ -61,7 +48,7 @@ def analyse(runs_dir: Path, quick: Path, shipped: str, prefix: str = "mxfp4-runn
                 "model": model,
                 "runs": [r.name for r in runs],
                 "own_profile": own[0].name,
-                **{label: predict(runs, p) for label, p in profiles.items()},
+                **{label: predict([str(r) for r in runs], p) for label, p in profiles.items()},
             }
         )
     return rows
@@ -104,7 +91,7 @@ def markdown(rows: list[dict], quick: str, shipped: str) -> str:
                 for p in PATHS
             ]
             cal = " / ".join(pct(d["calibrated_held_out"].get(p)) for p in PATHS)
-            lines.append(f"| {r['model']} | {label} | {cells[0]} | {cells[1]} | {cal} | {_cross(d['crossovers'])} |")
+            lines.append(f"| {r['model']} | {label} | {cells[0]} | {cells[1]} | {cal} | {_cross(d['crossover'])} |")
     lines += ["", "What each profile borrowed (the cost model's notes):", ""]
     for r in rows:
         for label in ("own", "quick", "shipped"):

@@ -39,8 +39,10 @@ PATHS = ("hybrid", "layerwise")
 RAW_TARGET = 0.15
 
 
-def predict(runs: str, profile) -> dict:
-    points, crossings, notes = load_points([runs], replace(profile, calibration=()))
+def predict(runs: str | list[str], profile) -> dict:
+    """One model's sweep file (or several of it, pooled) predicted by the raw cost model from `profile`."""
+    paths = [runs] if isinstance(runs, str) else runs
+    points, crossings, notes = load_points(paths, replace(profile, calibration=()))
     return {
         "model": points[0].model if points else None,
         **{path: errors(points, path) for path in PATHS},

@@ -53,9 +53,6 @@ ONLINE_QUANTIZED = ("AMXINT4", "AMXINT8")
 METHODS = ("BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4", "AMXINT4", "AMXINT8", "MXFP4", "MXFP8")
 # Methods whose experts stage A streams in layerwise prefill (docs/weight-formats.md).
 LAYERWISE_METHODS = ("BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4", "MXFP4")
-# Methods whose experts the GPU side repacks after stage A (stage C) into the word layout of
-# `kttune.kernels.int4` that the 4-bit GEMM reads; the others are read as written.
-REPACKED_METHODS = ("RAWINT4", "MXFP4")
 
 
 def norm_method(method: str) -> str:

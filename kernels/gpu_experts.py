@@ -24,15 +24,9 @@ from dataclasses import dataclass
 import torch
 
 from kttune.kernels import grouped_moe as gm
-from kttune.kernels.expert_weights import (
-    FP8_BLOCK,
-    REPACKED_METHODS,
-    HostExperts,
-    dequant_fp8_block,
-    norm_method,
-    word_kinds,
-)
-from kttune.kernels.int4 import repack_int4
+from kttune.kernels.expert_weights import FP8_BLOCK, HostExperts, dequant_fp8_block, norm_method, word_kinds
+from kttune.kernels.int4 import NIBBLE_CODES, repack_int4
+from kttune.spec.methods import REPACKED_METHODS
 
 
 @dataclass
@@ -73,8 +67,8 @@ class GpuExperts:
         if self.method == "BF16":
             return gm.moe_bf16(x, t["w13"], t["w2"], ids, weights)
         if self.method in REPACKED_METHODS:
-            codes = "e2m1" if self.method == "MXFP4" else "int4"
-            return gm.moe_int4(x, gm.Int4Weights(t["w13"], t["s13"], t["w2"], t["s2"], codes), ids, weights)
+            w = gm.Int4Weights(t["w13"], t["s13"], t["w2"], t["s2"], NIBBLE_CODES[self.method])
+            return gm.moe_int4(x, w, ids, weights)
         if self.method == "FP8_PERCHANNEL":
             return gm.moe_fp8(x, gm.Fp8Weights(t["w13"], t["s13"], t["w2"], t["s2"]), ids, weights)
         if self.method == "FP8":

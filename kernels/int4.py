@@ -31,6 +31,8 @@ PACK = 8  # int4 values per int32
 _SHIFTS = torch.arange(0, 32, 4, dtype=torch.int32)
 # What a nibble means: "int4" stored q + 8 (RAWINT4), "e2m1" an OCP FP4 code, sign in bit 3 (MXFP4).
 CODES = ("int4", "e2m1")
+# The codes of each repacked method's nibbles (kttune.spec.methods.REPACKED_METHODS).
+NIBBLE_CODES = {"RAWINT4": "int4", "MXFP4": "e2m1"}
 
 
 def decode_nibbles(nib: torch.Tensor, codes: str = "int4") -> torch.Tensor:

@@ -54,14 +54,8 @@ MAX_COLD_COPIES = 64
 PROBE_METHODS = ("AMXINT4", "AMXINT8", "BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4", "MXFP4", "MXFP8")
 # Those measured when none is asked for, with `CpuMoeOptions.model_methods` beside them: the model's
 # own method for `--model` (DeepSeek-V4-Flash, gpt-oss and MiniMax-M3 ship MX experts), MXFP4 for a
-# probe without a model (`UNASKED_MX`).
+# probe without a model (`kttune.spec.methods.UNASKED_MX`).
 DEFAULT_METHODS = ("AMXINT4", "AMXINT8", "BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4")
-# A probe without a model times MXFP4 too (since 2026-12-07): gpt-oss and DeepSeek-V4-Flash are served
-# in it, and kt-kernel's MXFP4 class runs 2.5-3.4x RAWINT4's time on the H100 box's Emerald Rapids
-# CPU at gpt-oss's experts (`benchmarks/bench_mx_methods.py`), so a profile without its curve read
-# gpt-oss's hybrid path 74-82% fast from the same-bits stand-in (docs/path-runner.md#mxfp4). MXFP8
-# is left to `--model`: no catalog model kttune serves ships it.
-UNASKED_MX = ("MXFP4",)
 
 
 # Without a model: a small shape for --quick (fits anywhere, seconds per curve on 2 cores) and two

@@ -11,6 +11,7 @@ from __future__ import annotations
 from kttune.hw.profile import Curve, Point
 from kttune.probes.common import NullReporter, Reporter
 from kttune.probes.gpu_common import cuda_time_point
+from kttune.spec.methods import REPACKED_METHODS
 from kttune.spec.moe_shape import MoeLayerShape
 from kttune.units import GIB
 
@@ -26,6 +27,7 @@ def _weights(shape: MoeLayerShape, method: str, device):
     import torch
 
     from kttune.kernels import grouped_moe as gm
+    from kttune.kernels.int4 import NIBBLE_CODES
 
     E, H, I = shape.experts, shape.hidden, shape.inter
     g = torch.Generator(device=device).manual_seed(0)
@@ -41,13 +43,13 @@ def _weights(shape: MoeLayerShape, method: str, device):
             a, b = gm.quantize_fp8_per_channel(torch.randn(H, I, device=device, generator=g) * 0.02)
             q2.append(a), s2.append(b)
         return gm.Fp8Weights(torch.stack(q13), torch.stack(s13), torch.stack(q2), torch.stack(s2))
-    if method in ("RAWINT4", "MXFP4"):
+    if method in REPACKED_METHODS:
         w13q = torch.randint(-(2**31), 2**31 - 1, (E, H // 8, 2 * I), device=device, dtype=torch.int32, generator=g)
         w2q = torch.randint(-(2**31), 2**31 - 1, (E, I // 8, H), device=device, dtype=torch.int32, generator=g)
         if method == "MXFP4":  # power-of-two scales, as the checkpoint's ue8m0 bytes give
             w13s = torch.exp2(-torch.randint(7, 11, (E, H // 32, 2 * I), device=device, generator=g).float())
             w2s = torch.exp2(-torch.randint(7, 11, (E, I // 32, H), device=device, generator=g).float())
-            return gm.Int4Weights(w13q, w13s.to(torch.bfloat16), w2q, w2s.to(torch.bfloat16), "e2m1")
+            return gm.Int4Weights(w13q, w13s.to(torch.bfloat16), w2q, w2s.to(torch.bfloat16), NIBBLE_CODES[method])
         w13s = (torch.rand(E, H // 32, 2 * I, device=device, generator=g) * 0.004 + 0.001).to(torch.bfloat16)
         w2s = (torch.rand(E, I // 32, H, device=device, generator=g) * 0.004 + 0.001).to(torch.bfloat16)
         return gm.Int4Weights(w13q, w13s, w2q, w2s)
@@ -94,7 +96,7 @@ def probe_gpu_moe_shape(
             ids, tw = random_routing(m, shape.experts, shape.top_k, device, seed=m)
             if method == "BF16":
                 fn = lambda: gm.moe_bf16(x, w[0], w[1], ids, tw)  # noqa: E731
-            elif method in ("RAWINT4", "MXFP4"):
+            elif method in REPACKED_METHODS:
                 fn = lambda: gm.moe_int4(x, w, ids, tw)  # noqa: E731
             else:
                 fn = lambda: gm.moe_fp8(x, w, ids, tw)  # noqa: E731

@@ -12,6 +12,7 @@ from kttune.hw.profile import Curve, Point
 from kttune.probes.common import NullReporter, Reporter, retime
 from kttune.probes.gpu_common import bound_to_node, free_host_bytes, gpu_numa_node
 from kttune.runner.pipeline import LayerPipeline, PipelineConfig, PipelineResult
+from kttune.spec.methods import REPACKED_METHODS
 from kttune.spec.moe_shape import MoeLayerShape
 from kttune.units import GIB
 
@@ -222,7 +223,7 @@ def probe_pipeline_layer(
     ideal = max(
         min(r.stage_a_ms for r in results), min(r.stage_b_ms for r in results), min(r.stage_c_ms for r in results)
     )
-    repack = "triton repack" if shape.method in ("RAWINT4", "MXFP4") else "no stage C"
+    repack = "triton repack" if shape.method in REPACKED_METHODS else "no stage C"
     curves = []
     for t, backend, runs in per_thread:
         pts = []

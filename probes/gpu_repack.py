@@ -17,7 +17,8 @@ def probe_repack(
 ) -> list[Curve]:
     import torch
 
-    from kttune.kernels.expert_weights import REPACKED_METHODS, slot_kinds, word_kinds
+    from kttune.kernels.expert_weights import slot_kinds, word_kinds
+    from kttune.spec.methods import REPACKED_METHODS
     from kttune.kernels.int4 import repack_int4
 
     rep = reporter or NullReporter()

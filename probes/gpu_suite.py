@@ -23,6 +23,7 @@ from typing import Sequence
 from kttune.hw.profile import Curve
 from kttune.probes.common import NullReporter, Reporter, probe_thread_counts
 from kttune.probes.gpu_common import shapes_for
+from kttune.spec.methods import REPACKED_METHODS
 from kttune.spec.moe_shape import MoeLayerShape
 from kttune.units import GIB
 
@@ -230,7 +231,7 @@ def plan_gpu_probes(
         steps.append(("copy", lambda: gpu_copy.probe_copy(max_layer, quick=quick, inventory=inventory, reporter=rep)))
     if "repack" in want:
         for s in shapes.moe:
-            if s.method in ("RAWINT4", "MXFP4") or model is None:
+            if s.method in REPACKED_METHODS or model is None:
                 steps.append((f"repack {s.name}", lambda s=s: gpu_repack.probe_repack(s, quick=quick, reporter=rep)))
                 break
     if "pipeline" in want:

@@ -30,7 +30,6 @@ from kttune.probes.cpu_moe import (
     FULL_SHAPES,
     ISOLATE_ABOVE_BYTES,
     QUICK_SHAPE,
-    UNASKED_MX,
     CpuMoeOptions,
     CpuMoePlan,
     kept_layer_bytes,
@@ -61,6 +60,7 @@ from kttune.probes.stage_a import (
     plan_stage_a,
     probe_stage_a,
 )
+from kttune.spec.methods import UNASKED_MX
 from kttune.units import MIB
 
 # The quick layer (32 experts, top-8) runs 256 rows an expert at 1,024 tokens, the rows a model's hybrid

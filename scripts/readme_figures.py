@@ -393,7 +393,7 @@ def mxfp4_row() -> tuple[str, str, str, str]:
     def paths(label: str) -> list[float]:
         return [r[label][p]["mape"] for r in rows for p in ("hybrid", "layerwise")]
 
-    bracketed = [c for r in rows for c in r["own"]["crossovers"] if c["interval"]]
+    bracketed = [c for r in rows for c in r["own"]["crossover"] if c["interval"]]
     quick_hybrid = [r["quick"]["hybrid"]["mape"] for r in rows]
     mq = json.loads((RESULTS / ACCURACY["mxfp4_quick"]).read_text())
     mq_raw = [r["raw"] for r in mq["rows"]]

@@ -49,7 +49,15 @@ from kttune.memory.vram import (  # what a decode step reads of the pool; the ML
     sglang_default_mla_backend,
 )
 from kttune.spec.kt_classes import kt_matmul_above
-from kttune.spec.methods import FORMATS, METHODS, bytes_per_expert, get_method, gpu_format
+from kttune.spec.methods import (
+    FORMATS,
+    METHODS,
+    REPACKED_METHODS,
+    UNASKED_MX,
+    bytes_per_expert,
+    get_method,
+    gpu_format,
+)
 from kttune.spec.model_spec import ModelSpec
 from kttune.units import GIB, MIB
 
@@ -379,7 +387,7 @@ class Components:
                 f": kt-kernel's {self.method.name} class ran {MX_SLOWER_THAN_SAME_BITS[self.method.name]} "
                 f"(docs/probe.md#mx-methods), so this is likely fast; `kttune probe --model {self.model.name}` "
                 "times it"
-                + (", and so does `kttune probe --quick` since 2026-12-07" if self.method.name == "MXFP4" else "")
+                + (", and so does `kttune probe --quick` since 2026-12-07" if self.method.name in UNASKED_MX else "")
             )
         self.notes.append(note)
         return sub
@@ -1053,7 +1061,7 @@ class Components:
         return self._stage_a_fits[threads]
 
     def _fit_stage_c(self) -> LinearFit | None:
-        if self.method.cpu_format not in ("int4_g32", "mxfp4"):
+        if self.method.name not in REPACKED_METHODS:
             return None  # FP8 / BF16 / MXFP8 are byte copies; no per-expert post-processing
         # RAWINT4 and MXFP4 are repacked (sglang-kt: Marlin's repack / prepare; the runner: one Triton
         # transpose of the same bytes, kttune/kernels/int4.py): either's curve by bytes

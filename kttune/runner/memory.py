@@ -13,7 +13,7 @@ from kttune.calibration.runner import launch_config
 from kttune.memory import vram
 from kttune.runner.result import ForwardRecord, PathRun
 from kttune.kernels.attention_shape import attention_shape
-from kttune.spec.methods import get_method
+from kttune.spec.methods import REPACKED_METHODS, get_method
 from kttune.spec.model_spec import ModelSpec
 
 
@@ -93,7 +93,7 @@ def pipeline_ring_bytes(spec: ModelSpec, run: PathRun) -> int:
     reads raw experts from it; probes/gpu_pipeline.py `GpuLayer`): 2 x post_batch entries of `group` experts,
     allocated with the full-layer slot and kept. sglang-kt repacks through per-expert transients
     instead (`vram.layerwise_transient_bytes`). Read from the run's pipeline label."""
-    from kttune.kernels.expert_weights import REPACKED_METHODS, kinds_nbytes, slot_kinds
+    from kttune.kernels.expert_weights import kinds_nbytes, slot_kinds
 
     label = run.backends.get("layerwise_pipeline", "")
     if run.method not in REPACKED_METHODS or not label:
@@ -152,9 +152,9 @@ def static_runner_bytes(spec: ModelSpec, run: PathRun, slot_held: bool | None = 
         # runner-only layout: one repacked copy of each resident expert and one full-layer slot, with
         # bf16 scales as stage A writes them (sglang-kt holds raw and Marlin-prepared copies,
         # `vram.gpu_expert_bytes` / `vram.layerwise_slot_bytes`; docs/path-runner.md#mxfp4)
-        from kttune.kernels.expert_weights import write_nbytes
+        from kttune.kernels.expert_weights import kinds_nbytes, slot_kinds
 
-        per_expert = write_nbytes(run.method, spec.hidden_size, spec.moe_intermediate_size, run.tp) // run.tp
+        per_expert = kinds_nbytes(slot_kinds(run.method, spec.hidden_size, spec.moe_intermediate_size, run.tp))
         resident, slot_bytes = k * run.gpu_experts * per_expert, spec.num_experts * per_expert
     else:
         resident = (

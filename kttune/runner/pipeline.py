@@ -185,7 +185,8 @@ class LayerPipeline:
     ):
         import torch
 
-        from kttune.kernels.expert_weights import REPACKED_METHODS, HostSlot
+        from kttune.kernels.expert_weights import HostSlot
+        from kttune.spec.methods import REPACKED_METHODS
 
         if config.driver == "stream" and not getattr(writer, "stream_capable", False):
             raise ValueError(f"driver 'stream' needs a writer that submits on CUDA streams ({writer.backend} does not)")

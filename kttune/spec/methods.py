@@ -129,6 +129,19 @@ METHODS: dict[str, KtMethod] = {
     )
 }
 
+# Methods whose layerwise experts are repacked on the GPU after stage A (stage C): sglang-kt runs
+# Marlin's repack (RAWINT4) and prepare (MXFP4) there; the path runner one Triton transpose of the same
+# 4-bit words (kttune/kernels/int4.py). The other layerwise methods are read as stage A writes them.
+REPACKED_METHODS = ("RAWINT4", "MXFP4")
+
+# MX methods the CPU probe times without a model (beside its six defaults, probes/cpu_moe.py), since
+# 2026-12-07: gpt-oss and DeepSeek-V4-Flash are served in MXFP4, and kt-kernel's MXFP4 class runs
+# 2.5-3.4x RAWINT4's time on the H100 box's Emerald Rapids CPU at gpt-oss's experts
+# (`benchmarks/bench_mx_methods.py`), so a profile without its curve read gpt-oss's hybrid path 74-82%
+# fast from the same-bits stand-in (docs/path-runner.md#mxfp4). MXFP8 is left to `--model`: no catalog
+# model kttune serves ships it. The cost model's stand-in note says which a quick probe times.
+UNASKED_MX = ("MXFP4",)
+
 # Native checkpoint format -> the KT method that serves it without conversion.
 NATIVE_METHOD_FOR_FORMAT = {
     "bf16": "BF16",
