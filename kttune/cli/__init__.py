@@ -15,6 +15,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Help text is Markdown: a docstring's paragraph reflows to the terminal (rich markup keeps its
+    # source line breaks) and `[...]` stays text.
+    rich_markup_mode="markdown",
 )
 
 

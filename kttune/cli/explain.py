@@ -82,7 +82,8 @@ def explain(
     """Explain a flag set or a whole sglang-kt launch command: does it fit (VRAM by phase, host RAM),
     which path each forward takes, prefill per prompt length, decode per request and for the batch.
 
-    With a launch command, --model defaults to its --model directory (or the catalog model that directory is named after) and --vram to the profile's GPU memory."""  # noqa: E501 (one line: typer keeps line breaks)
+    With a launch command, --model defaults to its --model directory (or the catalog model that
+    directory is named after) and --vram to the profile's GPU memory."""
     from kttune import app
     from kttune.app import resolve
     from kttune.cli.common import console as make_console, emit_json

@@ -30,3 +30,40 @@ def test_a_group_without_its_subcommand(capsys):
         out.err.strip()
         == "error: no command given; pick one of the commands above (`kttune profile COMMAND --help` explains each)"
     )
+
+
+def test_the_command_list_wraps_each_summary_as_one_paragraph(capsys, monkeypatch):
+    """A command's summary is its docstring's first paragraph, written over several source lines;
+    the list reflows it to the terminal's width instead of keeping the source's line breaks (rich
+    markup kept them, leaving lines of one or two words: `kttune --help`, the first screen a new user
+    sees)."""
+    monkeypatch.setenv("COLUMNS", "100")
+    main(["--help"])
+    out = capsys.readouterr().out
+    rows: list[list[str]] = []
+    inside = False
+    for line in out.splitlines():
+        if "Commands" in line and line.lstrip().startswith("╭"):
+            inside = True
+            continue
+        if inside and line.lstrip().startswith("╰"):
+            break
+        if inside:
+            cell = line.strip()[1:-1]  # inside the box's side lines
+            if cell[1:2].strip():  # a new command's row: its name, then its summary
+                rows.append([cell.split(None, 1)[1].strip()])
+            else:
+                rows[-1].append(cell.strip())
+    assert {"search", "tune", "explain", "probe"} <= {r for r in out.split()}
+    assert len(rows) >= 10
+    width = max(len(line) for row in rows for line in row)
+    for row in rows:
+        for line in row[:-1]:  # every line but a summary's last fills the column, bar one word
+            assert len(line) > width - 20, (row, line)
+
+
+def test_help_text_keeps_square_brackets(capsys, monkeypatch):
+    """Brackets in help text are text (rich markup would read `[...]` as a style and drop it)."""
+    monkeypatch.setenv("COLUMNS", "120")
+    main(["explain", "--help"])
+    assert "[-- COMMAND...]" in capsys.readouterr().out
