@@ -67,7 +67,8 @@ CPU_ISA_ERROR = 3.0
 # A CPU of another vendor than the measured box's (another microarchitecture: clocks, vector units,
 # caches) keeps the measured box's per-core speed, which no ISA class carries: on an AMD EPYC (Zen 4)
 # core kt-kernel's AVX-512 build ran 1.5-3.7x faster than the AMX box derived to it, its AVX2 build
-# 0.94-2.0x (benchmarks/results/2026-12-05-epyc-avx512-2c/cpu-isa-quiet.md, docs/derive.md).
+# 0.94-2.0x (benchmarks/results/2026-12-05-epyc-avx512-2c/cpu-isa-quiet.md, docs/derive.md); held
+# out, an AVX2-only Zen 3 core's AVX2 build 0.66-1.51x (2026-12-07-epyc-avx2-2c/cpu-isa-quiet.md).
 CPU_VENDOR_ERROR = 4.0
 # `--cpu-vendor` values and the vendor strings the CPU reports (/proc/cpuinfo `vendor_id`).
 CPU_VENDORS = {"intel": "GenuineIntel", "amd": "AuthenticAMD"}

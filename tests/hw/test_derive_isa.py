@@ -158,3 +158,21 @@ def test_a_cpu_of_another_vendor_is_labelled_with_the_error_it_showed(build, isa
         same = _checks(results, cores=2, build=build, isa=isa)
         outside = [(m, t) for m, t, r, label in same if label == "scaled" and r > CPU_SCALED_ERROR]
         assert ("BF16", 256) in outside and ("FP8", 64) in outside
+
+
+def test_an_avx2_only_cpu_of_another_vendor_holds_to_the_stated_errors():
+    """Held out of both errors: an AMD EPYC Zen 3 core (family 25 model 1, AVX2 and no AVX-512, the
+    development VM of 2026-12-07, quiet), one worker, kt-kernel's AVX2 build, measured after
+    `CPU_VENDOR_ERROR` was set from the Zen 4 core. Derived with its vendor named every point is a
+    datasheet guess within that error; derived as an Intel AVX2 host, within the ISA class's own
+    (`CPU_ISA_ERROR`) too: BF16 derived slow, FP8 fast (docs/derive.md#across-cpu-vendors)."""
+    from kttune.hw.derive import CPU_ISA_ERROR
+
+    results = "2026-12-07-epyc-avx2-2c/cpu-isa-quiet.json"
+    for vendor, err in ((CPU_VENDORS["amd"], CPU_VENDOR_ERROR), (None, CPU_ISA_ERROR)):
+        checks = _checks(results, cores=2, build="avx2", isa=("avx2", "fma"), vendor=vendor)
+        assert {m for m, *_ in checks} == {"BF16", "FP8", "RAWINT4"} and len(checks) == 9
+        for method, tokens, ratio, label in checks:
+            assert label == "datasheet" and 1 / err <= ratio <= err, (vendor, method, tokens, ratio)
+        by_method = {m: r for m, t, r, _ in checks if t == 64}
+        assert by_method["BF16"] > 1 > by_method["FP8"]
