@@ -8,8 +8,10 @@ same thread count with the cost per output element r from four sources: none (fl
 benchmark's constant (`kttune.spec.kt_classes.MATRIX_OUTPUT_FLOPS`), and each shape-law profile's own
 measurement (`kttune.hw.shape_law.output_flops_for`, which keeps it only where it predicts a shape
 left out of its set better than flops alone). Error: predicted / measured - 1, mean over the points.
+`--min-tokens 1` takes every point: kt-kernel's AVX2 and AVX-512 builds have no matrix-kernel switch,
+and on a small host a model's own curve may stop below 256 tokens (the probe's time per point).
 
-    python benchmarks/bench_shape_law_probe.py --base QUICK.json [--law LAW.json ...] --models M1.json ... --out FILE.md
+    python benchmarks/bench_shape_law_probe.py --base QUICK.json [--law LAW.json ...] --models M1.json ... [--min-tokens N] --out FILE.md
 """
 
 from __future__ import annotations
@@ -40,8 +42,10 @@ def _model_of(path: Path, probe: HardwareProfile) -> tuple[str, str]:
     return name, method
 
 
-def errors(base: HardwareProfile, model_probe: HardwareProfile, name: str, method: str) -> list[float]:
-    """The model probe's points at `MIN_TOKENS` and more, predicted from `base` (its own curves of the
+def errors(
+    base: HardwareProfile, model_probe: HardwareProfile, name: str, method: str, min_tokens: int = MIN_TOKENS
+) -> list[float]:
+    """The model probe's points at `min_tokens` and more, predicted from `base` (its own curves of the
     model's shape left out: it has none), predicted / measured - 1."""
     model = load_model(name, method)
     comp = Components(base, model, method)
@@ -51,7 +55,7 @@ def errors(base: HardwareProfile, model_probe: HardwareProfile, name: str, metho
         if th not in comp.cpu_thread_options():
             continue
         e = int(c.params.get("cpu_experts") or c.params["experts"])
-        out += [comp.cpu_moe_ms(p.x, e, th) / p.t_ms - 1 for p in c.points if p.x >= MIN_TOKENS]
+        out += [comp.cpu_moe_ms(p.x, e, th) / p.t_ms - 1 for p in c.points if p.x >= min_tokens]
     return out
 
 
@@ -67,7 +71,9 @@ def quick_cpu_on(base: HardwareProfile, shipped: HardwareProfile) -> HardwarePro
     return replace(shipped, curves=tuple(c for c in shipped.curves if c.kind not in ("cpu_moe", "cpu_moe_shape")) + cpu)
 
 
-def run(base_path: Path, law_paths: list[Path], model_paths: list[Path], gpu_from: str) -> dict:
+def run(
+    base_path: Path, law_paths: list[Path], model_paths: list[Path], gpu_from: str, min_tokens: int = MIN_TOKENS
+) -> dict:
     """The base's CPU MoE curves, with the GPU curves of the shipped profile `gpu_from` (the cost model
     needs them; the CPU MoE prediction does not read them)."""
     plain = quick_cpu_on(load_profile(base_path), load_shipped(gpu_from))
@@ -80,30 +86,38 @@ def run(base_path: Path, law_paths: list[Path], model_paths: list[Path], gpu_fro
         row = {"model": name, "method": method, "errors": {}, "r": {}}
         try:
             kt_classes.MATRIX_OUTPUT_FLOPS = {}
-            row["errors"]["flops alone"] = errors(plain, probe, name, method)
+            row["errors"]["flops alone"] = errors(plain, probe, name, method, min_tokens)
             kt_classes.MATRIX_OUTPUT_FLOPS = table
-            row["errors"]["constant"] = errors(plain, probe, name, method)
+            row["errors"]["constant"] = errors(plain, probe, name, method, min_tokens)
             row["r"]["constant"] = source_of(plain, name, method)
             for law_name, law in laws.items():
                 shapes = tuple(c for c in law.curves if c.kind == "cpu_moe_shape")
                 with_law = replace(plain, curves=plain.curves + shapes)
-                row["errors"][law_name] = errors(with_law, probe, name, method)
+                row["errors"][law_name] = errors(with_law, probe, name, method, min_tokens)
                 row["r"][law_name] = source_of(with_law, name, method)
         finally:
             kt_classes.MATRIX_OUTPUT_FLOPS = table
         rows.append(row)
-    return {"base": str(base_path), "gpu_from": gpu_from, "laws": [str(p) for p in law_paths], "rows": rows}
+    return {
+        "base": str(base_path),
+        "gpu_from": gpu_from,
+        "laws": [str(p) for p in law_paths],
+        "min_tokens": min_tokens,
+        "rows": rows,
+    }
 
 
 def markdown(doc: dict) -> str:
     sources = list(doc["rows"][0]["errors"]) if doc["rows"] else []
+    n = doc.get("min_tokens", MIN_TOKENS)
+    reach = f"at {n:,} tokens and more" if n > 1 else "at every point"
     lines = [
         "# The probe's expert-shape law against models' own CPU MoE curves",
         "",
         f"Base: the CPU MoE curves of `{doc['base']}` (its shape sets left out), GPU curves of "
         f"`{doc['gpu_from']}`; shape sets: "
         + ", ".join(f"`{p}`" for p in doc["laws"])
-        + ". Each model's kt-kernel MoE at 256 tokens and more, predicted from the base's curves: mean "
+        + f". Each model's kt-kernel MoE {reach}, predicted from the base's curves: mean "
         "error (signed mean in brackets; + = predicted slower).",
         "",
         "| model | method | " + " | ".join(sources) + " |",
@@ -139,8 +153,9 @@ def main() -> None:
     ap.add_argument("--models", nargs="+", required=True, type=Path)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--gpu-from", default="h200-pcie5-xeon-amx-16c", help="shipped profile lending the GPU curves")
+    ap.add_argument("--min-tokens", type=int, default=MIN_TOKENS, help="the models' points from this many tokens")
     a = ap.parse_args()
-    doc = run(a.base, a.law or [a.base], a.models, a.gpu_from)
+    doc = run(a.base, a.law or [a.base], a.models, a.gpu_from, a.min_tokens)
     md = markdown(doc)
     write_result(a.out, doc, md)
 

@@ -516,6 +516,29 @@ def recipes() -> list[Recipe]:
             ("shape-law-probe-mixtral-xeon-amx-2c.json",),
             C6,
         ),
+        *[
+            Recipe(
+                f"shape-law-probe-zen3-avx2-quick-{r}",
+                _bench(
+                    "bench_shape_law_probe.py",
+                    "--base",
+                    RESULTS / "2026-12-07-epyc-avx2-2c" / f"quick-tokens-zen3-quick-1024-{r}.profile.json",
+                    "--models",
+                    *_s(
+                        sorted(
+                            (RESULTS / "2026-12-07-epyc-avx2-2c").glob("quick-tokens-zen3-probe-*-BF16.profile.json")
+                        )
+                    ),
+                    "--min-tokens",
+                    "1",
+                    "--out",
+                    f"{{out}}/shape-law-probe-zen3-avx2-quick-{r}.md",
+                ),
+                (f"shape-law-probe-zen3-avx2-quick-{r}.json",),
+                C7,
+            )
+            for r in (1, 2)
+        ],
         Recipe(
             "gpu-expert-share",
             _bench("bench_gpu_expert_share.py", "--out", "{out}/gpu-expert-share"),
