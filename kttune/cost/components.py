@@ -55,6 +55,7 @@ from kttune.spec.methods import (
     REPACKED_METHODS,
     UNASKED_MX,
     bytes_per_expert,
+    host_bytes_per_expert,
     get_method,
     gpu_format,
 )
@@ -193,7 +194,11 @@ class Components:
         self.method = get_method(self.method_name)
         m = self.model
         self.i_tp = m.moe_intermediate_size // self.tp
-        self.cpu_bytes_per_expert = bytes_per_expert(self.method.cpu_format, m.hidden_size, m.moe_intermediate_size)
+        # one expert as kt-kernel holds it in host RAM: what its MoE reads, stage A writes and the loop
+        # streams (MXFP4's scales widened to bf16: HOST_SCALE_BYTES), the bytes the probes' x counts
+        self.cpu_bytes_per_expert = host_bytes_per_expert(
+            self.method.cpu_format, m.hidden_size, m.moe_intermediate_size
+        )
         self.gpu_bytes_per_expert = bytes_per_expert(
             gpu_format(self.method, m.checkpoint_format), m.hidden_size, self.i_tp
         )
@@ -1234,7 +1239,7 @@ def _pipeline_expert_bytes(c: Curve) -> float | None:
     h, i = c.params.get("hidden"), c.params.get("inter")
     if not h or not i or c.params.get("method") not in METHODS:
         return None
-    return bytes_per_expert(get_method(c.params["method"]).cpu_format, int(h), int(i))
+    return host_bytes_per_expert(get_method(c.params["method"]).cpu_format, int(h), int(i))
 
 
 def _same_expert_bytes(c: Curve, expert_bytes: float) -> bool:

@@ -264,6 +264,31 @@ def test_mxfp4_streams_and_computes_as_rawint4_by_bytes():
     assert any("used RAWINT4's curves, the same 4-bit" in n for n in gpt.notes)
 
 
+# H100 instance ar (2026-12-07): each gpt-oss model's own probe (its MXFP4 loop, measured in sglang-kt's
+# configuration).
+H100_AR = Path(__file__).parents[2] / "benchmarks/results/2026-12-07-h100-pcie5-xeon-amx-16c"
+
+
+@pytest.mark.parametrize("model", ["gpt-oss-120b", "gpt-oss-20b"])
+def test_an_mxfp4_layer_is_read_at_the_bytes_its_loop_streamed(model):
+    """kt-kernel's loader widens MXFP4's ue8m0 scales to bf16 in host RAM (HOST_SCALE_BYTES), and its
+    writer streams them so: the probe's loop counts 13.99 MB per gpt-oss expert, where the checkpoint
+    holds 13.22. The cost model reads the model's own measured loop at the bytes the loop streamed,
+    so the whole layer is the measured full-layer point (at the checkpoint's bytes it read the load
+    of 121 of 128 experts, 6% fast)."""
+    from kttune.hw.profile import load_profile
+    from kttune.spec.methods import bytes_per_expert
+
+    own = load_profile(H100_AR / f"mxfp4-runner-model-{model}-h100ar.profile.json")
+    (loop,) = own.curves_of("pipeline", method="MXFP4", threads=11)
+    full = max(loop.points, key=lambda p: p.x)
+    gpt = load_model(model, "MXFP4")
+    c = Components(own, gpt, "MXFP4", 1)
+    assert full.x == gpt.num_experts * c.cpu_bytes_per_expert
+    assert c.cpu_bytes_per_expert > bytes_per_expert("mxfp4", gpt.hidden_size, gpt.moe_intermediate_size)
+    assert c.pipeline_layer_ms(gpt.num_experts, 11) == pytest.approx(full.t_ms, rel=0.01)
+
+
 # One machine instance, 2026-12-03: each FP8 model's `kttune probe --model X` and its path-runner sweep,
 # minutes apart (docs/cost-model.md#one-machine-instance-seven-models).
 ONE_INSTANCE = Path(__file__).parents[2] / "benchmarks/results/2026-12-03-h200-pcie5-xeon-amx-16c"
