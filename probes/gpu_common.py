@@ -19,6 +19,7 @@ from kttune.kernels.attention_shape import AttentionShape
 from kttune.probes.common import point_from_samples
 from kttune.spec.loader import load_model
 from kttune.spec.moe_shape import MoeLayerShape
+from kttune.spec.methods import UNASKED_MX
 
 # ---- shapes ------------------------------------------------------------------------------------
 
@@ -73,11 +74,25 @@ DEEPSEEK_ATTN = AttentionShape(
 # The bundled models whose attention blocks a probe without a model times: one GQA with q/k norm, one MLA.
 REPRESENTATIVE_BLOCKS = ("qwen3-30b-a3b", "deepseek-v3")
 
+# The layer a probe without a model streams for each MX method its CPU probe times unasked
+# (`kttune.spec.methods.UNASKED_MX`), since 2026-12-07: kt-kernel's MXFP4 writer is not RAWINT4's (at
+# gpt-oss's 14 MB experts about 1.2x its time per byte on the H100 box), and a profile with RAWINT4's
+# loop alone read gpt-oss's MXFP4 layerwise load 20-24% fast by bytes, where the same instance's
+# gpt-oss-20b loop read gpt-oss-120b's 128-expert layer 2% off (docs/probe.md#mx-methods). As for
+# RAWINT4 (Kimi-K2's layer), a bundled model's own layer: gpt-oss-20b's 32 experts (448 MB streamed).
+UNASKED_MX_MODELS = {"MXFP4": "gpt-oss-20b"}
+
 
 @lru_cache(maxsize=1)
 def _representative_blocks() -> tuple:
     """REPRESENTATIVE_BLOCKS' specs, read once: a probe plans its GPU steps more than once."""
     return tuple(load_model(n) for n in REPRESENTATIVE_BLOCKS)
+
+
+@lru_cache(maxsize=None)
+def unasked_mx_layer(method: str) -> MoeLayerShape:
+    """The layer a probe without a model streams for the unasked MX `method` (UNASKED_MX_MODELS)."""
+    return MoeLayerShape.of_model(load_model(UNASKED_MX_MODELS[method]), method)
 
 
 LAYERWISE_GPU_METHODS = ("BF16", "FP8", "FP8_PERCHANNEL", "RAWINT4", "MXFP4")
@@ -90,16 +105,19 @@ def shapes_for(model, methods: tuple[str, ...] = ()) -> ShapeSet:
     stream for that method (glm-4.7 in FP8_PERCHANNEL streams half its BF16 layer, through another
     kt-kernel writer); none of them: the model's default method, as without `methods`."""
     if model is None:
+        asked = {m.upper() for m in methods}
+        mx = tuple(unasked_mx_layer(m) for m in UNASKED_MX if not asked or m in asked)
         return ShapeSet(
             moe=(QWEN3_30B_A3B, DEEPSEEK_V3, KIMI_K2),
             attention=(QWEN3_ATTN, DEEPSEEK_ATTN),
             gemm=((2048, 2048), (2048, 6144), (7168, 7168), (7168, 18432)),
             notes=(
                 "no model given: representative shapes Qwen3-30B-A3B (bf16), DeepSeek-V3 (FP8), Kimi-K2 (RAWINT4); "
-                "the layerwise pipeline also streams a narrow BF16 and FP8 layer (docs/probe.md#the-pipeline)",
+                "the layerwise pipeline also streams a narrow BF16 and FP8 layer (docs/probe.md#the-pipeline)"
+                + ("".join(f" and {s.name}'s {s.method} layer" for s in mx)),
             ),
             blocks=_representative_blocks(),
-            pipeline_only=NARROW_LAYERS,
+            pipeline_only=NARROW_LAYERS + mx,
         )
     notes = []
     asked = [m.upper() for m in methods]

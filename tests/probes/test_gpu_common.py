@@ -46,11 +46,14 @@ def test_without_a_model_the_pipeline_streams_a_second_expert_size_of_each_metho
     pipeline alone (no GPU MoE or attention of it)."""
     from kttune.spec.catalog import catalog_names
 
+    from kttune.probes.gpu_common import NARROW_LAYERS
+
     ss = shapes_for(None)
     rep = {s.method: s for s in ss.moe}
-    assert {s.method for s in ss.pipeline_only} == set(rep) - {"RAWINT4"}
+    assert {s.method for s in NARROW_LAYERS} == set(rep) - {"RAWINT4"}
+    assert set(NARROW_LAYERS) <= set(ss.pipeline_only)
     bundled = {(load_model(n).hidden_size, load_model(n).moe_intermediate_size) for n in catalog_names()}
-    for s in ss.pipeline_only:
+    for s in NARROW_LAYERS:
         assert rep[s.method].bytes_per_expert / s.bytes_per_expert >= 3
         assert (s.hidden, s.inter) not in bundled
     assert shapes_for(load_model("qwen3-30b-a3b")).pipeline_only == ()  # a model's own layer needs no other
@@ -134,3 +137,23 @@ def test_deepseek_v4_is_probed_at_representative_attention_shapes():
     assert [(m.hidden, m.inter, m.experts, m.top_k, m.method) for m in s.moe] == [(4096, 2048, 256, 6, "MXFP4")]
     assert any("compressed sparse attention" in n for n in s.notes)
     assert not any("no layerwise GPU path" in n for n in s.notes)
+
+
+def test_without_a_model_the_pipeline_streams_each_unasked_mx_methods_layer():
+    """The MX methods the CPU probe times unasked (UNASKED_MX) get their loop too: gpt-oss-20b's own
+    MXFP4 layer, pipeline alone, through kt-kernel's MXFP4 writer; as on the CPU side, not when
+    --methods leaves MXFP4 out. The cost model then reads an MXFP4 layer from MXFP4's loop, not from
+    RAWINT4's by bytes (PIPELINE_TWIN)."""
+    from kttune.spec.methods import UNASKED_MX
+
+    assert UNASKED_MX == ("MXFP4",)
+    mx = [s for s in shapes_for(None).pipeline_only if s.method == "MXFP4"]
+    gpt = load_model("gpt-oss-20b")
+    assert [(s.hidden, s.inter, s.experts, s.top_k) for s in mx] == [
+        (gpt.hidden_size, gpt.moe_intermediate_size, gpt.num_experts, gpt.top_k)
+    ]
+    assert not any(s.method == "MXFP4" for s in shapes_for(None, ("BF16", "FP8")).pipeline_only)
+    assert any(s.method == "MXFP4" for s in shapes_for(None, ("mxfp4",)).pipeline_only)
+    steps = [n for n, _ in gpu_suite.plan_gpu_probes(None, None, True, NullReporter())]
+    assert "pipeline gpt-oss-20b MXFP4" in steps
+    assert not any("gpt-oss" in n for n in steps if not n.startswith("pipeline"))
