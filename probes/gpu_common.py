@@ -18,8 +18,8 @@ from kttune.hw.profile import Point
 from kttune.kernels.attention_shape import AttentionShape
 from kttune.probes.common import point_from_samples
 from kttune.spec.loader import load_model
-from kttune.spec.moe_shape import MoeLayerShape
 from kttune.spec.methods import UNASKED_MX
+from kttune.spec.moe_shape import MoeLayerShape
 
 # ---- shapes ------------------------------------------------------------------------------------
 
@@ -78,7 +78,7 @@ REPRESENTATIVE_BLOCKS = ("qwen3-30b-a3b", "deepseek-v3")
 # (`kttune.spec.methods.UNASKED_MX`), since 2026-12-07: kt-kernel's MXFP4 writer is not RAWINT4's (at
 # gpt-oss's 14 MB experts about 1.2x its time per byte on the H100 box), and a profile with RAWINT4's
 # loop alone read gpt-oss's MXFP4 layerwise load 20-24% fast by bytes, where the same instance's
-# gpt-oss-20b loop read gpt-oss-120b's 128-expert layer 2% off (docs/probe.md#mx-methods). As for
+# gpt-oss-20b loop read gpt-oss-120b's 128-expert layer 2% off (docs/probe.md#the-pipeline). As for
 # RAWINT4 (Kimi-K2's layer), a bundled model's own layer: gpt-oss-20b's 32 experts (448 MB streamed).
 UNASKED_MX_MODELS = {"MXFP4": "gpt-oss-20b"}
 
