@@ -67,7 +67,7 @@ from kttune.hw.features import (
     moe_features,
 )
 from kttune.spec.kt_classes import kt_matmul_above, matrix_output_flops
-from kttune.spec.methods import METHODS, bytes_per_expert
+from kttune.spec.methods import METHODS, bytes_per_expert, host_bytes_per_expert
 from kttune.spec.moe_shape import MoeLayerShape
 
 # ---- typed views of a curve's params (the shape keys each kind must carry) ---------------------------
@@ -167,12 +167,24 @@ class CostFit:
     row: Callable[[Any, float], tuple[float, ...]]
 
 
-def _moe_row(c: Any, x: float) -> tuple:
+def _cpu_format(s: MoeCurveShape) -> str:
+    """The weight format of a MoE curve's method (BF16 where the method is not one kttune knows)."""
+    return METHODS[s.method].cpu_format if s.method in METHODS else "bf16"
+
+
+def host_expert_bytes(s: MoeCurveShape) -> int:
+    """One expert of a `cpu_moe` curve's layer as kt-kernel holds it in host RAM and its calls read it
+    (`kttune.spec.methods.host_bytes_per_expert`: MXFP4's scales widened to bf16), the bytes
+    `kttune.cost.components.Components.cpu_bytes_per_expert` counts for a model's expert."""
+    return host_bytes_per_expert(_cpu_format(s), s.hidden, s.inter)
+
+
+def _moe_row(c: Any, x: float, expert_bytes: int | None = None) -> tuple:
+    """A MoE point's features; an expert's bytes in its method's format unless given."""
     s: MoeCurveShape = c.shape
-    fmt = METHODS[s.method].cpu_format if s.method in METHODS else "bf16"
-    return moe_features(
-        x, s.hidden, s.inter, s.experts, s.top_k, s.routed_experts, bytes_per_expert(fmt, s.hidden, s.inter)
-    )
+    if expert_bytes is None:
+        expert_bytes = bytes_per_expert(_cpu_format(s), s.hidden, s.inter)
+    return moe_features(x, s.hidden, s.inter, s.experts, s.top_k, s.routed_experts, expert_bytes)
 
 
 def cpu_matmul_above(c: Any) -> int | None:
@@ -190,7 +202,9 @@ def cpu_moe_row(c: Any, x: float, output_flops: float | None = None) -> tuple:
     through `kttune.hw.shape_law.output_flops_for`)."""
     s: MoeCurveShape = c.shape
     r = matrix_output_flops(c.backend, c.params.get("kernel")) if output_flops is None else output_flops
-    return kt_gemm_split(_moe_row(c, x), x, cpu_matmul_above(c), matrix_work_per_flop(s.hidden, s.inter, r))
+    return kt_gemm_split(
+        _moe_row(c, x, host_expert_bytes(s)), x, cpu_matmul_above(c), matrix_work_per_flop(s.hidden, s.inter, r)
+    )
 
 
 MOE_FIT = CostFit(MOE_FEATURES, _moe_row)

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import statistics
 
+from kttune.hw.curve_kinds import host_expert_bytes
 from kttune.hw.features import expected_experts_touched
 from kttune.hw.profile import Curve
-from kttune.spec.methods import METHODS, bytes_per_expert
 
 # The token counts the rate is read over: from the first that touches most of a small layer's experts
 # to the last where the VM's compute had not yet hidden the stream.
@@ -24,11 +24,9 @@ STREAM_TOKENS = (4, 256)
 
 
 def expert_bytes(curve: Curve) -> float:
-    """Bytes of one expert of a `cpu_moe` curve's layer in its method's CPU format (BF16 where the
-    method is not one kttune knows)."""
-    s = curve.shape
-    fmt = METHODS[s.method].cpu_format if s.method in METHODS else "bf16"
-    return bytes_per_expert(fmt, s.hidden, s.inter)
+    """Bytes of one expert of a `cpu_moe` curve's layer as its calls read them
+    (`kttune.hw.curve_kinds.host_expert_bytes`)."""
+    return host_expert_bytes(curve.shape)
 
 
 def cycled_bytes(curve: Curve) -> float:

@@ -71,3 +71,24 @@ def test_a_second_warm_timing_is_refused():
         stream_rate(
             w, replace(c, points=tuple(Point(x=p.x, t_ms=p.t_ms, extra=p.extra) for p in c.points if p.x > 256))
         )
+
+
+def test_a_cpu_moe_curves_expert_is_counted_as_the_model_expert_is():
+    """The bytes a `cpu_moe` curve's call reads per expert are the bytes the cost model counts for a
+    model's expert of the same shape and method (host RAM: MXFP4's scales widened to bf16), in the
+    fit's features and in the cache check alike."""
+    from kttune.cost.components import Components
+    from kttune.hw.curve_kinds import cpu_moe_row, host_expert_bytes
+    from kttune.hw.dram_stream import expert_bytes
+    from kttune.hw.registry import load_shipped
+    from kttune.spec.loader import load_model
+    from kttune.spec.methods import bytes_per_expert
+
+    gpt = load_model("gpt-oss-20b", "MXFP4")
+    shape = dict(hidden=gpt.hidden_size, inter=gpt.moe_intermediate_size, experts=gpt.num_experts, top_k=gpt.top_k)
+    c = Curve(kind="cpu_moe", x_unit="tokens", params={"method": "MXFP4", "threads": 1, **shape}, points=())
+    model_expert = Components(load_shipped("h200-pcie5-xeon-amx-16c"), gpt, "MXFP4").cpu_bytes_per_expert
+    assert host_expert_bytes(c.shape) == expert_bytes(c) == model_expert
+    assert model_expert > bytes_per_expert("mxfp4", gpt.hidden_size, gpt.moe_intermediate_size)
+    _, nbytes, *_ = cpu_moe_row(c, 1e6)  # every expert touched
+    assert nbytes == pytest.approx(gpt.num_experts * model_expert)
