@@ -50,6 +50,23 @@ def kt_kernel_error() -> str | None:
     return _KT_ERROR
 
 
+_FLAGS: frozenset[str] | None = None
+
+
+def host_cpu_flags() -> frozenset[str]:
+    """This host's CPU flags as /proc/cpuinfo names them (its first processor's `flags` line; empty
+    where there is none): what a kt-kernel class needs beyond its build (`KT_CLASS_PREFERENCE`)."""
+    global _FLAGS
+    if _FLAGS is None:
+        try:
+            text = open("/proc/cpuinfo", encoding="utf-8", errors="replace").read()
+        except OSError:
+            text = ""
+        line = next((ln for ln in text.splitlines() if ln.split(":", 1)[0].strip() == "flags"), "")
+        _FLAGS = frozenset(line.split(":", 1)[1].split()) if ":" in line else frozenset()
+    return _FLAGS
+
+
 def _libc_fflush() -> None:
     try:
         ctypes.CDLL(None).fflush(None)

@@ -19,7 +19,7 @@ import gc
 from typing import Any, Sequence
 
 from kttune.kernels.expert_weights import ONLINE_QUANTIZED, HostExperts
-from kttune.kernels.kt_ext import KtKernel, load_kt_kernel, quiet_stdout
+from kttune.kernels.kt_ext import KtKernel, host_cpu_flags, load_kt_kernel, quiet_stdout
 from kttune.kernels import kt_spares
 from kttune.kernels.kt_pool import cpu_infer
 from kttune.spec.kt_classes import KT_CLASS_PREFERENCE, kt_class_leaks
@@ -89,7 +89,8 @@ class KtMoeLayer:
     `[T, k]`, `out` bf16 `[T, H]`. Keeps alive every tensor the C++ side reads through raw pointers;
     `close()` frees the layer (the worker pool stays: kttune.kernels.kt_pool), or, for a class
     kt-kernel cannot free, keeps it for the next layer of the same random weights
-    (kttune.kernels.kt_spares)."""
+    (kttune.kernels.kt_spares). `isa` names the host's ISA flags a class may need beyond its build
+    (None: this host's own, /proc/cpuinfo); `refused` lists the classes that refused the CPU all the same."""
 
     def __init__(
         self,
@@ -123,7 +124,11 @@ class KtMoeLayer:
         if kt is None:
             raise RuntimeError("kt-kernel is not importable")
         method = host.method
-        names = class_candidates(kt.ext.moe, method, isa, writer=writer)
+        # Only classes this CPU runs are built: kt-kernel 0.7.2 registers a layer's scratch with its
+        # process-wide buffer before a class refuses the CPU (AVX-VNNI-256 RawInt4 without AVX-VNNI),
+        # then frees the layer but not the registration, and the next layer that grows the buffer writes
+        # into the freed memory (docs/path-runner.md#a-refused-kt-kernel-class-corrupts-the-heap).
+        names = class_candidates(kt.ext.moe, method, host_cpu_flags() if isa is None else isa, writer=writer)
         if not names:
             raise RuntimeError(
                 f"kt-kernel {kt.variant} has no {method} MoE class"
@@ -160,6 +165,7 @@ class KtMoeLayer:
         self._map = torch.arange(experts, dtype=torch.int64)
         self._bsz = torch.zeros(1, dtype=torch.int32)
         errors = []
+        self.refused: list[str] = []  # classes that refused this CPU at construction (see above)
         with quiet_stdout():
             self.cpu_infer = cpu_infer(kt.ext, threads, threadpools, nodes)
             if spare is not None:  # built before, of these very weights: nothing to load
@@ -172,6 +178,7 @@ class KtMoeLayer:
                     break
                 except RuntimeError as ex:
                     errors.append(f"{name}: {ex}")
+                    self.refused.append(name)
             else:
                 raise RuntimeError("; ".join(errors))
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 # kt-kernel MoE classes per method, most preferred first (the order kt-kernel 0.7.2's own
 # selection uses: `utils/amx.py` `_select_rawint4_backend`, FP8/BF16 "prefer AMX, fall back to
 # AVX2"). A class is used only if the loaded extension variant compiled it in; `needs` names host
-# ISA flags a class needs beyond that (kt-kernel checks AVX-VNNI at run time). The AMX-family
+# ISA flags a class needs beyond that (kt-kernel checks AVX-VNNI at run time, and a class that refuses
+# leaves its scratch registered: docs/path-runner.md#a-refused-kt-kernel-class-corrupts-the-heap). The AMX-family
 # classes (`AMX*`) are compiled into the AMX and the AVX-512 builds, the `AVX2*` ones into every build.
 KT_CLASS_PREFERENCE: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     "AMXINT4": (("AMXInt4_MOE", ()),),

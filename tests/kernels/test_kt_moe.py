@@ -51,3 +51,31 @@ def test_real_extension_has_a_bf16_writer_class():
 
     names = class_candidates(ext.moe, "BF16", writer=True)
     assert names and all(hasattr(getattr(ext.moe, n), "write_weight_scale_to_buffer_task") for n in names)
+
+
+@pytest.mark.kt
+@pytest.mark.parametrize("writer", [False, True])
+def test_a_layer_builds_no_class_this_cpu_refuses(writer):
+    """Without `isa`, a layer tries only the classes whose extra ISA this host's /proc/cpuinfo lists:
+    kt-kernel 0.7.2 leaves a refused class's scratch registered, and the next layer that grows the
+    shared buffer writes into freed memory (docs/path-runner.md#a-refused-kt-kernel-class-corrupts-the-heap;
+    an AVX2 host once tried AVX-VNNI-256 RawInt4 first for every writer, and CI aborted two tests later)."""
+    from kttune.kernels.expert_weights import HostExperts
+    from kttune.kernels.kt_ext import host_cpu_flags, load_kt_kernel
+    from kttune.kernels.kt_moe import KtMoeLayer
+
+    kt = load_kt_kernel()
+    flags = host_cpu_flags()
+    assert "avx2" in flags  # the reader found this x86-64 host's flags
+    built = 0
+    for method, prefs in KT_CLASS_PREFERENCE.items():
+        if not class_candidates(kt.ext.moe, method, flags, writer=writer):
+            continue
+        host = HostExperts.random(method, 256, 128, 4, seed=11)
+        layer = KtMoeLayer(host, top_k=1, threads=1, max_tokens=1, isa=None, writer=writer)
+        with layer:
+            assert layer.refused == [], (method, layer.refused)
+            needs = dict(prefs)[layer.kernel_class]
+            assert all(f in flags for f in needs), (method, layer.kernel_class)
+        built += 1
+    assert built >= 3
