@@ -18,8 +18,10 @@ and reports, per model and path (mean absolute % error per decoder-layer forward
 
 The correction to ship is the one `choose_shrinkage` picks on all models: none when every shrinkage
 makes some held-out model worse than the raw model. Writes transfer-<tag>.json and .md to --out.
+`--without KIND:METHOD` predicts from the profile less those curves: what a measured curve adds, on the
+same runs.
 
-    python benchmarks/bench_transfer.py [RESULTS.json ...] [--profile NAME] [--out DIR] [--tag TAG]
+    python benchmarks/bench_transfer.py [RESULTS.json ...] [--profile NAME] [--out DIR] [--tag TAG] [--without KIND:METHOD]
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from kttune.calibration.transfer import (
     terms_predictor,
 )
 from kttune.hw.registry import resolve_profile
+from kttune.hw.profile import HardwareProfile
 from kttune.calibration.runner import (
     disturbed,
     launch_config,
@@ -332,6 +335,18 @@ def markdown(a: dict, files: list[str], profile_name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def without_curves(prof: HardwareProfile, drop: list[str]) -> HardwareProfile:
+    """`prof` less its curves of each "KIND:METHOD" in `drop` (an unknown pair is an error, not a no-op)."""
+    for pair in drop:
+        kind, _, method = pair.partition(":")
+        if not prof.curves_of(kind, method=method):
+            raise SystemExit(f"--without {pair}: the profile has no {kind} curve of {method}")
+        prof = replace(
+            prof, curves=tuple(c for c in prof.curves if not (c.kind == kind and c.params.get("method") == method))
+        )
+    return prof
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("results", nargs="*", default=list(DEFAULT_RESULTS))
@@ -341,17 +356,26 @@ def main() -> None:
         help="folder for the results (default: benchmarks/results/<today>-computed/, benchmarks/results_layout.py)",
     )
     ap.add_argument("--tag", default="h200-pcie5-xeon-amx-16c")
+    ap.add_argument(
+        "--without",
+        action="append",
+        default=[],
+        metavar="KIND:METHOD",
+        help="leave the profile's curves of this kind and method out (what a measured curve adds: the same runs "
+        "predicted with and without it), e.g. pipeline:MXFP4; repeatable",
+    )
     a = ap.parse_args()
-    prof = resolve_profile(a.profile, None)
+    prof = without_curves(resolve_profile(a.profile, None), a.without)
+    label = a.profile + "".join(f" without its {w} curves" for w in a.without)
     points, crossings, borrowed = load_points(a.results, prof)
     res = analyse(points, crossings)
     res["borrowed"] = {m: n for m, n in sorted(borrowed.items()) if n}
     out = Path(a.out) if a.out else results_dir(COMPUTED)
     out.mkdir(parents=True, exist_ok=True)
-    md = markdown(res, a.results, a.profile)
+    md = markdown(res, a.results, label)
     (out / f"transfer-{a.tag}.md").write_text(md)
     (out / f"transfer-{a.tag}.json").write_text(
-        json.dumps({"results": a.results, "profile": a.profile, **res}, indent=1) + "\n"
+        json.dumps({"results": a.results, "profile": a.profile, "without": a.without, **res}, indent=1) + "\n"
     )
     print(md)
     print(f"wrote {out / f'transfer-{a.tag}.md'} and .json")

@@ -118,6 +118,15 @@ ACCURACY = dict(
     mxfp4_runner="2026-12-07-computed/mxfp4-runner.json",
     # a quick probe that times MXFP4 (since 2026-12-07), another instance's gpt-oss sweeps
     mxfp4_quick="2026-12-07-computed/transfer-mxfp4-quick-h100as.json",
+    # a quick probe that also streams gpt-oss-20b's MXFP4 layer (instance at), on the other instances'
+    # sweeps: (as it is, less its MXFP4 pipeline curves) per instance
+    mxfp4_quick_loop=tuple(
+        (
+            f"2026-12-07-computed/transfer-mxfp4-quick-h100at-on-{i}.json",
+            f"2026-12-07-computed/transfer-mxfp4-quick-h100at-on-{i}-without-mx-loop.json",
+        )
+        for i in ("as", "ar")
+    ),
     gap_read=(
         "2026-12-06-computed/diag-gap-read-mixtral-8x7b-h100z.json",
         "2026-12-06-computed/diag-gap-read-glm-4.5-air-h100z.json",
@@ -398,6 +407,12 @@ def mxfp4_row() -> tuple[str, str, str, str]:
     mq = json.loads((RESULTS / ACCURACY["mxfp4_quick"]).read_text())
     mq_raw = [r["raw"] for r in mq["rows"]]
     mq_cross = [c for c in mq["crossover"] if c.get("measured")]
+    loop_lw, twin_lw, loop_cross = [], [], []
+    for with_loop, without in ACCURACY["mxfp4_quick_loop"]:
+        a, b = (json.loads((RESULTS / f).read_text()) for f in (with_loop, without))
+        loop_lw += [r["raw"] for r in a["rows"] if r["path"] == "layerwise"]
+        twin_lw += [r["raw"] for r in b["rows"] if r["path"] == "layerwise"]
+        loop_cross += [c for c in a["crossover"] if c.get("measured") and not c.get("measured_edge")]
     return (
         "MoE layer per forward and crossover for MXFP4 (gpt-oss-20b and gpt-oss-120b: kt-kernel's MXFP4 class, "
         "kttune's 4-bit GEMM with the e2m1 decode), from each model's own probe",
@@ -411,7 +426,10 @@ def mxfp4_row() -> tuple[str, str, str, str]:
         + f"; the same instance's quick probe, which did not time MXFP4 then, read the hybrid path "
         f"{_pct(min(quick_hybrid), max(quick_hybrid))} fast. A quick probe that times it (another instance, "
         f"its own sweeps): raw {_pct(min(mq_raw), max(mq_raw))} per model and path, crossovers "
-        f"{sum(1 for c in mq_cross if c['raw_inside_or_within_20pct'])} of {len(mq_cross)}",
+        f"{sum(1 for c in mq_cross if c['raw_inside_or_within_20pct'])} of {len(mq_cross)}; one that also streams "
+        f"gpt-oss-20b's MXFP4 layer (a third instance, judged on the other two's sweeps): layerwise "
+        f"{_pct(min(loop_lw), max(loop_lw))} ({_pct(min(twin_lw), max(twin_lw))} from RAWINT4's loop), crossovers "
+        f"{sum(1 for c in loop_cross if c['raw_inside_or_within_20pct'])} of {len(loop_cross)}",
         "docs/path-runner.md#mxfp4",
     )
 
