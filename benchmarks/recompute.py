@@ -686,69 +686,30 @@ def recipes() -> list[Recipe]:
             ("transfer-mxfp4-quick-h100as.json",),
             C7,
         ),
-        Recipe(
-            "transfer-mxfp4-quick-h100at-on-as",
-            _bench(
-                "bench_transfer.py",
-                "--profile",
-                H100_7 / "mxfp4-quick-h100at.profile.json",
-                "--out",
-                "{out}",
-                "--tag",
-                "mxfp4-quick-h100at-on-as",
-                *_s(sorted(H100_7.glob("mxfp4-quick-crossover-gpt-oss-*-h100as.json"))),
-            ),
-            ("transfer-mxfp4-quick-h100at-on-as.json",),
-            C7,
-        ),
-        Recipe(
-            "transfer-mxfp4-quick-h100at-on-as-without-mx-loop",
-            _bench(
-                "bench_transfer.py",
-                "--profile",
-                H100_7 / "mxfp4-quick-h100at.profile.json",
-                "--out",
-                "{out}",
-                "--tag",
-                "mxfp4-quick-h100at-on-as-without-mx-loop",
-                "--without",
-                "pipeline:MXFP4",
-                *_s(sorted(H100_7.glob("mxfp4-quick-crossover-gpt-oss-*-h100as.json"))),
-            ),
-            ("transfer-mxfp4-quick-h100at-on-as-without-mx-loop.json",),
-            C7,
-        ),
-        Recipe(
-            "transfer-mxfp4-quick-h100at-on-ar",
-            _bench(
-                "bench_transfer.py",
-                "--profile",
-                H100_7 / "mxfp4-quick-h100at.profile.json",
-                "--out",
-                "{out}",
-                "--tag",
-                "mxfp4-quick-h100at-on-ar",
-                *_s(sorted(H100_7.glob("mxfp4-runner-crossover-gpt-oss-*-h100ar-*.json"))),
-            ),
-            ("transfer-mxfp4-quick-h100at-on-ar.json",),
-            C7,
-        ),
-        Recipe(
-            "transfer-mxfp4-quick-h100at-on-ar-without-mx-loop",
-            _bench(
-                "bench_transfer.py",
-                "--profile",
-                H100_7 / "mxfp4-quick-h100at.profile.json",
-                "--out",
-                "{out}",
-                "--tag",
-                "mxfp4-quick-h100at-on-ar-without-mx-loop",
-                "--without",
-                "pipeline:MXFP4",
-                *_s(sorted(H100_7.glob("mxfp4-runner-crossover-gpt-oss-*-h100ar-*.json"))),
-            ),
-            ("transfer-mxfp4-quick-h100at-on-ar-without-mx-loop.json",),
-            C7,
+        # instance at's quick probe (it streams gpt-oss-20b's MXFP4 layer) on instances as's and ar's
+        # gpt-oss sweeps, as it is and less its MXFP4 pipeline curves (RAWINT4's loop read by bytes)
+        *(
+            Recipe(
+                f"transfer-{tag}{wo}",
+                _bench(
+                    "bench_transfer.py",
+                    "--profile",
+                    H100_7 / "mxfp4-quick-h100at.profile.json",
+                    "--out",
+                    "{out}",
+                    "--tag",
+                    f"{tag}{wo}",
+                    *(("--without", "pipeline:MXFP4") if wo else ()),
+                    *_s(sorted(H100_7.glob(sweeps))),
+                ),
+                (f"transfer-{tag}{wo}.json",),
+                C7,
+            )
+            for tag, sweeps in (
+                ("mxfp4-quick-h100at-on-as", "mxfp4-quick-crossover-gpt-oss-*-h100as.json"),
+                ("mxfp4-quick-h100at-on-ar", "mxfp4-runner-crossover-gpt-oss-*-h100ar-*.json"),
+            )
+            for wo in ("", "-without-mx-loop")
         ),
         Recipe(
             "mxfp4-runner",
