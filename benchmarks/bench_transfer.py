@@ -375,7 +375,11 @@ def main() -> None:
     md = markdown(res, a.results, label)
     (out / f"transfer-{a.tag}.md").write_text(md)
     (out / f"transfer-{a.tag}.json").write_text(
-        json.dumps({"results": a.results, "profile": a.profile, "without": a.without, **res}, indent=1) + "\n"
+        json.dumps(
+            {"results": a.results, "profile": a.profile, **({"without": a.without} if a.without else {}), **res},
+            indent=1,
+        )
+        + "\n"
     )
     print(md)
     print(f"wrote {out / f'transfer-{a.tag}.md'} and .json")

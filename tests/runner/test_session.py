@@ -12,6 +12,7 @@ import pytest
 
 from kttune.runner.session import RunnerConfig, RunnerSession, SessionSpec, agreement_tolerance
 from kttune.protocol import trend
+from kttune.probes.inventory import collect_cpu
 
 DIMS = (1024, 256, 64)  # hidden, expert width, experts: one BF16 layer's experts = 96 MiB
 LAYER_BYTES = 3 * DIMS[0] * DIMS[1] * DIMS[2] * 2
@@ -100,7 +101,14 @@ def _old_way(queue) -> None:
 
 def test_the_law_catches_a_runner_that_rebuilds_per_configuration():
     """The control: the same law on the old way's memory (in a child process, which takes the leak
-    with it) says it grows, by about one layer's experts per configuration."""
+    with it) says it grows; where kt-kernel keeps each closed layer (its AMX-family classes,
+    docs/path-runner.md#kt-kernels-amx-layers-are-never-freed), by about one layer's experts per
+    configuration. Where its class frees the layer (the AVX2 build), the old way's memory rises once
+    instead: on an AVX2-only Zen 3 VM by 1.4 layers from its first configuration to its second, then by
+    1-13 MiB, so a slope over three configurations says nothing of a layer per configuration there."""
+    from kttune.kernels.kt_ext import load_kt_kernel
+    from kttune.kernels.kt_moe import kt_method_leaks
+
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     p = ctx.Process(target=_old_way, args=(q,))
@@ -108,7 +116,9 @@ def test_the_law_catches_a_runner_that_rebuilds_per_configuration():
     rss = q.get(timeout=600)
     p.join(60)
     assert grows(rss)
-    assert 0.7 * LAYER_BYTES < trend(rss).slope < 1.5 * LAYER_BYTES
+    kt = load_kt_kernel()
+    if kt is not None and kt_method_leaks(kt, "BF16", collect_cpu().isa):
+        assert 0.7 * LAYER_BYTES < trend(rss).slope < 1.5 * LAYER_BYTES
 
 
 def test_the_worker_measures_and_gives_its_memory_back():
