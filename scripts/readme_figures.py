@@ -119,13 +119,11 @@ ACCURACY = dict(
     # a quick probe that times MXFP4 (since 2026-12-07), another instance's gpt-oss sweeps
     mxfp4_quick="2026-12-07-computed/transfer-mxfp4-quick-h100as.json",
     # a quick probe that also streams gpt-oss-20b's MXFP4 layer (instance at), on the other instances'
-    # sweeps: (as it is, less its MXFP4 pipeline curves) per instance
+    # sweeps: as it is, then less its MXFP4 pipeline curves, per instance
     mxfp4_quick_loop=tuple(
-        (
-            f"2026-12-07-computed/transfer-mxfp4-quick-h100at-on-{i}.json",
-            f"2026-12-07-computed/transfer-mxfp4-quick-h100at-on-{i}-without-mx-loop.json",
-        )
+        f"2026-12-07-computed/transfer-mxfp4-quick-h100at-on-{i}{wo}.json"
         for i in ("as", "ar")
+        for wo in ("", "-without-mx-loop")
     ),
     gap_read=(
         "2026-12-06-computed/diag-gap-read-mixtral-8x7b-h100z.json",
@@ -408,7 +406,8 @@ def mxfp4_row() -> tuple[str, str, str, str]:
     mq_raw = [r["raw"] for r in mq["rows"]]
     mq_cross = [c for c in mq["crossover"] if c.get("measured")]
     loop_lw, twin_lw, loop_cross = [], [], []
-    for with_loop, without in ACCURACY["mxfp4_quick_loop"]:
+    pairs = ACCURACY["mxfp4_quick_loop"]
+    for with_loop, without in zip(pairs[::2], pairs[1::2]):
         a, b = (json.loads((RESULTS / f).read_text()) for f in (with_loop, without))
         loop_lw += [r["raw"] for r in a["rows"] if r["path"] == "layerwise"]
         twin_lw += [r["raw"] for r in b["rows"] if r["path"] == "layerwise"]
