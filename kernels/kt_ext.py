@@ -8,6 +8,7 @@ import ctypes
 import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator
 
 
@@ -59,7 +60,7 @@ def host_cpu_flags() -> frozenset[str]:
     global _FLAGS
     if _FLAGS is None:
         try:
-            text = open("/proc/cpuinfo", encoding="utf-8", errors="replace").read()
+            text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
         except OSError:
             text = ""
         line = next((ln for ln in text.splitlines() if ln.split(":", 1)[0].strip() == "flags"), "")
