@@ -341,9 +341,7 @@ def without_curves(prof: HardwareProfile, drop: list[str]) -> HardwareProfile:
         kind, _, method = pair.partition(":")
         if not prof.curves_of(kind, method=method):
             raise SystemExit(f"--without {pair}: the profile has no {kind} curve of {method}")
-        prof = replace(
-            prof, curves=tuple(c for c in prof.curves if not (c.kind == kind and c.params.get("method") == method))
-        )
+        prof = replace(prof, curves=tuple(c for c in prof.curves if c.kind != kind or not c.matches(method=method)))
     return prof
 
 
