@@ -42,6 +42,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 H100 = RESULTS / "2026-12-05-h100-pcie5-xeon-amx-16c"
 H100_LATER = RESULTS / "2026-12-06-h100-pcie5-xeon-amx-16c"
 H100_7 = RESULTS / "2026-12-07-h100-pcie5-xeon-amx-16c"
+H100_8 = RESULTS / "2026-12-08-h100-pcie5-xeon-amx-16c"
 H200 = RESULTS / "2026-12-04-h200-pcie5-xeon-amx-16c"
 H200_LATER = RESULTS / "2026-12-06-h200-pcie5-xeon-amx-16c"
 
@@ -83,6 +84,11 @@ CALLS = (
     *(("H100", H100_7, c, H100_7 / f"quick-transfer-machine-{c}.txt") for c in ("h100ao", "h100ap", "h100aq")),
     # instance ar (Emerald Rapids, twenty-sixth session), the plan with three probes and a real cold layer
     ("H100", H100_7, "h100ar", H100_7 / "quick-transfer-machine-h100ar.txt"),
+    # instance au/av (Emerald Rapids, twenty-ninth session): av the plan with three probes and a real cold
+    # layer (au, the call before on the same boot, a quick probe and gpt-oss sweeps only: read apart)
+    ("H100", H100_8, "h100av", H100_8 / "quick-transfer-machine-h100av.txt"),
+    # instance aw (Emerald Rapids, twenty-ninth session): four models with a real cold layer, a late probe by hand
+    ("H100", H100_8, "h100aw", H100_8 / "quick-transfer-machine-h100aw.txt"),
     ("H200", H200, "a+b", H200 / "quick-transfer-machine-ab.txt"),
     *(("H200", H200, c, H200 / f"quick-transfer-machine-{c}.txt") for c in ("c", "d")),
     ("H200", H200_LATER, "h200f", H200_LATER / "quick-transfer-machine-h200f.txt"),

@@ -31,6 +31,7 @@ H200 = RESULTS / "2026-12-04-h200-pcie5-xeon-amx-16c"
 QUICK_TOKENS = 256
 H200_LATER = RESULTS / "2026-12-06-h200-pcie5-xeon-amx-16c"
 H100_7 = RESULTS / "2026-12-07-h100-pcie5-xeon-amx-16c"
+H100_8 = RESULTS / "2026-12-08-h100-pcie5-xeon-amx-16c"
 TOKENS, THREADS, METHOD = 3072, 11, "BF16"
 MODELS = ("glm-4.5-air", "qwen3-30b-a3b")
 # (box, instance, quick profile, the runner's results per model, the call's machine file) of every
@@ -52,6 +53,7 @@ CALLS = [
                 H100_7,
                 ("h100ae", "h100af", "h100ah", "h100aj", "h100al", "h100am", "h100ao", "h100ap", "h100aq", "h100ar"),
             ),
+            (H100_8, ("h100av", "h100aw")),
         )
         for t in tags
     ],

@@ -57,6 +57,8 @@ AFTER_RULE = (
     "h100ap",
     "h100aq",
     "h100ar",
+    "h100av",
+    "h100aw",
 )
 RULE_FORM_OUTSIDE = ("h100x",)
 

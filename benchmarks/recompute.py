@@ -37,6 +37,8 @@ H200_6 = RESULTS / "2026-12-06-h200-pcie5-xeon-amx-16c"
 C6 = "2026-12-06-computed"
 H100_7 = RESULTS / "2026-12-07-h100-pcie5-xeon-amx-16c"
 C7 = "2026-12-07-computed"
+H100_8 = RESULTS / "2026-12-08-h100-pcie5-xeon-amx-16c"
+C8 = "2026-12-08-computed"
 C5 = "2026-12-05-computed"  # where the README's computed inputs are
 
 REL_TOL, ABS_TOL = 0.005, 1e-6
@@ -414,6 +416,7 @@ def recipes() -> list[Recipe]:
                         "h100ar",
                     ),
                 ),
+                (C8, H100_8, ("h100av", "h100aw")),
             )
             for t in tags
         ),
@@ -572,6 +575,8 @@ def recipes() -> list[Recipe]:
         *_per_call("hybrid-cold", "bench_hybrid_cold.py", "--call", ("h100ae", "h100af", "h100ag"), H100_7, C7),
         # instance ar: the first real cold layer of the H100 box (cycled past twice the L3)
         *_per_call("hybrid-cold", "bench_hybrid_cold.py", "--call", ("h100ar",), H100_7, C7),
+        # instances av and aw (twenty-ninth session): the second and third real cold layers of the H100 box
+        *_per_call("hybrid-cold", "bench_hybrid_cold.py", "--call", ("h100av", "h100aw"), H100_8, C8),
         Recipe(
             "probe-median-fastest",
             _bench(
@@ -626,6 +631,7 @@ def recipes() -> list[Recipe]:
                 (H100_7, C7, ("h100ao", "h100ao-again", "h100ao-late", "h100ap", "h100ap-again", "h100ap-late")),
                 (H100_7, C7, ("h100aq", "h100aq-again", "h100aq-late")),
                 (H100_7, C7, ("h100ar", "h100ar-again", "h100ar-late")),
+                (H100_8, C8, ("h100au", "h100av", "h100av-again", "h100av-late", "h100aw", "h100aw-late")),
             )
             for tag in tags
         ),
@@ -671,6 +677,35 @@ def recipes() -> list[Recipe]:
             ("mx-methods-h100ar.json",),
             C7,
         ),
+        Recipe(
+            "mx-methods-h100av",
+            _bench(
+                "bench_mx_methods.py", "report", H100_8, "--prefix", "mx-h100av-", "--out", "{out}/mx-methods-h100av"
+            ),
+            ("mx-methods-h100av.json",),
+            C8,
+        ),
+        # instance au: the quick probe that streams gpt-oss-20b's MXFP4 layer, judged on its own instance's
+        # gpt-oss sweeps less its MXFP4 pipeline curves (RAWINT4's loop read by bytes), and each gpt-oss
+        # model's own layer probed on the instance after the sweeps
+        Recipe(
+            "transfer-quick-h100au-without-mx-loop",
+            _bench(
+                "bench_transfer.py",
+                "--profile",
+                H100_8 / "quick-transfer-h100au.profile.json",
+                "--out",
+                "{out}",
+                "--tag",
+                "quick-h100au-without-mx-loop",
+                "--without",
+                "pipeline:MXFP4",
+                *_s(sorted(H100_8.glob("quick-transfer-crossover-*-h100au.json"))),
+            ),
+            ("transfer-quick-h100au-without-mx-loop.json",),
+            C8,
+        ),
+        *_per_call("own-layer", "bench_own_layer.py", "--call", ("h100au",), H100_8, C8),
         Recipe(
             "transfer-mxfp4-quick-h100as",
             _bench(
