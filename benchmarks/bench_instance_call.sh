@@ -47,15 +47,16 @@
 # quick probe by hand), h100ao, h100ap and h100aq the Emerald Rapids plan with three quick probes on three
 # more (2026-12-07, twenty-fourth session), h100ar the same plan with the quick layer timed cold and MX=1
 # (twenty-sixth session; then benchmarks/bench_mxfp4_runner.sh on the same instance; h100as: a quick probe
-# and gpt-oss's MXFP4 sweeps by hand on another), and h200f ran on a busy H200 instance, docs/probe.md#a-busy-machine; pass the
+# and gpt-oss's MXFP4 sweeps by hand on another; h100at a quick probe alone on a third), h100av the same plan
+# (2026-12-08, twenty-ninth session, after h100au's gpt-oss call on the same instance), and h200f ran on a busy H200 instance, docs/probe.md#a-busy-machine; pass the
 # next letter so a new call's files do not take an earlier one's names). Steps run by hand should pack
 # their files into one archive under $OUT as this plan does: the device tool brings back only so many
 # files per call, and the late quick probe of h100ae's own-layer call was left out and run again.
 #
-#   H100TAG=h100at H200TAG=h200g bash benchmarks/bench_instance_call.sh     (results: $OUT/quick-transfer-TAG.tgz,
+#   H100TAG=h100ax H200TAG=h200g bash benchmarks/bench_instance_call.sh     (results: $OUT/quick-transfer-TAG.tgz,
 #   and with APART=1 $OUT/apart-TAG.tgz; run it under `timeout 580`: the plans take up to 500 s)
 set -u
-H100TAG=${H100TAG:?name the call: H100TAG=h100at (h100a-z, h100aa-as are taken)}
+H100TAG=${H100TAG:?name the call: H100TAG=h100ax (h100a-z, h100aa-aw are taken)}
 H200TAG=${H200TAG:?name the call: H200TAG=h200g (h200a-f are taken)}
 Q="$(dirname "$0")/bench_quick_transfer.sh"
 export THREADS=${THREADS:-11}

@@ -108,11 +108,15 @@ ACCURACY = dict(
         *(f"2026-12-07-computed/transfer-merged-probes-{t}.json" for t in ("h100ao", "h100ap", "h100aq")),
         # twenty-sixth session: ar (three probes), Emerald Rapids, the quick layer also timed cold
         "2026-12-07-computed/transfer-merged-probes-h100ar.json",
+        # twenty-ninth session: av (three probes) and aw (two), Emerald Rapids, the quick layer also timed cold
+        *(f"2026-12-08-computed/transfer-merged-probes-{t}.json" for t in ("h100av", "h100aw")),
     ),
     # H100 instances: their sweeps from their quick probes and from `kttune probe --model` of each model
     own_layer=(
         *(f"2026-12-06-computed/own-layer-h100{t}.json" for t in ("s", "t", "aa", "ac", "ad")),
         *(f"2026-12-07-computed/own-layer-h100{t}.json" for t in ("ae", "af")),
+        # twenty-ninth session: gpt-oss-20b and gpt-oss-120b (MXFP4) on instance au
+        "2026-12-08-computed/own-layer-h100au.json",
     ),
     # MXFP4 (gpt-oss) through the path runner, one H100 instance: own probe, quick probe, shipped profile
     mxfp4_runner="2026-12-07-computed/mxfp4-runner.json",
@@ -124,6 +128,12 @@ ACCURACY = dict(
         f"2026-12-07-computed/transfer-mxfp4-quick-h100at-on-{i}{wo}.json"
         for i in ("as", "ar")
         for wo in ("", "-without-mx-loop")
+    ),
+    # the same quick probe on its own instance's gpt-oss sweeps (instance au): as it is, then less its
+    # MXFP4 pipeline curves
+    mxfp4_quick_same=(
+        "2026-12-08-computed/transfer-quick-h100au.json",
+        "2026-12-08-computed/transfer-quick-h100au-without-mx-loop.json",
     ),
     gap_read=(
         "2026-12-06-computed/diag-gap-read-mixtral-8x7b-h100z.json",
@@ -412,6 +422,10 @@ def mxfp4_row() -> tuple[str, str, str, str]:
         loop_lw += [r["raw"] for r in a["rows"] if r["path"] == "layerwise"]
         twin_lw += [r["raw"] for r in b["rows"] if r["path"] == "layerwise"]
         loop_cross += [c for c in a["crossover"] if c.get("measured") and not c.get("measured_edge")]
+    same, same_twin = (json.loads((RESULTS / f).read_text()) for f in ACCURACY["mxfp4_quick_same"])
+    same_raw = [r["raw"] for r in same["rows"]]
+    same_lw, same_twin_lw = ([r["raw"] for r in d["rows"] if r["path"] == "layerwise"] for d in (same, same_twin))
+    same_cross = [c for c in same["crossover"] if c.get("measured") and not c.get("measured_edge")]
     return (
         "MoE layer per forward and crossover for MXFP4 (gpt-oss-20b and gpt-oss-120b: kt-kernel's MXFP4 class, "
         "kttune's 4-bit GEMM with the e2m1 decode), from each model's own probe",
@@ -428,7 +442,10 @@ def mxfp4_row() -> tuple[str, str, str, str]:
         f"{sum(1 for c in mq_cross if c['raw_inside_or_within_20pct'])} of {len(mq_cross)}; one that also streams "
         f"gpt-oss-20b's MXFP4 layer (a third instance, judged on the other two's sweeps): layerwise "
         f"{_pct(min(loop_lw), max(loop_lw))} ({_pct(min(twin_lw), max(twin_lw))} from RAWINT4's loop), crossovers "
-        f"{sum(1 for c in loop_cross if c['raw_inside_or_within_20pct'])} of {len(loop_cross)}",
+        f"{sum(1 for c in loop_cross if c['raw_inside_or_within_20pct'])} of {len(loop_cross)}; the same on "
+        f"its own instance's sweeps (a fourth): raw {_pct(min(same_raw), max(same_raw))} per model and path, layerwise "
+        f"{_pct(min(same_lw), max(same_lw))} ({_pct(min(same_twin_lw), max(same_twin_lw))} from RAWINT4's loop), "
+        f"crossovers {sum(1 for c in same_cross if c['raw_inside_or_within_20pct'])} of {len(same_cross)}",
         "docs/path-runner.md#mxfp4",
     )
 
