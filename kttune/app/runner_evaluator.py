@@ -137,14 +137,15 @@ class PathRunnerEvaluator:
     def skip_reason(self, cfg: LaunchConfig, length: int) -> str | None:
         return self.session.skip_reason(self.runner_config(cfg), length)
 
-    def sample_run(self, cfg: LaunchConfig, length: int, force: str | None = None):
-        """One timed `PathRun` of `length` tokens under `cfg`, or None (the reason in `skipped`)."""
+    def sample_run(self, cfg: LaunchConfig, length: int, force: str | None = None, seed: int = 0):
+        """One timed `PathRun` of `length` tokens under `cfg`, its prompt drawn with `seed`, or None (the
+        reason in `skipped`)."""
         rc = self.runner_config(cfg)
         why = self.session.skip_reason(rc, length, force)
         if why is None:
             try:
                 self.samples += 1
-                return self.session.sample(rc, length, force)
+                return self.session.sample(rc, length, force, seed=seed)
             except ValueError as e:  # out of memory or too large, found while running
                 why = str(e)[:200]
         self.skipped.setdefault(cfg, []).append({"prompt": length, "reason": why, "force": force})

@@ -20,7 +20,7 @@ Pure (numpy/scipy, no torch): the model core may use it; what measures is always
 """
 
 from kttune.protocol.race import RaceEntry, RaceResult, race
-from kttune.protocol.rounds import Protocol, RoundsResult, Samples, measure_rounds
+from kttune.protocol.rounds import Protocol, RoundsResult, Samples, measure_rounds, prompt_seed
 from kttune.protocol.stats import (
     Comparison,
     Crossing,
@@ -54,6 +54,7 @@ __all__ = [
     "estimate",
     "measure_rounds",
     "outliers_of",
+    "prompt_seed",
     "race",
     "trend",
 ]

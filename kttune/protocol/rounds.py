@@ -33,6 +33,14 @@ from kttune.protocol.stats import CONFIDENCE, OUTLIER_MADS, OUTLIER_MIN_REL, Est
 T = TypeVar("T", bound=Hashable)
 
 
+def prompt_seed(seed: int, round_index: int) -> int:
+    """The seed of the prompt a timed run draws in round `round_index` of a measurement seeded `seed`:
+    one draw per round, the same for every item of the round, so the items stay paired while the
+    rounds sample the prompt-to-prompt spread (at a few tokens, the router's choice:
+    docs/path-runner.md#one-prompt-draw-per-round)."""
+    return seed + round_index
+
+
 @dataclass(frozen=True)
 class Protocol:
     repeats: int = 3  # timed samples per item (rounds)

@@ -187,11 +187,17 @@ def measure_jobs(
     """Every job through the protocol's interleaved rounds on `session`: ({job: representative PathRun
     with its `timing`}, {job: skip reason}, the rounds' record). A run whose K layers are far apart
     (`compare.disturbed`) is an outlier with that reason; one that raises (out of memory, too large)
-    is not measurable, with the error."""
+    is not measurable, with the error.
+
+    Round r draws its prompt with `seed + r` (`prompt_seed`): the hidden states, so the router's
+    choice, differ from round to round and are the same for every job of one round (a round's jobs
+    stay paired). At a few tokens one draw moves a large share of the routed pairs on or off the GPU
+    experts (docs/path-runner.md#one-prompt-draw-per-round); repeats of one draw would leave that
+    spread out of the interval."""
     import torch
 
     from kttune.calibration.runner import disturbed
-    from kttune.protocol import measure_rounds
+    from kttune.protocol import measure_rounds, prompt_seed
 
     skipped: dict = {}
     todo = []
@@ -207,7 +213,7 @@ def measure_jobs(
 
     def sample(job: RunnerJob, r: int):
         try:
-            run = session.sample(job.cfg, job.prompt, job.force, seed=seed)
+            run = session.sample(job.cfg, job.prompt, job.force, seed=prompt_seed(seed, r))
         except (ValueError, torch.cuda.OutOfMemoryError) as e:  # type: ignore[attr-defined]
             errors[job] = f"{type(e).__name__}: {str(e)[:200]}"
             if session.stack.is_cuda:

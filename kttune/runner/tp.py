@@ -18,7 +18,7 @@ class TpJob:
     method: str
     tp: int
     stack: Any  # StackOptions (rank/tp/device are set per process)
-    prompts: tuple[tuple[int, int, int, str | None], ...]  # (L, chunk, threshold, force)
+    prompts: tuple[tuple, ...]  # (L, chunk, threshold, force[, prompt seed: 0 if left out])
     small: bool = False
     backend: str = ""  # "" = nccl when CUDA has tp GPUs, else gloo
     keep_hidden: bool = True  # return each prompt's last hidden states (the checks'; a timing run needs none)
@@ -45,8 +45,8 @@ def _worker(rank: int, job: TpJob, port: int, queue: Any) -> None:
         st = build_stack(spec, spec.router, job.method, replace(job.stack, tp=job.tp, rank=rank, device=device))
         runner = PathRunner(st, dist=Dist(rank, job.tp))
         out = []
-        for p, c, t, f in job.prompts:
-            run = runner.run_prompt(p, c, t, f)
+        for p, c, t, f, *seed in job.prompts:
+            run = runner.run_prompt(p, c, t, f, seed=seed[0] if seed else 0)
             hidden = runner.last_hidden.float().cpu().numpy() if job.keep_hidden else None  # no shared tensors
             out.append((run.to_dict(), hidden))
         runner.close()
@@ -68,15 +68,18 @@ def sweep_tp(job: TpJob, sizes: tuple[int, ...], rounds: int, seed: int = 0, tim
     `job.tp` ranks: each once untimed (warm-up), then `rounds` rounds in the measurement protocol's
     shuffled order (kttune.protocol), all in one job (the ranks' processes built once). Returns one
     PathRun per (size, path), the sample nearest the median, with the rounds' estimates under `timing`
-    (as `kttune paths` records a run: kttune.runner.api.representative_run). `job.prompts` is ignored."""
-    from kttune.protocol import Protocol
+    (as `kttune paths` records a run: kttune.runner.api.representative_run); round r's runs draw their
+    prompt with `prompt_seed(seed, r)`, as `kttune paths` does. `job.prompts` is ignored."""
+    from kttune.protocol import Protocol, prompt_seed
     from kttune.runner.api import representative_run
     from kttune.runner.result import PathRun
 
     items = [(m, path) for m in sizes for path in ("hybrid", "layerwise")]
     proto = Protocol(repeats=rounds, seed=seed)
     order = [(r, it) for r in range(rounds) for it in proto.order(items, r)]
-    prompts = tuple((m, m, m, path) for m, path in items) + tuple((m, m, m, path) for _, (m, path) in order)
+    prompts = tuple((m, m, m, path) for m, path in items) + tuple(
+        (m, m, m, path, prompt_seed(seed, r)) for r, (m, path) in order
+    )
     out = run_tp(replace(job, prompts=prompts, keep_hidden=False), timeout_s)
     timed = [PathRun.from_dict(d) for d, _ in out[len(items) :]]
     runs = []

@@ -40,7 +40,7 @@ from typing import Callable
 
 from kttune.config import LaunchConfig
 from kttune.errors import UserError
-from kttune.protocol import Comparison, Protocol, compare, crossing, measure_rounds, race
+from kttune.protocol import Comparison, Protocol, compare, crossing, measure_rounds, prompt_seed, race
 from kttune.search.user_flags import usable_threads
 from kttune.app.tuning.result import EVALUATORS, PROBE_MODES, Gain, TuneEvent, TuneRequest, TuneResult, VerifyRow
 from kttune.app.tuning.state import TuneState
@@ -519,7 +519,7 @@ def _measured(
         def sweep_sample(item, r):
             m, path = item
             cfg = replace(pick0, chunked_prefill_size=m, gpu_prefill_token_threshold=m)
-            run = ev.sample_run(cfg, m, force=path)
+            run = ev.sample_run(cfg, m, force=path, seed=prompt_seed(req.seed, r))
             if run is None:
                 return None
             from kttune.calibration.runner import forward_points
