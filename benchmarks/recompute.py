@@ -8,7 +8,7 @@ with the committed one when every number is within 0.5% (relative; 1e-6 absolute
 missing from either. About 40 s on the 2-core development VM.
 
     python3 benchmarks/recompute.py --check           # exit 1 and a list of what moved
-    python3 benchmarks/recompute.py --write           # recompute into the committed files' places
+    python3 benchmarks/recompute.py --write           # rewrite the recipes whose results moved
     python3 benchmarks/recompute.py --check transfer  # recipes whose name contains "transfer"
 """
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -964,15 +965,34 @@ def run(recipe: Recipe, out: Path) -> None:
         raise RuntimeError(f"{recipe.name}: {' '.join(argv)} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
 
 
-def check(recipe: Recipe, scratch: Path) -> dict[str, list[str]]:
-    """Per file of the recipe, how the recomputed JSON differs from the committed one."""
+def check(recipe: Recipe, scratch: Path, results: Path = RESULTS) -> dict[str, list[str]]:
+    """Per file of the recipe, how the recomputed JSON differs from the committed one (a file not
+    committed yet: one difference saying so). The recomputed files stay in `scratch`/NAME."""
     out = scratch / recipe.name
     run(recipe, out)
     found = {}
     for f in recipe.files:
-        committed = json.loads((RESULTS / recipe.folder / f).read_text())
-        found[f"{recipe.folder}/{f}"] = differences(committed, json.loads((out / f).read_text()))
+        committed = results / recipe.folder / f
+        new = json.loads((out / f).read_text())
+        found[f"{recipe.folder}/{f}"] = (
+            differences(json.loads(committed.read_text()), new) if committed.exists() else [f"{f}: not committed"]
+        )
     return found
+
+
+def write(recipe: Recipe, scratch: Path, results: Path = RESULTS) -> bool:
+    """Recompute `recipe` into `scratch` and, where any of its files moved (or is new), copy everything
+    the command wrote into its folder of `results`; a recipe whose files are as committed is left as
+    committed (its provenance, timestamps and rounding untouched). True when it wrote."""
+    if not any(check(recipe, scratch, results).values()):
+        return False
+    out = scratch / recipe.name
+    for f in out.rglob("*"):
+        if f.is_file():
+            dest = results / recipe.folder / f.relative_to(out)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(f, dest)
+    return True
 
 
 def main() -> None:
@@ -980,13 +1000,16 @@ def main() -> None:
     ap.add_argument("names", nargs="*", help="only recipes whose name contains one of these")
     mode = ap.add_mutually_exclusive_group(required=True)
     mode.add_argument("--check", action="store_true", help="compare with the committed files; exit 1 if any moved")
-    mode.add_argument("--write", action="store_true", help="recompute into the committed files' folders")
+    mode.add_argument(
+        "--write", action="store_true", help="recompute, and rewrite in place the recipes whose results moved"
+    )
     args = ap.parse_args()
     chosen = [r for r in recipes() if not args.names or any(n in r.name for n in args.names)]
     if args.write:
-        for r in chosen:
-            run(r, RESULTS / r.folder)
-            print(f"{r.name}: wrote {', '.join(r.files)} in {r.folder}")
+        with tempfile.TemporaryDirectory() as tmp:
+            for r in chosen:
+                wrote = write(r, Path(tmp))
+                print(f"{r.name}: " + (f"wrote {', '.join(r.files)} in {r.folder}" if wrote else "as committed, left"))
         return
     moved = 0
     with tempfile.TemporaryDirectory() as tmp:

@@ -67,3 +67,26 @@ def test_a_computed_result_names_no_path_of_this_checkout(recipe):
     for f in recipe.files:
         text = (ROOT / "benchmarks" / "results" / recipe.folder / f).read_text()
         assert str(ROOT) not in text, f"{recipe.folder}/{f} holds {ROOT}: write paths relative to benchmarks/results"
+
+
+def test_write_rewrites_a_recipe_only_where_its_results_moved(tmp_path):
+    """`recompute.py --write` leaves a result that recomputes as committed untouched (its provenance and
+    rounding with it), and replaces one that moved, with every file its command wrote."""
+    cmd = (
+        "import json, pathlib, sys; out = pathlib.Path(sys.argv[1]); out.mkdir(parents=True, exist_ok=True); "
+        "(out / 'r.json').write_text(json.dumps({'x': 1.0, 'created': 'now'})); (out / 'r.md').write_text('new')"
+    )
+    recipe = RECOMPUTE.Recipe("r", (sys.executable, "-c", cmd, "{out}"), ("r.json",), "c")
+    results = tmp_path / "results"
+    folder = results / "c"
+    folder.mkdir(parents=True)
+    kept = '{"x": 1.002, "created": "then"}'  # within the 0.5% agreement
+    (folder / "r.json").write_text(kept)
+    (folder / "r.md").write_text("old")
+    assert not RECOMPUTE.write(recipe, tmp_path / "s1", results)
+    assert (folder / "r.json").read_text() == kept and (folder / "r.md").read_text() == "old"
+    (folder / "r.json").write_text('{"x": 2.0, "created": "then"}')  # moved
+    assert RECOMPUTE.write(recipe, tmp_path / "s2", results)
+    assert '"x": 1.0' in (folder / "r.json").read_text() and (folder / "r.md").read_text() == "new"
+    (folder / "r.json").unlink()  # a new result is written
+    assert RECOMPUTE.write(recipe, tmp_path / "s3", results) and (folder / "r.json").exists()
