@@ -401,6 +401,20 @@ def _derive_real_row(d: dict) -> tuple[str, str, str, str]:
     )
 
 
+def _loop_pairs(files: tuple[str, ...]) -> tuple[list, list, list, list]:
+    """Transfer results in pairs (the quick probe as it is, then less its MXFP4 pipeline curves): every
+    raw error of the first, the layerwise ones of each, and the first's crossovers measured inside their
+    sweep."""
+    raw, lw, twin_lw, cross = [], [], [], []
+    for with_loop, without in zip(files[::2], files[1::2]):
+        a, b = (json.loads((RESULTS / f).read_text()) for f in (with_loop, without))
+        raw += [r["raw"] for r in a["rows"]]
+        lw += [r["raw"] for r in a["rows"] if r["path"] == "layerwise"]
+        twin_lw += [r["raw"] for r in b["rows"] if r["path"] == "layerwise"]
+        cross += [c for c in a["crossover"] if c.get("measured") and not c.get("measured_edge")]
+    return raw, lw, twin_lw, cross
+
+
 def mxfp4_row() -> tuple[str, str, str, str]:
     """MXFP4 through the path runner (gpt-oss), from the model's own probe and from a quick probe that
     had no MXFP4 curve."""
@@ -415,17 +429,8 @@ def mxfp4_row() -> tuple[str, str, str, str]:
     mq = json.loads((RESULTS / ACCURACY["mxfp4_quick"]).read_text())
     mq_raw = [r["raw"] for r in mq["rows"]]
     mq_cross = [c for c in mq["crossover"] if c.get("measured")]
-    loop_lw, twin_lw, loop_cross = [], [], []
-    pairs = ACCURACY["mxfp4_quick_loop"]
-    for with_loop, without in zip(pairs[::2], pairs[1::2]):
-        a, b = (json.loads((RESULTS / f).read_text()) for f in (with_loop, without))
-        loop_lw += [r["raw"] for r in a["rows"] if r["path"] == "layerwise"]
-        twin_lw += [r["raw"] for r in b["rows"] if r["path"] == "layerwise"]
-        loop_cross += [c for c in a["crossover"] if c.get("measured") and not c.get("measured_edge")]
-    same, same_twin = (json.loads((RESULTS / f).read_text()) for f in ACCURACY["mxfp4_quick_same"])
-    same_raw = [r["raw"] for r in same["rows"]]
-    same_lw, same_twin_lw = ([r["raw"] for r in d["rows"] if r["path"] == "layerwise"] for d in (same, same_twin))
-    same_cross = [c for c in same["crossover"] if c.get("measured") and not c.get("measured_edge")]
+    _, loop_lw, twin_lw, loop_cross = _loop_pairs(ACCURACY["mxfp4_quick_loop"])
+    same_raw, same_lw, same_twin_lw, same_cross = _loop_pairs(ACCURACY["mxfp4_quick_same"])
     return (
         "MoE layer per forward and crossover for MXFP4 (gpt-oss-20b and gpt-oss-120b: kt-kernel's MXFP4 class, "
         "kttune's 4-bit GEMM with the e2m1 decode), from each model's own probe",
