@@ -1,7 +1,9 @@
-"""Shared test inputs: real catalog models and the shipped profiles."""
+"""Shared test inputs: real catalog models and the shipped profiles; the repository's scripts as modules."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -13,6 +15,7 @@ DATASHEET_H200 = "datasheet-h200-pcie5-xeon-amx-16c"
 
 # Fixtures: copies of measured results the tests read (tests/data/README.md says where each came from)
 DATA = Path(__file__).resolve().parent / "data"
+ROOT = Path(__file__).resolve().parents[1]
 PATHS_H200 = DATA / "paths-h200.json"  # the path runner on the H200 box, the latest of two grids
 PATHS_H200_EARLIER = DATA / "paths-h200-earlier.json"  # the same grid an hour earlier
 
@@ -82,3 +85,14 @@ def interruptible() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def script(relative: str):
+    """A script of the repository (benchmarks/, scripts/; not part of the package) loaded as a module
+    named after its file, registered in sys.modules (its dataclasses resolve their annotations there)."""
+    path = ROOT / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = mod
+    spec.loader.exec_module(mod)
+    return mod

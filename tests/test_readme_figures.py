@@ -4,18 +4,17 @@ one fails here until `python scripts/readme_figures.py --write` is rerun."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import script
+
 from kttune.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("readme_figures", ROOT / "scripts" / "readme_figures.py")
-R = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(R)
+R = script("scripts/readme_figures.py")
 
 
 def test_every_readme_block_is_what_head_makes():

@@ -7,25 +7,18 @@ constants that recomputed none."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import script
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _module(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-RECOMPUTE = _module("recompute", ROOT / "benchmarks" / "recompute.py")
-FIGURES = _module("readme_figures", ROOT / "scripts" / "readme_figures.py")
+RECOMPUTE = script("benchmarks/recompute.py")
+FIGURES = script("scripts/readme_figures.py")
 
 
 def _computed_inputs() -> set[str]:

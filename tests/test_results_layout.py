@@ -4,7 +4,6 @@ profiles' machines."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from datetime import date
 from pathlib import Path
@@ -13,12 +12,10 @@ import pytest
 
 from kttune.hw.profile import GpuInfo
 from kttune.hw.registry import load_shipped
-from tests.helpers import DATA
+from tests.helpers import DATA, script
 
 ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("results_layout", ROOT / "benchmarks" / "results_layout.py")
-L = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(L)
+L = script("benchmarks/results_layout.py")
 
 
 def test_every_result_is_in_a_dated_machine_folder_and_in_the_manifest():

@@ -26,11 +26,12 @@ from results_layout import write_result  # noqa: E402
 
 from kttune.kernels.decoder import LayerWeights, rms_norm, route  # noqa: E402
 from kttune.spec.loader import load_model  # noqa: E402
+from kttune.spec.model_spec import ModelSpec  # noqa: E402
 
 
-def shares(model: str, method: str, gpu_experts: int, tokens: int, draws: int, layer: int) -> list[float]:
-    """The GPU experts' share of the routed pairs in each of `draws` prompts of `tokens` tokens."""
-    m = load_model(model, method)
+def shares(m: ModelSpec, gpu_experts: int, tokens: int, draws: int, layer: int) -> list[float]:
+    """The GPU experts' (the first `gpu_experts`) share of the routed pairs in each of `draws` prompts
+    of `tokens` tokens, on the router of the runner's layer `layer` of model `m`."""
     w = LayerWeights.random(
         m.hidden_size, m.num_experts, m.shared_expert_intermediate_size, m.router, "cpu", seed=layer
     )
@@ -55,10 +56,11 @@ def main() -> None:
     rows = []
     for spec in models:
         model, method, n = spec.split(":")
-        e = load_model(model, method).num_experts
+        m = load_model(model, method)
+        e = m.num_experts
         for t in (int(v) for v in args.tokens.split(",")):
             for layer in range(args.layers):
-                s = torch.tensor(shares(model, method, int(n), t, args.draws, layer))
+                s = torch.tensor(shares(m, int(n), t, args.draws, layer))
                 rows.append(
                     {
                         "model": model,

@@ -10,6 +10,7 @@ import torch
 from kttune.protocol import Protocol, prompt_seed
 from kttune.runner.api import RunnerJob, measure_jobs
 from kttune.runner.session import RunnerConfig, RunnerSession, SessionSpec
+from tests.helpers import script
 
 
 def test_each_round_draws_its_own_prompt_shared_by_the_rounds_jobs():
@@ -41,17 +42,9 @@ def test_the_routers_gpu_share_moves_with_the_prompt_draw():
     """The premise: on the runner's router (gpt-oss-20b's, its gate seeded as the stack seeds it), the
     share of 8 tokens' routed pairs that land on the first 8 of 32 experts (the GPU-resident ones)
     differs from draw to draw by several points, and averages the experts' share, 1/4."""
-    from kttune.kernels.decoder import LayerWeights, rms_norm, route
     from kttune.spec.loader import load_model
 
-    m = load_model("gpt-oss-20b", "MXFP4")
-    w = LayerWeights.random(m.hidden_size, m.num_experts, m.shared_expert_intermediate_size, m.router, "cpu", seed=0)
-    shares = []
-    for seed in range(64):
-        g = torch.Generator().manual_seed(seed)
-        x = torch.randn(8, m.hidden_size, generator=g, dtype=torch.bfloat16).mul_(0.5)
-        ids, _ = route(rms_norm(x, w.post_norm) @ w.gate.t(), m.router, m.top_k, w.bias)
-        shares.append(((ids >= 0) & (ids < 8)).float().mean().item())
-    t = torch.tensor(shares)
+    draws = script("benchmarks/diag/diag_routing_draw.py")  # where the draws are measured
+    t = torch.tensor(draws.shares(load_model("gpt-oss-20b", "MXFP4"), 8, 8, 64, 0))
     assert abs(t.mean().item() - 0.25) < 0.04
     assert t.std().item() > 0.04 and t.max().item() - t.min().item() > 0.15
